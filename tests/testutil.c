@@ -1,0 +1,65 @@
+/* testutil.c - see testutil.h. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[4096];
+
+const char *tu_tmpdir_create(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/fgtest-XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s failed", g_dir);
+    return g_dir;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+void tu_tmpdir_remove(void)
+{
+    if (g_dir[0])
+        nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    g_dir[0] = '\0';
+}
+
+const char *tu_path(const char *name)
+{
+    static char bufs[4][8192 + 64];
+    static int k;
+    char *b = bufs[k++ & 3];
+    snprintf(b, sizeof bufs[0], "%s/%.*s", g_dir, 4000, name);
+    return b;
+}
+
+void tu_fill(void *p, size_t n, uint64_t seed)
+{
+    uint8_t *b = p;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        b[i] = (uint8_t)s;
+    }
+}
+
+int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,23 @@
+/* testutil.h - helpers shared by the Check suites: temp directories and a suite runner. */
+#ifndef FG_TESTUTIL_H
+#define FG_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Create a fresh temp directory (mkdtemp under $TMPDIR or /tmp); returns a static path that
+ * stays valid until tu_tmpdir_remove. Aborts the test on failure. */
+const char *tu_tmpdir_create(void);
+/* rm -rf the directory made by tu_tmpdir_create. */
+void tu_tmpdir_remove(void);
+/* path = tmpdir + "/" + name, in a static rotating buffer. */
+const char *tu_path(const char *name);
+
+/* Deterministic bytes for tests. */
+void tu_fill(void *p, size_t n, uint64_t seed);
+
+/* Run a suite in fork mode; returns the process exit status (0 when all pass). */
+int tu_run(Suite *s);
+
+#endif

@@ -1,0 +1,208 @@
+/* fg-inspect - show what a .fgt file holds: header, metadata, tensors, chunks; --verify checks
+ * every checksum; --json prints the same for scripts. Exit 0 ok, 1 bad file, 2 bad usage. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fgt.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt\n"
+               "  --json       machine-readable output\n"
+               "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
+               "  --no-chunks  list tensors only\n");
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void shape_str(const fg_fgt_tensor_info *t, char *buf, size_t n)
+{
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (uint32_t d = 0; d < t->n_dims && off < n; d++)
+        off += (size_t)snprintf(buf + off, n - off, d ? ", %" PRIu64 : "%" PRIu64, t->dims[d]);
+    if (off < n)
+        snprintf(buf + off, n - off, "]");
+}
+
+static void codec_str(const fg_codec *c, char *buf, size_t n)
+{
+    if (c->bits)
+        snprintf(buf, n, "%s/g%u/ax%u/%s", fg_codec_name(c->id), c->group_size, c->group_axis,
+                 c->scale_dtype == FG_SCALE_F16 ? "f16" : "f32");
+    else
+        snprintf(buf, n, "%s", fg_codec_name(c->id));
+}
+
+static void meta_value(const fg_meta_info *m, int json)
+{
+    switch (m->type) {
+    case FG_META_U64: printf("%" PRIu64, m->u64); break;
+    case FG_META_I64: printf("%" PRId64, m->i64); break;
+    case FG_META_F64: printf("%.17g", m->f64); break;
+    case FG_META_STRING:
+        if (json)
+            json_str(m->data);
+        else
+            printf("\"%.*s%s\"", 60, (const char *)m->data, m->len > 60 ? "..." : "");
+        break;
+    case FG_META_BYTES: printf(json ? "{\"bytes\": %" PRIu64 "}" : "<%" PRIu64 " bytes>", m->len); break;
+    default:
+        printf(json ? "{\"array\": %" PRIu64 "}" : "<array of %" PRIu64 ">", m->len);
+        break;
+    }
+}
+
+static void print_text(const fg_fgt_reader *r, int chunks)
+{
+    fg_fgt_file_info fi;
+    fg_fgt_file(r, &fi);
+    printf("format %u.%u  alignment %u  generation %" PRIu64 " (slot %d)  file %" PRIu64
+           " bytes\nindex at %" PRIu64 " (%" PRIu64 " bytes)  %u tensors  %" PRIu64
+           " chunks  %u metadata\n",
+           fi.version_major, fi.version_minor, fi.alignment, fi.generation, fi.slot, fi.file_size,
+           fi.index_offset, fi.index_length, fi.n_tensors, fi.n_chunks, fi.n_meta);
+    for (uint32_t i = 0; i < fg_fgt_meta_count(r); i++) {
+        fg_meta_info m;
+        fg_fgt_meta(r, i, &m);
+        printf("  meta %-32s ", m.key);
+        meta_value(&m, 0);
+        putchar('\n');
+    }
+    printf("\n%-48s %-16s %-24s %6s %14s\n", "tensor", "codec", "shape", "chunks", "bytes");
+    for (uint32_t i = 0; i < fg_fgt_tensor_count(r); i++) {
+        fg_fgt_tensor_info t;
+        char shape[160], codec[48];
+        fg_fgt_tensor(r, i, &t);
+        shape_str(&t, shape, sizeof shape);
+        codec_str(&t.codec, codec, sizeof codec);
+        printf("%-48s %-16s %-24s %6u %14" PRIu64 "\n", t.name, codec, shape, t.n_chunks,
+               t.payload_bytes);
+    }
+    if (!chunks)
+        return;
+    printf("\n%-48s %5s %14s %12s %10s %12s %5s %-16s\n", "tensor", "chunk", "offset", "length",
+           "first_row", "rows", "align", "xxh3");
+    for (uint32_t i = 0; i < fg_fgt_tensor_count(r); i++) {
+        fg_fgt_tensor_info t;
+        fg_fgt_tensor(r, i, &t);
+        for (uint32_t c = 0; c < t.n_chunks; c++) {
+            fg_fgt_chunk_info ci;
+            fg_fgt_chunk(r, i, c, &ci);
+            printf("%-48s %5u %14" PRIu64 " %12" PRIu64 " %10" PRIu64 " %12" PRIu64 " %5s %016" PRIx64
+                   "\n", t.name, c, ci.offset, ci.length, ci.first_row, ci.n_rows,
+                   ci.offset % fi.alignment ? "NO" : "ok", ci.xxh3);
+        }
+    }
+}
+
+static void print_json(const fg_fgt_reader *r, int chunks)
+{
+    fg_fgt_file_info fi;
+    fg_fgt_file(r, &fi);
+    printf("{\"version\": \"%u.%u\", \"alignment\": %u, \"generation\": %" PRIu64
+           ", \"slot\": %d, \"file_size\": %" PRIu64 ", \"index_offset\": %" PRIu64
+           ", \"index_length\": %" PRIu64 ",\n \"metadata\": {",
+           fi.version_major, fi.version_minor, fi.alignment, fi.generation, fi.slot, fi.file_size,
+           fi.index_offset, fi.index_length);
+    for (uint32_t i = 0; i < fg_fgt_meta_count(r); i++) {
+        fg_meta_info m;
+        fg_fgt_meta(r, i, &m);
+        printf(i ? ", " : "");
+        json_str(m.key);
+        printf(": ");
+        meta_value(&m, 1);
+    }
+    printf("},\n \"tensors\": [");
+    for (uint32_t i = 0; i < fg_fgt_tensor_count(r); i++) {
+        fg_fgt_tensor_info t;
+        char shape[160];
+        fg_fgt_tensor(r, i, &t);
+        shape_str(&t, shape, sizeof shape);
+        printf(i ? ",\n  {\"name\": " : "\n  {\"name\": ");
+        json_str(t.name);
+        printf(", \"codec\": \"%s\", \"bits\": %u, \"group_size\": %u, \"group_axis\": %u, "
+               "\"shape\": %s, \"bytes\": %" PRIu64 ", \"source\": ",
+               fg_codec_name(t.codec.id), t.codec.bits, t.codec.group_size, t.codec.group_axis,
+               shape, t.payload_bytes);
+        json_str(t.source_name);
+        printf(", \"source_hash\": \"%016" PRIx64 "\"", t.source_hash);
+        if (chunks) {
+            printf(", \"chunks\": [");
+            for (uint32_t c = 0; c < t.n_chunks; c++) {
+                fg_fgt_chunk_info ci;
+                fg_fgt_chunk(r, i, c, &ci);
+                printf("%s{\"offset\": %" PRIu64 ", \"length\": %" PRIu64 ", \"first_row\": %" PRIu64
+                       ", \"rows\": %" PRIu64 ", \"xxh3\": \"%016" PRIx64 "\"}",
+                       c ? ", " : "", ci.offset, ci.length, ci.first_row, ci.n_rows, ci.xxh3);
+            }
+            printf("]");
+        }
+        printf("}");
+    }
+    printf("\n ]}\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"verify", no_argument, NULL, 'v'},
+        {"no-chunks", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, verify = 0, chunks = 1, c;
+    while ((c = getopt_long(argc, argv, "jvnh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'v': verify = 1; break;
+        case 'n': chunks = 0; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    fg_fgt_reader *r;
+    fg_err err;
+    if (fg_fgt_open(argv[optind], 0, &r, &err)) {
+        fprintf(stderr, "fg-inspect: %s\n", err.msg);
+        return 1;
+    }
+    if (verify) {
+        int rc = fg_fgt_verify(r, NULL, NULL, &err);
+        if (rc) {
+            fprintf(stderr, "fg-inspect: verify failed: %s\n", err.msg);
+            fg_fgt_close(r);
+            return 1;
+        }
+    }
+    if (json)
+        print_json(r, chunks);
+    else
+        print_text(r, chunks);
+    if (verify && !json) {
+        fg_fgt_file_info fi;
+        fg_fgt_file(r, &fi);
+        printf("\nverify: all %" PRIu64 " chunk checksums match\n", fi.n_chunks);
+    }
+    fg_fgt_close(r);
+    return 0;
+}
