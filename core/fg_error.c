@@ -5,40 +5,37 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const k_messages[] = {
-    "ok",
-    "invalid argument",
-    "out of memory",
-    "I/O error",
-    "file exists",
-    "not found",
-    "unsupported",
-    "truncated",
-    "bad magic",
-    "bad endianness marker",
-    "unsupported version",
-    "checksum mismatch",
-    "bad alignment",
-    "limit exceeded",
-    "size overflow",
-    "unknown enum value",
-    "bad name",
-    "duplicate name",
-    "out of bounds",
-    "overlapping ranges",
-    "size mismatch",
-    "reserved field not zero",
-    "invalid state",
-    "no space left",
-    "corrupt structure",
-};
-
 const char *fg_strerror(int code)
 {
-    int n = (int)(sizeof k_messages / sizeof k_messages[0]);
-    if (code > 0 || -code >= n)
-        return "unknown error";
-    return k_messages[-code];
+    switch (code) {
+    case FG_OK: return "ok";
+    case FG_ERR_INVALID_ARG: return "invalid argument";
+    case FG_ERR_NOMEM: return "out of memory";
+    case FG_ERR_IO: return "I/O error";
+    case FG_ERR_EXISTS: return "file exists";
+    case FG_ERR_NOT_FOUND: return "not found";
+    case FG_ERR_UNSUPPORTED: return "unsupported";
+    case FG_ERR_TRUNCATED: return "truncated";
+    case FG_ERR_BAD_MAGIC: return "bad magic";
+    case FG_ERR_BAD_ENDIAN: return "bad endianness marker";
+    case FG_ERR_VERSION: return "unsupported version";
+    case FG_ERR_CHECKSUM: return "checksum mismatch";
+    case FG_ERR_BAD_ALIGN: return "bad alignment";
+    case FG_ERR_LIMIT: return "limit exceeded";
+    case FG_ERR_OVERFLOW: return "size overflow";
+    case FG_ERR_BAD_ENUM: return "unknown enum value";
+    case FG_ERR_BAD_NAME: return "bad name";
+    case FG_ERR_DUPLICATE: return "duplicate name";
+    case FG_ERR_OUT_OF_BOUNDS: return "out of bounds";
+    case FG_ERR_OVERLAP: return "overlapping ranges";
+    case FG_ERR_SIZE_MISMATCH: return "size mismatch";
+    case FG_ERR_RESERVED: return "reserved field not zero";
+    case FG_ERR_STATE: return "invalid state";
+    case FG_ERR_NO_SPACE: return "no space left";
+    case FG_ERR_CORRUPT: return "corrupt structure";
+    /* module ranges (see fg_error.h): add each new code here */
+    default: return "unknown error";
+    }
 }
 
 static void vset(fg_err *e, int code, const char *fmt, va_list ap)

@@ -38,6 +38,9 @@ typedef enum fg_status {
     FG_ERR_STATE = -22,       /* call made in the wrong state (programmer error) */
     FG_ERR_NO_SPACE = -23,    /* disk full (ENOSPC) or a budget/map is full */
     FG_ERR_CORRUPT = -24,     /* other structural inconsistency */
+    /* Codes specific to one module live in its range, so modules grow without collisions:
+     * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
+     * tools and jobs -80..-89. */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320
