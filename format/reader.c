@@ -12,6 +12,10 @@
  * and copies names and strings into one arena so the API can hand out NUL-terminated strings.
  * Chunk data are zero-copy views into the mapping.
  *
+ * The mapping is MAP_SHARED and read-only: a file truncated by another process while mapped
+ * makes later accesses fault (SIGBUS), as with every mmap reader; fg's writers never truncate a
+ * published file (append only adds bytes past data_end).
+ *
  * Fuzzing builds (FG_FUZZING) still compute checksums but ignore mismatches, so the fuzzer can
  * reach the structural checks behind them; production builds never do.
  */
@@ -646,10 +650,14 @@ int fg_fgt_open(const char *path, unsigned flags, fg_fgt_reader **out, fg_err *e
         return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
                           "%s: cannot open", path);
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
-        return fg_err_set(err, FG_ERR_IO, "%s: not a regular file%s", path, e ? " (stat failed)" : "");
+        return fg_err_sys(err, FG_ERR_IO, e, "%s: stat", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size < FG_FGT_HEADER_SIZE) {
         close(fd);
