@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev   # compilers, libFuzzer runtime
   liblmdb-dev liburing-dev libxxhash-dev libopenblas-dev libglpk-dev check
-  libpcre2-dev libutf8proc-dev
+  libpcre2-dev libutf8proc-dev libjansson-dev
   fio xxd                                                     # bench/pager, tests
 )
 
