@@ -1,0 +1,80 @@
+/* backend.h - the compute backend interface (ggml-backend style): a table of the few kernels a
+ * transformer layer needs, so the model code and the schedule never name a device.
+ *
+ * A backend is { iface, ctx }. The CPU backend (OpenBLAS sgemm + C kernels with AVX2/AVX-512
+ * paths, each with a scalar reference) is always present; a CUDA backend fills the same table
+ * when built with CUDA (FG_ERR_UNSUPPORTED otherwise). All tensors are f32, row-major, in
+ * memory the backend can address (host memory for the CPU backend). Calls are synchronous on
+ * the CPU backend; a device backend may queue them and `sync` waits.
+ * Thread-safety: one backend instance is used by one thread at a time.
+ */
+#ifndef FG_BACKEND_H
+#define FG_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fg_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_backend fg_backend;
+
+/* One attention problem: queries of n_q consecutive positions of one sequence against its
+ * cached keys/values, for all heads. Positions are indices into the cache (0 = oldest). */
+typedef struct fg_attn_args {
+    const float *q;        /* [n_q, n_heads * head_dim], already including the 1/sqrt(d) scale */
+    const float *k, *v;    /* [n_ctx, kv_stride] cache rows; head h at column h * head_dim */
+    size_t kv_stride;      /* floats between consecutive cache rows */
+    const uint8_t *valid;  /* [n_ctx]: 0 = masked key (left padding), 1 = attend */
+    uint32_t n_q, q_pos0;  /* query i sits at cache position q_pos0 + i (causal limit) */
+    uint32_t n_heads, head_dim;
+    float *out;            /* [n_q, n_heads * head_dim] */
+    float *scratch;        /* at least q_pos0 + n_q floats */
+} fg_attn_args;
+
+typedef struct fg_backend_iface {
+    const char *name;
+    /* C[m, n] = A[m, k] . B[n, k]^T (+ bias[n] when non-NULL): a Linear layer, W in HF layout */
+    int (*linear)(fg_backend *be, const float *a, const float *w, const float *bias, float *c,
+                  uint32_t m, uint32_t n, uint32_t k);
+    /* y = (x - mean) / sqrt(var + eps) * g + b over rows of length n (in place allowed) */
+    int (*layernorm)(fg_backend *be, const float *x, const float *g, const float *b, float *y,
+                     uint32_t rows, uint32_t n, float eps);
+    int (*relu)(fg_backend *be, float *x, size_t n);
+    /* y += x */
+    int (*add)(fg_backend *be, float *y, const float *x, size_t n);
+    int (*attention)(fg_backend *be, const fg_attn_args *a);
+    int (*sync)(fg_backend *be);
+    void (*free)(fg_backend *be);
+} fg_backend_iface;
+
+struct fg_backend {
+    const fg_backend_iface *iface;
+    void *ctx;
+};
+
+/* The CPU backend; threads = 0 uses OpenBLAS's default. Owned by the caller until
+ * fg_backend_free. */
+int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
+void fg_backend_free(fg_backend *be); /* NULL accepted */
+
+/* ---- CPU kernels, exported for tests: each SIMD path has a scalar _ref twin ---- */
+void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                          float eps);
+void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                      float eps);
+void fg_cpu_attention_ref(const fg_attn_args *a);
+void fg_cpu_attention(const fg_attn_args *a);
+float fg_cpu_dot_ref(const float *a, const float *b, uint32_t n);
+float fg_cpu_dot(const float *a, const float *b, uint32_t n);
+/* Which SIMD path the dispatching kernels use: "avx512", "avx2" or "ref". FG_COMPUTE_ISA in the
+ * environment (ref|avx2|avx512) forces a path no better than the CPU has. */
+const char *fg_cpu_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,254 @@
+/* kernels_cpu.c - the CPU backend's small kernels: dot product, LayerNorm and attention, each
+ * as a scalar reference (_ref) and AVX2/AVX-512 paths picked once at run time.
+ *
+ * The SIMD paths use target attributes, so the library runs on any x86-64 and only the
+ * dispatcher decides. FG_COMPUTE_ISA=ref|avx2|avx512 lowers the choice (tests compare every path
+ * with the reference). Sums are accumulated in float in several lanes, so SIMD results differ
+ * from the reference by rounding only (tests bound the normalized error).
+ *
+ * Attention (fg_attn_args in backend.h) follows Hugging Face's eager OPT attention: scores
+ * q.k over the causal window, masked keys skipped (they get -inf, i.e. zero weight), softmax
+ * with the max subtracted, output the weighted sum of v rows. A query row whose keys are all
+ * masked (a left-padding position) gets zeros; its logits are never used.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "backend.h"
+
+typedef enum { ISA_REF, ISA_AVX2, ISA_AVX512 } isa_t;
+
+static isa_t detect(void)
+{
+    __builtin_cpu_init();
+    isa_t best = ISA_REF;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        best = ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f"))
+        best = ISA_AVX512;
+    const char *env = getenv("FG_COMPUTE_ISA");
+    if (env) {
+        isa_t want = !strcmp(env, "ref") ? ISA_REF : !strcmp(env, "avx2") ? ISA_AVX2 : best;
+        if (want < best)
+            best = want;
+    }
+    return best;
+}
+
+static isa_t isa(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = (int)detect();
+    return (isa_t)cached;
+}
+
+const char *fg_cpu_isa(void)
+{
+    static const char *names[] = {"ref", "avx2", "avx512"};
+    return names[isa()];
+}
+
+/* ---- dot ---- */
+
+float fg_cpu_dot_ref(const float *a, const float *b, uint32_t n)
+{
+    float s = 0.0f;
+    for (uint32_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b,
+                                                           uint32_t n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc0 = _mm256_add_ps(acc0, acc1);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    float r = _mm_cvtss_f32(s);
+    for (; i < n; i++)
+        r += a[i] * b[i];
+    return r;
+}
+
+__attribute__((target("avx512f"))) static float dot_avx512(const float *a, const float *b,
+                                                            uint32_t n)
+{
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    if (i + 16 <= n) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        i += 16;
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
+                               acc1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+float fg_cpu_dot(const float *a, const float *b, uint32_t n)
+{
+    switch (isa()) {
+    case ISA_AVX512: return dot_avx512(a, b, n);
+    case ISA_AVX2: return dot_avx2(a, b, n);
+    default: return fg_cpu_dot_ref(a, b, n);
+    }
+}
+
+/* y += s * x */
+static void axpy_ref(float *y, const float *x, float s, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] += s * x[i];
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, const float *x, float s,
+                                                           uint32_t n)
+{
+    __m256 vs = _mm256_set1_ps(s);
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += s * x[i];
+}
+
+__attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float *x, float s,
+                                                            uint32_t n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vs, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_fmadd_ps(vs, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+/* ---- LayerNorm ---- */
+
+void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                          float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (uint32_t i = 0; i < n; i++)
+        mean += x[i];
+    mean /= (float)n;
+    for (uint32_t i = 0; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
+__attribute__((target("avx512f"))) static void layernorm_avx512(const float *x, const float *g,
+                                                                 const float *b, float *y,
+                                                                 uint32_t n, float eps)
+{
+    __m512 acc = _mm512_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
+    float mean = _mm512_reduce_add_ps(acc);
+    for (; i < n; i++)
+        mean += x[i];
+    mean /= (float)n;
+    __m512 vm = _mm512_set1_ps(mean);
+    acc = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+        acc = _mm512_fmadd_ps(d, d, acc);
+    }
+    float var = _mm512_reduce_add_ps(acc);
+    for (; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    __m512 vi = _mm512_set1_ps(inv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vi);
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(d, _mm512_loadu_ps(g + i), _mm512_loadu_ps(b + i)));
+    }
+    for (; i < n; i++)
+        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
+void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                      float eps)
+{
+    /* AVX2 gains little over the compiler's vectorization of the reference at these sizes */
+    if (isa() == ISA_AVX512)
+        layernorm_avx512(x, g, b, y, n, eps);
+    else
+        fg_cpu_layernorm_ref(x, g, b, y, n, eps);
+}
+
+/* ---- attention ---- */
+
+typedef float (*dot_fn)(const float *, const float *, uint32_t);
+typedef void (*axpy_fn)(float *, const float *, float, uint32_t);
+
+static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy)
+{
+    uint32_t d = a->head_dim, width = a->n_heads * d;
+    for (uint32_t i = 0; i < a->n_q; i++) {
+        uint32_t n_ctx = a->q_pos0 + i + 1;
+        for (uint32_t h = 0; h < a->n_heads; h++) {
+            const float *q = a->q + (size_t)i * width + (size_t)h * d;
+            float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
+            for (uint32_t t = 0; t < n_ctx; t++) {
+                float s = a->valid[t] ? dot(q, a->k + t * a->kv_stride + (size_t)h * d, d)
+                                      : -INFINITY;
+                a->scratch[t] = s;
+                mx = s > mx ? s : mx;
+            }
+            memset(o, 0, d * sizeof *o);
+            if (mx == -INFINITY)
+                continue; /* every key masked: a padding query */
+            for (uint32_t t = 0; t < n_ctx; t++) {
+                float p = a->valid[t] ? expf(a->scratch[t] - mx) : 0.0f;
+                a->scratch[t] = p;
+                sum += p;
+            }
+            float inv = 1.0f / sum;
+            for (uint32_t t = 0; t < n_ctx; t++)
+                if (a->scratch[t] != 0.0f)
+                    axpy(o, a->v + t * a->kv_stride + (size_t)h * d, a->scratch[t] * inv, d);
+        }
+    }
+}
+
+void fg_cpu_attention_ref(const fg_attn_args *a)
+{
+    attention_with(a, fg_cpu_dot_ref, axpy_ref);
+}
+
+void fg_cpu_attention(const fg_attn_args *a)
+{
+    switch (isa()) {
+    case ISA_AVX512: attention_with(a, dot_avx512, axpy_avx512); break;
+    case ISA_AVX2: attention_with(a, dot_avx2, axpy_avx2); break;
+    default: fg_cpu_attention_ref(a); break;
+    }
+}

@@ -1,0 +1,232 @@
+/* opt.c - the OPT forward pass over the backend interface (see opt.h for the contract).
+ *
+ * Sub-layers and where the numbers come from (transformers' modeling_opt.py):
+ *   embed:     x = tok[id] (. proj_in^T) + pos[position + 2]
+ *   attention: pre-LN:  x += out_proj(attn(LN(x)));  post-LN: x = LN(x + out_proj(attn(x)))
+ *              q is scaled by head_dim^-1/2 before the dot products (transformers scales the
+ *              products; the difference is rounding)
+ *   mlp:       pre-LN:  x += fc2(relu(fc1(LN(x))));  post-LN: x = LN(x + fc2(relu(fc1(x))))
+ *   head:      LN_final (when present), proj_out, x . lm_head^T
+ * LayerNorm eps is 1e-5 everywhere (OPT's value).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opt.h"
+
+#define LN_EPS 1e-5f
+
+struct fg_opt_ws {
+    uint32_t max_tokens, max_ctx;
+    float *x_ln;    /* [max_tokens, max(hidden, embed_dim)] */
+    float *q, *ctx; /* [max_tokens, hidden] */
+    float *ffn;     /* [max_tokens, ffn] */
+    float *scores;  /* [max_ctx] */
+    float *kbuf, *vbuf; /* [max_tokens, hidden]: new keys/values before they go to the cache */
+};
+
+int fg_opt_config_check(const fg_opt_config *c, fg_err *err)
+{
+    if (!c->vocab_size || !c->hidden || !c->n_layers || !c->ffn || !c->n_heads || !c->max_pos ||
+        !c->embed_dim)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "OPT config: a size is zero (vocab %u, hidden "
+                          "%u, layers %u, ffn %u, heads %u, positions %u, embed %u)",
+                          c->vocab_size, c->hidden, c->n_layers, c->ffn, c->n_heads, c->max_pos,
+                          c->embed_dim);
+    if (c->hidden % c->n_heads)
+        return fg_err_set(err, FG_ERR_INVALID_ARG,
+                          "OPT config: hidden_size %u is not a multiple of num_attention_heads %u",
+                          c->hidden, c->n_heads);
+    return FG_OK;
+}
+
+int fg_opt_ws_create(const fg_opt_config *cfg, uint32_t max_tokens, uint32_t max_ctx,
+                     fg_opt_ws **out, fg_err *err)
+{
+    int rc = fg_opt_config_check(cfg, err);
+    if (rc)
+        return rc;
+    fg_opt_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return fg_err_set(err, FG_ERR_NOMEM, "OPT workspace: out of memory");
+    size_t t = max_tokens, h = cfg->hidden;
+    size_t wide = cfg->embed_dim > h ? cfg->embed_dim : h;
+    ws->max_tokens = max_tokens;
+    ws->max_ctx = max_ctx;
+    ws->x_ln = malloc(t * wide * sizeof(float));
+    ws->q = malloc(t * h * sizeof(float));
+    ws->ctx = malloc(t * h * sizeof(float));
+    ws->kbuf = malloc(t * h * sizeof(float));
+    ws->vbuf = malloc(t * h * sizeof(float));
+    ws->ffn = malloc(t * cfg->ffn * sizeof(float));
+    ws->scores = malloc((size_t)max_ctx * sizeof(float));
+    if (!ws->x_ln || !ws->q || !ws->ctx || !ws->kbuf || !ws->vbuf || !ws->ffn || !ws->scores) {
+        fg_opt_ws_free(ws);
+        return fg_err_set(err, FG_ERR_NOMEM, "OPT workspace (%u tokens, context %u): out of memory",
+                          max_tokens, max_ctx);
+    }
+    *out = ws;
+    return FG_OK;
+}
+
+void fg_opt_ws_free(fg_opt_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->x_ln);
+    free(ws->q);
+    free(ws->ctx);
+    free(ws->kbuf);
+    free(ws->vbuf);
+    free(ws->ffn);
+    free(ws->scores);
+    free(ws);
+}
+
+void fg_opt_positions(const uint8_t *valid, uint32_t n, int32_t *positions)
+{
+    int32_t count = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        count += valid[i] ? 1 : 0;
+        positions[i] = valid[i] ? count - 1 : -1;
+    }
+}
+
+static int check_step(const fg_opt_ws *ws, const fg_opt_step *s, uint32_t kv_cap, fg_err *err)
+{
+    uint64_t tokens = (uint64_t)s->n_seq * s->n_new;
+    if (tokens > ws->max_tokens || s->pos0 + s->n_new > ws->max_ctx || s->pos0 + s->n_new > kv_cap)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "OPT step of %u x %u tokens at %u exceeds the "
+                          "workspace (%u tokens, context %u, cache %u)", s->n_seq, s->n_new,
+                          s->pos0, ws->max_tokens, ws->max_ctx, kv_cap);
+    return FG_OK;
+}
+
+int fg_opt_embed(fg_backend *be, const fg_opt_config *cfg, const fg_opt_embed_w *w,
+                 const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden, e = cfg->embed_dim;
+    float *dst = w->proj_in ? ws->x_ln : s->hidden;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t id = s->ids[i];
+        if (id < 0 || (uint32_t)id >= cfg->vocab_size)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %u",
+                              id, cfg->vocab_size);
+        memcpy(dst + (size_t)i * e, w->tok + (size_t)id * e, e * sizeof(float));
+    }
+    if (w->proj_in && (rc = be->iface->linear(be, ws->x_ln, w->proj_in, NULL, s->hidden, n, h, e)))
+        return fg_err_set(err, rc, "project_in failed");
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t p = (int64_t)s->positions[i] + 2;
+        if (p < 0 || p >= (int64_t)cfg->max_pos + 2)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "position %d beyond the %u learned positions",
+                              s->positions[i], cfg->max_pos);
+        be->iface->add(be, s->hidden + (size_t)i * h, w->pos + (size_t)p * h, h);
+    }
+    return FG_OK;
+}
+
+/* q, k, v projections of the (normalized) input; q pre-scaled; k/v into the cache rows. */
+static int project_qkv(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn_w *w,
+                       const fg_opt_step *s, const fg_opt_kv *kv, const float *x, fg_opt_ws *ws)
+{
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
+    int rc = be->iface->linear(be, x, w->wq, w->bq, ws->q, n, h, h);
+    if (!rc)
+        rc = be->iface->linear(be, x, w->wk, w->bk, ws->kbuf, n, h, h);
+    if (!rc)
+        rc = be->iface->linear(be, x, w->wv, w->bv, ws->vbuf, n, h, h);
+    if (rc)
+        return rc;
+    float scale = 1.0f / sqrtf((float)(h / cfg->n_heads));
+    for (size_t i = 0; i < (size_t)n * h; i++)
+        ws->q[i] *= scale;
+    for (uint32_t b = 0; b < s->n_seq; b++) {
+        size_t row = (size_t)b * kv->kv_cap + s->pos0;
+        memcpy(kv->k + row * h, ws->kbuf + (size_t)b * s->n_new * h, (size_t)s->n_new * h * 4);
+        memcpy(kv->v + row * h, ws->vbuf + (size_t)b * s->n_new * h, (size_t)s->n_new * h * 4);
+    }
+    return FG_OK;
+}
+
+int fg_opt_attention(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn_w *w,
+                     const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, kv->kv_cap, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
+    const float *x = s->hidden;
+    if (cfg->pre_ln) {
+        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
+        x = ws->x_ln;
+    }
+    if ((rc = project_qkv(be, cfg, w, s, kv, x, ws)))
+        return fg_err_set(err, rc, "attention projections failed");
+    for (uint32_t b = 0; b < s->n_seq; b++) {
+        size_t row = (size_t)b * kv->kv_cap;
+        fg_attn_args a = {ws->q + (size_t)b * s->n_new * h, kv->k + row * h, kv->v + row * h, h,
+                          s->valid + row, s->n_new, s->pos0, cfg->n_heads, h / cfg->n_heads,
+                          ws->ctx + (size_t)b * s->n_new * h, ws->scores};
+        if ((rc = be->iface->attention(be, &a)))
+            return fg_err_set(err, rc, "attention failed");
+    }
+    /* out_proj into q's buffer, then the residual */
+    if ((rc = be->iface->linear(be, ws->ctx, w->wo, w->bo, ws->q, n, h, h)))
+        return fg_err_set(err, rc, "out_proj failed");
+    be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
+    if (!cfg->pre_ln)
+        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
+    return FG_OK;
+}
+
+int fg_opt_mlp(fg_backend *be, const fg_opt_config *cfg, const fg_opt_mlp_w *w,
+               const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
+    const float *x = s->hidden;
+    if (cfg->pre_ln) {
+        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
+        x = ws->x_ln;
+    }
+    rc = be->iface->linear(be, x, w->w1, w->b1, ws->ffn, n, cfg->ffn, h);
+    if (!rc)
+        rc = be->iface->relu(be, ws->ffn, (size_t)n * cfg->ffn);
+    if (!rc)
+        rc = be->iface->linear(be, ws->ffn, w->w2, w->b2, ws->q, n, h, cfg->ffn);
+    if (rc)
+        return fg_err_set(err, rc, "MLP failed");
+    be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
+    if (!cfg->pre_ln)
+        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
+    return FG_OK;
+}
+
+int fg_opt_logits(fg_backend *be, const fg_opt_config *cfg, const fg_opt_head_w *w,
+                  const float *hidden, uint32_t n, float *logits, fg_opt_ws *ws, fg_err *err)
+{
+    if (n > ws->max_tokens)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "logits for %u rows exceed the workspace (%u)",
+                          n, ws->max_tokens);
+    uint32_t h = cfg->hidden, e = cfg->embed_dim;
+    const float *x = hidden;
+    if (w->ln_w) {
+        be->iface->layernorm(be, hidden, w->ln_w, w->ln_b, ws->q, n, h, LN_EPS);
+        x = ws->q;
+    }
+    int rc = FG_OK;
+    if (w->proj_out) {
+        rc = be->iface->linear(be, x, w->proj_out, NULL, ws->x_ln, n, e, h);
+        x = ws->x_ln;
+    }
+    if (!rc)
+        rc = be->iface->linear(be, x, w->lm_head, NULL, logits, n, cfg->vocab_size, e);
+    return rc ? fg_err_set(err, rc, "LM head failed") : FG_OK;
+}

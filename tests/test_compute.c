@@ -1,0 +1,165 @@
+/* test_compute.c - CPU backend kernels against their scalar references (every ISA this CPU has),
+ * the Linear layer against a naive loop, and position indices for left-padded sequences.
+ * The full OPT forward pass is checked against transformers' logits in test_infer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "opt.h"
+#include "testutil.h"
+
+static void randf(float *x, size_t n, uint64_t seed, float scale)
+{
+    uint32_t *u = malloc(n * sizeof *u);
+    tu_fill(u, n * sizeof *u, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ((float)(u[i] >> 8) / (float)(1u << 24) - 0.5f) * 2.0f * scale;
+    free(u);
+}
+
+/* normalized mean squared error of y against reference r */
+static double nmse(const float *y, const float *r, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)y[i] - r[i]) * ((double)y[i] - r[i]);
+        den += (double)r[i] * r[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+START_TEST(dot_matches_reference)
+{
+    float a[257], b[257];
+    randf(a, 257, 1, 1.0f);
+    randf(b, 257, 2, 1.0f);
+    for (uint32_t n = 0; n <= 257; n++) {
+        float r = fg_cpu_dot_ref(a, b, n), y = fg_cpu_dot(a, b, n);
+        ck_assert_msg(fabsf(y - r) <= 1e-5f * (1.0f + fabsf(r)), "n=%u %g vs %g", n, y, r);
+    }
+}
+END_TEST
+
+START_TEST(layernorm_matches_reference)
+{
+    enum { N = 1000 };
+    float x[N], g[N], b[N], y[N], r[N];
+    randf(x, N, 3, 4.0f);
+    randf(g, N, 4, 1.0f);
+    randf(b, N, 5, 1.0f);
+    for (uint32_t n = 1; n <= N; n += 37) {
+        fg_cpu_layernorm_ref(x, g, b, r, n, 1e-5f);
+        fg_cpu_layernorm(x, g, b, y, n, 1e-5f);
+        ck_assert_msg(nmse(y, r, n) < 1e-12, "n=%u nmse %g", n, nmse(y, r, n));
+    }
+    /* constant row: variance 0, output is the bias */
+    for (int i = 0; i < 64; i++)
+        x[i] = 3.0f;
+    fg_cpu_layernorm(x, g, b, y, 64, 1e-5f);
+    for (int i = 0; i < 64; i++)
+        ck_assert(fabsf(y[i] - b[i]) < 1e-6f);
+}
+END_TEST
+
+START_TEST(attention_matches_reference_with_padding)
+{
+    enum { CTX = 40, HEADS = 4, D = 24, W = HEADS * D, NQ = 7 };
+    float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
+    float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), scratch[CTX];
+    uint8_t valid[CTX];
+    randf(k, CTX * W, 6, 1.0f);
+    randf(v, CTX * W, 7, 1.0f);
+    randf(q, NQ * W, 8, 1.0f);
+    for (int t = 0; t < CTX; t++)
+        valid[t] = t >= 5; /* left padding */
+    fg_attn_args a = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, scratch};
+    fg_cpu_attention_ref(&a);
+    a.out = o2;
+    fg_cpu_attention(&a);
+    ck_assert_msg(nmse(o2, o1, NQ * W) < 1e-12, "nmse %g", nmse(o2, o1, NQ * W));
+    /* against a direct softmax for query 0, head 1 */
+    double s[CTX], mx = -1e30, sum = 0;
+    int last = CTX - NQ;
+    for (int t = 0; t <= last; t++) {
+        s[t] = -1e30;
+        if (!valid[t])
+            continue;
+        double d = 0;
+        for (int j = 0; j < D; j++)
+            d += (double)q[D + j] * k[t * W + D + j];
+        s[t] = d;
+        mx = d > mx ? d : mx;
+    }
+    for (int t = 0; t <= last; t++)
+        sum += valid[t] ? exp(s[t] - mx) : 0;
+    for (int j = 0; j < D; j++) {
+        double acc = 0;
+        for (int t = 0; t <= last; t++)
+            acc += valid[t] ? exp(s[t] - mx) / sum * v[t * W + D + j] : 0;
+        ck_assert_msg(fabs(acc - o1[D + j]) < 1e-5, "j=%d %g vs %g", j, acc, o1[D + j]);
+    }
+    /* a query whose keys are all masked yields zeros */
+    memset(valid, 0, sizeof valid);
+    a.n_q = 1;
+    a.q_pos0 = 3;
+    fg_cpu_attention(&a);
+    for (int j = 0; j < W; j++)
+        ck_assert(o2[j] == 0.0f);
+    free(k), free(v), free(q), free(o1), free(o2);
+}
+END_TEST
+
+START_TEST(linear_matches_naive)
+{
+    enum { M = 5, N = 7, K = 33 };
+    float a[M * K], w[N * K], bias[N], c[M * N];
+    randf(a, M * K, 9, 1.0f);
+    randf(w, N * K, 10, 1.0f);
+    randf(bias, N, 11, 1.0f);
+    fg_backend *be;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_cpu_create(1, &be, &err), 0);
+    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, M, N, K), 0);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double r = bias[j];
+            for (int t = 0; t < K; t++)
+                r += (double)a[i * K + t] * w[j * K + t];
+            ck_assert(fabs(r - c[i * N + j]) < 1e-4);
+        }
+    fg_backend_free(be);
+}
+END_TEST
+
+START_TEST(positions_follow_transformers)
+{
+    uint8_t valid[8] = {0, 0, 0, 1, 1, 0, 1, 1};
+    int32_t pos[8];
+    fg_opt_positions(valid, 8, pos);
+    int32_t want[8] = {-1, -1, -1, 0, 1, -1, 2, 3};
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(pos[i], want[i]);
+    fg_opt_config c = {16, 30, 1, 8, 4, 8, 30, 1, 1, 1, 2, 2};
+    fg_err err;
+    ck_assert_int_eq(fg_opt_config_check(&c, &err), FG_ERR_INVALID_ARG); /* 30 % 4 */
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("compute");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_test(tc, dot_matches_reference);
+    tcase_add_test(tc, layernorm_matches_reference);
+    tcase_add_test(tc, attention_matches_reference_with_padding);
+    tcase_add_test(tc, linear_matches_naive);
+    tcase_add_test(tc, positions_follow_transformers);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
