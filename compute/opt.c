@@ -26,7 +26,7 @@ struct fg_opt_ws {
     float *kbuf, *vbuf; /* [max_tokens, hidden]: new keys/values before they go to the cache */
 };
 
-int fg_opt_config_check(const fg_opt_config *c, fg_err *err)
+int fg_opt_hparams_check(const fg_opt_hparams *c, fg_err *err)
 {
     if (!c->vocab_size || !c->hidden || !c->n_layers || !c->ffn || !c->n_heads || !c->max_pos ||
         !c->embed_dim)
@@ -41,10 +41,10 @@ int fg_opt_config_check(const fg_opt_config *c, fg_err *err)
     return FG_OK;
 }
 
-int fg_opt_ws_create(const fg_opt_config *cfg, uint32_t max_tokens, uint32_t max_ctx,
+int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t max_ctx,
                      fg_opt_ws **out, fg_err *err)
 {
-    int rc = fg_opt_config_check(cfg, err);
+    int rc = fg_opt_hparams_check(cfg, err);
     if (rc)
         return rc;
     fg_opt_ws *ws = calloc(1, sizeof *ws);
@@ -103,7 +103,7 @@ static int check_step(const fg_opt_ws *ws, const fg_opt_step *s, uint32_t kv_cap
     return FG_OK;
 }
 
-int fg_opt_embed(fg_backend *be, const fg_opt_config *cfg, const fg_opt_embed_w *w,
+int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w *w,
                  const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
@@ -131,7 +131,7 @@ int fg_opt_embed(fg_backend *be, const fg_opt_config *cfg, const fg_opt_embed_w 
 }
 
 /* q, k, v projections of the (normalized) input; q pre-scaled; k/v into the cache rows. */
-static int project_qkv(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn_w *w,
+static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
                        const fg_opt_step *s, const fg_opt_kv *kv, const float *x, fg_opt_ws *ws)
 {
     uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
@@ -153,7 +153,7 @@ static int project_qkv(fg_backend *be, const fg_opt_config *cfg, const fg_opt_at
     return FG_OK;
 }
 
-int fg_opt_attention(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn_w *w,
+int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
                      const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, kv->kv_cap, err);
@@ -184,7 +184,7 @@ int fg_opt_attention(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn
     return FG_OK;
 }
 
-int fg_opt_mlp(fg_backend *be, const fg_opt_config *cfg, const fg_opt_mlp_w *w,
+int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
                const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
@@ -209,7 +209,7 @@ int fg_opt_mlp(fg_backend *be, const fg_opt_config *cfg, const fg_opt_mlp_w *w,
     return FG_OK;
 }
 
-int fg_opt_logits(fg_backend *be, const fg_opt_config *cfg, const fg_opt_head_w *w,
+int fg_opt_logits(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_head_w *w,
                   const float *hidden, uint32_t n, float *logits, fg_opt_ws *ws, fg_err *err)
 {
     if (n > ws->max_tokens)

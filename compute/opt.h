@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-typedef struct fg_opt_config {
+typedef struct fg_opt_hparams {
     uint32_t vocab_size;
     uint32_t hidden;        /* h */
     uint32_t n_layers;
@@ -33,7 +33,7 @@ typedef struct fg_opt_config {
     int pre_ln;             /* do_layer_norm_before */
     int final_ln;           /* a final LayerNorm after the last layer */
     int32_t pad_id, bos_id, eos_id;
-} fg_opt_config;
+} fg_opt_hparams;
 
 typedef struct fg_opt_embed_w {
     const float *tok;      /* [vocab, embed_dim] */
@@ -77,25 +77,25 @@ typedef struct fg_opt_kv {
 typedef struct fg_opt_ws fg_opt_ws;
 
 /* Scratch for steps of up to max_tokens tokens (n_seq * n_new) and contexts up to max_ctx. */
-int fg_opt_ws_create(const fg_opt_config *cfg, uint32_t max_tokens, uint32_t max_ctx,
+int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t max_ctx,
                      fg_opt_ws **out, fg_err *err);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* Validate a config (sizes, heads dividing hidden); messages name the field. */
-int fg_opt_config_check(const fg_opt_config *cfg, fg_err *err);
+int fg_opt_hparams_check(const fg_opt_hparams *cfg, fg_err *err);
 
 /* Learned-position indices from a validity mask, as transformers computes them:
  * position = (number of valid tokens up to and including this one) - 1, and -1 for padding. */
 void fg_opt_positions(const uint8_t *valid, uint32_t n, int32_t *positions);
 
-int fg_opt_embed(fg_backend *be, const fg_opt_config *cfg, const fg_opt_embed_w *w,
+int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w *w,
                  const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
-int fg_opt_attention(fg_backend *be, const fg_opt_config *cfg, const fg_opt_attn_w *w,
+int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
                      const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err);
-int fg_opt_mlp(fg_backend *be, const fg_opt_config *cfg, const fg_opt_mlp_w *w,
+int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
                const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
 /* Logits for n rows of hidden states (e.g. the last token of each sequence): [n, vocab]. */
-int fg_opt_logits(fg_backend *be, const fg_opt_config *cfg, const fg_opt_head_w *w,
+int fg_opt_logits(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_head_w *w,
                   const float *hidden, uint32_t n, float *logits, fg_opt_ws *ws, fg_err *err);
 
 #ifdef __cplusplus

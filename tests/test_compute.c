@@ -140,9 +140,9 @@ START_TEST(positions_follow_transformers)
     int32_t want[8] = {-1, -1, -1, 0, 1, -1, 2, 3};
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(pos[i], want[i]);
-    fg_opt_config c = {16, 30, 1, 8, 4, 8, 30, 1, 1, 1, 2, 2};
+    fg_opt_hparams c = {16, 30, 1, 8, 4, 8, 30, 1, 1, 1, 2, 2};
     fg_err err;
-    ck_assert_int_eq(fg_opt_config_check(&c, &err), FG_ERR_INVALID_ARG); /* 30 % 4 */
+    ck_assert_int_eq(fg_opt_hparams_check(&c, &err), FG_ERR_INVALID_ARG); /* 30 % 4 */
 }
 END_TEST
 
