@@ -139,8 +139,10 @@ static void expect_chunk(fg_pager *p, const dfile *f, uint32_t id, uint32_t i, f
     ck_assert_uint_eq(v.codec.id, FG_CODEC_F32);
     ck_assert_uint_eq((uintptr_t)v.ptr % 4096, 0);
     ck_assert_msg(XXH3_64bits(v.ptr, v.length) == f->xxh[i], "chunk %u content differs", id);
-    for (uint64_t k = v.length; k < v.padded; k++) /* padding read from the file: zeros */
-        ck_assert_uint_eq(((uint8_t *)v.ptr)[k], 0);
+    int nonzero = 0; /* padding read from the file: zeros */
+    for (uint64_t k = v.length; k < v.padded; k++)
+        nonzero |= ((uint8_t *)v.ptr)[k];
+    ck_assert_int_eq(nonzero, 0);
     check_ok(p);
     ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
     check_ok(p);
