@@ -41,8 +41,12 @@
  * io_block-sized ops and fed to the engine from a FIFO of chunks with queued bytes as slots
  * free up, so a prefetch of many chunks keeps queue_depth ops in flight. Completions are reaped
  * by pump(), which acquire and wait call while they block (time counted as stall). Room is made
- * by evicting least-recently-used unpinned chunks, those not homed in the tier first; if room
- * still cannot be made the call fails with FG_ERR_PAGER_BUDGET and nothing is exceeded.
+ * by evicting least-recently-used unpinned chunks: used ones not homed in the tier first, then
+ * used ones homed there, and prefetched-but-never-acquired ones last, never for another prefetch
+ * (see evictable); a blocking
+ * call (acquire, write_back, evict) with nothing evictable but loads in flight waits for them
+ * (they become evictable); prefetch never waits. If room still cannot be made the call fails
+ * with FG_ERR_PAGER_BUDGET and nothing is exceeded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -369,6 +373,7 @@ static int submit_op(fg_pager *p, uint32_t id, uint64_t off, uint64_t len, int w
     c->pending++;
     p->inflight++;
     p->st.io_ops++;
+    p->st.inflight_sum += p->inflight;
     return FG_OK;
 }
 
@@ -451,6 +456,8 @@ static int t_load_begin(fg_pager *p, uint32_t id, fg_tier target, fg_err *err)
     if (rc)
         return rc;
     c->state = CS_LOADING;
+    c->used = 0;
+    c->lru = ++p->tick;
     c->target = (uint8_t)target;
     c->err = 0;
     c->xfer = NULL;
@@ -538,6 +545,7 @@ static void t_drop(fg_pager *p, pchunk *c)
         fg_arena_free(&p->arena[FG_TIER_HOST], c->host_off, c->d.padded);
     c->state = CS_DISK;
     p->st.evictions++;
+    p->st.wasted += !c->used;
 }
 
 /* One completed op: account it, resubmit the rest of a short transfer, finish the chunk. */
@@ -587,6 +595,7 @@ static int pump(fg_pager *p, unsigned min, fg_err *err)
     fg_pager_io_done done[64];
     unsigned n = 0, total = 0;
     int rc = FG_OK;
+    p->in_pump++;
     if (p->fallback) {
         rc = p->fallback->m->reap(p->fallback, 0, done, 64, &n, err);
         for (unsigned i = 0; i < n; i++)
@@ -600,6 +609,7 @@ static int pump(fg_pager *p, unsigned min, fg_err *err)
             complete(p, &done[i]);
         total += n;
     }
+    p->in_pump--;
     if (rc) {
         fg_err e = err ? *err : (fg_err){rc, 0, "pager: reaping completions failed"};
         return set_sticky(p, &e);
@@ -629,6 +639,7 @@ static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     uint8_t prev = c->state;
+    c->hold++; /* once written it is HOST again, and a nested make_room must not drop it */
     if (prev == CS_HOST)
         c->state = CS_WRITING_BACK; /* t_write_begin */
     c->xfer = buf;
@@ -638,6 +649,7 @@ static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
     enqueue(p, id);
     submit_queued(p);
     int rc = wait_chunk(p, id, err);
+    c->hold--;
     c->xfer = NULL;
     c->xfer_write = 0;
     if (prev == CS_DEVICE)
@@ -680,20 +692,26 @@ static int write_back(fg_pager *p, uint32_t id, fg_err *err)
 
 /* ---------------------------------------------------------------- eviction */
 
+/* Victim classes, in order: used chunks not homed in t, used chunks homed in t, then
+ * prefetched chunks nobody has acquired yet (evicting those wastes the read and, when
+ * streaming, thrashes: the next acquire would miss). LRU within a class. */
 static int evictable(const fg_pager *p, const pchunk *c, fg_tier t, int pass)
 {
     uint8_t want = t == FG_TIER_HOST ? CS_HOST : CS_DEVICE;
     if (c->state != want || c->pins || c->hold)
         return 0;
-    if (pass == 0 && c->home == t)
-        return 0;
     (void)p;
-    return 1;
+    if (pass == 0)
+        return c->used && c->home != t;
+    if (pass == 1)
+        return c->used && c->home == t;
+    return !c->used;
 }
 
 static uint32_t pick_victim(const fg_pager *p, fg_tier t)
 {
-    for (int pass = 0; pass < 2; pass++) {
+    int passes = p->no_wait ? 2 : 3; /* a prefetch never evicts another unused prefetch */
+    for (int pass = 0; pass < passes; pass++) {
         uint32_t best = NONE;
         for (uint32_t i = 0; i < p->n_chunks; i++)
             if (evictable(p, &p->chunks[i], t, pass) &&
@@ -727,6 +745,12 @@ static int make_room(fg_pager *p, fg_tier t, uint64_t len, uint64_t *off, fg_err
     fg_arena *a = &p->arena[t];
     while (fg_arena_alloc(a, len, off)) {
         uint32_t v = pick_victim(p, t);
+        if (v == NONE && t == FG_TIER_HOST && p->inflight && !p->in_pump && !p->no_wait) {
+            int rc = pump(p, 1, err); /* blocking call: in-flight loads become evictable */
+            if (rc)
+                return rc;
+            continue;
+        }
         if (v == NONE)
             return fg_err_set(err, FG_ERR_PAGER_BUDGET,
                               "pager: %s budget of %llu bytes exhausted: need %llu contiguous "
@@ -786,14 +810,18 @@ int fg_pager_prefetch(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *t
         return FG_OK;
     }
     if (c->state == CS_DISK || c->state == CS_ERROR) {
+        p->no_wait++;
         rc = t_load_begin(p, id, tier, err);
+        p->no_wait--;
         if (rc == FG_OK)
             *ticket = ticket_of(c, id);
         return rc;
     }
     if (c->state == CS_HOST && tier == FG_TIER_DEVICE && !c->pins) {
         c->hold++;
+        p->no_wait++;
         rc = t_to_device(p, id, err);
+        p->no_wait--;
         c->hold--;
     }
     return rc;
@@ -867,6 +895,7 @@ int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view
     if (rc)
         return rc;
     c->pins++;
+    c->used = 1;
     c->pin_tier = (uint8_t)tier;
     c->lru = ++p->tick;
     *view = (fg_pager_view){

@@ -268,6 +268,8 @@ typedef struct fg_pager_stats {
     uint64_t hits, misses;      /* acquires that found / did not find the chunk in place */
     uint64_t prefetches, dedup; /* prefetch calls; of them, chunks already on their way */
     uint64_t evictions, write_backs, io_ops, short_reads;
+    uint64_t wasted;            /* evictions of prefetched chunks never acquired */
+    uint64_t inflight_sum;      /* sum over submits of the ops in flight after it (mean depth) */
     uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O */
     int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
     int device_present;

@@ -56,6 +56,7 @@ typedef struct pchunk {
     uint64_t lru;      /* tick of last use */
     uint32_t next_q;   /* link in the submission queue (UINT32_MAX = none) */
     uint8_t in_q;
+    uint8_t used;       /* acquired since its last load (an unused prefetch is evicted last) */
     uint8_t xfer_write; /* the queued/pending transfer is a write */
     uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
     uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
@@ -95,6 +96,8 @@ struct fg_pager {
     uint32_t q_head, q_tail; /* chunks with queued (unsubmitted) bytes, FIFO */
     uint32_t inflight;
     uint64_t tick;
+    int in_pump;           /* > 0 while completions are processed: make_room must not wait */
+    int no_wait;           /* > 0 inside prefetch: make_room must not wait */
     fg_err sticky;         /* code != 0: sticky error */
     fg_pager_stats st;
 };
