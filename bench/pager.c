@@ -127,14 +127,14 @@ static double run_pager(const opts *o, fg_pager_engine eng, uint64_t *bytes, cha
 
 static int have_fio(void) { return system("command -v fio >/dev/null 2>&1") == 0; }
 
-static double run_fio(const opts *o, uint64_t bytes)
+static double run_fio(const opts *o, uint64_t bytes, const char *extra)
 {
     char cmd[8600];
     snprintf(cmd, sizeof cmd,
              "fio --name=seqread --filename='%s' --rw=read --bs=%lluk --iodepth=%u "
-             "--ioengine=io_uring --direct=1 --size=%llu --numjobs=1 --output-format=json "
+             "--ioengine=io_uring --direct=1 --size=%llu --numjobs=1 %s --output-format=json "
              "2>/dev/null",
-             o->file, (unsigned long long)o->bs_kib, o->qd, (unsigned long long)bytes);
+             o->file, (unsigned long long)o->bs_kib, o->qd, (unsigned long long)bytes, extra);
     FILE *f = popen(cmd, "r");
     if (!f)
         return -1;
@@ -157,7 +157,7 @@ static int cmp_d(const void *a, const void *b)
 static void summary(const char *name, double *v, unsigned n)
 {
     qsort(v, n, sizeof *v, cmp_d);
-    printf("%-8s GB/s  min %.3f  median %.3f  max %.3f  (spread %.1f%%)\n", name, v[0], v[n / 2],
+    printf("%-16s min %.3f  median %.3f  max %.3f  (spread %.1f%%)\n", name, v[0], v[n / 2],
            v[n - 1], v[n / 2] > 0 ? 100 * (v[n - 1] - v[0]) / v[n / 2] : 0);
 }
 
@@ -195,7 +195,7 @@ int main(int argc, char **argv)
     parse(argc, argv, &o);
     create_file(&o);
     int fio = have_fio();
-    double pg[64], fi[64], pr[64], ratio[64];
+    double pg[64], fi[64], fx[64], pr[64], ratio[64], ratio_x[64];
     char desc[96], pdesc[96];
     fg_pager_stats st, pst;
     uint64_t bytes = (o.gib << 30) - (o.gib << 30) % (o.chunk_mib << 20); /* refined by pager */
@@ -204,15 +204,19 @@ int main(int argc, char **argv)
            (unsigned long long)o.budget_mib, o.reps);
     for (unsigned r = 0; r < o.reps; r++) {
         if (r % 2 && fio) /* alternate who goes first: the disk's state drifts */
-            fi[r] = run_fio(&o, bytes);
+            fi[r] = run_fio(&o, bytes, "");
         pg[r] = run_pager(&o, FG_PAGER_ENGINE_URING, &bytes, desc, sizeof desc, &st);
         if (r % 2 == 0 || !fio)
-            fi[r] = fio ? run_fio(&o, bytes) : -1;
+            fi[r] = fio ? run_fio(&o, bytes, "") : -1;
+        /* fio with the same kernel features the pager uses, for an exact comparison */
+        fx[r] = fio ? run_fio(&o, bytes, "--fixedbufs --registerfiles") : -1;
         pr[r] = run_pager(&o, FG_PAGER_ENGINE_PREAD, &bytes, pdesc, sizeof pdesc, &pst);
         ratio[r] = fi[r] > 0 ? pg[r] / fi[r] : 0;
-        printf("rep %u: pager %.3f GB/s  fio %.3f GB/s  pread %.3f GB/s  pager/fio %.3f  "
+        ratio_x[r] = fx[r] > 0 ? pg[r] / fx[r] : 0;
+        printf("rep %u: pager %.3f GB/s  fio %.3f GB/s  fio-fixed %.3f GB/s  pread %.3f GB/s  "
+               "pager/fio %.3f  "
                "(%.2f GiB; pager stalled %.2f s, mean depth %.1f, wasted prefetches %llu, peak HOST %llu MiB)\n",
-               r, pg[r], fi[r], pr[r], ratio[r], (double)bytes / (1 << 30),
+               r, pg[r], fi[r], fx[r], pr[r], ratio[r], (double)bytes / (1 << 30),
                (double)st.stall_ns * 1e-9,
                st.io_ops ? (double)st.inflight_sum / (double)st.io_ops : 0,
                (unsigned long long)st.wasted, (unsigned long long)(st.peak[FG_TIER_HOST] >> 20));
@@ -221,10 +225,14 @@ int main(int argc, char **argv)
     printf("pager engine: %s; pread engine: %s%s\n", desc, pdesc,
            fio ? "" : "; fio not on PATH: no fio figure");
     summary("pager", pg, o.reps);
-    if (fio)
+    if (fio) {
         summary("fio", fi, o.reps);
+        summary("fio-fixed", fx, o.reps);
+    }
     summary("pread", pr, o.reps);
-    if (fio)
+    if (fio) {
         summary("pager/fio", ratio, o.reps);
+        summary("pager/fio-fixed", ratio_x, o.reps);
+    }
     return 0;
 }
