@@ -3,7 +3,8 @@
  * In one run on one file (created once, reused; default 4 GiB, on the real disk): the pager
  * (io_uring, O_DIRECT, registered buffers and files) streams every chunk through a 256 MiB
  * HOST budget, prefetching as far ahead as the budget allows; fio (ioengine=io_uring,
- * direct=1, same block size and queue depth) reads the same file when fio is on PATH; the
+ * direct=1, same block size and queue depth) reads the same file when fio is on PATH, once as
+ * specified and once with --fixedbufs --registerfiles (the kernel features the pager uses); the
  * pager with the pread engine (O_DIRECT pread, one op at a time) reads it too. All three use
  * O_DIRECT, so the page cache does not help any of them. The machine is shared and noisy:
  * the three are interleaved rep by rep and every figure is printed, with min/median/max and

@@ -220,10 +220,11 @@ typedef struct fg_pager_policy {
 } fg_pager_policy;
 
 /* Assign every chunk a home tier (rule in SPEC.md "Placement") and check it fits: homed bytes
- * plus the largest chunk streamed through a tier must not exceed its budget. Refused with
+ * plus the largest chunk streamed through a tier must not exceed its budget. Refused, with no
+ * home changed, with FG_ERR_INVALID_ARG when a triple is not fractions summing to 1,
  * FG_ERR_PAGER_NO_TIER when a fraction > 0 targets an absent DEVICE tier, FG_ERR_PAGER_BUDGET
- * when it does not fit, FG_ERR_PAGER_PINNED when a chunk is pinned. Resident chunks stay where
- * they are; homes take effect at the next load or eviction. */
+ * when it does not fit. Resident chunks stay where they are (pinned ones included); homes take
+ * effect at the next acquire with FG_TIER_DISK and in eviction order. May be called again. */
 int fg_pager_place(fg_pager *p, const fg_pager_policy *pol, fg_err *err);
 /* Home tier of chunk id (FG_TIER_DISK before place). */
 fg_tier fg_pager_home(const fg_pager *p, uint32_t id);
