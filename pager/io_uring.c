@@ -32,6 +32,7 @@ typedef struct uring_io {
     struct iovec bufs[MAX_BUFS];
     unsigned n_bufs;
     int files_registered;
+    uint64_t ops, fixed_ops; /* submitted; of them through a registered buffer */
     char desc[96];
 } uring_io;
 
@@ -114,6 +115,8 @@ static int u_submit(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err)
                           u->depth);
     int fd = u->files_registered ? op->handle : u->fds[op->handle];
     int bi = fixed_index(u, op->buf, op->len);
+    u->ops++;
+    u->fixed_ops += bi >= 0;
     unsigned n = (unsigned)op->len;
     if (bi >= 0 && op->write)
         io_uring_prep_write_fixed(sqe, fd, op->buf, n, op->off, bi);
@@ -163,9 +166,9 @@ static unsigned u_depth(fg_pager_io *io) { return ((uring_io *)io)->depth; }
 static const char *u_describe(fg_pager_io *io)
 {
     uring_io *u = (uring_io *)io;
-    snprintf(u->desc, sizeof u->desc, "io_uring(qd=%u%s%s)", u->depth,
-             u->n_bufs ? ", registered buffers" : "",
-             u->files_registered ? ", registered files" : "");
+    snprintf(u->desc, sizeof u->desc, "io_uring(qd=%u%s, %llu of %llu ops fixed%s)", u->depth,
+             u->n_bufs ? ", registered buffers" : "", (unsigned long long)u->fixed_ops,
+             (unsigned long long)u->ops, u->files_registered ? ", registered files" : "");
     return u->desc;
 }
 
@@ -195,7 +198,12 @@ int fg_pager_io_uring_create(unsigned queue_depth, fg_pager_io **out, fg_err *er
     u->depth = queue_depth ? queue_depth : 32;
     for (int i = 0; i < MAX_FILES; i++)
         u->fds[i] = -1;
-    int r = io_uring_queue_init(u->depth, &u->ring, 0);
+    /* COOP_TASKRUN: completions are not pushed by interrupting the task (as fio does); falls
+     * back to plain setup on kernels without it. */
+    unsigned flags = getenv("FG_URING_PLAIN") ? 0 : IORING_SETUP_COOP_TASKRUN;
+    int r = io_uring_queue_init(u->depth, &u->ring, flags);
+    if (r == -EINVAL && flags)
+        r = io_uring_queue_init(u->depth, &u->ring, 0);
     if (r < 0) {
         free(u);
         return fg_err_sys(err, FG_ERR_UNSUPPORTED, -r, "io_uring_queue_init(%u)", queue_depth);

@@ -61,6 +61,21 @@
 
 #define NONE UINT32_MAX
 
+/* Debug builds (FG_PAGER_DEBUG, on in sanitizer builds) check every invariant after each
+ * public call that changes state; a broken invariant is a bug in the pager, so it aborts. */
+#ifdef FG_PAGER_DEBUG
+#define DEBUG_CHECK(p)                                                                          \
+    do {                                                                                        \
+        fg_err ce_;                                                                             \
+        if (fg_pager_check((p), &ce_)) {                                                        \
+            fprintf(stderr, "fg pager invariant broken: %s\n", ce_.msg);                        \
+            abort();                                                                            \
+        }                                                                                       \
+    } while (0)
+#else
+#define DEBUG_CHECK(p) ((void)0)
+#endif
+
 static int pump(fg_pager *p, unsigned min, fg_err *err);
 static int make_room(fg_pager *p, fg_tier t, uint64_t len, uint64_t *off, fg_err *err);
 
@@ -791,8 +806,8 @@ static fg_pager_ticket ticket_of(const pchunk *c, uint32_t id)
     return ((uint64_t)c->gen << 32) | id;
 }
 
-int fg_pager_prefetch(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *ticket,
-                      fg_err *err)
+static int prefetch_call(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *ticket,
+                         fg_err *err)
 {
     int rc;
     *ticket = 0;
@@ -827,7 +842,7 @@ int fg_pager_prefetch(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *t
     return rc;
 }
 
-int fg_pager_wait(fg_pager *p, fg_pager_ticket ticket, fg_err *err)
+static int wait_call(fg_pager *p, fg_pager_ticket ticket, fg_err *err)
 {
     uint32_t id = (uint32_t)ticket;
     int rc;
@@ -873,7 +888,7 @@ static int bring(fg_pager *p, uint32_t id, fg_tier t, fg_err *err)
     return rc;
 }
 
-int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view, fg_err *err)
+static int acquire_call(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view, fg_err *err)
 {
     int rc;
     if ((rc = sticky_check(p, err)) || (rc = check_id(p, id, err)))
@@ -905,7 +920,7 @@ int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view
     return FG_OK;
 }
 
-int fg_pager_release(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_err *err)
+static int release_call(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_err *err)
 {
     int rc = check_id(p, v->id, err);
     if (rc)
@@ -924,7 +939,7 @@ int fg_pager_release(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_err
     return FG_OK;
 }
 
-int fg_pager_write_back(fg_pager *p, uint32_t id, fg_err *err)
+static int write_back_call(fg_pager *p, uint32_t id, fg_err *err)
 {
     int rc;
     if ((rc = sticky_check(p, err)) || (rc = check_id(p, id, err)))
@@ -941,7 +956,7 @@ int fg_pager_write_back(fg_pager *p, uint32_t id, fg_err *err)
     return write_back(p, id, err);
 }
 
-int fg_pager_evict(fg_pager *p, uint32_t id, fg_err *err)
+static int evict_call(fg_pager *p, uint32_t id, fg_err *err)
 {
     int rc;
     if ((rc = sticky_check(p, err)) || (rc = check_id(p, id, err)))
@@ -970,4 +985,49 @@ void fg_pager_stats_get(const fg_pager *p, fg_pager_stats *out)
     out->device_present = device_present(p);
     const char *d = p->io->m->describe ? p->io->m->describe(p->io) : p->io->m->name;
     snprintf(out->engine, sizeof out->engine, "%s", d);
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+int fg_pager_prefetch(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *ticket,
+                      fg_err *err)
+{
+    int rc = prefetch_call(p, id, tier, ticket, err);
+    DEBUG_CHECK(p);
+    return rc;
+}
+
+int fg_pager_wait(fg_pager *p, fg_pager_ticket ticket, fg_err *err)
+{
+    int rc = wait_call(p, ticket, err);
+    DEBUG_CHECK(p);
+    return rc;
+}
+
+int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view, fg_err *err)
+{
+    int rc = acquire_call(p, id, tier, view, err);
+    DEBUG_CHECK(p);
+    return rc;
+}
+
+int fg_pager_release(fg_pager *p, const fg_pager_view *view, unsigned flags, fg_err *err)
+{
+    int rc = release_call(p, view, flags, err);
+    DEBUG_CHECK(p);
+    return rc;
+}
+
+int fg_pager_write_back(fg_pager *p, uint32_t id, fg_err *err)
+{
+    int rc = write_back_call(p, id, err);
+    DEBUG_CHECK(p);
+    return rc;
+}
+
+int fg_pager_evict(fg_pager *p, uint32_t id, fg_err *err)
+{
+    int rc = evict_call(p, id, err);
+    DEBUG_CHECK(p);
+    return rc;
 }

@@ -633,6 +633,40 @@ START_TEST(t_bad_input)
 }
 END_TEST
 
+/* The CUDA backend: on a machine without a GPU it refuses cleanly; with one, chunks go to the
+ * GPU and back intact (DEVICE -> HOST copies the device bytes, not a stale host copy). */
+START_TEST(t_cuda)
+{
+    fg_err err;
+    fg_pager_device *dev;
+    int rc = fg_pager_device_cuda_create(&dev, &err);
+    if (rc != FG_OK) {
+        ck_assert_int_eq(rc, FG_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.msg, "cuda") != NULL, "%s", err.msg);
+        return; /* no GPU here: nothing more to run */
+    }
+    dfile f;
+    make_file(&f, path_in(g_dir, "g.bin"), 10, 37);
+    fg_pager_config c = {{0, 1 << 20, 1 << 20}, 8, 0, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY, NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    for (uint32_t i = 0; i < f.n; i++) {
+        fg_pager_view v;
+        ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err) == FG_OK, "%s", err.msg);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        expect_chunk(p, &f, i, i, FG_TIER_HOST); /* DEVICE -> HOST */
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.device_present, 1);
+    ck_assert_int_eq(st.host_locked, 1);
+    ck_assert_uint_gt(st.moved[FG_TIER_DEVICE][FG_TIER_HOST], 0);
+    fg_pager_close(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pager");
@@ -650,6 +684,7 @@ int main(void)
     tcase_add_test(tc, t_placement);
     tcase_add_loop_test(tc, t_write_back, 0, 2);
     tcase_add_test(tc, t_bad_input);
+    tcase_add_test(tc, t_cuda);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
