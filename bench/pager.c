@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +78,8 @@ static void create_file(const opts *o)
         die("finish", &err);
 }
 
+static double g_cpu; /* CPU seconds of the last run_pager loop */
+
 static void notice(void *ctx, const char *line)
 {
     (void)ctx;
@@ -96,6 +99,8 @@ static double run_pager(const opts *o, fg_pager_engine eng, uint64_t *bytes, cha
         die("fg_pager_open", &err);
     if (fg_pager_add_fgt(p, o->file, 0, FG_CHUNK_WEIGHT, &first, &n, &err))
         die("fg_pager_add_fgt", &err);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s();
     uint64_t sum = 0, total = 0;
     uint32_t ahead = first;
@@ -117,6 +122,11 @@ static double run_pager(const opts *o, fg_pager_engine eng, uint64_t *bytes, cha
             die("fg_pager_release", &err);
     }
     double dt = now_s() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
+    g_cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                     ru0.ru_stime.tv_sec) +
+            (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                     ru0.ru_stime.tv_usec) * 1e-6;
     fg_pager_stats_get(p, st);
     snprintf(desc, desc_len, "%s", st->engine);
     fg_pager_close(p);
@@ -207,6 +217,7 @@ int main(int argc, char **argv)
         if (r % 2 && fio) /* alternate who goes first: the disk's state drifts */
             fi[r] = run_fio(&o, bytes, "");
         pg[r] = run_pager(&o, FG_PAGER_ENGINE_URING, &bytes, desc, sizeof desc, &st);
+        double cpu = g_cpu;
         if (r % 2 == 0 || !fio)
             fi[r] = fio ? run_fio(&o, bytes, "") : -1;
         /* fio with the same kernel features the pager uses, for an exact comparison */
@@ -216,8 +227,8 @@ int main(int argc, char **argv)
         ratio_x[r] = fx[r] > 0 ? pg[r] / fx[r] : 0;
         printf("rep %u: pager %.3f GB/s  fio %.3f GB/s  fio-fixed %.3f GB/s  pread %.3f GB/s  "
                "pager/fio %.3f  "
-               "(%.2f GiB; pager stalled %.2f s, mean depth %.1f, wasted prefetches %llu, peak HOST %llu MiB)\n",
-               r, pg[r], fi[r], fx[r], pr[r], ratio[r], (double)bytes / (1 << 30),
+               "(%.2f GiB; pager cpu %.2f s, stalled %.2f s, mean depth %.1f, wasted prefetches %llu, peak HOST %llu MiB)\n",
+               r, pg[r], fi[r], fx[r], pr[r], ratio[r], (double)bytes / (1 << 30), cpu,
                (double)st.stall_ns * 1e-9,
                st.io_ops ? (double)st.inflight_sum / (double)st.io_ops : 0,
                (unsigned long long)st.wasted, (unsigned long long)(st.peak[FG_TIER_HOST] >> 20));
@@ -231,6 +242,10 @@ int main(int argc, char **argv)
         summary("fio-fixed", fx, o.reps);
     }
     summary("pread", pr, o.reps);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("max RSS of this process %.1f MiB (HOST budget %llu MiB; fio runs as a child)\n",
+           (double)ru.ru_maxrss / 1024, (unsigned long long)o.budget_mib);
     if (fio) {
         summary("pager/fio", ratio, o.reps);
         summary("pager/fio-fixed", ratio_x, o.reps);

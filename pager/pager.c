@@ -144,7 +144,6 @@ static int open_engine(fg_pager *p, fg_err *err)
 static int open_device(fg_pager *p, fg_err *err)
 {
     uint64_t n = p->cfg.budget[FG_TIER_DEVICE];
-    p->dev = p->cfg.device;
     if (!p->dev && n && !(p->cfg.flags & FG_PAGER_NO_CUDA))
         fg_pager_device_cuda_create(&p->dev, NULL);
     if (!p->dev || !n)
@@ -209,6 +208,7 @@ int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err)
     if (!p->cfg.io_block)
         p->cfg.io_block = 1ull << 20;
     p->q_head = p->q_tail = NONE;
+    p->dev = cfg->device; /* owned from here, so a failed open destroys it */
     if ((rc = open_engine(p, err)) || (rc = open_device(p, err)) || (rc = open_pools(p, err))) {
         fg_pager_close(p);
         return rc;
@@ -232,6 +232,10 @@ void fg_pager_close(fg_pager *p)
     free(p->chunks);
     free(p->ops);
     free(p->free_ops);
+    if (p->fallback) /* engines first: the rings hold the registered pool */
+        p->fallback->m->destroy(p->fallback);
+    if (p->io)
+        p->io->m->destroy(p->io);
     fg_arena_fini(&p->arena[FG_TIER_HOST]);
     fg_arena_fini(&p->arena[FG_TIER_DEVICE]);
     fg_pager_host_pool_free(p);
@@ -239,10 +243,6 @@ void fg_pager_close(fg_pager *p)
         p->dev->iface->free(p->dev, p->dev_base);
     if (p->dev)
         p->dev->iface->destroy(p->dev);
-    if (p->fallback)
-        p->fallback->m->destroy(p->fallback);
-    if (p->io)
-        p->io->m->destroy(p->io);
     free(p);
 }
 

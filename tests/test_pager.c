@@ -600,6 +600,12 @@ START_TEST(t_bad_input)
     c.io_block = 1000;
     ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_ERR_INVALID_ARG);
     ck_assert_msg(strstr(err.msg, "io_block") != NULL, "%s", err.msg);
+    /* a refused open destroys the engine and device it was handed (ASan sees any leak) */
+    ck_assert_int_eq(fg_pager_io_uring_create(4, &c.io, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_device_host_create(&c.device, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_ERR_INVALID_ARG);
+    c.io = NULL;
+    c.device = NULL;
     c.io_block = 0;
     c.budget[FG_TIER_DEVICE] = 1 << 20; /* no device given, CUDA off: DEVICE tier absent */
     ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
