@@ -34,6 +34,11 @@ const char *fg_strerror(int code)
     case FG_ERR_NO_SPACE: return "no space left";
     case FG_ERR_CORRUPT: return "corrupt structure";
     /* module ranges (see fg_error.h): add each new code here */
+    case -50: return "pager: tier budget exhausted";        /* FG_ERR_PAGER_BUDGET */
+    case -51: return "pager: tier absent";                  /* FG_ERR_PAGER_NO_TIER */
+    case -52: return "pager: chunk pinned";                 /* FG_ERR_PAGER_PINNED */
+    case -53: return "pager: device backend failure";       /* FG_ERR_PAGER_DEVICE */
+    case -54: return "pager: end of file inside a chunk";   /* FG_ERR_PAGER_SHORT */
     default: return "unknown error";
     }
 }

@@ -1,0 +1,297 @@
+/* pager.h - tiered, budgeted residency of file chunks: DISK -> HOST (pinned pool) -> DEVICE.
+ *
+ * The pager knows chunks, not tensors or transformers. A chunk is a byte range of a registered
+ * file: (file, offset, length, padded length, optional XXH3, user tag, kind, group). The pager
+ * moves chunks between tiers ahead of use (prefetch), hands out pinned views (acquire/release),
+ * writes modified chunks back (write_back), and never lets a tier hold more than its byte budget:
+ * when it cannot make room without dropping a pinned or in-flight chunk it refuses with
+ * FG_ERR_PAGER_BUDGET. SPEC.md ("Pager") is normative for states, invariants and placement.
+ *
+ * Threads: a pager handle is NOT thread-safe; one thread at a time may call into it (callers
+ * serialise). Overlap of I/O and compute comes from the kernel (io_uring runs the reads while
+ * the caller computes), not from threads inside the pager.
+ *
+ * Errors: every call returns an fg_status and fills *err (may be NULL). After an unrecoverable
+ * I/O error (EIO, ENOSPC, a file shorter than a registered chunk) the pager is in a sticky error
+ * state: every later call except stats and close returns the first error's code, with a message
+ * that repeats it.
+ */
+#ifndef FG_PAGER_H
+#define FG_PAGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fg_error.h"
+#include "fgt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pager error codes (range -50..-59, see fg_error.h). */
+enum {
+    FG_ERR_PAGER_BUDGET = -50,  /* a tier budget would be exceeded (nothing evictable) */
+    FG_ERR_PAGER_NO_TIER = -51, /* the DEVICE tier is absent (no GPU and no device backend) */
+    FG_ERR_PAGER_PINNED = -52,  /* operation needs an unpinned chunk */
+    FG_ERR_PAGER_DEVICE = -53,  /* the device backend failed (copy or allocation) */
+    FG_ERR_PAGER_SHORT = -54,   /* a read returned end-of-file inside a registered chunk */
+};
+
+typedef enum fg_tier {
+    FG_TIER_DISK = 0,
+    FG_TIER_HOST = 1,
+    FG_TIER_DEVICE = 2,
+} fg_tier;
+#define FG_TIER_COUNT 3
+
+typedef enum fg_chunk_kind {
+    FG_CHUNK_WEIGHT = 0, /* placed with (wg, wc, wd) */
+    FG_CHUNK_KV = 1,     /* placed with (cg, cc, cd) */
+    FG_CHUNK_ACT = 2,    /* placed with (hg, hc, hd) */
+} fg_chunk_kind;
+#define FG_CHUNK_KIND_COUNT 3
+
+/* ---- I/O engines (SQLite-VFS style): the pager does all file I/O through one of these. ---- */
+typedef struct fg_pager_io fg_pager_io;
+
+typedef struct fg_pager_io_op {
+    int handle;     /* from open */
+    int write;      /* 0 read, 1 write */
+    void *buf;      /* 4096-aligned (O_DIRECT) */
+    uint64_t len;   /* multiple of 4096 */
+    uint64_t off;   /* file offset, multiple of 4096 */
+    uint64_t user;  /* returned with the completion */
+} fg_pager_io_op;
+
+typedef struct fg_pager_io_done {
+    uint64_t user;
+    int64_t res; /* bytes transferred (may be short), or -errno */
+} fg_pager_io_done;
+
+typedef struct fg_pager_io_methods {
+    const char *name;
+    /* Open path for reading (and writing when writable). direct=1 asks for O_DIRECT; an engine
+     * that needs it returns FG_ERR_UNSUPPORTED with sys_errno EINVAL when the file system
+     * refuses it (the pager then falls back to the pread engine for that file). */
+    int (*open)(fg_pager_io *io, const char *path, int writable, int *handle, fg_err *err);
+    void (*close)(fg_pager_io *io, int handle);
+    /* Optional (NULL): register [base, base+len) for zero-copy fixed-buffer I/O. */
+    int (*register_memory)(fg_pager_io *io, void *base, size_t len, fg_err *err);
+    /* Queue one op; the caller never has more than depth() ops outstanding. */
+    int (*submit)(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err);
+    /* Reap up to max completions into done[], blocking until at least min are available
+     * (min may be 0: poll). *n receives the count. */
+    int (*reap)(fg_pager_io *io, unsigned min, fg_pager_io_done *done, unsigned max, unsigned *n,
+                fg_err *err);
+    unsigned (*depth)(fg_pager_io *io);
+    /* Optional (NULL): short description of features in use (registered buffers, ...). */
+    const char *(*describe)(fg_pager_io *io);
+    void (*destroy)(fg_pager_io *io); /* waits for nothing: the pager drains before calling */
+} fg_pager_io_methods;
+
+/* Every engine object starts with this header. */
+struct fg_pager_io {
+    const fg_pager_io_methods *m;
+};
+
+/* io_uring with O_DIRECT, a sparse registered-file table, registered buffers (via
+ * register_memory) and queue_depth entries (0 = 32). FG_ERR_UNSUPPORTED when io_uring is not
+ * available. The caller owns *out until it hands it to fg_pager_open or calls m->destroy. */
+int fg_pager_io_uring_create(unsigned queue_depth, fg_pager_io **out, fg_err *err);
+/* Synchronous pread/pwrite engine; direct opens use O_DIRECT when the file system allows it
+ * and plain buffered I/O otherwise. Ownership as above. */
+int fg_pager_io_pread_create(unsigned queue_depth, int use_direct, fg_pager_io **out, fg_err *err);
+
+/* Fault injection for tests: wraps inner (owning it from now on, even on failure). */
+typedef enum fg_pager_fault_kind {
+    FG_FAULT_NONE = 0,
+    FG_FAULT_EIO = 1,        /* the nth read (or write) completes with -EIO */
+    FG_FAULT_SHORT_EOF = 2,  /* the nth read returns half, every later read of it returns 0 */
+    FG_FAULT_SHORT_ONCE = 3, /* the nth read returns half once (a transient short read) */
+    FG_FAULT_ENOSPC = 4,     /* the nth write completes with -ENOSPC */
+    FG_FAULT_NO_DIRECT = 5,  /* every direct open fails with EINVAL (file system refusal) */
+    FG_FAULT_SUBMIT = 6,     /* the nth submit itself fails with FG_ERR_IO (EAGAIN-like) */
+} fg_pager_fault_kind;
+
+typedef struct fg_pager_fault {
+    fg_pager_fault_kind kind;
+    uint64_t nth; /* 1-based count of matching ops (reads for EIO/SHORT, writes for ENOSPC) */
+} fg_pager_fault;
+int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *f, fg_pager_io **out,
+                             fg_err *err);
+
+/* ---- DEVICE backend (ggml-backend style: iface + context). ---- */
+typedef struct fg_pager_device fg_pager_device;
+typedef struct fg_pager_device_iface {
+    const char *name;
+    /* One allocation of the whole DEVICE budget at open, freed at close. */
+    int (*alloc)(fg_pager_device *d, uint64_t bytes, void **ptr, fg_err *err);
+    void (*free)(fg_pager_device *d, void *ptr);
+    int (*h2d)(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err);
+    int (*d2h)(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err);
+    /* Optional (NULL): pinned host allocation (cudaHostAlloc) for the HOST pool. */
+    int (*host_alloc)(fg_pager_device *d, uint64_t bytes, void **ptr, fg_err *err);
+    void (*host_free)(fg_pager_device *d, void *ptr);
+    void (*destroy)(fg_pager_device *d);
+} fg_pager_device_iface;
+struct fg_pager_device {
+    const fg_pager_device_iface *iface;
+    void *ctx;
+};
+
+/* A DEVICE backend in plain host memory, so tests can exercise all three tiers without a GPU.
+ * Caller owns *out until handed to fg_pager_open. */
+int fg_pager_device_host_create(fg_pager_device **out, fg_err *err);
+/* The CUDA backend (device 0). FG_ERR_UNSUPPORTED when built without CUDA or with no GPU. */
+int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err);
+
+/* ---- The pager ---- */
+typedef struct fg_pager fg_pager;
+
+enum {
+    FG_PAGER_VERIFY = 1,   /* check each chunk's XXH3 (when registered) after every load */
+    FG_PAGER_NO_MLOCK = 2, /* do not try to lock the HOST pool */
+    FG_PAGER_NO_CUDA = 4,  /* never auto-create the CUDA device backend */
+};
+
+typedef enum fg_pager_engine {
+    FG_PAGER_ENGINE_AUTO = 0, /* io_uring when available, else pread */
+    FG_PAGER_ENGINE_URING = 1,
+    FG_PAGER_ENGINE_PREAD = 2,
+} fg_pager_engine;
+
+typedef struct fg_pager_config {
+    uint64_t budget[FG_TIER_COUNT]; /* bytes; [DISK] ignored; [HOST] > 0; [DEVICE] 0 = no tier */
+    unsigned queue_depth;           /* ops in flight (0 = 32) */
+    uint64_t io_block;              /* bytes per I/O op, multiple of 4096 (0 = 1 MiB) */
+    fg_pager_engine engine;         /* ignored when io is set */
+    fg_pager_io *io;                /* NULL, or an engine the pager takes ownership of */
+    fg_pager_device *device;        /* NULL (CUDA auto when available), or owned from now on */
+    unsigned flags;                 /* FG_PAGER_* */
+    /* Called with one-line notices (pread fallback, pool not locked); NULL = keep silent
+     * (the last notice is in stats). Must not call into the pager. */
+    void (*notice)(void *ctx, const char *line);
+    void *notice_ctx;
+} fg_pager_config;
+
+/* Create a pager: allocates the HOST pool (budget[HOST] bytes, once) and the DEVICE pool.
+ * On success *out is owned by the caller until fg_pager_close; on failure every object the
+ * config handed over (io, device) has been destroyed. */
+int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err);
+/* Wait for in-flight I/O, free pools, close files, destroy engines and device. Dirty chunks are
+ * NOT written back (call write_back first). Every view becomes invalid. NULL accepted. */
+void fg_pager_close(fg_pager *p);
+
+/* Register a file; the pager opens it (read-only, or read-write when writable) and keeps it
+ * open until close. *file is its id. path is copied. */
+int fg_pager_add_file(fg_pager *p, const char *path, int writable, uint32_t *file, fg_err *err);
+
+typedef struct fg_pager_chunk_desc {
+    uint32_t file;      /* from fg_pager_add_file */
+    uint64_t offset;    /* multiple of 4096 */
+    uint64_t length;    /* payload bytes, > 0 */
+    uint64_t padded;    /* >= length, multiple of 4096; bytes read/written and budgeted */
+    uint64_t xxh3;      /* of the payload, when has_xxh3 */
+    int has_xxh3;
+    uint64_t tag;       /* caller's tag, returned in views */
+    fg_codec codec;     /* returned in views (zeroed when the caller has none) */
+    fg_chunk_kind kind;
+    uint32_t group;     /* placement unit: a layer for weights, a tensor for KV/activations */
+} fg_pager_chunk_desc;
+
+/* Register a chunk; ids are dense and start at 0. The descriptor is copied. */
+int fg_pager_add_chunk(fg_pager *p, const fg_pager_chunk_desc *d, uint32_t *id, fg_err *err);
+/* Register every chunk of a .fgt file in file order (tensor i, chunk j): tag = i << 32 | j,
+ * group = i, codec = the tensor's, padded = length rounded up to 4096. *first and *count get
+ * the id range. The reader is used only during the call. */
+int fg_pager_add_fgt(fg_pager *p, const char *path, int writable, fg_chunk_kind kind,
+                     uint32_t *first, uint32_t *count, fg_err *err);
+/* Copy of a registered chunk's descriptor. */
+int fg_pager_chunk(const fg_pager *p, uint32_t id, fg_pager_chunk_desc *out);
+uint32_t fg_pager_chunk_count(const fg_pager *p);
+
+/* Placement fractions, FlexGen's order: [0] = GPU (DEVICE), [1] = CPU (HOST), [2] = disk.
+ * Each triple sums to 1 (within 1e-6). */
+typedef struct fg_pager_policy {
+    double w[3]; /* weights: wg, wc, wd */
+    double c[3]; /* KV cache: cg, cc, cd */
+    double h[3]; /* activations: hg, hc, hd */
+} fg_pager_policy;
+
+/* Assign every chunk a home tier (rule in SPEC.md "Placement") and check it fits: homed bytes
+ * plus the largest chunk streamed through a tier must not exceed its budget. Refused, with no
+ * home changed, with FG_ERR_INVALID_ARG when a triple is not fractions summing to 1,
+ * FG_ERR_PAGER_NO_TIER when a fraction > 0 targets an absent DEVICE tier, FG_ERR_PAGER_BUDGET
+ * when it does not fit. Resident chunks stay where they are (pinned ones included); homes take
+ * effect at the next acquire with FG_TIER_DISK and in eviction order. May be called again. */
+int fg_pager_place(fg_pager *p, const fg_pager_policy *pol, fg_err *err);
+/* Home tier of chunk id (FG_TIER_DISK before place). */
+fg_tier fg_pager_home(const fg_pager *p, uint32_t id);
+
+typedef uint64_t fg_pager_ticket; /* 0 = nothing to wait for */
+
+/* Start moving chunk id to tier (HOST or DEVICE) without waiting. Returns a ticket for
+ * fg_pager_wait in *ticket (0 when already resident there). A chunk already on its way gets the
+ * same ticket (deduplicated). FG_ERR_PAGER_BUDGET when no room can be made now. */
+int fg_pager_prefetch(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket *ticket,
+                      fg_err *err);
+/* Wait until the load behind ticket finished; returns its outcome. */
+int fg_pager_wait(fg_pager *p, fg_pager_ticket ticket, fg_err *err);
+
+typedef struct fg_pager_view {
+    void *ptr;       /* HOST: a CPU pointer; DEVICE: a backend pointer. padded bytes valid */
+    uint64_t length; /* payload bytes */
+    uint64_t padded;
+    uint64_t tag;
+    fg_codec codec;
+    fg_tier tier;
+    uint32_t id;
+} fg_pager_view;
+
+/* Make chunk id resident in tier (HOST or DEVICE; FG_TIER_DISK means "its home, or HOST when
+ * homed on disk"), waiting for I/O, and pin it. The view stays valid until the matching
+ * release; a chunk may be acquired several times (pins count), all in one tier. */
+int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view, fg_err *err);
+
+enum { FG_PAGER_DIRTY = 1 }; /* release flag: the caller modified the bytes */
+/* Unpin; the view is invalid afterwards. DIRTY needs a writable file. */
+int fg_pager_release(fg_pager *p, const fg_pager_view *view, unsigned flags, fg_err *err);
+/* Write chunk id's current bytes (padded) back to its file now, synchronously; it stays
+ * resident and becomes clean. The chunk must be resident and its file writable. */
+int fg_pager_write_back(fg_pager *p, uint32_t id, fg_err *err);
+/* Drop chunk id from memory (writing it back first when dirty). Refused when pinned. */
+int fg_pager_evict(fg_pager *p, uint32_t id, fg_err *err);
+
+typedef struct fg_pager_stats {
+    uint64_t moved[FG_TIER_COUNT][FG_TIER_COUNT]; /* bytes moved [from][to] */
+    uint64_t used[FG_TIER_COUNT], peak[FG_TIER_COUNT], budget[FG_TIER_COUNT];
+    uint64_t hits, misses;      /* acquires that found / did not find the chunk in place */
+    uint64_t prefetches, dedup; /* prefetch calls; of them, chunks already on their way */
+    uint64_t evictions, write_backs, io_ops, short_reads;
+    uint64_t wasted;            /* evictions of prefetched chunks never acquired */
+    uint64_t inflight_sum;      /* sum over submits of the ops in flight after it (mean depth) */
+    uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O */
+    int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
+    int device_present;
+    unsigned fallback_files;    /* files read through the pread engine (O_DIRECT refused) */
+    int sticky;                 /* fg_status of the sticky error, 0 when none */
+    char engine[96];            /* "io_uring(qd=32, registered buffers, registered files)" */
+    char notice[160];           /* the last notice, "" when none */
+} fg_pager_stats;
+
+/* Snapshot of the counters; valid in every state, including after a sticky error. */
+void fg_pager_stats_get(const fg_pager *p, fg_pager_stats *out);
+
+/* Check the invariants written at the top of pager.c (O(chunks + extents)); FG_ERR_CORRUPT
+ * naming the first one broken. For tests and debugging; the library never calls it unless
+ * built with FG_PAGER_DEBUG. */
+int fg_pager_check(const fg_pager *p, fg_err *err);
+
+/* "disk", "host", "device". */
+const char *fg_tier_name(fg_tier t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

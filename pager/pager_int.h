@@ -1,0 +1,111 @@
+/* pager_int.h - private structures of the pager (see pager.c for the design). */
+#ifndef FG_PAGER_INT_H
+#define FG_PAGER_INT_H
+
+#include <stdint.h>
+
+#include "pager.h"
+
+#define FG_PAGE 4096ull
+
+/* ---- extent allocator over one pool (pool.c) ---- */
+typedef struct fg_extent {
+    uint64_t off, len; /* bytes, multiples of FG_PAGE */
+} fg_extent;
+
+typedef struct fg_arena {
+    uint64_t size;      /* pool bytes (the tier budget) */
+    uint64_t used;      /* allocated bytes */
+    uint64_t peak;
+    fg_extent *free;    /* sorted by off, coalesced */
+    uint32_t n_free, cap_free;
+} fg_arena;
+
+int fg_arena_init(fg_arena *a, uint64_t size);
+void fg_arena_fini(fg_arena *a);
+/* First fit; 0 on success, -1 when no free extent is large enough. */
+int fg_arena_alloc(fg_arena *a, uint64_t len, uint64_t *off);
+/* 0 on success, -1 on allocation failure of the free list (the arena is unchanged). */
+int fg_arena_free(fg_arena *a, uint64_t off, uint64_t len);
+uint64_t fg_arena_free_bytes(const fg_arena *a);
+
+/* ---- chunk states (pager.c "State machine") ---- */
+typedef enum chunk_state {
+    CS_DISK = 0,
+    CS_LOADING = 1,      /* reads in flight into a HOST buffer */
+    CS_HOST = 2,
+    CS_DEVICE = 3,
+    CS_WRITING_BACK = 4, /* writes in flight from a HOST buffer */
+    CS_ERROR = 5,
+} chunk_state;
+
+typedef struct pchunk {
+    fg_pager_chunk_desc d;
+    uint8_t state;     /* chunk_state */
+    uint8_t target;    /* LOADING: fg_tier it goes to when the reads finish */
+    uint8_t home;      /* fg_tier from place */
+    uint8_t dirty;
+    uint32_t pins;
+    uint8_t pin_tier;  /* tier of the views while pins > 0 */
+    uint64_t host_off; /* HOST pool offset while holding a host buffer */
+    uint64_t dev_off;  /* DEVICE pool offset while in DEVICE */
+    uint64_t queued;   /* bytes of the transfer not yet submitted */
+    uint32_t pending;  /* ops in flight */
+    uint32_t gen;      /* load generation; tickets carry it */
+    int err;           /* ERROR: fg_status */
+    uint64_t lru;      /* tick of last use */
+    uint32_t next_q;   /* link in the submission queue (UINT32_MAX = none) */
+    uint8_t in_q;
+    uint8_t used;       /* acquired since its last load (an unused prefetch is evicted last) */
+    uint8_t xfer_write; /* the queued/pending transfer is a write */
+    uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
+    uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
+} pchunk;
+
+typedef struct pfile {
+    char *path;
+    int writable;
+    int handle;
+    fg_pager_io *io; /* primary engine, or the pread fallback */
+} pfile;
+
+typedef struct op_slot {
+    uint32_t chunk;
+    uint64_t off;  /* offset inside the chunk */
+    uint64_t len;
+    uint8_t write, used;
+    fg_pager_io *io;
+} op_slot;
+
+struct fg_pager {
+    fg_pager_config cfg;
+    fg_pager_io *io;       /* primary engine */
+    fg_pager_io *fallback; /* pread engine for files that refuse O_DIRECT (lazy) */
+    fg_pager_device *dev;
+    uint8_t *host_base;    /* HOST pool */
+    int host_how;          /* 0 mmap, 1 mmap+mlock, 2 device host_alloc */
+    void *dev_base;        /* DEVICE pool (backend pointer) */
+    fg_arena arena[FG_TIER_COUNT]; /* [HOST], [DEVICE] used */
+    pfile *files;
+    uint32_t n_files, cap_files;
+    pchunk *chunks;
+    uint32_t n_chunks, cap_chunks;
+    op_slot *ops;          /* depth slots */
+    uint32_t *free_ops;
+    uint32_t n_free_ops, depth;
+    uint32_t q_head, q_tail; /* chunks with queued (unsubmitted) bytes, FIFO */
+    uint32_t inflight;
+    uint64_t tick;
+    int in_pump;           /* > 0 while completions are processed: make_room must not wait */
+    int no_wait;           /* > 0 inside prefetch: make_room must not wait */
+    fg_err sticky;         /* code != 0: sticky error */
+    fg_pager_stats st;
+};
+
+/* pool.c: HOST pool allocation */
+int fg_pager_host_pool(fg_pager *p, fg_err *err);
+void fg_pager_host_pool_free(fg_pager *p);
+
+void fg_pager_notice(fg_pager *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,696 @@
+/* test_pager.c - the pager: data through every engine and tier, budgets under random workloads,
+ * prefetch dedup, pinned chunks surviving eviction, injected faults, sticky errors, placement,
+ * write-back, .fgt registration.
+ *
+ * Files live in two places: a directory on the real disk (under the build dir, so O_DIRECT
+ * works) and /dev/shm (tmpfs) when present. The O_DIRECT refusal path is driven by the fault
+ * engine (FG_FAULT_NO_DIRECT), since some kernels let tmpfs accept O_DIRECT.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "pager.h"
+#include "testutil.h"
+
+#ifndef FG_TEST_DISKDIR
+#define FG_TEST_DISKDIR "."
+#endif
+
+static char g_dir[4096];
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "%s/pager-XXXXXX", FG_TEST_DISKDIR);
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s", g_dir);
+}
+
+static void teardown(void)
+{
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *path_in(const char *dir, const char *name)
+{
+    static char b[4][8400];
+    static int k;
+    char *s = b[k++ & 3];
+    snprintf(s, sizeof b[0], "%s/%s", dir, name);
+    return s;
+}
+
+/* A raw data file: n chunks, chunk i of len[i] bytes at a 4096-aligned offset, zero padded. */
+typedef struct dfile {
+    const char *path;
+    uint32_t n;
+    uint64_t off[64], len[64], padded[64], xxh[64];
+    uint64_t size;
+} dfile;
+
+static uint64_t pad(uint64_t n) { return (n + 4095) & ~4095ull; }
+
+static void make_file(dfile *f, const char *path, uint32_t n, uint64_t seed)
+{
+    f->path = path;
+    f->n = n;
+    int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    ck_assert_int_ge(fd, 0);
+    uint64_t pos = 8192, s = seed;
+    for (uint32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        f->len[i] = 1 + (s >> 33) % (200 * 1024);
+        f->padded[i] = pad(f->len[i]);
+        f->off[i] = pos;
+        uint8_t *b = calloc(1, f->padded[i]);
+        tu_fill(b, f->len[i], seed * 1000 + i);
+        f->xxh[i] = XXH3_64bits(b, f->len[i]);
+        ck_assert_int_eq(pwrite(fd, b, f->padded[i], (off_t)pos), (ssize_t)f->padded[i]);
+        free(b);
+        pos += f->padded[i] + 4096 * (i % 3); /* holes between some chunks */
+    }
+    f->size = pos;
+    ck_assert_int_eq(ftruncate(fd, (off_t)pos), 0);
+    close(fd);
+}
+
+static void reg_file(fg_pager *p, const dfile *f, int writable, fg_chunk_kind kind,
+                     uint32_t groups)
+{
+    fg_err err;
+    uint32_t file, id;
+    ck_assert_msg(fg_pager_add_file(p, f->path, writable, &file, &err) == FG_OK, "%s", err.msg);
+    for (uint32_t i = 0; i < f->n; i++) {
+        fg_pager_chunk_desc d = {file, f->off[i], f->len[i], f->padded[i], f->xxh[i], 1,
+                                 1000 + i, fg_codec_float(FG_CODEC_F32), kind,
+                                 groups ? i % groups : 0};
+        ck_assert_msg(fg_pager_add_chunk(p, &d, &id, &err) == FG_OK, "%s", err.msg);
+        ck_assert_uint_eq(id, fg_pager_chunk_count(p) - 1);
+    }
+}
+
+static void check_ok(fg_pager *p)
+{
+    fg_err err;
+    ck_assert_msg(fg_pager_check(p, &err) == FG_OK, "%s", err.msg);
+}
+
+enum { ENG_URING, ENG_PREAD, ENG_FAULT_NONE, ENG_NO_DIRECT, ENG_COUNT };
+
+static fg_pager *open_pager(int eng, uint64_t host, uint64_t dev, unsigned qd, uint64_t block,
+                            const fg_pager_fault *fault)
+{
+    fg_err err;
+    fg_pager_config c = {{0, host, dev}, qd, block, FG_PAGER_ENGINE_AUTO, NULL, NULL,
+                         FG_PAGER_VERIFY | FG_PAGER_NO_CUDA, NULL, NULL};
+    fg_pager_io *io = NULL;
+    if (eng == ENG_PREAD)
+        ck_assert_int_eq(fg_pager_io_pread_create(qd, 1, &io, &err), FG_OK);
+    else
+        ck_assert_msg(fg_pager_io_uring_create(qd, &io, &err) == FG_OK, "%s", err.msg);
+    if (eng == ENG_FAULT_NONE || eng == ENG_NO_DIRECT || fault) {
+        fg_pager_fault f = {eng == ENG_NO_DIRECT ? FG_FAULT_NO_DIRECT : FG_FAULT_NONE, 0};
+        ck_assert_int_eq(fg_pager_io_fault_create(io, fault ? fault : &f, &io, &err), FG_OK);
+    }
+    c.io = io;
+    if (dev)
+        ck_assert_int_eq(fg_pager_device_host_create(&c.device, &err), FG_OK);
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    check_ok(p);
+    return p;
+}
+
+static void expect_chunk(fg_pager *p, const dfile *f, uint32_t id, uint32_t i, fg_tier t)
+{
+    fg_err err;
+    fg_pager_view v;
+    ck_assert_msg(fg_pager_acquire(p, id, t, &v, &err) == FG_OK, "chunk %u: %s", id, err.msg);
+    ck_assert_int_eq(v.tier, t);
+    ck_assert_uint_eq(v.length, f->len[i]);
+    ck_assert_uint_eq(v.tag, 1000 + i);
+    ck_assert_uint_eq(v.codec.id, FG_CODEC_F32);
+    ck_assert_uint_eq((uintptr_t)v.ptr % 4096, 0);
+    ck_assert_msg(XXH3_64bits(v.ptr, v.length) == f->xxh[i], "chunk %u content differs", id);
+    int nonzero = 0; /* padding read from the file: zeros */
+    for (uint64_t k = v.length; k < v.padded; k++)
+        nonzero |= ((uint8_t *)v.ptr)[k];
+    ck_assert_int_eq(nonzero, 0);
+    check_ok(p);
+    ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    check_ok(p);
+}
+
+/* Every engine x every tier x disk and tmpfs: content equals the file's. */
+START_TEST(t_engines_tiers)
+{
+    const char *dirs[2] = {g_dir, "/dev/shm"};
+    for (int di = 0; di < 2; di++) {
+        if (di == 1 && access(dirs[1], W_OK) != 0)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "fgpager-%d-%d.bin", (int)getpid(), _i);
+        dfile f;
+        make_file(&f, path_in(dirs[di], name), 24, 7 + (uint64_t)_i);
+        for (int t = FG_TIER_HOST; t <= FG_TIER_DEVICE; t++) {
+            fg_pager *p = open_pager(_i, 1 << 20, 512 << 10, 8, 64 << 10, NULL);
+            reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+            for (int rep = 0; rep < 2; rep++)
+                for (uint32_t i = 0; i < f.n; i++)
+                    expect_chunk(p, &f, i, i, (fg_tier)t);
+            fg_pager_stats st;
+            fg_pager_stats_get(p, &st);
+            ck_assert_uint_le(st.peak[FG_TIER_HOST], 1 << 20);
+            ck_assert_uint_le(st.peak[FG_TIER_DEVICE], 512 << 10);
+            ck_assert_uint_gt(st.moved[FG_TIER_DISK][FG_TIER_HOST], 0);
+            if (t == FG_TIER_DEVICE)
+                ck_assert_uint_gt(st.moved[FG_TIER_HOST][FG_TIER_DEVICE], 0);
+            ck_assert_uint_eq(st.fallback_files, _i == ENG_NO_DIRECT ? 1u : 0u);
+            if (_i == ENG_NO_DIRECT)
+                ck_assert_msg(strstr(st.notice, "refuses O_DIRECT") != NULL, "%s", st.notice);
+            fg_pager_close(p);
+        }
+        unlink(f.path);
+    }
+}
+END_TEST
+
+/* Every chunk of a .fgt file, registered through the format reader. */
+START_TEST(t_fgt_file)
+{
+    fg_err err;
+    const char *path = path_in(g_dir, "m.fgt");
+    fg_fgt_writer *w;
+    ck_assert_int_eq(fg_fgt_writer_create(path, NULL, &w, &err), FG_OK);
+    uint64_t dims[2] = {100, 300};
+    fg_fgt_tensor_desc d = {"a", fg_codec_float(FG_CODEC_F32), 2, dims, NULL, 0};
+    ck_assert_int_eq(fg_fgt_writer_begin_tensor(w, &d, &err), FG_OK);
+    float *rows = malloc(30 * 300 * sizeof *rows);
+    for (int c = 0; c < 4; c++) {
+        uint64_t n = c < 3 ? 30 : 10;
+        tu_fill(rows, n * 300 * 4, (uint64_t)c);
+        ck_assert_int_eq(fg_fgt_writer_add_chunk(w, n, rows, n * 300 * 4, &err), FG_OK);
+    }
+    free(rows);
+    ck_assert_int_eq(fg_fgt_writer_end_tensor(w, &err), FG_OK);
+    ck_assert_msg(fg_fgt_writer_finish(w, &err) == FG_OK, "%s", err.msg);
+
+    fg_pager *p = open_pager(ENG_URING, 256 << 10, 0, 4, 0, NULL);
+    uint32_t first, count;
+    ck_assert_msg(fg_pager_add_fgt(p, path, 0, FG_CHUNK_WEIGHT, &first, &count, &err) == FG_OK,
+                  "%s", err.msg);
+    ck_assert_uint_eq(first, 0);
+    ck_assert_uint_eq(count, 4);
+    fg_fgt_reader *r;
+    ck_assert_int_eq(fg_fgt_open(path, 0, &r, &err), FG_OK);
+    for (uint32_t j = 0; j < count; j++) {
+        fg_pager_view v;
+        const void *want;
+        ck_assert_int_eq(fg_fgt_chunk_data(r, 0, j, 1, &want, &err), FG_OK);
+        ck_assert_msg(fg_pager_acquire(p, first + j, FG_TIER_HOST, &v, &err) == FG_OK, "%s",
+                      err.msg);
+        ck_assert_uint_eq(v.tag, j);
+        ck_assert_uint_eq(v.length, (j < 3 ? 30u : 10u) * 1200u);
+        ck_assert_int_eq(memcmp(v.ptr, want, v.length), 0);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    }
+    fg_fgt_close(r);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* Random prefetch/acquire/release/evict/write-back over three tiers: budgets hold, invariants
+ * hold after every call, and the file ends with exactly what was written back. */
+START_TEST(t_random_budgets)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "r.bin"), 40, 99 + (uint64_t)_i);
+    uint64_t host = 900 << 10, dev = 600 << 10;
+    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, host, dev, 6, 32 << 10, NULL);
+    reg_file(p, &f, 1, FG_CHUNK_KV, 5);
+    uint64_t *want = calloc(f.n, sizeof *want);
+    memcpy(want, f.xxh, f.n * sizeof *want);
+    fg_pager_view held[4];
+    int n_held = 0, budget_refusals = 0;
+    uint64_t s = 12345 + (uint64_t)_i;
+    for (int step = 0; step < 3000; step++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t id = (uint32_t)((s >> 33) % f.n);
+        int op = (int)((s >> 20) % 8);
+        fg_tier t = (s >> 40) & 1 ? FG_TIER_DEVICE : FG_TIER_HOST;
+        fg_pager_ticket tk;
+        int rc = FG_OK;
+        if (op <= 1) {
+            rc = fg_pager_prefetch(p, id, t, &tk, &err);
+        } else if (op <= 4 && n_held < 4) {
+            fg_pager_view v;
+            rc = fg_pager_acquire(p, id, t, &v, &err);
+            if (rc == FG_OK) {
+                ck_assert_msg(XXH3_64bits(v.ptr, v.length) == want[id], "chunk %u", id);
+                held[n_held++] = v;
+            }
+        } else if (op <= 6 && n_held) {
+            fg_pager_view v = held[--n_held];
+            unsigned fl = 0;
+            int still_pinned = 0;
+            for (int k = 0; k < n_held; k++)
+                still_pinned |= held[k].id == v.id;
+            if ((s >> 50) & 1 && !still_pinned) { /* modify and release dirty */
+                tu_fill(v.ptr, v.length, s);
+                want[v.id] = XXH3_64bits(v.ptr, v.length);
+                fl = FG_PAGER_DIRTY;
+            }
+            rc = fg_pager_release(p, &v, fl, &err);
+        } else if (op == 7) {
+            rc = (s >> 45) & 1 ? fg_pager_evict(p, id, &err) : fg_pager_write_back(p, id, &err);
+            if (rc == FG_ERR_STATE || rc == FG_ERR_PAGER_PINNED)
+                rc = FG_OK;
+        }
+        if (rc == FG_ERR_PAGER_BUDGET || rc == FG_ERR_PAGER_PINNED) {
+            budget_refusals++;
+            rc = FG_OK;
+        }
+        ck_assert_msg(rc == FG_OK, "step %d op %d chunk %u: %s", step, op, id, err.msg);
+        check_ok(p);
+    }
+    while (n_held)
+        ck_assert_int_eq(fg_pager_release(p, &held[--n_held], 0, &err), FG_OK);
+    for (uint32_t i = 0; i < f.n; i++)
+        ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_le(st.peak[FG_TIER_HOST], host);
+    ck_assert_uint_le(st.peak[FG_TIER_DEVICE], dev);
+    ck_assert_uint_gt(st.peak[FG_TIER_DEVICE], 0);
+    ck_assert_uint_gt(st.write_backs, 0);
+    ck_assert_uint_eq(st.used[FG_TIER_HOST], 0);
+    fg_pager_close(p);
+    /* the file now holds what was written back */
+    int fd = open(f.path, O_RDONLY);
+    for (uint32_t i = 0; i < f.n; i++) {
+        uint8_t *b = malloc(f.len[i]);
+        ck_assert_int_eq(pread(fd, b, f.len[i], (off_t)f.off[i]), (ssize_t)f.len[i]);
+        ck_assert_msg(XXH3_64bits(b, f.len[i]) == want[i], "file chunk %u", i);
+        free(b);
+    }
+    close(fd);
+    free(want);
+    (void)budget_refusals;
+}
+END_TEST
+
+START_TEST(t_prefetch_dedup)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "d.bin"), 8, 3);
+    fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 4096, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket a, b, c;
+    ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &a, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &b, &err), FG_OK);
+    ck_assert_uint_ne(a, 0);
+    ck_assert_uint_eq(a, b);
+    check_ok(p);
+    ck_assert_int_eq(fg_pager_wait(p, a, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &c, &err), FG_OK);
+    ck_assert_uint_eq(c, 0); /* already resident */
+    expect_chunk(p, &f, 2, 2, FG_TIER_HOST);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.dedup, 1);
+    ck_assert_uint_eq(st.prefetches, 3);
+    ck_assert_uint_eq(st.io_ops, f.padded[2] / 4096); /* loaded once */
+    ck_assert_uint_eq(st.hits, 1);
+    ck_assert_uint_eq(st.moved[FG_TIER_DISK][FG_TIER_HOST], f.padded[2]);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* A pinned chunk survives a stream of other chunks through a small budget; with everything
+ * pinned, the next load is refused instead of exceeding the budget. */
+START_TEST(t_pinned_survives)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "p.bin"), 30, 5);
+    uint64_t host = 640 << 10;
+    fg_pager *p = open_pager(ENG_URING, host, 0, 8, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_view keep;
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &keep, &err), FG_OK);
+    for (int rep = 0; rep < 3; rep++)
+        for (uint32_t i = 1; i < f.n; i++) {
+            fg_pager_ticket tk;
+            if (i + 1 < f.n)
+                fg_pager_prefetch(p, i + 1, FG_TIER_HOST, &tk, &err); /* may be refused */
+            expect_chunk(p, &f, i, i, FG_TIER_HOST);
+            ck_assert_msg(XXH3_64bits(keep.ptr, keep.length) == f.xxh[0], "pinned chunk lost");
+        }
+    /* pin until the budget is full: the next acquire is refused, nothing exceeds */
+    fg_pager_view pins[30];
+    int n = 0, rc = FG_OK;
+    for (uint32_t i = 1; i < f.n && rc == FG_OK; i++) {
+        rc = fg_pager_acquire(p, i, FG_TIER_HOST, &pins[n], &err);
+        n += rc == FG_OK;
+    }
+    ck_assert_int_eq(rc, FG_ERR_PAGER_BUDGET);
+    ck_assert_msg(strstr(err.msg, "host budget") != NULL, "%s", err.msg);
+    check_ok(p);
+    ck_assert_int_eq(fg_pager_evict(p, 0, &err), FG_ERR_PAGER_PINNED);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_le(st.peak[FG_TIER_HOST], host);
+    ck_assert_uint_gt(st.evictions, 0);
+    while (n)
+        ck_assert_int_eq(fg_pager_release(p, &pins[--n], 0, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_release(p, &keep, 0, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_release(p, &keep, 0, &err), FG_ERR_STATE); /* double release */
+    fg_pager_close(p);
+}
+END_TEST
+
+/* Each injected fault surfaces as an error at acquire, then sticks. */
+typedef struct fcase {
+    fg_pager_fault_kind kind;
+    uint64_t nth;
+    int inner_pread;
+    int code;
+} fcase;
+
+static const fcase fcases[] = {
+    {FG_FAULT_EIO, 1, 0, FG_ERR_IO},         {FG_FAULT_EIO, 7, 0, FG_ERR_IO},
+    {FG_FAULT_EIO, 3, 1, FG_ERR_IO},         {FG_FAULT_SHORT_EOF, 2, 0, FG_ERR_PAGER_SHORT},
+    {FG_FAULT_SHORT_EOF, 1, 1, FG_ERR_PAGER_SHORT}, {FG_FAULT_SUBMIT, 4, 0, FG_ERR_IO},
+    {FG_FAULT_ENOSPC, 1, 0, FG_ERR_NO_SPACE}, {FG_FAULT_ENOSPC, 2, 1, FG_ERR_NO_SPACE},
+};
+
+START_TEST(t_faults)
+{
+    const fcase *fc = &fcases[_i];
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "f.bin"), 12, 11);
+    fg_pager_fault fault = {fc->kind, fc->nth};
+    fg_pager *p = open_pager(fc->inner_pread ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 16 << 10,
+                             &fault);
+    reg_file(p, &f, 1, FG_CHUNK_WEIGHT, 0);
+    int rc = FG_OK;
+    uint32_t i;
+    for (i = 0; i < f.n && rc == FG_OK; i++) {
+        fg_pager_ticket tk;
+        if (i + 2 < f.n)
+            fg_pager_prefetch(p, i + 2, FG_TIER_HOST, &tk, NULL);
+        fg_pager_view v;
+        rc = fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err);
+        if (rc == FG_OK) {
+            ck_assert_msg(XXH3_64bits(v.ptr, v.length) == f.xxh[i], "chunk %u", i);
+            if (fc->kind == FG_FAULT_ENOSPC) {
+                ((uint8_t *)v.ptr)[0] ^= 1;
+                ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+                rc = fg_pager_write_back(p, i, &err);
+            } else {
+                ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+            }
+        }
+    }
+    ck_assert_msg(rc == fc->code, "fault %d nth %llu: got %d (%s), want %d", fc->kind,
+                  (unsigned long long)fc->nth, rc, err.msg, fc->code);
+    check_ok(p);
+    /* sticky: every later call reports the same error */
+    fg_pager_view v;
+    fg_pager_ticket tk;
+    uint32_t file;
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), fc->code);
+    ck_assert_msg(strstr(err.msg, "earlier I/O error") != NULL, "%s", err.msg);
+    ck_assert_int_eq(fg_pager_prefetch(p, f.n - 1, FG_TIER_HOST, &tk, &err), fc->code);
+    ck_assert_int_eq(fg_pager_add_file(p, f.path, 0, &file, &err), fc->code);
+    ck_assert_int_eq(fg_pager_write_back(p, 0, &err), fc->code);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.sticky, fc->code);
+    check_ok(p);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* A transient short read is completed by resubmitting the rest: data intact, no error. */
+START_TEST(t_short_once)
+{
+    dfile f;
+    make_file(&f, path_in(g_dir, "s.bin"), 6, 13);
+    fg_pager_fault fault = {FG_FAULT_SHORT_ONCE, 2};
+    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 0, &fault);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    for (uint32_t i = 0; i < f.n; i++)
+        expect_chunk(p, &f, i, i, FG_TIER_HOST);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.short_reads, 1);
+    ck_assert_int_eq(st.sticky, 0);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* A checksum mismatch fails that chunk only; the pager keeps working. */
+START_TEST(t_checksum)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "c.bin"), 6, 17);
+    int fd = open(f.path, O_RDWR);
+    uint8_t b = 0x5a;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)f.off[3] + 1), 1);
+    close(fd);
+    f.xxh[3] ^= 0; /* the registered checksum is the original one */
+    fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_view v;
+    int rc = fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err);
+    if (rc == FG_OK) /* the byte may have matched already: 1 in 256 */
+        ck_abort_msg("corrupted chunk accepted");
+    ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(err.msg, "chunk 3") != NULL, "%s", err.msg);
+    check_ok(p);
+    expect_chunk(p, &f, 4, 4, FG_TIER_HOST);
+    fg_pager_close(p);
+}
+END_TEST
+
+START_TEST(t_placement)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "pl.bin"), 12, 23);
+    /* no DEVICE tier: any fraction on it is refused with a clear message */
+    fg_pager *p = open_pager(ENG_URING, 4 << 20, 0, 4, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 3);
+    fg_pager_policy pol = {{0.2, 0.5, 0.3}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(fg_pager_place(p, &pol, &err), FG_ERR_PAGER_NO_TIER);
+    ck_assert_msg(strstr(err.msg, "DEVICE tier") && strstr(err.msg, "weights"), "%s", err.msg);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_DEVICE, &v, &err), FG_ERR_PAGER_NO_TIER);
+    pol = (fg_pager_policy){{0.5, 0.6, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(fg_pager_place(p, &pol, &err), FG_ERR_INVALID_ARG);
+    fg_pager_close(p);
+
+    /* with a device: the midpoint rule per group, budgets checked */
+    p = open_pager(ENG_URING, 4 << 20, 4 << 20, 4, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 3);
+    pol = (fg_pager_policy){{0.25, 0.5, 0.25}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_msg(fg_pager_place(p, &pol, &err) == FG_OK, "%s", err.msg);
+    for (uint32_t g = 0; g < 3; g++) {
+        double total = 0, before = 0;
+        for (uint32_t i = g; i < f.n; i += 3)
+            total += (double)f.padded[i];
+        for (uint32_t i = g; i < f.n; i += 3) {
+            double mid = (before + (double)f.padded[i] / 2) / total;
+            before += (double)f.padded[i];
+            fg_tier want = mid < 0.25 ? FG_TIER_DEVICE : mid < 0.75 ? FG_TIER_HOST : FG_TIER_DISK;
+            ck_assert_int_eq(fg_pager_home(p, i), want);
+        }
+    }
+    /* acquire with FG_TIER_DISK goes to the home (HOST for disk-homed chunks) */
+    for (uint32_t i = 0; i < f.n; i++) {
+        ck_assert_int_eq(fg_pager_acquire(p, i, FG_TIER_DISK, &v, &err), FG_OK);
+        fg_tier h = fg_pager_home(p, i);
+        ck_assert_int_eq(v.tier, h == FG_TIER_DEVICE ? FG_TIER_DEVICE : FG_TIER_HOST);
+        ck_assert(XXH3_64bits(v.ptr, v.length) == f.xxh[i]);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    }
+    check_ok(p);
+    fg_pager_close(p);
+
+    /* homes that do not fit the HOST budget are refused */
+    p = open_pager(ENG_URING, 256 << 10, 4 << 20, 4, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 1);
+    pol = (fg_pager_policy){{0, 1, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(fg_pager_place(p, &pol, &err), FG_ERR_PAGER_BUDGET);
+    ck_assert_msg(strstr(err.msg, "HOST") != NULL, "%s", err.msg);
+    fg_pager_close(p);
+}
+END_TEST
+
+START_TEST(t_write_back)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "w.bin"), 4, 29);
+    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 1 << 20, 4, 0, NULL);
+    reg_file(p, &f, 1, FG_CHUNK_KV, 0);
+    for (uint32_t i = 0; i < 2; i++) {
+        fg_tier t = i ? FG_TIER_DEVICE : FG_TIER_HOST;
+        fg_pager_view v;
+        ck_assert_int_eq(fg_pager_acquire(p, i, t, &v, &err), FG_OK);
+        memset(v.ptr, 0x40 + (int)i, v.length);
+        ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+        ck_assert_msg(fg_pager_write_back(p, i, &err) == FG_OK, "%s", err.msg);
+        check_ok(p);
+        uint8_t *b = malloc(f.len[i]), *w = malloc(f.len[i]);
+        memset(w, 0x40 + (int)i, f.len[i]);
+        int fd = open(f.path, O_RDONLY);
+        ck_assert_int_eq(pread(fd, b, f.len[i], (off_t)f.off[i]), (ssize_t)f.len[i]);
+        close(fd);
+        ck_assert_int_eq(memcmp(b, w, f.len[i]), 0);
+        fg_pager_chunk_desc d;
+        ck_assert_int_eq(fg_pager_chunk(p, i, &d), FG_OK);
+        ck_assert(d.xxh3 == XXH3_64bits(w, f.len[i])); /* checksum follows the new bytes */
+        free(b);
+        free(w);
+        /* evict and reload: verified against the new checksum */
+        ck_assert_int_eq(fg_pager_evict(p, i, &err), FG_OK);
+        ck_assert_int_eq(fg_pager_acquire(p, i, t, &v, &err), FG_OK);
+        ck_assert_uint_eq(((uint8_t *)v.ptr)[0], 0x40 + i);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.write_backs, 2);
+    ck_assert_uint_gt(st.moved[FG_TIER_HOST][FG_TIER_DISK], 0);
+    ck_assert_uint_gt(st.moved[FG_TIER_DEVICE][FG_TIER_HOST], 0);
+    fg_pager_close(p);
+
+    /* read-only file: dirty release and write-back are refused */
+    p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_KV, 0);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, 2, FG_TIER_HOST, &v, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_pager_write_back(p, 2, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    fg_pager_close(p);
+}
+END_TEST
+
+START_TEST(t_bad_input)
+{
+    fg_err err;
+    fg_pager *p;
+    fg_pager_config c = {{0, 1000, 0}, 0, 0, 0, NULL, NULL, FG_PAGER_NO_CUDA, NULL, NULL};
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_ERR_INVALID_ARG);
+    c.budget[FG_TIER_HOST] = 1 << 20;
+    c.io_block = 1000;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "io_block") != NULL, "%s", err.msg);
+    /* a refused open destroys the engine and device it was handed (ASan sees any leak) */
+    ck_assert_int_eq(fg_pager_io_uring_create(4, &c.io, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_device_host_create(&c.device, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_ERR_INVALID_ARG);
+    c.io = NULL;
+    c.device = NULL;
+    c.io_block = 0;
+    c.budget[FG_TIER_DEVICE] = 1 << 20; /* no device given, CUDA off: DEVICE tier absent */
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.device_present, 0);
+    uint32_t file;
+    ck_assert_int_eq(fg_pager_add_file(p, path_in(g_dir, "missing"), 0, &file, &err), FG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "missing") != NULL, "%s", err.msg);
+    dfile f;
+    make_file(&f, path_in(g_dir, "b.bin"), 2, 31);
+    ck_assert_int_eq(fg_pager_add_file(p, f.path, 0, &file, &err), FG_OK);
+    fg_pager_chunk_desc d = {file, 100, 10, 4096, 0, 0, 0, {0}, FG_CHUNK_WEIGHT, 0};
+    uint32_t id;
+    ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_ERR_INVALID_ARG);
+    d.offset = f.off[0];
+    d.length = f.len[0];
+    d.padded = f.padded[0];
+    ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+    /* a chunk registered past the end of the file: end-of-file inside it */
+    d.offset = f.size + 4096 * 10;
+    ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, id, FG_TIER_HOST, &v, &err), FG_ERR_PAGER_SHORT);
+    ck_assert_msg(strstr(err.msg, "end of file") != NULL, "%s", err.msg);
+    ck_assert_int_eq(fg_pager_acquire(p, 99, FG_TIER_HOST, &v, &err), FG_ERR_PAGER_SHORT);
+    check_ok(p);
+    fg_pager_close(p);
+    fg_pager_close(NULL);
+    ck_assert_str_eq(fg_strerror(FG_ERR_PAGER_BUDGET), "pager: tier budget exhausted");
+}
+END_TEST
+
+/* The CUDA backend: on a machine without a GPU it refuses cleanly; with one, chunks go to the
+ * GPU and back intact (DEVICE -> HOST copies the device bytes, not a stale host copy). */
+START_TEST(t_cuda)
+{
+    fg_err err;
+    fg_pager_device *dev;
+    int rc = fg_pager_device_cuda_create(&dev, &err);
+    if (rc != FG_OK) {
+        ck_assert_int_eq(rc, FG_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.msg, "cuda") != NULL, "%s", err.msg);
+        return; /* no GPU here: nothing more to run */
+    }
+    dfile f;
+    make_file(&f, path_in(g_dir, "g.bin"), 10, 37);
+    fg_pager_config c = {{0, 1 << 20, 1 << 20}, 8, 0, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY, NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    for (uint32_t i = 0; i < f.n; i++) {
+        fg_pager_view v;
+        ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err) == FG_OK, "%s", err.msg);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        expect_chunk(p, &f, i, i, FG_TIER_HOST); /* DEVICE -> HOST */
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.device_present, 1);
+    ck_assert_int_eq(st.host_locked, 1);
+    ck_assert_uint_gt(st.moved[FG_TIER_DEVICE][FG_TIER_HOST], 0);
+    fg_pager_close(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pager");
+    TCase *tc = tcase_create("pager");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, t_engines_tiers, 0, ENG_COUNT);
+    tcase_add_test(tc, t_fgt_file);
+    tcase_add_loop_test(tc, t_random_budgets, 0, 2);
+    tcase_add_test(tc, t_prefetch_dedup);
+    tcase_add_test(tc, t_pinned_survives);
+    tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
+    tcase_add_loop_test(tc, t_short_once, 0, 2);
+    tcase_add_test(tc, t_checksum);
+    tcase_add_test(tc, t_placement);
+    tcase_add_loop_test(tc, t_write_back, 0, 2);
+    tcase_add_test(tc, t_bad_input);
+    tcase_add_test(tc, t_cuda);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
