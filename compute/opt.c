@@ -1,7 +1,7 @@
 /* opt.c - the OPT forward pass over the backend interface (see opt.h for the contract).
  *
  * Sub-layers and where the numbers come from (transformers' modeling_opt.py):
- *   embed:     x = tok[id] (. proj_in^T) + pos[position + 2]
+ *   embed:     x = tok[id] (. proj_in^T) + pos[position + 2]  (rows tok[id] gathered by the caller)
  *   attention: pre-LN:  x += out_proj(attn(LN(x)));  post-LN: x = LN(x + out_proj(attn(x)))
  *              q is scaled by head_dim^-1/2 before the dot products (transformers scales the
  *              products; the difference is rounding)
@@ -110,15 +110,9 @@ int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w
     if (rc)
         return rc;
     uint32_t n = s->n_seq * s->n_new, h = cfg->hidden, e = cfg->embed_dim;
-    float *dst = w->proj_in ? ws->x_ln : s->hidden;
-    for (uint32_t i = 0; i < n; i++) {
-        int32_t id = s->ids[i];
-        if (id < 0 || (uint32_t)id >= cfg->vocab_size)
-            return fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %u",
-                              id, cfg->vocab_size);
-        memcpy(dst + (size_t)i * e, w->tok + (size_t)id * e, e * sizeof(float));
-    }
-    if (w->proj_in && (rc = be->iface->linear(be, ws->x_ln, w->proj_in, NULL, s->hidden, n, h, e)))
+    if (!w->proj_in)
+        memcpy(s->hidden, w->tok_rows, (size_t)n * h * sizeof(float));
+    if (w->proj_in && (rc = be->iface->linear(be, w->tok_rows, w->proj_in, NULL, s->hidden, n, h, e)))
         return fg_err_set(err, rc, "project_in failed");
     for (uint32_t i = 0; i < n; i++) {
         int64_t p = (int64_t)s->positions[i] + 2;

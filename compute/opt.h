@@ -36,7 +36,8 @@ typedef struct fg_opt_hparams {
 } fg_opt_hparams;
 
 typedef struct fg_opt_embed_w {
-    const float *tok;      /* [vocab, embed_dim] */
+    const float *tok_rows; /* [n_seq * n_new, embed_dim]: the embedding row of each step token,
+                              gathered by the caller (the table itself never needs to be f32) */
     const float *pos;      /* [max_pos + 2, hidden] */
     const float *proj_in;  /* [hidden, embed_dim], NULL when embed_dim == hidden */
 } fg_opt_embed_w;
