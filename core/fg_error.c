@@ -34,6 +34,11 @@ const char *fg_strerror(int code)
     case FG_ERR_NO_SPACE: return "no space left";
     case FG_ERR_CORRUPT: return "corrupt structure";
     /* module ranges (see fg_error.h): add each new code here */
+    case FG_ERR_TOK_JSON: return "malformed tokenizer JSON";
+    case FG_ERR_TOK_VOCAB: return "invalid tokenizer vocabulary";
+    case FG_ERR_TOK_MERGES: return "invalid tokenizer merges";
+    case FG_ERR_TOK_CONFIG: return "invalid tokenizer config";
+    case FG_ERR_TOK_BAD_ID: return "token id not in vocabulary";
     default: return "unknown error";
     }
 }
