@@ -196,22 +196,18 @@ static int load_decoder(fg_tok *t, json_t *root, const char *file, fg_err *err)
     json_t *v;
     json_object_foreach(obj, key, v) {
         int32_t id;
-        const char *s;
-        size_t len;
-        json_t *sp = json_object_get(v, "special");
+        json_t *sp = json_object_get(v, "special"), *c = json_object_get(v, "content");
         if (parse_id(key, &id))
             return fg_err_set(err, FG_ERR_TOK_CONFIG,
                               "%s: \"added_tokens_decoder\": key \"%.40s\" is not an id 0..%d", file,
                               key, FG_TOK_MAX_ID);
-        if (!json_is_object(v) || (sp && !json_is_boolean(sp)))
+        if (!json_is_string(c) || json_string_length(c) == 0 || (sp && !json_is_boolean(sp)))
             return fg_err_set(err, FG_ERR_TOK_CONFIG,
-                              "%s: \"added_tokens_decoder\": \"%s\": expected {\"content\": ..., \"special\": bool}",
+                              "%s: \"added_tokens_decoder\": \"%s\": expected {\"content\": non-empty string, \"special\": bool}",
                               file, key);
-        int rc = token_content(v, file, "added_tokens_decoder", &s, &len, err);
-        if (rc == 1)
-            rc = fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: \"added_tokens_decoder\": \"%s\" has no content",
-                            file, key);
-        if (rc || (rc = tok_add_token(t, s, len, id, sp ? json_is_true(sp) : 1, NULL, file, err)))
+        int rc = tok_add_token(t, json_string_value(c), json_string_length(c), id,
+                               sp ? json_is_true(sp) : 1, NULL, file, err);
+        if (rc)
             return rc;
     }
     return FG_OK;

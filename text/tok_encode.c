@@ -218,24 +218,28 @@ static int bpe_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *ou
 
 /* ---- pre-tokenization */
 
+int tok_next_piece(fg_tok *t, const unsigned char *s, size_t len, size_t pos, size_t *end)
+{
+    int rc = pcre2_match(t->re, s, len, pos, 0, t->md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) {
+        *end = len;  /* only invalid UTF-8 is left */
+        return FG_OK;
+    }
+    if (rc < 0)
+        return rc == PCRE2_ERROR_NOMEMORY ? FG_ERR_NOMEM : FG_ERR_LIMIT;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+    *end = ov[0] > pos ? ov[0] : ov[1];  /* invalid UTF-8 before the match is a piece */
+    return FG_OK;
+}
+
 static int encode_ordinary(fg_tok *t, const unsigned char *s, size_t len, fg_tok_ids *out)
 {
-    size_t pos = 0;
-    while (pos < len) {
-        int rc = pcre2_match(t->re, s, len, pos, 0, t->md, NULL);
-        size_t start = len, end = len;
-        if (rc >= 0) {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-            start = ov[0];
-            end = ov[1];
-        } else if (rc != PCRE2_ERROR_NOMATCH) {
-            return rc == PCRE2_ERROR_NOMEMORY ? FG_ERR_NOMEM : FG_ERR_LIMIT;
-        }
-        if (start > pos && (rc = bpe_piece(t, s + pos, start - pos, out)))
-            return rc;  /* invalid UTF-8 between matches */
-        if (end > start && (rc = bpe_piece(t, s + start, end - start, out)))
+    for (size_t pos = 0, end; pos < len; pos = end) {
+        int rc = tok_next_piece(t, s, len, pos, &end);
+        if (!rc)
+            rc = bpe_piece(t, s + pos, end - pos, out);
+        if (rc)
             return rc;
-        pos = end;
     }
     return FG_OK;
 }

@@ -98,6 +98,9 @@ int tok_cp_to_byte(uint32_t cp);
 /* Compile the pre-tokenization regex into tok->re / tok->md. */
 int tok_regex_init(fg_tok *tok, fg_err *err);
 
+/* The pre-tokenization piece starting at s[pos] ends at *end (pos < *end <= len). */
+int tok_next_piece(fg_tok *tok, const unsigned char *s, size_t len, size_t pos, size_t *end);
+
 /* Set id's bytes (growing the id tables as needed) and mark it special or not. */
 int tok_set_id(fg_tok *tok, int32_t id, const void *bytes, size_t len, int special);
 

@@ -294,6 +294,8 @@ const char *tok_quote(char *buf, size_t cap, const char *s, size_t len)
     size_t o = 0, i = 0, max = len > 40 ? 40 : len;
     while (i < max && o + 8 < cap) {
         size_t k = u[i] >= 0x80 ? utf8_seq(u + i, len - i) : 0;
+        if (k == 2 && u[i] == 0xC2 && u[i + 1] < 0xA0)
+            k = 0;  /* C1 controls are escaped like C0 ones */
         if (k) {
             memcpy(buf + o, u + i, k);
             o += k;

@@ -78,8 +78,9 @@ void fg_tok_bytes_free(fg_tok_bytes *v);
 #define FG_TOK_SPECIAL 1u  /* match special tokens in the text (leftmost-longest) */
 #define FG_TOK_ADD_BOS 2u  /* prepend the BOS id when the config defines one */
 
-/* Append the ids of text[0..len) (any bytes) to *out. Errors: FG_ERR_NOMEM only; on error
- * out->n is unchanged. */
+/* Append the ids of text[0..len) (any bytes) to *out. Errors: FG_ERR_NOMEM, and FG_ERR_LIMIT
+ * should PCRE2 hit its match limits (not seen with the GPT-2 pattern); on error out->n is
+ * unchanged. */
 int fg_tok_encode(fg_tok *tok, const void *text, size_t len, unsigned flags, fg_tok_ids *out,
                   fg_err *err);
 
