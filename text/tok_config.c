@@ -32,10 +32,14 @@ static int find_special(const fg_tok *t, const char *s, size_t len)
 
 static int push_special(fg_tok *t, const char *s, size_t len, int32_t id)
 {
-    tok_special *sp = realloc(t->special, (t->n_special + 1) * sizeof *sp);
-    if (!sp)
-        return FG_ERR_NOMEM;
-    t->special = sp;
+    if (t->n_special == t->special_cap) {
+        size_t cap = t->special_cap ? 2 * t->special_cap : 16;
+        tok_special *sp = realloc(t->special, cap * sizeof *sp);
+        if (!sp)
+            return FG_ERR_NOMEM;
+        t->special = sp;
+        t->special_cap = cap;
+    }
     uint32_t off;
     int rc = tok_arena_put(&t->special_text, s, len, &off);
     if (rc)

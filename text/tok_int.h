@@ -79,7 +79,7 @@ struct fg_tok {
     pairmap merges;
     uint32_t n_merges;        /* merge lines read (ranks are 0..n_merges-1) */
     tok_special *special;     /* [n_special] added tokens matched before pre-tokenization */
-    size_t n_special;
+    size_t n_special, special_cap;
     tok_arena special_text;
     uint8_t special_first[256]; /* 1 when some special token starts with this byte */
     int32_t role[FG_TOK_N_ROLES];
