@@ -48,8 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fg_err err;
     fg_err_clear(&err);
     if (fg_tok_load_mem(&f, &t, &err)) {
-        if (err.code == 0 || !err.msg[0] || strchr(err.msg, '\n'))
+        if (err.code == 0 || !err.msg[0] || strchr(err.msg, '\n')) {
+            fprintf(stderr, "fuzz_bpe_load: bad error record: code %d, \"%s\"\n", err.code, err.msg);
             abort();
+        }
         return 0;
     }
     static const char *probe[] = {"Hello world", "  it's 42 caf\xc3\xa9\n\n", "\xff\xfe abc</s>",

@@ -222,7 +222,7 @@ int tok_load_config(fg_tok *t, const void *buf, size_t len, const char *file, fg
     json_error_t je;
     json_t *root = json_loadb(buf, len, 0, &je);
     if (!root)
-        return fg_err_set(err, FG_ERR_TOK_JSON, "%s:%d:%d: %s", file, je.line, je.column, je.text);
+        return tok_json_error(err, FG_ERR_TOK_JSON, file, je.line, je.column, je.text);
     int rc = FG_OK;
     json_t *bos = json_object_get(root, "add_bos_token");
     if (!json_is_object(root))

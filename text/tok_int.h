@@ -112,6 +112,10 @@ int tok_add_token(fg_tok *tok, const char *content, size_t len, int32_t forced_i
 /* Read tokenizer_config.json or special_tokens_map.json (same schema for the keys fg uses). */
 int tok_load_config(fg_tok *tok, const void *buf, size_t len, const char *name, fg_err *err);
 
+/* Set a JSON syntax error "file:line:column: text", control bytes in text escaped. */
+int tok_json_error(fg_err *err, int code, const char *file, int line, int column,
+                   const char *text);
+
 /* Quote up to 40 bytes of s for an error message, escaping non-printable bytes. */
 const char *tok_quote(char *buf, size_t cap, const char *s, size_t len);
 

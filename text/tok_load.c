@@ -126,15 +126,27 @@ static int vocab_entry(fg_tok *t, const char *key, json_t *val, const char *name
     return FG_OK;
 }
 
+int tok_json_error(fg_err *err, int code, const char *file, int line, int column,
+                   const char *text)
+{
+    char clean[200];  /* jansson quotes the input near the error: escape control bytes */
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && o + 5 < sizeof clean; p++)
+        o += *p < 0x20 || *p == 0x7f ? (size_t)snprintf(clean + o, sizeof clean - o, "\\x%02x", *p)
+                                     : (size_t)(clean[o] = (char)*p, 1);
+    clean[o] = '\0';
+    return fg_err_set(err, code, "%s:%d:%d: %s", file, line, column, clean);
+}
+
 static int load_vocab(fg_tok *t, const void *buf, size_t len, const char *name, fg_err *err)
 {
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return fg_err_set(err,
-                          json_error_code(&je) == json_error_duplicate_key ? FG_ERR_TOK_VOCAB
-                                                                            : FG_ERR_TOK_JSON,
-                          "%s:%d:%d: %s", name, je.line, je.column, je.text);
+        return tok_json_error(err,
+                              json_error_code(&je) == json_error_duplicate_key ? FG_ERR_TOK_VOCAB
+                                                                                : FG_ERR_TOK_JSON,
+                              name, je.line, je.column, je.text);
     int rc = FG_OK;
     char *scratch = NULL;
     if (!json_is_object(root) || json_object_size(root) == 0) {
