@@ -26,19 +26,22 @@ static void usage(FILE *f)
             FG_GPT2_DIR);
 }
 
+/* Read all of f; the buffer is NUL-terminated (not counted in *len). */
 static char *slurp(FILE *f, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
+        n += fread(b + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
             break;
         char *nb = realloc(b, cap *= 2);
         if (!nb)
             free(b);
         b = nb;
     }
+    if (b)
+        b[n] = '\0';
     *len = n;
     return b;
 }
