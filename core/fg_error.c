@@ -39,6 +39,11 @@ const char *fg_strerror(int code)
     case -52: return "pager: chunk pinned";                 /* FG_ERR_PAGER_PINNED */
     case -53: return "pager: device backend failure";       /* FG_ERR_PAGER_DEVICE */
     case -54: return "pager: end of file inside a chunk";   /* FG_ERR_PAGER_SHORT */
+    case FG_ERR_TOK_JSON: return "malformed tokenizer JSON";
+    case FG_ERR_TOK_VOCAB: return "invalid tokenizer vocabulary";
+    case FG_ERR_TOK_MERGES: return "invalid tokenizer merges";
+    case FG_ERR_TOK_CONFIG: return "invalid tokenizer config";
+    case FG_ERR_TOK_BAD_ID: return "token id not in vocabulary";
     default: return "unknown error";
     }
 }

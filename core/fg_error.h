@@ -41,6 +41,12 @@ typedef enum fg_status {
     /* Codes specific to one module live in its range, so modules grow without collisions:
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
+    /* text (tokenizer) */
+    FG_ERR_TOK_JSON = -70,    /* tokenizer JSON file is not well-formed JSON */
+    FG_ERR_TOK_VOCAB = -71,   /* vocab.json not an object of string->id, bad/duplicate id, ... */
+    FG_ERR_TOK_MERGES = -72,  /* merges.txt line malformed or naming a token not in the vocab */
+    FG_ERR_TOK_CONFIG = -73,  /* tokenizer_config.json / special_tokens_map.json field invalid */
+    FG_ERR_TOK_BAD_ID = -74,  /* token id outside the vocabulary (decode) */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320

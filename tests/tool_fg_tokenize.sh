@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# End-to-end check of fg-tokenize: encode text (argument and file), decode ids back, special
+# tokens with --special, and one-line errors with exit 1 for a bad tokenizer dir and a bad id.
+set -euo pipefail
+TOK=$1 GPT2=$2 WORK=$3
+rm -rf "$WORK" && mkdir -p "$WORK"
+out=$("$TOK" --dir "$GPT2" "Hello world")
+[ "$out" = "15496 995" ] || { echo "encode: $out"; exit 1; }
+out=$("$TOK" --dir "$GPT2" --decode 15496 995)
+[ "$out" = "Hello world" ] || { echo "decode: $out"; exit 1; }
+printf 'caf\xc3\xa9 \xff\xfe\n\n  x' >"$WORK/in.txt"
+ids=$("$TOK" --dir "$GPT2" -f "$WORK/in.txt")
+"$TOK" --dir "$GPT2" --decode <<<"$ids" >"$WORK/back.txt"
+cmp "$WORK/in.txt" "$WORK/back.txt" || { echo "file round trip: $ids"; exit 1; }
+# <|endoftext|> is plain text without --special; GPT-2's dir has no config, so it stays text
+out=$("$TOK" --dir "$GPT2" --special "a<|endoftext|>")
+[ "$out" = "64 27 91 437 1659 5239 91 29" ] || { echo "special: $out"; exit 1; }
+set +e
+err=$("$TOK" --dir "$WORK/nope" "x" 2>&1 >/dev/null); rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "$WORK/nope/vocab.json" <<<"$err" || { echo "bad dir: rc=$rc $err"; exit 1; }
+[ "$(wc -l <<<"$err")" -eq 1 ] || { echo "not one line: $err"; exit 1; }
+set +e
+err=$("$TOK" --dir "$GPT2" --decode 15496 50257 2>&1 >/dev/null); rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q 'ids\[1\] = 50257' <<<"$err" || { echo "bad id: rc=$rc $err"; exit 1; }
+echo ok

@@ -1,0 +1,407 @@
+/* tok_load.c - build an fg_tok from vocab.json + merges.txt (+ config files), from memory or
+ * from disk, and the read-only queries.
+ *
+ * Load order: vocab.json (jansson; every key a token, every value an integer id in
+ * 0..FG_TOK_MAX_ID, ids unique), then the 256 byte-level base tokens must all be present
+ * (byte-level BPE cannot encode a byte without its token, and Hugging Face would silently drop
+ * it), then merges.txt (Hugging Face rules: lines starting "#version" skipped, every other line
+ * exactly "LEFT RIGHT" with one space, CR LF accepted; LEFT, RIGHT and LEFTRIGHT must all be
+ * vocab tokens; the rank is the index among merge lines; a repeated pair keeps its last rank),
+ * then tokenizer_config.json and special_tokens_map.json (tok_config.c), then the regex.
+ *
+ * Each token's decoded bytes are computed once here: a vocab string made only of byte-level
+ * symbols decodes to those bytes; any other string (an added token like "</s>" is plain ASCII
+ * and maps to itself either way) decodes to its own UTF-8, as Hugging Face's ByteLevel decoder
+ * does. Errors name the file and the line (merges, JSON syntax) or key (vocab).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tok_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#define NO_TOKEN UINT32_MAX
+
+int tok_set_id(fg_tok *t, int32_t id, const void *bytes, size_t len, int special)
+{
+    if (id >= t->id_cap) {
+        int32_t cap = t->id_cap ? t->id_cap : 1024;
+        while (cap <= id)
+            cap = cap > FG_TOK_MAX_ID / 2 ? FG_TOK_MAX_ID + 1 : cap * 2;
+        uint32_t *off = realloc(t->id_off, (size_t)cap * sizeof *off);
+        if (off)
+            t->id_off = off;
+        uint32_t *ln = realloc(t->id_len, (size_t)cap * sizeof *ln);
+        if (ln)
+            t->id_len = ln;
+        uint8_t *sp = realloc(t->id_special, (size_t)cap);
+        if (sp)
+            t->id_special = sp;
+        if (!off || !ln || !sp)
+            return FG_ERR_NOMEM;
+        for (int32_t i = t->id_cap; i < cap; i++) {
+            t->id_len[i] = NO_TOKEN;
+            t->id_special[i] = 0;
+        }
+        t->id_cap = cap;
+    }
+    int rc = tok_arena_put(&t->id_bytes, bytes, len, &t->id_off[id]);
+    if (rc)
+        return rc;
+    t->id_len[id] = (uint32_t)len;
+    t->id_special[id] = (uint8_t)special;
+    if (id >= t->n_ids)
+        t->n_ids = id + 1;
+    return FG_OK;
+}
+
+/* Map a vocab string to bytes: byte-level symbols to their bytes when every code point is one,
+ * else the string's own UTF-8 (jansson hands out valid UTF-8). Writes at most len bytes. */
+static size_t token_bytes(const char *s, size_t len, char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        if (u[i] < 0x80) {
+            cp = u[i++];
+        } else if ((u[i] & 0xE0) == 0xC0 && i + 1 < len) {
+            cp = (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu);
+            i += 2;
+        } else {
+            cp = UINT32_MAX;  /* 3- and 4-byte code points are never byte-level symbols */
+        }
+        int b = cp == UINT32_MAX ? -1 : tok_cp_to_byte(cp);
+        if (b < 0) {
+            memcpy(out, s, len);
+            return len;
+        }
+        out[o++] = (char)b;
+    }
+    return o;
+}
+
+static const char *key_of_id(const fg_tok *t, int32_t id, size_t *len)
+{
+    for (size_t i = 0; i < t->vocab.cap; i++)
+        if (t->vocab.ent[i].id == id) {
+            *len = t->vocab.ent[i].len;
+            return t->vocab.keys.p + t->vocab.ent[i].off;
+        }
+    *len = 0;
+    return "";
+}
+
+static int vocab_entry(fg_tok *t, const char *key, json_t *val, const char *name, char *scratch,
+                       fg_err *err)
+{
+    char q[200], q2[200];
+    size_t klen = strlen(key);
+    if (!json_is_integer(val))
+        return fg_err_set(err, FG_ERR_TOK_VOCAB, "%s: token \"%s\": id is not an integer", name,
+                          tok_quote(q, sizeof q, key, klen));
+    json_int_t v = json_integer_value(val);
+    if (v < 0 || v > FG_TOK_MAX_ID)
+        return fg_err_set(err, FG_ERR_TOK_VOCAB, "%s: token \"%s\": id %lld outside 0..%d", name,
+                          tok_quote(q, sizeof q, key, klen), (long long)v, FG_TOK_MAX_ID);
+    int32_t id = (int32_t)v;
+    if (id < t->n_ids && t->id_len[id] != NO_TOKEN) {
+        size_t olen;
+        const char *other = key_of_id(t, id, &olen);
+        return fg_err_set(err, FG_ERR_TOK_VOCAB, "%s: tokens \"%s\" and \"%s\" share id %d", name,
+                          tok_quote(q, sizeof q, other, olen), tok_quote(q2, sizeof q2, key, klen),
+                          id);
+    }
+    int rc = tok_strmap_put(&t->vocab, key, klen, id, NULL);
+    if (rc == FG_OK)
+        rc = tok_set_id(t, id, scratch, token_bytes(key, klen, scratch), 0);
+    if (rc)
+        return fg_err_set(err, rc, "%s: token \"%s\": %s", name, tok_quote(q, sizeof q, key, klen),
+                          fg_strerror(rc));
+    return FG_OK;
+}
+
+int tok_json_error(fg_err *err, int code, const char *file, int line, int column,
+                   const char *text)
+{
+    char clean[200];  /* jansson quotes the input near the error: escape control bytes */
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && o + 5 < sizeof clean; p++)
+        o += *p < 0x20 || *p == 0x7f ? (size_t)snprintf(clean + o, sizeof clean - o, "\\x%02x", *p)
+                                     : (size_t)(clean[o] = (char)*p, 1);
+    clean[o] = '\0';
+    return fg_err_set(err, code, "%s:%d:%d: %s", file, line, column, clean);
+}
+
+static int load_vocab(fg_tok *t, const void *buf, size_t len, const char *name, fg_err *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return tok_json_error(err,
+                              json_error_code(&je) == json_error_duplicate_key ? FG_ERR_TOK_VOCAB
+                                                                                : FG_ERR_TOK_JSON,
+                              name, je.line, je.column, je.text);
+    int rc = FG_OK;
+    char *scratch = NULL;
+    if (!json_is_object(root) || json_object_size(root) == 0) {
+        rc = fg_err_set(err, FG_ERR_TOK_VOCAB, "%s: expected a non-empty JSON object of token -> id",
+                        name);
+        goto out;
+    }
+    scratch = malloc(len + 1);
+    if (!scratch) {
+        rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
+        goto out;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if ((rc = vocab_entry(t, key, val, name, scratch, err)))
+            break;
+    }
+out:
+    free(scratch);
+    json_decref(root);
+    return rc;
+}
+
+static int check_byte_tokens(fg_tok *t, const char *name, fg_err *err)
+{
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = tok_byte_to_cp((uint8_t)b);
+        char u[2];
+        size_t n = cp < 0x80 ? 1 : 2;
+        if (n == 1)
+            u[0] = (char)cp;
+        else {
+            u[0] = (char)(0xC0 | cp >> 6);
+            u[1] = (char)(0x80 | (cp & 0x3F));
+        }
+        t->byte_id[b] = tok_strmap_get(&t->vocab, u, n);
+        if (t->byte_id[b] < 0)
+            return fg_err_set(err, FG_ERR_TOK_VOCAB,
+                              "%s: no token for byte 0x%02x (byte-level symbol U+%04X)", name, b,
+                              (unsigned)cp);
+    }
+    return FG_OK;
+}
+
+/* One merges.txt line s[0..n) (no newline); returns FG_OK or the error. */
+static int merge_line(fg_tok *t, const char *s, size_t n, const char *name, unsigned line,
+                      char *cat, fg_err *err)
+{
+    char q[200];
+    const char *sp = memchr(s, ' ', n);
+    if (!sp || sp == s || sp == s + n - 1 || memchr(sp + 1, ' ', (size_t)(s + n - sp - 1)))
+        return fg_err_set(err, FG_ERR_TOK_MERGES,
+                          "%s:%u: expected two tokens separated by one space, got \"%s\"", name,
+                          line, tok_quote(q, sizeof q, s, n));
+    size_t la = (size_t)(sp - s), lb = n - la - 1;
+    int32_t a = tok_strmap_get(&t->vocab, s, la), b = tok_strmap_get(&t->vocab, sp + 1, lb);
+    memcpy(cat, s, la);
+    memcpy(cat + la, sp + 1, lb);
+    int32_t m = tok_strmap_get(&t->vocab, cat, la + lb);
+    const char *bad = a < 0 ? s : b < 0 ? sp + 1 : m < 0 ? cat : NULL;
+    if (bad)
+        return fg_err_set(err, FG_ERR_TOK_MERGES, "%s:%u: token \"%s\" is not in the vocabulary",
+                          name, line,
+                          tok_quote(q, sizeof q, bad, a < 0 ? la : b < 0 ? lb : la + lb));
+    if (tok_pairmap_put(&t->merges, a, b, t->n_merges, m))
+        return fg_err_set(err, FG_ERR_NOMEM, "%s:%u: out of memory", name, line);
+    t->n_merges++;
+    return FG_OK;
+}
+
+static int load_merges(fg_tok *t, const char *buf, size_t len, const char *name, fg_err *err)
+{
+    char *cat = malloc(len + 1);
+    if (!cat)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
+    int rc = FG_OK;
+    unsigned line = 0;
+    for (size_t pos = 0; pos < len && rc == FG_OK;) {
+        const char *s = buf + pos, *nl = memchr(s, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - s) : len - pos;
+        pos += n + (nl != NULL);
+        line++;
+        if (n && s[n - 1] == '\r')
+            n--;
+        if (n >= 8 && memcmp(s, "#version", 8) == 0)
+            continue;
+        if (t->n_merges == UINT32_MAX)
+            rc = fg_err_set(err, FG_ERR_LIMIT, "%s:%u: too many merges", name, line);
+        else
+            rc = merge_line(t, s, n, name, line, cat, err);
+    }
+    free(cat);
+    return rc;
+}
+
+void fg_tok_free(fg_tok *t)
+{
+    if (!t)
+        return;
+    free(t->id_off);
+    free(t->id_len);
+    free(t->id_special);
+    tok_arena_free(&t->id_bytes);
+    tok_strmap_free(&t->vocab);
+    tok_pairmap_free(&t->merges);
+    free(t->special);
+    tok_arena_free(&t->special_text);
+    pcre2_match_data_free(t->md);
+    pcre2_code_free(t->re);
+    tok_wcache_free(&t->cache);
+    free(t->sym);
+    free(t->heap);
+    free(t);
+}
+
+static const char *or_default(const char *name, const char *def) { return name ? name : def; }
+
+int fg_tok_load_mem(const fg_tok_files *f, fg_tok **out, fg_err *err)
+{
+    *out = NULL;
+    if (!f || !f->vocab_json || !f->merges_txt)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "tokenizer: vocab.json and merges.txt are required");
+    fg_tok *t = calloc(1, sizeof *t);
+    if (!t)
+        return fg_err_set(err, FG_ERR_NOMEM, "tokenizer: out of memory");
+    for (int r = 0; r < FG_TOK_N_ROLES; r++)
+        t->role[r] = -1;
+    const char *vname = or_default(f->vocab_name, "vocab.json");
+    int rc = load_vocab(t, f->vocab_json, f->vocab_len, vname, err);
+    if (!rc)
+        rc = check_byte_tokens(t, vname, err);
+    if (!rc)
+        rc = load_merges(t, f->merges_txt, f->merges_len, or_default(f->merges_name, "merges.txt"),
+                         err);
+    if (!rc && f->config_json)
+        rc = tok_load_config(t, f->config_json, f->config_len,
+                             or_default(f->config_name, "tokenizer_config.json"), err);
+    if (!rc && f->special_json)
+        rc = tok_load_config(t, f->special_json, f->special_len,
+                             or_default(f->special_name, "special_tokens_map.json"), err);
+    if (!rc)
+        rc = tok_regex_init(t, err);
+    if (rc) {
+        fg_tok_free(t);
+        return rc;
+    }
+    *out = t;
+    return FG_OK;
+}
+
+/* Read a whole file. optional: a missing file leaves *buf NULL and returns FG_OK. */
+static int read_file(const char *path, int optional, char **buf, size_t *len, fg_err *err)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!path)
+        return FG_OK;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        if (errno == ENOENT && optional)
+            return FG_OK;
+        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno, "%s", path);
+    }
+    struct stat st;
+    int rc = FG_OK;
+    if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode))
+        rc = fg_err_set(err, FG_ERR_IO, "%s: not a regular file", path);
+    else if (st.st_size > (1 << 30))
+        rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than 1 GiB", path);
+    else if (!(*buf = malloc((size_t)st.st_size + 1)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
+    else if (fread(*buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size)
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: short read", path);
+    *len = (size_t)st.st_size;
+    fclose(fp);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
+int fg_tok_load_files(const char *vocab_path, const char *merges_path, const char *config_path,
+                      const char *special_path, fg_tok **out, fg_err *err)
+{
+    *out = NULL;
+    char *b[4] = {NULL, NULL, NULL, NULL};
+    size_t n[4];
+    int rc = read_file(vocab_path, 0, &b[0], &n[0], err);
+    if (!rc)
+        rc = read_file(merges_path, 0, &b[1], &n[1], err);
+    if (!rc)
+        rc = read_file(config_path, 1, &b[2], &n[2], err);
+    if (!rc)
+        rc = read_file(special_path, 1, &b[3], &n[3], err);
+    if (!rc) {
+        fg_tok_files f = {b[0], n[0], vocab_path, b[1], n[1], merges_path,
+                          b[2], n[2], config_path, b[3], n[3], special_path};
+        rc = fg_tok_load_mem(&f, out, err);
+    }
+    for (int i = 0; i < 4; i++)
+        free(b[i]);
+    return rc;
+}
+
+int fg_tok_load_dir(const char *dir, fg_tok **out, fg_err *err)
+{
+    static const char *names[4] = {"vocab.json", "merges.txt", "tokenizer_config.json",
+                                   "special_tokens_map.json"};
+    char *p[4] = {NULL, NULL, NULL, NULL};
+    int rc = FG_OK;
+    for (int i = 0; i < 4 && !rc; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        if (!(p[i] = malloc(n)))
+            rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", dir);
+        else
+            snprintf(p[i], n, "%s/%s", dir, names[i]);
+    }
+    if (!rc)
+        rc = fg_tok_load_files(p[0], p[1], p[2], p[3], out, err);
+    else
+        *out = NULL;
+    for (int i = 0; i < 4; i++)
+        free(p[i]);
+    return rc;
+}
+
+/* ---- queries */
+
+int fg_tok_token_bytes(const fg_tok *t, int32_t id, const char **bytes, size_t *len)
+{
+    if (id < 0 || id >= t->n_ids || t->id_len[id] == NO_TOKEN)
+        return FG_ERR_TOK_BAD_ID;
+    *bytes = t->id_bytes.p + t->id_off[id];
+    *len = t->id_len[id];
+    return FG_OK;
+}
+
+int32_t fg_tok_lookup(const fg_tok *t, const char *token, size_t len)
+{
+    return tok_strmap_get(&t->vocab, token, len);
+}
+
+int32_t fg_tok_vocab_size(const fg_tok *t) { return t->n_ids; }
+uint32_t fg_tok_merge_count(const fg_tok *t) { return t->n_merges; }
+
+int32_t fg_tok_special_id(const fg_tok *t, fg_tok_role role)
+{
+    return (unsigned)role < FG_TOK_N_ROLES ? t->role[role] : -1;
+}
+
+int fg_tok_adds_bos(const fg_tok *t) { return t->add_bos; }
+
+int fg_tok_is_special(const fg_tok *t, int32_t id)
+{
+    return id >= 0 && id < t->n_ids && t->id_special[id];
+}

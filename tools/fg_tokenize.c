@@ -1,0 +1,166 @@
+/* fg-tokenize - encode text to token ids or decode ids to text with a checkpoint's tokenizer
+ * (vocab.json + merges.txt [+ tokenizer_config.json, special_tokens_map.json] in one directory).
+ * A thin main over text/tokenizer.h. Exit 0 ok, 1 bad input, 2 bad usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer.h"
+
+#ifndef FG_GPT2_DIR
+#define FG_GPT2_DIR "data/gpt2-tokenizer"
+#endif
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fg-tokenize [--dir DIR] [--special] [--bos] [TEXT... | -f FILE]\n"
+               "       fg-tokenize [--dir DIR] --decode [--skip-special] [ID...]\n"
+               "  --dir DIR       tokenizer files (default %s)\n"
+               "  --special       match special tokens such as </s> in the text\n"
+               "  --bos           prepend the BOS id when the config defines one\n"
+               "  -f FILE         encode the bytes of FILE ('-' = stdin; default when no TEXT)\n"
+               "  --decode        read ids (arguments or stdin) and write their bytes\n"
+               "  --skip-special  with --decode, leave special tokens out\n",
+            FG_GPT2_DIR);
+}
+
+/* Read all of f; the buffer is NUL-terminated (not counted in *len). */
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        n += fread(b + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
+            break;
+        char *nb = realloc(b, cap *= 2);
+        if (!nb)
+            free(b);
+        b = nb;
+    }
+    if (b)
+        b[n] = '\0';
+    *len = n;
+    return b;
+}
+
+static int read_ids(int argc, char **argv, fg_tok_ids *v)
+{
+    size_t len = 0;
+    char *in = argc ? NULL : slurp(stdin, &len);
+    for (int i = 0; ; i++) {
+        const char *s = argc ? (i < argc ? argv[i] : NULL) : (i == 0 ? in : NULL);
+        if (!s)
+            break;
+        for (char *end; *s;) {
+            errno = 0;
+            long v2 = strtol(s, &end, 10);
+            if (end == s) {
+                if (*s == ' ' || *s == '\n' || *s == '\t' || *s == ',' || *s == '\r') {
+                    s++;
+                    continue;
+                }
+                fprintf(stderr, "fg-tokenize: --decode: not an id: \"%.20s\"\n", s);
+                free(in);
+                return 2;
+            }
+            if (v->n == v->cap) {
+                v->cap = v->cap ? 2 * v->cap : 256;
+                v->ids = realloc(v->ids, v->cap * sizeof *v->ids);
+                if (!v->ids) {
+                    fprintf(stderr, "fg-tokenize: out of memory\n");
+                    return 1;
+                }
+            }
+            v->ids[v->n++] = errno || v2 < INT32_MIN || v2 > INT32_MAX ? -1 : (int32_t)v2;
+            s = end;
+        }
+    }
+    free(in);
+    return 0;
+}
+
+static int do_decode(fg_tok *tok, int argc, char **argv, unsigned flags)
+{
+    fg_tok_ids ids = {0};
+    fg_tok_bytes out = {0};
+    fg_err err;
+    int rc = read_ids(argc, argv, &ids);
+    if (!rc && fg_tok_decode(tok, ids.ids, ids.n, flags, &out, &err)) {
+        fprintf(stderr, "fg-tokenize: %s\n", err.msg);
+        rc = 1;
+    }
+    if (!rc)
+        fwrite(out.data, 1, out.len, stdout);
+    fg_tok_ids_free(&ids);
+    fg_tok_bytes_free(&out);
+    return rc;
+}
+
+static int do_encode(fg_tok *tok, const char *text, size_t len, unsigned flags)
+{
+    fg_tok_ids ids = {0};
+    fg_err err;
+    if (fg_tok_encode(tok, text, len, flags, &ids, &err)) {
+        fprintf(stderr, "fg-tokenize: %s\n", err.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < ids.n; i++)
+        printf(i ? " %d" : "%d", ids.ids[i]);
+    printf("\n");
+    fg_tok_ids_free(&ids);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"dir", required_argument, 0, 'd'}, {"special", no_argument, 0, 's'},
+        {"bos", no_argument, 0, 'b'},       {"decode", no_argument, 0, 'D'},
+        {"skip-special", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *dir = FG_GPT2_DIR, *file = NULL;
+    unsigned eflags = 0, dflags = 0;
+    int decode = 0, c;
+    while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': dir = optarg; break;
+        case 's': eflags |= FG_TOK_SPECIAL; break;
+        case 'b': eflags |= FG_TOK_ADD_BOS; break;
+        case 'D': decode = 1; break;
+        case 'k': dflags |= FG_TOK_SKIP_SPECIAL; break;
+        case 'f': file = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    fg_tok *tok;
+    fg_err err;
+    if (fg_tok_load_dir(dir, &tok, &err)) {
+        fprintf(stderr, "fg-tokenize: %s\n", err.msg);
+        return 1;
+    }
+    int rc;
+    if (decode) {
+        rc = do_decode(tok, argc - optind, argv + optind, dflags);
+    } else if (optind < argc && !file) {
+        rc = 0;
+        for (int i = optind; i < argc && !rc; i++)
+            rc = do_encode(tok, argv[i], strlen(argv[i]), eflags);
+    } else {
+        FILE *f = !file || strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
+        size_t len = 0;
+        char *text = f ? slurp(f, &len) : NULL;
+        if (!f)
+            fprintf(stderr, "fg-tokenize: %s: %s\n", file, strerror(errno));
+        else if (!text)
+            fprintf(stderr, "fg-tokenize: %s: out of memory\n", file ? file : "stdin");
+        rc = text ? do_encode(tok, text, len, eflags) : 1;
+        if (f && f != stdin)
+            fclose(f);
+        free(text);
+    }
+    fg_tok_free(tok);
+    return rc;
+}
