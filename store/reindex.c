@@ -290,7 +290,8 @@ int fg_store_reindex(const char *dir, const fg_store_opts *o, fg_err *err)
     if (!rc)
         rc = scan_dir(s, &sc, err);
     if (!rc) {
-        qsort(sc.w, sc.n_w, sizeof *sc.w, cmp_wfile);
+        if (sc.n_w)
+            qsort(sc.w, sc.n_w, sizeof *sc.w, cmp_wfile);
         drop_incomplete(s, &sc);
         rc = cat_write(s, reindex_txn, &sc, err);
     }

@@ -19,14 +19,18 @@
 
 #include "store_testlib.h"
 
-static const char *g_dir;
+static char g_dir[8192];
 static fg_err g_err;
+
+static void set_dir(const char *name)
+{
+    snprintf(g_dir, sizeof g_dir, "%s", tu_path(name));
+}
 
 static void setup(void)
 {
     tu_tmpdir_create();
-    g_dir = tu_path("store");
-    g_dir = strdup(g_dir);
+    set_dir("store");
 }
 
 static void teardown(void)
@@ -470,11 +474,11 @@ START_TEST(test_missing_and_foreign_files)
     add_batch(s, "x", 1, 16);
     fg_store_close(s);
     /* a second store's file dropped into this directory under an unused name */
-    g_dir = strdup(tu_path("other"));
+    set_dir("other");
     s = make(NULL);
     add_batch(s, "y", 1, 16);
     fg_store_close(s);
-    g_dir = strdup(tu_path("store"));
+    set_dir("store");
     char cmd[8400];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", tu_path("other/weights-000001.fgt"),
              tu_path("store/weights-000077.fgt"));

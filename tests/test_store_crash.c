@@ -299,7 +299,7 @@ int main(int argc, char **argv)
         if (trial % 25 == 0)
             fresh_store(trial);
         uint64_t child_seed = rnd(&rng);
-        useconds_t delay = (useconds_t)(rnd(&rng) % 40000);
+        useconds_t delay = (useconds_t)(rnd(&rng) % 60000);
         g_sh->phase = PH_OPEN;
         g_sh->ops = 0;
         fflush(stdout);
