@@ -165,6 +165,38 @@ int fg_store_meta_iter(fg_store *s, int (*cb)(void *ctx, const char *key, size_t
     return rc;
 }
 
+int fg_store_file_iter(fg_store *s, int (*cb)(void *ctx, const fg_store_file *f), void *ctx,
+                       fg_err *err)
+{
+    MDB_txn *t;
+    int rc = cat_read_begin(s, &t, err);
+    if (rc)
+        return rc;
+    MDB_cursor *c;
+    MDB_val k, v;
+    mdb_cursor_open(t, s->db_files, &c);
+    for (int m = mdb_cursor_get(c, &k, &v, MDB_FIRST); !m && !rc;
+         m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        file_rec f;
+        if (k.mv_size != 4 || rec_file_decode(&v, &f)) {
+            rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged files record", s->dir);
+            break;
+        }
+        const uint8_t *kb = k.mv_data;
+        fg_store_file o = {(uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 | (uint32_t)kb[2] << 8 |
+                               kb[3],
+                           f.kind == FILE_KV, f.size, f.generation, f.batch, f.part, f.parts, 0};
+        if (o.kv) {
+            o.slots = (uint32_t)f.size;
+            o.size = kv_slot_offset(s, o.slots);
+        }
+        rc = cb(ctx, &o);
+    }
+    mdb_cursor_close(c);
+    cat_read_end(s, t);
+    return rc;
+}
+
 /* ---- figures ---- */
 
 static uint64_t db_entries(MDB_txn *t, MDB_dbi db)

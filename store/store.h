@@ -119,6 +119,19 @@ int fg_store_chunk_data(fg_store *s, const fg_store_tensor *t, uint32_t c, int v
 /* Path of a store file ("<dir>/weights-000001.fgt" or "<dir>/kv-000002.pages") into buf. */
 int fg_store_file_path(const fg_store *s, uint32_t file_id, int kv, char *buf, size_t n);
 
+/* Files the catalog lists, in id order. */
+typedef struct fg_store_file {
+    uint32_t id;
+    int kv;               /* 0: weights-<id>.fgt, 1: kv-<id>.pages */
+    uint64_t size;        /* weights: bytes at commit; kv: bytes of header + committed slots */
+    uint64_t generation;  /* weights: .fgt superblock generation */
+    uint64_t batch;       /* weights: batch that wrote it */
+    uint32_t part, parts; /* weights: its place in that batch */
+    uint32_t slots;       /* kv: committed slot count */
+} fg_store_file;
+int fg_store_file_iter(fg_store *s, int (*cb)(void *ctx, const fg_store_file *f), void *ctx,
+                       fg_err *err);
+
 /* ---- model metadata (config, tokenizer files): named blobs ---- */
 /* *data is a malloc'd copy the caller frees. FG_ERR_NOT_FOUND when absent. */
 int fg_store_meta_get(fg_store *s, const char *key, void **data, size_t *len, fg_err *err);
