@@ -16,7 +16,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "fg_bytes.h"
 #include "store_int.h"
@@ -25,8 +27,26 @@
 #define STATE_KEY "state"
 #define VERSION_KEY "version"
 
+/* LMDB reports a short write as EIO, which is what a full disk or a file-size limit produces.
+ * Tell that case apart by looking: under 1 MiB free, or data.mdb at the RLIMIT_FSIZE limit. */
+static int space_exhausted(fg_store *s)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s/data.mdb", s->dir, s->cat_name);
+    struct statvfs vf;
+    struct stat sb;
+    struct rlimit rl;
+    if (statvfs(path, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < (1u << 20))
+        return 1;
+    return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+           stat(path, &sb) == 0 && (uint64_t)sb.st_size + (1u << 20) >= rl.rlim_cur;
+}
+
 int cat_fail(fg_store *s, fg_err *err, int rc, const char *what)
 {
+    if (rc == EIO && space_exhausted(s))
+        return fg_err_sys(err, FG_ERR_NO_SPACE, ENOSPC, "%s/%s: %s: short write, the disk or the "
+                          "file-size limit is full", s->dir, s->cat_name, what);
     if (rc == MDB_MAP_FULL)
         return fg_err_set(err, FG_ERR_STORE_MAP_FULL,
                           "%s/" STORE_CATALOG_DIR ": %s: catalog map full at its limit of %llu "

@@ -6,8 +6,10 @@
  * checksum, and carries its own checksum; the payload follows it.
  *
  * Writes are copy-on-write, in three steps (fg_store_kv_write):
- *   1. reserve: one txn takes n slots from kv_free (extending or creating a page file when the
- *      list runs short), marks them dirty and reserves n generations; commit.
+ *   1. reserve: one txn takes slots from kv_free (extending or creating a page file when the
+ *      list runs short), marks them dirty and reserves as many generations; commit. Slots are
+ *      reserved KV_POOL at a time and handed out from an in-memory pool, so most writes skip
+ *      this commit; unused pooled slots are just dirty free slots, wiped like any other.
  *   2. write the pages to their slots and fdatasync every file touched.
  *   3. publish: one txn maps each key to its new slot, moves the key's previous slot (if any) to
  *      kv_free as dirty, and removes the new slots from kv_free; commit.
@@ -36,6 +38,7 @@
 #include "store_int.h"
 
 #define KV_GROW_SLOTS 256u /* a page file grows by at least this many slots at a time */
+#define KV_POOL 64u        /* slots reserved per reserve commit (more when one call needs more) */
 
 /* ---- headers ---- */
 
@@ -221,9 +224,7 @@ static int kv_file_ensure(fg_store *s, uint32_t id, uint32_t n_slots, fg_err *er
 
 /* ---- step 1: reserve ---- */
 
-typedef struct slot_ref {
-    uint32_t file_id, slot;
-} slot_ref;
+typedef kv_slot_ref slot_ref;
 
 typedef struct reserve_ctx {
     size_t n;
@@ -417,34 +418,61 @@ static int check_reqs(fg_store *s, size_t n, const fg_store_kv_write_req *r, fg_
     return FG_OK;
 }
 
+/* Refill the pool with at least n reserved slots and generations (one reserve commit).
+ * Leftover pooled slots are dropped: they stay dirty in kv_free and may be reserved again. */
+static int pool_refill(fg_store *s, size_t n, fg_err *err)
+{
+    size_t k = n > KV_POOL ? n : KV_POOL;
+    reserve_ctx c = {k, calloc(k, sizeof(slot_ref)), 0};
+    if (!c.out)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", s->dir);
+    int rc = cat_write(s, reserve_txn, &c, err);
+    if (rc) {
+        free(c.out);
+        return rc;
+    }
+    free(s->pool);
+    s->pool = c.out;
+    s->pool_pos = 0;
+    s->pool_len = k;
+    s->pool_gen = c.gen0;
+    s->st.kv_gen = c.gen0 + k - 1;
+    for (size_t i = 0; i < k; i++)
+        if (s->st.next_file_id <= c.out[i].file_id)
+            s->st.next_file_id = c.out[i].file_id + 1;
+    return FG_OK;
+}
+
+static void pool_drop(fg_store *s)
+{
+    s->pool_pos = s->pool_len = 0;
+}
+
+static void page_fill(fg_store *s, fg_store_kv_page *p, const fg_store_kv_write_req *r)
+{
+    memset(p, 0, sizeof *p);
+    p->key = r->key;
+    p->token_first = r->token_first;
+    p->n_tokens = r->n_tokens;
+    p->codec = r->codec;
+    p->payload_len = (uint32_t)r->len;
+    p->payload_xxh3 = XXH3_64bits(r->payload, r->len);
+    p->file_id = s->pool[s->pool_pos].file_id;
+    p->slot = s->pool[s->pool_pos].slot;
+    p->offset = kv_slot_offset(s, p->slot);
+    p->generation = s->pool_gen++;
+    s->pool_pos++;
+}
+
 static int kv_write_locked(fg_store *s, size_t n, const fg_store_kv_write_req *r,
                            fg_store_kv_page *pg, fg_err *err)
 {
-    reserve_ctx rc_ = {n, calloc(n, sizeof(slot_ref)), 0};
-    if (!rc_.out)
-        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", s->dir);
-    int rc = cat_write(s, reserve_txn, &rc_, err);
-    if (rc == FG_OK) {
-        s->st.kv_gen = rc_.gen0 + n - 1;
-        for (size_t i = 0; i < n; i++) {
-            fg_store_kv_page *p = &pg[i];
-            memset(p, 0, sizeof *p);
-            p->key = r[i].key;
-            p->token_first = r[i].token_first;
-            p->n_tokens = r[i].n_tokens;
-            p->codec = r[i].codec;
-            p->payload_len = (uint32_t)r[i].len;
-            p->generation = rc_.gen0 + i;
-            p->payload_xxh3 = XXH3_64bits(r[i].payload, r[i].len);
-            p->file_id = rc_.out[i].file_id;
-            p->slot = rc_.out[i].slot;
-            p->offset = kv_slot_offset(s, p->slot);
-            if (s->st.next_file_id <= p->file_id)
-                s->st.next_file_id = p->file_id + 1;
-        }
-        rc = write_pages(s, n, r, pg, err);
-    }
-    free(rc_.out);
+    int rc = s->pool_len - s->pool_pos < n ? pool_refill(s, n, err) : FG_OK;
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        page_fill(s, &pg[i], &r[i]);
+    rc = write_pages(s, n, r, pg, err);
     if (!rc)
         rc = sync_files(s, n, pg, err);
     publish_ctx pc = {n, pg};
@@ -726,6 +754,7 @@ int fg_store_kv_free(fg_store *s, const fg_store_kv_key *key, int n_fields, uint
                           s->dir, n_fields);
     free_ctx c = {*key, n_fields, 0};
     pthread_mutex_lock(&s->write_lock);
+    pool_drop(s); /* the wipe below cleans pooled slots too; reserve afresh afterwards */
     int rc = cat_write(s, free_txn, &c, err);
     if (!rc)
         rc = wipe_dirty(s, err);

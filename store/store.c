@@ -181,6 +181,7 @@ void fg_store_close(fg_store *s)
     for (size_t i = 0; i < s->n_readers; i++)
         fg_fgt_close(s->readers[i].r);
     free(s->readers);
+    free(s->pool);
     kv_files_close(s);
     cat_env_close(s);
     if (s->lock_fd >= 0)

@@ -33,6 +33,10 @@ typedef struct store_state {
     uint64_t kv_gen;       /* last KV generation handed out */
 } store_state;
 
+typedef struct kv_slot_ref {
+    uint32_t file_id, slot;
+} kv_slot_ref;
+
 typedef struct kv_file {
     uint32_t id;
     int fd;
@@ -68,6 +72,9 @@ struct fg_store {
     kv_file *kvf;
     size_t n_kvf;
     fg_store_batch *batch;       /* the open batch, if any */
+    kv_slot_ref *pool;           /* KV slots reserved (dirty in kv_free) and not yet used */
+    size_t pool_pos, pool_len;   /* pool[pool_pos..pool_len) are available */
+    uint64_t pool_gen;           /* generation of pool[pool_pos]; one per pooled slot */
 };
 
 /* ---- catalog.c: LMDB environment and transactions ---- */

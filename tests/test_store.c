@@ -750,6 +750,44 @@ START_TEST(test_fault_file_size_limit_import)
 }
 END_TEST
 
+START_TEST(test_catalog_disk_full)
+{
+    /* The catalog file itself hits the size limit (RLIMIT_FSIZE -> EFBIG, as a full disk):
+     * the commit fails with FG_ERR_NO_SPACE naming the catalog, nothing of the batch shows. */
+    fg_store_opts o = {.max_file_bytes = 512 << 10};
+    fg_store *s = make(&o);
+    add_batch(s, "ok", 2, 16);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl;
+    getrlimit(RLIMIT_FSIZE, &rl);
+    rlim_t hard = rl.rlim_max;
+    rl.rlim_cur = 1 << 20;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    fg_store_batch *b;
+    OK(fg_store_batch_begin(s, &b, &g_err));
+    char pad[201];
+    memset(pad, 'x', 200);
+    pad[200] = '\0';
+    for (int i = 0; i < 5000; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "many.%05d.%s", i, pad);
+        OK(st_put_tensor(b, name, 1, 16, 1, &g_err));
+    }
+    int rc = fg_store_batch_commit(b, &g_err);
+    ck_assert_msg(rc == FG_ERR_NO_SPACE, "rc %d: %s", rc, g_err.msg);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "catalog"));
+    rl.rlim_cur = hard;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    s = reopen(s, 0);
+    fg_store_verify_report rep;
+    OK(fg_store_verify(s, &rep, &g_err));
+    ck_assert_uint_eq(rep.tensors, 2);
+    ck_assert_uint_eq(rep.orphan_files, 0);
+    add_batch(s, "after", 1, 16);
+    fg_store_close(s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *su = suite_create("store");
@@ -773,6 +811,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fault_short_writes);
     tcase_add_test(tc, test_fault_fsync);
     tcase_add_test(tc, test_fault_file_size_limit_import);
+    tcase_add_test(tc, test_catalog_disk_full);
     suite_add_tcase(su, tc);
     return su;
 }
