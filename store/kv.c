@@ -71,6 +71,8 @@ int kvp_header_decode(const uint8_t h[FG_STORE_KV_HEADER_SIZE], fg_store_kv_page
     for (int i = 72; i < 120; i++)
         if (h[i])
             return FG_ERR_STORE_STALE;
+    if (h[53] || h[54] || h[55] || fg_le32(h + 60))
+        return FG_ERR_STORE_STALE;
     memset(p, 0, sizeof *p);
     p->key.job = fg_le64(h + 8);
     p->key.seq = fg_le32(h + 16);

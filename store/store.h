@@ -14,7 +14,9 @@
  *
  * Threads: lookups and reads (fg_store_tensor_get, fg_store_chunk_data, fg_store_meta_get,
  * fg_store_kv_lookup, fg_store_kv_read, iterators) may run on many threads at once; writes
- * (batches, KV writes and frees) are serialized inside the store.
+ * (batches, KV writes and frees) are serialized inside the store. An iterator callback may
+ * call lookups and reads but must not write to the store (the iterator holds a read
+ * transaction, and growing the map waits for every read transaction to end).
  */
 #ifndef FG_STORE_H
 #define FG_STORE_H

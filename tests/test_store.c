@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -619,6 +620,66 @@ START_TEST(test_reader_while_writer_commits)
 }
 END_TEST
 
+typedef struct rd_arg {
+    fg_store *s;
+    int *stop;
+    long lookups;
+    int bad;
+} rd_arg;
+
+static void *reader_thread(void *p)
+{
+    rd_arg *a = p;
+    fg_err e;
+    while (!__atomic_load_n(a->stop, __ATOMIC_RELAXED)) {
+        fg_store_tensor *t;
+        if (fg_store_tensor_get(a->s, "base.0", &t, &e) || st_check_tensor(a->s, t, &e))
+            a->bad++;
+        fg_store_tensor_free(t);
+        a->lookups++;
+    }
+    return NULL;
+}
+
+START_TEST(test_threads_lookup_while_map_grows)
+{
+    /* Lookups on three threads while the writer's commits grow the map many times. */
+    fg_store_opts o = {.map_initial = 64 << 10};
+    fg_store *s = make(&o);
+    add_batch(s, "base", 1, 16);
+    int stop = 0;
+    pthread_t th[3];
+    rd_arg a[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (rd_arg){s, &stop, 0, 0};
+        pthread_create(&th[i], NULL, reader_thread, &a[i]);
+    }
+    fg_store_info i0, i1;
+    OK(fg_store_info_get(s, &i0, &g_err));
+    for (int round = 0; round < 6; round++) {
+        fg_store_batch *b;
+        OK(fg_store_batch_begin(s, &b, &g_err));
+        for (int i = 0; i < 150; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "grow.%d.%03d.padding-padding-padding-padding-padding",
+                     round, i);
+            OK(st_put_tensor(b, name, 1, 16, 1, &g_err));
+        }
+        OK(fg_store_batch_commit(b, &g_err));
+    }
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(a[i].bad, 0);
+        ck_assert_int_gt(a[i].lookups, 0);
+    }
+    OK(fg_store_info_get(s, &i1, &g_err));
+    ck_assert_uint_gt(i1.map_size, i0.map_size);
+    OK(fg_store_verify(s, NULL, &g_err));
+    fg_store_close(s);
+}
+END_TEST
+
 /* ---- fault injection through the I/O table ---- */
 
 typedef struct faults {
@@ -806,6 +867,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
     tcase_add_test(tc, test_reader_while_writer_commits);
+    tcase_add_test(tc, test_threads_lookup_while_map_grows);
     tcase_add_test(tc, test_fault_enospc);
     tcase_add_test(tc, test_fault_eio);
     tcase_add_test(tc, test_fault_short_writes);
