@@ -769,6 +769,7 @@ int fg_store_kv_free(fg_store *s, const fg_store_kv_key *key, int n_fields, uint
 int kv_recover(fg_store *s, fg_err *err)
 {
     pthread_mutex_lock(&s->write_lock);
+    pool_drop(s);
     int rc = wipe_dirty(s, err);
     pthread_mutex_unlock(&s->write_lock);
     return rc;

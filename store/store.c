@@ -11,6 +11,8 @@
  *   4. No free KV slot is dirty: headers of slots freed or reserved before the crash are wiped
  *      (kv.c), so reindex can never resurrect a freed or uncommitted page.
  * Read-only opens do none of this and need none of it: they see the last committed snapshot.
+ * A writable close also wipes dirty slots (best effort), so a cleanly closed store has none and
+ * reindex reproduces its catalog exactly.
  *
  * One handle per store per process (LMDB forbids opening one environment twice in a process);
  * the registry is keyed by the directory's device and inode. One writing handle per machine:
@@ -178,6 +180,8 @@ void fg_store_close(fg_store *s)
         return;
     if (s->batch)
         fg_store_batch_abort(s->batch);
+    if (s->ready && !s->rdonly && s->env && s->lock_fd >= 0)
+        (void)kv_recover(s, NULL); /* best effort: a clean close leaves no dirty slot */
     for (size_t i = 0; i < s->n_readers; i++)
         fg_fgt_close(s->readers[i].r);
     free(s->readers);
@@ -307,6 +311,7 @@ int fg_store_create(const char *dir, const fg_store_opts *o, fg_store **out, fg_
         return rc;
     }
     s->st = (store_state){1, 1, 0};
+    s->ready = 1;
     *out = s;
     return FG_OK;
 }
@@ -460,6 +465,7 @@ int fg_store_open(const char *dir, unsigned flags, const fg_store_opts *o, fg_st
         fg_store_close(s);
         return rc;
     }
+    s->ready = 1;
     *out = s;
     return FG_OK;
 }

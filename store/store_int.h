@@ -51,6 +51,7 @@ typedef struct reader_ent {
 struct fg_store {
     char *dir;
     int rdonly;
+    int ready;                   /* open or create succeeded (close may then write) */
     int lock_fd;                 /* store.id, flock'd LOCK_EX by a writer; -1 for readers */
     uint8_t uuid[16];
     char uuid_hex[33];
@@ -166,7 +167,8 @@ int kvf_header_check(const fg_store *s, const uint8_t in[KVF_HEADER_USED], uint3
                      const char *path, fg_err *err);
 uint64_t kv_slot_offset(const fg_store *s, uint32_t slot);
 int kv_file_fd(fg_store *s, uint32_t file_id, int *fd, fg_err *err);
-/* Writable open: wipe the headers of dirty free slots and clear their flag. */
+/* Writable open and close: drop the slot pool, wipe the headers of dirty free slots, clear
+ * their flag. */
 int kv_recover(fg_store *s, fg_err *err);
 /* Read and check the page catalog record p names (header, key, generation, checksums). */
 int kv_read_page(fg_store *s, const fg_store_kv_page *p, void *buf, size_t cap, fg_err *err);

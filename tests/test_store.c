@@ -688,6 +688,7 @@ typedef struct faults {
     int short_writes;    /* every pwrite writes at most half (rounded up) */
     int armed;           /* count and fail only once armed (after the open) */
     int sync_fail_at;
+    int truncate_errno;  /* every ftruncate fails with this when armed, 0 = never */
     int n_pwrite, n_sync;
 } faults;
 
@@ -721,7 +722,11 @@ static int f_fdatasync(void *ctx, int fd)
 
 static int f_ftruncate(void *ctx, int fd, off_t len)
 {
-    (void)ctx;
+    faults *f = ctx;
+    if (f->armed && f->truncate_errno) {
+        errno = f->truncate_errno;
+        return -1;
+    }
     return ftruncate(fd, len);
 }
 
@@ -782,6 +787,68 @@ END_TEST
 START_TEST(test_fault_fsync)
 {
     kv_fault_case((faults){.sync_fail_at = 1}, FG_ERR_IO, "fdatasync");
+}
+END_TEST
+
+START_TEST(test_fault_wipe_during_free)
+{
+    /* The header wipe after a free fails: the free itself is committed (the key is gone), the
+     * error names the file, and the next writable open finishes the wipe. */
+    fg_store_opts o = {.kv_page_size = 4096};
+    fg_store *s = make(&o);
+    static uint8_t a[1000];
+    fg_store_kv_write_req r = req(3, 0, 0, 0, 0, 4, a, sizeof a);
+    OK(fg_store_kv_write(s, 1, &r, NULL, &g_err));
+    fg_store_close(s);
+    faults f = {.pwrite_fail_at = 1, .pwrite_errno = EIO};
+    fg_store_io io = {f_pwrite, f_pread, f_fdatasync, f_ftruncate, &f};
+    fg_store_opts fo = {.io = &io};
+    OK(fg_store_open(g_dir, 0, &fo, &s, &g_err));
+    f.armed = 1;
+    fg_store_kv_key k = {3, 0, 0, 0};
+    ck_assert_int_eq(fg_store_kv_free(s, &k, 1, NULL, &g_err), FG_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "wiping"));
+    fg_store_kv_page p;
+    ck_assert_int_eq(fg_store_kv_lookup(s, &k, &p, &g_err), FG_ERR_NOT_FOUND);
+    f.pwrite_fail_at = 0;
+    fg_store_close(s);
+    OK(fg_store_open(g_dir, 0, NULL, &s, &g_err));
+    fg_store_info info;
+    OK(fg_store_info_get(s, &info, &g_err));
+    ck_assert_uint_eq(info.kv_dirty, 0);
+    ck_assert_uint_eq(info.kv_used, 0);
+    OK(fg_store_verify(s, NULL, &g_err));
+    fg_store_close(s);
+}
+END_TEST
+
+START_TEST(test_fault_extend_and_create)
+{
+    /* No room to extend a page file: FG_ERR_NO_SPACE, nothing mapped, store reopens clean. */
+    fg_store_opts o = {.kv_page_size = 4096};
+    faults f = {.truncate_errno = ENOSPC, .armed = 1};
+    fg_store_io io = {f_pwrite, f_pread, f_fdatasync, f_ftruncate, &f};
+    o.io = &io;
+    fg_store *s = make(&o);
+    static uint8_t a[100];
+    fg_store_kv_write_req r = req(4, 0, 0, 0, 0, 1, a, sizeof a);
+    ck_assert_int_eq(fg_store_kv_write(s, 1, &r, NULL, &g_err), FG_ERR_NO_SPACE);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "kv-000001.pages"));
+    fg_store_close(s);
+    OK(fg_store_open(g_dir, 0, NULL, &s, &g_err));
+    fg_store_verify_report rep;
+    OK(fg_store_verify(s, &rep, &g_err));
+    ck_assert_uint_eq(rep.orphan_files, 0);
+    OK(fg_store_kv_write(s, 1, &r, NULL, &g_err));
+    fg_store_close(s);
+    /* store.id cannot be written: create fails naming it, and leaves no store behind */
+    faults g = {.pwrite_fail_at = 1, .pwrite_errno = ENOSPC, .armed = 1};
+    fg_store_io io2 = {f_pwrite, f_pread, f_fdatasync, f_ftruncate, &g};
+    fg_store_opts o2 = {.io = &io2};
+    set_dir("second");
+    ck_assert_int_eq(fg_store_create(g_dir, &o2, &s, &g_err), FG_ERR_NO_SPACE);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "store.id"));
+    ck_assert_int_eq(fg_store_open(g_dir, 0, NULL, &s, &g_err), FG_ERR_STORE_NOT_STORE);
 }
 END_TEST
 
@@ -872,6 +939,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fault_eio);
     tcase_add_test(tc, test_fault_short_writes);
     tcase_add_test(tc, test_fault_fsync);
+    tcase_add_test(tc, test_fault_wipe_during_free);
+    tcase_add_test(tc, test_fault_extend_and_create);
     tcase_add_test(tc, test_fault_file_size_limit_import);
     tcase_add_test(tc, test_catalog_disk_full);
     suite_add_tcase(su, tc);
