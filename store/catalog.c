@@ -116,6 +116,7 @@ int cat_env_open(fg_store *s, int create, uint64_t map_initial, fg_err *err)
     }
     int dead = 0;
     mdb_reader_check(s->env, &dead);
+    s->stale_readers = dead;
     return open_dbis(s, create, err);
 }
 

@@ -28,6 +28,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -219,13 +220,20 @@ static int check_opts(const fg_store_opts *o, const char *dir, fg_err *err)
     return FG_OK;
 }
 
-/* Register the handle and, for a writer, take the store's write lock. */
+#define NFS_SUPER_MAGIC_ 0x6969
+
+/* Register the handle and, for a writer, take the store's write lock. LMDB's locks do not
+ * work over NFS, so a store there is refused. */
 static int store_claim(fg_store *s, fg_err *err)
 {
     struct stat sb;
+    struct statfs fs;
     if (stat(s->dir, &sb))
         return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno, "%s",
                           s->dir);
+    if (statfs(s->dir, &fs) == 0 && fs.f_type == NFS_SUPER_MAGIC_)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: store on NFS: LMDB's locking is not safe "
+                          "there; use a local file system", s->dir);
     if (reg_add(sb.st_dev, sb.st_ino))
         return fg_err_set(err, FG_ERR_STORE_BUSY, "%s: store already open in this process (one "
                           "handle per process)", s->dir);

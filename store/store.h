@@ -86,6 +86,7 @@ typedef struct fg_store_info {
     uint64_t n_meta;
     uint64_t kv_slots, kv_used, kv_free, kv_dirty; /* dirty: free slots awaiting a header wipe */
     uint64_t kv_generation;      /* last generation handed to a KV page */
+    uint32_t stale_readers;      /* LMDB reader slots of dead processes cleared at open */
     int read_only;
 } fg_store_info;
 int fg_store_info_get(fg_store *s, fg_store_info *out, fg_err *err);

@@ -135,6 +135,51 @@ START_TEST(test_one_handle_and_write_lock)
 }
 END_TEST
 
+static int die_cb(void *ctx, const fg_store_tensor *t)
+{
+    (void)ctx;
+    (void)t;
+    kill(getpid(), SIGKILL); /* dies inside a read transaction: a stale reader slot */
+    return 0;
+}
+
+START_TEST(test_stale_readers_cleared)
+{
+    fg_store *s = make(NULL);
+    add_batch(s, "r", 1, 16);
+    fg_store_close(s);
+    /* A live reader keeps the environment open (else the next opener resets the reader table
+     * and there is nothing to clear); a second reader dies inside a transaction. */
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        if (fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err) == FG_OK)
+            ck_assert_int_eq(write(fds[1], "r", 1), 1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    ck_assert_int_eq(read(fds[0], &c, 1), 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err) == FG_OK)
+            fg_store_tensor_iter(s, die_cb, NULL, &g_err);
+        _exit(1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFSIGNALED(st));
+    OK(fg_store_open(g_dir, 0, NULL, &s, &g_err));
+    fg_store_info info;
+    OK(fg_store_info_get(s, &info, &g_err));
+    kill(holder, SIGKILL);
+    waitpid(holder, &st, 0);
+    ck_assert_uint_eq(info.stale_readers, 1);
+    fg_store_close(s);
+}
+END_TEST
+
 /* ---- tensors ---- */
 
 START_TEST(test_import_lookup)
@@ -924,6 +969,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_create_open);
     tcase_add_test(tc, test_one_handle_and_write_lock);
+    tcase_add_test(tc, test_stale_readers_cleared);
     tcase_add_test(tc, test_import_lookup);
     tcase_add_test(tc, test_rotation_and_meta_override);
     tcase_add_test(tc, test_kv_pages);
