@@ -204,19 +204,20 @@ int fg_store_batch_begin_tensor(fg_store_batch *b, const fg_fgt_tensor_desc *d, 
     int rc = check_usable(b, err);
     if (rc || (rc = name_in_catalog(b->s, d->name, err)))
         return rc;
+    if (b->set_cap && *set_slot(b, d->name))
+        return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor '%s' added twice in one batch",
+                          b->s->dir, d->name);
     bpart *cur = b->n_parts ? &b->parts[b->n_parts - 1] : NULL;
     if (!cur || (cur->n_tensors && cur->bytes >= b->s->max_file_bytes)) {
         if ((rc = part_open(b, err)))
             return fail(b, rc, err);
         cur = &b->parts[b->n_parts - 1];
     }
-    rc = set_add(b, d->name);
-    if (rc)
-        return fg_err_set(err, rc, "%s: tensor '%s': %s", b->s->dir, d->name,
-                          rc == FG_ERR_DUPLICATE ? "added twice in one batch" : "out of memory");
-    rc = fg_fgt_writer_begin_tensor(cur->w, d, err);
-    if (rc)
-        return fail(b, rc, err);
+    /* A refused descriptor leaves the writer as it was, so it is not a sticky failure. */
+    if ((rc = fg_fgt_writer_begin_tensor(cur->w, d, err)))
+        return rc;
+    if ((rc = set_add(b, d->name)))
+        return fail(b, fg_err_set(err, rc, "%s: out of memory", b->s->dir), err);
     cur->n_tensors++;
     b->in_tensor = 1;
     return FG_OK;

@@ -342,7 +342,8 @@ static int write_pages(fg_store *s, size_t n, const fg_store_kv_write_req *r, fg
         if ((rc = kv_file_fd(s, pg[i].file_id, &fd, err)))
             break;
         kvp_header_encode(&pg[i], buf);
-        memcpy(buf + FG_STORE_KV_HEADER_SIZE, r[i].payload, r[i].len);
+        if (r[i].len)
+            memcpy(buf + FG_STORE_KV_HEADER_SIZE, r[i].payload, r[i].len);
         int e = io_write_all(s, fd, buf, FG_STORE_KV_HEADER_SIZE + r[i].len, pg[i].offset);
         if (e) {
             char path[4200];

@@ -214,14 +214,24 @@ START_TEST(test_import_lookup)
     ck_assert_int_eq(st_put_tensor(b, "new", 4, 64, 4, &g_err), FG_ERR_DUPLICATE);
     fg_store_batch_abort(b);
     ck_assert_int_eq(fg_store_tensor_get(s, "new", &t, &g_err), FG_ERR_NOT_FOUND);
+    /* a refused descriptor is not fatal to the batch */
+    OK(fg_store_batch_begin(s, &b, &g_err));
+    uint64_t dims[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    fg_fgt_tensor_desc bad = {"nine.dims", fg_codec_float(FG_CODEC_F32), 9, dims, NULL, 0};
+    ck_assert_int_eq(fg_store_batch_begin_tensor(b, &bad, &g_err), FG_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "nine.dims"));
+    OK(st_put_tensor(b, "fine", 4, 64, 4, &g_err));
+    OK(fg_store_batch_commit(b, &g_err));
+    OK(fg_store_tensor_get(s, "fine", &t, &g_err));
+    fg_store_tensor_free(t);
     s = reopen(s, FG_STORE_RDONLY);
     int n = 0;
     OK(fg_store_tensor_iter(s, count_cb, &n, &g_err));
-    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(n, 4);
     OK(fg_store_tensor_iter(s, check_cb, s, &g_err));
     fg_store_verify_report rep;
     OK(fg_store_verify(s, &rep, &g_err));
-    ck_assert_uint_eq(rep.tensors, 3);
+    ck_assert_uint_eq(rep.tensors, 4);
     ck_assert_uint_eq(rep.orphan_files, 0);
     /* writes through a read-only handle */
     ck_assert_int_eq(fg_store_batch_begin(s, &b, &g_err), FG_ERR_STORE_READONLY);
