@@ -238,6 +238,21 @@ static int sig_kv(void *ctx, const fg_store_kv_page *p)
     return 0;
 }
 
+static fg_store *g_sig_store;
+
+static int sig_meta(void *ctx, const char *key, size_t len)
+{
+    void *m;
+    size_t n;
+    if (fg_store_meta_get(g_sig_store, key, &m, &n, &g_err) || n != len)
+        return -1;
+    char line[256];
+    snprintf(line, sizeof line, "meta %s = %.*s\n", key, (int)(n > 100 ? 100 : n), (char *)m);
+    strcat(ctx, line);
+    free(m);
+    return 0;
+}
+
 static char *signature(int trial)
 {
     fg_store *s;
@@ -246,6 +261,9 @@ static char *signature(int trial)
     char *sig = calloc(1, 4 << 20);
     fg_store_tensor_iter(s, sig_tensor, sig, &g_err);
     fg_store_kv_iter(s, UINT64_MAX, sig_kv, sig, &g_err);
+    g_sig_store = s;
+    if (fg_store_meta_iter(s, sig_meta, sig, &g_err))
+        FAIL("metadata: %s", g_err.msg);
     fg_store_close(s);
     return sig;
 }
