@@ -18,7 +18,16 @@ json=$("$INSPECT" --json --verify "$S")
 grep -q '"name": "blk.0.attn_q.weight", "codec": "f32", "shape": \[16, 64\]' <<<"$json" || { echo "json: $json"; exit 1; }
 grep -q '"kv": {"slots": 256, "used": 5, "free": 251' <<<"$json" || { echo "json kv: $json"; exit 1; }
 grep -q '"verify": {"ok": true' <<<"$json" || { echo "json verify: $json"; exit 1; }
-if command -v python3 >/dev/null; then python3 -c 'import json,sys; json.load(sys.stdin)' <<<"$json"; fi
+if command -v python3 >/dev/null; then
+  python3 -c '
+import json, sys
+def pairs(p):
+    keys = [k for k, _ in p]
+    if len(set(keys)) != len(keys):
+        sys.exit("duplicate JSON key in %s" % keys)
+    return dict(p)
+json.load(sys.stdin, object_pairs_hook=pairs)' <<<"$json"
+fi
 # flip one payload byte of tok_embd.weight chunk 1 (second 4 KiB-aligned chunk: 8192 + 8192)
 F=$S/weights-000001.fgt
 old=$(od -An -tu1 -j16400 -N1 "$F" | tr -d ' ')

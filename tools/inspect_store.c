@@ -152,7 +152,7 @@ static void show_info(const fg_store_info *i, int json)
     if (json) {
         printf("{\"store\": \"%s\", \"kv_page_size\": %u, \"kv_pages_per_file\": %u, "
                "\"max_file_bytes\": %" PRIu64 ", \"map_size\": %" PRIu64 ", \"map_used\": %" PRIu64
-               ", \"tensors\": %" PRIu64 ", \"chunks\": %" PRIu64 ", \"weight_bytes\": %" PRIu64
+               ", \"n_tensors\": %" PRIu64 ", \"n_chunks\": %" PRIu64 ", \"weight_bytes\": %" PRIu64
                ", \"kv\": {\"slots\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
                ", \"dirty\": %" PRIu64 ", \"generation\": %" PRIu64 "}",
                i->uuid, i->kv_page_size, i->kv_pages_per_file, i->max_file_bytes, i->map_size,
