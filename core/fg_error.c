@@ -34,6 +34,15 @@ const char *fg_strerror(int code)
     case FG_ERR_NO_SPACE: return "no space left";
     case FG_ERR_CORRUPT: return "corrupt structure";
     /* module ranges (see fg_error.h): add each new code here */
+    case FG_ERR_STORE_NOT_STORE: return "not an fg store";
+    case FG_ERR_STORE_FOREIGN: return "file belongs to another store";
+    case FG_ERR_STORE_MISSING: return "file listed in the catalog is missing";
+    case FG_ERR_STORE_READONLY: return "store is read-only";
+    case FG_ERR_STORE_MAP_FULL: return "catalog map is full";
+    case FG_ERR_STORE_BUSY: return "store is open for writing elsewhere";
+    case FG_ERR_STORE_STALE: return "stale or torn KV page";
+    case FG_ERR_STORE_CATALOG: return "catalog missing or unreadable";
+    case FG_ERR_STORE_LMDB: return "LMDB error";
     case -50: return "pager: tier budget exhausted";        /* FG_ERR_PAGER_BUDGET */
     case -51: return "pager: tier absent";                  /* FG_ERR_PAGER_NO_TIER */
     case -52: return "pager: chunk pinned";                 /* FG_ERR_PAGER_PINNED */

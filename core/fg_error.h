@@ -41,6 +41,16 @@ typedef enum fg_status {
     /* Codes specific to one module live in its range, so modules grow without collisions:
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
+    /* store/ (-40..-49) */
+    FG_ERR_STORE_NOT_STORE = -40, /* directory is not an fg store (no valid store.id) */
+    FG_ERR_STORE_FOREIGN = -41,   /* a file carries another store's id, or a kind/name not ours */
+    FG_ERR_STORE_MISSING = -42,   /* a file the catalog lists is missing from the directory */
+    FG_ERR_STORE_READONLY = -43,  /* write refused: store opened read-only or directory read-only */
+    FG_ERR_STORE_MAP_FULL = -44,  /* the LMDB map reached its configured maximum size */
+    FG_ERR_STORE_BUSY = -45,      /* another process or handle holds the store open for writing */
+    FG_ERR_STORE_STALE = -46,     /* KV page torn, stale, or not the page the catalog expects */
+    FG_ERR_STORE_CATALOG = -47,   /* catalog missing, unreadable or of another version: reindex */
+    FG_ERR_STORE_LMDB = -48,      /* other LMDB failure (see the message) */
     /* text (tokenizer) */
     FG_ERR_TOK_JSON = -70,    /* tokenizer JSON file is not well-formed JSON */
     FG_ERR_TOK_VOCAB = -71,   /* vocab.json not an object of string->id, bad/duplicate id, ... */

@@ -1,16 +1,19 @@
 /* fg-inspect - show what a .fgt file holds: header, metadata, tensors, chunks; --verify checks
- * every checksum; --json prints the same for scripts. Exit 0 ok, 1 bad file, 2 bad usage. */
+ * every checksum; --json prints the same for scripts. Given a store directory, shows the store
+ * instead (inspect_store.c). Exit 0 ok, 1 bad file, 2 bad usage. */
 #include <getopt.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fgt.h"
+#include "inspect_store.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt\n"
+    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR\n"
                "  --json       machine-readable output\n"
                "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
                "  --no-chunks  list tensors only\n");
@@ -180,6 +183,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    struct stat sb;
+    if (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode))
+        return inspect_store(argv[optind], json, verify, chunks);
     fg_fgt_reader *r;
     fg_err err;
     if (fg_fgt_open(argv[optind], 0, &r, &err)) {

@@ -1,0 +1,237 @@
+/* inspect_store.c - the store half of fg-inspect: given a store directory, show its files,
+ * tensors, chunks, metadata blobs and KV page usage with sizes, as a table or JSON; --verify
+ * runs fg_store_verify. The store is opened read-only, so this works while a writer runs. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect_store.h"
+#include "store.h"
+
+typedef struct ictx {
+    fg_store *s;
+    int json, chunks, first;
+    uint64_t *kv_used;   /* [max file id + 1] pages mapped per page file */
+    uint32_t kv_cap;
+    uint64_t jobs[64][2]; /* (job, pages) for the first 64 jobs */
+    int n_jobs;
+} ictx;
+
+static void jstr(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void shape(const fg_store_tensor *t, char *b, size_t n)
+{
+    size_t o = (size_t)snprintf(b, n, "[");
+    for (uint32_t d = 0; d < t->n_dims && o < n; d++)
+        o += (size_t)snprintf(b + o, n - o, d ? ", %" PRIu64 : "%" PRIu64, t->dims[d]);
+    if (o < n)
+        snprintf(b + o, n - o, "]");
+}
+
+static void codec(const fg_codec *c, char *b, size_t n)
+{
+    if (c->bits)
+        snprintf(b, n, "%s/g%u/ax%u", fg_codec_name(c->id), c->group_size, c->group_axis);
+    else
+        snprintf(b, n, "%s", fg_codec_name(c->id));
+}
+
+static int kv_count(void *vctx, const fg_store_kv_page *p)
+{
+    ictx *c = vctx;
+    if (p->file_id < c->kv_cap)
+        c->kv_used[p->file_id]++;
+    int j;
+    for (j = 0; j < c->n_jobs && c->jobs[j][0] != p->key.job; j++)
+        ;
+    if (j == c->n_jobs && j < 64)
+        c->jobs[c->n_jobs++][0] = p->key.job;
+    if (j < 64)
+        c->jobs[j][1]++;
+    return 0;
+}
+
+static int max_id(void *vctx, const fg_store_file *f)
+{
+    ictx *c = vctx;
+    if (f->id + 1 > c->kv_cap)
+        c->kv_cap = f->id + 1;
+    return 0;
+}
+
+static int show_file(void *vctx, const fg_store_file *f)
+{
+    ictx *c = vctx;
+    char name[64];
+    snprintf(name, sizeof name, f->kv ? "kv-%06u.pages" : "weights-%06u.fgt", f->id);
+    if (c->json) {
+        printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"bytes\": %" PRIu64, c->first ? "" : ",",
+               name, f->kv ? "kv" : "weights", f->size);
+        if (f->kv)
+            printf(", \"slots\": %u, \"used\": %" PRIu64 "}", f->slots, c->kv_used[f->id]);
+        else
+            printf(", \"generation\": %" PRIu64 ", \"batch\": %" PRIu64 ", \"part\": %u, "
+                   "\"parts\": %u}", f->generation, f->batch, f->part, f->parts);
+    } else if (f->kv) {
+        printf("  %-20s %14" PRIu64 "  slots %u, used %" PRIu64 ", free %" PRIu64 "\n", name,
+               f->size, f->slots, c->kv_used[f->id], f->slots - c->kv_used[f->id]);
+    } else {
+        printf("  %-20s %14" PRIu64 "  batch %" PRIu64 " part %u/%u, generation %" PRIu64 "\n",
+               name, f->size, f->batch, f->part + 1, f->parts, f->generation);
+    }
+    c->first = 0;
+    return 0;
+}
+
+static int show_tensor(void *vctx, const fg_store_tensor *t)
+{
+    ictx *c = vctx;
+    char sh[160], co[48];
+    shape(t, sh, sizeof sh);
+    codec(&t->codec, co, sizeof co);
+    if (!c->json) {
+        printf("  %-44s %-14s %-22s %6u %12" PRIu64 "  weights-%06u.fgt#%u\n", t->name, co, sh,
+               t->n_chunks, t->payload_bytes, t->file_id, t->file_index);
+        for (uint32_t k = 0; c->chunks && k < t->n_chunks; k++)
+            printf("      chunk %-5u offset %-12" PRIu64 " length %-10" PRIu64 " rows %" PRIu64
+                   "+%" PRIu64 " xxh3 %016" PRIx64 "\n", k, t->chunks[k].offset,
+                   t->chunks[k].length, t->chunks[k].first_row, t->chunks[k].n_rows,
+                   t->chunks[k].xxh3);
+        return 0;
+    }
+    printf("%s\n  {\"name\": ", c->first ? "" : ",");
+    jstr(t->name);
+    printf(", \"codec\": \"%s\", \"shape\": %s, \"bytes\": %" PRIu64 ", \"file\": %u, "
+           "\"index\": %u, \"batch\": %" PRIu64 ", \"digest\": \"%016" PRIx64 "\", \"n_chunks\": %u",
+           fg_codec_name(t->codec.id), sh, t->payload_bytes, t->file_id, t->file_index, t->batch,
+           t->digest, t->n_chunks);
+    if (c->chunks) {
+        printf(", \"chunks\": [");
+        for (uint32_t k = 0; k < t->n_chunks; k++)
+            printf("%s{\"offset\": %" PRIu64 ", \"length\": %" PRIu64 ", \"first_row\": %" PRIu64
+                   ", \"rows\": %" PRIu64 ", \"xxh3\": \"%016" PRIx64 "\"}", k ? ", " : "",
+                   t->chunks[k].offset, t->chunks[k].length, t->chunks[k].first_row,
+                   t->chunks[k].n_rows, t->chunks[k].xxh3);
+        printf("]");
+    }
+    printf("}");
+    c->first = 0;
+    return 0;
+}
+
+static int show_meta(void *vctx, const char *key, size_t len)
+{
+    ictx *c = vctx;
+    if (c->json) {
+        printf("%s", c->first ? "" : ", ");
+        jstr(key);
+        printf(": {\"bytes\": %zu}", len);
+    } else {
+        printf("  %-44s %zu bytes\n", key, len);
+    }
+    c->first = 0;
+    return 0;
+}
+
+static void show_info(const fg_store_info *i, int json)
+{
+    if (json) {
+        printf("{\"store\": \"%s\", \"kv_page_size\": %u, \"kv_pages_per_file\": %u, "
+               "\"max_file_bytes\": %" PRIu64 ", \"map_size\": %" PRIu64 ", \"map_used\": %" PRIu64
+               ", \"n_tensors\": %" PRIu64 ", \"n_chunks\": %" PRIu64 ", \"weight_bytes\": %" PRIu64
+               ", \"kv\": {\"slots\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
+               ", \"dirty\": %" PRIu64 ", \"generation\": %" PRIu64 "}",
+               i->uuid, i->kv_page_size, i->kv_pages_per_file, i->max_file_bytes, i->map_size,
+               i->map_used, i->n_tensors, i->n_chunks, i->weight_bytes, i->kv_slots, i->kv_used,
+               i->kv_free, i->kv_dirty, i->kv_generation);
+        return;
+    }
+    printf("store %s  kv pages %u bytes x %u per file  weight files rotate at %" PRIu64 " bytes\n"
+           "catalog map %" PRIu64 " bytes (%" PRIu64 " used)\n"
+           "%u weight files, %" PRIu64 " bytes; %" PRIu64 " tensors, %" PRIu64 " chunks; %" PRIu64
+           " metadata blobs\n%u KV page files: %" PRIu64 " slots, %" PRIu64 " used (%" PRIu64
+           " bytes), %" PRIu64 " free (%" PRIu64 " awaiting wipe), last generation %" PRIu64 "\n",
+           i->uuid, i->kv_page_size, i->kv_pages_per_file, i->max_file_bytes, i->map_size,
+           i->map_used, i->n_weight_files, i->weight_bytes, i->n_tensors, i->n_chunks, i->n_meta,
+           i->n_kv_files, i->kv_slots, i->kv_used, i->kv_used * i->kv_page_size, i->kv_free,
+           i->kv_dirty, i->kv_generation);
+}
+
+static int run(fg_store *s, int json, int verify, int chunks, fg_err *err)
+{
+    fg_store_info info;
+    fg_store_verify_report rep;
+    ictx c = {s, json, chunks, 1, NULL, 0, {{0}}, 0};
+    int rc = verify ? fg_store_verify(s, &rep, err) : FG_OK;
+    if (!rc)
+        rc = fg_store_info_get(s, &info, err);
+    if (!rc)
+        rc = fg_store_file_iter(s, max_id, &c, err);
+    if (!rc && !(c.kv_used = calloc(c.kv_cap + 1, sizeof *c.kv_used)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = fg_store_kv_iter(s, UINT64_MAX, kv_count, &c, err);
+    if (rc) {
+        free(c.kv_used);
+        return rc;
+    }
+    show_info(&info, json);
+    printf(json ? ",\n \"files\": [" : "\nfiles:\n");
+    rc = fg_store_file_iter(s, show_file, &c, err);
+    printf(json ? "],\n \"tensors\": [" : "\ntensors: %-35s %-14s %-22s %6s %12s  %s\n", "name",
+           "codec", "shape", "chunks", "bytes", "file");
+    c.first = 1;
+    if (!rc)
+        rc = fg_store_tensor_iter(s, show_tensor, &c, err);
+    printf(json ? "],\n \"metadata\": {" : "\nmetadata:\n");
+    c.first = 1;
+    if (!rc)
+        rc = fg_store_meta_iter(s, show_meta, &c, err);
+    printf(json ? "},\n \"kv_jobs\": [" : "\nKV pages by job:\n");
+    for (int j = 0; j < c.n_jobs; j++)
+        printf(json ? "%s{\"job\": %" PRIu64 ", \"pages\": %" PRIu64 "}" : "%s  job %" PRIu64
+               ": %" PRIu64 " pages\n", json && j ? ", " : "", c.jobs[j][0], c.jobs[j][1]);
+    if (json && verify)
+        printf("],\n \"verify\": {\"ok\": true, \"files\": %u, \"chunks\": %" PRIu64
+               ", \"kv_pages\": %" PRIu64 ", \"orphan_files\": %u}}\n", rep.files, rep.chunks,
+               rep.kv_pages, rep.orphan_files);
+    else if (json)
+        printf("]}\n");
+    else if (verify)
+        printf("\nverify: ok: %u files, %" PRIu64 " tensors, %" PRIu64 " chunk checksums, %" PRIu64
+               " KV pages checked; %u orphan files\n", rep.files, rep.tensors, rep.chunks,
+               rep.kv_pages, rep.orphan_files);
+    free(c.kv_used);
+    return rc;
+}
+
+int inspect_store(const char *dir, int json, int verify, int chunks)
+{
+    fg_store *s;
+    fg_err err;
+    int rc = fg_store_open(dir, FG_STORE_RDONLY, NULL, &s, &err);
+    if (!rc) {
+        rc = run(s, json, verify, chunks, &err);
+        fg_store_close(s);
+    }
+    if (rc) {
+        fflush(stdout);
+        fprintf(stderr, "fg-inspect: %s%s\n", verify ? "verify failed: " : "", err.msg);
+        return 1;
+    }
+    return 0;
+}
