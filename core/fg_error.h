@@ -41,6 +41,8 @@ typedef enum fg_status {
     /* Codes specific to one module live in its range, so modules grow without collisions:
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
+    FG_ERR_NONFINITE = -30,   /* quant: NaN or Inf in data to be quantized */
+    FG_ERR_QUANT_RANGE = -31, /* quant: a group's min or scale does not fit the scale dtype */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320
