@@ -1,10 +1,11 @@
 /* bench/quant.c - single-threaded quant/ throughput per ISA, next to memcpy in the same run.
  *
- * Usage: bench_quant [--mb N] [--reps N] [--group G]
+ * Usage: bench_quant [--mb N] [--reps N] [--cols N] [--group G] [--isa ref|avx2|avx512]
  * For each ISA this CPU runs (ref, avx2, avx512): quantize F32 -> Q4 and Q8 (input GB/s), and
  * dequantize Q4 -> F32, Q4 -> F16, Q8 -> F32 (output GB/s), with groups along the contiguous axis
  * ("last") and along axis 0 ("axis0"), printed next to memcpy of the same number of output bytes
- * and the ratio. Buffers are N MiB of F32 output (default 64, well past the caches), so these are
+ * and the ratio (memcpy runs alternate with the decode runs, so both see the same load). The
+ * matrix is [rows, cols] with cols 4096 by default. Buffers are N MiB of F32 output (default 64, well past the caches), so these are
  * memory-bound figures. Each figure is the best of --reps runs (default 5). Single thread.
  * The machine is shared: compare the ratios within one run, not absolute figures across runs.
  */
@@ -38,18 +39,6 @@ static void die(const char *what, const fg_err *err)
     exit(1);
 }
 
-static double best_memcpy(const ctx *c, size_t bytes)
-{
-    double best = 1e30;
-    for (int r = 0; r < c->reps; r++) {
-        double t = now();
-        memcpy(c->out, c->copy_src, bytes);
-        t = now() - t;
-        best = t < best ? t : best;
-    }
-    return bytes / best / 1e9;
-}
-
 static double best_encode(const ctx *c, const fg_codec *codec, const fg_qview *v, size_t qlen,
                           fg_quant_isa isa)
 {
@@ -65,10 +54,13 @@ static double best_encode(const ctx *c, const fg_codec *codec, const fg_qview *v
     return c->rows * c->cols * 4.0 / best / 1e9;
 }
 
+/* Decode GB/s; *mc gets the memcpy GB/s of the same output bytes, measured in alternation
+ * with the decode runs so both see the same machine load. */
 static double best_decode(const ctx *c, const fg_codec *codec, const fg_qview *v, size_t qlen,
-                          uint8_t dtype, fg_quant_isa isa)
+                          uint8_t dtype, fg_quant_isa isa, double *mc)
 {
-    double best = 1e30;
+    double best = 1e30, best_mc = 1e30;
+    size_t bytes = c->rows * c->cols * (dtype == FG_CODEC_F32 ? 4 : 2);
     fg_err err;
     for (int r = 0; r < c->reps; r++) {
         double t = now();
@@ -76,13 +68,18 @@ static double best_decode(const ctx *c, const fg_codec *codec, const fg_qview *v
             die("decode", &err);
         t = now() - t;
         best = t < best ? t : best;
+        t = now();
+        memcpy(c->out, c->copy_src, bytes);
+        t = now() - t;
+        best_mc = t < best_mc ? t : best_mc;
     }
-    return c->rows * c->cols * (dtype == FG_CODEC_F32 ? 4.0 : 2.0) / best / 1e9;
+    *mc = bytes / best_mc / 1e9;
+    return bytes / best / 1e9;
 }
 
 static void run_isa(ctx *c, fg_quant_isa isa, uint32_t G)
 {
-    double mc32 = best_memcpy(c, c->rows * c->cols * 4), mc16 = best_memcpy(c, c->rows * c->cols * 2);
+    double mc32, mc16;
     for (int axis = 0; axis < 2; axis++) {
         const char *an = axis ? "axis0" : "last";
         uint64_t dims[2] = {c->rows, c->cols};
@@ -97,12 +94,12 @@ static void run_isa(ctx *c, fg_quant_isa isa, uint32_t G)
             double enc = best_encode(c, &codec, &v, qlen, isa);
             printf("%-7s %-6s quantize f32->q%d          %7.2f GB/s in\n", fg_quant_isa_name(isa),
                    an, bits, enc);
-            double d32 = best_decode(c, &codec, &v, qlen, FG_CODEC_F32, isa);
+            double d32 = best_decode(c, &codec, &v, qlen, FG_CODEC_F32, isa, &mc32);
             printf("%-7s %-6s dequantize q%d->f32        %7.2f GB/s out   memcpy %6.2f GB/s   "
                    "ratio %5.1f%%\n", fg_quant_isa_name(isa), an, bits, d32, mc32,
                    100 * d32 / mc32);
             if (bits == 4) {
-                double d16 = best_decode(c, &codec, &v, qlen, FG_CODEC_F16, isa);
+                double d16 = best_decode(c, &codec, &v, qlen, FG_CODEC_F16, isa, &mc16);
                 printf("%-7s %-6s dequantize q4->f16        %7.2f GB/s out   memcpy %6.2f GB/s   "
                        "ratio %5.1f%%\n", fg_quant_isa_name(isa), an, d16, mc16,
                        100 * d16 / mc16);
@@ -116,24 +113,33 @@ int main(int argc, char **argv)
     size_t mb = 64;
     ctx c = {0};
     c.reps = 5;
+    c.cols = 4096;
     uint32_t G = 64;
+    fg_quant_isa only = FG_QUANT_ISA_AUTO;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--mb"))
             mb = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--reps"))
             c.reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--isa")) {
+            fg_err err;
+            if (fg_quant_isa_parse(argv[i + 1], &only, &err)) {
+                fprintf(stderr, "bench_quant: --isa: %s\n", err.msg);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--cols"))
+            c.cols = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--group"))
             G = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else {
-            fprintf(stderr, "bench_quant: unknown flag %s (--mb N --reps N --group G)\n", argv[i]);
+            fprintf(stderr, "bench_quant: unknown flag %s (--mb N --reps N --cols N --group G --isa NAME)\n", argv[i]);
             return 2;
         }
     }
-    if (mb < 1 || c.reps < 1) {
-        fprintf(stderr, "bench_quant: --mb and --reps must be >= 1\n");
+    if (mb < 1 || c.reps < 1 || c.cols < 1 || c.cols > mb * 1024 * 1024 / 4 / 256) {
+        fprintf(stderr, "bench_quant: --mb, --reps, --cols must be >= 1 (cols <= mb * 1024)\n");
         return 2;
     }
-    c.cols = 4096;
     c.rows = mb * 1024 * 1024 / 4 / c.cols;
     c.rows -= c.rows % 256;
     size_t n = c.rows * c.cols;
@@ -152,6 +158,8 @@ int main(int argc, char **argv)
     printf("bench_quant: [%llu, %llu] f32 (%zu MiB), group %u, best of %d, single thread\n",
            (unsigned long long)c.rows, (unsigned long long)c.cols, n * 4 >> 20, G, c.reps);
     for (int isa = FG_QUANT_ISA_REF; isa <= FG_QUANT_ISA_AVX512; isa++) {
+        if (only != FG_QUANT_ISA_AUTO && isa != (int)only)
+            continue;
         if (!fg_quant_isa_supported((fg_quant_isa)isa)) {
             printf("%-7s not supported on this CPU\n", fg_quant_isa_name((fg_quant_isa)isa));
             continue;

@@ -224,16 +224,14 @@ static void gather_tile(const fgq_kernels *k, const void *src, uint8_t dtype, ui
                         uint64_t r0, uint32_t nr, uint64_t c0, uint32_t nb, uint32_t G,
                         float *tile)
 {
-    float row[FGQ_TILE];
-    for (uint32_t t = 0; t < nr; t++) {
-        const float *x = row;
-        if (dtype == FG_CODEC_F32)
-            x = (const float *)src + (r0 + t) * ld + c0;
-        else
-            k->h2f((const uint16_t *)src + (r0 + t) * ld + c0, row, nb);
-        for (uint32_t j = 0; j < nb; j++)
-            tile[j * G + t] = x[j];
+    if (dtype == FG_CODEC_F32) {
+        k->transpose((const float *)src + r0 * ld + c0, ld, tile, G, nr, nb);
+        return;
     }
+    float rows[FGQ_TILE]; /* [nr][nb] widened */
+    for (uint32_t t = 0; t < nr; t++)
+        k->h2f((const uint16_t *)src + (r0 + t) * ld + c0, rows + (size_t)t * nb, nb);
+    k->transpose(rows, nb, tile, G, nr, nb);
 }
 
 static uint32_t tile_cols(uint32_t G, uint64_t cols)
@@ -282,47 +280,24 @@ int fg_quant_encode(const fg_codec *c, const fg_qview *v, const void *src, uint8
 static void decode_cols(const fgq_kernels *k, const fgq_params *p, const fg_qview *v,
                         const uint8_t *in, void *dst, uint8_t dtype, uint64_t ld)
 {
-    for (uint64_t r = 0; r < v->rows; r++)
-        for (uint64_t c0 = 0; c0 < v->cols; c0 += p->G, in += p->gbytes) {
-            uint32_t n = (uint32_t)(v->cols - c0 < p->G ? v->cols - c0 : p->G);
-            if (dtype == FG_CODEC_F32)
-                k->dec_f32(in, n, p, (float *)dst + r * ld + c0);
-            else
-                k->dec_f16(in, n, p, (uint16_t *)dst + r * ld + c0);
-        }
-}
-
-/* Write tile[j * G + t] back as rows [r0, r0+nr) x cols [c0, c0+nb) of the output. */
-static void scatter_tile(const fgq_kernels *k, const float *tile, uint64_t r0, uint32_t nr,
-                         uint64_t c0, uint32_t nb, uint32_t G, void *dst, uint8_t dtype,
-                         uint64_t ld)
-{
-    float row[FGQ_TILE];
-    for (uint32_t t = 0; t < nr; t++) {
-        float *y = dtype == FG_CODEC_F32 ? (float *)dst + (r0 + t) * ld + c0 : row;
-        for (uint32_t j = 0; j < nb; j++)
-            y[j] = tile[j * G + t];
-        if (dtype == FG_CODEC_F16) {
-            for (uint32_t j = 0; j < nb; j++)
-                row[j] = fgq_sat16(row[j]);
-            k->f2h(row, (uint16_t *)dst + (r0 + t) * ld + c0, nb);
-        }
+    uint64_t row_bytes = (v->cols / p->G + (v->cols % p->G != 0)) * p->gbytes;
+    for (uint64_t r = 0; r < v->rows; r++, in += row_bytes) {
+        if (dtype == FG_CODEC_F32)
+            k->dec_f32(in, v->cols, p, (float *)dst + r * ld);
+        else
+            k->dec_f16(in, v->cols, p, (uint16_t *)dst + r * ld);
     }
 }
 
 static void decode_rows(const fgq_kernels *k, const fgq_params *p, const fg_qview *v,
                         const uint8_t *in, void *dst, uint8_t dtype, uint64_t ld)
 {
-    float tile[FGQ_TILE];
-    uint32_t B = tile_cols(p->G, v->cols);
-    for (uint64_t r0 = 0; r0 < v->rows; r0 += p->G) {
+    for (uint64_t r0 = 0; r0 < v->rows; r0 += p->G, in += v->cols * p->gbytes) {
         uint32_t nr = (uint32_t)(v->rows - r0 < p->G ? v->rows - r0 : p->G);
-        for (uint64_t c0 = 0; c0 < v->cols; c0 += B) {
-            uint32_t nb = (uint32_t)(v->cols - c0 < B ? v->cols - c0 : B);
-            for (uint32_t j = 0; j < nb; j++, in += p->gbytes)
-                k->dec_f32(in, nr, p, tile + (size_t)j * p->G);
-            scatter_tile(k, tile, r0, nr, c0, nb, p->G, dst, dtype, ld);
-        }
+        if (dtype == FG_CODEC_F32)
+            k->dec_rows_f32(in, nr, v->cols, p, (float *)dst + r0 * ld, ld);
+        else
+            k->dec_rows_f16(in, nr, v->cols, p, (uint16_t *)dst + r0 * ld, ld);
     }
 }
 

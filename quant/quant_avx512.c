@@ -97,11 +97,25 @@ static inline void load32(const uint8_t *codes, uint32_t i, const fgq_params *p,
     *c1 = _mm_unpackhi_epi8(lo, hi);
 }
 
-static void avx512_dec_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y)
+/* Stored min and scale broadcast; F16 through VCVTPH2PS (bit-identical to fgq_h2f). */
+static inline void read_ms16(const uint8_t *grp, const fgq_params *p, __m512 *m, __m512 *s)
 {
-    float mf, sf;
-    fgq_read_ms(grp, p, &mf, &sf);
-    __m512 m = _mm512_set1_ps(mf), s = _mm512_set1_ps(sf);
+    if (p->f16scale) {
+        int w;
+        memcpy(&w, grp, 4);
+        __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128(w));
+        *m = _mm512_broadcastss_ps(ms);
+        *s = _mm512_broadcastss_ps(_mm_shuffle_ps(ms, ms, 1));
+    } else {
+        *m = _mm512_set1_ps(fgq_bitsf(fg_le32(grp)));
+        *s = _mm512_set1_ps(fgq_bitsf(fg_le32(grp + 4)));
+    }
+}
+
+static inline void dec_group_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y)
+{
+    __m512 m, s;
+    read_ms16(grp, p, &m, &s);
     const uint8_t *codes = grp + p->hdr;
     uint32_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -110,7 +124,8 @@ static void avx512_dec_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, 
         _mm512_storeu_ps(y + i, deq16(c0, m, s));
         _mm512_storeu_ps(y + i + 16, deq16(c1, m, s));
     }
-    fgq_ref_dec_f32(grp, n, p, y, i);
+    if (i < n)
+        fgq_ref_dec_f32(grp, n, p, y, i);
 }
 
 static inline __m256i to_f16_sat(__m512 y)
@@ -119,11 +134,10 @@ static inline __m256i to_f16_sat(__m512 y)
     return _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
 }
 
-static void avx512_dec_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y)
+static inline void dec_group_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y)
 {
-    float mf, sf;
-    fgq_read_ms(grp, p, &mf, &sf);
-    __m512 m = _mm512_set1_ps(mf), s = _mm512_set1_ps(sf);
+    __m512 m, s;
+    read_ms16(grp, p, &m, &s);
     const uint8_t *codes = grp + p->hdr;
     uint32_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -132,7 +146,32 @@ static void avx512_dec_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, 
         _mm256_storeu_si256((__m256i *)(y + i), to_f16_sat(deq16(c0, m, s)));
         _mm256_storeu_si256((__m256i *)(y + i + 16), to_f16_sat(deq16(c1, m, s)));
     }
-    fgq_ref_dec_f16(grp, n, p, y, i);
+    if (i < n)
+        fgq_ref_dec_f16(grp, n, p, y, i);
+}
+
+static void avx512_dec_f32(const uint8_t *grp, uint64_t n, const fgq_params *p, float *y)
+{
+    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
+        dec_group_f32(grp, p->G, p, y);
+    if (n)
+        dec_group_f32(grp, (uint32_t)n, p, y);
+}
+
+static void avx512_dec_f16(const uint8_t *grp, uint64_t n, const fgq_params *p, uint16_t *y)
+{
+    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
+        dec_group_f16(grp, p->G, p, y);
+    if (n)
+        dec_group_f16(grp, (uint32_t)n, p, y);
+}
+
+static void avx512_f2h_sat(const float *f, uint16_t *h, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i), to_f16_sat(_mm512_loadu_ps(f + i)));
+    fgq_ref_f2h_sat(f + i, h + i, n - i);
 }
 
 static void avx512_h2f(const uint16_t *h, float *f, size_t n)
@@ -154,7 +193,18 @@ static void avx512_f2h(const float *f, uint16_t *h, size_t n)
         h[i] = fgq_f2h(f[i]);
 }
 
+/* The 8x8-transpose kernels of quant_avx2.c (row-groups, tiles) serve here too: every AVX-512
+ * CPU has AVX2, and those kernels are bound by their strided access, not the vector width. */
 const fgq_kernels fgq_kernels_avx512 = {
-    FG_QUANT_ISA_AVX512, avx512_minmax, avx512_codes,  avx512_dec_f32,
-    avx512_dec_f16,      avx512_h2f,    avx512_f2h,
+    .isa = FG_QUANT_ISA_AVX512,
+    .minmax = avx512_minmax,
+    .codes = avx512_codes,
+    .dec_f32 = avx512_dec_f32,
+    .dec_f16 = avx512_dec_f16,
+    .dec_rows_f32 = fgq_avx2_dec_rows_f32,
+    .dec_rows_f16 = fgq_avx2_dec_rows_f16,
+    .h2f = avx512_h2f,
+    .f2h = avx512_f2h,
+    .f2h_sat = avx512_f2h_sat,
+    .transpose = fgq_avx2_transpose,
 };

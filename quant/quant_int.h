@@ -42,11 +42,24 @@ typedef struct fgq_kernels {
     /* Codes of x[0..n) against stored m and s > 0, packed into G*bits/8 bytes at out; the
      * positions n..G-1 get code 0. */
     void (*codes)(const float *x, uint32_t n, float m, float s, const fgq_params *p, uint8_t *out);
-    /* Dequantize the first n positions of the group at grp (header included) into y. */
-    void (*dec_f32)(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y);
-    void (*dec_f16)(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y);
+    /* Dequantize n elements from the consecutive groups starting at grp (a run along a row:
+     * every group full but maybe the last; n <= G is one group) into y[0..n). */
+    void (*dec_f32)(const uint8_t *grp, uint64_t n, const fgq_params *p, float *y);
+    void (*dec_f16)(const uint8_t *grp, uint64_t n, const fgq_params *p, uint16_t *y);
     void (*h2f)(const uint16_t *h, float *f, size_t n);
     void (*f2h)(const float *f, uint16_t *h, size_t n);
+    /* Dequantize a row-group (groups down the rows, along_rows == 1): the groups of columns
+     * 0..cols-1 start at grp (consecutive), each holds nr <= G rows; element (t, c) goes to
+     * y[t * ld + c]. */
+    void (*dec_rows_f32)(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                         float *y, uint64_t ld);
+    void (*dec_rows_f16)(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                         uint16_t *y, uint64_t ld);
+    /* h = f2h(sat16(f)): the F16 output rule. */
+    void (*f2h_sat)(const float *f, uint16_t *h, size_t n);
+    /* dst[j * dstride + i] = src[i * sstride + j] for i < nrows, j < ncols. */
+    void (*transpose)(const float *src, size_t sstride, float *dst, size_t dstride,
+                      uint32_t nrows, uint32_t ncols);
 } fgq_kernels;
 
 extern const fgq_kernels fgq_kernels_ref;
@@ -222,5 +235,21 @@ void fgq_ref_codes(const float *x, uint32_t n, float m, float s, const fgq_param
 void fgq_ref_dec_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y, uint32_t from);
 void fgq_ref_dec_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y,
                      uint32_t from);
+void fgq_ref_transpose(const float *src, size_t sstride, float *dst, size_t dstride,
+                       uint32_t nrows, uint32_t ncols);
+void fgq_ref_f2h_sat(const float *f, uint16_t *h, size_t n);
+/* Rows [t0, t1) x columns [c0, c1) of a row-group, as dec_rows_f32 / dec_rows_f16. */
+void fgq_ref_dec_block_f32(const uint8_t *grp, uint32_t t0, uint32_t t1, uint64_t c0, uint64_t c1,
+                           const fgq_params *p, float *y, uint64_t ld);
+void fgq_ref_dec_block_f16(const uint8_t *grp, uint32_t t0, uint32_t t1, uint64_t c0, uint64_t c1,
+                           const fgq_params *p, uint16_t *y, uint64_t ld);
+#ifdef FG_QUANT_X86
+void fgq_avx2_transpose(const float *src, size_t sstride, float *dst, size_t dstride,
+                        uint32_t nrows, uint32_t ncols);
+void fgq_avx2_dec_rows_f32(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                           float *y, uint64_t ld);
+void fgq_avx2_dec_rows_f16(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                           uint16_t *y, uint64_t ld);
+#endif
 
 #endif

@@ -95,14 +95,76 @@ void fgq_ref_dec_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16
     }
 }
 
-static void ref_dec_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y)
+static void ref_dec_f32(const uint8_t *grp, uint64_t n, const fgq_params *p, float *y)
 {
-    fgq_ref_dec_f32(grp, n, p, y, 0);
+    for (; n; grp += p->gbytes, y += p->G) {
+        uint32_t nn = n < p->G ? (uint32_t)n : p->G;
+        fgq_ref_dec_f32(grp, nn, p, y, 0);
+        n -= nn;
+    }
 }
 
-static void ref_dec_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y)
+static void ref_dec_f16(const uint8_t *grp, uint64_t n, const fgq_params *p, uint16_t *y)
 {
-    fgq_ref_dec_f16(grp, n, p, y, 0);
+    for (; n; grp += p->gbytes, y += p->G) {
+        uint32_t nn = n < p->G ? (uint32_t)n : p->G;
+        fgq_ref_dec_f16(grp, nn, p, y, 0);
+        n -= nn;
+    }
+}
+
+void fgq_ref_transpose(const float *src, size_t sstride, float *dst, size_t dstride,
+                       uint32_t nrows, uint32_t ncols)
+{
+    for (uint32_t i = 0; i < nrows; i++)
+        for (uint32_t j = 0; j < ncols; j++)
+            dst[j * dstride + i] = src[i * sstride + j];
+}
+
+void fgq_ref_dec_block_f32(const uint8_t *grp, uint32_t t0, uint32_t t1, uint64_t c0, uint64_t c1,
+                           const fgq_params *p, float *y, uint64_t ld)
+{
+    for (uint64_t c = c0; c < c1; c++) {
+        const uint8_t *g = grp + c * p->gbytes;
+        float m, s;
+        fgq_read_ms(g, p, &m, &s);
+        for (uint32_t t = t0; t < t1; t++) {
+            float prod = (float)code_at(g + p->hdr, t, p) * s;
+            y[t * ld + c] = m + prod;
+        }
+    }
+}
+
+void fgq_ref_dec_block_f16(const uint8_t *grp, uint32_t t0, uint32_t t1, uint64_t c0, uint64_t c1,
+                           const fgq_params *p, uint16_t *y, uint64_t ld)
+{
+    for (uint64_t c = c0; c < c1; c++) {
+        const uint8_t *g = grp + c * p->gbytes;
+        float m, s;
+        fgq_read_ms(g, p, &m, &s);
+        for (uint32_t t = t0; t < t1; t++) {
+            float prod = (float)code_at(g + p->hdr, t, p) * s;
+            y[t * ld + c] = fgq_f2h(fgq_sat16(m + prod));
+        }
+    }
+}
+
+static void ref_dec_rows_f32(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                             float *y, uint64_t ld)
+{
+    fgq_ref_dec_block_f32(grp, 0, nr, 0, cols, p, y, ld);
+}
+
+static void ref_dec_rows_f16(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
+                             uint16_t *y, uint64_t ld)
+{
+    fgq_ref_dec_block_f16(grp, 0, nr, 0, cols, p, y, ld);
+}
+
+void fgq_ref_f2h_sat(const float *f, uint16_t *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = fgq_f2h(fgq_sat16(f[i]));
 }
 
 static void ref_h2f(const uint16_t *h, float *f, size_t n)
@@ -118,5 +180,15 @@ static void ref_f2h(const float *f, uint16_t *h, size_t n)
 }
 
 const fgq_kernels fgq_kernels_ref = {
-    FG_QUANT_ISA_REF, ref_minmax, ref_codes, ref_dec_f32, ref_dec_f16, ref_h2f, ref_f2h,
+    .isa = FG_QUANT_ISA_REF,
+    .minmax = ref_minmax,
+    .codes = ref_codes,
+    .dec_f32 = ref_dec_f32,
+    .dec_f16 = ref_dec_f16,
+    .dec_rows_f32 = ref_dec_rows_f32,
+    .dec_rows_f16 = ref_dec_rows_f16,
+    .h2f = ref_h2f,
+    .f2h = ref_f2h,
+    .f2h_sat = fgq_ref_f2h_sat,
+    .transpose = fgq_ref_transpose,
 };
