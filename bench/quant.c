@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     c.rows -= c.rows % 256;
     size_t n = c.rows * c.cols;
     c.x = malloc(n * 4), c.out = malloc(n * 4), c.copy_src = malloc(n * 4);
-    c.q = malloc(n + n / 8 + 4096);
+    c.q = malloc(2 * n + 4096); /* >= any Q4/Q8 chunk of n elements (G >= 8) */
     if (!c.x || !c.out || !c.copy_src || !c.q) {
         fprintf(stderr, "bench_quant: out of memory for %zu MiB buffers\n", mb);
         return 1;
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         c.x[i] = (float)((int64_t)(s % 2000001) - 1000000) * 1e-6f;
     }
-    memset(c.out, 1, n * 4), memcpy(c.copy_src, c.x, n * 4), memset(c.q, 0, n + n / 8 + 4096);
+    memset(c.out, 1, n * 4), memcpy(c.copy_src, c.x, n * 4), memset(c.q, 0, 2 * n + 4096);
     printf("bench_quant: [%llu, %llu] f32 (%zu MiB), group %u, best of %d, single thread\n",
            (unsigned long long)c.rows, (unsigned long long)c.cols, n * 4 >> 20, G, c.reps);
     for (int isa = FG_QUANT_ISA_REF; isa <= FG_QUANT_ISA_AVX512; isa++) {

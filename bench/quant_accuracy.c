@@ -84,7 +84,7 @@ int main(int argc, char **argv)
         return 2;
     }
     float *x = malloc(rows * cols * 4), *y = malloc(rows * cols * 4);
-    uint8_t *q = malloc(rows * cols + 8 * (rows + cols) + 4096);
+    uint8_t *q = malloc(rows * cols * 2 + 8 * (rows + cols) + 4096); /* >= any Q8 chunk (G >= 8) */
     if (!x || !y || !q)
         return 1;
     static const char *names[] = {"gauss", "row-outliers", "col-outliers"};
