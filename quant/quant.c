@@ -1,19 +1,23 @@
 /* quant.c - the public quant/ entry points: ISA choice, argument checks, and the walk over a
  * chunk's groups.
  *
- * Kernels (quant_int.h) see one group at a time, contiguous in t. Two walks feed them:
- *  - along_rows == 0: a group is a run of G (or fewer, at a row's end) contiguous elements of a
- *    source row: F32 input is used in place, F16 input is widened into a stack buffer first;
- *  - along_rows == 1: a group is a column segment of G rows. A tile of B columns x G rows
- *    (B * G <= FGQ_TILE floats, on the stack) is transposed into group order, then each column
- *    goes through the same group kernels; decoding transposes back. The tile keeps the strided
- *    accesses in L1 and the kernels unchanged, so both axes are bit-identical across ISAs.
+ * Kernels live in quant_ref.c / quant_avx2.c / quant_avx512.c behind one table (quant_int.h).
+ *  - Quantizing, along_rows == 0: a group is a run of G (or fewer, at a row's end) contiguous
+ *    elements of a source row: F32 input is used in place, F16 input is widened into a stack
+ *    buffer first.
+ *  - Quantizing, along_rows == 1: a group is a column segment of G rows. A tile of B columns x G
+ *    rows (B * G <= FGQ_TILE floats, on the stack) is transposed into group order (8x8 register
+ *    transposes on AVX2), then every column goes through the same per-group kernels, so both axes
+ *    give the same bytes on every ISA.
+ *  - Dequantizing: a whole row of groups per kernel call (along_rows == 0), or a whole row-group
+ *    per call (along_rows == 1), which the SIMD kernels write in 8-row strips of transposed 8x8
+ *    blocks.
  * The per-group stored min/scale always come from fgq_header (scalar, shared). No allocation.
  *
  * ISA choice: fg_quant_isa_default() reads $FG_QUANT_ISA once (benign race: every thread computes
- * the same value) and caps the best ISA the CPU runs (__builtin_cpu_supports checks the OS saves
- * the vector state). Kernels for AVX2/AVX-512 are compiled with per-file target flags, so this
- * library still runs on CPUs without them.
+ * the same value) and caps the best ISA the CPU runs (__builtin_cpu_supports checks that the OS
+ * saves the vector state). AVX2/AVX-512 kernels are compiled with per-file target flags and only
+ * called after that check, so this library still runs on CPUs without them.
  */
 #include <stdlib.h>
 #include <string.h>

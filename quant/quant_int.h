@@ -1,12 +1,13 @@
 /* quant_int.h - private to quant/: group parameters, the per-ISA kernel table, and the scalar
  * pieces every ISA shares (binary16 conversion, the min/scale rounding rule, header reads).
  *
- * Every kernel works on ONE group laid out contiguously (t = 0..G-1); quant.c walks the chunk and
- * gathers/scatters groups that run down the rows through a small stack tile. The per-group
- * header (stored min and scale) is computed by fgq_header for every ISA, so only the min/max
- * reduction and the code arithmetic are vectorised, and both are exact or IEEE-defined: the same
- * bytes come out of every ISA. Files including this are compiled with -ffp-contract=off so no
- * compiler fuses min + code * scale into an FMA behind our back.
+ * Quantization kernels work on ONE group laid out contiguously (t = 0..G-1); quant.c gathers
+ * groups that run down the rows through a small stack tile. Dequantization kernels take a run of
+ * groups along a row, or a whole row-group. The per-group header (stored min and scale) is
+ * computed by fgq_header_calc for every ISA (and on the GPU), so only the min/max reduction and
+ * the code arithmetic are vectorised, and both are exact or IEEE-defined: the same bytes come
+ * out of every ISA. Files including this are compiled with -ffp-contract=off (CUDA: --fmad=false)
+ * so no compiler fuses min + code * scale into an FMA behind our back.
  */
 #ifndef FG_QUANT_INT_H
 #define FG_QUANT_INT_H
