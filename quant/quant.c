@@ -112,9 +112,8 @@ int fg_quant_chunk_bytes(const fg_qview *v, size_t *out, fg_err *err)
     return FG_OK;
 }
 
-/* Check codec, view and dense description; fill the group parameters. */
-static int prepare(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t ld, size_t len,
-                   fgq_params *p, const fgq_kernels **k, fg_quant_isa isa, fg_err *err)
+int fgq_check(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t ld, size_t len,
+              fgq_params *p, fg_err *err)
 {
     fg_codec cc = *c; /* the axis is the view's business (along_rows) */
     cc.group_axis = 0;
@@ -151,6 +150,16 @@ static int prepare(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t
     if (ld != 0 && ld < v->cols)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "quant: row stride %llu < cols %llu",
                           (unsigned long long)ld, (unsigned long long)v->cols);
+    return FG_OK;
+}
+
+/* fgq_check, then the kernels of isa. */
+static int prepare(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t ld, size_t len,
+                   fgq_params *p, const fgq_kernels **k, fg_quant_isa isa, fg_err *err)
+{
+    int rc = fgq_check(c, v, dtype, ld, len, p, err);
+    if (rc)
+        return rc;
     if (!(*k = kernels_for(isa)))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "quant: ISA %s not available on this CPU",
                           fg_quant_isa_name(isa));

@@ -157,37 +157,23 @@ __global__ void encode_kernel(Geo g, const void *src, int f16in, uint8_t *dst, S
 int check_args(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t ld, size_t len,
                Geo *g, fg_err *err)
 {
-    if (c->id != FG_CODEC_Q4 && c->id != FG_CODEC_Q8)
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "quant cuda: codec %s is not quantized",
-                          fg_codec_name(c->id));
-    if (dtype != FG_CODEC_F32 && dtype != FG_CODEC_F16)
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "quant cuda: dense dtype %s (f32 or f16)",
-                          fg_codec_name(dtype));
-    size_t need = 0;
-    int rc = fg_quant_chunk_bytes(v, &need, err);
+    fgq_params p;
+    int rc = fgq_check(c, v, dtype, ld, len, &p, err);
     if (rc)
         return rc;
-    if (len < need)
-        return fg_err_set(err, FG_ERR_SIZE_MISMATCH,
-                          "quant cuda: chunk buffer of %zu bytes, need %zu", len, need);
     g->rows = v->rows;
     g->cols = v->cols;
     g->ld = ld ? ld : v->cols;
     g->n_groups = v->n_groups;
-    g->G = c->group_size;
-    g->bits = c->bits;
-    g->levels = (1u << c->bits) - 1;
-    g->f16scale = c->scale_dtype == FG_SCALE_F16;
-    g->hi_first = c->nibble_order == FG_NIBBLE_HI_FIRST;
-    g->hdr = g->f16scale ? 4 : 8;
-    g->gbytes = g->hdr + g->G * g->bits / 8;
+    g->G = p.G;
+    g->bits = p.bits;
+    g->levels = p.levels;
+    g->f16scale = p.f16scale;
+    g->hi_first = p.hi_first;
+    g->hdr = p.hdr;
+    g->gbytes = p.gbytes;
     g->along_rows = (uint32_t)v->along_rows;
-    g->gpl = (v->cols + g->G - 1) / g->G;
-    if (g->gbytes != v->group_bytes || g->ld < g->cols || (c->bits != 4 && c->bits != 8) ||
-        !g->G || (g->G & (g->G - 1)))
-        return fg_err_set(err, FG_ERR_SIZE_MISMATCH,
-                          "quant cuda: view does not match codec %s group %u",
-                          fg_codec_name(c->id), g->G);
+    g->gpl = (v->cols + p.G - 1) / p.G;
     return FG_OK;
 }
 

@@ -19,6 +19,10 @@
 #include "fg_bytes.h"
 #include "quant.h"
 
+#ifdef __cplusplus
+extern "C" { /* quant_cuda.cu includes this */
+#endif
+
 /* The scalar helpers below are shared with the CUDA kernels (quant_cuda.cu). */
 #ifdef __CUDACC__
 #define FGQ_HD __host__ __device__
@@ -227,6 +231,11 @@ FGQ_HD static inline int fgq_header_calc(float mn, float mx, int f16scale, uint3
     return fgq_finite(*s) ? FG_OK : FG_ERR_QUANT_RANGE;
 }
 
+/* Check a Q4/Q8 codec, its chunk view, the dense dtype (F32/F16), the row stride and the chunk
+ * buffer length; fill *p. Shared by the CPU and CUDA entry points. */
+int fgq_check(const fg_codec *c, const fg_qview *v, uint8_t dtype, uint64_t ld, size_t len,
+              fgq_params *p, fg_err *err);
+
 /* fgq_header_calc, then the stored bytes written little-endian to hdr. */
 int fgq_header(float mn, float mx, const fgq_params *p, float *m, float *s, uint8_t *hdr);
 
@@ -253,4 +262,7 @@ void fgq_avx2_dec_rows_f16(const uint8_t *grp, uint32_t nr, uint64_t cols, const
                            uint16_t *y, uint64_t ld);
 #endif
 
+#ifdef __cplusplus
+}
+#endif
 #endif
