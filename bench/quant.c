@@ -86,7 +86,7 @@ static void run_isa(ctx *c, fg_quant_isa isa, uint32_t G)
         for (int bits = 4; bits <= 8; bits += 4) {
             fg_codec codec = fg_codec_quant((unsigned)bits, G, axis ? 0 : 1);
             fg_qview v;
-            size_t qlen;
+            size_t qlen = 0;
             fg_err err;
             if (fg_codec_qview(&codec, 2, dims, c->rows, &v, &err) ||
                 fg_quant_chunk_bytes(&v, &qlen, &err))

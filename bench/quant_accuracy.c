@@ -48,7 +48,7 @@ static double nmse(const float *x, uint64_t rows, uint64_t cols, unsigned bits, 
     fg_codec c = fg_codec_quant(bits, G, axis0 ? 0 : 1);
     uint64_t dims[2] = {rows, cols};
     fg_qview v;
-    size_t len;
+    size_t len = 0;
     fg_err err;
     if (fg_codec_qview(&c, 2, dims, rows, &v, &err) || fg_quant_chunk_bytes(&v, &len, &err) ||
         fg_quant_encode(&c, &v, x, FG_CODEC_F32, 0, q, len, FG_QUANT_ISA_AUTO, &err) ||
