@@ -14,11 +14,12 @@
  *    blocks.
  * The per-group stored min/scale always come from fgq_header (scalar, shared). No allocation.
  *
- * ISA choice: fg_quant_isa_default() reads $FG_QUANT_ISA once (benign race: every thread computes
+ * ISA choice: fg_quant_isa_default() reads $FG_QUANT_ISA once (racing first calls compute and store
  * the same value) and caps the best ISA the CPU runs (__builtin_cpu_supports checks that the OS
  * saves the vector state). AVX2/AVX-512 kernels are compiled with per-file target flags and only
  * called after that check, so this library still runs on CPUs without them.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef FG_QUANT_X86
@@ -92,10 +93,13 @@ static fg_quant_isa detect_default(void)
 
 fg_quant_isa fg_quant_isa_default(void)
 {
-    static volatile int cached; /* 0 = not yet */
-    if (!cached)
-        cached = detect_default();
-    return (fg_quant_isa)cached;
+    static _Atomic int cached; /* 0 = not yet; racing first calls store the same value */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!v) {
+        v = (int)detect_default();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (fg_quant_isa)v;
 }
 
 static const fgq_kernels *kernels_for(fg_quant_isa isa)
