@@ -5,9 +5,10 @@
  * dequantize Q4 -> F32, Q4 -> F16, Q8 -> F32 (output GB/s), with groups along the contiguous axis
  * ("last") and along axis 0 ("axis0"), printed next to memcpy of the same number of output bytes
  * and the ratio (memcpy runs alternate with the decode runs, so both see the same load). The
- * matrix is [rows, cols] with cols 4096 by default. Buffers are N MiB of F32 output (default 64, well past the caches), so these are
- * memory-bound figures. Each figure is the best of --reps runs (default 5). Single thread.
- * The machine is shared: compare the ratios within one run, not absolute figures across runs.
+ * matrix is [rows, cols], cols 4096 by default; buffers hold N MiB of F32 output (default 64, well
+ * past the caches), so these are memory-bound figures. Each figure is the best of --reps runs
+ * (default 5). Single thread. The machine is shared: compare the ratios within one run, not
+ * absolute figures across runs.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -132,7 +133,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--group"))
             G = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else {
-            fprintf(stderr, "bench_quant: unknown flag %s (--mb N --reps N --cols N --group G --isa NAME)\n", argv[i]);
+            fprintf(stderr, "bench_quant: unknown flag %s (--mb --reps --cols --group --isa)\n",
+                    argv[i]);
             return 2;
         }
     }

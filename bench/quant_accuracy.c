@@ -88,7 +88,8 @@ int main(int argc, char **argv)
     if (!x || !y || !q)
         return 1;
     static const char *names[] = {"gauss", "row-outliers", "col-outliers"};
-    printf("W [%llu out, %llu in] N(0, 0.02^2), group %u, F16 min/scale; NMSE = sum(x-y)^2/sum x^2\n",
+    printf("W [%llu out, %llu in] N(0, 0.02^2), group %u, F16 min/scale; "
+           "NMSE = sum(x-y)^2/sum x^2\n",
            (unsigned long long)rows, (unsigned long long)cols, G);
     printf("| data         | q4 axis 0 | q4 last   | q8 axis 0 | q8 last   |\n");
     printf("|--------------|-----------|-----------|-----------|-----------|\n");

@@ -4,7 +4,7 @@
  * rounding; this header is the C view of it. A quantized chunk is seen through fg_qview
  * (format/fgt.h, fg_codec_qview) as a matrix [rows, cols]:
  *  - along_rows == 0: element (r, c) is position c % G of group (r, c / G); groups stored r outer.
- *  - along_rows == 1: element (r, c) is position r % G of group (r / G, c); groups stored r/G outer.
+ *  - along_rows == 1: element (r, c) is position r % G of group (r / G, c); r/G outer.
  * Each group is: min, scale (codec scale_dtype, F16 or F32), then G codes (Q8: a byte each; Q4:
  * two per byte, nibble order from the codec). x = min + code * scale.
  *

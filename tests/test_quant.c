@@ -135,7 +135,8 @@ static void group_ms(const qcase *q, const uint8_t *chunk, uint64_t g, float *m,
 
 static uint32_t group_code(const qcase *q, const uint8_t *chunk, uint64_t g, uint32_t t)
 {
-    const uint8_t *codes = chunk + g * q->v.group_bytes + (q->c.scale_dtype == FG_SCALE_F16 ? 4 : 8);
+    const uint8_t *codes =
+        chunk + g * q->v.group_bytes + (q->c.scale_dtype == FG_SCALE_F16 ? 4 : 8);
     if (q->c.bits == 8)
         return codes[t];
     uint32_t b = codes[t / 2], hi = (t & 1u) ^ q->c.nibble_order;
