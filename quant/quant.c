@@ -16,8 +16,8 @@
  *
  * ISA choice: fg_quant_isa_default() reads $FG_QUANT_ISA once (racing first calls compute and
  * store the same value) and caps the best ISA the CPU runs (__builtin_cpu_supports checks that
- * the OS saves the vector state). AVX2/AVX-512 kernels are compiled with per-file target flags and only
- * called after that check, so this library still runs on CPUs without them.
+ * the OS saves the vector state). AVX2/AVX-512 kernels are compiled with per-file target flags
+ * and only called after that check, so this library still runs on CPUs without them.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
