@@ -216,16 +216,19 @@ static void avx2_f2h_sat(const float *f, uint16_t *h, size_t n)
 static inline void transpose8_regs(const __m256 r[8], __m256 o[8])
 {
     __m256 t[8], u[8];
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k += 2) {
         t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
         t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
     }
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k += 4) {
         u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
         u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
         u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
         u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) {
         o[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
         o[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
@@ -236,9 +239,11 @@ static inline void transpose8_regs(const __m256 r[8], __m256 o[8])
 static inline void transpose8(const float *src, size_t ss, float *dst, size_t ds)
 {
     __m256 r[8], o[8];
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
         r[k] = _mm256_loadu_ps(src + k * ss);
     transpose8_regs(r, o);
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
         _mm256_storeu_ps(dst + k * ds, o[k]);
 }
@@ -256,74 +261,94 @@ static inline __m128i codes8_at(const uint8_t *codes, uint32_t t0, const fgq_par
     return p->hi_first ? _mm_unpacklo_epi8(hi, lo) : _mm_unpacklo_epi8(lo, hi);
 }
 
-/* Rows t0..t0+7 of columns c0..c0+7 of a row-group, transposed into row order: o[i] holds row
- * t0 + i. Each column is dequantized with its own broadcast min and scale, as the reference. */
-static inline void dec_block8(const uint8_t *grp, uint32_t t0, uint64_t c0, const fgq_params *p,
-                              __m256 o[8])
+/* Codes t0..t0+7 of 8 groups (columns c .. c+7, group stride gb), transposed: o[i] holds the
+ * codes of row t0 + i as floats, one lane per column. */
+static inline __attribute__((always_inline)) void codes_block8(const uint8_t *codes0, uint32_t gb,
+                                                               uint32_t t0, unsigned bits,
+                                                               int hi_first, __m256 o[8])
 {
     __m256 r[8];
-    for (int j = 0; j < 8; j++) {
-        const uint8_t *g = grp + (c0 + (uint64_t)j) * p->gbytes;
-        __m256 m, s;
-        read_ms8(g, p, &m, &s);
-        r[j] = deq8(codes8_at(g + p->hdr, t0, p), m, s);
-    }
+    fgq_params q = {.bits = (uint8_t)bits, .hi_first = (uint8_t)hi_first};
+    #pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        r[j] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes8_at(codes0 + j * gb, t0, &q)));
     transpose8_regs(r, o);
 }
 
-/* Output walks 8-row strips left to right, so the stores run in 8 sequential streams. Blocks of
- * STAGE columns are transposed into a small staging strip and then copied out row by row: with
- * a row stride that is a multiple of 4 KiB (4096 columns, the common case) eight direct 32-byte
- * stores a row apart all land in one L1 set and 4K-alias the code loads, which halved the speed. */
+/* Min and scale of columns [c0, c0 + n) of a row-group, as binary32 arrays (exact). */
+static void ms_arrays(const uint8_t *grp, uint64_t c0, uint32_t n, const fgq_params *p, float *m,
+                      float *s)
+{
+    for (uint32_t j = 0; j < n; j++)
+        fgq_read_ms(grp + (c0 + j) * p->gbytes, p, m + j, s + j);
+}
+
+/* The row-group walk: blocks of STAGE columns; per block the min/scale rows are read once, then
+ * every 8-row strip is computed in row order (y = m[c] + code * s[c], the same per-element
+ * arithmetic as the reference), staged, and copied out row by row: with a row stride that is a
+ * multiple of 4 KiB (4096 columns, the common case) 32-byte stores a row apart all land in one
+ * L1 set and 4K-alias the loads. Specialised per (bits, nibble order, output type). */
 #define STAGE 128u
+
+static inline __attribute__((always_inline)) void
+rows_impl(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p, void *y,
+          uint64_t ld, unsigned bits, int hi_first, int f16)
+{
+    _Alignas(32) float mv[STAGE], sv[STAGE], stage[8][STAGE];
+    uint32_t fr = nr & ~7u;
+    uint64_t fc = cols & ~(uint64_t)7;
+    for (uint64_t b0 = 0; b0 < fc; b0 += STAGE) {
+        uint32_t nb = (uint32_t)(fc - b0 < STAGE ? fc - b0 : STAGE);
+        ms_arrays(grp, b0, nb, p, mv, sv);
+        for (uint32_t t0 = 0; t0 < fr; t0 += 8) {
+            for (uint32_t c = 0; c < nb; c += 8) {
+                __m256 o[8], m = _mm256_load_ps(mv + c), s = _mm256_load_ps(sv + c);
+                codes_block8(grp + (b0 + c) * p->gbytes + p->hdr, p->gbytes, t0, bits, hi_first, o);
+                #pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    _mm256_store_ps(stage[i] + c, _mm256_add_ps(m, _mm256_mul_ps(o[i], s)));
+            }
+            for (int i = 0; i < 8; i++) {
+                uint64_t off = (t0 + i) * ld + b0;
+                for (uint32_t c = 0; c < nb; c += 8) {
+                    __m256 v = _mm256_load_ps(stage[i] + c);
+                    if (f16)
+                        _mm_storeu_si128((__m128i *)((uint16_t *)y + off + c), to_f16_sat(v));
+                    else
+                        _mm256_storeu_ps((float *)y + off + c, v);
+                }
+            }
+        }
+    }
+    if (f16) {
+        fgq_ref_dec_block_f16(grp, 0, fr, fc, cols, p, y, ld);
+        fgq_ref_dec_block_f16(grp, fr, nr, 0, cols, p, y, ld);
+    } else {
+        fgq_ref_dec_block_f32(grp, 0, fr, fc, cols, p, y, ld);
+        fgq_ref_dec_block_f32(grp, fr, nr, 0, cols, p, y, ld);
+    }
+}
 
 void fgq_avx2_dec_rows_f32(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
                            float *y, uint64_t ld)
 {
-    _Alignas(32) float stage[8][STAGE];
-    uint32_t fr = nr & ~7u;
-    uint64_t fc = cols & ~(uint64_t)7;
-    for (uint32_t t0 = 0; t0 < fr; t0 += 8) {
-        for (uint64_t b0 = 0; b0 < fc; b0 += STAGE) {
-            uint32_t nb = (uint32_t)(fc - b0 < STAGE ? fc - b0 : STAGE);
-            for (uint32_t c = 0; c < nb; c += 8) {
-                __m256 o[8];
-                dec_block8(grp, t0, b0 + c, p, o);
-                for (int i = 0; i < 8; i++)
-                    _mm256_storeu_ps(stage[i] + c, o[i]);
-            }
-            for (int i = 0; i < 8; i++)
-                for (uint32_t c = 0; c < nb; c += 8)
-                    _mm256_storeu_ps(y + (t0 + i) * ld + b0 + c, _mm256_load_ps(stage[i] + c));
-        }
-        fgq_ref_dec_block_f32(grp, t0, t0 + 8, fc, cols, p, y, ld);
-    }
-    fgq_ref_dec_block_f32(grp, fr, nr, 0, cols, p, y, ld);
+    if (p->bits == 8)
+        rows_impl(grp, nr, cols, p, y, ld, 8, 0, 0);
+    else if (p->hi_first)
+        rows_impl(grp, nr, cols, p, y, ld, 4, 1, 0);
+    else
+        rows_impl(grp, nr, cols, p, y, ld, 4, 0, 0);
 }
 
 void fgq_avx2_dec_rows_f16(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p,
                            uint16_t *y, uint64_t ld)
 {
-    _Alignas(32) uint16_t stage[8][STAGE];
-    uint32_t fr = nr & ~7u;
-    uint64_t fc = cols & ~(uint64_t)7;
-    for (uint32_t t0 = 0; t0 < fr; t0 += 8) {
-        for (uint64_t b0 = 0; b0 < fc; b0 += STAGE) {
-            uint32_t nb = (uint32_t)(fc - b0 < STAGE ? fc - b0 : STAGE);
-            for (uint32_t c = 0; c < nb; c += 8) {
-                __m256 o[8];
-                dec_block8(grp, t0, b0 + c, p, o);
-                for (int i = 0; i < 8; i++)
-                    _mm_storeu_si128((__m128i *)(stage[i] + c), to_f16_sat(o[i]));
-            }
-            for (int i = 0; i < 8; i++)
-                for (uint32_t c = 0; c < nb; c += 8)
-                    _mm_storeu_si128((__m128i *)(y + (t0 + i) * ld + b0 + c),
-                                     _mm_load_si128((const __m128i *)(stage[i] + c)));
-        }
-        fgq_ref_dec_block_f16(grp, t0, t0 + 8, fc, cols, p, y, ld);
-    }
-    fgq_ref_dec_block_f16(grp, fr, nr, 0, cols, p, y, ld);
+    if (p->bits == 8)
+        rows_impl(grp, nr, cols, p, y, ld, 8, 0, 1);
+    else if (p->hi_first)
+        rows_impl(grp, nr, cols, p, y, ld, 4, 1, 1);
+    else
+        rows_impl(grp, nr, cols, p, y, ld, 4, 0, 1);
 }
 
 void fgq_avx2_transpose(const float *src, size_t sstride, float *dst, size_t dstride,
