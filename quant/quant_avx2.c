@@ -261,18 +261,58 @@ static inline __m128i codes8_at(const uint8_t *codes, uint32_t t0, const fgq_par
     return p->hi_first ? _mm_unpacklo_epi8(hi, lo) : _mm_unpacklo_epi8(lo, hi);
 }
 
+static inline __m256 widen8(__m128i lo8)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo8));
+}
+
 /* Codes t0..t0+7 of 8 groups (columns c .. c+7, group stride gb), transposed: o[i] holds the
- * codes of row t0 + i as floats, one lane per column. */
+ * codes of row t0 + i as floats, one lane per column. The transpose is done on the code bytes
+ * (Q4: on the nibble pairs, which are then split without any interleave), not on floats. */
 static inline __attribute__((always_inline)) void codes_block8(const uint8_t *codes0, uint32_t gb,
                                                                uint32_t t0, unsigned bits,
                                                                int hi_first, __m256 o[8])
 {
-    __m256 r[8];
-    fgq_params q = {.bits = (uint8_t)bits, .hi_first = (uint8_t)hi_first};
-    #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        r[j] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes8_at(codes0 + j * gb, t0, &q)));
-    transpose8_regs(r, o);
+    if (bits == 8) {
+        __m128i a[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            a[j] = _mm_loadl_epi64((const __m128i *)(codes0 + j * gb + t0));
+        __m128i s0 = _mm_unpacklo_epi8(a[0], a[1]), s1 = _mm_unpacklo_epi8(a[2], a[3]);
+        __m128i s2 = _mm_unpacklo_epi8(a[4], a[5]), s3 = _mm_unpacklo_epi8(a[6], a[7]);
+        __m128i u0 = _mm_unpacklo_epi16(s0, s1), u1 = _mm_unpackhi_epi16(s0, s1);
+        __m128i u2 = _mm_unpacklo_epi16(s2, s3), u3 = _mm_unpackhi_epi16(s2, s3);
+        __m128i v[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2),
+                        _mm_unpacklo_epi32(u1, u3), _mm_unpackhi_epi32(u1, u3)};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) { /* v[k]: row 2k in bytes 0-7, row 2k+1 in bytes 8-15 */
+            o[2 * k] = widen8(v[k]);
+            o[2 * k + 1] = widen8(_mm_srli_si128(v[k], 8));
+        }
+        return;
+    }
+    __m128i a[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        int w;
+        memcpy(&w, codes0 + j * gb + t0 / 2, 4);
+        a[j] = _mm_cvtsi32_si128(w);
+    }
+    __m128i q0 = _mm_unpacklo_epi64(_mm_unpacklo_epi32(a[0], a[1]), _mm_unpacklo_epi32(a[2], a[3]));
+    __m128i q1 = _mm_unpacklo_epi64(_mm_unpacklo_epi32(a[4], a[5]), _mm_unpacklo_epi32(a[6], a[7]));
+    const __m128i km = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m128i r0 = _mm_shuffle_epi8(q0, km), r1 = _mm_shuffle_epi8(q1, km); /* dword k: byte k */
+    __m128i x[2] = {_mm_unpacklo_epi32(r0, r1), _mm_unpackhi_epi32(r0, r1)}; /* pairs 0,1 / 2,3 */
+    const __m128i f = _mm_set1_epi8(0x0F);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) { /* x[h]: byte pair 2h in bytes 0-7, pair 2h+1 in bytes 8-15 */
+        __m128i lo = _mm_and_si128(x[h], f), hi = _mm_and_si128(_mm_srli_epi16(x[h], 4), f);
+        __m128i ev = hi_first ? hi : lo, od = hi_first ? lo : hi; /* rows 2i and 2i+1 */
+        o[4 * h] = widen8(ev);
+        o[4 * h + 1] = widen8(od);
+        o[4 * h + 2] = widen8(_mm_srli_si128(ev, 8));
+        o[4 * h + 3] = widen8(_mm_srli_si128(od, 8));
+    }
 }
 
 /* Min and scale of columns [c0, c0 + n) of a row-group, as binary32 arrays (exact). */
