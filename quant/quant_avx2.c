@@ -8,8 +8,12 @@
  *  - dequantization: nibbles split with AND/shift, interleaved with PUNPCKL/HBW into t order,
  *    widened with VPMOVZXBD, converted, then VMULPS and VADDPS (no FMA: m + code*s rounds twice);
  *  - F16 output clamps to +-65504 with MIN/MAX operand order that lets NaN through, then
- *    VCVTPS2PH with round-to-nearest-even.
- * Blocks of 32 elements run here; the tail of a group goes to the scalar reference pieces.
+ *    VCVTPS2PH with round-to-nearest-even;
+ *  - groups down the rows (axis 0): 8 columns x 8 rows at a time, the code bytes transposed with
+ *    unpacks (Q4: the nibble-pair bytes, split afterwards), then y = m[c] + code * s[c] in row
+ *    order with per-column min/scale vectors: the same per-element arithmetic;
+ *  - 8x8 float transposes for the quantizer's column tiles.
+ * Blocks of 32 elements (8x8 blocks on axis 0) run here; tails go to the scalar reference pieces.
  */
 #include <immintrin.h>
 
@@ -246,19 +250,6 @@ static inline void transpose8(const float *src, size_t ss, float *dst, size_t ds
     #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
         _mm256_storeu_ps(dst + k * ds, o[k]);
-}
-
-/* Codes t0..t0+7 of a group (t0 a multiple of 8) as 8 bytes in t order. */
-static inline __m128i codes8_at(const uint8_t *codes, uint32_t t0, const fgq_params *p)
-{
-    if (p->bits == 8)
-        return _mm_loadl_epi64((const __m128i *)(codes + t0));
-    int w;
-    memcpy(&w, codes + t0 / 2, 4);
-    const __m128i f = _mm_set1_epi8(0x0F);
-    __m128i b = _mm_cvtsi32_si128(w);
-    __m128i lo = _mm_and_si128(b, f), hi = _mm_and_si128(_mm_srli_epi16(b, 4), f);
-    return p->hi_first ? _mm_unpacklo_epi8(hi, lo) : _mm_unpacklo_epi8(lo, hi);
 }
 
 static inline __m256 widen8(__m128i lo8)
