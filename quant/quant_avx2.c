@@ -314,42 +314,56 @@ static void ms_arrays(const uint8_t *grp, uint64_t c0, uint32_t n, const fgq_par
         fgq_read_ms(grp + (c0 + j) * p->gbytes, p, m + j, s + j);
 }
 
-/* The row-group walk: blocks of STAGE columns; per block the min/scale rows are read once, then
- * every 8-row strip is computed in row order (y = m[c] + code * s[c], the same per-element
- * arithmetic as the reference), staged, and copied out row by row: with a row stride that is a
- * multiple of 4 KiB (4096 columns, the common case) 32-byte stores a row apart all land in one
- * L1 set and 4K-alias the loads. Specialised per (bits, nibble order, output type). */
-#define STAGE 128u
+/* The row-group walk: blocks of MSBLOCK columns whose min/scale rows are read once; then each
+ * 8-row strip is computed STAGE columns at a time in row order (y = m[c] + code * s[c], the
+ * reference's per-element arithmetic), staged, and copied out row by row, so the output is
+ * written in 8 long sequential runs (with a row stride that is a multiple of 4 KiB, stores a row
+ * apart land in one L1 set and 4K-alias the loads). Specialised per (bits, nibble order, output
+ * type). */
+#define STAGE 128u  /* columns staged per 8-row strip */
+#define MSBLOCK 1024u /* columns whose min/scale rows are read at once (8 KiB) */
+
+/* One 8-row strip of columns [b0, b0 + nb) (nb <= STAGE, a multiple of 8), min/scale from mv/sv
+ * (indexed from the start of the block they were read for). */
+static inline __attribute__((always_inline)) void
+strip_impl(const uint8_t *grp, uint32_t t0, uint64_t b0, uint32_t nb, const float *mv,
+           const float *sv, const fgq_params *p, void *y, uint64_t ld, unsigned bits,
+           int hi_first, int f16)
+{
+    _Alignas(32) float stage[8][STAGE];
+    for (uint32_t c = 0; c < nb; c += 8) {
+        __m256 o[8], m = _mm256_loadu_ps(mv + c), s = _mm256_loadu_ps(sv + c);
+        codes_block8(grp + (b0 + c) * p->gbytes + p->hdr, p->gbytes, t0, bits, hi_first, o);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            _mm256_store_ps(stage[i] + c, _mm256_add_ps(m, _mm256_mul_ps(o[i], s)));
+    }
+    for (int i = 0; i < 8; i++) {
+        uint64_t off = (t0 + i) * ld + b0;
+        for (uint32_t c = 0; c < nb; c += 8) {
+            __m256 v = _mm256_load_ps(stage[i] + c);
+            if (f16)
+                _mm_storeu_si128((__m128i *)((uint16_t *)y + off + c), to_f16_sat(v));
+            else
+                _mm256_storeu_ps((float *)y + off + c, v);
+        }
+    }
+}
 
 static inline __attribute__((always_inline)) void
 rows_impl(const uint8_t *grp, uint32_t nr, uint64_t cols, const fgq_params *p, void *y,
           uint64_t ld, unsigned bits, int hi_first, int f16)
 {
-    _Alignas(32) float mv[STAGE], sv[STAGE], stage[8][STAGE];
+    _Alignas(32) float mv[MSBLOCK], sv[MSBLOCK];
     uint32_t fr = nr & ~7u;
     uint64_t fc = cols & ~(uint64_t)7;
-    for (uint64_t b0 = 0; b0 < fc; b0 += STAGE) {
-        uint32_t nb = (uint32_t)(fc - b0 < STAGE ? fc - b0 : STAGE);
-        ms_arrays(grp, b0, nb, p, mv, sv);
-        for (uint32_t t0 = 0; t0 < fr; t0 += 8) {
-            for (uint32_t c = 0; c < nb; c += 8) {
-                __m256 o[8], m = _mm256_load_ps(mv + c), s = _mm256_load_ps(sv + c);
-                codes_block8(grp + (b0 + c) * p->gbytes + p->hdr, p->gbytes, t0, bits, hi_first, o);
-                #pragma GCC unroll 8
-                for (int i = 0; i < 8; i++)
-                    _mm256_store_ps(stage[i] + c, _mm256_add_ps(m, _mm256_mul_ps(o[i], s)));
-            }
-            for (int i = 0; i < 8; i++) {
-                uint64_t off = (t0 + i) * ld + b0;
-                for (uint32_t c = 0; c < nb; c += 8) {
-                    __m256 v = _mm256_load_ps(stage[i] + c);
-                    if (f16)
-                        _mm_storeu_si128((__m128i *)((uint16_t *)y + off + c), to_f16_sat(v));
-                    else
-                        _mm256_storeu_ps((float *)y + off + c, v);
-                }
-            }
-        }
+    for (uint64_t m0 = 0; m0 < fc; m0 += MSBLOCK) {
+        uint32_t nm = (uint32_t)(fc - m0 < MSBLOCK ? fc - m0 : MSBLOCK);
+        ms_arrays(grp, m0, nm, p, mv, sv);
+        for (uint32_t t0 = 0; t0 < fr; t0 += 8)
+            for (uint32_t b = 0; b < nm; b += STAGE)
+                strip_impl(grp, t0, m0 + b, nm - b < STAGE ? nm - b : STAGE, mv + b, sv + b, p,
+                           y, ld, bits, hi_first, f16);
     }
     if (f16) {
         fgq_ref_dec_block_f16(grp, 0, fr, fc, cols, p, y, ld);
