@@ -255,6 +255,45 @@ START_TEST(test_isa_equals_ref)
 }
 END_TEST
 
+/* Wide and tall matrices: more columns than the axis-0 kernels' staging (128) and min/scale
+ * blocks (1024), and the largest group size down the rows. */
+START_TEST(test_wide_and_tall)
+{
+    static const struct { uint64_t rows, cols; uint32_t G; unsigned axis, bits; } cs[] = {
+        {67, 2085, 32, 0, 4}, {67, 2085, 32, 0, 8}, {64, 1031, 64, 0, 4}, {5, 3001, 256, 1, 4},
+        {4100, 3, 4096, 0, 4}, {4100, 3, 4096, 1, 8},
+    };
+    g_rng = 3;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        qcase q;
+        memset(&q, 0, sizeof q);
+        q.c = fg_codec_quant(cs[i].bits, cs[i].G, cs[i].axis);
+        q.c.nibble_order = i == 2 ? FG_NIBBLE_HI_FIRST : FG_NIBBLE_LO_FIRST;
+        q.rows = cs[i].rows, q.cols = cs[i].cols, q.ld = cs[i].cols + 5;
+        q.dtype = i % 2 ? FG_CODEC_F16 : FG_CODEC_F32;
+        qcase_view(&q);
+        qcase_fill(&q, 0.5f, 0.25f);
+        uint8_t *ref = encode(&q, FG_QUANT_ISA_REF);
+        float *yref = decode(&q, ref, FG_CODEC_F32, q.cols, FG_QUANT_ISA_REF);
+        uint16_t *href = decode(&q, ref, FG_CODEC_F16, q.ld, FG_QUANT_ISA_REF);
+        check_error_bound(&q, ref, yref);
+        for (int k = 1; k < N_ISAS; k++) {
+            if (!isa_ok(k_isas[k]))
+                continue;
+            uint8_t *got = encode(&q, k_isas[k]);
+            ck_assert_msg(memcmp(got, ref, q.qlen) == 0, "case %zu: %s encode differs", i,
+                          fg_quant_isa_name(k_isas[k]));
+            float *y = decode(&q, ref, FG_CODEC_F32, q.cols, k_isas[k]);
+            uint16_t *h = decode(&q, ref, FG_CODEC_F16, q.ld, k_isas[k]);
+            ck_assert_msg(memcmp(y, yref, (size_t)q.rows * q.cols * 4) == 0, "case %zu f32", i);
+            ck_assert_msg(memcmp(h, href, (size_t)q.rows * q.ld * 2) == 0, "case %zu f16", i);
+            free(got), free(y), free(h);
+        }
+        free(ref), free(yref), free(href), free(q.src);
+    }
+}
+END_TEST
+
 /* Random chunk bytes (finite F16 min/scale, random codes) decode identically on every ISA,
  * including values that saturate the F16 output. */
 START_TEST(test_decode_random_bytes)
@@ -631,6 +670,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_isa_equals_ref, 0, 4);
     tcase_add_test(tc, test_decode_random_bytes);
+    tcase_add_test(tc, test_wide_and_tall);
     tcase_add_test(tc, test_f16_conversions);
     tcase_add_test(tc, test_f16_special_values);
     tcase_add_test(tc, test_constant_groups);
