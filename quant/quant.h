@@ -53,7 +53,7 @@ fg_quant_isa fg_quant_isa_default(void);
 int fg_quant_chunk_bytes(const fg_qview *v, size_t *out, fg_err *err);
 
 /* Quantize the dense matrix src [v->rows, v->cols] (src_dtype FG_CODEC_F32 or FG_CODEC_F16, row
- * stride ld elements) into dst (dst_len >= fg_quant_chunk_bytes, fully written: padding codes are
+ * stride ld elements, so src holds (rows - 1) * ld + cols elements) into dst (dst_len >= fg_quant_chunk_bytes, fully written: padding codes are
  * 0). c is the chunk's Q4/Q8 codec and v its view (fg_codec_qview). Caller owns both buffers; no
  * pointer is kept. NaN or Inf anywhere -> FG_ERR_NONFINITE naming the element; a group whose min
  * or scale does not fit the scale dtype -> FG_ERR_QUANT_RANGE; dst is then unspecified. */
@@ -61,8 +61,8 @@ int fg_quant_encode(const fg_codec *c, const fg_qview *v, const void *src, uint8
                     uint64_t ld, void *dst, size_t dst_len, fg_quant_isa isa, fg_err *err);
 
 /* Dequantize chunk bytes src (src_len >= fg_quant_chunk_bytes) into the dense matrix dst [v->rows,
- * v->cols] of dst_dtype FG_CODEC_F32 or FG_CODEC_F16, row stride ld elements; elements between
- * cols and ld are not touched. F16 output is the F32 value rounded to nearest even, saturated to
+ * v->cols] of dst_dtype FG_CODEC_F32 or FG_CODEC_F16, row stride ld elements (dst holds
+ * (rows - 1) * ld + cols elements; those between cols and ld are not touched). F16 output is the F32 value rounded to nearest even, saturated to
  * +-65504 (SPEC). Never fails on chunk content: any bytes decode to finite numbers or +-Inf/NaN
  * exactly as the arithmetic says. */
 int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_t src_len,
