@@ -384,6 +384,16 @@ START_TEST(test_f16_conversions)
         for (uint32_t i = 0; i < N; i++)
             REQUIRE(hgot[i] == href[i], "%s f32 %08x -> %04x, ref %04x",
                           fg_quant_isa_name(k_isas[k]), bits_of(f[i]), hgot[i], href[i]);
+        /* A sweep over the whole binary32 space, every 251st pattern (17 million values). */
+        for (uint64_t base = 0; base < (1ull << 32); base += 251ull * N) {
+            uint32_t n = 0;
+            for (; n < N && base + 251ull * n < (1ull << 32); n++)
+                f[n] = f32_of((uint32_t)(base + 251ull * n));
+            fg_f32_to_f16(f, href, n, FG_QUANT_ISA_REF);
+            fg_f32_to_f16(f, hgot, n, k_isas[k]);
+            REQUIRE(memcmp(href, hgot, n * 2) == 0, "%s f32 -> f16 differs near %08llx",
+                    fg_quant_isa_name(k_isas[k]), (unsigned long long)base);
+        }
         fg_f16_to_f32(all, got, 65536, k_isas[k]);
         for (uint32_t i = 0; i < 65536; i++)
             REQUIRE(bits_of(got[i]) == bits_of(ref[i]), "%s f16 %04x -> %08x, ref %08x",
