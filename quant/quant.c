@@ -226,7 +226,8 @@ static int group_error(int rc, const void *src, uint8_t dtype, uint64_t ld, uint
                                   isnan(x) ? "NaN" : "Inf");
         }
     return fg_err_set(err, rc,
-                      "quant: group at (%llu, %llu): min or scale does not fit the scale dtype",
+                      "quant: group at (%llu, %llu): value range does not fit (min/scale in the "
+                      "scale dtype, top code in binary32)",
                       (unsigned long long)r0, (unsigned long long)c0);
 }
 

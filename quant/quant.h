@@ -56,7 +56,8 @@ int fg_quant_chunk_bytes(const fg_qview *v, size_t *out, fg_err *err);
  * stride ld elements, so src holds (rows - 1) * ld + cols elements) into dst (dst_len >= fg_quant_chunk_bytes, fully written: padding codes are
  * 0). c is the chunk's Q4/Q8 codec and v its view (fg_codec_qview). Caller owns both buffers; no
  * pointer is kept. NaN or Inf anywhere -> FG_ERR_NONFINITE naming the element; a group whose min
- * or scale does not fit the scale dtype -> FG_ERR_QUANT_RANGE; dst is then unspecified. */
+ * or scale does not fit the scale dtype, or whose top code would decode to Inf ->
+ * FG_ERR_QUANT_RANGE naming the group; dst is then unspecified. */
 int fg_quant_encode(const fg_codec *c, const fg_qview *v, const void *src, uint8_t src_dtype,
                     uint64_t ld, void *dst, size_t dst_len, fg_quant_isa isa, fg_err *err);
 

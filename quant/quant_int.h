@@ -228,7 +228,12 @@ FGQ_HD static inline int fgq_header_calc(float mn, float mx, int f16scale, uint3
         *s = fgq_f32_round_up(range / levels);
         *sb = fgq_fbits(*s);
     }
-    return fgq_finite(*s) ? FG_OK : FG_ERR_QUANT_RANGE;
+    if (!fgq_finite(*s))
+        return FG_ERR_QUANT_RANGE;
+    /* The largest code must decode to a finite binary32 (SPEC Q4 step 4). */
+    float top = (float)levels * *s;
+    top = *m + top;
+    return fgq_finite(top) ? FG_OK : FG_ERR_QUANT_RANGE;
 }
 
 /* Check a Q4/Q8 codec, its chunk view, the dense dtype (F32/F16), the row stride and the chunk

@@ -178,7 +178,7 @@ static void check_error_bound(const qcase *q, const uint8_t *chunk, const float 
             uint64_t g = group_of(q, r, c, &t);
             float m, s, x = src_at(q, r, c), got = y[r * q->cols + c];
             group_ms(q, chunk, g, &m, &s);
-            double tol = 0.5 * s + 4.0 * FLT_EPSILON * (fabs(m) + L * s + fabs(x));
+            double tol = 0.5 * s + 4.0 * FLT_EPSILON * (fabs(m) + (double)L * s + fabs(x));
             if (s == 0.0f)
                 tol = 0;
             REQUIRE(fabs((double)x - got) <= tol,
@@ -530,10 +530,13 @@ START_TEST(test_range)
     expect_refusal(&q, FG_ERR_QUANT_RANGE, "(1, 32)");
     x[100] = 0, x[5] = 2e6f; /* scale 2e6/15 > 65504 */
     expect_refusal(&q, FG_ERR_QUANT_RANGE, "(0, 0)");
-    /* F32 scales take the whole binary32 range, even when max - min overflows binary32. */
+    /* F32 scales: a range past FLT_MAX (-3e38 .. 3e38) cannot decode its largest code... */
     q.c.scale_dtype = FG_SCALE_F32;
     qcase_view(&q);
     x[5] = 3e38f, x[6] = -3e38f, x[7] = 1.0f;
+    expect_refusal(&q, FG_ERR_QUANT_RANGE, "(0, 0)");
+    /* ...while a range just below it still quantizes within half a step. */
+    x[5] = 1.6e38f, x[6] = -1.6e38f;
     uint8_t *chunk = encode(&q, FG_QUANT_ISA_REF);
     float *y = decode(&q, chunk, FG_CODEC_F32, q.cols, FG_QUANT_ISA_REF);
     check_error_bound(&q, chunk, y);
