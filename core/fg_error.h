@@ -42,7 +42,7 @@ typedef enum fg_status {
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
     FG_ERR_NONFINITE = -30,   /* quant: NaN or Inf in data to be quantized */
-    FG_ERR_QUANT_RANGE = -31, /* quant: a group's min or scale does not fit the scale dtype */
+    FG_ERR_QUANT_RANGE = -31, /* quant: a group's value range does not fit its min/scale */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320
