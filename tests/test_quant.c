@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fg_bytes.h"
 #include "fgt.h"
@@ -596,9 +598,17 @@ START_TEST(test_isa_selection)
     ck_assert_int_eq(fg_quant_isa_parse("sse9", &isa, &err), FG_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(err.msg, "sse9"));
     ck_assert(fg_quant_isa_supported(FG_QUANT_ISA_REF));
-    /* The forked test process has not resolved AUTO yet: the variable caps it. */
-    setenv("FG_QUANT_ISA", "ref", 1);
-    ck_assert_int_eq(fg_quant_isa_default(), FG_QUANT_ISA_REF);
+    /* AUTO is resolved once per process: check the variable in a fresh child (this also holds
+     * when Check runs without fork mode). */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("FG_QUANT_ISA", "ref", 1);
+        _exit(fg_quant_isa_default() == FG_QUANT_ISA_REF ? 0 : 1);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "FG_QUANT_ISA=ref did not select ref");
     fprintf(stderr, "test_quant: CPU runs avx2=%d avx512=%d\n",
             fg_quant_isa_supported(FG_QUANT_ISA_AVX2), fg_quant_isa_supported(FG_QUANT_ISA_AVX512));
 }
