@@ -296,6 +296,40 @@ START_TEST(test_wide_and_tall)
 }
 END_TEST
 
+/* The worked examples of SPEC "Quantized chunk layout and arithmetic", byte for byte. */
+START_TEST(test_spec_examples)
+{
+    static const float x1[10] = {-1.0f, -0.5f, 0.0f, 0.1f, 0.2f, 0.3f, 0.7f, 2.0f, 3.0f, 3.0f};
+    static const uint8_t b1[16] = {0x00, 0xBC, 0x67, 0x32, 0x20, 0x55, 0x66, 0xF8,
+                                   0x00, 0x42, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    static const float x2[6] = {1, 2, 3, 4, 5, 6};
+    static const uint8_t b2[24] = {0x00, 0x3C, 0x05, 0x24, 0x00, 0x7F, 0xFF, 0, 0, 0, 0, 0,
+                                   0x00, 0x40, 0x05, 0x24, 0x00, 0x7F, 0xFF, 0, 0, 0, 0, 0};
+    for (int k = 0; k < N_ISAS; k++) {
+        if (!isa_ok(k_isas[k]))
+            continue;
+        qcase q;
+        memset(&q, 0, sizeof q);
+        q.c = fg_codec_quant(4, 8, 1);
+        q.rows = 1, q.cols = 10, q.ld = 10, q.dtype = FG_CODEC_F32, q.src = (void *)x1;
+        qcase_view(&q);
+        ck_assert_uint_eq(q.qlen, sizeof b1);
+        uint8_t *got = encode(&q, k_isas[k]);
+        ck_assert_int_eq(memcmp(got, b1, sizeof b1), 0);
+        float *y = decode(&q, got, FG_CODEC_F32, 10, k_isas[k]);
+        ck_assert(y[1] == -1.0f + 2 * 0.2001953125f && y[9] == 3.0f);
+        free(got), free(y);
+        q.c = fg_codec_quant(8, 8, 0);
+        q.rows = 3, q.cols = 2, q.ld = 2, q.src = (void *)x2;
+        qcase_view(&q);
+        ck_assert_uint_eq(q.qlen, sizeof b2);
+        got = encode(&q, k_isas[k]);
+        ck_assert_int_eq(memcmp(got, b2, sizeof b2), 0);
+        free(got);
+    }
+}
+END_TEST
+
 /* Random chunk bytes (finite F16 min/scale, random codes) decode identically on every ISA,
  * including values that saturate the F16 output. */
 START_TEST(test_decode_random_bytes)
@@ -694,6 +728,7 @@ int main(void)
     tcase_add_loop_test(tc, test_isa_equals_ref, 0, 4);
     tcase_add_test(tc, test_decode_random_bytes);
     tcase_add_test(tc, test_wide_and_tall);
+    tcase_add_test(tc, test_spec_examples);
     tcase_add_test(tc, test_f16_conversions);
     tcase_add_test(tc, test_f16_special_values);
     tcase_add_test(tc, test_constant_groups);
