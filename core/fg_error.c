@@ -34,6 +34,8 @@ const char *fg_strerror(int code)
     case FG_ERR_NO_SPACE: return "no space left";
     case FG_ERR_CORRUPT: return "corrupt structure";
     /* module ranges (see fg_error.h): add each new code here */
+    case FG_ERR_NONFINITE: return "NaN or Inf in data to quantize";
+    case FG_ERR_QUANT_RANGE: return "value range does not fit the quantization scale dtype";
     case FG_ERR_STORE_NOT_STORE: return "not an fg store";
     case FG_ERR_STORE_FOREIGN: return "file belongs to another store";
     case FG_ERR_STORE_MISSING: return "file listed in the catalog is missing";

@@ -41,6 +41,8 @@ typedef enum fg_status {
     /* Codes specific to one module live in its range, so modules grow without collisions:
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
+    FG_ERR_NONFINITE = -30,   /* quant: NaN or Inf in data to be quantized */
+    FG_ERR_QUANT_RANGE = -31, /* quant: a group's value range does not fit its min/scale */
     /* store/ (-40..-49) */
     FG_ERR_STORE_NOT_STORE = -40, /* directory is not an fg store (no valid store.id) */
     FG_ERR_STORE_FOREIGN = -41,   /* a file carries another store's id, or a kind/name not ours */
