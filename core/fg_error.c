@@ -34,6 +34,8 @@ const char *fg_strerror(int code)
     case FG_ERR_NO_SPACE: return "no space left";
     case FG_ERR_CORRUPT: return "corrupt structure";
     /* module ranges (see fg_error.h): add each new code here */
+    case FG_ERR_DISALLOWED: return "refused by the input policy";
+    case FG_ERR_NONFINITE: return "non-finite value after conversion";
     default: return "unknown error";
     }
 }

@@ -41,6 +41,9 @@ typedef enum fg_status {
     /* Codes specific to one module live in its range, so modules grow without collisions:
      * quant -30..-39, store -40..-49, pager -50..-59, compute -60..-69, convert/text -70..-79,
      * tools and jobs -80..-89. */
+    FG_ERR_DISALLOWED = -75,  /* convert: input reaches for something refused by policy
+                               * (pickle global/opcode, compressed zip entry) */
+    FG_ERR_NONFINITE = -76,   /* convert: a value is not finite after dtype conversion */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320
