@@ -47,7 +47,8 @@ typedef struct val {
     char *s;          /* V_STR (NUL-terminated copy), V_STORAGE: key */
     size_t slen;
     struct val **items; /* V_TUPLE, V_LIST; V_DICT: k0, v0, k1, v1, ... */
-    uint64_t n, cap;
+    uint64_t n;
+    size_t cap;
     struct val *storage; /* V_TENSOR */
     uint64_t numel;      /* V_STORAGE */
     uint64_t offset;     /* V_TENSOR: storage offset (elements) */
@@ -150,9 +151,11 @@ static int pop_mark(um *u, size_t *first)
 
 static int add_items(um *u, val *c, val **items, size_t k)
 {
+    if (k == 0)
+        return FG_OK;
     if (u->n_items + k > CK_PKL_MAX_OBJECTS)
         return fail(u, FG_ERR_LIMIT, "too many container items");
-    if (grow((void **)&c->items, (size_t *)&c->cap, c->n + k, sizeof *c->items, CK_PKL_MAX_OBJECTS))
+    if (grow((void **)&c->items, &c->cap, c->n + k, sizeof *c->items, CK_PKL_MAX_OBJECTS))
         return fail(u, FG_ERR_NOMEM, "out of memory for container items");
     memcpy(c->items + c->n, items, k * sizeof *items);
     c->n += k;
@@ -377,21 +380,35 @@ static int op_persid(um *u)
     return push(u, s);
 }
 
+static size_t cur_floor(const um *u) { return u->n_marks ? u->marks[u->n_marks - 1] : 0; }
+
+/* Pop the operands of SETITEM(S)/APPEND(S): with a mark (many) everything above it, else the
+ * top `k`; the container sits right below them and above the (remaining) mark floor, as in
+ * Python's unpickler where a mark hides everything under it. */
+static int container_args(um *u, int many, size_t k, size_t *first)
+{
+    if (many) {
+        int rc = pop_mark(u, first);
+        if (rc)
+            return rc;
+    } else {
+        if (u->sp < cur_floor(u) + k)
+            return fail(u, FG_ERR_CORRUPT, "stack underflow");
+        *first = u->sp - k;
+    }
+    if (*first <= cur_floor(u))
+        return fail(u, FG_ERR_CORRUPT, "SETITEM(S)/APPEND(S) without a container below");
+    return FG_OK;
+}
+
 static int op_setitems(um *u, int many)
 {
     size_t first = 0;
-    int rc;
-    if (many) {
-        if ((rc = pop_mark(u, &first)))
-            return rc;
-    } else {
-        first = u->sp >= 2 ? u->sp - 2 : 0;
-        size_t floor = u->n_marks ? u->marks[u->n_marks - 1] : 0;
-        if (u->sp < floor + 2)
-            return fail(u, FG_ERR_CORRUPT, "stack underflow");
-    }
-    if (first == 0 || ((u->sp - first) & 1))
-        return fail(u, FG_ERR_CORRUPT, "SETITEM(S) without a dict and key/value pairs");
+    int rc = container_args(u, many, 2, &first);
+    if (rc)
+        return rc;
+    if ((u->sp - first) & 1)
+        return fail(u, FG_ERR_CORRUPT, "SETITEMS with an odd number of keys and values");
     val *d = u->stack[first - 1];
     if (d->type != V_DICT)
         return fail(u, FG_ERR_CORRUPT, "SETITEM(S) on a non-dict");
@@ -403,17 +420,10 @@ static int op_setitems(um *u, int many)
 static int op_appends(um *u, int many)
 {
     size_t first = 0;
-    int rc;
-    if (many) {
-        if ((rc = pop_mark(u, &first)))
-            return rc;
-    } else {
-        size_t floor = u->n_marks ? u->marks[u->n_marks - 1] : 0;
-        if (u->sp < floor + 2)
-            return fail(u, FG_ERR_CORRUPT, "stack underflow");
-        first = u->sp - 1;
-    }
-    if (first == 0 || u->stack[first - 1]->type != V_LIST)
+    int rc = container_args(u, many, 1, &first);
+    if (rc)
+        return rc;
+    if (u->stack[first - 1]->type != V_LIST)
         return fail(u, FG_ERR_CORRUPT, "APPEND(S) on a non-list");
     rc = add_items(u, u->stack[first - 1], u->stack + first, u->sp - first);
     u->sp = first;
