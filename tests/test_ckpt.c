@@ -159,6 +159,7 @@ START_TEST(torch_single_sharded_zip64)
     check_expected("bin_single");
     check_expected("bin_sharded");
     check_expected("bin_zip64");
+    check_expected("bin_proto4");
     fg_ckpt *ck = open_ok("bin_single");
     ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH);
     uint32_t a, b;
@@ -212,6 +213,8 @@ START_TEST(bad_files_get_exact_errors)
     expect_fail("bad_bin_compressed", FG_ERR_DISALLOWED, "/data/0 is compressed (method 8)");
     expect_fail("bad_bin_global", FG_ERR_DISALLOWED, "pickle reaches for disallowed global "
                 "posix.system");
+    expect_fail("bad_bin_eval", FG_ERR_DISALLOWED, "pickle reaches for disallowed global "
+                "builtins.eval");
     expect_fail("bad_bin_noncontig", FG_ERR_UNSUPPORTED, "tensor wt has non-contiguous strides");
     expect_fail("bad_bin_short_storage", FG_ERR_SIZE_MISMATCH, "holds 20 bytes, the pickle says 6 "
                 "elements of F32");
