@@ -289,7 +289,8 @@ static int scan_npy(const char *dir, char ***out, uint32_t *n, fg_err *err)
         free(p);
     }
     closedir(d);
-    qsort(v, m, sizeof *v, cmp_str);
+    if (m)
+        qsort(v, m, sizeof *v, cmp_str);
     *out = v;
     *n = m;
     return rc;

@@ -114,8 +114,10 @@ static int cmp_off(const void *a, const void *b)
 /* Sort the tensors added since `first` by offset and refuse intersecting ranges. */
 static int st_check_overlap(const char *label, ck_list *out, uint32_t first, fg_err *err)
 {
-    fg_ckpt_tensor *t = out->t + first;
     uint32_t n = out->n - first;
+    if (n == 0)
+        return FG_OK;
+    fg_ckpt_tensor *t = out->t + first;
     qsort(t, n, sizeof *t, cmp_off);
     const fg_ckpt_tensor *prev = NULL;
     for (uint32_t i = 0; i < n; i++) {
