@@ -175,7 +175,7 @@ static int make_tuple(um *u, size_t first)
     val *t = newval(u, V_TUPLE);
     if (!t)
         return u->err ? u->err->code : FG_ERR_NOMEM;
-    int rc = add_items(u, t, u->stack + first, u->sp - first);
+    int rc = u->sp > first ? add_items(u, t, u->stack + first, u->sp - first) : FG_OK;
     u->sp = first;
     return rc ? rc : push(u, t);
 }
