@@ -25,7 +25,10 @@
  * OrderedDict's _metadata state) and ignored. The result must be a dict of str -> tensor.
  *
  * Bounds: stack and mark depth <= CK_PKL_MAX_STACK, memo index < min(CK_PKL_MAX_MEMO, input
- * length), live objects <= CK_PKL_MAX_OBJECTS, container items bounded by the objects limit.
+ * length), objects <= CK_PKL_MAX_OBJECTS (each opcode makes at most one, so also <= input
+ * length), container items <= CK_PKL_MAX_OBJECTS. An object is ~100 bytes (tensors carry a
+ * separate shape record), so the worst case is about 0.5 GiB; a real state dict of N tensors
+ * makes about 15 N objects.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -52,9 +55,13 @@ typedef struct val {
     struct val *storage; /* V_TENSOR */
     uint64_t numel;      /* V_STORAGE */
     uint64_t offset;     /* V_TENSOR: storage offset (elements) */
+    struct tshape *shape; /* V_TENSOR (owned) */
+} val;
+
+typedef struct tshape {
     uint32_t n_dims;
     uint64_t size[FG_CKPT_MAX_DIMS], stride[FG_CKPT_MAX_DIMS];
-} val;
+} tshape;
 
 typedef struct um {
     const uint8_t *p;
@@ -320,11 +327,13 @@ static int rebuild_tensor(um *u, const val *args)
     val *t = newval(u, V_TENSOR);
     if (!t)
         return u->err ? u->err->code : FG_ERR_NOMEM;
+    if (!(t->shape = calloc(1, sizeof *t->shape)))
+        return fail(u, FG_ERR_NOMEM, "out of memory");
     uint32_t nd_stride;
-    int rc = get_dims(u, args->items[2], &t->n_dims, t->size);
-    if (rc || (rc = get_dims(u, args->items[3], &nd_stride, t->stride)))
+    int rc = get_dims(u, args->items[2], &t->shape->n_dims, t->shape->size);
+    if (rc || (rc = get_dims(u, args->items[3], &nd_stride, t->shape->stride)))
         return rc;
-    if (nd_stride != t->n_dims)
+    if (nd_stride != t->shape->n_dims)
         return fail(u, FG_ERR_CORRUPT, "tensor size and stride have different lengths");
     t->storage = st;
     t->dtype = st->dtype;
@@ -582,9 +591,9 @@ static int collect(um *u, const val *d, ck_pkl_result *out)
         o->dtype = t->dtype;
         o->storage_numel = t->storage->numel;
         o->storage_offset = t->offset;
-        o->n_dims = t->n_dims;
-        memcpy(o->size, t->size, sizeof o->size);
-        memcpy(o->stride, t->stride, sizeof o->stride);
+        o->n_dims = t->shape->n_dims;
+        memcpy(o->size, t->shape->size, sizeof o->size);
+        memcpy(o->stride, t->shape->stride, sizeof o->stride);
     }
     return FG_OK;
 }
@@ -595,6 +604,7 @@ static void um_free(um *u)
         if (u->reg[i]->type == V_STR)
             free(u->reg[i]->s);
         free(u->reg[i]->items);
+        free(u->reg[i]->shape);
         free(u->reg[i]);
     }
     free(u->reg);
