@@ -55,6 +55,7 @@ const char *fg_strerror(int code)
     case FG_ERR_TOK_MERGES: return "invalid tokenizer merges";
     case FG_ERR_TOK_CONFIG: return "invalid tokenizer config";
     case FG_ERR_TOK_BAD_ID: return "token id not in vocabulary";
+    case FG_ERR_DISALLOWED: return "refused by the input policy";
     default: return "unknown error";
     }
 }

@@ -59,6 +59,9 @@ typedef enum fg_status {
     FG_ERR_TOK_MERGES = -72,  /* merges.txt line malformed or naming a token not in the vocab */
     FG_ERR_TOK_CONFIG = -73,  /* tokenizer_config.json / special_tokens_map.json field invalid */
     FG_ERR_TOK_BAD_ID = -74,  /* token id outside the vocabulary (decode) */
+    /* convert (-75..-79; the tokenizer has -70..-74) */
+    FG_ERR_DISALLOWED = -75,  /* convert: input reaches for something refused by policy
+                               * (pickle global/opcode, compressed zip entry) */
 } fg_status;
 
 #define FG_ERR_MSG_MAX 320

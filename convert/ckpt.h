@@ -1,0 +1,130 @@
+/* ckpt.h - read-only access to a model checkpoint directory, whatever format wrote it.
+ *
+ * A checkpoint source (fg_ckpt) is a directory holding one of:
+ *   - model.safetensors                                   (FG_CKPT_SAFETENSORS)
+ *   - model.safetensors.index.json + the shards it names  (FG_CKPT_SAFETENSORS_SHARDED)
+ *   - pytorch_model.bin (torch.save zip archive)          (FG_CKPT_TORCH)
+ *   - pytorch_model.bin.index.json + the shards it names  (FG_CKPT_TORCH_SHARDED)
+ *   - one .npy-format file per tensor, named by its state-dict key, with or without the
+ *     ".npy" suffix, as FlexGen's download_opt_weights writes them     (FG_CKPT_NUMPY)
+ * Detection tries them in that order (the index files win over a single file).
+ *
+ * fg_ckpt_open parses every header (safetensors JSON, zip central directory + restricted
+ * unpickler, .npy header) and validates every tensor's extent against its file before it
+ * returns; after that, each tensor is a contiguous row-major run of bytes in one source file,
+ * described by fg_ckpt_tensor. fg_ckpt_read preads any element range of it in the source
+ * dtype, so a converter streams a tensor in pieces: memory held by an open fg_ckpt is the
+ * tensor table and names (O(number of tensors)), never tensor data. No mmap is used.
+ *
+ * Threads: an open fg_ckpt is immutable; any number of threads may call the const functions
+ * (fg_ckpt_read included: it uses pread on descriptors opened once) at the same time.
+ * Errors: every fallible call returns an fg_status and fills err with one line naming the
+ * file (and tensor) at fault. SPEC section "Checkpoint inputs" lists every rule and limit.
+ */
+#ifndef FG_CKPT_H
+#define FG_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fg_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FG_CKPT_MAX_DIMS 8u
+#define FG_CKPT_MAX_NAME 512u      /* bytes in a tensor name */
+#define FG_CKPT_MAX_TENSORS (1u << 20)
+#define FG_CKPT_MAX_FILES 4096u    /* shard files (or .npy files) in one checkpoint */
+
+typedef enum fg_ckpt_kind {
+    FG_CKPT_SAFETENSORS = 1,
+    FG_CKPT_SAFETENSORS_SHARDED = 2,
+    FG_CKPT_TORCH = 3,
+    FG_CKPT_TORCH_SHARDED = 4,
+    FG_CKPT_NUMPY = 5,
+} fg_ckpt_kind;
+
+/* Source element types. F64 and I64 are listed (a checkpoint holding them still opens) but
+ * fg_ckpt_to_f16 refuses them; everything else is refused at open. */
+typedef enum fg_ckpt_dtype {
+    FG_CKPT_F32 = 1,
+    FG_CKPT_F16 = 2,
+    FG_CKPT_BF16 = 3,
+    FG_CKPT_F64 = 4,
+    FG_CKPT_I64 = 5,
+} fg_ckpt_dtype;
+
+/* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,
+ * starting at byte `offset` of file `file` (index into fg_ckpt_file_path). All strings are
+ * owned by the fg_ckpt and stay valid until fg_ckpt_close. */
+typedef struct fg_ckpt_tensor {
+    const char *name;      /* key as stored in the checkpoint (e.g. "model.decoder.layers.0.fc1.weight") */
+    uint8_t dtype;         /* fg_ckpt_dtype */
+    uint32_t n_dims;       /* 0 (scalar) .. FG_CKPT_MAX_DIMS */
+    uint64_t dims[FG_CKPT_MAX_DIMS]; /* dims[0] is the slowest-varying; unused entries are 0 */
+    uint64_t n_elements;   /* product of dims (1 for a scalar) */
+    uint32_t file;         /* source file index */
+    const char *path;      /* == fg_ckpt_file_path(ck, file) */
+    uint64_t offset;       /* byte offset of element 0 in that file */
+    uint64_t length;       /* n_elements * fg_ckpt_dtype_size(dtype) */
+} fg_ckpt_tensor;
+
+typedef struct fg_ckpt fg_ckpt;
+
+/* Detect the format of directory `dir`, open and validate it. On success *out is owned by the
+ * caller until fg_ckpt_close. Tensors are listed in file order (shards in index order). */
+int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err);
+
+/* Close every descriptor and free everything (NULL accepted). */
+void fg_ckpt_close(fg_ckpt *ck);
+
+fg_ckpt_kind fg_ckpt_kind_of(const fg_ckpt *ck);
+const char *fg_ckpt_dir(const fg_ckpt *ck); /* the directory given to fg_ckpt_open */
+const char *fg_ckpt_kind_name(fg_ckpt_kind kind); /* "safetensors", "torch-sharded", ... */
+
+uint32_t fg_ckpt_count(const fg_ckpt *ck);
+/* Tensor i in [0, count); NULL when out of range. The pointer lives until close. */
+const fg_ckpt_tensor *fg_ckpt_tensor_at(const fg_ckpt *ck, uint32_t i);
+/* Index of the tensor named `name`: FG_OK, or FG_ERR_NOT_FOUND. O(log n). */
+int fg_ckpt_find(const fg_ckpt *ck, const char *name, uint32_t *index);
+
+/* Source files (shards, or the single file, or every .npy file). */
+uint32_t fg_ckpt_file_count(const fg_ckpt *ck);
+const char *fg_ckpt_file_path(const fg_ckpt *ck, uint32_t file); /* NULL when out of range */
+uint64_t fg_ckpt_file_size(const fg_ckpt *ck, uint32_t file);
+
+/* XXH3-64 of the whole source file `file`, streamed through a bounded buffer (provenance). */
+int fg_ckpt_file_xxh3(const fg_ckpt *ck, uint32_t file, uint64_t *out, fg_err *err);
+/* Same for any path (used by tools for config.json, vocab.json ...). */
+int fg_ckpt_hash_path(const char *path, uint64_t *out, fg_err *err);
+
+/* safetensors "__metadata__" string pairs (all shards together, first wins); 0 for other
+ * kinds. Strings owned by ck. */
+uint32_t fg_ckpt_meta_count(const fg_ckpt *ck);
+int fg_ckpt_meta(const fg_ckpt *ck, uint32_t i, const char **key, const char **value);
+
+/* Copy elements [first_elem, first_elem + n_elems) of tensor i, in its source dtype (raw
+ * little-endian bytes), into dst (n_elems * dtype size bytes, caller-owned). A short read
+ * (file truncated after open) is FG_ERR_TRUNCATED naming the file and tensor. */
+int fg_ckpt_read(const fg_ckpt *ck, uint32_t i, uint64_t first_elem, uint64_t n_elems, void *dst,
+                 fg_err *err);
+
+size_t fg_ckpt_dtype_size(uint8_t dtype);      /* 0 for an unknown dtype */
+const char *fg_ckpt_dtype_name(uint8_t dtype); /* "F32", "BF16", ...; "?" when unknown */
+
+/* Convert n source elements of dtype (F32, BF16 or F16) to IEEE half, rounding to nearest
+ * even. Returns FG_OK when every result is finite; otherwise converts everything anyway and
+ * returns FG_ERR_NONFINITE with *first_bad (when non-NULL) set to the index of the first
+ * non-finite result (overflow to inf, or a NaN/inf input) so the caller can name the tensor
+ * and element. F64/I64 -> FG_ERR_UNSUPPORTED (nothing written). */
+int fg_ckpt_to_f16(uint8_t dtype, const void *src, size_t n, uint16_t *dst, size_t *first_bad);
+
+/* Scalar helpers behind fg_ckpt_to_f16 (exposed for tests and other modules). */
+float fg_ckpt_bf16_to_f32(uint16_t b); /* F16 <-> F32: quant.h's fg_*_to_*_1 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

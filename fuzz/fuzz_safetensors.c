@@ -1,0 +1,22 @@
+/* fuzz_safetensors.c - libFuzzer target for the safetensors header parser: the input is a whole
+ * .safetensors file in memory; every tensor the parser accepts is checked to lie inside it. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "ckpt_int.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ck_src src = {.mem = data, .fd = -1, .size = size, .label = "fuzz.safetensors"};
+    ck_list l = {0};
+    fg_err err;
+    if (ck_st_parse(&src, &l, &err) == FG_OK) {
+        for (uint32_t i = 0; i < l.n; i++)
+            if (l.t[i].offset > size || l.t[i].length > size - l.t[i].offset)
+                abort(); /* the parser promised every extent is inside the file */
+    }
+    ck_list_free(&l);
+    return 0;
+}

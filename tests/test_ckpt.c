@@ -1,0 +1,473 @@
+/* test_ckpt.c - the checkpoint reader against files written by safetensors, torch.save, numpy
+ * and transformers (tests/fixtures/ckpt, made by tests/fixtures/make_ckpt_fixtures.py): names,
+ * shapes, dtypes and values of every tensor read in pieces, F16 conversion bit-exact against
+ * torch's .half(), one exact error per bad file, the OPT config and tensor-set checks. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckpt.h"
+#include "quant.h"
+#include "fg_bytes.h"
+#include "opt_config.h"
+#include "testutil.h"
+
+#ifndef FG_CKPT_FIXTURES
+#error "FG_CKPT_FIXTURES must name tests/fixtures/ckpt"
+#endif
+
+static void setup(void) { tu_tmpdir_create(); }
+static void teardown(void) { tu_tmpdir_remove(); }
+
+static const char *fx(const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", FG_CKPT_FIXTURES, name);
+    return buf[k];
+}
+
+static fg_ckpt *open_ok(const char *name)
+{
+    fg_ckpt *ck;
+    fg_err err;
+    int rc = fg_ckpt_open(fx(name), &ck, &err);
+    ck_assert_msg(rc == FG_OK, "%s: %s", name, err.msg);
+    return ck;
+}
+
+static double elem(uint8_t dtype, const uint8_t *p)
+{
+    uint32_t x;
+    float f;
+    double d;
+    switch (dtype) {
+    case FG_CKPT_F32: x = fg_le32(p); memcpy(&f, &x, 4); return f;
+    case FG_CKPT_F16: return fg_f16_to_f32_1(fg_le16(p));
+    case FG_CKPT_BF16: return fg_ckpt_bf16_to_f32(fg_le16(p));
+    case FG_CKPT_F64: { uint64_t y = fg_le64(p); memcpy(&d, &y, 8); return d; }
+    case FG_CKPT_I64: return (double)(int64_t)fg_le64(p);
+    }
+    ck_abort_msg("bad dtype %u", dtype);
+    return 0;
+}
+
+static uint8_t dtype_of(const char *s)
+{
+    for (uint8_t d = 1; d <= 5; d++)
+        if (strcmp(fg_ckpt_dtype_name(d), s) == 0)
+            return d;
+    ck_abort_msg("dtype %s", s);
+    return 0;
+}
+
+/* Read tensor i in pieces of `step` elements; compare with the recorded values and f16 bits. */
+static void check_values(const fg_ckpt *ck, uint32_t i, json_t *exp, uint64_t step)
+{
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    json_t *vals = json_object_get(exp, "values"), *bits = json_object_get(exp, "f16_bits");
+    ck_assert_uint_eq(json_array_size(vals), t->n_elements);
+    size_t el = fg_ckpt_dtype_size(t->dtype);
+    uint8_t *buf = malloc(step * el);
+    uint16_t *h = malloc(step * sizeof *h);
+    fg_err err;
+    for (uint64_t at = 0; at < t->n_elements; at += step) {
+        uint64_t n = t->n_elements - at < step ? t->n_elements - at : step;
+        ck_assert_msg(fg_ckpt_read(ck, i, at, n, buf, &err) == FG_OK, "%s", err.msg);
+        for (uint64_t k = 0; k < n; k++)
+            ck_assert_msg(elem(t->dtype, buf + k * el) == json_real_value(json_array_get(vals, at + k))
+                              || elem(t->dtype, buf + k * el) ==
+                                     (double)json_integer_value(json_array_get(vals, at + k)),
+                          "%s[%llu]", t->name, (unsigned long long)(at + k));
+        if (t->dtype == FG_CKPT_F64 || t->dtype == FG_CKPT_I64) {
+            ck_assert_int_eq(fg_ckpt_to_f16(t->dtype, buf, n, h, NULL), FG_ERR_UNSUPPORTED);
+            continue;
+        }
+        size_t bad;
+        int rc = fg_ckpt_to_f16(t->dtype, buf, n, h, &bad);
+        for (uint64_t k = 0; k < n; k++)
+            ck_assert_msg(h[k] == json_integer_value(json_array_get(bits, at + k)),
+                          "%s[%llu]: f16 %04x, torch %04llx", t->name, (unsigned long long)(at + k),
+                          h[k], (unsigned long long)json_integer_value(json_array_get(bits, at + k)));
+        ck_assert_int_eq(rc, bad < n ? FG_ERR_NONFINITE : FG_OK);
+    }
+    free(buf);
+    free(h);
+}
+
+/* Every tensor of expected.json present with its dtype, shape and values, and nothing else. */
+static void check_expected(const char *name)
+{
+    fg_ckpt *ck = open_ok(name);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/expected.json", fx(name));
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je), *ts = json_object_get(root, "tensors");
+    ck_assert_msg(root != NULL, "%s: %s", path, je.text);
+    ck_assert_uint_eq(fg_ckpt_count(ck), json_object_size(ts));
+    const char *key;
+    json_t *exp;
+    json_object_foreach(ts, key, exp) {
+        uint32_t i;
+        ck_assert_msg(fg_ckpt_find(ck, key, &i) == FG_OK, "%s: %s missing", name, key);
+        const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+        ck_assert_str_eq(t->name, key);
+        ck_assert_uint_eq(t->dtype, dtype_of(json_string_value(json_object_get(exp, "dtype"))));
+        json_t *shape = json_object_get(exp, "shape");
+        ck_assert_uint_eq(t->n_dims, json_array_size(shape));
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            ck_assert_uint_eq(t->dims[d], json_integer_value(json_array_get(shape, d)));
+        ck_assert_uint_eq(t->length, t->n_elements * fg_ckpt_dtype_size(t->dtype));
+        ck_assert_ptr_eq(t->path, fg_ckpt_file_path(ck, t->file));
+        ck_assert(t->offset + t->length <= fg_ckpt_file_size(ck, t->file));
+        check_values(ck, i, exp, 3);
+        check_values(ck, i, exp, t->n_elements ? t->n_elements : 1);
+    }
+    json_decref(root);
+    fg_ckpt_close(ck);
+}
+
+START_TEST(safetensors_single_and_sharded)
+{
+    check_expected("st_single");
+    check_expected("st_sharded");
+    fg_ckpt *ck = open_ok("st_single");
+    ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_SAFETENSORS);
+    ck_assert_uint_eq(fg_ckpt_meta_count(ck), 1);
+    const char *k, *v;
+    ck_assert_int_eq(fg_ckpt_meta(ck, 0, &k, &v), FG_OK);
+    ck_assert_str_eq(k, "format");
+    ck_assert_str_eq(v, "pt");
+    fg_ckpt_close(ck);
+    ck = open_ok("st_sharded");
+    ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_SAFETENSORS_SHARDED);
+    ck_assert_uint_eq(fg_ckpt_file_count(ck), 2);
+    ck_assert_ptr_nonnull(strstr(fg_ckpt_file_path(ck, 1), "model-00002-of-00002.safetensors"));
+    fg_ckpt_close(ck);
+}
+END_TEST
+
+START_TEST(torch_single_sharded_zip64)
+{
+    check_expected("bin_single");
+    check_expected("bin_sharded");
+    check_expected("bin_zip64");
+    check_expected("bin_proto4");
+    fg_ckpt *ck = open_ok("bin_single");
+    ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH);
+    uint32_t a, b;
+    ck_assert_int_eq(fg_ckpt_find(ck, "view.row", &a), FG_OK);
+    ck_assert_int_eq(fg_ckpt_find(ck, "view.all", &b), FG_OK);
+    /* one storage, the row 4 floats in */
+    ck_assert_uint_eq(fg_ckpt_tensor_at(ck, a)->offset, fg_ckpt_tensor_at(ck, b)->offset + 16);
+    fg_ckpt_close(ck);
+    ck = open_ok("bin_sharded");
+    ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH_SHARDED);
+    ck_assert_uint_eq(fg_ckpt_file_count(ck), 2);
+    fg_ckpt_close(ck);
+}
+END_TEST
+
+START_TEST(numpy_directory)
+{
+    check_expected("npy_dir");
+    fg_ckpt *ck = open_ok("npy_dir");
+    ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_NUMPY);
+    ck_assert_uint_eq(fg_ckpt_file_count(ck), 5); /* notes.txt is not a tensor */
+    uint32_t i;
+    ck_assert_int_eq(fg_ckpt_find(ck, "scalar", &i), FG_OK);
+    ck_assert_uint_eq(fg_ckpt_tensor_at(ck, i)->n_dims, 0);
+    ck_assert_uint_eq(fg_ckpt_tensor_at(ck, i)->n_elements, 1);
+    fg_ckpt_close(ck);
+}
+END_TEST
+
+static void expect_fail(const char *name, int code, const char *needle)
+{
+    fg_ckpt *ck = (fg_ckpt *)1;
+    fg_err err;
+    int rc = fg_ckpt_open(fx(name), &ck, &err);
+    ck_assert_msg(rc == code, "%s: got %d (%s), want %d", name, rc, err.msg, code);
+    ck_assert_int_eq(err.code, code);
+    ck_assert_ptr_null(ck);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", name, err.msg, needle);
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+}
+
+START_TEST(bad_files_get_exact_errors)
+{
+    expect_fail("bad_st_twice", FG_ERR_DUPLICATE, "tensor w.f32 appears twice (in "
+                "model-00001-of-00002.safetensors and model-00002-of-00002.safetensors)");
+    expect_fail("bad_st_noshard", FG_ERR_NOT_FOUND, "model-00002-of-00002.safetensors: open");
+    expect_fail("bad_st_overlap", FG_ERR_OVERLAP, "overlap in the data section");
+    expect_fail("bad_st_dtype", FG_ERR_BAD_ENUM, "tensor w.f16: dtype I16 is not one fg reads");
+    expect_fail("bad_st_shape", FG_ERR_SIZE_MISMATCH, "tensor w.f32: shape x dtype is 36 bytes");
+    expect_fail("bad_st_truncated", FG_ERR_OUT_OF_BOUNDS, "past the data section");
+    expect_fail("bad_bin_compressed", FG_ERR_DISALLOWED, "/data/0 is compressed (method 8)");
+    expect_fail("bad_bin_global", FG_ERR_DISALLOWED, "pickle reaches for disallowed global "
+                "posix.system");
+    expect_fail("bad_bin_eval", FG_ERR_DISALLOWED, "pickle reaches for disallowed global "
+                "builtins.eval");
+    expect_fail("bad_bin_noncontig", FG_ERR_UNSUPPORTED, "tensor wt has non-contiguous strides");
+    expect_fail("bad_bin_short_storage", FG_ERR_SIZE_MISMATCH, "holds 20 bytes, the pickle says 6 "
+                "elements of F32");
+    expect_fail("bad_npy_fortran", FG_ERR_UNSUPPORTED, "w.npy: .npy fortran_order is True");
+    expect_fail("bad_npy_truncated", FG_ERR_TRUNCATED, ".npy data needs 12 bytes, the file has 10");
+    expect_fail("opt_tiny_np/no-such-dir", FG_ERR_NOT_FOUND, "no-such-dir");
+}
+END_TEST
+
+START_TEST(empty_dir_is_not_a_checkpoint)
+{
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_int_eq(fg_ckpt_open(tu_path(""), &ck, &err), FG_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no checkpoint found"));
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    ck_assert(a && b);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    fclose(b);
+}
+
+START_TEST(read_range_hash_and_truncation)
+{
+    const char *dst = tu_path("model.safetensors");
+    copy_file(fx("st_single/model.safetensors"), dst);
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_int_eq(fg_ckpt_open(tu_path(""), &ck, &err), FG_OK);
+    /* hash: streamed XXH3 equals XXH3 of the whole file */
+    struct stat st;
+    ck_assert_int_eq(stat(dst, &st), 0);
+    uint8_t *all = malloc((size_t)st.st_size);
+    FILE *f = fopen(dst, "rb");
+    ck_assert_uint_eq(fread(all, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+    fclose(f);
+    uint64_t h;
+    ck_assert_int_eq(fg_ckpt_file_xxh3(ck, 0, &h, &err), FG_OK);
+    ck_assert_uint_eq(h, XXH3_64bits(all, (size_t)st.st_size));
+    free(all);
+    uint32_t i;
+    ck_assert_int_eq(fg_ckpt_find(ck, "w.f32", &i), FG_OK);
+    float v[6];
+    ck_assert_int_eq(fg_ckpt_read(ck, i, 4, 3, v, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_ckpt_read(ck, 99, 0, 1, v, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_ckpt_read(ck, i, 6, 0, v, &err), FG_OK);
+    ck_assert_int_eq(truncate(dst, st.st_size - 1), 0);
+    ck_assert_int_eq(fg_ckpt_read(ck, i, 0, 6, v, &err), FG_ERR_TRUNCATED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "changed size"));
+    fg_ckpt_close(ck);
+}
+END_TEST
+
+START_TEST(f16_conversion)
+{
+    /* every finite half survives half -> float -> half */
+    for (uint32_t x = 0; x < 65536; x++) {
+        if ((x & 0x7c00u) == 0x7c00u)
+            continue;
+        ck_assert_uint_eq(fg_f32_to_f16_1(fg_f16_to_f32_1((uint16_t)x)), x);
+    }
+#ifdef __FLT16_MAX__
+    /* against the compiler's own conversion over a spread of bit patterns */
+    uint64_t s = 12345;
+    for (int k = 0; k < 300000; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t bits = (uint32_t)(s >> 32);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (f != f)
+            continue;
+        _Float16 r = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &r, 2);
+        ck_assert_msg(fg_f32_to_f16_1(f) == want, "%08x: %04x vs %04x", bits, fg_f32_to_f16_1(f), want);
+    }
+#endif
+    float big[4] = {1.0f, 65504.0f, 70000.0f, -1e9f};
+    uint16_t h[4];
+    size_t bad = 99;
+    ck_assert_int_eq(fg_ckpt_to_f16(FG_CKPT_F32, big, 4, h, &bad), FG_ERR_NONFINITE);
+    ck_assert_uint_eq(bad, 2);
+    ck_assert_uint_eq(h[1], 0x7bff);
+    ck_assert_uint_eq(h[2], 0x7c00);
+    ck_assert_uint_eq(h[3], 0xfc00);
+    ck_assert_int_eq(fg_ckpt_to_f16(FG_CKPT_F32, big, 2, h, &bad), FG_OK);
+    ck_assert_uint_eq(bad, 2);
+    uint16_t bnan[2] = {0x3f80, 0x7fc0}; /* bf16 1.0, NaN */
+    ck_assert_int_eq(fg_ckpt_to_f16(FG_CKPT_BF16, bnan, 2, h, &bad), FG_ERR_NONFINITE);
+    ck_assert_uint_eq(bad, 1);
+    ck_assert_uint_eq(h[0], 0x3c00);
+}
+END_TEST
+
+static void load_cfg(const char *name, fg_opt_config *c)
+{
+    char p[1100];
+    fg_err err;
+    snprintf(p, sizeof p, "%s/config.json", fx(name));
+    ck_assert_msg(fg_opt_config_load(p, c, &err) == FG_OK, "%s", err.msg);
+}
+
+static void check_opt(const char *name, int want, const char *needle)
+{
+    fg_opt_config c;
+    load_cfg(name, &c);
+    fg_ckpt *ck = open_ok(name);
+    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
+    fg_err err;
+    int rc = fg_opt_check_ckpt(&c, ck, map, &err);
+    ck_assert_msg(rc == want, "%s: %d %s", name, rc, err.msg);
+    if (needle)
+        ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", name, err.msg, needle);
+    if (rc == FG_OK) { /* map[i] names the spec whose canonical name the tensor has */
+        fg_opt_tensor_spec *spec;
+        uint32_t n;
+        ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
+        for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
+            char buf[128];
+            ck_assert_uint_lt(map[i], n);
+            ck_assert_str_eq(fg_opt_canonical_name(fg_ckpt_tensor_at(ck, i)->name, buf, sizeof buf),
+                             spec[map[i]].name);
+        }
+        free(spec);
+    }
+    free(map);
+    fg_ckpt_close(ck);
+}
+
+START_TEST(opt_configs_and_tensor_sets)
+{
+    fg_opt_config c;
+    load_cfg("opt_tiny", &c);
+    ck_assert_uint_eq(c.vocab_size, 16);
+    ck_assert_uint_eq(c.hidden_size, 8);
+    ck_assert_uint_eq(c.word_embed_proj_dim, 8);
+    ck_assert_int_eq(c.do_layer_norm_before, 1);
+    ck_assert_int_eq(c.eos_token_id, 2);
+    ck_assert_int_eq(c.pad_token_id, 1);
+    ck_assert_str_eq(c.torch_dtype, "float32");
+    fg_opt_tensor_spec *spec;
+    uint32_t n;
+    fg_err err;
+    ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
+    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1);
+    ck_assert_str_eq(spec[1].name, "model.decoder.embed_positions.weight");
+    ck_assert_uint_eq(spec[1].dims[0], 8 + 2);
+    ck_assert_int_eq(spec[n - 1].optional, 1);
+    free(spec);
+    load_cfg("opt_tiny_350m", &c);
+    ck_assert_uint_eq(c.word_embed_proj_dim, 4);
+    ck_assert_int_eq(c.do_layer_norm_before, 0);
+    ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
+    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1); /* project_in/out, no final layer norm */
+    ck_assert_str_eq(spec[2].name, "model.decoder.project_out.weight");
+    ck_assert_uint_eq(spec[2].dims[0], 4);
+    ck_assert_uint_eq(spec[2].dims[1], 8);
+    free(spec);
+
+    check_opt("opt_tiny", FG_OK, NULL);
+    check_opt("opt_tiny_np", FG_OK, NULL);
+    check_opt("opt_tiny_350m", FG_OK, NULL);
+    check_opt("opt_tiny_350m_np", FG_OK, NULL);
+    check_opt("opt_tiny_badshape", FG_ERR_SIZE_MISMATCH,
+              "tensor model.decoder.layers.1.fc1.weight has shape [16, 7], config.json implies "
+              "[16, 8]");
+    check_opt("opt_tiny_extra", FG_ERR_BAD_NAME,
+              "tensor model.decoder.project_in.weight is not an OPT tensor for this config.json");
+    check_opt("opt_tiny_missing", FG_ERR_NOT_FOUND,
+              "tensor model.decoder.layers.0.self_attn.k_proj.bias (required by config.json) is "
+              "missing");
+}
+END_TEST
+
+static void cfg_fail(const char *json, int code, const char *needle)
+{
+    fg_opt_config c;
+    fg_err err;
+    int rc = fg_opt_config_parse(json, strlen(json), "x/config.json", &c, &err);
+    ck_assert_msg(rc == code, "%s: %d %s", json, rc, err.msg);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "'%s' lacks '%s'", err.msg, needle);
+}
+
+START_TEST(opt_config_errors)
+{
+#define BASE "\"model_type\":\"opt\",\"vocab_size\":16,\"num_hidden_layers\":2,\"ffn_dim\":16," \
+             "\"num_attention_heads\":2,\"max_position_embeddings\":8"
+    fg_opt_config c;
+    fg_err err;
+    const char *ok = "{" BASE ",\"hidden_size\":8}";
+    ck_assert_int_eq(fg_opt_config_parse(ok, strlen(ok), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(c.word_embed_proj_dim, 8);
+    ck_assert_int_eq(c.enable_bias, 1);
+    ck_assert_int_eq(c.tie_word_embeddings, 1);
+    cfg_fail("{" BASE "}", FG_ERR_CORRUPT, "x/config.json: key hidden_size: missing");
+    cfg_fail("{" BASE ",\"hidden_size\":\"8\"}", FG_ERR_CORRUPT, "key hidden_size: must be an integer");
+    cfg_fail("{" BASE ",\"hidden_size\":9}", FG_ERR_CORRUPT, "key num_attention_heads: does not divide");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"activation_function\":\"gelu\"}", FG_ERR_UNSUPPORTED,
+             "key activation_function: is \"gelu\"; fg supports \"relu\"");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"enable_bias\":1}", FG_ERR_CORRUPT,
+             "key enable_bias: must be true or false");
+    cfg_fail("{\"model_type\":\"gpt2\"}", FG_ERR_UNSUPPORTED, "key model_type");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"hidden_size\":8}", FG_ERR_CORRUPT, "invalid JSON");
+    cfg_fail("[1]", FG_ERR_CORRUPT, "not a JSON object");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"torch_dtype\":\"int8\"}", FG_ERR_CORRUPT, "torch_dtype");
+#undef BASE
+}
+END_TEST
+
+START_TEST(canonical_names)
+{
+    char b[96];
+    ck_assert_str_eq(fg_opt_canonical_name("decoder.layer_norm.weight", b, sizeof b),
+                     "model.decoder.final_layer_norm.weight");
+    ck_assert_str_eq(fg_opt_canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
+                     "model.decoder.layers.3.fc1.bias");
+    ck_assert_str_eq(fg_opt_canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
+                     "model.decoder.final_layer_norm.bias");
+    ck_assert_str_eq(fg_opt_canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
+    ck_assert_ptr_null(fg_opt_canonical_name("decoder.layers.3.fc1.bias", b, 8));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("ckpt");
+    TCase *tc = tcase_create("ckpt");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, safetensors_single_and_sharded);
+    tcase_add_test(tc, torch_single_sharded_zip64);
+    tcase_add_test(tc, numpy_directory);
+    tcase_add_test(tc, bad_files_get_exact_errors);
+    tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
+    tcase_add_test(tc, read_range_hash_and_truncation);
+    tcase_add_test(tc, f16_conversion);
+    tcase_add_test(tc, opt_configs_and_tensor_sets);
+    tcase_add_test(tc, opt_config_errors);
+    tcase_add_test(tc, canonical_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
