@@ -1,0 +1,94 @@
+/* engine_int.h - private to the engine (engine.c: open, planning, weights; generate.c: the
+ * schedules; trace.c: Chrome trace events). */
+#ifndef FG_ENGINE_INT_H
+#define FG_ENGINE_INT_H
+
+#include "engine.h"
+#include "opt_config.h"
+#include "store.h"
+
+/* Roles of a sub-layer's tensors, in the order of the fg_opt_*_w structs. */
+enum { U_EMBED, U_ATTN, U_MLP, U_HEAD };
+#define UNIT_MAX_TENSORS 10
+
+typedef struct wtensor {
+    char name[96];
+    uint32_t n_dims;
+    uint64_t dims[2];
+    fg_codec codec;
+    uint32_t file_id, group;       /* store weight file; owning unit (pager group) */
+    uint32_t first_id, n_chunks;   /* pager chunk ids [first_id, first_id + n_chunks) */
+    fg_fgt_chunk_info *chunks;     /* [n_chunks] (rows and lengths) */
+    uint64_t stored_bytes;
+} wtensor;
+
+typedef struct unit {
+    int kind;
+    uint32_t layer;
+    int t[UNIT_MAX_TENSORS];       /* tensor indices, -1 when the model lacks that tensor */
+    uint32_t n_t;
+    uint64_t f32_floats;           /* floats materialized (gathered/streamed tensors excluded) */
+    uint64_t stored_bytes;
+} unit;
+
+typedef struct span {
+    const char *name;
+    double t0, t1;
+    int32_t unit, batch, step;
+} span;
+
+struct fg_engine {
+    fg_engine_opts o;
+    fg_opt_hparams hp;
+    fg_opt_config cfg;
+    fg_store *store;
+    fg_tok *tok;
+    fg_pager *pager;
+    fg_backend *be;
+    wtensor *tensors;
+    uint32_t n_tensors;
+    unit *units;
+    uint32_t n_units;
+    uint32_t gbs, ngb, max_ctx;
+    uint32_t max_chunk_rows;       /* largest chunk of any weight tensor, in rows */
+    uint64_t max_chunk_floats;
+    /* buffers, sized once at open */
+    float *unit_f32;               /* [max unit f32 floats] */
+    float *chunk_f32;              /* [max chunk floats] for streamed tensors */
+    float *tok_rows;               /* [gbs * max_ctx, embed_dim] */
+    float *hidden;                 /* [ngb][gbs * max_ctx, hidden] */
+    float *kv;                     /* [ngb][layers][2][gbs * max_ctx * hidden] */
+    float *logits;                 /* [logit_rows, vocab] */
+    uint32_t logit_rows;
+    float *head_tmp;               /* [logit_rows, max chunk rows] */
+    float *head_x;                 /* [logit_rows, hidden + embed_dim] */
+    uint8_t *valid;                /* [ngb][gbs * max_ctx] */
+    int32_t *ids, *pos;            /* [ngb][gbs * max_ctx] */
+    fg_opt_ws *ws;
+    fg_sample_scratch *sampler;
+    uint64_t planned;
+    /* stats */
+    uint64_t converted;
+    double compute_s, wait_s;
+    span *spans;
+    size_t n_spans, cap_spans;
+    double t_open;
+};
+
+/* engine.c */
+int fg_engine_unit_prefetch(fg_engine *e, uint32_t u);
+/* Materialize unit u's small and Linear tensors into e->unit_f32 and fill the weight views. */
+int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err);
+/* Gather embedding rows for ids[0..n) into e->tok_rows. */
+int fg_engine_gather(fg_engine *e, const int32_t *ids, uint32_t n, fg_err *err);
+/* e->logits[r, :] = head(hidden + r * stride) for r < n (n <= e->logit_rows), streaming the
+ * LM head chunk by chunk. Uses the head unit's small tensors, already loaded into hw. */
+int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, const float *hidden, size_t stride,
+                   uint32_t n, fg_err *err);
+void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
+                    int32_t step);
+
+/* trace.c */
+int fg_trace_write(const fg_engine *e, const char *path, fg_err *err);
+
+#endif

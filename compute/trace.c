@@ -1,0 +1,32 @@
+/* trace.c - Chrome trace events (the JSON array format that Perfetto and chrome://tracing
+ * open): one complete event ("ph": "X") per load and compute span, on two tracks, with the
+ * unit, batch and step as arguments, so the overlap of weight I/O and compute is visible. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "engine_int.h"
+
+int fg_trace_write(const fg_engine *e, const char *path, fg_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fg_err_sys(err, FG_ERR_IO, errno, "--trace %s: cannot write", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, "
+               "\"args\": {\"name\": \"weights (load + convert)\"}},\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 2, "
+               "\"args\": {\"name\": \"compute\"}}");
+    for (size_t i = 0; i < e->n_spans; i++) {
+        const span *s = &e->spans[i];
+        int load = s->name[0] == 'l';
+        fprintf(f, ",\n{\"name\": \"%s u%d%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
+                   "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"unit\": %d, \"batch\": %d, "
+                   "\"step\": %d}}",
+                s->name, s->unit, load ? "" : " b", load ? 1 : 2, (s->t0 - e->t_open) * 1e6,
+                (s->t1 - s->t0) * 1e6, s->unit, s->batch, s->step);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f))
+        return fg_err_sys(err, FG_ERR_IO, errno, "--trace %s: write failed", path);
+    return FG_OK;
+}

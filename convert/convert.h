@@ -1,0 +1,57 @@
+/* convert.h - checkpoints into stores: fg-convert's library entry points.
+ *
+ * fg_convert_import reads a Hugging Face OPT directory (safetensors single or sharded,
+ * pytorch_model.bin single or sharded) or a FlexGen numpy directory, checks it against its
+ * config.json (every tensor present once, with the right shape), and writes a new store: every
+ * weight as F16 (F32/BF16 converted, round to nearest even; a value that does not fit F16 is an
+ * error naming the tensor), or, with compress_weight, every tensor of two or more dimensions as
+ * 4-bit groups (quant/). Tensors are streamed chunk by chunk: memory stays bounded by a few
+ * chunk buffers whatever the checkpoint size. config.json and the tokenizer files become store
+ * metadata ("config.json", "tokenizer.vocab_json", "tokenizer.merges_txt",
+ * "tokenizer.config_json", "tokenizer.special_tokens_map_json"); every tensor records
+ * its source key and the XXH3-64 of its source file.
+ *
+ * All of it is one store batch: on any error nothing becomes visible, and a store directory the
+ * call created is removed again.
+ */
+#ifndef FG_CONVERT_H
+#define FG_CONVERT_H
+
+#include <stdint.h>
+
+#include "fg_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_convert_opts {
+    int compress_weight;        /* Q4 for tensors with >= 2 dims */
+    uint32_t group_size;        /* 0 = 64 */
+    int group_axis;             /* 0 (FlexGen's, along the output channels) or 1; -1 = default */
+    const char *tokenizer_dir;  /* tokenizer files from here; NULL = the checkpoint directory */
+    uint64_t chunk_bytes;       /* target F16 bytes per chunk; 0 = 4 MiB */
+    /* progress: bytes of source read so far out of total (may be NULL) */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+} fg_convert_opts;
+
+typedef struct fg_convert_report {
+    uint32_t tensors;
+    uint64_t source_bytes, stored_bytes;
+    double seconds;
+} fg_convert_report;
+
+/* Convert the checkpoint at src into a new store at dst (missing or empty). */
+int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o,
+                      fg_convert_report *rep, fg_err *err);
+
+/* Deterministic random weights at a real OPT shape ("opt-125m" ... "opt-175b") straight into a
+ * new store, for benchmarks; tokenizer files from o->tokenizer_dir (required). */
+int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg_convert_opts *o,
+                     fg_convert_report *rep, fg_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

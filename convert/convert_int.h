@@ -1,0 +1,52 @@
+/* convert_int.h - private to convert/: the streaming tensor writer shared by import and synth. */
+#ifndef FG_CONVERT_INT_H
+#define FG_CONVERT_INT_H
+
+#include "ckpt.h"
+#include "convert.h"
+#include "fgt.h"
+#include "opt_config.h"
+#include "store.h"
+
+/* The default grouping axis of --compress-weight, settled by the accuracy table in README
+ * (bench/accuracy.sh): 0 = along the output channels (FlexGen's choice). */
+#define FG_CONVERT_DEFAULT_AXIS 0
+
+typedef struct fgc_job {
+    const fg_convert_opts *o;
+    const char *dst;
+    int created_dir;
+    fg_store *store;
+    fg_store_batch *batch;
+    uint64_t done, total, stored;
+    uint32_t tensors;
+    double t0;
+    uint16_t *f16;
+    size_t f16_cap;
+    uint8_t *q;
+    size_t q_cap;
+    void *raw;
+    size_t raw_cap;
+} fgc_job;
+
+/* Where a tensor's elements come from: read(ctx, first, n, out) writes n F16 values. */
+typedef struct fgc_tensor_src {
+    const char *name, *source_name;
+    uint64_t source_hash;
+    uint32_t n_dims;
+    uint64_t dims[2];
+    size_t src_elem_bytes; /* for progress: source bytes per element */
+    int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
+    void *ctx;
+} fgc_tensor_src;
+
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims);
+int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err);
+int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
+                  fg_err *err);
+int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err);
+int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err);
+/* Commit (rc == FG_OK) or abort; removes a store directory this job created when failing. */
+int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
+
+#endif

@@ -1,0 +1,283 @@
+/* import.c - fg_convert_import and the tensor writer shared with synth.c (see convert.h).
+ *
+ * One tensor at a time, one chunk at a time: read rows_per_chunk rows of source elements,
+ * convert them to F16 (or quantize the F16 rows to Q4 groups), append the chunk to the store
+ * batch. Buffers are sized for one chunk and reused, so peak memory is a few chunk sizes plus
+ * the largest metadata file, independent of the checkpoint's size.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "convert.h"
+#include "convert_int.h"
+#include "fg_progress.h"
+#include "quant.h"
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    void *q = realloc(*p, need);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims)
+{
+    if (!o->compress_weight || n_dims < 2)
+        return fg_codec_float(FG_CODEC_F16);
+    unsigned axis = o->group_axis < 0 ? FG_CONVERT_DEFAULT_AXIS : (unsigned)o->group_axis;
+    return fg_codec_quant(4, o->group_size ? o->group_size : 64, axis ? n_dims - 1 : 0);
+}
+
+static uint64_t rows_per_chunk(const fgc_job *j, const fg_codec *c, uint32_t n_dims,
+                               const uint64_t *dims)
+{
+    uint64_t cols = 1, target = j->o->chunk_bytes ? j->o->chunk_bytes : 4u << 20;
+    for (uint32_t d = 1; d < n_dims; d++)
+        cols *= dims[d];
+    uint64_t rows = n_dims ? dims[0] : 1, r = target / (cols ? cols * 2 : 1);
+    r = r ? r : 1;
+    uint64_t q = fg_codec_row_quantum(c, n_dims);
+    r = (r + q - 1) / q * q;
+    return r < rows ? r : rows;
+}
+
+int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
+{
+    fg_codec c = fgc_codec_for(j->o, src->n_dims);
+    fg_fgt_tensor_desc d = {src->name, c, src->n_dims, src->dims, src->source_name,
+                            src->source_hash};
+    int rc = fg_store_batch_begin_tensor(j->batch, &d, err);
+    if (rc)
+        return rc;
+    uint64_t cols = 1, rows = src->n_dims ? src->dims[0] : 1;
+    for (uint32_t k = 1; k < src->n_dims; k++)
+        cols *= src->dims[k];
+    uint64_t step = rows_per_chunk(j, &c, src->n_dims, src->dims);
+    for (uint64_t r = 0; rc == FG_OK && r < rows && cols; r += step) {
+        uint64_t n = rows - r < step ? rows - r : step, elems = n * cols;
+        if (grow((void **)&j->f16, &j->f16_cap, elems * 2))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory for a chunk of '%s'", src->name);
+        rc = src->read(src->ctx, r * cols, elems, j->f16, err);
+        if (rc)
+            break;
+        const void *data = j->f16;
+        size_t len = elems * 2;
+        if (c.id == FG_CODEC_Q4) {
+            fg_qview v;
+            rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
+            if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
+                grow((void **)&j->q, &j->q_cap, len))
+                rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory quantizing '%s'", src->name);
+            if (rc == FG_OK)
+                rc = fg_quant_encode(&c, &v, j->f16, FG_CODEC_F16, 0, j->q, len,
+                                     FG_QUANT_ISA_AUTO, err);
+            data = j->q;
+        }
+        if (rc == FG_OK)
+            rc = fg_store_batch_add_chunk(j->batch, n, data, len, err);
+        j->stored += len;
+        j->done += elems * src->src_elem_bytes;
+        if (j->o->progress)
+            j->o->progress(j->o->progress_ctx, j->done, j->total);
+    }
+    return rc ? rc : fg_store_batch_end_tensor(j->batch, err);
+}
+
+int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
+                  fg_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (optional && errno == ENOENT)
+            return FG_OK;
+        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
+                          "%s: cannot open", path);
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    int rc = FG_OK;
+    do {
+        if (cap - len < 65536 && grow((void **)&buf, &cap, cap ? cap * 2 : 1 << 16)) {
+            rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
+            break;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (len > FG_STORE_META_MAX)
+            rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than %u bytes", path,
+                            FG_STORE_META_MAX);
+    } while (rc == FG_OK && n > 0);
+    if (rc == FG_OK && ferror(f))
+        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+    fclose(f);
+    if (rc == FG_OK)
+        rc = fg_store_batch_meta(j->batch, key, buf, len, err);
+    free(buf);
+    return rc;
+}
+
+int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
+{
+    int rc = fg_store_batch_meta(j->batch, "tokenizer.model", "gpt2-bpe", 8, err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.vocab_json", dir, "vocab.json", 0, err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.merges_txt", dir, "merges.txt", 0, err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.config_json", dir, "tokenizer_config.json", 1,
+                           err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.special_tokens_map_json", dir, "special_tokens_map.json",
+                           1, err);
+    return rc;
+}
+
+/* ---- store lifecycle ---- */
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err)
+{
+    memset(j, 0, sizeof *j);
+    j->o = o;
+    j->dst = dst;
+    j->t0 = fg_now();
+    struct stat st;
+    j->created_dir = stat(dst, &st) != 0;
+    int rc = fg_store_create(dst, NULL, &j->store, err);
+    if (rc == FG_OK)
+        rc = fg_store_batch_begin(j->store, &j->batch, err);
+    return rc;
+}
+
+int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
+{
+    if (rc == FG_OK) {
+        rc = fg_store_batch_commit(j->batch, err);
+        j->batch = NULL;
+    }
+    fg_store_batch_abort(j->batch);
+    fg_store_close(j->store);
+    if (rc && j->created_dir && j->store)
+        nftw(j->dst, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (rep) {
+        rep->tensors = j->tensors;
+        rep->source_bytes = j->done;
+        rep->stored_bytes = j->stored;
+        rep->seconds = fg_now() - j->t0;
+    }
+    free(j->f16);
+    free(j->q);
+    free(j->raw);
+    return rc;
+}
+
+/* ---- import ---- */
+
+typedef struct ck_read_ctx {
+    fgc_job *j;
+    const fg_ckpt *ck;
+    uint32_t index;
+    const char *name;
+} ck_read_ctx;
+
+static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
+{
+    ck_read_ctx *c = ctx;
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
+    size_t es = fg_ckpt_dtype_size(t->dtype);
+    if (t->dtype == FG_CKPT_F16)
+        return fg_ckpt_read(c->ck, c->index, first, n, out, err);
+    if (grow(&c->j->raw, &c->j->raw_cap, n * es))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
+    int rc = fg_ckpt_read(c->ck, c->index, first, n, c->j->raw, err);
+    if (rc)
+        return rc;
+    size_t bad = 0;
+    rc = fg_ckpt_to_f16(t->dtype, c->j->raw, n, out, &bad);
+    if (rc == FG_ERR_UNSUPPORTED)
+        return fg_err_set(err, rc, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 "
+                          "weights convert", t->path, t->name, fg_ckpt_dtype_name(t->dtype));
+    if (rc)
+        return fg_err_set(err, rc, "%s: tensor '%s' element %llu is not finite in F16",
+                          t->path, t->name, (unsigned long long)(first + bad));
+    return FG_OK;
+}
+
+static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_opt_config *cfg,
+                          const uint32_t *map, fg_err *err)
+{
+    fg_opt_tensor_spec *spec;
+    uint32_t n_spec, n = fg_ckpt_count(ck);
+    int rc = fg_opt_expected_tensors(cfg, &spec, &n_spec, err);
+    if (rc)
+        return rc;
+    uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
+    for (uint32_t i = 0; i < n; i++)
+        if (!(cfg->tie_word_embeddings && !strcmp(spec[map[i]].name, "lm_head.weight")))
+            j->total += fg_ckpt_tensor_at(ck, i)->length;
+    for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
+        uint32_t i = 0;
+        while (i < n && map[i] != s)
+            i++;
+        if (i == n || (cfg->tie_word_embeddings && !strcmp(spec[s].name, "lm_head.weight")))
+            continue; /* tied LM head: the engine uses the embedding */
+        const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+        if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
+            break;
+        ck_read_ctx rc_ctx = {j, ck, i, t->name};
+        fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
+                              {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
+                              ck_read, &rc_ctx};
+        rc = fgc_write_tensor(j, &src, err);
+        j->tensors += rc == FG_OK;
+    }
+    free(spec);
+    return rc;
+}
+
+int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o,
+                      fg_convert_report *rep, fg_err *err)
+{
+    fg_ckpt *ck;
+    int rc = fg_ckpt_open(src, &ck, err);
+    if (rc)
+        return rc;
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
+    fg_opt_config cfg;
+    uint32_t *map = calloc(fg_ckpt_count(ck) + 1, sizeof *map);
+    rc = map ? fg_opt_config_load(cfg_path, &cfg, err) : fg_err_set(err, FG_ERR_NOMEM, "oom");
+    if (rc == FG_OK)
+        rc = fg_opt_check_ckpt(&cfg, ck, map, err);
+    fgc_job j;
+    if (rc == FG_OK) {
+        rc = fgc_begin(&j, dst, o, err);
+        if (rc == FG_OK)
+            rc = fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
+        if (rc == FG_OK)
+            rc = fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
+        if (rc == FG_OK)
+            rc = import_tensors(&j, ck, &cfg, map, err);
+        rc = fgc_end(&j, rc, rep, err);
+    }
+    free(map);
+    fg_ckpt_close(ck);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* synth.c - fg_convert_synth: random weights at a real OPT shape, written straight into a store
+ * for benchmarks (no checkpoint needed). Values are deterministic in (seed, tensor index,
+ * element): LayerNorm weights 1, biases 0, matrices uniform with the standard deviation of
+ * OPT's init (0.02). F16 bits come from a 256-entry table indexed by a fast generator, so
+ * producing the data costs far less than writing it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert_int.h"
+#include "quant.h"
+
+typedef struct shape {
+    const char *name;
+    uint32_t hidden, layers, heads, ffn, embed_proj;
+    int pre_ln;
+} shape;
+
+static const shape k_shapes[] = {
+    {"opt-125m", 768, 12, 12, 3072, 768, 1},     {"opt-350m", 1024, 24, 16, 4096, 512, 0},
+    {"opt-1.3b", 2048, 24, 32, 8192, 2048, 1},   {"opt-2.7b", 2560, 32, 32, 10240, 2560, 1},
+    {"opt-6.7b", 4096, 32, 32, 16384, 4096, 1},  {"opt-13b", 5120, 40, 40, 20480, 5120, 1},
+    {"opt-30b", 7168, 48, 56, 28672, 7168, 1},   {"opt-66b", 9216, 64, 72, 36864, 9216, 1},
+    {"opt-175b", 12288, 96, 96, 49152, 12288, 1},
+};
+
+typedef struct synth_ctx {
+    uint64_t seed, tensor;
+    int kind; /* 0 matrix, 1 ones, 2 zeros */
+    uint16_t table[256];
+} synth_ctx;
+
+static int synth_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
+{
+    (void)err;
+    synth_ctx *c = ctx;
+    if (c->kind) {
+        uint16_t v = c->kind == 1 ? 0x3C00 : 0;
+        for (uint64_t i = 0; i < n; i++)
+            out[i] = v;
+        return FG_OK;
+    }
+    /* splitmix64 of (seed, tensor, element block of 8): eight table lookups per draw */
+    for (uint64_t i = 0; i < n; i += 8) {
+        uint64_t z = c->seed ^ (c->tensor << 40) ^ ((first + i) >> 3);
+        z += 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        for (uint64_t k = 0; k < 8 && i + k < n; k++)
+            out[i + k] = c->table[(z >> (8 * k)) & 255];
+    }
+    return FG_OK;
+}
+
+static void make_table(uint16_t table[256])
+{
+    /* 256 evenly spaced values of U(-a, a) with a = 0.02 * sqrt(3): std 0.02 */
+    float a = 0.02f * sqrtf(3.0f);
+    for (int i = 0; i < 256; i++)
+        table[i] = fg_f32_to_f16_1(a * ((float)i + 0.5f) / 128.0f - a);
+}
+
+/* config.json of the shape into the batch, and parsed into cfg (one source of truth). */
+static int write_config(fgc_job *j, const shape *s, fg_opt_config *cfg, fg_err *err)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf,
+                     "{\"model_type\": \"opt\", \"architectures\": [\"OPTForCausalLM\"], "
+                     "\"vocab_size\": 50272, \"hidden_size\": %u, \"num_hidden_layers\": %u, "
+                     "\"num_attention_heads\": %u, \"ffn_dim\": %u, "
+                     "\"max_position_embeddings\": 2048, \"word_embed_proj_dim\": %u, "
+                     "\"do_layer_norm_before\": %s, \"activation_function\": \"relu\", "
+                     "\"enable_bias\": true, \"layer_norm_elementwise_affine\": true, "
+                     "\"tie_word_embeddings\": true, \"pad_token_id\": 1, \"bos_token_id\": 2, "
+                     "\"eos_token_id\": 2, \"torch_dtype\": \"float16\", "
+                     "\"fg_synthetic\": true}\n",
+                     s->hidden, s->layers, s->heads, s->ffn, s->embed_proj,
+                     s->pre_ln ? "true" : "false");
+    int rc = fg_opt_config_parse(buf, (size_t)n, "synthetic config.json", cfg, err);
+    return rc ? rc : fg_store_batch_meta(j->batch, "model.config_json", buf, (size_t)n, err);
+}
+
+int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg_convert_opts *o,
+                     fg_convert_report *rep, fg_err *err)
+{
+    const shape *s = NULL;
+    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+        if (!strcmp(model, k_shapes[i].name))
+            s = &k_shapes[i];
+    if (!s)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
+                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b or opt-175b",
+                          model);
+    if (!o->tokenizer_dir)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
+                          "merges.txt)");
+    fgc_job j;
+    fg_opt_config cfg;
+    fg_opt_tensor_spec *spec = NULL;
+    uint32_t n_spec = 0;
+    int rc = fgc_begin(&j, dst, o, err);
+    if (rc == FG_OK)
+        rc = write_config(&j, s, &cfg, err);
+    if (rc == FG_OK)
+        rc = fgc_tokenizer_meta(&j, o->tokenizer_dir, err);
+    if (rc == FG_OK)
+        rc = fg_opt_expected_tensors(&cfg, &spec, &n_spec, err);
+    synth_ctx ctx = {seed, 0, 0, {0}};
+    make_table(ctx.table);
+    for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++)
+        if (!spec[i].optional)
+            j.total += spec[i].dims[0] * (spec[i].n_dims > 1 ? spec[i].dims[1] : 1) * 2;
+    for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++) {
+        if (spec[i].optional)
+            continue; /* tied LM head */
+        const char *nm = spec[i].name;
+        size_t len = strlen(nm);
+        int is_ln = strstr(nm, "layer_norm") != NULL;
+        ctx.tensor = i;
+        ctx.kind = is_ln && !strcmp(nm + len - 6, "weight") ? 1
+                 : !strcmp(nm + len - 4, "bias") ? 2 : 0;
+        fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
+                              synth_read, &ctx};
+        rc = fgc_write_tensor(&j, &src, err);
+        j.tensors += rc == FG_OK;
+    }
+    free(spec);
+    return fgc_end(&j, rc, rep, err);
+}

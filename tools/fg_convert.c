@@ -1,0 +1,109 @@
+/* fg-convert - import a checkpoint into a store, or synthesize one (see README "fg-convert").
+ *
+ *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--group-size N] [--group-axis 0|1]
+ *              [--tokenizer DIR] [--quiet]
+ *   fg-convert synth --model opt-1.3b -o STORE [--seed N] --tokenizer DIR [...]
+ *
+ * Exit 0 on success, 1 with a one-line error naming the file and tensor, 2 on bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "fg_progress.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
+          "       fg-convert synth --model opt-125m|opt-350m|opt-1.3b|...|opt-175b -o STORE\n"
+          "                  --tokenizer DIR [--seed N] [options]\n"
+          "options: --compress-weight (4-bit groups for every tensor of 2+ dims)\n"
+          "         --group-size N (64)  --group-axis 0|1 (0: output channels)\n"
+          "         --tokenizer DIR (vocab.json, merges.txt; default: the checkpoint dir)\n"
+          "         --chunk-mib N (4)  --quiet\n",
+          f);
+}
+
+static void progress(void *ctx, uint64_t done, uint64_t total)
+{
+    fg_progress *p = ctx;
+    p->total = total;
+    fg_progress_update(p, done);
+}
+
+static uint64_t num(const char *flag, const char *s, uint64_t lo, uint64_t hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
+        fprintf(stderr, "fg-convert: %s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]\n",
+                flag, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'}, {"model", required_argument, NULL, 'M'},
+        {"seed", required_argument, NULL, 's'}, {"compress-weight", no_argument, NULL, 'c'},
+        {"group-size", required_argument, NULL, 'g'}, {"group-axis", required_argument, NULL, 'a'},
+        {"tokenizer", required_argument, NULL, 't'}, {"chunk-mib", required_argument, NULL, 'k'},
+        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    fg_convert_opts o = {0, 0, -1, NULL, 0, NULL, NULL};
+    const char *out = NULL, *model = NULL;
+    uint64_t seed = 0;
+    int quiet = 0, c, synth = argc > 1 && !strcmp(argv[1], "synth");
+    if (synth) {
+        argv++;
+        argc--;
+    }
+    while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'M': model = optarg; break;
+        case 's': seed = num("--seed", optarg, 0, UINT64_MAX); break;
+        case 'c': o.compress_weight = 1; break;
+        case 'g': o.group_size = (uint32_t)num("--group-size", optarg, 8, 4096); break;
+        case 'a': o.group_axis = (int)num("--group-axis", optarg, 0, 1); break;
+        case 't': o.tokenizer_dir = optarg; break;
+        case 'k': o.chunk_bytes = num("--chunk-mib", optarg, 1, 1024) << 20; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!out || (synth ? (!model || optind != argc) : optind != argc - 1)) {
+        usage(stderr);
+        return 2;
+    }
+    fg_progress bar;
+    fg_progress_begin(&bar, synth ? "synthesizing" : "converting", FG_UNIT_BYTES, 0, quiet);
+    o.progress = progress;
+    o.progress_ctx = &bar;
+    fg_convert_report rep;
+    fg_err err;
+    int rc = synth ? fg_convert_synth(model, out, seed, &o, &rep, &err)
+                   : fg_convert_import(argv[optind], out, &o, &rep, &err);
+    fg_progress_end(&bar);
+    if (rc) {
+        fprintf(stderr, "fg-convert: %s\n", err.msg);
+        return 1;
+    }
+    if (!quiet) {
+        char a[32], b[32], r[32];
+        fprintf(stderr, "fg-convert: %u tensors, %s read, %s stored in %s (%.1f s, %s/s)\n",
+                rep.tensors, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
+                fg_fmt_bytes((double)rep.stored_bytes, b, sizeof b), out, rep.seconds,
+                fg_fmt_bytes(rep.seconds > 0 ? (double)rep.stored_bytes / rep.seconds : 0, r,
+                             sizeof r));
+    }
+    return 0;
+}

@@ -1,0 +1,648 @@
+/* fg-infer - generate with an OPT model held in a store (see README "fg-infer").
+ *
+ *   fg-infer -m STORE -p PROMPT                      print a continuation
+ *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
+ *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
+ *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
+ *
+ * The main parses flags, calls the engine, prints. Exit 0 on success, 1 on a runtime error
+ * (one line naming the file, flag or prompt at fault), 2 on bad usage.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "fg_progress.h"
+#include "jobs.h"
+
+typedef struct args {
+    const char *model, *prompt, *input, *output, *text, *trace;
+    int resume, quiet, ppl;
+    uint32_t max_new, prompt_len, gen_len, window;
+    uint64_t max_tokens;
+    fg_sample_params sample;
+    const char *stops[FG_JOB_MAX_STOPS];
+    int n_stops;
+    fg_engine_opts eo;
+} args;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fg-infer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: fg-infer -m STORE (-p PROMPT | --input IN.jsonl --output OUT.jsonl [--resume]\n"
+          "                | --prompt-len N --gen-len N) [options]\n"
+          "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
+          "generation:   --max-new-tokens N (32)  --temperature F (0 = greedy)  --top-k N\n"
+          "              --top-p F  --seed N  --stop STR (repeatable)\n"
+          "placement:    --percent WG WC CG CC HG HC (FlexGen: GPU and CPU percentages of\n"
+          "              weights, KV cache, activations; the rest goes to disk)\n"
+          "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
+          "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
+          "              --sep-layer  --cpu-cache-compute  --max-context N\n"
+          "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n",
+          f);
+}
+
+static uint64_t parse_size(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+    if (errno || end == s || *end || v <= 0)
+        die("%s %s: expected a size such as 512M or 4G", flag, s);
+    return (uint64_t)(v * mult);
+}
+
+static uint64_t parse_uint(const char *flag, const char *s, uint64_t lo, uint64_t hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v < lo || v > hi)
+        die("%s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]", flag, s, lo, hi);
+    return v;
+}
+
+static double parse_float(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        die("%s %s: expected a number", flag, s);
+    return v;
+}
+
+/* FlexGen's --percent: six percentages; what GPU and CPU leave goes to disk. */
+static void parse_percent(args *a, char **argv, int *optind_io, int argc)
+{
+    double v[6];
+    int i0 = *optind_io - 1;
+    for (int i = 0; i < 6; i++) {
+        if (i0 + i >= argc)
+            die("--percent needs 6 numbers (WG WC CG CC HG HC)");
+        v[i] = parse_float("--percent", argv[i0 + i]);
+        if (v[i] < 0 || v[i] > 100)
+            die("--percent %s: each number is a percentage in [0, 100]", argv[i0 + i]);
+    }
+    *optind_io = i0 + 6;
+    double *dst[3] = {a->eo.policy.w, a->eo.policy.c, a->eo.policy.h};
+    const char *what[3] = {"weights", "KV cache", "activations"};
+    for (int k = 0; k < 3; k++) {
+        if (v[2 * k] + v[2 * k + 1] > 100)
+            die("--percent: the %s percentages %g + %g exceed 100", what[k], v[2 * k],
+                v[2 * k + 1]);
+        dst[k][0] = v[2 * k] / 100;
+        dst[k][1] = v[2 * k + 1] / 100;
+        dst[k][2] = 1 - dst[k][0] - dst[k][1];
+    }
+    a->eo.have_policy = 1;
+}
+
+enum {
+    O_INPUT = 256, O_OUTPUT, O_RESUME, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_STOP,
+    O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
+    O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
+    O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY,
+};
+
+static void parse_one(args *a, int c, char **argv, int argc)
+{
+    switch (c) {
+    case 'm': a->model = optarg; break;
+    case 'p': a->prompt = optarg; break;
+    case O_INPUT: a->input = optarg; break;
+    case O_OUTPUT: a->output = optarg; break;
+    case O_RESUME: a->resume = 1; break;
+    case O_MAXNEW: a->max_new = (uint32_t)parse_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
+    case O_TEMP: a->sample.temperature = (float)parse_float("--temperature", optarg); break;
+    case O_TOPK: a->sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30); break;
+    case O_TOPP: a->sample.top_p = (float)parse_float("--top-p", optarg); break;
+    case O_SEED: a->sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX); break;
+    case O_STOP:
+        if (a->n_stops == FG_JOB_MAX_STOPS || !*optarg)
+            die("--stop: at most %d non-empty strings", FG_JOB_MAX_STOPS);
+        a->stops[a->n_stops++] = optarg;
+        break;
+    case O_PERCENT: parse_percent(a, argv, &optind, argc); break;
+    case O_GBS: a->eo.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096); break;
+    case O_NGB: a->eo.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096); break;
+    case O_SCHED:
+        if (strcmp(optarg, "zigzag") && strcmp(optarg, "row"))
+            die("--schedule %s: expected zigzag or row", optarg);
+        a->eo.row_schedule = !strcmp(optarg, "row");
+        break;
+    case O_OVERLAP: a->eo.overlap = 1; break;
+    case O_NO_OVERLAP: a->eo.overlap = 0; break;
+    case O_SEP: case O_CPUCACHE: break; /* always so here: see README */
+    case O_BUDGET: a->eo.ram_budget = parse_size("--ram-budget", optarg); break;
+    case O_THREADS: a->eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
+    case O_TRACE: a->trace = optarg; break;
+    case O_VERIFY: a->eo.verify = 1; break;
+    case O_QUIET: a->quiet = 1; break;
+    case O_TEXT: a->text = optarg; break;
+    case O_WINDOW: a->window = (uint32_t)parse_uint("--window", optarg, 2, 1 << 20); break;
+    case O_MAXTOK: a->max_tokens = parse_uint("--max-tokens", optarg, 1, UINT64_MAX); break;
+    case O_PLEN: a->prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
+    case O_GLEN: a->gen_len = (uint32_t)parse_uint("--gen-len", optarg, 1, 1 << 20); break;
+    case O_CTX: a->eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
+    case O_COMPRESS_W:
+        die("--compress-weight: convert the store with `fg-convert --compress-weight` (4-bit "
+            "weights are read from a quantized store; quantizing at load is not supported yet)");
+    case O_COMPRESS_C: die("--compress-cache: a 4-bit KV cache is not supported yet");
+    case O_SPARSITY: die("--attn-sparsity: sparse attention is not supported yet");
+    case 'h': usage(stdout); exit(0);
+    default: usage(stderr); exit(2);
+    }
+}
+
+static void parse_args(args *a, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'}, {"prompt", required_argument, NULL, 'p'},
+        {"input", required_argument, NULL, O_INPUT}, {"output", required_argument, NULL, O_OUTPUT},
+        {"resume", no_argument, NULL, O_RESUME},
+        {"max-new-tokens", required_argument, NULL, O_MAXNEW},
+        {"temperature", required_argument, NULL, O_TEMP}, {"top-k", required_argument, NULL, O_TOPK},
+        {"top-p", required_argument, NULL, O_TOPP}, {"seed", required_argument, NULL, O_SEED},
+        {"stop", required_argument, NULL, O_STOP}, {"percent", required_argument, NULL, O_PERCENT},
+        {"gpu-batch-size", required_argument, NULL, O_GBS},
+        {"num-gpu-batches", required_argument, NULL, O_NGB},
+        {"schedule", required_argument, NULL, O_SCHED}, {"overlap", no_argument, NULL, O_OVERLAP},
+        {"no-overlap", no_argument, NULL, O_NO_OVERLAP}, {"sep-layer", no_argument, NULL, O_SEP},
+        {"cpu-cache-compute", no_argument, NULL, O_CPUCACHE},
+        {"ram-budget", required_argument, NULL, O_BUDGET},
+        {"threads", required_argument, NULL, O_THREADS}, {"trace", required_argument, NULL, O_TRACE},
+        {"verify", no_argument, NULL, O_VERIFY}, {"quiet", no_argument, NULL, O_QUIET},
+        {"text", required_argument, NULL, O_TEXT}, {"window", required_argument, NULL, O_WINDOW},
+        {"max-tokens", required_argument, NULL, O_MAXTOK},
+        {"prompt-len", required_argument, NULL, O_PLEN}, {"gen-len", required_argument, NULL, O_GLEN},
+        {"max-context", required_argument, NULL, O_CTX},
+        {"compress-weight", no_argument, NULL, O_COMPRESS_W},
+        {"compress-cache", no_argument, NULL, O_COMPRESS_C},
+        {"attn-sparsity", required_argument, NULL, O_SPARSITY},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->max_new = 32;
+    a->sample.top_p = 1.0f;
+    a->eo.overlap = 1;
+    if (argc > 1 && !strcmp(argv[1], "ppl")) {
+        a->ppl = 1;
+        argv++;
+        argc--;
+    }
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1)
+        parse_one(a, c, argv, argc);
+    if (optind != argc)
+        die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (!a->model) {
+        usage(stderr);
+        exit(2);
+    }
+    int modes = !!a->prompt + !!a->input + !!a->prompt_len + a->ppl;
+    if (modes != 1 || (a->input && !a->output) || (a->output && !a->input) ||
+        (a->ppl && !a->text) || (!!a->prompt_len != !!a->gen_len && !a->ppl))
+        die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
+    fg_err err;
+    if (fg_sample_check(&a->sample, &err))
+        die("%s", err.msg);
+    if (a->gen_len)
+        a->max_new = a->gen_len;
+    a->eo.trace_path = a->trace;
+}
+
+/* ---- shared pieces ---- */
+
+static void notice(void *ctx, const char *line)
+{
+    if (!*(const int *)ctx)
+        fprintf(stderr, "fg-infer: %s\n", line);
+}
+
+typedef struct tick_ctx {
+    fg_progress bar;
+    uint64_t base;
+} tick_ctx;
+
+static void tick(void *ctx, uint64_t tokens)
+{
+    tick_ctx *t = ctx;
+    fg_progress_update(&t->bar, t->base + tokens);
+}
+
+static int32_t *encode(fg_tok *tok, const char *text, int bos, uint32_t *n, const char *what)
+{
+    fg_tok_ids ids = {0};
+    fg_err err;
+    if (fg_tok_encode(tok, text, strlen(text), bos ? FG_TOK_ADD_BOS : 0, &ids, &err))
+        die("%s: %s", what, err.msg);
+    if (ids.n == 0)
+        die("%s: the prompt is empty", what);
+    *n = (uint32_t)ids.n;
+    return ids.ids;
+}
+
+static char *decode(fg_engine *e, const int32_t *ids, uint32_t n)
+{
+    fg_tok_bytes b = {0};
+    fg_err err;
+    if (fg_tok_decode(fg_engine_tokenizer(e), ids, n, FG_TOK_SKIP_SPECIAL, &b, &err))
+        die("decoding output: %s", err.msg);
+    char *s = malloc(b.len + 1);
+    memcpy(s, b.data ? b.data : "", b.len);
+    s[b.len] = '\0';
+    fg_tok_bytes_free(&b);
+    return s;
+}
+
+typedef struct stop_ctx {
+    fg_engine *e;
+    uint32_t base; /* index of the block's first sequence */
+    const char *const *stops[4096];
+    const int *n_stops[4096];
+} stop_ctx;
+
+/* Stop when the decoded output contains one of the sequence's stop strings. */
+static int stop_check(void *ctx, uint32_t seq, const int32_t *out, uint32_t n)
+{
+    stop_ctx *s = ctx;
+    seq += s->base;
+    if (!*s->n_stops[seq])
+        return 0;
+    char *text = decode(s->e, out, n);
+    int hit = 0;
+    for (int i = 0; i < *s->n_stops[seq] && !hit; i++)
+        hit = strstr(text, s->stops[seq][i]) != NULL;
+    free(text);
+    return hit;
+}
+
+/* Cut text at the first stop string. */
+static void cut_stop(char *text, const char *const *stops, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char *p = strstr(text, stops[i]);
+        if (p)
+            *p = '\0';
+    }
+}
+
+static const char *finish_name(int f)
+{
+    return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
+}
+
+static void summary(fg_engine *e, const args *a, double prefill, double decode, uint64_t tokens,
+                    double total)
+{
+    if (a->quiet)
+        return;
+    fg_engine_stats st;
+    fg_engine_stats_get(e, &st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint32_t gbs, ngb;
+    fg_engine_batching(e, &gbs, &ngb);
+    char r[32], peak[32], plan[32], budget[32];
+    fprintf(stderr,
+            "summary: %" PRIu64 " tokens generated in %.2f s (prefill %.2f s, decode %.2f s): "
+            "%.2f tok/s\n"
+            "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (plan %s, budget %s)\n"
+            "         weights read from disk %s, pager hits %" PRIu64 " misses %" PRIu64
+            ", stalled %.2f s; %s\n",
+            tokens, total, prefill, decode, total > 0 ? (double)tokens / total : 0.0, gbs, ngb,
+            a->eo.row_schedule ? "row-by-row" : "zig-zag",
+            fg_fmt_bytes((double)ru.ru_maxrss * 1024, peak, sizeof peak),
+            fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan),
+            a->eo.ram_budget ? fg_fmt_bytes((double)a->eo.ram_budget, budget, sizeof budget)
+                             : "none",
+            fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], r, sizeof r),
+            st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
+}
+
+/* ---- modes ---- */
+
+/* Generate for n sequences in blocks; results handed to emit per block. */
+typedef void (*emit_fn)(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first, uint32_t n,
+                        uint32_t block, double seconds);
+
+static void run_blocks(fg_engine *e, const args *a, fg_gen_seq *seqs, uint32_t n, stop_ctx *sc,
+                       emit_fn emit, void *ectx)
+{
+    uint32_t bs = fg_engine_block_size(e);
+    uint64_t total_new = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total_new += seqs[i].max_new;
+    tick_ctx tc = {{0}, 0};
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, total_new, a->quiet);
+    double prefill = 0, dec = 0, t0 = fg_now();
+    uint64_t tokens = 0;
+    for (uint32_t first = 0, blk = 0; first < n; first += bs, blk++) {
+        uint32_t m = n - first < bs ? n - first : bs;
+        fg_gen_stats st;
+        fg_err err;
+        double tb = fg_now();
+        if (sc)
+            sc->base = first;
+        if (fg_engine_generate(e, seqs + first, m, sc ? stop_check : NULL, sc, tick, &tc, &st,
+                               &err))
+            die("%s", err.msg);
+        prefill += st.prefill_s;
+        dec += st.decode_s;
+        tokens += st.new_tokens;
+        tc.base += st.new_tokens;
+        if (emit)
+            emit(ectx, e, seqs, first, m, blk, fg_now() - tb);
+    }
+    fg_progress_end(&tc.bar);
+    summary(e, a, prefill, dec, tokens, fg_now() - t0);
+}
+
+static fg_engine *open_engine(args *a, uint32_t max_ctx)
+{
+    static int quiet;
+    quiet = a->quiet;
+    a->eo.notice = notice;
+    a->eo.notice_ctx = &quiet;
+    if (!a->eo.max_ctx)
+        a->eo.max_ctx = max_ctx;
+    fg_engine *e;
+    fg_err err;
+    if (fg_engine_open(a->model, &a->eo, &e, &err))
+        die("%s", err.msg);
+    return e;
+}
+
+static fg_tok *open_tokenizer(const args *a)
+{
+    fg_tok *tok;
+    fg_err err;
+    if (fg_engine_tokenizer_open(a->model, &tok, &err))
+        die("%s", err.msg);
+    return tok;
+}
+
+static void run_prompt(args *a)
+{
+    fg_tok *tok = open_tokenizer(a);
+    uint32_t n;
+    int32_t *ids = encode(tok, a->prompt, 1, &n, "-p");
+    fg_tok_free(tok);
+    fg_engine *e = open_engine(a, n + a->max_new);
+    int32_t *out = malloc(a->max_new * sizeof *out);
+    fg_gen_seq s = {ids, n, a->max_new, a->sample, 0, out, 0, 0};
+    stop_ctx *sc = calloc(1, sizeof *sc);
+    sc->e = e;
+    sc->stops[0] = a->stops;
+    sc->n_stops[0] = &a->n_stops;
+    run_blocks(e, a, &s, 1, sc, NULL, NULL);
+    char *text = decode(e, out, s.n_out);
+    cut_stop(text, a->stops, a->n_stops);
+    printf("%s%s\n", a->prompt, text);
+    free(text);
+    free(sc);
+    free(out);
+    free(ids);
+    fg_engine_close(e);
+}
+
+typedef struct job_ctx {
+    fg_job **jobs; /* [n] the pending jobs, in order */
+    int fd;
+    const char *path;
+    int32_t **prompts;
+    uint32_t *n_prompt;
+} job_ctx;
+
+static void emit_jobs(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first, uint32_t n,
+                      uint32_t block, double seconds)
+{
+    job_ctx *j = ctx;
+    fg_job_result *r = calloc(n, sizeof *r);
+    char **texts = calloc(n, sizeof *texts);
+    if (!r || !texts)
+        die("%s: out of memory", j->path);
+    for (uint32_t i = 0; i < n; i++) {
+        fg_gen_seq *s = &seqs[first + i];
+        const fg_job *job = j->jobs[first + i];
+        texts[i] = decode(e, s->out, s->n_out);
+        cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
+        r[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
+                               finish_name(s->finish), seconds, block};
+    }
+    fg_err err;
+    if (fg_jobs_append(j->fd, j->path, r, n, &err))
+        die("%s", err.msg);
+    for (uint32_t i = 0; i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(r);
+}
+
+static void run_jobs(args *a)
+{
+    fg_job_list l;
+    fg_err err;
+    int fd;
+    size_t done;
+    if (fg_jobs_load(a->input, &l, &err) ||
+        fg_jobs_open_output(a->output, a->resume, &l, &fd, &done, &err))
+        die("%s", err.msg);
+    uint32_t n = 0, max_prompt = 0, max_new = 0;
+    fg_job **pending = malloc(l.n * sizeof *pending);
+    for (size_t i = 0; i < l.n; i++)
+        if (!l.jobs[i].done)
+            pending[n++] = &l.jobs[i];
+    if (!a->quiet && done)
+        fprintf(stderr, "fg-infer: resuming: %zu of %zu prompts already in %s\n", done, l.n,
+                a->output);
+    if (n > 4096)
+        die("%s: at most 4096 pending prompts per run", a->input);
+    fg_tok *tok = n ? open_tokenizer(a) : NULL;
+    fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
+    stop_ctx *sc = calloc(1, sizeof *sc);
+    for (uint32_t i = 0; i < n; i++) {
+        fg_job *job = pending[i];
+        uint32_t np;
+        char what[64];
+        snprintf(what, sizeof what, "%s: prompt \"%.40s\"", a->input, job->id);
+        int32_t *ids = encode(tok, job->prompt, 1, &np, what);
+        uint32_t mn = job->max_new > 0 ? (uint32_t)job->max_new : a->max_new;
+        seqs[i] = (fg_gen_seq){ids, np, mn, a->sample, (uint64_t)(job - l.jobs),
+                               malloc(mn * sizeof(int32_t)), 0, 0};
+        max_prompt = np > max_prompt ? np : max_prompt;
+        max_new = mn > max_new ? mn : max_new;
+        sc->stops[i] = (const char *const *)job->stops;
+        sc->n_stops[i] = &job->n_stops;
+    }
+    fg_tok_free(tok);
+    fg_engine *e = NULL;
+    if (n) {
+        e = open_engine(a, max_prompt + max_new);
+        sc->e = e;
+        job_ctx jc = {pending, fd, a->output, NULL, NULL};
+        run_blocks(e, a, seqs, n, sc, emit_jobs, &jc);
+    } else if (!a->quiet) {
+        fprintf(stderr, "fg-infer: nothing to do: every prompt of %s is in %s\n", a->input,
+                a->output);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        free((void *)seqs[i].prompt);
+        free(seqs[i].out);
+    }
+    free(seqs);
+    free(sc);
+    free(pending);
+    close(fd);
+    fg_jobs_free(&l);
+    fg_engine_close(e);
+}
+
+/* Synthetic prompts of random tokens (FlexGen's --prompt-len/--gen-len benchmark runs): one
+ * block of gbs x ngb sequences; EOS does not stop them (every sequence runs gen_len). */
+static void run_synthetic(args *a)
+{
+    fg_engine *e = open_engine(a, a->prompt_len + a->gen_len);
+    uint32_t n = fg_engine_block_size(e), V = fg_engine_hparams(e)->vocab_size;
+    fg_gen_seq *seqs = calloc(n, sizeof *seqs);
+    fg_rng rng;
+    fg_rng_seed(&rng, a->sample.seed, 99);
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t *p = malloc(a->prompt_len * sizeof *p);
+        for (uint32_t t = 0; t < a->prompt_len; t++)
+            p[t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
+        seqs[i] = (fg_gen_seq){p, a->prompt_len, a->gen_len, a->sample, i,
+                               malloc(a->gen_len * sizeof(int32_t)), 0, 0};
+    }
+    run_blocks(e, a, seqs, n, NULL, NULL, NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        free((void *)seqs[i].prompt);
+        free(seqs[i].out);
+    }
+    free(seqs);
+    fg_engine_close(e);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("--text %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    do {
+        if (cap - len < 65536) {
+            cap = cap ? cap * 2 : 1 << 20;
+            buf = realloc(buf, cap + 1);
+            if (!buf)
+                die("--text %s: out of memory", path);
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+    } while (n > 0);
+    if (ferror(f))
+        die("--text %s: read error", path);
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Perplexity by the protocol of models/austen-opt/train.py (eval_ppl): the text's ids (no BOS)
+ * in consecutive blocks of window-1, each fed as [BOS] + block. */
+static void run_ppl(args *a)
+{
+    fg_tok *tok = open_tokenizer(a);
+    char *text = read_text(a->text);
+    uint32_t n;
+    int32_t *ids = encode(tok, text, 0, &n, a->text);
+    free(text);
+    fg_tok_free(tok);
+    if (a->max_tokens && n > a->max_tokens)
+        n = (uint32_t)a->max_tokens;
+    fg_engine *e = NULL;
+    uint32_t W = a->window;
+    if (!W) {
+        e = open_engine(a, 0);
+        W = fg_engine_hparams(e)->max_pos;
+        fg_engine_close(e);
+    }
+    e = open_engine(a, W);
+    int32_t bos = fg_engine_hparams(e)->bos_id;
+    uint32_t n_win = (n + W - 2) / (W - 1), bs = fg_engine_block_size(e);
+    int32_t **win = malloc(n_win * sizeof *win);
+    uint32_t *lens = malloc(n_win * sizeof *lens);
+    for (uint32_t w = 0; w < n_win; w++) {
+        uint32_t start = w * (W - 1), len = n - start < W - 1 ? n - start : W - 1;
+        win[w] = malloc((len + 1) * sizeof **win);
+        win[w][0] = bos;
+        memcpy(win[w] + 1, ids + start, len * sizeof *ids);
+        lens[w] = len + 1;
+    }
+    double nll = 0, t0 = fg_now();
+    uint64_t count = 0;
+    fg_progress bar;
+    fg_progress_begin(&bar, "scoring", FG_UNIT_TOKENS, n, a->quiet);
+    for (uint32_t w = 0; w < n_win; w += bs) {
+        fg_err err;
+        uint32_t m = n_win - w < bs ? n_win - w : bs;
+        if (fg_engine_score(e, (const int32_t *const *)win + w, lens + w, m, &nll, &count, &err))
+            die("%s", err.msg);
+        fg_progress_update(&bar, count);
+    }
+    fg_progress_end(&bar);
+    printf("perplexity %.6f over %" PRIu64 " tokens (window %u, %u windows, %.1f s)\n",
+           exp(nll / (double)count), count, W, n_win, fg_now() - t0);
+    for (uint32_t w = 0; w < n_win; w++)
+        free(win[w]);
+    free(win);
+    free(lens);
+    free(ids);
+    fg_engine_close(e);
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    parse_args(&a, argc, argv);
+    if (a.ppl)
+        run_ppl(&a);
+    else if (a.prompt)
+        run_prompt(&a);
+    else if (a.input)
+        run_jobs(&a);
+    else
+        run_synthetic(&a);
+    return 0;
+}
