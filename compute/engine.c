@@ -230,11 +230,20 @@ static int build_unit(fg_engine *e, uint32_t index, int kind, uint32_t layer, fg
             rc = add_tensor(e, "model.decoder.embed_tokens.weight", 0, &u->t[i], err);
         if (rc)
             return rc;
-        if (!(kind == U_HEAD && i == 3 && e->tensors[u->t[i]].group != index))
-            u->stored_bytes += e->tensors[u->t[i]].stored_bytes; /* tied head: embed's bytes */
-        /* gathered (embed tokens) and streamed (LM head) tensors are not materialized */
-        if (!((kind == U_EMBED && i == 0) || (kind == U_HEAD && i == 3)))
+        const wtensor *t = &e->tensors[u->t[i]];
+        if (!(kind == U_HEAD && i == 3 && t->group != index))
+            u->stored_bytes += t->stored_bytes; /* a tied head streams the embedding's bytes */
+        /* gathered (embed tokens) and streamed (LM head) tensors are not materialized and need
+         * one chunk resident at a time; the others are resident whole while the unit computes */
+        if (!((kind == U_EMBED && i == 0) || (kind == U_HEAD && i == 3))) {
             u->f32_floats += floats_of(e, u->t[i]);
+            u->resident_bytes += t->stored_bytes;
+        } else {
+            for (uint32_t c = 0; c < t->n_chunks; c++) {
+                uint64_t b = (t->chunks[c].length + 4095) & ~4095ull;
+                u->stream_chunk = b > u->stream_chunk ? b : u->stream_chunk;
+            }
+        }
     }
     return FG_OK;
 }
@@ -281,14 +290,17 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     return b;
 }
 
+/* Weight bytes, and the most a unit needs resident while it computes: its materialized
+ * tensors whole plus one chunk of a gathered/streamed one. */
 static void plan_weights(const fg_engine *e, plan *p)
 {
     p->weights = p->max_unit = 0;
     for (uint32_t i = 0; i < e->n_tensors; i++)
         p->weights += e->tensors[i].stored_bytes;
-    for (uint32_t u = 0; u < e->n_units; u++)
-        if (e->units[u].stored_bytes > p->max_unit)
-            p->max_unit = e->units[u].stored_bytes;
+    for (uint32_t u = 0; u < e->n_units; u++) {
+        uint64_t need = e->units[u].resident_bytes + e->units[u].stream_chunk;
+        p->max_unit = need > p->max_unit ? need : p->max_unit;
+    }
 }
 
 /* Choose gbs/ngb (when not given), the pager budget and, without --percent, the placement:
@@ -391,11 +403,11 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
         rc = build_units(e, err);
     if (rc)
         return rc;
-    for (uint32_t i = 0; i < e->n_tensors; i++) {
-        uint64_t f = (uint64_t)e->max_chunk_rows * e->tensors[i].dims[1];
-        if (f > e->max_chunk_floats)
-            e->max_chunk_floats = f;
-    }
+    for (uint32_t i = 0; i < e->n_tensors; i++) /* largest decoded chunk of any tensor */
+        for (uint32_t c = 0; c < e->tensors[i].n_chunks; c++) {
+            uint64_t f = e->tensors[i].chunks[c].n_rows * e->tensors[i].dims[1];
+            e->max_chunk_floats = f > e->max_chunk_floats ? f : e->max_chunk_floats;
+        }
     e->max_ctx = e->o.max_ctx ? e->o.max_ctx : e->hp.max_pos;
     if (e->max_ctx > e->hp.max_pos)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %u tokens exceeds the "

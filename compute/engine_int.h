@@ -29,6 +29,8 @@ typedef struct unit {
     uint32_t n_t;
     uint64_t f32_floats;           /* floats materialized (gathered/streamed tensors excluded) */
     uint64_t stored_bytes;
+    uint64_t resident_bytes;       /* materialized tensors' stored bytes */
+    uint64_t stream_chunk;         /* largest chunk of a gathered/streamed tensor */
 } unit;
 
 typedef struct span {

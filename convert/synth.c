@@ -18,6 +18,7 @@ typedef struct shape {
 } shape;
 
 static const shape k_shapes[] = {
+    {"opt-tiny", 64, 2, 4, 256, 64, 1}, /* not a released size: a 7 MB shape for tests */
     {"opt-125m", 768, 12, 12, 3072, 768, 1},     {"opt-350m", 1024, 24, 16, 4096, 512, 0},
     {"opt-1.3b", 2048, 24, 32, 8192, 2048, 1},   {"opt-2.7b", 2560, 32, 32, 10240, 2560, 1},
     {"opt-6.7b", 4096, 32, 32, 16384, 4096, 1},  {"opt-13b", 5120, 40, 40, 20480, 5120, 1},
@@ -91,8 +92,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
             s = &k_shapes[i];
     if (!s)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
-                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b or opt-175b",
-                          model);
+                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b "
+                          "(or opt-tiny, a test shape)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");

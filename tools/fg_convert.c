@@ -60,6 +60,7 @@ int main(int argc, char **argv)
     fg_convert_opts o = {0, 0, -1, NULL, 0, NULL, NULL};
     const char *out = NULL, *model = NULL;
     uint64_t seed = 0;
+    opterr = 0;
     int quiet = 0, c, synth = argc > 1 && !strcmp(argv[1], "synth");
     if (synth) {
         argv++;
@@ -77,11 +78,16 @@ int main(int argc, char **argv)
         case 'k': o.chunk_bytes = num("--chunk-mib", optarg, 1, 1024) << 20; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            fprintf(stderr, "fg-convert: bad option or missing value: %s (see fg-convert --help)\n",
+                    argv[optind - 1]);
+            return 2;
         }
     }
     if (!out || (synth ? (!model || optind != argc) : optind != argc - 1)) {
-        usage(stderr);
+        fprintf(stderr, "fg-convert: %s (see fg-convert --help)\n",
+                !out ? "-o STORE is required" : synth ? "synth needs --model and no other argument"
+                                                      : "give one checkpoint directory");
         return 2;
     }
     fg_progress bar;

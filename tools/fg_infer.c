@@ -182,7 +182,10 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_COMPRESS_C: die("--compress-cache: a 4-bit KV cache is not supported yet");
     case O_SPARSITY: die("--attn-sparsity: sparse attention is not supported yet");
     case 'h': usage(stdout); exit(0);
-    default: usage(stderr); exit(2);
+    default:
+        fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
+                argv[optind - 1]);
+        exit(2);
     }
 }
 
@@ -223,12 +226,13 @@ static void parse_args(args *a, int argc, char **argv)
         argc--;
     }
     int c;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1)
         parse_one(a, c, argv, argc);
     if (optind != argc)
         die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!a->model) {
-        usage(stderr);
+        fprintf(stderr, "fg-infer: -m STORE is required (see fg-infer --help)\n");
         exit(2);
     }
     int modes = !!a->prompt + !!a->input + !!a->prompt_len + a->ppl;
@@ -336,19 +340,21 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
     uint32_t gbs, ngb;
     fg_engine_batching(e, &gbs, &ngb);
     char r[32], peak[32], plan[32], budget[32];
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, disk = st.pager.moved[FG_TIER_DISK][FG_TIER_HOST];
     fprintf(stderr,
             "summary: %" PRIu64 " tokens generated in %.2f s (prefill %.2f s, decode %.2f s): "
             "%.2f tok/s\n"
-            "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (plan %s, budget %s)\n"
-            "         weights read from disk %s, pager hits %" PRIu64 " misses %" PRIu64
-            ", stalled %.2f s; %s\n",
+            "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (%" PRIu64 " bytes; "
+            "plan %s, budget %s)\n"
+            "         weights read from disk %s (%" PRIu64 " bytes), pager hits %" PRIu64
+            " misses %" PRIu64 ", stalled %.2f s; %s\n",
             tokens, total, prefill, decode, total > 0 ? (double)tokens / total : 0.0, gbs, ngb,
             a->eo.row_schedule ? "row-by-row" : "zig-zag",
-            fg_fmt_bytes((double)ru.ru_maxrss * 1024, peak, sizeof peak),
+            fg_fmt_bytes((double)rss, peak, sizeof peak), rss,
             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan),
             a->eo.ram_budget ? fg_fmt_bytes((double)a->eo.ram_budget, budget, sizeof budget)
                              : "none",
-            fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], r, sizeof r),
+            fg_fmt_bytes((double)disk, r, sizeof r), disk,
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
 }
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# End-to-end fg-convert + fg-infer on synthetic stores:
+#  1. a JSONL job killed after its first block and resumed gives the same results as an
+#     uninterrupted run (greedy and seeded sampling);
+#  2. a run whose --ram-budget is smaller than the weights completes, streams the weights from
+#     disk, and its peak RSS stays under the budget plus 96 MiB of process overhead (OpenBLAS
+#     and libc arenas, code, the tokenizer);
+#  3. bad input gets one line and a non-zero exit.
+set -euo pipefail
+CONVERT=$1 INFER=$2 TOK=$3 WORK=$4
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+"$CONVERT" synth --model opt-tiny -o tiny --tokenizer "$TOK" --seed 7 --quiet
+
+# ---- 1. kill and resume
+for i in $(seq 1 12); do
+  printf '{"id": "p%d", "prompt": "Prompt number %d says"}\n' "$i" "$i"
+done > in.jsonl
+ARGS=(-m tiny --input in.jsonl --max-new-tokens 24 --gpu-batch-size 2 --num-gpu-batches 1
+      --temperature 0.7 --seed 11 --quiet)
+run() { "$INFER" "${ARGS[@]}" --output "$@"; }
+run full.jsonl
+[ "$(wc -l < full.jsonl)" -eq 12 ] || { echo "full run wrote $(wc -l < full.jsonl) lines"; exit 1; }
+"$INFER" "${ARGS[@]}" --output part.jsonl & pid=$!   # the process itself, not a subshell
+for _ in $(seq 1 600); do
+  [ -s part.jsonl ] && [ "$(wc -l < part.jsonl)" -ge 2 ] && break
+  sleep 0.02
+done
+kill -9 $pid 2>/dev/null || true
+wait $pid 2>/dev/null || true
+! kill -0 $pid 2>/dev/null || { echo "fg-infer survived SIGKILL"; exit 1; }
+lines=$(wc -l < part.jsonl)
+[ "$lines" -lt 12 ] || { echo "the job finished before it could be killed"; exit 1; }
+if run part.jsonl 2>/dev/null; then echo "rerun without --resume must refuse"; exit 1; fi
+run part.jsonl --resume
+key() { sed -E 's/"timing":\{[^}]*\}//' "$1" | sort; }
+diff <(key full.jsonl) <(key part.jsonl) || { echo "resumed results differ"; exit 1; }
+echo "kill after $lines lines + resume: identical"
+
+# ---- 2. RAM budget below the weights
+"$CONVERT" synth --model opt-125m -o m125 --tokenizer "$TOK" --seed 1 --quiet
+weights=$(du -sb m125 | cut -f1)
+budget=$((160 * 1024 * 1024))
+[ "$weights" -gt "$budget" ] || { echo "weights $weights not above the budget"; exit 1; }
+out=$("$INFER" -m m125 -p "Hello" --max-new-tokens 4 --ram-budget 160M 2>&1 >/dev/null)
+echo "$out" | grep -q "weights read from disk" || { echo "no summary: $out"; exit 1; }
+rss=$(echo "$out" | sed -nE 's/.*peak RSS [^(]*\(([0-9]+) bytes.*/\1/p')
+disk=$(echo "$out" | sed -nE 's/.*weights read from disk [^(]*\(([0-9]+) bytes.*/\1/p')
+limit=$(( (160 + 96) * 1024 * 1024 ))
+[ -n "$rss" ] && [ "$rss" -le "$limit" ] || { echo "peak RSS $rss > $limit: $out"; exit 1; }
+[ -n "$disk" ] && [ "$disk" -ge "$weights" ] || { echo "read only $disk of $weights bytes"; exit 1; }
+echo "budget 160 MiB, weights $weights bytes: peak RSS $rss bytes, $disk bytes read from disk"
+
+# ---- 3. bad input
+expect_fail() {
+  local code=$1; shift
+  set +e; err=$("$@" 2>&1 >/dev/null); rc=$?; set -e
+  [ $rc -eq "$code" ] || { echo "expected exit $code from $*: $rc ($err)"; exit 1; }
+  [ "$(printf '%s\n' "$err" | grep -c .)" -le 1 ] || { echo "not one line: $err"; exit 1; }
+}
+expect_fail 2 "$INFER" -m tiny --bogus
+expect_fail 1 "$INFER" -m nowhere -p hi
+expect_fail 1 "$INFER" -m tiny -p hi --top-p 2
+expect_fail 1 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
+expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 1K
+expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 5000
+printf 'not json\n' > bad.jsonl
+expect_fail 1 "$INFER" -m tiny --input bad.jsonl --output o.jsonl
+expect_fail 1 "$CONVERT" synth --model opt-9b -o x --tokenizer "$TOK"
+echo "fg-infer end-to-end ok"
