@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "convert.h"
 #include "fg_progress.h"
@@ -104,12 +105,16 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!quiet) {
-        char a[32], b[32], r[32];
-        fprintf(stderr, "fg-convert: %u tensors, %s read, %s stored in %s (%.1f s, %s/s)\n",
+        char a[32], b[32], r[32], m[32];
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+        fprintf(stderr, "fg-convert: %u tensors, %s read, %s stored in %s (%.1f s, %s/s); "
+                "peak RSS %s (%" PRIu64 " bytes)\n",
                 rep.tensors, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
                 fg_fmt_bytes((double)rep.stored_bytes, b, sizeof b), out, rep.seconds,
                 fg_fmt_bytes(rep.seconds > 0 ? (double)rep.stored_bytes / rep.seconds : 0, r,
-                             sizeof r));
+                             sizeof r), fg_fmt_bytes((double)rss, m, sizeof m), rss);
     }
     return 0;
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# fg-convert end to end:
+#  1. bad checkpoints (disallowed pickle global, compressed zip entry, overlapping or truncated
+#     safetensors, missing/extra/misshapen tensors) exit 1 with one line naming the file and
+#     tensor, and leave no store behind; an existing non-empty destination is refused untouched;
+#  2. a 300 MB F32 checkpoint (written here as safetensors: header + zero data) converts with peak
+#     RSS under 2 x its largest tensor + 256 MiB (the documented bound; it streams ~4 MiB chunks),
+#     F16 and 4-bit, and fg-inspect --verify passes on both stores.
+set -euo pipefail
+CONVERT=$1 INSPECT=$2 FIX=$3 TOK=$4 WORK=$5
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+
+for d in bad_bin_global bad_bin_compressed bad_st_overlap bad_st_truncated opt_tiny_missing \
+         opt_tiny_extra opt_tiny_badshape bad_bin_noncontig; do
+  set +e; err=$("$CONVERT" "$FIX/$d" -o "out_$d" --tokenizer "$TOK" 2>&1); rc=$?; set -e
+  [ $rc -eq 1 ] || { echo "$d: exit $rc ($err)"; exit 1; }
+  [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] || { echo "$d: not one line: $err"; exit 1; }
+  [ ! -e "out_$d" ] || { echo "$d: left out_$d behind"; exit 1; }
+done
+mkdir keep && echo precious > keep/file
+set +e; "$CONVERT" "$FIX/opt_tiny" -o keep --tokenizer "$TOK" 2>/dev/null; rc=$?; set -e
+[ $rc -eq 1 ] && [ "$(cat keep/file)" = precious ] || { echo "non-empty destination: rc=$rc"; exit 1; }
+echo "bad inputs: one line each, nothing left behind"
+
+# ---- a 300 MB checkpoint: vocab 50272 x hidden 1024 f32 embedding (206 MB) is the largest tensor
+H=1024 F=4096 V=50272 P=2050 L=2
+mkdir ck && cd ck
+cat > config.json <<JSON
+{"model_type": "opt", "vocab_size": $V, "hidden_size": $H, "num_hidden_layers": $L,
+ "num_attention_heads": 16, "ffn_dim": $F, "max_position_embeddings": $((P - 2)),
+ "word_embed_proj_dim": $H, "do_layer_norm_before": true, "activation_function": "relu",
+ "torch_dtype": "float32"}
+JSON
+names=() shapes=()
+add() { names+=("$1"); shapes+=("$2"); }
+add model.decoder.embed_tokens.weight "$V,$H"
+add model.decoder.embed_positions.weight "$P,$H"
+add model.decoder.final_layer_norm.weight "$H"
+add model.decoder.final_layer_norm.bias "$H"
+for l in $(seq 0 $((L - 1))); do
+  p=model.decoder.layers.$l
+  for m in q k v out; do add $p.self_attn.${m}_proj.weight "$H,$H"; add $p.self_attn.${m}_proj.bias "$H"; done
+  for n in self_attn_layer_norm final_layer_norm; do add $p.$n.weight "$H"; add $p.$n.bias "$H"; done
+  add $p.fc1.weight "$F,$H"; add $p.fc1.bias "$F"; add $p.fc2.weight "$H,$F"; add $p.fc2.bias "$H"
+done
+off=0 json="{"
+for i in "${!names[@]}"; do
+  bytes=$(( ${shapes[$i]//,/*} * 4 ))
+  json+="\"${names[$i]}\": {\"dtype\": \"F32\", \"shape\": [${shapes[$i]}], \"data_offsets\": [$off, $((off + bytes))]},"
+  off=$((off + bytes))
+done
+json="${json%,}}"
+len=${#json}
+pad=$(( (8 - len % 8) % 8 )); json+=$(printf '%*s' $pad ''); len=$((len + pad))
+{ printf "$(printf '\\x%02x' $((len & 255)) $(((len >> 8) & 255)) $(((len >> 16) & 255)) 0 0 0 0 0)"
+  printf '%s' "$json"; head -c $off /dev/zero; } > model.safetensors
+cd ..
+largest=$((V * H * 4))
+limit=$((2 * largest + 256 * 1024 * 1024))
+for q in "" --compress-weight; do
+  out=$("$CONVERT" ck -o "store$q" --tokenizer "$TOK" $q 2>&1)
+  rss=$(echo "$out" | sed -nE 's/.*peak RSS [^(]*\(([0-9]+) bytes.*/\1/p')
+  [ -n "$rss" ] && [ "$rss" -le "$limit" ] || { echo "peak RSS $rss > $limit: $out"; exit 1; }
+  "$INSPECT" --verify --no-chunks "store$q" > /dev/null
+  echo "converted $off bytes${q:+ ($q)}: peak RSS $rss bytes (bound $limit)"
+done
+echo "fg-convert end-to-end ok"
