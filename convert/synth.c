@@ -1,8 +1,8 @@
 /* synth.c - fg_convert_synth: random weights at a real OPT shape, written straight into a store
  * for benchmarks (no checkpoint needed). Values are deterministic in (seed, tensor index,
  * element): LayerNorm weights 1, biases 0, matrices uniform with the standard deviation of
- * OPT's init (0.02). F16 bits come from a 256-entry table indexed by a fast generator, so
- * producing the data costs far less than writing it. */
+ * OPT's init (0.02), drawn into a 64 Ki-element block per tensor that the tensor's elements
+ * repeat at pseudo-random rotations, so producing the data costs far less than writing it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +26,36 @@ static const shape k_shapes[] = {
     {"opt-175b", 12288, 96, 96, 49152, 12288, 1},
 };
 
+#define SYNTH_BLOCK 65536u
+
 typedef struct synth_ctx {
     uint64_t seed, tensor;
     int kind; /* 0 matrix, 1 ones, 2 zeros */
     uint16_t table[256];
+    uint16_t block[SYNTH_BLOCK]; /* this tensor's random values, drawn once */
 } synth_ctx;
 
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Draw the tensor's block: 8 table lookups per splitmix64 draw of (seed, tensor, index). */
+static void fill_block(synth_ctx *c)
+{
+    for (uint32_t i = 0; i < SYNTH_BLOCK; i += 8) {
+        uint64_t z = mix(c->seed ^ (c->tensor << 40) ^ i);
+        for (uint32_t k = 0; k < 8; k++)
+            c->block[i + k] = c->table[(z >> (8 * k)) & 255];
+    }
+}
+
+/* Element e of a matrix is block[(e + rot(e / SYNTH_BLOCK)) mod SYNTH_BLOCK]: every 64 Ki
+ * elements reuse the tensor's block at a pseudo-random rotation, so producing the data is a
+ * memcpy (the writer, not the generator, sets the pace) and stays deterministic. */
 static int synth_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
 {
     (void)err;
@@ -42,15 +66,17 @@ static int synth_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_e
             out[i] = v;
         return FG_OK;
     }
-    /* splitmix64 of (seed, tensor, element block of 8): eight table lookups per draw */
-    for (uint64_t i = 0; i < n; i += 8) {
-        uint64_t z = c->seed ^ (c->tensor << 40) ^ ((first + i) >> 3);
-        z += 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        for (uint64_t k = 0; k < 8 && i + k < n; k++)
-            out[i + k] = c->table[(z >> (8 * k)) & 255];
+    uint64_t e = first, end = first + n;
+    while (e < end) {
+        uint64_t seg = e / SYNTH_BLOCK, seg_end = (seg + 1) * SYNTH_BLOCK;
+        uint64_t stop = seg_end < end ? seg_end : end;
+        uint32_t pos = (uint32_t)((e + mix(c->seed ^ seg)) % SYNTH_BLOCK);
+        while (e < stop) {
+            uint64_t run = SYNTH_BLOCK - pos < stop - e ? SYNTH_BLOCK - pos : stop - e;
+            memcpy(out + (e - first), c->block + pos, run * sizeof *out);
+            e += run;
+            pos = 0;
+        }
     }
     return FG_OK;
 }
@@ -108,8 +134,13 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         rc = fgc_tokenizer_meta(&j, o->tokenizer_dir, err);
     if (rc == FG_OK)
         rc = fg_opt_expected_tensors(&cfg, &spec, &n_spec, err);
-    synth_ctx ctx = {seed, 0, 0, {0}};
-    make_table(ctx.table);
+    synth_ctx *c = calloc(1, sizeof *c); /* 128 KiB: not on the stack */
+    if (!c && rc == FG_OK)
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (c) {
+        c->seed = seed;
+        make_table(c->table);
+    }
     for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++)
         if (!spec[i].optional)
             j.total += spec[i].dims[0] * (spec[i].n_dims > 1 ? spec[i].dims[1] : 1) * 2;
@@ -119,14 +150,17 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         const char *nm = spec[i].name;
         size_t len = strlen(nm);
         int is_ln = strstr(nm, "layer_norm") != NULL;
-        ctx.tensor = i;
-        ctx.kind = is_ln && !strcmp(nm + len - 6, "weight") ? 1
-                 : !strcmp(nm + len - 4, "bias") ? 2 : 0;
+        c->tensor = i;
+        c->kind = is_ln && !strcmp(nm + len - 6, "weight") ? 1
+                : !strcmp(nm + len - 4, "bias") ? 2 : 0;
+        if (c->kind == 0)
+            fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
-                              synth_read, &ctx};
+                              synth_read, c};
         rc = fgc_write_tensor(&j, &src, err);
         j.tensors += rc == FG_OK;
     }
     free(spec);
+    free(c);
     return fgc_end(&j, rc, rep, err);
 }
