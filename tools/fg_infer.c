@@ -328,8 +328,16 @@ static const char *finish_name(int f)
     return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
 }
 
+/* FLOPs of the Linear layers (and LM head) for one token: what a decode step computes. */
+static double flops_per_token(const fg_opt_hparams *hp)
+{
+    double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;
+    double layer = 4 * h * h + 2 * h * f, proj = hp->embed_dim != hp->hidden ? 2 * h * e : 0;
+    return 2 * (hp->n_layers * layer + proj + (double)hp->vocab_size * e);
+}
+
 static void summary(fg_engine *e, const args *a, double prefill, double decode, uint64_t tokens,
-                    double total)
+                    uint64_t seqs, double total)
 {
     if (a->quiet)
         return;
@@ -356,6 +364,10 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
                              : "none",
             fg_fmt_bytes((double)disk, r, sizeof r), disk,
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
+    if (decode > 0 && tokens > seqs)
+        fprintf(stderr, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
+                "per token)\n", (double)(tokens - seqs) * flops_per_token(fg_engine_hparams(e)) /
+                decode / 1e9, flops_per_token(fg_engine_hparams(e)) / 1e9);
 }
 
 /* ---- modes ---- */
@@ -393,7 +405,7 @@ static void run_blocks(fg_engine *e, const args *a, fg_gen_seq *seqs, uint32_t n
             emit(ectx, e, seqs, first, m, blk, fg_now() - tb);
     }
     fg_progress_end(&tc.bar);
-    summary(e, a, prefill, dec, tokens, fg_now() - t0);
+    summary(e, a, prefill, dec, tokens, n, fg_now() - t0);
 }
 
 static fg_engine *open_engine(args *a, uint32_t max_ctx)
