@@ -225,7 +225,9 @@ static int row_by_row(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_ti
     return FG_OK;
 }
 
-static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, block *b, fg_err *err)
+/* scoring: only the prompts must fit the context (nothing is generated) */
+static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, int scoring, block *b,
+                       fg_err *err)
 {
     if (n == 0 || n > e->gbs * e->ngb)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "a block holds 1..%u sequences, not %u",
@@ -241,7 +243,7 @@ static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, block *b, fg_
         b->P = seqs[s].n_prompt > b->P ? seqs[s].n_prompt : b->P;
         b->G = seqs[s].max_new > b->G ? seqs[s].max_new : b->G;
     }
-    if ((uint64_t)b->P + b->G > e->max_ctx)
+    if ((uint64_t)b->P + (scoring ? 0 : b->G) > e->max_ctx)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt of %u tokens + %u new exceeds the "
                           "context of %u (--max-context, model limit %u)", b->P, b->G,
                           e->max_ctx, e->hp.max_pos);
@@ -253,7 +255,7 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, fg_stop_fn st
                        fg_err *err)
 {
     block b;
-    int rc = check_block(e, seqs, n, &b, err);
+    int rc = check_block(e, seqs, n, 0, &b, err);
     if (rc)
         return rc;
     int32_t last_pos[n];
@@ -309,7 +311,7 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     for (uint32_t s = 0; s < n; s++)
         seqs[s] = (fg_gen_seq){windows[s], lens[s], 1, {0, 0, 1, 0}, s, &dummy[s], 0, 0};
     block b;
-    int rc = check_block(e, seqs, n, &b, err);
+    int rc = check_block(e, seqs, n, 1, &b, err);
     if (rc)
         return rc;
     int32_t last_pos[n];
