@@ -32,7 +32,9 @@ typedef struct fg_attn_args {
     uint32_t n_q, q_pos0;  /* query i sits at cache position q_pos0 + i (causal limit) */
     uint32_t n_heads, head_dim;
     float *out;            /* [n_q, n_heads * head_dim] */
-    float *scratch;        /* at least q_pos0 + n_q floats */
+    float *scratch;        /* at least 2 * (q_pos0 + n_q) floats */
+    float keep;            /* top-k sparse attention: attend to the ceil(keep * n) highest-scoring
+                              valid keys (FlexGen's --attn-sparsity); 0 or >= 1 = dense */
 } fg_attn_args;
 
 typedef struct fg_backend_iface {

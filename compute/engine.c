@@ -282,8 +282,9 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += (uint64_t)ngb * tok * h * 4;                         /* activations */
-    b += (uint64_t)ngb * e->hp.n_layers * 2 * tok * h * 4;    /* KV cache */
-    b += tok * (wide + 4 * h + e->hp.ffn) * 4 + ctx * 4;      /* workspace */
+    b += e->kv_row ? (uint64_t)ngb * e->hp.n_layers * 2 * tok * e->kv_row + 2 * ctx * h * 4
+                   : (uint64_t)ngb * e->hp.n_layers * 2 * tok * h * 4; /* KV cache */
+    b += tok * (wide + 4 * h + e->hp.ffn) * 4 + 2 * ctx * 4;  /* workspace */
     b += rows * (e->hp.vocab_size + e->max_chunk_rows + h + e->hp.embed_dim) * 4; /* head */
     b += (uint64_t)ngb * tok * 9;                             /* ids, positions, validity */
     b += (uint64_t)e->hp.vocab_size * 8;                      /* sampler */
@@ -359,7 +360,13 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
     e->tok_rows = malloc(tok * e->hp.embed_dim * 4);
     e->hidden = malloc(ngb * tok * h * 4);
-    e->kv = calloc(ngb * e->hp.n_layers * 2 * tok * h, 4);
+    if (e->kv_row) {
+        e->qkv = calloc(ngb * e->hp.n_layers * 2 * tok, e->kv_row);
+        e->kv_tmp = malloc(2 * (uint64_t)e->max_ctx * h * 4);
+        e->kv = e->qkv && e->kv_tmp ? (float *)e->kv_tmp : NULL; /* non-NULL marks success */
+    } else {
+        e->kv = calloc(ngb * e->hp.n_layers * 2 * tok * h, 4);
+    }
     e->logits = malloc((uint64_t)e->logit_rows * e->hp.vocab_size * 4);
     e->head_tmp = malloc((uint64_t)e->logit_rows * e->max_chunk_rows * 4 + 4);
     e->head_x = malloc((uint64_t)e->logit_rows * (h + e->hp.embed_dim) * 4);
@@ -409,6 +416,13 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
             e->max_chunk_floats = f > e->max_chunk_floats ? f : e->max_chunk_floats;
         }
     e->max_ctx = e->o.max_ctx ? e->o.max_ctx : e->hp.max_pos;
+    if (e->o.attn_sparsity < 0 || e->o.attn_sparsity > 1)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--attn-sparsity %g: must be in (0, 1]",
+                          (double)e->o.attn_sparsity);
+    if (e->o.compress_cache) {
+        e->kv_codec = fg_codec_quant(4, 64, 1);
+        e->kv_row = fg_opt_kv_row_bytes(&e->kv_codec, e->hp.hidden);
+    }
     if (e->max_ctx > e->hp.max_pos)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %u tokens exceeds the "
                           "model's %u positions", e->max_ctx, e->hp.max_pos);
@@ -463,7 +477,10 @@ void fg_engine_close(fg_engine *e)
     free(e->chunk_f32);
     free(e->tok_rows);
     free(e->hidden);
-    free(e->kv);
+    if (e->kv != e->kv_tmp)
+        free(e->kv);
+    free(e->qkv);
+    free(e->kv_tmp);
     free(e->logits);
     free(e->head_tmp);
     free(e->head_x);

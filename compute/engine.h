@@ -42,6 +42,8 @@ typedef struct fg_engine_opts {
     int row_schedule;         /* row-by-row baseline instead of zig-zag */
     int threads;              /* OpenBLAS threads; 0 = default */
     int verify;               /* check chunk checksums on every load */
+    int compress_cache;       /* 4-bit KV cache, groups of 64 along the head dimension */
+    float attn_sparsity;      /* top-k sparse attention: fraction of keys kept; 0 = dense */
     const char *trace_path;   /* Chrome trace events JSON, or NULL */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
     void *notice_ctx;

@@ -59,7 +59,11 @@ struct fg_engine {
     float *chunk_f32;              /* [max chunk floats] for streamed tensors */
     float *tok_rows;               /* [gbs * max_ctx, embed_dim] */
     float *hidden;                 /* [ngb][gbs * max_ctx, hidden] */
-    float *kv;                     /* [ngb][layers][2][gbs * max_ctx * hidden] */
+    float *kv;                     /* [ngb][layers][2][gbs * max_ctx * hidden] (f32 cache) */
+    uint8_t *qkv;                  /* [ngb][layers][2][gbs * max_ctx * kv_row] (4-bit cache) */
+    fg_codec kv_codec;
+    size_t kv_row;                 /* bytes of one compressed row; 0 = f32 cache */
+    float *kv_tmp;                 /* [2][max_ctx * hidden] decode scratch (4-bit cache) */
     float *logits;                 /* [logit_rows, vocab] */
     uint32_t logit_rows;
     float *head_tmp;               /* [logit_rows, max chunk rows] */

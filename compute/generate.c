@@ -34,9 +34,15 @@ static size_t tok_off(const fg_engine *e, uint32_t k) { return (size_t)k * e->gb
 
 static fg_opt_kv kv_of(const fg_engine *e, uint32_t k, uint32_t layer)
 {
-    size_t per = (size_t)e->gbs * e->max_ctx * e->hp.hidden;
-    float *base = e->kv + ((size_t)k * e->hp.n_layers + layer) * 2 * per;
-    return (fg_opt_kv){base, base + per, e->max_ctx};
+    size_t rows = (size_t)e->gbs * e->max_ctx, slot = ((size_t)k * e->hp.n_layers + layer) * 2;
+    if (e->kv_row) {
+        uint8_t *base = e->qkv + slot * rows * e->kv_row;
+        return (fg_opt_kv){NULL, NULL, e->max_ctx, &e->kv_codec, base, base + rows * e->kv_row,
+                           e->kv_row, e->kv_tmp, e->kv_tmp + (size_t)e->max_ctx * e->hp.hidden};
+    }
+    float *base = e->kv + slot * rows * e->hp.hidden;
+    return (fg_opt_kv){base, base + rows * e->hp.hidden, e->max_ctx, NULL, NULL, NULL, 0, NULL,
+                       NULL};
 }
 
 /* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. */
@@ -45,7 +51,7 @@ static fg_opt_step step_of(const fg_engine *e, const block *b, uint32_t k, uint3
     size_t o = tok_off(e, k);
     uint32_t n_new = i == 0 ? b->P : 1, pos0 = i == 0 ? 0 : b->P + i - 1;
     return (fg_opt_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->pos + o, e->valid + o,
-                         e->hidden + o * e->hp.hidden};
+                         e->hidden + o * e->hp.hidden, e->o.attn_sparsity};
 }
 
 static void setup_prompts(fg_engine *e, block *b)

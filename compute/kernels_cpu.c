@@ -10,6 +10,9 @@
  * q.k over the causal window, masked keys skipped (they get -inf, i.e. zero weight), softmax
  * with the max subtracted, output the weighted sum of v rows. A query row whose keys are all
  * masked (a left-padding position) gets zeros; its logits are never used.
+ * Sparse attention (keep < 1, FlexGen's top-k): only the ceil(keep * n_valid) keys with the
+ * highest scores take part in the softmax, and only their v rows are read; the threshold is
+ * found by sorting a copy of the scores (ties at the threshold are all kept).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -209,6 +212,36 @@ void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, 
 typedef float (*dot_fn)(const float *, const float *, uint32_t);
 typedef void (*axpy_fn)(float *, const float *, float, uint32_t);
 
+static int desc(const void *x, const void *y)
+{
+    float a = *(const float *)x, b = *(const float *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* k-th largest of x[0..n) (1-based k); x is reordered. A sort: n is at most the context. */
+static float kth_largest(float *x, uint32_t n, uint32_t k)
+{
+    qsort(x, n, sizeof *x, desc);
+    return x[k - 1];
+}
+
+/* Scores below the top-k threshold become -inf (k = ceil(keep * valid keys)). */
+static void sparsify(const fg_attn_args *a, uint32_t n_ctx, float *s)
+{
+    float *copy = a->scratch + n_ctx;
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < n_ctx; t++)
+        if (s[t] != -INFINITY)
+            copy[n++] = s[t];
+    uint32_t k = (uint32_t)ceilf(a->keep * (float)n);
+    if (n == 0 || k >= n)
+        return;
+    float thr = kth_largest(copy, n, k ? k : 1);
+    for (uint32_t t = 0; t < n_ctx; t++)
+        if (s[t] < thr)
+            s[t] = -INFINITY;
+}
+
 static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy)
 {
     uint32_t d = a->head_dim, width = a->n_heads * d;
@@ -226,8 +259,10 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy)
             memset(o, 0, d * sizeof *o);
             if (mx == -INFINITY)
                 continue; /* every key masked: a padding query */
+            if (a->keep > 0.0f && a->keep < 1.0f)
+                sparsify(a, n_ctx, a->scratch);
             for (uint32_t t = 0; t < n_ctx; t++) {
-                float p = a->valid[t] ? expf(a->scratch[t] - mx) : 0.0f;
+                float p = a->scratch[t] != -INFINITY ? expf(a->scratch[t] - mx) : 0.0f;
                 a->scratch[t] = p;
                 sum += p;
             }

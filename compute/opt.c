@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "opt.h"
+#include "quant.h"
 
 #define LN_EPS 1e-5f
 
@@ -22,7 +23,7 @@ struct fg_opt_ws {
     float *x_ln;    /* [max_tokens, max(hidden, embed_dim)] */
     float *q, *ctx; /* [max_tokens, hidden] */
     float *ffn;     /* [max_tokens, ffn] */
-    float *scores;  /* [max_ctx] */
+    float *scores;  /* [2 * max_ctx] (attention scores and the sparse-attention copy) */
     float *kbuf, *vbuf; /* [max_tokens, hidden]: new keys/values before they go to the cache */
 };
 
@@ -60,7 +61,7 @@ int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t ma
     ws->kbuf = malloc(t * h * sizeof(float));
     ws->vbuf = malloc(t * h * sizeof(float));
     ws->ffn = malloc(t * cfg->ffn * sizeof(float));
-    ws->scores = malloc((size_t)max_ctx * sizeof(float));
+    ws->scores = malloc(2 * (size_t)max_ctx * sizeof(float));
     if (!ws->x_ln || !ws->q || !ws->ctx || !ws->kbuf || !ws->vbuf || !ws->ffn || !ws->scores) {
         fg_opt_ws_free(ws);
         return fg_err_set(err, FG_ERR_NOMEM, "OPT workspace (%u tokens, context %u): out of memory",
@@ -141,10 +142,58 @@ static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_a
         ws->q[i] *= scale;
     for (uint32_t b = 0; b < s->n_seq; b++) {
         size_t row = (size_t)b * kv->kv_cap + s->pos0;
-        memcpy(kv->k + row * h, ws->kbuf + (size_t)b * s->n_new * h, (size_t)s->n_new * h * 4);
-        memcpy(kv->v + row * h, ws->vbuf + (size_t)b * s->n_new * h, (size_t)s->n_new * h * 4);
+        const float *kn = ws->kbuf + (size_t)b * s->n_new * h, *vn = ws->vbuf + (size_t)b * s->n_new * h;
+        if (!kv->codec) {
+            memcpy(kv->k + row * h, kn, (size_t)s->n_new * h * 4);
+            memcpy(kv->v + row * h, vn, (size_t)s->n_new * h * 4);
+            continue;
+        }
+        uint64_t dims[2] = {s->n_new, h};
+        fg_qview v;
+        fg_codec_qview(kv->codec, 2, dims, s->n_new, &v, NULL);
+        size_t len = (size_t)s->n_new * kv->row_bytes;
+        rc = fg_quant_encode(kv->codec, &v, kn, FG_CODEC_F32, 0, kv->qk + row * kv->row_bytes, len,
+                             FG_QUANT_ISA_AUTO, NULL);
+        if (rc == FG_OK)
+            rc = fg_quant_encode(kv->codec, &v, vn, FG_CODEC_F32, 0,
+                                 kv->qv + row * kv->row_bytes, len, FG_QUANT_ISA_AUTO, NULL);
+        if (rc)
+            return rc;
     }
     return FG_OK;
+}
+
+size_t fg_opt_kv_row_bytes(const fg_codec *c, uint32_t hidden)
+{
+    uint64_t dims[2] = {1, hidden};
+    fg_qview v;
+    if (fg_codec_qview(c, 2, dims, 1, &v, NULL))
+        return 0;
+    return (size_t)(v.n_groups * v.group_bytes);
+}
+
+/* The cache rows [0, n_ctx) of sequence b as f32: the cache itself, or decoded into k_tmp. */
+static int kv_rows(const fg_opt_kv *kv, uint32_t b, uint32_t n_ctx, uint32_t h, const float **k,
+                   const float **v)
+{
+    size_t row = (size_t)b * kv->kv_cap;
+    if (!kv->codec) {
+        *k = kv->k + row * h;
+        *v = kv->v + row * h;
+        return FG_OK;
+    }
+    uint64_t dims[2] = {n_ctx, h};
+    fg_qview q;
+    fg_codec_qview(kv->codec, 2, dims, n_ctx, &q, NULL);
+    size_t len = (size_t)n_ctx * kv->row_bytes;
+    int rc = fg_quant_decode(kv->codec, &q, kv->qk + row * kv->row_bytes, len, kv->k_tmp,
+                             FG_CODEC_F32, 0, FG_QUANT_ISA_AUTO, NULL);
+    if (rc == FG_OK)
+        rc = fg_quant_decode(kv->codec, &q, kv->qv + row * kv->row_bytes, len, kv->v_tmp,
+                             FG_CODEC_F32, 0, FG_QUANT_ISA_AUTO, NULL);
+    *k = kv->k_tmp;
+    *v = kv->v_tmp;
+    return rc;
 }
 
 int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
@@ -163,9 +212,12 @@ int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_att
         return fg_err_set(err, rc, "attention projections failed");
     for (uint32_t b = 0; b < s->n_seq; b++) {
         size_t row = (size_t)b * kv->kv_cap;
-        fg_attn_args a = {ws->q + (size_t)b * s->n_new * h, kv->k + row * h, kv->v + row * h, h,
-                          s->valid + row, s->n_new, s->pos0, cfg->n_heads, h / cfg->n_heads,
-                          ws->ctx + (size_t)b * s->n_new * h, ws->scores};
+        const float *k, *v;
+        if ((rc = kv_rows(kv, b, s->pos0 + s->n_new, h, &k, &v)))
+            return fg_err_set(err, rc, "decoding the compressed KV cache failed");
+        fg_attn_args a = {ws->q + (size_t)b * s->n_new * h, k, v, h, s->valid + row, s->n_new,
+                          s->pos0, cfg->n_heads, h / cfg->n_heads,
+                          ws->ctx + (size_t)b * s->n_new * h, ws->scores, s->attn_keep};
         if ((rc = be->iface->attention(be, &a)))
             return fg_err_set(err, rc, "attention failed");
     }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "fgt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,13 +68,24 @@ typedef struct fg_opt_step {
     const int32_t *positions;  /* [n_seq, n_new] learned-position index before the +2 offset */
     const uint8_t *valid;      /* [n_seq, kv_cap] 1 where the cache position holds a real token */
     float *hidden;             /* [n_seq * n_new, hidden] activations, in and out */
+    float attn_keep;           /* sparse attention: fraction of keys kept (0 or 1 = dense) */
 } fg_opt_step;
 
-/* The KV cache of one layer for one batch: f32 rows of width hidden, kv_cap rows a sequence. */
+/* The KV cache of one layer for one batch, kv_cap rows a sequence. Either f32 rows of width
+ * hidden (k, v), or, with a codec (--compress-cache), 4-bit rows: each row of hidden values is
+ * quantized in groups along the head dimension (FlexGen's choice) into row_bytes, and the rows
+ * a step attends to are decoded into k_tmp/v_tmp ([kv_cap, hidden] f32, one sequence at a time). */
 typedef struct fg_opt_kv {
-    float *k, *v;              /* [n_seq, kv_cap, hidden] */
+    float *k, *v;              /* f32: [n_seq, kv_cap, hidden]; NULL when compressed */
     uint32_t kv_cap;
+    const fg_codec *codec;     /* NULL: f32 cache; else Q4/Q8 along the last axis */
+    uint8_t *qk, *qv;          /* compressed: [n_seq, kv_cap, row_bytes] */
+    size_t row_bytes;
+    float *k_tmp, *v_tmp;      /* compressed: decode scratch [kv_cap, hidden] */
 } fg_opt_kv;
+
+/* Bytes of one compressed KV row of `hidden` values under codec c (Q4/Q8, last axis). */
+size_t fg_opt_kv_row_bytes(const fg_codec *c, uint32_t hidden);
 
 typedef struct fg_opt_ws fg_opt_ws;
 

@@ -66,7 +66,7 @@ START_TEST(attention_matches_reference_with_padding)
 {
     enum { CTX = 40, HEADS = 4, D = 24, W = HEADS * D, NQ = 7 };
     float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
-    float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), scratch[CTX];
+    float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), scratch[2 * CTX];
     uint8_t valid[CTX];
     randf(k, CTX * W, 6, 1.0f);
     randf(v, CTX * W, 7, 1.0f);
@@ -146,6 +146,57 @@ START_TEST(positions_follow_transformers)
 }
 END_TEST
 
+/* Sparse attention keeps exactly the top-k keys of each head; keep = 1 is dense. */
+START_TEST(sparse_attention_keeps_top_keys)
+{
+    enum { CTX = 30, HEADS = 2, D = 16, W = HEADS * D };
+    float k[CTX * W], v[CTX * W], q[W], dense[W], sparse[W], ref[W], scratch[2 * CTX];
+    uint8_t valid[CTX];
+    randf(k, CTX * W, 21, 1.0f);
+    randf(v, CTX * W, 22, 1.0f);
+    randf(q, W, 23, 2.0f);
+    memset(valid, 1, sizeof valid);
+    valid[0] = valid[1] = 0;
+    fg_attn_args a = {q, k, v, W, valid, 1, CTX - 1, HEADS, D, dense, scratch, 1.0f};
+    fg_cpu_attention_ref(&a);
+    a.keep = 0.0f;
+    a.out = ref;
+    fg_cpu_attention_ref(&a);
+    ck_assert_int_eq(memcmp(dense, ref, sizeof dense), 0);
+    a.keep = 0.25f; /* 28 valid keys -> 7 kept */
+    a.out = sparse;
+    fg_cpu_attention(&a);
+    for (int h = 0; h < HEADS; h++) {
+        double s[CTX], sorted[CTX];
+        int n = 0;
+        for (int t = 2; t < CTX; t++) {
+            s[t] = 0;
+            for (int j = 0; j < D; j++)
+                s[t] += (double)q[h * D + j] * k[t * W + h * D + j];
+            sorted[n++] = s[t];
+        }
+        for (int i = 0; i < n; i++) /* descending selection of the 7th largest */
+            for (int j = i + 1; j < n; j++)
+                if (sorted[j] > sorted[i]) {
+                    double t = sorted[i];
+                    sorted[i] = sorted[j];
+                    sorted[j] = t;
+                }
+        double thr = sorted[6], mx = sorted[0], z = 0, out[D] = {0};
+        for (int t = 2; t < CTX; t++)
+            if (s[t] >= thr)
+                z += exp(s[t] - mx);
+        for (int t = 2; t < CTX; t++)
+            if (s[t] >= thr)
+                for (int j = 0; j < D; j++)
+                    out[j] += exp(s[t] - mx) / z * v[t * W + h * D + j];
+        for (int j = 0; j < D; j++)
+            ck_assert_msg(fabs(out[j] - sparse[h * D + j]) < 1e-4, "h%d j%d %g vs %g", h, j,
+                          out[j], sparse[h * D + j]);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("compute");
@@ -153,6 +204,7 @@ static Suite *suite(void)
     tcase_add_test(tc, dot_matches_reference);
     tcase_add_test(tc, layernorm_matches_reference);
     tcase_add_test(tc, attention_matches_reference_with_padding);
+    tcase_add_test(tc, sparse_attention_keeps_top_keys);
     tcase_add_test(tc, linear_matches_naive);
     tcase_add_test(tc, positions_follow_transformers);
     suite_add_tcase(s, tc);

@@ -257,6 +257,32 @@ START_TEST(q4_weights_within_bound)
 }
 END_TEST
 
+/* 4-bit KV cache and sparse attention: bounded changes to the logits; sparsity 1 is dense. */
+START_TEST(compressed_cache_and_sparse_attention)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    const char *store = convert("opt-tiny-safetensors", 0);
+    fg_engine_opts o = defaults();
+    o.compress_cache = 1;
+    result res = check_logits(store, &r, o);
+    fprintf(stderr, "q4 KV cache vs transformers: nmse %.4g, max |diff| %.3g, agreement %.3f\n",
+            res.nmse, res.max_diff, res.agree);
+    ck_assert_msg(res.nmse < 0.05 && res.agree >= 0.8, "q4 cache: nmse %g agreement %g", res.nmse,
+                  res.agree);
+    o = defaults();
+    o.attn_sparsity = 1.0f;
+    res = check_logits(store, &r, o);
+    ck_assert_msg(res.max_diff < 1e-3 && res.agree == 1.0, "sparsity 1: %g", res.max_diff);
+    o.attn_sparsity = 0.5f;
+    res = check_logits(store, &r, o);
+    fprintf(stderr, "attention sparsity 0.5 vs transformers: nmse %.4g, agreement %.3f\n",
+            res.nmse, res.agree);
+    ck_assert_msg(res.nmse > 0 && res.nmse < 0.5, "sparsity 0.5: nmse %g", res.nmse);
+    free(r.logits);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused)
 {
     const char *store = convert("opt-tiny-safetensors", 0);
@@ -293,6 +319,7 @@ static Suite *suite(void)
     tcase_add_test(tc, layout_350m_style);
     tcase_add_test(tc, placements_and_schedules_agree);
     tcase_add_test(tc, q4_weights_within_bound);
+    tcase_add_test(tc, compressed_cache_and_sparse_attention);
     tcase_add_test(tc, bad_requests_are_refused);
     suite_add_tcase(s, tc);
     return s;

@@ -59,6 +59,8 @@ static void usage(FILE *f)
           "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer  --cpu-cache-compute  --max-context N\n"
+          "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
+          "              past tokens)  (4-bit weights: convert with fg-convert --compress-weight)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n",
           f);
 }
@@ -179,8 +181,12 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_COMPRESS_W:
         die("--compress-weight: convert the store with `fg-convert --compress-weight` (4-bit "
             "weights are read from a quantized store; quantizing at load is not supported yet)");
-    case O_COMPRESS_C: die("--compress-cache: a 4-bit KV cache is not supported yet");
-    case O_SPARSITY: die("--attn-sparsity: sparse attention is not supported yet");
+    case O_COMPRESS_C: a->eo.compress_cache = 1; break;
+    case O_SPARSITY:
+        a->eo.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
+        if (!(a->eo.attn_sparsity > 0 && a->eo.attn_sparsity <= 1))
+            die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
+        break;
     case 'h': usage(stdout); exit(0);
     default:
         fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
