@@ -278,7 +278,7 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
 {
     uint64_t h = e->hp.hidden, ctx = e->max_ctx, tok = (uint64_t)gbs * ctx;
     uint64_t wide = e->hp.embed_dim > h ? e->hp.embed_dim : h;
-    uint64_t rows = gbs > 64 ? gbs : 64;
+    uint64_t rows = gbs > 16 ? gbs : 16;
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += (uint64_t)ngb * tok * h * 4;                         /* activations */
@@ -355,7 +355,7 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
 static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
 {
     uint64_t h = e->hp.hidden, tok = (uint64_t)e->gbs * e->max_ctx, ngb = e->ngb;
-    e->logit_rows = e->gbs > 64 ? e->gbs : 64;
+    e->logit_rows = e->gbs > 16 ? e->gbs : 16;
     e->unit_f32 = malloc((max_f32 + 1) * 4);
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
     e->tok_rows = malloc(tok * e->hp.embed_dim * 4);

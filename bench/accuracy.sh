@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The accuracy table of README.md (in the spirit of FlexGen's Table 3): perplexity of the
+# shipped model on held-out Persuasion under each compression setting, all computed by
+# fg-infer ppl in one run. usage: bench/accuracy.sh [MAX_TOKENS]  (default: the whole novel)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build}
+MODEL=${MODEL:-$ROOT/models/austen-opt}
+TEXT=$ROOT/data/austen/persuasion.txt
+WORK=${WORK:-$ROOT/build/accuracy}
+MAX=${1:-}
+rm -rf "$WORK" && mkdir -p "$WORK"
+conv() { "$BIN/fg-convert" "$MODEL" -o "$WORK/$1" --quiet "${@:2}"; }
+conv f16
+for g in 32 64 128; do conv "q4-g$g-ax0" --compress-weight --group-size $g --group-axis 0; done
+conv q4-g64-ax1 --compress-weight --group-size 64 --group-axis 1
+ppl() { "$BIN/fg-infer" ppl -m "$WORK/$1" --text "$TEXT" --window 512 --quiet \
+          ${MAX:+--max-tokens $MAX} "${@:2}" | sed -nE 's/^perplexity ([0-9.]+) over ([0-9]+).*/\1 \2/p'; }
+base=$(ppl f16 | cut -d' ' -f1)
+row() { # label store flags...
+  local r; r=$(ppl "${@:2}")
+  awk -v l="$1" -v p="${r% *}" -v n="${r#* }" -v b="$base" \
+      'BEGIN { printf "| %-44s | %8.3f | %+6.2f%% | %d |\n", l, p, (p / b - 1) * 100, n }'
+}
+echo "| setting (Persuasion, window 512) | perplexity | vs F16 | tokens |"
+echo "|---|---:|---:|---:|"
+row "F16 weights, f32 KV cache" f16
+row "4-bit weights, g64, axis 0 (output channels)" q4-g64-ax0
+row "4-bit weights, g64, axis 1 (input channels)" q4-g64-ax1
+row "4-bit weights, g32, axis 0" q4-g32-ax0
+row "4-bit weights, g128, axis 0" q4-g128-ax0
+row "4-bit KV cache (g64 along the head dim)" f16 --compress-cache
+row "4-bit weights (g64, axis 0) + 4-bit KV cache" q4-g64-ax0 --compress-cache
+row "both + sparse attention keeping 10%" q4-g64-ax0 --compress-cache --attn-sparsity 0.1
+rm -rf "$WORK"
