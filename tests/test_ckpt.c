@@ -276,6 +276,44 @@ START_TEST(read_range_hash_and_truncation)
 }
 END_TEST
 
+/* A 5 GiB tensor in a sparse safetensors file: open reads only the header, and element reads
+ * past 4 GiB land where they should. */
+START_TEST(sparse_tensor_past_4gib)
+{
+    const uint64_t n = 5ull << 30 >> 1; /* F16 elements in 5 GiB */
+    char hdr[256];
+    int hl = snprintf(hdr, sizeof hdr, "{\"big\":{\"dtype\":\"F16\",\"shape\":[%llu],"
+                      "\"data_offsets\":[0,%llu]}}", (unsigned long long)n,
+                      (unsigned long long)(2 * n));
+    int fd = open(tu_path("model.safetensors"), O_CREAT | O_RDWR | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    uint8_t len[8];
+    fg_put64(len, (uint64_t)hl);
+    ck_assert_int_eq(pwrite(fd, len, 8, 0), 8);
+    ck_assert_int_eq(pwrite(fd, hdr, (size_t)hl, 8), hl);
+    uint64_t data = 8 + (uint64_t)hl;
+    if (ftruncate(fd, (off_t)(data + 2 * n)) != 0) {
+        close(fd);
+        return; /* filesystem without sparse files of this size: nothing to test */
+    }
+    uint16_t mark[2] = {0x3c00, 0xc000}; /* 1.0, -2.0 at elements n-2, n-1 */
+    ck_assert_int_eq(pwrite(fd, mark, 4, (off_t)(data + 2 * (n - 2))), 4);
+    close(fd);
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_msg(fg_ckpt_open(tu_path(""), &ck, &err) == FG_OK, "%s", err.msg);
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, 0);
+    ck_assert_uint_eq(t->n_elements, n);
+    ck_assert_uint_eq(t->length, 5ull << 30);
+    uint16_t got[3];
+    ck_assert_int_eq(fg_ckpt_read(ck, 0, n - 3, 3, got, &err), FG_OK);
+    ck_assert_uint_eq(got[0], 0);
+    ck_assert_uint_eq(got[1], 0x3c00);
+    ck_assert_uint_eq(got[2], 0xc000);
+    fg_ckpt_close(ck);
+}
+END_TEST
+
 START_TEST(f16_conversion)
 {
     /* every finite half survives half -> float -> half */
@@ -458,6 +496,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_files_get_exact_errors);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
+    tcase_add_test(tc, sparse_tensor_past_4gib);
     tcase_add_test(tc, f16_conversion);
     tcase_add_test(tc, opt_configs_and_tensor_sets);
     tcase_add_test(tc, opt_config_errors);
