@@ -74,7 +74,10 @@ typedef struct fg_ckpt_tensor {
 typedef struct fg_ckpt fg_ckpt;
 
 /* Detect the format of directory `dir`, open and validate it. On success *out is owned by the
- * caller until fg_ckpt_close. Tensors are listed in file order (shards in index order). */
+ * caller until fg_ckpt_close. Order of the tensor list: shards (and .npy files) by file name;
+ * within a safetensors file by data offset; within a torch file in state-dict order. Errors:
+ * FG_ERR_NOT_FOUND (no checkpoint, missing shard), and the parser errors of SPEC "Checkpoint
+ * inputs" (FG_ERR_DISALLOWED for a refused pickle global/opcode or a compressed zip entry). */
 int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err);
 
 /* Close every descriptor and free everything (NULL accepted). */

@@ -15,6 +15,7 @@
 
 #include "ckpt.h"
 #include "quant.h"
+#include "ckpt_int.h"
 #include "fg_bytes.h"
 #include "opt_config.h"
 #include "testutil.h"
@@ -161,6 +162,7 @@ START_TEST(torch_single_sharded_zip64)
     check_expected("bin_sharded");
     check_expected("bin_zip64");
     check_expected("bin_proto4");
+    check_expected("bin_rezipped_comment");
     fg_ckpt *ck = open_ok("bin_single");
     ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH);
     uint32_t a, b;
@@ -216,6 +218,8 @@ START_TEST(bad_files_get_exact_errors)
                 "posix.system");
     expect_fail("bad_bin_eval", FG_ERR_DISALLOWED, "pickle reaches for disallowed global "
                 "builtins.eval");
+    expect_fail("bad_bin_crc", FG_ERR_CORRUPT, "zip entry pytorch_model/data.pkl: local header CRC "
+                "or sizes differ from the central directory");
     expect_fail("bad_bin_noncontig", FG_ERR_UNSUPPORTED, "tensor wt has non-contiguous strides");
     expect_fail("bad_bin_short_storage", FG_ERR_SIZE_MISMATCH, "holds 20 bytes, the pickle says 6 "
                 "elements of F32");
@@ -277,6 +281,44 @@ START_TEST(read_range_hash_and_truncation)
 }
 END_TEST
 
+/* A 5 GiB tensor in a sparse safetensors file: open reads only the header, and element reads
+ * past 4 GiB land where they should. */
+START_TEST(sparse_tensor_past_4gib)
+{
+    const uint64_t n = 5ull << 30 >> 1; /* F16 elements in 5 GiB */
+    char hdr[256];
+    int hl = snprintf(hdr, sizeof hdr, "{\"big\":{\"dtype\":\"F16\",\"shape\":[%llu],"
+                      "\"data_offsets\":[0,%llu]}}", (unsigned long long)n,
+                      (unsigned long long)(2 * n));
+    int fd = open(tu_path("model.safetensors"), O_CREAT | O_RDWR | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    uint8_t len[8];
+    fg_put64(len, (uint64_t)hl);
+    ck_assert_int_eq(pwrite(fd, len, 8, 0), 8);
+    ck_assert_int_eq(pwrite(fd, hdr, (size_t)hl, 8), hl);
+    uint64_t data = 8 + (uint64_t)hl;
+    if (ftruncate(fd, (off_t)(data + 2 * n)) != 0) {
+        close(fd);
+        return; /* filesystem without sparse files of this size: nothing to test */
+    }
+    uint16_t mark[2] = {0x3c00, 0xc000}; /* 1.0, -2.0 at elements n-2, n-1 */
+    ck_assert_int_eq(pwrite(fd, mark, 4, (off_t)(data + 2 * (n - 2))), 4);
+    close(fd);
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_msg(fg_ckpt_open(tu_path(""), &ck, &err) == FG_OK, "%s", err.msg);
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, 0);
+    ck_assert_uint_eq(t->n_elements, n);
+    ck_assert_uint_eq(t->length, 5ull << 30);
+    uint16_t got[3];
+    ck_assert_int_eq(fg_ckpt_read(ck, 0, n - 3, 3, got, &err), FG_OK);
+    ck_assert_uint_eq(got[0], 0);
+    ck_assert_uint_eq(got[1], 0x3c00);
+    ck_assert_uint_eq(got[2], 0xc000);
+    fg_ckpt_close(ck);
+}
+END_TEST
+
 START_TEST(f16_conversion)
 {
     /* every finite half survives half -> float -> half */
@@ -315,6 +357,48 @@ START_TEST(f16_conversion)
     ck_assert_int_eq(fg_ckpt_to_f16(FG_CKPT_BF16, bnan, 2, h, &bad), FG_ERR_NONFINITE);
     ck_assert_uint_eq(bad, 1);
     ck_assert_uint_eq(h[0], 0x3c00);
+}
+END_TEST
+
+static void pkl_fail(const void *p, size_t n, int code, const char *needle)
+{
+    ck_pkl_result r;
+    fg_err err;
+    int rc = ck_pkl_load(p, n, "t.pkl", &r, &err);
+    ck_assert_msg(rc == code, "got %d (%s), want %d", rc, err.msg, code);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "'%s' lacks '%s'", err.msg, needle);
+    ck_assert_ptr_null(r.t);
+}
+
+#define PKL(s) s, sizeof(s) - 1
+
+START_TEST(unpickler_rules)
+{
+    pkl_fail(PKL("\x80\x02(i__main__\nX\n."), FG_ERR_DISALLOWED, "opcode 0x69 at byte 3");
+    pkl_fail(PKL("\x80\x02" "cbuiltins\ngetattr\n."), FG_ERR_DISALLOWED, "builtins.getattr");
+    pkl_fail(PKL("\x80\x02h\x05."), FG_ERR_CORRUPT, "unset slot");
+    pkl_fail(PKL("\x80\x02]."), FG_ERR_CORRUPT, "result is not a dict");
+    pkl_fail(PKL("\x80\x02}X\x01\x00\x00\x00kK\x05s."), FG_ERR_CORRUPT,
+             "state dict entry k is not a tensor");
+    pkl_fail(PKL("\x80\x02}"), FG_ERR_TRUNCATED, "ends without STOP");
+    pkl_fail(PKL("\x80\x02X\xff\x00\x00\x00" "ab."), FG_ERR_TRUNCATED, "past the end");
+    pkl_fail(PKL("\x80\x09}."), FG_ERR_VERSION, "protocol");
+    pkl_fail(PKL("\x80\x02}(Ns."), FG_ERR_CORRUPT, "stack underflow"); /* a mark hides the dict */
+    pkl_fail(PKL("\x80\x02q\x00."), FG_ERR_CORRUPT, "stack underflow");
+    pkl_fail(PKL("\x80\x02Nr\x00\x00\x00\x01."), FG_ERR_LIMIT, "memo index");
+    pkl_fail(PKL("\x80\x02" "ccollections\nOrderedDict\nK\x01\x85R."), FG_ERR_CORRUPT,
+             "OrderedDict called with arguments");
+    /* a list appended to itself through the memo: no recursion, no leak (ASan) */
+    pkl_fail(PKL("\x80\x02]q\x00h\x00" "a."), FG_ERR_CORRUPT, "result is not a dict");
+    pkl_fail(PKL("\x80\x02}}."), FG_ERR_CORRUPT, "stack not empty");
+    /* 2^20 + 1 marks: refused at the limit, not by exhausting memory */
+    size_t n = (1u << 20) + 8;
+    char *deep = malloc(n);
+    memset(deep, '(', n);
+    deep[0] = (char)0x80;
+    deep[1] = 2;
+    pkl_fail(deep, n, FG_ERR_LIMIT, "marks deeper than the limit");
+    free(deep);
 }
 END_TEST
 
@@ -459,7 +543,9 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_files_get_exact_errors);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
+    tcase_add_test(tc, sparse_tensor_past_4gib);
     tcase_add_test(tc, f16_conversion);
+    tcase_add_test(tc, unpickler_rules);
     tcase_add_test(tc, opt_configs_and_tensor_sets);
     tcase_add_test(tc, opt_config_errors);
     tcase_add_test(tc, canonical_names);
