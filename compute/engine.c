@@ -278,7 +278,7 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
 {
     uint64_t h = e->hp.hidden, ctx = e->max_ctx, tok = (uint64_t)gbs * ctx;
     uint64_t wide = e->hp.embed_dim > h ? e->hp.embed_dim : h;
-    uint64_t rows = gbs > 16 ? gbs : 16;
+    uint64_t rows = (uint64_t)gbs * ngb > 16 ? (uint64_t)gbs * ngb : 16;
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += (uint64_t)ngb * tok * h * 4;                         /* activations */
@@ -334,6 +334,10 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
     e->ngb = ngb;
     if (e->o.have_policy) {
         *pol = e->o.policy;
+        /* no budget: the pool holds the weights homed in RAM and the streaming window, so
+         * weights homed on disk really stream from disk every step */
+        if (!budget)
+            p->host = (uint64_t)((double)p->weights * (pol->w[1] + pol->w[0])) + window;
     } else {
         memset(pol, 0, sizeof *pol);
         int in_ram = p->weights + window <= p->host;
@@ -355,7 +359,7 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
 static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
 {
     uint64_t h = e->hp.hidden, tok = (uint64_t)e->gbs * e->max_ctx, ngb = e->ngb;
-    e->logit_rows = e->gbs > 16 ? e->gbs : 16;
+    e->logit_rows = e->gbs * e->ngb > 16 ? e->gbs * e->ngb : 16;
     e->unit_f32 = malloc((max_f32 + 1) * 4);
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
     e->tok_rows = malloc(tok * e->hp.embed_dim * 4);
@@ -658,18 +662,20 @@ int fg_engine_gather(fg_engine *e, const int32_t *ids, uint32_t n, fg_err *err)
     return FG_OK;
 }
 
-int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, const float *hidden, size_t stride,
-                   uint32_t n, fg_err *err)
+void fg_engine_head_put(fg_engine *e, uint32_t row, const float *hidden)
+{
+    memcpy(e->head_x + (size_t)row * e->hp.hidden, hidden, (size_t)e->hp.hidden * 4);
+}
+
+int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, uint32_t row0, uint32_t n, fg_err *err)
 {
     const unit *un = &e->units[e->n_units - 1];
     const wtensor *t = &e->tensors[un->t[3]];
     uint32_t h = e->hp.hidden, ed = e->hp.embed_dim, V = e->hp.vocab_size;
-    if (n > e->logit_rows)
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "head over %u rows (at most %u)", n,
-                          e->logit_rows);
-    float *x = e->head_x, *y = e->head_x + (size_t)e->logit_rows * h;
-    for (uint32_t r = 0; r < n; r++)
-        memcpy(x + (size_t)r * h, hidden + r * stride, h * 4);
+    if (row0 + n > e->logit_rows)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "head over rows %u..%u (at most %u)", row0,
+                          row0 + n, e->logit_rows);
+    float *x = e->head_x + (size_t)row0 * h, *y = e->head_x + (size_t)e->logit_rows * h;
     if (hw->ln_w)
         e->be->iface->layernorm(e->be, x, hw->ln_w, hw->ln_b, x, n, h, 1e-5f);
     if (hw->proj_out) {
@@ -684,8 +690,8 @@ int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, const float *hidden, s
         e->be->iface->linear(e->be, x, e->chunk_f32, NULL, e->head_tmp, n, (uint32_t)ci->n_rows,
                              ed);
         for (uint32_t r = 0; r < n; r++)
-            memcpy(e->logits + (size_t)r * V + ci->first_row, e->head_tmp + (size_t)r * ci->n_rows,
-                   ci->n_rows * 4);
+            memcpy(e->logits + (size_t)(row0 + r) * V + ci->first_row,
+                   e->head_tmp + (size_t)r * ci->n_rows, ci->n_rows * 4);
     }
     return FG_OK;
 }

@@ -87,10 +87,12 @@ int fg_engine_unit_prefetch(fg_engine *e, uint32_t u);
 int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err);
 /* Gather embedding rows for ids[0..n) into e->tok_rows. */
 int fg_engine_gather(fg_engine *e, const int32_t *ids, uint32_t n, fg_err *err);
-/* e->logits[r, :] = head(hidden + r * stride) for r < n (n <= e->logit_rows), streaming the
- * LM head chunk by chunk. Uses the head unit's small tensors, already loaded into hw. */
-int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, const float *hidden, size_t stride,
-                   uint32_t n, fg_err *err);
+/* The LM head over rows [row0, row0 + n) of the staging area (fg_engine_head_put) into the
+ * same rows of e->logits, streaming the head's weights chunk by chunk: each chunk is decoded
+ * once for all the rows, so the zig-zag schedule converts the head once per step for the whole
+ * block. Uses the head unit's small tensors, already loaded into hw. */
+void fg_engine_head_put(fg_engine *e, uint32_t row, const float *hidden);
+int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, uint32_t row0, uint32_t n, fg_err *err);
 void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
                     int32_t step);
 

@@ -81,7 +81,7 @@ static void advance(fg_engine *e, block *b, uint32_t k, uint32_t i, fg_stop_fn s
     for (uint32_t r = 0; r < nseq; r++) {
         uint32_t s = k * e->gbs + r;
         fg_gen_seq *q = &b->seqs[s];
-        const float *lg = e->logits + (size_t)r * e->hp.vocab_size;
+        const float *lg = e->logits + (size_t)s * e->hp.vocab_size;
         int32_t next = e->hp.eos_id;
         if (q->finish == FG_FINISH_NONE) {
             fg_rng rng;
@@ -133,10 +133,11 @@ static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, u
         return fg_opt_attention(e->be, &e->hp, &w->attn, &s, &kv, e->ws, err);
     }
     case U_MLP: return fg_opt_mlp(e->be, &e->hp, &w->mlp, &s, e->ws, err);
-    default:
-        /* logits of each sequence's last position */
-        return fg_engine_head(e, &w->head, s.hidden + (size_t)(s.n_new - 1) * e->hp.hidden,
-                              (size_t)s.n_new * e->hp.hidden, s.n_seq, err);
+    default: /* logits of each sequence's last position (rows k * gbs + r) */
+        for (uint32_t r = 0; r < s.n_seq; r++)
+            fg_engine_head_put(e, k * e->gbs + r,
+                               s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
+        return fg_engine_head(e, &w->head, k * e->gbs, s.n_seq, err);
     }
 }
 
@@ -178,6 +179,26 @@ static uint64_t produced(const block *b)
     return t;
 }
 
+/* The head of the zig-zag schedule: every batch's last rows staged, the LM head streamed once
+ * for the whole block, then each batch samples. */
+static int head_block(fg_engine *e, block *b, weights *w, uint32_t i, fg_stop_fn stop, void *ctx,
+                      fg_err *err)
+{
+    double t0 = fg_now();
+    for (uint32_t k = 0; k < b->nb; k++) {
+        fg_opt_step s = step_of(e, b, k, i);
+        for (uint32_t r = 0; r < s.n_seq; r++)
+            fg_engine_head_put(e, k * e->gbs + r,
+                               s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
+    }
+    int rc = fg_engine_head(e, &w->head, 0, b->n, err);
+    e->compute_s += fg_now() - t0;
+    fg_engine_span(e, "compute", t0, (int32_t)(e->n_units - 1), -1, (int32_t)i);
+    for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++)
+        advance(e, b, k, i, stop, ctx);
+    return rc;
+}
+
 static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_fn tick,
                   void *tctx, fg_gen_stats *st, fg_err *err)
 {
@@ -187,7 +208,9 @@ static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_f
     for (uint32_t i = 0; i < b->G && !all_done(b); i++) {
         for (uint32_t u = 0; u < e->n_units; u++) {
             int rc = load_unit(e, &w, u, i, err);
-            for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++)
+            if (rc == FG_OK && u + 1 == e->n_units)
+                rc = head_block(e, b, &w, i, stop, sctx, err);
+            for (uint32_t k = 0; rc == FG_OK && u + 1 < e->n_units && k < b->nb; k++)
                 rc = run_unit(e, b, &w, u, k, i, stop, sctx, err);
             if (rc)
                 return rc;
@@ -291,7 +314,9 @@ static int score_batch(fg_engine *e, block *b, weights *w, uint32_t k, double *n
         for (uint32_t t0 = 0; t0 < q->n_prompt; t0 += e->logit_rows) {
             uint32_t m = q->n_prompt - t0 < e->logit_rows ? q->n_prompt - t0 : e->logit_rows;
             const float *hid = s.hidden + ((size_t)r * b->P + pad + t0) * e->hp.hidden;
-            int rc = fg_engine_head(e, &w->head, hid, e->hp.hidden, m, err);
+            for (uint32_t j = 0; j < m; j++)
+                fg_engine_head_put(e, j, hid + (size_t)j * e->hp.hidden);
+            int rc = fg_engine_head(e, &w->head, 0, m, err);
             if (rc)
                 return rc;
             for (uint32_t j = 0; j < m; j++) {
