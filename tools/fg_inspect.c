@@ -10,6 +10,7 @@
 
 #include "fgt.h"
 #include "inspect_store.h"
+#include "inspect_util.h"
 
 static void usage(FILE *f)
 {
@@ -19,37 +20,14 @@ static void usage(FILE *f)
                "  --no-chunks  list tensors only\n");
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
+static void json_str(const char *s) { iu_json_str(s); }
 
 static void shape_str(const fg_fgt_tensor_info *t, char *buf, size_t n)
 {
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (uint32_t d = 0; d < t->n_dims && off < n; d++)
-        off += (size_t)snprintf(buf + off, n - off, d ? ", %" PRIu64 : "%" PRIu64, t->dims[d]);
-    if (off < n)
-        snprintf(buf + off, n - off, "]");
+    iu_shape(t->n_dims, t->dims, buf, n);
 }
 
-static void codec_str(const fg_codec *c, char *buf, size_t n)
-{
-    if (c->bits)
-        snprintf(buf, n, "%s/g%u/ax%u/%s", fg_codec_name(c->id), c->group_size, c->group_axis,
-                 c->scale_dtype == FG_SCALE_F16 ? "f16" : "f32");
-    else
-        snprintf(buf, n, "%s", fg_codec_name(c->id));
-}
+static void codec_str(const fg_codec *c, char *buf, size_t n) { iu_codec(c, 1, buf, n); }
 
 static void meta_value(const fg_meta_info *m, int json)
 {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "inspect_store.h"
+#include "inspect_util.h"
 #include "store.h"
 
 typedef struct ictx {
@@ -19,36 +20,11 @@ typedef struct ictx {
     int n_jobs;
 } ictx;
 
-static void jstr(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
+static void jstr(const char *s) { iu_json_str(s); }
 
-static void shape(const fg_store_tensor *t, char *b, size_t n)
-{
-    size_t o = (size_t)snprintf(b, n, "[");
-    for (uint32_t d = 0; d < t->n_dims && o < n; d++)
-        o += (size_t)snprintf(b + o, n - o, d ? ", %" PRIu64 : "%" PRIu64, t->dims[d]);
-    if (o < n)
-        snprintf(b + o, n - o, "]");
-}
+static void shape(const fg_store_tensor *t, char *b, size_t n) { iu_shape(t->n_dims, t->dims, b, n); }
 
-static void codec(const fg_codec *c, char *b, size_t n)
-{
-    if (c->bits)
-        snprintf(b, n, "%s/g%u/ax%u", fg_codec_name(c->id), c->group_size, c->group_axis);
-    else
-        snprintf(b, n, "%s", fg_codec_name(c->id));
-}
+static void codec(const fg_codec *c, char *b, size_t n) { iu_codec(c, 0, b, n); }
 
 static int kv_count(void *vctx, const fg_store_kv_page *p)
 {
