@@ -6,6 +6,21 @@
 
 #include "engine_int.h"
 
+/* "embed", "attn 3", "mlp 3", "head" */
+static void unit_label(const fg_engine *e, int32_t u, char *b, size_t n)
+{
+    if (u < 0 || (uint32_t)u >= e->n_units) {
+        snprintf(b, n, "?");
+        return;
+    }
+    const unit *un = &e->units[u];
+    static const char *kinds[] = {"embed", "attn", "mlp", "head"};
+    if (un->kind == U_ATTN || un->kind == U_MLP)
+        snprintf(b, n, "%s %u", kinds[un->kind], un->layer);
+    else
+        snprintf(b, n, "%s", kinds[un->kind]);
+}
+
 int fg_trace_write(const fg_engine *e, const char *path, fg_err *err)
 {
     FILE *f = fopen(path, "w");
@@ -19,10 +34,14 @@ int fg_trace_write(const fg_engine *e, const char *path, fg_err *err)
     for (size_t i = 0; i < e->n_spans; i++) {
         const span *s = &e->spans[i];
         int load = s->name[0] == 'l';
-        fprintf(f, ",\n{\"name\": \"%s u%d%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
+        char label[48], batch[24] = "";
+        unit_label(e, s->unit, label, sizeof label);
+        if (!load && s->batch >= 0)
+            snprintf(batch, sizeof batch, " b%d", s->batch);
+        fprintf(f, ",\n{\"name\": \"%s %s%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"unit\": %d, \"batch\": %d, "
                    "\"step\": %d}}",
-                s->name, s->unit, load ? "" : " b", load ? 1 : 2, (s->t0 - e->t_open) * 1e6,
+                s->name, label, batch, load ? 1 : 2, (s->t0 - e->t_open) * 1e6,
                 (s->t1 - s->t0) * 1e6, s->unit, s->batch, s->step);
     }
     fprintf(f, "\n]}\n");

@@ -54,6 +54,13 @@ fi
 [ -n "$disk" ] && [ "$disk" -ge "$weights" ] || { echo "read only $disk of $weights bytes"; exit 1; }
 echo "budget 160 MiB, weights $weights bytes: peak RSS $rss bytes, $disk bytes read from disk"
 
+# ---- trace: Chrome trace events with load and compute spans
+"$INFER" -m tiny -p "Hello" --max-new-tokens 3 --trace trace.json --quiet > /dev/null
+head -c 40 trace.json | grep -q '"traceEvents"' && tail -c 4 trace.json | grep -q ']}' &&
+  grep -q '"name": "load embed"' trace.json && grep -q '"name": "compute attn 0 b0"' trace.json ||
+  { echo "bad trace: $(head -c 300 trace.json)"; exit 1; }
+echo "trace ok: $(grep -c '"ph": "X"' trace.json) spans"
+
 # ---- 3. bad input
 expect_fail() {
   local code=$1; shift
