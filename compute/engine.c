@@ -414,6 +414,12 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
         rc = build_units(e, err);
     if (rc)
         return rc;
+    for (uint32_t i = 0; e->o.require_q4 && i < e->n_tensors; i++)
+        if (e->tensors[i].n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4)
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "--compress-weight: %s holds tensor '%s' "
+                              "as %s; convert the checkpoint with `fg-convert --compress-weight` "
+                              "(quantizing at load is not supported)", dir,
+                              e->tensors[i].name, fg_codec_name(e->tensors[i].codec.id));
     for (uint32_t i = 0; i < e->n_tensors; i++) /* largest decoded chunk of any tensor */
         for (uint32_t c = 0; c < e->tensors[i].n_chunks; c++) {
             uint64_t f = e->tensors[i].chunks[c].n_rows * e->tensors[i].dims[1];

@@ -43,6 +43,8 @@ typedef struct fg_engine_opts {
     int threads;              /* OpenBLAS threads; 0 = default */
     int verify;               /* check chunk checksums on every load */
     int compress_cache;       /* 4-bit KV cache, groups of 64 along the head dimension */
+    int require_q4;           /* --compress-weight: the store's weight matrices must be 4-bit
+                                 (quantizing at load is not supported: convert instead) */
     float attn_sparsity;      /* top-k sparse attention: fraction of keys kept; 0 = dense */
     const char *trace_path;   /* Chrome trace events JSON, or NULL */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */

@@ -74,6 +74,9 @@ expect_fail 1 "$INFER" -m tiny -p hi --top-p 2
 expect_fail 1 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
 expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 1K
 expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 5000
+expect_fail 1 "$INFER" -m tiny -p hi --compress-weight          # F16 store
+"$CONVERT" synth --model opt-tiny -o tiny-q4 --tokenizer "$TOK" --seed 7 --compress-weight --quiet
+"$INFER" -m tiny-q4 -p hi --max-new-tokens 2 --compress-weight --quiet > /dev/null
 printf 'not json\n' > bad.jsonl
 expect_fail 1 "$INFER" -m tiny --input bad.jsonl --output o.jsonl
 expect_fail 1 "$CONVERT" synth --model opt-9b -o x --tokenizer "$TOK"

@@ -178,9 +178,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_PLEN: a->prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
     case O_GLEN: a->gen_len = (uint32_t)parse_uint("--gen-len", optarg, 1, 1 << 20); break;
     case O_CTX: a->eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
-    case O_COMPRESS_W:
-        die("--compress-weight: convert the store with `fg-convert --compress-weight` (4-bit "
-            "weights are read from a quantized store; quantizing at load is not supported yet)");
+    case O_COMPRESS_W: a->eo.require_q4 = 1; break;
     case O_COMPRESS_C: a->eo.compress_cache = 1; break;
     case O_SPARSITY:
         a->eo.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
