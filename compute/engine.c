@@ -15,10 +15,13 @@
  * buffers (unit f32 buffer, chunk scratch, KV cache, activations, workspace, logits); it holds
  * the weights homed in RAM plus room to stream two units of those homed on disk.
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine_int.h"
 #include "fg_bytes.h"
@@ -282,8 +285,7 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += (uint64_t)ngb * tok * h * 4;                         /* activations */
-    b += e->kv_row ? (uint64_t)ngb * e->hp.n_layers * 2 * tok * e->kv_row + 2 * ctx * h * 4
-                   : (uint64_t)ngb * e->hp.n_layers * 2 * tok * h * 4; /* KV cache */
+    b += e->kv_row ? 2 * ctx * h * 4 : 0;                     /* 4-bit KV decode scratch */
     b += tok * (wide + 4 * h + e->hp.ffn) * 4 + 2 * ctx * 4;  /* workspace */
     b += rows * (e->hp.vocab_size + e->max_chunk_rows + h + e->hp.embed_dim) * 4; /* head */
     b += (uint64_t)ngb * tok * 9;                             /* ids, positions, validity */
@@ -306,6 +308,31 @@ static void plan_weights(const fg_engine *e, plan *p)
 
 /* Choose gbs/ngb (when not given), the pager budget and, without --percent, the placement:
  * all weights in RAM when they fit, else on disk streamed through a two-unit window. */
+/* Bytes of one (batch, layer) KV chunk: K and V rows for gbs sequences of max_ctx tokens. */
+static uint64_t kv_chunk_bytes(const fg_engine *e, uint32_t gbs)
+{
+    uint64_t row = e->kv_row ? e->kv_row : (uint64_t)e->hp.hidden * 4;
+    return (2 * (uint64_t)gbs * e->max_ctx * row + 4095) & ~4095ull;
+}
+
+/* Default placement (no --percent): everything in RAM when it fits, else weights to disk,
+ * then the KV cache too. */
+static void default_policy(const plan *p, uint64_t kv_total, uint64_t kv_window,
+                           fg_pager_policy *pol)
+{
+    memset(pol, 0, sizeof *pol);
+    pol->h[1] = 1.0;
+    uint64_t w_window = 2 * p->max_unit;
+    if (p->weights + kv_total + w_window <= p->host) {
+        pol->w[1] = pol->c[1] = 1.0;
+    } else if (kv_total + w_window <= p->host) {
+        pol->w[2] = pol->c[1] = 1.0;
+    } else {
+        pol->w[2] = pol->c[2] = 1.0;
+        (void)kv_window;
+    }
+}
+
 static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
 {
     uint64_t max_f32 = 0;
@@ -313,10 +340,15 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
         if (e->units[u].f32_floats > max_f32)
             max_f32 = e->units[u].f32_floats;
     plan_weights(e, p);
-    uint64_t window = 2 * p->max_unit, budget = e->o.ram_budget;
+    uint64_t budget = e->o.ram_budget;
     uint32_t gbs = e->o.gbs ? e->o.gbs : 8, ngb = e->o.ngb ? e->o.ngb : 4;
-    /* shrink the block until the fixed buffers leave room for the streaming window */
-    while (budget && fixed_bytes(e, gbs, ngb, max_f32) + window > budget && gbs * ngb > 1) {
+    /* the least a block needs: its buffers plus room to stream two sub-layers and two KV
+     * chunks; shrink the block (what the flags leave free) until that fits */
+    for (;;) {
+        uint64_t need = fixed_bytes(e, gbs, ngb, max_f32) + 2 * p->max_unit +
+                        2 * kv_chunk_bytes(e, gbs);
+        if (!budget || need <= budget || gbs * ngb == 1 || (e->o.ngb && e->o.gbs))
+            break;
         if (!e->o.ngb && ngb > 1)
             ngb--;
         else if (!e->o.gbs && gbs > 1)
@@ -324,34 +356,72 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
         else
             break;
     }
+    e->kv_chunk = kv_chunk_bytes(e, gbs);
+    uint64_t kv_total = (uint64_t)ngb * e->hp.n_layers * e->kv_chunk, kv_window = 2 * e->kv_chunk;
+    uint64_t window = 2 * p->max_unit + kv_window;
     p->fixed = fixed_bytes(e, gbs, ngb, max_f32);
     if (budget && p->fixed + window > budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small: this model "
                           "needs %.0f MiB of buffers for gbs %u x ngb %u plus %.0f MiB to stream "
-                          "weights", budget / MB, p->fixed / MB, gbs, ngb, window / MB);
-    p->host = budget ? budget - p->fixed : p->weights + window;
+                          "weights and the KV cache", budget / MB, p->fixed / MB, gbs, ngb,
+                          window / MB);
+    p->host = budget ? budget - p->fixed : p->weights + kv_total + window;
     e->gbs = gbs;
     e->ngb = ngb;
     if (e->o.have_policy) {
         *pol = e->o.policy;
-        /* no budget: the pool holds the weights homed in RAM and the streaming window, so
-         * weights homed on disk really stream from disk every step */
+        /* no budget: the pool holds what is homed in RAM plus the streaming windows, so
+         * whatever is homed on disk really streams from disk */
         if (!budget)
-            p->host = (uint64_t)((double)p->weights * (pol->w[1] + pol->w[0])) + window;
+            p->host = (uint64_t)((double)p->weights * (pol->w[1] + pol->w[0]) +
+                                 (double)kv_total * (pol->c[1] + pol->c[0])) + window;
     } else {
-        memset(pol, 0, sizeof *pol);
-        int in_ram = p->weights + window <= p->host;
-        pol->w[in_ram ? 1 : 2] = 1.0;
-        pol->c[1] = pol->h[1] = 1.0;
+        default_policy(p, kv_total, kv_window, pol);
     }
     if (pol->c[0] > 0 || pol->h[0] > 0 || pol->w[0] > 0)
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
                           "activations on a GPU, and this engine runs on the CPU");
-    if (pol->c[2] > 0 || pol->h[2] > 0)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "--percent puts the KV cache or activations on "
-                          "disk: only weights can live on disk in this version");
+    if (pol->h[2] > 0)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "--percent puts activations on disk: only "
+                          "weights and the KV cache can live on disk in this version");
     e->planned = p->fixed + p->host;
     return FG_OK;
+}
+
+/* The KV offload file: one chunk per (batch, layer), registered writable with the pager, then
+ * unlinked at once so nothing is left behind whatever happens. */
+static int register_kv(fg_engine *e, fg_err *err)
+{
+    const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fg-kv-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: cannot create the KV file",
+                          dir && *dir ? dir : "/tmp");
+    uint64_t n = (uint64_t)e->ngb * e->hp.n_layers;
+    int rc = ftruncate(fd, (off_t)(n * e->kv_chunk)) ? fg_err_sys(err, FG_ERR_IO, errno,
+                                                                  "%s: ftruncate", path) : FG_OK;
+    close(fd);
+    uint32_t file;
+    if (rc == FG_OK)
+        rc = fg_pager_add_file(e->pager, path, 1, &file, err);
+    unlink(path);
+    for (uint64_t i = 0; rc == FG_OK && i < n; i++) {
+        fg_pager_chunk_desc d = {file, i * e->kv_chunk, e->kv_chunk, e->kv_chunk, 0, 0,
+                                 UINT64_MAX - i, {0}, FG_CHUNK_KV, (uint32_t)i};
+        uint32_t id;
+        rc = fg_pager_add_chunk(e->pager, &d, &id, err);
+        if (i == 0)
+            e->kv_first = id;
+    }
+    return rc;
+}
+
+void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
+{
+    fg_pager_ticket t;
+    fg_pager_prefetch(e->pager, e->kv_first + k * e->hp.n_layers + layer, FG_TIER_HOST, &t, NULL);
 }
 
 /* ---- open / close ---- */
@@ -364,20 +434,14 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
     e->tok_rows = malloc(tok * e->hp.embed_dim * 4);
     e->hidden = malloc(ngb * tok * h * 4);
-    if (e->kv_row) {
-        e->qkv = calloc(ngb * e->hp.n_layers * 2 * tok, e->kv_row);
-        e->kv_tmp = malloc(2 * (uint64_t)e->max_ctx * h * 4);
-        e->kv = e->qkv && e->kv_tmp ? (float *)e->kv_tmp : NULL; /* non-NULL marks success */
-    } else {
-        e->kv = calloc(ngb * e->hp.n_layers * 2 * tok * h, 4);
-    }
+    e->kv_tmp = e->kv_row ? malloc(2 * (uint64_t)e->max_ctx * h * 4) : NULL;
     e->logits = malloc((uint64_t)e->logit_rows * e->hp.vocab_size * 4);
     e->head_tmp = malloc((uint64_t)e->logit_rows * e->max_chunk_rows * 4 + 4);
     e->head_x = malloc((uint64_t)e->logit_rows * (h + e->hp.embed_dim) * 4);
     e->valid = calloc(ngb * tok, 1);
     e->ids = calloc(ngb * tok, 4);
     e->pos = calloc(ngb * tok, 4);
-    if (!e->unit_f32 || !e->chunk_f32 || !e->tok_rows || !e->hidden || !e->kv || !e->logits ||
+    if (!e->unit_f32 || !e->chunk_f32 || !e->tok_rows || !e->hidden || (e->kv_row && !e->kv_tmp) || !e->logits ||
         !e->head_tmp || !e->head_x || !e->valid || !e->ids || !e->pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", e->planned / MB);
@@ -398,6 +462,8 @@ static int open_pager(fg_engine *e, const plan *p, const fg_pager_policy *pol, f
     int rc = fg_pager_open(&pc, &e->pager, err);
     if (rc == FG_OK)
         rc = register_chunks(e, err);
+    if (rc == FG_OK)
+        rc = register_kv(e, err);
     if (rc == FG_OK)
         rc = fg_pager_place(e->pager, pol, err);
     return rc;
@@ -487,9 +553,6 @@ void fg_engine_close(fg_engine *e)
     free(e->chunk_f32);
     free(e->tok_rows);
     free(e->hidden);
-    if (e->kv != e->kv_tmp)
-        free(e->kv);
-    free(e->qkv);
     free(e->kv_tmp);
     free(e->logits);
     free(e->head_tmp);

@@ -47,6 +47,8 @@ typedef struct fg_engine_opts {
                                  (quantizing at load is not supported: convert instead) */
     float attn_sparsity;      /* top-k sparse attention: fraction of keys kept; 0 = dense */
     const char *trace_path;   /* Chrome trace events JSON, or NULL */
+    const char *offload_dir;  /* where the KV cache file lives (NULL: $TMPDIR or /tmp); the
+                                 file is unlinked as soon as the pager has it open */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
     void *notice_ctx;
 } fg_engine_opts;

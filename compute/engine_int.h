@@ -59,8 +59,11 @@ struct fg_engine {
     float *chunk_f32;              /* [max chunk floats] for streamed tensors */
     float *tok_rows;               /* [gbs * max_ctx, embed_dim] */
     float *hidden;                 /* [ngb][gbs * max_ctx, hidden] */
-    float *kv;                     /* [ngb][layers][2][gbs * max_ctx * hidden] (f32 cache) */
-    uint8_t *qkv;                  /* [ngb][layers][2][gbs * max_ctx * kv_row] (4-bit cache) */
+    /* KV cache: one pager chunk per (batch k, layer l), id kv_first + k * layers + l, in an
+     * offload file: K rows then V rows, gbs * max_ctx rows each of kv_row_bytes; homed in RAM
+     * or on disk by the policy's (cg, cc, cd) */
+    uint32_t kv_first;
+    uint64_t kv_chunk;             /* padded bytes of one chunk */
     fg_codec kv_codec;
     size_t kv_row;                 /* bytes of one compressed row; 0 = f32 cache */
     float *kv_tmp;                 /* [2][max_ctx * hidden] decode scratch (4-bit cache) */
@@ -83,6 +86,8 @@ struct fg_engine {
 
 /* engine.c */
 int fg_engine_unit_prefetch(fg_engine *e, uint32_t u);
+/* Prefetch the KV chunk of (batch k, layer l) (best effort). */
+void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
 /* Materialize unit u's small and Linear tensors into e->unit_f32 and fill the weight views. */
 int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err);
 /* Gather embedding rows for ids[0..n) into e->tok_rows. */

@@ -32,17 +32,44 @@ static uint32_t batch_size(const fg_engine *e, const block *b, uint32_t k)
 
 static size_t tok_off(const fg_engine *e, uint32_t k) { return (size_t)k * e->gbs * e->max_ctx; }
 
-static fg_opt_kv kv_of(const fg_engine *e, uint32_t k, uint32_t layer)
+/* The KV cache of (batch k, layer) inside its acquired pager chunk (K rows, then V rows). */
+static fg_opt_kv kv_view(const fg_engine *e, void *chunk)
 {
-    size_t rows = (size_t)e->gbs * e->max_ctx, slot = ((size_t)k * e->hp.n_layers + layer) * 2;
+    size_t rows = (size_t)e->gbs * e->max_ctx;
     if (e->kv_row) {
-        uint8_t *base = e->qkv + slot * rows * e->kv_row;
+        uint8_t *base = chunk;
         return (fg_opt_kv){NULL, NULL, e->max_ctx, &e->kv_codec, base, base + rows * e->kv_row,
                            e->kv_row, e->kv_tmp, e->kv_tmp + (size_t)e->max_ctx * e->hp.hidden};
     }
-    float *base = e->kv + slot * rows * e->hp.hidden;
+    float *base = chunk;
     return (fg_opt_kv){base, base + rows * e->hp.hidden, e->max_ctx, NULL, NULL, NULL, 0, NULL,
                        NULL};
+}
+
+/* Attention of batch k: its KV chunk acquired (loaded from disk when homed there; the next
+ * batch's prefetched meanwhile), used, released dirty (written back when evicted). */
+static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s, uint32_t k,
+                     uint32_t layer, uint32_t nb, fg_err *err)
+{
+    uint32_t id = e->kv_first + k * e->hp.n_layers + layer;
+    fg_pager_view v;
+    double t0 = fg_now();
+    int rc = fg_pager_acquire(e->pager, id, FG_TIER_DISK, &v, err);
+    e->wait_s += fg_now() - t0;
+    if (rc)
+        return rc;
+    if (k + 1 < nb)
+        fg_engine_kv_prefetch(e, k + 1, layer);
+    fg_opt_kv kv = kv_view(e, v.ptr);
+    rc = fg_opt_attention(e->be, &e->hp, w, s, &kv, e->ws, err);
+    fg_err rerr;
+    int rc2 = fg_pager_release(e->pager, &v, FG_PAGER_DIRTY, &rerr);
+    if (rc == FG_OK && rc2) {
+        if (err)
+            *err = rerr;
+        rc = rc2;
+    }
+    return rc;
 }
 
 /* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. */
@@ -128,10 +155,7 @@ static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, u
         rc = fg_engine_gather(e, s.ids, n, err);
         w->embed.tok_rows = e->tok_rows;
         return rc ? rc : fg_opt_embed(e->be, &e->hp, &w->embed, &s, e->ws, err);
-    case U_ATTN: {
-        fg_opt_kv kv = kv_of(e, k, un->layer);
-        return fg_opt_attention(e->be, &e->hp, &w->attn, &s, &kv, e->ws, err);
-    }
+    case U_ATTN: return attention(e, &w->attn, &s, k, un->layer, b->nb, err);
     case U_MLP: return fg_opt_mlp(e->be, &e->hp, &w->mlp, &s, e->ws, err);
     default: /* logits of each sequence's last position (rows k * gbs + r) */
         for (uint32_t r = 0; r < s.n_seq; r++)
@@ -144,6 +168,8 @@ static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, u
 static int load_unit(fg_engine *e, weights *w, uint32_t u, uint32_t i, fg_err *err)
 {
     double t0 = fg_now();
+    if (e->units[u].kind == U_ATTN)
+        fg_engine_kv_prefetch(e, 0, e->units[u].layer);
     if (e->o.overlap)
         fg_engine_unit_prefetch(e, (u + 1) % e->n_units);
     int rc = fg_engine_unit_load(e, u, wslot(w, e->units[u].kind), err);

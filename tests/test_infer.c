@@ -208,6 +208,38 @@ END_TEST
 START_TEST(layout_350m_style) { layout_case("opt-350m-style-safetensors", "opt-350m-style"); }
 END_TEST
 
+/* The KV cache homed on disk (streamed through the pager's offload file), and mixed fractions
+ * of weights and cache, give the same numbers as everything in RAM. */
+START_TEST(kv_cache_on_disk_and_mixed_fractions)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    const char *store = convert("opt-tiny-safetensors", 0);
+    fg_pager_policy pols[] = {
+        {{0, 1, 0}, {0, 0, 1}, {0, 1, 0}},       /* cache on disk */
+        {{0, 0, 1}, {0, 0, 1}, {0, 1, 0}},       /* weights and cache on disk */
+        {{0, 0.5, 0.5}, {0, 0.5, 0.5}, {0, 1, 0}}, /* half and half */
+    };
+    for (size_t i = 0; i < sizeof pols / sizeof pols[0]; i++)
+        for (int q = 0; q < 2; q++) {
+            fg_engine_opts o = defaults();
+            o.have_policy = 1;
+            o.policy = pols[i];
+            o.gbs = 1;
+            o.ngb = 3;
+            o.compress_cache = q;
+            o.offload_dir = tu_path("");
+            result res = check_logits(store, &r, o);
+            ck_assert_msg(q ? res.nmse < 0.05 : res.max_diff < 1e-3 && res.agree == 1.0,
+                          "policy %zu, 4-bit cache %d: max diff %g nmse %g", i, q, res.max_diff,
+                          res.nmse);
+            if (!q)
+                check_greedy(store, &r, o);
+        }
+    free(r.logits);
+}
+END_TEST
+
 /* Every placement and schedule gives the same numbers. */
 START_TEST(placements_and_schedules_agree)
 {
@@ -297,7 +329,7 @@ START_TEST(bad_requests_are_refused)
     ck_assert_msg(strstr(err.msg, "--ram-budget"), "%s", err.msg);
     o = defaults();
     o.have_policy = 1;
-    o.policy = (fg_pager_policy){{0, 1, 0}, {0, 0, 1}, {0, 1, 0}};
+    o.policy = (fg_pager_policy){{0, 1, 0}, {0, 1, 0}, {0, 0, 1}}; /* activations on disk */
     ck_assert_int_eq(fg_engine_open(store, &o, &e, &err), FG_ERR_UNSUPPORTED);
     o.policy = (fg_pager_policy){{1, 0, 0}, {0, 1, 0}, {0, 1, 0}};
     ck_assert_int_ne(fg_engine_open(store, &o, &e, &err), 0);
@@ -320,6 +352,7 @@ static Suite *suite(void)
     tcase_add_test(tc, placements_and_schedules_agree);
     tcase_add_test(tc, q4_weights_within_bound);
     tcase_add_test(tc, compressed_cache_and_sparse_attention);
+    tcase_add_test(tc, kv_cache_on_disk_and_mixed_fractions);
     tcase_add_test(tc, bad_requests_are_refused);
     suite_add_tcase(s, tc);
     return s;

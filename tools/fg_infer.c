@@ -61,7 +61,8 @@ static void usage(FILE *f)
           "              --sep-layer  --cpu-cache-compute  --max-context N\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
           "              past tokens)  (4-bit weights: convert with fg-convert --compress-weight)\n"
-          "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n",
+          "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n"
+          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
           f);
 }
 
@@ -135,7 +136,7 @@ enum {
     O_INPUT = 256, O_OUTPUT, O_RESUME, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_STOP,
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
-    O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY,
+    O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -180,6 +181,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_CTX: a->eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
     case O_COMPRESS_W: a->eo.require_q4 = 1; break;
     case O_COMPRESS_C: a->eo.compress_cache = 1; break;
+    case O_OFFLOAD: a->eo.offload_dir = optarg; break;
     case O_SPARSITY:
         a->eo.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
         if (!(a->eo.attn_sparsity > 0 && a->eo.attn_sparsity <= 1))
@@ -218,6 +220,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"compress-weight", no_argument, NULL, O_COMPRESS_W},
         {"compress-cache", no_argument, NULL, O_COMPRESS_C},
         {"attn-sparsity", required_argument, NULL, O_SPARSITY},
+        {"offload-dir", required_argument, NULL, O_OFFLOAD},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -351,15 +354,15 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
     getrusage(RUSAGE_SELF, &ru);
     uint32_t gbs, ngb;
     fg_engine_batching(e, &gbs, &ngb);
-    char r[32], peak[32], plan[32], budget[32];
+    char r[32], w[32], peak[32], plan[32], budget[32];
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, disk = st.pager.moved[FG_TIER_DISK][FG_TIER_HOST];
     fprintf(stderr,
             "summary: %" PRIu64 " tokens generated in %.2f s (prefill %.2f s, decode %.2f s): "
             "%.2f tok/s\n"
             "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (%" PRIu64 " bytes; "
             "plan %s, budget %s)\n"
-            "         weights read from disk %s (%" PRIu64 " bytes), pager hits %" PRIu64
-            " misses %" PRIu64 ", stalled %.2f s; %s\n",
+            "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache), pager hits %"
+            PRIu64 " misses %" PRIu64 ", stalled %.2f s; %s\n",
             tokens, total, prefill, decode, total > 0 ? (double)tokens / total : 0.0, gbs, ngb,
             a->eo.row_schedule ? "row-by-row" : "zig-zag",
             fg_fmt_bytes((double)rss, peak, sizeof peak), rss,
@@ -367,6 +370,7 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
             a->eo.ram_budget ? fg_fmt_bytes((double)a->eo.ram_budget, budget, sizeof budget)
                              : "none",
             fg_fmt_bytes((double)disk, r, sizeof r), disk,
+            fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DISK], w, sizeof w),
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
     if (decode > 0 && tokens > seqs)
         fprintf(stderr, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
