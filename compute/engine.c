@@ -284,7 +284,6 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     uint64_t rows = (uint64_t)gbs * ngb > 16 ? (uint64_t)gbs * ngb : 16;
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
-    b += (uint64_t)ngb * tok * h * 4;                         /* activations */
     b += e->kv_row ? 2 * ctx * h * 4 : 0;                     /* 4-bit KV decode scratch */
     b += tok * (wide + 4 * h + e->hp.ffn) * 4 + 2 * ctx * 4;  /* workspace */
     b += rows * (e->hp.vocab_size + e->max_chunk_rows + h + e->hp.embed_dim) * 4; /* head */
@@ -315,8 +314,14 @@ static uint64_t kv_chunk_bytes(const fg_engine *e, uint32_t gbs)
     return (2 * (uint64_t)gbs * e->max_ctx * row + 4095) & ~4095ull;
 }
 
+/* Bytes of one batch's activations: gbs sequences of max_ctx tokens of hidden f32. */
+static uint64_t act_chunk_bytes(const fg_engine *e, uint32_t gbs)
+{
+    return ((uint64_t)gbs * e->max_ctx * e->hp.hidden * 4 + 4095) & ~4095ull;
+}
+
 /* Default placement (no --percent): everything in RAM when it fits, else weights to disk,
- * then the KV cache too. */
+ * then the KV cache too; activations stay in RAM (kv_total includes them). */
 static void default_policy(const plan *p, uint64_t kv_total, uint64_t kv_window,
                            fg_pager_policy *pol)
 {
@@ -346,7 +351,7 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
      * chunks; shrink the block (what the flags leave free) until that fits */
     for (;;) {
         uint64_t need = fixed_bytes(e, gbs, ngb, max_f32) + 2 * p->max_unit +
-                        2 * kv_chunk_bytes(e, gbs);
+                        2 * kv_chunk_bytes(e, gbs) + 2 * act_chunk_bytes(e, gbs);
         if (!budget || need <= budget || gbs * ngb == 1 || (e->o.ngb && e->o.gbs))
             break;
         if (!e->o.ngb && ngb > 1)
@@ -357,15 +362,17 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
             break;
     }
     e->kv_chunk = kv_chunk_bytes(e, gbs);
+    e->act_chunk = act_chunk_bytes(e, gbs);
     uint64_t kv_total = (uint64_t)ngb * e->hp.n_layers * e->kv_chunk, kv_window = 2 * e->kv_chunk;
-    uint64_t window = 2 * p->max_unit + kv_window;
+    uint64_t act_total = (uint64_t)ngb * e->act_chunk, act_window = 2 * e->act_chunk;
+    uint64_t window = 2 * p->max_unit + kv_window + act_window;
     p->fixed = fixed_bytes(e, gbs, ngb, max_f32);
     if (budget && p->fixed + window > budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small: this model "
                           "needs %.0f MiB of buffers for gbs %u x ngb %u plus %.0f MiB to stream "
-                          "weights and the KV cache", budget / MB, p->fixed / MB, gbs, ngb,
-                          window / MB);
-    p->host = budget ? budget - p->fixed : p->weights + kv_total + window;
+                          "weights, KV cache and activations", budget / MB, p->fixed / MB, gbs,
+                          ngb, window / MB);
+    p->host = budget ? budget - p->fixed : p->weights + kv_total + act_total + window;
     e->gbs = gbs;
     e->ngb = ngb;
     if (e->o.have_policy) {
@@ -374,22 +381,20 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
          * whatever is homed on disk really streams from disk */
         if (!budget)
             p->host = (uint64_t)((double)p->weights * (pol->w[1] + pol->w[0]) +
-                                 (double)kv_total * (pol->c[1] + pol->c[0])) + window;
+                                 (double)kv_total * (pol->c[1] + pol->c[0]) +
+                                 (double)act_total * (pol->h[1] + pol->h[0])) + window;
     } else {
-        default_policy(p, kv_total, kv_window, pol);
+        default_policy(p, kv_total + act_total, kv_window, pol);
     }
     if (pol->c[0] > 0 || pol->h[0] > 0 || pol->w[0] > 0)
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
                           "activations on a GPU, and this engine runs on the CPU");
-    if (pol->h[2] > 0)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "--percent puts activations on disk: only "
-                          "weights and the KV cache can live on disk in this version");
     e->planned = p->fixed + p->host;
     return FG_OK;
 }
 
-/* The KV offload file: one chunk per (batch, layer), registered writable with the pager, then
- * unlinked at once so nothing is left behind whatever happens. */
+/* The offload file: one KV chunk per (batch, layer), then one activation chunk per batch,
+ * registered writable with the pager, then unlinked at once so nothing is left behind. */
 static int register_kv(fg_engine *e, fg_err *err)
 {
     const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
@@ -399,9 +404,9 @@ static int register_kv(fg_engine *e, fg_err *err)
     if (fd < 0)
         return fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: cannot create the KV file",
                           dir && *dir ? dir : "/tmp");
-    uint64_t n = (uint64_t)e->ngb * e->hp.n_layers;
-    int rc = ftruncate(fd, (off_t)(n * e->kv_chunk)) ? fg_err_sys(err, FG_ERR_IO, errno,
-                                                                  "%s: ftruncate", path) : FG_OK;
+    uint64_t n = (uint64_t)e->ngb * e->hp.n_layers, act_off = n * e->kv_chunk;
+    int rc = ftruncate(fd, (off_t)(act_off + e->ngb * e->act_chunk))
+                 ? fg_err_sys(err, FG_ERR_IO, errno, "%s: ftruncate", path) : FG_OK;
     close(fd);
     uint32_t file;
     if (rc == FG_OK)
@@ -414,6 +419,39 @@ static int register_kv(fg_engine *e, fg_err *err)
         rc = fg_pager_add_chunk(e->pager, &d, &id, err);
         if (i == 0)
             e->kv_first = id;
+    }
+    for (uint32_t k = 0; rc == FG_OK && k < e->ngb; k++) {
+        fg_pager_chunk_desc d = {file, act_off + k * e->act_chunk, e->act_chunk, e->act_chunk, 0,
+                                 0, UINT64_MAX - n - k, {0}, FG_CHUNK_ACT, (uint32_t)(n + k)};
+        uint32_t id;
+        rc = fg_pager_add_chunk(e->pager, &d, &id, err);
+        if (k == 0)
+            e->act_first = id;
+    }
+    return rc;
+}
+
+int fg_engine_act_acquire(fg_engine *e, uint32_t k, uint32_t n_batches, fg_pager_view *v,
+                          fg_err *err)
+{
+    double t0 = fg_now();
+    int rc = fg_pager_acquire(e->pager, e->act_first + k, FG_TIER_DISK, v, err);
+    e->wait_s += fg_now() - t0;
+    if (rc == FG_OK && k + 1 < n_batches) {
+        fg_pager_ticket t;
+        fg_pager_prefetch(e->pager, e->act_first + k + 1, FG_TIER_HOST, &t, NULL);
+    }
+    return rc;
+}
+
+int fg_engine_act_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err)
+{
+    fg_err rerr;
+    int rc2 = fg_pager_release(e->pager, v, dirty ? FG_PAGER_DIRTY : 0, &rerr);
+    if (rc == FG_OK && rc2) {
+        if (err)
+            *err = rerr;
+        rc = rc2;
     }
     return rc;
 }
@@ -433,7 +471,6 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
     e->unit_f32 = malloc((max_f32 + 1) * 4);
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
     e->tok_rows = malloc(tok * e->hp.embed_dim * 4);
-    e->hidden = malloc(ngb * tok * h * 4);
     e->kv_tmp = e->kv_row ? malloc(2 * (uint64_t)e->max_ctx * h * 4) : NULL;
     e->logits = malloc((uint64_t)e->logit_rows * e->hp.vocab_size * 4);
     e->head_tmp = malloc((uint64_t)e->logit_rows * e->max_chunk_rows * 4 + 4);
@@ -441,7 +478,7 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
     e->valid = calloc(ngb * tok, 1);
     e->ids = calloc(ngb * tok, 4);
     e->pos = calloc(ngb * tok, 4);
-    if (!e->unit_f32 || !e->chunk_f32 || !e->tok_rows || !e->hidden || (e->kv_row && !e->kv_tmp) || !e->logits ||
+    if (!e->unit_f32 || !e->chunk_f32 || !e->tok_rows || (e->kv_row && !e->kv_tmp) || !e->logits ||
         !e->head_tmp || !e->head_x || !e->valid || !e->ids || !e->pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", e->planned / MB);
@@ -552,7 +589,6 @@ void fg_engine_close(fg_engine *e)
     free(e->unit_f32);
     free(e->chunk_f32);
     free(e->tok_rows);
-    free(e->hidden);
     free(e->kv_tmp);
     free(e->logits);
     free(e->head_tmp);

@@ -58,7 +58,10 @@ struct fg_engine {
     float *unit_f32;               /* [max unit f32 floats] */
     float *chunk_f32;              /* [max chunk floats] for streamed tensors */
     float *tok_rows;               /* [gbs * max_ctx, embed_dim] */
-    float *hidden;                 /* [ngb][gbs * max_ctx, hidden] */
+    /* activations: one pager chunk per batch k (id act_first + k), [gbs * max_ctx, hidden] f32,
+     * in the same offload file, homed in RAM or on disk by (hg, hc, hd) */
+    uint32_t act_first;
+    uint64_t act_chunk;
     /* KV cache: one pager chunk per (batch k, layer l), id kv_first + k * layers + l, in an
      * offload file: K rows then V rows, gbs * max_ctx rows each of kv_row_bytes; homed in RAM
      * or on disk by the policy's (cg, cc, cd) */
@@ -88,6 +91,11 @@ struct fg_engine {
 int fg_engine_unit_prefetch(fg_engine *e, uint32_t u);
 /* Prefetch the KV chunk of (batch k, layer l) (best effort). */
 void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
+/* Acquire batch k's activations (loading them when homed on disk) and prefetch the next
+ * batch's when next < n_batches; release with dirty when they were written. */
+int fg_engine_act_acquire(fg_engine *e, uint32_t k, uint32_t n_batches, fg_pager_view *v,
+                          fg_err *err);
+int fg_engine_act_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err);
 /* Materialize unit u's small and Linear tensors into e->unit_f32 and fill the weight views. */
 int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err);
 /* Gather embedding rows for ids[0..n) into e->tok_rows. */

@@ -73,12 +73,13 @@ static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s,
 }
 
 /* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. */
-static fg_opt_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t i)
+static fg_opt_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t i,
+                           void *hidden)
 {
     size_t o = tok_off(e, k);
     uint32_t n_new = i == 0 ? b->P : 1, pos0 = i == 0 ? 0 : b->P + i - 1;
     return (fg_opt_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->pos + o, e->valid + o,
-                         e->hidden + o * e->hp.hidden, e->o.attn_sparsity};
+                         hidden, e->o.attn_sparsity};
 }
 
 static void setup_prompts(fg_engine *e, block *b)
@@ -142,27 +143,35 @@ static void *wslot(weights *w, int kind)
          : kind == U_MLP ? (void *)&w->mlp : (void *)&w->head;
 }
 
-/* Compute unit u for batch k at step i (weights already loaded into w). */
+/* Compute unit u for batch k at step i (weights already loaded into w) on the batch's
+ * activations, acquired from the pager (the next batch's prefetched) and released dirty. */
 static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, uint32_t i,
                    fg_err *err)
 {
     const unit *un = &e->units[u];
-    fg_opt_step s = step_of(e, b, k, i);
+    fg_pager_view hv;
+    int rc = fg_engine_act_acquire(e, k, b->nb, &hv, err);
+    if (rc)
+        return rc;
+    fg_opt_step s = step_of(e, b, k, i, hv.ptr);
     uint32_t n = s.n_seq * s.n_new;
-    int rc;
     switch (un->kind) {
     case U_EMBED:
         rc = fg_engine_gather(e, s.ids, n, err);
         w->embed.tok_rows = e->tok_rows;
-        return rc ? rc : fg_opt_embed(e->be, &e->hp, &w->embed, &s, e->ws, err);
-    case U_ATTN: return attention(e, &w->attn, &s, k, un->layer, b->nb, err);
-    case U_MLP: return fg_opt_mlp(e->be, &e->hp, &w->mlp, &s, e->ws, err);
+        if (rc == FG_OK)
+            rc = fg_opt_embed(e->be, &e->hp, &w->embed, &s, e->ws, err);
+        break;
+    case U_ATTN: rc = attention(e, &w->attn, &s, k, un->layer, b->nb, err); break;
+    case U_MLP: rc = fg_opt_mlp(e->be, &e->hp, &w->mlp, &s, e->ws, err); break;
     default: /* logits of each sequence's last position (rows k * gbs + r) */
         for (uint32_t r = 0; r < s.n_seq; r++)
             fg_engine_head_put(e, k * e->gbs + r,
                                s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
-        return fg_engine_head(e, &w->head, k * e->gbs, s.n_seq, err);
+        rc = fg_engine_head(e, &w->head, k * e->gbs, s.n_seq, err);
+        break;
     }
+    return fg_engine_act_release(e, &hv, un->kind != U_HEAD, rc, err);
 }
 
 static int load_unit(fg_engine *e, weights *w, uint32_t u, uint32_t i, fg_err *err)
@@ -211,13 +220,20 @@ static int head_block(fg_engine *e, block *b, weights *w, uint32_t i, fg_stop_fn
                       fg_err *err)
 {
     double t0 = fg_now();
-    for (uint32_t k = 0; k < b->nb; k++) {
-        fg_opt_step s = step_of(e, b, k, i);
+    int rc = FG_OK;
+    for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
+        fg_pager_view hv;
+        rc = fg_engine_act_acquire(e, k, b->nb, &hv, err);
+        if (rc)
+            break;
+        fg_opt_step s = step_of(e, b, k, i, hv.ptr);
         for (uint32_t r = 0; r < s.n_seq; r++)
             fg_engine_head_put(e, k * e->gbs + r,
                                s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
+        rc = fg_engine_act_release(e, &hv, 0, rc, err);
     }
-    int rc = fg_engine_head(e, &w->head, 0, b->n, err);
+    if (rc == FG_OK)
+        rc = fg_engine_head(e, &w->head, 0, b->n, err);
     e->compute_s += fg_now() - t0;
     fg_engine_span(e, "compute", t0, (int32_t)(e->n_units - 1), -1, (int32_t)i);
     for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++)
@@ -330,22 +346,24 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, fg_stop_fn st
 static int score_batch(fg_engine *e, block *b, weights *w, uint32_t k, double *nll,
                        uint64_t *count, float *out, size_t out_stride, fg_err *err)
 {
-    fg_opt_step s = step_of(e, b, k, 0);
+    fg_pager_view hv;
+    int rc = fg_engine_act_acquire(e, k, b->nb, &hv, err);
+    if (rc)
+        return rc;
+    fg_opt_step s = step_of(e, b, k, 0, hv.ptr);
     uint32_t V = e->hp.vocab_size;
-    for (uint32_t r = 0; r < s.n_seq; r++) {
+    for (uint32_t r = 0; rc == FG_OK && r < s.n_seq; r++) {
         uint32_t seq = k * e->gbs + r;
         const fg_gen_seq *q = &b->seqs[seq];
         uint32_t pad = b->P - q->n_prompt;
         /* row pad + t holds window position t; it predicts position t + 1 */
-        for (uint32_t t0 = 0; t0 < q->n_prompt; t0 += e->logit_rows) {
+        for (uint32_t t0 = 0; rc == FG_OK && t0 < q->n_prompt; t0 += e->logit_rows) {
             uint32_t m = q->n_prompt - t0 < e->logit_rows ? q->n_prompt - t0 : e->logit_rows;
             const float *hid = s.hidden + ((size_t)r * b->P + pad + t0) * e->hp.hidden;
             for (uint32_t j = 0; j < m; j++)
                 fg_engine_head_put(e, j, hid + (size_t)j * e->hp.hidden);
-            int rc = fg_engine_head(e, &w->head, 0, m, err);
-            if (rc)
-                return rc;
-            for (uint32_t j = 0; j < m; j++) {
+            rc = fg_engine_head(e, &w->head, 0, m, err);
+            for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
                 const float *lg = e->logits + (size_t)j * V;
                 if (out)
                     memcpy(out + seq * out_stride + (size_t)(t0 + j) * V, lg, (size_t)V * 4);
@@ -356,7 +374,7 @@ static int score_batch(fg_engine *e, block *b, weights *w, uint32_t k, double *n
             }
         }
     }
-    return FG_OK;
+    return fg_engine_act_release(e, &hv, 0, rc, err);
 }
 
 int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,

@@ -361,7 +361,7 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
             "%.2f tok/s\n"
             "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (%" PRIu64 " bytes; "
             "plan %s, budget %s)\n"
-            "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache), pager hits %"
+            "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache and activations), pager hits %"
             PRIu64 " misses %" PRIu64 ", stalled %.2f s; %s\n",
             tokens, total, prefill, decode, total > 0 ? (double)tokens / total : 0.0, gbs, ngb,
             a->eo.row_schedule ? "row-by-row" : "zig-zag",
