@@ -292,7 +292,27 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     return b;
 }
 
-/* Weight bytes, and the most a unit needs resident while it computes: its materialized
+/* Units loaded together: one, or an attention unit with its MLP when sub-layers are not
+ * separate (FlexGen's --sep-layer false). */
+static uint32_t span_of(const fg_engine *e, uint32_t u)
+{
+    return !e->o.sep_layer && e->units[u].kind == U_ATTN ? 2 : 1;
+}
+
+/* The most f32 floats materialized at once (one load). */
+static uint64_t max_f32_floats(const fg_engine *e)
+{
+    uint64_t m = 0;
+    for (uint32_t u = 0; u < e->n_units; u++) {
+        uint64_t f = 0;
+        for (uint32_t k = 0; k < span_of(e, u); k++)
+            f += e->units[u + k].f32_floats;
+        m = f > m ? f : m;
+    }
+    return m;
+}
+
+/* Weight bytes, and the most one load needs resident while it computes: its materialized
  * tensors whole plus one chunk of a gathered/streamed one. */
 static void plan_weights(const fg_engine *e, plan *p)
 {
@@ -300,7 +320,9 @@ static void plan_weights(const fg_engine *e, plan *p)
     for (uint32_t i = 0; i < e->n_tensors; i++)
         p->weights += e->tensors[i].stored_bytes;
     for (uint32_t u = 0; u < e->n_units; u++) {
-        uint64_t need = e->units[u].resident_bytes + e->units[u].stream_chunk;
+        uint64_t need = 0;
+        for (uint32_t k = 0; k < span_of(e, u); k++)
+            need += e->units[u + k].resident_bytes + e->units[u + k].stream_chunk;
         p->max_unit = need > p->max_unit ? need : p->max_unit;
     }
 }
@@ -340,10 +362,7 @@ static void default_policy(const plan *p, uint64_t kv_total, uint64_t kv_window,
 
 static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
 {
-    uint64_t max_f32 = 0;
-    for (uint32_t u = 0; u < e->n_units; u++)
-        if (e->units[u].f32_floats > max_f32)
-            max_f32 = e->units[u].f32_floats;
+    uint64_t max_f32 = max_f32_floats(e);
     plan_weights(e, p);
     uint64_t budget = e->o.ram_budget;
     uint32_t gbs = e->o.gbs ? e->o.gbs : 8, ngb = e->o.ngb ? e->o.ngb : 4;
@@ -541,9 +560,7 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
                           "model's %u positions", e->max_ctx, e->hp.max_pos);
     plan p = {0, 0, 0, 0};
     fg_pager_policy pol;
-    uint64_t max_f32 = 0;
-    for (uint32_t u = 0; u < e->n_units; u++)
-        max_f32 = e->units[u].f32_floats > max_f32 ? e->units[u].f32_floats : max_f32;
+    uint64_t max_f32 = max_f32_floats(e);
     if ((rc = make_plan(e, &p, &pol, err)) || (rc = open_pager(e, &p, &pol, err)) ||
         (rc = alloc_buffers(e, max_f32, err)))
         return rc;
@@ -705,11 +722,10 @@ static int materialize(fg_engine *e, int ti, float *dst, fg_err *err)
     return FG_OK;
 }
 
-int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err)
+int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, float *dst, fg_err *err)
 {
     const unit *un = &e->units[u];
     const float **slots = wstruct; /* the fg_opt_*_w structs are arrays of float pointers */
-    float *dst = e->unit_f32;
     for (uint32_t i = 0; i < un->n_t; i++) {
         int skip = (un->kind == U_EMBED && i == 0) || (un->kind == U_HEAD && i == 3);
         if (skip || un->t[i] < 0) {
@@ -724,6 +740,11 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err)
         dst += floats_of(e, un->t[i]);
     }
     return FG_OK;
+}
+
+uint32_t fg_engine_span_of(const fg_engine *e, uint32_t u)
+{
+    return span_of(e, u);
 }
 
 /* Chunk of tensor t holding row r (binary search over first_row). */

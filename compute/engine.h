@@ -40,6 +40,9 @@ typedef struct fg_engine_opts {
     uint64_t ram_budget;      /* bytes for everything above; 0 = no limit */
     int overlap;              /* prefetch the next sub-layer's weights during compute */
     int row_schedule;         /* row-by-row baseline instead of zig-zag */
+    int sep_layer;            /* FlexGen's --sep-layer: attention and MLP are separate units
+                                 (loaded, prefetched and evicted apart); 0 loads each layer's
+                                 two together */
     int threads;              /* OpenBLAS threads; 0 = default */
     int verify;               /* check chunk checksums on every load */
     int compress_cache;       /* 4-bit KV cache, groups of 64 along the head dimension */

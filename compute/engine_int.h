@@ -96,8 +96,12 @@ void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
 int fg_engine_act_acquire(fg_engine *e, uint32_t k, uint32_t n_batches, fg_pager_view *v,
                           fg_err *err);
 int fg_engine_act_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err);
-/* Materialize unit u's small and Linear tensors into e->unit_f32 and fill the weight views. */
-int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, fg_err *err);
+/* Materialize unit u's small and Linear tensors into dst (inside e->unit_f32) and fill the
+ * weight views. */
+int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, float *dst, fg_err *err);
+/* How many units are loaded together starting at u: 2 for attention + MLP when sub-layers are
+ * not separate (--sep-layer false), else 1. */
+uint32_t fg_engine_span_of(const fg_engine *e, uint32_t u);
 /* Gather embedding rows for ids[0..n) into e->tok_rows. */
 int fg_engine_gather(fg_engine *e, const int32_t *ids, uint32_t n, fg_err *err);
 /* The LM head over rows [row0, row0 + n) of the staging area (fg_engine_head_put) into the

@@ -174,15 +174,26 @@ static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, u
     return fg_engine_act_release(e, &hv, un->kind != U_HEAD, rc, err);
 }
 
-static int load_unit(fg_engine *e, weights *w, uint32_t u, uint32_t i, fg_err *err)
+/* Load the units starting at u that compute together (one, or attention + MLP), after
+ * starting the prefetch of what comes next. Returns how many were loaded in *span. */
+static int load_unit(fg_engine *e, weights *w, uint32_t u, uint32_t i, uint32_t *loaded,
+                     fg_err *err)
 {
     double t0 = fg_now();
+    uint32_t n = fg_engine_span_of(e, u);
     if (e->units[u].kind == U_ATTN)
         fg_engine_kv_prefetch(e, 0, e->units[u].layer);
-    if (e->o.overlap)
-        fg_engine_unit_prefetch(e, (u + 1) % e->n_units);
-    int rc = fg_engine_unit_load(e, u, wslot(w, e->units[u].kind), err);
+    for (uint32_t k = 0; e->o.overlap && k < fg_engine_span_of(e, (u + n) % e->n_units); k++)
+        fg_engine_unit_prefetch(e, (u + n + k) % e->n_units);
+    float *dst = e->unit_f32;
+    int rc = FG_OK;
+    for (uint32_t k = 0; rc == FG_OK && k < n; k++) {
+        rc = fg_engine_unit_load(e, u + k, wslot(w, e->units[u + k].kind), dst, err);
+        dst += e->units[u + k].f32_floats;
+    }
     fg_engine_span(e, "load", t0, (int32_t)u, -1, (int32_t)i);
+    if (loaded)
+        *loaded = n;
     return rc;
 }
 
@@ -248,12 +259,13 @@ static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_f
     memset(&w, 0, sizeof w);
     double t_step = fg_now();
     for (uint32_t i = 0; i < b->G && !all_done(b); i++) {
-        for (uint32_t u = 0; u < e->n_units; u++) {
-            int rc = load_unit(e, &w, u, i, err);
+        for (uint32_t u = 0, n = 1; u < e->n_units; u += n) {
+            int rc = load_unit(e, &w, u, i, &n, err);
             if (rc == FG_OK && u + 1 == e->n_units)
                 rc = head_block(e, b, &w, i, stop, sctx, err);
             for (uint32_t k = 0; rc == FG_OK && u + 1 < e->n_units && k < b->nb; k++)
-                rc = run_unit(e, b, &w, u, k, i, stop, sctx, err);
+                for (uint32_t j = 0; rc == FG_OK && j < n; j++)
+                    rc = run_unit(e, b, &w, u + j, k, i, stop, sctx, err);
             if (rc)
                 return rc;
         }
@@ -279,10 +291,10 @@ static int row_by_row(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_ti
                 live |= b->seqs[k * e->gbs + r].finish == FG_FINISH_NONE;
             if (!live)
                 break;
-            for (uint32_t u = 0; u < e->n_units; u++) {
-                int rc = load_unit(e, &w, u, i, err);
-                if (rc == FG_OK)
-                    rc = run_unit(e, b, &w, u, k, i, stop, sctx, err);
+            for (uint32_t u = 0, n = 1; u < e->n_units; u += n) {
+                int rc = load_unit(e, &w, u, i, &n, err);
+                for (uint32_t j = 0; rc == FG_OK && j < n; j++)
+                    rc = run_unit(e, b, &w, u + j, k, i, stop, sctx, err);
                 if (rc)
                     return rc;
             }
@@ -394,13 +406,14 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     setup_prompts(e, &b);
     weights w;
     memset(&w, 0, sizeof w);
-    for (uint32_t u = 0; u + 1 < e->n_units && rc == FG_OK; u++) {
-        rc = load_unit(e, &w, u, 0, err);
+    for (uint32_t u = 0, nu = 1; u + 1 < e->n_units && rc == FG_OK; u += nu) {
+        rc = load_unit(e, &w, u, 0, &nu, err);
         for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
-            rc = compute(e, &b, &w, u, k, 0, err);
+            for (uint32_t j = 0; rc == FG_OK && j < nu; j++)
+                rc = compute(e, &b, &w, u + j, k, 0, err);
     }
     if (rc == FG_OK)
-        rc = load_unit(e, &w, e->n_units - 1, 0, err);
+        rc = load_unit(e, &w, e->n_units - 1, 0, NULL, err);
     double dn = 0;
     uint64_t dc = 0;
     for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)

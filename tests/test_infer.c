@@ -179,6 +179,7 @@ static fg_engine_opts defaults(void)
     fg_engine_opts o;
     memset(&o, 0, sizeof o);
     o.overlap = 1;
+    o.sep_layer = 1;
     o.threads = 1;
     return o;
 }
@@ -252,10 +253,12 @@ START_TEST(placements_and_schedules_agree)
         uint32_t gbs, ngb;
         int disk, overlap, row;
         uint64_t budget;
+        int merged; /* --sep-layer false */
     } m[] = {
-        {1, 3, 0, 1, 0, 0},       {2, 2, 0, 1, 0, 0},       {3, 1, 0, 0, 0, 0},
-        {1, 3, 1, 1, 0, 0},       {2, 2, 1, 0, 0, 0},       {1, 3, 1, 1, 1, 0},
-        {3, 1, 0, 1, 1, 0},       {2, 2, 0, 1, 0, 8 << 20}, /* budget below all-in-RAM: disk */
+        {1, 3, 0, 1, 0, 0, 0},       {2, 2, 0, 1, 0, 0, 0},       {3, 1, 0, 0, 0, 0, 0},
+        {1, 3, 1, 1, 0, 0, 0},       {2, 2, 1, 0, 0, 0, 0},       {1, 3, 1, 1, 1, 0, 0},
+        {3, 1, 0, 1, 1, 0, 0},       {2, 2, 0, 1, 0, 8 << 20, 0}, /* budget below all-in-RAM */
+        {1, 3, 1, 1, 0, 0, 1},       {2, 2, 0, 1, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         fg_engine_opts o = defaults();
@@ -264,6 +267,7 @@ START_TEST(placements_and_schedules_agree)
         o.overlap = m[i].overlap;
         o.row_schedule = m[i].row;
         o.ram_budget = m[i].budget;
+        o.sep_layer = !m[i].merged;
         if (m[i].disk) {
             o.have_policy = 1;
             o.policy = (fg_pager_policy){{0, 0, 1}, {0, 1, 0}, {0, 1, 0}};

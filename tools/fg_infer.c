@@ -58,7 +58,7 @@ static void usage(FILE *f)
           "              weights, KV cache, activations; the rest goes to disk)\n"
           "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
-          "              --sep-layer  --cpu-cache-compute  --max-context N\n"
+          "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
           "              past tokens)  (4-bit weights: convert with fg-convert --compress-weight)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n"
@@ -167,7 +167,12 @@ static void parse_one(args *a, int c, char **argv, int argc)
         break;
     case O_OVERLAP: a->eo.overlap = 1; break;
     case O_NO_OVERLAP: a->eo.overlap = 0; break;
-    case O_SEP: case O_CPUCACHE: break; /* always so here: see README */
+    case O_SEP:
+        if (optarg && strcmp(optarg, "true") && strcmp(optarg, "false"))
+            die("--sep-layer %s: expected true or false", optarg);
+        a->eo.sep_layer = !optarg || !strcmp(optarg, "true");
+        break;
+    case O_CPUCACHE: break; /* attention always runs where the cache lives: the CPU */
     case O_BUDGET: a->eo.ram_budget = parse_size("--ram-budget", optarg); break;
     case O_THREADS: a->eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
     case O_TRACE: a->trace = optarg; break;
@@ -208,7 +213,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"gpu-batch-size", required_argument, NULL, O_GBS},
         {"num-gpu-batches", required_argument, NULL, O_NGB},
         {"schedule", required_argument, NULL, O_SCHED}, {"overlap", no_argument, NULL, O_OVERLAP},
-        {"no-overlap", no_argument, NULL, O_NO_OVERLAP}, {"sep-layer", no_argument, NULL, O_SEP},
+        {"no-overlap", no_argument, NULL, O_NO_OVERLAP}, {"sep-layer", optional_argument, NULL, O_SEP},
         {"cpu-cache-compute", no_argument, NULL, O_CPUCACHE},
         {"ram-budget", required_argument, NULL, O_BUDGET},
         {"threads", required_argument, NULL, O_THREADS}, {"trace", required_argument, NULL, O_TRACE},
@@ -227,6 +232,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->max_new = 32;
     a->sample.top_p = 1.0f;
     a->eo.overlap = 1;
+    a->eo.sep_layer = 1;
     if (argc > 1 && !strcmp(argv[1], "ppl")) {
         a->ppl = 1;
         argv++;
