@@ -143,6 +143,14 @@ static void *wslot(weights *w, int kind)
          : kind == U_MLP ? (void *)&w->mlp : (void *)&w->head;
 }
 
+/* Stage the last position of each sequence of batch k for the LM head (rows k * gbs + r). */
+static void stage_last_rows(fg_engine *e, const fg_opt_step *s, uint32_t k)
+{
+    for (uint32_t r = 0; r < s->n_seq; r++)
+        fg_engine_head_put(e, k * e->gbs + r,
+                           s->hidden + ((size_t)r * s->n_new + s->n_new - 1) * e->hp.hidden);
+}
+
 /* Compute unit u for batch k at step i (weights already loaded into w) on the batch's
  * activations, acquired from the pager (the next batch's prefetched) and released dirty. */
 static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, uint32_t i,
@@ -164,10 +172,8 @@ static int compute(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t k, u
         break;
     case U_ATTN: rc = attention(e, &w->attn, &s, k, un->layer, b->nb, err); break;
     case U_MLP: rc = fg_opt_mlp(e->be, &e->hp, &w->mlp, &s, e->ws, err); break;
-    default: /* logits of each sequence's last position (rows k * gbs + r) */
-        for (uint32_t r = 0; r < s.n_seq; r++)
-            fg_engine_head_put(e, k * e->gbs + r,
-                               s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
+    default: /* logits of each sequence's last position */
+        stage_last_rows(e, &s, k);
         rc = fg_engine_head(e, &w->head, k * e->gbs, s.n_seq, err);
         break;
     }
@@ -238,9 +244,7 @@ static int head_block(fg_engine *e, block *b, weights *w, uint32_t i, fg_stop_fn
         if (rc)
             break;
         fg_opt_step s = step_of(e, b, k, i, hv.ptr);
-        for (uint32_t r = 0; r < s.n_seq; r++)
-            fg_engine_head_put(e, k * e->gbs + r,
-                               s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden);
+        stage_last_rows(e, &s, k);
         rc = fg_engine_act_release(e, &hv, 0, rc, err);
     }
     if (rc == FG_OK)

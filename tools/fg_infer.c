@@ -474,8 +474,6 @@ typedef struct job_ctx {
     fg_job **jobs; /* [n] the pending jobs, in order */
     int fd;
     const char *path;
-    int32_t **prompts;
-    uint32_t *n_prompt;
 } job_ctx;
 
 static void emit_jobs(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first, uint32_t n,
@@ -544,7 +542,7 @@ static void run_jobs(args *a)
     if (n) {
         e = open_engine(a, max_prompt + max_new);
         sc->e = e;
-        job_ctx jc = {pending, fd, a->output, NULL, NULL};
+        job_ctx jc = {pending, fd, a->output};
         run_blocks(e, a, seqs, n, sc, emit_jobs, &jc);
     } else if (!a->quiet) {
         fprintf(stderr, "fg-infer: nothing to do: every prompt of %s is in %s\n", a->input,
