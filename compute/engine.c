@@ -216,6 +216,12 @@ static void unit_names(const fg_engine *e, const unit *u, char names[UNIT_MAX_TE
     }
 }
 
+/* A gathered (embedding) or streamed (LM head) tensor: only some chunks, or one at a time. */
+static int streamed(const unit *un, uint32_t i)
+{
+    return (un->kind == U_EMBED && i == 0) || (un->kind == U_HEAD && i == 3);
+}
+
 static int build_unit(fg_engine *e, uint32_t index, int kind, uint32_t layer, fg_err *err)
 {
     unit *u = &e->units[index];
@@ -238,7 +244,7 @@ static int build_unit(fg_engine *e, uint32_t index, int kind, uint32_t layer, fg
             u->stored_bytes += t->stored_bytes; /* a tied head streams the embedding's bytes */
         /* gathered (embed tokens) and streamed (LM head) tensors are not materialized and need
          * one chunk resident at a time; the others are resident whole while the unit computes */
-        if (!((kind == U_EMBED && i == 0) || (kind == U_HEAD && i == 3))) {
+        if (!streamed(u, i)) {
             u->f32_floats += floats_of(e, u->t[i]);
             u->resident_bytes += t->stored_bytes;
         } else {
@@ -344,8 +350,7 @@ static uint64_t act_chunk_bytes(const fg_engine *e, uint32_t gbs)
 
 /* Default placement (no --percent): everything in RAM when it fits, else weights to disk,
  * then the KV cache too; activations stay in RAM (kv_total includes them). */
-static void default_policy(const plan *p, uint64_t kv_total, uint64_t kv_window,
-                           fg_pager_policy *pol)
+static void default_policy(const plan *p, uint64_t kv_total, fg_pager_policy *pol)
 {
     memset(pol, 0, sizeof *pol);
     pol->h[1] = 1.0;
@@ -356,7 +361,6 @@ static void default_policy(const plan *p, uint64_t kv_total, uint64_t kv_window,
         pol->w[2] = pol->c[1] = 1.0;
     } else {
         pol->w[2] = pol->c[2] = 1.0;
-        (void)kv_window;
     }
 }
 
@@ -403,7 +407,7 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
                                  (double)kv_total * (pol->c[1] + pol->c[0]) +
                                  (double)act_total * (pol->h[1] + pol->h[0])) + window;
     } else {
-        default_policy(p, kv_total + act_total, kv_window, pol);
+        default_policy(p, kv_total + act_total, pol);
     }
     if (pol->c[0] > 0 || pol->h[0] > 0 || pol->w[0] > 0)
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
@@ -655,6 +659,13 @@ void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_
 
 /* ---- weight access ---- */
 
+static void prefetch_chunk(fg_engine *e, const wtensor *t, uint32_t c)
+{
+    fg_pager_ticket tk;
+    if (c < t->n_chunks)
+        fg_pager_prefetch(e->pager, t->first_id + c, FG_TIER_HOST, &tk, NULL);
+}
+
 int fg_engine_unit_prefetch(fg_engine *e, uint32_t u)
 {
     const unit *un = &e->units[u];
@@ -662,7 +673,10 @@ int fg_engine_unit_prefetch(fg_engine *e, uint32_t u)
         if (un->t[i] < 0)
             continue;
         const wtensor *t = &e->tensors[un->t[i]];
-        for (uint32_t c = 0; c < t->n_chunks; c++) {
+        /* a streamed tensor fetches each next chunk as it goes (fg_engine_head); the rows a
+         * gather needs are known only then: prefetching them whole would read the table */
+        uint32_t n = streamed(un, i) ? (un->kind == U_HEAD) : t->n_chunks;
+        for (uint32_t c = 0; c < n; c++) {
             fg_pager_ticket tk;
             if (fg_pager_prefetch(e->pager, t->first_id + c, FG_TIER_HOST, &tk, NULL))
                 return FG_OK; /* no room now: the acquire will load it */
@@ -727,8 +741,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, float *dst, fg_
     const unit *un = &e->units[u];
     const float **slots = wstruct; /* the fg_opt_*_w structs are arrays of float pointers */
     for (uint32_t i = 0; i < un->n_t; i++) {
-        int skip = (un->kind == U_EMBED && i == 0) || (un->kind == U_HEAD && i == 3);
-        if (skip || un->t[i] < 0) {
+        if (streamed(un, i) || un->t[i] < 0) {
             if (!(un->kind == U_EMBED && i == 0))
                 slots[i] = NULL;
             continue;
@@ -810,6 +823,8 @@ int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, uint32_t row0, uint32_
     }
     for (uint32_t c = 0; c < t->n_chunks; c++) {
         const fg_fgt_chunk_info *ci = &t->chunks[c];
+        if (e->o.overlap)
+            prefetch_chunk(e, t, c + 1); /* read the next while this one multiplies */
         int rc = decode_chunk(e, t, c, e->chunk_f32, err);
         if (rc)
             return rc;
