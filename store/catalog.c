@@ -201,6 +201,27 @@ void cat_read_end(fg_store *s, MDB_txn *t)
     pthread_rwlock_unlock(&s->map_lock);
 }
 
+int cat_walk(fg_store *s, MDB_dbi db, cat_walk_fn fn, void *ctx, fg_err *err)
+{
+    MDB_txn *t;
+    int rc = cat_read_begin(s, &t, err);
+    if (rc)
+        return rc;
+    MDB_cursor *c;
+    MDB_val k, v;
+    int m = mdb_cursor_open(t, db, &c);
+    if (m) {
+        cat_read_end(s, t);
+        return cat_fail(s, err, m, "opening a cursor");
+    }
+    for (m = mdb_cursor_get(c, &k, &v, MDB_FIRST); !m && !rc;
+         m = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+        rc = fn(ctx, &k, &v, err);
+    mdb_cursor_close(c);
+    cat_read_end(s, t);
+    return rc;
+}
+
 int cat_put(fg_store *s, MDB_txn *t, MDB_dbi db, const void *k, size_t kn, const void *v,
             size_t vn, fg_err *err)
 {

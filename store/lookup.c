@@ -68,32 +68,31 @@ void fg_store_tensor_free(fg_store_tensor *t)
     free(t);
 }
 
+typedef struct tensor_walk {
+    fg_store *s;
+    int (*cb)(void *ctx, const fg_store_tensor *t);
+    void *ctx;
+} tensor_walk;
+
+static int tensor_step(void *ctx, const MDB_val *k, const MDB_val *v, fg_err *err)
+{
+    tensor_walk *w = ctx;
+    fg_store_tensor *copy;
+    int rc = tensor_copy(k, v, &copy);
+    if (rc)
+        return fg_err_set(err, rc == FG_ERR_NOMEM ? rc : FG_ERR_STORE_CATALOG,
+                          "%s: tensor '%.*s': damaged record or out of memory", w->s->dir,
+                          (int)(k->mv_size > 200 ? 200 : k->mv_size), (const char *)k->mv_data);
+    rc = w->cb(w->ctx, copy);
+    free(copy);
+    return rc;
+}
+
 int fg_store_tensor_iter(fg_store *s, int (*cb)(void *ctx, const fg_store_tensor *t), void *ctx,
                          fg_err *err)
 {
-    MDB_txn *t;
-    int rc = cat_read_begin(s, &t, err);
-    if (rc)
-        return rc;
-    MDB_cursor *c;
-    MDB_val k, v;
-    mdb_cursor_open(t, s->db_tensors, &c);
-    for (int m = mdb_cursor_get(c, &k, &v, MDB_FIRST); !m && !rc;
-         m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        fg_store_tensor *copy;
-        rc = tensor_copy(&k, &v, &copy);
-        if (rc) {
-            rc = fg_err_set(err, rc == FG_ERR_NOMEM ? rc : FG_ERR_STORE_CATALOG,
-                            "%s: tensor '%.*s': damaged record or out of memory", s->dir,
-                            (int)(k.mv_size > 200 ? 200 : k.mv_size), (const char *)k.mv_data);
-            break;
-        }
-        rc = cb(ctx, copy);
-        free(copy);
-    }
-    mdb_cursor_close(c);
-    cat_read_end(s, t);
-    return rc;
+    tensor_walk w = {s, cb, ctx};
+    return cat_walk(s, s->db_tensors, tensor_step, &w, err);
 }
 
 int fg_store_chunk_data(fg_store *s, const fg_store_tensor *t, uint32_t c, int verify,
@@ -142,59 +141,56 @@ int fg_store_meta_get(fg_store *s, const char *key, void **data, size_t *len, fg
     return rc;
 }
 
+typedef struct meta_walk {
+    int (*cb)(void *ctx, const char *key, size_t len);
+    void *ctx;
+} meta_walk;
+
+static int meta_step(void *ctx, const MDB_val *k, const MDB_val *v, fg_err *err)
+{
+    (void)err;
+    meta_walk *w = ctx;
+    char key[FG_FGT_MAX_NAME + 1];
+    size_t kn = k->mv_size > FG_FGT_MAX_NAME ? FG_FGT_MAX_NAME : k->mv_size;
+    memcpy(key, k->mv_data, kn);
+    key[kn] = '\0';
+    return w->cb(w->ctx, key, v->mv_size >= 16 ? v->mv_size - 16 : 0);
+}
+
 int fg_store_meta_iter(fg_store *s, int (*cb)(void *ctx, const char *key, size_t len), void *ctx,
                        fg_err *err)
 {
-    MDB_txn *t;
-    int rc = cat_read_begin(s, &t, err);
-    if (rc)
-        return rc;
-    MDB_cursor *c;
-    MDB_val k, v;
-    mdb_cursor_open(t, s->db_meta, &c);
-    for (int m = mdb_cursor_get(c, &k, &v, MDB_FIRST); !m && !rc;
-         m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        char key[FG_FGT_MAX_NAME + 1];
-        size_t kn = k.mv_size > FG_FGT_MAX_NAME ? FG_FGT_MAX_NAME : k.mv_size;
-        memcpy(key, k.mv_data, kn);
-        key[kn] = '\0';
-        rc = cb(ctx, key, v.mv_size >= 16 ? v.mv_size - 16 : 0);
+    meta_walk w = {cb, ctx};
+    return cat_walk(s, s->db_meta, meta_step, &w, err);
+}
+
+typedef struct file_walk {
+    fg_store *s;
+    int (*cb)(void *ctx, const fg_store_file *f);
+    void *ctx;
+} file_walk;
+
+static int file_step(void *ctx, const MDB_val *k, const MDB_val *v, fg_err *err)
+{
+    file_walk *w = ctx;
+    file_rec f;
+    if (k->mv_size != 4 || rec_file_decode(v, &f))
+        return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged files record", w->s->dir);
+    const uint8_t *kb = k->mv_data;
+    fg_store_file o = {(uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 | (uint32_t)kb[2] << 8 | kb[3],
+                       f.kind == FILE_KV, f.size, f.generation, f.batch, f.part, f.parts, 0};
+    if (o.kv) {
+        o.slots = (uint32_t)f.size;
+        o.size = kv_slot_offset(w->s, o.slots);
     }
-    mdb_cursor_close(c);
-    cat_read_end(s, t);
-    return rc;
+    return w->cb(w->ctx, &o);
 }
 
 int fg_store_file_iter(fg_store *s, int (*cb)(void *ctx, const fg_store_file *f), void *ctx,
                        fg_err *err)
 {
-    MDB_txn *t;
-    int rc = cat_read_begin(s, &t, err);
-    if (rc)
-        return rc;
-    MDB_cursor *c;
-    MDB_val k, v;
-    mdb_cursor_open(t, s->db_files, &c);
-    for (int m = mdb_cursor_get(c, &k, &v, MDB_FIRST); !m && !rc;
-         m = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        file_rec f;
-        if (k.mv_size != 4 || rec_file_decode(&v, &f)) {
-            rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged files record", s->dir);
-            break;
-        }
-        const uint8_t *kb = k.mv_data;
-        fg_store_file o = {(uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 | (uint32_t)kb[2] << 8 |
-                               kb[3],
-                           f.kind == FILE_KV, f.size, f.generation, f.batch, f.part, f.parts, 0};
-        if (o.kv) {
-            o.slots = (uint32_t)f.size;
-            o.size = kv_slot_offset(s, o.slots);
-        }
-        rc = cb(ctx, &o);
-    }
-    mdb_cursor_close(c);
-    cat_read_end(s, t);
-    return rc;
+    file_walk w = {s, cb, ctx};
+    return cat_walk(s, s->db_files, file_step, &w, err);
 }
 
 /* ---- figures ---- */

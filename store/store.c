@@ -403,33 +403,24 @@ static int recover_files(fg_store *s, fg_err *err)
 }
 
 /* Invariant 1: every listed file exists. */
+typedef struct missing_ctx {
+    fg_store *s;
+    char path[4200]; /* the first missing file */
+} missing_ctx;
+
+static int file_present(void *ctx, const fg_store_file *f)
+{
+    missing_ctx *m = ctx;
+    fg_store_file_path(m->s, f->id, f->kv, m->path, sizeof m->path);
+    return access(m->path, F_OK) ? FG_ERR_STORE_MISSING : 0;
+}
+
 static int check_missing(fg_store *s, fg_err *err)
 {
-    MDB_txn *t;
-    int rc = cat_read_begin(s, &t, err);
-    if (rc)
-        return rc;
-    MDB_cursor *c;
-    MDB_val k, v;
-    mdb_cursor_open(t, s->db_files, &c);
-    int mrc;
-    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !mrc && !rc;
-         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        file_rec f;
-        if (k.mv_size != 4 || rec_file_decode(&v, &f)) {
-            rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged files record", s->dir);
-            break;
-        }
-        const uint8_t *kb = k.mv_data;
-        uint32_t id = (uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 | (uint32_t)kb[2] << 8 | kb[3];
-        char path[4200];
-        fg_store_file_path(s, id, f.kind == FILE_KV, path, sizeof path);
-        if (access(path, F_OK))
-            rc = fg_err_set(err, FG_ERR_STORE_MISSING, "%s: listed in the catalog but missing",
-                            path);
-    }
-    mdb_cursor_close(c);
-    cat_read_end(s, t);
+    missing_ctx m = {s, ""};
+    int rc = fg_store_file_iter(s, file_present, &m, err);
+    if (rc == FG_ERR_STORE_MISSING)
+        fg_err_set(err, rc, "%s: listed in the catalog but missing", m.path);
     return rc;
 }
 

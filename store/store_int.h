@@ -90,6 +90,10 @@ typedef int (*cat_txn_fn)(fg_store *s, MDB_txn *t, void *ctx, fg_err *err);
 int cat_write(fg_store *s, cat_txn_fn fn, void *ctx, fg_err *err);
 int cat_read_begin(fg_store *s, MDB_txn **t, fg_err *err);
 void cat_read_end(fg_store *s, MDB_txn *t);
+/* Call fn on every record of db, in key order, inside one read transaction; a non-zero return
+ * stops the walk and is returned. fn must not write to the store. */
+typedef int (*cat_walk_fn)(void *ctx, const MDB_val *k, const MDB_val *v, fg_err *err);
+int cat_walk(fg_store *s, MDB_dbi db, cat_walk_fn fn, void *ctx, fg_err *err);
 int cat_put(fg_store *s, MDB_txn *t, MDB_dbi db, const void *k, size_t kn, const void *v,
             size_t vn, fg_err *err);
 int cat_del(fg_store *s, MDB_txn *t, MDB_dbi db, const void *k, size_t kn, fg_err *err);
