@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "engine_int.h"
+#include "par.h"
 #include "fg_bytes.h"
 #include "fg_progress.h"
 #include "quant.h"
@@ -285,15 +286,17 @@ typedef struct plan {
 
 static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint64_t max_unit_f32)
 {
-    uint64_t h = e->hp.hidden, ctx = e->max_ctx, tok = (uint64_t)gbs * ctx;
+    uint64_t h = e->hp.hidden, ctx = e->max_ctx, bls = (uint64_t)gbs * ngb;
+    uint64_t tok = (uint64_t)gbs * ctx > bls ? (uint64_t)gbs * ctx : bls;
     uint64_t wide = e->hp.embed_dim > h ? e->hp.embed_dim : h;
-    uint64_t rows = (uint64_t)gbs * ngb > 16 ? (uint64_t)gbs * ngb : 16;
+    uint64_t rows = bls > 16 ? bls : 16;
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += e->kv_row ? 2 * ctx * h * 4 : 0;                     /* 4-bit KV decode scratch */
     b += tok * (wide + 4 * h + e->hp.ffn) * 4 + 2 * ctx * 4;  /* workspace */
     b += rows * (e->hp.vocab_size + e->max_chunk_rows + h + e->hp.embed_dim) * 4; /* head */
-    b += (uint64_t)ngb * tok * 9;                             /* ids, positions, validity */
+    b += (uint64_t)ngb * gbs * ctx * 9;                       /* ids, positions, validity */
+    b += bls * (h * 4 + 8);                                   /* the decode step's block rows */
     b += (uint64_t)e->hp.vocab_size * 8;                      /* sampler */
     return b;
 }
@@ -490,10 +493,15 @@ void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
 static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
 {
     uint64_t h = e->hp.hidden, tok = (uint64_t)e->gbs * e->max_ctx, ngb = e->ngb;
+    uint64_t bls = (uint64_t)e->gbs * e->ngb;
+    e->ws_rows = (uint32_t)(tok > bls ? tok : bls);
     e->logit_rows = e->gbs * e->ngb > 16 ? e->gbs * e->ngb : 16;
     e->unit_f32 = malloc((max_f32 + 1) * 4);
     e->chunk_f32 = malloc((e->max_chunk_floats + 1) * 4);
-    e->tok_rows = malloc(tok * e->hp.embed_dim * 4);
+    e->tok_rows = malloc((uint64_t)e->ws_rows * e->hp.embed_dim * 4);
+    e->blk_hidden = malloc(bls * h * 4);
+    e->blk_ids = malloc(bls * 4);
+    e->blk_pos = malloc(bls * 4);
     e->kv_tmp = e->kv_row ? malloc(2 * (uint64_t)e->max_ctx * h * 4) : NULL;
     e->logits = malloc((uint64_t)e->logit_rows * e->hp.vocab_size * 4);
     e->head_tmp = malloc((uint64_t)e->logit_rows * e->max_chunk_rows * 4 + 4);
@@ -502,10 +510,11 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
     e->ids = calloc(ngb * tok, 4);
     e->pos = calloc(ngb * tok, 4);
     if (!e->unit_f32 || !e->chunk_f32 || !e->tok_rows || (e->kv_row && !e->kv_tmp) || !e->logits ||
-        !e->head_tmp || !e->head_x || !e->valid || !e->ids || !e->pos)
+        !e->head_tmp || !e->head_x || !e->valid || !e->ids || !e->pos || !e->blk_hidden ||
+        !e->blk_ids || !e->blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", e->planned / MB);
-    int rc = fg_opt_ws_create(&e->hp, (uint32_t)tok, e->max_ctx, &e->ws, err);
+    int rc = fg_opt_ws_create(&e->hp, e->ws_rows, e->max_ctx, &e->ws, err);
     if (rc == FG_OK)
         rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);
     return rc;
@@ -568,6 +577,10 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
     if ((rc = make_plan(e, &p, &pol, err)) || (rc = open_pager(e, &p, &pol, err)) ||
         (rc = alloc_buffers(e, max_f32, err)))
         return rc;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t nt = e->o.threads > 0 ? (uint32_t)e->o.threads : cpus > 0 ? (uint32_t)cpus : 1;
+    if ((rc = fg_par_create(nt, &e->par, err)))
+        return rc;
     return fg_backend_cpu_create(e->o.threads, &e->be, err);
 }
 
@@ -601,6 +614,7 @@ void fg_engine_close(fg_engine *e)
     fg_store_close(e->store);
     fg_tok_free(e->tok);
     fg_backend_free(e->be);
+    fg_par_free(e->par);
     fg_opt_ws_free(e->ws);
     fg_sample_scratch_free(e->sampler);
     for (uint32_t i = 0; i < e->n_tensors; i++)
@@ -610,6 +624,9 @@ void fg_engine_close(fg_engine *e)
     free(e->unit_f32);
     free(e->chunk_f32);
     free(e->tok_rows);
+    free(e->blk_hidden);
+    free(e->blk_ids);
+    free(e->blk_pos);
     free(e->kv_tmp);
     free(e->logits);
     free(e->head_tmp);
@@ -686,6 +703,23 @@ int fg_engine_unit_prefetch(fg_engine *e, uint32_t u)
 }
 
 /* Decode chunk c of t (acquired through the pager) into dst [n_rows, dims[1]] f32. */
+/* f16 -> f32 of n values, split across the helper threads in 64-value-aligned parts (the
+ * conversion is bound by memory bandwidth, which one core does not saturate). */
+typedef struct conv_job {
+    const void *src;
+    float *dst;
+    uint64_t n;
+} conv_job;
+
+static void conv_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const conv_job *j = arg;
+    uint64_t per = (j->n / n_parts + 63) & ~63ull, a = per * part;
+    uint64_t b = a + per < j->n ? a + per : j->n;
+    if (a < b)
+        fg_f16_to_f32((const uint16_t *)j->src + a, j->dst + a, b - a, FG_QUANT_ISA_AUTO);
+}
+
 static int decode_chunk(fg_engine *e, const wtensor *t, uint32_t c, float *dst, fg_err *err)
 {
     fg_pager_view v;
@@ -698,7 +732,11 @@ static int decode_chunk(fg_engine *e, const wtensor *t, uint32_t c, float *dst, 
     uint64_t n = ci->n_rows * t->dims[1];
     switch (t->codec.id) {
     case FG_CODEC_F32: memcpy(dst, v.ptr, n * 4); break;
-    case FG_CODEC_F16: fg_f16_to_f32(v.ptr, dst, n, FG_QUANT_ISA_AUTO); break;
+    case FG_CODEC_F16: {
+        conv_job j = {v.ptr, dst, n};
+        fg_par_run(e->par, conv_part, &j);
+        break;
+    }
     case FG_CODEC_BF16:
         for (uint64_t i = 0; i < n; i++) {
             uint32_t bits = (uint32_t)((const uint16_t *)v.ptr)[i] << 16;

@@ -47,6 +47,7 @@ struct fg_engine {
     fg_tok *tok;
     fg_pager *pager;
     fg_backend *be;
+    struct fg_par *par;            /* helper threads (--threads) for weight conversion */
     wtensor *tensors;
     uint32_t n_tensors;
     unit *units;
@@ -57,7 +58,12 @@ struct fg_engine {
     /* buffers, sized once at open */
     float *unit_f32;               /* [max unit f32 floats] */
     float *chunk_f32;              /* [max chunk floats] for streamed tensors */
-    float *tok_rows;               /* [gbs * max_ctx, embed_dim] */
+    float *tok_rows;               /* [ws_rows, embed_dim] */
+    uint32_t ws_rows;              /* rows of a step: max(gbs * max_ctx, gbs * ngb) */
+    /* the zig-zag decode step computes the whole block at once (see generate.c): its hidden
+     * rows and new ids/positions, sequence s at row s */
+    float *blk_hidden;             /* [gbs * ngb, hidden] */
+    int32_t *blk_ids, *blk_pos;    /* [gbs * ngb] */
     /* activations: one pager chunk per batch k (id act_first + k), [gbs * max_ctx, hidden] f32,
      * in the same offload file, homed in RAM or on disk by (hg, hc, hd) */
     uint32_t act_first;

@@ -2,8 +2,10 @@
  *
  * Zig-zag block schedule: for token step i, unit j (embed, attention/MLP of each layer, head),
  * batch k: the weights of j are loaded once (prefetched while j-1 computed, when overlap is on)
- * and used for every batch of the block before j+1; the KV cache and activations of each batch
- * stay in RAM between units. Row-by-row (--schedule row, what Accelerate and DeepSpeed do):
+ * and used for every batch of the block before j+1. The prefill runs batch by batch (each
+ * batch's activations and KV cache acquired from the pager, the next batch's prefetched); a
+ * decode step runs the Linear layers once over the whole block and attention per batch (see
+ * "the zig-zag decode step" below). Row-by-row (--schedule row, what Accelerate and DeepSpeed do):
  * for each batch, for each step, every unit loads its weights again.
  *
  * A block's prompts are left-padded to the longest; the validity mask and learned positions
@@ -46,10 +48,11 @@ static fg_opt_kv kv_view(const fg_engine *e, void *chunk)
                        NULL};
 }
 
-/* Attention of batch k: its KV chunk acquired (loaded from disk when homed there; the next
- * batch's prefetched meanwhile), used, released dirty (written back when evicted). */
-static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s, uint32_t k,
-                     uint32_t layer, uint32_t nb, fg_err *err)
+/* Attention core of batch k (step s, its rows from workspace row row0): its KV chunk acquired
+ * (loaded from disk when homed there; the next batch's prefetched meanwhile), used, released
+ * dirty (written back when evicted). */
+static int attend(fg_engine *e, const fg_opt_step *s, uint32_t k, uint32_t layer, uint32_t nb,
+                  uint32_t row0, fg_err *err)
 {
     uint32_t id = e->kv_first + k * e->hp.n_layers + layer;
     fg_pager_view v;
@@ -61,7 +64,7 @@ static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s,
     if (k + 1 < nb)
         fg_engine_kv_prefetch(e, k + 1, layer);
     fg_opt_kv kv = kv_view(e, v.ptr);
-    rc = fg_opt_attention(e->be, &e->hp, w, s, &kv, e->ws, err);
+    rc = fg_opt_attn_core(e->be, &e->hp, s, &kv, row0, e->ws, err);
     fg_err rerr;
     int rc2 = fg_pager_release(e->pager, &v, FG_PAGER_DIRTY, &rerr);
     if (rc == FG_OK && rc2) {
@@ -69,6 +72,18 @@ static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s,
             *err = rerr;
         rc = rc2;
     }
+    return rc;
+}
+
+/* Attention of batch k: projections, the core on its cache, out_proj. */
+static int attention(fg_engine *e, const fg_opt_attn_w *w, const fg_opt_step *s, uint32_t k,
+                     uint32_t layer, uint32_t nb, fg_err *err)
+{
+    int rc = fg_opt_attn_pre(e->be, &e->hp, w, s, e->ws, err);
+    if (rc == FG_OK)
+        rc = attend(e, s, k, layer, nb, 0, err);
+    if (rc == FG_OK)
+        rc = fg_opt_attn_post(e->be, &e->hp, w, s, e->ws, err);
     return rc;
 }
 
@@ -256,6 +271,66 @@ static int head_block(fg_engine *e, block *b, weights *w, uint32_t i, fg_stop_fn
     return rc;
 }
 
+/* ---- the zig-zag decode step, one GEMM per Linear for the whole block ----
+ *
+ * At a decode step every batch of the block is at the same (step, unit), each with one new token
+ * a sequence, so the Linear layers (q/k/v/out projections, fc1, fc2) run once over all
+ * gbs x ngb rows: the weights stream through the caches once per block instead of once per
+ * batch, which is the zig-zag schedule's weight reuse carried from disk -> RAM down to
+ * RAM -> cache (at M = 8 sgemm is bound by reading the weights; at M = 64 it runs 4x faster).
+ * Attention stays per batch on that batch's KV chunk, acquired and prefetched as before. The
+ * block's decode rows (gbs x ngb x hidden f32) live in e->blk_hidden, in RAM, for the step;
+ * the activation chunks carry the prefill's rows (gbs x prompt per batch), which are what the
+ * policy's activation fractions are about. The row-by-row schedule cannot do this: its
+ * batches are never at the same step. */
+
+static fg_opt_step block_step(fg_engine *e, const block *b, uint32_t i)
+{
+    for (uint32_t q = 0; q < b->n; q++) {
+        size_t o = tok_off(e, q / e->gbs) + q % e->gbs;
+        e->blk_ids[q] = e->ids[o];
+        e->blk_pos[q] = e->pos[o];
+    }
+    return (fg_opt_step){b->n, 1, b->P + i - 1, e->blk_ids, e->blk_pos, NULL, e->blk_hidden,
+                         e->o.attn_sparsity};
+}
+
+static int block_unit(fg_engine *e, block *b, weights *w, uint32_t u, uint32_t i,
+                      const fg_opt_step *bs, fg_stop_fn stop, void *ctx, fg_err *err)
+{
+    const unit *un = &e->units[u];
+    double t0 = fg_now();
+    int rc = FG_OK;
+    switch (un->kind) {
+    case U_EMBED:
+        rc = fg_engine_gather(e, bs->ids, bs->n_seq, err);
+        w->embed.tok_rows = e->tok_rows;
+        if (rc == FG_OK)
+            rc = fg_opt_embed(e->be, &e->hp, &w->embed, bs, e->ws, err);
+        break;
+    case U_ATTN:
+        rc = fg_opt_attn_pre(e->be, &e->hp, &w->attn, bs, e->ws, err);
+        for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
+            fg_opt_step s = step_of(e, b, k, i, NULL);
+            rc = attend(e, &s, k, un->layer, b->nb, k * e->gbs, err);
+        }
+        if (rc == FG_OK)
+            rc = fg_opt_attn_post(e->be, &e->hp, &w->attn, bs, e->ws, err);
+        break;
+    case U_MLP: rc = fg_opt_mlp(e->be, &e->hp, &w->mlp, bs, e->ws, err); break;
+    default:
+        for (uint32_t q = 0; q < b->n; q++)
+            fg_engine_head_put(e, q, bs->hidden + (size_t)q * e->hp.hidden);
+        rc = fg_engine_head(e, &w->head, 0, b->n, err);
+        break;
+    }
+    e->compute_s += fg_now() - t0;
+    fg_engine_span(e, "compute", t0, (int32_t)u, -1, (int32_t)i);
+    for (uint32_t k = 0; rc == FG_OK && un->kind == U_HEAD && k < b->nb; k++)
+        advance(e, b, k, i, stop, ctx);
+    return rc;
+}
+
 static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_fn tick,
                   void *tctx, fg_gen_stats *st, fg_err *err)
 {
@@ -263,13 +338,18 @@ static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_f
     memset(&w, 0, sizeof w);
     double t_step = fg_now();
     for (uint32_t i = 0; i < b->G && !all_done(b); i++) {
+        fg_opt_step bs = i > 0 ? block_step(e, b, i) : (fg_opt_step){0};
         for (uint32_t u = 0, n = 1; u < e->n_units; u += n) {
             int rc = load_unit(e, &w, u, i, &n, err);
-            if (rc == FG_OK && u + 1 == e->n_units)
-                rc = head_block(e, b, &w, i, stop, sctx, err);
-            for (uint32_t k = 0; rc == FG_OK && u + 1 < e->n_units && k < b->nb; k++)
+            if (i > 0) /* decode: the block at once */
                 for (uint32_t j = 0; rc == FG_OK && j < n; j++)
-                    rc = run_unit(e, b, &w, u + j, k, i, stop, sctx, err);
+                    rc = block_unit(e, b, &w, u + j, i, &bs, stop, sctx, err);
+            else if (rc == FG_OK && u + 1 == e->n_units)
+                rc = head_block(e, b, &w, i, stop, sctx, err);
+            else /* prefill: batch by batch */
+                for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++)
+                    for (uint32_t j = 0; rc == FG_OK && j < n; j++)
+                        rc = run_unit(e, b, &w, u + j, k, i, stop, sctx, err);
             if (rc)
                 return rc;
         }

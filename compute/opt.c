@@ -125,11 +125,11 @@ int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w
     return FG_OK;
 }
 
-/* q, k, v projections of the (normalized) input; q pre-scaled; k/v into the cache rows. */
+/* q, k, v projections of the (normalized) input x, all n rows; q pre-scaled. */
 static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
-                       const fg_opt_step *s, const fg_opt_kv *kv, const float *x, fg_opt_ws *ws)
+                       uint32_t n, const float *x, fg_opt_ws *ws)
 {
-    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
+    uint32_t h = cfg->hidden;
     int rc = be->iface->linear(be, x, w->wq, w->bq, ws->q, n, h, h);
     if (!rc)
         rc = be->iface->linear(be, x, w->wk, w->bk, ws->kbuf, n, h, h);
@@ -140,9 +140,17 @@ static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_a
     float scale = 1.0f / sqrtf((float)(h / cfg->n_heads));
     for (size_t i = 0; i < (size_t)n * h; i++)
         ws->q[i] *= scale;
+    return FG_OK;
+}
+
+/* The new keys/values of the step's sequences (workspace rows from row0) into the cache. */
+static int store_kv(const fg_opt_hparams *cfg, const fg_opt_step *s, const fg_opt_kv *kv,
+                    uint32_t row0, fg_opt_ws *ws)
+{
+    uint32_t h = cfg->hidden;
     for (uint32_t b = 0; b < s->n_seq; b++) {
-        size_t row = (size_t)b * kv->kv_cap + s->pos0;
-        const float *kn = ws->kbuf + (size_t)b * s->n_new * h, *vn = ws->vbuf + (size_t)b * s->n_new * h;
+        size_t row = (size_t)b * kv->kv_cap + s->pos0, src = (size_t)row0 + (size_t)b * s->n_new;
+        const float *kn = ws->kbuf + src * h, *vn = ws->vbuf + src * h;
         if (!kv->codec) {
             memcpy(kv->k + row * h, kn, (size_t)s->n_new * h * 4);
             memcpy(kv->v + row * h, vn, (size_t)s->n_new * h * 4);
@@ -152,8 +160,8 @@ static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_a
         fg_qview v;
         fg_codec_qview(kv->codec, 2, dims, s->n_new, &v, NULL);
         size_t len = (size_t)s->n_new * kv->row_bytes;
-        rc = fg_quant_encode(kv->codec, &v, kn, FG_CODEC_F32, 0, kv->qk + row * kv->row_bytes, len,
-                             FG_QUANT_ISA_AUTO, NULL);
+        int rc = fg_quant_encode(kv->codec, &v, kn, FG_CODEC_F32, 0, kv->qk + row * kv->row_bytes,
+                                 len, FG_QUANT_ISA_AUTO, NULL);
         if (rc == FG_OK)
             rc = fg_quant_encode(kv->codec, &v, vn, FG_CODEC_F32, 0,
                                  kv->qv + row * kv->row_bytes, len, FG_QUANT_ISA_AUTO, NULL);
@@ -196,10 +204,10 @@ static int kv_rows(const fg_opt_kv *kv, uint32_t b, uint32_t n_ctx, uint32_t h, 
     return rc;
 }
 
-int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
-                     const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err)
+int fg_opt_attn_pre(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
+                    const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
 {
-    int rc = check_step(ws, s, kv->kv_cap, err);
+    int rc = check_step(ws, s, ws->max_ctx, err);
     if (rc)
         return rc;
     uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
@@ -208,19 +216,45 @@ int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_att
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
         x = ws->x_ln;
     }
-    if ((rc = project_qkv(be, cfg, w, s, kv, x, ws)))
+    if ((rc = project_qkv(be, cfg, w, n, x, ws)))
         return fg_err_set(err, rc, "attention projections failed");
+    return FG_OK;
+}
+
+int fg_opt_attn_core(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_step *s,
+                     const fg_opt_kv *kv, uint32_t row0, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, kv->kv_cap, err);
+    if (rc)
+        return rc;
+    uint32_t h = cfg->hidden;
+    if ((uint64_t)row0 + (uint64_t)s->n_seq * s->n_new > ws->max_tokens)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "attention rows %u..%llu exceed the workspace "
+                          "(%u tokens)", row0,
+                          (unsigned long long)row0 + (uint64_t)s->n_seq * s->n_new, ws->max_tokens);
+    if ((rc = store_kv(cfg, s, kv, row0, ws)))
+        return fg_err_set(err, rc, "writing the KV cache failed");
     for (uint32_t b = 0; b < s->n_seq; b++) {
-        size_t row = (size_t)b * kv->kv_cap;
+        size_t row = (size_t)b * kv->kv_cap, r = (size_t)row0 + (size_t)b * s->n_new;
         const float *k, *v;
         if ((rc = kv_rows(kv, b, s->pos0 + s->n_new, h, &k, &v)))
             return fg_err_set(err, rc, "decoding the compressed KV cache failed");
-        fg_attn_args a = {ws->q + (size_t)b * s->n_new * h, k, v, h, s->valid + row, s->n_new,
-                          s->pos0, cfg->n_heads, h / cfg->n_heads,
-                          ws->ctx + (size_t)b * s->n_new * h, ws->scores, s->attn_keep};
+        fg_attn_args a = {ws->q + r * h, k, v, h, s->valid + row, s->n_new, s->pos0,
+                          cfg->n_heads, h / cfg->n_heads, ws->ctx + r * h, ws->scores,
+                          s->attn_keep};
         if ((rc = be->iface->attention(be, &a)))
             return fg_err_set(err, rc, "attention failed");
     }
+    return FG_OK;
+}
+
+int fg_opt_attn_post(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
+                     const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
     /* out_proj into q's buffer, then the residual */
     if ((rc = be->iface->linear(be, ws->ctx, w->wo, w->bo, ws->q, n, h, h)))
         return fg_err_set(err, rc, "out_proj failed");
@@ -228,6 +262,19 @@ int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_att
     if (!cfg->pre_ln)
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
     return FG_OK;
+}
+
+int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
+                     const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, kv->kv_cap, err);
+    if (rc == FG_OK)
+        rc = fg_opt_attn_pre(be, cfg, w, s, ws, err);
+    if (rc == FG_OK)
+        rc = fg_opt_attn_core(be, cfg, s, kv, 0, ws, err);
+    if (rc == FG_OK)
+        rc = fg_opt_attn_post(be, cfg, w, s, ws, err);
+    return rc;
 }
 
 int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,

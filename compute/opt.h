@@ -105,6 +105,20 @@ int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w
                  const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
 int fg_opt_attention(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
                      const fg_opt_step *s, const fg_opt_kv *kv, fg_opt_ws *ws, fg_err *err);
+/* The attention sub-layer in three parts, for a caller that projects many batches at once and
+ * attends batch by batch (the zig-zag schedule's merged decode step):
+ *   pre:  LayerNorm (pre-LN) and the q/k/v projections of all of s's rows into the workspace;
+ *   core: for the sequences of one batch (s; its hidden is not used), their new keys and values
+ *         (workspace rows from row0) into the batch's cache, and attention into the context
+ *         rows from row0;
+ *   post: out_proj of the context, the residual into s->hidden, LayerNorm (post-LN).
+ * fg_opt_attention is pre + core (row0 0) + post on one batch. */
+int fg_opt_attn_pre(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
+                    const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
+int fg_opt_attn_core(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_step *s,
+                     const fg_opt_kv *kv, uint32_t row0, fg_opt_ws *ws, fg_err *err);
+int fg_opt_attn_post(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
+                     const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
 int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
                const fg_opt_step *s, fg_opt_ws *ws, fg_err *err);
 /* Logits for n rows of hidden states (e.g. the last token of each sequence): [n, vocab]. */

@@ -1,0 +1,123 @@
+/* par.c - helper threads for fg_par_run (see par.h).
+ *
+ * A generation counter under one mutex: fg_par_run publishes (fn, arg), bumps the generation
+ * and broadcasts; each helper runs its part when it sees a new generation and counts itself
+ * done; the caller runs part 0, then waits until all helpers are done. Helpers sleep on the
+ * condition variable between runs (no spinning: the machine's cores belong to OpenBLAS then).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "par.h"
+
+struct fg_par {
+    uint32_t n;              /* parts = threads, caller included */
+    pthread_t *threads;      /* [n - 1] */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;            /* bumped per run */
+    uint32_t n_done;         /* helpers finished with this generation */
+    int quit;
+    fg_par_fn fn;
+    void *arg;
+};
+
+typedef struct helper_arg {
+    fg_par *p;
+    uint32_t part;
+} helper_arg;
+
+static void *helper(void *v)
+{
+    helper_arg *h = v;
+    fg_par *p = h->p;
+    uint32_t part = h->part;
+    free(h);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->gen == seen && !p->quit)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        fg_par_fn fn = p->fn;
+        void *arg = p->arg;
+        pthread_mutex_unlock(&p->mu);
+        fn(arg, part, p->n);
+        pthread_mutex_lock(&p->mu);
+        if (++p->n_done == p->n - 1)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int fg_par_create(uint32_t n_threads, fg_par **out, fg_err *err)
+{
+    fg_par *p = calloc(1, sizeof *p);
+    if (!p)
+        return fg_err_set(err, FG_ERR_NOMEM, "helper threads: out of memory");
+    p->n = n_threads ? n_threads : 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->threads = calloc(p->n, sizeof *p->threads);
+    if (!p->threads) {
+        fg_par_free(p);
+        return fg_err_set(err, FG_ERR_NOMEM, "helper threads: out of memory");
+    }
+    for (uint32_t i = 1; i < p->n; i++) {
+        helper_arg *h = malloc(sizeof *h);
+        if (h)
+            h->p = p, h->part = i;
+        int e = h ? pthread_create(&p->threads[i - 1], NULL, helper, h) : ENOMEM;
+        if (!e)
+            continue;
+        free(h);
+        p->n = i; /* join the ones started */
+        fg_par_free(p);
+        return fg_err_sys(err, FG_ERR_NOMEM, e, "cannot start helper thread %u of %u", i,
+                          n_threads);
+    }
+    *out = p;
+    return FG_OK;
+}
+
+uint32_t fg_par_threads(const fg_par *p) { return p ? p->n : 1; }
+
+void fg_par_run(fg_par *p, fg_par_fn fn, void *arg)
+{
+    if (!p || p->n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn, p->arg = arg, p->n_done = 0;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    fn(arg, 0, p->n);
+    pthread_mutex_lock(&p->mu);
+    while (p->n_done < p->n - 1)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void fg_par_free(fg_par *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 1; i < p->n; i++)
+        pthread_join(p->threads[i - 1], NULL);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p);
+}
