@@ -43,10 +43,12 @@
  * by pump(), which acquire and wait call while they block (time counted as stall). Room is made
  * by evicting least-recently-used unpinned chunks: used ones not homed in the tier first, then
  * used ones homed there, and prefetched-but-never-acquired ones last, never for another prefetch
- * (see evictable); a blocking
- * call (acquire, write_back, evict) with nothing evictable but loads in flight waits for them
- * (they become evictable); prefetch never waits. If room still cannot be made the call fails
- * with FG_ERR_PAGER_BUDGET and nothing is exceeded.
+ * (see evictable); a blocking call (acquire, write_back, evict) with nothing evictable but
+ * loads in flight waits for them (they become evictable); prefetch never waits. Once placed, a
+ * pool is two regions: the bottom holds exactly the chunks homed in the tier, the top is the
+ * streaming room for the others (see make_room), so streaming never evicts a homed chunk nor
+ * fragments their space. If room still cannot be made the call fails with FG_ERR_PAGER_BUDGET
+ * and nothing is exceeded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -77,7 +79,8 @@
 #endif
 
 static int pump(fg_pager *p, unsigned min, fg_err *err);
-static int make_room(fg_pager *p, fg_tier t, uint64_t len, uint64_t *off, fg_err *err);
+static int make_room(fg_pager *p, fg_tier t, uint64_t len, int homed, uint64_t *off,
+                     fg_err *err);
 
 const char *fg_tier_name(fg_tier t)
 {
@@ -467,7 +470,7 @@ static void fail_chunk(fg_pager *p, uint32_t id, const fg_err *e)
 static int t_load_begin(fg_pager *p, uint32_t id, fg_tier target, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
-    int rc = make_room(p, FG_TIER_HOST, c->d.padded, &c->host_off, err);
+    int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &c->host_off, err);
     if (rc)
         return rc;
     c->state = CS_LOADING;
@@ -489,7 +492,7 @@ static int t_to_device(fg_pager *p, uint32_t id, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     uint64_t off;
-    int rc = make_room(p, FG_TIER_DEVICE, c->d.padded, &off, err);
+    int rc = make_room(p, FG_TIER_DEVICE, c->d.padded, c->home == FG_TIER_DEVICE, &off, err);
     if (rc)
         return rc;
     rc = p->dev->iface->h2d(p->dev, (char *)p->dev_base + off, p->host_base + c->host_off,
@@ -510,7 +513,7 @@ static int t_to_host(fg_pager *p, uint32_t id, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     uint64_t off;
-    int rc = make_room(p, FG_TIER_HOST, c->d.padded, &off, err);
+    int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &off, err);
     if (rc)
         return rc;
     rc = p->dev->iface->d2h(p->dev, p->host_base + off, (char *)p->dev_base + c->dev_off,
@@ -689,7 +692,7 @@ static int write_back(fg_pager *p, uint32_t id, fg_err *err)
         return write_chunk(p, id, p->host_base + c->host_off, err);
     uint64_t off;
     c->hold++;
-    int rc = make_room(p, FG_TIER_HOST, c->d.padded, &off, err);
+    int rc = make_room(p, FG_TIER_HOST, c->d.padded, 0, &off, err); /* a staging buffer */
     c->hold--;
     if (rc)
         return rc;
@@ -707,9 +710,9 @@ static int write_back(fg_pager *p, uint32_t id, fg_err *err)
 
 /* ---------------------------------------------------------------- eviction */
 
-/* Victim classes, in order: used chunks not homed in t, used chunks homed in t, then
- * prefetched chunks nobody has acquired yet (evicting those wastes the read and, when
- * streaming, thrashes: the next acquire would miss). LRU within a class. */
+/* Victim classes: 0 = used chunks not homed in t, 1 = used chunks homed in t, 2 = prefetched
+ * chunks nobody has acquired yet (evicting those wastes the read and, when streaming, thrashes:
+ * the next acquire would miss). LRU within a class. */
 static int evictable(const fg_pager *p, const pchunk *c, fg_tier t, int pass)
 {
     uint8_t want = t == FG_TIER_HOST ? CS_HOST : CS_DEVICE;
@@ -723,15 +726,20 @@ static int evictable(const fg_pager *p, const pchunk *c, fg_tier t, int pass)
     return !c->used;
 }
 
-static uint32_t pick_victim(const fg_pager *p, fg_tier t)
+/* Least recently used chunk of the first class (in pass order 0, 1, 2; a prefetch stops
+ * before 2: it never evicts another unused prefetch) with bytes inside [lo, hi) of t's pool. */
+static uint32_t pick_victim(const fg_pager *p, fg_tier t, uint64_t lo, uint64_t hi)
 {
-    int passes = p->no_wait ? 2 : 3; /* a prefetch never evicts another unused prefetch */
+    int passes = p->no_wait ? 2 : 3;
     for (int pass = 0; pass < passes; pass++) {
         uint32_t best = NONE;
-        for (uint32_t i = 0; i < p->n_chunks; i++)
-            if (evictable(p, &p->chunks[i], t, pass) &&
-                (best == NONE || p->chunks[i].lru < p->chunks[best].lru))
+        for (uint32_t i = 0; i < p->n_chunks; i++) {
+            const pchunk *c = &p->chunks[i];
+            uint64_t off = t == FG_TIER_HOST ? c->host_off : c->dev_off;
+            if (evictable(p, c, t, pass) && off < hi && off + c->d.padded > lo &&
+                (best == NONE || c->lru < p->chunks[best].lru))
                 best = i;
+        }
         if (best != NONE)
             return best;
     }
@@ -755,11 +763,18 @@ static int evict_one(fg_pager *p, uint32_t id, fg_err *err)
     return rc;
 }
 
-static int make_room(fg_pager *p, fg_tier t, uint64_t len, uint64_t *off, fg_err *err)
+/* Room for len bytes in tier t: a chunk homed there takes it from the bottom region
+ * [0, split), one passing through from the top region [split, size) (see p->split), so
+ * streaming never evicts or fragments what is homed; a region too small for len falls back to
+ * the whole pool (before place, or for a chunk homed since a re-place). */
+static int make_room(fg_pager *p, fg_tier t, uint64_t len, int homed, uint64_t *off, fg_err *err)
 {
     fg_arena *a = &p->arena[t];
-    while (fg_arena_alloc(a, len, off)) {
-        uint32_t v = pick_victim(p, t);
+    uint64_t lo = homed ? 0 : p->split[t], hi = homed && p->split[t] ? p->split[t] : a->size;
+    if (hi - lo < len)
+        lo = 0, hi = a->size;
+    while (fg_arena_alloc_in(a, len, lo, hi, !homed, off)) {
+        uint32_t v = pick_victim(p, t, lo, hi);
         if (v == NONE && t == FG_TIER_HOST && p->inflight && !p->in_pump && !p->no_wait) {
             int rc = pump(p, 1, err); /* blocking call: in-flight loads become evictable */
             if (rc)

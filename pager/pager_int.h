@@ -23,8 +23,12 @@ typedef struct fg_arena {
 
 int fg_arena_init(fg_arena *a, uint64_t size);
 void fg_arena_fini(fg_arena *a);
-/* First fit; 0 on success, -1 when no free extent is large enough. */
+/* First fit from the bottom; 0 on success, -1 when no free extent is large enough. */
 int fg_arena_alloc(fg_arena *a, uint64_t len, uint64_t *off);
+/* Within [lo, hi): first fit from the bottom, or (high) from the top, splitting an extent when
+ * the piece comes from its middle; -1 also when growing the free list fails. */
+int fg_arena_alloc_in(fg_arena *a, uint64_t len, uint64_t lo, uint64_t hi, int high,
+                      uint64_t *off);
 /* 0 on success, -1 on allocation failure of the free list (the arena is unchanged). */
 int fg_arena_free(fg_arena *a, uint64_t off, uint64_t len);
 uint64_t fg_arena_free_bytes(const fg_arena *a);
@@ -86,6 +90,9 @@ struct fg_pager {
     int host_how;          /* 0 mmap, 1 mmap+mlock, 2 device host_alloc */
     void *dev_base;        /* DEVICE pool (backend pointer) */
     fg_arena arena[FG_TIER_COUNT]; /* [HOST], [DEVICE] used */
+    uint64_t split[FG_TIER_COUNT]; /* pool bytes [0, split) for chunks homed in the tier,
+                                      [split, size) for chunks passing through; set by place
+                                      (0 before: one region) */
     pfile *files;
     uint32_t n_files, cap_files;
     pchunk *chunks;

@@ -71,9 +71,11 @@ static void place_group(fg_pager *p, const gkey *keys, size_t lo, size_t hi, con
     }
 }
 
-static int check_fit(fg_pager *p, const uint8_t *home, fg_err *err)
+/* homed[t] gets the bytes homed in each tier. */
+static int check_fit(fg_pager *p, const uint8_t *home, uint64_t *homed, fg_err *err)
 {
-    uint64_t homed[FG_TIER_COUNT] = {0}, stream = 0;
+    uint64_t stream = 0;
+    memset(homed, 0, FG_TIER_COUNT * sizeof *homed);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
         uint64_t s = p->chunks[i].d.padded;
         homed[home[i]] += s;
@@ -128,9 +130,12 @@ int fg_pager_place(fg_pager *p, const fg_pager_policy *pol, fg_err *err)
             ;
         place_group(p, keys, lo, hi, fractions(pol, keys[lo].kind), home);
     }
-    rc = check_fit(p, home, err);
+    uint64_t homed[FG_TIER_COUNT];
+    rc = check_fit(p, home, homed, err);
     for (uint32_t i = 0; i < p->n_chunks && rc == FG_OK; i++)
         p->chunks[i].home = home[i];
+    if (rc == FG_OK) /* the pools' homed regions (pager.c make_room) */
+        p->split[FG_TIER_HOST] = homed[FG_TIER_HOST], p->split[FG_TIER_DEVICE] = homed[FG_TIER_DEVICE];
     free(keys);
     free(home);
     return rc;

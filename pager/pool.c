@@ -62,6 +62,49 @@ int fg_arena_alloc(fg_arena *a, uint64_t len, uint64_t *off)
     return -1;
 }
 
+int fg_arena_alloc_in(fg_arena *a, uint64_t len, uint64_t lo, uint64_t hi, int high,
+                      uint64_t *off)
+{
+    for (uint32_t k = 0; k < a->n_free; k++) {
+        uint32_t i = high ? a->n_free - 1 - k : k;
+        fg_extent *e = &a->free[i];
+        uint64_t s = e->off > lo ? e->off : lo;
+        uint64_t end = e->off + e->len < hi ? e->off + e->len : hi;
+        if (end <= s || end - s < len)
+            continue;
+        uint64_t take = high ? end - len : s;
+        uint64_t left = take - e->off, right = e->off + e->len - (take + len);
+        if (left && right) { /* split the extent in two */
+            if (a->n_free == a->cap_free) {
+                fg_extent *n = realloc(a->free, 2 * a->cap_free * sizeof *n);
+                if (!n)
+                    return -1;
+                a->free = n;
+                a->cap_free *= 2;
+                e = &a->free[i];
+            }
+            memmove(e + 2, e + 1, (a->n_free - i - 1) * sizeof *e);
+            a->n_free++;
+            e[1] = (fg_extent){take + len, right};
+            e->len = left;
+        } else if (left) {
+            e->len = left;
+        } else if (right) {
+            e->off = take + len;
+            e->len = right;
+        } else {
+            memmove(e, e + 1, (a->n_free - i - 1) * sizeof *e);
+            a->n_free--;
+        }
+        *off = take;
+        a->used += len;
+        if (a->used > a->peak)
+            a->peak = a->used;
+        return 0;
+    }
+    return -1;
+}
+
 int fg_arena_free(fg_arena *a, uint64_t off, uint64_t len)
 {
     uint32_t i = 0;

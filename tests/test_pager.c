@@ -539,6 +539,50 @@ START_TEST(t_placement)
 }
 END_TEST
 
+/* Weights of mixed sizes streamed through the HOST room left beside KV chunks homed there
+ * (pool = homed + twice the largest streamed chunk, as fg-infer plans it): the homed chunks
+ * are loaded once and never evicted or written back, however the streaming fragments its room.
+ * (Regression: with one first-fit region, streamed chunks landed between homed ones and the
+ * pager wrote dirty KV chunks back to make contiguous room.) */
+START_TEST(t_streaming_spares_homed)
+{
+    fg_err err;
+    dfile w, kv;
+    make_file(&w, path_in(g_dir, "w.bin"), 40, 31);
+    make_file(&kv, path_in(g_dir, "kv.bin"), 6, 37);
+    uint64_t homed = 0, big = 0;
+    for (uint32_t i = 0; i < kv.n; i++)
+        homed += kv.padded[i];
+    for (uint32_t i = 0; i < w.n; i++)
+        big = w.padded[i] > big ? w.padded[i] : big;
+    fg_pager *p = open_pager(ENG_URING, homed + 2 * big, 0, 8, 0, NULL);
+    reg_file(p, &w, 0, FG_CHUNK_WEIGHT, 4);
+    reg_file(p, &kv, 1, FG_CHUNK_KV, 0);
+    fg_pager_policy pol = {{0, 0, 1}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_msg(fg_pager_place(p, &pol, &err) == FG_OK, "%s", err.msg);
+    fg_pager_view v;
+    for (uint32_t round = 0; round < 4; round++)
+        for (uint32_t i = 0; i < w.n; i++) {
+            fg_pager_ticket t;
+            if (i + 1 < w.n)
+                fg_pager_prefetch(p, i + 1, FG_TIER_HOST, &t, NULL);
+            ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_DISK, &v, &err) == FG_OK, "%s", err.msg);
+            ck_assert(XXH3_64bits(v.ptr, v.length) == w.xxh[i]);
+            ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+            uint32_t k = w.n + (round * w.n + i) % kv.n;
+            ck_assert_msg(fg_pager_acquire(p, k, FG_TIER_DISK, &v, &err) == FG_OK, "%s", err.msg);
+            ((uint8_t *)v.ptr)[0] ^= 1;
+            ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+            check_ok(p);
+        }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.write_backs, 0);
+    ck_assert_uint_eq(st.moved[FG_TIER_HOST][FG_TIER_DISK], 0);
+    fg_pager_close(p);
+}
+END_TEST
+
 START_TEST(t_write_back)
 {
     fg_err err;
@@ -689,6 +733,7 @@ int main(void)
     tcase_add_test(tc, t_checksum);
     tcase_add_test(tc, t_placement);
     tcase_add_loop_test(tc, t_write_back, 0, 2);
+    tcase_add_test(tc, t_streaming_spares_homed);
     tcase_add_test(tc, t_bad_input);
     tcase_add_test(tc, t_cuda);
     suite_add_tcase(s, tc);
