@@ -17,12 +17,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "convert.h"
 #include "engine_int.h"
 #include "par.h"
 #include "fg_bytes.h"
@@ -549,12 +551,11 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
         rc = build_units(e, err);
     if (rc)
         return rc;
-    for (uint32_t i = 0; e->o.require_q4 && i < e->n_tensors; i++)
+    for (uint32_t i = 0; e->o.compress_weight && i < e->n_tensors; i++)
         if (e->tensors[i].n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4)
-            return fg_err_set(err, FG_ERR_UNSUPPORTED, "--compress-weight: %s holds tensor '%s' "
-                              "as %s; convert the checkpoint with `fg-convert --compress-weight` "
-                              "(quantizing at load is not supported)", dir,
-                              e->tensors[i].name, fg_codec_name(e->tensors[i].codec.id));
+            return fg_err_set(err, FG_ERR_STATE, "--compress-weight: tensor '%s' is %s after "
+                              "quantizing at load", e->tensors[i].name,
+                              fg_codec_name(e->tensors[i].codec.id));
     for (uint32_t i = 0; i < e->n_tensors; i++) /* largest decoded chunk of any tensor */
         for (uint32_t c = 0; c < e->tensors[i].n_chunks; c++) {
             uint64_t f = e->tensors[i].chunks[c].n_rows * e->tensors[i].dims[1];
@@ -584,6 +585,55 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
     return fg_backend_cpu_create(e->o.threads, &e->be, err);
 }
 
+/* ---- --compress-weight on a store that is not 4-bit: quantize at load ---- */
+
+static int not_q4(void *ctx, const fg_store_tensor *t)
+{
+    *(int *)ctx |= t->n_dims >= 2 && t->codec.id != FG_CODEC_Q4;
+    return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* Quantize the store at dir into a new temporary store (its path into tmp, "" when none was
+ * needed): every matrix to 4-bit groups of 64 along the output channels, as fg-convert
+ * --compress-weight writes them. The caller removes tmp once the engine has its files open. */
+static int quantize_at_load(fg_engine *e, const char *dir, char *tmp, size_t cap, fg_err *err)
+{
+    fg_store *s;
+    int need = 0, rc = fg_store_open(dir, FG_STORE_RDONLY, NULL, &s, err);
+    if (rc == FG_OK)
+        rc = fg_store_tensor_iter(s, not_q4, &need, err);
+    fg_store_close(s);
+    tmp[0] = 0;
+    if (rc || !need)
+        return rc;
+    const char *od = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    snprintf(tmp, cap, "%s/fg-q4-XXXXXX", od && *od ? od : "/tmp");
+    if (!mkdtemp(tmp)) {
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "--compress-weight: cannot create a temporary "
+                        "store in %s", od && *od ? od : "/tmp");
+        tmp[0] = 0;
+        return rc;
+    }
+    fg_convert_opts co = {1, 0, -1, NULL, 0, e->o.progress, e->o.progress_ctx};
+    fg_convert_report rep;
+    rc = fg_convert_store(dir, tmp, &co, &rep, err);
+    if (rc == FG_OK && e->o.notice) {
+        char line[512], a[32], b[32];
+        snprintf(line, sizeof line, "quantized the weights to 4-bit at load: %s -> %s in %.1f s "
+                 "(a temporary store in %s, removed once open)",
+                 fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
+                 fg_fmt_bytes((double)rep.stored_bytes, b, sizeof b), rep.seconds, tmp);
+        e->o.notice(e->o.notice_ctx, line);
+    }
+    return rc;
+}
+
 int fg_engine_open(const char *dir, const fg_engine_opts *o, fg_engine **out, fg_err *err)
 {
     fg_engine *e = calloc(1, sizeof *e);
@@ -591,7 +641,12 @@ int fg_engine_open(const char *dir, const fg_engine_opts *o, fg_engine **out, fg
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     e->o = *o;
     e->t_open = fg_now();
-    int rc = engine_init(e, dir, err);
+    char tmp[4096] = "";
+    int rc = o->compress_weight ? quantize_at_load(e, dir, tmp, sizeof tmp, err) : FG_OK;
+    if (rc == FG_OK)
+        rc = engine_init(e, tmp[0] ? tmp : dir, err);
+    if (tmp[0]) /* the pager and the catalog hold their files open: the names can go */
+        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (rc) {
         e->o.trace_path = NULL;
         fg_engine_close(e);

@@ -46,13 +46,18 @@ typedef struct fg_engine_opts {
     int threads;              /* OpenBLAS threads; 0 = default */
     int verify;               /* check chunk checksums on every load */
     int compress_cache;       /* 4-bit KV cache, groups of 64 along the head dimension */
-    int require_q4;           /* --compress-weight: the store's weight matrices must be 4-bit
-                                 (quantizing at load is not supported: convert instead) */
+    int compress_weight;      /* --compress-weight: 4-bit weight matrices, the store's when it
+                                 holds them, else quantized at load (groups of 64 along the
+                                 output channels) into a temporary store in offload_dir, which
+                                 is removed once the engine is open */
     float attn_sparsity;      /* top-k sparse attention: fraction of keys kept; 0 = dense */
     const char *trace_path;   /* Chrome trace events JSON, or NULL */
     const char *offload_dir;  /* where the KV cache file lives (NULL: $TMPDIR or /tmp); the
                                  file is unlinked as soon as the pager has it open */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
+    /* progress of long work at open (quantizing at load): bytes done of total (may be NULL) */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
     void *notice_ctx;
 } fg_engine_opts;
 

@@ -46,6 +46,12 @@ typedef struct fg_convert_report {
 int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o,
                       fg_convert_report *rep, fg_err *err);
 
+/* The tensors and metadata of the store at src into a new store at dst, re-encoded per o (F16,
+ * or with compress_weight 4-bit groups for tensors of 2 dimensions). Source tensors must be
+ * F16 or F32 (an already quantized one is refused, named). src is opened read-only. */
+int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
+                     fg_convert_report *rep, fg_err *err);
+
 /* Deterministic random weights at a real OPT shape ("opt-125m" ... "opt-175b") straight into a
  * new store, for benchmarks; tokenizer files from o->tokenizer_dir (required). */
 int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg_convert_opts *o,

@@ -5,7 +5,8 @@
 #  2. a run whose --ram-budget is smaller than the weights completes, streams the weights from
 #     disk, and its peak RSS stays under the budget plus 96 MiB of process overhead (OpenBLAS
 #     and libc arenas, code, the tokenizer);
-#  3. bad input gets one line and a non-zero exit.
+#  3. --compress-weight on an F16 store quantizes at load (what fg-convert STORE writes);
+#  4. bad input gets one line and a non-zero exit.
 set -euo pipefail
 CONVERT=$1 INFER=$2 TOK=$3 WORK=$4
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
@@ -74,9 +75,23 @@ expect_fail 1 "$INFER" -m tiny -p hi --top-p 2
 expect_fail 1 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
 expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 1K
 expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 5000
-expect_fail 1 "$INFER" -m tiny -p hi --compress-weight          # F16 store
 "$CONVERT" synth --model opt-tiny -o tiny-q4 --tokenizer "$TOK" --seed 7 --compress-weight --quiet
 "$INFER" -m tiny-q4 -p hi --max-new-tokens 2 --compress-weight --quiet > /dev/null
+# an F16 store with --compress-weight: quantized at load into a temporary store that is gone
+# afterwards, generating what the store fg-convert re-encodes from it generates
+"$CONVERT" tiny -o tiny-q4b --compress-weight --quiet
+mkdir off
+at_load=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight --offload-dir off --quiet)
+stored=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight --quiet)
+f16=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --quiet)
+[ "$at_load" = "$stored" ] || { echo "quantized at load: '$at_load', stored: '$stored'"; exit 1; }
+[ -z "$(ls -A off)" ] || { echo "left behind in the offload dir: $(ls -A off)"; exit 1; }
+err=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight --offload-dir off 2>&1 >/dev/null)
+[[ "$err" == *"quantized the weights to 4-bit at load"* ]] || { echo "no notice for quantizing at load: $err"; exit 1; }
+echo "4-bit at load ok (F16: '$f16', 4-bit: '$at_load')"
+expect_fail 1 "$CONVERT" tiny-q4 -o tiny-q4c --compress-weight   # already 4-bit: refused
+[ ! -e tiny-q4c ] || { echo "a failed conversion left tiny-q4c behind"; exit 1; }
+expect_fail 1 "$INFER" -m tiny -p hi --compress-weight --offload-dir /nonexistent
 printf 'not json\n' > bad.jsonl
 expect_fail 1 "$INFER" -m tiny --input bad.jsonl --output o.jsonl
 expect_fail 1 "$CONVERT" synth --model opt-9b -o x --tokenizer "$TOK"

@@ -2,6 +2,7 @@
  *
  *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--group-size N] [--group-axis 0|1]
  *              [--tokenizer DIR] [--quiet]
+ *   fg-convert STORE -o STORE2 --compress-weight [...]   (a store re-encoded, e.g. to 4-bit)
  *   fg-convert synth --model opt-1.3b -o STORE [--seed N] --tokenizer DIR [...]
  *
  * Exit 0 on success, 1 with a one-line error naming the file and tensor, 2 on bad usage.
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "convert.h"
 #include "fg_progress.h"
@@ -20,6 +22,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
+          "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
           "       fg-convert synth --model opt-125m|opt-350m|opt-1.3b|...|opt-175b -o STORE\n"
           "                  --tokenizer DIR [--seed N] [options]\n"
           "options: --compress-weight (4-bit groups for every tensor of 2+ dims)\n"
@@ -97,8 +100,15 @@ int main(int argc, char **argv)
     o.progress_ctx = &bar;
     fg_convert_report rep;
     fg_err err;
+    char id[4096];
+    struct stat st;
+    int from_store = !synth && snprintf(id, sizeof id, "%s/store.id", argv[optind]) > 0 &&
+                     stat(id, &st) == 0;
+    if (from_store && o.tokenizer_dir)
+        fprintf(stderr, "fg-convert: --tokenizer is ignored: the store's tokenizer is copied\n");
     int rc = synth ? fg_convert_synth(model, out, seed, &o, &rep, &err)
-                   : fg_convert_import(argv[optind], out, &o, &rep, &err);
+             : from_store ? fg_convert_store(argv[optind], out, &o, &rep, &err)
+                          : fg_convert_import(argv[optind], out, &o, &rep, &err);
     fg_progress_end(&bar);
     if (rc) {
         fprintf(stderr, "fg-convert: %s\n", err.msg);

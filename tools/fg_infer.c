@@ -60,7 +60,8 @@ static void usage(FILE *f)
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
-          "              past tokens)  (4-bit weights: convert with fg-convert --compress-weight)\n"
+          "              past tokens)  --compress-weight (4-bit weights: the store's, or\n"
+          "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --verify  --quiet\n"
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
           f);
@@ -184,7 +185,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_PLEN: a->prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
     case O_GLEN: a->gen_len = (uint32_t)parse_uint("--gen-len", optarg, 1, 1 << 20); break;
     case O_CTX: a->eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
-    case O_COMPRESS_W: a->eo.require_q4 = 1; break;
+    case O_COMPRESS_W: a->eo.compress_weight = 1; break;
     case O_COMPRESS_C: a->eo.compress_cache = 1; break;
     case O_OFFLOAD: a->eo.offload_dir = optarg; break;
     case O_SPARSITY:
@@ -422,17 +423,30 @@ static void run_blocks(fg_engine *e, const args *a, fg_gen_seq *seqs, uint32_t n
     summary(e, a, prefill, dec, tokens, n, fg_now() - t0);
 }
 
+static void open_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    fg_progress *p = ctx;
+    p->total = total;
+    fg_progress_update(p, done);
+}
+
 static fg_engine *open_engine(args *a, uint32_t max_ctx)
 {
     static int quiet;
     quiet = a->quiet;
     a->eo.notice = notice;
     a->eo.notice_ctx = &quiet;
+    fg_progress bar; /* quantizing at load */
+    fg_progress_begin(&bar, "quantizing", FG_UNIT_BYTES, 0, a->quiet);
+    a->eo.progress = open_progress;
+    a->eo.progress_ctx = &bar;
     if (!a->eo.max_ctx)
         a->eo.max_ctx = max_ctx;
     fg_engine *e;
     fg_err err;
-    if (fg_engine_open(a->model, &a->eo, &e, &err))
+    int rc = fg_engine_open(a->model, &a->eo, &e, &err);
+    fg_progress_end(&bar);
+    if (rc)
         die("%s", err.msg);
     return e;
 }
