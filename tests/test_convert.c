@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "convert.h"
@@ -144,6 +145,71 @@ END_TEST
 START_TEST(safetensors_q4) { check_layout("opt-tiny-safetensors", 1, 36); }
 END_TEST
 
+typedef struct digest_ctx {
+    fg_store *other;
+    uint32_t same;
+} digest_ctx;
+
+static int same_digest(void *ctx, const fg_store_tensor *t)
+{
+    digest_ctx *d = ctx;
+    fg_store_tensor *o;
+    fg_err err;
+    ck_assert_msg(fg_store_tensor_get(d->other, t->name, &o, &err) == 0, "%s", err.msg);
+    ck_assert_msg(o->digest == t->digest && o->codec.id == t->codec.id, "%s differs", t->name);
+    fg_store_tensor_free(o);
+    d->same++;
+    return 0;
+}
+
+/* stores a and b hold the same tensors with the same bytes (digests over chunk checksums) */
+static void same_stores(const char *a, const char *b, uint32_t want)
+{
+    fg_store *sa, *sb;
+    fg_err err;
+    ck_assert_int_eq(fg_store_open(a, FG_STORE_RDONLY, NULL, &sa, &err), 0);
+    ck_assert_int_eq(fg_store_open(b, FG_STORE_RDONLY, NULL, &sb, &err), 0);
+    digest_ctx d = {sb, 0};
+    ck_assert_int_eq(fg_store_tensor_iter(sa, same_digest, &d, &err), 0);
+    ck_assert_uint_eq(d.same, want);
+    void *data;
+    size_t len;
+    ck_assert_int_eq(fg_store_meta_get(sb, "tokenizer.merges_txt", &data, &len, &err), 0);
+    free(data);
+    fg_store_close(sa);
+    fg_store_close(sb);
+}
+
+/* A store re-encoded by fg_convert_store: F16 -> F16 keeps every byte; F16 -> 4-bit equals a
+ * 4-bit import of the same checkpoint; a 4-bit source is refused, naming the tensor, and
+ * leaves nothing behind. */
+START_TEST(store_to_store)
+{
+    char src[4096], tok[4096];
+    snprintf(src, sizeof src, "%s/opt/opt-tiny-safetensors", FG_FIXTURE_DIR);
+    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
+    fg_convert_opts f16 = {0, 64, -1, tok, 0, NULL, NULL}, q4 = {1, 64, -1, tok, 0, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_int_eq(fg_convert_import(src, tu_path("f16"), &f16, &rep, &err), 0);
+    ck_assert_int_eq(fg_convert_import(src, tu_path("q4"), &q4, &rep, &err), 0);
+    ck_assert_msg(fg_convert_store(tu_path("f16"), tu_path("f16b"), &f16, &rep, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_uint_eq(rep.tensors, 36);
+    same_stores(tu_path("f16"), tu_path("f16b"), 36);
+    ck_assert_msg(fg_convert_store(tu_path("f16"), tu_path("q4b"), &q4, &rep, &err) == 0, "%s",
+                  err.msg);
+    same_stores(tu_path("q4"), tu_path("q4b"), 36);
+    ck_assert_int_eq(fg_convert_store(tu_path("q4"), tu_path("q4c"), &q4, &rep, &err),
+                     FG_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "tensor '") && strstr(err.msg, "q4"), "%s", err.msg);
+    ck_assert_int_ne(access(tu_path("q4c"), F_OK), 0);
+    ck_assert_int_ne(fg_convert_store(tu_path("nowhere"), tu_path("x"), &q4, &rep, &err), 0);
+    ck_assert_msg(strstr(err.msg, "nowhere") != NULL, "%s", err.msg);
+    ck_assert_int_ne(access(tu_path("x"), F_OK), 0);
+}
+END_TEST
+
 START_TEST(synth_has_real_shapes)
 {
     char tok[4096];
@@ -184,6 +250,7 @@ static Suite *suite(void)
     tcase_add_test(tc, m350_f16);
     tcase_add_test(tc, safetensors_q4);
     tcase_add_test(tc, synth_has_real_shapes);
+    tcase_add_test(tc, store_to_store);
     suite_add_tcase(s, tc);
     return s;
 }
