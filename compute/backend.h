@@ -58,8 +58,9 @@ struct fg_backend {
     void *ctx;
 };
 
-/* The CPU backend; threads = 0 uses OpenBLAS's default. Owned by the caller until
- * fg_backend_free. */
+/* The CPU backend computing on `threads` cores (0 = every online CPU): OpenBLAS is switched to
+ * one thread (process-wide) and each Linear is split across the backend's helper threads.
+ * Owned by the caller until fg_backend_free. */
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
 
