@@ -13,7 +13,9 @@
  * and activations of the block, the workspace. fg_engine_open refuses a budget that cannot hold
  * the smallest configuration and says by how much.
  *
- * Threads: one engine is used by one thread; OpenBLAS runs its own threads inside GEMMs.
+ * Threads: one engine is used by one thread; the CPU backend splits each GEMM, and the engine
+ * each weight conversion, across `threads` helper threads of their own (OpenBLAS runs
+ * single-threaded inside each part).
  */
 #ifndef FG_ENGINE_H
 #define FG_ENGINE_H
@@ -43,7 +45,7 @@ typedef struct fg_engine_opts {
     int sep_layer;            /* FlexGen's --sep-layer: attention and MLP are separate units
                                  (loaded, prefetched and evicted apart); 0 loads each layer's
                                  two together */
-    int threads;              /* OpenBLAS threads; 0 = default */
+    int threads;              /* compute threads (GEMM parts, conversion); 0 = online CPUs */
     int verify;               /* check chunk checksums on every load */
     int compress_cache;       /* 4-bit KV cache, groups of 64 along the head dimension */
     int compress_weight;      /* --compress-weight: 4-bit weight matrices, the store's when it
