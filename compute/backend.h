@@ -37,6 +37,20 @@ typedef struct fg_attn_args {
                               valid keys (FlexGen's --attn-sparsity); 0 or >= 1 = dense */
 } fg_attn_args;
 
+/* A Linear layer's weight W [n, k] (HF layout: row r produces output r): f32 rows in memory, or
+ * rows that come piece by piece from their owner (the engine decodes one stored chunk at a time
+ * into a reused f32 buffer that stays in the cache, and the model multiplies it at once: the
+ * weight never exists whole in f32, so each stored byte is read from RAM once per use). */
+typedef struct fg_weight {
+    const float *f32;      /* all n rows, or NULL: pieces */
+    /* piece i (0 <= i < n_pieces): rows [*first, *first + *n) as f32 in *rows, valid until the
+     * next call; pieces are disjoint and cover [0, n) */
+    int (*piece)(void *ctx, uint32_t i, const float **rows, uint64_t *first, uint64_t *n,
+                 fg_err *err);
+    void *ctx;
+    uint32_t n_pieces;
+} fg_weight;
+
 typedef struct fg_backend_iface {
     const char *name;
     /* C[m, n] = A[m, k] . B[n, k]^T (+ bias[n] when non-NULL): a Linear layer, W in HF layout */

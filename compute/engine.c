@@ -225,6 +225,14 @@ static int streamed(const unit *un, uint32_t i)
     return (un->kind == U_EMBED && i == 0) || (un->kind == U_HEAD && i == 3);
 }
 
+/* A Linear matrix of a layer (q, k, v, out_proj, fc1, fc2): handed to the model piece by piece
+ * (fg_weight), each stored chunk decoded right before it is multiplied. */
+static int piecewise(const unit *un, uint32_t i)
+{
+    return (un->kind == U_ATTN && (i == 2 || i == 4 || i == 6 || i == 8)) ||
+           (un->kind == U_MLP && (i == 2 || i == 4));
+}
+
 static int build_unit(fg_engine *e, uint32_t index, int kind, uint32_t layer, fg_err *err)
 {
     unit *u = &e->units[index];
@@ -247,7 +255,9 @@ static int build_unit(fg_engine *e, uint32_t index, int kind, uint32_t layer, fg
             u->stored_bytes += t->stored_bytes; /* a tied head streams the embedding's bytes */
         /* gathered (embed tokens) and streamed (LM head) tensors are not materialized and need
          * one chunk resident at a time; the others are resident whole while the unit computes */
-        if (!streamed(u, i)) {
+        if (piecewise(u, i)) {
+            u->resident_bytes += t->stored_bytes; /* prefetched whole; decoded chunk by chunk */
+        } else if (!streamed(u, i)) {
             u->f32_floats += floats_of(e, u->t[i]);
             u->resident_bytes += t->stored_bytes;
         } else {
@@ -295,7 +305,7 @@ static uint64_t fixed_bytes(const fg_engine *e, uint32_t gbs, uint32_t ngb, uint
     uint64_t b = max_unit_f32 * 4 + e->max_chunk_floats * 4;
     b += tok * e->hp.embed_dim * 4;                          /* gathered embedding rows */
     b += e->kv_row ? 2 * ctx * h * 4 : 0;                     /* 4-bit KV decode scratch */
-    b += tok * (wide + 4 * h + e->hp.ffn) * 4 + 2 * ctx * 4;  /* workspace */
+    b += tok * (wide + 4 * h + e->hp.ffn + e->max_chunk_rows) * 4 + 2 * ctx * 4; /* workspace */
     b += rows * (e->hp.vocab_size + e->max_chunk_rows + h + e->hp.embed_dim) * 4; /* head */
     b += (uint64_t)ngb * gbs * ctx * 9;                       /* ids, positions, validity */
     b += bls * (h * 4 + 8);                                   /* the decode step's block rows */
@@ -395,6 +405,8 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
     uint64_t act_total = (uint64_t)ngb * e->act_chunk, act_window = 2 * e->act_chunk;
     uint64_t window = 2 * p->max_unit + kv_window + act_window;
     p->fixed = fixed_bytes(e, gbs, ngb, max_f32);
+    if (!budget) /* room to prefetch FG_PREFETCH_AHEAD units ahead of the one computing */
+        window += (FG_PREFETCH_AHEAD - 1) * p->max_unit;
     if (budget && p->fixed + window > budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small: this model "
                           "needs %.0f MiB of buffers for gbs %u x ngb %u plus %.0f MiB to stream "
@@ -418,6 +430,13 @@ static int make_plan(fg_engine *e, plan *p, fg_pager_policy *pol, fg_err *err)
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
                           "activations on a GPU, and this engine runs on the CPU");
     e->planned = p->fixed + p->host;
+    /* prefetch deeper only where the pool's streaming room holds every unit in flight: with
+     * less, prefetching further would evict chunks the current unit still uses */
+    double homed = (double)p->weights * (pol->w[1] + pol->w[0]) +
+                   (double)kv_total * (pol->c[1] + pol->c[0]) +
+                   (double)act_total * (pol->h[1] + pol->h[0]);
+    double room = (double)p->host - homed - (double)(kv_window + act_window);
+    e->ahead = room >= (double)(1 + FG_PREFETCH_AHEAD) * (double)p->max_unit ? FG_PREFETCH_AHEAD : 1;
     return FG_OK;
 }
 
@@ -516,7 +535,7 @@ static int alloc_buffers(fg_engine *e, uint64_t max_f32, fg_err *err)
         !e->blk_ids || !e->blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", e->planned / MB);
-    int rc = fg_opt_ws_create(&e->hp, e->ws_rows, e->max_ctx, &e->ws, err);
+    int rc = fg_opt_ws_create(&e->hp, e->ws_rows, e->max_ctx, e->max_chunk_rows, &e->ws, err);
     if (rc == FG_OK)
         rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);
     return rc;
@@ -829,21 +848,59 @@ static int materialize(fg_engine *e, int ti, float *dst, fg_err *err)
     return FG_OK;
 }
 
+/* fg_weight.piece for a piecewise tensor: chunk i decoded into e->chunk_f32 (the pager loads
+ * it when it is not resident yet; the unit's prefetch normally has). */
+static int weight_piece(void *ctx, uint32_t i, const float **rows, uint64_t *first, uint64_t *n,
+                        fg_err *err)
+{
+    const wsrc *w = ctx;
+    const wtensor *t = &w->e->tensors[w->t];
+    if (i >= t->n_chunks)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "tensor '%s' has %u chunks, not %u", t->name,
+                          t->n_chunks, i + 1);
+    *rows = w->e->chunk_f32;
+    *first = t->chunks[i].first_row;
+    *n = t->chunks[i].n_rows;
+    return decode_chunk(w->e, t, i, w->e->chunk_f32, err);
+}
+
 int fg_engine_unit_load(fg_engine *e, uint32_t u, void *wstruct, float *dst, fg_err *err)
 {
     const unit *un = &e->units[u];
-    const float **slots = wstruct; /* the fg_opt_*_w structs are arrays of float pointers */
+    const float *f[UNIT_MAX_TENSORS] = {0};
+    fg_weight pw[UNIT_MAX_TENSORS];
+    memset(pw, 0, sizeof pw);
     for (uint32_t i = 0; i < un->n_t; i++) {
-        if (streamed(un, i) || un->t[i] < 0) {
-            if (!(un->kind == U_EMBED && i == 0))
-                slots[i] = NULL;
+        if (streamed(un, i) || un->t[i] < 0)
+            continue;
+        if (piecewise(un, i)) { /* attention and MLP units alternate: (u & 1) keeps them apart */
+            wsrc *w = &e->wsrc[(u & 1) * UNIT_MAX_TENSORS + i];
+            *w = (wsrc){e, un->t[i]};
+            pw[i] = (fg_weight){NULL, weight_piece, w, e->tensors[un->t[i]].n_chunks};
             continue;
         }
         int rc = materialize(e, un->t[i], dst, err);
         if (rc)
             return rc;
-        slots[i] = dst;
+        f[i] = dst;
         dst += floats_of(e, un->t[i]);
+    }
+    switch (un->kind) {
+    case U_EMBED: { /* tok_rows: gathered by the caller */
+        fg_opt_embed_w *w = wstruct;
+        w->pos = f[1], w->proj_in = f[2];
+        break;
+    }
+    case U_ATTN:
+        *(fg_opt_attn_w *)wstruct = (fg_opt_attn_w){f[0], f[1], pw[2], f[3], pw[4], f[5],
+                                                    pw[6], f[7], pw[8], f[9]};
+        break;
+    case U_MLP:
+        *(fg_opt_mlp_w *)wstruct = (fg_opt_mlp_w){f[0], f[1], pw[2], f[3], pw[4], f[5]};
+        break;
+    default: /* the LM head itself streams (fg_engine_head) */
+        *(fg_opt_head_w *)wstruct = (fg_opt_head_w){f[0], f[1], f[2], NULL};
+        break;
     }
     return FG_OK;
 }

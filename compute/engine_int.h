@@ -10,6 +10,10 @@
 /* Roles of a sub-layer's tensors, in the order of the fg_opt_*_w structs. */
 enum { U_EMBED, U_ATTN, U_MLP, U_HEAD };
 #define UNIT_MAX_TENSORS 10
+/* Units (spans of units loaded together) prefetched ahead of the one computing, when the pool
+ * has the room: with one, the disk idles whenever a unit's reads end before the current unit's
+ * compute does (opt-1.3b decode from disk read at 1.0 GB/s of the disk's 1.7). */
+#define FG_PREFETCH_AHEAD 2
 
 typedef struct wtensor {
     char name[96];
@@ -33,6 +37,12 @@ typedef struct unit {
     uint64_t stream_chunk;         /* largest chunk of a gathered/streamed tensor */
 } unit;
 
+/* The source of a piecewise Linear weight (fg_weight.ctx): tensor t of the engine. */
+typedef struct wsrc {
+    struct fg_engine *e;
+    int t;
+} wsrc;
+
 typedef struct span {
     const char *name;
     double t0, t1;
@@ -53,11 +63,13 @@ struct fg_engine {
     unit *units;
     uint32_t n_units;
     uint32_t gbs, ngb, max_ctx;
+    uint32_t ahead;                /* spans prefetched ahead: FG_PREFETCH_AHEAD, or 1 when tight */
     uint32_t max_chunk_rows;       /* largest chunk of any weight tensor, in rows */
     uint64_t max_chunk_floats;
     /* buffers, sized once at open */
     float *unit_f32;               /* [max unit f32 floats] */
-    float *chunk_f32;              /* [max chunk floats] for streamed tensors */
+    float *chunk_f32;              /* [max chunk floats] for streamed and piecewise tensors */
+    wsrc wsrc[2 * UNIT_MAX_TENSORS]; /* piecewise weights of the (at most two) loaded units */
     float *tok_rows;               /* [ws_rows, embed_dim] */
     uint32_t ws_rows;              /* rows of a step: max(gbs * max_ctx, gbs * ngb) */
     /* the zig-zag decode step computes the whole block at once (see generate.c): its hidden

@@ -204,8 +204,12 @@ static int load_unit(fg_engine *e, weights *w, uint32_t u, uint32_t i, uint32_t 
     uint32_t n = fg_engine_span_of(e, u);
     if (e->units[u].kind == U_ATTN)
         fg_engine_kv_prefetch(e, 0, e->units[u].layer);
-    for (uint32_t k = 0; e->o.overlap && k < fg_engine_span_of(e, (u + n) % e->n_units); k++)
-        fg_engine_unit_prefetch(e, (u + n + k) % e->n_units);
+    for (uint32_t d = 0, v = (u + n) % e->n_units; e->o.overlap && d < e->ahead; d++) {
+        uint32_t sp = fg_engine_span_of(e, v);
+        for (uint32_t k = 0; k < sp; k++)
+            fg_engine_unit_prefetch(e, (v + k) % e->n_units);
+        v = (v + sp) % e->n_units;
+    }
     float *dst = e->unit_f32;
     int rc = FG_OK;
     for (uint32_t k = 0; rc == FG_OK && k < n; k++) {

@@ -25,6 +25,8 @@ struct fg_opt_ws {
     float *ffn;     /* [max_tokens, ffn] */
     float *scores;  /* [2 * max_ctx] (attention scores and the sparse-attention copy) */
     float *kbuf, *vbuf; /* [max_tokens, hidden]: new keys/values before they go to the cache */
+    uint32_t max_piece_rows;
+    float *piece;   /* [max_tokens, max_piece_rows]: one weight piece's output columns */
 };
 
 int fg_opt_hparams_check(const fg_opt_hparams *c, fg_err *err)
@@ -43,7 +45,7 @@ int fg_opt_hparams_check(const fg_opt_hparams *c, fg_err *err)
 }
 
 int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t max_ctx,
-                     fg_opt_ws **out, fg_err *err)
+                     uint32_t max_piece_rows, fg_opt_ws **out, fg_err *err)
 {
     int rc = fg_opt_hparams_check(cfg, err);
     if (rc)
@@ -62,7 +64,10 @@ int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t ma
     ws->vbuf = malloc(t * h * sizeof(float));
     ws->ffn = malloc(t * cfg->ffn * sizeof(float));
     ws->scores = malloc(2 * (size_t)max_ctx * sizeof(float));
-    if (!ws->x_ln || !ws->q || !ws->ctx || !ws->kbuf || !ws->vbuf || !ws->ffn || !ws->scores) {
+    ws->max_piece_rows = max_piece_rows;
+    ws->piece = malloc(t * max_piece_rows * sizeof(float) + 4);
+    if (!ws->x_ln || !ws->q || !ws->ctx || !ws->kbuf || !ws->vbuf || !ws->ffn || !ws->scores ||
+        !ws->piece) {
         fg_opt_ws_free(ws);
         return fg_err_set(err, FG_ERR_NOMEM, "OPT workspace (%u tokens, context %u): out of memory",
                           max_tokens, max_ctx);
@@ -82,6 +87,7 @@ void fg_opt_ws_free(fg_opt_ws *ws)
     free(ws->vbuf);
     free(ws->ffn);
     free(ws->scores);
+    free(ws->piece);
     free(ws);
 }
 
@@ -125,16 +131,45 @@ int fg_opt_embed(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_embed_w
     return FG_OK;
 }
 
+/* out[m, n] = x[m, k] . W^T (+ bias): W whole in f32, or piece by piece, each piece's output
+ * columns computed into ws->piece and copied into place. */
+static int linear_w(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
+                    float *out, uint32_t m, uint32_t n, uint32_t k, fg_opt_ws *ws, fg_err *err)
+{
+    if (w->f32) {
+        int rc = be->iface->linear(be, x, w->f32, bias, out, m, n, k);
+        return rc ? fg_err_set(err, rc, "Linear [%u x %u] failed", n, k) : FG_OK;
+    }
+    for (uint32_t i = 0; i < w->n_pieces; i++) {
+        const float *rows;
+        uint64_t first, cnt;
+        int rc = w->piece(w->ctx, i, &rows, &first, &cnt, err);
+        if (rc)
+            return rc;
+        if (first + cnt > n || cnt > ws->max_piece_rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "weight piece of rows %llu..%llu outside "
+                              "[0, %u) or over the workspace's %u rows",
+                              (unsigned long long)first, (unsigned long long)(first + cnt), n,
+                              ws->max_piece_rows);
+        if ((rc = be->iface->linear(be, x, rows, bias ? bias + first : NULL, ws->piece, m,
+                                    (uint32_t)cnt, k)))
+            return fg_err_set(err, rc, "Linear [%u x %u] failed", n, k);
+        for (uint32_t r = 0; r < m; r++)
+            memcpy(out + (size_t)r * n + first, ws->piece + (size_t)r * cnt, cnt * sizeof *out);
+    }
+    return FG_OK;
+}
+
 /* q, k, v projections of the (normalized) input x, all n rows; q pre-scaled. */
 static int project_qkv(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
-                       uint32_t n, const float *x, fg_opt_ws *ws)
+                       uint32_t n, const float *x, fg_opt_ws *ws, fg_err *err)
 {
     uint32_t h = cfg->hidden;
-    int rc = be->iface->linear(be, x, w->wq, w->bq, ws->q, n, h, h);
+    int rc = linear_w(be, x, &w->wq, w->bq, ws->q, n, h, h, ws, err);
     if (!rc)
-        rc = be->iface->linear(be, x, w->wk, w->bk, ws->kbuf, n, h, h);
+        rc = linear_w(be, x, &w->wk, w->bk, ws->kbuf, n, h, h, ws, err);
     if (!rc)
-        rc = be->iface->linear(be, x, w->wv, w->bv, ws->vbuf, n, h, h);
+        rc = linear_w(be, x, &w->wv, w->bv, ws->vbuf, n, h, h, ws, err);
     if (rc)
         return rc;
     float scale = 1.0f / sqrtf((float)(h / cfg->n_heads));
@@ -216,9 +251,7 @@ int fg_opt_attn_pre(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
         x = ws->x_ln;
     }
-    if ((rc = project_qkv(be, cfg, w, n, x, ws)))
-        return fg_err_set(err, rc, "attention projections failed");
-    return FG_OK;
+    return project_qkv(be, cfg, w, n, x, ws, err);
 }
 
 int fg_opt_attn_core(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_step *s,
@@ -256,8 +289,8 @@ int fg_opt_attn_post(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_att
         return rc;
     uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
     /* out_proj into q's buffer, then the residual */
-    if ((rc = be->iface->linear(be, ws->ctx, w->wo, w->bo, ws->q, n, h, h)))
-        return fg_err_set(err, rc, "out_proj failed");
+    if ((rc = linear_w(be, ws->ctx, &w->wo, w->bo, ws->q, n, h, h, ws, err)))
+        return rc;
     be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
     if (!cfg->pre_ln)
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
@@ -289,13 +322,13 @@ int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
         x = ws->x_ln;
     }
-    rc = be->iface->linear(be, x, w->w1, w->b1, ws->ffn, n, cfg->ffn, h);
+    rc = linear_w(be, x, &w->w1, w->b1, ws->ffn, n, cfg->ffn, h, ws, err);
+    if (!rc && (rc = be->iface->relu(be, ws->ffn, (size_t)n * cfg->ffn)))
+        fg_err_set(err, rc, "MLP relu failed");
     if (!rc)
-        rc = be->iface->relu(be, ws->ffn, (size_t)n * cfg->ffn);
-    if (!rc)
-        rc = be->iface->linear(be, ws->ffn, w->w2, w->b2, ws->q, n, h, cfg->ffn);
+        rc = linear_w(be, ws->ffn, &w->w2, w->b2, ws->q, n, h, cfg->ffn, ws, err);
     if (rc)
-        return fg_err_set(err, rc, "MLP failed");
+        return rc;
     be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
     if (!cfg->pre_ln)
         be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);

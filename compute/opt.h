@@ -3,7 +3,8 @@
  * zig-zag schedule can load, compute and evict them one at a time.
  *
  * The model layer describes tensors and the forward pass; it never touches files. Weights come
- * in as f32 views (the loader dequantizes F16/Q4 chunks into them). Shapes follow Hugging Face
+ * in as f32 views, the Linear matrices possibly piece by piece (fg_weight: the loader decodes
+ * one F16/Q4 chunk at a time and the Linear multiplies each piece as it comes). Shapes follow Hugging Face
  * (Linear weights are [out, in]). Numerics follow transformers' OPT: learned positions with
  * offset 2 computed from the attention mask, pre- or post-LayerNorm, ReLU, tied LM head,
  * opt-350m's project_in/project_out.
@@ -45,13 +46,22 @@ typedef struct fg_opt_embed_w {
 
 typedef struct fg_opt_attn_w {
     const float *ln_w, *ln_b;     /* [hidden] self_attn_layer_norm */
-    const float *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo; /* [hidden, hidden], [hidden] */
+    fg_weight wq;                 /* [hidden, hidden], biases [hidden] */
+    const float *bq;
+    fg_weight wk;
+    const float *bk;
+    fg_weight wv;
+    const float *bv;
+    fg_weight wo;
+    const float *bo;
 } fg_opt_attn_w;
 
 typedef struct fg_opt_mlp_w {
     const float *ln_w, *ln_b;     /* [hidden] final_layer_norm of the layer */
-    const float *w1, *b1;         /* fc1 [ffn, hidden], [ffn] */
-    const float *w2, *b2;         /* fc2 [hidden, ffn], [hidden] */
+    fg_weight w1;                 /* fc1 [ffn, hidden] */
+    const float *b1;              /* [ffn] */
+    fg_weight w2;                 /* fc2 [hidden, ffn] */
+    const float *b2;              /* [hidden] */
 } fg_opt_mlp_w;
 
 typedef struct fg_opt_head_w {
@@ -89,9 +99,10 @@ size_t fg_opt_kv_row_bytes(const fg_codec *c, uint32_t hidden);
 
 typedef struct fg_opt_ws fg_opt_ws;
 
-/* Scratch for steps of up to max_tokens tokens (n_seq * n_new) and contexts up to max_ctx. */
+/* Scratch for steps of up to max_tokens tokens (n_seq * n_new), contexts up to max_ctx, and
+ * weight pieces (fg_weight) of up to max_piece_rows rows (0: weights are whole f32). */
 int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t max_ctx,
-                     fg_opt_ws **out, fg_err *err);
+                     uint32_t max_piece_rows, fg_opt_ws **out, fg_err *err);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* Validate a config (sizes, heads dividing hidden); messages name the field. */
