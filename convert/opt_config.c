@@ -202,13 +202,12 @@ static void spec(speclist *l, const char *name, uint64_t d0, uint64_t d1, int op
 
 static void linear(speclist *l, const char *p, uint64_t out, uint64_t in, int bias)
 {
-    char n[96];
-    snprintf(n, sizeof n, "%s.weight", p);
-    spec(l, n, out, in, 0);
-    if (bias) {
-        snprintf(n, sizeof n, "%s.bias", p);
+    char n[sizeof l->v->name];
+    /* prefixes are at most ~50 bytes ("model.decoder.layers.N.self_attn.out_proj") */
+    if (snprintf(n, sizeof n, "%s.weight", p) < (int)sizeof n)
+        spec(l, n, out, in, 0);
+    if (bias && snprintf(n, sizeof n, "%s.bias", p) < (int)sizeof n)
         spec(l, n, out, 0, 0);
-    }
 }
 
 static void layernorm(speclist *l, const char *p, uint64_t dim, int affine)

@@ -138,8 +138,8 @@ static int load_roles(fg_tok *t, json_t *root, const char *file, fg_err *err)
     static const char *keys[FG_TOK_N_ROLES] = {"bos_token", "eos_token", "unk_token", "pad_token"};
     for (int r = 0; r < FG_TOK_N_ROLES; r++) {
         json_t *v = json_object_get(root, keys[r]);
-        const char *s;
-        size_t len;
+        const char *s = NULL;
+        size_t len = 0;
         if (!v)
             continue;
         int rc = token_content(v, file, keys[r], &s, &len, err);
@@ -162,8 +162,8 @@ static int load_additional(fg_tok *t, json_t *root, const char *file, fg_err *er
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) {
-        const char *s;
-        size_t len;
+        const char *s = NULL;
+        size_t len = 0;
         int rc = token_content(v, file, "additional_special_tokens", &s, &len, err);
         if (rc == 1)
             continue;
