@@ -794,6 +794,34 @@ static void conv_part(void *arg, uint32_t part, uint32_t n_parts)
         fg_f16_to_f32((const uint16_t *)j->src + a, j->dst + a, b - a, FG_QUANT_ISA_AUTO);
 }
 
+/* 4-bit/8-bit decode of a chunk's rows split across the helper threads in parts of whole
+ * row quanta (a group of rows for axis-0 groups, one row otherwise), whose bytes are
+ * contiguous in the chunk (SPEC 6: groups stored row-block outer). */
+#define QCONV_PARTS 64
+typedef struct qconv_job {
+    const wtensor *t;
+    const uint8_t *src;
+    float *dst;
+    uint64_t n_rows, q, qbytes; /* rows; rows per quantum; bytes per quantum */
+    int rc[QCONV_PARTS];
+} qconv_job;
+
+static void qconv_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    qconv_job *j = arg;
+    uint64_t quanta = (j->n_rows + j->q - 1) / j->q, per = (quanta + n_parts - 1) / n_parts;
+    uint64_t r0 = per * part * j->q, r1 = r0 + per * j->q < j->n_rows ? r0 + per * j->q : j->n_rows;
+    if (r0 >= r1 || part >= QCONV_PARTS)
+        return;
+    fg_qview v;
+    int rc = fg_codec_qview(&j->t->codec, j->t->n_dims, j->t->dims, r1 - r0, &v, NULL);
+    if (rc == FG_OK)
+        rc = fg_quant_decode(&j->t->codec, &v, j->src + r0 / j->q * j->qbytes,
+                             v.n_groups * v.group_bytes, j->dst + r0 * j->t->dims[1],
+                             FG_CODEC_F32, 0, FG_QUANT_ISA_AUTO, NULL);
+    j->rc[part] = rc;
+}
+
 static int decode_chunk(fg_engine *e, const wtensor *t, uint32_t c, float *dst, fg_err *err)
 {
     fg_pager_view v;
@@ -818,11 +846,17 @@ static int decode_chunk(fg_engine *e, const wtensor *t, uint32_t c, float *dst, 
         }
         break;
     default: {
+        qconv_job j = {t, v.ptr, dst, ci->n_rows, fg_codec_row_quantum(&t->codec, t->n_dims), 0,
+                       {0}};
         fg_qview q;
-        rc = fg_codec_qview(&t->codec, t->n_dims, t->dims, ci->n_rows, &q, err);
+        rc = fg_codec_qview(&t->codec, t->n_dims, t->dims, j.q, &q, err);
+        j.qbytes = q.n_groups * q.group_bytes;
         if (rc == FG_OK)
-            rc = fg_quant_decode(&t->codec, &q, v.ptr, v.length, dst, FG_CODEC_F32, 0,
-                                 FG_QUANT_ISA_AUTO, err);
+            fg_par_run(e->par, qconv_part, &j);
+        for (uint32_t k = 0; rc == FG_OK && k < QCONV_PARTS; k++)
+            if (j.rc[k])
+                rc = fg_err_set(err, j.rc[k], "decoding chunk %u of tensor '%s' failed", c,
+                                t->name);
         break;
     }
     }
@@ -924,17 +958,27 @@ static uint32_t chunk_of_row(const wtensor *t, uint64_t r)
     return lo;
 }
 
+static int chunk_needed(const wtensor *t, uint32_t c, const int32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && chunk_of_row(t, (uint64_t)ids[i]) == c)
+            return 1;
+    return 0;
+}
+
 int fg_engine_gather(fg_engine *e, const int32_t *ids, uint32_t n, fg_err *err)
 {
     const wtensor *t = &e->tensors[e->units[0].t[0]];
     uint64_t width = t->dims[1];
-    /* decode each needed chunk once: walk the chunks, copy the rows of the ids they hold */
+    /* with overlap, first ask for every needed chunk so the reads run at full queue depth
+     * rather than one chunk at a time (a prefetch that finds no room is dropped: that chunk
+     * loads below); then decode each needed chunk once and copy the rows of the ids it holds */
+    for (uint32_t c = 0; e->o.overlap && c < t->n_chunks; c++)
+        if (chunk_needed(t, c, ids, n))
+            prefetch_chunk(e, t, c);
     for (uint32_t c = 0; c < t->n_chunks; c++) {
         const fg_fgt_chunk_info *ci = &t->chunks[c];
-        int needed = 0;
-        for (uint32_t i = 0; i < n && !needed; i++)
-            needed = ids[i] >= 0 && chunk_of_row(t, (uint64_t)ids[i]) == c;
-        if (!needed)
+        if (!chunk_needed(t, c, ids, n))
             continue;
         int rc = decode_chunk(e, t, c, e->chunk_f32, err);
         if (rc)
@@ -973,8 +1017,8 @@ int fg_engine_head(fg_engine *e, const fg_opt_head_w *hw, uint32_t row0, uint32_
     }
     for (uint32_t c = 0; c < t->n_chunks; c++) {
         const fg_fgt_chunk_info *ci = &t->chunks[c];
-        if (e->o.overlap)
-            prefetch_chunk(e, t, c + 1); /* read the next while this one multiplies */
+        for (uint32_t d = 1; e->o.overlap && d <= FG_HEAD_AHEAD; d++)
+            prefetch_chunk(e, t, c + d); /* read the next ones while this one multiplies */
         int rc = decode_chunk(e, t, c, e->chunk_f32, err);
         if (rc)
             return rc;

@@ -14,6 +14,9 @@ enum { U_EMBED, U_ATTN, U_MLP, U_HEAD };
  * has the room: with one, the disk idles whenever a unit's reads end before the current unit's
  * compute does (opt-1.3b decode from disk read at 1.0 GB/s of the disk's 1.7). */
 #define FG_PREFETCH_AHEAD 2
+/* Chunks of the streamed LM head read ahead of the one multiplying (a 4 MiB chunk multiplies
+ * in about as long as it takes to read). */
+#define FG_HEAD_AHEAD 4
 
 typedef struct wtensor {
     char name[96];
