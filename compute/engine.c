@@ -809,9 +809,10 @@ typedef struct qconv_job {
 static void qconv_part(void *arg, uint32_t part, uint32_t n_parts)
 {
     qconv_job *j = arg;
-    uint64_t quanta = (j->n_rows + j->q - 1) / j->q, per = (quanta + n_parts - 1) / n_parts;
+    uint32_t parts = n_parts < QCONV_PARTS ? n_parts : QCONV_PARTS; /* the rest idle */
+    uint64_t quanta = (j->n_rows + j->q - 1) / j->q, per = (quanta + parts - 1) / parts;
     uint64_t r0 = per * part * j->q, r1 = r0 + per * j->q < j->n_rows ? r0 + per * j->q : j->n_rows;
-    if (r0 >= r1 || part >= QCONV_PARTS)
+    if (part >= parts || r0 >= r1)
         return;
     fg_qview v;
     int rc = fg_codec_qview(&j->t->codec, j->t->n_dims, j->t->dims, r1 - r0, &v, NULL);

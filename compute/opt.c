@@ -239,19 +239,35 @@ static int kv_rows(const fg_opt_kv *kv, uint32_t b, uint32_t n_ctx, uint32_t h, 
     return rc;
 }
 
+/* What a sub-layer reads: LN(hidden) into ws->x_ln when pre-LN, else hidden itself. */
+static const float *block_in(fg_backend *be, const fg_opt_hparams *cfg, const float *ln_w,
+                             const float *ln_b, const fg_opt_step *s, fg_opt_ws *ws)
+{
+    if (!cfg->pre_ln)
+        return s->hidden;
+    be->iface->layernorm(be, s->hidden, ln_w, ln_b, ws->x_ln, s->n_seq * s->n_new, cfg->hidden,
+                         LN_EPS);
+    return ws->x_ln;
+}
+
+/* The residual: hidden += y, then the LayerNorm when post-LN. */
+static void block_out(fg_backend *be, const fg_opt_hparams *cfg, const float *ln_w,
+                      const float *ln_b, const fg_opt_step *s, const float *y)
+{
+    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
+    be->iface->add(be, s->hidden, y, (size_t)n * h);
+    if (!cfg->pre_ln)
+        be->iface->layernorm(be, s->hidden, ln_w, ln_b, s->hidden, n, h, LN_EPS);
+}
+
 int fg_opt_attn_pre(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_attn_w *w,
                     const fg_opt_step *s, fg_opt_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
     if (rc)
         return rc;
-    uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
-    const float *x = s->hidden;
-    if (cfg->pre_ln) {
-        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
-        x = ws->x_ln;
-    }
-    return project_qkv(be, cfg, w, n, x, ws, err);
+    const float *x = block_in(be, cfg, w->ln_w, w->ln_b, s, ws);
+    return project_qkv(be, cfg, w, s->n_seq * s->n_new, x, ws, err);
 }
 
 int fg_opt_attn_core(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_step *s,
@@ -291,9 +307,7 @@ int fg_opt_attn_post(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_att
     /* out_proj into q's buffer, then the residual */
     if ((rc = linear_w(be, ws->ctx, &w->wo, w->bo, ws->q, n, h, h, ws, err)))
         return rc;
-    be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
-    if (!cfg->pre_ln)
-        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
+    block_out(be, cfg, w->ln_w, w->ln_b, s, ws->q);
     return FG_OK;
 }
 
@@ -317,11 +331,7 @@ int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
     if (rc)
         return rc;
     uint32_t n = s->n_seq * s->n_new, h = cfg->hidden;
-    const float *x = s->hidden;
-    if (cfg->pre_ln) {
-        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, ws->x_ln, n, h, LN_EPS);
-        x = ws->x_ln;
-    }
+    const float *x = block_in(be, cfg, w->ln_w, w->ln_b, s, ws);
     rc = linear_w(be, x, &w->w1, w->b1, ws->ffn, n, cfg->ffn, h, ws, err);
     if (!rc && (rc = be->iface->relu(be, ws->ffn, (size_t)n * cfg->ffn)))
         fg_err_set(err, rc, "MLP relu failed");
@@ -329,9 +339,7 @@ int fg_opt_mlp(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_mlp_w *w,
         rc = linear_w(be, ws->ffn, &w->w2, w->b2, ws->q, n, h, cfg->ffn, ws, err);
     if (rc)
         return rc;
-    be->iface->add(be, s->hidden, ws->q, (size_t)n * h);
-    if (!cfg->pre_ln)
-        be->iface->layernorm(be, s->hidden, w->ln_w, w->ln_b, s->hidden, n, h, LN_EPS);
+    block_out(be, cfg, w->ln_w, w->ln_b, s, ws->q);
     return FG_OK;
 }
 

@@ -86,6 +86,11 @@ at_load=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight
 stored=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight --quiet)
 f16=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --quiet)
 [ "$at_load" = "$stored" ] || { echo "quantized at load: '$at_load', stored: '$stored'"; exit 1; }
+# the helper threads split GEMMs and chunk decoding; any count gives the same tokens
+many=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight --threads 70 --quiet)
+one=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight --threads 1 --quiet)
+[ "$many" = "$stored" ] && [ "$one" = "$stored" ] ||
+  { echo "threads change the output: 70 '$many', 1 '$one', default '$stored'"; exit 1; }
 [ -z "$(ls -A off)" ] || { echo "left behind in the offload dir: $(ls -A off)"; exit 1; }
 err=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight --offload-dir off 2>&1 >/dev/null)
 [[ "$err" == *"quantized the weights to 4-bit at load"* ]] || { echo "no notice for quantizing at load: $err"; exit 1; }
