@@ -26,12 +26,12 @@ typedef struct linear_job {
     uint32_t m, n, k;
 } linear_job;
 
-/* Output columns [n0, n1) of part `part`: whole 16-column groups, the last part the rest. */
+/* Output columns [n0, n1) of part `part`: whole 16-column groups (parts past the end idle). */
 static void linear_part(void *arg, uint32_t part, uint32_t n_parts)
 {
     const linear_job *j = arg;
-    uint32_t per = (j->n / n_parts + 15) & ~15u, n0 = per * part;
-    uint32_t n1 = part + 1 == n_parts || n0 + per > j->n ? j->n : n0 + per;
+    uint32_t per = ((j->n + n_parts - 1) / n_parts + 15) & ~15u, n0 = per * part;
+    uint32_t n1 = n0 + per > j->n ? j->n : n0 + per;
     if (n0 >= n1)
         return;
     float beta = 0.0f;

@@ -788,7 +788,7 @@ typedef struct conv_job {
 static void conv_part(void *arg, uint32_t part, uint32_t n_parts)
 {
     const conv_job *j = arg;
-    uint64_t per = (j->n / n_parts + 63) & ~63ull, a = per * part;
+    uint64_t per = ((j->n + n_parts - 1) / n_parts + 63) & ~63ull, a = per * part;
     uint64_t b = a + per < j->n ? a + per : j->n;
     if (a < b)
         fg_f16_to_f32((const uint16_t *)j->src + a, j->dst + a, b - a, FG_QUANT_ISA_AUTO);
