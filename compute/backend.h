@@ -32,9 +32,12 @@ typedef struct fg_attn_args {
     uint32_t n_q, q_pos0;  /* query i sits at cache position q_pos0 + i (causal limit) */
     uint32_t n_heads, head_dim;
     float *out;            /* [n_q, n_heads * head_dim] */
-    float *scratch;        /* at least 2 * (q_pos0 + n_q) floats */
+    float *scratch;        /* scratch_parts regions of scratch_stride >= 2 * (q_pos0 + n_q)
+                              floats (one region when scratch_parts is 0) */
     float keep;            /* top-k sparse attention: attend to the ceil(keep * n) highest-scoring
                               valid keys (FlexGen's --attn-sparsity); 0 or >= 1 = dense */
+    size_t scratch_stride;
+    uint32_t scratch_parts;  /* problems a backend may run at once, one scratch region each */
 } fg_attn_args;
 
 /* A Linear layer's weight W [n, k] (HF layout: row r produces output r): f32 rows in memory, or
@@ -85,6 +88,9 @@ void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, 
                       float eps);
 void fg_cpu_attention_ref(const fg_attn_args *a);
 void fg_cpu_attention(const fg_attn_args *a);
+/* The (query, head) problems j = part (mod n_parts), in scratch region `part` (the backend runs
+ * the parts on its threads; any split gives the same bits as fg_cpu_attention). */
+void fg_cpu_attention_part(const fg_attn_args *a, uint32_t part, uint32_t n_parts);
 float fg_cpu_dot_ref(const float *a, const float *b, uint32_t n);
 float fg_cpu_dot(const float *a, const float *b, uint32_t n);
 /* Which SIMD path the dispatching kernels use: "avx512", "avx2" or "ref". FG_COMPUTE_ISA in the

@@ -83,10 +83,23 @@ static int cpu_add(fg_backend *be, float *y, const float *x, size_t n)
     return FG_OK;
 }
 
+static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const fg_attn_args *a = arg;
+    uint32_t parts = a->scratch_parts < n_parts ? a->scratch_parts : n_parts;
+    if (part < parts)
+        fg_cpu_attention_part(a, part, parts);
+}
+
 static int cpu_attention(fg_backend *be, const fg_attn_args *a)
 {
-    (void)be;
-    fg_cpu_attention(a);
+    cpu_ctx *x = be->ctx;
+    /* a decode step's one query over a short context is not worth waking a helper for */
+    uint64_t work = (uint64_t)a->n_q * a->n_heads * (a->q_pos0 + a->n_q) * a->head_dim;
+    if (a->scratch_parts > 1 && work >= (1u << 16))
+        fg_par_run(x->par, attention_part, (void *)a);
+    else
+        fg_cpu_attention(a);
     return FG_OK;
 }
 

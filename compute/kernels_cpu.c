@@ -225,10 +225,11 @@ static float kth_largest(float *x, uint32_t n, uint32_t k)
     return x[k - 1];
 }
 
-/* Scores below the top-k threshold become -inf (k = ceil(keep * valid keys)). */
+/* Scores below the top-k threshold become -inf (k = ceil(keep * valid keys)); s[n_ctx..) is
+ * the copy's room. */
 static void sparsify(const fg_attn_args *a, uint32_t n_ctx, float *s)
 {
-    float *copy = a->scratch + n_ctx;
+    float *copy = s + n_ctx;
     uint32_t n = 0;
     for (uint32_t t = 0; t < n_ctx; t++)
         if (s[t] != -INFINITY)
@@ -242,48 +243,55 @@ static void sparsify(const fg_attn_args *a, uint32_t n_ctx, float *s)
             s[t] = -INFINITY;
 }
 
-static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy)
+/* The (query i, head h) problems j = i * n_heads + h with j = part (mod n_parts), using scratch
+ * region `part`: each problem is independent, so any split gives the same bits. */
+static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint32_t part,
+                           uint32_t n_parts)
 {
     uint32_t d = a->head_dim, width = a->n_heads * d;
-    for (uint32_t i = 0; i < a->n_q; i++) {
+    float *sc = a->scratch + part * a->scratch_stride;
+    for (uint64_t j = part; j < (uint64_t)a->n_q * a->n_heads; j += n_parts) {
+        uint32_t i = (uint32_t)(j / a->n_heads), h = (uint32_t)(j % a->n_heads);
         uint32_t n_ctx = a->q_pos0 + i + 1;
-        for (uint32_t h = 0; h < a->n_heads; h++) {
-            const float *q = a->q + (size_t)i * width + (size_t)h * d;
-            float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
-            for (uint32_t t = 0; t < n_ctx; t++) {
-                float s = a->valid[t] ? dot(q, a->k + t * a->kv_stride + (size_t)h * d, d)
-                                      : -INFINITY;
-                a->scratch[t] = s;
-                mx = s > mx ? s : mx;
-            }
-            memset(o, 0, d * sizeof *o);
-            if (mx == -INFINITY)
-                continue; /* every key masked: a padding query */
-            if (a->keep > 0.0f && a->keep < 1.0f)
-                sparsify(a, n_ctx, a->scratch);
-            for (uint32_t t = 0; t < n_ctx; t++) {
-                float p = a->scratch[t] != -INFINITY ? expf(a->scratch[t] - mx) : 0.0f;
-                a->scratch[t] = p;
-                sum += p;
-            }
-            float inv = 1.0f / sum;
-            for (uint32_t t = 0; t < n_ctx; t++)
-                if (a->scratch[t] != 0.0f)
-                    axpy(o, a->v + t * a->kv_stride + (size_t)h * d, a->scratch[t] * inv, d);
+        const float *q = a->q + (size_t)i * width + (size_t)h * d;
+        float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
+        for (uint32_t t = 0; t < n_ctx; t++) {
+            float s = a->valid[t] ? dot(q, a->k + t * a->kv_stride + (size_t)h * d, d) : -INFINITY;
+            sc[t] = s;
+            mx = s > mx ? s : mx;
         }
+        memset(o, 0, d * sizeof *o);
+        if (mx == -INFINITY)
+            continue; /* every key masked: a padding query */
+        if (a->keep > 0.0f && a->keep < 1.0f)
+            sparsify(a, n_ctx, sc);
+        for (uint32_t t = 0; t < n_ctx; t++) {
+            float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
+            sc[t] = p;
+            sum += p;
+        }
+        float inv = 1.0f / sum;
+        for (uint32_t t = 0; t < n_ctx; t++)
+            if (sc[t] != 0.0f)
+                axpy(o, a->v + t * a->kv_stride + (size_t)h * d, sc[t] * inv, d);
     }
 }
 
 void fg_cpu_attention_ref(const fg_attn_args *a)
 {
-    attention_with(a, fg_cpu_dot_ref, axpy_ref);
+    attention_with(a, fg_cpu_dot_ref, axpy_ref, 0, 1);
+}
+
+void fg_cpu_attention_part(const fg_attn_args *a, uint32_t part, uint32_t n_parts)
+{
+    switch (isa()) {
+    case ISA_AVX512: attention_with(a, dot_avx512, axpy_avx512, part, n_parts); break;
+    case ISA_AVX2: attention_with(a, dot_avx2, axpy_avx2, part, n_parts); break;
+    default: attention_with(a, fg_cpu_dot_ref, axpy_ref, part, n_parts); break;
+    }
 }
 
 void fg_cpu_attention(const fg_attn_args *a)
 {
-    switch (isa()) {
-    case ISA_AVX512: attention_with(a, dot_avx512, axpy_avx512); break;
-    case ISA_AVX2: attention_with(a, dot_avx2, axpy_avx2); break;
-    default: fg_cpu_attention_ref(a); break;
-    }
+    fg_cpu_attention_part(a, 0, 1);
 }

@@ -17,13 +17,15 @@
 #include "quant.h"
 
 #define LN_EPS 1e-5f
+#define ATTN_PARTS 16 /* attention problems a backend may run at once (scratch regions) */
 
 struct fg_opt_ws {
     uint32_t max_tokens, max_ctx;
     float *x_ln;    /* [max_tokens, max(hidden, embed_dim)] */
     float *q, *ctx; /* [max_tokens, hidden] */
     float *ffn;     /* [max_tokens, ffn] */
-    float *scores;  /* [2 * max_ctx] (attention scores and the sparse-attention copy) */
+    float *scores;  /* [ATTN_PARTS][2 * max_ctx]: attention scores and the sparse-attention
+                       copy, one region per problem the backend runs at once */
     float *kbuf, *vbuf; /* [max_tokens, hidden]: new keys/values before they go to the cache */
     uint32_t max_piece_rows;
     float *piece;   /* [max_tokens, max_piece_rows]: one weight piece's output columns */
@@ -63,7 +65,7 @@ int fg_opt_ws_create(const fg_opt_hparams *cfg, uint32_t max_tokens, uint32_t ma
     ws->kbuf = malloc(t * h * sizeof(float));
     ws->vbuf = malloc(t * h * sizeof(float));
     ws->ffn = malloc(t * cfg->ffn * sizeof(float));
-    ws->scores = malloc(2 * (size_t)max_ctx * sizeof(float));
+    ws->scores = malloc(ATTN_PARTS * 2 * (size_t)max_ctx * sizeof(float));
     ws->max_piece_rows = max_piece_rows;
     ws->piece = malloc(t * max_piece_rows * sizeof(float) + 4);
     if (!ws->x_ln || !ws->q || !ws->ctx || !ws->kbuf || !ws->vbuf || !ws->ffn || !ws->scores ||
@@ -290,7 +292,7 @@ int fg_opt_attn_core(fg_backend *be, const fg_opt_hparams *cfg, const fg_opt_ste
             return fg_err_set(err, rc, "decoding the compressed KV cache failed");
         fg_attn_args a = {ws->q + r * h, k, v, h, s->valid + row, s->n_new, s->pos0,
                           cfg->n_heads, h / cfg->n_heads, ws->ctx + r * h, ws->scores,
-                          s->attn_keep};
+                          s->attn_keep, 2 * (size_t)ws->max_ctx, ATTN_PARTS};
         if ((rc = be->iface->attention(be, &a)))
             return fg_err_set(err, rc, "attention failed");
     }

@@ -132,6 +132,51 @@ START_TEST(linear_matches_naive)
 }
 END_TEST
 
+/* The backend splits Linear columns and attention (query, head) problems across its threads:
+ * the results equal the single-threaded ones bit for bit (attention) or the naive sum (Linear),
+ * for part counts that divide nothing evenly. */
+START_TEST(threaded_backend_matches_single)
+{
+    enum { M = 9, N = 203, K = 300, CTX = 80, HEADS = 4, D = 32, W = HEADS * D, NQ = 40, P = 5 };
+    float *a = malloc(M * K * 4), *w = malloc(N * K * 4), *bias = malloc(N * 4);
+    float *c = malloc(M * N * 4);
+    randf(a, M * K, 21, 1.0f);
+    randf(w, N * K, 22, 1.0f);
+    randf(bias, N, 23, 1.0f);
+    fg_backend *be;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_cpu_create(3, &be, &err), 0);
+    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, M, N, K), 0);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double r = bias[j];
+            for (int t = 0; t < K; t++)
+                r += (double)a[i * K + t] * w[j * K + t];
+            ck_assert_msg(fabs(r - c[i * N + j]) < 1e-3, "(%d, %d): %g vs %g", i, j, r,
+                          c[i * N + j]);
+        }
+    float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
+    float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), *sc = malloc(P * 2 * CTX * 4);
+    uint8_t valid[CTX];
+    randf(k, CTX * W, 24, 1.0f);
+    randf(v, CTX * W, 25, 1.0f);
+    randf(q, NQ * W, 26, 1.0f);
+    for (int t = 0; t < CTX; t++)
+        valid[t] = t >= 3;
+    for (int sparse = 0; sparse < 2; sparse++) {
+        float keep = sparse ? 0.5f : 0.0f;
+        fg_attn_args one = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, sc, keep, 0, 0};
+        fg_cpu_attention(&one);
+        fg_attn_args many = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o2, sc, keep, 2 * CTX, P};
+        ck_assert_int_eq(be->iface->attention(be, &many), 0);
+        ck_assert_msg(!memcmp(o1, o2, NQ * W * 4), "threaded attention differs (keep %g)",
+                      (double)keep);
+    }
+    fg_backend_free(be);
+    free(a), free(w), free(bias), free(c), free(k), free(v), free(q), free(o1), free(o2), free(sc);
+}
+END_TEST
+
 START_TEST(positions_follow_transformers)
 {
     uint8_t valid[8] = {0, 0, 0, 1, 1, 0, 1, 1};
@@ -206,6 +251,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attention_matches_reference_with_padding);
     tcase_add_test(tc, sparse_attention_keeps_top_keys);
     tcase_add_test(tc, linear_matches_naive);
+    tcase_add_test(tc, threaded_backend_matches_single);
     tcase_add_test(tc, positions_follow_transformers);
     suite_add_tcase(s, tc);
     return s;
