@@ -9,7 +9,6 @@
  * sched_yield. Our helpers sleep on a condition variable instead. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cblas.h>
 
@@ -133,9 +132,7 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)
     }
     be->iface = &k_cpu;
     be->ctx = x;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t nt = threads > 0 ? (uint32_t)threads : cpus > 0 ? (uint32_t)cpus : 1;
-    int rc = fg_par_create(nt, &x->par, err);
+    int rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &x->par, err);
     if (rc) {
         cpu_free(be);
         return rc;

@@ -597,9 +597,7 @@ static int engine_init(fg_engine *e, const char *dir, fg_err *err)
     if ((rc = make_plan(e, &p, &pol, err)) || (rc = open_pager(e, &p, &pol, err)) ||
         (rc = alloc_buffers(e, max_f32, err)))
         return rc;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t nt = e->o.threads > 0 ? (uint32_t)e->o.threads : cpus > 0 ? (uint32_t)cpus : 1;
-    if ((rc = fg_par_create(nt, &e->par, err)))
+    if ((rc = fg_par_create(e->o.threads > 0 ? (uint32_t)e->o.threads : 0, &e->par, err)))
         return rc;
     return fg_backend_cpu_create(e->o.threads, &e->be, err);
 }

@@ -250,6 +250,17 @@ static uint64_t produced(const block *b)
     return t;
 }
 
+/* Step i ended: its time goes to prefill (i = 0) or decode; report the tokens so far. */
+static void end_step(const block *b, uint32_t i, double *t_step, fg_tick_fn tick, void *tctx,
+                     fg_gen_stats *st)
+{
+    double now = fg_now();
+    *(i == 0 ? &st->prefill_s : &st->decode_s) += now - *t_step;
+    *t_step = now;
+    if (tick)
+        tick(tctx, produced(b));
+}
+
 /* The head of the zig-zag schedule: every batch's last rows staged, the LM head streamed once
  * for the whole block, then each batch samples. */
 static int head_block(fg_engine *e, block *b, weights *w, uint32_t i, fg_stop_fn stop, void *ctx,
@@ -357,11 +368,7 @@ static int zigzag(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_tick_f
             if (rc)
                 return rc;
         }
-        double now = fg_now();
-        *(i == 0 ? &st->prefill_s : &st->decode_s) += now - t_step;
-        t_step = now;
-        if (tick)
-            tick(tctx, produced(b));
+        end_step(b, i, &t_step, tick, tctx, st);
     }
     return FG_OK;
 }
@@ -386,11 +393,7 @@ static int row_by_row(fg_engine *e, block *b, fg_stop_fn stop, void *sctx, fg_ti
                 if (rc)
                     return rc;
             }
-            double now = fg_now();
-            *(i == 0 ? &st->prefill_s : &st->decode_s) += now - t_step;
-            t_step = now;
-            if (tick)
-                tick(tctx, produced(b));
+            end_step(b, i, &t_step, tick, tctx, st);
         }
     }
     return FG_OK;

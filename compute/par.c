@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "par.h"
 
@@ -59,7 +60,8 @@ int fg_par_create(uint32_t n_threads, fg_par **out, fg_err *err)
     fg_par *p = calloc(1, sizeof *p);
     if (!p)
         return fg_err_set(err, FG_ERR_NOMEM, "helper threads: out of memory");
-    p->n = n_threads ? n_threads : 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->n = n_threads ? n_threads : cpus > 0 ? (uint32_t)cpus : 1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -76,10 +78,10 @@ int fg_par_create(uint32_t n_threads, fg_par **out, fg_err *err)
         if (!e)
             continue;
         free(h);
+        uint32_t want = p->n;
         p->n = i; /* join the ones started */
         fg_par_free(p);
-        return fg_err_sys(err, FG_ERR_NOMEM, e, "cannot start helper thread %u of %u", i,
-                          n_threads);
+        return fg_err_sys(err, FG_ERR_NOMEM, e, "cannot start helper thread %u of %u", i, want);
     }
     *out = p;
     return FG_OK;

@@ -2,7 +2,8 @@
  * taking part 0 (the engine converts a weight chunk's f16/bf16 rows to f32 on every core while
  * OpenBLAS is idle; OpenBLAS's own threads are busy only inside sgemm, so they never compete).
  *
- * fg_par_create(n) starts n - 1 threads (n >= 1; 1 starts none and runs everything inline);
+ * fg_par_create(n) starts n - 1 threads (0: one per online CPU; 1 starts none and runs
+ * everything inline);
  * fg_par_run calls fn(arg, part, n) for part in [0, n) and returns when all have returned. One
  * caller at a time. fg_par_free joins the threads (NULL is accepted). Nothing is allocated by
  * fg_par_run. */

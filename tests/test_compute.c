@@ -110,24 +110,33 @@ START_TEST(attention_matches_reference_with_padding)
 }
 END_TEST
 
+/* be's Linear on random [m, k] x [n, k]^T + bias (seeds from seed) equals a double sum. */
+static void check_linear(fg_backend *be, int m, int n, int k, uint64_t seed, double tol)
+{
+    float *a = malloc((size_t)m * k * 4), *w = malloc((size_t)n * k * 4);
+    float *bias = malloc((size_t)n * 4), *c = malloc((size_t)m * n * 4);
+    randf(a, (size_t)m * k, seed, 1.0f);
+    randf(w, (size_t)n * k, seed + 1, 1.0f);
+    randf(bias, (size_t)n, seed + 2, 1.0f);
+    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, (uint32_t)m, (uint32_t)n,
+                                       (uint32_t)k), 0);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double r = bias[j];
+            for (int t = 0; t < k; t++)
+                r += (double)a[i * k + t] * w[j * k + t];
+            ck_assert_msg(fabs(r - c[i * n + j]) < tol, "(%d, %d): %g vs %g", i, j, r,
+                          c[i * n + j]);
+        }
+    free(a), free(w), free(bias), free(c);
+}
+
 START_TEST(linear_matches_naive)
 {
-    enum { M = 5, N = 7, K = 33 };
-    float a[M * K], w[N * K], bias[N], c[M * N];
-    randf(a, M * K, 9, 1.0f);
-    randf(w, N * K, 10, 1.0f);
-    randf(bias, N, 11, 1.0f);
     fg_backend *be;
     fg_err err;
     ck_assert_int_eq(fg_backend_cpu_create(1, &be, &err), 0);
-    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, M, N, K), 0);
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double r = bias[j];
-            for (int t = 0; t < K; t++)
-                r += (double)a[i * K + t] * w[j * K + t];
-            ck_assert(fabs(r - c[i * N + j]) < 1e-4);
-        }
+    check_linear(be, 5, 7, 33, 9, 1e-4);
     fg_backend_free(be);
 }
 END_TEST
@@ -137,24 +146,11 @@ END_TEST
  * for part counts that divide nothing evenly. */
 START_TEST(threaded_backend_matches_single)
 {
-    enum { M = 9, N = 203, K = 300, CTX = 80, HEADS = 4, D = 32, W = HEADS * D, NQ = 40, P = 5 };
-    float *a = malloc(M * K * 4), *w = malloc(N * K * 4), *bias = malloc(N * 4);
-    float *c = malloc(M * N * 4);
-    randf(a, M * K, 21, 1.0f);
-    randf(w, N * K, 22, 1.0f);
-    randf(bias, N, 23, 1.0f);
+    enum { CTX = 80, HEADS = 4, D = 32, W = HEADS * D, NQ = 40, P = 5 };
     fg_backend *be;
     fg_err err;
     ck_assert_int_eq(fg_backend_cpu_create(3, &be, &err), 0);
-    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, M, N, K), 0);
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double r = bias[j];
-            for (int t = 0; t < K; t++)
-                r += (double)a[i * K + t] * w[j * K + t];
-            ck_assert_msg(fabs(r - c[i * N + j]) < 1e-3, "(%d, %d): %g vs %g", i, j, r,
-                          c[i * N + j]);
-        }
+    check_linear(be, 9, 203, 300, 21, 1e-3); /* large enough to be split */
     float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
     float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), *sc = malloc(P * 2 * CTX * 4);
     uint8_t valid[CTX];
@@ -173,7 +169,7 @@ START_TEST(threaded_backend_matches_single)
                       (double)keep);
     }
     fg_backend_free(be);
-    free(a), free(w), free(bias), free(c), free(k), free(v), free(q), free(o1), free(o2), free(sc);
+    free(k), free(v), free(q), free(o1), free(o2), free(sc);
 }
 END_TEST
 
