@@ -21,38 +21,19 @@
 #include <immintrin.h>
 
 #include "backend.h"
+#include "fg_cpu.h"
 
-typedef enum { ISA_REF, ISA_AVX2, ISA_AVX512 } isa_t;
+typedef enum { ISA_REF = FG_ISA_REF, ISA_AVX2 = FG_ISA_AVX2, ISA_AVX512 = FG_ISA_AVX512 } isa_t;
 
-static isa_t detect(void)
-{
-    __builtin_cpu_init();
-    isa_t best = ISA_REF;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        best = ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f"))
-        best = ISA_AVX512;
-    const char *env = getenv("FG_COMPUTE_ISA");
-    if (env) {
-        isa_t want = !strcmp(env, "ref") ? ISA_REF : !strcmp(env, "avx2") ? ISA_AVX2 : best;
-        if (want < best)
-            best = want;
-    }
-    return best;
-}
-
+/* The process's one detector (core/fg_cpu.h), capped by $FG_COMPUTE_ISA for this module. */
 static isa_t isa(void)
 {
-    static int cached = -1;
-    if (cached < 0)
-        cached = (int)detect();
-    return (isa_t)cached;
+    return (isa_t)fg_cpu_isa_cap("FG_COMPUTE_ISA");
 }
 
 const char *fg_cpu_isa(void)
 {
-    static const char *names[] = {"ref", "avx2", "avx512"};
-    return names[isa()];
+    return fg_cpu_isa_name((fg_isa)isa());
 }
 
 /* ---- dot ---- */

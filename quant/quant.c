@@ -14,18 +14,14 @@
  *    blocks.
  * The per-group stored min/scale always come from fgq_header (scalar, shared). No allocation.
  *
- * ISA choice: fg_quant_isa_default() reads $FG_QUANT_ISA once (racing first calls compute and
- * store the same value) and caps the best ISA the CPU runs (__builtin_cpu_supports checks that
- * the OS saves the vector state). AVX2/AVX-512 kernels are compiled with per-file target flags
+ * ISA choice: fg_quant_isa_default() asks the process's one CPU detector (core/fg_cpu.h), capped
+ * by $FG_QUANT_ISA (or $FG_ISA). AVX2/AVX-512 kernels are compiled with per-file target flags
  * and only called after that check, so this library still runs on CPUs without them.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef FG_QUANT_X86
-#include <cpuid.h>
-#endif
 
+#include "fg_cpu.h"
 #include "quant_int.h"
 
 #define FGQ_TILE 4096u /* floats in the transpose tile: 16 KiB */
@@ -54,52 +50,28 @@ int fg_quant_isa_parse(const char *s, fg_quant_isa *out, fg_err *err)
                       s ? s : "(null)");
 }
 
-#ifdef FG_QUANT_X86
-/* CPUID.1:ECX.F16C (clang's __builtin_cpu_supports has no "f16c"); the OS side is covered by the
- * AVX2 check, which includes the YMM state. */
-static int has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#endif
-
 int fg_quant_isa_supported(fg_quant_isa isa)
 {
+    unsigned f = fg_cpu_features();
+    (void)f;
     switch (isa) {
     case FG_QUANT_ISA_REF: return 1;
 #ifdef FG_QUANT_X86
-    case FG_QUANT_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && has_f16c();
-    case FG_QUANT_ISA_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl");
+    case FG_QUANT_ISA_AVX2: return (f & FG_CPU_AVX2) && (f & FG_CPU_F16C);
+    case FG_QUANT_ISA_AVX512: return (f & FG_CPU_AVX512) && (f & FG_CPU_F16C);
 #endif
     default: return 0;
     }
 }
 
-static fg_quant_isa detect_default(void)
-{
-    fg_quant_isa cap = FG_QUANT_ISA_AVX512;
-    const char *env = getenv("FG_QUANT_ISA");
-    if (env && *env && fg_quant_isa_parse(env, &cap, NULL) == FG_OK && cap == FG_QUANT_ISA_AUTO)
-        cap = FG_QUANT_ISA_AVX512;
-    for (int i = cap; i > FG_QUANT_ISA_REF; i--)
-        if (fg_quant_isa_supported((fg_quant_isa)i))
-            return (fg_quant_isa)i;
-    return FG_QUANT_ISA_REF;
-}
-
+/* The process's one detector (core/fg_cpu.h), capped by $FG_QUANT_ISA for this module. */
 fg_quant_isa fg_quant_isa_default(void)
 {
-    static _Atomic int cached; /* 0 = not yet; racing first calls store the same value */
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (!v) {
-        v = (int)detect_default();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    switch (fg_cpu_isa_cap("FG_QUANT_ISA")) {
+    case FG_ISA_AVX512: return FG_QUANT_ISA_AVX512;
+    case FG_ISA_AVX2: return FG_QUANT_ISA_AVX2;
+    default: return FG_QUANT_ISA_REF;
     }
-    return (fg_quant_isa)v;
 }
 
 static const fgq_kernels *kernels_for(fg_quant_isa isa)

@@ -1,0 +1,82 @@
+/* fg_cpu.c - CPU feature detection, once per process (see fg_cpu.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define FG_X86 1
+#endif
+
+#include "fg_cpu.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static unsigned features;
+
+#ifdef FG_X86
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+static int has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    /* CPUID.(EAX=7, ECX=1):EAX bit 4 */
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+#endif
+
+static void detect(void)
+{
+    unsigned f = 0;
+#ifdef FG_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= FG_CPU_AVX2;
+    if (f & FG_CPU_AVX2 && has_f16c())
+        f |= FG_CPU_F16C;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        f |= FG_CPU_AVX512;
+    if (f & FG_CPU_AVX512 && __builtin_cpu_supports("avx512vnni"))
+        f |= FG_CPU_AVX512VNNI;
+    if (f & FG_CPU_AVX2 && has_avxvnni())
+        f |= FG_CPU_AVXVNNI;
+#endif
+    features = f;
+}
+
+unsigned fg_cpu_features(void)
+{
+    pthread_once(&once, detect);
+    return features;
+}
+
+const char *fg_cpu_isa_name(fg_isa isa)
+{
+    return isa == FG_ISA_AVX512 ? "avx512" : isa == FG_ISA_AVX2 ? "avx2" : "ref";
+}
+
+static int parse(const char *s, fg_isa *out)
+{
+    for (int i = FG_ISA_REF; i <= FG_ISA_AVX512; i++)
+        if (s && !strcmp(s, fg_cpu_isa_name((fg_isa)i))) {
+            *out = (fg_isa)i;
+            return 1;
+        }
+    return 0;
+}
+
+fg_isa fg_cpu_isa_cap(const char *env)
+{
+    unsigned f = fg_cpu_features();
+    fg_isa best = FG_ISA_REF, cap;
+    if ((f & FG_CPU_AVX2) && (f & FG_CPU_F16C))
+        best = FG_ISA_AVX2;
+    if (best == FG_ISA_AVX2 && (f & FG_CPU_AVX512))
+        best = FG_ISA_AVX512;
+    if ((env && parse(getenv(env), &cap)) || parse(getenv("FG_ISA"), &cap))
+        best = cap < best ? cap : best;
+    return best;
+}

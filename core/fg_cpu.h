@@ -1,0 +1,42 @@
+/* fg_cpu.h - the one CPU feature detector of the process.
+ *
+ * Every SIMD path in fg (quant/ codecs, compute/ kernels) asks here which instruction sets the
+ * CPU and the OS support, so a process never holds two answers. The features are read once
+ * (pthread_once: safe when the first calls race) with CPUID through the compiler's builtins,
+ * which also check that the OS saves the vector state.
+ *
+ * Tests and benchmarks cap the level with an environment variable (fg_cpu_isa_cap): FG_ISA for
+ * everything, or a module's own name (FG_QUANT_ISA, FG_COMPUTE_ISA) that wins for that module.
+ * A cap never raises the level above what the CPU has.
+ */
+#ifndef FG_CPU_H
+#define FG_CPU_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fg_cpu_feature {
+    FG_CPU_AVX2 = 1u << 0,      /* with FMA */
+    FG_CPU_F16C = 1u << 1,
+    FG_CPU_AVX512 = 1u << 2,    /* F, BW and VL */
+    FG_CPU_AVX512VNNI = 1u << 3,
+    FG_CPU_AVXVNNI = 1u << 4,
+} fg_cpu_feature;
+
+/* Bit set of fg_cpu_feature the CPU and OS support (0 on non-x86). */
+unsigned fg_cpu_features(void);
+
+/* ISA levels, ordered. */
+typedef enum fg_isa { FG_ISA_REF = 0, FG_ISA_AVX2 = 1, FG_ISA_AVX512 = 2 } fg_isa;
+
+/* The best level the CPU runs (AVX2 needs AVX2 + FMA + F16C), capped by $env (when env is
+ * non-NULL and set) or else by $FG_ISA: "ref", "avx2" or "avx512"; other values are ignored. */
+fg_isa fg_cpu_isa_cap(const char *env);
+/* "ref", "avx2", "avx512". */
+const char *fg_cpu_isa_name(fg_isa isa);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
