@@ -1,12 +1,28 @@
-/* backend.h - the compute backend interface (ggml-backend style): a table of the few kernels a
- * transformer layer needs, so the model code and the schedule never name a device.
+/* backend.h - the compute backend: a device object that owns memory and runs the ops a decoder
+ * layer needs (ggml-backend style), so model code and schedules never name a device.
  *
- * A backend is { iface, ctx }. The CPU backend (OpenBLAS sgemm + C kernels with AVX2/AVX-512
- * paths, each with a scalar reference) is always present; a CUDA backend fills the same table
- * when built with CUDA (FG_ERR_UNSUPPORTED otherwise). All tensors are f32, row-major, in
- * memory the backend can address (host memory for the CPU backend). Calls are synchronous on
- * the CPU backend; a device backend may queue them and `sync` waits.
- * Thread-safety: one backend instance is used by one thread at a time.
+ * A backend is { iface, ctx }. It has
+ *  - memory: buffer types (host, pinned host, device), alloc/free, copies (asynchronous with an
+ *    event where the device has streams), event waits and a full sync;
+ *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
+ *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
+ *    gelu-tanh, silu-gated), add, KV encode, attention (causal, grouped-query, sliding window,
+ *    top-k sparse, over an f32 or 4/8-bit cache).
+ * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
+ * pool) is always present. Its ops are synchronous and its device buffer type is absent
+ * (FG_ERR_UNSUPPORTED). A device backend fills the same table; every op has a scalar reference
+ * (compute/ops_ref.c) that the cross-backend test (tests/test_ops.c) compares each backend with.
+ *
+ * Typed weights: a Linear weight W [n, k] (Hugging Face layout: row r produces output r) is f32
+ * rows in memory, or pieces that come one at a time from their owner (the engine hands out the
+ * store's chunks through the pager): the backend acquires piece i (encoded rows [first, first +
+ * n) in the chunk's codec), decodes it into its own cache-resident f32 buffer (sized by
+ * `reserve`), multiplies at once, and releases it. The f32 weights never exist whole, so each
+ * stored byte is read from RAM once per use.
+ *
+ * Thread-safety: one backend instance is used by one thread at a time (it runs its own helper
+ * threads inside an op). Errors: every op returns FG_OK or a negative fg_status, with err set to
+ * one line naming the op and the shape.
  */
 #ifndef FG_BACKEND_H
 #define FG_BACKEND_H
@@ -15,59 +31,137 @@
 #include <stdint.h>
 
 #include "fg_error.h"
+#include "fgt.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct fg_backend fg_backend;
+typedef struct fg_event fg_event;
 
-/* One attention problem: queries of n_q consecutive positions of one sequence against its
- * cached keys/values, for all heads. Positions are indices into the cache (0 = oldest). */
-typedef struct fg_attn_args {
-    const float *q;        /* [n_q, n_heads * head_dim], already including the 1/sqrt(d) scale */
-    const float *k, *v;    /* [n_ctx, kv_stride] cache rows; head h at column h * head_dim */
-    size_t kv_stride;      /* floats between consecutive cache rows */
-    const uint8_t *valid;  /* [n_ctx]: 0 = masked key (left padding), 1 = attend */
-    uint32_t n_q, q_pos0;  /* query i sits at cache position q_pos0 + i (causal limit) */
-    uint32_t n_heads, head_dim;
-    float *out;            /* [n_q, n_heads * head_dim] */
-    float *scratch;        /* scratch_parts regions of scratch_stride >= 2 * (q_pos0 + n_q)
-                              floats (one region when scratch_parts is 0) */
-    float keep;            /* top-k sparse attention: attend to the ceil(keep * n) highest-scoring
-                              valid keys (FlexGen's --attn-sparsity); 0 or >= 1 = dense */
-    size_t scratch_stride;
-    uint32_t scratch_parts;  /* problems a backend may run at once, one scratch region each */
-} fg_attn_args;
+/* Where a buffer lives. */
+typedef enum fg_buft {
+    FG_BUFT_HOST = 0,   /* ordinary host memory */
+    FG_BUFT_PINNED = 1, /* host memory the device can copy from/to asynchronously */
+    FG_BUFT_DEVICE = 2, /* device memory: host code may not touch it */
+} fg_buft;
 
-/* A Linear layer's weight W [n, k] (HF layout: row r produces output r): f32 rows in memory, or
- * rows that come piece by piece from their owner (the engine decodes one stored chunk at a time
- * into a reused f32 buffer that stays in the cache, and the model multiplies it at once: the
- * weight never exists whole in f32, so each stored byte is read from RAM once per use). */
+/* One piece of a typed weight: encoded rows [first, first + n) of a tensor of dims (the
+ * chunk's bytes in `codec`; Q4/Q8 views come from fg_codec_qview(codec, n_dims, dims, n)). */
+typedef struct fg_wpiece {
+    const void *data;
+    size_t len;
+    fg_codec codec;
+    uint32_t n_dims;
+    uint64_t dims[2];
+    uint64_t first, n;
+    void *token;          /* the owner's, for release */
+} fg_wpiece;
+
+/* A typed weight [n, k]: whole f32 rows, or n_pieces pieces, piece i holding rows
+ * [piece_rows[i], piece_rows[i + 1]) (disjoint, covering [0, n)), acquired and released one at
+ * a time. acquire(i) may start reading later pieces; prefetch(i) (optional) asks for piece i
+ * ahead of its acquire (the gather asks for every piece it needs first). */
 typedef struct fg_weight {
-    const float *f32;      /* all n rows, or NULL: pieces */
-    /* piece i (0 <= i < n_pieces): rows [*first, *first + *n) as f32 in *rows, valid until the
-     * next call; pieces are disjoint and cover [0, n) */
-    int (*piece)(void *ctx, uint32_t i, const float **rows, uint64_t *first, uint64_t *n,
-                 fg_err *err);
-    void *ctx;
+    const float *f32;
     uint32_t n_pieces;
+    const uint64_t *piece_rows;   /* [n_pieces + 1] */
+    int (*acquire)(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err);
+    int (*release)(void *ctx, fg_wpiece *p, fg_err *err);
+    void (*prefetch)(void *ctx, uint32_t i);
+    void *ctx;
 } fg_weight;
+
+/* One sequence's KV cache: rows [0, cap) of `width` values (n_kv_heads * head_dim), in f32
+ * (row_bytes = 4 * width) or quantized along the row in codec (Q4/Q8, groups along the head
+ * dimension: FlexGen's choice). */
+typedef struct fg_kv_view {
+    void *k, *v;
+    fg_codec codec;       /* id FG_CODEC_F32, FG_CODEC_Q4 or FG_CODEC_Q8 */
+    size_t row_bytes;
+    uint32_t width, cap;
+} fg_kv_view;
+
+/* Bytes of one KV row of `width` values in codec (F32, or Q4/Q8 along the row); 0 when the
+ * codec cannot hold such a row. */
+size_t fg_kv_row_bytes(const fg_codec *c, uint32_t width);
+
+/* Attention of n_q consecutive queries of one sequence against its cache, all heads. Query i
+ * sits at cache position q_pos0 + i and attends the keys t <= q_pos0 + i with valid[t] set and,
+ * when window > 0, t > q_pos0 + i - window. Query head h reads KV head h / (n_heads /
+ * n_kv_heads). Positions are cache rows (left padding included). */
+typedef struct fg_attn_op {
+    const float *q;         /* [n_q, n_heads * head_dim], already scaled */
+    fg_kv_view kv;          /* rows [0, q_pos0 + n_q) are read */
+    const uint8_t *valid;   /* [kv.cap]: 1 = a real token */
+    uint32_t n_q, q_pos0, n_heads, n_kv_heads, head_dim, window;
+    float keep;             /* top-k sparse: the ceil(keep * n) best-scoring keys; 0 or 1 dense */
+    float *out;             /* [n_q, n_heads * head_dim] */
+    float *scratch;         /* scratch_parts regions of scratch_stride >= 2 * (q_pos0 + n_q) */
+    size_t scratch_stride;
+    uint32_t scratch_parts;
+    float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room each */
+} fg_attn_op;
+
+/* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2) rotate
+ * by position * inv_freq[i], inv_freq[i] = theta^(-2i/d), rescaled by `scaling`. */
+typedef enum fg_rope_scaling { FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3 } fg_rope_scaling;
+typedef struct fg_rope {
+    float theta;
+    fg_rope_scaling scaling;
+    float factor;               /* linear: positions / factor; llama3: long wavelengths / factor */
+    float low_freq_factor, high_freq_factor; /* llama3 */
+    uint32_t orig_max_pos;      /* llama3: original_max_position_embeddings */
+    uint32_t rot_dim;           /* dims rotated per head (= head_dim unless partial) */
+} fg_rope;
+/* inv_freq[0 .. rot_dim/2) as transformers computes it (f32). */
+void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);
+
+typedef enum fg_act { FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SILU } fg_act;
+
+typedef struct fg_backend_stats {
+    uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
+} fg_backend_stats;
 
 typedef struct fg_backend_iface {
     const char *name;
-    /* C[m, n] = A[m, k] . B[n, k]^T (+ bias[n] when non-NULL): a Linear layer, W in HF layout */
-    int (*linear)(fg_backend *be, const float *a, const float *w, const float *bias, float *c,
-                  uint32_t m, uint32_t n, uint32_t k);
-    /* y = (x - mean) / sqrt(var + eps) * g + b over rows of length n (in place allowed) */
+    /* ---- memory ---- */
+    int (*alloc)(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err);
+    void (*free)(fg_backend *be, fg_buft t, void *ptr);
+    /* copy n bytes; with ev non-NULL the copy may run asynchronously and *ev completes it */
+    int (*copy)(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                fg_event **ev, fg_err *err);
+    int (*event_wait)(fg_backend *be, fg_event *ev, fg_err *err); /* waits, then frees ev */
+    int (*sync)(fg_backend *be, fg_err *err);
+    /* room to decode weight pieces of up to `floats` values (called once sizes are known) */
+    int (*reserve)(fg_backend *be, uint64_t floats, fg_err *err);
+    /* ---- ops (f32 activations, row-major) ---- */
+    /* y[m, n] = x[m, k] . W^T (+ bias[n]) */
+    int (*linear)(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
+                  float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err);
+    /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows */
+    int (*gather)(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
+                  uint32_t n, float *out, uint32_t width, fg_err *err);
+    /* y = (x - mean) / sqrt(var + eps) * g + b over rows of n (in place allowed) */
     int (*layernorm)(fg_backend *be, const float *x, const float *g, const float *b, float *y,
-                     uint32_t rows, uint32_t n, float eps);
-    int (*relu)(fg_backend *be, float *x, size_t n);
+                     uint32_t rows, uint32_t n, float eps, fg_err *err);
+    /* y = x / sqrt(mean(x^2) + eps) * g (in place allowed) */
+    int (*rmsnorm)(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                   uint32_t n, float eps, fg_err *err);
+    /* x [rows, n_heads * head_dim] rotated in place; row r at positions[r] */
+    int (*rope)(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                const int32_t *positions, const fg_rope *r, fg_err *err);
+    /* x = act(x) over n values; with up non-NULL x = act(x) * up (the gated MLP) */
+    int (*act)(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err);
     /* y += x */
-    int (*add)(fg_backend *be, float *y, const float *x, size_t n);
-    int (*attention)(fg_backend *be, const fg_attn_args *a);
-    int (*sync)(fg_backend *be);
-    void (*free)(fg_backend *be);
+    int (*add)(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
+    /* rows [row, row + n) of the cache from k, v [n, width] f32 (encoded when quantized) */
+    int (*kv_store)(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
+                    const float *v, uint32_t n, fg_err *err);
+    int (*attention)(fg_backend *be, const fg_attn_op *a, fg_err *err);
+    void (*stats)(const fg_backend *be, fg_backend_stats *out);
+    void (*destroy)(fg_backend *be);
 } fg_backend_iface;
 
 struct fg_backend {
@@ -76,25 +170,47 @@ struct fg_backend {
 };
 
 /* The CPU backend computing on `threads` cores (0 = every online CPU): OpenBLAS is switched to
- * one thread (process-wide) and each Linear is split across the backend's helper threads.
- * Owned by the caller until fg_backend_free. */
+ * one thread (process-wide) and each op is split across the backend's helper threads, the
+ * process's one pool. Owned by the caller until fg_backend_free. */
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
 
+/* ---- the scalar reference of every op (compute/ops_ref.c): the definition each backend is
+ * tested against; slow, single-threaded, no SIMD ---- */
+extern const fg_backend_iface fg_ops_ref;
+/* A backend running the references (tests; a template for new backends). */
+int fg_backend_ref_create(fg_backend **out, fg_err *err);
+
 /* ---- CPU kernels, exported for tests: each SIMD path has a scalar _ref twin ---- */
+typedef struct fg_attn_args {
+    const float *q;        /* [n_q, n_heads * head_dim] */
+    const float *k, *v;    /* [n_ctx, kv_stride] cache rows; KV head g at column g * head_dim */
+    size_t kv_stride;
+    const uint8_t *valid;
+    uint32_t n_q, q_pos0;
+    uint32_t n_heads, head_dim;
+    float *out;
+    float *scratch;
+    float keep;
+    size_t scratch_stride;
+    uint32_t scratch_parts;
+    uint32_t n_kv_heads;   /* 0 = n_heads */
+    uint32_t window;       /* 0 = none */
+} fg_attn_args;
+
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,
                           float eps);
 void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
                       float eps);
 void fg_cpu_attention_ref(const fg_attn_args *a);
 void fg_cpu_attention(const fg_attn_args *a);
-/* The (query, head) problems j = part (mod n_parts), in scratch region `part` (the backend runs
- * the parts on its threads; any split gives the same bits as fg_cpu_attention). */
+/* The (query, head) problems j = part (mod n_parts), in scratch region `part` (any split gives
+ * the same bits as fg_cpu_attention). */
 void fg_cpu_attention_part(const fg_attn_args *a, uint32_t part, uint32_t n_parts);
 float fg_cpu_dot_ref(const float *a, const float *b, uint32_t n);
 float fg_cpu_dot(const float *a, const float *b, uint32_t n);
-/* Which SIMD path the dispatching kernels use: "avx512", "avx2" or "ref". FG_COMPUTE_ISA in the
- * environment (ref|avx2|avx512) forces a path no better than the CPU has. */
+/* Which SIMD path the dispatching kernels use: "avx512", "avx2" or "ref" (core/fg_cpu.h;
+ * FG_COMPUTE_ISA=ref|avx2|avx512 caps it). */
 const char *fg_cpu_isa(void);
 
 #ifdef __cplusplus

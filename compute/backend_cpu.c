@@ -1,27 +1,151 @@
-/* backend_cpu.c - the CPU compute backend: Linear layers through OpenBLAS sgemm (fp32), the
- * small kernels from kernels_cpu.c. Synchronous; `sync` is a no-op.
+/* backend_cpu.c - the CPU compute backend: Linear layers through OpenBLAS sgemm (fp32) on typed
+ * weights decoded piece by piece, the small kernels from kernels_cpu.c and ops_common.c.
+ * Synchronous: copies complete before they return and `sync` is a no-op. Pinned host memory is
+ * ordinary host memory here (nothing copies asynchronously from it); device memory is absent.
  *
- * Threads: OpenBLAS runs single-threaded and the backend splits each Linear's output columns
- * (rows of W) across its own helper threads (par.h), one sgemm per part. OpenBLAS's own pool
- * spins in sched_yield between calls (its thread timeout is fixed when the library loads), which
- * on a small machine steals the cores from everything the engine runs between GEMMs (weight
- * conversion, attention, LayerNorm): perf on opt-1.3b decode showed 13% of the time in
- * sched_yield. Our helpers sleep on a condition variable instead. */
+ * Threads: the backend owns the process's helper-thread pool (par.h). OpenBLAS runs
+ * single-threaded and the backend splits each Linear's output columns (rows of W) across the
+ * helpers, one sgemm per part. OpenBLAS's own pool spins in sched_yield between calls (its
+ * thread timeout is fixed when the library loads), which on a small machine steals the cores
+ * from everything between GEMMs (weight decoding, attention, norms): perf on opt-1.3b decode
+ * showed 13% of the time in sched_yield. Our helpers sleep on a condition variable instead.
+ * Decoding a weight piece (F16/BF16/Q4/Q8 -> f32, bound by memory bandwidth, which one core
+ * does not saturate) and attention's (query, head) problems are split across the same helpers.
+ *
+ * Weight pieces are decoded into one f32 buffer (`reserve`d for the largest chunk) that stays in
+ * the cache and is multiplied at once, so the f32 weights never exist whole (this cut opt-1.3b's
+ * decode from RAM by 29% against materializing whole sub-layers).
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
-#include "backend.h"
+#include "backend_int.h"
 #include "par.h"
+
+#define DECODE_PARTS 64 /* decode parts with their own status (helpers past it idle) */
 
 typedef struct cpu_ctx {
     fg_par *par;
+    float *wbuf;          /* one decoded weight piece */
+    uint64_t wcap;        /* floats */
+    fg_backend_stats st;
 } cpu_ctx;
+
+/* ---- memory ---- */
+
+static int cpu_alloc(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err)
+{
+    (void)be;
+    if (t == FG_BUFT_DEVICE)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "cpu backend: no device memory");
+    *ptr = aligned_alloc(64, (bytes + 63) & ~(uint64_t)63);
+    return *ptr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "cpu backend: cannot allocate %llu bytes",
+                                     (unsigned long long)bytes);
+}
+
+static void cpu_free(fg_backend *be, fg_buft t, void *ptr)
+{
+    (void)be, (void)t;
+    free(ptr);
+}
+
+static int cpu_copy(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st,
+                    uint64_t n, fg_event **ev, fg_err *err)
+{
+    (void)be;
+    if (dt == FG_BUFT_DEVICE || st == FG_BUFT_DEVICE)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "cpu backend: no device memory");
+    memmove(dst, src, n);
+    if (ev)
+        *ev = NULL; /* complete */
+    return FG_OK;
+}
+
+static int cpu_event_wait(fg_backend *be, fg_event *ev, fg_err *err)
+{
+    (void)be, (void)ev, (void)err;
+    return FG_OK;
+}
+
+static int cpu_sync(fg_backend *be, fg_err *err)
+{
+    (void)be, (void)err;
+    return FG_OK;
+}
+
+static int cpu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
+{
+    cpu_ctx *c = be->ctx;
+    if (floats <= c->wcap)
+        return FG_OK;
+    free(c->wbuf);
+    c->wbuf = aligned_alloc(64, (floats * 4 + 63) & ~(uint64_t)63);
+    c->wcap = c->wbuf ? floats : 0;
+    return c->wbuf ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %llu floats of weight "
+                                        "decode room", (unsigned long long)floats);
+}
+
+/* ---- decoding a piece on every helper ---- */
+
+typedef struct decode_job {
+    const fg_wpiece *p;
+    float *dst;
+    uint64_t r0, r1, q, cols; /* rows [r0, r1) of the piece; rows per quantum */
+    int rc[DECODE_PARTS];
+    fg_err err[DECODE_PARTS];
+} decode_job;
+
+/* Part `part`'s rows: whole quanta (a group of rows for axis-0 groups, one row otherwise; 64
+ * values at least so parts do not share cache lines). */
+static void decode_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    decode_job *j = arg;
+    uint32_t parts = n_parts < DECODE_PARTS ? n_parts : DECODE_PARTS;
+    uint64_t quanta = (j->r1 - j->r0 + j->q - 1) / j->q, per = (quanta + parts - 1) / parts;
+    if (j->q * j->cols < 64)
+        per = (per * j->q * j->cols + 63) / 64 * 64 / (j->q * j->cols) + 1;
+    uint64_t a = j->r0 + per * part * j->q, b = a + per * j->q;
+    b = b < j->r1 ? b : j->r1;
+    if (part >= parts || a >= b)
+        return;
+    j->rc[part] = fgb_decode_rows(j->p, a, b, j->dst + (a - j->r0) * j->cols, FG_QUANT_ISA_AUTO,
+                                  &j->err[part]);
+}
+
+static int decode(cpu_ctx *c, const fg_wpiece *p, uint64_t r0, uint64_t r1, float *dst,
+                  fg_err *err)
+{
+    decode_job *j = malloc(sizeof *j);
+    if (!j)
+        return fg_err_set(err, FG_ERR_NOMEM, "cpu backend: out of memory");
+    j->p = p;
+    j->dst = dst;
+    j->r0 = r0;
+    j->r1 = r1;
+    j->q = fgb_quantum(p);
+    j->cols = p->n_dims > 1 ? p->dims[1] : 1;
+    memset(j->rc, 0, sizeof j->rc);
+    if ((r1 - r0) * j->cols < 4096)
+        decode_part(j, 0, 1);
+    else
+        fg_par_run(c->par, decode_part, j);
+    int rc = FG_OK;
+    for (uint32_t k = 0; k < DECODE_PARTS && rc == FG_OK; k++)
+        if ((rc = j->rc[k]) && err)
+            *err = j->err[k];
+    free(j);
+    c->st.decoded_bytes += (r1 - r0) * (p->n_dims > 1 ? p->dims[1] : 1) * 4;
+    return rc;
+}
+
+/* ---- linear ---- */
 
 typedef struct linear_job {
     const float *a, *w, *bias;
     float *c;
+    size_t ldc;
     uint32_t m, n, k;
 } linear_job;
 
@@ -36,50 +160,195 @@ static void linear_part(void *arg, uint32_t part, uint32_t n_parts)
     float beta = 0.0f;
     if (j->bias) {
         for (uint32_t i = 0; i < j->m; i++)
-            memcpy(j->c + (size_t)i * j->n + n0, j->bias + n0, (n1 - n0) * sizeof *j->c);
+            memcpy(j->c + (size_t)i * j->ldc + n0, j->bias + n0, (n1 - n0) * sizeof *j->c);
         beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->m, (int)(n1 - n0), (int)j->k,
                 1.0f, j->a, (int)j->k, j->w + (size_t)n0 * j->k, (int)j->k, beta, j->c + n0,
-                (int)j->n);
+                (int)j->ldc);
 }
 
-static int cpu_linear(fg_backend *be, const float *a, const float *w, const float *bias, float *c,
-                      uint32_t m, uint32_t n, uint32_t k)
+static void gemm(cpu_ctx *c, const float *a, const float *w, const float *bias, float *y,
+                 size_t ldy, uint32_t m, uint32_t n, uint32_t k)
 {
-    cpu_ctx *x = be->ctx;
-    linear_job j = {a, w, bias, c, m, n, k};
+    linear_job j = {a, w, bias, y, ldy, m, n, k};
     /* small problems are not worth waking a helper for */
     if ((uint64_t)m * n * k < (1u << 18) || n < 32)
         linear_part(&j, 0, 1);
     else
-        fg_par_run(x->par, linear_part, &j);
+        fg_par_run(c->par, linear_part, &j);
+}
+
+static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t i,
+                        const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
+                        fg_err *err)
+{
+    fg_wpiece p;
+    int rc = w->acquire(w->ctx, i, &p, err), held = 1;
+    if (rc)
+        return rc;
+    rc = fgb_check_piece(&p, n, k, err);
+    const float *rows = p.data;
+    if (rc == FG_OK && p.codec.id != FG_CODEC_F32) {
+        rc = p.n * k > c->wcap
+                 ? fg_err_set(err, FG_ERR_INVALID_ARG, "cpu backend: a weight piece of %llu "
+                              "floats over the reserved %llu", (unsigned long long)(p.n * k),
+                              (unsigned long long)c->wcap)
+                 : decode(c, &p, 0, p.n, c->wbuf, err);
+        rows = c->wbuf;
+        if (rc == FG_OK) { /* decoded: the piece's bytes can go before the GEMM */
+            held = 0;
+            rc = w->release(w->ctx, &p, err);
+        }
+    }
+    if (rc == FG_OK)
+        gemm(c, x, rows, bias ? bias + p.first : NULL, y + p.first, n, m, (uint32_t)p.n, k);
+    if (held) {
+        int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+        rc = rc ? rc : rc2;
+    }
+    return rc;
+}
+
+static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
+                      float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
+{
+    cpu_ctx *c = be->ctx;
+    if (w->f32) {
+        gemm(c, x, w->f32, bias, y, n, m, n, k);
+        return FG_OK;
+    }
+    for (uint32_t i = 0; i < w->n_pieces; i++) {
+        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, err);
+        if (rc)
+            return rc;
+    }
     return FG_OK;
 }
 
-static int cpu_layernorm(fg_backend *be, const float *x, const float *g, const float *b, float *y,
-                         uint32_t rows, uint32_t n, float eps)
+/* ---- gather ---- */
+
+static uint32_t piece_of(const fg_weight *w, uint64_t row)
 {
-    (void)be;
+    uint32_t lo = 0, hi = w->n_pieces;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (w->piece_rows[mid] <= row)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The rows of piece i that ids ask for, each decoded alone (its quantum) and copied out. */
+static int gather_piece(cpu_ctx *c, const fg_weight *w, uint32_t i, const int32_t *ids,
+                        uint32_t n, float *out, uint32_t width, fg_err *err)
+{
+    fg_wpiece p;
+    int rc = w->acquire(w->ctx, i, &p, err);
+    if (rc)
+        return rc;
+    uint64_t q = fgb_quantum(&p);
+    if (q * width > c->wcap)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "cpu backend: gather needs %llu floats of "
+                        "decode room", (unsigned long long)(q * width));
+    for (uint32_t r = 0; rc == FG_OK && r < n; r++) {
+        uint64_t id = (uint64_t)ids[r];
+        if (id < p.first || id >= p.first + p.n)
+            continue;
+        uint64_t r0 = (id - p.first) / q * q, r1 = r0 + q < p.n ? r0 + q : p.n;
+        rc = fgb_decode_rows(&p, r0, r1, c->wbuf, FG_QUANT_ISA_AUTO, err);
+        if (rc == FG_OK)
+            memcpy(out + (size_t)r * width, c->wbuf + (id - p.first - r0) * width,
+                   (size_t)width * 4);
+    }
+    int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+    return rc ? rc : rc2;
+}
+
+static int cpu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
+                      uint32_t n, float *out, uint32_t width, fg_err *err)
+{
+    cpu_ctx *c = be->ctx;
+    for (uint32_t r = 0; r < n; r++)
+        if (ids[r] < 0 || (uint64_t)ids[r] >= rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of "
+                              "%llu", ids[r], (unsigned long long)rows);
+    if (w->f32) {
+        for (uint32_t r = 0; r < n; r++)
+            memcpy(out + (size_t)r * width, w->f32 + (size_t)ids[r] * width, (size_t)width * 4);
+        return FG_OK;
+    }
+    /* ask for every piece needed first, so the reads run at full queue depth */
+    uint8_t need[w->n_pieces];
+    memset(need, 0, sizeof need);
+    for (uint32_t r = 0; r < n; r++)
+        need[piece_of(w, (uint64_t)ids[r])] = 1;
+    for (uint32_t i = 0; w->prefetch && i < w->n_pieces; i++)
+        if (need[i])
+            w->prefetch(w->ctx, i);
+    for (uint32_t i = 0; i < w->n_pieces; i++) {
+        int rc = need[i] ? gather_piece(c, w, i, ids, n, out, width, err) : FG_OK;
+        if (rc)
+            return rc;
+    }
+    return FG_OK;
+}
+
+/* ---- small ops ---- */
+
+static int cpu_layernorm(fg_backend *be, const float *x, const float *g, const float *b, float *y,
+                         uint32_t rows, uint32_t n, float eps, fg_err *err)
+{
+    (void)be, (void)err;
     for (uint32_t r = 0; r < rows; r++)
         fg_cpu_layernorm(x + (size_t)r * n, g, b, y + (size_t)r * n, n, eps);
     return FG_OK;
 }
 
-static int cpu_relu(fg_backend *be, float *x, size_t n)
+static int cpu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                       uint32_t n, float eps, fg_err *err)
 {
-    (void)be;
-    for (size_t i = 0; i < n; i++)
-        x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    (void)be, (void)err;
+    for (uint32_t r = 0; r < rows; r++)
+        fgb_rmsnorm_row(x + (size_t)r * n, g, y + (size_t)r * n, n, eps);
     return FG_OK;
 }
 
-static int cpu_add(fg_backend *be, float *y, const float *x, size_t n)
+static int cpu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                    const int32_t *positions, const fg_rope *r, fg_err *err)
 {
     (void)be;
+    int rc = fgb_rope_check(r, head_dim, err);
+    if (rc)
+        return rc;
+    float f[r->rot_dim / 2];
+    fg_rope_inv_freq(r, f);
+    fgb_rope_rows(x, rows, n_heads, head_dim, positions, f, r->rot_dim);
+    return FG_OK;
+}
+
+static int cpu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+{
+    (void)be, (void)err;
+    fgb_act(a, x, up, n);
+    return FG_OK;
+}
+
+static int cpu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
+{
+    (void)be, (void)err;
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
     return FG_OK;
+}
+
+static int cpu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
+                        const float *v, uint32_t n, fg_err *err)
+{
+    (void)be;
+    return fgb_kv_encode(kv, row, k, v, n, FG_QUANT_ISA_AUTO, err);
 }
 
 static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -90,60 +359,64 @@ static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
         fg_cpu_attention_part(a, part, parts);
 }
 
-static int cpu_attention(fg_backend *be, const fg_attn_args *a)
+static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
 {
-    cpu_ctx *x = be->ctx;
+    cpu_ctx *c = be->ctx;
+    const float *k, *v;
+    int rc = fgb_attn_check(op, err);
+    if (rc == FG_OK)
+        rc = fgb_kv_f32(op, &k, &v, FG_QUANT_ISA_AUTO, err);
+    if (rc)
+        return rc;
+    fg_attn_args a = fgb_attn_args(op, k, v);
     /* a decode step's one query over a short context is not worth waking a helper for */
-    uint64_t work = (uint64_t)a->n_q * a->n_heads * (a->q_pos0 + a->n_q) * a->head_dim;
-    if (a->scratch_parts > 1 && work >= (1u << 16))
-        fg_par_run(x->par, attention_part, (void *)a);
+    uint64_t work = (uint64_t)a.n_q * a.n_heads * (a.q_pos0 + a.n_q) * a.head_dim;
+    if (a.scratch_parts > 1 && work >= (1u << 16))
+        fg_par_run(c->par, attention_part, &a);
     else
-        fg_cpu_attention(a);
+        fg_cpu_attention(&a);
     return FG_OK;
 }
 
-static int cpu_sync(fg_backend *be)
+static void cpu_stats(const fg_backend *be, fg_backend_stats *out)
 {
-    (void)be;
-    return FG_OK;
+    *out = ((const cpu_ctx *)be->ctx)->st;
 }
 
-static void cpu_free(fg_backend *be)
+static void cpu_destroy(fg_backend *be)
 {
-    cpu_ctx *x = be->ctx;
-    if (x)
-        fg_par_free(x->par);
-    free(x);
+    cpu_ctx *c = be->ctx;
+    if (c) {
+        fg_par_free(c->par);
+        free(c->wbuf);
+    }
+    free(c);
     free(be);
 }
 
 static const fg_backend_iface k_cpu = {
-    "cpu", cpu_linear, cpu_layernorm, cpu_relu, cpu_add, cpu_attention, cpu_sync, cpu_free,
+    "cpu", cpu_alloc, cpu_free, cpu_copy, cpu_event_wait, cpu_sync, cpu_reserve,
+    cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, cpu_rope, cpu_act, cpu_add,
+    cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
 };
 
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)
 {
     fg_backend *be = calloc(1, sizeof *be);
-    cpu_ctx *x = calloc(1, sizeof *x);
-    if (!be || !x) {
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
         free(be);
-        free(x);
+        free(c);
         return fg_err_set(err, FG_ERR_NOMEM, "cpu backend: out of memory");
     }
     be->iface = &k_cpu;
-    be->ctx = x;
-    int rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &x->par, err);
+    be->ctx = c;
+    int rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);
     if (rc) {
-        cpu_free(be);
+        cpu_destroy(be);
         return rc;
     }
     openblas_set_num_threads(1);
     *out = be;
     return FG_OK;
-}
-
-void fg_backend_free(fg_backend *be)
-{
-    if (be)
-        be->iface->free(be);
 }

@@ -225,19 +225,25 @@ static void sparsify(const fg_attn_args *a, uint32_t n_ctx, float *s)
 }
 
 /* The (query i, head h) problems j = i * n_heads + h with j = part (mod n_parts), using scratch
- * region `part`: each problem is independent, so any split gives the same bits. */
+ * region `part`: each problem is independent, so any split gives the same bits. Query head h
+ * reads KV head h / (n_heads / n_kv_heads) (grouped-query attention); with a sliding window the
+ * keys before pos + 1 - window are not scored at all. */
 static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint32_t part,
                            uint32_t n_parts)
 {
     uint32_t d = a->head_dim, width = a->n_heads * d;
+    uint32_t kvh = a->n_kv_heads ? a->n_kv_heads : a->n_heads, grp = a->n_heads / kvh;
     float *sc = a->scratch + part * a->scratch_stride;
     for (uint64_t j = part; j < (uint64_t)a->n_q * a->n_heads; j += n_parts) {
         uint32_t i = (uint32_t)(j / a->n_heads), h = (uint32_t)(j % a->n_heads);
-        uint32_t n_ctx = a->q_pos0 + i + 1;
+        uint32_t end = a->q_pos0 + i + 1;
+        uint32_t t0 = a->window && end > a->window ? end - a->window : 0, n = end - t0;
         const float *q = a->q + (size_t)i * width + (size_t)h * d;
+        const float *kb = a->k + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
+        const float *vb = a->v + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
         float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
-        for (uint32_t t = 0; t < n_ctx; t++) {
-            float s = a->valid[t] ? dot(q, a->k + t * a->kv_stride + (size_t)h * d, d) : -INFINITY;
+        for (uint32_t t = 0; t < n; t++) {
+            float s = a->valid[t0 + t] ? dot(q, kb + t * a->kv_stride, d) : -INFINITY;
             sc[t] = s;
             mx = s > mx ? s : mx;
         }
@@ -245,16 +251,16 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint
         if (mx == -INFINITY)
             continue; /* every key masked: a padding query */
         if (a->keep > 0.0f && a->keep < 1.0f)
-            sparsify(a, n_ctx, sc);
-        for (uint32_t t = 0; t < n_ctx; t++) {
+            sparsify(a, n, sc);
+        for (uint32_t t = 0; t < n; t++) {
             float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
             sc[t] = p;
             sum += p;
         }
         float inv = 1.0f / sum;
-        for (uint32_t t = 0; t < n_ctx; t++)
+        for (uint32_t t = 0; t < n; t++)
             if (sc[t] != 0.0f)
-                axpy(o, a->v + t * a->kv_stride + (size_t)h * d, sc[t] * inv, d);
+                axpy(o, vb + t * a->kv_stride, sc[t] * inv, d);
     }
 }
 

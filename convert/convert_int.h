@@ -5,7 +5,7 @@
 #include "ckpt.h"
 #include "convert.h"
 #include "fgt.h"
-#include "opt_config.h"
+#include "model.h"
 #include "store.h"
 
 /* The default grouping axis of --compress-weight, settled by the accuracy table in README
@@ -48,5 +48,11 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err);
 int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err);
 /* Commit (rc == FG_OK) or abort; removes a store directory this job created when failing. */
 int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
+
+/* A checkpoint against the tensors hp implies (model_check.c): each present once under a
+ * spelling the family accepts, with the expected shape and an F32/F16/BF16 dtype, and no other
+ * tensor. map (fg_ckpt_count entries, may be NULL) receives each checkpoint tensor's index in
+ * fg_model_tensors' list. Errors name the tensor and its file. */
+int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, uint32_t *map, fg_err *err);
 
 #endif

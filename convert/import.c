@@ -220,23 +220,23 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return FG_OK;
 }
 
-static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_opt_config *cfg,
+static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                           const uint32_t *map, fg_err *err)
 {
-    fg_opt_tensor_spec *spec;
+    fg_tensor_spec *spec;
     uint32_t n_spec, n = fg_ckpt_count(ck);
-    int rc = fg_opt_expected_tensors(cfg, &spec, &n_spec, err);
+    int rc = fg_model_tensors(hp, &spec, &n_spec, err);
     if (rc)
         return rc;
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
     for (uint32_t i = 0; i < n; i++)
-        if (!(cfg->tie_word_embeddings && !strcmp(spec[map[i]].name, "lm_head.weight")))
+        if (!spec[map[i]].fallback[0]) /* a tied LM head is the embedding: not stored */
             j->total += fg_ckpt_tensor_at(ck, i)->length;
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = 0;
         while (i < n && map[i] != s)
             i++;
-        if (i == n || (cfg->tie_word_embeddings && !strcmp(spec[s].name, "lm_head.weight")))
+        if (i == n || spec[s].fallback[0])
             continue; /* tied LM head: the engine uses the embedding */
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
@@ -261,11 +261,11 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         return rc;
     char cfg_path[4096];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
-    fg_opt_config cfg;
+    fg_hparams hp;
     uint32_t *map = calloc(fg_ckpt_count(ck) + 1, sizeof *map);
-    rc = map ? fg_opt_config_load(cfg_path, &cfg, err) : fg_err_set(err, FG_ERR_NOMEM, "oom");
+    rc = map ? fg_model_config_load(cfg_path, &hp, err) : fg_err_set(err, FG_ERR_NOMEM, "oom");
     if (rc == FG_OK)
-        rc = fg_opt_check_ckpt(&cfg, ck, map, err);
+        rc = fg_convert_check_ckpt(&hp, ck, map, err);
     fgc_job j;
     if (rc == FG_OK) {
         rc = fgc_begin(&j, dst, o, err);
@@ -274,7 +274,7 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         if (rc == FG_OK)
             rc = fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
         if (rc == FG_OK)
-            rc = import_tensors(&j, ck, &cfg, map, err);
+            rc = import_tensors(&j, ck, &hp, map, err);
         rc = fgc_end(&j, rc, rep, err);
     }
     free(map);

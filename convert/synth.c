@@ -90,7 +90,7 @@ static void make_table(uint16_t table[256])
 }
 
 /* config.json of the shape into the batch, and parsed into cfg (one source of truth). */
-static int write_config(fgc_job *j, const shape *s, fg_opt_config *cfg, fg_err *err)
+static int write_config(fgc_job *j, const shape *s, fg_hparams *hp, fg_err *err)
 {
     char buf[1024];
     int n = snprintf(buf, sizeof buf,
@@ -105,7 +105,7 @@ static int write_config(fgc_job *j, const shape *s, fg_opt_config *cfg, fg_err *
                      "\"fg_synthetic\": true}\n",
                      s->hidden, s->layers, s->heads, s->ffn, s->embed_proj,
                      s->pre_ln ? "true" : "false");
-    int rc = fg_opt_config_parse(buf, (size_t)n, "synthetic config.json", cfg, err);
+    int rc = fg_model_config_parse(buf, (size_t)n, "synthetic config.json", hp, err);
     return rc ? rc : fg_store_batch_meta(j->batch, "model.config_json", buf, (size_t)n, err);
 }
 
@@ -124,16 +124,16 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");
     fgc_job j;
-    fg_opt_config cfg;
-    fg_opt_tensor_spec *spec = NULL;
+    fg_hparams hp;
+    fg_tensor_spec *spec = NULL;
     uint32_t n_spec = 0;
     int rc = fgc_begin(&j, dst, o, err);
     if (rc == FG_OK)
-        rc = write_config(&j, s, &cfg, err);
+        rc = write_config(&j, s, &hp, err);
     if (rc == FG_OK)
         rc = fgc_tokenizer_meta(&j, o->tokenizer_dir, err);
     if (rc == FG_OK)
-        rc = fg_opt_expected_tensors(&cfg, &spec, &n_spec, err);
+        rc = fg_model_tensors(&hp, &spec, &n_spec, err);
     synth_ctx *c = calloc(1, sizeof *c); /* 128 KiB: not on the stack */
     if (!c && rc == FG_OK)
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -142,17 +142,18 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         make_table(c->table);
     }
     for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++)
-        if (!spec[i].optional)
+        if (!spec[i].fallback[0])
             j.total += spec[i].dims[0] * (spec[i].n_dims > 1 ? spec[i].dims[1] : 1) * 2;
     for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++) {
-        if (spec[i].optional)
+        if (spec[i].fallback[0])
             continue; /* tied LM head */
         const char *nm = spec[i].name;
-        size_t len = strlen(nm);
-        int is_ln = strstr(nm, "layer_norm") != NULL;
+        fg_role r = spec[i].role;
         c->tensor = i;
-        c->kind = is_ln && !strcmp(nm + len - 6, "weight") ? 1
-                : !strcmp(nm + len - 4, "bias") ? 2 : 0;
+        c->kind = r == FG_ROLE_NORM_W ? 1
+                : r == FG_ROLE_NORM_B || r == FG_ROLE_BQ || r == FG_ROLE_BK || r == FG_ROLE_BV ||
+                  r == FG_ROLE_BO || r == FG_ROLE_B_UP || r == FG_ROLE_B_GATE ||
+                  r == FG_ROLE_B_DOWN ? 2 : 0;
         if (c->kind == 0)
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,

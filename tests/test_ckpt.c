@@ -17,7 +17,6 @@
 #include "quant.h"
 #include "ckpt_int.h"
 #include "fg_bytes.h"
-#include "opt_config.h"
 #include "testutil.h"
 
 #ifndef FG_CKPT_FIXTURES
@@ -402,135 +401,6 @@ START_TEST(unpickler_rules)
 }
 END_TEST
 
-static void load_cfg(const char *name, fg_opt_config *c)
-{
-    char p[1100];
-    fg_err err;
-    snprintf(p, sizeof p, "%s/config.json", fx(name));
-    ck_assert_msg(fg_opt_config_load(p, c, &err) == FG_OK, "%s", err.msg);
-}
-
-static void check_opt(const char *name, int want, const char *needle)
-{
-    fg_opt_config c;
-    load_cfg(name, &c);
-    fg_ckpt *ck = open_ok(name);
-    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
-    fg_err err;
-    int rc = fg_opt_check_ckpt(&c, ck, map, &err);
-    ck_assert_msg(rc == want, "%s: %d %s", name, rc, err.msg);
-    if (needle)
-        ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", name, err.msg, needle);
-    if (rc == FG_OK) { /* map[i] names the spec whose canonical name the tensor has */
-        fg_opt_tensor_spec *spec;
-        uint32_t n;
-        ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
-        for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
-            char buf[128];
-            ck_assert_uint_lt(map[i], n);
-            ck_assert_str_eq(fg_opt_canonical_name(fg_ckpt_tensor_at(ck, i)->name, buf, sizeof buf),
-                             spec[map[i]].name);
-        }
-        free(spec);
-    }
-    free(map);
-    fg_ckpt_close(ck);
-}
-
-START_TEST(opt_configs_and_tensor_sets)
-{
-    fg_opt_config c;
-    load_cfg("opt_tiny", &c);
-    ck_assert_uint_eq(c.vocab_size, 16);
-    ck_assert_uint_eq(c.hidden_size, 8);
-    ck_assert_uint_eq(c.word_embed_proj_dim, 8);
-    ck_assert_int_eq(c.do_layer_norm_before, 1);
-    ck_assert_int_eq(c.eos_token_id, 2);
-    ck_assert_int_eq(c.pad_token_id, 1);
-    ck_assert_str_eq(c.torch_dtype, "float32");
-    fg_opt_tensor_spec *spec;
-    uint32_t n;
-    fg_err err;
-    ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
-    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1);
-    ck_assert_str_eq(spec[1].name, "model.decoder.embed_positions.weight");
-    ck_assert_uint_eq(spec[1].dims[0], 8 + 2);
-    ck_assert_int_eq(spec[n - 1].optional, 1);
-    free(spec);
-    load_cfg("opt_tiny_350m", &c);
-    ck_assert_uint_eq(c.word_embed_proj_dim, 4);
-    ck_assert_int_eq(c.do_layer_norm_before, 0);
-    ck_assert_int_eq(fg_opt_expected_tensors(&c, &spec, &n, &err), FG_OK);
-    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1); /* project_in/out, no final layer norm */
-    ck_assert_str_eq(spec[2].name, "model.decoder.project_out.weight");
-    ck_assert_uint_eq(spec[2].dims[0], 4);
-    ck_assert_uint_eq(spec[2].dims[1], 8);
-    free(spec);
-
-    check_opt("opt_tiny", FG_OK, NULL);
-    check_opt("opt_tiny_np", FG_OK, NULL);
-    check_opt("opt_tiny_350m", FG_OK, NULL);
-    check_opt("opt_tiny_350m_np", FG_OK, NULL);
-    check_opt("opt_tiny_badshape", FG_ERR_SIZE_MISMATCH,
-              "tensor model.decoder.layers.1.fc1.weight has shape [16, 7], config.json implies "
-              "[16, 8]");
-    check_opt("opt_tiny_extra", FG_ERR_BAD_NAME,
-              "tensor model.decoder.project_in.weight is not an OPT tensor for this config.json");
-    check_opt("opt_tiny_missing", FG_ERR_NOT_FOUND,
-              "tensor model.decoder.layers.0.self_attn.k_proj.bias (required by config.json) is "
-              "missing");
-}
-END_TEST
-
-static void cfg_fail(const char *json, int code, const char *needle)
-{
-    fg_opt_config c;
-    fg_err err;
-    int rc = fg_opt_config_parse(json, strlen(json), "x/config.json", &c, &err);
-    ck_assert_msg(rc == code, "%s: %d %s", json, rc, err.msg);
-    ck_assert_msg(strstr(err.msg, needle) != NULL, "'%s' lacks '%s'", err.msg, needle);
-}
-
-START_TEST(opt_config_errors)
-{
-#define BASE "\"model_type\":\"opt\",\"vocab_size\":16,\"num_hidden_layers\":2,\"ffn_dim\":16," \
-             "\"num_attention_heads\":2,\"max_position_embeddings\":8"
-    fg_opt_config c;
-    fg_err err;
-    const char *ok = "{" BASE ",\"hidden_size\":8}";
-    ck_assert_int_eq(fg_opt_config_parse(ok, strlen(ok), NULL, &c, &err), FG_OK);
-    ck_assert_uint_eq(c.word_embed_proj_dim, 8);
-    ck_assert_int_eq(c.enable_bias, 1);
-    ck_assert_int_eq(c.tie_word_embeddings, 1);
-    cfg_fail("{" BASE "}", FG_ERR_CORRUPT, "x/config.json: key hidden_size: missing");
-    cfg_fail("{" BASE ",\"hidden_size\":\"8\"}", FG_ERR_CORRUPT, "key hidden_size: must be an integer");
-    cfg_fail("{" BASE ",\"hidden_size\":9}", FG_ERR_CORRUPT, "key num_attention_heads: does not divide");
-    cfg_fail("{" BASE ",\"hidden_size\":8,\"activation_function\":\"gelu\"}", FG_ERR_UNSUPPORTED,
-             "key activation_function: is \"gelu\"; fg supports \"relu\"");
-    cfg_fail("{" BASE ",\"hidden_size\":8,\"enable_bias\":1}", FG_ERR_CORRUPT,
-             "key enable_bias: must be true or false");
-    cfg_fail("{\"model_type\":\"gpt2\"}", FG_ERR_UNSUPPORTED, "key model_type");
-    cfg_fail("{" BASE ",\"hidden_size\":8,\"hidden_size\":8}", FG_ERR_CORRUPT, "invalid JSON");
-    cfg_fail("[1]", FG_ERR_CORRUPT, "not a JSON object");
-    cfg_fail("{" BASE ",\"hidden_size\":8,\"torch_dtype\":\"int8\"}", FG_ERR_CORRUPT, "torch_dtype");
-#undef BASE
-}
-END_TEST
-
-START_TEST(canonical_names)
-{
-    char b[96];
-    ck_assert_str_eq(fg_opt_canonical_name("decoder.layer_norm.weight", b, sizeof b),
-                     "model.decoder.final_layer_norm.weight");
-    ck_assert_str_eq(fg_opt_canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
-                     "model.decoder.layers.3.fc1.bias");
-    ck_assert_str_eq(fg_opt_canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
-                     "model.decoder.final_layer_norm.bias");
-    ck_assert_str_eq(fg_opt_canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
-    ck_assert_ptr_null(fg_opt_canonical_name("decoder.layers.3.fc1.bias", b, 8));
-}
-END_TEST
-
 static Suite *suite(void)
 {
     Suite *s = suite_create("ckpt");
@@ -546,9 +416,6 @@ static Suite *suite(void)
     tcase_add_test(tc, sparse_tensor_past_4gib);
     tcase_add_test(tc, f16_conversion);
     tcase_add_test(tc, unpickler_rules);
-    tcase_add_test(tc, opt_configs_and_tensor_sets);
-    tcase_add_test(tc, opt_config_errors);
-    tcase_add_test(tc, canonical_names);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "backend.h"
-#include "opt.h"
+#include "model.h"
+#include <stdio.h>
 #include "testutil.h"
 
 static void randf(float *x, size_t n, uint64_t seed, float scale)
@@ -118,8 +119,10 @@ static void check_linear(fg_backend *be, int m, int n, int k, uint64_t seed, dou
     randf(a, (size_t)m * k, seed, 1.0f);
     randf(w, (size_t)n * k, seed + 1, 1.0f);
     randf(bias, (size_t)n, seed + 2, 1.0f);
-    ck_assert_int_eq(be->iface->linear(be, a, w, bias, c, (uint32_t)m, (uint32_t)n,
-                                       (uint32_t)k), 0);
+    fg_weight wt = {w, 0, NULL, NULL, NULL, NULL, NULL};
+    fg_err err;
+    ck_assert_int_eq(be->iface->linear(be, a, &wt, bias, c, (uint32_t)m, (uint32_t)n,
+                                       (uint32_t)k, &err), 0);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             double r = bias[j];
@@ -161,10 +164,12 @@ START_TEST(threaded_backend_matches_single)
         valid[t] = t >= 3;
     for (int sparse = 0; sparse < 2; sparse++) {
         float keep = sparse ? 0.5f : 0.0f;
-        fg_attn_args one = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, sc, keep, 0, 0};
+        fg_attn_args one = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, sc, keep, 0, 0, 0, 0};
         fg_cpu_attention(&one);
-        fg_attn_args many = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o2, sc, keep, 2 * CTX, P};
-        ck_assert_int_eq(be->iface->attention(be, &many), 0);
+        fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), W * 4, W, CTX};
+        fg_attn_op many = {q, kv, valid, NQ, CTX - NQ, HEADS, HEADS, D, 0, keep, o2, sc,
+                           2 * CTX, P, NULL, NULL};
+        ck_assert_int_eq(be->iface->attention(be, &many, &err), 0);
         ck_assert_msg(!memcmp(o1, o2, NQ * W * 4), "threaded attention differs (keep %g)",
                       (double)keep);
     }
@@ -177,13 +182,17 @@ START_TEST(positions_follow_transformers)
 {
     uint8_t valid[8] = {0, 0, 0, 1, 1, 0, 1, 1};
     int32_t pos[8];
-    fg_opt_positions(valid, 8, pos);
+    fg_model_positions(valid, 8, pos);
     int32_t want[8] = {-1, -1, -1, 0, 1, -1, 2, 3};
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(pos[i], want[i]);
-    fg_opt_hparams c = {16, 30, 1, 8, 4, 8, 30, 1, 1, 1, 2, 2};
+    fg_hparams c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.arch, sizeof c.arch, "opt");
+    c.vocab_size = 16, c.hidden = 30, c.n_layers = 1, c.ffn = 8, c.n_heads = 4, c.max_pos = 8;
+    c.n_kv_heads = 3, c.head_dim = 8, c.embed_dim = 30;
     fg_err err;
-    ck_assert_int_eq(fg_opt_hparams_check(&c, &err), FG_ERR_INVALID_ARG); /* 30 % 4 */
+    ck_assert_int_eq(fg_hparams_check(&c, &err), FG_ERR_INVALID_ARG); /* 4 % 3 */
 }
 END_TEST
 

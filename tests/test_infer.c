@@ -107,13 +107,34 @@ static uint32_t argmax(const float *x, uint32_t n)
     return b;
 }
 
+/* An engine with the store it borrows. */
+typedef struct eng {
+    fg_store *s;
+    fg_engine *e;
+} eng;
+
+static int eng_open(const char *dir, const fg_engine_opts *o, eng *x, fg_err *err)
+{
+    x->e = NULL;
+    int rc = fg_store_open(dir, FG_STORE_RDONLY, NULL, &x->s, err);
+    if (rc == FG_OK && (rc = fg_engine_open(x->s, o, &x->e, err)))
+        fg_store_close(x->s);
+    return rc;
+}
+
+static void eng_close(eng *x)
+{
+    ck_assert_int_eq(fg_engine_close(x->e, NULL), FG_OK);
+    fg_store_close(x->s);
+}
+
 /* Logits of the fixture batch through an engine opened with o, against the reference. */
 static result check_logits(const char *store, const ref *r, fg_engine_opts o)
 {
-    fg_engine *e;
+    eng x;
     fg_err err;
     o.max_ctx = 64;
-    ck_assert_msg(fg_engine_open(store, &o, &e, &err) == 0, "%s", err.msg);
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
     int32_t seqs[3][12];
     const int32_t *win[3];
     uint32_t lens[3];
@@ -125,7 +146,7 @@ static result check_logits(const char *store, const ref *r, fg_engine_opts o)
         win[b] = seqs[b];
     }
     float *out = calloc(3 * 12 * 272, 4);
-    ck_assert_msg(fg_engine_logits(e, win, lens, 3, NULL, NULL, out, 12 * 272, &err) == 0, "%s",
+    ck_assert_msg(fg_engine_logits(x.e, win, lens, 3, NULL, NULL, out, 12 * 272, &err) == 0, "%s",
                   err.msg);
     result res = {0, 0, 0};
     int n = 0, same = 0;
@@ -147,20 +168,20 @@ static result check_logits(const char *store, const ref *r, fg_engine_opts o)
     res.agree = (double)same / n;
     res.nmse = num / den;
     free(out);
-    fg_engine_close(e);
+    eng_close(&x);
     return res;
 }
 
 static void check_greedy(const char *store, const ref *r, fg_engine_opts o)
 {
-    fg_engine *e;
+    eng x;
     fg_err err;
     o.max_ctx = 64;
-    ck_assert_msg(fg_engine_open(store, &o, &e, &err) == 0, "%s", err.msg);
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
     int32_t out[64];
     fg_gen_seq s = {r->prompt, r->n_prompt, r->n_greedy, {0, 0, 1, 0}, 0, out, 0, 0};
     fg_gen_stats st;
-    ck_assert_msg(fg_engine_generate(e, &s, 1, NULL, NULL, NULL, NULL, &st, &err) == 0, "%s",
+    ck_assert_msg(fg_engine_generate(x.e, &s, 1, NULL, &st, &err) == 0, "%s",
                   err.msg);
     /* transformers generated min_new_tokens, so EOS may appear inside its output; ours stops */
     uint32_t n = s.n_out;
@@ -171,15 +192,14 @@ static void check_greedy(const char *store, const ref *r, fg_engine_opts o)
         ck_assert_int_eq(out[n - 1], 2);
     else
         ck_assert_uint_eq(n, r->n_greedy);
-    fg_engine_close(e);
+    eng_close(&x);
 }
 
 static fg_engine_opts defaults(void)
 {
     fg_engine_opts o;
     memset(&o, 0, sizeof o);
-    o.overlap = 1;
-    o.sep_layer = 1;
+    o.policy = fg_policy_default();
     o.threads = 1;
     return o;
 }
@@ -226,11 +246,11 @@ START_TEST(kv_cache_on_disk_and_mixed_fractions)
     for (size_t i = 0; i < sizeof pols / sizeof pols[0]; i++)
         for (int q = 0; q < 2; q++) {
             fg_engine_opts o = defaults();
-            o.have_policy = 1;
-            o.policy = pols[i];
-            o.gbs = 1;
-            o.ngb = 3;
-            o.compress_cache = q;
+            o.policy.have_fractions = 1;
+            o.policy.frac = pols[i];
+            o.policy.gbs = 1;
+            o.policy.ngb = 3;
+            o.policy.compress_cache = q;
             o.offload_dir = tu_path("");
             result res = check_logits(store, &r, o);
             ck_assert_msg(q ? res.nmse < 0.05 : res.max_diff < 1e-3 && res.agree == 1.0,
@@ -262,15 +282,15 @@ START_TEST(placements_and_schedules_agree)
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         fg_engine_opts o = defaults();
-        o.gbs = m[i].gbs;
-        o.ngb = m[i].ngb;
-        o.overlap = m[i].overlap;
-        o.row_schedule = m[i].row;
+        o.policy.gbs = m[i].gbs;
+        o.policy.ngb = m[i].ngb;
+        o.policy.overlap = m[i].overlap;
+        o.policy.schedule = m[i].row ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
         o.ram_budget = m[i].budget;
-        o.sep_layer = !m[i].merged;
+        o.policy.sep_layer = !m[i].merged;
         if (m[i].disk) {
-            o.have_policy = 1;
-            o.policy = (fg_pager_policy){{0, 0, 1}, {0, 1, 0}, {0, 1, 0}};
+            o.policy.have_fractions = 1;
+            o.policy.frac = (fg_pager_policy){{0, 0, 1}, {0, 1, 0}, {0, 1, 0}};
         }
         result res = check_logits(store, &r, o);
         ck_assert_msg(res.max_diff < 1e-3 && res.agree == 1.0, "case %zu: %g %g", i,
@@ -302,17 +322,17 @@ START_TEST(compressed_cache_and_sparse_attention)
     load_ref("opt-tiny", &r);
     const char *store = convert("opt-tiny-safetensors", 0);
     fg_engine_opts o = defaults();
-    o.compress_cache = 1;
+    o.policy.compress_cache = 1;
     result res = check_logits(store, &r, o);
     fprintf(stderr, "q4 KV cache vs transformers: nmse %.4g, max |diff| %.3g, agreement %.3f\n",
             res.nmse, res.max_diff, res.agree);
     ck_assert_msg(res.nmse < 0.05 && res.agree >= 0.8, "q4 cache: nmse %g agreement %g", res.nmse,
                   res.agree);
     o = defaults();
-    o.attn_sparsity = 1.0f;
+    o.policy.attn_sparsity = 1.0f;
     res = check_logits(store, &r, o);
     ck_assert_msg(res.max_diff < 1e-3 && res.agree == 1.0, "sparsity 1: %g", res.max_diff);
-    o.attn_sparsity = 0.5f;
+    o.policy.attn_sparsity = 0.5f;
     res = check_logits(store, &r, o);
     fprintf(stderr, "attention sparsity 0.5 vs transformers: nmse %.4g, agreement %.3f\n",
             res.nmse, res.agree);
@@ -325,21 +345,21 @@ START_TEST(bad_requests_are_refused)
 {
     const char *store = convert("opt-tiny-safetensors", 0);
     fg_engine_opts o = defaults();
-    fg_engine *e;
+    eng x;
     fg_err err;
     o.max_ctx = 1000; /* > 64 positions */
-    ck_assert_int_eq(fg_engine_open(store, &o, &e, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(eng_open(store, &o, &x, &err), FG_ERR_INVALID_ARG);
     o = defaults();
     o.ram_budget = 4096;
-    ck_assert_int_eq(fg_engine_open(store, &o, &e, &err), FG_ERR_NO_SPACE);
+    ck_assert_int_eq(eng_open(store, &o, &x, &err), FG_ERR_NO_SPACE);
     ck_assert_msg(strstr(err.msg, "--ram-budget"), "%s", err.msg);
     o = defaults();
-    o.have_policy = 1;
-    o.policy = (fg_pager_policy){{0, 1, 0}, {0, 1, 2}, {0, 1, 0}}; /* not fractions */
-    ck_assert_int_ne(fg_engine_open(store, &o, &e, &err), 0);
-    o.policy = (fg_pager_policy){{1, 0, 0}, {0, 1, 0}, {0, 1, 0}};
-    ck_assert_int_ne(fg_engine_open(store, &o, &e, &err), 0);
-    ck_assert_int_ne(fg_engine_open(tu_path("nope"), &o, &e, &err), 0);
+    o.policy.have_fractions = 1;
+    o.policy.frac = (fg_pager_policy){{0, 1, 0}, {0, 1, 2}, {0, 1, 0}}; /* not fractions */
+    ck_assert_int_ne(eng_open(store, &o, &x, &err), 0);
+    o.policy.frac = (fg_pager_policy){{1, 0, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_ne(eng_open(store, &o, &x, &err), 0);
+    ck_assert_int_ne(eng_open(tu_path("nope"), &o, &x, &err), 0);
 }
 END_TEST
 

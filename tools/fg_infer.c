@@ -20,19 +20,26 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <ftw.h>
+
+#include "convert.h"
 #include "engine.h"
 #include "fg_progress.h"
 #include "jobs.h"
 
 typedef struct args {
     const char *model, *prompt, *input, *output, *text, *trace;
-    int resume, quiet, ppl;
+    int resume, quiet, ppl, dry_run;
     uint32_t max_new, prompt_len, gen_len, window;
     uint64_t max_tokens;
     fg_sample_params sample;
     const char *stops[FG_JOB_MAX_STOPS];
     int n_stops;
     fg_engine_opts eo;
+    fg_store *store;  /* the one open of the model's store (the quantized copy's with
+                         --compress-weight on an F16 store) */
+    fg_tok *tok;
+    char tmp_store[4096]; /* a store quantized at load, removed once the engine is open */
 } args;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -120,7 +127,7 @@ static void parse_percent(args *a, char **argv, int *optind_io, int argc)
             die("--percent %s: each number is a percentage in [0, 100]", argv[i0 + i]);
     }
     *optind_io = i0 + 6;
-    double *dst[3] = {a->eo.policy.w, a->eo.policy.c, a->eo.policy.h};
+    double *dst[3] = {a->eo.policy.frac.w, a->eo.policy.frac.c, a->eo.policy.frac.h};
     const char *what[3] = {"weights", "KV cache", "activations"};
     for (int k = 0; k < 3; k++) {
         if (v[2 * k] + v[2 * k + 1] > 100)
@@ -130,14 +137,14 @@ static void parse_percent(args *a, char **argv, int *optind_io, int argc)
         dst[k][1] = v[2 * k + 1] / 100;
         dst[k][2] = 1 - dst[k][0] - dst[k][1];
     }
-    a->eo.have_policy = 1;
+    a->eo.policy.have_fractions = 1;
 }
 
 enum {
     O_INPUT = 256, O_OUTPUT, O_RESUME, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_STOP,
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
-    O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD,
+    O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -159,25 +166,27 @@ static void parse_one(args *a, int c, char **argv, int argc)
         a->stops[a->n_stops++] = optarg;
         break;
     case O_PERCENT: parse_percent(a, argv, &optind, argc); break;
-    case O_GBS: a->eo.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096); break;
-    case O_NGB: a->eo.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096); break;
+    case O_GBS: a->eo.policy.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096); break;
+    case O_NGB: a->eo.policy.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096); break;
     case O_SCHED:
         if (strcmp(optarg, "zigzag") && strcmp(optarg, "row"))
             die("--schedule %s: expected zigzag or row", optarg);
-        a->eo.row_schedule = !strcmp(optarg, "row");
+        a->eo.policy.schedule = !strcmp(optarg, "row") ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
         break;
-    case O_OVERLAP: a->eo.overlap = 1; break;
-    case O_NO_OVERLAP: a->eo.overlap = 0; break;
+    case O_OVERLAP: a->eo.policy.overlap = 1; break;
+    case O_NO_OVERLAP: a->eo.policy.overlap = 0; break;
     case O_SEP:
         if (optarg && strcmp(optarg, "true") && strcmp(optarg, "false"))
             die("--sep-layer %s: expected true or false", optarg);
-        a->eo.sep_layer = !optarg || !strcmp(optarg, "true");
+        a->eo.policy.sep_layer = !optarg || !strcmp(optarg, "true");
         break;
     case O_CPUCACHE: break; /* attention always runs where the cache lives: the CPU */
     case O_BUDGET: a->eo.ram_budget = parse_size("--ram-budget", optarg); break;
     case O_THREADS: a->eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
     case O_TRACE: a->trace = optarg; break;
-    case O_VERIFY: a->eo.verify = 1; break;
+    case O_VERIFY: a->eo.no_verify = 0; break; /* the default */
+    case O_NO_VERIFY: a->eo.no_verify = 1; break;
+    case O_DRY_RUN: a->dry_run = 1; break;
     case O_QUIET: a->quiet = 1; break;
     case O_TEXT: a->text = optarg; break;
     case O_WINDOW: a->window = (uint32_t)parse_uint("--window", optarg, 2, 1 << 20); break;
@@ -185,12 +194,12 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_PLEN: a->prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
     case O_GLEN: a->gen_len = (uint32_t)parse_uint("--gen-len", optarg, 1, 1 << 20); break;
     case O_CTX: a->eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
-    case O_COMPRESS_W: a->eo.compress_weight = 1; break;
-    case O_COMPRESS_C: a->eo.compress_cache = 1; break;
+    case O_COMPRESS_W: a->eo.policy.compress_weight = 1; break;
+    case O_COMPRESS_C: a->eo.policy.compress_cache = 1; break;
     case O_OFFLOAD: a->eo.offload_dir = optarg; break;
     case O_SPARSITY:
-        a->eo.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
-        if (!(a->eo.attn_sparsity > 0 && a->eo.attn_sparsity <= 1))
+        a->eo.policy.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
+        if (!(a->eo.policy.attn_sparsity > 0 && a->eo.policy.attn_sparsity <= 1))
             die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
         break;
     case 'h': usage(stdout); exit(0);
@@ -227,13 +236,13 @@ static void parse_args(args *a, int argc, char **argv)
         {"compress-cache", no_argument, NULL, O_COMPRESS_C},
         {"attn-sparsity", required_argument, NULL, O_SPARSITY},
         {"offload-dir", required_argument, NULL, O_OFFLOAD},
+        {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     a->max_new = 32;
     a->sample.top_p = 1.0f;
-    a->eo.overlap = 1;
-    a->eo.sep_layer = 1;
+    a->eo.policy = fg_policy_default();
     if (argc > 1 && !strcmp(argv[1], "ppl")) {
         a->ppl = 1;
         argv++;
@@ -250,6 +259,8 @@ static void parse_args(args *a, int argc, char **argv)
         exit(2);
     }
     int modes = !!a->prompt + !!a->input + !!a->prompt_len + a->ppl;
+    if (a->dry_run && !modes)
+        modes = 1; /* the plan alone: sized for --max-context or the model's context */
     if (modes != 1 || (a->input && !a->output) || (a->output && !a->input) ||
         (a->ppl && !a->text) || (!!a->prompt_len != !!a->gen_len && !a->ppl))
         die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
@@ -292,11 +303,11 @@ static int32_t *encode(fg_tok *tok, const char *text, int bos, uint32_t *n, cons
     return ids.ids;
 }
 
-static char *decode(fg_engine *e, const int32_t *ids, uint32_t n)
+static char *decode(fg_tok *tok, const int32_t *ids, uint32_t n)
 {
     fg_tok_bytes b = {0};
     fg_err err;
-    if (fg_tok_decode(fg_engine_tokenizer(e), ids, n, FG_TOK_SKIP_SPECIAL, &b, &err))
+    if (fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, &err))
         die("decoding output: %s", err.msg);
     char *s = malloc(b.len + 1);
     memcpy(s, b.data ? b.data : "", b.len);
@@ -306,7 +317,7 @@ static char *decode(fg_engine *e, const int32_t *ids, uint32_t n)
 }
 
 typedef struct stop_ctx {
-    fg_engine *e;
+    fg_tok *tok;
     uint32_t base; /* index of the block's first sequence */
     const char *const *stops[4096];
     const int *n_stops[4096];
@@ -319,7 +330,7 @@ static int stop_check(void *ctx, uint32_t seq, const int32_t *out, uint32_t n)
     seq += s->base;
     if (!*s->n_stops[seq])
         return 0;
-    char *text = decode(s->e, out, n);
+    char *text = decode(s->tok, out, n);
     int hit = 0;
     for (int i = 0; i < *s->n_stops[seq] && !hit; i++)
         hit = strstr(text, s->stops[seq][i]) != NULL;
@@ -342,14 +353,6 @@ static const char *finish_name(int f)
     return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
 }
 
-/* FLOPs of the Linear layers (and LM head) for one token: what a decode step computes. */
-static double flops_per_token(const fg_opt_hparams *hp)
-{
-    double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;
-    double layer = 4 * h * h + 2 * h * f, proj = hp->embed_dim != hp->hidden ? 2 * h * e : 0;
-    return 2 * (hp->n_layers * layer + proj + (double)hp->vocab_size * e);
-}
-
 static void summary(fg_engine *e, const args *a, double prefill, double decode, uint64_t tokens,
                     uint64_t seqs, double total)
 {
@@ -359,8 +362,7 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
     fg_engine_stats_get(e, &st);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    uint32_t gbs, ngb;
-    fg_engine_batching(e, &gbs, &ngb);
+    uint32_t gbs = fg_engine_plan(e)->gbs, ngb = fg_engine_plan(e)->ngb;
     char r[32], w[32], peak[32], plan[32], budget[32];
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, disk = st.pager.moved[FG_TIER_DISK][FG_TIER_HOST];
     fprintf(stderr,
@@ -371,7 +373,7 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
             "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache and activations), pager hits %"
             PRIu64 " misses %" PRIu64 ", stalled %.2f s; %s\n",
             tokens, total, prefill, decode, total > 0 ? (double)tokens / total : 0.0, gbs, ngb,
-            a->eo.row_schedule ? "row-by-row" : "zig-zag",
+            a->eo.policy.schedule == FG_SCHEDULE_ROW ? "row-by-row" : "zig-zag",
             fg_fmt_bytes((double)rss, peak, sizeof peak), rss,
             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan),
             a->eo.ram_budget ? fg_fmt_bytes((double)a->eo.ram_budget, budget, sizeof budget)
@@ -381,14 +383,15 @@ static void summary(fg_engine *e, const args *a, double prefill, double decode, 
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
     if (decode > 0 && tokens > seqs)
         fprintf(stderr, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
-                "per token)\n", (double)(tokens - seqs) * flops_per_token(fg_engine_hparams(e)) /
-                decode / 1e9, flops_per_token(fg_engine_hparams(e)) / 1e9);
+                "per token)\n", (double)(tokens - seqs) *
+                fg_model_flops_per_token(fg_engine_hparams(e)) / decode / 1e9,
+                fg_model_flops_per_token(fg_engine_hparams(e)) / 1e9);
 }
 
 /* ---- modes ---- */
 
 /* Generate for n sequences in blocks; results handed to emit per block. */
-typedef void (*emit_fn)(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first, uint32_t n,
+typedef void (*emit_fn)(void *ctx, fg_gen_seq *seqs, uint32_t first, uint32_t n,
                         uint32_t block, double seconds);
 
 static void run_blocks(fg_engine *e, const args *a, fg_gen_seq *seqs, uint32_t n, stop_ctx *sc,
@@ -409,15 +412,15 @@ static void run_blocks(fg_engine *e, const args *a, fg_gen_seq *seqs, uint32_t n
         double tb = fg_now();
         if (sc)
             sc->base = first;
-        if (fg_engine_generate(e, seqs + first, m, sc ? stop_check : NULL, sc, tick, &tc, &st,
-                               &err))
+        fg_gen_hooks hooks = {sc ? stop_check : NULL, sc, tick, &tc};
+        if (fg_engine_generate(e, seqs + first, m, &hooks, &st, &err))
             die("%s", err.msg);
         prefill += st.prefill_s;
         dec += st.decode_s;
         tokens += st.new_tokens;
         tc.base += st.new_tokens;
         if (emit)
-            emit(ectx, e, seqs, first, m, blk, fg_now() - tb);
+            emit(ectx, seqs, first, m, blk, fg_now() - tb);
     }
     fg_progress_end(&tc.bar);
     summary(e, a, prefill, dec, tokens, n, fg_now() - t0);
@@ -430,67 +433,129 @@ static void open_progress(void *ctx, uint64_t done, uint64_t total)
     fg_progress_update(p, done);
 }
 
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int not_q4(void *ctx, const fg_store_tensor *t)
+{
+    *(int *)ctx |= t->n_dims >= 2 && t->codec.id != FG_CODEC_Q4;
+    return 0;
+}
+
+/* --compress-weight on a store that is not 4-bit: quantize it at load into a temporary store
+ * in the offload dir (exactly what fg-convert STORE --compress-weight writes), open that one
+ * instead, and remove its names at once (the open handles keep the files). */
+static void quantize_at_load(args *a)
+{
+    int need = 0;
+    fg_err err;
+    if (fg_store_tensor_iter(a->store, not_q4, &need, &err))
+        die("%s", err.msg);
+    if (!need)
+        return;
+    const char *od = a->eo.offload_dir ? a->eo.offload_dir : getenv("TMPDIR");
+    char *tmp = a->tmp_store;
+    snprintf(tmp, sizeof a->tmp_store, "%s/fg-q4-XXXXXX", od && *od ? od : "/tmp");
+    if (!mkdtemp(tmp))
+        die("--compress-weight: cannot create a temporary store in %s: %s", od && *od ? od : "/tmp",
+            strerror(errno));
+    fg_store_close(a->store); /* the conversion opens it itself (one handle per process) */
+    a->store = NULL;
+    fg_progress bar;
+    fg_progress_begin(&bar, "quantizing", FG_UNIT_BYTES, 0, a->quiet);
+    fg_convert_opts co = {1, 0, -1, NULL, 0, open_progress, &bar};
+    fg_convert_report rep;
+    int rc = fg_convert_store(a->model, tmp, &co, &rep, &err);
+    fg_progress_end(&bar);
+    fg_store *q = NULL;
+    if (rc == FG_OK)
+        rc = fg_store_open(tmp, FG_STORE_RDONLY, NULL, &q, &err);
+    if (rc) {
+        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        die("%s", err.msg);
+    }
+    if (!a->quiet) {
+        char x[32], y[32];
+        fprintf(stderr, "fg-infer: quantized the weights to 4-bit at load: %s -> %s in %.1f s "
+                "(a temporary store in %s, removed once open)\n",
+                fg_fmt_bytes((double)rep.source_bytes, x, sizeof x),
+                fg_fmt_bytes((double)rep.stored_bytes, y, sizeof y), rep.seconds, tmp);
+    }
+    a->store = q;
+}
+
+/* The store, opened once per run, and its tokenizer. */
+static void open_store(args *a)
+{
+    fg_err err;
+    if (fg_store_open(a->model, FG_STORE_RDONLY, NULL, &a->store, &err) ||
+        fg_engine_read_tokenizer(a->store, &a->tok, &err))
+        die("%s", err.msg);
+}
+
 static fg_engine *open_engine(args *a, uint32_t max_ctx)
 {
     static int quiet;
     quiet = a->quiet;
     a->eo.notice = notice;
     a->eo.notice_ctx = &quiet;
-    fg_progress bar; /* quantizing at load */
-    fg_progress_begin(&bar, "quantizing", FG_UNIT_BYTES, 0, a->quiet);
-    a->eo.progress = open_progress;
-    a->eo.progress_ctx = &bar;
+    if (a->eo.policy.compress_weight)
+        quantize_at_load(a);
     if (!a->eo.max_ctx)
         a->eo.max_ctx = max_ctx;
     fg_engine *e;
     fg_err err;
-    int rc = fg_engine_open(a->model, &a->eo, &e, &err);
-    fg_progress_end(&bar);
+    int rc = fg_engine_open(a->store, &a->eo, &e, &err);
+    if (a->tmp_store[0]) /* the pager and the catalog hold their files open: the names can go */
+        nftw(a->tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (rc)
         die("%s", err.msg);
     return e;
 }
 
-static fg_tok *open_tokenizer(const args *a)
+static void close_engine(args *a, fg_engine *e)
 {
-    fg_tok *tok;
     fg_err err;
-    if (fg_engine_tokenizer_open(a->model, &tok, &err))
+    if (fg_engine_close(e, &err))
         die("%s", err.msg);
-    return tok;
+    fg_tok_free(a->tok);
+    fg_store_close(a->store);
 }
 
 static void run_prompt(args *a)
 {
-    fg_tok *tok = open_tokenizer(a);
+    open_store(a);
     uint32_t n;
-    int32_t *ids = encode(tok, a->prompt, 1, &n, "-p");
-    fg_tok_free(tok);
+    int32_t *ids = encode(a->tok, a->prompt, 1, &n, "-p");
     fg_engine *e = open_engine(a, n + a->max_new);
     int32_t *out = malloc(a->max_new * sizeof *out);
     fg_gen_seq s = {ids, n, a->max_new, a->sample, 0, out, 0, 0};
     stop_ctx *sc = calloc(1, sizeof *sc);
-    sc->e = e;
+    sc->tok = a->tok;
     sc->stops[0] = a->stops;
     sc->n_stops[0] = &a->n_stops;
     run_blocks(e, a, &s, 1, sc, NULL, NULL);
-    char *text = decode(e, out, s.n_out);
+    char *text = decode(a->tok, out, s.n_out);
     cut_stop(text, a->stops, a->n_stops);
     printf("%s%s\n", a->prompt, text);
     free(text);
     free(sc);
     free(out);
     free(ids);
-    fg_engine_close(e);
+    close_engine(a, e);
 }
 
 typedef struct job_ctx {
+    fg_tok *tok;
     fg_job **jobs; /* [n] the pending jobs, in order */
     int fd;
     const char *path;
 } job_ctx;
 
-static void emit_jobs(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first, uint32_t n,
+static void emit_jobs(void *ctx, fg_gen_seq *seqs, uint32_t first, uint32_t n,
                       uint32_t block, double seconds)
 {
     job_ctx *j = ctx;
@@ -501,7 +566,7 @@ static void emit_jobs(void *ctx, fg_engine *e, fg_gen_seq *seqs, uint32_t first,
     for (uint32_t i = 0; i < n; i++) {
         fg_gen_seq *s = &seqs[first + i];
         const fg_job *job = j->jobs[first + i];
-        texts[i] = decode(e, s->out, s->n_out);
+        texts[i] = decode(j->tok, s->out, s->n_out);
         cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
         r[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
                                finish_name(s->finish), seconds, block};
@@ -534,7 +599,8 @@ static void run_jobs(args *a)
                 a->output);
     if (n > 4096)
         die("%s: at most 4096 pending prompts per run", a->input);
-    fg_tok *tok = n ? open_tokenizer(a) : NULL;
+    if (n)
+        open_store(a);
     fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
     stop_ctx *sc = calloc(1, sizeof *sc);
     for (uint32_t i = 0; i < n; i++) {
@@ -542,7 +608,7 @@ static void run_jobs(args *a)
         uint32_t np;
         char what[64];
         snprintf(what, sizeof what, "%s: prompt \"%.40s\"", a->input, job->id);
-        int32_t *ids = encode(tok, job->prompt, 1, &np, what);
+        int32_t *ids = encode(a->tok, job->prompt, 1, &np, what);
         uint32_t mn = job->max_new > 0 ? (uint32_t)job->max_new : a->max_new;
         seqs[i] = (fg_gen_seq){ids, np, mn, a->sample, (uint64_t)(job - l.jobs),
                                malloc(mn * sizeof(int32_t)), 0, 0};
@@ -551,12 +617,11 @@ static void run_jobs(args *a)
         sc->stops[i] = (const char *const *)job->stops;
         sc->n_stops[i] = &job->n_stops;
     }
-    fg_tok_free(tok);
     fg_engine *e = NULL;
     if (n) {
         e = open_engine(a, max_prompt + max_new);
-        sc->e = e;
-        job_ctx jc = {pending, fd, a->output};
+        sc->tok = a->tok;
+        job_ctx jc = {a->tok, pending, fd, a->output};
         run_blocks(e, a, seqs, n, sc, emit_jobs, &jc);
     } else if (!a->quiet) {
         fprintf(stderr, "fg-infer: nothing to do: every prompt of %s is in %s\n", a->input,
@@ -571,13 +636,15 @@ static void run_jobs(args *a)
     free(pending);
     close(fd);
     fg_jobs_free(&l);
-    fg_engine_close(e);
+    if (e)
+        close_engine(a, e);
 }
 
 /* Synthetic prompts of random tokens (FlexGen's --prompt-len/--gen-len benchmark runs): one
  * block of gbs x ngb sequences; EOS does not stop them (every sequence runs gen_len). */
 static void run_synthetic(args *a)
 {
+    open_store(a);
     fg_engine *e = open_engine(a, a->prompt_len + a->gen_len);
     uint32_t n = fg_engine_block_size(e), V = fg_engine_hparams(e)->vocab_size;
     fg_gen_seq *seqs = calloc(n, sizeof *seqs);
@@ -596,7 +663,7 @@ static void run_synthetic(args *a)
         free(seqs[i].out);
     }
     free(seqs);
-    fg_engine_close(e);
+    close_engine(a, e);
 }
 
 static char *read_text(const char *path)
@@ -627,22 +694,20 @@ static char *read_text(const char *path)
  * in consecutive blocks of window-1, each fed as [BOS] + block. */
 static void run_ppl(args *a)
 {
-    fg_tok *tok = open_tokenizer(a);
+    open_store(a);
     char *text = read_text(a->text);
     uint32_t n;
-    int32_t *ids = encode(tok, text, 0, &n, a->text);
+    int32_t *ids = encode(a->tok, text, 0, &n, a->text);
     free(text);
-    fg_tok_free(tok);
     if (a->max_tokens && n > a->max_tokens)
         n = (uint32_t)a->max_tokens;
-    fg_engine *e = NULL;
     uint32_t W = a->window;
-    if (!W) {
-        e = open_engine(a, 0);
-        W = fg_engine_hparams(e)->max_pos;
-        fg_engine_close(e);
-    }
-    e = open_engine(a, W);
+    fg_err err;
+    fg_hparams hp;
+    if (!W && fg_engine_read_config(a->store, &hp, &err))
+        die("%s", err.msg);
+    W = W ? W : hp.max_pos;
+    fg_engine *e = open_engine(a, W);
     int32_t bos = fg_engine_hparams(e)->bos_id;
     uint32_t n_win = (n + W - 2) / (W - 1), bs = fg_engine_block_size(e);
     int32_t **win = malloc(n_win * sizeof *win);
@@ -659,9 +724,9 @@ static void run_ppl(args *a)
     fg_progress bar;
     fg_progress_begin(&bar, "scoring", FG_UNIT_TOKENS, n, a->quiet);
     for (uint32_t w = 0; w < n_win; w += bs) {
-        fg_err err;
         uint32_t m = n_win - w < bs ? n_win - w : bs;
-        if (fg_engine_score(e, (const int32_t *const *)win + w, lens + w, m, &nll, &count, &err))
+        if (fg_engine_logits(e, (const int32_t *const *)win + w, lens + w, m, &nll, &count, NULL,
+                             0, &err))
             die("%s", err.msg);
         fg_progress_update(&bar, count);
     }
@@ -673,14 +738,26 @@ static void run_ppl(args *a)
     free(win);
     free(lens);
     free(ids);
-    fg_engine_close(e);
+    close_engine(a, e);
+}
+
+/* --dry-run: the plan the engine would allocate by, for the run's context, then exit. */
+static void run_dry(args *a)
+{
+    open_store(a);
+    uint32_t ctx = a->prompt_len + a->gen_len;
+    fg_engine *e = open_engine(a, ctx ? ctx : a->window);
+    fg_plan_print(fg_engine_plan(e), stdout);
+    close_engine(a, e);
 }
 
 int main(int argc, char **argv)
 {
     args a;
     parse_args(&a, argc, argv);
-    if (a.ppl)
+    if (a.dry_run)
+        run_dry(&a);
+    else if (a.ppl)
         run_ppl(&a);
     else if (a.prompt)
         run_prompt(&a);

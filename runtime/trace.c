@@ -15,7 +15,7 @@ static void unit_label(const fg_engine *e, int32_t u, char *b, size_t n)
     }
     const unit *un = &e->units[u];
     static const char *kinds[] = {"embed", "attn", "mlp", "head"};
-    if (un->kind == U_ATTN || un->kind == U_MLP)
+    if (un->kind == FG_UNIT_ATTN || un->kind == FG_UNIT_MLP)
         snprintf(b, n, "%s %u", kinds[un->kind], un->layer);
     else
         snprintf(b, n, "%s", kinds[un->kind]);

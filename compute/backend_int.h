@@ -1,0 +1,37 @@
+/* backend_int.h - pieces the backends share (compute/): decoding typed weight rows and KV rows,
+ * and the scalar forms of the small ops, which are both the reference and, where SIMD gains
+ * nothing at these sizes, the CPU backend's code. */
+#ifndef FG_BACKEND_INT_H
+#define FG_BACKEND_INT_H
+
+#include "backend.h"
+#include "quant.h"
+
+/* Rows [r0, r1) of piece p (relative to p->first; r0 a multiple of the codec's row quantum,
+ * r1 one too or p->n) decoded to f32 into dst [r1 - r0, cols]. */
+int fgb_decode_rows(const fg_wpiece *p, uint64_t r0, uint64_t r1, float *dst, fg_quant_isa isa,
+                    fg_err *err);
+/* Rows per decode quantum of p (1 for float codecs, the group for axis-0 quantized ones). */
+uint64_t fgb_quantum(const fg_wpiece *p);
+/* Check a piece against the weight it belongs to ([n, k]). */
+int fgb_check_piece(const fg_wpiece *p, uint32_t n, uint32_t k, fg_err *err);
+
+/* KV rows [row, row + n) to/from f32. */
+int fgb_kv_encode(const fg_kv_view *kv, uint32_t row, const float *k, const float *v, uint32_t n,
+                  fg_quant_isa isa, fg_err *err);
+int fgb_kv_decode(const fg_kv_view *kv, uint32_t n, float *k, float *v, fg_quant_isa isa,
+                  fg_err *err);
+/* The f32 rows attention reads: the cache itself, or decoded into a's k_tmp/v_tmp. */
+int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_isa isa,
+               fg_err *err);
+/* fg_attn_args for the kernels from an op whose rows are f32 at k, v. */
+fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v);
+int fgb_attn_check(const fg_attn_op *a, fg_err *err);
+
+void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps);
+void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim);
+void fgb_act(fg_act a, float *x, const float *up, size_t n);
+int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err);
+
+#endif

@@ -1,0 +1,232 @@
+/* ops_common.c - what the backends share (backend_int.h): typed row decoding, KV encode and
+ * decode, and the scalar small ops.
+ *
+ * Numerics follow transformers: RMSNorm computes mean(x^2) in f32 and scales by rsqrt(ms + eps)
+ * before the weight; RoPE's inverse frequencies are theta^(-2i/d) computed as transformers
+ * does in f32 (1 / theta^(arange(0, d, 2) / d)), then rescaled for llama3/linear scaling; the
+ * angle is position * inv_freq in f32, cos/sin in double then rounded (torch computes them in
+ * f32 on f32 angles; both round to within an ulp of each other, far below the 1e-3 logits
+ * bound). GELU is the exact erf form, gelu-tanh the tanh approximation, SiLU x * sigmoid(x).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <string.h>
+
+#include "backend_int.h"
+
+uint64_t fgb_quantum(const fg_wpiece *p)
+{
+    return fg_codec_row_quantum(&p->codec, p->n_dims);
+}
+
+int fgb_check_piece(const fg_wpiece *p, uint32_t n, uint32_t k, fg_err *err)
+{
+    uint64_t cols = p->n_dims > 1 ? p->dims[1] : 1;
+    if (p->first + p->n > n || cols != k || p->n_dims > 2)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "weight piece rows %llu..%llu x %llu does not "
+                          "fit a [%u, %u] Linear", (unsigned long long)p->first,
+                          (unsigned long long)(p->first + p->n), (unsigned long long)cols, n, k);
+    return FG_OK;
+}
+
+int fgb_decode_rows(const fg_wpiece *p, uint64_t r0, uint64_t r1, float *dst, fg_quant_isa isa,
+                    fg_err *err)
+{
+    uint64_t cols = p->n_dims > 1 ? p->dims[1] : 1, n = (r1 - r0) * cols;
+    switch (p->codec.id) {
+    case FG_CODEC_F32:
+        memcpy(dst, (const float *)p->data + r0 * cols, n * 4);
+        return FG_OK;
+    case FG_CODEC_F16:
+        fg_f16_to_f32((const uint16_t *)p->data + r0 * cols, dst, n, isa);
+        return FG_OK;
+    case FG_CODEC_BF16: {
+        const uint16_t *s = (const uint16_t *)p->data + r0 * cols;
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t bits = (uint32_t)s[i] << 16;
+            memcpy(&dst[i], &bits, 4);
+        }
+        return FG_OK;
+    }
+    default: break;
+    }
+    uint64_t q = fgb_quantum(p);
+    fg_qview one, v;
+    int rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, q, &one, err);
+    if (rc == FG_OK)
+        rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, r1 - r0, &v, err);
+    if (rc)
+        return rc;
+    uint64_t off = r0 / q * one.n_groups * one.group_bytes, len = v.n_groups * v.group_bytes;
+    if (r0 % q || off + len > p->len)
+        return fg_err_set(err, FG_ERR_OUT_OF_BOUNDS, "weight piece: rows %llu..%llu outside its "
+                          "%zu bytes", (unsigned long long)r0, (unsigned long long)r1, p->len);
+    return fg_quant_decode(&p->codec, &v, (const uint8_t *)p->data + off, len, dst, FG_CODEC_F32,
+                           0, isa, err);
+}
+
+size_t fg_kv_row_bytes(const fg_codec *c, uint32_t width)
+{
+    if (c->id == FG_CODEC_F32)
+        return (size_t)width * 4;
+    uint64_t dims[2] = {1, width};
+    fg_qview v;
+    if (fg_codec_qview(c, 2, dims, 1, &v, NULL))
+        return 0;
+    return (size_t)(v.n_groups * v.group_bytes);
+}
+
+static int kv_view(const fg_kv_view *kv, uint32_t n, fg_qview *v, fg_err *err)
+{
+    uint64_t dims[2] = {n, kv->width};
+    return fg_codec_qview(&kv->codec, 2, dims, n, v, err);
+}
+
+int fgb_kv_encode(const fg_kv_view *kv, uint32_t row, const float *k, const float *v, uint32_t n,
+                  fg_quant_isa isa, fg_err *err)
+{
+    if ((uint64_t)row + n > kv->cap)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "KV rows %u..%u beyond the cache's %u", row,
+                          row + n, kv->cap);
+    uint8_t *kd = (uint8_t *)kv->k + (size_t)row * kv->row_bytes;
+    uint8_t *vd = (uint8_t *)kv->v + (size_t)row * kv->row_bytes;
+    if (kv->codec.id == FG_CODEC_F32) {
+        memcpy(kd, k, (size_t)n * kv->row_bytes);
+        memcpy(vd, v, (size_t)n * kv->row_bytes);
+        return FG_OK;
+    }
+    fg_qview q;
+    int rc = kv_view(kv, n, &q, err);
+    size_t len = (size_t)n * kv->row_bytes;
+    if (rc == FG_OK)
+        rc = fg_quant_encode(&kv->codec, &q, k, FG_CODEC_F32, 0, kd, len, isa, err);
+    if (rc == FG_OK)
+        rc = fg_quant_encode(&kv->codec, &q, v, FG_CODEC_F32, 0, vd, len, isa, err);
+    return rc;
+}
+
+int fgb_kv_decode(const fg_kv_view *kv, uint32_t n, float *k, float *v, fg_quant_isa isa,
+                  fg_err *err)
+{
+    fg_qview q;
+    int rc = kv_view(kv, n, &q, err);
+    size_t len = (size_t)n * kv->row_bytes;
+    if (rc == FG_OK)
+        rc = fg_quant_decode(&kv->codec, &q, kv->k, len, k, FG_CODEC_F32, 0, isa, err);
+    if (rc == FG_OK)
+        rc = fg_quant_decode(&kv->codec, &q, kv->v, len, v, FG_CODEC_F32, 0, isa, err);
+    return rc;
+}
+
+int fgb_attn_check(const fg_attn_op *a, fg_err *err)
+{
+    uint32_t kvh = a->n_kv_heads;
+    if (!a->n_heads || !kvh || a->n_heads % kvh || kvh * a->head_dim != a->kv.width ||
+        (uint64_t)a->q_pos0 + a->n_q > a->kv.cap ||
+        a->scratch_stride < 2 * ((size_t)a->q_pos0 + a->n_q) || !a->scratch_parts)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "attention: %u heads over %u KV heads of %u, "
+                          "cache rows %u of width %u, %u queries at %u", a->n_heads, kvh,
+                          a->head_dim, a->kv.cap, a->kv.width, a->n_q, a->q_pos0);
+    return FG_OK;
+}
+
+int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_isa isa,
+               fg_err *err)
+{
+    if (a->kv.codec.id == FG_CODEC_F32) {
+        *k = a->kv.k;
+        *v = a->kv.v;
+        return FG_OK;
+    }
+    *k = a->k_tmp;
+    *v = a->v_tmp;
+    return fgb_kv_decode(&a->kv, a->q_pos0 + a->n_q, a->k_tmp, a->v_tmp, isa, err);
+}
+
+fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v)
+{
+    return (fg_attn_args){a->q, k, v, a->kv.width, a->valid, a->n_q, a->q_pos0, a->n_heads,
+                          a->head_dim, a->out, a->scratch, a->keep, a->scratch_stride,
+                          a->scratch_parts, a->n_kv_heads, a->window};
+}
+
+void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps)
+{
+    float ss = 0.0f;
+    for (uint32_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = g[i] * (x[i] * inv);
+}
+
+int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err)
+{
+    if (!(r->theta > 0) || r->rot_dim == 0 || r->rot_dim > head_dim || r->rot_dim % 2 ||
+        ((r->scaling == FG_ROPE_LINEAR || r->scaling == FG_ROPE_LLAMA3) && !(r->factor > 0)))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "rope: theta %g, %u of %u dims, factor %g",
+                          (double)r->theta, r->rot_dim, head_dim, (double)r->factor);
+    return FG_OK;
+}
+
+void fg_rope_inv_freq(const fg_rope *r, float *f)
+{
+    uint32_t half = r->rot_dim / 2;
+    for (uint32_t i = 0; i < half; i++)
+        f[i] = 1.0f / powf(r->theta, (float)(2 * i) / (float)r->rot_dim);
+    if (r->scaling == FG_ROPE_LINEAR) {
+        for (uint32_t i = 0; i < half; i++)
+            f[i] /= r->factor;
+    } else if (r->scaling == FG_ROPE_LLAMA3) {
+        /* transformers' _compute_llama3_parameters */
+        float low_wl = (float)r->orig_max_pos / r->low_freq_factor;
+        float high_wl = (float)r->orig_max_pos / r->high_freq_factor;
+        for (uint32_t i = 0; i < half; i++) {
+            float wl = 2.0f * (float)M_PI / f[i];
+            if (wl > low_wl) {
+                f[i] /= r->factor;
+            } else if (wl >= high_wl) {
+                float s = ((float)r->orig_max_pos / wl - r->low_freq_factor) /
+                          (r->high_freq_factor - r->low_freq_factor);
+                f[i] = (1.0f - s) * f[i] / r->factor + s * f[i];
+            }
+        }
+    }
+}
+
+void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim)
+{
+    uint32_t half = rot_dim / 2;
+    for (uint32_t r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * n_heads * head_dim;
+        float pos = (float)(positions[r] > 0 ? positions[r] : 0);
+        for (uint32_t i = 0; i < half; i++) {
+            float ang = pos * inv_freq[i];
+            float c = (float)cos((double)ang), s = (float)sin((double)ang);
+            for (uint32_t h = 0; h < n_heads; h++) {
+                float *p = row + (size_t)h * head_dim;
+                float a = p[i], b = p[i + half];
+                p[i] = a * c - b * s;
+                p[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+static float act1(fg_act a, float x)
+{
+    switch (a) {
+    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    case FG_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+void fgb_act(fg_act a, float *x, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+}

@@ -1,0 +1,258 @@
+/* ops_ref.c - the scalar reference of every backend op (fg_ops_ref), and a backend that runs
+ * them (fg_backend_ref_create).
+ *
+ * These are the definitions: plain loops, one thread, no SIMD, the reference ISA for every
+ * codec. tests/test_ops.c runs each op of every backend present against them on odd shapes.
+ * Host memory only: the device buffer type is FG_ERR_UNSUPPORTED.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_int.h"
+
+typedef struct ref_ctx {
+    float *wbuf;          /* one decoded weight piece */
+    uint64_t wcap;        /* floats */
+    fg_backend_stats st;
+} ref_ctx;
+
+static int ref_alloc(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err)
+{
+    (void)be;
+    if (t == FG_BUFT_DEVICE)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "reference backend: no device memory");
+    *ptr = aligned_alloc(64, (bytes + 63) & ~(uint64_t)63);
+    return *ptr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "reference backend: cannot allocate %llu "
+                                     "bytes", (unsigned long long)bytes);
+}
+
+static void ref_free(fg_backend *be, fg_buft t, void *ptr)
+{
+    (void)be, (void)t;
+    free(ptr);
+}
+
+static int ref_copy(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                    fg_event **ev, fg_err *err)
+{
+    (void)be;
+    if (dt == FG_BUFT_DEVICE || st == FG_BUFT_DEVICE)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "reference backend: no device memory");
+    memmove(dst, src, n);
+    if (ev)
+        *ev = NULL; /* already complete */
+    return FG_OK;
+}
+
+static int ref_event_wait(fg_backend *be, fg_event *ev, fg_err *err)
+{
+    (void)be, (void)ev, (void)err;
+    return FG_OK;
+}
+
+static int ref_sync(fg_backend *be, fg_err *err)
+{
+    (void)be, (void)err;
+    return FG_OK;
+}
+
+static int ref_reserve(fg_backend *be, uint64_t floats, fg_err *err)
+{
+    ref_ctx *c = be->ctx;
+    if (floats <= c->wcap)
+        return FG_OK;
+    float *p = realloc(c->wbuf, floats * 4);
+    if (!p)
+        return fg_err_set(err, FG_ERR_NOMEM, "reference backend: %llu floats of decode room",
+                          (unsigned long long)floats);
+    c->wbuf = p;
+    c->wcap = floats;
+    return FG_OK;
+}
+
+/* y[m, n] (row stride ldy) = x[m, k] . w[n, k]^T + bias */
+static void gemm_ref(const float *x, const float *w, const float *bias, float *y, size_t ldy,
+                     uint32_t m, uint32_t n, uint32_t k)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            double s = bias ? bias[j] : 0.0;
+            for (uint32_t t = 0; t < k; t++)
+                s += (double)x[(size_t)i * k + t] * w[(size_t)j * k + t];
+            y[(size_t)i * ldy + j] = (float)s;
+        }
+}
+
+static int ref_linear(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
+                      float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
+{
+    ref_ctx *c = be->ctx;
+    if (w->f32) {
+        gemm_ref(x, w->f32, bias, y, n, m, n, k);
+        return FG_OK;
+    }
+    for (uint32_t i = 0; i < w->n_pieces; i++) {
+        fg_wpiece p;
+        int rc = w->acquire(w->ctx, i, &p, err);
+        if (rc)
+            return rc;
+        rc = fgb_check_piece(&p, n, k, err);
+        if (rc == FG_OK && p.n * k > c->wcap)
+            rc = fg_err_set(err, FG_ERR_INVALID_ARG, "reference backend: a piece of %llu floats "
+                            "over the reserved %llu", (unsigned long long)(p.n * k),
+                            (unsigned long long)c->wcap);
+        if (rc == FG_OK)
+            rc = fgb_decode_rows(&p, 0, p.n, c->wbuf, FG_QUANT_ISA_REF, err);
+        int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+        if (rc || (rc = rc2))
+            return rc;
+        c->st.decoded_bytes += p.n * k * 4;
+        gemm_ref(x, c->wbuf, bias ? bias + p.first : NULL, y + p.first, n, m, (uint32_t)p.n, k);
+    }
+    return FG_OK;
+}
+
+static int ref_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
+                      uint32_t n, float *out, uint32_t width, fg_err *err)
+{
+    ref_ctx *c = be->ctx;
+    for (uint32_t r = 0; r < n; r++) {
+        if (ids[r] < 0 || (uint64_t)ids[r] >= rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of "
+                              "%llu", ids[r], (unsigned long long)rows);
+        if (w->f32) {
+            memcpy(out + (size_t)r * width, w->f32 + (size_t)ids[r] * width, (size_t)width * 4);
+            continue;
+        }
+        uint32_t i = 0;
+        while (i + 1 < w->n_pieces && w->piece_rows[i + 1] <= (uint64_t)ids[r])
+            i++;
+        fg_wpiece p;
+        int rc = w->acquire(w->ctx, i, &p, err);
+        if (rc)
+            return rc;
+        uint64_t q = fgb_quantum(&p), at = (uint64_t)ids[r] - p.first, r0 = at / q * q;
+        uint64_t r1 = r0 + q < p.n ? r0 + q : p.n;
+        if ((r1 - r0) * width > c->wcap)
+            rc = fg_err_set(err, FG_ERR_INVALID_ARG, "reference backend: gather needs %llu "
+                            "floats of decode room", (unsigned long long)((r1 - r0) * width));
+        if (rc == FG_OK)
+            rc = fgb_decode_rows(&p, r0, r1, c->wbuf, FG_QUANT_ISA_REF, err);
+        if (rc == FG_OK)
+            memcpy(out + (size_t)r * width, c->wbuf + (at - r0) * width, (size_t)width * 4);
+        int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+        if (rc || (rc = rc2))
+            return rc;
+    }
+    return FG_OK;
+}
+
+static int ref_layernorm(fg_backend *be, const float *x, const float *g, const float *b, float *y,
+                         uint32_t rows, uint32_t n, float eps, fg_err *err)
+{
+    (void)be, (void)err;
+    for (uint32_t r = 0; r < rows; r++)
+        fg_cpu_layernorm_ref(x + (size_t)r * n, g, b, y + (size_t)r * n, n, eps);
+    return FG_OK;
+}
+
+static int ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                       uint32_t n, float eps, fg_err *err)
+{
+    (void)be, (void)err;
+    for (uint32_t r = 0; r < rows; r++)
+        fgb_rmsnorm_row(x + (size_t)r * n, g, y + (size_t)r * n, n, eps);
+    return FG_OK;
+}
+
+static int ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                    const int32_t *positions, const fg_rope *r, fg_err *err)
+{
+    (void)be;
+    int rc = fgb_rope_check(r, head_dim, err);
+    if (rc)
+        return rc;
+    float f[r->rot_dim / 2];
+    fg_rope_inv_freq(r, f);
+    fgb_rope_rows(x, rows, n_heads, head_dim, positions, f, r->rot_dim);
+    return FG_OK;
+}
+
+static int ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+{
+    (void)be, (void)err;
+    fgb_act(a, x, up, n);
+    return FG_OK;
+}
+
+static int ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
+{
+    (void)be, (void)err;
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+    return FG_OK;
+}
+
+static int ref_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
+                        const float *v, uint32_t n, fg_err *err)
+{
+    (void)be;
+    return fgb_kv_encode(kv, row, k, v, n, FG_QUANT_ISA_REF, err);
+}
+
+static int ref_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
+{
+    (void)be;
+    const float *k, *v;
+    int rc = fgb_attn_check(a, err);
+    if (rc == FG_OK)
+        rc = fgb_kv_f32(a, &k, &v, FG_QUANT_ISA_REF, err);
+    if (rc == FG_OK) {
+        fg_attn_args args = fgb_attn_args(a, k, v);
+        fg_cpu_attention_ref(&args);
+    }
+    return rc;
+}
+
+static void ref_stats(const fg_backend *be, fg_backend_stats *out)
+{
+    *out = ((const ref_ctx *)be->ctx)->st;
+}
+
+static void ref_destroy(fg_backend *be)
+{
+    ref_ctx *c = be->ctx;
+    if (c)
+        free(c->wbuf);
+    free(c);
+    free(be);
+}
+
+const fg_backend_iface fg_ops_ref = {
+    "ref", ref_alloc, ref_free, ref_copy, ref_event_wait, ref_sync, ref_reserve,
+    ref_linear, ref_gather, ref_layernorm, ref_rmsnorm, ref_rope, ref_act, ref_add,
+    ref_kv_store, ref_attention, ref_stats, ref_destroy,
+};
+
+int fg_backend_ref_create(fg_backend **out, fg_err *err)
+{
+    fg_backend *be = calloc(1, sizeof *be);
+    ref_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return fg_err_set(err, FG_ERR_NOMEM, "reference backend: out of memory");
+    }
+    be->iface = &fg_ops_ref;
+    be->ctx = c;
+    *out = be;
+    return FG_OK;
+}
+
+void fg_backend_free(fg_backend *be)
+{
+    if (be)
+        be->iface->destroy(be);
+}

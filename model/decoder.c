@@ -1,0 +1,282 @@
+/* decoder.c - the generic decoder forward pass over backend ops (see model.h for the math) and
+ * its workspace. Every family whose layers are "norm -> attention -> residual, norm -> MLP ->
+ * residual" (pre- or post-norm) runs through here: OPT today; the Llama family needs only its
+ * hyperparameters (RMSNorm, RoPE, gated SiLU, grouped-query and sliding-window attention are
+ * switches of fg_hparams).
+ *
+ * Numerics follow transformers: q is scaled by head_dim^-1/2 before the dot products
+ * (transformers scales the products; the difference is rounding); a padding query attends
+ * nothing and gets zeros (its outputs are never used).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define ATTN_PARTS 16 /* attention problems a backend may run at once (scratch regions) */
+
+struct fg_model_ws {
+    uint32_t max_tokens, max_ctx;
+    float *x_ln;    /* [max_tokens, max(hidden, embed_dim)] */
+    float *q, *ctx; /* [max_tokens, n_heads * head_dim] */
+    float *tmp;     /* [max_tokens, max(hidden, embed_dim)] block outputs */
+    float *ffn, *up;/* [max_tokens, ffn] (up: gated MLPs) */
+    float *scores;  /* [ATTN_PARTS][2 * max_ctx] */
+    float *kbuf, *vbuf; /* [max_tokens, kv width]: new keys/values before they go to the cache */
+    float *k_tmp, *v_tmp; /* [max_ctx, kv width]: a quantized cache decoded for attention */
+};
+
+static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+
+uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx)
+{
+    uint64_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim);
+    uint64_t qw = (uint64_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    return 4 * (t * wide * 2 + t * qw * 2 + t * hp->ffn * (hp->gated ? 2 : 1) +
+                ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2);
+}
+
+int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx,
+                       fg_model_ws **out, fg_err *err)
+{
+    int rc = fg_hparams_check(hp, err);
+    if (rc)
+        return rc;
+    fg_model_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return fg_err_set(err, FG_ERR_NOMEM, "model workspace: out of memory");
+    size_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim);
+    size_t qw = (size_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    ws->max_tokens = max_tokens;
+    ws->max_ctx = max_ctx;
+    ws->x_ln = malloc(t * wide * 4);
+    ws->q = malloc(t * qw * 4);
+    ws->ctx = malloc(t * qw * 4);
+    ws->tmp = malloc(t * wide * 4);
+    ws->ffn = malloc(t * hp->ffn * 4);
+    ws->up = hp->gated ? malloc(t * hp->ffn * 4) : NULL;
+    ws->scores = malloc(ATTN_PARTS * 2 * (size_t)max_ctx * 4);
+    ws->kbuf = malloc(t * kw * 4);
+    ws->vbuf = malloc(t * kw * 4);
+    ws->k_tmp = malloc((size_t)max_ctx * kw * 4);
+    ws->v_tmp = malloc((size_t)max_ctx * kw * 4);
+    if (!ws->x_ln || !ws->q || !ws->ctx || !ws->tmp || !ws->ffn || (hp->gated && !ws->up) ||
+        !ws->scores || !ws->kbuf || !ws->vbuf || !ws->k_tmp || !ws->v_tmp) {
+        fg_model_ws_free(ws);
+        return fg_err_set(err, FG_ERR_NOMEM, "model workspace (%u tokens, context %u): out of "
+                          "memory", max_tokens, max_ctx);
+    }
+    *out = ws;
+    return FG_OK;
+}
+
+void fg_model_ws_free(fg_model_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->x_ln);
+    free(ws->q);
+    free(ws->ctx);
+    free(ws->tmp);
+    free(ws->ffn);
+    free(ws->up);
+    free(ws->scores);
+    free(ws->kbuf);
+    free(ws->vbuf);
+    free(ws->k_tmp);
+    free(ws->v_tmp);
+    free(ws);
+}
+
+static int check_step(const fg_model_ws *ws, const fg_step *s, uint32_t kv_cap, fg_err *err)
+{
+    uint64_t tokens = (uint64_t)s->n_seq * s->n_new;
+    if (tokens > ws->max_tokens || s->pos0 + s->n_new > ws->max_ctx || s->pos0 + s->n_new > kv_cap)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "step of %u x %u tokens at %u exceeds the "
+                          "workspace (%u tokens, context %u, cache %u)", s->n_seq, s->n_new,
+                          s->pos0, ws->max_tokens, ws->max_ctx, kv_cap);
+    return FG_OK;
+}
+
+/* y = x . W[wr]^T + bias (role br; -1 for none) */
+static int linear(fg_backend *be, const float *x, const fg_unit_w *w, fg_role wr, int br,
+                  float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
+{
+    return be->iface->linear(be, x, &w->w[wr], br < 0 ? NULL : w->f[br], y, m, n, k, err);
+}
+
+static int norm(fg_backend *be, const fg_hparams *hp, const float *x, const float *g,
+                const float *b, float *y, uint32_t rows, fg_err *err)
+{
+    if (hp->norm == FG_NORM_RMS)
+        return be->iface->rmsnorm(be, x, g, y, rows, hp->hidden, hp->norm_eps, err);
+    return be->iface->layernorm(be, x, g, b, y, rows, hp->hidden, hp->norm_eps, err);
+}
+
+int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                   fg_model_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = hp->hidden, e = hp->embed_dim;
+    float *rows = w->w[FG_ROLE_PROJ_IN].f32 ? ws->x_ln : s->hidden;
+    rc = be->iface->gather(be, &w->w[FG_ROLE_TOK_EMBED], w->rows[FG_ROLE_TOK_EMBED], s->ids, n,
+                           rows, e, err);
+    if (rc == FG_OK && w->w[FG_ROLE_PROJ_IN].f32)
+        rc = linear(be, rows, w, FG_ROLE_PROJ_IN, -1, s->hidden, n, h, e, err);
+    if (rc || hp->pos != FG_POS_LEARNED)
+        return rc;
+    const float *pos = w->f[FG_ROLE_POS_EMBED];
+    for (uint32_t i = 0; i < n && rc == FG_OK; i++) {
+        int64_t p = (int64_t)s->positions[i] + hp->pos_offset;
+        if (p < 0 || p >= (int64_t)hp->max_pos + hp->pos_offset)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "position %d beyond the %u learned "
+                              "positions", s->positions[i], hp->max_pos);
+        rc = be->iface->add(be, s->hidden + (size_t)i * h, pos + (size_t)p * h, h, err);
+    }
+    return rc;
+}
+
+/* What a block reads: norm(hidden) into ws->x_ln when pre-norm, else hidden itself. */
+static const float *block_in(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                             const fg_step *s, fg_model_ws *ws, int *rc, fg_err *err)
+{
+    if (!hp->pre_norm)
+        return s->hidden;
+    *rc = norm(be, hp, s->hidden, w->f[FG_ROLE_NORM_W], w->f[FG_ROLE_NORM_B], ws->x_ln,
+               s->n_seq * s->n_new, err);
+    return ws->x_ln;
+}
+
+/* The residual: hidden += y, then the norm when post-norm. */
+static int block_out(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                     const float *y, fg_err *err)
+{
+    uint32_t n = s->n_seq * s->n_new;
+    int rc = be->iface->add(be, s->hidden, y, (size_t)n * hp->hidden, err);
+    if (rc == FG_OK && !hp->pre_norm)
+        rc = norm(be, hp, s->hidden, w->f[FG_ROLE_NORM_W], w->f[FG_ROLE_NORM_B], s->hidden, n,
+                  err);
+    return rc;
+}
+
+int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                      fg_model_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = hp->hidden;
+    uint32_t qw = hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    const float *x = block_in(be, hp, w, s, ws, &rc, err);
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_WQ, FG_ROLE_BQ, ws->q, n, qw, h, err);
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_WK, FG_ROLE_BK, ws->kbuf, n, kw, h, err);
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_WV, FG_ROLE_BV, ws->vbuf, n, kw, h, err);
+    if (rc == FG_OK && hp->pos == FG_POS_ROPE) {
+        rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &hp->rope, err);
+        if (rc == FG_OK)
+            rc = be->iface->rope(be, ws->kbuf, n, hp->n_kv_heads, hp->head_dim, s->positions,
+                                 &hp->rope, err);
+    }
+    if (rc)
+        return rc;
+    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    for (size_t i = 0; i < (size_t)n * qw; i++)
+        ws->q[i] *= scale;
+    return FG_OK;
+}
+
+/* Sequence b's cache inside the batch's. */
+static fg_kv_view seq_kv(const fg_kv_batch *kv, uint32_t b)
+{
+    size_t off = (size_t)b * kv->cap * kv->row_bytes;
+    return (fg_kv_view){(uint8_t *)kv->k + off, (uint8_t *)kv->v + off, kv->codec, kv->row_bytes,
+                        kv->width, kv->cap};
+}
+
+int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
+                       const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, kv->cap, err);
+    if (rc)
+        return rc;
+    uint32_t qw = hp->n_heads * hp->head_dim, kw = kv->width;
+    if ((uint64_t)row0 + (uint64_t)s->n_seq * s->n_new > ws->max_tokens || kw != fg_model_kv_width(hp))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "attention rows %u..%llu exceed the workspace "
+                          "(%u tokens) or the cache width %u is not %u", row0,
+                          (unsigned long long)row0 + (uint64_t)s->n_seq * s->n_new,
+                          ws->max_tokens, kw, fg_model_kv_width(hp));
+    for (uint32_t b = 0; b < s->n_seq && rc == FG_OK; b++) {
+        size_t r = (size_t)row0 + (size_t)b * s->n_new;
+        fg_kv_view v = seq_kv(kv, b);
+        rc = be->iface->kv_store(be, &v, s->pos0, ws->kbuf + r * kw, ws->vbuf + r * kw, s->n_new,
+                                 err);
+        fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
+                        hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->sliding_window,
+                        s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
+                        ATTN_PARTS, ws->k_tmp, ws->v_tmp};
+        if (rc == FG_OK)
+            rc = be->iface->attention(be, &a, err);
+    }
+    return rc;
+}
+
+int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                       const fg_step *s, fg_model_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    uint32_t n = s->n_seq * s->n_new, qw = hp->n_heads * hp->head_dim;
+    if (rc == FG_OK)
+        rc = linear(be, ws->ctx, w, FG_ROLE_WO, FG_ROLE_BO, ws->tmp, n, hp->hidden, qw, err);
+    return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
+}
+
+int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                 fg_model_ws *ws, fg_err *err)
+{
+    int rc = check_step(ws, s, ws->max_ctx, err);
+    if (rc)
+        return rc;
+    uint32_t n = s->n_seq * s->n_new, h = hp->hidden, f = hp->ffn;
+    const float *x = block_in(be, hp, w, s, ws, &rc, err);
+    if (rc == FG_OK && hp->gated) {
+        rc = linear(be, x, w, FG_ROLE_W_GATE, FG_ROLE_B_GATE, ws->ffn, n, f, h, err);
+        if (rc == FG_OK)
+            rc = linear(be, x, w, FG_ROLE_W_UP, FG_ROLE_B_UP, ws->up, n, f, h, err);
+    } else if (rc == FG_OK) {
+        rc = linear(be, x, w, FG_ROLE_W_UP, FG_ROLE_B_UP, ws->ffn, n, f, h, err);
+    }
+    if (rc == FG_OK)
+        rc = be->iface->act(be, hp->act, ws->ffn, hp->gated ? ws->up : NULL, (size_t)n * f, err);
+    if (rc == FG_OK)
+        rc = linear(be, ws->ffn, w, FG_ROLE_W_DOWN, FG_ROLE_B_DOWN, ws->tmp, n, h, f, err);
+    return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
+}
+
+int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *hidden,
+                  uint32_t n, float *logits, fg_model_ws *ws, fg_err *err)
+{
+    if (n > ws->max_tokens)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "logits for %u rows exceed the workspace (%u)",
+                          n, ws->max_tokens);
+    uint32_t h = hp->hidden, e = hp->embed_dim;
+    const float *x = hidden;
+    int rc = FG_OK;
+    if (hp->final_norm) {
+        rc = norm(be, hp, hidden, w->f[FG_ROLE_NORM_W], w->f[FG_ROLE_NORM_B], ws->tmp, n, err);
+        x = ws->tmp;
+    }
+    if (rc == FG_OK && w->w[FG_ROLE_PROJ_OUT].f32) {
+        rc = linear(be, x, w, FG_ROLE_PROJ_OUT, -1, ws->x_ln, n, e, h, err);
+        x = ws->x_ln;
+    }
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_LM_HEAD, -1, logits, n, hp->vocab_size, e,
+                    err);
+    return rc;
+}

@@ -1,0 +1,325 @@
+/* model.c - the architecture table, config.json dispatch, units and tensor lists, and the
+ * strict JSON helpers the family files share (model_int.h).
+ *
+ * Parsing is strict where a wrong value would silently build a wrong model: integers must be
+ * JSON integers in range, booleans JSON booleans, strings from the supported set. Keys a family
+ * does not use are ignored, as transformers does. Every error is one line naming the file and
+ * the key.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_int.h"
+
+static const fg_arch *const k_table[] = {&fg_arch_opt};
+#define N_ARCH (sizeof k_table / sizeof k_table[0])
+
+const fg_arch *fg_arch_find(const char *model_type)
+{
+    for (size_t i = 0; model_type && i < N_ARCH; i++)
+        if (!strcmp(k_table[i]->name, model_type))
+            return k_table[i];
+    return NULL;
+}
+
+const fg_arch *fg_model_arch(const fg_hparams *hp)
+{
+    return fg_arch_find(hp->arch);
+}
+
+const char *fg_arch_names(void)
+{
+    static char buf[256];
+    if (!buf[0])
+        for (size_t i = 0, k = 0; i < N_ARCH && k < sizeof buf; i++)
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", k_table[i]->name);
+    return buf;
+}
+
+/* ---- JSON helpers ---- */
+
+int fgm_key_err(fg_err *err, const char *label, const char *key, const char *what)
+{
+    return fg_err_set(err, FG_ERR_CORRUPT, "%s: key %s: %s", label, key, what);
+}
+
+int fgm_uint(json_t *root, const char *label, const char *key, int required, uint32_t max,
+             uint32_t *out, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return required ? fgm_key_err(err, label, key, "missing") : 1;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)max) {
+        char what[64];
+        snprintf(what, sizeof what, "must be an integer in [1, %u]", max);
+        return fgm_key_err(err, label, key, what);
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return FG_OK;
+}
+
+int fgm_bool(json_t *root, const char *label, const char *key, int dflt, int *out, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        *out = dflt;
+        return FG_OK;
+    }
+    if (!json_is_boolean(v))
+        return fgm_key_err(err, label, key, "must be true or false");
+    *out = json_is_true(v);
+    return FG_OK;
+}
+
+int fgm_float(json_t *root, const char *label, const char *key, double lo, double hi, int required,
+              float *out, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return required ? fgm_key_err(err, label, key, "missing") : 1;
+    double d = json_is_number(v) ? json_number_value(v) : lo - 1;
+    if (!(d >= lo && d <= hi)) {
+        char what[96];
+        snprintf(what, sizeof what, "must be a number in [%g, %g]", lo, hi);
+        return fgm_key_err(err, label, key, what);
+    }
+    *out = (float)d;
+    return FG_OK;
+}
+
+static int token_of(json_t *v, int32_t *id)
+{
+    if (json_is_null(v)) {
+        *id = -1;
+        return 1;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+        return 0;
+    *id = (int32_t)json_integer_value(v);
+    return 1;
+}
+
+int fgm_tokens(json_t *root, const char *label, const char *key, int32_t dflt, int32_t *ids,
+               uint32_t cap, uint32_t *n, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    *n = 1;
+    ids[0] = dflt;
+    if (!v)
+        return FG_OK;
+    if (!json_is_array(v))
+        return token_of(v, &ids[0]) ? FG_OK
+                                    : fgm_key_err(err, label, key, "must be a non-negative "
+                                                  "integer, null or a list of them");
+    size_t k = json_array_size(v);
+    if (k == 0 || k > cap)
+        return fgm_key_err(err, label, key, "a list of 1 to 8 token ids");
+    for (size_t i = 0; i < k; i++)
+        if (!token_of(json_array_get(v, i), &ids[i]) || ids[i] < 0)
+            return fgm_key_err(err, label, key, "list entries must be non-negative integers");
+    *n = (uint32_t)k;
+    return FG_OK;
+}
+
+int fgm_enum(json_t *root, const char *label, const char *key, const char *const *want,
+             int n_want, int required, int *which, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return required ? fgm_key_err(err, label, key, "missing") : 1;
+    for (int i = 0; json_is_string(v) && i < n_want; i++)
+        if (!strcmp(json_string_value(v), want[i])) {
+            *which = i;
+            return FG_OK;
+        }
+    char what[160];
+    size_t k = (size_t)snprintf(what, sizeof what, "is %s%.40s%s; fg supports",
+                                json_is_string(v) ? "\"" : "",
+                                json_is_string(v) ? json_string_value(v) : "not a string",
+                                json_is_string(v) ? "\"" : "");
+    for (int i = 0; i < n_want && k < sizeof what; i++)
+        k += (size_t)snprintf(what + k, sizeof what - k, "%s \"%s\"", i ? "," : "", want[i]);
+    return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s: %s", label, key, what);
+}
+
+int fgm_dtype(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    const char *key = json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype";
+    json_t *v = json_object_get(root, key); /* transformers >= 5 writes "dtype" */
+    if (!v || json_is_null(v))
+        return FG_OK;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (!s || (strcmp(s, "float16") && strcmp(s, "float32") && strcmp(s, "bfloat16")))
+        return fgm_key_err(err, label, key, "must be \"float16\", \"float32\" or \"bfloat16\"");
+    snprintf(hp->dtype, sizeof hp->dtype, "%s", s);
+    return FG_OK;
+}
+
+int fgm_parse(const char *json, size_t len, const char *label,
+              int (*fn)(json_t *root, const char *label, fg_hparams *hp, fg_err *err),
+              fg_hparams *hp, fg_err *err)
+{
+    if (len > FGM_CONFIG_MAX_BYTES)
+        return fg_err_set(err, FG_ERR_LIMIT, "%s: %zu bytes (limit %u)", label, len,
+                          FGM_CONFIG_MAX_BYTES);
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: invalid JSON: %s (line %d)", label, je.text,
+                          je.line);
+    int rc = json_is_object(root) ? fn(root, label, hp, err)
+                                  : fg_err_set(err, FG_ERR_CORRUPT, "%s: not a JSON object", label);
+    json_decref(root);
+    return rc;
+}
+
+void fgm_spec(fg_tensor_spec *out, uint32_t *n, const char *name, fg_role role, fg_access access,
+              uint64_t d0, uint64_t d1)
+{
+    fg_tensor_spec *s = &out[(*n)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->role = role;
+    s->access = access;
+    s->n_dims = d1 ? 2 : 1;
+    s->dims[0] = d0;
+    s->dims[1] = d1;
+}
+
+/* ---- config dispatch ---- */
+
+static int model_type(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    json_t *v = json_object_get(root, "model_type");
+    if (!v)
+        return fgm_key_err(err, label, "model_type", "missing");
+    if (!json_is_string(v))
+        return fgm_key_err(err, label, "model_type", "must be a string");
+    if (!fg_arch_find(json_string_value(v)))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key model_type: \"%.40s\" is not a "
+                          "family fg runs (%s)", label, json_string_value(v), fg_arch_names());
+    snprintf(hp->arch, sizeof hp->arch, "%s", json_string_value(v));
+    return FG_OK;
+}
+
+int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hparams *hp,
+                          fg_err *err)
+{
+    memset(hp, 0, sizeof *hp);
+    label = label ? label : "config.json";
+    int rc = fgm_parse(json, len, label, model_type, hp, err);
+    if (rc)
+        return rc;
+    const fg_arch *a = fg_arch_find(hp->arch);
+    rc = a->parse_config(json, len, label, hp, err);
+    return rc ? rc : fg_hparams_check(hp, err);
+}
+
+int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "%s", path);
+    char *buf = malloc(FGM_CONFIG_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, FGM_CONFIG_MAX_BYTES + 1, f) : 0;
+    int ioerr = ferror(f);
+    fclose(f);
+    int rc;
+    if (!buf)
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    else if (ioerr)
+        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+    else
+        rc = fg_model_config_parse(buf, n, path, hp, err);
+    free(buf);
+    return rc;
+}
+
+int fg_hparams_check(const fg_hparams *c, fg_err *err)
+{
+    if (!c->vocab_size || !c->hidden || !c->n_layers || !c->ffn || !c->n_heads ||
+        !c->n_kv_heads || !c->head_dim || !c->max_pos || !c->embed_dim)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s config: a size is zero (vocab %u, hidden "
+                          "%u, layers %u, ffn %u, heads %u/%u of %u, positions %u, embed %u)",
+                          c->arch, c->vocab_size, c->hidden, c->n_layers, c->ffn, c->n_heads,
+                          c->n_kv_heads, c->head_dim, c->max_pos, c->embed_dim);
+    if (c->n_layers > FG_MODEL_MAX_LAYERS || c->hidden > FG_MODEL_MAX_DIM ||
+        c->ffn > FG_MODEL_MAX_DIM || c->vocab_size > FG_MODEL_MAX_DIM ||
+        (uint64_t)c->n_heads * c->head_dim > FG_MODEL_MAX_DIM)
+        return fg_err_set(err, FG_ERR_LIMIT, "%s config: a size exceeds fg's limits", c->arch);
+    if (c->n_heads % c->n_kv_heads)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s config: %u attention heads are not a "
+                          "multiple of %u key/value heads", c->arch, c->n_heads, c->n_kv_heads);
+    if (c->pos == FG_POS_ROPE && (c->head_dim % 2 || !(c->rope.theta > 0)))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s config: RoPE needs an even head_dim and "
+                          "rope_theta > 0", c->arch);
+    if (!fg_arch_find(c->arch))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "model_type \"%s\" is not a family fg runs "
+                          "(%s)", c->arch, fg_arch_names());
+    return FG_OK;
+}
+
+/* ---- units and tensors ---- */
+
+uint32_t fg_model_n_units(const fg_hparams *hp)
+{
+    return 2 * hp->n_layers + 2;
+}
+
+fg_unit_kind fg_model_unit_kind(const fg_hparams *hp, uint32_t u, uint32_t *layer)
+{
+    *layer = u ? (u - 1) / 2 : 0;
+    if (u == 0)
+        return FG_UNIT_EMBED;
+    if (u + 1 == fg_model_n_units(hp)) {
+        *layer = 0;
+        return FG_UNIT_HEAD;
+    }
+    return u % 2 ? FG_UNIT_ATTN : FG_UNIT_MLP;
+}
+
+uint32_t fg_model_unit_tensors(const fg_hparams *hp, uint32_t u, fg_tensor_spec *out)
+{
+    const fg_arch *a = fg_model_arch(hp);
+    uint32_t layer;
+    fg_unit_kind k = fg_model_unit_kind(hp, u, &layer);
+    return a ? a->unit_tensors(hp, k, layer, out) : 0;
+}
+
+int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg_err *err)
+{
+    uint32_t units = fg_model_n_units(hp), k = 0;
+    fg_tensor_spec *v = calloc((size_t)units * FG_UNIT_MAX_TENSORS, sizeof *v);
+    if (!v)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t u = 0; u < units; u++)
+        k += fg_model_unit_tensors(hp, u, v + k);
+    *out = v;
+    *n = k;
+    return FG_OK;
+}
+
+uint32_t fg_model_kv_width(const fg_hparams *hp)
+{
+    return hp->n_kv_heads * hp->head_dim;
+}
+
+double fg_model_flops_per_token(const fg_hparams *hp)
+{
+    double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;
+    double q = (double)hp->n_heads * hp->head_dim, kv = fg_model_kv_width(hp);
+    double layer = h * (2 * q + 2 * kv) + (hp->gated ? 3 : 2) * h * f;
+    double proj = hp->embed_dim != hp->hidden ? 2 * h * e : 0;
+    return 2 * (hp->n_layers * layer + proj + (double)hp->vocab_size * e);
+}
+
+void fg_model_positions(const uint8_t *valid, uint32_t n, int32_t *positions)
+{
+    int32_t count = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        count += valid[i] ? 1 : 0;
+        positions[i] = valid[i] ? count - 1 : -1;
+    }
+}

@@ -1,0 +1,235 @@
+/* model.h - the architecture table: what a model family is, as data and a forward pass written
+ * only against backend ops (llama.cpp's per-architecture tables and builders, in C).
+ *
+ * An entry (fg_arch) knows, for its config.json model_type:
+ *  - config.json -> generic hyperparameters (fg_hparams), strictly (errors name the key);
+ *  - the tensors of each unit kind (embedding, a layer's attention, a layer's MLP, head), with
+ *    canonical names, roles, shapes and how the engine should hand them over (fg_access);
+ *  - the canonical spelling of a checkpoint's tensor names;
+ *  - the forward of each unit kind (by default the generic pre/post-norm decoder of
+ *    model/decoder.c, which covers learned or rotary positions, LayerNorm or RMSNorm, plain or
+ *    gated MLPs, grouped-query and sliding-window attention).
+ * The engine, the schedules, the pager and the tools know units and roles, never a family:
+ * adding a family is one file in model/ plus its entry in model.c's table, its tokenizer class
+ * and its tests.
+ *
+ * A "unit" is what FlexGen calls a layer with --sep-layer: the input embedding, each decoder
+ * layer's attention block, each layer's MLP block, the output head. Units are numbered 0 (embed),
+ * 1 + 2l (attention of layer l), 2 + 2l (MLP of layer l), 2L + 1 (head).
+ *
+ * Nothing here allocates during the forward pass: fg_model_ws_create sizes every scratch buffer
+ * once for the largest step (tokens per batch) and the longest context.
+ */
+#ifndef FG_MODEL_H
+#define FG_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "fg_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fg_norm_kind { FG_NORM_LAYER = 0, FG_NORM_RMS = 1 } fg_norm_kind;
+typedef enum fg_pos_kind { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 } fg_pos_kind;
+
+#define FG_MODEL_MAX_LAYERS 1024u
+#define FG_MODEL_MAX_DIM (1u << 20) /* any one of vocab/hidden/ffn/positions */
+#define FG_MODEL_MAX_EOS 8
+
+/* Generic hyperparameters (shapes in elements). */
+typedef struct fg_hparams {
+    char arch[24];          /* config.json model_type ("opt") */
+    uint32_t vocab_size;
+    uint32_t hidden;        /* residual width */
+    uint32_t n_layers;
+    uint32_t n_heads, n_kv_heads, head_dim; /* q width n_heads * head_dim; KV row n_kv_heads * head_dim */
+    uint32_t ffn;           /* MLP inner width */
+    uint32_t max_pos;       /* positions the model was trained for */
+    uint32_t embed_dim;     /* token embedding width (== hidden unless project_in/out exist) */
+    fg_norm_kind norm;
+    float norm_eps;
+    int norm_affine;        /* norms carry weights (and biases for LayerNorm) */
+    fg_act act;             /* MLP activation */
+    int gated;              /* MLP is down(act(gate(x)) * up(x)) */
+    fg_pos_kind pos;
+    uint32_t pos_offset;    /* learned: table row = position + offset (OPT: 2) */
+    fg_rope rope;           /* rotary positions */
+    uint32_t sliding_window;/* 0: attend the whole context */
+    int pre_norm;           /* norm before each block (else after the residual) */
+    int final_norm;         /* a norm before the head */
+    int tied_head;          /* the LM head is the token embedding */
+    int qkv_bias, out_bias, mlp_bias;
+    int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
+    int32_t eos_ids[FG_MODEL_MAX_EOS];
+    uint32_t n_eos;
+    char dtype[16];         /* torch_dtype: "float16", "bfloat16", "float32" or "" */
+} fg_hparams;
+
+typedef enum fg_unit_kind { FG_UNIT_EMBED = 0, FG_UNIT_ATTN, FG_UNIT_MLP, FG_UNIT_HEAD } fg_unit_kind;
+
+/* What a tensor is to the forward pass. */
+typedef enum fg_role {
+    FG_ROLE_TOK_EMBED = 0, FG_ROLE_POS_EMBED, FG_ROLE_PROJ_IN,
+    FG_ROLE_NORM_W, FG_ROLE_NORM_B,
+    FG_ROLE_WQ, FG_ROLE_BQ, FG_ROLE_WK, FG_ROLE_BK, FG_ROLE_WV, FG_ROLE_BV, FG_ROLE_WO, FG_ROLE_BO,
+    FG_ROLE_W_UP, FG_ROLE_B_UP, FG_ROLE_W_GATE, FG_ROLE_B_GATE, FG_ROLE_W_DOWN, FG_ROLE_B_DOWN,
+    FG_ROLE_PROJ_OUT, FG_ROLE_LM_HEAD,
+    FG_ROLE_COUNT
+} fg_role;
+
+/* How the engine hands a tensor to the forward pass. */
+typedef enum fg_access {
+    FG_ACCESS_SMALL = 0, /* decoded whole to f32 when the unit loads (norms, biases, positions) */
+    FG_ACCESS_LINEAR,    /* a typed weight, piece by piece; prefetched whole with its unit */
+    FG_ACCESS_GATHER,    /* rows picked by token id (the embedding table): never read whole */
+    FG_ACCESS_STREAM,    /* a typed weight read piece by piece with read-ahead (the LM head) */
+} fg_access;
+
+#define FG_UNIT_MAX_TENSORS 16
+#define FG_TENSOR_NAME_MAX 96
+
+typedef struct fg_tensor_spec {
+    char name[FG_TENSOR_NAME_MAX];     /* canonical name */
+    fg_role role;
+    fg_access access;
+    uint32_t n_dims;                   /* 1 or 2 */
+    uint64_t dims[2];
+    int optional;                      /* a checkpoint may lack it (the tied LM head) */
+    char fallback[FG_TENSOR_NAME_MAX]; /* used instead when absent ("" = none) */
+} fg_tensor_spec;
+
+/* A unit's weights as the forward pass sees them, indexed by role: SMALL tensors as f32
+ * (NULL when absent), the others as typed weights (n_pieces 0 and f32 NULL when absent). */
+typedef struct fg_unit_w {
+    const float *f[FG_ROLE_COUNT];
+    fg_weight w[FG_ROLE_COUNT];
+    uint64_t rows[FG_ROLE_COUNT];      /* dims[0] of each tensor present */
+} fg_unit_w;
+
+/* One step of one batch: n_seq sequences, n_new new tokens each, at cache rows [pos0, pos0 +
+ * n_new). Left padding is expressed through `valid`. */
+typedef struct fg_step {
+    uint32_t n_seq, n_new, pos0;
+    const int32_t *ids;        /* [n_seq, n_new] token ids */
+    const int32_t *positions;  /* [n_seq, n_new] token positions (padding -1; fg_model_positions) */
+    const uint8_t *valid;      /* [n_seq, kv cap] 1 where the cache row holds a real token */
+    float *hidden;             /* [n_seq * n_new, hidden] activations, in and out */
+    float attn_keep;           /* sparse attention: fraction of keys kept (0 or 1 = dense) */
+} fg_step;
+
+/* The KV cache of one layer for one batch: sequence b's rows start at k + b * cap * row_bytes. */
+typedef struct fg_kv_batch {
+    void *k, *v;
+    fg_codec codec;            /* F32, or Q4/Q8 along the row (--compress-cache) */
+    size_t row_bytes;          /* fg_kv_row_bytes(codec, width) */
+    uint32_t width, cap;       /* width = n_kv_heads * head_dim */
+} fg_kv_batch;
+
+typedef struct fg_model_ws fg_model_ws;
+
+typedef struct fg_arch {
+    const char *name; /* config.json model_type */
+    const char *noun; /* for messages: "an OPT" */
+    /* config.json bytes -> hp; label names the source in messages */
+    int (*parse_config)(const char *json, size_t len, const char *label, fg_hparams *hp,
+                        fg_err *err);
+    /* the tensors of unit `kind` (layer for ATTN/MLP) into out[FG_UNIT_MAX_TENSORS] */
+    uint32_t (*unit_tensors)(const fg_hparams *hp, fg_unit_kind kind, uint32_t layer,
+                             fg_tensor_spec *out);
+    /* a checkpoint's spelling of a tensor name -> canonical (NULL when it does not fit) */
+    const char *(*canonical_name)(const char *name, char *buf, size_t cap);
+    /* forward of each unit kind (attention in three parts: see fg_model_attn_*) */
+    int (*embed)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                 fg_model_ws *ws, fg_err *err);
+    int (*attn_pre)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                    fg_model_ws *ws, fg_err *err);
+    int (*attn_core)(fg_backend *be, const fg_hparams *hp, const fg_step *s,
+                     const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err);
+    int (*attn_post)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                     fg_model_ws *ws, fg_err *err);
+    int (*mlp)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+               fg_model_ws *ws, fg_err *err);
+    int (*head)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *hidden,
+                uint32_t n, float *logits, fg_model_ws *ws, fg_err *err);
+} fg_arch;
+
+/* ---- the table ---- */
+
+/* The entry for model_type, or NULL. */
+const fg_arch *fg_arch_find(const char *model_type);
+/* The entry of hp (by hp->arch); NULL when unknown. */
+const fg_arch *fg_model_arch(const fg_hparams *hp);
+/* Comma-separated list of the supported model_types (for messages). */
+const char *fg_arch_names(void);
+
+/* Parse config.json (bytes, or the file at path): reads model_type, dispatches to its entry.
+ * Unknown model_type -> FG_ERR_UNSUPPORTED naming it and the supported ones. */
+int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hparams *hp,
+                          fg_err *err);
+int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err);
+/* Sizes and divisibility of hp; messages name the field. */
+int fg_hparams_check(const fg_hparams *hp, fg_err *err);
+
+/* Units: 2 * n_layers + 2. */
+uint32_t fg_model_n_units(const fg_hparams *hp);
+fg_unit_kind fg_model_unit_kind(const fg_hparams *hp, uint32_t unit, uint32_t *layer);
+/* The tensors of unit u (out[FG_UNIT_MAX_TENSORS]); returns how many. */
+uint32_t fg_model_unit_tensors(const fg_hparams *hp, uint32_t unit, fg_tensor_spec *out);
+/* Every tensor a checkpoint of hp holds, in model order (units in order, each tensor once).
+ * *out is malloc'd, owned by the caller (free()). */
+int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg_err *err);
+
+/* The KV row: values per cached token per layer (K and V each). */
+uint32_t fg_model_kv_width(const fg_hparams *hp);
+/* FLOPs of the Linear layers and LM head for one token (what a decode step computes). */
+double fg_model_flops_per_token(const fg_hparams *hp);
+
+/* Token positions from a validity mask, as transformers computes them from the attention mask:
+ * position = (number of valid tokens up to and including this one) - 1, and -1 for padding. */
+void fg_model_positions(const uint8_t *valid, uint32_t n, int32_t *positions);
+
+/* Scratch for steps of up to max_tokens tokens (n_seq * n_new) and contexts up to max_ctx.
+ * Owned by the caller (fg_model_ws_free; NULL accepted). */
+int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx,
+                       fg_model_ws **out, fg_err *err);
+void fg_model_ws_free(fg_model_ws *ws);
+/* The bytes fg_model_ws_create allocates for these sizes (the plan counts them). */
+uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx);
+
+/* ---- the generic decoder (model/decoder.c): the forward functions entries point at ----
+ *   embed:     x = tok[id] (. proj_in^T) (+ pos[position + offset])
+ *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)))
+ *              q, k rotated (RoPE); q scaled by head_dim^-1/2 before the dot products
+ *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
+ *   head:      final norm, proj_out, x . lm_head^T
+ * Attention in three parts, for a caller that projects many batches at once and attends batch
+ * by batch (the zig-zag schedule's merged decode step):
+ *   pre:  norm (pre-norm) and the q/k/v projections (+ RoPE) of all of s's rows;
+ *   core: for the sequences of one batch (s; its hidden is not used), their new keys and
+ *         values (workspace rows from row0) into the batch's cache, and attention into the
+ *         context rows from row0;
+ *   post: the output projection of the context, the residual into s->hidden, post-norm. */
+int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                   fg_model_ws *ws, fg_err *err);
+int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                      fg_model_ws *ws, fg_err *err);
+int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
+                       const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err);
+int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                       const fg_step *s, fg_model_ws *ws, fg_err *err);
+int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                 fg_model_ws *ws, fg_err *err);
+int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *hidden,
+                  uint32_t n, float *logits, fg_model_ws *ws, fg_err *err);
+
+/* ---- families ---- */
+extern const fg_arch fg_arch_opt; /* model/opt.c */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

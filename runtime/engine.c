@@ -1,0 +1,624 @@
+/* engine.c - an engine on a store: the model's tensors found through model/'s table, every
+ * weight chunk registered with the pager (group = unit), the memory plan (plan.c) made and every
+ * buffer sized from it, and the weight paths the schedules (schedule.c) use.
+ *
+ * Invariants:
+ *  1. the engine allocates exactly the buffers the plan counts, with the plan's sizes (the
+ *     pager's HOST pool gets plan.pool; the rest are plan.fixed);
+ *  2. every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
+ *     resident, its checksum checked unless no_verify), use, release;
+ *  3. the engine knows roles and access kinds (model.h), never a family's tensor names.
+ *
+ * How weights reach the backend (fg_access): SMALL tensors (norms, biases, position tables) are
+ * decoded to f32 when their unit loads; LINEAR tensors go to the backend as typed weights whose
+ * pieces are the stored chunks, prefetched whole with their unit and decoded by the backend one
+ * chunk at a time; the GATHER tensor (token embedding) gives only the rows a step needs; the
+ * STREAM tensor (LM head, the embedding itself when tied) is read chunk by chunk with read-ahead
+ * while the previous chunk multiplies, so the whole table never sits in RAM.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_int.h"
+#include "fg_progress.h"
+#include "quant.h"
+
+#define MB (1024.0 * 1024.0)
+#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
+
+/* ---- metadata ---- */
+
+int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err)
+{
+    void *data;
+    size_t len;
+    int rc = fg_store_meta_get(store, "model.config_json", &data, &len, err);
+    if (rc == FG_ERR_NOT_FOUND)
+        return fg_err_set(err, rc, "%s: the store has no model.config_json (not a converted "
+                          "model, or a conversion that did not finish)", fg_store_dir(store));
+    if (rc)
+        return rc;
+    rc = fg_model_config_parse(data, len, "model.config_json (store metadata)", hp, err);
+    free(data);
+    if (rc == FG_OK && !hp->norm_affine)
+        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "config.json: norms without weights "
+                        "(layer_norm_elementwise_affine false) are not supported");
+    return rc;
+}
+
+int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
+{
+    static const char *keys[4] = {"tokenizer.vocab_json", "tokenizer.merges_txt",
+                                  "tokenizer.config_json",
+                                  "tokenizer.special_tokens_map_json"};
+    void *d[4] = {0};
+    size_t n[4] = {0};
+    int rc = FG_OK;
+    for (int i = 0; i < 4 && rc == FG_OK; i++) {
+        rc = fg_store_meta_get(store, keys[i], &d[i], &n[i], err);
+        if (rc == FG_ERR_NOT_FOUND && i >= 2)
+            rc = FG_OK; /* optional files */
+        else if (rc == FG_ERR_NOT_FOUND)
+            rc = fg_err_set(err, rc, "%s: the store has no %s (convert the checkpoint with its "
+                            "tokenizer files)", fg_store_dir(store), keys[i]);
+    }
+    if (rc == FG_OK) {
+        fg_tok_files f = {d[0], n[0], keys[0], d[1], n[1], keys[1], d[2], n[2], keys[2],
+                          d[3], n[3], keys[3]};
+        rc = fg_tok_load_mem(&f, out, err);
+    }
+    for (int i = 0; i < 4; i++)
+        free(d[i]);
+    return rc;
+}
+
+/* ---- tensors and units ---- */
+
+static int find_tensor(const fg_engine *e, const char *name)
+{
+    for (uint32_t i = 0; i < e->n_tensors; i++)
+        if (!strcmp(e->tensors[i].spec.name, name))
+            return (int)i;
+    return -1;
+}
+
+static int shape_check(const fg_engine *e, const fg_tensor_spec *want, const fg_store_tensor *st,
+                       fg_err *err)
+{
+    int ok = st->n_dims == want->n_dims;
+    for (uint32_t d = 0; ok && d < want->n_dims; d++)
+        ok = st->dims[d] == want->dims[d];
+    if (ok)
+        return FG_OK;
+    return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor '%s' has %u dims [%llu, %llu], "
+                      "config.json implies [%llu, %llu]", fg_store_dir(e->store), want->name,
+                      st->n_dims, (unsigned long long)st->dims[0],
+                      (unsigned long long)(st->n_dims > 1 ? st->dims[1] : 0),
+                      (unsigned long long)want->dims[0], (unsigned long long)want->dims[1]);
+}
+
+static int fill_tensor(wtensor *t, const fg_store_tensor *st, fg_err *err)
+{
+    t->codec = st->codec;
+    t->file_id = st->file_id;
+    t->n_chunks = st->n_chunks;
+    t->chunks = malloc((st->n_chunks + 1) * sizeof *t->chunks);
+    t->piece_rows = malloc((st->n_chunks + 1) * sizeof *t->piece_rows);
+    if (!t->chunks || !t->piece_rows)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t c = 0; c < st->n_chunks; c++) {
+        t->chunks[c] = st->chunks[c];
+        t->piece_rows[c] = st->chunks[c].first_row;
+        t->stored_bytes += PAGE_UP(st->chunks[c].length);
+    }
+    t->piece_rows[st->n_chunks] = st->dims[0];
+    return FG_OK;
+}
+
+/* Look spec up in the store (once; a tied head finds the embedding already added); its index
+ * into *index. */
+static int add_tensor(fg_engine *e, const fg_tensor_spec *spec, uint32_t group, int *index,
+                      fg_err *err)
+{
+    if ((*index = find_tensor(e, spec->name)) >= 0)
+        return FG_OK;
+    fg_store_tensor *st;
+    int rc = fg_store_tensor_get(e->store, spec->name, &st, err);
+    if (rc == FG_ERR_NOT_FOUND && spec->fallback[0] && (*index = find_tensor(e, spec->fallback)) >= 0)
+        return FG_OK;
+    if (rc)
+        return rc == FG_ERR_NOT_FOUND
+                   ? fg_err_set(err, rc, "%s: tensor '%s' is missing from the store",
+                                fg_store_dir(e->store), spec->name)
+                   : rc;
+    rc = shape_check(e, spec, st, err);
+    if (rc == FG_OK && e->n_tensors == e->cap_tensors) {
+        uint32_t cap = e->cap_tensors ? 2 * e->cap_tensors : 64;
+        wtensor *p = realloc(e->tensors, cap * sizeof *p);
+        rc = p ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        if (p) {
+            e->tensors = p;
+            e->cap_tensors = cap;
+        }
+    }
+    if (rc == FG_OK) {
+        wtensor *t = &e->tensors[e->n_tensors];
+        memset(t, 0, sizeof *t);
+        t->spec = *spec;
+        t->group = group;
+        rc = fill_tensor(t, st, err);
+        *index = (int)e->n_tensors++;
+    }
+    fg_store_tensor_free(st);
+    return rc;
+}
+
+/* The plan's view of unit u: stored bytes it owns, resident bytes, streamed chunk, SMALL
+ * floats. A tied head streams the embedding's bytes but does not own them. */
+static void plan_unit(const fg_engine *e, uint32_t u, fg_plan_unit *pu)
+{
+    const unit *un = &e->units[u];
+    memset(pu, 0, sizeof *pu);
+    for (uint32_t i = 0; i < un->n_t; i++) {
+        const wtensor *t = &e->tensors[un->t[i]];
+        fg_access a = t->group == u ? t->spec.access : FG_ACCESS_STREAM;
+        if (t->group == u)
+            pu->stored += t->stored_bytes;
+        if (a == FG_ACCESS_SMALL)
+            pu->small_floats += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+        if (a == FG_ACCESS_SMALL || a == FG_ACCESS_LINEAR) {
+            pu->resident += t->stored_bytes;
+            continue;
+        }
+        for (uint32_t c = 0; c < t->n_chunks; c++) {
+            uint64_t b = PAGE_UP(t->chunks[c].length);
+            pu->stream_chunk = b > pu->stream_chunk ? b : pu->stream_chunk;
+        }
+    }
+}
+
+static int build_units(fg_engine *e, fg_err *err)
+{
+    e->n_units = fg_model_n_units(&e->hp);
+    e->units = calloc(e->n_units, sizeof *e->units);
+    e->plan_units = calloc(e->n_units, sizeof *e->plan_units);
+    if (!e->units || !e->plan_units)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t u = 0; u < e->n_units; u++) {
+        unit *un = &e->units[u];
+        fg_tensor_spec spec[FG_UNIT_MAX_TENSORS];
+        un->kind = fg_model_unit_kind(&e->hp, u, &un->layer);
+        un->n_t = fg_model_unit_tensors(&e->hp, u, spec);
+        for (uint32_t i = 0; i < un->n_t; i++) {
+            int rc = add_tensor(e, &spec[i], u, &un->t[i], err);
+            if (rc)
+                return rc;
+        }
+    }
+    uint64_t weights = 0, max_floats = 0;
+    for (uint32_t i = 0; i < e->n_tensors; i++) {
+        const wtensor *t = &e->tensors[i];
+        weights += t->stored_bytes;
+        for (uint32_t c = 0; c < t->n_chunks; c++) {
+            uint64_t f = t->chunks[c].n_rows * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+            max_floats = f > max_floats ? f : max_floats;
+        }
+    }
+    for (uint32_t u = 0; u < e->n_units; u++)
+        plan_unit(e, u, &e->plan_units[u]);
+    e->pm = (fg_plan_model){&e->hp, e->n_units, e->plan_units, weights, max_floats};
+    return FG_OK;
+}
+
+/* ---- the pager ---- */
+
+/* Register every tensor's file and chunks with the pager (group = the unit that owns it). */
+static int register_chunks(fg_engine *e, fg_err *err)
+{
+    uint32_t files[1024], file_ids[1024], n_files = 0;
+    for (uint32_t i = 0; i < e->n_tensors; i++) {
+        wtensor *t = &e->tensors[i];
+        uint32_t k;
+        for (k = 0; k < n_files && file_ids[k] != t->file_id; k++)
+            ;
+        int rc = FG_OK;
+        if (k == n_files) {
+            char path[4096];
+            if (n_files == 1024)
+                return fg_err_set(err, FG_ERR_LIMIT, "more than 1024 weight files");
+            fg_store_file_path(e->store, t->file_id, 0, path, sizeof path);
+            rc = fg_pager_add_file(e->pager, path, 0, &files[k], err);
+            file_ids[n_files++] = t->file_id;
+        }
+        for (uint32_t c = 0; rc == FG_OK && c < t->n_chunks; c++) {
+            const fg_fgt_chunk_info *ci = &t->chunks[c];
+            fg_pager_chunk_desc d = {files[k], ci->offset, ci->length, PAGE_UP(ci->length),
+                                     ci->xxh3, 1, ((uint64_t)i << 32) | c, t->codec,
+                                     FG_CHUNK_WEIGHT, t->group};
+            uint32_t id;
+            rc = fg_pager_add_chunk(e->pager, &d, &id, err);
+            if (c == 0)
+                t->first_id = id;
+        }
+        if (rc)
+            return rc;
+    }
+    return FG_OK;
+}
+
+/* The offload file: one KV chunk per (batch, layer), then one activation chunk per batch,
+ * registered writable with the pager, then unlinked at once so nothing is left behind. */
+static int register_kv(fg_engine *e, fg_err *err)
+{
+    const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fg-kv-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: cannot create the KV file",
+                          dir && *dir ? dir : "/tmp");
+    uint64_t kvc = e->plan.kv_chunk, actc = e->plan.act_chunk;
+    uint64_t n = (uint64_t)e->ngb * e->hp.n_layers, act_off = n * kvc;
+    int rc = ftruncate(fd, (off_t)(act_off + e->ngb * actc))
+                 ? fg_err_sys(err, FG_ERR_IO, errno, "%s: ftruncate", path) : FG_OK;
+    close(fd);
+    uint32_t file;
+    if (rc == FG_OK)
+        rc = fg_pager_add_file(e->pager, path, 1, &file, err);
+    unlink(path);
+    for (uint64_t i = 0; rc == FG_OK && i < n; i++) {
+        fg_pager_chunk_desc d = {file, i * kvc, kvc, kvc, 0, 0, UINT64_MAX - i, {0},
+                                 FG_CHUNK_KV, (uint32_t)i};
+        uint32_t id;
+        rc = fg_pager_add_chunk(e->pager, &d, &id, err);
+        if (i == 0)
+            e->kv_first = id;
+    }
+    for (uint32_t k = 0; rc == FG_OK && k < e->ngb; k++) {
+        fg_pager_chunk_desc d = {file, act_off + k * actc, actc, actc, 0, 0, UINT64_MAX - n - k,
+                                 {0}, FG_CHUNK_ACT, (uint32_t)(n + k)};
+        uint32_t id;
+        rc = fg_pager_add_chunk(e->pager, &d, &id, err);
+        if (k == 0)
+            e->act_first = id;
+    }
+    return rc;
+}
+
+static int open_pager(fg_engine *e, fg_err *err)
+{
+    fg_pager_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.budget[FG_TIER_HOST] = e->plan.pool;
+    pc.flags = FG_PAGER_NO_CUDA | (e->o.no_verify ? 0 : FG_PAGER_VERIFY);
+    pc.notice = e->o.notice;
+    pc.notice_ctx = e->o.notice_ctx;
+    int rc = fg_pager_open(&pc, &e->pager, err);
+    if (rc == FG_OK)
+        rc = register_chunks(e, err);
+    if (rc == FG_OK)
+        rc = register_kv(e, err);
+    if (rc == FG_OK)
+        rc = fg_pager_place(e->pager, &e->plan.frac, err);
+    return rc;
+}
+
+int fg_engine_acquire(fg_engine *e, uint32_t id, fg_pager_view *v, fg_err *err)
+{
+    double t0 = fg_now();
+    int rc = fg_pager_acquire(e->pager, id, FG_TIER_DISK, v, err);
+    e->wait_s += fg_now() - t0;
+    return rc;
+}
+
+int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err)
+{
+    fg_err rerr;
+    int rc2 = fg_pager_release(e->pager, v, dirty ? FG_PAGER_DIRTY : 0, &rerr);
+    if (rc == FG_OK && rc2) {
+        if (err)
+            *err = rerr;
+        rc = rc2;
+    }
+    return rc;
+}
+
+void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
+{
+    fg_pager_ticket t;
+    fg_pager_prefetch(e->pager, e->kv_first + k * e->hp.n_layers + layer, FG_TIER_HOST, &t, NULL);
+}
+
+/* ---- weights ---- */
+
+static int prefetch_chunk(fg_engine *e, const wtensor *t, uint32_t c)
+{
+    fg_pager_ticket tk;
+    return c < t->n_chunks ? fg_pager_prefetch(e->pager, t->first_id + c, FG_TIER_HOST, &tk, NULL)
+                           : FG_OK;
+}
+
+void fg_engine_span_prefetch(fg_engine *e, uint32_t u)
+{
+    uint32_t n = fg_plan_span(&e->pm, &e->o.policy, u);
+    for (uint32_t k = 0; k < n; k++) {
+        const unit *un = &e->units[(u + k) % e->n_units];
+        for (uint32_t i = 0; i < un->n_t; i++) {
+            const wtensor *t = &e->tensors[un->t[i]];
+            /* a streamed tensor fetches each next chunk as it goes; the rows a gather needs
+             * are known only then: prefetching them whole would read the table */
+            uint32_t chunks = t->spec.access == FG_ACCESS_GATHER ? 0
+                            : t->spec.access == FG_ACCESS_STREAM || t->group != u + k ? 1
+                            : t->n_chunks;
+            for (uint32_t c = 0; c < chunks; c++)
+                if (prefetch_chunk(e, t, c))
+                    return; /* no room now: the acquire will load it */
+        }
+    }
+}
+
+/* fg_weight callbacks: piece i of tensor w->t is its chunk i, through the pager. */
+static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    wsrc *w = ctx;
+    fg_engine *e = w->e;
+    const wtensor *t = &e->tensors[w->t];
+    if (i >= t->n_chunks)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "tensor '%s' has %u chunks, not %u",
+                          t->spec.name, t->n_chunks, i + 1);
+    for (uint32_t d = 1; e->o.policy.overlap && t->spec.access == FG_ACCESS_STREAM &&
+                         d <= FG_HEAD_AHEAD; d++)
+        prefetch_chunk(e, t, i + d); /* read the next ones while this one multiplies */
+    fg_pager_view *v = malloc(sizeof *v);
+    if (!v)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = fg_engine_acquire(e, t->first_id + i, v, err);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    const fg_fgt_chunk_info *ci = &t->chunks[i];
+    *p = (fg_wpiece){v->ptr, (size_t)ci->length, t->codec, t->spec.n_dims,
+                     {t->spec.dims[0], t->spec.n_dims > 1 ? t->spec.dims[1] : 1},
+                     ci->first_row, ci->n_rows, v};
+    return FG_OK;
+}
+
+static int piece_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    wsrc *w = ctx;
+    fg_pager_view *v = p->token;
+    int rc = fg_engine_release(w->e, v, 0, FG_OK, err);
+    free(v);
+    return rc;
+}
+
+static void piece_prefetch(void *ctx, uint32_t i)
+{
+    wsrc *w = ctx;
+    prefetch_chunk(w->e, &w->e->tensors[w->t], i);
+}
+
+/* Decode tensor t whole into dst (f32): a SMALL tensor (norms, biases, positions). */
+static int materialize(fg_engine *e, const wtensor *t, float *dst, fg_err *err)
+{
+    uint64_t cols = t->spec.n_dims > 1 ? t->spec.dims[1] : 1;
+    for (uint32_t c = 0; c < t->n_chunks; c++) {
+        const fg_fgt_chunk_info *ci = &t->chunks[c];
+        fg_pager_view v;
+        int rc = fg_engine_acquire(e, t->first_id + c, &v, err);
+        if (rc)
+            return rc;
+        float *out = dst + ci->first_row * cols;
+        uint64_t n = ci->n_rows * cols;
+        if (t->codec.id == FG_CODEC_F32) {
+            memcpy(out, v.ptr, n * 4);
+        } else if (t->codec.id == FG_CODEC_F16) {
+            fg_f16_to_f32(v.ptr, out, n, FG_QUANT_ISA_AUTO);
+        } else if (t->codec.id == FG_CODEC_BF16) {
+            for (uint64_t i = 0; i < n; i++) {
+                uint32_t bits = (uint32_t)((const uint16_t *)v.ptr)[i] << 16;
+                memcpy(&out[i], &bits, 4);
+            }
+        } else {
+            fg_qview q;
+            rc = fg_codec_qview(&t->codec, t->spec.n_dims, t->spec.dims, ci->n_rows, &q, err);
+            if (rc == FG_OK)
+                rc = fg_quant_decode(&t->codec, &q, v.ptr, ci->length, out, FG_CODEC_F32, 0,
+                                     FG_QUANT_ISA_AUTO, err);
+        }
+        if ((rc = fg_engine_release(e, &v, 0, rc, err)))
+            return fg_err_set(err, rc, "tensor '%s' chunk %u: %s", t->spec.name, c, err->msg);
+    }
+    return FG_OK;
+}
+
+int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_err *err)
+{
+    const unit *un = &e->units[u];
+    memset(w, 0, sizeof *w);
+    for (uint32_t i = 0; i < un->n_t; i++) {
+        const wtensor *t = &e->tensors[un->t[i]];
+        fg_role r = t->group == u ? t->spec.role : FG_ROLE_LM_HEAD; /* a tied head */
+        fg_access a = t->group == u ? t->spec.access : FG_ACCESS_STREAM;
+        w->rows[r] = t->spec.dims[0];
+        if (a != FG_ACCESS_SMALL) {
+            wsrc *s = &e->wsrc[un->t[i]];
+            *s = (wsrc){e, un->t[i]};
+            w->w[r] = (fg_weight){NULL, t->n_chunks, t->piece_rows, piece_acquire,
+                                  piece_release, piece_prefetch, s};
+            continue;
+        }
+        int rc = materialize(e, t, dst, err);
+        if (rc)
+            return rc;
+        w->f[r] = dst;
+        w->w[r].f32 = dst;
+        dst += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+    }
+    return FG_OK;
+}
+
+/* ---- open / close ---- */
+
+static int alloc_buffers(fg_engine *e, fg_err *err)
+{
+    const fg_plan *p = &e->plan;
+    uint64_t h = e->hp.hidden, tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
+    e->ws_rows = (uint32_t)(tok > bls ? tok : bls);
+    e->ws_rows = e->ws_rows > p->logit_rows ? e->ws_rows : p->logit_rows;
+    e->small_f32 = malloc(p->small_f32 + 4);
+    e->wsrc = calloc(e->n_tensors + 1, sizeof *e->wsrc);
+    e->blk_hidden = malloc(bls * h * 4);
+    e->blk_ids = malloc(bls * 4);
+    e->blk_pos = malloc(bls * 4);
+    e->logits = malloc((uint64_t)p->logit_rows * e->hp.vocab_size * 4);
+    e->head_x = malloc((uint64_t)p->logit_rows * h * 4);
+    e->valid = calloc(e->ngb * tok, 1);
+    e->ids = calloc(e->ngb * tok, 4);
+    e->pos = calloc(e->ngb * tok, 4);
+    if (!e->small_f32 || !e->wsrc || !e->logits || !e->head_x || !e->valid || !e->ids || !e->pos ||
+        !e->blk_hidden || !e->blk_ids || !e->blk_pos)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
+                          "planned)", p->total_host / MB);
+    int rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, &e->ws, err);
+    if (rc == FG_OK)
+        rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);
+    if (rc == FG_OK)
+        rc = e->be->iface->reserve(e->be, e->pm.max_chunk_floats, err);
+    return rc;
+}
+
+static int check_opts(fg_engine *e, fg_err *err)
+{
+    const fg_policy *p = &e->o.policy;
+    if (!(p->attn_sparsity >= 0 && p->attn_sparsity <= 1))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--attn-sparsity %g: must be in (0, 1]",
+                          (double)p->attn_sparsity);
+    if (e->max_ctx > e->hp.max_pos && e->hp.pos == FG_POS_LEARNED)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %u tokens exceeds the "
+                          "model's %u positions", e->max_ctx, e->hp.max_pos);
+    for (uint32_t i = 0; p->compress_weight && i < e->n_tensors; i++)
+        if (e->tensors[i].spec.n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4)
+            return fg_err_set(err, FG_ERR_STATE, "--compress-weight: tensor '%s' is %s in %s "
+                              "(quantize the store with fg-convert STORE -o STORE-q4 "
+                              "--compress-weight)", e->tensors[i].spec.name,
+                              fg_codec_name(e->tensors[i].codec.id), fg_store_dir(e->store));
+    return FG_OK;
+}
+
+static int engine_init(fg_engine *e, fg_err *err)
+{
+    int rc = fg_engine_read_config(e->store, &e->hp, err);
+    if (rc == FG_OK)
+        rc = build_units(e, err);
+    if (rc)
+        return rc;
+    e->arch = fg_model_arch(&e->hp);
+    e->max_ctx = e->o.max_ctx ? e->o.max_ctx : e->hp.max_pos;
+    if ((rc = check_opts(e, err)))
+        return rc;
+    if (e->o.policy.compress_cache)
+        e->kv_codec = fg_codec_quant(4, 64, 1);
+    else
+        e->kv_codec = fg_codec_float(FG_CODEC_F32);
+    rc = fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, e->o.ram_budget, &e->plan, err);
+    if (rc)
+        return rc;
+    e->gbs = e->plan.gbs;
+    e->ngb = e->plan.ngb;
+    if ((rc = fg_backend_cpu_create(e->o.threads, &e->be, err)) || (rc = open_pager(e, err)))
+        return rc;
+    return alloc_buffers(e, err);
+}
+
+int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg_err *err)
+{
+    fg_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    e->o = *o;
+    e->store = store;
+    e->t_open = fg_now();
+    int rc = engine_init(e, err);
+    if (rc) {
+        e->o.trace_path = NULL;
+        fg_engine_close(e, NULL);
+        return rc;
+    }
+    *out = e;
+    return FG_OK;
+}
+
+int fg_engine_close(fg_engine *e, fg_err *err)
+{
+    if (!e)
+        return FG_OK;
+    int rc = FG_OK;
+    if (e->o.trace_path) {
+        fg_err terr;
+        rc = fg_trace_write(e, e->o.trace_path, &terr);
+        if (rc && err)
+            *err = terr;
+    }
+    fg_pager_close(e->pager);
+    fg_backend_free(e->be);
+    fg_model_ws_free(e->ws);
+    fg_sample_scratch_free(e->sampler);
+    for (uint32_t i = 0; i < e->n_tensors; i++) {
+        free(e->tensors[i].chunks);
+        free(e->tensors[i].piece_rows);
+    }
+    free(e->tensors);
+    free(e->units);
+    free(e->plan_units);
+    free(e->small_f32);
+    free(e->wsrc);
+    free(e->blk_hidden);
+    free(e->blk_ids);
+    free(e->blk_pos);
+    free(e->logits);
+    free(e->head_x);
+    free(e->valid);
+    free(e->ids);
+    free(e->pos);
+    free(e->spans);
+    free(e);
+    return rc;
+}
+
+const fg_hparams *fg_engine_hparams(const fg_engine *e) { return &e->hp; }
+const fg_plan *fg_engine_plan(const fg_engine *e) { return &e->plan; }
+uint32_t fg_engine_block_size(const fg_engine *e) { return e->gbs * e->ngb; }
+
+void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    fg_pager_stats_get(e->pager, &out->pager);
+    fg_backend_stats bs;
+    e->be->iface->stats(e->be, &bs);
+    out->weight_bytes_converted = bs.decoded_bytes;
+    out->compute_s = e->compute_s;
+    out->load_wait_s = e->wait_s;
+    out->ram_peak_planned = e->plan.total_host;
+}
+
+void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
+                    int32_t step)
+{
+    if (!e->o.trace_path)
+        return;
+    if (e->n_spans == e->cap_spans) {
+        size_t cap = e->cap_spans ? e->cap_spans * 2 : 4096;
+        span *p = realloc(e->spans, cap * sizeof *p);
+        if (!p)
+            return; /* tracing is best effort */
+        e->spans = p;
+        e->cap_spans = cap;
+    }
+    e->spans[e->n_spans++] = (span){name, t0, fg_now(), u, batch, step};
+}

@@ -1,0 +1,114 @@
+/* engine.h - generation over a store: any family of model/'s table, its weights streamed through
+ * the pager under a RAM budget, computed by a backend, FlexGen's zig-zag block schedule (paper
+ * Algorithm 1) or the row-by-row baseline, and perplexity scoring.
+ *
+ * Lifecycle: open a store (fg_store_open, read-only), fg_engine_open(store, opts) borrows it,
+ * fg_engine_generate / fg_engine_logits per block, fg_engine_close, then close the store. The
+ * memory plan (plan.h) is made at open and every buffer is sized from it; a budget that cannot
+ * hold the smallest block is refused naming the budget that would.
+ *
+ * Threads: one engine is used by one thread; its backend runs its own helper threads.
+ */
+#ifndef FG_ENGINE_H
+#define FG_ENGINE_H
+
+#include <stdint.h>
+
+#include "fg_error.h"
+#include "model.h"
+#include "pager.h"
+#include "plan.h"
+#include "policy.h"
+#include "sample.h"
+#include "store.h"
+#include "tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_engine fg_engine;
+
+typedef struct fg_engine_opts {
+    fg_policy policy;
+    uint32_t max_ctx;         /* longest prompt + generation a block may need (0: the model's) */
+    uint64_t ram_budget;      /* bytes for everything the engine allocates; 0 = no limit */
+    int threads;              /* compute threads; 0 = online CPUs */
+    int no_verify;            /* skip checking chunk checksums as they are read */
+    const char *trace_path;   /* Chrome trace events JSON written at close, or NULL */
+    const char *offload_dir;  /* where the KV cache / activation file lives when homed on disk
+                                 (NULL: $TMPDIR or /tmp); unlinked as soon as it is open */
+    void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
+    void *notice_ctx;
+} fg_engine_opts;
+
+/* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by
+ * the caller: fg_tok_free). Errors name the store and the key. */
+int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err);
+int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err);
+
+/* Open an engine on store (borrowed: it must outlive the engine). *out owned by the caller
+ * (fg_engine_close). */
+int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg_err *err);
+/* Writes the trace (when asked: a failure is reported through notice and returned), frees
+ * everything. NULL accepted (returns FG_OK). */
+int fg_engine_close(fg_engine *e, fg_err *err);
+
+const fg_hparams *fg_engine_hparams(const fg_engine *e);
+const fg_plan *fg_engine_plan(const fg_engine *e);   /* valid until close */
+uint32_t fg_engine_block_size(const fg_engine *e);   /* gbs * ngb */
+
+enum { FG_FINISH_NONE = 0, FG_FINISH_LENGTH, FG_FINISH_EOS, FG_FINISH_STOP };
+
+typedef struct fg_gen_seq {
+    const int32_t *prompt;   /* ids, BOS included when the model wants one */
+    uint32_t n_prompt;       /* >= 1 */
+    uint32_t max_new;        /* >= 1 */
+    fg_sample_params sample;
+    uint64_t stream;         /* generator stream (e.g. the job's index): seeds per sequence */
+    int32_t *out;            /* [max_new], caller-owned */
+    uint32_t n_out;          /* tokens produced */
+    int finish;              /* FG_FINISH_* */
+} fg_gen_seq;
+
+/* Asked after every new token of a sequence: non-zero stops it with FG_FINISH_STOP. */
+typedef int (*fg_stop_fn)(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out);
+/* Progress: tokens produced so far in this block. */
+typedef void (*fg_tick_fn)(void *ctx, uint64_t tokens);
+
+typedef struct fg_gen_hooks {
+    fg_stop_fn stop;
+    void *stop_ctx;
+    fg_tick_fn tick;
+    void *tick_ctx;
+} fg_gen_hooks;
+
+typedef struct fg_gen_stats {
+    double prefill_s, decode_s;
+    uint64_t new_tokens;
+} fg_gen_stats;
+
+/* Generate for seqs[0..n) (n <= block size) as one block. hooks may be NULL. */
+int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_hooks *hooks,
+                       fg_gen_stats *st, fg_err *err);
+
+/* Negative log-likelihood (natural log, summed) of ids[1..n) given the preceding ids, for up
+ * to block-size windows at once: windows[i] has lens[i] ids. *nll and *count accumulate. With
+ * out non-NULL every position's logits are copied too: window w, position t at
+ * out[w * out_stride + t * vocab] (out_stride >= lens[w] * vocab floats). */
+int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
+                     uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
+                     fg_err *err);
+
+typedef struct fg_engine_stats {
+    fg_pager_stats pager;
+    uint64_t weight_bytes_converted; /* f16/q4 -> f32 by the backend */
+    double compute_s, load_wait_s;
+    uint64_t ram_peak_planned;       /* the plan's total_host */
+} fg_engine_stats;
+void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* engine_int.h - private to the engine: engine.c (open, weights through the pager, unit loads),
+ * schedule.c (the schedules over a unit range), trace.c (Chrome trace events). */
+#ifndef FG_ENGINE_INT_H
+#define FG_ENGINE_INT_H
+
+#include "backend.h"
+#include "engine.h"
+
+/* Chunks of a streamed tensor (the LM head) read ahead of the one multiplying (a 4 MiB chunk
+ * multiplies in about as long as it takes to read). */
+#define FG_HEAD_AHEAD 4
+
+typedef struct wtensor {
+    fg_tensor_spec spec;           /* name, role, access, shape (the store's) */
+    fg_codec codec;
+    uint32_t file_id, group;       /* store weight file; owning unit (pager group) */
+    uint32_t first_id, n_chunks;   /* pager chunk ids [first_id, first_id + n_chunks) */
+    fg_fgt_chunk_info *chunks;     /* [n_chunks] (rows and lengths) */
+    uint64_t *piece_rows;          /* [n_chunks + 1] first row of each chunk, then the rows */
+    uint64_t stored_bytes;
+} wtensor;
+
+typedef struct unit {
+    fg_unit_kind kind;
+    uint32_t layer;
+    int t[FG_UNIT_MAX_TENSORS];    /* tensor indices */
+    uint32_t n_t;
+} unit;
+
+/* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine, the view of the
+ * piece being used. */
+typedef struct wsrc {
+    struct fg_engine *e;
+    int t;
+} wsrc;
+
+typedef struct span {
+    const char *name;
+    double t0, t1;
+    int32_t unit, batch, step;
+} span;
+
+struct fg_engine {
+    fg_engine_opts o;
+    fg_hparams hp;
+    const fg_arch *arch;
+    fg_store *store;               /* borrowed */
+    fg_pager *pager;
+    fg_backend *be;
+    wtensor *tensors;
+    uint32_t n_tensors, cap_tensors;
+    unit *units;
+    uint32_t n_units;
+    fg_plan_unit *plan_units;
+    fg_plan_model pm;
+    fg_plan plan;
+    uint32_t gbs, ngb, max_ctx;
+    /* buffers, sized by the plan */
+    float *small_f32;              /* SMALL tensors of the loaded span */
+    wsrc *wsrc;                    /* [n_tensors] weight sources */
+    uint32_t ws_rows;              /* rows of a step: max(gbs * max_ctx, gbs * ngb) */
+    /* the zig-zag decode step computes the whole block at once (see schedule.c): its hidden
+     * rows and new ids/positions, sequence s at row s */
+    float *blk_hidden;             /* [gbs * ngb, hidden] */
+    int32_t *blk_ids, *blk_pos;    /* [gbs * ngb] */
+    /* activations: one pager chunk per batch k (id act_first + k), [gbs * max_ctx, hidden] f32 */
+    uint32_t act_first;
+    /* KV cache: one pager chunk per (batch k, layer l), id kv_first + k * layers + l: K rows
+     * then V rows, gbs * max_ctx rows each of plan.kv_row bytes */
+    uint32_t kv_first;
+    fg_codec kv_codec;
+    float *logits;                 /* [logit_rows, vocab] */
+    float *head_x;                 /* [logit_rows, hidden] rows staged for the head */
+    uint8_t *valid;                /* [ngb][gbs * max_ctx] */
+    int32_t *ids, *pos;            /* [ngb][gbs * max_ctx] */
+    fg_model_ws *ws;
+    fg_sample_scratch *sampler;
+    /* stats */
+    double compute_s, wait_s;
+    span *spans;
+    size_t n_spans, cap_spans;
+    double t_open;
+};
+
+/* engine.c */
+/* Start reading the units of the span at u (best effort). */
+void fg_engine_span_prefetch(fg_engine *e, uint32_t u);
+/* Prefetch the KV chunk of (batch k, layer) (best effort). */
+void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
+/* Acquire/release a pager chunk, counting the wait. release folds its error into rc. */
+int fg_engine_acquire(fg_engine *e, uint32_t id, fg_pager_view *v, fg_err *err);
+int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err);
+/* Load unit u's SMALL tensors into dst (f32) and fill w with every tensor's view. */
+int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_err *err);
+void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
+                    int32_t step);
+
+/* trace.c */
+int fg_trace_write(const fg_engine *e, const char *path, fg_err *err);
+
+#endif

@@ -1,0 +1,192 @@
+/* plan.c - the memory plan (see plan.h for its invariants).
+ *
+ * The block: gbs x ngb sequences (8 x 4 unless the policy fixes them), shrunk until the least a
+ * block needs fits the budget: its buffers plus room to stream two spans of units, two KV chunks
+ * and two activation chunks. The pool then gets what the budget leaves after the buffers (with
+ * no budget: exactly what is homed in RAM plus the window, so data homed on disk really streams
+ * from disk). Without --percent fractions, everything is homed in RAM when it fits, else the
+ * weights go to disk, then the KV cache too; activations stay in RAM.
+ */
+#include <string.h>
+
+#include "fg_progress.h"
+#include "plan.h"
+
+#define MB (1024.0 * 1024.0)
+#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
+#define PREFETCH_AHEAD 2 /* spans read ahead of the one computing, when the pool has room */
+
+fg_policy fg_policy_default(void)
+{
+    fg_policy p;
+    memset(&p, 0, sizeof p);
+    p.sep_layer = 1;
+    p.overlap = 1;
+    p.cpu_attention = 1;
+    return p;
+}
+
+uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u)
+{
+    uint32_t layer;
+    return !p->sep_layer && fg_model_unit_kind(m->hp, u, &layer) == FG_UNIT_ATTN ? 2 : 1;
+}
+
+/* The largest span: its SMALL floats and the stored bytes it keeps resident. */
+static void spans(const fg_plan_model *m, const fg_policy *p, uint64_t *small, uint64_t *resident)
+{
+    *small = *resident = 0;
+    for (uint32_t u = 0; u < m->n_units; u++) {
+        uint64_t f = 0, r = 0;
+        for (uint32_t k = 0; k < fg_plan_span(m, p, u) && u + k < m->n_units; k++) {
+            f += m->units[u + k].small_floats;
+            r += m->units[u + k].resident + m->units[u + k].stream_chunk;
+        }
+        *small = f > *small ? f : *small;
+        *resident = r > *resident ? r : *resident;
+    }
+}
+
+/* Every host buffer outside the pager for a block of gbs x ngb. */
+static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
+{
+    const fg_hparams *hp = m->hp;
+    uint64_t ctx = pl->max_ctx, bls = (uint64_t)pl->gbs * pl->ngb, h = hp->hidden;
+    uint64_t tok = (uint64_t)pl->gbs * ctx > bls ? (uint64_t)pl->gbs * ctx : bls;
+    uint64_t small, resident;
+    spans(m, p, &small, &resident);
+    pl->logit_rows = bls > 16 ? (uint32_t)bls : 16;
+    pl->small_f32 = small * 4;
+    pl->max_span = resident;
+    pl->wdecode = m->max_chunk_floats * 4;
+    pl->workspace = fg_model_ws_bytes(hp, (uint32_t)tok, pl->max_ctx);
+    pl->head = (uint64_t)pl->logit_rows * (hp->vocab_size + h) * 4;
+    pl->block = (uint64_t)pl->ngb * pl->gbs * ctx * 9 + bls * (h * 4 + 8);
+    pl->sampler = (uint64_t)hp->vocab_size * 8;
+    pl->fixed = pl->small_f32 + pl->wdecode + pl->workspace + pl->head + pl->block + pl->sampler;
+}
+
+static void chunks(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
+{
+    const fg_hparams *hp = m->hp;
+    uint32_t width = fg_model_kv_width(hp);
+    fg_codec q = fg_codec_quant(4, 64, 1);
+    pl->kv_row = p->compress_cache ? fg_kv_row_bytes(&q, width) : (uint64_t)width * 4;
+    pl->kv_chunk = PAGE_UP(2 * (uint64_t)pl->gbs * pl->max_ctx * pl->kv_row);
+    pl->act_chunk = PAGE_UP((uint64_t)pl->gbs * pl->max_ctx * hp->hidden * 4);
+}
+
+static uint64_t least(const fg_plan *pl)
+{
+    return pl->fixed + 2 * pl->max_span + 2 * pl->kv_chunk + 2 * pl->act_chunk;
+}
+
+/* Shrink the block (what the policy leaves free, ngb first) until its least need fits. */
+static void choose_block(const fg_plan_model *m, const fg_policy *p, uint64_t budget, fg_plan *pl)
+{
+    pl->gbs = p->gbs ? p->gbs : 8;
+    pl->ngb = p->ngb ? p->ngb : 4;
+    for (;;) {
+        buffers(m, p, pl);
+        chunks(m, p, pl);
+        if (!budget || least(pl) <= budget || (uint64_t)pl->gbs * pl->ngb == 1 ||
+            (p->gbs && p->ngb))
+            return;
+        if (!p->ngb && pl->ngb > 1)
+            pl->ngb--;
+        else if (!p->gbs && pl->gbs > 1)
+            pl->gbs--;
+        else
+            return;
+    }
+}
+
+/* Default placement: everything in RAM when it fits, else weights on disk, then the cache. */
+static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv_act, uint64_t host,
+                         fg_pager_policy *f)
+{
+    memset(f, 0, sizeof *f);
+    f->h[1] = 1.0;
+    uint64_t w_window = 2 * pl->max_span;
+    if (weights + kv_act + w_window <= host)
+        f->w[1] = f->c[1] = 1.0;
+    else if (kv_act + w_window <= host)
+        f->w[2] = f->c[1] = 1.0;
+    else
+        f->w[2] = f->c[2] = 1.0;
+}
+
+static void homes(const fg_plan_model *m, fg_plan *pl)
+{
+    uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * m->hp->n_layers * pl->kv_chunk,
+                         (uint64_t)pl->ngb * pl->act_chunk};
+    const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
+    for (int k = 0; k < 3; k++) {
+        pl->homed[k] = (uint64_t)((double)total[k] * (fr[k][0] + fr[k][1]));
+        pl->on_disk[k] = total[k] - pl->homed[k];
+    }
+}
+
+int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
+                 uint64_t ram_budget, fg_plan *pl, fg_err *err)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->max_ctx = max_ctx;
+    pl->budget = ram_budget;
+    choose_block(m, p, ram_budget, pl);
+    pl->window = 2 * pl->max_span + 2 * pl->kv_chunk + 2 * pl->act_chunk;
+    if (!ram_budget) /* room to prefetch PREFETCH_AHEAD spans ahead of the one computing */
+        pl->window += (PREFETCH_AHEAD - 1) * pl->max_span;
+    if (ram_budget && pl->fixed + pl->window > ram_budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small: this model "
+                          "needs %.0f MiB of buffers for gbs %u x ngb %u plus %.0f MiB to stream "
+                          "weights, KV cache and activations (at least %.0f MiB)",
+                          ram_budget / MB, pl->fixed / MB, pl->gbs, pl->ngb, pl->window / MB,
+                          (pl->fixed + pl->window) / MB);
+    uint64_t kv_act = (uint64_t)pl->ngb * (m->hp->n_layers * pl->kv_chunk + pl->act_chunk);
+    uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv_act + pl->window;
+    if (p->have_fractions)
+        pl->frac = p->frac;
+    else
+        default_frac(pl, m->weights, kv_act, host, &pl->frac);
+    if (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0)
+        return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
+                          "activations on a GPU, and this engine runs on the CPU");
+    homes(m, pl);
+    uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
+    /* no budget: the pool holds what is homed in RAM plus the window */
+    pl->pool = ram_budget ? host : homed + pl->window;
+    pl->total_host = pl->fixed + pl->pool;
+    /* prefetch deeper only where the pool's streaming room holds every span in flight: with
+     * less, prefetching further would evict chunks the current span still uses */
+    double room = (double)pl->pool - (double)homed - 2.0 * (double)(pl->kv_chunk + pl->act_chunk);
+    pl->ahead = room >= (double)(1 + PREFETCH_AHEAD) * (double)pl->max_span ? PREFETCH_AHEAD : 1;
+    return FG_OK;
+}
+
+void fg_plan_print(const fg_plan *pl, FILE *f)
+{
+    char b[32];
+    static const char *what[3] = {"weights", "KV cache", "activations"};
+    const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
+    fprintf(f, "plan: block %u x %u (gbs x ngb), context %u, prefetch %u ahead\n", pl->gbs,
+            pl->ngb, pl->max_ctx, pl->ahead);
+    for (int k = 0; k < 3; k++) {
+        char d[32];
+        fprintf(f, "  %-12s RAM %5.1f%% %10s   disk %5.1f%% %10s\n", what[k], 100 * fr[k][1],
+                fg_fmt_bytes((double)pl->homed[k], b, sizeof b), 100 * fr[k][2],
+                fg_fmt_bytes((double)pl->on_disk[k], d, sizeof d));
+    }
+    const struct { const char *name; uint64_t v; } rows[] = {
+        {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
+        {"workspace", pl->workspace}, {"logits", pl->head}, {"block state", pl->block},
+        {"sampler", pl->sampler}, {"pager: homed", pl->homed[0] + pl->homed[1] + pl->homed[2]},
+        {"pager: streaming", pl->pool - (pl->homed[0] + pl->homed[1] + pl->homed[2])},
+        {"total RAM", pl->total_host}, {"budget", pl->budget},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(f, "  %-20s %10s (%llu bytes)\n", rows[i].name,
+                rows[i].v || i + 1 < sizeof rows / sizeof rows[0]
+                    ? fg_fmt_bytes((double)rows[i].v, b, sizeof b) : "none",
+                (unsigned long long)rows[i].v);
+}

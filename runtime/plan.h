@@ -1,0 +1,90 @@
+/* plan.h - the memory plan: a pure function (model sizes, policy, context, budget) -> every
+ * byte the engine will allocate, per buffer and per tier, the block it runs and where each kind
+ * of data is homed. The engine allocates by it (runtime/engine.c takes each size from the plan,
+ * never recomputes one) and the policy search evaluates candidate policies with it.
+ *
+ * Invariants (checked by tests/test_plan.c):
+ *  1. total_host = fixed + pool, and fixed is the sum of the named host buffers;
+ *  2. with a RAM budget, total_host <= budget, or fg_plan_make fails naming the smallest budget
+ *     that fits and the block it tried;
+ *  3. the pool holds what is homed in RAM plus the streaming window (two spans of units, two KV
+ *     chunks, two activation chunks), so streaming never evicts a homed chunk;
+ *  4. the same inputs give the same plan (no clock, no environment, no I/O).
+ */
+#ifndef FG_PLAN_H
+#define FG_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fg_error.h"
+#include "model.h"
+#include "policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sizes of one unit's weights as stored. */
+typedef struct fg_plan_unit {
+    uint64_t stored;       /* stored bytes (4 KiB padded chunks) the unit owns */
+    uint64_t resident;     /* bytes resident while it computes (all but gathered/streamed) */
+    uint64_t stream_chunk; /* largest chunk of a gathered or streamed tensor */
+    uint64_t small_floats; /* f32 floats of its SMALL tensors (decoded when it loads) */
+} fg_plan_unit;
+
+/* What the plan needs to know of a model: hyperparameters and stored sizes. */
+typedef struct fg_plan_model {
+    const fg_hparams *hp;
+    uint32_t n_units;            /* fg_model_n_units(hp) */
+    const fg_plan_unit *units;   /* [n_units] */
+    uint64_t weights;            /* stored bytes of every tensor */
+    uint64_t max_chunk_floats;   /* largest decoded chunk of any tensor */
+} fg_plan_model;
+
+typedef struct fg_plan {
+    uint32_t gbs, ngb, max_ctx;
+    fg_pager_policy frac;        /* the placement (given, or the default rule's) */
+    uint32_t ahead;              /* spans prefetched ahead of the one computing */
+    uint32_t logit_rows;         /* rows the LM head computes at once */
+    /* one chunk of each kind (padded to 4 KiB) */
+    uint64_t kv_row;             /* bytes of one cached K (or V) row */
+    uint64_t kv_chunk;           /* K and V of gbs sequences x max_ctx rows: one (batch, layer) */
+    uint64_t act_chunk;          /* one batch's activations: gbs x max_ctx x hidden f32 */
+    uint64_t max_span;           /* most stored bytes one load keeps resident */
+    /* host buffers outside the pager */
+    uint64_t small_f32;          /* SMALL tensors of the largest span, f32 */
+    uint64_t wdecode;            /* the backend's decode buffer: the largest chunk in f32 */
+    uint64_t workspace;          /* fg_model_ws */
+    uint64_t head;               /* logits [logit_rows, vocab] + staged rows */
+    uint64_t block;              /* ids, positions, validity; the decode step's block rows */
+    uint64_t sampler;
+    uint64_t fixed;              /* the sum of the six above */
+    /* the pager's HOST pool */
+    uint64_t homed[3];           /* weights, KV cache, activations homed in RAM */
+    uint64_t on_disk[3];         /* ... and on disk */
+    uint64_t window;             /* streaming room */
+    uint64_t pool;
+    uint64_t total_host;         /* fixed + pool */
+    uint64_t budget;             /* the RAM budget it was made for (0 = none) */
+} fg_plan;
+
+/* Make the plan for running m under policy p with contexts up to max_ctx tokens in ram_budget
+ * bytes (0 = no limit). gbs/ngb left 0 in p are chosen: 8 x 4, shrunk (ngb first) until the
+ * block's buffers and streaming room fit. Without fractions in p everything is homed in RAM
+ * when it fits, else the weights on disk, then the KV cache too. Errors: FG_ERR_NO_SPACE naming
+ * the budget needed; FG_ERR_PAGER_NO_TIER when p puts data on a GPU and none is planned for. */
+int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
+                 uint64_t ram_budget, fg_plan *out, fg_err *err);
+
+/* Units loaded together starting at unit u: 2 (a layer's attention and MLP) without sep_layer,
+ * else 1. */
+uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
+
+/* The plan as text (one "name bytes" line per figure, human units), for --dry-run. */
+void fg_plan_print(const fg_plan *pl, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

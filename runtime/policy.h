@@ -1,0 +1,38 @@
+/* policy.h - fg_policy: how one run places and batches its data (FlexGen's policy), the one
+ * value fg-infer, the plan, the engine and (later) the policy search exchange. */
+#ifndef FG_POLICY_H
+#define FG_POLICY_H
+
+#include <stdint.h>
+
+#include "pager.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fg_schedule_kind {
+    FG_SCHEDULE_ZIGZAG = 0, /* FlexGen's block schedule (paper Algorithm 1) */
+    FG_SCHEDULE_ROW = 1,    /* row by row: what Accelerate and DeepSpeed do (the baseline) */
+} fg_schedule_kind;
+
+typedef struct fg_policy {
+    uint32_t gbs, ngb;          /* GPU batch size and number of GPU batches; 0 = the plan picks */
+    int have_fractions;         /* 0: the plan places by its default rule */
+    fg_pager_policy frac;       /* [GPU, CPU, disk] fractions of weights, KV cache, activations */
+    int compress_weight;        /* 4-bit weight matrices (the store must hold them) */
+    int compress_cache;         /* 4-bit KV cache, groups of 64 along the head dimension */
+    float attn_sparsity;        /* top-k sparse attention: fraction of keys kept; 0 = dense */
+    int sep_layer;              /* attention and MLP are separate units (FlexGen's --sep-layer) */
+    int overlap;                /* prefetch the next units' weights while computing */
+    int cpu_attention;          /* attention where the KV cache lives in RAM (--cpu-cache-compute) */
+    fg_schedule_kind schedule;
+} fg_policy;
+
+/* The defaults fg-infer starts from: zig-zag, overlap, separate sub-layers, choose the rest. */
+fg_policy fg_policy_default(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,173 @@
+/* test_model.c - model/'s table: config.json parsing (strict, errors name the key), the tensor
+ * sets a config implies, canonical names, and checkpoints checked against them (convert/). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "convert_int.h"
+#include "model.h"
+#include "testutil.h"
+
+static const char *fx(const char *name)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s/%s", FG_CKPT_FIXTURES, name);
+    return buf;
+}
+
+static fg_ckpt *open_ok(const char *name)
+{
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_msg(fg_ckpt_open(fx(name), &ck, &err) == FG_OK, "%s: %s", name, err.msg);
+    return ck;
+}
+
+static void load_cfg(const char *name, fg_hparams *c)
+{
+    char p[1100];
+    fg_err err;
+    snprintf(p, sizeof p, "%s/config.json", fx(name));
+    ck_assert_msg(fg_model_config_load(p, c, &err) == FG_OK, "%s", err.msg);
+}
+
+static void check_opt(const char *name, int want, const char *needle)
+{
+    fg_hparams c;
+    load_cfg(name, &c);
+    fg_ckpt *ck = open_ok(name);
+    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
+    fg_err err;
+    int rc = fg_convert_check_ckpt(&c, ck, map, &err);
+    ck_assert_msg(rc == want, "%s: %d %s", name, rc, err.msg);
+    if (needle)
+        ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", name, err.msg, needle);
+    if (rc == FG_OK) { /* map[i] names the spec whose canonical name the tensor has */
+        fg_tensor_spec *spec;
+        uint32_t n;
+        ck_assert_int_eq(fg_model_tensors(&c, &spec, &n, &err), FG_OK);
+        for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
+            char buf[128];
+            ck_assert_uint_lt(map[i], n);
+            ck_assert_str_eq(fg_arch_opt.canonical_name(fg_ckpt_tensor_at(ck, i)->name, buf, sizeof buf),
+                             spec[map[i]].name);
+        }
+        free(spec);
+    }
+    free(map);
+    fg_ckpt_close(ck);
+}
+
+START_TEST(opt_configs_and_tensor_sets)
+{
+    fg_hparams c;
+    load_cfg("opt_tiny", &c);
+    ck_assert_uint_eq(c.vocab_size, 16);
+    ck_assert_uint_eq(c.hidden, 8);
+    ck_assert_uint_eq(c.embed_dim, 8);
+    ck_assert_int_eq(c.pre_norm, 1);
+    ck_assert_int_eq(c.eos_id, 2);
+    ck_assert_int_eq(c.pad_id, 1);
+    ck_assert_str_eq(c.dtype, "float32");
+    fg_tensor_spec *spec;
+    uint32_t n;
+    fg_err err;
+    ck_assert_int_eq(fg_model_tensors(&c, &spec, &n, &err), FG_OK);
+    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1);
+    ck_assert_str_eq(spec[1].name, "model.decoder.embed_positions.weight");
+    ck_assert_uint_eq(spec[1].dims[0], 8 + 2);
+    ck_assert_int_eq(spec[n - 1].optional, 1);
+    free(spec);
+    load_cfg("opt_tiny_350m", &c);
+    ck_assert_uint_eq(c.embed_dim, 4);
+    ck_assert_int_eq(c.pre_norm, 0);
+    ck_assert_int_eq(fg_model_tensors(&c, &spec, &n, &err), FG_OK);
+    ck_assert_uint_eq(n, 2 + 2 + 2 * 16 + 1); /* project_in/out, no final layer norm */
+    uint32_t po = 0; /* project_out [proj, hidden] */
+    while (po < n && strcmp(spec[po].name, "model.decoder.project_out.weight"))
+        po++;
+    ck_assert_uint_lt(po, n);
+    ck_assert_uint_eq(spec[po].dims[0], 4);
+    ck_assert_uint_eq(spec[po].dims[1], 8);
+    free(spec);
+
+    check_opt("opt_tiny", FG_OK, NULL);
+    check_opt("opt_tiny_np", FG_OK, NULL);
+    check_opt("opt_tiny_350m", FG_OK, NULL);
+    check_opt("opt_tiny_350m_np", FG_OK, NULL);
+    check_opt("opt_tiny_badshape", FG_ERR_SIZE_MISMATCH,
+              "tensor model.decoder.layers.1.fc1.weight has shape [16, 7], config.json implies "
+              "[16, 8]");
+    check_opt("opt_tiny_extra", FG_ERR_BAD_NAME,
+              "tensor model.decoder.project_in.weight is not an OPT tensor for this config.json");
+    check_opt("opt_tiny_missing", FG_ERR_NOT_FOUND,
+              "tensor model.decoder.layers.0.self_attn.k_proj.bias (required by config.json) is "
+              "missing");
+}
+END_TEST
+
+static void cfg_fail(const char *json, int code, const char *needle)
+{
+    fg_hparams c;
+    fg_err err;
+    int rc = fg_model_config_parse(json, strlen(json), "x/config.json", &c, &err);
+    ck_assert_msg(rc == code, "%s: %d %s", json, rc, err.msg);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "'%s' lacks '%s'", err.msg, needle);
+}
+
+START_TEST(opt_config_errors)
+{
+#define BASE "\"model_type\":\"opt\",\"vocab_size\":16,\"num_hidden_layers\":2,\"ffn_dim\":16," \
+             "\"num_attention_heads\":2,\"max_position_embeddings\":8"
+    fg_hparams c;
+    fg_err err;
+    const char *ok = "{" BASE ",\"hidden_size\":8}";
+    ck_assert_int_eq(fg_model_config_parse(ok, strlen(ok), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(c.embed_dim, 8);
+    ck_assert_int_eq(c.qkv_bias, 1);
+    ck_assert_int_eq(c.tied_head, 1);
+    cfg_fail("{" BASE "}", FG_ERR_CORRUPT, "x/config.json: key hidden_size: missing");
+    cfg_fail("{" BASE ",\"hidden_size\":\"8\"}", FG_ERR_CORRUPT, "key hidden_size: must be an integer");
+    cfg_fail("{" BASE ",\"hidden_size\":9}", FG_ERR_CORRUPT, "key num_attention_heads: does not divide");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"activation_function\":\"silu\"}", FG_ERR_UNSUPPORTED,
+             "key activation_function: is \"silu\"; fg supports \"relu\", \"gelu\"");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"enable_bias\":1}", FG_ERR_CORRUPT,
+             "key enable_bias: must be true or false");
+    cfg_fail("{\"model_type\":\"gpt2\"}", FG_ERR_UNSUPPORTED, "key model_type");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"hidden_size\":8}", FG_ERR_CORRUPT, "invalid JSON");
+    cfg_fail("[1]", FG_ERR_CORRUPT, "not a JSON object");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"torch_dtype\":\"int8\"}", FG_ERR_CORRUPT, "torch_dtype");
+#undef BASE
+}
+END_TEST
+
+START_TEST(canonical_names)
+{
+    char b[96];
+    ck_assert_str_eq(fg_arch_opt.canonical_name("decoder.layer_norm.weight", b, sizeof b),
+                     "model.decoder.final_layer_norm.weight");
+    ck_assert_str_eq(fg_arch_opt.canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
+                     "model.decoder.layers.3.fc1.bias");
+    ck_assert_str_eq(fg_arch_opt.canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
+                     "model.decoder.final_layer_norm.bias");
+    ck_assert_str_eq(fg_arch_opt.canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
+    ck_assert_ptr_null(fg_arch_opt.canonical_name("decoder.layers.3.fc1.bias", b, 8));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_add_test(tc, opt_configs_and_tensor_sets);
+    tcase_add_test(tc, opt_config_errors);
+    tcase_add_test(tc, canonical_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
