@@ -1,0 +1,432 @@
+/* test_ops.c - the cross-backend op test (ggml's test-backend-ops, for fg): every op of every
+ * backend present runs on random inputs of odd shapes and is compared with the scalar
+ * reference (fg_ops_ref) by normalized mean squared error. A new backend (CUDA, a simulated
+ * device) adds itself to backends() and inherits every case.
+ *
+ * Typed weights are built here the way a store holds them: rows cut into chunks of whole row
+ * quanta, each chunk encoded in F32/F16/BF16/Q4/Q8 (groups along either axis), handed out as
+ * pieces; every acquire must be matched by a release.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "quant.h"
+#include "testutil.h"
+
+static void randf(float *x, size_t n, uint64_t seed, float scale)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = scale * ((float)(s >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
+    }
+}
+
+static double nmse(const float *a, const float *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* The backends under test (the reference itself included: it must agree with itself). */
+static int backends(fg_backend **out)
+{
+    fg_err err;
+    int n = 0;
+    ck_assert_int_eq(fg_backend_cpu_create(3, &out[n++], &err), FG_OK);
+    ck_assert_int_eq(fg_backend_ref_create(&out[n++], &err), FG_OK);
+    return n;
+}
+
+static void free_all(fg_backend **b, int n)
+{
+    for (int i = 0; i < n; i++)
+        fg_backend_free(b[i]);
+}
+
+/* ---- typed weights ---- */
+
+typedef struct tw {
+    fg_codec codec;
+    uint64_t dims[2];
+    uint32_t n_pieces;
+    uint64_t rows[64];
+    void *data[64];
+    size_t len[64];
+    int held;
+} tw;
+
+static int tw_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    tw *t = ctx;
+    if (i >= t->n_pieces)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "piece %u", i);
+    t->held++;
+    *p = (fg_wpiece){t->data[i], t->len[i], t->codec, 2, {t->dims[0], t->dims[1]}, t->rows[i],
+                     t->rows[i + 1] - t->rows[i], t};
+    return FG_OK;
+}
+
+static int tw_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    (void)err, (void)p;
+    ((tw *)ctx)->held--;
+    return FG_OK;
+}
+
+/* w [n, k] f32 encoded in codec, in chunks of about `chunk` rows (whole quanta). */
+static void tw_make(tw *t, const float *w, uint32_t n, uint32_t k, fg_codec codec, uint32_t chunk)
+{
+    memset(t, 0, sizeof *t);
+    t->codec = codec;
+    t->dims[0] = n;
+    t->dims[1] = k;
+    uint64_t q = fg_codec_row_quantum(&codec, 2);
+    chunk = (uint32_t)((chunk + q - 1) / q * q);
+    for (uint32_t r = 0; r < n; r += chunk) {
+        uint32_t rows = n - r < chunk ? n - r : chunk, i = t->n_pieces++;
+        t->rows[i] = r;
+        const float *src = w + (size_t)r * k;
+        size_t cnt = (size_t)rows * k;
+        if (codec.id == FG_CODEC_F32) {
+            t->len[i] = cnt * 4;
+            t->data[i] = malloc(t->len[i]);
+            memcpy(t->data[i], src, t->len[i]);
+        } else if (codec.id == FG_CODEC_F16 || codec.id == FG_CODEC_BF16) {
+            uint16_t *d = malloc(cnt * 2);
+            for (size_t j = 0; j < cnt; j++) {
+                uint32_t bits;
+                memcpy(&bits, &src[j], 4);
+                d[j] = codec.id == FG_CODEC_F16 ? fg_f32_to_f16_1(src[j]) : (uint16_t)(bits >> 16);
+            }
+            t->data[i] = d;
+            t->len[i] = cnt * 2;
+        } else {
+            fg_qview v;
+            fg_err err;
+            ck_assert_int_eq(fg_codec_qview(&codec, 2, t->dims, rows, &v, &err), FG_OK);
+            ck_assert_int_eq(fg_quant_chunk_bytes(&v, &t->len[i], &err), FG_OK);
+            t->data[i] = malloc(t->len[i]);
+            ck_assert_msg(fg_quant_encode(&codec, &v, src, FG_CODEC_F32, 0, t->data[i], t->len[i],
+                                          FG_QUANT_ISA_REF, &err) == FG_OK, "%s", err.msg);
+        }
+    }
+    t->rows[t->n_pieces] = n;
+}
+
+static fg_weight tw_weight(tw *t)
+{
+    return (fg_weight){NULL, t->n_pieces, t->rows, tw_acquire, tw_release, NULL, t};
+}
+
+static void tw_free(tw *t)
+{
+    for (uint32_t i = 0; i < t->n_pieces; i++)
+        free(t->data[i]);
+}
+
+static fg_codec codec_of(int c)
+{
+    switch (c) {
+    case 0: return fg_codec_float(FG_CODEC_F32);
+    case 1: return fg_codec_float(FG_CODEC_F16);
+    case 2: return fg_codec_float(FG_CODEC_BF16);
+    case 3: return fg_codec_quant(4, 64, 0);
+    case 4: return fg_codec_quant(4, 32, 1);
+    default: return fg_codec_quant(8, 64, 1);
+    }
+}
+
+/* ---- linear and gather ---- */
+
+START_TEST(linear_every_codec_every_backend)
+{
+    static const uint32_t shapes[][3] = {{1, 5, 7}, {3, 130, 64}, {17, 33, 96}, {8, 200, 130}};
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int c = 0; c < 6; c++) {
+            uint32_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            float *x = malloc((size_t)m * k * 4), *w = malloc((size_t)n * k * 4);
+            float *bias = malloc((size_t)n * 4), *ref = malloc((size_t)m * n * 4);
+            float *y = malloc((size_t)m * n * 4);
+            randf(x, (size_t)m * k, s * 7 + 1, 1.0f);
+            randf(w, (size_t)n * k, s * 7 + 2, 0.5f);
+            randf(bias, n, s * 7 + 3, 1.0f);
+            tw t;
+            tw_make(&t, w, n, k, codec_of(c), 24 + (uint32_t)s * 11);
+            fg_weight wt = tw_weight(&t);
+            fg_backend *r;
+            ck_assert_int_eq(fg_backend_ref_create(&r, &err), FG_OK);
+            ck_assert_int_eq(r->iface->reserve(r, (uint64_t)n * k, &err), FG_OK);
+            ck_assert_int_eq(r->iface->linear(r, x, &wt, c & 1 ? bias : NULL, ref, m, n, k, &err),
+                             FG_OK);
+            fg_backend_free(r);
+            for (int b = 0; b < nb; b++) {
+                ck_assert_int_eq(be[b]->iface->reserve(be[b], (uint64_t)n * k, &err), FG_OK);
+                memset(y, 0xff, (size_t)m * n * 4);
+                ck_assert_msg(be[b]->iface->linear(be[b], x, &wt, c & 1 ? bias : NULL, y, m, n, k,
+                                                   &err) == FG_OK, "%s", err.msg);
+                double e = nmse(y, ref, (size_t)m * n);
+                ck_assert_msg(e < 1e-10, "%s linear %ux%ux%u codec %d: nmse %g",
+                              be[b]->iface->name, m, n, k, c, e);
+                ck_assert_int_eq(t.held, 0);
+            }
+            /* the typed weight against the plain f32 product of its decoded rows */
+            if (c == 0) {
+                fg_weight whole = {w, 0, NULL, NULL, NULL, NULL, NULL};
+                ck_assert_int_eq(be[0]->iface->linear(be[0], x, &whole, NULL, y, m, n, k, &err),
+                                 FG_OK);
+                ck_assert_msg(nmse(y, ref, (size_t)m * n) < 1e-10, "f32 whole vs pieces");
+            }
+            tw_free(&t);
+            free(x), free(w), free(bias), free(ref), free(y);
+        }
+    free_all(be, nb);
+}
+END_TEST
+
+START_TEST(gather_every_codec_every_backend)
+{
+    enum { N = 150, K = 64, M = 9 };
+    int32_t ids[M] = {0, 149, 64, 63, 7, 7, 100, 128, 65};
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    float *w = malloc(N * K * 4), *ref = malloc(M * K * 4), *y = malloc(M * K * 4);
+    randf(w, N * K, 5, 1.0f);
+    for (int c = 0; c < 6; c++) {
+        tw t;
+        tw_make(&t, w, N, K, codec_of(c), 40);
+        fg_weight wt = tw_weight(&t);
+        fg_backend *r;
+        ck_assert_int_eq(fg_backend_ref_create(&r, &err), FG_OK);
+        ck_assert_int_eq(r->iface->reserve(r, N * K, &err), FG_OK);
+        ck_assert_int_eq(r->iface->gather(r, &wt, N, ids, M, ref, K, &err), FG_OK);
+        fg_backend_free(r);
+        for (int b = 0; b < nb; b++) {
+            ck_assert_int_eq(be[b]->iface->reserve(be[b], N * K, &err), FG_OK);
+            ck_assert_int_eq(be[b]->iface->gather(be[b], &wt, N, ids, M, y, K, &err), FG_OK);
+            ck_assert_msg(!memcmp(y, ref, M * K * 4), "%s gather codec %d", be[b]->iface->name, c);
+            ck_assert_int_eq(t.held, 0);
+            int32_t bad = N;
+            ck_assert_int_eq(be[b]->iface->gather(be[b], &wt, N, &bad, 1, y, K, &err),
+                             FG_ERR_INVALID_ARG);
+            ck_assert_msg(strstr(err.msg, "outside the vocabulary"), "%s", err.msg);
+        }
+        tw_free(&t);
+    }
+    free(w), free(ref), free(y);
+    free_all(be, nb);
+}
+END_TEST
+
+/* ---- the small ops ---- */
+
+START_TEST(norms_rope_act_add_every_backend)
+{
+    enum { R = 5, H = 3, D = 18, W = H * D };
+    fg_backend *be[4];
+    int nb = backends(be);
+    const fg_backend_iface *r = &fg_ops_ref;
+    fg_err err;
+    float x[R * W], g[W], bb[W], ref[R * W], y[R * W], up[R * W];
+    randf(x, R * W, 11, 2.0f);
+    randf(g, W, 12, 1.0f);
+    randf(bb, W, 13, 1.0f);
+    randf(up, R * W, 14, 1.0f);
+    int32_t pos[R] = {0, 1, 7, 300, -1};
+    fg_rope ropes[3] = {{10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D},
+                        {500000.0f, FG_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64, D},
+                        {10000.0f, FG_ROPE_LINEAR, 2.0f, 0, 0, 0, D - 6}};
+    for (int b = 0; b < nb; b++) {
+        const fg_backend_iface *f = be[b]->iface;
+        r->layernorm(NULL, x, g, bb, ref, R, W, 1e-5f, &err);
+        f->layernorm(be[b], x, g, bb, y, R, W, 1e-5f, &err);
+        ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s layernorm", f->name);
+        r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
+        f->rmsnorm(be[b], x, g, y, R, W, 1e-6f, &err);
+        ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s rmsnorm", f->name);
+        for (int k = 0; k < 3; k++) {
+            memcpy(ref, x, sizeof x);
+            memcpy(y, x, sizeof x);
+            ck_assert_int_eq(r->rope(NULL, ref, R, H, D, pos, &ropes[k], &err), FG_OK);
+            ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &ropes[k], &err), FG_OK);
+            ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s rope %d", f->name, k);
+        }
+        fg_rope odd = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D + 1};
+        ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &odd, &err), FG_ERR_INVALID_ARG);
+        for (int a = FG_ACT_RELU; a <= FG_ACT_SILU; a++)
+            for (int gated = 0; gated < 2; gated++) {
+                memcpy(ref, x, sizeof x);
+                memcpy(y, x, sizeof x);
+                r->act(NULL, (fg_act)a, ref, gated ? up : NULL, R * W, &err);
+                f->act(be[b], (fg_act)a, y, gated ? up : NULL, R * W, &err);
+                ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s act %d", f->name, a);
+            }
+        memcpy(ref, x, sizeof x);
+        memcpy(y, x, sizeof x);
+        r->add(NULL, ref, up, R * W, &err);
+        f->add(be[b], y, up, R * W, &err);
+        ck_assert(!memcmp(y, ref, sizeof y));
+    }
+    free_all(be, nb);
+}
+END_TEST
+
+/* RoPE against a direct evaluation of transformers' formula (rotate-half, f32 inv_freq). */
+START_TEST(rope_matches_the_formula)
+{
+    enum { D = 8 };
+    float x[D], y[D];
+    randf(x, D, 3, 1.0f);
+    memcpy(y, x, sizeof x);
+    int32_t p = 5;
+    fg_rope r = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D};
+    fg_err err;
+    ck_assert_int_eq(fg_ops_ref.rope(NULL, y, 1, 1, D, &p, &r, &err), FG_OK);
+    for (int i = 0; i < D / 2; i++) {
+        double f = 1.0 / pow(10000.0, 2.0 * i / D), c = cos(p * f), s = sin(p * f);
+        ck_assert(fabs(y[i] - (x[i] * c - x[i + D / 2] * s)) < 1e-5);
+        ck_assert(fabs(y[i + D / 2] - (x[i + D / 2] * c + x[i] * s)) < 1e-5);
+    }
+}
+END_TEST
+
+/* ---- KV encode + attention ---- */
+
+static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh, uint32_t window,
+                           float keep, int q4, uint32_t nq, uint32_t pos0)
+{
+    enum { D = 16, CAP = 48, P = 4 };
+    uint32_t kw = kvh * D, qw = heads * D, ctx = pos0 + nq;
+    fg_codec c = q4 ? fg_codec_quant(4, 16, 1) : fg_codec_float(FG_CODEC_F32);
+    size_t rb = fg_kv_row_bytes(&c, kw);
+    uint8_t *kc = calloc(CAP, rb), *vc = calloc(CAP, rb), valid[CAP];
+    float *k = malloc(ctx * kw * 4), *v = malloc(ctx * kw * 4), *q = malloc(nq * qw * 4);
+    float *ref = malloc(nq * qw * 4), *out = malloc(nq * qw * 4), *sc = malloc(P * 2 * CAP * 4);
+    float *kt = malloc(CAP * kw * 4), *vt = malloc(CAP * kw * 4);
+    randf(k, ctx * kw, heads * 3 + kvh, 1.0f);
+    randf(v, ctx * kw, heads * 5 + kvh, 1.0f);
+    randf(q, nq * qw, heads * 7 + kvh, 1.0f);
+    for (uint32_t t = 0; t < CAP; t++)
+        valid[t] = t >= 2 && t != 9;
+    fg_kv_view kv = {kc, vc, c, rb, kw, CAP};
+    fg_err err;
+    for (int b = -1; b < nb; b++) {
+        const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+        fg_backend *x = b < 0 ? NULL : be[b];
+        memset(kc, 0, CAP * rb);
+        memset(vc, 0, CAP * rb);
+        ck_assert_int_eq(f->kv_store(x, &kv, 0, k, v, ctx, &err), FG_OK);
+        fg_attn_op a = {q, kv, valid, nq, pos0, heads, kvh, D, window, keep, b < 0 ? ref : out,
+                        sc, 2 * CAP, P, kt, vt};
+        ck_assert_msg(f->attention(x, &a, &err) == FG_OK, "%s", err.msg);
+        if (b >= 0) {
+            double e = nmse(out, ref, nq * qw);
+            ck_assert_msg(e < 1e-10, "%s attention %u/%u heads, window %u, keep %g, q4 %d: %g",
+                          f->name, heads, kvh, window, (double)keep, q4, e);
+        }
+    }
+    free(kc), free(vc), free(k), free(v), free(q), free(ref), free(out), free(sc), free(kt),
+        free(vt);
+}
+
+START_TEST(attention_every_variant_every_backend)
+{
+    fg_backend *be[4];
+    int nb = backends(be);
+    static const uint32_t hk[][2] = {{4, 4}, {6, 2}, {6, 3}, {4, 1}};
+    for (size_t i = 0; i < sizeof hk / sizeof hk[0]; i++)
+        for (int q4 = 0; q4 < 2; q4++) {
+            attention_case(be, nb, hk[i][0], hk[i][1], 0, 0.0f, q4, 7, 0);   /* prefill */
+            attention_case(be, nb, hk[i][0], hk[i][1], 5, 0.0f, q4, 9, 13);  /* window */
+            attention_case(be, nb, hk[i][0], hk[i][1], 0, 0.5f, q4, 1, 30);  /* sparse decode */
+            attention_case(be, nb, hk[i][0], hk[i][1], 3, 0.3f, q4, 20, 20); /* both, threaded */
+        }
+    free_all(be, nb);
+}
+END_TEST
+
+/* Grouped-query attention equals multi-head attention with each KV head repeated, and a window
+ * equals masking the keys before it. */
+START_TEST(gqa_and_window_match_their_definitions)
+{
+    enum { H = 4, KVH = 2, D = 8, CTX = 12 };
+    float q[H * D], k[CTX * KVH * D], v[CTX * KVH * D], kr[CTX * H * D], vr[CTX * H * D];
+    float o1[H * D], o2[H * D], sc[2 * CTX];
+    uint8_t valid[CTX], vw[CTX];
+    randf(q, sizeof q / 4, 1, 1.0f);
+    randf(k, sizeof k / 4, 2, 1.0f);
+    randf(v, sizeof v / 4, 3, 1.0f);
+    for (int t = 0; t < CTX; t++)
+        for (int h = 0; h < H; h++) {
+            memcpy(kr + (t * H + h) * D, k + (t * KVH + h / 2) * D, D * 4);
+            memcpy(vr + (t * H + h) * D, v + (t * KVH + h / 2) * D, D * 4);
+        }
+    for (int t = 0; t < CTX; t++) {
+        valid[t] = 1;
+        vw[t] = t > CTX - 1 - 4; /* the last 4 keys */
+    }
+    fg_attn_args g = {q, k, v, KVH * D, valid, 1, CTX - 1, H, D, o1, sc, 0, 2 * CTX, 1, KVH, 4};
+    fg_attn_args m = {q, kr, vr, H * D, vw, 1, CTX - 1, H, D, o2, sc, 0, 2 * CTX, 1, 0, 0};
+    fg_cpu_attention_ref(&g);
+    fg_cpu_attention_ref(&m);
+    ck_assert(nmse(o1, o2, H * D) < 1e-12);
+}
+END_TEST
+
+START_TEST(memory_ops)
+{
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    for (int b = 0; b < nb; b++) {
+        void *p, *q;
+        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_PINNED, 1000, &p, &err), FG_OK);
+        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_HOST, 1000, &q, &err), FG_OK);
+        memset(p, 7, 1000);
+        fg_event *ev = NULL;
+        ck_assert_int_eq(be[b]->iface->copy(be[b], q, FG_BUFT_HOST, p, FG_BUFT_PINNED, 1000, &ev,
+                                            &err), FG_OK);
+        ck_assert_int_eq(be[b]->iface->event_wait(be[b], ev, &err), FG_OK);
+        ck_assert(!memcmp(p, q, 1000));
+        ck_assert_int_eq(be[b]->iface->sync(be[b], &err), FG_OK);
+        void *d;
+        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_DEVICE, 1000, &d, &err),
+                         FG_ERR_UNSUPPORTED); /* neither CPU backend has device memory */
+        be[b]->iface->free(be[b], FG_BUFT_PINNED, p);
+        be[b]->iface->free(be[b], FG_BUFT_HOST, q);
+    }
+    free_all(be, nb);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, linear_every_codec_every_backend);
+    tcase_add_test(tc, gather_every_codec_every_backend);
+    tcase_add_test(tc, norms_rope_act_add_every_backend);
+    tcase_add_test(tc, rope_matches_the_formula);
+    tcase_add_test(tc, attention_every_variant_every_backend);
+    tcase_add_test(tc, gqa_and_window_match_their_definitions);
+    tcase_add_test(tc, memory_ops);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
