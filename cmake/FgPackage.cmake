@@ -83,6 +83,10 @@ target_include_directories(fg INTERFACE $<BUILD_INTERFACE:${FG_BUILD_INCLUDE}>
 add_dependencies(fg ${FG_MODULE_LIBS})
 
 # ---- libfg.a: one relocatable object with only fg_ names global
+if(NOT CMAKE_LINKER OR NOT CMAKE_OBJCOPY)
+  message(FATAL_ERROR "libfg.a needs ld and objcopy (binutils): CMAKE_LINKER '${CMAKE_LINKER}', "
+                      "CMAKE_OBJCOPY '${CMAKE_OBJCOPY}'")
+endif()
 set(FG_STATIC_OBJ ${CMAKE_CURRENT_BINARY_DIR}/fg_static.o)
 add_custom_command(
   OUTPUT ${FG_STATIC_OBJ}

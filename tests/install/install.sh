@@ -2,7 +2,8 @@
 # The installed package as another project uses it (ctest install_package):
 #  1. cmake --install the build tree into a temporary prefix; the layout is complete and the
 #     public headers compile alone (C, and C++ when a C++ compiler is given), include only one
-#     another and no private *_int.h; a C++ program links fg_ functions (extern "C");
+#     another and no private *_int.h; a C++ program links fg_ functions (extern "C") from
+#     libfg.so and from libfg.a;
 #  2. out of tree, examples/matvec.c and examples/generate.c are built with pkg-config (shared,
 #     and --static against libfg.a) and with find_package(fg) (fg::fg and fg::fg_static);
 #  3. every matvec runs --check on a matrix 4x its HOST budget; every generate continues a
@@ -10,6 +11,7 @@
 #     fg-infer's for the same prompt.
 # Usage: install.sh BUILD_DIR SOURCE_DIR WORK CONVERT INFER VERSION CC [CXX] (CFLAGS in the
 # environment: extra compile and link flags, e.g. the sanitizers of the build).
+# shellcheck disable=SC2046,SC2086  # flag lists ($FLAGS, pkg-config output) split on purpose
 set -euo pipefail
 BUILD=$1 ROOT=$2 WORK=$3 CONVERT=$4 INFER=$5 VERSION=$6 CC=$7 CXX=${8:-}
 FLAGS=${CFLAGS:-}
@@ -40,11 +42,20 @@ for h in $headers; do
   fi
 done
 step "installed $(wc -w <<<"$headers") headers in $P/include/fg; each compiles alone as C${CXX:+ and C++}"
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+[ "$(pkg-config --modversion fg)" = "$VERSION" ] || die "pkg-config --modversion fg: $(pkg-config --modversion fg)"
+static_libs=$(pkg-config --libs --static fg | sed -E 's/-lfg( |$)/-l:libfg.a\1/')
 if [ -n "$CXX" ]; then
   cat > cxx.cc <<'EOF'
 #include <fg/engine.h>
 #include <cstdio>
+#include <stdexcept>
 int main() {
+    try { // C++ unwinding next to libfg.a's own (nvcc's host code in CUDA builds)
+        throw std::runtime_error("thrown");
+    } catch (const std::exception &x) {
+        std::printf("%s\n", x.what());
+    }
     fg_engine_opts o{};
     fg_engine *e = nullptr;
     fg_err err;
@@ -55,18 +66,15 @@ int main() {
 EOF
   $CXX $FLAGS -o cxx cxx.cc -I"$P/include" -L"$P/lib" -lfg -Wl,-rpath,"$P/lib" || die "a C++ program does not link"
   ./cxx > /dev/null || die "the C++ program failed"
-  step "a C++ program links and runs against libfg.so"
+  $CXX $FLAGS -o cxx_static cxx.cc -I"$P/include" $static_libs || die "a C++ program does not link libfg.a"
+  ./cxx_static > /dev/null || die "the C++ program linked with libfg.a failed"
+  step "a C++ program links and runs against libfg.so and libfg.a"
 fi
 
 # ---- 2. builds out of tree
-export PKG_CONFIG_PATH=$P/lib/pkgconfig
-[ "$(pkg-config --modversion fg)" = "$VERSION" ] || die "pkg-config --modversion fg: $(pkg-config --modversion fg)"
-static_libs=$(pkg-config --libs --static fg | sed -E 's/-lfg( |$)/-l:libfg.a\1/')
 for ex in matvec generate; do
-  # shellcheck disable=SC2046
   $CC $FLAGS -o pc_$ex "$ROOT/examples/$ex.c" $(pkg-config --cflags --libs fg) -Wl,-rpath,"$P/lib" ||
     die "cc $ex.c \$(pkg-config --cflags --libs fg) failed"
-  # shellcheck disable=SC2086
   $CC $FLAGS -o pcs_$ex "$ROOT/examples/$ex.c" $(pkg-config --cflags --static fg) $static_libs ||
     die "cc $ex.c with pkg-config --static failed"
   readelf -d pc_$ex | grep -q 'NEEDED.*libfg\.so\.'"$major" || die "pc_$ex does not load libfg.so.$major"
