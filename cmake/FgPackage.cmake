@@ -24,6 +24,19 @@ include(CMakePackageConfigHelpers)
 
 set(FG_MODULE_LIBS fg_core fg_format fg_quant fg_store fg_pager fg_text fg_convert fg_compute
     fg_engine)
+# A module library that one of these links must be in the list too (a new module added to the
+# build and not here would leave libfg with undefined references).
+foreach(lib IN LISTS FG_MODULE_LIBS)
+  get_target_property(deps ${lib} LINK_LIBRARIES)
+  foreach(dep IN LISTS deps)
+    if(TARGET ${dep} AND dep MATCHES "^fg_")
+      get_target_property(type ${dep} TYPE)
+      if(type STREQUAL "STATIC_LIBRARY" AND NOT dep IN_LIST FG_MODULE_LIBS)
+        message(FATAL_ERROR "${lib} links ${dep}: add it to FG_MODULE_LIBS in ${CMAKE_CURRENT_LIST_FILE}")
+      endif()
+    endif()
+  endforeach()
+endforeach()
 set_target_properties(${FG_MODULE_LIBS} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 include(CheckCCompilerFlag)
 check_c_compiler_flag(-fno-semantic-interposition FG_HAVE_NO_SEMANTIC_INTERPOSITION)
