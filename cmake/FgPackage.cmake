@@ -7,7 +7,7 @@
 # as they did).
 #
 # Exported names: only fg_-prefixed symbols leave the library. The modules call one another
-# through about 130 global helpers without the prefix (io_fail, cat_get, ...); they are bound
+# through over a hundred global helpers without the prefix (io_fail, cat_get, ...); they are bound
 # inside libfg without renaming anything:
 #   - libfg.so: a linker version script (cmake/fg.map: global fg_*, local everything else);
 #   - libfg.a: all objects are linked into one relocatable object (ld -r), where the helpers'
