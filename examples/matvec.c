@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pager.h"
+#include <fg/pager.h>
 
 static int fail(const char *what, const fg_err *e)
 {
