@@ -22,8 +22,8 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(FG_MODULE_LIBS fg_core fg_format fg_quant fg_store fg_pager fg_text fg_convert fg_compute
-    fg_engine)
+set(FG_MODULE_LIBS fg_core fg_format fg_quant fg_store fg_pager fg_text fg_compute fg_model
+    fg_convert fg_engine)
 # A module library that one of these links must be in the list too (a new module added to the
 # build and not here would leave libfg with undefined references).
 foreach(lib IN LISTS FG_MODULE_LIBS)
@@ -46,13 +46,14 @@ if(FG_HAVE_NO_SEMANTIC_INTERPOSITION)
   endforeach()
 endif()
 
-# The public headers: each module's API, plus what they include (engine.h includes opt.h and
-# sample.h, opt.h includes backend.h). They include one another by bare name, which resolves
+# The public headers: each module's API, plus what they include (engine.h includes model.h,
+# plan.h, policy.h and sample.h; model.h includes backend.h). They include one another by bare name, which resolves
 # next to the including file in include/fg/; programs write #include <fg/engine.h>.
 # tests/install/install.sh checks that each compiles alone (C, and C++ when there is a C++
 # compiler) and that none includes a header missing from include/fg/.
 set(FG_PUBLIC_HEADERS core/fg_error.h format/fgt.h quant/quant.h store/store.h pager/pager.h
-    text/tokenizer.h compute/backend.h compute/opt.h compute/sample.h compute/engine.h)
+    text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
+    runtime/plan.h runtime/engine.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.
 set(FG_BUILD_INCLUDE ${CMAKE_BINARY_DIR}/include)
 foreach(h IN LISTS FG_PUBLIC_HEADERS)

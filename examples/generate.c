@@ -4,7 +4,8 @@
  *   fg_generate STORE PROMPT [N]   continue PROMPT by N tokens (default 16), greedily
  *
  * Prints one line "tokens: ID ..." with the generated ids, then the prompt and its continuation.
- * The engine opens the store (made by fg-convert) with the default policy: everything in RAM.
+ * The store (made by fg-convert) is opened read-only and lent to the engine, which runs the
+ * default policy: everything in RAM when it fits.
  * The prompt is encoded as fg-infer encodes it (BOS first when the model wants one), so the
  * tokens equal fg-infer's for the same prompt at temperature 0 (tests/install checks this).
  */
@@ -32,14 +33,17 @@ int main(int argc, char **argv)
         return 2;
     }
     fg_engine_opts o = {0};
-    o.overlap = 1;   /* prefetch the next unit's weights while one computes */
-    o.sep_layer = 1; /* attention and MLP are separate units (fg-infer's default) */
+    o.policy = fg_policy_default(); /* zig-zag, overlap, separate sub-layers, sizes chosen */
+    fg_store *store;
+    fg_tok *tok;
     fg_engine *e;
     fg_err err;
-    if (fg_engine_open(argv[1], &o, &e, &err))
+    if (fg_store_open(argv[1], FG_STORE_RDONLY, NULL, &store, &err))
         return fail(argv[1], &err);
-
-    fg_tok *tok = fg_engine_tokenizer(e); /* owned by the engine */
+    if (fg_engine_read_tokenizer(store, &tok, &err) || fg_engine_open(store, &o, &e, &err)) {
+        fg_store_close(store);
+        return fail(argv[1], &err);
+    }
     fg_tok_ids prompt = {0};
     fg_tok_bytes text = {0};
     int32_t *out = malloc(n_new * sizeof *out);
@@ -51,7 +55,7 @@ int main(int argc, char **argv)
     else {
         fg_gen_seq s = {prompt.ids, (uint32_t)prompt.n, n_new, {0, 0, 1, 0}, 0, out, 0, 0};
         fg_gen_stats st;
-        if (fg_engine_generate(e, &s, 1, NULL, NULL, NULL, NULL, &st, &err))
+        if (fg_engine_generate(e, &s, 1, NULL, &st, &err))
             fail("generate", &err);
         else if (fg_tok_decode(tok, out, s.n_out, FG_TOK_SKIP_SPECIAL, &text, &err))
             fail("decoding", &err);
@@ -66,6 +70,9 @@ int main(int argc, char **argv)
     fg_tok_bytes_free(&text);
     fg_tok_ids_free(&prompt);
     free(out);
-    fg_engine_close(e);
+    if (fg_engine_close(e, &err))
+        rc = fail("close", &err);
+    fg_tok_free(tok);
+    fg_store_close(store);
     return rc;
 }

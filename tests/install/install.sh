@@ -56,10 +56,9 @@ int main() {
     } catch (const std::exception &x) {
         std::printf("%s\n", x.what());
     }
-    fg_engine_opts o{};
-    fg_engine *e = nullptr;
+    fg_store *s = nullptr;
     fg_err err;
-    int rc = fg_engine_open("no-such-store", &o, &e, &err);
+    int rc = fg_store_open("no-such-store", FG_STORE_RDONLY, nullptr, &s, &err);
     std::printf("%s: %s\n", fg_strerror(rc), err.msg);
     return rc == FG_OK;
 }
