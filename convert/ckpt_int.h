@@ -15,7 +15,7 @@
 #include "ckpt.h"
 
 /* ---- limits (SPEC "Checkpoint inputs: limits") ---- */
-#define CK_ST_MAX_HEADER (100ull << 20)   /* safetensors JSON header bytes */
+#define CK_ST_MAX_HEADER 100000000ull     /* safetensors JSON header bytes (the crate's limit) */
 #define CK_INDEX_MAX_BYTES (64ull << 20)  /* *.index.json */
 #define CK_CONFIG_MAX_BYTES (1ull << 20)  /* config.json */
 #define CK_ZIP_MAX_CD (256ull << 20)      /* zip central directory bytes */

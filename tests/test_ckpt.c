@@ -229,6 +229,126 @@ START_TEST(bad_files_get_exact_errors)
 }
 END_TEST
 
+/* ---- safetensors rules: tests/fixtures/ckpt/st_rules.json (checked against the reference
+ * reader by tests/fixtures/check_st_rules.py); each case is built here and parsed. */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int code_named(const char *name)
+{
+    static const struct { const char *n; int c; } tab[] = {
+        {"FG_ERR_CORRUPT", FG_ERR_CORRUPT}, {"FG_ERR_SIZE_MISMATCH", FG_ERR_SIZE_MISMATCH},
+        {"FG_ERR_OVERLAP", FG_ERR_OVERLAP}, {"FG_ERR_OUT_OF_BOUNDS", FG_ERR_OUT_OF_BOUNDS},
+        {"FG_ERR_OVERFLOW", FG_ERR_OVERFLOW}, {"FG_ERR_BAD_ENUM", FG_ERR_BAD_ENUM},
+        {"FG_ERR_TRUNCATED", FG_ERR_TRUNCATED}, {"FG_ERR_LIMIT", FG_ERR_LIMIT},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
+        if (!strcmp(tab[i].n, name))
+            return tab[i].c;
+    ck_abort_msg("st_rules.json: unknown code %s", name);
+    return 0;
+}
+
+static size_t unhex(const char *h, uint8_t *out)
+{
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        ck_assert_int_eq(sscanf(h + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+    return n;
+}
+
+/* The file a case describes (malloc'd), as check_st_rules.py builds it. */
+static uint8_t *st_case_file(json_t *c, size_t *len)
+{
+    json_t *raw = json_object_get(c, "raw_hex"), *hx = json_object_get(c, "header_hex");
+    json_t *hd = json_object_get(c, "header"), *n = json_object_get(c, "n");
+    size_t data = (size_t)json_integer_value(json_object_get(c, "data"));
+    uint8_t *f = calloc(1, 8 + 4096 + data);
+    if (raw) {
+        *len = unhex(json_string_value(raw), f);
+        return f;
+    }
+    size_t hl = hx ? unhex(json_string_value(hx), f + 8) : strlen(json_string_value(hd));
+    if (!hx)
+        memcpy(f + 8, json_string_value(hd), hl);
+    put_le64(f, n ? (uint64_t)json_integer_value(n) : hl);
+    for (size_t i = 0; i < data; i++)
+        f[8 + hl + i] = (uint8_t)i;
+    *len = 8 + hl + data;
+    return f;
+}
+
+START_TEST(safetensors_reference_rules)
+{
+    json_error_t je;
+    json_t *root = json_load_file(fx("st_rules.json"), 0, &je);
+    ck_assert_msg(root != NULL, "st_rules.json: %s", je.text);
+    json_t *cases = json_object_get(root, "cases");
+    ck_assert_uint_ge(json_array_size(cases), 40);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        size_t len;
+        uint8_t *f = st_case_file(c, &len);
+        ck_src src = {.mem = f, .fd = -1, .size = len, .label = "rule.safetensors"};
+        ck_list l = {0};
+        fg_err err = {0};
+        int rc = ck_st_parse(&src, &l, &err);
+        if (json_is_true(json_object_get(c, "accept"))) {
+            ck_assert_msg(rc == FG_OK, "%s: refused: %s", name, err.msg);
+            for (uint32_t k = 0; k < l.n; k++) /* every byte of the data section, once */
+                ck_assert(l.t[k].offset + l.t[k].length <= len);
+        } else {
+            const char *msg = json_string_value(json_object_get(c, "msg"));
+            int want = code_named(json_string_value(json_object_get(c, "code")));
+            ck_assert_msg(rc == want, "%s: got %d (%s), want %d", name, rc, err.msg, want);
+            ck_assert_msg(strstr(err.msg, msg) && !strncmp(err.msg, "rule.safetensors: ", 18),
+                          "%s: '%s' lacks '%s'", name, err.msg, msg);
+            ck_assert_ptr_null(strchr(err.msg, '\n'));
+        }
+        ck_list_free(&l);
+        free(f);
+    }
+    json_decref(root);
+}
+END_TEST
+
+/* The same rule through fg_ckpt_open on a real file: the exact file reads, one byte more (that
+ * no tensor accounts for) is refused naming the file. */
+START_TEST(safetensors_trailing_bytes_refused)
+{
+    const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}  ";
+    uint8_t f[128] = {0};
+    size_t hl = strlen(h);
+    put_le64(f, hl);
+    memcpy(f + 8, h, hl);
+    for (int extra = 0; extra < 2; extra++) {
+        FILE *o = fopen(tu_path("model.safetensors"), "wb");
+        fwrite(f, 1, 8 + hl + 8 + (size_t)extra, o);
+        fclose(o);
+        fg_ckpt *ck = NULL;
+        fg_err err;
+        int rc = fg_ckpt_open(tu_path("."), &ck, &err);
+        if (!extra) {
+            ck_assert_msg(rc == FG_OK, "%s", err.msg);
+            ck_assert_uint_eq(fg_ckpt_count(ck), 1);
+        } else {
+            ck_assert_int_eq(rc, FG_ERR_SIZE_MISMATCH);
+            ck_assert_msg(strstr(err.msg, "model.safetensors: 1 bytes after the last tensor at "
+                                 "data offset 8 belong to no tensor"), "%s", err.msg);
+        }
+        fg_ckpt_close(ck);
+    }
+}
+END_TEST
+
 START_TEST(empty_dir_is_not_a_checkpoint)
 {
     fg_ckpt *ck;
@@ -541,6 +661,8 @@ static Suite *suite(void)
     tcase_add_test(tc, torch_single_sharded_zip64);
     tcase_add_test(tc, numpy_directory);
     tcase_add_test(tc, bad_files_get_exact_errors);
+    tcase_add_test(tc, safetensors_reference_rules);
+    tcase_add_test(tc, safetensors_trailing_bytes_refused);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
     tcase_add_test(tc, sparse_tensor_past_4gib);
