@@ -75,6 +75,7 @@ typedef struct ck_zip_entry {
     char *name;          /* owned, NUL-terminated */
     uint64_t data_off;   /* first byte of the stored data */
     uint64_t size;       /* stored (== uncompressed) bytes */
+    uint32_t cd_index;   /* position in the central directory (0: the archive's first entry) */
 } ck_zip_entry;
 
 typedef struct ck_zip {

@@ -163,6 +163,7 @@ START_TEST(torch_single_sharded_zip64)
     check_expected("bin_zip64");
     check_expected("bin_proto4");
     check_expected("bin_rezipped_comment");
+    check_expected("bin_old_layout"); /* archive/, .data/version, no byteorder, unaligned */
     fg_ckpt *ck = open_ok("bin_single");
     ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH);
     uint32_t a, b;
@@ -346,6 +347,26 @@ START_TEST(safetensors_trailing_bytes_refused)
         }
         fg_ckpt_close(ck);
     }
+}
+END_TEST
+
+/* torch.load's layout rules (tests/fixtures/make_torch_rule_fixtures.py). */
+START_TEST(torch_layout_rules)
+{
+    expect_fail("bad_bin_no_folder", FG_ERR_CORRUPT, "pytorch_model.bin: first zip entry data.pkl "
+                "is not in a folder");
+    expect_fail("bad_bin_outside", FG_ERR_CORRUPT, "zip entry notes/readme.txt is outside the "
+                "archive folder pytorch_model/");
+    expect_fail("bad_bin_no_version", FG_ERR_NOT_FOUND, "no pytorch_model/version or "
+                "pytorch_model/.data/version record");
+    expect_fail("bad_bin_version_new", FG_ERR_VERSION, "pytorch_model/version is 11; torch reads "
+                "versions 1..10");
+    expect_fail("bad_bin_version_text", FG_ERR_VERSION, "pytorch_model/version does not hold a "
+                "version number");
+    expect_fail("bad_bin_big_endian", FG_ERR_UNSUPPORTED, "pytorch_model/byteorder says "
+                "big-endian");
+    expect_fail("bad_bin_byteorder", FG_ERR_BAD_ENDIAN, "pytorch_model/byteorder is neither");
+    expect_fail("bad_bin_preview", FG_ERR_UNSUPPORTED, "preview-release torch format");
 }
 END_TEST
 
@@ -662,6 +683,7 @@ static Suite *suite(void)
     tcase_add_test(tc, numpy_directory);
     tcase_add_test(tc, bad_files_get_exact_errors);
     tcase_add_test(tc, safetensors_reference_rules);
+    tcase_add_test(tc, torch_layout_rules);
     tcase_add_test(tc, safetensors_trailing_bytes_refused);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
