@@ -129,7 +129,7 @@ static int st_check_tiling(const char *label, ck_list *out, uint32_t first, uint
                            uint64_t data_len, fg_err *err)
 {
     uint32_t n = out->n - first;
-    fg_ckpt_tensor *t = out->t + first;
+    fg_ckpt_tensor *t = n ? out->t + first : NULL; /* out->t is NULL while the list is empty */
     if (n)
         qsort(t, n, sizeof *t, cmp_off);
     uint64_t at = 0; /* data-section offset where the next tensor must begin */
