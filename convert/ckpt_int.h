@@ -25,7 +25,7 @@
 #define CK_PKL_MAX_STACK (1u << 20)       /* pickle stack + mark depth */
 #define CK_PKL_MAX_MEMO (1u << 22)        /* memo slots */
 #define CK_PKL_MAX_OBJECTS (1u << 22)
-#define CK_NPY_MAX_HEADER 65536u          /* .npy header dict bytes */
+#define CK_NPY_MAX_HEADER 10000u          /* .npy header dict bytes (numpy's max_header_size) */
 #define CK_MAX_META 4096u                 /* safetensors __metadata__ entries */
 
 typedef struct ck_src {

@@ -370,6 +370,49 @@ START_TEST(torch_layout_rules)
 }
 END_TEST
 
+/* A .npy file in memory: version major.minor, a dict padded with spaces to hlen bytes (with
+ * its '\n'), one F32 element, then `extra` bytes. */
+static int npy_case(uint8_t major, uint8_t minor, size_t hlen, size_t extra, fg_err *err)
+{
+    const char *d = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    size_t pre = major == 1 ? 10 : 12;
+    uint8_t *f = calloc(1, pre + hlen + 4 + extra);
+    memcpy(f, "\x93NUMPY", 6);
+    f[6] = major;
+    f[7] = minor;
+    if (major == 1) {
+        f[8] = (uint8_t)hlen;
+        f[9] = (uint8_t)(hlen >> 8);
+    } else {
+        put_le64(f + 8, hlen); /* u32 LE; the next 4 bytes are the header, overwritten below */
+    }
+    memset(f + pre, ' ', hlen);
+    memcpy(f + pre, d, strlen(d));
+    f[pre + hlen - 1] = '\n';
+    ck_src src = {.mem = f, .fd = -1, .size = pre + hlen + 4 + extra, .label = "w.npy"};
+    ck_list l = {0};
+    int rc = ck_npy_parse(&src, "w", &l, err);
+    ck_list_free(&l);
+    free(f);
+    return rc;
+}
+
+/* numpy.load's rules: versions (1,0), (2,0), (3,0); header <= 10,000 bytes. */
+START_TEST(npy_reference_rules)
+{
+    fg_err err;
+    ck_assert_int_eq(npy_case(1, 0, 118, 0, &err), FG_OK);
+    ck_assert_int_eq(npy_case(3, 0, 10000, 0, &err), FG_OK);
+    ck_assert_int_eq(npy_case(1, 1, 118, 0, &err), FG_ERR_VERSION);
+    ck_assert_msg(strstr(err.msg, "w.npy: .npy format 1.1 is not 1.0, 2.0 or 3.0"), "%s", err.msg);
+    ck_assert_int_eq(npy_case(4, 0, 116, 0, &err), FG_ERR_VERSION);
+    ck_assert_int_eq(npy_case(2, 0, 10001, 0, &err), FG_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "header of 10001 bytes (limit 10000)"), "%s", err.msg);
+    ck_assert_int_eq(npy_case(1, 0, 118, 1, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "w.npy: 1 bytes after the .npy data"), "%s", err.msg);
+}
+END_TEST
+
 START_TEST(empty_dir_is_not_a_checkpoint)
 {
     fg_ckpt *ck;
@@ -684,6 +727,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_files_get_exact_errors);
     tcase_add_test(tc, safetensors_reference_rules);
     tcase_add_test(tc, torch_layout_rules);
+    tcase_add_test(tc, npy_reference_rules);
     tcase_add_test(tc, safetensors_trailing_bytes_refused);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
