@@ -18,6 +18,17 @@
 #include "jobs.h"
 #include "testutil.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define FG_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FG_TEST_ASAN 1
+#endif
+#endif
+#ifndef FG_TEST_ASAN
+#define FG_TEST_ASAN 0
+#endif
+
 static void setup(void) { tu_tmpdir_create(); }
 static void teardown(void) { tu_tmpdir_remove(); }
 
@@ -248,12 +259,13 @@ START_TEST(streams_100k_prompts_in_bounded_memory)
     ck_assert_msg(fg_job_reader_open(p, &r, &err) == 0, "%s", err.msg);
     fg_job_list b = {0};
     size_t seen = 0, sum = 0;
-    while (fg_job_reader_next(r, NULL, 256, &b, &err) == 0 && b.n) {
+    int rc;
+    while ((rc = fg_job_reader_next(r, NULL, 256, &b, &err)) == 0 && b.n) {
         for (size_t i = 0; i < b.n; i++)
             sum += (size_t)b.jobs[i].max_new + strlen(b.jobs[i].prompt);
         seen += b.n;
     }
-    ck_assert_int_eq(err.code, 0);
+    ck_assert_msg(rc == 0, "%s", err.msg);
     fg_job_reader_close(r);
     long streamed = peak_rss_kb() - before;
     ck_assert_uint_eq(seen, 100000);
@@ -265,8 +277,13 @@ START_TEST(streams_100k_prompts_in_bounded_memory)
     fg_jobs_free(&all);
     fprintf(stderr, "jobs: 100k prompts, 62 MB: peak RSS +%ld KiB streamed, +%ld KiB loaded\n",
             streamed, loaded);
+#if FG_TEST_ASAN /* ASan keeps freed blocks in quarantine: RSS says nothing about the reader */
+    (void)streamed;
+    (void)loaded;
+#else
     ck_assert_msg(streamed < 12 * 1024, "streaming grew the peak RSS by %ld KiB", streamed);
     ck_assert_msg(loaded > 48 * 1024, "the whole-file load grew it by only %ld KiB", loaded);
+#endif
 }
 END_TEST
 
@@ -338,7 +355,8 @@ START_TEST(runner_loop_resumes)
         ck_assert_uint_eq(info.n_results, pass ? 3 : 0);
         fg_job_list b = {0};
         size_t got = 0;
-        while (fg_job_reader_next(r, o, 3, &b, &err) == 0 && b.n) {
+        int rc;
+        while ((rc = fg_job_reader_next(r, o, 3, &b, &err)) == 0 && b.n) {
             fg_job_result rs[3];
             for (size_t i = 0; i < b.n; i++)
                 rs[i] = res(&b.jobs[i], b.jobs[i].prompt);
@@ -347,7 +365,7 @@ START_TEST(runner_loop_resumes)
             if (!pass && got == 3)
                 break; /* "killed" after the first block */
         }
-        ck_assert_int_eq(err.code, 0);
+        ck_assert_msg(rc == 0, "%s", err.msg);
         fg_jobs_free(&b);
         ck_assert_uint_eq(got, pass ? 7 : 3);
         ck_assert_uint_eq(fg_job_output_count(o), pass ? 10 : 3);
