@@ -1074,6 +1074,11 @@ static int open_stream(fg_job_output *o, unsigned flags, fg_err *err)
 static int open_regular(fg_job_output *o, unsigned flags, fg_job_output_info *info, fg_err *err)
 {
     struct stat st;
+    char *real;
+    if (lstat(o->path, &st) == 0 && S_ISLNK(st.st_mode) && (real = realpath(o->path, NULL))) {
+        free(o->path); /* lock, rewrite and rename the file the link names, not the link */
+        o->path = real;
+    }
     int rc = open_locked(o, &st, err);
     if (rc)
         return rc;
