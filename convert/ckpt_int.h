@@ -15,7 +15,7 @@
 #include "ckpt.h"
 
 /* ---- limits (SPEC "Checkpoint inputs: limits") ---- */
-#define CK_ST_MAX_HEADER (100ull << 20)   /* safetensors JSON header bytes */
+#define CK_ST_MAX_HEADER 100000000ull     /* safetensors JSON header bytes (the crate's limit) */
 #define CK_INDEX_MAX_BYTES (64ull << 20)  /* *.index.json */
 #define CK_CONFIG_MAX_BYTES (1ull << 20)  /* config.json */
 #define CK_ZIP_MAX_CD (256ull << 20)      /* zip central directory bytes */
@@ -25,7 +25,7 @@
 #define CK_PKL_MAX_STACK (1u << 20)       /* pickle stack + mark depth */
 #define CK_PKL_MAX_MEMO (1u << 22)        /* memo slots */
 #define CK_PKL_MAX_OBJECTS (1u << 22)
-#define CK_NPY_MAX_HEADER 65536u          /* .npy header dict bytes */
+#define CK_NPY_MAX_HEADER 10000u          /* .npy header dict bytes (numpy's max_header_size) */
 #define CK_MAX_META 4096u                 /* safetensors __metadata__ entries */
 
 typedef struct ck_src {
@@ -75,6 +75,7 @@ typedef struct ck_zip_entry {
     char *name;          /* owned, NUL-terminated */
     uint64_t data_off;   /* first byte of the stored data */
     uint64_t size;       /* stored (== uncompressed) bytes */
+    uint32_t cd_index;   /* position in the central directory (0: the archive's first entry) */
 } ck_zip_entry;
 
 typedef struct ck_zip {

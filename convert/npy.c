@@ -8,7 +8,10 @@
  * and nothing but spaces and newlines after the closing brace. descr must be one of '<f4'
  * (F32), '<f2' (F16), '<f8' (F64), '<i8' (I64) ('=' and '|' are not accepted: explicit little
  * endian only); fortran_order must be False; the data length must equal the file's remainder.
- * Header length <= CK_NPY_MAX_HEADER.
+ * Header length <= CK_NPY_MAX_HEADER (10,000: numpy.load's default max_header_size refuses a
+ * longer one as unsafe), format minor version 0 (numpy reads (1,0), (2,0), (3,0), nothing else).
+ * numpy.load ignores bytes after the data; we refuse them, as safetensors does: no byte may be
+ * left that the tensor does not account for (np.save never writes any).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +202,7 @@ int ck_npy_parse(const ck_src *src, const char *name, ck_list *out, fg_err *err)
         return rc;
     if (memcmp(pre, "\x93NUMPY", 6) != 0)
         return fg_err_set(err, FG_ERR_BAD_MAGIC, "%s: not a .npy file", src->label);
-    if (pre[6] < 1 || pre[6] > 3)
+    if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) /* numpy knows (1,0), (2,0), (3,0) only */
         return fg_err_set(err, FG_ERR_VERSION, "%s: .npy format %u.%u is not 1.0, 2.0 or 3.0",
                           src->label, pre[6], pre[7]);
     uint64_t hl, start = pre[6] == 1 ? 10 : 12;

@@ -5,15 +5,25 @@
  * tensor name to {"dtype": str, "shape": [u64...], "data_offsets": [begin, end]} with offsets
  * relative to the data section, plus an optional "__metadata__" object of string -> string.
  *
- * Checks, in order, before anything is reported as a tensor:
- *   1. N <= CK_ST_MAX_HEADER and 8 + N <= file size (read only then);
- *   2. the header parses as a JSON object with no duplicate keys (jansson, JSON_REJECT_DUPLICATES);
- *   3. per tensor: known dtype, shape a list of <= FG_CKPT_MAX_DIMS non-negative integers,
- *      data_offsets two non-negative integers with begin <= end <= data section size, and
- *      end - begin == product(shape) x dtype size (overflow-checked);
- *   4. across tensors: no two non-empty [begin, end) ranges intersect (sorted sweep).
- * Holes between tensors are accepted (the reference implementation refuses them; nothing we
- * read depends on their absence). Tensors are listed in data-offset order.
+ * We accept what the reference reader (the Rust crate's SafeTensors::read_metadata and
+ * Metadata::validate) accepts and refuse what it refuses, except where the format's own text
+ * is stricter than the crate (marked "spec"). Checks, in order, before anything is reported:
+ *   1. N <= 100,000,000 (the crate's MAX_HEADER_SIZE) and 8 + N <= file size;
+ *   2. the header's first byte is '{' (spec: "MUST begin with {"; the crate lets JSON
+ *      whitespace through); trailing JSON whitespace (the writers' 8-byte padding) is fine;
+ *   3. the header parses as one JSON object, valid UTF-8, no duplicate keys at any level (spec:
+ *      "Duplicate keys are disallowed"; the crate's map keeps the last);
+ *   4. "__metadata__", when present, is null or an object of string values;
+ *   5. per tensor: an object (other fields ignored, as the crate does) with a known dtype, shape
+ *      a list of <= FG_CKPT_MAX_DIMS non-negative integers, data_offsets exactly two non-negative
+ *      integers with begin <= end <= data section size, and end - begin == product(shape) x
+ *      dtype size (overflow-checked);
+ *   6. sorted by (begin, end), the tensors tile the data section exactly: the first begins at 0,
+ *      each begins where the previous ended (a gap or an overlap is refused, empty tensors
+ *      included), and the last ends at the end of the file: no byte is left that no tensor
+ *      accounts for (the crate's "file not fully covered"; the README: "no holes", which
+ *      prevents polyglot files). A file without tensors has an empty data section.
+ * Tensors are listed in data-offset order.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -46,6 +56,8 @@ static int get_u64(json_t *v, uint64_t *out)
 
 static int st_metadata(const char *label, json_t *meta, ck_list *out, fg_err *err)
 {
+    if (json_is_null(meta))
+        return FG_OK; /* the crate reads it as "no metadata" */
     if (!json_is_object(meta))
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: __metadata__ is not an object", label);
     const char *k;
@@ -111,23 +123,35 @@ static int cmp_off(const void *a, const void *b)
     return x->length < y->length ? -1 : x->length > y->length;
 }
 
-/* Sort the tensors added since `first` by offset and refuse intersecting ranges. */
-static int st_check_overlap(const char *label, ck_list *out, uint32_t first, fg_err *err)
+/* Sort the tensors added since `first` by (begin, end) and require them to tile the data
+ * section [data_start, data_start + data_len) exactly. */
+static int st_check_tiling(const char *label, ck_list *out, uint32_t first, uint64_t data_start,
+                           uint64_t data_len, fg_err *err)
 {
     uint32_t n = out->n - first;
-    if (n == 0)
-        return FG_OK;
-    fg_ckpt_tensor *t = out->t + first;
-    qsort(t, n, sizeof *t, cmp_off);
-    const fg_ckpt_tensor *prev = NULL;
+    fg_ckpt_tensor *t = n ? out->t + first : NULL; /* out->t is NULL while the list is empty */
+    if (n)
+        qsort(t, n, sizeof *t, cmp_off);
+    uint64_t at = 0; /* data-section offset where the next tensor must begin */
     for (uint32_t i = 0; i < n; i++) {
-        if (t[i].length == 0)
-            continue;
-        if (prev && prev->offset + prev->length > t[i].offset)
+        uint64_t b = t[i].offset - data_start;
+        if (b < at)
             return fg_err_set(err, FG_ERR_OVERLAP, "%s: tensors %s and %s overlap in the data "
-                              "section", label, prev->name, t[i].name);
-        prev = &t[i];
+                              "section (%s begins at data offset %llu, before %llu)", label,
+                              t[i - 1].name, t[i].name, t[i].name, (unsigned long long)b,
+                              (unsigned long long)at);
+        if (b > at)
+            return fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor %s begins at data offset %llu: "
+                              "bytes %llu..%llu belong to no tensor (safetensors allows no gaps)",
+                              label, t[i].name, (unsigned long long)b, (unsigned long long)at,
+                              (unsigned long long)b);
+        at = b + t[i].length;
     }
+    if (at != data_len)
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: %llu bytes after the last tensor at data "
+                          "offset %llu belong to no tensor (safetensors requires the tensors to "
+                          "cover the data section)", label, (unsigned long long)(data_len - at),
+                          (unsigned long long)at);
     return FG_OK;
 }
 
@@ -146,7 +170,7 @@ static int st_table(const char *label, json_t *root, uint64_t data_len, uint64_t
         if (rc)
             return rc;
     }
-    return st_check_overlap(label, out, first, err);
+    return st_check_tiling(label, out, first, data_start, data_len, err);
 }
 
 int ck_st_parse(const ck_src *src, ck_list *out, fg_err *err)
@@ -162,13 +186,21 @@ int ck_st_parse(const ck_src *src, ck_list *out, fg_err *err)
     if (n > src->size - 8)
         return fg_err_set(err, FG_ERR_TRUNCATED, "%s: safetensors header of %llu bytes runs past "
                           "the end of the file", src->label, (unsigned long long)n);
-    char *h = malloc(n ? (size_t)n : 1);
+    if (n == 0)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: safetensors header is empty", src->label);
+    char *h = malloc((size_t)n);
     if (!h)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the header", src->label);
     rc = ck_src_read(src, 8, h, (size_t)n, "safetensors header", err);
     if (rc) {
         free(h);
         return rc;
+    }
+    unsigned char first = (unsigned char)h[0];
+    if (first != '{') {
+        free(h);
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: safetensors header does not begin with '{' "
+                          "(byte 8 is 0x%02x)", src->label, first);
     }
     json_error_t je;
     json_t *root = json_loadb(h, (size_t)n, JSON_REJECT_DUPLICATES, &je);

@@ -2,15 +2,30 @@
  *
  * torch.save (>= 1.6) writes a stored zip with one top-level folder P (the file's stem or
  * "archive"): P/data.pkl (the pickled state dict), P/data/<key> (one entry per storage, raw
- * little-endian elements), P/byteorder ("little"; absent in older files), P/version and a few
- * more. We open the zip (zip.c), read P/data.pkl into memory (bounded by CK_PKL_MAX_BYTES), run
- * the restricted unpickler (pickle.c), and resolve every tensor against its storage entry:
- *   - the entry P/data/<key> must exist and hold exactly numel x element size bytes;
+ * little-endian elements), P/byteorder ("little"; absent in older files), P/version (or
+ * P/.data/version) and a few more. We open the zip (zip.c) and apply torch.load's own layout
+ * rules (PyTorchStreamReader::init and getAllRecords, torch/serialization.py _load):
+ *   - a file starting "PYTORCH1" is the preview-release format: refused;
+ *   - P is the part before the first '/' of the first entry in the central directory, which
+ *     must have one; every entry must lie under P/ (torch.load lists all records and throws
+ *     otherwise);
+ *   - P/data.pkl exists; P/.data/version, else P/version, exists and reads (as C++ stoull does:
+ *     leading blanks, an optional '+', decimal digits, anything after them ignored) as a
+ *     version torch reads today, 1..FG_TORCH_MAX_VERSION;
+ *   - P/byteorder, when present, is "little" ("big" is valid torch, but fg does not byte-swap)
+ *     and nothing else.
+ * Then P/data.pkl is read into memory (bounded by CK_PKL_MAX_BYTES), run through the restricted
+ * unpickler (pickle.c), and every tensor is resolved against its storage entry:
+ *   - the entry P/data/<key> must exist and hold exactly numel x element size bytes (torch checks
+ *     the record size against the storage's byte count the same way);
  *   - the tensor's strides must be the row-major contiguous ones (dims of size 1 excepted;
  *     fg streams row-major runs and never gathers);
  *   - storage_offset + element count <= storage numel (overflow-checked).
  * The tensor is then the byte range entry.data_off + storage_offset x size, length numel x size.
  * Tensors sharing a storage (tied weights, views) simply point into the same entry.
+ * Where fg is narrower than torch.load, on purpose: compressed entries (torch inflates them; fg
+ * reads stored bytes in place, zip.c refuses them), big-endian archives, non-contiguous strides.
+ * torch.save aligns each entry's data to 64 bytes; torch.load does not require it, nor do we.
  * The legacy (pre-1.6, non-zip) torch format is refused with a message saying so.
  */
 #include <stdio.h>
@@ -20,39 +35,93 @@
 #include "ckpt_int.h"
 #include "fg_bytes.h"
 
-/* The single P/data.pkl entry; *plen gets strlen(P/). */
-static int find_pickle(const ck_src *src, const ck_zip *z, const ck_zip_entry **pkl, size_t *plen,
-                       fg_err *err)
+#define FG_TORCH_MAX_VERSION 10 /* caffe2/serialize/versions.h kMaxSupportedFileFormatVersion */
+
+/* P/ from the archive's first entry, and every entry under it. */
+static int archive_prefix(const ck_src *src, const ck_zip *z, char *prefix, size_t cap,
+                          fg_err *err)
 {
-    *pkl = NULL;
-    for (uint32_t i = 0; i < z->n; i++) {
-        const char *nm = z->e[i].name, *slash = strchr(nm, '/');
-        if (!slash || strcmp(slash + 1, "data.pkl") != 0)
-            continue;
-        if (*pkl)
-            return fg_err_set(err, FG_ERR_DUPLICATE, "%s: two data.pkl entries (%s, %s)",
-                              src->label, (*pkl)->name, nm);
-        *pkl = &z->e[i];
-        *plen = (size_t)(slash - nm) + 1;
+    const char *first = NULL;
+    for (uint32_t i = 0; i < z->n && !first; i++)
+        if (z->e[i].cd_index == 0)
+            first = z->e[i].name;
+    if (!first)
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: zip archive has no entries", src->label);
+    const char *slash = strchr(first, '/');
+    if (!slash || slash == first || (size_t)(slash - first) + 2 > cap)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: first zip entry %s is not in a folder (a "
+                          "torch.save archive keeps everything under one)", src->label, first);
+    size_t plen = (size_t)(slash - first) + 1;
+    memcpy(prefix, first, plen);
+    prefix[plen] = '\0';
+    for (uint32_t i = 0; i < z->n; i++)
+        if (strncmp(z->e[i].name, prefix, plen) != 0)
+            return fg_err_set(err, FG_ERR_CORRUPT, "%s: zip entry %s is outside the archive "
+                              "folder %s (torch.load refuses it)", src->label, z->e[i].name,
+                              prefix);
+    return FG_OK;
+}
+
+static int find_pickle(const ck_src *src, const ck_zip *z, const char *prefix,
+                       const ck_zip_entry **pkl, fg_err *err)
+{
+    char name[CK_ZIP_MAX_NAME + 16];
+    snprintf(name, sizeof name, "%sdata.pkl", prefix);
+    if (!(*pkl = ck_zip_find(z, name)))
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: zip archive has no %s (not a torch.save "
+                          "file)", src->label, name);
+    return FG_OK;
+}
+
+/* The version record, read as stoull reads it. */
+static int check_version(const ck_src *src, const ck_zip *z, const char *prefix, fg_err *err)
+{
+    char name[CK_ZIP_MAX_NAME + 16], buf[33] = {0};
+    snprintf(name, sizeof name, "%s.data/version", prefix);
+    const ck_zip_entry *e = ck_zip_find(z, name);
+    if (!e) {
+        snprintf(name, sizeof name, "%sversion", prefix);
+        if (!(e = ck_zip_find(z, name)))
+            return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: zip archive has no %sversion or "
+                              "%s.data/version record (torch.load needs one)", src->label, prefix,
+                              prefix);
     }
-    if (!*pkl)
-        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: zip archive has no <folder>/data.pkl (not a "
-                          "torch.save file)", src->label);
+    size_t n = e->size < 32 ? (size_t)e->size : 32;
+    int rc = ck_src_read(src, e->data_off, buf, n, name, err);
+    if (rc)
+        return rc;
+    const char *p = buf + strspn(buf, " \t\n\v\f\r");
+    p += *p == '+';
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 19; p++, digits++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    if (!digits || (*p >= '0' && *p <= '9'))
+        return fg_err_set(err, FG_ERR_VERSION, "%s: %s does not hold a version number",
+                          src->label, name);
+    if (v < 1 || v > FG_TORCH_MAX_VERSION)
+        return fg_err_set(err, FG_ERR_VERSION, "%s: %s is %llu; torch reads versions 1..%d",
+                          src->label, name, (unsigned long long)v, FG_TORCH_MAX_VERSION);
     return FG_OK;
 }
 
 static int check_byteorder(const ck_src *src, const ck_zip *z, const char *prefix, fg_err *err)
 {
-    char name[CK_ZIP_MAX_NAME + 16], buf[16];
+    char name[CK_ZIP_MAX_NAME + 16], buf[8] = {0};
     snprintf(name, sizeof name, "%sbyteorder", prefix);
     const ck_zip_entry *e = ck_zip_find(z, name);
     if (!e)
+        return FG_OK; /* torch < 2.1 wrote none: little-endian */
+    int rc = e->size <= 6 ? ck_src_read(src, e->data_off, buf, (size_t)e->size, name, err) : FG_OK;
+    if (rc)
+        return rc;
+    if (e->size == 6 && !memcmp(buf, "little", 6))
         return FG_OK;
-    int rc;
-    if (e->size != 6 || (rc = ck_src_read(src, e->data_off, buf, 6, name, err)) != FG_OK ||
-        memcmp(buf, "little", 6) != 0)
-        return fg_err_set(err, FG_ERR_BAD_ENDIAN, "%s: %s is not \"little\"", src->label, name);
-    return FG_OK;
+    if (e->size == 3 && !memcmp(buf, "big", 3))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: %s says big-endian; fg reads "
+                          "little-endian archives only", src->label, name);
+    return fg_err_set(err, FG_ERR_BAD_ENDIAN, "%s: %s is neither \"little\" nor \"big\"",
+                      src->label, name);
 }
 
 static int contiguous(const ck_pkl_tensor *t)
@@ -118,7 +187,11 @@ static int load_pickle(const ck_src *src, const ck_zip_entry *pkl, ck_pkl_result
 
 static int legacy_check(const ck_src *src, fg_err *err)
 {
-    uint8_t b[2];
+    uint8_t b[8];
+    if (src->size > 8 && ck_src_read(src, 0, b, 8, "magic", NULL) == FG_OK &&
+        !memcmp(b, "PYTORCH1", 8))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: the preview-release torch format "
+                          "(PYTORCH1); torch.load refuses it too", src->label);
     if (src->size >= 2 && ck_src_read(src, 0, b, 2, "magic", NULL) == FG_OK && b[0] == 0x80 &&
         b[1] <= 5)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: legacy (pre-1.6, non-zip) torch format; "
@@ -132,16 +205,16 @@ int ck_torch_parse(const ck_src *src, ck_list *out, fg_err *err)
     int rc = legacy_check(src, err);
     if (rc || (rc = ck_zip_open(src, &z, err)))
         return rc;
-    const ck_zip_entry *pkl;
-    size_t plen = 0;
+    const ck_zip_entry *pkl = NULL;
     ck_pkl_result res = {0};
     char prefix[CK_ZIP_MAX_NAME + 1];
-    rc = find_pickle(src, &z, &pkl, &plen, err);
-    if (rc == FG_OK) {
-        memcpy(prefix, pkl->name, plen);
-        prefix[plen] = '\0';
+    rc = archive_prefix(src, &z, prefix, sizeof prefix, err);
+    if (rc == FG_OK)
+        rc = find_pickle(src, &z, prefix, &pkl, err);
+    if (rc == FG_OK)
+        rc = check_version(src, &z, prefix, err);
+    if (rc == FG_OK)
         rc = check_byteorder(src, &z, prefix, err);
-    }
     if (rc == FG_OK)
         rc = load_pickle(src, pkl, &res, err);
     for (uint32_t i = 0; i < res.n && rc == FG_OK; i++)

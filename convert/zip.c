@@ -267,8 +267,10 @@ static int load_entries(const ck_src *s, const zdir *d, zent *z, fg_err *err)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the zip directory", s->label);
     int rc = ck_src_read(s, d->cd_off, cd, (size_t)d->cd_size, "zip central directory", err);
     uint64_t pos = 0;
-    for (uint64_t i = 0; i < d->n && rc == FG_OK; i++)
+    for (uint64_t i = 0; i < d->n && rc == FG_OK; i++) {
+        z[i].pub.cd_index = (uint32_t)i;
         rc = parse_cen(s, cd, d->cd_size, &pos, &z[i], err);
+    }
     free(cd);
     for (uint64_t i = 0; i < d->n && rc == FG_OK; i++)
         rc = check_local(s, &z[i], d->cd_off, err);

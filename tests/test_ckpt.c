@@ -162,6 +162,7 @@ START_TEST(torch_single_sharded_zip64)
     check_expected("bin_zip64");
     check_expected("bin_proto4");
     check_expected("bin_rezipped_comment");
+    check_expected("bin_old_layout"); /* archive/, .data/version, no byteorder, unaligned */
     fg_ckpt *ck = open_ok("bin_single");
     ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_TORCH);
     uint32_t a, b;
@@ -225,6 +226,189 @@ START_TEST(bad_files_get_exact_errors)
     expect_fail("bad_npy_fortran", FG_ERR_UNSUPPORTED, "w.npy: .npy fortran_order is True");
     expect_fail("bad_npy_truncated", FG_ERR_TRUNCATED, ".npy data needs 12 bytes, the file has 10");
     expect_fail("opt_tiny_np/no-such-dir", FG_ERR_NOT_FOUND, "no-such-dir");
+}
+END_TEST
+
+/* ---- safetensors rules: tests/fixtures/ckpt/st_rules.json (checked against the reference
+ * reader by tests/fixtures/check_st_rules.py); each case is built here and parsed. */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int code_named(const char *name)
+{
+    static const struct { const char *n; int c; } tab[] = {
+        {"FG_ERR_CORRUPT", FG_ERR_CORRUPT}, {"FG_ERR_SIZE_MISMATCH", FG_ERR_SIZE_MISMATCH},
+        {"FG_ERR_OVERLAP", FG_ERR_OVERLAP}, {"FG_ERR_OUT_OF_BOUNDS", FG_ERR_OUT_OF_BOUNDS},
+        {"FG_ERR_OVERFLOW", FG_ERR_OVERFLOW}, {"FG_ERR_BAD_ENUM", FG_ERR_BAD_ENUM},
+        {"FG_ERR_TRUNCATED", FG_ERR_TRUNCATED}, {"FG_ERR_LIMIT", FG_ERR_LIMIT},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
+        if (!strcmp(tab[i].n, name))
+            return tab[i].c;
+    ck_abort_msg("st_rules.json: unknown code %s", name);
+    return 0;
+}
+
+static size_t unhex(const char *h, uint8_t *out)
+{
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        ck_assert_int_eq(sscanf(h + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+    return n;
+}
+
+/* The file a case describes (malloc'd), as check_st_rules.py builds it. */
+static uint8_t *st_case_file(json_t *c, size_t *len)
+{
+    json_t *raw = json_object_get(c, "raw_hex"), *hx = json_object_get(c, "header_hex");
+    json_t *hd = json_object_get(c, "header"), *n = json_object_get(c, "n");
+    size_t data = (size_t)json_integer_value(json_object_get(c, "data"));
+    uint8_t *f = calloc(1, 8 + 4096 + data);
+    if (raw) {
+        *len = unhex(json_string_value(raw), f);
+        return f;
+    }
+    size_t hl = hx ? unhex(json_string_value(hx), f + 8) : strlen(json_string_value(hd));
+    if (!hx)
+        memcpy(f + 8, json_string_value(hd), hl);
+    put_le64(f, n ? (uint64_t)json_integer_value(n) : hl);
+    for (size_t i = 0; i < data; i++)
+        f[8 + hl + i] = (uint8_t)i;
+    *len = 8 + hl + data;
+    return f;
+}
+
+START_TEST(safetensors_reference_rules)
+{
+    json_error_t je;
+    json_t *root = json_load_file(fx("st_rules.json"), 0, &je);
+    ck_assert_msg(root != NULL, "st_rules.json: %s", je.text);
+    json_t *cases = json_object_get(root, "cases");
+    ck_assert_uint_ge(json_array_size(cases), 40);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        size_t len;
+        uint8_t *f = st_case_file(c, &len);
+        ck_src src = {.mem = f, .fd = -1, .size = len, .label = "rule.safetensors"};
+        ck_list l = {0};
+        fg_err err = {0};
+        int rc = ck_st_parse(&src, &l, &err);
+        if (json_is_true(json_object_get(c, "accept"))) {
+            ck_assert_msg(rc == FG_OK, "%s: refused: %s", name, err.msg);
+            for (uint32_t k = 0; k < l.n; k++) /* every byte of the data section, once */
+                ck_assert(l.t[k].offset + l.t[k].length <= len);
+        } else {
+            const char *msg = json_string_value(json_object_get(c, "msg"));
+            int want = code_named(json_string_value(json_object_get(c, "code")));
+            ck_assert_msg(rc == want, "%s: got %d (%s), want %d", name, rc, err.msg, want);
+            ck_assert_msg(strstr(err.msg, msg) && !strncmp(err.msg, "rule.safetensors: ", 18),
+                          "%s: '%s' lacks '%s'", name, err.msg, msg);
+            ck_assert_ptr_null(strchr(err.msg, '\n'));
+        }
+        ck_list_free(&l);
+        free(f);
+    }
+    json_decref(root);
+}
+END_TEST
+
+/* The same rule through fg_ckpt_open on a real file: the exact file reads, one byte more (that
+ * no tensor accounts for) is refused naming the file. */
+START_TEST(safetensors_trailing_bytes_refused)
+{
+    const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}  ";
+    uint8_t f[128] = {0};
+    size_t hl = strlen(h);
+    put_le64(f, hl);
+    memcpy(f + 8, h, hl);
+    for (int extra = 0; extra < 2; extra++) {
+        FILE *o = fopen(tu_path("model.safetensors"), "wb");
+        fwrite(f, 1, 8 + hl + 8 + (size_t)extra, o);
+        fclose(o);
+        fg_ckpt *ck = NULL;
+        fg_err err;
+        int rc = fg_ckpt_open(tu_path("."), &ck, &err);
+        if (!extra) {
+            ck_assert_msg(rc == FG_OK, "%s", err.msg);
+            ck_assert_uint_eq(fg_ckpt_count(ck), 1);
+        } else {
+            ck_assert_int_eq(rc, FG_ERR_SIZE_MISMATCH);
+            ck_assert_msg(strstr(err.msg, "model.safetensors: 1 bytes after the last tensor at "
+                                 "data offset 8 belong to no tensor"), "%s", err.msg);
+        }
+        fg_ckpt_close(ck);
+    }
+}
+END_TEST
+
+/* torch.load's layout rules (tests/fixtures/make_torch_rule_fixtures.py). */
+START_TEST(torch_layout_rules)
+{
+    expect_fail("bad_bin_no_folder", FG_ERR_CORRUPT, "pytorch_model.bin: first zip entry data.pkl "
+                "is not in a folder");
+    expect_fail("bad_bin_outside", FG_ERR_CORRUPT, "zip entry notes/readme.txt is outside the "
+                "archive folder pytorch_model/");
+    expect_fail("bad_bin_no_version", FG_ERR_NOT_FOUND, "no pytorch_model/version or "
+                "pytorch_model/.data/version record");
+    expect_fail("bad_bin_version_new", FG_ERR_VERSION, "pytorch_model/version is 11; torch reads "
+                "versions 1..10");
+    expect_fail("bad_bin_version_text", FG_ERR_VERSION, "pytorch_model/version does not hold a "
+                "version number");
+    expect_fail("bad_bin_big_endian", FG_ERR_UNSUPPORTED, "pytorch_model/byteorder says "
+                "big-endian");
+    expect_fail("bad_bin_byteorder", FG_ERR_BAD_ENDIAN, "pytorch_model/byteorder is neither");
+    expect_fail("bad_bin_preview", FG_ERR_UNSUPPORTED, "preview-release torch format");
+}
+END_TEST
+
+/* A .npy file in memory: version major.minor, a dict padded with spaces to hlen bytes (with
+ * its '\n'), one F32 element, then `extra` bytes. */
+static int npy_case(uint8_t major, uint8_t minor, size_t hlen, size_t extra, fg_err *err)
+{
+    const char *d = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    size_t pre = major == 1 ? 10 : 12;
+    uint8_t *f = calloc(1, pre + hlen + 4 + extra);
+    memcpy(f, "\x93NUMPY", 6);
+    f[6] = major;
+    f[7] = minor;
+    if (major == 1) {
+        f[8] = (uint8_t)hlen;
+        f[9] = (uint8_t)(hlen >> 8);
+    } else {
+        put_le64(f + 8, hlen); /* u32 LE; the next 4 bytes are the header, overwritten below */
+    }
+    memset(f + pre, ' ', hlen);
+    memcpy(f + pre, d, strlen(d));
+    f[pre + hlen - 1] = '\n';
+    ck_src src = {.mem = f, .fd = -1, .size = pre + hlen + 4 + extra, .label = "w.npy"};
+    ck_list l = {0};
+    int rc = ck_npy_parse(&src, "w", &l, err);
+    ck_list_free(&l);
+    free(f);
+    return rc;
+}
+
+/* numpy.load's rules: versions (1,0), (2,0), (3,0); header <= 10,000 bytes. */
+START_TEST(npy_reference_rules)
+{
+    fg_err err;
+    ck_assert_int_eq(npy_case(1, 0, 118, 0, &err), FG_OK);
+    ck_assert_int_eq(npy_case(3, 0, 10000, 0, &err), FG_OK);
+    ck_assert_int_eq(npy_case(1, 1, 118, 0, &err), FG_ERR_VERSION);
+    ck_assert_msg(strstr(err.msg, "w.npy: .npy format 1.1 is not 1.0, 2.0 or 3.0"), "%s", err.msg);
+    ck_assert_int_eq(npy_case(4, 0, 116, 0, &err), FG_ERR_VERSION);
+    ck_assert_int_eq(npy_case(2, 0, 10001, 0, &err), FG_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "header of 10001 bytes (limit 10000)"), "%s", err.msg);
+    ck_assert_int_eq(npy_case(1, 0, 118, 1, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "w.npy: 1 bytes after the .npy data"), "%s", err.msg);
 }
 END_TEST
 
@@ -411,6 +595,10 @@ static Suite *suite(void)
     tcase_add_test(tc, torch_single_sharded_zip64);
     tcase_add_test(tc, numpy_directory);
     tcase_add_test(tc, bad_files_get_exact_errors);
+    tcase_add_test(tc, safetensors_reference_rules);
+    tcase_add_test(tc, torch_layout_rules);
+    tcase_add_test(tc, npy_reference_rules);
+    tcase_add_test(tc, safetensors_trailing_bytes_refused);
     tcase_add_test(tc, empty_dir_is_not_a_checkpoint);
     tcase_add_test(tc, read_range_hash_and_truncation);
     tcase_add_test(tc, sparse_tensor_past_4gib);

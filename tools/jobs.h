@@ -1,11 +1,28 @@
-/* jobs.h - resumable JSONL batch jobs for fg-infer.
+/* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file.
  *
- * Input: one JSON object per line: {"id": string or number, "prompt": string,
- * "max_new_tokens": int (optional), "stop": [string, ...] (optional)}. Blank lines are skipped;
- * anything else is an error naming the file and line.
- * Output: one JSON object per finished prompt, appended as each block completes (one write and
- * an fdatasync per block), so a killed job loses at most the block in progress. On --resume the
- * output file is cut back to its last complete line and every id already present is skipped.
+ * Input (JSONL): one JSON object per line:
+ *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),
+ *    "stop": [string, ...] or string (optional), "meta": any value (optional, ignored)}
+ * Every field's type is checked: an id is a non-empty string or an integer (compared as text:
+ * "7" and 7 are the same id); max_new_tokens an integer in 1..FG_JOB_MAX_NEW_TOKENS (no
+ * fractions, exponents, strings or wrap); stop one non-empty string or an array of at most
+ * FG_JOB_MAX_STOPS of them. Any other key is refused (a misspelt "max_tokens" would otherwise
+ * run silently with the default); "meta" is the one place for a user's own data. Duplicate keys,
+ * invalid UTF-8 and NUL bytes are refused by the JSON parser. Blank lines and a UTF-8 byte order
+ * mark at the start are skipped. A line is at most FG_JOB_MAX_LINE bytes. Every error is one line
+ * "FILE:LINE: prompt "ID": what" (the id when the line got that far).
+ *
+ * Output (JSONL): one object per finished prompt, {"id": string, "text": string, "tokens": [int],
+ * "finish_reason": "length"|"eos"|"stop", "prompt_tokens": int, "timing": {...}}, appended one
+ * block per write and made durable with fdatasync (regular files) before the next block starts.
+ *
+ * Lifecycle of a run (what the runner does):
+ *   fg_job_reader_open(input) -> fg_job_output_open(output, resume) ->
+ *   loop { fg_job_reader_next(reader, output, max, &block) until block.n == 0;
+ *          generate; fg_job_output_append(output, results) } ->
+ *   fg_job_output_close (reports a failed close) -> fg_job_reader_close.
+ * Memory is bounded by the block, plus one hash-set entry per distinct id (input ids for the
+ * duplicate check, output ids for the done-set): a job of any number of prompts streams.
  */
 #ifndef FG_JOBS_H
 #define FG_JOBS_H
@@ -20,34 +37,74 @@ extern "C" {
 #endif
 
 #define FG_JOB_MAX_STOPS 8
+#define FG_JOB_MAX_NEW_TOKENS (1u << 24) /* beyond any context; keeps counts in uint32 */
+#define FG_JOB_MAX_LINE (64u << 20)      /* bytes in one input line */
 
 typedef struct fg_job {
-    char *id;          /* the input id as text (numbers kept as written) */
+    char *id;          /* the input id as text (integers as written, in decimal) */
     char *prompt;
-    int64_t max_new;   /* -1: use the command's default */
+    int64_t max_new;   /* 1..FG_JOB_MAX_NEW_TOKENS, or -1: use the command's default */
     char *stops[FG_JOB_MAX_STOPS];
     int n_stops;
-    int done;          /* already present in the output (resume) */
+    int done;          /* legacy fg_jobs_open_output only: already present in the output */
+    size_t line;       /* 1-based line of the input, for the runner's messages */
 } fg_job;
 
 typedef struct fg_job_list {
-    fg_job *jobs;
+    fg_job *jobs;      /* [n], owned by the list */
     size_t n;
 } fg_job_list;
 
-/* Parse a JSONL file. Duplicate ids are an error. *out owned by the caller (fg_jobs_free). */
-int fg_jobs_load(const char *path, fg_job_list *out, fg_err *err);
+/* Free every job of *l and reset it to empty; NULL and an empty list are accepted. */
 void fg_jobs_free(fg_job_list *l);
 
-/* Open the output for appending. With resume, cut a torn last line, then mark jobs whose id is
- * already in the file as done; without resume an existing non-empty file is refused
- * (FG_ERR_EXISTS) so no results are overwritten. *fd is the open descriptor. */
-int fg_jobs_open_output(const char *path, int resume, fg_job_list *jobs, int *fd, size_t *n_done,
-                        fg_err *err);
+/* ---- the results file ------------------------------------------------------------------- */
+
+typedef struct fg_job_output fg_job_output;
+
+enum {
+    FG_JOB_RESUME = 1u << 0, /* continue an existing results file (otherwise a non-empty one is
+                              * refused with FG_ERR_EXISTS) */
+};
+
+/* What fg_job_output_open found in an existing results file (all zero for a new one). */
+typedef struct fg_job_output_info {
+    size_t n_results;     /* valid result lines kept (ids in the done-set) */
+    size_t n_damaged;     /* complete lines that are not results: moved to aside_path */
+    size_t first_damaged; /* 1-based line number of the first of them, 0 when none */
+    int torn_tail;        /* a last line without its newline (a killed write): moved aside */
+    int rewritten;        /* the file was rewritten (atomically) without the damaged lines */
+    char aside_path[4200];/* "<output>.damaged" when something was moved there, else "" */
+} fg_job_output_info;
+
+/* Open the results file path for appending; "-" is standard output.
+ * A regular file is locked (flock, exclusive, not waiting): a second job on the same output gets
+ * FG_ERR_STORE_BUSY "PATH: another fg-infer job is writing to it". Without FG_JOB_RESUME a
+ * non-empty file is refused (FG_ERR_EXISTS) and left untouched. With it:
+ *  - every complete line that is a valid result line is kept and its id joins the done-set;
+ *  - a file with content but no valid result line is not fg results: refused (FG_ERR_BAD_MAGIC)
+ *    naming it, byte for byte untouched;
+ *  - a last line without its newline is torn: when it parses as a result it is completed with a
+ *    newline and kept; otherwise its bytes are appended to PATH.damaged (fsynced) and the file
+ *    is cut back to the last newline;
+ *  - damaged complete lines are appended to PATH.damaged and the file is rewritten without them
+ *    atomically (temp file in the same directory, fsync, rename over PATH, directory fsync),
+ *    the lock carried over to the new file before the rename.
+ * A pipe, terminal or other non-regular file is written as a stream (no lock, no fdatasync);
+ * FG_JOB_RESUME on one is refused (FG_ERR_INVALID_ARG).
+ * *out is owned by the caller (fg_job_output_close); *info (may be NULL) is filled on success. */
+int fg_job_output_open(const char *path, unsigned flags, fg_job_output **out,
+                       fg_job_output_info *info, fg_err *err);
+
+/* 1 when a result for id is in the file (found by resume or appended since), else 0. */
+int fg_job_output_has(const fg_job_output *o, const char *id);
+
+/* Number of distinct ids in the done-set. */
+size_t fg_job_output_count(const fg_job_output *o);
 
 typedef struct fg_job_result {
     const fg_job *job;
-    const char *text;
+    const char *text;      /* invalid UTF-8 is written as U+FFFD */
     const int32_t *tokens;
     size_t n_tokens;
     size_t prompt_tokens;
@@ -56,7 +113,57 @@ typedef struct fg_job_result {
     uint32_t block;
 } fg_job_result;
 
-/* Append results as JSON lines in one write, then fdatasync. */
+/* Append results as JSON lines in one write (retried over short writes), then fdatasync when the
+ * output is a regular file. Any failure names the output; it is sticky: later appends return
+ * the same error. The ids join the done-set. Nothing in r is kept. */
+int fg_job_output_append(fg_job_output *o, const fg_job_result *r, size_t n, fg_err *err);
+
+/* Close (and unlock) the output; returns the first error of the handle's life, or that of
+ * close() itself. NULL is accepted (FG_OK). */
+int fg_job_output_close(fg_job_output *o, fg_err *err);
+
+/* ---- the streamed job reader ------------------------------------------------------------ */
+
+typedef struct fg_job_reader fg_job_reader;
+
+/* Open a JSONL input; "-" is standard input. When the input is seekable (a regular file) the
+ * whole file is validated first (one streamed pass that keeps only the ids), so a bad or
+ * duplicate line anywhere is reported before any prompt runs; a pipe is validated as it is read.
+ * An input without a single prompt is refused. *out owned by the caller (fg_job_reader_close). */
+int fg_job_reader_open(const char *path, fg_job_reader **out, fg_err *err);
+
+/* The same over an open descriptor, which the reader takes (closes) whatever the outcome; name
+ * is used in messages. */
+int fg_job_reader_open_fd(int fd, const char *name, fg_job_reader **out, fg_err *err);
+
+/* Fill *block with the next up to max (>= 1) jobs in input order whose ids are not in done
+ * (NULL: none skipped). The jobs previously in *block are freed first, so a caller that reuses
+ * one fg_job_list holds one block at a time; block->n == 0 means the input is finished. The
+ * list is owned by the caller (fg_jobs_free). On an error *block is empty and the reader stays
+ * failed (each later call returns the same error). */
+int fg_job_reader_next(fg_job_reader *r, const fg_job_output *done, size_t max,
+                       fg_job_list *block, fg_err *err);
+
+/* Jobs in the input and how many of them done already holds. With a validated (seekable)
+ * input these are final from the start; for a pipe they count the lines read so far, and
+ * *complete says which (1: the whole input has been read). Any out-pointer may be NULL. */
+void fg_job_reader_count(const fg_job_reader *r, const fg_job_output *done, size_t *total,
+                         size_t *n_done, int *complete);
+
+/* NULL is accepted. */
+void fg_job_reader_close(fg_job_reader *r);
+
+/* ---- legacy API (tools/fg_infer.c until it moves to the reader and fg_job_output) ------- */
+
+/* Read a whole JSONL file (same rules as the reader). *out owned by the caller (fg_jobs_free). */
+int fg_jobs_load(const char *path, fg_job_list *out, fg_err *err);
+
+/* fg_job_output_open, then mark the jobs already in the output as done and hand back a
+ * descriptor (which holds the lock until the caller closes it). */
+int fg_jobs_open_output(const char *path, int resume, fg_job_list *jobs, int *fd, size_t *n_done,
+                        fg_err *err);
+
+/* Append results to a descriptor from fg_jobs_open_output (same write and sync rules). */
 int fg_jobs_append(int fd, const char *path, const fg_job_result *r, size_t n, fg_err *err);
 
 #ifdef __cplusplus
