@@ -72,9 +72,10 @@ expect_fail() {
 }
 expect_fail 2 "$INFER" -m tiny --bogus
 expect_fail 1 "$INFER" -m nowhere -p hi
-expect_fail 1 "$INFER" -m tiny -p hi --top-p 2
-expect_fail 1 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
-expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 1K
+expect_fail 2 "$INFER" -m tiny -p hi --top-p 2                     # usage: exit 2
+expect_fail 2 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
+for b in 1K 0.5 inf 1e30 0.1M -4G; do expect_fail 2 "$INFER" -m tiny -p hi --ram-budget "$b"; done
+expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 2M                # too small for the model
 expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 5000
 "$CONVERT" synth --model opt-tiny -o tiny-q4 --tokenizer "$TOK" --seed 7 --compress-weight --quiet
 "$INFER" -m tiny-q4 -p hi --max-new-tokens 2 --compress-weight --quiet > /dev/null

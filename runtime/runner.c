@@ -1,0 +1,696 @@
+/* runner.c - fg_run: a whole fg-infer run as a library call (see runner.h).
+ *
+ * One run opens the store once (read-only) and keeps it until the end: the tokenizer and the
+ * config are read from it, the engine borrows it. --compress-weight on an F16 store quantizes it
+ * into a temporary store in the offload directory first (what fg-convert STORE --compress-weight
+ * writes), which replaces the source for the run and whose names are removed as soon as the
+ * engine holds its files open.
+ *
+ * A JSONL job streams: a first pass over the input (when it can be read twice) tokenizes every
+ * pending prompt only to size the context and the progress total, keeping nothing; the second
+ * pass reads one block of prompts at a time, generates it, appends its results (one write and
+ * an fdatasync), and frees it. Memory is the block plus one hash entry per id, whatever the
+ * number of prompts. From a pipe there is one pass: the context is --max-context, or the model's.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "convert.h"
+#include "fg_progress.h"
+#include "jobs.h"
+#include "runner.h"
+
+typedef struct run {
+    const fg_run_opts *o;
+    fg_engine_opts eo;
+    FILE *out, *log;
+    fg_store *store;
+    fg_tok *tok;
+    fg_engine *e;
+    char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
+    fg_run_report rep;
+} run;
+
+/* ---- small pieces ---- */
+
+static void notice(void *ctx, const char *line)
+{
+    run *r = ctx;
+    if (!r->o->quiet)
+        fprintf(r->log, "fg-infer: %s\n", line);
+}
+
+typedef struct tick_ctx {
+    fg_progress bar;
+    uint64_t base;
+} tick_ctx;
+
+static void tick(void *ctx, uint64_t tokens)
+{
+    tick_ctx *t = ctx;
+    fg_progress_update(&t->bar, t->base + tokens);
+}
+
+static void bytes_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    fg_progress *p = ctx;
+    p->total = total;
+    fg_progress_update(p, done);
+}
+
+/* Token ids of text (BOS first when asked and the model has one); *ids owned by the caller. */
+static int encode(run *r, const char *text, int bos, int32_t **ids, uint32_t *n, const char *what,
+                  fg_err *err)
+{
+    fg_tok_ids v = {0};
+    int rc = fg_tok_encode(r->tok, text, strlen(text), bos ? FG_TOK_ADD_BOS : 0, &v, err);
+    if (rc) {
+        char m[FG_ERR_MSG_MAX];
+        snprintf(m, sizeof m, "%s", err->msg);
+        fg_tok_ids_free(&v);
+        return fg_err_set(err, rc, "%s: %s", what, m);
+    }
+    if (v.n == 0 || v.n > UINT32_MAX / 2) {
+        fg_tok_ids_free(&v);
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: the prompt is empty", what);
+    }
+    *ids = v.ids;
+    *n = (uint32_t)v.n;
+    return FG_OK;
+}
+
+/* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set). */
+static char *decode(fg_tok *tok, const int32_t *ids, uint32_t n, fg_err *err)
+{
+    fg_tok_bytes b = {0};
+    if (fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, err)) {
+        fg_tok_bytes_free(&b);
+        return NULL;
+    }
+    char *s = malloc(b.len + 1);
+    if (s) {
+        memcpy(s, b.data ? b.data : "", b.len);
+        s[b.len] = '\0';
+    } else {
+        fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    fg_tok_bytes_free(&b);
+    return s;
+}
+
+/* The stop strings of each sequence of the block being generated. */
+typedef struct stops {
+    fg_tok *tok;
+    const char *const *const *v; /* [block] */
+    const int *n;                /* [block] */
+} stops;
+
+static int stop_check(void *ctx, uint32_t seq, const int32_t *out, uint32_t n)
+{
+    const stops *s = ctx;
+    if (!s->n[seq])
+        return 0;
+    char *text = decode(s->tok, out, n, NULL);
+    int hit = 0;
+    for (int i = 0; text && i < s->n[seq] && !hit; i++)
+        hit = strstr(text, s->v[seq][i]) != NULL;
+    free(text);
+    return hit;
+}
+
+/* Cut text at the first stop string. */
+static void cut_stop(char *text, const char *const *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char *p = strstr(text, v[i]);
+        if (p)
+            *p = '\0';
+    }
+}
+
+static const char *finish_name(int f)
+{
+    return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
+}
+
+/* ---- the store and the engine ---- */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int not_q4(void *ctx, const fg_store_tensor *t)
+{
+    *(int *)ctx |= t->n_dims >= 2 && t->codec.id != FG_CODEC_Q4;
+    return 0;
+}
+
+/* --compress-weight on a store that is not 4-bit: quantize it into a temporary store and use
+ * that one instead (the source is closed first: one handle per store per process). */
+static int quantize_at_load(run *r, fg_err *err)
+{
+    int need = 0, rc = fg_store_tensor_iter(r->store, not_q4, &need, err);
+    if (rc || !need)
+        return rc;
+    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
+    od = od && *od ? od : "/tmp";
+    snprintf(r->tmp_store, sizeof r->tmp_store, "%s/fg-q4-XXXXXX", od);
+    if (!mkdtemp(r->tmp_store)) {
+        r->tmp_store[0] = '\0';
+        return fg_err_sys(err, FG_ERR_IO, errno, "--compress-weight: cannot create a temporary "
+                          "store in %s", od);
+    }
+    fg_store_close(r->store);
+    r->store = NULL;
+    fg_progress bar;
+    fg_progress_begin(&bar, "quantizing", FG_UNIT_BYTES, 0, r->o->quiet);
+    fg_convert_opts co = {1, 0, -1, NULL, 0, bytes_progress, &bar};
+    fg_convert_report rep;
+    rc = fg_convert_store(r->o->model, r->tmp_store, &co, &rep, err);
+    fg_progress_end(&bar);
+    if (rc == FG_OK)
+        rc = fg_store_open(r->tmp_store, FG_STORE_RDONLY, NULL, &r->store, err);
+    if (rc == FG_OK && !r->o->quiet) {
+        char x[32], y[32];
+        fprintf(r->log, "fg-infer: quantized the weights to 4-bit at load: %s -> %s in %.1f s "
+                "(a temporary store in %s, removed once open)\n",
+                fg_fmt_bytes((double)rep.source_bytes, x, sizeof x),
+                fg_fmt_bytes((double)rep.stored_bytes, y, sizeof y), rep.seconds, r->tmp_store);
+    }
+    return rc;
+}
+
+static int open_store(run *r, fg_err *err)
+{
+    int rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
+    return rc ? rc : fg_engine_read_tokenizer(r->store, &r->tok, err);
+}
+
+static int open_engine(run *r, uint32_t max_ctx, fg_err *err)
+{
+    int rc = r->eo.policy.compress_weight ? quantize_at_load(r, err) : FG_OK;
+    if (!r->eo.max_ctx)
+        r->eo.max_ctx = max_ctx;
+    if (rc == FG_OK)
+        rc = fg_engine_open(r->store, &r->eo, &r->e, err);
+    if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
+        nftw(r->tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        r->tmp_store[0] = '\0';
+    }
+    return rc;
+}
+
+/* ---- generation ---- */
+
+static void summary(run *r)
+{
+    if (r->o->quiet || !r->e)
+        return;
+    fg_engine_stats st;
+    fg_engine_stats_get(r->e, &st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const fg_plan *pl = fg_engine_plan(r->e);
+    const fg_run_report *p = &r->rep;
+    char rd[32], wr[32], peak[32], plan[32], budget[32];
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024, disk = st.pager.moved[FG_TIER_DISK][FG_TIER_HOST];
+    fprintf(r->log,
+            "summary: %" PRIu64 " tokens generated in %.2f s (prefill %.2f s, decode %.2f s): "
+            "%.2f tok/s\n"
+            "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (%" PRIu64 " bytes; "
+            "plan %s, budget %s)\n"
+            "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache and "
+            "activations), pager hits %" PRIu64 " misses %" PRIu64 ", stalled %.2f s; %s\n",
+            p->tokens, p->total_s, p->prefill_s, p->decode_s,
+            p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0, pl->gbs, pl->ngb,
+            r->eo.policy.schedule == FG_SCHEDULE_ROW ? "row-by-row" : "zig-zag",
+            fg_fmt_bytes((double)rss, peak, sizeof peak), rss,
+            fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan),
+            r->eo.ram_budget ? fg_fmt_bytes((double)r->eo.ram_budget, budget, sizeof budget)
+                             : "none",
+            fg_fmt_bytes((double)disk, rd, sizeof rd), disk,
+            fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DISK], wr, sizeof wr),
+            st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
+    double f = fg_model_flops_per_token(fg_engine_hparams(r->e));
+    if (p->decode_s > 0 && p->tokens > p->prompts)
+        fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
+                "per token)\n", (double)(p->tokens - p->prompts) * f / p->decode_s / 1e9, f / 1e9);
+}
+
+/* Generate seqs[0..n) (n <= block size) as one block with the given stop strings. */
+static int generate(run *r, fg_gen_seq *seqs, uint32_t n, const stops *st, tick_ctx *tc,
+                    fg_err *err)
+{
+    fg_gen_hooks hooks = {st ? stop_check : NULL, (void *)st, tick, tc};
+    fg_gen_stats gs;
+    int rc = fg_engine_generate(r->e, seqs, n, &hooks, &gs, err);
+    r->rep.prefill_s += gs.prefill_s;
+    r->rep.decode_s += gs.decode_s;
+    r->rep.tokens += gs.new_tokens;
+    r->rep.prompts += n;
+    tc->base += gs.new_tokens;
+    return rc;
+}
+
+static int write_out(run *r, const char *text, fg_err *err)
+{
+    if (fputs(text, r->out) == EOF || fflush(r->out))
+        return fg_err_sys(err, FG_ERR_IO, errno, "writing the output");
+    return FG_OK;
+}
+
+static int run_prompt(run *r, fg_err *err)
+{
+    int32_t *ids = NULL, *out = NULL;
+    uint32_t n = 0;
+    int rc = open_store(r, err);
+    if (rc == FG_OK)
+        rc = encode(r, r->o->prompt, 1, &ids, &n, "-p", err);
+    if (rc == FG_OK)
+        rc = open_engine(r, n + r->o->max_new, err);
+    if (rc == FG_OK && !(out = malloc((size_t)r->o->max_new * sizeof *out)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    fg_gen_seq s = {ids, n, r->o->max_new, r->o->sample, 0, out, 0, 0};
+    const char *const *sv = r->o->stops;
+    stops st = {r->tok, &sv, &r->o->n_stops};
+    tick_ctx tc = {{0}, 0};
+    double t0 = fg_now();
+    if (rc == FG_OK) {
+        fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, r->o->max_new, r->o->quiet);
+        rc = generate(r, &s, 1, &st, &tc, err);
+        fg_progress_end(&tc.bar);
+    }
+    r->rep.total_s = fg_now() - t0;
+    char *text = rc == FG_OK ? decode(r->tok, out, s.n_out, err) : NULL;
+    if (rc == FG_OK && !text)
+        rc = FG_ERR_NOMEM;
+    if (rc == FG_OK) {
+        cut_stop(text, r->o->stops, r->o->n_stops);
+        rc = write_out(r, r->o->prompt, err);
+        if (rc == FG_OK)
+            rc = write_out(r, text, err);
+        if (rc == FG_OK)
+            rc = write_out(r, "\n", err);
+        summary(r);
+    }
+    free(text);
+    free(out);
+    free(ids);
+    return rc;
+}
+
+static int run_synthetic(run *r, fg_err *err)
+{
+    uint32_t P = r->o->prompt_len, G = r->o->max_new;
+    int rc = open_store(r, err);
+    if (rc == FG_OK)
+        rc = open_engine(r, P + G, err);
+    if (rc)
+        return rc;
+    uint32_t n = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
+    fg_gen_seq *seqs = calloc(n, sizeof *seqs);
+    int32_t *ids = malloc((size_t)n * P * sizeof *ids), *out = malloc((size_t)n * G * sizeof *out);
+    if (!seqs || !ids || !out) {
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    fg_rng rng;
+    fg_rng_seed(&rng, r->o->sample.seed, 99);
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t t = 0; t < P; t++)
+            ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
+        seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i, out + (size_t)i * G,
+                               0, 0};
+    }
+    tick_ctx tc = {{0}, 0};
+    double t0 = fg_now();
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, (uint64_t)n * G, r->o->quiet);
+    rc = generate(r, seqs, n, NULL, &tc, err);
+    fg_progress_end(&tc.bar);
+    r->rep.total_s = fg_now() - t0;
+    if (rc == FG_OK)
+        summary(r);
+done:
+    free(seqs);
+    free(ids);
+    free(out);
+    return rc;
+}
+
+/* ---- JSONL jobs ---- */
+
+typedef struct jobs_run {
+    fg_job_reader *rd;
+    fg_job_output *outp;
+    fg_job_list block;
+    fg_gen_seq *seqs;        /* [block size] */
+    const char *const **sv;  /* [block size] stop strings */
+    int *sn;
+} jobs_run;
+
+static uint32_t job_max_new(const run *r, const fg_job *j)
+{
+    return j->max_new > 0 ? (uint32_t)j->max_new : r->o->max_new;
+}
+
+static void what_of(const run *r, const fg_job *j, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%zu: prompt \"%.40s\"", r->o->input, j->line, j->id);
+}
+
+/* First pass: the longest prompt + generation and the total of new tokens of what is pending. */
+static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t *total,
+                     fg_err *err)
+{
+    fg_job_reader *rd;
+    fg_job_list l = {0};
+    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    *ctx = 0;
+    *total = 0;
+    while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
+        for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
+            int32_t *ids;
+            uint32_t n;
+            char what[160];
+            what_of(r, &l.jobs[i], what, sizeof what);
+            rc = encode(r, l.jobs[i].prompt, 1, &ids, &n, what, err);
+            if (rc == FG_OK) {
+                uint64_t need = (uint64_t)n + job_max_new(r, &l.jobs[i]);
+                *ctx = need > *ctx ? (uint32_t)(need < UINT32_MAX ? need : UINT32_MAX) : *ctx;
+                *total += job_max_new(r, &l.jobs[i]);
+                free(ids);
+            }
+        }
+    }
+    fg_jobs_free(&l);
+    fg_job_reader_close(rd);
+    return rc;
+}
+
+/* Results of the block's n sequences, in one append. */
+static int emit_block(run *r, jobs_run *j, uint32_t n, uint32_t blk, double seconds, fg_err *err)
+{
+    fg_job_result *res = calloc(n + 1, sizeof *res);
+    char **texts = calloc(n + 1, sizeof *texts);
+    int rc = res && texts ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
+        const fg_gen_seq *s = &j->seqs[i];
+        const fg_job *job = &j->block.jobs[i];
+        if (!(texts[i] = decode(r->tok, s->out, s->n_out, err)))
+            rc = FG_ERR_NOMEM;
+        else
+            cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
+        res[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
+                                 finish_name(s->finish), seconds, blk};
+    }
+    if (rc == FG_OK)
+        rc = fg_job_output_append(j->outp, res, n, err);
+    for (uint32_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(res);
+    return rc;
+}
+
+/* Tokenize the block's prompts into seqs (freed by free_block). */
+static int fill_block(run *r, jobs_run *j, fg_err *err)
+{
+    for (size_t i = 0; i < j->block.n; i++) {
+        const fg_job *job = &j->block.jobs[i];
+        char what[160];
+        int32_t *ids;
+        uint32_t n, mn = job_max_new(r, job);
+        what_of(r, job, what, sizeof what);
+        int rc = encode(r, job->prompt, 1, &ids, &n, what, err);
+        if (rc)
+            return rc;
+        int32_t *out = malloc((size_t)mn * sizeof *out);
+        /* the sampler's stream is the input line: a resumed job draws the same numbers */
+        j->seqs[i] = (fg_gen_seq){ids, n, mn, r->o->sample, job->line - 1, out, 0, 0};
+        if (!out)
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        j->sv[i] = (const char *const *)job->stops;
+        j->sn[i] = job->n_stops;
+    }
+    return FG_OK;
+}
+
+static void free_block(jobs_run *j, uint32_t bs)
+{
+    for (uint32_t i = 0; j->seqs && i < bs; i++) {
+        free((void *)j->seqs[i].prompt);
+        free(j->seqs[i].out);
+        j->seqs[i] = (fg_gen_seq){0};
+    }
+}
+
+static int jobs_loop(run *r, jobs_run *j, uint64_t total, fg_err *err)
+{
+    uint32_t bs = fg_engine_block_size(r->e);
+    j->seqs = calloc(bs, sizeof *j->seqs);
+    j->sv = calloc(bs, sizeof *j->sv);
+    j->sn = calloc(bs, sizeof *j->sn);
+    if (!j->seqs || !j->sv || !j->sn)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    stops st = {r->tok, j->sv, j->sn};
+    tick_ctx tc = {{0}, 0};
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, total, r->o->quiet);
+    double t0 = fg_now();
+    int rc = FG_OK;
+    for (uint32_t blk = 0; rc == FG_OK; blk++) {
+        if ((rc = fg_job_reader_next(j->rd, j->outp, bs, &j->block, err)) || !j->block.n)
+            break;
+        double tb = fg_now();
+        rc = fill_block(r, j, err);
+        if (rc == FG_OK)
+            rc = generate(r, j->seqs, (uint32_t)j->block.n, &st, &tc, err);
+        if (rc == FG_OK)
+            rc = emit_block(r, j, (uint32_t)j->block.n, blk, fg_now() - tb, err);
+        free_block(j, bs);
+    }
+    fg_progress_end(&tc.bar);
+    r->rep.total_s = fg_now() - t0;
+    return rc;
+}
+
+static int run_jobs(run *r, fg_err *err)
+{
+    jobs_run j = {0};
+    fg_job_output_info info;
+    int rc = fg_job_output_open(r->o->output, r->o->resume ? FG_JOB_RESUME : 0, &j.outp, &info,
+                                err);
+    if (rc == FG_OK)
+        rc = fg_job_reader_open(r->o->input, &j.rd, err);
+    size_t total = 0, n_done = 0;
+    int complete = 0;
+    if (rc == FG_OK)
+        fg_job_reader_count(j.rd, j.outp, &total, &n_done, &complete);
+    if (rc == FG_OK && !r->o->quiet && info.n_results)
+        fprintf(r->log, "fg-infer: resuming: %zu results already in %s%s%s\n", info.n_results,
+                r->o->output, info.aside_path[0] ? "; damaged lines moved to " : "",
+                info.aside_path);
+    if (rc == FG_OK && complete && n_done == total) {
+        if (!r->o->quiet)
+            fprintf(r->log, "fg-infer: nothing to do: every prompt of %s is in %s\n",
+                    r->o->input, r->o->output);
+        goto done;
+    }
+    uint32_t ctx = 0;
+    uint64_t new_tokens = 0;
+    if (rc == FG_OK)
+        rc = open_store(r, err);
+    if (rc == FG_OK && complete) /* a file: size the run by its prompts */
+        rc = size_jobs(r, j.outp, &ctx, &new_tokens, err);
+    if (rc == FG_OK)
+        rc = open_engine(r, ctx, err);
+    if (rc == FG_OK)
+        rc = jobs_loop(r, &j, new_tokens, err);
+    if (rc == FG_OK)
+        summary(r);
+done:
+    free_block(&j, 0);
+    fg_jobs_free(&j.block);
+    free(j.seqs);
+    free(j.sv);
+    free(j.sn);
+    fg_job_reader_close(j.rd);
+    fg_err cerr;
+    int rc2 = fg_job_output_close(j.outp, &cerr);
+    if (rc == FG_OK && rc2) {
+        *err = cerr;
+        rc = rc2;
+    }
+    return rc;
+}
+
+/* ---- perplexity ---- */
+
+static int read_text(const char *path, char **out, fg_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "--text %s", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    int rc = FG_OK;
+    do {
+        if (cap - len < 65536) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *p = realloc(buf, cap + 1);
+            if (!p) {
+                rc = fg_err_set(err, FG_ERR_NOMEM, "--text %s: out of memory", path);
+                break;
+            }
+            buf = p;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+    } while (n > 0);
+    if (rc == FG_OK && ferror(f))
+        rc = fg_err_set(err, FG_ERR_IO, "--text %s: read error", path);
+    fclose(f);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return FG_OK;
+}
+
+/* Windows of W - 1 ids each after BOS, scored a block at a time (the protocol of
+ * models/austen-opt/train.py's eval_ppl). */
+static int score_windows(run *r, const int32_t *ids, uint32_t n, uint32_t W, fg_err *err)
+{
+    int32_t bos = fg_engine_hparams(r->e)->bos_id;
+    uint32_t n_win = (n + W - 2) / (W - 1), bs = fg_engine_block_size(r->e);
+    int32_t *buf = malloc((size_t)bs * W * sizeof *buf);
+    const int32_t **win = malloc(bs * sizeof *win);
+    uint32_t *lens = malloc(bs * sizeof *lens);
+    if (!buf || !win || !lens) {
+        free(buf), free(win), free(lens);
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    double nll = 0;
+    uint64_t count = 0;
+    fg_progress bar;
+    fg_progress_begin(&bar, "scoring", FG_UNIT_TOKENS, n, r->o->quiet);
+    int rc = FG_OK;
+    for (uint32_t w0 = 0; rc == FG_OK && w0 < n_win; w0 += bs) {
+        uint32_t m = n_win - w0 < bs ? n_win - w0 : bs;
+        for (uint32_t i = 0; i < m; i++) {
+            uint32_t start = (w0 + i) * (W - 1), len = n - start < W - 1 ? n - start : W - 1;
+            int32_t *p = buf + (size_t)i * W;
+            p[0] = bos >= 0 ? bos : 0;
+            memcpy(p + 1, ids + start, (size_t)len * sizeof *ids);
+            win[i] = p;
+            lens[i] = len + 1;
+        }
+        rc = fg_engine_logits(r->e, win, lens, m, &nll, &count, NULL, 0, err);
+        fg_progress_update(&bar, count);
+    }
+    fg_progress_end(&bar);
+    free(buf), free(win), free(lens);
+    r->rep.scored = count;
+    r->rep.perplexity = exp(nll / (double)(count ? count : 1));
+    if (rc == FG_OK && !isfinite(r->rep.perplexity))
+        rc = fg_err_set(err, FG_ERR_CORRUPT, "%s: perplexity is not finite (non-finite logits: "
+                        "check the store with fg-inspect --verify)", r->o->model);
+    return rc;
+}
+
+static int run_ppl(run *r, fg_err *err)
+{
+    char *text = NULL;
+    int32_t *ids = NULL;
+    uint32_t n = 0, W = r->o->window;
+    fg_hparams hp;
+    int rc = open_store(r, err);
+    if (rc == FG_OK)
+        rc = read_text(r->o->text, &text, err);
+    if (rc == FG_OK)
+        rc = encode(r, text, 0, &ids, &n, r->o->text, err);
+    free(text);
+    if (rc == FG_OK && !W && (rc = fg_engine_read_config(r->store, &hp, err)) == FG_OK)
+        W = hp.max_pos;
+    if (rc == FG_OK && W < 2)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--window %u: at least 2 tokens", W);
+    if (rc == FG_OK && n < 2)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--text %s: fewer than 2 tokens to score",
+                        r->o->text);
+    if (r->o->max_tokens && n > r->o->max_tokens)
+        n = (uint32_t)r->o->max_tokens;
+    if (rc == FG_OK)
+        rc = open_engine(r, W, err);
+    double t0 = fg_now();
+    if (rc == FG_OK)
+        rc = score_windows(r, ids, n, W, err);
+    r->rep.total_s = fg_now() - t0;
+    free(ids);
+    if (rc == FG_OK) {
+        char line[256];
+        snprintf(line, sizeof line, "perplexity %.6f over %" PRIu64 " tokens (window %u, %u "
+                 "windows, %.1f s)\n", r->rep.perplexity, r->rep.scored, W,
+                 (n + W - 2) / (W - 1), r->rep.total_s);
+        rc = write_out(r, line, err);
+    }
+    return rc;
+}
+
+/* ---- the plan alone ---- */
+
+static int run_dry(run *r, fg_err *err)
+{
+    uint32_t ctx = r->o->prompt_len ? r->o->prompt_len + r->o->max_new : r->o->window;
+    int rc = open_store(r, err);
+    if (rc == FG_OK)
+        rc = open_engine(r, ctx, err);
+    if (rc == FG_OK) {
+        fg_plan_print(fg_engine_plan(r->e), r->out);
+        if (fflush(r->out))
+            rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan");
+    }
+    return rc;
+}
+
+int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.eo = o->eo;
+    r.out = o->out ? o->out : stdout;
+    r.log = o->log ? o->log : stderr;
+    r.eo.notice = notice;
+    r.eo.notice_ctx = &r;
+    int rc;
+    switch (o->mode) {
+    case FG_RUN_PROMPT: rc = run_prompt(&r, err); break;
+    case FG_RUN_JOBS: rc = run_jobs(&r, err); break;
+    case FG_RUN_SYNTHETIC: rc = run_synthetic(&r, err); break;
+    case FG_RUN_PPL: rc = run_ppl(&r, err); break;
+    case FG_RUN_DRY: rc = run_dry(&r, err); break;
+    default: rc = fg_err_set(err, FG_ERR_INVALID_ARG, "fg_run: unknown mode %d", (int)o->mode);
+    }
+    fg_err cerr;
+    int rc2 = fg_engine_close(r.e, &cerr); /* writes the trace: a failure fails the run */
+    if (rc == FG_OK && rc2) {
+        *err = cerr;
+        rc = rc2;
+    }
+    if (r.tmp_store[0])
+        nftw(r.tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fg_tok_free(r.tok);
+    fg_store_close(r.store);
+    if (rep)
+        *rep = r.rep;
+    return rc;
+}

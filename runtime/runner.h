@@ -1,0 +1,65 @@
+/* runner.h - one run of fg-infer as a library call: the store opened once, prompts tokenized,
+ * the engine planned for them, blocks generated with sampling and stop strings, JSONL results
+ * written (resumable, streamed: any number of prompts) as each block finishes, progress on a
+ * terminal, a summary; or perplexity over a text; or the plan alone (--dry-run).
+ *
+ * The tool (tools/fg_infer.c) only parses flags into fg_run_opts and calls fg_run; every failure
+ * comes back as one line naming the file, flag, prompt or tensor at fault.
+ */
+#ifndef FG_RUNNER_H
+#define FG_RUNNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fg_run_mode {
+    FG_RUN_PROMPT = 0, /* continue one prompt, print it */
+    FG_RUN_JOBS,       /* a JSONL job: input -> results */
+    FG_RUN_SYNTHETIC,  /* one block of random prompts (FlexGen's benchmark runs) */
+    FG_RUN_PPL,        /* perplexity of a text */
+    FG_RUN_DRY,        /* print the plan and stop */
+} fg_run_mode;
+
+#define FG_RUN_MAX_STOPS 8
+
+typedef struct fg_run_opts {
+    fg_run_mode mode;
+    const char *model;              /* the store */
+    fg_engine_opts eo;              /* policy, budget, threads, ...; notice is the runner's */
+    fg_sample_params sample;
+    uint32_t max_new;               /* new tokens per prompt (a job line may say otherwise) */
+    const char *stops[FG_RUN_MAX_STOPS]; /* stop strings for -p and synthetic runs */
+    int n_stops;
+    const char *prompt;             /* PROMPT */
+    const char *input, *output;     /* JOBS ("-" = stdin / stdout) */
+    int resume;
+    uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */
+    const char *text;               /* PPL */
+    uint32_t window;                /* PPL: tokens per window (0: the model's context) */
+    uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */
+    int quiet;                      /* no progress, notices or summary */
+    FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */
+    FILE *log;                      /* progress, notices, summary (NULL: stderr) */
+} fg_run_opts;
+
+typedef struct fg_run_report {
+    uint64_t prompts, tokens;       /* generated */
+    double prefill_s, decode_s, total_s;
+    double perplexity;              /* PPL */
+    uint64_t scored;                /* PPL: tokens scored */
+} fg_run_report;
+
+/* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG
+ * for bad options, others as the lower floors report them. */
+int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
