@@ -26,21 +26,26 @@ typedef struct fgc_job {
     uint8_t *q;
     size_t q_cap;
     void *raw;
+    float *f32;            /* BF16 rows widened for quantizing */
+    size_t f32_cap;
     size_t raw_cap;
 } fgc_job;
 
-/* Where a tensor's elements come from: read(ctx, first, n, out) writes n F16 values. */
+/* Where a tensor's elements come from: read(ctx, first, n, out) writes n 16-bit values of type
+ * elem (F16, or BF16 kept as the checkpoint has it). */
 typedef struct fgc_tensor_src {
     const char *name, *source_name;
     uint64_t source_hash;
     uint32_t n_dims;
     uint64_t dims[2];
     size_t src_elem_bytes; /* for progress: source bytes per element */
+    uint8_t elem;          /* what read produces: FG_CODEC_F16 or FG_CODEC_BF16 (kept bit for
+                              bit: a BF16 checkpoint is stored as BF16) */
     int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
     void *ctx;
 } fgc_tensor_src;
 
-fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims);
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem);
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err);
 int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
                   fg_err *err);

@@ -88,7 +88,8 @@ static int load_chunk(st_ctx *c, uint32_t k, fg_err *err)
     return FG_OK;
 }
 
-/* Elements [first, first + n) of the tensor as F16; the writer asks for whole rows. */
+/* Elements [first, first + n) of the tensor as F16 (BF16 ones as they are); the writer asks
+ * for whole rows. */
 static int st_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
 {
     st_ctx *c = ctx;
@@ -118,9 +119,10 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
     int rc = fg_store_tensor_get(s, name, &t, err);
     if (rc)
         return rc;
-    if (t->codec.id != FG_CODEC_F16 && t->codec.id != FG_CODEC_F32) {
-        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' is stored as %s; only F16 and "
-                        "F32 tensors convert (re-quantizing 4-bit weights would lose accuracy "
+    if (t->codec.id != FG_CODEC_F16 && t->codec.id != FG_CODEC_F32 &&
+        t->codec.id != FG_CODEC_BF16) {
+        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' is stored as %s; only F16, BF16 "
+                        "and F32 tensors convert (re-quantizing 4-bit weights would lose accuracy "
                         "silently: convert the checkpoint instead)", fg_store_dir(s), name,
                         fg_codec_name(t->codec.id));
         fg_store_tensor_free(t);
@@ -137,7 +139,9 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
                         name, t->file_id);
     fgc_tensor_src src = {t->name, t->name, t->digest, t->n_dims,
                           {t->n_dims ? t->dims[0] : 1, t->n_dims > 1 ? t->dims[1] : 1},
-                          t->codec.id == FG_CODEC_F32 ? 4 : 2, st_read, &c};
+                          t->codec.id == FG_CODEC_F32 ? 4 : 2,
+                          t->codec.id == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, st_read,
+                          &c};
     if (rc == FG_OK && t->n_dims > 2)
         rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' has %u dimensions (at most 2 "
                         "convert)", fg_store_dir(s), name, t->n_dims);

@@ -30,10 +30,10 @@ static int grow(void **p, size_t *cap, size_t need)
     return 0;
 }
 
-fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims)
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem)
 {
     if (!o->compress_weight || n_dims < 2)
-        return fg_codec_float(FG_CODEC_F16);
+        return fg_codec_float(elem == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16);
     unsigned axis = o->group_axis < 0 ? FG_CONVERT_DEFAULT_AXIS : (unsigned)o->group_axis;
     return fg_codec_quant(4, o->group_size ? o->group_size : 64, axis ? n_dims - 1 : 0);
 }
@@ -53,7 +53,7 @@ static uint64_t rows_per_chunk(const fgc_job *j, const fg_codec *c, uint32_t n_d
 
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
 {
-    fg_codec c = fgc_codec_for(j->o, src->n_dims);
+    fg_codec c = fgc_codec_for(j->o, src->n_dims, src->elem);
     fg_fgt_tensor_desc d = {src->name, c, src->n_dims, src->dims, src->source_name,
                             src->source_hash};
     int rc = fg_store_batch_begin_tensor(j->batch, &d, err);
@@ -78,9 +78,20 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
                 grow((void **)&j->q, &j->q_cap, len))
                 rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory quantizing '%s'", src->name);
+            const void *in = j->f16;
+            uint8_t in_dtype = FG_CODEC_F16;
+            if (rc == FG_OK && src->elem == FG_CODEC_BF16) { /* widened exactly to F32 */
+                if (grow((void **)&j->f32, &j->f32_cap, elems * 4))
+                    rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory quantizing '%s'", src->name);
+                for (uint64_t i = 0; rc == FG_OK && i < elems; i++) {
+                    uint32_t bits = (uint32_t)j->f16[i] << 16;
+                    memcpy(&j->f32[i], &bits, 4);
+                }
+                in = j->f32;
+                in_dtype = FG_CODEC_F32;
+            }
             if (rc == FG_OK)
-                rc = fg_quant_encode(&c, &v, j->f16, FG_CODEC_F16, 0, j->q, len,
-                                     FG_QUANT_ISA_AUTO, err);
+                rc = fg_quant_encode(&c, &v, in, in_dtype, 0, j->q, len, FG_QUANT_ISA_AUTO, err);
             data = j->q;
         }
         if (rc == FG_OK)
@@ -185,6 +196,7 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
     free(j->f16);
     free(j->q);
     free(j->raw);
+    free(j->f32);
     return rc;
 }
 
@@ -202,7 +214,7 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     ck_read_ctx *c = ctx;
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
-    if (t->dtype == FG_CKPT_F16)
+    if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
         return fg_ckpt_read(c->ck, c->index, first, n, out, err);
     if (grow(&c->j->raw, &c->j->raw_cap, n * es))
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
@@ -244,7 +256,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         ck_read_ctx rc_ctx = {j, ck, i, t->name};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
-                              ck_read, &rc_ctx};
+                              t->dtype == FG_CKPT_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read,
+                              &rc_ctx};
         rc = fgc_write_tensor(j, &src, err);
         j->tensors += rc == FG_OK;
     }

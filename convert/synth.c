@@ -157,7 +157,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         if (c->kind == 0)
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
-                              synth_read, c};
+                              FG_CODEC_F16, synth_read, c};
         rc = fgc_write_tensor(&j, &src, err);
         j.tensors += rc == FG_OK;
     }

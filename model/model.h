@@ -227,7 +227,10 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
                   uint32_t n, float *logits, fg_model_ws *ws, fg_err *err);
 
 /* ---- families ---- */
-extern const fg_arch fg_arch_opt; /* model/opt.c */
+extern const fg_arch fg_arch_opt;     /* model/opt.c */
+extern const fg_arch fg_arch_llama;   /* model/llama.c: Llama 2, 3.x */
+extern const fg_arch fg_arch_mistral; /* model/llama.c */
+extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,258 @@
+/* llama.c - the Llama family as table entries: Llama 2 and 3.x (model_type "llama"), Mistral
+ * ("mistral") and Qwen2 / Qwen2.5 ("qwen2"), after transformers' modeling_llama.py,
+ * modeling_mistral.py and modeling_qwen2.py.
+ *
+ * The three share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
+ * grouped-query attention, then x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))); a final
+ * RMSNorm and the LM head (tied to the embedding when tie_word_embeddings). They differ in
+ * config keys and defaults only:
+ *   llama:   attention_bias / mlp_bias (default false), rope_scaling "linear" or "llama3",
+ *            head_dim (default hidden / heads), tie_word_embeddings (default false);
+ *   mistral: sliding_window (an integer, or null for none);
+ *   qwen2:   biases on q/k/v (not o), use_sliding_window must be false (per-layer windows are
+ *            not supported), tie_word_embeddings as given.
+ * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
+ * rope_parameters object, whichever the file has. hidden_act must be "silu".
+ *
+ * Tensors (canonical names are *ForCausalLM's): model.embed_tokens.weight [vocab, hidden];
+ * per layer model.layers.N.input_layernorm.weight [hidden], self_attn.{q,k,v,o}_proj.weight
+ * ([heads*hd, hidden], [kv*hd, hidden] twice, [hidden, heads*hd]) and their biases where the
+ * config has them, post_attention_layernorm.weight, mlp.{gate,up}_proj.weight [ffn, hidden],
+ * mlp.down_proj.weight [hidden, ffn]; model.norm.weight; lm_head.weight [vocab, hidden]
+ * (absent when tied: the embedding is used).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "model_int.h"
+
+typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2 } family;
+
+static int sizes(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    const struct { const char *key; uint32_t *dst; uint32_t max; } req[] = {
+        {"vocab_size", &hp->vocab_size, FG_MODEL_MAX_DIM},
+        {"hidden_size", &hp->hidden, FG_MODEL_MAX_DIM},
+        {"num_hidden_layers", &hp->n_layers, FG_MODEL_MAX_LAYERS},
+        {"intermediate_size", &hp->ffn, FG_MODEL_MAX_DIM},
+        {"num_attention_heads", &hp->n_heads, FG_MODEL_MAX_DIM},
+        {"max_position_embeddings", &hp->max_pos, FG_MODEL_MAX_DIM},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        if ((rc = fgm_uint(root, label, req[i].key, 1, req[i].max, req[i].dst, err)))
+            return rc;
+    hp->n_kv_heads = hp->n_heads;
+    if ((rc = fgm_uint(root, label, "num_key_value_heads", 0, FG_MODEL_MAX_DIM, &hp->n_kv_heads,
+                       err)) < 0)
+        return rc;
+    if (hp->n_heads % hp->n_kv_heads)
+        return fgm_key_err(err, label, "num_key_value_heads", "does not divide "
+                           "num_attention_heads");
+    if (hp->hidden % hp->n_heads && !json_object_get(root, "head_dim"))
+        return fgm_key_err(err, label, "num_attention_heads", "does not divide hidden_size "
+                           "(and there is no head_dim)");
+    hp->head_dim = hp->hidden / hp->n_heads;
+    if ((rc = fgm_uint(root, label, "head_dim", 0, 1u << 16, &hp->head_dim, err)) < 0)
+        return rc;
+    if (hp->head_dim % 2)
+        return fgm_key_err(err, label, "head_dim", "must be even (rotary positions)");
+    hp->embed_dim = hp->hidden;
+    return FG_OK;
+}
+
+/* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object. */
+static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    const char *key = json_object_get(root, "rope_parameters") ? "rope_parameters"
+                                                               : "rope_scaling";
+    json_t *s = json_object_get(root, key);
+    hp->rope.rot_dim = hp->head_dim;
+    int rc = fgm_float(root, label, "rope_theta", 1e-3, 1e12, 0, &hp->rope.theta, err);
+    if (rc < 0)
+        return rc;
+    if (!s || json_is_null(s))
+        return FG_OK;
+    if (!json_is_object(s))
+        return fgm_key_err(err, label, key, "must be an object or null");
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s.rope_theta", key);
+    if ((rc = fgm_float(s, label, "rope_theta", 1e-3, 1e12, 0, &hp->rope.theta, err)) < 0)
+        return fg_err_set(err, rc, "%s: key %s: must be a positive number", label, sub);
+    json_t *t = json_object_get(s, "rope_type");
+    if (!t)
+        t = json_object_get(s, "type"); /* older files */
+    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+    if (!type || !strcmp(type, "default"))
+        return type ? FG_OK : fgm_key_err(err, label, key, "rope_type missing");
+    snprintf(sub, sizeof sub, "%s.factor", key);
+    if (fgm_float(s, label, "factor", 1e-6, 1e6, 1, &hp->rope.factor, NULL))
+        return fgm_key_err(err, label, sub, "must be a positive number");
+    if (!strcmp(type, "linear")) {
+        hp->rope.scaling = FG_ROPE_LINEAR;
+        return FG_OK;
+    }
+    if (strcmp(type, "llama3"))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s.rope_type: \"%.32s\" is not "
+                          "supported (default, linear, llama3)", label, key, type);
+    hp->rope.scaling = FG_ROPE_LLAMA3;
+    if (fgm_float(s, label, "low_freq_factor", 1e-6, 1e6, 1, &hp->rope.low_freq_factor, NULL) ||
+        fgm_float(s, label, "high_freq_factor", 1e-6, 1e6, 1, &hp->rope.high_freq_factor, NULL) ||
+        !(hp->rope.high_freq_factor > hp->rope.low_freq_factor) ||
+        fgm_uint(s, label, "original_max_position_embeddings", 1, FG_MODEL_MAX_DIM,
+                 &hp->rope.orig_max_pos, NULL))
+        return fgm_key_err(err, label, key, "llama3 needs factor, low_freq_factor < "
+                           "high_freq_factor and original_max_position_embeddings");
+    return FG_OK;
+}
+
+static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
+{
+    int use = fam == FAM_MISTRAL, rc;
+    if (fam == FAM_QWEN2 && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
+        return rc;
+    if (fam == FAM_QWEN2 && use)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key use_sliding_window: true is not "
+                          "supported (Qwen2's per-layer windows)", label);
+    if (!use)
+        return FG_OK;
+    rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2, &hp->sliding_window, err);
+    return rc < 0 ? rc : FG_OK;
+}
+
+static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
+                        fg_err *err)
+{
+    static const char *const acts[] = {"silu"};
+    int rc, act = 0, attn_bias = fam == FAM_QWEN2, mlp_bias = 0;
+    if ((rc = sizes(root, label, hp, err)) || (rc = rope(root, label, hp, err)) ||
+        (rc = window(root, label, fam, hp, err)))
+        return rc;
+    if ((rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
+        return rc;
+    hp->norm_eps = 1e-6f;
+    if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
+        (rc = fgm_bool(root, label, "tie_word_embeddings", 0, &hp->tied_head, err)))
+        return rc;
+    if (fam == FAM_LLAMA && ((rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)) ||
+                             (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err))))
+        return rc;
+    uint32_t n;
+    if ((rc = fgm_tokens(root, label, "bos_token_id", fam == FAM_QWEN2 ? -1 : 1, &hp->bos_id, 1,
+                         &n, err)) ||
+        (rc = fgm_tokens(root, label, "eos_token_id", 2, hp->eos_ids, FG_MODEL_MAX_EOS,
+                         &hp->n_eos, err)) ||
+        (rc = fgm_tokens(root, label, "pad_token_id", -1, &hp->pad_id, 1, &n, err)))
+        return rc;
+    hp->eos_id = hp->eos_ids[0];
+    hp->norm = FG_NORM_RMS;
+    hp->norm_affine = 1;
+    hp->act = FG_ACT_SILU;
+    hp->gated = 1;
+    hp->pos = FG_POS_ROPE;
+    if (!(hp->rope.theta > 0))
+        hp->rope.theta = 10000.0f;
+    hp->pre_norm = hp->final_norm = 1;
+    hp->qkv_bias = attn_bias;
+    hp->out_bias = fam == FAM_LLAMA && attn_bias;
+    hp->mlp_bias = mlp_bias;
+    return fgm_dtype(root, label, hp, err);
+}
+
+static int root_llama(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return parse_family(r, l, hp, FAM_LLAMA, e);
+}
+static int root_mistral(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return parse_family(r, l, hp, FAM_MISTRAL, e);
+}
+static int root_qwen2(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return parse_family(r, l, hp, FAM_QWEN2, e);
+}
+
+static int parse_llama(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_llama, hp, e);
+}
+static int parse_mistral(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_mistral, hp, e);
+}
+static int parse_qwen2(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_qwen2, hp, e);
+}
+
+static void proj(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *sub, const char *nm,
+                 fg_role w, int bias, uint64_t out, uint64_t in)
+{
+    char name[FG_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "model.layers.%u.%s.%s.weight", l, sub, nm);
+    fgm_spec(o, n, name, w, FG_ACCESS_LINEAR, out, in);
+    if (bias) {
+        snprintf(name, sizeof name, "model.layers.%u.%s.%s.bias", l, sub, nm);
+        fgm_spec(o, n, name, (fg_role)(w + 1), FG_ACCESS_SMALL, out, 0);
+    }
+}
+
+static void norm(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *nm, uint64_t h)
+{
+    char name[FG_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "model.layers.%u.%s.weight", l, nm);
+    fgm_spec(o, n, name, FG_ROLE_NORM_W, FG_ACCESS_SMALL, h, 0);
+}
+
+static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l, fg_tensor_spec *o)
+{
+    uint32_t n = 0;
+    uint64_t h = hp->hidden, q = (uint64_t)hp->n_heads * hp->head_dim;
+    uint64_t kv = (uint64_t)hp->n_kv_heads * hp->head_dim, f = hp->ffn;
+    switch (kind) {
+    case FG_UNIT_EMBED:
+        fgm_spec(o, &n, "model.embed_tokens.weight", FG_ROLE_TOK_EMBED, FG_ACCESS_GATHER,
+                 hp->vocab_size, h);
+        break;
+    case FG_UNIT_ATTN:
+        norm(o, &n, l, "input_layernorm", h);
+        proj(o, &n, l, "self_attn", "q_proj", FG_ROLE_WQ, hp->qkv_bias, q, h);
+        proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
+        proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
+        proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
+        break;
+    case FG_UNIT_MLP:
+        norm(o, &n, l, "post_attention_layernorm", h);
+        proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);
+        proj(o, &n, l, "mlp", "up_proj", FG_ROLE_W_UP, hp->mlp_bias, f, h);
+        proj(o, &n, l, "mlp", "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, f);
+        break;
+    case FG_UNIT_HEAD:
+        fgm_spec(o, &n, "model.norm.weight", FG_ROLE_NORM_W, FG_ACCESS_SMALL, h, 0);
+        fgm_spec(o, &n, "lm_head.weight", FG_ROLE_LM_HEAD, FG_ACCESS_STREAM, hp->vocab_size, h);
+        if (hp->tied_head) {
+            o[n - 1].optional = 1;
+            snprintf(o[n - 1].fallback, sizeof o[n - 1].fallback, "model.embed_tokens.weight");
+        }
+        break;
+    }
+    return n;
+}
+
+/* Names are the *ForCausalLM ones; a base-model checkpoint (LlamaModel) lacks "model.". */
+static const char *canonical_name(const char *name, char *buf, size_t cap)
+{
+    int base = strncmp(name, "model.", 6) && strcmp(name, "lm_head.weight") &&
+               (!strncmp(name, "layers.", 7) || !strncmp(name, "embed_tokens.", 13) ||
+                !strncmp(name, "norm.", 5));
+    int k = snprintf(buf, cap, "%s%s", base ? "model." : "", name);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
+#define FAMILY(nm, noun, parse)                                                                \
+    {nm, noun, parse, unit_tensors, canonical_name, fg_model_embed, fg_model_attn_pre,        \
+     fg_model_attn_core, fg_model_attn_post, fg_model_mlp, fg_model_head}
+
+const fg_arch fg_arch_llama = FAMILY("llama", "a Llama", parse_llama);
+const fg_arch fg_arch_mistral = FAMILY("mistral", "a Mistral", parse_mistral);
+const fg_arch fg_arch_qwen2 = FAMILY("qwen2", "a Qwen2", parse_qwen2);
