@@ -14,19 +14,26 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char g_out[4096], g_aside[4200];
+static char g_dir[4000], g_out[4096], g_aside[4200];
+
+static void remove_dir(void)
+{
+    unlink(g_aside);
+    unlink(g_out);
+    rmdir(g_dir); /* empty: each input's files are removed after it */
+}
 
 static void paths(void)
 {
     if (g_out[0])
         return;
     const char *base = getenv("TMPDIR");
-    char dir[4000];
-    snprintf(dir, sizeof dir, "%s/fuzz_jobs_resume-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir))
+    snprintf(g_dir, sizeof g_dir, "%s/fuzz_jobs_resume-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(g_dir))
         abort();
-    snprintf(g_out, sizeof g_out, "%s/out.jsonl", dir);
+    snprintf(g_out, sizeof g_out, "%s/out.jsonl", g_dir);
     snprintf(g_aside, sizeof g_aside, "%s.damaged", g_out);
+    atexit(remove_dir);
 }
 
 static uint8_t *slurp(const char *path, size_t *n)

@@ -275,6 +275,7 @@ START_TEST(streams_100k_prompts_in_bounded_memory)
     long loaded = peak_rss_kb() - before;
     ck_assert_uint_eq(all.n, 100000);
     fg_jobs_free(&all);
+    unlink(p);
     fprintf(stderr, "jobs: 100k prompts, 62 MB: peak RSS +%ld KiB streamed, +%ld KiB loaded\n",
             streamed, loaded);
 #if FG_TEST_ASAN /* ASan keeps freed blocks in quarantine: RSS says nothing about the reader */
@@ -652,6 +653,7 @@ static Suite *suite(void)
     Suite *s = suite_create("jobs");
     TCase *tc = tcase_create("jobs");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120); /* the 100k-prompt file takes seconds (more under ASan) */
     tcase_add_test(tc, parse_prompts_and_errors);
     tcase_add_test(tc, strict_fields);
     tcase_add_test(tc, validates_whole_file_first);
