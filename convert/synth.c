@@ -1,8 +1,10 @@
-/* synth.c - fg_convert_synth: random weights at a real OPT shape, written straight into a store
- * for benchmarks (no checkpoint needed). Values are deterministic in (seed, tensor index,
- * element): LayerNorm weights 1, biases 0, matrices uniform with the standard deviation of
- * OPT's init (0.02), drawn into a 64 Ki-element block per tensor that the tensor's elements
- * repeat at pseudo-random rotations, so producing the data costs far less than writing it. */
+/* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
+ * Qwen2.5), written straight into a store for benchmarks (no checkpoint needed). The shape's
+ * config.json is written and parsed by model/'s table, which lists the tensors. Values are
+ * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
+ * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
+ * tensor that the tensor's elements repeat at pseudo-random rotations, so producing the data
+ * costs far less than writing it. OPT shapes are F16 as OPT ships; the others BF16. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,33 @@ typedef struct shape {
     uint32_t hidden, layers, heads, ffn, embed_proj;
     int pre_ln;
 } shape;
+
+/* Llama-family shapes: the fields of their published config.json files. */
+typedef struct lshape {
+    const char *name, *type;
+    uint32_t vocab, hidden, layers, heads, kv_heads, ffn, max_pos;
+    double theta;
+    int tied, qkv_bias;
+    uint32_t window;          /* mistral's sliding_window (0: none) */
+    const char *extra;        /* more config.json members, or "" */
+    int32_t bos, eos;
+} lshape;
+
+static const lshape k_llama[] = {
+    {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 1e4, 0, 0, 0, "", 1, 2},
+    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 131072, 5e5, 1, 0, 0,
+     ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, "
+     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", 128000, 128001},
+    {"llama-3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, 5e5, 0, 0, 0, "", 128000,
+     128001},
+    {"llama-3-70b", "llama", 128256, 8192, 80, 64, 8, 28672, 8192, 5e5, 0, 0, 0, "", 128000,
+     128001},
+    {"mistral-7b", "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, 1e4, 0, 0, 4096, "", 1, 2},
+    {"qwen2.5-7b", "qwen2", 152064, 3584, 28, 28, 4, 18944, 32768, 1e6, 0, 1, 0,
+     ", \"use_sliding_window\": false, \"sliding_window\": 131072", 151643, 151645},
+    {"qwen2.5-72b", "qwen2", 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 0, 1, 0,
+     ", \"use_sliding_window\": false, \"sliding_window\": 131072", 151643, 151645},
+};
 
 static const shape k_shapes[] = {
     {"opt-tiny", 64, 2, 4, 256, 64, 1}, /* not a released size: a 7 MB shape for tests */
@@ -31,6 +60,7 @@ static const shape k_shapes[] = {
 typedef struct synth_ctx {
     uint64_t seed, tensor;
     int kind; /* 0 matrix, 1 ones, 2 zeros */
+    int bf16; /* values are BF16 bit patterns (else F16) */
     uint16_t table[256];
     uint16_t block[SYNTH_BLOCK]; /* this tensor's random values, drawn once */
 } synth_ctx;
@@ -61,7 +91,7 @@ static int synth_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_e
     (void)err;
     synth_ctx *c = ctx;
     if (c->kind) {
-        uint16_t v = c->kind == 1 ? 0x3C00 : 0;
+        uint16_t v = c->kind == 1 ? (c->bf16 ? 0x3F80 : 0x3C00) : 0;
         for (uint64_t i = 0; i < n; i++)
             out[i] = v;
         return FG_OK;
@@ -81,19 +111,44 @@ static int synth_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_e
     return FG_OK;
 }
 
-static void make_table(uint16_t table[256])
+static void make_table(uint16_t table[256], int bf16)
 {
     /* 256 evenly spaced values of U(-a, a) with a = 0.02 * sqrt(3): std 0.02 */
     float a = 0.02f * sqrtf(3.0f);
-    for (int i = 0; i < 256; i++)
-        table[i] = fg_f32_to_f16_1(a * ((float)i + 0.5f) / 128.0f - a);
+    for (int i = 0; i < 256; i++) {
+        float v = a * ((float)i + 0.5f) / 128.0f - a;
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        table[i] = bf16 ? (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+                        : fg_f32_to_f16_1(v);
+    }
 }
 
-/* config.json of the shape into the batch, and parsed into cfg (one source of truth). */
-static int write_config(fgc_job *j, const shape *s, fg_hparams *hp, fg_err *err)
+/* A Llama-family shape's config.json into buf. */
+static int llama_config(const lshape *s, char *buf, size_t cap)
+{
+    char window[64] = "";
+    if (s->window)
+        snprintf(window, sizeof window, ", \"sliding_window\": %u", s->window);
+    return snprintf(buf, cap,
+                    "{\"model_type\": \"%s\", \"vocab_size\": %u, \"hidden_size\": %u, "
+                    "\"num_hidden_layers\": %u, \"num_attention_heads\": %u, "
+                    "\"num_key_value_heads\": %u, \"intermediate_size\": %u, "
+                    "\"max_position_embeddings\": %u, \"rope_theta\": %.1f, "
+                    "\"rms_norm_eps\": 1e-05, \"hidden_act\": \"silu\", "
+                    "\"tie_word_embeddings\": %s, \"bos_token_id\": %d, \"eos_token_id\": %d, "
+                    "\"torch_dtype\": \"bfloat16\", \"fg_synthetic\": true%s%s}\n",
+                    s->type, s->vocab, s->hidden, s->layers, s->heads, s->kv_heads, s->ffn,
+                    s->max_pos, s->theta, s->tied ? "true" : "false", s->bos, s->eos, window,
+                    s->extra);
+}
+
+/* config.json of the shape (s, or else ls) into the batch, and parsed into hp (one source of
+ * truth). */
+static int write_config(fgc_job *j, const shape *s, const lshape *ls, fg_hparams *hp, fg_err *err)
 {
     char buf[1024];
-    int n = snprintf(buf, sizeof buf,
+    int n = ls ? llama_config(ls, buf, sizeof buf) : snprintf(buf, sizeof buf,
                      "{\"model_type\": \"opt\", \"architectures\": [\"OPTForCausalLM\"], "
                      "\"vocab_size\": 50272, \"hidden_size\": %u, \"num_hidden_layers\": %u, "
                      "\"num_attention_heads\": %u, \"ffn_dim\": %u, "
@@ -113,13 +168,18 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                      fg_convert_report *rep, fg_err *err)
 {
     const shape *s = NULL;
+    const lshape *ls = NULL;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
         if (!strcmp(model, k_shapes[i].name))
             s = &k_shapes[i];
-    if (!s)
+    for (size_t i = 0; i < sizeof k_llama / sizeof k_llama[0]; i++)
+        if (!strcmp(model, k_llama[i].name))
+            ls = &k_llama[i];
+    if (!s && !ls)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
-                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b "
-                          "(or opt-tiny, a test shape)", model);
+                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
+                          "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
+                          "qwen2.5-7b, qwen2.5-72b (or opt-tiny, a test shape)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");
@@ -129,7 +189,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
     uint32_t n_spec = 0;
     int rc = fgc_begin(&j, dst, o, err);
     if (rc == FG_OK)
-        rc = write_config(&j, s, &hp, err);
+        rc = write_config(&j, s, ls, &hp, err);
     if (rc == FG_OK)
         rc = fgc_tokenizer_meta(&j, o->tokenizer_dir, err);
     if (rc == FG_OK)
@@ -139,7 +199,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (c) {
         c->seed = seed;
-        make_table(c->table);
+        c->bf16 = ls != NULL;
+        make_table(c->table, c->bf16);
     }
     for (uint32_t i = 0; rc == FG_OK && i < n_spec; i++)
         if (!spec[i].fallback[0])
@@ -157,7 +218,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         if (c->kind == 0)
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
-                              FG_CODEC_F16, synth_read, c};
+                              c->bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, synth_read, c};
         rc = fgc_write_tensor(&j, &src, err);
         j.tensors += rc == FG_OK;
     }

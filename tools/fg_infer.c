@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
 {
     args a;
     parse_args(&a, argc, argv);
+    signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error with a message, not a kill */
     fg_err err;
     if (fg_run(&a.r, NULL, &err)) {
         fprintf(stderr, "fg-infer: %s\n", err.msg);
