@@ -20,7 +20,7 @@ int tok_arena_put(tok_arena *a, const void *src, size_t n, uint32_t *off)
 {
     if (a->len + n > UINT32_MAX)
         return FG_ERR_LIMIT;
-    if (a->len + n > a->cap) {
+    if (a->len + n > a->cap || !a->p) {  /* never NULL after a put, even of 0 bytes */
         size_t cap = a->cap ? a->cap : 4096;
         while (cap < a->len + n)
             cap *= 2;
