@@ -567,6 +567,10 @@ static int added_entry(jctx *c, json_t *x, size_t i, int32_t *next_id)
     t->id_special[id] = fl[0];
     if ((rc = push_added(c, s, len, id, fl)))
         return bad(c, rc, path, fg_strerror(rc));
+    /* decoding sees a normalized token as the normalizer wrote it (simple_id_to_token) */
+    const tok_special *sp = &t->special[t->n_special - 1];
+    if (sp->normalized && (rc = tok_set_str(t, id, t->special_text.p + sp->moff, sp->mlen)))
+        return bad(c, rc, path, fg_strerror(rc));
     return FG_OK;
 }
 
