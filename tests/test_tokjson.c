@@ -198,7 +198,7 @@ static void decode_check(fg_tok *t, const char *name, size_t k, const jcase *c)
     fg_tok_bytes_free(&got);
 }
 
-static void run_fixture(const char *name, const char *cls)
+static void run_fixture(const char *name, const char *cls, size_t min_cases)
 {
     char path[512];
     size_t len;
@@ -218,21 +218,33 @@ static void run_fixture(const char *name, const char *cls)
         }
     ck_assert_msg(bad_count == 0, "%s: %d mismatches with Hugging Face (first ones above)", name,
                   bad_count);
-    ck_assert_uint_ge(n_text, 1000);
+    ck_assert_uint_ge(n_text, min_cases);
     free_cases(cases, n);
     free(buf);
     fg_tok_free(t);
 }
 
-START_TEST(fixture_llama3) { run_fixture("llama3", "bytelevel-bpe"); }
+START_TEST(fixture_llama3) { run_fixture("llama3", "bytelevel-bpe", 1000); }
 END_TEST
-START_TEST(fixture_qwen2) { run_fixture("qwen2", "bytelevel-bpe"); }
+START_TEST(fixture_qwen2) { run_fixture("qwen2", "bytelevel-bpe", 1000); }
 END_TEST
-START_TEST(fixture_llama2) { run_fixture("llama2", "sentencepiece-bpe"); }
+START_TEST(fixture_llama2) { run_fixture("llama2", "sentencepiece-bpe", 1000); }
 END_TEST
-START_TEST(fixture_mistral) { run_fixture("mistral", "sentencepiece-bpe"); }
+START_TEST(fixture_mistral) { run_fixture("mistral", "sentencepiece-bpe", 1000); }
 END_TEST
-START_TEST(fixture_spmsplit) { run_fixture("spmsplit", "sentencepiece-bpe"); }
+START_TEST(fixture_spmsplit) { run_fixture("spmsplit", "sentencepiece-bpe", 1000); }
+END_TEST
+
+/* The smaller variants: the steps the five above do not use (see the fixture script). */
+START_TEST(fixture_variants)
+{
+    static const char *bl[] = {"v_removed", "v_previous", "v_next_invert", "v_contiguous", "v_gpt2_prefix"};
+    static const char *sp[] = {"v_meta_never", "v_meta_always", "v_no_decoder"};
+    for (size_t i = 0; i < sizeof bl / sizeof *bl; i++)
+        run_fixture(bl[i], "bytelevel-bpe", 200);
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        run_fixture(sp[i], "sentencepiece-bpe", 200);
+}
 END_TEST
 
 static Suite *suite(void)
@@ -245,6 +257,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fixture_llama2);
     tcase_add_test(tc, fixture_mistral);
     tcase_add_test(tc, fixture_spmsplit);
+    tcase_add_test(tc, fixture_variants);
     suite_add_tcase(s, tc);
     return s;
 }

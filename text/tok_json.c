@@ -595,6 +595,8 @@ static int parse_added(jctx *c, json_t *arr)
 
 static int push_ids(int32_t **v, size_t *n, const int32_t *ids, size_t k, int front)
 {
+    if (k == 0)
+        return FG_OK;
     int32_t *p = realloc(*v, (*n + k + 1) * sizeof *p);
     if (!p)
         return FG_ERR_NOMEM;

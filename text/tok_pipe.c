@@ -217,7 +217,9 @@ static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *
         if ((rc = tok_ids_push(out, whole)))
             return rc;
     } else {
-        if (n > INT32_MAX || tok_scratch_reserve(t, n) || (rc = initial_symbols(t, p, n, &ns)))
+        /* a byte-level symbol missing from the vocabulary may fall back to the 2 byte tokens
+         * of its UTF-8 spelling: at most 2 symbols per input byte */
+        if (n > INT32_MAX / 2 || tok_scratch_reserve(t, 2 * n) || (rc = initial_symbols(t, p, n, &ns)))
             return FG_ERR_NOMEM;
         if (ns)
             tok_merge_all(t, ns);
