@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "tok_int.h"
@@ -43,14 +44,14 @@ static fg_tok *load(const char *name)
 /* ---- the case file (format in make_tokjson_fixtures.py) */
 
 typedef struct bytes { const char *p; size_t n; int same; } bytes;
-typedef struct ids { int32_t *v; size_t n; int same; } ids;
-typedef struct jcase { bytes text; ids i, p, b, r; bytes d, s; int is_r; } jcase;
+typedef struct idv { int32_t *v; size_t n; int same; } idv;
+typedef struct jcase { bytes text; idv i, p, b, r; bytes d, s; int is_r; } jcase;
 
 static char *cur, *end;
 
-static ids read_ids(char tag)
+static idv read_ids(char tag)
 {
-    ids v = {NULL, 0, 0};
+    idv v = {NULL, 0, 0};
     ck_assert_int_eq(cur[0], tag);
     if (cur[1] == '=') {
         v.same = 1;
@@ -136,7 +137,7 @@ static void report(const char *name, size_t k, const jcase *c, const char *what,
                 c->is_r ? "(random ids)" : tok_quote(q, sizeof q, c->text.p, c->text.n), what, detail);
 }
 
-static void cmp_ids(const char *name, size_t k, const jcase *c, const char *what, const ids *want,
+static void cmp_ids(const char *name, size_t k, const jcase *c, const char *what, const idv *want,
                     const fg_tok_ids *got)
 {
     size_t i = 0;
@@ -168,7 +169,7 @@ static void encode_check(fg_tok *t, const char *name, size_t k, const jcase *c)
     static const unsigned fl[3] = {FG_TOK_SPECIAL, 0, FG_TOK_SPECIAL | FG_TOK_ADD_BOS};
     static const char *what[3] = {"encode (specials matched)", "encode (specials not matched)",
                                   "encode (template)"};
-    const ids *want[3] = {&c->i, c->p.same ? &c->i : &c->p, &c->b};
+    const idv *want[3] = {&c->i, c->p.same ? &c->i : &c->p, &c->b};
     for (int j = 0; j < 3; j++) {
         got.n = 0;
         if (fg_tok_encode(t, c->text.p, c->text.n, fl[j], &got, &err)) {
@@ -182,7 +183,7 @@ static void encode_check(fg_tok *t, const char *name, size_t k, const jcase *c)
 
 static void decode_check(fg_tok *t, const char *name, size_t k, const jcase *c)
 {
-    const ids *in = c->is_r ? &c->r : &c->i;
+    const idv *in = c->is_r ? &c->r : &c->i;
     bytes d = c->d.same ? c->text : c->d, s = c->s.same ? d : c->s;
     fg_tok_bytes got = {0};
     fg_err err;
@@ -247,6 +248,282 @@ START_TEST(fixture_variants)
 }
 END_TEST
 
+/* ---- rules the fixtures cannot show */
+
+static void enc(fg_tok *t, const char *s, unsigned flags, fg_tok_ids *ids)
+{
+    ids->n = 0;
+    ck_assert_int_eq(fg_tok_encode(t, s, strlen(s), flags, ids, NULL), FG_OK);
+}
+
+START_TEST(roles_and_templates)
+{
+    fg_tok *l3 = load("llama3"), *qw = load("qwen2"), *l2 = load("llama2"), *ms = load("spmsplit");
+    int32_t bot = fg_tok_lookup(l3, "<|begin_of_text|>", 17);
+    ck_assert_int_ge(bot, 1000);
+    ck_assert_int_eq(fg_tok_special_id(l3, FG_TOK_BOS), bot);
+    ck_assert_int_eq(fg_tok_special_id(l3, FG_TOK_EOS), fg_tok_lookup(l3, "<|end_of_text|>", 15));
+    ck_assert_int_eq(fg_tok_is_special(l3, bot), 1);
+    ck_assert_int_eq(fg_tok_adds_bos(l3), 1);
+    ck_assert_int_eq(fg_tok_special_id(qw, FG_TOK_BOS), -1);  /* "bos_token": null */
+    ck_assert_int_eq(fg_tok_special_id(qw, FG_TOK_EOS), fg_tok_lookup(qw, "<|endoftext|>", 13));
+    ck_assert_int_eq(fg_tok_special_id(qw, FG_TOK_PAD), fg_tok_special_id(qw, FG_TOK_EOS));
+    ck_assert_int_eq(fg_tok_adds_bos(qw), 0);
+    ck_assert_int_eq(fg_tok_special_id(l2, FG_TOK_BOS), 1);
+    ck_assert_int_eq(fg_tok_special_id(l2, FG_TOK_EOS), 2);
+    ck_assert_int_eq(fg_tok_special_id(l2, FG_TOK_UNK), 0);
+    ck_assert_int_eq(fg_tok_special_id(ms, FG_TOK_BOS), -1);  /* template "$A </s>" */
+    ck_assert_int_eq(fg_tok_adds_bos(ms), 1);
+    fg_tok_ids ids = {0};
+    enc(ms, "x", FG_TOK_ADD_BOS, &ids);
+    ck_assert_int_eq(ids.ids[ids.n - 1], 2);
+    /* bytes of single tokens: the decoder chain without its context rules */
+    const char *b;
+    size_t n;
+    int32_t the = fg_tok_lookup(l2, "\xe2\x96\x81the", 6), nl = fg_tok_lookup(l2, "<0x0A>", 6);
+    ck_assert_int_ge(the, 0);
+    ck_assert_int_eq(fg_tok_token_bytes(l2, the, &b, &n), FG_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(memcmp(b, " the", 4), 0);
+    ck_assert_int_eq(fg_tok_token_bytes(l2, nl, &b, &n), FG_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(b[0], '\n');
+    ck_assert_int_eq(fg_tok_token_bytes(l3, fg_tok_lookup(l3, "\xc4\xa0the", 5), &b, &n), FG_OK);
+    ck_assert_int_eq(memcmp(b, " the", 4), 0);
+    /* a special token added at run time gets the next id, is matched, and decodes */
+    int32_t id;
+    ck_assert_int_eq(fg_tok_add_special(l2, "<|new|>", 7, &id, NULL), FG_OK);
+    ck_assert_int_eq(id, fg_tok_vocab_size(l2) - 1);
+    enc(l2, "a<|new|>b", FG_TOK_SPECIAL, &ids);
+    ck_assert_uint_ge(ids.n, 3);
+    ck_assert_int_eq(ids.ids[ids.n - 2], id);
+    fg_tok_bytes out = {0};
+    ck_assert_int_eq(fg_tok_decode(l2, ids.ids, ids.n, 0, &out, NULL), FG_OK);
+    ck_assert_uint_eq(out.len, 10);  /* the normalizer prepends U+2581 to "b" too (legacy Llama 2) */
+    ck_assert_int_eq(memcmp(out.data, "a<|new|> b", 10), 0);
+    fg_tok_bytes_free(&out);
+    fg_tok_ids_free(&ids);
+    fg_tok_free(l3);
+    fg_tok_free(qw);
+    fg_tok_free(l2);
+    fg_tok_free(ms);
+}
+END_TEST
+
+/* add_bos_token / add_eos_token in tokenizer_config.json replace the template (transformers'
+ * update_post_processor). */
+START_TEST(config_overrides_template)
+{
+    size_t jl;
+    char *js = slurp(FIX "/llama2/tokenizer.json", &jl);
+    const char *cfg[3] = {"{\"add_bos_token\": false, \"bos_token\": \"<s>\"}",
+                          "{\"add_eos_token\": true, \"eos_token\": \"</s>\"}",
+                          "{\"add_eos_token\": true}"};
+    fg_tok *t;
+    fg_tok_ids ids = {0};
+    fg_err err;
+    fg_tok_json_files f = {js, jl, NULL, cfg[0], strlen(cfg[0]), NULL, NULL, 0, NULL};
+    ck_assert_msg(fg_tok_load_json_mem(&f, &t, &err) == FG_OK, "%s", err.msg);
+    enc(t, "Anne", FG_TOK_ADD_BOS, &ids);
+    ck_assert_int_ne(ids.ids[0], 1);
+    ck_assert_int_eq(fg_tok_adds_bos(t), 0);
+    fg_tok_free(t);
+    f.config_json = cfg[1];
+    f.config_len = strlen(cfg[1]);
+    ck_assert_msg(fg_tok_load_json_mem(&f, &t, &err) == FG_OK, "%s", err.msg);
+    enc(t, "Anne", FG_TOK_ADD_BOS, &ids);
+    ck_assert_int_eq(ids.ids[0], 1);  /* add_bos_token absent: the template's BOS stays */
+    ck_assert_int_eq(ids.ids[ids.n - 1], 2);
+    fg_tok_free(t);
+    f.config_json = cfg[2];
+    f.config_len = strlen(cfg[2]);
+    ck_assert_int_eq(fg_tok_load_json_mem(&f, &t, &err), FG_ERR_TOK_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "add_eos_token is true but no eos_token"));
+    fg_tok_ids_free(&ids);
+    free(js);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *b = slurp(from, &n);
+    FILE *f = fopen(to, "wb");
+    ck_assert(f && fwrite(b, 1, n, f) == n);
+    fclose(f);
+    free(b);
+}
+
+/* fg_tok_load_dir prefers tokenizer.json; the GPT-2 files stay loadable by name. */
+START_TEST(load_dir_choice)
+{
+    char dir[] = "/tmp/fg_tokjson_XXXXXX", p[4][256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *names[4] = {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 4; i++)
+        snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+    copy_file(FG_SOURCE_DIR "/data/gpt2-tokenizer/vocab.json", p[0]);
+    copy_file(FG_SOURCE_DIR "/data/gpt2-tokenizer/merges.txt", p[1]);
+    fg_tok *t;
+    fg_err err;
+    ck_assert_int_eq(fg_tok_load_dir(dir, &t, &err), FG_OK);
+    ck_assert_str_eq(fg_tok_class(t), "gpt2-bpe");
+    fg_tok_free(t);
+    copy_file(FIX "/llama3/tokenizer.json", p[2]);
+    copy_file(FIX "/llama3/tokenizer_config.json", p[3]);
+    ck_assert_msg(fg_tok_load_dir(dir, &t, &err) == FG_OK, "%s", err.msg);
+    ck_assert_str_eq(fg_tok_class(t), "bytelevel-bpe");
+    ck_assert_int_ge(fg_tok_special_id(t, FG_TOK_EOS), 0);  /* the config was read too */
+    fg_tok_free(t);
+    ck_assert_int_eq(fg_tok_load_files(p[0], p[1], NULL, NULL, &t, &err), FG_OK);
+    ck_assert_str_eq(fg_tok_class(t), "gpt2-bpe");
+    fg_tok_free(t);
+    ck_assert_int_eq(fg_tok_load_json_dir("/nonexistent-fg-dir", &t, &err), FG_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent-fg-dir/tokenizer.json"));
+    for (int i = 0; i < 4; i++)
+        unlink(p[i]);
+    rmdir(dir);
+}
+END_TEST
+
+/* Invalid UTF-8 (no reference exists): every byte is kept; byte-level and byte-fallback
+ * tokenizers round-trip arbitrary bytes; the replacing decode is valid UTF-8. */
+START_TEST(invalid_utf8)
+{
+    fg_tok *l3 = load("llama3"), *l2 = load("llama2"), *sp = load("spmsplit");
+    unsigned char buf[700];
+    for (int r = 0; r < 1500; r++) {
+        size_t n = (size_t)(r * 37) % sizeof buf;
+        tu_fill(buf, n, (uint64_t)r + 99);
+        for (size_t i = 0; i < n; i++)  /* no U+2581 (E2 96 81): it decodes as a space */
+            if (buf[i] == 0xE2)
+                buf[i] = 0xE3;
+        fg_tok *ts[3] = {l3, l2, sp};
+        for (int k = 0; k < 3; k++) {
+            fg_tok_ids ids = {0};
+            fg_tok_bytes back = {0};
+            ck_assert_int_eq(fg_tok_encode(ts[k], buf, n, 0, &ids, NULL), FG_OK);
+            ck_assert_int_eq(fg_tok_decode(ts[k], ids.ids, ids.n, k == 2 ? FG_TOK_REPLACE_INVALID : 0,
+                                           &back, NULL), FG_OK);
+            if (k < 2)
+                ck_assert_msg(back.len == n && (n == 0 || memcmp(back.data, buf, n) == 0),
+                              "%s: round trip of %zu random bytes gave %zu", fg_tok_class(ts[k]), n, back.len);
+            for (size_t i = 0; k == 2 && i < back.len;) {  /* spmsplit has no byte fallback */
+                uint32_t cp;
+                size_t w = tok_utf8_next((const unsigned char *)back.data + i, back.len - i, &cp);
+                if (cp == UINT32_MAX)
+                    ck_abort_msg("replacing decode left invalid UTF-8 at %zu", i);
+                i += w;
+            }
+            fg_tok_ids_free(&ids);
+            fg_tok_bytes_free(&back);
+        }
+    }
+    /* a lone invalid byte: its <0xNN> token; decoded raw, or as U+FFFD when asked */
+    fg_tok_ids ids = {0};
+    fg_tok_bytes out = {0};
+    ck_assert_int_eq(fg_tok_encode(l2, "\xff", 1, 0, &ids, NULL), FG_OK);
+    ck_assert_int_eq(ids.ids[ids.n - 1], fg_tok_lookup(l2, "<0xFF>", 6));
+    ck_assert_int_eq(fg_tok_decode(l2, ids.ids, ids.n, FG_TOK_REPLACE_INVALID, &out, NULL), FG_OK);
+    ck_assert_uint_eq(out.len, 3);
+    ck_assert_int_eq(memcmp(out.data, "\xef\xbf\xbd", 3), 0);
+    fg_tok_ids_free(&ids);
+    fg_tok_bytes_free(&out);
+    fg_tok_free(l3);
+    fg_tok_free(l2);
+    fg_tok_free(sp);
+}
+END_TEST
+
+/* ---- load errors: exact code, one line naming the file and the JSON path */
+
+static void expect_err(const char *json, const char *config, int code, const char *needle)
+{
+    fg_tok *t = (fg_tok *)1;
+    fg_err err;
+    fg_err_clear(&err);
+    fg_tok_json_files f = {json, strlen(json), NULL, config, config ? strlen(config) : 0, NULL,
+                           NULL, 0, NULL};
+    int rc = fg_tok_load_json_mem(&f, &t, &err);
+    ck_assert_msg(rc == code, "want %d (%s), got %d: %s", code, fg_strerror(code), rc, err.msg);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(err.msg, needle), "message \"%s\" lacks \"%s\"", err.msg, needle);
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+}
+
+#define MODEL "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, \"merges\": [\"a b\"]}"
+
+START_TEST(load_errors)
+{
+    fg_tok *t;
+    fg_err err;
+    const char *ok = "{" MODEL ", \"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}]}";
+    fg_tok_json_files f = {ok, strlen(ok), NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ck_assert_msg(fg_tok_load_json_mem(&f, &t, &err) == FG_OK, "%s", err.msg);
+    ck_assert_str_eq(fg_tok_class(t), "sentencepiece-bpe");
+    fg_tok_ids ids = {0};
+    enc(t, "abba<s>", FG_TOK_SPECIAL, &ids);  /* no unk, no fallback: unknown chars vanish */
+    ck_assert_uint_eq(ids.n, 4);
+    ck_assert_int_eq(ids.ids[0], 2);
+    ck_assert_int_eq(ids.ids[3], 3);
+    fg_tok_ids_free(&ids);
+    fg_tok_free(t);
+    expect_err("{\"model\": ", NULL, FG_ERR_TOK_JSON, "tokenizer.json:1:");
+    expect_err("[]", NULL, FG_ERR_TOK_CONFIG, "tokenizer.json: expected a JSON object");
+    expect_err("{}", NULL, FG_ERR_TOK_CONFIG, "no \"model\"");
+    expect_err("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", NULL, FG_ERR_UNSUPPORTED, "model.type");
+    expect_err("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}", NULL, FG_ERR_TOK_VOCAB, "model.vocab");
+    expect_err("{\"model\": {\"vocab\": {\"a\": -1}, \"merges\": []}}", NULL, FG_ERR_TOK_VOCAB, "token \"a\"");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", NULL, FG_ERR_TOK_VOCAB, "share id 0");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}", NULL, FG_ERR_TOK_MERGES,
+               "model.merges[0]: token \"ab\" is not in the vocabulary");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b c\"]}}", NULL, FG_ERR_TOK_MERGES,
+               "model.merges[0]: expected \"a b\"");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [[\"a\"]]}}", NULL, FG_ERR_TOK_MERGES, "model.merges[0]");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": {}}}", NULL, FG_ERR_TOK_MERGES, "model.merges");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"dropout\": 0.1}}", NULL, FG_ERR_UNSUPPORTED, "dropout");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"unk_token\": \"<unk>\"}}", NULL, FG_ERR_TOK_VOCAB,
+               "model.unk_token");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"byte_fallback\": 1}}", NULL, FG_ERR_TOK_CONFIG,
+               "model.byte_fallback: expected a boolean");
+    expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"continuing_subword_prefix\": \"##\"}}", NULL,
+               FG_ERR_UNSUPPORTED, "continuing_subword_prefix");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Digits\"}}", NULL, FG_ERR_UNSUPPORTED,
+               "pre_tokenizer: pre-tokenizer type \"Digits\"");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, "
+               "{\"type\": \"Metaspace\", \"replacement\": \"_\"}]}}", NULL, FG_ERR_UNSUPPORTED, "pretokenizers[1]");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "
+               "\"behavior\": \"Isolated\", \"invert\": false}}", NULL, FG_ERR_TOK_CONFIG, "pattern does not compile");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, "
+               "\"behavior\": \"Sideways\", \"invert\": false}}", NULL, FG_ERR_TOK_CONFIG, "behavior");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": \"a\", \"behavior\": \"Isolated\"}}",
+               NULL, FG_ERR_TOK_CONFIG, "pattern: expected");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"ab\"}}", NULL,
+               FG_ERR_TOK_CONFIG, "replacement: expected a one-character string");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", \"prepend_scheme\": \"x\"}}",
+               NULL, FG_ERR_TOK_CONFIG, "prepend_scheme");
+    expect_err("{" MODEL ", \"normalizer\": {\"type\": \"Lowercase\"}}", NULL, FG_ERR_UNSUPPORTED, "Lowercase");
+    expect_err("{" MODEL ", \"normalizer\": {\"type\": \"Prepend\"}}", NULL, FG_ERR_TOK_CONFIG, "normalizer: prepend");
+    expect_err("{" MODEL ", \"decoder\": {\"type\": \"CTC\"}}", NULL, FG_ERR_UNSUPPORTED, "decoder type \"CTC\"");
+    expect_err("{" MODEL ", \"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": -1, \"stop\": 0}}", NULL,
+               FG_ERR_TOK_CONFIG, "decoder");
+    expect_err("{" MODEL ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
+               "[{\"SpecialToken\": {\"id\": \"<x>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
+               "\"special_tokens\": {}}}", NULL, FG_ERR_TOK_CONFIG, "post_processor: special_tokens");
+    expect_err("{" MODEL ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [], \"special_tokens\": {}}}",
+               NULL, FG_ERR_TOK_CONFIG, "no Sequence A");
+    expect_err("{" MODEL ", \"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"x\", 99], \"cls\": [\"<s>\", 3]}}",
+               NULL, FG_ERR_TOK_CONFIG, "cls/sep");
+    expect_err("{" MODEL ", \"post_processor\": {\"type\": \"Nope\"}}", NULL, FG_ERR_UNSUPPORTED, "Nope");
+    expect_err("{" MODEL ", \"added_tokens\": [{\"id\": 9}]}", NULL, FG_ERR_TOK_CONFIG, "added_tokens[0]");
+    expect_err("{" MODEL ", \"added_tokens\": [{\"content\": \"x\", \"lstrip\": \"yes\"}]}", NULL, FG_ERR_TOK_CONFIG,
+               "added_tokens[0].lstrip");
+    expect_err(ok, "{\"bos_token\": 5}", FG_ERR_TOK_CONFIG, "\"bos_token\"");
+    expect_err(ok, "{\"add_bos_token\": true}", FG_ERR_TOK_CONFIG, "add_bos_token is true but no bos_token");
+    expect_err(ok, "{\"add_bos_token\": ", FG_ERR_TOK_JSON, "tokenizer_config.json:1:");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tokjson");
@@ -259,6 +536,14 @@ static Suite *suite(void)
     tcase_add_test(tc, fixture_spmsplit);
     tcase_add_test(tc, fixture_variants);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("rules");
+    tcase_set_timeout(tr, 120);
+    tcase_add_test(tr, roles_and_templates);
+    tcase_add_test(tr, config_overrides_template);
+    tcase_add_test(tr, load_dir_choice);
+    tcase_add_test(tr, invalid_utf8);
+    tcase_add_test(tr, load_errors);
+    suite_add_tcase(s, tr);
     return s;
 }
 

@@ -818,24 +818,27 @@ static int id_bytes_all(fg_tok *t, fg_err *err)
 
 int tok_json_finish(fg_tok *t, const char *name, fg_err *err)
 {
-    if (t->cfg_add_bos >= 0 || t->cfg_add_eos >= 0) {  /* transformers' update_post_processor */
-        int bos = t->cfg_add_bos >= 0 ? t->cfg_add_bos : t->n_post_pre > 0;
-        int eos = t->cfg_add_eos >= 0 ? t->cfg_add_eos : t->n_post_suf > 0;
-        if ((bos && t->role[FG_TOK_BOS] < 0) || (eos && t->role[FG_TOK_EOS] < 0))
-            return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: add_%s_token is true but no %s_token is set",
-                              name, bos && t->role[FG_TOK_BOS] < 0 ? "bos" : "eos",
-                              bos && t->role[FG_TOK_BOS] < 0 ? "bos" : "eos");
-        t->n_post_pre = t->n_post_suf = 0;
-        if ((bos && push_ids(&t->post_pre, &t->n_post_pre, &t->role[FG_TOK_BOS], 1, 0)) ||
-            (eos && push_ids(&t->post_suf, &t->n_post_suf, &t->role[FG_TOK_EOS], 1, 0)))
-            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
-    }
     if (t->role[FG_TOK_BOS] < 0 && t->n_post_pre == 1)
         t->role[FG_TOK_BOS] = t->post_pre[0];
     if (t->role[FG_TOK_EOS] < 0 && t->n_post_suf == 1)
         t->role[FG_TOK_EOS] = t->post_suf[0];
     if (t->role[FG_TOK_UNK] < 0)
         t->role[FG_TOK_UNK] = t->unk_id;
+    /* transformers' update_post_processor: an explicit add_bos_token / add_eos_token decides
+     * that side of the template; the side it does not mention stays as tokenizer.json has it */
+    for (int side = 0; side < 2; side++) {
+        int want = side ? t->cfg_add_eos : t->cfg_add_bos, role = side ? FG_TOK_EOS : FG_TOK_BOS;
+        if (want < 0)
+            continue;
+        if (want && t->role[role] < 0)
+            return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: add_%s_token is true but no %s_token is set",
+                              name, side ? "eos" : "bos", side ? "eos" : "bos");
+        int32_t **v = side ? &t->post_suf : &t->post_pre;
+        size_t *n = side ? &t->n_post_suf : &t->n_post_pre;
+        *n = 0;
+        if (want && push_ids(v, n, &t->role[role], 1, 0))
+            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
+    }
     t->add_bos = t->n_post_pre + t->n_post_suf > 0;
     t->fast_decode = t->n_dec == 1 && t->dec[0].kind == ST_D_BYTELEVEL;
     model_tables(t);

@@ -225,7 +225,8 @@ void tok_wcache_put(wcache *c, const char *w, size_t len, const int32_t *ids, si
     size_t j = h & (TOK_WCACHE_SLOTS - 1);
     while (c->ent[j].len != UINT32_MAX)
         j = (j + 1) & (TOK_WCACHE_SLOTS - 1);
-    memcpy(c->ids + c->ids_len, ids, n_ids * sizeof *ids);
+    if (n_ids)
+        memcpy(c->ids + c->ids_len, ids, n_ids * sizeof *ids);
     c->ent[j] = (wcache_ent){h, off, (uint32_t)len, (uint32_t)c->ids_len, (uint32_t)n_ids};
     c->ids_len += n_ids;
     c->n++;

@@ -198,6 +198,8 @@ static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *
     const int32_t *hit = n <= TOK_WCACHE_MAX_WORD ? tok_wcache_get(&t->cache, (const char *)p, n, &k)
                                                   : NULL;
     if (hit) {
+        if (k == 0)  /* every character dropped (no unk, no byte fallback) */
+            return FG_OK;
         if (tok_ids_reserve(out, k))
             return FG_ERR_NOMEM;
         memcpy(out->ids + out->n, hit, k * sizeof *hit);
@@ -228,7 +230,8 @@ static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *
                 return rc;
     }
     if (n <= TOK_WCACHE_MAX_WORD)
-        tok_wcache_put(&t->cache, (const char *)p, n, out->ids + first, out->n - first);
+        tok_wcache_put(&t->cache, (const char *)p, n, out->n > first ? out->ids + first : &whole,
+                       out->n - first);
     return FG_OK;
 }
 
