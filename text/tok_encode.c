@@ -311,8 +311,8 @@ int fg_tok_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
 {
     if (!t || !out || (!ids && n))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_tok_decode: NULL argument");
-    if (t->cls != TOK_GPT2)
-        return tok_json_decode(t, ids, n, flags, out, err);
+    if (t->cls != TOK_GPT2 && !(t->fast_decode && !(flags & FG_TOK_REPLACE_INVALID)))
+        return tok_json_decode(t, ids, n, flags, out, err);  /* else: the bytes concatenated */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];

@@ -36,33 +36,49 @@ static int aput(tok_arena *a, const void *p, size_t n)
 
 /* ---- normalizers */
 
-static int unicode_norm(const tok_step *st, const unsigned char *s, size_t len, tok_arena *o)
+/* Normalize the valid UTF-8 run s[0..len) with utf8proc. */
+static int norm_run(const tok_step *st, const unsigned char *s, size_t len, tok_arena *o)
 {
     static const utf8proc_option_t opt[4] = {
         UTF8PROC_STABLE | UTF8PROC_COMPOSE, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
         UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
         UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
-    for (size_t i = 0; i < len;) {
-        size_t j = i;  /* the valid run s[i..j) is normalized; an invalid byte is copied */
-        uint32_t cp;
-        while (j < len) {
-            size_t k = tok_utf8_next(s + j, len - j, &cp);
+    utf8proc_uint8_t *res = NULL;
+    utf8proc_ssize_t n = utf8proc_map(s, (utf8proc_ssize_t)len, &res, opt[st->kind - ST_NFC]);
+    int rc = n < 0 ? (n == UTF8PROC_ERROR_NOMEM ? FG_ERR_NOMEM : FG_ERR_LIMIT) : aput(o, res, (size_t)n);
+    free(res);
+    return rc;
+}
+
+/* NFC / NFD / NFKC / NFKD. ASCII is invariant under all four and never combines with what
+ * precedes it, so only the stretches from the ASCII character before a non-ASCII run to the
+ * next ASCII character go through utf8proc; an invalid byte is copied and splits runs too. */
+static int unicode_norm(const tok_step *st, const unsigned char *s, size_t len, tok_arena *o)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && s[j] < 0x80)
+            j++;
+        if (j == len)
+            return aput(o, s + i, len - i);
+        size_t start = j > i ? j - 1 : j;  /* the ASCII character a mark may combine with */
+        if (start > i && aput(o, s + i, start - i))
+            return FG_ERR_NOMEM;
+        uint32_t cp = 0;
+        size_t k = j;
+        while (k < len && s[k] >= 0x80) {
+            size_t w = tok_utf8_next(s + k, len - k, &cp);
             if (cp == UINT32_MAX)
                 break;
-            j += k;
+            k += w;
         }
-        if (j > i) {
-            utf8proc_uint8_t *res = NULL;
-            utf8proc_ssize_t n = utf8proc_map(s + i, (utf8proc_ssize_t)(j - i), &res, opt[st->kind - ST_NFC]);
-            int rc = n < 0 ? (n == UTF8PROC_ERROR_NOMEM ? FG_ERR_NOMEM : FG_ERR_LIMIT)
-                           : aput(o, res, (size_t)n);
-            free(res);
-            if (rc)
-                return rc;
-        }
-        if (j < len && aput(o, s + j, 1))
-            return FG_ERR_NOMEM;
-        i = j + (j < len);
+        int rc = norm_run(st, s + start, k - start, o);
+        if (!rc && k < len && s[k] >= 0x80)  /* an invalid byte */
+            rc = aput(o, s + k++, 1);
+        if (rc)
+            return rc;
+        i = k;
     }
     return FG_OK;
 }
