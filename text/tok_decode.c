@@ -168,18 +168,19 @@ static int d_bytefallback(const plist *in, plist *o, int replace)
 static int d_replace(const tok_step *st, const plist *in, plist *o)
 {
     tok_level m = {0};
-    int rc = FG_OK;
+    /* decode must not write the tokenizer (concurrent decodes): match data of its own */
+    pcre2_match_data *md = st->lit ? NULL : pcre2_match_data_create_from_pattern(st->re, NULL);
+    int rc = st->lit || md ? FG_OK : FG_ERR_NOMEM;
     for (size_t i = 0; i < in->n && !rc; i++) {
         const unsigned char *s = (const unsigned char *)in->buf.p + in->r[i].a;
         size_t n = in->r[i].b - in->r[i].a;
-        pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->re, NULL);
-        rc = md ? tok_regex_ranges(st->re, md, s, n, &m) : FG_ERR_NOMEM;
-        pcre2_match_data_free(md);
+        rc = tok_step_ranges(st, md, s, n, &m);
         if (!rc)
             rc = piece(o, "", 0);
         for (size_t j = 0; j < m.n && !rc; j++)
             rc = m.r[j].match ? extend(o, st->a, st->a_len) : extend(o, s + m.r[j].a, m.r[j].b - m.r[j].a);
     }
+    pcre2_match_data_free(md);
     free(m.r);
     return rc;
 }

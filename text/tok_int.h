@@ -87,6 +87,7 @@ typedef struct tok_step {
     pcre2_code *re;           /* Split / Replace / ByteLevel(use_regex): compiled pattern */
     pcre2_match_data *md;
     char *a; size_t a_len;    /* Prepend text, Replace content, Metaspace replacement, Strip content */
+    char *lit; size_t lit_len;  /* a String pattern, matched without PCRE2 (NULL for a Regex) */
     int behavior, invert;     /* Split */
     int scheme, split;        /* Metaspace */
     int prefix_space;         /* ByteLevel add_prefix_space */
@@ -177,6 +178,9 @@ int tok_json_token_alone(const fg_tok *t, int32_t id, tok_arena *out);
 /* Compile a tokenizer.json (Oniguruma syntax) pattern for PCRE2; literal = a String pattern. */
 int tok_regex_compile(const char *pat, size_t len, int literal, pcre2_code **re,
                       pcre2_match_data **md, const char *where, fg_err *err);
+/* The matches of st's pattern (literal or regex) in s[0..len) as ranges (tok_regex_ranges). */
+int tok_step_ranges(const tok_step *st, pcre2_match_data *md, const unsigned char *s, size_t len,
+                    tok_level *lv);
 /* Every match of re in s[0..len) as ranges covering the text (matches and the gaps between),
  * Hugging Face's find_matches; appended to lv->r (lv->n reset first). */
 int tok_regex_ranges(pcre2_code *re, pcre2_match_data *md, const unsigned char *s, size_t len,

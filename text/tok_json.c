@@ -105,6 +105,8 @@ static int get_pattern(jctx *c, json_t *o, const char *path, tok_step *st)
         return bad(c, FG_ERR_TOK_CONFIG, path, "pattern: expected {\"String\": s} or {\"Regex\": r}");
     if (json_string_length(v) == 0)
         return bad(c, FG_ERR_UNSUPPORTED, path, "pattern: an empty pattern is not supported");
+    if (s && !(st->lit = dup_str(v, &st->lit_len)))
+        return bad(c, FG_ERR_NOMEM, path, "out of memory");
     return tok_regex_compile(json_string_value(v), json_string_length(v), s != NULL, &st->re,
                              &st->md, where, c->err);
 }
@@ -848,6 +850,7 @@ int tok_json_finish(fg_tok *t, const char *name, fg_err *err)
 static void step_free(tok_step *st)
 {
     free(st->a);
+    free(st->lit);
     pcre2_match_data_free(st->md);
     pcre2_code_free(st->re);
 }

@@ -93,7 +93,7 @@ static int norm_step(fg_tok *t, const tok_step *st, const unsigned char *s, size
     }
     if (st->kind != ST_REPLACE)
         return unicode_norm(st, s, len, o);
-    int rc = tok_regex_ranges(st->re, st->md, s, len, &t->nlv);
+    int rc = tok_step_ranges(st, st->md, s, len, &t->nlv);
     for (size_t i = 0; i < t->nlv.n && !rc; i++) {
         const tok_range *r = &t->nlv.r[i];
         rc = r->match ? aput(o, st->a, st->a_len) : aput(o, s + r->a, r->b - r->a);
@@ -237,7 +237,8 @@ static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *
     } else {
         /* a byte-level symbol missing from the vocabulary may fall back to the 2 byte tokens
          * of its UTF-8 spelling: at most 2 symbols per input byte */
-        if (n > INT32_MAX / 2 || tok_scratch_reserve(t, 2 * n) || (rc = initial_symbols(t, p, n, &ns)))
+        if (n > INT32_MAX / 2 || tok_scratch_reserve(t, t->byte_level ? 2 * n : n) ||
+            (rc = initial_symbols(t, p, n, &ns)))
             return FG_ERR_NOMEM;
         if (ns)
             tok_merge_all(t, ns);
@@ -351,10 +352,12 @@ static int metaspace(fg_tok *t, int k, const unsigned char *s, size_t n, int ori
     if (!starts && (st->scheme == PREPEND_ALWAYS || (st->scheme == PREPEND_FIRST && origin)) &&
         aput(&lv->buf, st->a, st->a_len))
         return FG_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++) {
-        int rc = s[i] == ' ' ? aput(&lv->buf, st->a, st->a_len) : aput(&lv->buf, s + i, 1);
-        if (rc)
-            return rc;
+    for (size_t i = 0; i < n;) {
+        const unsigned char *sp = memchr(s + i, ' ', n - i);
+        size_t j = sp ? (size_t)(sp - s) : n;
+        if (aput(&lv->buf, s + i, j - i) || (sp && aput(&lv->buf, st->a, st->a_len)))
+            return FG_ERR_NOMEM;
+        i = j + (sp != NULL);
     }
     const unsigned char *b = (const unsigned char *)lv->buf.p;
     if (!st->split)
@@ -377,7 +380,7 @@ static int pre_level(fg_tok *t, int k, const unsigned char *s, size_t n, int ori
     int rc;
     switch (st->kind) {
     case ST_SPLIT:
-        if ((rc = tok_regex_ranges(st->re, st->md, s, n, lv)))
+        if ((rc = tok_step_ranges(st, st->md, s, n, lv)))
             return rc;
         apply_behavior(lv, st->behavior, st->invert);
         return each_range(t, k, lv, s, origin, out);

@@ -14,6 +14,7 @@
  * Iteration follows the onig crate's find_iter: after a match the search resumes at its end;
  * an empty match at the end of the previous match is skipped by advancing one character.
  */
+#define _GNU_SOURCE  /* memmem */
 #include "tok_int.h"
 
 #include <stdio.h>
@@ -236,4 +237,33 @@ int tok_regex_ranges(pcre2_code *re, pcre2_match_data *md, const unsigned char *
     if (prev != len && push_range(lv, prev, len, 0))
         return FG_ERR_NOMEM;
     return FG_OK;
+}
+
+/* A literal pattern: non-overlapping occurrences, left to right (what the escaped regex finds). */
+static int literal_ranges(const char *pat, size_t plen, const unsigned char *s, size_t len,
+                          tok_level *lv)
+{
+    size_t prev = 0;
+    lv->n = 0;
+    for (const unsigned char *p = s; len - (size_t)(p - s) >= plen;) {
+        const unsigned char *hit = memmem(p, len - (size_t)(p - s), pat, plen);
+        if (!hit)
+            break;
+        size_t a = (size_t)(hit - s);
+        if ((prev != a && push_range(lv, prev, a, 0)) || push_range(lv, a, a + plen, 1))
+            return FG_ERR_NOMEM;
+        prev = a + plen;
+        p = hit + plen;
+    }
+    if (prev != len && push_range(lv, prev, len, 0))
+        return FG_ERR_NOMEM;
+    return FG_OK;
+}
+
+int tok_step_ranges(const tok_step *st, pcre2_match_data *md, const unsigned char *s, size_t len,
+                    tok_level *lv)
+{
+    if (st->lit)
+        return literal_ranges(st->lit, st->lit_len, s, len, lv);
+    return tok_regex_ranges(st->re, md, s, len, lv);
 }
