@@ -178,6 +178,8 @@ int tok_json_token_alone(const fg_tok *t, int32_t id, tok_arena *out);
 /* Compile a tokenizer.json (Oniguruma syntax) pattern for PCRE2; literal = a String pattern. */
 int tok_regex_compile(const char *pat, size_t len, int literal, pcre2_code **re,
                       pcre2_match_data **md, const char *where, fg_err *err);
+/* Append the range [a, b) to lv->r. */
+int tok_range_push(tok_level *lv, size_t a, size_t b, int match);
 /* The matches of st's pattern (literal or regex) in s[0..len) as ranges (tok_regex_ranges). */
 int tok_step_ranges(const tok_step *st, pcre2_match_data *md, const unsigned char *s, size_t len,
                     tok_level *lv);

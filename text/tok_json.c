@@ -275,8 +275,11 @@ static int get_uint(jctx *c, json_t *o, const char *key, const char *path, unsig
 {
     json_t *x = json_object_get(o, key);
     if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1 << 20)
-        return bad(c, FG_ERR_TOK_CONFIG, path, key[1] == 't' ? "start/stop: expected a small non-negative integer"
-                                                             : "expected a small non-negative integer");
+    {
+        char p[160];
+        snprintf(p, sizeof p, "%s.%s", path, key);
+        return bad(c, FG_ERR_TOK_CONFIG, p, "expected an integer 0..1048576");
+    }
     *v = (unsigned)json_integer_value(x);
     return FG_OK;
 }

@@ -315,31 +315,11 @@ static int char_ranges(const tok_step *st, const unsigned char *s, size_t n, tok
             i++;
             continue;
         }
-        tok_range r[2] = {{prev, i, 0}, {i, i + st->a_len, 1}};
-        for (int j = prev < i ? 0 : 1; j < 2; j++) {
-            if (lv->n == lv->cap) {
-                size_t cap = lv->cap ? 2 * lv->cap : 64;
-                tok_range *p = realloc(lv->r, cap * sizeof *p);
-                if (!p)
-                    return FG_ERR_NOMEM;
-                lv->r = p;
-                lv->cap = cap;
-            }
-            lv->r[lv->n++] = r[j];
-        }
+        if ((prev < i && tok_range_push(lv, prev, i, 0)) || tok_range_push(lv, i, i + st->a_len, 1))
+            return FG_ERR_NOMEM;
         i = prev = i + st->a_len;
     }
-    if (prev < n) {
-        tok_range r = {prev, n, 0};
-        if (lv->n == lv->cap) {
-            tok_range *p = realloc(lv->r, (lv->cap = lv->cap ? 2 * lv->cap : 64) * sizeof *p);
-            if (!p)
-                return FG_ERR_NOMEM;
-            lv->r = p;
-        }
-        lv->r[lv->n++] = r;
-    }
-    return FG_OK;
+    return prev < n ? tok_range_push(lv, prev, n, 0) : FG_OK;
 }
 
 static int metaspace(fg_tok *t, int k, const unsigned char *s, size_t n, int origin, fg_tok_ids *out)

@@ -194,7 +194,7 @@ int tok_regex_compile(const char *pat, size_t len, int literal, pcre2_code **re,
     return FG_OK;
 }
 
-static int push_range(tok_level *lv, size_t a, size_t b, int match)
+int tok_range_push(tok_level *lv, size_t a, size_t b, int match)
 {
     if (lv->n == lv->cap) {
         size_t cap = lv->cap ? 2 * lv->cap : 64;
@@ -228,13 +228,13 @@ int tok_regex_ranges(pcre2_code *re, pcre2_match_data *md, const unsigned char *
             pos += tok_utf8_next(s + pos, len - pos, &cp);
             continue;
         }
-        if (prev != a && push_range(lv, prev, a, 0))
+        if (prev != a && tok_range_push(lv, prev, a, 0))
             return FG_ERR_NOMEM;
-        if (push_range(lv, a, b, 1))
+        if (tok_range_push(lv, a, b, 1))
             return FG_ERR_NOMEM;
         prev = pos = last_end = b;
     }
-    if (prev != len && push_range(lv, prev, len, 0))
+    if (prev != len && tok_range_push(lv, prev, len, 0))
         return FG_ERR_NOMEM;
     return FG_OK;
 }
@@ -250,12 +250,12 @@ static int literal_ranges(const char *pat, size_t plen, const unsigned char *s, 
         if (!hit)
             break;
         size_t a = (size_t)(hit - s);
-        if ((prev != a && push_range(lv, prev, a, 0)) || push_range(lv, a, a + plen, 1))
+        if ((prev != a && tok_range_push(lv, prev, a, 0)) || tok_range_push(lv, a, a + plen, 1))
             return FG_ERR_NOMEM;
         prev = a + plen;
         p = hit + plen;
     }
-    if (prev != len && push_range(lv, prev, len, 0))
+    if (prev != len && tok_range_push(lv, prev, len, 0))
         return FG_ERR_NOMEM;
     return FG_OK;
 }
