@@ -435,6 +435,45 @@ START_TEST(invalid_utf8)
 }
 END_TEST
 
+/* Cutting a long SentencePiece-style piece into words (sp_cut) gives the ids of merging it
+ * whole, on a whole novel; and the check that allows it refuses a merge across U+2581. */
+START_TEST(sp_cut_exact)
+{
+    size_t len;
+    char *text = slurp(FG_SOURCE_DIR "/data/austen/persuasion.txt", &len);
+    static const char *names[2] = {"llama2", "mistral"};
+    for (int k = 0; k < 2; k++) {
+        fg_tok *t = load(names[k]);
+        fg_tok_ids a = {0}, b = {0};
+        ck_assert_int_eq(t->sp_cut, 1);
+        ck_assert_int_eq(fg_tok_encode(t, text, len / 4, FG_TOK_SPECIAL, &a, NULL), FG_OK);
+        t->sp_cut = 0;
+        tok_wcache_free(&t->cache);
+        ck_assert_int_eq(fg_tok_encode(t, text, len / 4, FG_TOK_SPECIAL, &b, NULL), FG_OK);
+        ck_assert_uint_eq(a.n, b.n);
+        ck_assert_int_eq(memcmp(a.ids, b.ids, a.n * sizeof *a.ids), 0);
+        fg_tok_ids_free(&a);
+        fg_tok_ids_free(&b);
+        fg_tok_free(t);
+    }
+    free(text);
+    const char *cross = "{\"model\": {\"vocab\": {\"a\": 0, \"\xe2\x96\x81\": 1, \"a\xe2\x96\x81\": 2}, "
+                        "\"merges\": [\"a \xe2\x96\x81\"]}}";
+    const char *runs = "{\"model\": {\"vocab\": {\"a\": 0, \"\xe2\x96\x81\": 1, \"\xe2\x96\x81\xe2\x96\x81\": 2}, "
+                       "\"merges\": [\"\xe2\x96\x81 \xe2\x96\x81\"]}}";
+    fg_tok *t;
+    fg_tok_json_files f = {cross, strlen(cross), NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ck_assert_int_eq(fg_tok_load_json_mem(&f, &t, NULL), FG_OK);
+    ck_assert_int_eq(t->sp_cut, 0);
+    fg_tok_free(t);
+    f.tokenizer_json = runs;
+    f.tokenizer_len = strlen(runs);
+    ck_assert_int_eq(fg_tok_load_json_mem(&f, &t, NULL), FG_OK);
+    ck_assert_int_eq(t->sp_cut, 1);
+    fg_tok_free(t);
+}
+END_TEST
+
 /* ---- load errors: exact code, one line naming the file and the JSON path */
 
 static void expect_err(const char *json, const char *config, int code, const char *needle)
@@ -542,6 +581,7 @@ static Suite *suite(void)
     tcase_add_test(tr, config_overrides_template);
     tcase_add_test(tr, load_dir_choice);
     tcase_add_test(tr, invalid_utf8);
+    tcase_add_test(tr, sp_cut_exact);
     tcase_add_test(tr, load_errors);
     suite_add_tcase(s, tr);
     return s;

@@ -131,6 +131,8 @@ struct fg_tok {
     int fast_decode;          /* decoder is exactly ByteLevel: concatenate id bytes */
     int byte_level;           /* the model sees byte-level symbols (ByteLevel pre-tokenizer) */
     int byte_fallback, ignore_merges, fuse_unk;
+    int sp_cut;               /* a piece may be cut before each U+2581 that follows another
+                               * character: no merge can join across (tok_json_finish checks) */
     int32_t unk_id;           /* model unk_token id, -1 when none */
     int32_t n_model;          /* entries in the model's vocab (first id for new added tokens) */
     int32_t fb_id[256];       /* id of "<0xNN>" per byte, -1 when absent */

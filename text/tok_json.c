@@ -821,6 +821,36 @@ static int id_bytes_all(fg_tok *t, fg_err *err)
     return rc ? fg_err_set(err, rc, "tokenizer: %s", fg_strerror(rc)) : FG_OK;
 }
 
+static int all_meta(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i += 3)
+        if (n - i < 3 || memcmp(s + i, "\xe2\x96\x81", 3) != 0)
+            return 0;
+    return 1;
+}
+
+/* Whether a long SentencePiece-style piece may be cut before every U+2581 that follows
+ * another character (so that each word is merged, and cached, on its own): exact when U+2581 is
+ * a token (no unk or byte fallback run reaches across) and every merge whose right token
+ * starts with U+2581 has a left token made only of U+2581 (SentencePiece vocabularies: words
+ * start with it, runs of it merge). Not with ignore_merges, which looks whole pieces up. */
+static int sp_cuttable(const fg_tok *t)
+{
+    if (t->cls != TOK_SPBPE || t->ignore_merges || tok_strmap_get(&t->vocab, "\xe2\x96\x81", 3) < 0)
+        return 0;
+    for (size_t i = 0; i < t->merges.cap; i++) {
+        const pairmap_ent *e = &t->merges.ent[i];
+        if (e->key == TOK_PAIR_EMPTY)
+            continue;
+        int32_t a = (int32_t)(e->key >> 32), b = (int32_t)(uint32_t)e->key;
+        const char *sb = t->id_str.p + t->id_soff[b];
+        if (t->id_slen[b] >= 3 && memcmp(sb, "\xe2\x96\x81", 3) == 0 &&
+            !all_meta(t->id_str.p + t->id_soff[a], t->id_slen[a]))
+            return 0;
+    }
+    return 1;
+}
+
 int tok_json_finish(fg_tok *t, const char *name, fg_err *err)
 {
     if (t->role[FG_TOK_BOS] < 0 && t->n_post_pre == 1)
@@ -846,6 +876,7 @@ int tok_json_finish(fg_tok *t, const char *name, fg_err *err)
     }
     t->add_bos = t->n_post_pre + t->n_post_suf > 0;
     t->fast_decode = t->n_dec == 1 && t->dec[0].kind == ST_D_BYTELEVEL;
+    t->sp_cut = sp_cuttable(t);
     model_tables(t);
     return id_bytes_all(t, err);
 }

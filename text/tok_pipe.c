@@ -13,10 +13,12 @@
  *      the model sees bytes as byte-level symbols), Metaspace (' ' -> replacement, the
  *      replacement prepended per prepend_scheme, where "first" means the piece starts at
  *      offset 0 of the input, then optionally split before each replacement).
- *   4. The BPE model (model_piece): ignore_merges looks the whole piece up first; else each
+ *   4. The BPE model (model_word): ignore_merges looks the whole piece up first; else each
  *      character (each byte for byte-level) becomes its vocab id, or with byte_fallback the ids
  *      of its <0xNN> tokens, or the unk id (fused with a preceding unk when fuse_unk), or
- *      nothing; then merges by rank (tok_merge_all). Pieces up to 64 bytes are cached.
+ *      nothing; then merges by rank (tok_merge_all). Pieces up to 64 bytes are cached. A long
+ *      SentencePiece-style piece (Llama 2's whole text is one) is cut into words first when
+ *      that cannot change the result (model_piece, sp_cuttable), which makes it linear.
  * Empty pieces are dropped at every stage, as PreTokenizedString::split does. Invalid UTF-8
  * (which `tokenizers` cannot be given) is carried byte by byte: regexes never match it, and the
  * model treats each invalid byte as a character of its own (byte fallback, unk or dropped).
@@ -208,7 +210,7 @@ static int initial_symbols(fg_tok *t, const unsigned char *p, size_t n, size_t *
     return FG_OK;
 }
 
-static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *out)
+static int model_word(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *out)
 {
     size_t k;
     const int32_t *hit = n <= TOK_WCACHE_MAX_WORD ? tok_wcache_get(&t->cache, (const char *)p, n, &k)
@@ -250,6 +252,24 @@ static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *
         tok_wcache_put(&t->cache, (const char *)p, n, out->n > first ? out->ids + first : &whole,
                        out->n - first);
     return FG_OK;
+}
+
+static int is_meta(const unsigned char *p) { return p[0] == 0xE2 && p[1] == 0x96 && p[2] == 0x81; }
+
+/* A piece through the model; with sp_cut, word by word (see sp_cuttable in tok_json.c). */
+static int model_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *out)
+{
+    if (!t->sp_cut || n <= TOK_WCACHE_MAX_WORD)
+        return model_word(t, p, n, out);
+    size_t start = 0;
+    for (size_t i = 1; i + 3 <= n; i++)
+        if (is_meta(p + i) && !(i >= 3 && is_meta(p + i - 3))) {
+            int rc = model_word(t, p + start, i - start, out);
+            if (rc)
+                return rc;
+            start = i;
+        }
+    return model_word(t, p + start, n - start, out);
 }
 
 /* ---- pre-tokenizers */
