@@ -68,10 +68,10 @@ endforeach()
 
 # What libfg needs from the system (the union of the modules' link lines).
 set(FG_DEP_LIBS PkgConfig::XXHASH PkgConfig::LMDB ${URING_LIB} PkgConfig::OPENBLAS
-    PkgConfig::JANSSON PkgConfig::PCRE2 m Threads::Threads)
+    PkgConfig::JANSSON PkgConfig::PCRE2 PkgConfig::UTF8PROC m Threads::Threads)
 set(FG_DEP_INSTALL fg::dep_xxhash fg::dep_lmdb fg::dep_uring fg::dep_openblas fg::dep_jansson
-    fg::dep_pcre2 m Threads::Threads)
-set(FG_PC_REQUIRES_PRIVATE "libxxhash, lmdb, liburing, openblas, jansson, libpcre2-8")
+    fg::dep_pcre2 fg::dep_utf8proc m Threads::Threads)
+set(FG_PC_REQUIRES_PRIVATE "libxxhash, lmdb, liburing, openblas, jansson, libpcre2-8, libutf8proc")
 set(FG_PC_LIBS_PRIVATE "-lm -pthread")
 if(FG_HAVE_CUDA) # nvcc's host code also needs the C++ runtime (static guards, unwinding)
   list(APPEND FG_DEP_LIBS CUDA::cudart stdc++)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end check of fg-tokenize: encode text (argument and file), decode ids back, special
-# tokens with --special, and one-line errors with exit 1 for a bad tokenizer dir and a bad id.
+# tokens with --special, and one-line errors with exit 1 for a bad tokenizer dir and a bad id;
+# then a tokenizer.json directory (the Llama 3-like fixture): file round trip and --bos.
 set -euo pipefail
-TOK=$1 GPT2=$2 WORK=$3
+TOK=$1 GPT2=$2 WORK=$3 LLAMA3=$4
 rm -rf "$WORK" && mkdir -p "$WORK"
 out=$("$TOK" --dir "$GPT2" "Hello world")
 [ "$out" = "15496 995" ] || { echo "encode: $out"; exit 1; }
@@ -24,4 +25,10 @@ set +e
 err=$("$TOK" --dir "$GPT2" --decode 15496 50257 2>&1 >/dev/null); rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q 'ids\[1\] = 50257' <<<"$err" || { echo "bad id: rc=$rc $err"; exit 1; }
+ids=$("$TOK" --dir "$LLAMA3" -f "$WORK/in.txt")
+"$TOK" --dir "$LLAMA3" --decode <<<"$ids" >"$WORK/back3.txt"
+cmp "$WORK/in.txt" "$WORK/back3.txt" || { echo "tokenizer.json file round trip: $ids"; exit 1; }
+ids=$("$TOK" --dir "$LLAMA3" --bos --special "Hi<|eot_id|>")
+out=$("$TOK" --dir "$LLAMA3" --decode $ids)
+[ "$out" = "<|begin_of_text|>Hi<|eot_id|>" ] || { echo "tokenizer.json --bos: $ids -> $out"; exit 1; }
 echo ok

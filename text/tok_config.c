@@ -30,7 +30,7 @@ static int find_special(const fg_tok *t, const char *s, size_t len)
     return -1;
 }
 
-static int push_special(fg_tok *t, const char *s, size_t len, int32_t id)
+static int push_special(fg_tok *t, const char *s, size_t len, int32_t id, int special)
 {
     if (t->n_special == t->special_cap) {
         size_t cap = t->special_cap ? 2 * t->special_cap : 16;
@@ -44,8 +44,8 @@ static int push_special(fg_tok *t, const char *s, size_t len, int32_t id)
     int rc = tok_arena_put(&t->special_text, s, len, &off);
     if (rc)
         return rc;
-    t->special[t->n_special++] = (tok_special){off, (uint32_t)len, id};
-    t->special_first[(unsigned char)s[0]] = 1;
+    t->special[t->n_special++] = (tok_special){off, (uint32_t)len, off, (uint32_t)len, id, (uint8_t)special, 0, 0, 0, 0};
+    t->added_first[0][(unsigned char)s[0]] = 1;
     return FG_OK;
 }
 
@@ -85,6 +85,7 @@ int tok_add_token(fg_tok *t, const char *s, size_t len, int32_t forced, int spec
             return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: token \"%s\" given ids %d and %d", file,
                               tok_quote(q, sizeof q, s, len), id, forced);
         t->id_special[id] |= (uint8_t)special;
+        t->special[k].special |= (uint8_t)special;
         if (id_out)
             *id_out = id;
         return FG_OK;
@@ -93,7 +94,14 @@ int tok_add_token(fg_tok *t, const char *s, size_t len, int32_t forced, int spec
     int rc = pick_id(t, s, len, forced, &id, file, err);
     if (rc)
         return rc;
-    if (tok_strmap_get(&t->vocab, s, len) < 0) {
+    if (t->cls != TOK_GPT2) {  /* tokenizer.json: the model's vocabulary stays as it is */
+        if (tok_strmap_get(&t->vocab, s, len) < 0 || id >= t->n_ids || t->id_len[id] == UINT32_MAX)
+            rc = tok_set_id(t, id, s, len, special);
+        else
+            t->id_special[id] |= (uint8_t)special;
+        if (!rc)
+            rc = tok_set_str(t, id, s, len);
+    } else if (tok_strmap_get(&t->vocab, s, len) < 0) {
         rc = tok_strmap_put(&t->vocab, s, len, id, NULL);
         if (!rc)
             rc = tok_set_id(t, id, s, len, special);
@@ -101,7 +109,7 @@ int tok_add_token(fg_tok *t, const char *s, size_t len, int32_t forced, int spec
         t->id_special[id] |= (uint8_t)special;
     }
     if (!rc)
-        rc = push_special(t, s, len, id);
+        rc = push_special(t, s, len, id, special);
     if (rc)
         return fg_err_set(err, rc, "%s: token \"%s\": %s", file, tok_quote(q, sizeof q, s, len),
                           fg_strerror(rc));
@@ -114,7 +122,20 @@ int fg_tok_add_special(fg_tok *t, const char *content, size_t len, int32_t *id_o
 {
     if (!t || !content || len == 0 || len > 4096)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_tok_add_special: token must be 1..4096 bytes");
-    return tok_add_token(t, content, len, -1, 1, id_out, "fg_tok_add_special", err);
+    int32_t id;
+    int rc = tok_add_token(t, content, len, -1, 1, &id, "fg_tok_add_special", err);
+    if (!rc && t->cls != TOK_GPT2) {  /* its bytes as the decoder chain gives them */
+        tok_arena tmp = {0};
+        rc = tok_json_token_alone(t, id, &tmp);
+        if (!rc)
+            rc = tok_set_id(t, id, tmp.p, tmp.len, 1);
+        tok_arena_free(&tmp);
+        if (rc)
+            return fg_err_set(err, rc, "fg_tok_add_special: %s", fg_strerror(rc));
+    }
+    if (!rc && id_out)
+        *id_out = id;
+    return rc;
 }
 
 /* The content of a string or {"content": string} value; 1 for null (absent). */
@@ -224,12 +245,19 @@ int tok_load_config(fg_tok *t, const void *buf, size_t len, const char *file, fg
     if (!root)
         return tok_json_error(err, FG_ERR_TOK_JSON, file, je.line, je.column, je.text);
     int rc = FG_OK;
-    json_t *bos = json_object_get(root, "add_bos_token");
+    json_t *bos = json_object_get(root, "add_bos_token"), *eos = json_object_get(root, "add_eos_token");
     if (!json_is_object(root))
         rc = fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: expected a JSON object", file);
     else if (bos && !json_is_boolean(bos))
         rc = fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: \"add_bos_token\" is not a boolean", file);
-    else if (bos)
+    else if (eos && !json_is_boolean(eos))
+        rc = fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: \"add_eos_token\" is not a boolean", file);
+    else if (t->cls != TOK_GPT2) {  /* tokenizer.json classes: tok_json_finish applies them */
+        if (json_is_boolean(bos))
+            t->cfg_add_bos = json_is_true(bos);
+        if (json_is_boolean(eos))
+            t->cfg_add_eos = json_is_true(eos);
+    } else if (json_is_boolean(bos))
         t->add_bos = json_is_true(bos);
     if (!rc)
         rc = load_decoder(t, root, file, err);

@@ -56,7 +56,7 @@ int tok_regex_init(fg_tok *t, fg_err *err)
 
 /* ---- output vectors */
 
-static int ids_reserve(fg_tok_ids *v, size_t extra)
+int tok_ids_reserve(fg_tok_ids *v, size_t extra)
 {
     if (v->n + extra <= v->cap)
         return FG_OK;
@@ -71,9 +71,9 @@ static int ids_reserve(fg_tok_ids *v, size_t extra)
     return FG_OK;
 }
 
-static int ids_push(fg_tok_ids *v, int32_t id)
+int tok_ids_push(fg_tok_ids *v, int32_t id)
 {
-    if (v->n == v->cap && ids_reserve(v, 1))
+    if (v->n == v->cap && tok_ids_reserve(v, 1))
         return FG_ERR_NOMEM;
     v->ids[v->n++] = id;
     return FG_OK;
@@ -142,7 +142,7 @@ static void offer(const fg_tok *t, tok_cand *h, size_t *n, const tok_sym *s, int
         heap_push(h, n, (tok_cand){e->rank, (uint32_t)left, e->merged});
 }
 
-static int scratch_reserve(fg_tok *t, size_t n)
+int tok_scratch_reserve(fg_tok *t, size_t n)
 {
     if (n > t->sym_cap) {
         tok_sym *s = realloc(t->sym, n * sizeof *s);
@@ -161,7 +161,7 @@ static int scratch_reserve(fg_tok *t, size_t n)
     return FG_OK;
 }
 
-static void merge_all(fg_tok *t, size_t n)
+void tok_merge_all(fg_tok *t, size_t n)
 {
     tok_sym *s = t->sym;
     tok_cand *h = t->heap;
@@ -191,25 +191,25 @@ static void merge_all(fg_tok *t, size_t n)
 static int bpe_piece(fg_tok *t, const unsigned char *p, size_t n, fg_tok_ids *out)
 {
     if (n == 1)
-        return ids_push(out, t->byte_id[p[0]]);
+        return tok_ids_push(out, t->byte_id[p[0]]);
     size_t k;
     const int32_t *hit = n <= TOK_WCACHE_MAX_WORD ? tok_wcache_get(&t->cache, (const char *)p, n, &k)
                                                   : NULL;
     if (hit) {
-        if (ids_reserve(out, k))
+        if (tok_ids_reserve(out, k))
             return FG_ERR_NOMEM;
         memcpy(out->ids + out->n, hit, k * sizeof *hit);
         out->n += k;
         return FG_OK;
     }
-    if (n > INT32_MAX || scratch_reserve(t, n))
+    if (n > INT32_MAX || tok_scratch_reserve(t, n))
         return FG_ERR_NOMEM;
     for (size_t i = 0; i < n; i++)
         t->sym[i] = (tok_sym){t->byte_id[p[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1, 1};
-    merge_all(t, n);
+    tok_merge_all(t, n);
     size_t first = out->n;
     for (int32_t i = 0; i >= 0; i = t->sym[i].next)
-        if (ids_push(out, t->sym[i].id))
+        if (tok_ids_push(out, t->sym[i].id))
             return FG_ERR_NOMEM;
     if (n <= TOK_WCACHE_MAX_WORD)
         tok_wcache_put(&t->cache, (const char *)p, n, out->ids + first, out->n - first);
@@ -244,20 +244,20 @@ static int encode_ordinary(fg_tok *t, const unsigned char *s, size_t len, fg_tok
     return FG_OK;
 }
 
-/* Leftmost-longest added token at or after `from`; returns its start (len when none). */
-static size_t find_special(const fg_tok *t, const unsigned char *s, size_t len, size_t from,
-                           size_t *mlen, int32_t *id)
+size_t tok_find_added(const fg_tok *t, const unsigned char *s, size_t len, size_t from, int set,
+                      size_t *mlen, size_t *k)
 {
+    const uint8_t *first = t->added_first[set];
     for (size_t i = from; i < len; i++) {
-        if (!t->special_first[s[i]])
+        if (!first[s[i]])
             continue;
         size_t best = 0;
-        for (size_t k = 0; k < t->n_special; k++) {
-            const tok_special *sp = &t->special[k];
-            if (sp->len > best && sp->len <= len - i &&
-                memcmp(t->special_text.p + sp->off, s + i, sp->len) == 0) {
-                best = sp->len;
-                *id = sp->id;
+        for (size_t j = 0; j < t->n_special; j++) {
+            const tok_special *sp = &t->special[j];
+            if (sp->normalized == set && sp->mlen > best && sp->mlen <= len - i &&
+                memcmp(t->special_text.p + sp->moff, s + i, sp->mlen) == 0) {
+                best = sp->mlen;
+                *k = j;
             }
         }
         if (best) {
@@ -272,19 +272,20 @@ static int encode_all(fg_tok *t, const unsigned char *s, size_t len, unsigned fl
                       fg_tok_ids *out)
 {
     int rc;
+    if (t->cls != TOK_GPT2)
+        return tok_json_encode(t, s, len, flags, out);
     if ((flags & FG_TOK_ADD_BOS) && t->role[FG_TOK_BOS] >= 0 &&
-        (rc = ids_push(out, t->role[FG_TOK_BOS])))
+        (rc = tok_ids_push(out, t->role[FG_TOK_BOS])))
         return rc;
     if (!(flags & FG_TOK_SPECIAL) || t->n_special == 0)
         return encode_ordinary(t, s, len, out);
     size_t pos = 0;
     while (pos < len) {
-        size_t mlen = 0;
-        int32_t id = -1;
-        size_t at = find_special(t, s, len, pos, &mlen, &id);
+        size_t mlen = 0, k = 0;
+        size_t at = tok_find_added(t, s, len, pos, 0, &mlen, &k);
         if ((rc = encode_ordinary(t, s + pos, at - pos, out)))
             return rc;
-        if (at < len && (rc = ids_push(out, id)))
+        if (at < len && (rc = tok_ids_push(out, t->special[k].id)))
             return rc;
         pos = at + mlen;
     }
@@ -310,6 +311,8 @@ int fg_tok_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
 {
     if (!t || !out || (!ids && n))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_tok_decode: NULL argument");
+    if (t->cls != TOK_GPT2 && !(t->fast_decode && !(flags & FG_TOK_REPLACE_INVALID)))
+        return tok_json_decode(t, ids, n, flags, out, err);  /* else: the bytes concatenated */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];

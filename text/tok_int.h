@@ -60,7 +60,45 @@ void tok_wcache_free(wcache *c);
 
 uint64_t tok_hash(const void *p, size_t n);
 
-typedef struct tok_special { uint32_t off, len; int32_t id; } tok_special;
+/* An added token. off/len: its content in special_text; moff/mlen: what is matched (the content,
+ * or for a tokenizer.json token with normalized = true, the content after the normalizer).
+ * The flags are AddedToken's; the GPT-2 class leaves all but `special` zero. */
+typedef struct tok_special {
+    uint32_t off, len, moff, mlen;
+    int32_t id;
+    uint8_t special, lstrip, rstrip, single_word, normalized;
+} tok_special;
+
+/* ---- tokenizer.json pipelines (tok_json.c parses, tok_pipe.c encodes, tok_decode.c decodes) */
+
+enum tok_class { TOK_GPT2 = 0, TOK_BYTELEVEL = 1, TOK_SPBPE = 2 };
+
+enum tok_step_kind {
+    ST_PREPEND, ST_REPLACE, ST_NFC, ST_NFD, ST_NFKC, ST_NFKD,  /* normalizers */
+    ST_SPLIT, ST_BYTELEVEL, ST_METASPACE,                      /* pre-tokenizers */
+    ST_D_BYTELEVEL, ST_D_REPLACE, ST_D_BYTEFALLBACK, ST_D_FUSE, ST_D_STRIP, ST_D_METASPACE,
+};
+enum tok_split_behavior { SPLIT_REMOVED, SPLIT_ISOLATED, SPLIT_PREVIOUS, SPLIT_NEXT, SPLIT_CONTIGUOUS };
+enum tok_prepend_scheme { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
+
+/* One normalizer, pre-tokenizer or decoder of the chain (Sequences are flattened). */
+typedef struct tok_step {
+    int kind;
+    pcre2_code *re;           /* Split / Replace / ByteLevel(use_regex): compiled pattern */
+    pcre2_match_data *md;
+    char *a; size_t a_len;    /* Prepend text, Replace content, Metaspace replacement, Strip content */
+    char *lit; size_t lit_len;  /* a String pattern, matched without PCRE2 (NULL for a Regex) */
+    int behavior, invert;     /* Split */
+    int scheme, split;        /* Metaspace */
+    int prefix_space;         /* ByteLevel add_prefix_space */
+    unsigned start, stop;     /* Strip */
+} tok_step;
+
+/* A piece of text found by a splitting step: [a, b) of its parent, `match` for a pattern match. */
+typedef struct tok_range { size_t a, b; int match; } tok_range;
+#define TOK_MAX_STEPS 16
+/* Per pre-tokenizer level scratch: rewritten text (Metaspace, ByteLevel prefix) and ranges. */
+typedef struct tok_level { tok_arena buf; tok_range *r; size_t n, cap; } tok_level;
 
 /* One BPE symbol in a piece being merged (a doubly linked list over an array). */
 typedef struct tok_sym { int32_t id, prev, next; uint32_t len; } tok_sym;
@@ -81,11 +119,35 @@ struct fg_tok {
     tok_special *special;     /* [n_special] added tokens matched before pre-tokenization */
     size_t n_special, special_cap;
     tok_arena special_text;
-    uint8_t special_first[256]; /* 1 when some special token starts with this byte */
     int32_t role[FG_TOK_N_ROLES];
     int add_bos;
     pcre2_code *re;
     pcre2_match_data *md;
+    /* tokenizer.json classes (cls != TOK_GPT2) */
+    int cls;
+    tok_step norm[TOK_MAX_STEPS], pre[TOK_MAX_STEPS], dec[TOK_MAX_STEPS];
+    int n_norm, n_pre, n_dec;
+    int has_decoder;          /* 0: decode joins token strings with " " (HF without a decoder) */
+    int fast_decode;          /* decoder is exactly ByteLevel: concatenate id bytes */
+    int byte_level;           /* the model sees byte-level symbols (ByteLevel pre-tokenizer) */
+    int byte_fallback, ignore_merges, fuse_unk;
+    int sp_cut;               /* a piece may be cut before each U+2581 that follows another
+                               * character: no merge can join across (tok_json_finish checks) */
+    int32_t unk_id;           /* model unk_token id, -1 when none */
+    int32_t n_model;          /* entries in the model's vocab (first id for new added tokens) */
+    int32_t fb_id[256];       /* id of "<0xNN>" per byte, -1 when absent */
+    int32_t ascii_id[128];    /* id of each one-character ASCII token, -1 when absent */
+    int32_t *post_pre, *post_suf;  /* ids the single template puts before / after $A */
+    size_t n_post_pre, n_post_suf;
+    int cfg_add_bos, cfg_add_eos;  /* tokenizer_config.json add_bos/eos_token: -1 absent, 0, 1 */
+    uint32_t *id_soff, *id_slen;   /* [id_cap] token string (vocab key / added content), json only */
+    tok_arena id_str;
+    int n_normalized;         /* added tokens matched after the normalizer */
+    uint8_t added_first[2][256];   /* [normalized] 1 when an added token's pattern starts so */
+    tok_level lvl[TOK_MAX_STEPS];
+    tok_arena nbuf[2];        /* normalizer ping-pong */
+    tok_level nlv;            /* normalizer Replace matches */
+    tok_arena scratch;        /* byte-level key for ignore_merges, model units */
     wcache cache;
     tok_sym *sym; size_t sym_cap;     /* encode scratch */
     tok_cand *heap; size_t heap_cap;
@@ -94,6 +156,56 @@ struct fg_tok {
 /* GPT-2's bytes_to_unicode: byte -> code point, and the inverse (-1 for other code points). */
 uint32_t tok_byte_to_cp(uint8_t b);
 int tok_cp_to_byte(uint32_t cp);
+
+/* ---- shared by tok_encode.c, tok_pipe.c, tok_decode.c, tok_json.c */
+
+int tok_ids_push(fg_tok_ids *v, int32_t id);
+int tok_ids_reserve(fg_tok_ids *v, size_t extra);
+/* Ensure sym/heap scratch for n symbols. */
+int tok_scratch_reserve(fg_tok *t, size_t n);
+/* Merge t->sym[0..n) (a linked list, first symbol 0) by rank, Hugging Face's Word::merge_all. */
+void tok_merge_all(fg_tok *t, size_t n);
+/* Leftmost-longest added token among t->special[] with normalized == set, at or after `from`;
+ * returns its start (len when none) and its index in *k. */
+size_t tok_find_added(const fg_tok *t, const unsigned char *s, size_t len, size_t from, int set,
+                      size_t *mlen, size_t *k);
+/* Encode for the tokenizer.json classes (flags as fg_tok_encode). */
+int tok_json_encode(fg_tok *t, const unsigned char *s, size_t len, unsigned flags, fg_tok_ids *out);
+/* Decode for the tokenizer.json classes; errors as fg_tok_decode. */
+int tok_json_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
+                    fg_tok_bytes *out, fg_err *err);
+/* The bytes of one token decoded alone (fg_tok_token_bytes) by the decoder chain without its
+ * context rules (Strip, Metaspace's first token). Written to *out (reset first). */
+int tok_json_token_alone(const fg_tok *t, int32_t id, tok_arena *out);
+/* Compile a tokenizer.json (Oniguruma syntax) pattern for PCRE2; literal = a String pattern. */
+int tok_regex_compile(const char *pat, size_t len, int literal, pcre2_code **re,
+                      pcre2_match_data **md, const char *where, fg_err *err);
+/* Append the range [a, b) to lv->r. */
+int tok_range_push(tok_level *lv, size_t a, size_t b, int match);
+/* The matches of st's pattern (literal or regex) in s[0..len) as ranges (tok_regex_ranges). */
+int tok_step_ranges(const tok_step *st, pcre2_match_data *md, const unsigned char *s, size_t len,
+                    tok_level *lv);
+/* Every match of re in s[0..len) as ranges covering the text (matches and the gaps between),
+ * Hugging Face's find_matches; appended to lv->r (lv->n reset first). */
+int tok_regex_ranges(pcre2_code *re, pcre2_match_data *md, const unsigned char *s, size_t len,
+                     tok_level *lv);
+/* Apply a normalizer chain to s[0..len); res and res_len point into t->nbuf or at s itself. */
+int tok_normalize(fg_tok *t, const unsigned char *s, size_t len, const unsigned char **res,
+                  size_t *res_len);
+/* Unicode White_Space (the \s of Oniguruma and of Rust's char::is_whitespace). */
+int tok_is_ws(uint32_t cp);
+/* Decode one UTF-8 sequence at s[0..n): its length (1 for an invalid byte, *cp = UINT32_MAX). */
+size_t tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* The ByteLevel decoder's bytes of one token string (at most len bytes to out). */
+size_t tok_bytelevel_bytes(const char *s, size_t len, char *out);
+/* Set id's token string (json classes). */
+int tok_set_str(fg_tok *t, int32_t id, const char *s, size_t len);
+/* Free everything the json loader added to t. */
+void tok_json_free(fg_tok *t);
+/* Load tokenizer.json into a fresh t (roles -1 already). */
+int tok_load_json(fg_tok *t, const char *buf, size_t len, const char *name, fg_err *err);
+/* After the config files: template vs add_bos/add_eos, roles from the template. */
+int tok_json_finish(fg_tok *t, const char *name, fg_err *err);
 
 /* Compile the pre-tokenization regex into tok->re / tok->md. */
 int tok_regex_init(fg_tok *tok, fg_err *err);

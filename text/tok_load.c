@@ -27,30 +27,44 @@
 
 #define NO_TOKEN UINT32_MAX
 
+static int grow_ids(fg_tok *t, int32_t id)
+{
+    if (id < t->id_cap)
+        return FG_OK;
+    int32_t cap = t->id_cap ? t->id_cap : 1024;
+    while (cap <= id)
+        cap = cap > FG_TOK_MAX_ID / 2 ? FG_TOK_MAX_ID + 1 : cap * 2;
+    uint32_t *off = realloc(t->id_off, (size_t)cap * sizeof *off);
+    if (off)
+        t->id_off = off;
+    uint32_t *ln = realloc(t->id_len, (size_t)cap * sizeof *ln);
+    if (ln)
+        t->id_len = ln;
+    uint8_t *sp = realloc(t->id_special, (size_t)cap);
+    if (sp)
+        t->id_special = sp;
+    uint32_t *so = realloc(t->id_soff, (size_t)cap * sizeof *so);
+    if (so)
+        t->id_soff = so;
+    uint32_t *sl = realloc(t->id_slen, (size_t)cap * sizeof *sl);
+    if (sl)
+        t->id_slen = sl;
+    if (!off || !ln || !sp || !so || !sl)
+        return FG_ERR_NOMEM;
+    for (int32_t i = t->id_cap; i < cap; i++) {
+        t->id_len[i] = NO_TOKEN;
+        t->id_special[i] = 0;
+        t->id_soff[i] = t->id_slen[i] = 0;
+    }
+    t->id_cap = cap;
+    return FG_OK;
+}
+
 int tok_set_id(fg_tok *t, int32_t id, const void *bytes, size_t len, int special)
 {
-    if (id >= t->id_cap) {
-        int32_t cap = t->id_cap ? t->id_cap : 1024;
-        while (cap <= id)
-            cap = cap > FG_TOK_MAX_ID / 2 ? FG_TOK_MAX_ID + 1 : cap * 2;
-        uint32_t *off = realloc(t->id_off, (size_t)cap * sizeof *off);
-        if (off)
-            t->id_off = off;
-        uint32_t *ln = realloc(t->id_len, (size_t)cap * sizeof *ln);
-        if (ln)
-            t->id_len = ln;
-        uint8_t *sp = realloc(t->id_special, (size_t)cap);
-        if (sp)
-            t->id_special = sp;
-        if (!off || !ln || !sp)
-            return FG_ERR_NOMEM;
-        for (int32_t i = t->id_cap; i < cap; i++) {
-            t->id_len[i] = NO_TOKEN;
-            t->id_special[i] = 0;
-        }
-        t->id_cap = cap;
-    }
-    int rc = tok_arena_put(&t->id_bytes, bytes, len, &t->id_off[id]);
+    int rc = grow_ids(t, id);
+    if (!rc)
+        rc = tok_arena_put(&t->id_bytes, bytes, len, &t->id_off[id]);
     if (rc)
         return rc;
     t->id_len[id] = (uint32_t)len;
@@ -58,6 +72,16 @@ int tok_set_id(fg_tok *t, int32_t id, const void *bytes, size_t len, int special
     if (id >= t->n_ids)
         t->n_ids = id + 1;
     return FG_OK;
+}
+
+int tok_set_str(fg_tok *t, int32_t id, const char *s, size_t len)
+{
+    int rc = grow_ids(t, id);
+    if (!rc)
+        rc = tok_arena_put(&t->id_str, s, len, &t->id_soff[id]);
+    if (!rc)
+        t->id_slen[id] = (uint32_t)len;
+    return rc;
 }
 
 /* Map a vocab string to bytes: byte-level symbols to their bytes when every code point is one,
@@ -258,6 +282,7 @@ void fg_tok_free(fg_tok *t)
     pcre2_match_data_free(t->md);
     pcre2_code_free(t->re);
     tok_wcache_free(&t->cache);
+    tok_json_free(t);
     free(t->sym);
     free(t->heap);
     free(t);
@@ -353,26 +378,113 @@ int fg_tok_load_files(const char *vocab_path, const char *merges_path, const cha
     return rc;
 }
 
-int fg_tok_load_dir(const char *dir, fg_tok **out, fg_err *err)
+static int dir_paths(const char *dir, const char *const *names, int k, char **p, fg_err *err)
+{
+    for (int i = 0; i < k; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        if (!(p[i] = malloc(n)))
+            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", dir);
+        snprintf(p[i], n, "%s/%s", dir, names[i]);
+    }
+    return FG_OK;
+}
+
+static int load_gpt2_dir(const char *dir, fg_tok **out, fg_err *err)
 {
     static const char *names[4] = {"vocab.json", "merges.txt", "tokenizer_config.json",
                                    "special_tokens_map.json"};
     char *p[4] = {NULL, NULL, NULL, NULL};
-    int rc = FG_OK;
-    for (int i = 0; i < 4 && !rc; i++) {
-        size_t n = strlen(dir) + strlen(names[i]) + 2;
-        if (!(p[i] = malloc(n)))
-            rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", dir);
-        else
-            snprintf(p[i], n, "%s/%s", dir, names[i]);
-    }
+    int rc = dir_paths(dir, names, 4, p, err);
     if (!rc)
         rc = fg_tok_load_files(p[0], p[1], p[2], p[3], out, err);
-    else
-        *out = NULL;
     for (int i = 0; i < 4; i++)
         free(p[i]);
     return rc;
+}
+
+int fg_tok_load_json_dir(const char *dir, fg_tok **out, fg_err *err)
+{
+    static const char *names[3] = {"tokenizer.json", "tokenizer_config.json",
+                                   "special_tokens_map.json"};
+    char *p[3] = {NULL, NULL, NULL};
+    *out = NULL;
+    int rc = dir_paths(dir, names, 3, p, err);
+    if (!rc)
+        rc = fg_tok_load_json_files(p[0], p[1], p[2], out, err);
+    for (int i = 0; i < 3; i++)
+        free(p[i]);
+    return rc;
+}
+
+int fg_tok_load_dir(const char *dir, fg_tok **out, fg_err *err)
+{
+    *out = NULL;
+    size_t n = strlen(dir) + sizeof "/tokenizer.json";
+    char *p = malloc(n);
+    if (!p)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", dir);
+    snprintf(p, n, "%s/tokenizer.json", dir);
+    struct stat st;
+    int json = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return json ? fg_tok_load_json_dir(dir, out, err) : load_gpt2_dir(dir, out, err);
+}
+
+/* ---- tokenizer.json */
+
+int fg_tok_load_json_mem(const fg_tok_json_files *f, fg_tok **out, fg_err *err)
+{
+    *out = NULL;
+    if (!f || !f->tokenizer_json)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "tokenizer: tokenizer.json is required");
+    fg_tok *t = calloc(1, sizeof *t);
+    if (!t)
+        return fg_err_set(err, FG_ERR_NOMEM, "tokenizer: out of memory");
+    for (int r = 0; r < FG_TOK_N_ROLES; r++)
+        t->role[r] = -1;
+    const char *name = or_default(f->tokenizer_name, "tokenizer.json");
+    int rc = tok_load_json(t, f->tokenizer_json, f->tokenizer_len, name, err);
+    if (!rc && f->config_json)
+        rc = tok_load_config(t, f->config_json, f->config_len,
+                             or_default(f->config_name, "tokenizer_config.json"), err);
+    if (!rc && f->special_json)
+        rc = tok_load_config(t, f->special_json, f->special_len,
+                             or_default(f->special_name, "special_tokens_map.json"), err);
+    if (!rc)
+        rc = tok_json_finish(t, or_default(f->config_name, "tokenizer_config.json"), err);
+    if (rc) {
+        fg_tok_free(t);
+        return rc;
+    }
+    *out = t;
+    return FG_OK;
+}
+
+int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
+                           const char *special_path, fg_tok **out, fg_err *err)
+{
+    *out = NULL;
+    char *b[3] = {NULL, NULL, NULL};
+    size_t n[3];
+    int rc = read_file(tokenizer_path, 0, &b[0], &n[0], err);
+    if (!rc)
+        rc = read_file(config_path, 1, &b[1], &n[1], err);
+    if (!rc)
+        rc = read_file(special_path, 1, &b[2], &n[2], err);
+    if (!rc) {
+        fg_tok_json_files f = {b[0], n[0], tokenizer_path, b[1], n[1], config_path,
+                               b[2], n[2], special_path};
+        rc = fg_tok_load_json_mem(&f, out, err);
+    }
+    for (int i = 0; i < 3; i++)
+        free(b[i]);
+    return rc;
+}
+
+const char *fg_tok_class(const fg_tok *t)
+{
+    static const char *names[3] = {"gpt2-bpe", "bytelevel-bpe", "sentencepiece-bpe"};
+    return names[t->cls];
 }
 
 /* ---- queries */
@@ -388,7 +500,11 @@ int fg_tok_token_bytes(const fg_tok *t, int32_t id, const char **bytes, size_t *
 
 int32_t fg_tok_lookup(const fg_tok *t, const char *token, size_t len)
 {
-    return tok_strmap_get(&t->vocab, token, len);
+    int32_t id = tok_strmap_get(&t->vocab, token, len);
+    for (size_t i = 0; id < 0 && i < t->n_special; i++)  /* json classes: added tokens */
+        if (t->special[i].len == len && memcmp(t->special_text.p + t->special[i].off, token, len) == 0)
+            id = t->special[i].id;
+    return id;
 }
 
 int32_t fg_tok_vocab_size(const fg_tok *t) { return t->n_ids; }

@@ -20,7 +20,7 @@ int tok_arena_put(tok_arena *a, const void *src, size_t n, uint32_t *off)
 {
     if (a->len + n > UINT32_MAX)
         return FG_ERR_LIMIT;
-    if (a->len + n > a->cap) {
+    if (a->len + n > a->cap || !a->p) {  /* never NULL after a put, even of 0 bytes */
         size_t cap = a->cap ? a->cap : 4096;
         while (cap < a->len + n)
             cap *= 2;
@@ -225,7 +225,8 @@ void tok_wcache_put(wcache *c, const char *w, size_t len, const int32_t *ids, si
     size_t j = h & (TOK_WCACHE_SLOTS - 1);
     while (c->ent[j].len != UINT32_MAX)
         j = (j + 1) & (TOK_WCACHE_SLOTS - 1);
-    memcpy(c->ids + c->ids_len, ids, n_ids * sizeof *ids);
+    if (n_ids)
+        memcpy(c->ids + c->ids_len, ids, n_ids * sizeof *ids);
     c->ent[j] = (wcache_ent){h, off, (uint32_t)len, (uint32_t)c->ids_len, (uint32_t)n_ids};
     c->ids_len += n_ids;
     c->n++;
