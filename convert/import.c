@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "convert.h"
 #include "convert_int.h"
 #include "fg_progress.h"
 #include "quant.h"
+#include "tokenizer.h"
 
 static int grow(void **p, size_t *cap, size_t need)
 {
@@ -139,12 +141,27 @@ int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file
     return rc;
 }
 
+/* The tokenizer files of dir as store metadata: tokenizer.json (+ tokenizer_config.json and
+ * special_tokens_map.json) when dir has one, else GPT-2's vocab.json + merges.txt (+ the same
+ * two). The files are loaded once here, so a tokenizer fg cannot use fails the conversion
+ * naming its file rather than the first generation. */
 int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
 {
-    int rc = fg_store_batch_meta(j->batch, "tokenizer.model", "gpt2-bpe", 8, err);
-    if (!rc)
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    int json = access(path, F_OK) == 0;
+    fg_tok *tok = NULL;
+    int rc = json ? fg_tok_load_json_dir(dir, &tok, err) : fg_tok_load_dir(dir, &tok, err);
+    fg_tok_free(tok);
+    if (rc)
+        return rc;
+    const char *model = json ? "tokenizer-json" : "gpt2-bpe";
+    rc = fg_store_batch_meta(j->batch, "tokenizer.model", model, strlen(model), err);
+    if (!rc && json)
+        rc = fgc_meta_file(j, "tokenizer.tokenizer_json", dir, "tokenizer.json", 0, err);
+    if (!rc && !json)
         rc = fgc_meta_file(j, "tokenizer.vocab_json", dir, "vocab.json", 0, err);
-    if (!rc)
+    if (!rc && !json)
         rc = fgc_meta_file(j, "tokenizer.merges_txt", dir, "merges.txt", 0, err);
     if (!rc)
         rc = fgc_meta_file(j, "tokenizer.config_json", dir, "tokenizer_config.json", 1,

@@ -50,28 +50,41 @@ int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err)
     return rc;
 }
 
+/* Metadata blob key (optional keys may be absent: *data NULL). */
+static int meta(fg_store *store, const char *key, int optional, void **data, size_t *len,
+                fg_err *err)
+{
+    *data = NULL;
+    *len = 0;
+    int rc = fg_store_meta_get(store, key, data, len, err);
+    if (rc == FG_ERR_NOT_FOUND && optional)
+        return FG_OK;
+    if (rc == FG_ERR_NOT_FOUND)
+        return fg_err_set(err, rc, "%s: the store has no %s (convert the checkpoint with its "
+                          "tokenizer files)", fg_store_dir(store), key);
+    return rc;
+}
+
 int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
 {
-    static const char *keys[4] = {"tokenizer.vocab_json", "tokenizer.merges_txt",
-                                  "tokenizer.config_json",
+    static const char *keys[5] = {"tokenizer.tokenizer_json", "tokenizer.vocab_json",
+                                  "tokenizer.merges_txt", "tokenizer.config_json",
                                   "tokenizer.special_tokens_map_json"};
-    void *d[4] = {0};
-    size_t n[4] = {0};
-    int rc = FG_OK;
-    for (int i = 0; i < 4 && rc == FG_OK; i++) {
-        rc = fg_store_meta_get(store, keys[i], &d[i], &n[i], err);
-        if (rc == FG_ERR_NOT_FOUND && i >= 2)
-            rc = FG_OK; /* optional files */
-        else if (rc == FG_ERR_NOT_FOUND)
-            rc = fg_err_set(err, rc, "%s: the store has no %s (convert the checkpoint with its "
-                            "tokenizer files)", fg_store_dir(store), keys[i]);
-    }
-    if (rc == FG_OK) {
-        fg_tok_files f = {d[0], n[0], keys[0], d[1], n[1], keys[1], d[2], n[2], keys[2],
-                          d[3], n[3], keys[3]};
+    void *d[5] = {0};
+    size_t n[5] = {0};
+    int rc = meta(store, keys[0], 1, &d[0], &n[0], err), json = d[0] != NULL;
+    for (int i = 1; i < 5 && rc == FG_OK; i++)
+        if (!json || i >= 3)
+            rc = meta(store, keys[i], i >= 3, &d[i], &n[i], err);
+    if (rc == FG_OK && json) {
+        fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4]};
+        rc = fg_tok_load_json_mem(&f, out, err);
+    } else if (rc == FG_OK) {
+        fg_tok_files f = {d[1], n[1], keys[1], d[2], n[2], keys[2], d[3], n[3], keys[3],
+                          d[4], n[4], keys[4]};
         rc = fg_tok_load_mem(&f, out, err);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         free(d[i]);
     return rc;
 }
