@@ -1,0 +1,200 @@
+/* test_plan.c - the memory plan's invariants (runtime/plan.h), as properties over random model
+ * shapes, policies and budgets: the plan adds up, fits its budget or says what would, keeps the
+ * streaming window, is deterministic; and the default placement rule.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "testutil.h"
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* A random decoder of one of the families and its stored sizes (F16 chunks of <= 4 MiB). */
+static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_plan_model *m)
+{
+    char json[1024];
+    uint32_t heads = 1u << (rnd(s) % 5), hd = 16u << (rnd(s) % 3), kv = heads >> (rnd(s) % 2);
+    uint32_t hidden = heads * hd, layers = 1 + rnd(s) % 6, ffn = hidden * (2 + rnd(s) % 3);
+    uint32_t vocab = 256 + rnd(s) % 4000;
+    if (rnd(s) % 2)
+        snprintf(json, sizeof json, "{\"model_type\":\"opt\",\"vocab_size\":%u,\"hidden_size\":%u,"
+                 "\"num_hidden_layers\":%u,\"ffn_dim\":%u,\"num_attention_heads\":%u,"
+                 "\"max_position_embeddings\":512}", vocab, hidden, layers, ffn, heads);
+    else
+        snprintf(json, sizeof json, "{\"model_type\":\"llama\",\"vocab_size\":%u,"
+                 "\"hidden_size\":%u,\"num_hidden_layers\":%u,\"intermediate_size\":%u,"
+                 "\"num_attention_heads\":%u,\"num_key_value_heads\":%u,"
+                 "\"max_position_embeddings\":512}", vocab, hidden, layers, ffn, heads,
+                 kv ? kv : 1);
+    fg_err err;
+    ck_assert_msg(fg_model_config_parse(json, strlen(json), "t", hp, &err) == FG_OK, "%s",
+                  err.msg);
+    uint32_t n = fg_model_n_units(hp);
+    uint64_t weights = 0, max_floats = 0;
+    for (uint32_t u = 0; u < n; u++) {
+        fg_tensor_spec spec[FG_UNIT_MAX_TENSORS];
+        uint32_t k = fg_model_unit_tensors(hp, u, spec);
+        memset(&units[u], 0, sizeof units[u]);
+        for (uint32_t i = 0; i < k; i++) {
+            uint64_t cols = spec[i].n_dims > 1 ? spec[i].dims[1] : 1;
+            uint64_t bytes = (spec[i].dims[0] * cols * 2 + 4095) & ~4095ull;
+            uint64_t rows = (4u << 20) / (cols * 2) ? (4u << 20) / (cols * 2) : 1;
+            uint64_t chunk = ((rows < spec[i].dims[0] ? rows : spec[i].dims[0]) * cols * 2 + 4095)
+                             & ~4095ull;
+            max_floats = rows * cols > max_floats ? rows * cols : max_floats;
+            if (spec[i].fallback[0])
+                continue; /* tied: the embedding's bytes */
+            units[u].stored += bytes;
+            weights += bytes;
+            if (spec[i].access == FG_ACCESS_SMALL || spec[i].access == FG_ACCESS_LINEAR)
+                units[u].resident += bytes;
+            else if (chunk > units[u].stream_chunk)
+                units[u].stream_chunk = chunk;
+            if (spec[i].access == FG_ACCESS_SMALL)
+                units[u].small_floats += spec[i].dims[0] * cols;
+        }
+    }
+    *m = (fg_plan_model){hp, n, units, weights, max_floats};
+}
+
+static void check_sums(const fg_plan *p)
+{
+    ck_assert_uint_eq(p->fixed, p->small_f32 + p->wdecode + p->workspace + p->head + p->block +
+                                    p->sampler);
+    ck_assert_uint_eq(p->total_host, p->fixed + p->pool);
+    for (int k = 0; k < 3; k++) {
+        const double *f = k == 0 ? p->frac.w : k == 1 ? p->frac.c : p->frac.h;
+        ck_assert(f[0] >= 0 && f[1] >= 0 && f[2] >= 0 && f[0] + f[1] + f[2] > 0.999 &&
+                  f[0] + f[1] + f[2] < 1.001);
+    }
+    ck_assert_uint_ge(p->gbs, 1);
+    ck_assert_uint_ge(p->ngb, 1);
+    ck_assert(p->ahead == 1 || p->ahead == 2);
+}
+
+START_TEST(plans_add_up_and_fit_their_budgets)
+{
+    uint64_t s = 88172645463325252ull;
+    fg_hparams hp;
+    fg_plan_unit units[2 * 6 + 2];
+    int fitted = 0, refused = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        fg_plan_model m;
+        random_model(&s, &hp, units, &m);
+        fg_policy p = fg_policy_default();
+        p.gbs = rnd(&s) % 3 ? 0 : 1 + (uint32_t)(rnd(&s) % 16);
+        p.ngb = rnd(&s) % 3 ? 0 : 1 + (uint32_t)(rnd(&s) % 8);
+        p.sep_layer = rnd(&s) % 2;
+        p.compress_cache = rnd(&s) % 2;
+        uint32_t ctx = 8 + (uint32_t)(rnd(&s) % 500);
+        uint64_t span = rnd(&s) % 2 ? (uint64_t)64 << 20 : (uint64_t)2 << 30;
+        uint64_t budget = rnd(&s) % 4 ? (1u << 20) + rnd(&s) % span : 0;
+        fg_plan a, b;
+        fg_err err;
+        int rc = fg_plan_make(&m, &p, ctx, budget, &a, &err);
+        if (rc) {
+            ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+            ck_assert_msg(budget && strstr(err.msg, "--ram-budget") && strstr(err.msg, "at least"),
+                          "%s", err.msg);
+            refused++;
+            continue;
+        }
+        fitted++;
+        check_sums(&a);
+        if (budget)
+            ck_assert_uint_le(a.total_host, budget);
+        else /* the pool holds what is homed in RAM plus the window */
+            ck_assert_uint_eq(a.pool, a.homed[0] + a.homed[1] + a.homed[2] + a.window);
+        if (p.gbs)
+            ck_assert_uint_eq(a.gbs, p.gbs);
+        if (p.ngb)
+            ck_assert_uint_eq(a.ngb, p.ngb);
+        ck_assert_uint_eq(a.max_ctx, ctx);
+        ck_assert_uint_eq(fg_plan_make(&m, &p, ctx, budget, &b, &err), FG_OK);
+        ck_assert_msg(!memcmp(&a, &b, sizeof a), "the same inputs gave another plan");
+    }
+    ck_assert_int_gt(fitted, 100);
+    ck_assert_int_gt(refused, 10);
+}
+END_TEST
+
+/* A budget that is refused names a size that is then accepted. */
+START_TEST(refusals_name_a_budget_that_fits)
+{
+    uint64_t s = 1234567;
+    fg_hparams hp;
+    fg_plan_unit units[2 * 6 + 2];
+    for (int trial = 0; trial < 300; trial++) {
+        fg_plan_model m;
+        random_model(&s, &hp, units, &m);
+        fg_policy p = fg_policy_default();
+        p.gbs = 1 + (uint32_t)(rnd(&s) % 8);
+        p.ngb = 1 + (uint32_t)(rnd(&s) % 4);
+        fg_plan a;
+        fg_err err;
+        if (fg_plan_make(&m, &p, 64, 1u << 20, &a, &err) != FG_ERR_NO_SPACE)
+            continue;
+        const char *at = strstr(err.msg, "at least ");
+        ck_assert_ptr_nonnull(at);
+        double mib = atof(at + 9);
+        uint64_t need = (uint64_t)((mib + 1) * 1024 * 1024);
+        ck_assert_msg(fg_plan_make(&m, &p, 64, need, &a, &err) == FG_OK, "%s", err.msg);
+        ck_assert_uint_le(a.total_host, need);
+    }
+}
+END_TEST
+
+/* Without fractions: all in RAM when it fits; weights to disk first, then the KV cache. */
+START_TEST(default_placement_rule)
+{
+    uint64_t s = 99;
+    fg_hparams hp;
+    fg_plan_unit units[2 * 6 + 2];
+    fg_plan_model m;
+    random_model(&s, &hp, units, &m);
+    fg_policy p = fg_policy_default();
+    p.gbs = 4;
+    p.ngb = 2;
+    fg_plan a;
+    fg_err err;
+    ck_assert_int_eq(fg_plan_make(&m, &p, 128, 0, &a, &err), FG_OK);
+    ck_assert(a.frac.w[1] == 1.0 && a.frac.c[1] == 1.0 && a.frac.h[1] == 1.0);
+    ck_assert_uint_eq(a.on_disk[0] + a.on_disk[1] + a.on_disk[2], 0);
+    /* a budget between the all-in-RAM need and the streaming minimum: weights go to disk */
+    uint64_t all = a.total_host;
+    for (uint64_t b = all - 4096; b > a.fixed; b -= (all - a.fixed) / 16) {
+        fg_plan q;
+        if (fg_plan_make(&m, &p, 128, b, &q, &err))
+            break;
+        ck_assert(q.frac.w[2] == 1.0 || (q.frac.w[1] == 1.0 && q.frac.c[1] == 1.0));
+        if (q.frac.c[2] == 1.0)
+            ck_assert(q.frac.w[2] == 1.0); /* the cache leaves RAM only after the weights */
+    }
+    p.have_fractions = 1;
+    p.frac = (fg_pager_policy){{0.5, 0.5, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(fg_plan_make(&m, &p, 128, 0, &a, &err), FG_ERR_PAGER_NO_TIER);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, plans_add_up_and_fit_their_budgets);
+    tcase_add_test(tc, refusals_name_a_budget_that_fits);
+    tcase_add_test(tc, default_placement_rule);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
