@@ -813,7 +813,15 @@ static int id_bytes_all(fg_tok *t, fg_err *err)
     for (int32_t id = 0; id < t->n_ids && !rc; id++) {
         if (t->id_len[id] == NO_TOKEN)
             continue;
-        rc = tok_json_token_alone(t, id, &tmp);
+        uint32_t off;
+        if (t->fast_decode) {  /* the common case, without the chain's allocations */
+            tmp.len = 0;
+            rc = tok_arena_put(&tmp, t->id_str.p + t->id_soff[id], t->id_slen[id], &off);
+            if (!rc)
+                tmp.len = tok_bytelevel_bytes(t->id_str.p + t->id_soff[id], t->id_slen[id], tmp.p);
+        } else {
+            rc = tok_json_token_alone(t, id, &tmp);
+        }
         if (!rc)
             rc = tok_set_id(t, id, tmp.p, tmp.len, t->id_special[id]);
     }
