@@ -797,6 +797,8 @@ static int model_tables(fg_tok *t)
             n = 2;
         }
         t->byte_id[b] = tok_strmap_get(&t->vocab, u, n);
+        memcpy(t->bl_sym[b], u, 2);
+        t->bl_sym[b][2] = (uint8_t)n;
         if (b < 128) {
             key[0] = (char)b;
             t->ascii_id[b] = tok_strmap_get(&t->vocab, key, 1);
