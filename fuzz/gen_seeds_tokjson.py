@@ -8,7 +8,8 @@ joined by NUL bytes (the last two optional). The seeds are the fixture tokenizer
 tests/fixtures/tokjson cut down to their first 400 tokens (and the merges among them), each in
 its own layout and with the other steps swapped in: every normalizer, pre-tokenizer, Split
 behavior, decoder and post-processor fg reads, plus a few it refuses. fuzz_tokjson_encode seeds
-are strings from the fixtures' cases plus invalid UTF-8."""
+are strings from the fixtures' cases plus invalid UTF-8. The committed corpora also hold inputs that
+libFuzzer found new coverage with (merged with -merge=1; load inputs under 3 KB only)."""
 import copy
 import json
 import os

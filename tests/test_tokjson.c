@@ -474,6 +474,40 @@ START_TEST(sp_cut_exact)
 }
 END_TEST
 
+/* 256 KB runs of one class (one regex match or one piece each) through every pipeline:
+ * PCRE2 must not hit its limits, byte-level ones round-trip. */
+START_TEST(long_runs)
+{
+    static const char *names[] = {"llama3", "qwen2", "llama2", "mistral", "spmsplit", "v_previous",
+                                  "v_contiguous", "v_gpt2_prefix", "v_meta_always"};
+    static const char *unit[] = {"x", " ", "\n", "7", " \n", "\xc3\xa9", "!", "\t ", "e\xcc\x81"};
+    size_t n = 1 << 18;
+    char *s = malloc(n + 8);
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        fg_tok *t = load(names[k]);
+        for (size_t u = 0; u < sizeof unit / sizeof *unit; u++) {
+            size_t ul = strlen(unit[u]), len = 0;
+            while (len + ul <= n) {
+                memcpy(s + len, unit[u], ul);
+                len += ul;
+            }
+            fg_tok_ids ids = {0};
+            fg_tok_bytes back = {0};
+            fg_err err;
+            ck_assert_msg(fg_tok_encode(t, s, len, FG_TOK_SPECIAL, &ids, &err) == FG_OK, "%s: %s",
+                          names[k], err.msg);
+            ck_assert_int_eq(fg_tok_decode(t, ids.ids, ids.n, 0, &back, &err), FG_OK);
+            if (k == 0)
+                ck_assert_msg(back.len == len && memcmp(back.data, s, len) == 0, "llama3: unit %zu", u);
+            fg_tok_ids_free(&ids);
+            fg_tok_bytes_free(&back);
+        }
+        fg_tok_free(t);
+    }
+    free(s);
+}
+END_TEST
+
 /* ---- load errors: exact code, one line naming the file and the JSON path */
 
 static void expect_err(const char *json, const char *config, int code, const char *needle)
@@ -582,6 +616,7 @@ static Suite *suite(void)
     tcase_add_test(tr, load_dir_choice);
     tcase_add_test(tr, invalid_utf8);
     tcase_add_test(tr, sp_cut_exact);
+    tcase_add_test(tr, long_runs);
     tcase_add_test(tr, load_errors);
     suite_add_tcase(s, tr);
     return s;

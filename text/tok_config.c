@@ -7,13 +7,16 @@
  *   additional_special_tokens                    array of strings or AddedToken objects
  *   added_tokens_decoder                         object "id" -> {"content": s, "special": b}
  *   add_bos_token                                boolean (OPT: true, prepend BOS)
+ *   add_eos_token                                boolean (tokenizer.json classes only)
  * A key of the wrong type is an error naming the file and key, never silently skipped. The two
  * files share the schema; special_tokens_map.json is read second, so its roles win.
  *
  * An added token's id is its vocab.json id when the content is a vocab key (OPT's "</s>" = 2),
  * the id added_tokens_decoder gives, or else the next free id, as Hugging Face appends added
- * tokens after the vocabulary. The lstrip/rstrip/single_word/normalized flags of AddedToken are
- * not applied: OPT and GPT-2 leave them false (see text/README-section.md).
+ * tokens after the vocabulary. The lstrip/rstrip/single_word/normalized flags of a config's
+ * AddedToken are not applied (OPT and GPT-2 leave them false); tokenizer.json's own
+ * added_tokens carry them (tok_json.c). With a tokenizer.json the model's vocabulary is left
+ * alone: a new token only gets an id, a string and a place in the match list.
  */
 #include "tok_int.h"
 

@@ -1,4 +1,7 @@
 /* tok_encode.c - GPT-2 byte-level BPE: special-token split, pre-tokenization, merges, decode.
+ * The merge loop, the output vectors and added-token search are shared with the tokenizer.json
+ * classes, whose encode (tok_pipe.c) and decode (tok_decode.c) fg_tok_encode / fg_tok_decode
+ * hand over to.
  *
  * Encoding a byte string, as Hugging Face `tokenizers` does for GPT-2 (ByteLevel,
  * add_prefix_space = false, no normalizer):

@@ -137,6 +137,7 @@ struct fg_tok {
     int32_t n_model;          /* entries in the model's vocab (first id for new added tokens) */
     int32_t fb_id[256];       /* id of "<0xNN>" per byte, -1 when absent */
     int32_t ascii_id[128];    /* id of each one-character ASCII token, -1 when absent */
+    uint8_t bl_sym[256][3];   /* each byte's byte-level symbol in UTF-8: [2] is its length */
     int32_t *post_pre, *post_suf;  /* ids the single template puts before / after $A */
     size_t n_post_pre, n_post_suf;
     int cfg_add_bos, cfg_add_eos;  /* tokenizer_config.json add_bos/eos_token: -1 absent, 0, 1 */

@@ -797,6 +797,8 @@ static int model_tables(fg_tok *t)
             n = 2;
         }
         t->byte_id[b] = tok_strmap_get(&t->vocab, u, n);
+        memcpy(t->bl_sym[b], u, 2);
+        t->bl_sym[b][2] = (uint8_t)n;
         if (b < 128) {
             key[0] = (char)b;
             t->ascii_id[b] = tok_strmap_get(&t->vocab, key, 1);
@@ -813,7 +815,15 @@ static int id_bytes_all(fg_tok *t, fg_err *err)
     for (int32_t id = 0; id < t->n_ids && !rc; id++) {
         if (t->id_len[id] == NO_TOKEN)
             continue;
-        rc = tok_json_token_alone(t, id, &tmp);
+        uint32_t off;
+        if (t->fast_decode) {  /* the common case, without the chain's allocations */
+            tmp.len = 0;
+            rc = tok_arena_put(&tmp, t->id_str.p + t->id_soff[id], t->id_slen[id], &off);
+            if (!rc)
+                tmp.len = tok_bytelevel_bytes(t->id_str.p + t->id_soff[id], t->id_slen[id], tmp.p);
+        } else {
+            rc = tok_json_token_alone(t, id, &tmp);
+        }
         if (!rc)
             rc = tok_set_id(t, id, tmp.p, tmp.len, t->id_special[id]);
     }

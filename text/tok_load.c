@@ -9,6 +9,9 @@
  * vocab tokens; the rank is the index among merge lines; a repeated pair keeps its last rank),
  * then tokenizer_config.json and special_tokens_map.json (tok_config.c), then the regex.
  *
+ * tokenizer.json (fg_tok_load_json_*) is parsed by tok_json.c into the same struct, then the
+ * same config files apply; fg_tok_load_dir takes that path when DIR/tokenizer.json exists.
+ *
  * Each token's decoded bytes are computed once here: a vocab string made only of byte-level
  * symbols decodes to those bytes; any other string (an added token like "</s>" is plain ASCII
  * and maps to itself either way) decodes to its own UTF-8, as Hugging Face's ByteLevel decoder

@@ -133,7 +133,7 @@ static void add_sym(fg_tok *t, size_t *n, int32_t id)
     (*n)++;
 }
 
-/* One character (its string u[0..k), standing for `bytes` input bytes) of the piece. */
+/* One character of the piece, spelled s[0..k); id is its vocab id when already known. */
 static void add_unit(fg_tok *t, size_t *n, unkst *u, const unsigned char *s, size_t k, int32_t id)
 {
     if (id < 0)
@@ -167,16 +167,9 @@ static void add_unit(fg_tok *t, size_t *n, unkst *u, const unsigned char *s, siz
 static int bytelevel_key(fg_tok *t, const unsigned char *p, size_t n)
 {
     t->scratch.len = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t cp = tok_byte_to_cp(p[i]);
-        unsigned char u[2] = {(unsigned char)cp, 0};
-        if (cp >= 0x80) {
-            u[0] = (unsigned char)(0xC0 | cp >> 6);
-            u[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        }
-        if (aput(&t->scratch, u, cp >= 0x80 ? 2 : 1))
+    for (size_t i = 0; i < n; i++)
+        if (aput(&t->scratch, t->bl_sym[p[i]], t->bl_sym[p[i]][2]))
             return FG_ERR_NOMEM;
-    }
     return FG_OK;
 }
 
