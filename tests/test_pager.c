@@ -1,6 +1,6 @@
 /* test_pager.c - the pager: data through every engine and tier, budgets under random workloads,
  * prefetch dedup, pinned chunks surviving eviction, injected faults, sticky errors, placement,
- * write-back, .fgt registration.
+ * write-back, .fgt registration, checksums on every read (weights and written-back chunks).
  *
  * Files live in two places: a directory on the real disk (under the build dir, so O_DIRECT
  * works) and /dev/shm (tmpfs) when present. The O_DIRECT refusal path is driven by the fault
@@ -460,28 +460,134 @@ START_TEST(t_short_once)
 }
 END_TEST
 
-/* A checksum mismatch fails that chunk only; the pager keeps working. */
+static void label_tag(void *ctx, uint64_t tag, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s %llu", (const char *)ctx, (unsigned long long)tag);
+}
+
+/* Verification is the default: a changed byte on disk is refused before anyone sees the chunk,
+ * with a sticky error naming the file, the chunk (and the caller's label), its offset and what
+ * to run. FG_PAGER_NO_VERIFY hands the bytes over unchecked. */
 START_TEST(t_checksum)
 {
     fg_err err;
     dfile f;
     make_file(&f, path_in(g_dir, "c.bin"), 6, 17);
     int fd = open(f.path, O_RDWR);
-    uint8_t b = 0x5a;
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)f.off[3] + 1), 1);
+    b ^= 0x5a;
     ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)f.off[3] + 1), 1);
     close(fd);
-    f.xxh[3] ^= 0; /* the registered checksum is the original one */
-    fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    fg_pager_config c = {{0, 1 << 20, 0}, 4, 0, FG_PAGER_ENGINE_URING, NULL, NULL,
+                         FG_PAGER_NO_CUDA, NULL, NULL, label_tag, (void *)"tag"};
+    fg_pager *p;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    expect_chunk(p, &f, 2, 2, FG_TIER_HOST);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    char want[256];
+    snprintf(want, sizeof want, "c.bin: chunk 3 (tag 1003) at offset %llu",
+             (unsigned long long)f.off[3]);
+    ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "checksum mismatch") &&
+                  strstr(err.msg, "fg-inspect --verify") && !strchr(err.msg, '\n'),
+                  "%s", err.msg);
+    check_ok(p);
+    /* sticky: nothing read after a mismatch is trusted, every call repeats the first error */
+    ck_assert_int_eq(fg_pager_acquire(p, 4, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "%s", err.msg);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.sticky, FG_ERR_CHECKSUM);
+    fg_pager_close(p);
+
+    c.flags |= FG_PAGER_NO_VERIFY; /* unchecked: the damaged bytes come through */
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_OK);
+    ck_assert(XXH3_64bits(v.ptr, v.length) != f.xxh[3]);
+    ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    fg_pager_close(p);
+
+    /* FG_PAGER_VERIFY is still accepted (it is the default) */
+    c.flags = FG_PAGER_VERIFY | FG_PAGER_NO_CUDA;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* A read corrupted in transit (fault engine) is caught the same way, for both engines. */
+START_TEST(t_corrupt_read)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "cr.bin"), 4, 19);
+    fg_pager_fault fault = {FG_FAULT_CORRUPT_READ, 1};
+    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 0, &fault);
     reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
     fg_pager_view v;
-    int rc = fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err);
-    if (rc == FG_OK) /* the byte may have matched already: 1 in 256 */
-        ck_abort_msg("corrupted chunk accepted");
-    ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
-    ck_assert_msg(strstr(err.msg, "chunk 3") != NULL, "%s", err.msg);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(err.msg, "cr.bin: chunk 0 at offset 8192") != NULL, "%s", err.msg);
     check_ok(p);
-    expect_chunk(p, &f, 4, 4, FG_TIER_HOST);
     fg_pager_close(p);
+}
+END_TEST
+
+/* Offload chunks (a writable file, registered without checksums, as the engine's KV cache and
+ * activations are): a write-back records the payload's XXH3 and the reload is checked. A write
+ * corrupted on its way to the file (fault engine), and a byte changed in the file by someone
+ * else, are both refused on reload; untouched chunks reload intact. */
+START_TEST(t_offload_checksum)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "kv.bin"), 4, 41);
+    for (int mode = 0; mode < 3; mode++) { /* 0 intact, 1 injected bad write, 2 file edited */
+        fg_pager_fault fault = {mode == 1 ? FG_FAULT_CORRUPT_WRITE : FG_FAULT_NONE, 2};
+        fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 0, &fault);
+        uint32_t file, id;
+        ck_assert_int_eq(fg_pager_add_file(p, f.path, 1, &file, &err), FG_OK);
+        for (uint32_t i = 0; i < f.n; i++) {
+            fg_pager_chunk_desc d = {file, f.off[i], f.len[i], f.padded[i], 0, 0, 500 + i,
+                                     {0}, FG_CHUNK_KV, i};
+            ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+        }
+        for (uint32_t i = 0; i < 2; i++) {
+            fg_pager_view v;
+            ck_assert_int_eq(fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err), FG_OK);
+            memset(v.ptr, 0x30 + (int)i + mode, v.length);
+            ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+            ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg); /* writes back */
+            fg_pager_chunk_desc d;
+            ck_assert_int_eq(fg_pager_chunk(p, i, &d), FG_OK);
+            ck_assert_int_eq(d.has_xxh3, 1);
+        }
+        if (mode == 2) { /* someone changes the file between write-back and reload */
+            int fd = open(f.path, O_RDWR);
+            uint8_t b = 0x77;
+            ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)f.off[1] + 100), 1);
+            close(fd);
+        }
+        fg_pager_view v;
+        ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_OK);
+        ck_assert_uint_eq(((uint8_t *)v.ptr)[v.length - 1], 0x30 + mode);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        int rc = fg_pager_acquire(p, 1, FG_TIER_HOST, &v, &err);
+        if (mode == 0) {
+            ck_assert_msg(rc == FG_OK, "%s", err.msg);
+            ck_assert_uint_eq(((uint8_t *)v.ptr)[0], 0x31);
+            ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        } else {
+            ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
+            ck_assert_msg(strstr(err.msg, "kv.bin: chunk 1 at offset") &&
+                          strstr(err.msg, "changed on disk"), "%s", err.msg);
+        }
+        check_ok(p);
+        fg_pager_close(p);
+    }
 }
 END_TEST
 
@@ -731,6 +837,8 @@ int main(void)
     tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
     tcase_add_loop_test(tc, t_short_once, 0, 2);
     tcase_add_test(tc, t_checksum);
+    tcase_add_loop_test(tc, t_corrupt_read, 0, 2);
+    tcase_add_loop_test(tc, t_offload_checksum, 0, 2);
     tcase_add_test(tc, t_placement);
     tcase_add_loop_test(tc, t_write_back, 0, 2);
     tcase_add_test(tc, t_streaming_spares_homed);
