@@ -481,14 +481,18 @@ static int open_reader(fg_store *s, uint32_t file_id, fg_fgt_reader **r, fg_err 
     int rc = fg_fgt_open(path, 0, r, err);
     if (rc)
         return rc;
-    fg_meta_info m;
-    if (fg_fgt_meta_find(*r, "fg.store.uuid", &m) || m.type != FG_META_STRING ||
-        strcmp(m.data, s->uuid_hex)) {
+    file_rec f;
+    uint32_t said;
+    rc = weights_file_ident(s, *r, path, &f, &said, err);
+    if (rc == FG_OK && said != file_id)
+        rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: the file says it is weights-%06u.fgt: "
+                        "copied or renamed from elsewhere (run fg-inspect --verify %s)", path,
+                        said, s->dir);
+    if (rc) {
         fg_fgt_close(*r);
-        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "%s: file belongs to another store (its "
-                          "fg.store.uuid is not %s)", path, s->uuid_hex);
+        *r = NULL;
     }
-    return FG_OK;
+    return rc;
 }
 
 int store_reader_get(fg_store *s, uint32_t file_id, fg_fgt_reader **r, fg_err *err)

@@ -108,7 +108,10 @@ typedef struct fg_store_tensor {
 } fg_store_tensor;
 
 /* Look up name; *out is a heap copy owned by the caller (fg_store_tensor_free).
- * FG_ERR_NOT_FOUND when the catalog has no such tensor. */
+ * FG_ERR_NOT_FOUND when the catalog has no such tensor. The record is checked against its
+ * weight file's index first (the file is opened and mapped on first use): a file of another
+ * store is FG_ERR_STORE_FOREIGN, a file or chunk table that disagrees with the record (a file
+ * copied in, a moved offset or checksum) FG_ERR_STORE_CATALOG naming the tensor and chunk. */
 int fg_store_tensor_get(fg_store *s, const char *name, fg_store_tensor **out, fg_err *err);
 void fg_store_tensor_free(fg_store_tensor *t); /* NULL accepted */
 /* Call cb for every tensor in name order (the record is valid during the call only); a

@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+
 #include "store_testlib.h"
 
 static char g_dir[8192];
@@ -551,16 +553,103 @@ START_TEST(test_missing_and_foreign_files)
     ck_assert_int_eq(system(cmd), 0);
     OK(fg_store_open(g_dir, 0, NULL, &s, &g_err));
     fg_store_tensor *t;
-    ck_assert_int_eq(fg_store_tensor_get(s, "x.0", &t, &g_err), FG_OK);
-    const void *p;
-    ck_assert_int_eq(fg_store_chunk_data(s, t, 0, 1, &p, &g_err), FG_ERR_STORE_FOREIGN);
-    fg_store_tensor_free(t);
+    ck_assert_int_eq(fg_store_tensor_get(s, "x.0", &t, &g_err), FG_ERR_STORE_FOREIGN);
+    ck_assert_msg(strstr(g_err.msg, "weights-000001.fgt: file belongs to another store"),
+                  "%s", g_err.msg);
     ck_assert_int_eq(fg_store_verify(s, NULL, &g_err), FG_ERR_STORE_FOREIGN);
     fg_store_close(s);
     /* a listed file missing */
     unlink(tu_path("store/weights-000001.fgt"));
     ck_assert_int_eq(fg_store_open(g_dir, 0, NULL, &s, &g_err), FG_ERR_STORE_MISSING);
     ck_assert_ptr_nonnull(strstr(g_err.msg, "weights-000001.fgt"));
+}
+END_TEST
+
+/* Rewrite chunk c's offset in tensor name's catalog record (as a damaged or hand-edited
+ * catalog would have it), with LMDB directly. */
+static void shift_chunk_offset(const char *name, uint32_t c, uint64_t delta)
+{
+    MDB_env *env;
+    MDB_txn *t;
+    MDB_dbi db;
+    MDB_val k = {strlen(name), (void *)name}, v;
+    char path[8400];
+    snprintf(path, sizeof path, "%s/catalog", g_dir);
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 8), 0);
+    ck_assert_int_eq(mdb_env_open(env, path, 0, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    ck_assert_int_eq(mdb_dbi_open(t, "tensors", 0, &db), 0);
+    ck_assert_int_eq(mdb_get(t, db, &k, &v), 0);
+    uint8_t *rec = malloc(v.mv_size);
+    memcpy(rec, v.mv_data, v.mv_size);
+    uint8_t *off = rec + 64 + 8 * rec[1] + 40 * c; /* SPEC "tensors": dims, then chunks */
+    uint64_t o;
+    memcpy(&o, off, 8);
+    o += delta;
+    memcpy(off, &o, 8);
+    MDB_val nv = {v.mv_size, rec};
+    ck_assert_int_eq(mdb_put(t, db, &k, &nv, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+    free(rec);
+}
+
+/* A weight file from another store with the same layout (same names, shapes and bytes: only the
+ * store id differs) is refused at lookup, naming the file; so is a file of this store copied
+ * over another of its files, and a catalog whose chunk offset moved (naming tensor and chunk). */
+START_TEST(test_identity_and_shifted_offset)
+{
+    fg_store *s = make(NULL);
+    add_batch(s, "x", 1, 64);
+    add_batch(s, "y", 1, 64);
+    fg_store_close(s);
+    set_dir("other");
+    s = make(NULL);
+    add_batch(s, "x", 1, 64);
+    fg_store_close(s);
+    set_dir("store");
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.keep' && cp '%s' '%s'", tu_path("store/weights-000001.fgt"),
+             tu_path("store/weights-000001.fgt"), tu_path("other/weights-000001.fgt"),
+             tu_path("store/weights-000001.fgt"));
+    ck_assert_int_eq(system(cmd), 0);
+    fg_store_tensor *t;
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    ck_assert_int_eq(fg_store_tensor_get(s, "x.0", &t, &g_err), FG_ERR_STORE_FOREIGN);
+    ck_assert_msg(strstr(g_err.msg, "store/weights-000001.fgt: file belongs to another store") &&
+                  !strchr(g_err.msg, '\n'), "%s", g_err.msg);
+    fg_store_close(s);
+    /* this store's file 2 copied over its file 1 */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", tu_path("store/weights-000002.fgt"),
+             tu_path("store/weights-000001.fgt"));
+    ck_assert_int_eq(system(cmd), 0);
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    ck_assert_int_eq(fg_store_tensor_get(s, "x.0", &t, &g_err), FG_ERR_STORE_CATALOG);
+    ck_assert_msg(strstr(g_err.msg, "says it is weights-000002.fgt"), "%s", g_err.msg);
+    fg_store_close(s);
+    /* the right file back, then a chunk offset moved in the catalog */
+    snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", tu_path("store/weights-000001.fgt"),
+             tu_path("store/weights-000001.fgt"));
+    ck_assert_int_eq(system(cmd), 0);
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    OK(fg_store_tensor_get(s, "x.0", &t, &g_err));
+    fg_store_tensor_free(t);
+    fg_store_close(s);
+    shift_chunk_offset("x.0", 1, 4096);
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    ck_assert_int_eq(fg_store_tensor_get(s, "x.0", &t, &g_err), FG_ERR_STORE_CATALOG);
+    ck_assert_msg(strstr(g_err.msg, "tensor 'x.0' chunk 1: the catalog says offset") &&
+                  strstr(g_err.msg, "fg-inspect --reindex"), "%s", g_err.msg);
+    OK(fg_store_tensor_get(s, "y.0", &t, &g_err)); /* the rest of the store still reads */
+    fg_store_tensor_free(t);
+    fg_store_close(s);
+    OK(fg_store_reindex(g_dir, NULL, &g_err)); /* and reindex repairs it */
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    OK(fg_store_tensor_get(s, "x.0", &t, &g_err));
+    OK(st_check_tensor(s, t, &g_err));
+    fg_store_tensor_free(t);
+    fg_store_close(s);
 }
 END_TEST
 
@@ -987,6 +1076,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_verify_detects_chunk_corruption);
     tcase_add_test(tc, test_reindex_same_answers);
     tcase_add_test(tc, test_missing_and_foreign_files);
+    tcase_add_test(tc, test_identity_and_shifted_offset);
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
     tcase_add_test(tc, test_reader_while_writer_commits);
