@@ -105,6 +105,14 @@ int cat_state_put(fg_store *s, MDB_txn *t, const store_state *st, fg_err *err);
 int cat_version_put(fg_store *s, MDB_txn *t, fg_err *err);
 int cat_version_check(fg_store *s, MDB_txn *t, fg_err *err);
 
+/* ---- lmdb_check.c: a data.mdb checked with reads before LMDB maps it ---- */
+/* Read n bytes at off into buf: 0, or -1 when they cannot all be read. */
+typedef int (*lc_read_fn)(void *ctx, void *buf, size_t n, uint64_t off);
+/* 0 when the LMDB data file of size bytes (read through rd) is whole and well formed enough for
+ * LMDB to open and read it without touching anything outside the file; else -1 and a one-line
+ * reason in why ("main tree: page 9 says it is page 0 (overwritten or zeroed)"). */
+int cat_file_check(lc_read_fn rd, void *ctx, uint64_t size, char *why, size_t why_n);
+
 /* ---- records.c: catalog value encodings ---- */
 typedef struct file_rec {
     uint8_t kind;          /* 1 weights, 2 kv */
