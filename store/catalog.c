@@ -9,6 +9,11 @@
  *   transaction of this process is open (map_lock held exclusively), and the transaction's
  *   function is run again. A reader that meets MDB_MAP_RESIZED (another process grew the map)
  *   adopts the new size with mdb_env_set_mapsize(env, 0) and retries.
+ * - A read-only handle on a catalog whose lock file it cannot write (a store the user may read
+ *   but not write, or a read-only file system) opens with MDB_NOLOCK: no reader slot, so a
+ *   writer in another process is not held back from reusing pages this reader may still read.
+ * - Before LMDB maps an existing data.mdb, lmdb_check.c reads and checks it: a truncated or
+ *   damaged catalog is FG_ERR_STORE_CATALOG telling to reindex, never a SIGBUS.
  * - Errors are mapped to fg codes: MDB_MAP_FULL at the limit -> FG_ERR_STORE_MAP_FULL,
  *   ENOSPC -> FG_ERR_NO_SPACE, EACCES/EROFS -> FG_ERR_STORE_READONLY, others -> STORE_LMDB.
  */
@@ -123,6 +128,18 @@ static int check_data_file(fg_store *s, const char *data, fg_err *err)
     return FG_OK;
 }
 
+/* Whether LMDB can open (or create) the lock file of the catalog in dir for writing: a reader
+ * needs it to take a reader slot. access() asks with the real ids, which is what open uses
+ * for a program that is not set-user-id. */
+static int lock_writable(const char *dir)
+{
+    char lock[4300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
+    if (access(lock, F_OK) == 0)
+        return access(lock, W_OK) == 0;
+    return access(dir, W_OK) == 0;
+}
+
 int cat_env_open(fg_store *s, int create, uint64_t map_initial, fg_err *err)
 {
     char path[4200];
@@ -144,8 +161,13 @@ int cat_env_open(fg_store *s, int create, uint64_t map_initial, fg_err *err)
         rc = mdb_env_set_maxdbs(s->env, 8);
     if (!rc && create)
         rc = mdb_env_set_mapsize(s->env, map_initial);
+    unsigned fl = MDB_NOTLS | (s->rdonly ? MDB_RDONLY : 0);
+    if (s->rdonly && !lock_writable(path)) {
+        fl |= MDB_NOLOCK; /* a store we may read but not write: no reader slot to take */
+        s->no_lock = 1;
+    }
     if (!rc)
-        rc = mdb_env_open(s->env, path, MDB_NOTLS | (s->rdonly ? MDB_RDONLY : 0), 0644);
+        rc = mdb_env_open(s->env, path, fl, 0644);
     if (rc) {
         mdb_env_close(s->env);
         s->env = NULL;

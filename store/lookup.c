@@ -294,6 +294,7 @@ int fg_store_info_get(fg_store *s, fg_store_info *o, fg_err *err)
     o->kv_pages_per_file = s->pages_per_file;
     o->max_file_bytes = s->max_file_bytes;
     o->read_only = s->rdonly;
+    o->no_lock = s->no_lock;
     o->stale_readers = (uint32_t)s->stale_readers;
     MDB_txn *t;
     int rc = cat_read_begin(s, &t, err);

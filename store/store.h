@@ -60,7 +60,9 @@ typedef struct fg_store_opts {
 } fg_store_opts;
 
 enum {
-    FG_STORE_RDONLY = 1, /* read-only handle (MDB_RDONLY); no recovery, no lock */
+    FG_STORE_RDONLY = 1, /* read-only handle (MDB_RDONLY); no recovery, no lock; needs no
+                            write access to the store (MDB_NOLOCK when the lock file cannot
+                            be written) */
 };
 
 typedef struct fg_store fg_store;
@@ -88,6 +90,9 @@ typedef struct fg_store_info {
     uint64_t kv_generation;      /* last generation handed to a KV page */
     uint32_t stale_readers;      /* LMDB reader slots of dead processes cleared at open */
     int read_only;
+    int no_lock;                 /* read-only handle that could not write the catalog's lock
+                                    file (store not writable by this user, or a read-only file
+                                    system): it reads without LMDB's reader table */
 } fg_store_info;
 int fg_store_info_get(fg_store *s, fg_store_info *out, fg_err *err);
 const char *fg_store_dir(const fg_store *s); /* owned by s */

@@ -53,6 +53,7 @@ struct fg_store {
     int rdonly;
     int ready;                   /* open or create succeeded (close may then write) */
     int stale_readers;           /* mdb_reader_check's count at open */
+    int no_lock;                 /* read-only without LMDB's lock file (MDB_NOLOCK) */
     int lock_fd;                 /* store.id, flock'd LOCK_EX by a writer; -1 for readers */
     uint8_t uuid[16];
     char uuid_hex[33];

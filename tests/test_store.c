@@ -700,29 +700,68 @@ END_TEST
 
 /* ---- permissions and concurrency ---- */
 
+/* A store the user may read but not write: writable opens are refused; a read-only open, a
+ * lookup, chunk reads and verify all work without creating or writing anything (LMDB opened
+ * MDB_RDONLY, and MDB_NOLOCK since the lock file cannot be written). Root ignores modes, so as
+ * root the check runs as nobody (setuid in the test's forked process). */
 START_TEST(test_readonly_dir)
+{
+    fg_store *s = make(NULL);
+    add_batch(s, "ro", 2, 48);
+    fg_store_close(s);
+    char cmd[32800];
+    snprintf(cmd, sizeof cmd, "chmod 755 '%s' && chmod 555 '%s' '%s/catalog'", tu_path(""), g_dir,
+             g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+    if (geteuid() == 0) {
+        struct passwd *pw = getpwnam("nobody");
+        if (!pw)
+            return;
+        ck_assert_int_eq(setgid(pw->pw_gid), 0);
+        ck_assert_int_eq(setuid(pw->pw_uid), 0);
+    }
+    ck_assert_int_ne(access(g_dir, W_OK), 0); /* the premise: we may not write */
+    ck_assert_int_eq(fg_store_open(g_dir, 0, NULL, &s, &g_err), FG_ERR_STORE_READONLY);
+    ck_assert_ptr_nonnull(strstr(g_err.msg, "not writable"));
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    fg_store_info info;
+    OK(fg_store_info_get(s, &info, &g_err));
+    ck_assert_int_eq(info.no_lock, 1);
+    ck_assert_uint_eq(info.n_tensors, 2);
+    fg_store_tensor *t;
+    OK(fg_store_tensor_get(s, "ro.1", &t, &g_err));
+    OK(st_check_tensor(s, t, &g_err));
+    fg_store_tensor_free(t);
+    OK(fg_store_verify(s, NULL, &g_err));
+    fg_store_close(s);
+}
+END_TEST
+
+/* Without a lock file and without the right to create one (e.g. a store copied to read-only
+ * media without lock.mdb). */
+START_TEST(test_readonly_no_lock_file)
 {
     fg_store *s = make(NULL);
     add_batch(s, "ro", 1, 16);
     fg_store_close(s);
-    if (geteuid() == 0) { /* root ignores modes: drop to nobody for the check */
+    char cmd[32800];
+    snprintf(cmd, sizeof cmd, "rm '%s/catalog/lock.mdb' && chmod 755 '%s' && chmod 555 '%s' "
+             "'%s/catalog'", g_dir, tu_path(""), g_dir, g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+    if (geteuid() == 0) {
         struct passwd *pw = getpwnam("nobody");
         if (!pw)
             return;
-        char cmd[8400];
-        snprintf(cmd, sizeof cmd, "chmod 755 '%s' && chmod 666 '%s/catalog/lock.mdb'",
-                 tu_path(""), g_dir);
-        ck_assert_int_eq(system(cmd), 0);
         ck_assert_int_eq(setgid(pw->pw_gid), 0);
         ck_assert_int_eq(setuid(pw->pw_uid), 0);
-    } else {
-        chmod(g_dir, 0555);
     }
-    ck_assert_int_eq(fg_store_open(g_dir, 0, NULL, &s, &g_err), FG_ERR_STORE_READONLY);
-    ck_assert_ptr_nonnull(strstr(g_err.msg, "not writable"));
     OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
-    OK(fg_store_verify(s, NULL, &g_err));
+    fg_store_tensor *t;
+    OK(fg_store_tensor_get(s, "ro.0", &t, &g_err));
+    OK(st_check_tensor(s, t, &g_err));
+    fg_store_tensor_free(t);
     fg_store_close(s);
+    ck_assert_int_ne(access(tu_path("store/catalog/lock.mdb"), F_OK), 0); /* nothing created */
 }
 END_TEST
 
@@ -1079,6 +1118,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_identity_and_shifted_offset);
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
+    tcase_add_test(tc, test_readonly_no_lock_file);
     tcase_add_test(tc, test_reader_while_writer_commits);
     tcase_add_test(tc, test_threads_lookup_while_map_grows);
     tcase_add_test(tc, test_fault_enospc);
