@@ -653,6 +653,126 @@ START_TEST(test_identity_and_shifted_offset)
 }
 END_TEST
 
+/* ---- damaged catalog: an error naming data.mdb and reindex, never a signal ---- */
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *b = malloc(*n + 1);
+    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
+    fclose(f);
+    return b;
+}
+
+static void write_file(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+typedef struct damage_count {
+    int refused, opened;
+} damage_count;
+
+/* Open the store (read-only, then writable) with data.mdb as given: either a one-line
+ * FG_ERR_STORE_CATALOG naming data.mdb and reindex, or an open store whose every lookup ends
+ * (ok or an error) without a signal. must_refuse: the damage hits pages LMDB reads. */
+static void try_open(const uint8_t *b, size_t n, int must_refuse, damage_count *dc)
+{
+    write_file(tu_path("store/catalog/data.mdb"), b, n);
+    unlink(tu_path("store/catalog/lock.mdb"));
+    for (int writable = 0; writable < 2; writable++) {
+        fg_store *s;
+        int rc = fg_store_open(g_dir, writable ? 0 : FG_STORE_RDONLY, NULL, &s, &g_err);
+        if (rc == FG_OK) {
+            ck_assert_msg(!must_refuse, "damaged catalog (%zu bytes) opened", n);
+            int count = 0;
+            (void)fg_store_tensor_iter(s, count_cb, &count, &g_err);
+            fg_store_tensor *t;
+            for (int i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "d.%d", i);
+                if (fg_store_tensor_get(s, name, &t, &g_err) == FG_OK)
+                    fg_store_tensor_free(t);
+            }
+            fg_store_close(s);
+            dc->opened++;
+            continue;
+        }
+        ck_assert_msg(strstr(g_err.msg, "data.mdb") || strstr(g_err.msg, "catalog"), "%s",
+                      g_err.msg);
+        ck_assert_msg(!strchr(g_err.msg, '\n'), "%s", g_err.msg);
+        if (rc == FG_ERR_STORE_CATALOG)
+            ck_assert_msg(strstr(g_err.msg, "fg-inspect --reindex"), "%s", g_err.msg);
+        dc->refused++;
+    }
+}
+
+/* Truncated at several sizes, each page zeroed, each page overwritten with random bytes, the
+ * whole file random: the store refuses the catalog with one line (or, when only pages nothing
+ * reads were hit, opens and reads), never dies of a signal (this test runs in a forked process:
+ * a SIGBUS or SIGSEGV fails it). Reindex then restores everything. */
+START_TEST(test_damaged_catalog)
+{
+    fg_store_opts o = {.kv_page_size = 8192, .kv_pages_per_file = 64};
+    fg_store *s = make(&o);
+    add_batch(s, "d", 3, 64);
+    for (int b = 0; b < 6; b++) {
+        char p[16];
+        snprintf(p, sizeof p, "m%d", b);
+        add_batch(s, p, 20, 16);
+    }
+    static uint8_t pay[2000];
+    fg_store_kv_write_req r[40];
+    for (uint32_t i = 0; i < 40; i++)
+        r[i] = req(3, i % 4, i, 0, 0, 8, pay, sizeof pay);
+    OK(fg_store_kv_write(s, 40, r, NULL, &g_err));
+    fg_store_close(s);
+    size_t n;
+    uint8_t *orig = read_file(tu_path("store/catalog/data.mdb"), &n);
+    ck_assert_uint_ge(n, 8 * 4096);
+    uint8_t *b = malloc(n);
+    damage_count dc = {0, 0};
+    size_t cuts[] = {0, 1, 100, 4095, 4096, 8191, 8192, 12288, n / 2, n - 4096, n - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+        try_open(orig, cuts[i], cuts[i] < 8192, &dc);
+    uint64_t seed = 12345;
+    for (size_t pg = 0; pg < n / 4096; pg++) {
+        memcpy(b, orig, n);
+        memset(b + pg * 4096, 0, 4096);
+        try_open(b, n, pg < 2, &dc); /* LMDB needs both meta pages */
+        memcpy(b, orig, n);
+        for (size_t k = 0; k < 4096; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            b[pg * 4096 + k] = (uint8_t)(seed >> 56);
+        }
+        try_open(b, n, pg < 2, &dc);
+    }
+    for (size_t k = 0; k < n; k++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        b[k] = (uint8_t)(seed >> 56);
+    }
+    try_open(b, n, 1, &dc);
+    ck_assert_int_gt(dc.refused, (int)(n / 4096)); /* most damage is seen */
+    free(b);
+    free(orig);
+    OK(fg_store_reindex(g_dir, NULL, &g_err));
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    fg_store_tensor *t;
+    OK(fg_store_tensor_get(s, "d.2", &t, &g_err));
+    OK(st_check_tensor(s, t, &g_err));
+    fg_store_tensor_free(t);
+    OK(fg_store_verify(s, NULL, &g_err));
+    fg_store_close(s);
+}
+END_TEST
+
 /* ---- LMDB map ---- */
 
 START_TEST(test_map_grows_then_fills)
@@ -1116,6 +1236,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_reindex_same_answers);
     tcase_add_test(tc, test_missing_and_foreign_files);
     tcase_add_test(tc, test_identity_and_shifted_offset);
+    tcase_add_test(tc, test_damaged_catalog);
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
     tcase_add_test(tc, test_readonly_no_lock_file);
