@@ -107,11 +107,17 @@ int store_id_read(const char *dir, fg_store *s, fg_err *err)
         return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
     }
     ssize_t n = pread(fd, b, sizeof b, 0);
+    int e = errno;
     close(fd);
-    if (n != (ssize_t)sizeof b || memcmp(b, STORE_ID_MAGIC, 8) ||
+    if (n < 0)
+        return fg_err_sys(err, FG_ERR_IO, e, "%s: reading", path);
+    if (n != (ssize_t)sizeof b)
+        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (short read: "
+                          "got %zd of %u bytes)", path, n, STORE_ID_SIZE);
+    if (memcmp(b, STORE_ID_MAGIC, 8) ||
         fg_le64(b + 56) != XXH3_64bits(b, 56))
-        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (bad magic, "
-                          "size or checksum)", path);
+        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (bad magic "
+                          "or checksum)", path);
     if (fg_le16(b + 8) != 1)
         return fg_err_set(err, FG_ERR_VERSION, "%s: store format %u, this library reads 1", path,
                           fg_le16(b + 8));

@@ -157,7 +157,11 @@ int weights_index_file(fg_store *s, MDB_txn *t, const fg_fgt_reader *r, uint32_t
 extern const fg_store_io store_posix_io;
 /* Full write/read through the table; returns 0 or -errno (EIO for a zero-length result). */
 int io_write_all(const fg_store *s, int fd, const void *p, size_t n, uint64_t off);
-int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off);
+/* *got (may be NULL) receives the bytes read before a failure; -ENODATA at end of file. */
+int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off, size_t *got);
+/* io_fail, with "short read: got N of M bytes" for -ENODATA. */
+int io_read_fail(fg_err *err, int neg_errno, const char *path, const char *what, size_t got,
+                 size_t want);
 int io_sync(const fg_store *s, int fd);
 int io_sync_dir(const char *dir);
 /* FG_ERR_NO_SPACE for ENOSPC/EDQUOT/EFBIG, FG_ERR_IO otherwise, message "path: what: strerror". */

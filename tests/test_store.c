@@ -653,6 +653,42 @@ START_TEST(test_identity_and_shifted_offset)
 }
 END_TEST
 
+static int first_kv_file(void *ctx, const fg_store_file *f)
+{
+    if (f->kv)
+        *(uint32_t *)ctx = f->id;
+    return f->kv;
+}
+
+/* A file that ends early is reported as "short read: got N of M bytes", never with the
+ * strerror of errno 0 ("Success"). */
+START_TEST(test_short_read_messages)
+{
+    fg_store_opts o = {.kv_page_size = 8192};
+    fg_store *s = make(&o);
+    static uint8_t pay[100];
+    fg_store_kv_write_req r = req(1, 0, 0, 0, 0, 4, pay, sizeof pay);
+    OK(fg_store_kv_write(s, 1, &r, NULL, &g_err));
+    uint32_t id = 0;
+    ck_assert_int_eq(fg_store_file_iter(s, first_kv_file, &id, &g_err), 1);
+    char path[8400];
+    fg_store_file_path(s, id, 1, path, sizeof path);
+    fg_store_close(s);
+    ck_assert_int_eq(truncate(path, 30), 0);
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    uint8_t back[100];
+    ck_assert_int_eq(fg_store_kv_read(s, &r.key, back, sizeof back, NULL, &g_err),
+                     FG_ERR_TRUNCATED);
+    ck_assert_msg(strstr(g_err.msg, "short read: got 30 of 64 bytes") &&
+                  !strstr(g_err.msg, "Success"), "%s", g_err.msg);
+    fg_store_close(s);
+    ck_assert_int_eq(truncate(tu_path("store/store.id"), 10), 0);
+    ck_assert_int_eq(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err),
+                     FG_ERR_STORE_NOT_STORE);
+    ck_assert_msg(strstr(g_err.msg, "short read: got 10 of 64 bytes"), "%s", g_err.msg);
+}
+END_TEST
+
 /* ---- damaged catalog: an error naming data.mdb and reindex, never a signal ---- */
 
 static uint8_t *read_file(const char *path, size_t *n)
@@ -1237,6 +1273,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_missing_and_foreign_files);
     tcase_add_test(tc, test_identity_and_shifted_offset);
     tcase_add_test(tc, test_damaged_catalog);
+    tcase_add_test(tc, test_short_read_messages);
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
     tcase_add_test(tc, test_readonly_no_lock_file);
