@@ -62,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 #include "pager_int.h"
 
@@ -554,8 +553,9 @@ static void t_load_done(fg_pager *p, uint32_t id)
     pchunk *c = &p->chunks[id];
     p->st.moved[FG_TIER_DISK][FG_TIER_HOST] += c->d.padded;
     c->state = CS_HOST;
-    if (!(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
-        XXH3_64bits(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
+    int check = !(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
+                !((p->cfg.flags & FG_PAGER_VERIFY_ONCE) && c->verified);
+    if (check && fg_pager_xxh3(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
         fg_err e;
         char name[256];
         fg_err_set(&e, FG_ERR_CHECKSUM, "%s: %s at offset %llu (%llu bytes): checksum mismatch: "
@@ -569,6 +569,7 @@ static void t_load_done(fg_pager *p, uint32_t id)
         fail_chunk(p, id, &e);
         return;
     }
+    c->verified |= check;
     if (c->target == FG_TIER_DEVICE) {
         c->hold++;
         fg_err e;
@@ -704,8 +705,9 @@ static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
         return rc;
     c->dirty = 0;
     if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) { /* checked when read back */
-        c->d.xxh3 = XXH3_64bits(buf, c->d.length);
+        c->d.xxh3 = fg_pager_xxh3(buf, c->d.length);
         c->d.has_xxh3 = 1;
+        c->verified = 0; /* new bytes on disk: the next load is checked again */
     }
     p->st.moved[FG_TIER_HOST][FG_TIER_DISK] += c->d.padded;
     p->st.write_backs++;

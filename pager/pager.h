@@ -162,6 +162,10 @@ enum {
     FG_PAGER_NO_CUDA = 4,   /* never auto-create the CUDA device backend */
     FG_PAGER_NO_VERIFY = 8, /* skip checksums: loads are not checked against a chunk's XXH3 and
                                write-backs of chunks registered without one record none */
+    FG_PAGER_VERIFY_ONCE = 16, /* check a chunk's bytes the first time they load, not again
+                                  until a write-back changes them: a file damaged at rest, a
+                                  foreign file or a moved offset is still caught, a disk that
+                                  returns other bytes on a later read of the same chunk is not */
 };
 
 typedef enum fg_pager_engine {

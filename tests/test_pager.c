@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "pager.h"
+#include "pager_int.h"
 #include "testutil.h"
 
 #ifndef FG_TEST_DISKDIR
@@ -591,6 +592,59 @@ START_TEST(t_offload_checksum)
 }
 END_TEST
 
+/* The AVX2 XXH3 the pager uses equals libxxhash's for every length around the kernel's block
+ * and stripe boundaries, and for misaligned starts. */
+START_TEST(t_hash)
+{
+    size_t n = (1 << 20) + 4096;
+    uint8_t *b = malloc(n + 64);
+    tu_fill(b, n + 64, 99);
+    for (size_t len = 0; len < 2100; len++)
+        ck_assert_uint_eq(fg_pager_xxh3(b + (len % 7), len), fg_pager_xxh3_ref(b + (len % 7), len));
+    size_t big[] = {4096, 65536, 65537, 1 << 20, n};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        ck_assert_uint_eq(fg_pager_xxh3(b + 1, big[i]), XXH3_64bits(b + 1, big[i]));
+    if (__builtin_cpu_supports("avx2"))
+        ck_assert_uint_eq(fg_pager_xxh3_avx2(b, n), XXH3_64bits(b, n));
+    free(b);
+}
+END_TEST
+
+/* FG_PAGER_VERIFY_ONCE: a chunk's bytes are checked at their first load only (the second load of
+ * a chunk corrupted in transit is not caught), and again after a write-back changes them. */
+START_TEST(t_verify_once)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "vo.bin"), 2, 43);
+    fg_pager_fault fault = {FG_FAULT_CORRUPT_READ, 2}; /* the second read: chunk 0 again */
+    fg_pager_io *io;
+    ck_assert_int_eq(fg_pager_io_uring_create(4, &io, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_io_fault_create(io, &fault, &io, &err), FG_OK);
+    fg_pager_config c = {{0, 1 << 20, 0}, 4, 0, 0, io, NULL,
+                         FG_PAGER_NO_CUDA | FG_PAGER_VERIFY_ONCE, NULL, NULL, NULL, NULL};
+    fg_pager *p;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 1, FG_CHUNK_KV, 0);
+    fg_pager_view v;
+    uint8_t first;
+    int fd = open(f.path, O_RDWR);
+    ck_assert_int_eq(pread(fd, &first, 1, (off_t)f.off[0]), 1);
+    expect_chunk(p, &f, 0, 0, FG_TIER_HOST);
+    ck_assert_int_eq(fg_pager_evict(p, 0, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_OK); /* not checked */
+    ck_assert_uint_eq(((uint8_t *)v.ptr)[0], first ^ 0xff); /* the corrupted read came through */
+    ((uint8_t *)v.ptr)[0] ^= 0xff;                          /* put it back, then write it */
+    ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_evict(p, 0, &err), FG_OK);
+    uint8_t x = 0x11;
+    ck_assert_int_eq(pwrite(fd, &x, 1, (off_t)f.off[0] + 5), 1);
+    close(fd);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    fg_pager_close(p);
+}
+END_TEST
+
 START_TEST(t_placement)
 {
     fg_err err;
@@ -837,6 +891,8 @@ int main(void)
     tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
     tcase_add_loop_test(tc, t_short_once, 0, 2);
     tcase_add_test(tc, t_checksum);
+    tcase_add_test(tc, t_hash);
+    tcase_add_test(tc, t_verify_once);
     tcase_add_loop_test(tc, t_corrupt_read, 0, 2);
     tcase_add_loop_test(tc, t_offload_checksum, 0, 2);
     tcase_add_test(tc, t_placement);
