@@ -110,14 +110,17 @@ static uint64_t now_ns(void)
 
 static int device_present(const fg_pager *p) { return p->dev_base != NULL; }
 
-/* "chunk 7", or "chunk 7 (tensor 'w' chunk 3)" with the caller's label, for messages. */
+/* "pager chunk 7", or "tensor 'w' chunk 3 (pager chunk 7)" with the caller's label. */
 static const char *chunk_name(const fg_pager *p, uint32_t id, char *buf, size_t n)
 {
     char label[200] = "";
     if (p->cfg.label)
         p->cfg.label(p->cfg.label_ctx, p->chunks[id].d.tag, label, sizeof label);
     label[sizeof label - 1] = '\0';
-    snprintf(buf, n, label[0] ? "chunk %u (%s)" : "chunk %u%s", id, label);
+    if (label[0])
+        snprintf(buf, n, "%s (pager chunk %u)", label, id);
+    else
+        snprintf(buf, n, "pager chunk %u", id);
     return buf;
 }
 

@@ -489,7 +489,7 @@ START_TEST(t_checksum)
     fg_pager_view v;
     ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
     char want[256];
-    snprintf(want, sizeof want, "c.bin: chunk 3 (tag 1003) at offset %llu",
+    snprintf(want, sizeof want, "c.bin: tag 1003 (pager chunk 3) at offset %llu",
              (unsigned long long)f.off[3]);
     ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "checksum mismatch") &&
                   strstr(err.msg, "fg-inspect --verify") && !strchr(err.msg, '\n'),
@@ -531,7 +531,7 @@ START_TEST(t_corrupt_read)
     reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
     fg_pager_view v;
     ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
-    ck_assert_msg(strstr(err.msg, "cr.bin: chunk 0 at offset 8192") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "cr.bin: pager chunk 0 at offset 8192") != NULL, "%s", err.msg);
     check_ok(p);
     fg_pager_close(p);
 }
@@ -583,7 +583,7 @@ START_TEST(t_offload_checksum)
             ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
         } else {
             ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
-            ck_assert_msg(strstr(err.msg, "kv.bin: chunk 1 at offset") &&
+            ck_assert_msg(strstr(err.msg, "kv.bin: pager chunk 1 at offset") &&
                           strstr(err.msg, "changed on disk"), "%s", err.msg);
         }
         check_ok(p);
