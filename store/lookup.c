@@ -1,6 +1,12 @@
 /* lookup.c - read side of the catalog: tensors by name, iteration, chunk data, metadata blobs
  * and store-wide figures.
  *
+ * A tensor looked up by name is checked against its weight file's index before it is handed
+ * out (tensor_check_file): the catalog is derived data, and a caller such as the engine reads
+ * chunks at the catalog's offsets through its own I/O, so a foreign or swapped file, or a
+ * moved offset, must be caught here, naming the tensor and chunk. Iteration hands out catalog
+ * records unchecked (fg-inspect lists a damaged store; verify checks everything).
+ *
  * Every call runs in its own short read transaction (MDB_NOTLS), so lookups from many threads
  * proceed at once and each sees one committed snapshot. Records are copied out of the map
  * before the transaction ends: nothing handed to the caller points into LMDB's pages.

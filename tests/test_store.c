@@ -1,9 +1,11 @@
 /* test_store.c - Check suite for store/: create/open, batches and lookups, rotation, metadata,
  * KV pages (copy-on-write, torn and stale detection, persistence), verify, reindex (same
- * answers as the catalog it replaces), LMDB map growth and map-full, read-only directories and
- * concurrent read-only readers, the write lock, missing and foreign files, and fault injection
- * (EIO, ENOSPC, short writes) through the store's I/O table. Each test runs in its own forked
- * process with its own temp dir. */
+ * answers as the catalog it replaces), LMDB map growth and map-full, read-only directories (as
+ * nobody when root: no write access, no lock file) and concurrent read-only readers, the write
+ * lock, missing and foreign files (another store's file of the same layout, a file copied over
+ * another, a moved catalog offset), damaged catalogs (truncated, zeroed, random: an error, never
+ * a signal), short-read messages, and fault injection (EIO, ENOSPC, short writes) through the
+ * store's I/O table. Each test runs in its own forked process with its own temp dir. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
