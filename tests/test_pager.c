@@ -546,9 +546,13 @@ START_TEST(t_offload_checksum)
     fg_err err;
     dfile f;
     make_file(&f, path_in(g_dir, "kv.bin"), 4, 41);
-    for (int mode = 0; mode < 3; mode++) { /* 0 intact, 1 injected bad write, 2 file edited */
-        fg_pager_fault fault = {mode == 1 ? FG_FAULT_CORRUPT_WRITE : FG_FAULT_NONE, 2};
-        fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 0, &fault);
+    /* 0 intact, 1 injected bad write, 2 file edited, 3 bad write of chunks held on DEVICE
+     * (written back through a staging HOST extent) */
+    for (int mode = 0; mode < 4; mode++) {
+        fg_pager_fault fault = {mode % 2 ? FG_FAULT_CORRUPT_WRITE : FG_FAULT_NONE, 2};
+        fg_tier t = mode == 3 ? FG_TIER_DEVICE : FG_TIER_HOST;
+        fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, mode == 3 ? 1 << 20 : 0, 4,
+                                 0, &fault);
         uint32_t file, id;
         ck_assert_int_eq(fg_pager_add_file(p, f.path, 1, &file, &err), FG_OK);
         for (uint32_t i = 0; i < f.n; i++) {
@@ -558,8 +562,8 @@ START_TEST(t_offload_checksum)
         }
         for (uint32_t i = 0; i < 2; i++) {
             fg_pager_view v;
-            ck_assert_int_eq(fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err), FG_OK);
-            memset(v.ptr, 0x30 + (int)i + mode, v.length);
+            ck_assert_int_eq(fg_pager_acquire(p, i, t, &v, &err), FG_OK);
+            memset(v.ptr, 0x30 + (int)i + mode, v.length); /* the host device is plain memory */
             ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
             ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg); /* writes back */
             fg_pager_chunk_desc d;
