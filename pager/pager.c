@@ -629,10 +629,12 @@ static void complete(fg_pager *p, const fg_pager_io_done *d)
     }
     if (c->pending || c->queued)
         return;
-    if (c->err && (c->state == CS_LOADING || c->state == CS_WRITING_BACK))
+    if (c->err && (c->state == CS_LOADING || c->state == CS_WRITING_BACK)) {
         t_error_final(p, c);
-    else if (c->state == CS_LOADING)
+    } else if (c->state == CS_LOADING) {
+        submit_queued(p); /* refill the freed slots first: the disk works while we hash */
         t_load_done(p, s.chunk);
+    }
     else if (c->state == CS_WRITING_BACK)
         c->state = CS_HOST; /* t_write_done */
 }
