@@ -12,6 +12,11 @@
  *
  * usage: bench_pager [--file PATH] [--gib N] [--chunk-mib N] [--bs-kib N] [--qd N]
  *                    [--budget-mib N] [--reps N] [--read-gib N (read only the first N GiB)]
+ *
+ * --verify-cost: the cost of checking every chunk's XXH3 (the pager's default) on an existing
+ * .fgt file, e.g. a store's weights-000001.fgt: the io_uring pager reads the whole file with
+ * verification and with FG_PAGER_NO_VERIFY, alternating which goes first, rep by rep; prints
+ * GB/s of both and their ratio, and the XXH3 rate on its own (from RAM). Never writes the file.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,12 +29,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "pager.h"
+#include "pager_int.h"
 
 typedef struct opts {
     const char *file;
     uint64_t gib, chunk_mib, bs_kib, budget_mib, read_gib;
     unsigned qd, reps;
+    int verify_cost;
+    unsigned flags; /* extra FG_PAGER_* flags of run_pager */
 } opts;
 
 static double now_s(void)
@@ -92,7 +102,7 @@ static double run_pager(const opts *o, fg_pager_engine eng, uint64_t *bytes, cha
 {
     fg_err err;
     fg_pager_config c = {{0, o->budget_mib << 20, 0}, o->qd, o->bs_kib << 10, eng, NULL, NULL,
-                         FG_PAGER_NO_CUDA, notice, NULL};
+                         FG_PAGER_NO_CUDA | o->flags, notice, NULL, NULL, NULL};
     fg_pager *p;
     uint32_t first, n;
     if (fg_pager_open(&c, &p, &err))
@@ -176,7 +186,8 @@ static void parse(int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
         {"file", 1, 0, 'f'}, {"gib", 1, 0, 'g'}, {"chunk-mib", 1, 0, 'c'}, {"bs-kib", 1, 0, 'b'},
-        {"qd", 1, 0, 'q'},   {"budget-mib", 1, 0, 'm'}, {"reps", 1, 0, 'r'}, {"read-gib", 1, 0, 'R'}, {0, 0, 0, 0}};
+        {"qd", 1, 0, 'q'},   {"budget-mib", 1, 0, 'm'}, {"reps", 1, 0, 'r'}, {"read-gib", 1, 0, 'R'},
+        {"verify-cost", 0, 0, 'V'}, {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         unsigned long long v = optarg ? strtoull(optarg, NULL, 10) : 0;
@@ -189,6 +200,7 @@ static void parse(int argc, char **argv, opts *o)
         case 'm': o->budget_mib = v; break;
         case 'r': o->reps = (unsigned)v; break;
         case 'R': o->read_gib = v; break;
+        case 'V': o->verify_cost = 1; break;
         default: fprintf(stderr, "bench_pager: unknown flag (see the file-top comment)\n"); exit(2);
         }
     }
@@ -200,10 +212,68 @@ static void parse(int argc, char **argv, opts *o)
     }
 }
 
+/* XXH3 over a RAM buffer (64 MiB: not cache-resident, like a chunk fresh from the disk), as
+ * libxxhash computes it (pager = 0) or as the pager does (pager = 1: AVX2 when available). */
+static double xxh3_rate(int pager)
+{
+    size_t n = 64u << 20;
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 131);
+    uint64_t h = 0;
+    double t0 = now_s();
+    for (int r = 0; r < 8; r++)
+        h ^= pager ? fg_pager_xxh3(b, n) : XXH3_64bits(b, n);
+    double dt = now_s() - t0;
+    free(b);
+    if (h == 1)
+        fprintf(stderr, " ");
+    return 8.0 * (double)n / dt / 1e9;
+}
+
+static int verify_cost(opts *o)
+{
+    struct stat st;
+    if (stat(o->file, &st)) {
+        fprintf(stderr, "bench_pager: --verify-cost: %s: no such file\n", o->file);
+        return 1;
+    }
+    o->read_gib = 0;
+    double on[64], off[64], ratio[64];
+    char desc[96];
+    fg_pager_stats s;
+    uint64_t bytes = 0;
+    printf("file %s (%.2f GiB), bs %llu KiB, qd %u, HOST budget %llu MiB, %u reps\n", o->file,
+           (double)st.st_size / (1 << 30), (unsigned long long)o->bs_kib, o->qd,
+           (unsigned long long)o->budget_mib, o->reps);
+    for (unsigned r = 0; r < o->reps; r++) {
+        for (int k = 0; k < 2; k++) {
+            int verify = (int)(r + (unsigned)k) % 2 == 0; /* alternate who goes first */
+            o->flags = verify ? 0 : FG_PAGER_NO_VERIFY;
+            double g = run_pager(o, FG_PAGER_ENGINE_URING, &bytes, desc, sizeof desc, &s);
+            *(verify ? &on[r] : &off[r]) = g;
+            if (s.sticky)
+                fprintf(stderr, "bench_pager: pager error %d\n", s.sticky);
+        }
+        ratio[r] = on[r] / off[r];
+        printf("rep %u: verify %.3f GB/s  no-verify %.3f GB/s  ratio %.3f  (%.2f GiB)\n", r,
+               on[r], off[r], ratio[r], (double)bytes / (1 << 30));
+        fflush(stdout);
+    }
+    printf("engine: %s; XXH3 alone: libxxhash %.1f GB/s, the pager's %.1f GB/s\n", desc,
+           xxh3_rate(0), xxh3_rate(1));
+    summary("verify", on, o->reps);
+    summary("no-verify", off, o->reps);
+    summary("verify/no", ratio, o->reps);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    opts o = {"bench-pager.fgt", 4, 16, 1024, 256, 0, 32, 3};
+    opts o = {"bench-pager.fgt", 4, 16, 1024, 256, 0, 32, 3, 0, 0};
     parse(argc, argv, &o);
+    if (o.verify_cost)
+        return verify_cost(&o);
     create_file(&o);
     int fio = have_fio();
     double pg[64], fi[64], fx[64], pr[64], ratio[64], ratio_x[64];

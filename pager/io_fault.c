@@ -3,8 +3,11 @@
  * It forwards every call to the inner engine, counting ops, and on the nth matching op injects
  * the configured fault: a completion with -EIO or -ENOSPC that never reaches the disk, a short
  * read (the inner engine reads half; with SHORT_EOF every later read of the rest returns 0, as
- * if the file had been truncated), a failing submit, or an O_DIRECT refusal at open. Injected
- * completions queue here and are reaped before the inner engine's.
+ * if the file had been truncated), a failing submit, an O_DIRECT refusal at open, or silent
+ * corruption: a write that reaches the file with its first byte flipped (the byte is flipped in
+ * the caller's buffer for the write and flipped back when its completion is reaped), or a read
+ * whose first byte is flipped when its completion is reaped. Injected completions queue here
+ * and are reaped before the inner engine's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +25,8 @@ typedef struct fault_io {
     unsigned head, count, depth;
     int eof_handle;      /* SHORT_EOF: reads of [eof_lo, eof_hi) on eof_handle return 0 */
     uint64_t eof_lo, eof_hi;
+    uint8_t *flip_buf;   /* CORRUPT_*: first byte of the op's buffer, flipped at reap */
+    uint64_t flip_user;
     char desc[128];
 } fault_io;
 
@@ -74,6 +79,13 @@ static int f_submit(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err)
         inject(f, op->user, 0);
         return FG_OK;
     }
+    if ((op->write && hit(f, FG_FAULT_CORRUPT_WRITE, nrw)) ||
+        (!op->write && hit(f, FG_FAULT_CORRUPT_READ, nrw))) {
+        f->flip_buf = op->buf;
+        f->flip_user = op->user;
+        if (op->write)
+            f->flip_buf[0] ^= 0xff; /* what reaches the file; restored at reap */
+    }
     if (!op->write && (hit(f, FG_FAULT_SHORT_EOF, nrw) || hit(f, FG_FAULT_SHORT_ONCE, nrw))) {
         fg_pager_io_op half = *op;
         half.len = (op->len / 2) & ~(uint64_t)4095;
@@ -107,6 +119,12 @@ static int f_reap(fg_pager_io *io, unsigned min, fg_pager_io_done *done, unsigne
         rc = f->inner->m->reap(f->inner, min > got ? min - got : 0, done + got, max - got, &more,
                                err);
     *n = got + more;
+    for (unsigned i = 0; f->flip_buf && i < *n; i++) {
+        if (done[i].user == f->flip_user) {
+            f->flip_buf[0] ^= 0xff; /* a write's buffer restored, a read's corrupted */
+            f->flip_buf = NULL;
+        }
+    }
     return rc;
 }
 

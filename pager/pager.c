@@ -19,7 +19,12 @@
  * HOST          in the HOST pool.                 DEVICE   in the DEVICE pool only.
  * WRITING_BACK  writes in flight from its HOST buffer; the bytes stay valid.
  * ERROR         a read failed or the checksum did not match; no memory held; acquire reports
- *               the error. (An I/O failure also makes the whole pager sticky.)
+ *               the error. (Either also makes the whole pager sticky: nothing read after it is
+ *               trusted.)
+ *
+ * Checksums: a load is checked against the chunk's XXH3 (unless FG_PAGER_NO_VERIFY) before the
+ * chunk leaves LOADING; a write-back records the XXH3 of what it wrote, so KV cache and
+ * activation chunks of a writable file are checked when read back like weights are.
  * A DEVICE chunk is written back through a staging HOST buffer and stays DEVICE meanwhile.
  *
  * Invariants (fg_pager_check asserts each; numbers appear in its messages):
@@ -57,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 #include "pager_int.h"
 
@@ -106,6 +110,20 @@ static uint64_t now_ns(void)
 
 static int device_present(const fg_pager *p) { return p->dev_base != NULL; }
 
+/* "pager chunk 7", or "tensor 'w' chunk 3 (pager chunk 7)" with the caller's label. */
+static const char *chunk_name(const fg_pager *p, uint32_t id, char *buf, size_t n)
+{
+    char label[200] = "";
+    if (p->cfg.label)
+        p->cfg.label(p->cfg.label_ctx, p->chunks[id].d.tag, label, sizeof label);
+    label[sizeof label - 1] = '\0';
+    if (label[0])
+        snprintf(buf, n, "%s (pager chunk %u)", label, id);
+    else
+        snprintf(buf, n, "pager chunk %u", id);
+    return buf;
+}
+
 /* Enter the sticky state (first error wins) and stop every queued transfer. */
 static int set_sticky(fg_pager *p, const fg_err *e)
 {
@@ -120,7 +138,11 @@ static int sticky_check(const fg_pager *p, fg_err *err)
 {
     if (!p->sticky.code)
         return FG_OK;
-    fg_err_set(err, p->sticky.code, "pager stopped by an earlier I/O error: %s", p->sticky.msg);
+    if (p->sticky.code == FG_ERR_CHECKSUM) /* names the file and chunk already */
+        fg_err_set(err, p->sticky.code, "%s", p->sticky.msg);
+    else
+        fg_err_set(err, p->sticky.code, "pager stopped by an earlier I/O error: %s",
+                   p->sticky.msg);
     if (err)
         err->sys_errno = p->sticky.sys_errno;
     return p->sticky.code;
@@ -439,8 +461,7 @@ static void fail_one(fg_pager *p, uint32_t id, const fg_err *e)
     pchunk *c = &p->chunks[id];
     if (!c->err)
         c->err = e->code;
-    if (e->code != FG_ERR_CHECKSUM)
-        set_sticky(p, e);
+    set_sticky(p, e);
     if (c->in_q) { /* unlink from the queue (it is usually the head) */
         uint32_t prev = NONE;
         for (uint32_t i = p->q_head; i != id; i = p->chunks[i].next_q)
@@ -535,16 +556,23 @@ static void t_load_done(fg_pager *p, uint32_t id)
     pchunk *c = &p->chunks[id];
     p->st.moved[FG_TIER_DISK][FG_TIER_HOST] += c->d.padded;
     c->state = CS_HOST;
-    if ((p->cfg.flags & FG_PAGER_VERIFY) && c->d.has_xxh3 &&
-        XXH3_64bits(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
+    int check = !(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
+                !((p->cfg.flags & FG_PAGER_VERIFY_ONCE) && c->verified);
+    if (check && fg_pager_xxh3(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
         fg_err e;
-        fg_err_set(&e, FG_ERR_CHECKSUM, "%s: chunk %u (offset %llu, tag %#llx): checksum mismatch",
-                   p->files[c->d.file].path, id, (unsigned long long)c->d.offset,
-                   (unsigned long long)c->d.tag);
+        char name[256];
+        fg_err_set(&e, FG_ERR_CHECKSUM, "%s: %s at offset %llu (%llu bytes): checksum mismatch: "
+                   "%s", p->files[c->d.file].path, chunk_name(p, id, name, sizeof name),
+                   (unsigned long long)c->d.offset, (unsigned long long)c->d.length,
+                   p->files[c->d.file].writable
+                       ? "the bytes written back changed on disk (a disk or file-system fault)"
+                       : "the file is damaged or not the one described (check it with "
+                         "fg-inspect --verify)");
         c->state = CS_LOADING;
         fail_chunk(p, id, &e);
         return;
     }
+    c->verified |= check;
     if (c->target == FG_TIER_DEVICE) {
         c->hold++;
         fg_err e;
@@ -577,10 +605,11 @@ static void complete(fg_pager *p, const fg_pager_io_done *d)
     c->pending--;
     fg_err e;
     const char *path = p->files[c->d.file].path;
+    char name[256];
     if (d->res < 0) {
-        fg_err_sys(&e, FG_ERR_IO, (int)-d->res, "%s: %s of chunk %u (%llu bytes at %llu)", path,
-                   s.write ? "write" : "read", s.chunk, (unsigned long long)s.len,
-                   (unsigned long long)(c->d.offset + s.off));
+        fg_err_sys(&e, FG_ERR_IO, (int)-d->res, "%s: %s of %s (%llu bytes at %llu)", path,
+                   s.write ? "write" : "read", chunk_name(p, s.chunk, name, sizeof name),
+                   (unsigned long long)s.len, (unsigned long long)(c->d.offset + s.off));
         if (d->res == -ENOSPC)
             e.code = FG_ERR_NO_SPACE;
         fail_chunk(p, s.chunk, &e);
@@ -589,8 +618,9 @@ static void complete(fg_pager *p, const fg_pager_io_done *d)
         uint64_t got = (uint64_t)d->res;
         if (got == 0 || got % FG_PAGE) {
             fg_err_set(&e, FG_ERR_PAGER_SHORT,
-                       "%s: chunk %u: end of file at %llu inside the chunk (%llu bytes at %llu)",
-                       path, s.chunk, (unsigned long long)(c->d.offset + s.off + got),
+                       "%s: %s: end of file at %llu inside the chunk (%llu bytes at %llu)",
+                       path, chunk_name(p, s.chunk, name, sizeof name),
+                       (unsigned long long)(c->d.offset + s.off + got),
                        (unsigned long long)c->d.padded, (unsigned long long)c->d.offset);
             fail_chunk(p, s.chunk, &e);
         } else if (submit_op(p, s.chunk, s.off + got, s.len - got, s.write, &e)) {
@@ -599,10 +629,12 @@ static void complete(fg_pager *p, const fg_pager_io_done *d)
     }
     if (c->pending || c->queued)
         return;
-    if (c->err && (c->state == CS_LOADING || c->state == CS_WRITING_BACK))
+    if (c->err && (c->state == CS_LOADING || c->state == CS_WRITING_BACK)) {
         t_error_final(p, c);
-    else if (c->state == CS_LOADING)
+    } else if (c->state == CS_LOADING) {
+        submit_queued(p); /* refill the freed slots first: the disk works while we hash */
         t_load_done(p, s.chunk);
+    }
     else if (c->state == CS_WRITING_BACK)
         c->state = CS_HOST; /* t_write_done */
 }
@@ -677,8 +709,11 @@ static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
     if (rc)
         return rc;
     c->dirty = 0;
-    if (c->d.has_xxh3)
-        c->d.xxh3 = XXH3_64bits(buf, c->d.length);
+    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) { /* checked when read back */
+        c->d.xxh3 = fg_pager_xxh3(buf, c->d.length);
+        c->d.has_xxh3 = 1;
+        c->verified = 0; /* new bytes on disk: the next load is checked again */
+    }
     p->st.moved[FG_TIER_HOST][FG_TIER_DISK] += c->d.padded;
     p->st.write_backs++;
     return FG_OK;
@@ -868,10 +903,8 @@ static int wait_call(fg_pager *p, fg_pager_ticket ticket, fg_err *err)
     pchunk *c = &p->chunks[id];
     if (c->gen == (uint32_t)(ticket >> 32) && (rc = wait_chunk(p, id, err)))
         return rc;
-    if (c->gen == (uint32_t)(ticket >> 32) && c->state == CS_ERROR)
-        return c->err == FG_ERR_CHECKSUM || !p->sticky.code
-                   ? fg_err_set(err, c->err, "pager: chunk %u failed to load", id)
-                   : sticky_check(p, err);
+    if (c->gen == (uint32_t)(ticket >> 32) && c->state == CS_ERROR && !p->sticky.code)
+        return fg_err_set(err, c->err, "pager: chunk %u failed to load", id);
     return sticky_check(p, err);
 }
 
@@ -888,11 +921,9 @@ static int bring(fg_pager *p, uint32_t id, fg_tier t, fg_err *err)
         case CS_DISK: rc = t_load_begin(p, id, t, err); break;
         case CS_HOST: rc = t_to_device(p, id, err); break;
         case CS_DEVICE: rc = t_to_host(p, id, err); break;
-        default: /* CS_ERROR */
-            rc = p->sticky.code && c->err != FG_ERR_CHECKSUM
-                     ? sticky_check(p, err)
-                     : fg_err_set(err, c->err, "%s: chunk %u (offset %llu): checksum mismatch",
-                                  p->files[c->d.file].path, id, (unsigned long long)c->d.offset);
+        default: /* CS_ERROR: every failure is sticky, so this repeats the first */
+            rc = p->sticky.code ? sticky_check(p, err)
+                                : fg_err_set(err, c->err, "pager: chunk %u failed to load", id);
         }
         if (rc == FG_OK && p->sticky.code)
             rc = sticky_check(p, err);

@@ -11,10 +11,14 @@
  * serialise). Overlap of I/O and compute comes from the kernel (io_uring runs the reads while
  * the caller computes), not from threads inside the pager.
  *
+ * Checksums: unless FG_PAGER_NO_VERIFY, every chunk read from a file is checked against its
+ * XXH3 before anyone sees it: the one registered with it, or, for a chunk of a writable file
+ * (KV cache, activations), the one the pager computed when it wrote the chunk back.
+ *
  * Errors: every call returns an fg_status and fills *err (may be NULL). After an unrecoverable
- * I/O error (EIO, ENOSPC, a file shorter than a registered chunk) the pager is in a sticky error
- * state: every later call except stats and close returns the first error's code, with a message
- * that repeats it.
+ * error (EIO, ENOSPC, a file shorter than a registered chunk, a checksum mismatch) the pager is
+ * in a sticky error state: every later call except stats and close returns the first error's
+ * code, with a message that repeats it.
  */
 #ifndef FG_PAGER_H
 #define FG_PAGER_H
@@ -112,6 +116,9 @@ typedef enum fg_pager_fault_kind {
     FG_FAULT_ENOSPC = 4,     /* the nth write completes with -ENOSPC */
     FG_FAULT_NO_DIRECT = 5,  /* every direct open fails with EINVAL (file system refusal) */
     FG_FAULT_SUBMIT = 6,     /* the nth submit itself fails with FG_ERR_IO (EAGAIN-like) */
+    FG_FAULT_CORRUPT_WRITE = 7, /* the nth write reaches the file with its first byte flipped
+                                   (the caller's buffer is as it was once the write completes) */
+    FG_FAULT_CORRUPT_READ = 8,  /* the nth read completes with its first byte flipped */
 } fg_pager_fault_kind;
 
 typedef struct fg_pager_fault {
@@ -150,9 +157,15 @@ int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err);
 typedef struct fg_pager fg_pager;
 
 enum {
-    FG_PAGER_VERIFY = 1,   /* check each chunk's XXH3 (when registered) after every load */
-    FG_PAGER_NO_MLOCK = 2, /* do not try to lock the HOST pool */
-    FG_PAGER_NO_CUDA = 4,  /* never auto-create the CUDA device backend */
+    FG_PAGER_VERIFY = 1,    /* the default, kept for old callers: no effect */
+    FG_PAGER_NO_MLOCK = 2,  /* do not try to lock the HOST pool */
+    FG_PAGER_NO_CUDA = 4,   /* never auto-create the CUDA device backend */
+    FG_PAGER_NO_VERIFY = 8, /* skip checksums: loads are not checked against a chunk's XXH3 and
+                               write-backs of chunks registered without one record none */
+    FG_PAGER_VERIFY_ONCE = 16, /* check a chunk's bytes the first time they load, not again
+                                  until a write-back changes them: a file damaged at rest, a
+                                  foreign file or a moved offset is still caught, a disk that
+                                  returns other bytes on a later read of the same chunk is not */
 };
 
 typedef enum fg_pager_engine {
@@ -173,6 +186,10 @@ typedef struct fg_pager_config {
      * (the last notice is in stats). Must not call into the pager. */
     void (*notice)(void *ctx, const char *line);
     void *notice_ctx;
+    /* Optional: what chunk `tag` is, for error messages ("tensor 'w' chunk 3"): writes a
+     * NUL-terminated string of at most n bytes into buf. Must not call into the pager. */
+    void (*label)(void *ctx, uint64_t tag, char *buf, size_t n);
+    void *label_ctx;
 } fg_pager_config;
 
 /* Create a pager: allocates the HOST pool (budget[HOST] bytes, once) and the DEVICE pool.
@@ -258,7 +275,9 @@ enum { FG_PAGER_DIRTY = 1 }; /* release flag: the caller modified the bytes */
 /* Unpin; the view is invalid afterwards. DIRTY needs a writable file. */
 int fg_pager_release(fg_pager *p, const fg_pager_view *view, unsigned flags, fg_err *err);
 /* Write chunk id's current bytes (padded) back to its file now, synchronously; it stays
- * resident and becomes clean. The chunk must be resident and its file writable. */
+ * resident and becomes clean. The chunk must be resident and its file writable. The XXH3 of
+ * the payload written becomes the chunk's checksum (unless FG_PAGER_NO_VERIFY and the chunk was
+ * registered without one), checked when the chunk is read back. */
 int fg_pager_write_back(fg_pager *p, uint32_t id, fg_err *err);
 /* Drop chunk id from memory (writing it back first when dirty). Refused when pinned. */
 int fg_pager_evict(fg_pager *p, uint32_t id, fg_err *err);

@@ -2,6 +2,7 @@
 #ifndef FG_PAGER_INT_H
 #define FG_PAGER_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pager.h"
@@ -61,6 +62,7 @@ typedef struct pchunk {
     uint32_t next_q;   /* link in the submission queue (UINT32_MAX = none) */
     uint8_t in_q;
     uint8_t used;       /* acquired since its last load (an unused prefetch is evicted last) */
+    uint8_t verified;   /* its bytes on disk matched its checksum once (FG_PAGER_VERIFY_ONCE) */
     uint8_t xfer_write; /* the queued/pending transfer is a write */
     uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
     uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
@@ -108,6 +110,11 @@ struct fg_pager {
     fg_err sticky;         /* code != 0: sticky error */
     fg_pager_stats st;
 };
+
+/* hash.c: XXH3-64 (AVX2 when the CPU has it); _ref is libxxhash's, _avx2 needs AVX2. */
+uint64_t fg_pager_xxh3(const void *p, size_t n);
+uint64_t fg_pager_xxh3_ref(const void *p, size_t n);
+uint64_t fg_pager_xxh3_avx2(const void *p, size_t n);
 
 /* pool.c: HOST pool allocation */
 int fg_pager_host_pool(fg_pager *p, fg_err *err);

@@ -9,16 +9,23 @@
  *   transaction of this process is open (map_lock held exclusively), and the transaction's
  *   function is run again. A reader that meets MDB_MAP_RESIZED (another process grew the map)
  *   adopts the new size with mdb_env_set_mapsize(env, 0) and retries.
+ * - A read-only handle on a catalog whose lock file it cannot write (a store the user may read
+ *   but not write, or a read-only file system) opens with MDB_NOLOCK: no reader slot, so a
+ *   writer in another process is not held back from reusing pages this reader may still read.
+ * - Before LMDB maps an existing data.mdb, lmdb_check.c reads and checks it: a truncated or
+ *   damaged catalog is FG_ERR_STORE_CATALOG telling to reindex, never a SIGBUS.
  * - Errors are mapped to fg codes: MDB_MAP_FULL at the limit -> FG_ERR_STORE_MAP_FULL,
  *   ENOSPC -> FG_ERR_NO_SPACE, EACCES/EROFS -> FG_ERR_STORE_READONLY, others -> STORE_LMDB.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "fg_bytes.h"
 #include "store_int.h"
@@ -87,6 +94,52 @@ static int open_dbis(fg_store *s, int create, fg_err *err)
     return rc ? cat_fail(s, err, rc, "opening databases") : FG_OK;
 }
 
+static int fd_read(void *ctx, void *buf, size_t n, uint64_t off)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(*(int *)ctx, (uint8_t *)buf + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* data.mdb checked before LMDB maps it (lmdb_check.c): a truncated or damaged catalog is an
+ * error that says to reindex, never a SIGBUS inside LMDB. */
+static int check_data_file(fg_store *s, const char *data, fg_err *err)
+{
+    int fd = open(data, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fg_err_sys(err, errno == EACCES ? FG_ERR_STORE_READONLY : FG_ERR_IO, errno,
+                          "%s: cannot open", data);
+    struct stat sb;
+    char why[256] = "";
+    int bad = fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
+              cat_file_check(fd_read, &fd, (uint64_t)sb.st_size, why, sizeof why);
+    close(fd);
+    if (bad)
+        return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged catalog (%s): rebuild it from "
+                          "the store's files with fg-inspect --reindex %s", data,
+                          why[0] ? why : "not a regular file", s->dir);
+    return FG_OK;
+}
+
+/* Whether LMDB can open (or create) the lock file of the catalog in dir for writing: a reader
+ * needs it to take a reader slot. access() asks with the real ids, which is what open uses
+ * for a program that is not set-user-id. */
+static int lock_writable(const char *dir)
+{
+    char lock[4300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
+    if (access(lock, F_OK) == 0)
+        return access(lock, W_OK) == 0;
+    return access(dir, W_OK) == 0;
+}
+
 int cat_env_open(fg_store *s, int create, uint64_t map_initial, fg_err *err)
 {
     char path[4200];
@@ -98,14 +151,23 @@ int cat_env_open(fg_store *s, int create, uint64_t map_initial, fg_err *err)
     char data[4300];
     snprintf(data, sizeof data, "%s/data.mdb", path);
     if (!create && stat(data, &sb))
-        return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: catalog missing (run reindex)", path);
-    int rc = mdb_env_create(&s->env);
+        return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: catalog missing: rebuild it from the "
+                          "store's files with fg-inspect --reindex %s", path, s->dir);
+    int rc = create ? FG_OK : check_data_file(s, data, err);
+    if (rc)
+        return rc;
+    rc = mdb_env_create(&s->env);
     if (!rc)
         rc = mdb_env_set_maxdbs(s->env, 8);
     if (!rc && create)
         rc = mdb_env_set_mapsize(s->env, map_initial);
+    unsigned fl = MDB_NOTLS | (s->rdonly ? MDB_RDONLY : 0);
+    if (s->rdonly && !lock_writable(path)) {
+        fl |= MDB_NOLOCK; /* a store we may read but not write: no reader slot to take */
+        s->no_lock = 1;
+    }
     if (!rc)
-        rc = mdb_env_open(s->env, path, MDB_NOTLS | (s->rdonly ? MDB_RDONLY : 0), 0644);
+        rc = mdb_env_open(s->env, path, fl, 0644);
     if (rc) {
         mdb_env_close(s->env);
         s->env = NULL;

@@ -401,10 +401,13 @@ int weights_file_ident(fg_store *s, const fg_fgt_reader *r, const char *path, fi
                        uint32_t *file_id, fg_err *err)
 {
     fg_meta_info m;
-    if (fg_fgt_meta_find(r, "fg.store.uuid", &m) || m.type != FG_META_STRING ||
-        strcmp(m.data, s->uuid_hex))
+    if (fg_fgt_meta_find(r, "fg.store.uuid", &m) || m.type != FG_META_STRING)
+        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "%s: not a weight file of a store (no "
+                          "fg.store.uuid): remove it or move it out of %s", path, s->dir);
+    if (strcmp(m.data, s->uuid_hex))
         return fg_err_set(err, FG_ERR_STORE_FOREIGN, "%s: file belongs to another store (its "
-                          "fg.store.uuid is not %s)", path, s->uuid_hex);
+                          "fg.store.uuid is %.32s, this store is %s): remove it or move it out "
+                          "of %s", path, (const char *)m.data, s->uuid_hex, s->dir);
     uint64_t id, batch, part, parts;
     if (meta_u64(r, "fg.store.file_id", &id) || meta_u64(r, "fg.store.batch", &batch) ||
         meta_u64(r, "fg.store.part", &part) || meta_u64(r, "fg.store.parts", &parts) ||

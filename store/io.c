@@ -62,9 +62,11 @@ int io_write_all(const fg_store *s, int fd, const void *p, size_t n, uint64_t of
     return 0;
 }
 
-int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off)
+int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off, size_t *got)
 {
     uint8_t *b = p;
+    if (got)
+        *got = 0;
     while (n) {
         ssize_t r = s->io.pread(s->io.ctx, fd, b, n, (off_t)off);
         if (r < 0) {
@@ -77,8 +79,19 @@ int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off)
         b += r;
         n -= (size_t)r;
         off += (uint64_t)r;
+        if (got)
+            *got += (size_t)r;
     }
     return 0;
+}
+
+int io_read_fail(fg_err *err, int neg_errno, const char *path, const char *what, size_t got,
+                 size_t want)
+{
+    if (neg_errno == -ENODATA)
+        return fg_err_set(err, FG_ERR_TRUNCATED, "%s: %s: short read: got %zu of %zu bytes (the "
+                          "file ends early)", path, what, got, want);
+    return io_fail(err, neg_errno, path, what);
 }
 
 int io_sync(const fg_store *s, int fd)
@@ -103,7 +116,10 @@ int io_fail(fg_err *err, int neg_errno, const char *path, const char *what)
     int e = -neg_errno;
     int code = (e == ENOSPC || e == EDQUOT || e == EFBIG) ? FG_ERR_NO_SPACE : FG_ERR_IO;
     if (e == ENODATA)
-        return fg_err_set(err, FG_ERR_TRUNCATED, "%s: %s: file ends early", path, what);
+        return fg_err_set(err, FG_ERR_TRUNCATED, "%s: %s: short read (the file ends early)", path,
+                          what);
+    if (e == 0) /* never ": Success" */
+        return fg_err_set(err, code, "%s: %s: failed with no error code", path, what);
     return fg_err_sys(err, code, e, "%s: %s", path, what);
 }
 

@@ -140,8 +140,10 @@ static int kv_open_checked(fg_store *s, uint32_t id, int *fd, fg_err *err)
         return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
     }
     uint8_t h[KVF_HEADER_USED];
-    int e = io_read_all(s, *fd, h, sizeof h, 0);
-    int rc = e ? io_fail(err, e, path, "reading the header") : kvf_header_check(s, h, id, path, err);
+    size_t got;
+    int e = io_read_all(s, *fd, h, sizeof h, 0, &got);
+    int rc = e ? io_read_fail(err, e, path, "reading the header", got, sizeof h)
+               : kvf_header_check(s, h, id, path, err);
     if (rc) {
         close(*fd);
         *fd = -1;
@@ -554,7 +556,7 @@ int kv_read_page(fg_store *s, const fg_store_kv_page *p, void *buf, size_t cap, 
     uint8_t h[FG_STORE_KV_HEADER_SIZE];
     char path[4200];
     fg_store_file_path(s, p->file_id, 1, path, sizeof path);
-    int e = io_read_all(s, fd, h, sizeof h, p->offset);
+    int e = io_read_all(s, fd, h, sizeof h, p->offset, NULL);
     if (e == -ENODATA)
         return stale(s, p, "page lies past the end of the file", err);
     if (e)
@@ -568,7 +570,7 @@ int kv_read_page(fg_store *s, const fg_store_kv_page *p, void *buf, size_t cap, 
         return stale(s, p, "header names another page or generation (stale)", err);
     if (hp.payload_len != p->payload_len || hp.payload_xxh3 != p->payload_xxh3)
         return stale(s, p, "header disagrees with the catalog on the payload", err);
-    e = io_read_all(s, fd, buf, p->payload_len, p->offset + FG_STORE_KV_HEADER_SIZE);
+    e = io_read_all(s, fd, buf, p->payload_len, p->offset + FG_STORE_KV_HEADER_SIZE, NULL);
     if (e == -ENODATA)
         return stale(s, p, "payload runs past the end of the file", err);
     if (e)

@@ -1,6 +1,12 @@
 /* lookup.c - read side of the catalog: tensors by name, iteration, chunk data, metadata blobs
  * and store-wide figures.
  *
+ * A tensor looked up by name is checked against its weight file's index before it is handed
+ * out (tensor_check_file): the catalog is derived data, and a caller such as the engine reads
+ * chunks at the catalog's offsets through its own I/O, so a foreign or swapped file, or a
+ * moved offset, must be caught here, naming the tensor and chunk. Iteration hands out catalog
+ * records unchecked (fg-inspect lists a damaged store; verify checks everything).
+ *
  * Every call runs in its own short read transaction (MDB_NOTLS), so lookups from many threads
  * proceed at once and each sees one committed snapshot. Records are copied out of the map
  * before the transaction ends: nothing handed to the caller points into LMDB's pages.
@@ -42,6 +48,48 @@ static int tensor_copy(const MDB_val *k, const MDB_val *v, fg_store_tensor **out
     return FG_OK;
 }
 
+/* The record against its weight file: the file is this store's and names itself as the record
+ * does (open_reader), it was written by the record's batch, and its index holds this tensor at
+ * the record's position with the same chunk table. Catches a weight file copied in from another
+ * store (even with the same layout) and a catalog whose chunk offsets or checksums moved,
+ * naming the tensor and chunk before a byte of it is read. Costs no I/O beyond the index. */
+static int tensor_check_file(fg_store *s, const fg_store_tensor *t, fg_err *err)
+{
+    fg_fgt_reader *r;
+    int rc = store_reader_get(s, t->file_id, &r, err);
+    if (rc)
+        return rc;
+    char path[4200];
+    fg_store_file_path(s, t->file_id, 0, path, sizeof path);
+    uint64_t batch = 0;
+    fg_meta_info m;
+    if (fg_fgt_meta_find(r, "fg.store.batch", &m) == FG_OK && m.type == FG_META_U64)
+        batch = m.u64;
+    fg_fgt_tensor_info ti;
+    if (batch != t->batch || t->file_index >= fg_fgt_tensor_count(r) ||
+        fg_fgt_tensor(r, t->file_index, &ti) || strcmp(ti.name, t->name) ||
+        ti.n_chunks != t->n_chunks)
+        return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: tensor '%s': the catalog and %s "
+                          "disagree (file of batch %llu, catalog says batch %llu): run "
+                          "fg-inspect --verify %s; fg-inspect --reindex %s rebuilds the catalog",
+                          s->dir, t->name, path, (unsigned long long)batch,
+                          (unsigned long long)t->batch, s->dir, s->dir);
+    for (uint32_t c = 0; c < t->n_chunks; c++) {
+        fg_fgt_chunk_info ci;
+        fg_fgt_chunk(r, t->file_index, c, &ci);
+        if (memcmp(&ci, &t->chunks[c], sizeof ci))
+            return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: tensor '%s' chunk %u: the catalog "
+                              "says offset %llu, %llu bytes, xxh3 %016llx; %s says offset %llu, "
+                              "%llu bytes, xxh3 %016llx: run fg-inspect --reindex %s", s->dir,
+                              t->name, c, (unsigned long long)t->chunks[c].offset,
+                              (unsigned long long)t->chunks[c].length,
+                              (unsigned long long)t->chunks[c].xxh3, path,
+                              (unsigned long long)ci.offset, (unsigned long long)ci.length,
+                              (unsigned long long)ci.xxh3, s->dir);
+    }
+    return FG_OK;
+}
+
 int fg_store_tensor_get(fg_store *s, const char *name, fg_store_tensor **out, fg_err *err)
 {
     size_t n;
@@ -60,6 +108,10 @@ int fg_store_tensor_get(fg_store *s, const char *name, fg_store_tensor **out, fg
     if (rc == FG_ERR_CORRUPT)
         rc = FG_ERR_STORE_CATALOG;
     cat_read_end(s, t);
+    if (rc == FG_OK && (rc = tensor_check_file(s, *out, err))) {
+        free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -248,6 +300,7 @@ int fg_store_info_get(fg_store *s, fg_store_info *o, fg_err *err)
     o->kv_pages_per_file = s->pages_per_file;
     o->max_file_bytes = s->max_file_bytes;
     o->read_only = s->rdonly;
+    o->no_lock = s->no_lock;
     o->stale_readers = (uint32_t)s->stale_readers;
     MDB_txn *t;
     int rc = cat_read_begin(s, &t, err);

@@ -190,9 +190,10 @@ static int kv_index_file(fg_store *s, MDB_txn *t, uint32_t id, uint64_t *max_gen
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     for (uint32_t slot = 0; slot < n && !rc; slot++) {
         fg_store_kv_page p;
-        int e = io_read_all(s, fd, buf, s->page_size, kv_slot_offset(s, slot));
+        size_t got;
+        int e = io_read_all(s, fd, buf, s->page_size, kv_slot_offset(s, slot), &got);
         if (e) {
-            rc = io_fail(err, e, path, "reading a KV page");
+            rc = io_read_fail(err, e, path, "reading a KV page", got, s->page_size);
             break;
         }
         int valid = kvp_header_decode(buf, &p) == FG_OK && p.slot == slot && p.file_id == id &&

@@ -107,11 +107,17 @@ int store_id_read(const char *dir, fg_store *s, fg_err *err)
         return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
     }
     ssize_t n = pread(fd, b, sizeof b, 0);
+    int e = errno;
     close(fd);
-    if (n != (ssize_t)sizeof b || memcmp(b, STORE_ID_MAGIC, 8) ||
+    if (n < 0)
+        return fg_err_sys(err, FG_ERR_IO, e, "%s: reading", path);
+    if (n != (ssize_t)sizeof b)
+        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (short read: "
+                          "got %zd of %u bytes)", path, n, STORE_ID_SIZE);
+    if (memcmp(b, STORE_ID_MAGIC, 8) ||
         fg_le64(b + 56) != XXH3_64bits(b, 56))
-        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (bad magic, "
-                          "size or checksum)", path);
+        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store id file (bad magic "
+                          "or checksum)", path);
     if (fg_le16(b + 8) != 1)
         return fg_err_set(err, FG_ERR_VERSION, "%s: store format %u, this library reads 1", path,
                           fg_le16(b + 8));
@@ -481,14 +487,18 @@ static int open_reader(fg_store *s, uint32_t file_id, fg_fgt_reader **r, fg_err 
     int rc = fg_fgt_open(path, 0, r, err);
     if (rc)
         return rc;
-    fg_meta_info m;
-    if (fg_fgt_meta_find(*r, "fg.store.uuid", &m) || m.type != FG_META_STRING ||
-        strcmp(m.data, s->uuid_hex)) {
+    file_rec f;
+    uint32_t said;
+    rc = weights_file_ident(s, *r, path, &f, &said, err);
+    if (rc == FG_OK && said != file_id)
+        rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: the file says it is weights-%06u.fgt: "
+                        "copied or renamed from elsewhere (run fg-inspect --verify %s)", path,
+                        said, s->dir);
+    if (rc) {
         fg_fgt_close(*r);
-        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "%s: file belongs to another store (its "
-                          "fg.store.uuid is not %s)", path, s->uuid_hex);
+        *r = NULL;
     }
-    return FG_OK;
+    return rc;
 }
 
 int store_reader_get(fg_store *s, uint32_t file_id, fg_fgt_reader **r, fg_err *err)

@@ -60,7 +60,9 @@ typedef struct fg_store_opts {
 } fg_store_opts;
 
 enum {
-    FG_STORE_RDONLY = 1, /* read-only handle (MDB_RDONLY); no recovery, no lock */
+    FG_STORE_RDONLY = 1, /* read-only handle (MDB_RDONLY); no recovery, no lock; needs no
+                            write access to the store (MDB_NOLOCK when the lock file cannot
+                            be written) */
 };
 
 typedef struct fg_store fg_store;
@@ -88,6 +90,9 @@ typedef struct fg_store_info {
     uint64_t kv_generation;      /* last generation handed to a KV page */
     uint32_t stale_readers;      /* LMDB reader slots of dead processes cleared at open */
     int read_only;
+    int no_lock;                 /* read-only handle that could not write the catalog's lock
+                                    file (store not writable by this user, or a read-only file
+                                    system): it reads without LMDB's reader table */
 } fg_store_info;
 int fg_store_info_get(fg_store *s, fg_store_info *out, fg_err *err);
 const char *fg_store_dir(const fg_store *s); /* owned by s */
@@ -108,7 +113,10 @@ typedef struct fg_store_tensor {
 } fg_store_tensor;
 
 /* Look up name; *out is a heap copy owned by the caller (fg_store_tensor_free).
- * FG_ERR_NOT_FOUND when the catalog has no such tensor. */
+ * FG_ERR_NOT_FOUND when the catalog has no such tensor. The record is checked against its
+ * weight file's index first (the file is opened and mapped on first use): a file of another
+ * store is FG_ERR_STORE_FOREIGN, a file or chunk table that disagrees with the record (a file
+ * copied in, a moved offset or checksum) FG_ERR_STORE_CATALOG naming the tensor and chunk. */
 int fg_store_tensor_get(fg_store *s, const char *name, fg_store_tensor **out, fg_err *err);
 void fg_store_tensor_free(fg_store_tensor *t); /* NULL accepted */
 /* Call cb for every tensor in name order (the record is valid during the call only); a

@@ -53,6 +53,7 @@ struct fg_store {
     int rdonly;
     int ready;                   /* open or create succeeded (close may then write) */
     int stale_readers;           /* mdb_reader_check's count at open */
+    int no_lock;                 /* read-only without LMDB's lock file (MDB_NOLOCK) */
     int lock_fd;                 /* store.id, flock'd LOCK_EX by a writer; -1 for readers */
     uint8_t uuid[16];
     char uuid_hex[33];
@@ -105,6 +106,14 @@ int cat_state_put(fg_store *s, MDB_txn *t, const store_state *st, fg_err *err);
 int cat_version_put(fg_store *s, MDB_txn *t, fg_err *err);
 int cat_version_check(fg_store *s, MDB_txn *t, fg_err *err);
 
+/* ---- lmdb_check.c: a data.mdb checked with reads before LMDB maps it ---- */
+/* Read n bytes at off into buf: 0, or -1 when they cannot all be read. */
+typedef int (*lc_read_fn)(void *ctx, void *buf, size_t n, uint64_t off);
+/* 0 when the LMDB data file of size bytes (read through rd) is whole and well formed enough for
+ * LMDB to open and read it without touching anything outside the file; else -1 and a one-line
+ * reason in why ("main tree: page 9 says it is page 0 (overwritten or zeroed)"). */
+int cat_file_check(lc_read_fn rd, void *ctx, uint64_t size, char *why, size_t why_n);
+
 /* ---- records.c: catalog value encodings ---- */
 typedef struct file_rec {
     uint8_t kind;          /* 1 weights, 2 kv */
@@ -148,7 +157,11 @@ int weights_index_file(fg_store *s, MDB_txn *t, const fg_fgt_reader *r, uint32_t
 extern const fg_store_io store_posix_io;
 /* Full write/read through the table; returns 0 or -errno (EIO for a zero-length result). */
 int io_write_all(const fg_store *s, int fd, const void *p, size_t n, uint64_t off);
-int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off);
+/* *got (may be NULL) receives the bytes read before a failure; -ENODATA at end of file. */
+int io_read_all(const fg_store *s, int fd, void *p, size_t n, uint64_t off, size_t *got);
+/* io_fail, with "short read: got N of M bytes" for -ENODATA. */
+int io_read_fail(fg_err *err, int neg_errno, const char *path, const char *what, size_t got,
+                 size_t want);
 int io_sync(const fg_store *s, int fd);
 int io_sync_dir(const char *dir);
 /* FG_ERR_NO_SPACE for ENOSPC/EDQUOT/EFBIG, FG_ERR_IO otherwise, message "path: what: strerror". */

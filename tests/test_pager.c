@@ -1,6 +1,6 @@
 /* test_pager.c - the pager: data through every engine and tier, budgets under random workloads,
  * prefetch dedup, pinned chunks surviving eviction, injected faults, sticky errors, placement,
- * write-back, .fgt registration.
+ * write-back, .fgt registration, checksums on every read (weights and written-back chunks).
  *
  * Files live in two places: a directory on the real disk (under the build dir, so O_DIRECT
  * works) and /dev/shm (tmpfs) when present. The O_DIRECT refusal path is driven by the fault
@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "pager.h"
+#include "pager_int.h"
 #include "testutil.h"
 
 #ifndef FG_TEST_DISKDIR
@@ -460,27 +461,190 @@ START_TEST(t_short_once)
 }
 END_TEST
 
-/* A checksum mismatch fails that chunk only; the pager keeps working. */
+static void label_tag(void *ctx, uint64_t tag, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s %llu", (const char *)ctx, (unsigned long long)tag);
+}
+
+/* Verification is the default: a changed byte on disk is refused before anyone sees the chunk,
+ * with a sticky error naming the file, the chunk (and the caller's label), its offset and what
+ * to run. FG_PAGER_NO_VERIFY hands the bytes over unchecked. */
 START_TEST(t_checksum)
 {
     fg_err err;
     dfile f;
     make_file(&f, path_in(g_dir, "c.bin"), 6, 17);
     int fd = open(f.path, O_RDWR);
-    uint8_t b = 0x5a;
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)f.off[3] + 1), 1);
+    b ^= 0x5a;
     ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)f.off[3] + 1), 1);
     close(fd);
-    f.xxh[3] ^= 0; /* the registered checksum is the original one */
-    fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    fg_pager_config c = {{0, 1 << 20, 0}, 4, 0, FG_PAGER_ENGINE_URING, NULL, NULL,
+                         FG_PAGER_NO_CUDA, NULL, NULL, label_tag, (void *)"tag"};
+    fg_pager *p;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    expect_chunk(p, &f, 2, 2, FG_TIER_HOST);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    char want[256];
+    snprintf(want, sizeof want, "c.bin: tag 1003 (pager chunk 3) at offset %llu",
+             (unsigned long long)f.off[3]);
+    ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "checksum mismatch") &&
+                  strstr(err.msg, "fg-inspect --verify") && !strchr(err.msg, '\n'),
+                  "%s", err.msg);
+    check_ok(p);
+    /* sticky: nothing read after a mismatch is trusted, every call repeats the first error */
+    ck_assert_int_eq(fg_pager_acquire(p, 4, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "%s", err.msg);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_int_eq(st.sticky, FG_ERR_CHECKSUM);
+    fg_pager_close(p);
+
+    c.flags |= FG_PAGER_NO_VERIFY; /* unchecked: the damaged bytes come through */
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_OK);
+    ck_assert(XXH3_64bits(v.ptr, v.length) != f.xxh[3]);
+    ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    fg_pager_close(p);
+
+    /* FG_PAGER_VERIFY is still accepted (it is the default) */
+    c.flags = FG_PAGER_VERIFY | FG_PAGER_NO_CUDA;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    ck_assert_int_eq(fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* A read corrupted in transit (fault engine) is caught the same way, for both engines. */
+START_TEST(t_corrupt_read)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "cr.bin"), 4, 19);
+    fg_pager_fault fault = {FG_FAULT_CORRUPT_READ, 1};
+    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, 0, 4, 0, &fault);
     reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
     fg_pager_view v;
-    int rc = fg_pager_acquire(p, 3, FG_TIER_HOST, &v, &err);
-    if (rc == FG_OK) /* the byte may have matched already: 1 in 256 */
-        ck_abort_msg("corrupted chunk accepted");
-    ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
-    ck_assert_msg(strstr(err.msg, "chunk 3") != NULL, "%s", err.msg);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(err.msg, "cr.bin: pager chunk 0 at offset 8192") != NULL, "%s", err.msg);
     check_ok(p);
-    expect_chunk(p, &f, 4, 4, FG_TIER_HOST);
+    fg_pager_close(p);
+}
+END_TEST
+
+/* Offload chunks (a writable file, registered without checksums, as the engine's KV cache and
+ * activations are): a write-back records the payload's XXH3 and the reload is checked. A write
+ * corrupted on its way to the file (fault engine), and a byte changed in the file by someone
+ * else, are both refused on reload; untouched chunks reload intact. */
+START_TEST(t_offload_checksum)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "kv.bin"), 4, 41);
+    /* 0 intact, 1 injected bad write, 2 file edited, 3 bad write of chunks held on DEVICE
+     * (written back through a staging HOST extent) */
+    for (int mode = 0; mode < 4; mode++) {
+        fg_pager_fault fault = {mode % 2 ? FG_FAULT_CORRUPT_WRITE : FG_FAULT_NONE, 2};
+        fg_tier t = mode == 3 ? FG_TIER_DEVICE : FG_TIER_HOST;
+        fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, 1 << 20, mode == 3 ? 1 << 20 : 0, 4,
+                                 0, &fault);
+        uint32_t file, id;
+        ck_assert_int_eq(fg_pager_add_file(p, f.path, 1, &file, &err), FG_OK);
+        for (uint32_t i = 0; i < f.n; i++) {
+            fg_pager_chunk_desc d = {file, f.off[i], f.len[i], f.padded[i], 0, 0, 500 + i,
+                                     {0}, FG_CHUNK_KV, i};
+            ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+        }
+        for (uint32_t i = 0; i < 2; i++) {
+            fg_pager_view v;
+            ck_assert_int_eq(fg_pager_acquire(p, i, t, &v, &err), FG_OK);
+            memset(v.ptr, 0x30 + (int)i + mode, v.length); /* the host device is plain memory */
+            ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+            ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg); /* writes back */
+            fg_pager_chunk_desc d;
+            ck_assert_int_eq(fg_pager_chunk(p, i, &d), FG_OK);
+            ck_assert_int_eq(d.has_xxh3, 1);
+        }
+        if (mode == 2) { /* someone changes the file between write-back and reload */
+            int fd = open(f.path, O_RDWR);
+            uint8_t b = 0x77;
+            ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)f.off[1] + 100), 1);
+            close(fd);
+        }
+        fg_pager_view v;
+        ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_OK);
+        ck_assert_uint_eq(((uint8_t *)v.ptr)[v.length - 1], 0x30 + mode);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        int rc = fg_pager_acquire(p, 1, FG_TIER_HOST, &v, &err);
+        if (mode == 0) {
+            ck_assert_msg(rc == FG_OK, "%s", err.msg);
+            ck_assert_uint_eq(((uint8_t *)v.ptr)[0], 0x31);
+            ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        } else {
+            ck_assert_int_eq(rc, FG_ERR_CHECKSUM);
+            ck_assert_msg(strstr(err.msg, "kv.bin: pager chunk 1 at offset") &&
+                          strstr(err.msg, "changed on disk"), "%s", err.msg);
+        }
+        check_ok(p);
+        fg_pager_close(p);
+    }
+}
+END_TEST
+
+/* The AVX2 XXH3 the pager uses equals libxxhash's for every length around the kernel's block
+ * and stripe boundaries, and for misaligned starts. */
+START_TEST(t_hash)
+{
+    size_t n = (1 << 20) + 4096;
+    uint8_t *b = malloc(n + 64);
+    tu_fill(b, n + 64, 99);
+    for (size_t len = 0; len < 2100; len++)
+        ck_assert_uint_eq(fg_pager_xxh3(b + (len % 7), len), fg_pager_xxh3_ref(b + (len % 7), len));
+    size_t big[] = {4096, 65536, 65537, 1 << 20, n};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        ck_assert_uint_eq(fg_pager_xxh3(b + 1, big[i]), XXH3_64bits(b + 1, big[i]));
+    if (__builtin_cpu_supports("avx2"))
+        ck_assert_uint_eq(fg_pager_xxh3_avx2(b, n), XXH3_64bits(b, n));
+    free(b);
+}
+END_TEST
+
+/* FG_PAGER_VERIFY_ONCE: a chunk's bytes are checked at their first load only (the second load of
+ * a chunk corrupted in transit is not caught), and again after a write-back changes them. */
+START_TEST(t_verify_once)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "vo.bin"), 2, 43);
+    fg_pager_fault fault = {FG_FAULT_CORRUPT_READ, 2}; /* the second read: chunk 0 again */
+    fg_pager_io *io;
+    ck_assert_int_eq(fg_pager_io_uring_create(4, &io, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_io_fault_create(io, &fault, &io, &err), FG_OK);
+    fg_pager_config c = {{0, 1 << 20, 0}, 4, 0, 0, io, NULL,
+                         FG_PAGER_NO_CUDA | FG_PAGER_VERIFY_ONCE, NULL, NULL, NULL, NULL};
+    fg_pager *p;
+    ck_assert_int_eq(fg_pager_open(&c, &p, &err), FG_OK);
+    reg_file(p, &f, 1, FG_CHUNK_KV, 0);
+    fg_pager_view v;
+    uint8_t first;
+    int fd = open(f.path, O_RDWR);
+    ck_assert_int_eq(pread(fd, &first, 1, (off_t)f.off[0]), 1);
+    expect_chunk(p, &f, 0, 0, FG_TIER_HOST);
+    ck_assert_int_eq(fg_pager_evict(p, 0, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_OK); /* not checked */
+    ck_assert_uint_eq(((uint8_t *)v.ptr)[0], first ^ 0xff); /* the corrupted read came through */
+    ((uint8_t *)v.ptr)[0] ^= 0xff;                          /* put it back, then write it */
+    ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_evict(p, 0, &err), FG_OK);
+    uint8_t x = 0x11;
+    ck_assert_int_eq(pwrite(fd, &x, 1, (off_t)f.off[0] + 5), 1);
+    close(fd);
+    ck_assert_int_eq(fg_pager_acquire(p, 0, FG_TIER_HOST, &v, &err), FG_ERR_CHECKSUM);
     fg_pager_close(p);
 }
 END_TEST
@@ -731,6 +895,10 @@ int main(void)
     tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
     tcase_add_loop_test(tc, t_short_once, 0, 2);
     tcase_add_test(tc, t_checksum);
+    tcase_add_test(tc, t_hash);
+    tcase_add_test(tc, t_verify_once);
+    tcase_add_loop_test(tc, t_corrupt_read, 0, 2);
+    tcase_add_loop_test(tc, t_offload_checksum, 0, 2);
     tcase_add_test(tc, t_placement);
     tcase_add_loop_test(tc, t_write_back, 0, 2);
     tcase_add_test(tc, t_streaming_spares_homed);

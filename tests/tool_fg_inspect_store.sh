@@ -2,6 +2,9 @@
 # fg-inspect on a store directory: table and JSON show files, tensors, chunks, metadata and KV
 # page usage; --verify passes; after one payload byte of a weight file is flipped, --verify
 # exits 1 naming the tensor and chunk; a directory that is not a store gets a one-line error.
+# Reliability: output into a full device exits 1 naming stdout; bad usage exits 2; a truncated,
+# zeroed or random catalog gives one line saying to run --reindex (exit 1, never a signal) and
+# --reindex repairs it; a store the user may only read is shown (as nobody when run as root).
 set -euo pipefail
 SAMPLE=$1 INSPECT=$2 WORK=$3
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -43,4 +46,59 @@ set +e
 err=$("$INSPECT" "$WORK/empty" 2>&1 >/dev/null); rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q 'not an fg store' <<<"$err" || { echo "empty: rc=$rc $err"; exit 1; }
+# the text never reaches a full device: exit 1 naming stdout
+set +e
+err=$("$INSPECT" "$WORK/empty" 2>&1 >/dev/full); rc=$?
+err=$("$INSPECT" "$S" 2>&1 >/dev/full); rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q 'stdout: write error' <<<"$err" || { echo "/dev/full: rc=$rc $err"; exit 1; }
+# usage errors exit 2, runtime errors 1
+set +e
+"$INSPECT" >/dev/null 2>&1; r1=$?
+"$INSPECT" --reindex "$F" >/dev/null 2>&1; r2=$?
+"$INSPECT" "$WORK/no-such-thing" >/dev/null 2>&1; r3=$?
+set -e
+[ "$r1 $r2 $r3" = "2 2 1" ] || { echo "exit codes: $r1 $r2 $r3"; exit 1; }
+# a damaged catalog: one line naming data.mdb and --reindex, exit 1, never a signal
+printf "\x$(printf %02x "$old")" | dd of="$F" bs=1 seek=16400 conv=notrunc status=none
+D=$S/catalog/data.mdb
+cp "$D" "$WORK/data.mdb.good"
+size=$(stat -c %s "$D")
+for how in 0 4096 8192 half minus zero random; do
+  cp "$WORK/data.mdb.good" "$D"
+  case $how in
+    half) truncate -s $((size / 2)) "$D" ;;
+    minus) truncate -s $((size - 4096)) "$D" ;;
+    zero) dd if=/dev/zero of="$D" bs=4096 seek=$((size / 4096 - 1)) count=1 conv=notrunc status=none ;;
+    random) head -c "$size" /dev/urandom >"$D" ;;
+    *) truncate -s "$how" "$D" ;;
+  esac
+  set +e
+  err=$("$INSPECT" "$S" 2>&1 >/dev/null); rc=$?
+  set -e
+  if [ $rc -ne 0 ]; then
+    [ $rc -eq 1 ] || { echo "catalog $how: rc=$rc (signal?) $err"; exit 1; }
+    [ "$(wc -l <<<"$err")" -eq 1 ] && grep -q 'data.mdb: damaged catalog' <<<"$err" &&
+      grep -q "fg-inspect --reindex $S" <<<"$err" || { echo "catalog $how: $err"; exit 1; }
+  elif [ "$how" != zero ] && [ "$how" != minus ]; then  # those may hit a page nothing reads
+    echo "catalog $how: accepted"; exit 1
+  fi
+done
+"$INSPECT" --reindex --verify "$S" >"$WORK/reindexed.txt" 2>&1 || { cat "$WORK/reindexed.txt"; exit 1; }
+grep -q 'catalog rebuilt' "$WORK/reindexed.txt" && grep -q 'verify: ok: 3 files, 3 tensors' "$WORK/reindexed.txt" ||
+  { echo "reindex: $(cat "$WORK/reindexed.txt")"; exit 1; }
+# a store this user may read but not write
+if [ "$(id -u)" -eq 0 ]; then
+  if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+    chmod 755 "$WORK" && chmod 555 "$S" "$S/catalog"
+    out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$INSPECT" --verify "$S" 2>&1) ||
+      { echo "read-only as nobody: $out"; exit 1; }
+    grep -q 'verify: ok' <<<"$out" || { echo "read-only: $out"; exit 1; }
+    chmod 755 "$S" "$S/catalog"
+  fi
+else
+  chmod 555 "$S" "$S/catalog"
+  out=$("$INSPECT" --verify "$S" 2>&1) || { echo "read-only: $out"; exit 1; }
+  chmod 755 "$S" "$S/catalog"
+fi
 echo "fg-inspect store end-to-end ok"

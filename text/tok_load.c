@@ -341,14 +341,18 @@ static int read_file(const char *path, int optional, char **buf, size_t *len, fg
     }
     struct stat st;
     int rc = FG_OK;
+    size_t got;
     if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode))
         rc = fg_err_set(err, FG_ERR_IO, "%s: not a regular file", path);
     else if (st.st_size > (1 << 30))
         rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than 1 GiB", path);
     else if (!(*buf = malloc((size_t)st.st_size + 1)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
-    else if (fread(*buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size)
-        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: short read", path);
+    else if ((got = fread(*buf, 1, (size_t)st.st_size, fp)) != (size_t)st.st_size)
+        rc = ferror(fp) ? fg_err_sys(err, FG_ERR_IO, errno, "%s: reading", path)
+                        : fg_err_set(err, FG_ERR_TRUNCATED, "%s: short read: got %zu of %lld "
+                                     "bytes (the file shrank while read)", path, got,
+                                     (long long)st.st_size);
     *len = (size_t)st.st_size;
     fclose(fp);
     if (rc) {

@@ -1,6 +1,9 @@
 /* fg-inspect - show what a .fgt file holds: header, metadata, tensors, chunks; --verify checks
  * every checksum; --json prints the same for scripts. Given a store directory, shows the store
- * instead (inspect_store.c). Exit 0 ok, 1 bad file, 2 bad usage. */
+ * instead (inspect_store.c); --reindex rebuilds its catalog from its files first. Exit 0 ok,
+ * 1 bad file or store, or output that could not be written (stdout full or closed), 2 bad
+ * usage. */
+#include <errno.h>
 #include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
@@ -11,13 +14,17 @@
 #include "fgt.h"
 #include "inspect_store.h"
 #include "inspect_util.h"
+#include "store.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR\n"
+               "       fg-inspect --reindex [--json] [--verify] [--no-chunks] STORE_DIR\n"
                "  --json       machine-readable output\n"
                "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
-               "  --no-chunks  list tensors only\n");
+               "  --no-chunks  list tensors only\n"
+               "  --reindex    rebuild the store's catalog from its files (a damaged or lost\n"
+               "               catalog), then show the store; needs write access\n");
 }
 
 static void json_str(const char *s) { iu_json_str(s); }
@@ -138,21 +145,23 @@ static void print_json(const fg_fgt_reader *r, int chunks)
     printf("\n ]}\n");
 }
 
-int main(int argc, char **argv)
+static int inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"verify", no_argument, NULL, 'v'},
         {"no-chunks", no_argument, NULL, 'n'},
+        {"reindex", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, verify = 0, chunks = 1, c;
+    int json = 0, verify = 0, chunks = 1, reindex = 0, c;
     while ((c = getopt_long(argc, argv, "jvnh", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'v': verify = 1; break;
         case 'n': chunks = 0; break;
+        case 'r': reindex = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -162,7 +171,20 @@ int main(int argc, char **argv)
         return 2;
     }
     struct stat sb;
-    if (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode))
+    int is_dir = stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (reindex && !is_dir) {
+        fprintf(stderr, "fg-inspect: --reindex %s: not a store directory\n", argv[optind]);
+        return 2;
+    }
+    if (reindex) {
+        fg_err err;
+        if (fg_store_reindex(argv[optind], NULL, &err)) {
+            fprintf(stderr, "fg-inspect: reindex failed: %s\n", err.msg);
+            return 1;
+        }
+        fprintf(stderr, "fg-inspect: %s: catalog rebuilt from the store's files\n", argv[optind]);
+    }
+    if (is_dir)
         return inspect_store(argv[optind], json, verify, chunks);
     fg_fgt_reader *r;
     fg_err err;
@@ -189,4 +211,15 @@ int main(int argc, char **argv)
     }
     fg_fgt_close(r);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = inspect(argc, argv);
+    if (fflush(stdout) || ferror(stdout)) { /* text nobody received is a failure */
+        fprintf(stderr, "fg-inspect: stdout: write error: %s\n",
+                errno ? strerror(errno) : "output lost");
+        return 1;
+    }
+    return rc;
 }
