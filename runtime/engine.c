@@ -307,7 +307,7 @@ static int open_pager(fg_engine *e, fg_err *err)
     fg_pager_config pc;
     memset(&pc, 0, sizeof pc);
     pc.budget[FG_TIER_HOST] = e->plan.pool;
-    pc.flags = FG_PAGER_NO_CUDA | (e->o.no_verify ? 0 : FG_PAGER_VERIFY);
+    pc.flags = FG_PAGER_NO_CUDA | (e->o.no_verify ? FG_PAGER_NO_VERIFY : 0);
     pc.notice = e->o.notice;
     pc.notice_ctx = e->o.notice_ctx;
     int rc = fg_pager_open(&pc, &e->pager, err);
