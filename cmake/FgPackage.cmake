@@ -51,7 +51,7 @@ endif()
 # next to the including file in include/fg/; programs write #include <fg/engine.h>.
 # tests/install/install.sh checks that each compiles alone (C, and C++ when there is a C++
 # compiler) and that none includes a header missing from include/fg/.
-set(FG_PUBLIC_HEADERS core/fg_error.h format/fgt.h quant/quant.h store/store.h pager/pager.h
+set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
     runtime/plan.h runtime/engine.h runtime/jobs.h runtime/runner.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.

@@ -1,16 +1,17 @@
 /* backend.h - the compute backend: a device object that owns memory and runs the ops a decoder
  * layer needs (ggml-backend style), so model code and schedules never name a device.
  *
- * A backend is { iface, ctx }. It has
- *  - memory: buffer types (host, pinned host, device), alloc/free, copies (asynchronous with an
- *    event where the device has streams), event waits and a full sync;
+ * A backend is { iface, ctx, dev }. It has
+ *  - memory: its device object (core/fg_device.h: buffer types host, pinned host, device;
+ *    alloc/free; copies, asynchronous with events where the device has streams), the same
+ *    object the pager's DEVICE tier uses;
  *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
  *    gelu-tanh, silu-gated), add, KV encode, attention (causal, grouped-query, sliding window,
  *    top-k sparse, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
- * pool) is always present. Its ops are synchronous and its device buffer type is absent
- * (FG_ERR_UNSUPPORTED). A device backend fills the same table; every op has a scalar reference
+ * pool) is always present. Its ops are synchronous and its device is the host device (no
+ * pinned or device memory). A device backend fills the same table; every op has a scalar reference
  * (compute/ops_ref.c) that the cross-backend test (tests/test_ops.c) compares each backend with.
  *
  * Typed weights: a Linear weight W [n, k] (Hugging Face layout: row r produces output r) is f32
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fg_device.h"
 #include "fg_error.h"
 #include "fgt.h"
 
@@ -38,14 +40,6 @@ extern "C" {
 #endif
 
 typedef struct fg_backend fg_backend;
-typedef struct fg_event fg_event;
-
-/* Where a buffer lives. */
-typedef enum fg_buft {
-    FG_BUFT_HOST = 0,   /* ordinary host memory */
-    FG_BUFT_PINNED = 1, /* host memory the device can copy from/to asynchronously */
-    FG_BUFT_DEVICE = 2, /* device memory: host code may not touch it */
-} fg_buft;
 
 /* One piece of a typed weight: encoded rows [first, first + n) of a tensor of dims (the
  * chunk's bytes in `codec`; Q4/Q8 views come from fg_codec_qview(codec, n_dims, dims, n)). */
@@ -126,13 +120,7 @@ typedef struct fg_backend_stats {
 
 typedef struct fg_backend_iface {
     const char *name;
-    /* ---- memory ---- */
-    int (*alloc)(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err);
-    void (*free)(fg_backend *be, fg_buft t, void *ptr);
-    /* copy n bytes; with ev non-NULL the copy may run asynchronously and *ev completes it */
-    int (*copy)(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
-                fg_event **ev, fg_err *err);
-    int (*event_wait)(fg_backend *be, fg_event *ev, fg_err *err); /* waits, then frees ev */
+    /* wait for every op queued so far (a no-op where ops are synchronous) */
     int (*sync)(fg_backend *be, fg_err *err);
     /* room to decode weight pieces of up to `floats` values (called once sizes are known) */
     int (*reserve)(fg_backend *be, uint64_t floats, fg_err *err);
@@ -167,6 +155,7 @@ typedef struct fg_backend_iface {
 struct fg_backend {
     const fg_backend_iface *iface;
     void *ctx;
+    fg_device *dev;    /* its memory; owned by the backend */
 };
 
 /* The CPU backend computing on `threads` cores (0 = every online CPU): OpenBLAS is switched to

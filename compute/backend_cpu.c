@@ -1,7 +1,7 @@
 /* backend_cpu.c - the CPU compute backend: Linear layers through OpenBLAS sgemm (fp32) on typed
  * weights decoded piece by piece, the small kernels from kernels_cpu.c and ops_common.c.
- * Synchronous: copies complete before they return and `sync` is a no-op. Pinned host memory is
- * ordinary host memory here (nothing copies asynchronously from it); device memory is absent.
+ * Synchronous: `sync` is a no-op. Its device is the host device (core/fg_device.h): host memory,
+ * no pinned or device memory.
  *
  * Threads: the backend owns the process's helper-thread pool (par.h). OpenBLAS runs
  * single-threaded and the backend splits each Linear's output columns (rows of W) across the
@@ -34,40 +34,6 @@ typedef struct cpu_ctx {
 } cpu_ctx;
 
 /* ---- memory ---- */
-
-static int cpu_alloc(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err)
-{
-    (void)be;
-    if (t == FG_BUFT_DEVICE)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "cpu backend: no device memory");
-    *ptr = aligned_alloc(64, (bytes + 63) & ~(uint64_t)63);
-    return *ptr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "cpu backend: cannot allocate %llu bytes",
-                                     (unsigned long long)bytes);
-}
-
-static void cpu_free(fg_backend *be, fg_buft t, void *ptr)
-{
-    (void)be, (void)t;
-    free(ptr);
-}
-
-static int cpu_copy(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st,
-                    uint64_t n, fg_event **ev, fg_err *err)
-{
-    (void)be;
-    if (dt == FG_BUFT_DEVICE || st == FG_BUFT_DEVICE)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "cpu backend: no device memory");
-    memmove(dst, src, n);
-    if (ev)
-        *ev = NULL; /* complete */
-    return FG_OK;
-}
-
-static int cpu_event_wait(fg_backend *be, fg_event *ev, fg_err *err)
-{
-    (void)be, (void)ev, (void)err;
-    return FG_OK;
-}
 
 static int cpu_sync(fg_backend *be, fg_err *err)
 {
@@ -391,11 +357,12 @@ static void cpu_destroy(fg_backend *be)
         free(c->wbuf);
     }
     free(c);
+    fg_device_free(be->dev);
     free(be);
 }
 
 static const fg_backend_iface k_cpu = {
-    "cpu", cpu_alloc, cpu_free, cpu_copy, cpu_event_wait, cpu_sync, cpu_reserve,
+    "cpu", cpu_sync, cpu_reserve,
     cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, cpu_rope, cpu_act, cpu_add,
     cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
 };
@@ -411,7 +378,9 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)
     }
     be->iface = &k_cpu;
     be->ctx = c;
-    int rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);
+    int rc = fg_device_host_create(&be->dev, err);
+    if (rc == FG_OK)
+        rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);
     if (rc) {
         cpu_destroy(be);
         return rc;

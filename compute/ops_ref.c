@@ -3,7 +3,7 @@
  *
  * These are the definitions: plain loops, one thread, no SIMD, the reference ISA for every
  * codec. tests/test_ops.c runs each op of every backend present against them on odd shapes.
- * Host memory only: the device buffer type is FG_ERR_UNSUPPORTED.
+ * Its device is the host device: host memory only.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -17,40 +17,6 @@ typedef struct ref_ctx {
     uint64_t wcap;        /* floats */
     fg_backend_stats st;
 } ref_ctx;
-
-static int ref_alloc(fg_backend *be, fg_buft t, uint64_t bytes, void **ptr, fg_err *err)
-{
-    (void)be;
-    if (t == FG_BUFT_DEVICE)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "reference backend: no device memory");
-    *ptr = aligned_alloc(64, (bytes + 63) & ~(uint64_t)63);
-    return *ptr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "reference backend: cannot allocate %llu "
-                                     "bytes", (unsigned long long)bytes);
-}
-
-static void ref_free(fg_backend *be, fg_buft t, void *ptr)
-{
-    (void)be, (void)t;
-    free(ptr);
-}
-
-static int ref_copy(fg_backend *be, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
-                    fg_event **ev, fg_err *err)
-{
-    (void)be;
-    if (dt == FG_BUFT_DEVICE || st == FG_BUFT_DEVICE)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "reference backend: no device memory");
-    memmove(dst, src, n);
-    if (ev)
-        *ev = NULL; /* already complete */
-    return FG_OK;
-}
-
-static int ref_event_wait(fg_backend *be, fg_event *ev, fg_err *err)
-{
-    (void)be, (void)ev, (void)err;
-    return FG_OK;
-}
 
 static int ref_sync(fg_backend *be, fg_err *err)
 {
@@ -227,11 +193,12 @@ static void ref_destroy(fg_backend *be)
     if (c)
         free(c->wbuf);
     free(c);
+    fg_device_free(be->dev);
     free(be);
 }
 
 const fg_backend_iface fg_ops_ref = {
-    "ref", ref_alloc, ref_free, ref_copy, ref_event_wait, ref_sync, ref_reserve,
+    "ref", ref_sync, ref_reserve,
     ref_linear, ref_gather, ref_layernorm, ref_rmsnorm, ref_rope, ref_act, ref_add,
     ref_kv_store, ref_attention, ref_stats, ref_destroy,
 };
@@ -247,6 +214,11 @@ int fg_backend_ref_create(fg_backend **out, fg_err *err)
     }
     be->iface = &fg_ops_ref;
     be->ctx = c;
+    int rc = fg_device_host_create(&be->dev, err);
+    if (rc) {
+        ref_destroy(be);
+        return rc;
+    }
     *out = be;
     return FG_OK;
 }

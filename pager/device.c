@@ -1,10 +1,12 @@
-/* device.c - DEVICE backends: a host-memory test backend, and CUDA (when built with it).
+/* device.c - device objects (core/fg_device.h) for the DEVICE tier: a simulated device in host
+ * memory, and CUDA (when built with it).
  *
- * The test backend implements the interface with aligned host memory and memcpy, so the test
- * suite drives every DEVICE transition (HOST -> DEVICE, DEVICE -> HOST, eviction, budgets) on
- * a machine without a GPU. The CUDA backend uses the runtime API only (cudaMalloc, cudaMemcpy,
- * cudaHostAlloc for the pinned HOST pool); it refuses with FG_ERR_UNSUPPORTED when no GPU is
- * visible, so callers need no #ifdef.
+ * The simulated device keeps its DEVICE buffers in aligned host memory and copies with memcpy,
+ * so the test suite drives every DEVICE transition (HOST -> DEVICE, DEVICE -> HOST, eviction,
+ * budgets) on a machine without a GPU; it has no PINNED memory (the pager then maps its HOST
+ * pool itself). The CUDA device uses the runtime API only (cudaMalloc, cudaHostAlloc for PINNED
+ * buffers, cudaMemcpy); it refuses with FG_ERR_UNSUPPORTED when no GPU is visible, so callers
+ * need no #ifdef. A CUDA compute backend and the pager share one such object.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -12,42 +14,58 @@
 
 #include "pager_int.h"
 
-static int h_alloc(fg_pager_device *d, uint64_t n, void **ptr, fg_err *err)
+static int s_alloc(fg_device *d, fg_buft t, uint64_t n, void **ptr, fg_err *err)
 {
     (void)d;
-    *ptr = aligned_alloc(FG_PAGE, n ? n : FG_PAGE);
+    if (t == FG_BUFT_PINNED)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "simulated device: no pinned memory");
+    *ptr = aligned_alloc(FG_PAGE, n ? (n + FG_PAGE - 1) / FG_PAGE * FG_PAGE : FG_PAGE);
     if (!*ptr)
-        return fg_err_set(err, FG_ERR_NOMEM, "test device: cannot allocate %llu bytes",
+        return fg_err_set(err, FG_ERR_NOMEM, "simulated device: cannot allocate %llu bytes",
                           (unsigned long long)n);
     return FG_OK;
 }
 
-static void h_free(fg_pager_device *d, void *ptr)
+static void s_free(fg_device *d, fg_buft t, void *ptr)
 {
-    (void)d;
+    (void)d, (void)t;
     free(ptr);
 }
 
-static int h_copy(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err)
+static int s_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                  fg_event **ev, fg_err *err)
 {
-    (void)d;
-    (void)err;
+    (void)d, (void)dt, (void)st, (void)err;
     memcpy(dst, src, n);
+    if (ev)
+        *ev = NULL; /* complete */
     return FG_OK;
 }
 
-static void h_destroy(fg_pager_device *d) { free(d); }
+static int s_event_wait(fg_device *d, fg_event *ev, fg_err *err)
+{
+    (void)d, (void)ev, (void)err;
+    return FG_OK;
+}
 
-static const fg_pager_device_iface host_iface = {
-    "host-test", h_alloc, h_free, h_copy, h_copy, NULL, NULL, h_destroy,
+static int s_sync(fg_device *d, fg_err *err)
+{
+    (void)d, (void)err;
+    return FG_OK;
+}
+
+static void s_destroy(fg_device *d) { free(d); }
+
+static const fg_device_iface sim_iface = {
+    "simulated", s_alloc, s_free, s_copy, s_event_wait, s_sync, s_destroy,
 };
 
-int fg_pager_device_host_create(fg_pager_device **out, fg_err *err)
+int fg_pager_device_host_create(fg_device **out, fg_err *err)
 {
-    fg_pager_device *d = calloc(1, sizeof *d);
+    fg_device *d = calloc(1, sizeof *d);
     if (!d)
-        return fg_err_set(err, FG_ERR_NOMEM, "test device: out of memory");
-    d->iface = &host_iface;
+        return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
+    d->iface = &sim_iface;
     *out = d;
     return FG_OK;
 }
@@ -61,58 +79,64 @@ static int cuda_fail(fg_err *err, cudaError_t e, const char *what, uint64_t n)
                       (unsigned long long)n, cudaGetErrorString(e));
 }
 
-static int c_alloc(fg_pager_device *d, uint64_t n, void **ptr, fg_err *err)
+static int c_alloc(fg_device *d, fg_buft t, uint64_t n, void **ptr, fg_err *err)
 {
     (void)d;
-    cudaError_t e = cudaMalloc(ptr, n);
-    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaMalloc", n);
+    cudaError_t e = t == FG_BUFT_DEVICE ? cudaMalloc(ptr, n)
+                  : t == FG_BUFT_PINNED ? cudaHostAlloc(ptr, n, cudaHostAllocDefault)
+                  : (*ptr = aligned_alloc(FG_PAGE, (n + FG_PAGE - 1) / FG_PAGE * FG_PAGE))
+                      ? cudaSuccess : cudaErrorMemoryAllocation;
+    return e == cudaSuccess ? FG_OK
+                            : cuda_fail(err, e, t == FG_BUFT_DEVICE ? "cudaMalloc"
+                                              : t == FG_BUFT_PINNED ? "cudaHostAlloc"
+                                                                    : "host allocation", n);
 }
 
-static void c_free(fg_pager_device *d, void *ptr)
+static void c_free(fg_device *d, fg_buft t, void *ptr)
 {
     (void)d;
-    cudaFree(ptr);
+    if (t == FG_BUFT_DEVICE)
+        cudaFree(ptr);
+    else if (t == FG_BUFT_PINNED)
+        cudaFreeHost(ptr);
+    else
+        free(ptr);
 }
 
-static int c_h2d(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err)
+static int c_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                  fg_event **ev, fg_err *err)
 {
     (void)d;
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaMemcpy host->device", n);
+    enum cudaMemcpyKind k = dt == FG_BUFT_DEVICE
+                                ? (st == FG_BUFT_DEVICE ? cudaMemcpyDeviceToDevice
+                                                        : cudaMemcpyHostToDevice)
+                                : (st == FG_BUFT_DEVICE ? cudaMemcpyDeviceToHost
+                                                        : cudaMemcpyHostToHost);
+    cudaError_t e = cudaMemcpy(dst, src, n, k);
+    if (ev)
+        *ev = NULL; /* synchronous: streams and events come with the CUDA backend */
+    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaMemcpy", n);
 }
 
-static int c_d2h(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err)
+static int c_sync(fg_device *d, fg_err *err)
 {
     (void)d;
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaMemcpy device->host", n);
+    cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaDeviceSynchronize", 0);
 }
 
-static int c_host_alloc(fg_pager_device *d, uint64_t n, void **ptr, fg_err *err)
-{
-    (void)d;
-    cudaError_t e = cudaHostAlloc(ptr, n, cudaHostAllocDefault);
-    return e == cudaSuccess ? FG_OK : cuda_fail(err, e, "cudaHostAlloc", n);
-}
-
-static void c_host_free(fg_pager_device *d, void *ptr)
-{
-    (void)d;
-    cudaFreeHost(ptr);
-}
-
-static const fg_pager_device_iface cuda_iface = {
-    "cuda", c_alloc, c_free, c_h2d, c_d2h, c_host_alloc, c_host_free, h_destroy,
+static const fg_device_iface cuda_iface = {
+    "cuda", c_alloc, c_free, c_copy, s_event_wait, c_sync, s_destroy,
 };
 
-int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err)
+int fg_pager_device_cuda_create(fg_device **out, fg_err *err)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "cuda: no GPU visible (%s)",
                           e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
-    fg_pager_device *d = calloc(1, sizeof *d);
+    fg_device *d = calloc(1, sizeof *d);
     if (!d)
         return fg_err_set(err, FG_ERR_NOMEM, "cuda device: out of memory");
     d->iface = &cuda_iface;
@@ -120,7 +144,7 @@ int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err)
     return FG_OK;
 }
 #else
-int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err)
+int fg_pager_device_cuda_create(fg_device **out, fg_err *err)
 {
     *out = NULL;
     return fg_err_set(err, FG_ERR_UNSUPPORTED, "cuda: this build has no CUDA support");

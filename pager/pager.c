@@ -110,6 +110,9 @@ static uint64_t now_ns(void)
 
 static int device_present(const fg_pager *p) { return p->dev_base != NULL; }
 
+/* The HOST pool's buffer type, for the device's copies. */
+static fg_buft host_buft(const fg_pager *p) { return p->host_how == 2 ? FG_BUFT_PINNED : FG_BUFT_HOST; }
+
 /* "pager chunk 7", or "tensor 'w' chunk 3 (pager chunk 7)" with the caller's label. */
 static const char *chunk_name(const fg_pager *p, uint32_t id, char *buf, size_t n)
 {
@@ -173,7 +176,7 @@ static int open_device(fg_pager *p, fg_err *err)
         fg_pager_device_cuda_create(&p->dev, NULL);
     if (!p->dev || !n)
         return FG_OK;
-    int rc = p->dev->iface->alloc(p->dev, n, &p->dev_base, err);
+    int rc = p->dev->iface->alloc(p->dev, FG_BUFT_DEVICE, n, &p->dev_base, err);
     if (rc)
         p->dev_base = NULL;
     return rc;
@@ -265,7 +268,7 @@ void fg_pager_close(fg_pager *p)
     fg_arena_fini(&p->arena[FG_TIER_DEVICE]);
     fg_pager_host_pool_free(p);
     if (p->dev_base)
-        p->dev->iface->free(p->dev, p->dev_base);
+        p->dev->iface->free(p->dev, FG_BUFT_DEVICE, p->dev_base);
     if (p->dev)
         p->dev->iface->destroy(p->dev);
     free(p);
@@ -516,8 +519,8 @@ static int t_to_device(fg_pager *p, uint32_t id, fg_err *err)
     int rc = make_room(p, FG_TIER_DEVICE, c->d.padded, c->home == FG_TIER_DEVICE, &off, err);
     if (rc)
         return rc;
-    rc = p->dev->iface->h2d(p->dev, (char *)p->dev_base + off, p->host_base + c->host_off,
-                            c->d.padded, err);
+    rc = p->dev->iface->copy(p->dev, (char *)p->dev_base + off, FG_BUFT_DEVICE,
+                             p->host_base + c->host_off, host_buft(p), c->d.padded, NULL, err);
     if (rc) {
         fg_arena_free(&p->arena[FG_TIER_DEVICE], off, c->d.padded);
         return rc;
@@ -537,8 +540,9 @@ static int t_to_host(fg_pager *p, uint32_t id, fg_err *err)
     int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &off, err);
     if (rc)
         return rc;
-    rc = p->dev->iface->d2h(p->dev, p->host_base + off, (char *)p->dev_base + c->dev_off,
-                            c->d.padded, err);
+    rc = p->dev->iface->copy(p->dev, p->host_base + off, host_buft(p),
+                             (char *)p->dev_base + c->dev_off, FG_BUFT_DEVICE, c->d.padded, NULL,
+                             err);
     if (rc) {
         fg_arena_free(&p->arena[FG_TIER_HOST], off, c->d.padded);
         return rc;
@@ -732,7 +736,8 @@ static int write_back(fg_pager *p, uint32_t id, fg_err *err)
     if (rc)
         return rc;
     uint8_t *stage = p->host_base + off;
-    rc = p->dev->iface->d2h(p->dev, stage, (char *)p->dev_base + c->dev_off, c->d.padded, err);
+    rc = p->dev->iface->copy(p->dev, stage, FG_BUFT_HOST, (char *)p->dev_base + c->dev_off,
+                             FG_BUFT_DEVICE, c->d.padded, NULL, err);
     if (rc == FG_OK) {
         p->st.moved[FG_TIER_DEVICE][FG_TIER_HOST] += c->d.padded;
         c->hold++;

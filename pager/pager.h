@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fg_device.h"
 #include "fg_error.h"
 #include "fgt.h"
 
@@ -128,30 +129,18 @@ typedef struct fg_pager_fault {
 int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *f, fg_pager_io **out,
                              fg_err *err);
 
-/* ---- DEVICE backend (ggml-backend style: iface + context). ---- */
-typedef struct fg_pager_device fg_pager_device;
-typedef struct fg_pager_device_iface {
-    const char *name;
-    /* One allocation of the whole DEVICE budget at open, freed at close. */
-    int (*alloc)(fg_pager_device *d, uint64_t bytes, void **ptr, fg_err *err);
-    void (*free)(fg_pager_device *d, void *ptr);
-    int (*h2d)(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err);
-    int (*d2h)(fg_pager_device *d, void *dst, const void *src, uint64_t n, fg_err *err);
-    /* Optional (NULL): pinned host allocation (cudaHostAlloc) for the HOST pool. */
-    int (*host_alloc)(fg_pager_device *d, uint64_t bytes, void **ptr, fg_err *err);
-    void (*host_free)(fg_pager_device *d, void *ptr);
-    void (*destroy)(fg_pager_device *d);
-} fg_pager_device_iface;
-struct fg_pager_device {
-    const fg_pager_device_iface *iface;
-    void *ctx;
-};
+/* ---- DEVICE tier: a device object (core/fg_device.h), the same one a compute backend on that
+ * device uses. The pager allocates its whole DEVICE budget at open (FG_BUFT_DEVICE), copies
+ * chunks with copy() between its HOST pool and that region, and asks for its HOST pool as
+ * FG_BUFT_PINNED first (mmap + mlock when the device has no pinned memory). ---- */
+typedef fg_device fg_pager_device; /* the name the pager's API used before the device object */
 
-/* A DEVICE backend in plain host memory, so tests can exercise all three tiers without a GPU.
- * Caller owns *out until handed to fg_pager_open. */
-int fg_pager_device_host_create(fg_pager_device **out, fg_err *err);
-/* The CUDA backend (device 0). FG_ERR_UNSUPPORTED when built without CUDA or with no GPU. */
-int fg_pager_device_cuda_create(fg_pager_device **out, fg_err *err);
+/* A simulated device: DEVICE buffers in plain host memory, so tests exercise all three tiers
+ * without a GPU (no PINNED memory). Caller owns *out until handed to fg_pager_open. */
+int fg_pager_device_host_create(fg_device **out, fg_err *err);
+/* The CUDA device (device 0): cudaMalloc, cudaHostAlloc, cudaMemcpy. FG_ERR_UNSUPPORTED when
+ * built without CUDA or with no GPU. */
+int fg_pager_device_cuda_create(fg_device **out, fg_err *err);
 
 /* ---- The pager ---- */
 typedef struct fg_pager fg_pager;
@@ -180,7 +169,7 @@ typedef struct fg_pager_config {
     uint64_t io_block;              /* bytes per I/O op, multiple of 4096 (0 = 1 MiB) */
     fg_pager_engine engine;         /* ignored when io is set */
     fg_pager_io *io;                /* NULL, or an engine the pager takes ownership of */
-    fg_pager_device *device;        /* NULL (CUDA auto when available), or owned from now on */
+    fg_device *device;              /* NULL (CUDA auto when available), or owned from now on */
     unsigned flags;                 /* FG_PAGER_* */
     /* Called with one-line notices (pread fallback, pool not locked); NULL = keep silent
      * (the last notice is in stats). Must not call into the pager. */

@@ -87,9 +87,9 @@ struct fg_pager {
     fg_pager_config cfg;
     fg_pager_io *io;       /* primary engine */
     fg_pager_io *fallback; /* pread engine for files that refuse O_DIRECT (lazy) */
-    fg_pager_device *dev;
+    fg_device *dev;
     uint8_t *host_base;    /* HOST pool */
-    int host_how;          /* 0 mmap, 1 mmap+mlock, 2 device host_alloc */
+    int host_how;          /* 0 mmap, 1 mmap+mlock, 2 the device's PINNED memory */
     void *dev_base;        /* DEVICE pool (backend pointer) */
     fg_arena arena[FG_TIER_COUNT]; /* [HOST], [DEVICE] used */
     uint64_t split[FG_TIER_COUNT]; /* pool bytes [0, split) for chunks homed in the tier,

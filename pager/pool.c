@@ -167,15 +167,18 @@ static void *map_huge_aligned(uint64_t n)
 int fg_pager_host_pool(fg_pager *p, fg_err *err)
 {
     uint64_t n = p->cfg.budget[FG_TIER_HOST];
-    if (p->dev && p->dev->iface->host_alloc) {
+    if (p->dev) {
         void *ptr = NULL;
-        if (p->dev->iface->host_alloc(p->dev, n, &ptr, NULL) == FG_OK) {
+        fg_err perr;
+        int rc = p->dev->iface->alloc(p->dev, FG_BUFT_PINNED, n, &ptr, &perr);
+        if (rc == FG_OK) {
             p->host_base = ptr;
             p->host_how = 2;
             return FG_OK;
         }
-        fg_pager_notice(p, "pager: pinned host allocation of %llu bytes refused; using mmap",
-                        (unsigned long long)n);
+        if (rc != FG_ERR_UNSUPPORTED) /* a device with pinned memory that refused this much */
+            fg_pager_notice(p, "pager: pinned host allocation of %llu bytes refused; using mmap",
+                            (unsigned long long)n);
     }
     void *m = map_huge_aligned(n);
     if (!m)
@@ -198,7 +201,7 @@ void fg_pager_host_pool_free(fg_pager *p)
     if (!p->host_base)
         return;
     if (p->host_how == 2)
-        p->dev->iface->host_free(p->dev, p->host_base);
+        p->dev->iface->free(p->dev, FG_BUFT_PINNED, p->host_base);
     else
         munmap(p->host_base, p->cfg.budget[FG_TIER_HOST]);
     p->host_base = NULL;

@@ -390,21 +390,24 @@ START_TEST(memory_ops)
     int nb = backends(be);
     fg_err err;
     for (int b = 0; b < nb; b++) {
+        fg_device *d = be[b]->dev;
         void *p, *q;
-        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_PINNED, 1000, &p, &err), FG_OK);
-        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_HOST, 1000, &q, &err), FG_OK);
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_HOST, 1000, &p, &err), FG_OK);
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_HOST, 1000, &q, &err), FG_OK);
         memset(p, 7, 1000);
         fg_event *ev = NULL;
-        ck_assert_int_eq(be[b]->iface->copy(be[b], q, FG_BUFT_HOST, p, FG_BUFT_PINNED, 1000, &ev,
-                                            &err), FG_OK);
-        ck_assert_int_eq(be[b]->iface->event_wait(be[b], ev, &err), FG_OK);
+        ck_assert_int_eq(d->iface->copy(d, q, FG_BUFT_HOST, p, FG_BUFT_HOST, 1000, &ev, &err),
+                         FG_OK);
+        ck_assert_int_eq(d->iface->event_wait(d, ev, &err), FG_OK);
         ck_assert(!memcmp(p, q, 1000));
+        ck_assert_int_eq(d->iface->sync(d, &err), FG_OK);
         ck_assert_int_eq(be[b]->iface->sync(be[b], &err), FG_OK);
-        void *d;
-        ck_assert_int_eq(be[b]->iface->alloc(be[b], FG_BUFT_DEVICE, 1000, &d, &err),
-                         FG_ERR_UNSUPPORTED); /* neither CPU backend has device memory */
-        be[b]->iface->free(be[b], FG_BUFT_PINNED, p);
-        be[b]->iface->free(be[b], FG_BUFT_HOST, q);
+        void *x;
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, 1000, &x, &err),
+                         FG_ERR_UNSUPPORTED); /* the CPU backends' host device */
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_PINNED, 1000, &x, &err), FG_ERR_UNSUPPORTED);
+        d->iface->free(d, FG_BUFT_HOST, p);
+        d->iface->free(d, FG_BUFT_HOST, q);
     }
     free_all(be, nb);
 }

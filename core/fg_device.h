@@ -1,0 +1,62 @@
+/* fg_device.h - the device object: memory of a compute device and the copies between it and the
+ * host, shared by the pager (its DEVICE tier and pinned HOST pool) and the compute backend that
+ * computes on that memory (ggml-backend's buffer types and events, in C).
+ *
+ * A device is { iface, ctx }. Buffer types: HOST (ordinary memory), PINNED (host memory the
+ * device copies from and to asynchronously: cudaHostAlloc), DEVICE (memory host code may not
+ * touch). A device offers what it has and answers FG_ERR_UNSUPPORTED for the rest: the host
+ * device (fg_device_host_create) has HOST only. Copies with an event pointer may run
+ * asynchronously (a stream); event_wait completes and frees the event, sync waits for all.
+ *
+ * Implementations: the host device (core/fg_device.c), the pager's simulated device and the
+ * CUDA device (pager/device.c), which the CUDA backend uses too.
+ * Thread-safety: alloc/free/copy may be called from one thread at a time per device.
+ */
+#ifndef FG_DEVICE_H
+#define FG_DEVICE_H
+
+#include <stdint.h>
+
+#include "fg_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fg_buft {
+    FG_BUFT_HOST = 0,
+    FG_BUFT_PINNED = 1,
+    FG_BUFT_DEVICE = 2,
+} fg_buft;
+
+typedef struct fg_device fg_device;
+typedef struct fg_event fg_event;
+
+typedef struct fg_device_iface {
+    const char *name;
+    /* bytes of buffer type t into *ptr (owned by the caller until free) */
+    int (*alloc)(fg_device *d, fg_buft t, uint64_t bytes, void **ptr, fg_err *err);
+    void (*free)(fg_device *d, fg_buft t, void *ptr); /* NULL ptr accepted */
+    /* copy n bytes from src (of type st) to dst (of type dt); with ev non-NULL the copy may be
+     * asynchronous and *ev (possibly NULL: already complete) completes it */
+    int (*copy)(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                fg_event **ev, fg_err *err);
+    int (*event_wait)(fg_device *d, fg_event *ev, fg_err *err); /* NULL ev: complete */
+    int (*sync)(fg_device *d, fg_err *err);
+    void (*destroy)(fg_device *d);
+} fg_device_iface;
+
+struct fg_device {
+    const fg_device_iface *iface;
+    void *ctx;
+};
+
+/* Host memory only (HOST; PINNED and DEVICE are FG_ERR_UNSUPPORTED): what a CPU backend has.
+ * Owned by the caller (fg_device_free). */
+int fg_device_host_create(fg_device **out, fg_err *err);
+void fg_device_free(fg_device *d); /* NULL accepted */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
