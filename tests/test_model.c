@@ -156,6 +156,51 @@ START_TEST(canonical_names)
 }
 END_TEST
 
+/* The Llama family's keys: defaults as transformers has them, and each unsupported or malformed
+ * input named by its key. */
+START_TEST(llama_family_configs)
+{
+#define L "\"vocab_size\":64,\"hidden_size\":32,\"num_hidden_layers\":2," \
+          "\"intermediate_size\":48,\"num_attention_heads\":4,\"max_position_embeddings\":64"
+    fg_hparams c;
+    fg_err err;
+    const char *llama2 = "{\"model_type\":\"llama\"," L "}";
+    ck_assert_int_eq(fg_model_config_parse(llama2, strlen(llama2), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(c.n_kv_heads, 4);
+    ck_assert_uint_eq(c.head_dim, 8);
+    ck_assert(c.rope.theta == 10000.0f && c.rope.scaling == FG_ROPE_NONE);
+    ck_assert(c.norm == FG_NORM_RMS && c.gated && c.act == FG_ACT_SILU && !c.tied_head);
+    ck_assert(c.bos_id == 1 && c.eos_id == 2 && c.pad_id == -1 && !c.sliding_window);
+    const char *l3 = "{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":2,\"head_dim\":16,"
+                     "\"tie_word_embeddings\":true,\"eos_token_id\":[5,6,7],\"rope_scaling\":"
+                     "{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+                     "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":32}}";
+    ck_assert_int_eq(fg_model_config_parse(l3, strlen(l3), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_kv_heads == 2 && c.head_dim == 16 && c.tied_head && c.n_eos == 3 &&
+              c.eos_ids[2] == 7 && c.rope.scaling == FG_ROPE_LLAMA3 && c.rope.orig_max_pos == 32);
+    const char *mis = "{\"model_type\":\"mistral\"," L ",\"sliding_window\":16}";
+    ck_assert_int_eq(fg_model_config_parse(mis, strlen(mis), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(c.sliding_window, 16);
+    const char *qw = "{\"model_type\":\"qwen2\"," L ",\"sliding_window\":null}";
+    ck_assert_int_eq(fg_model_config_parse(qw, strlen(qw), NULL, &c, &err), FG_OK);
+    ck_assert(c.qkv_bias && !c.out_bias && !c.sliding_window && c.bos_id == -1);
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"hidden_act\":\"gelu\"}", FG_ERR_UNSUPPORTED,
+             "key hidden_act: is \"gelu\"");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
+             "\"factor\":4}}", FG_ERR_UNSUPPORTED, "rope_scaling.rope_type: \"yarn\"");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
+             "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
+             "key num_key_value_heads: does not divide");
+    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED,
+             "key use_sliding_window");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
+    cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
+             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, qwen2)");
+#undef L
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("model");
@@ -163,6 +208,7 @@ static Suite *suite(void)
     tcase_add_test(tc, opt_configs_and_tensor_sets);
     tcase_add_test(tc, opt_config_errors);
     tcase_add_test(tc, canonical_names);
+    tcase_add_test(tc, llama_family_configs);
     suite_add_tcase(s, tc);
     return s;
 }
