@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "inspect_store.h"
+#include "model.h"
 #include "inspect_util.h"
 #include "store.h"
 
@@ -147,6 +148,49 @@ static void show_info(const fg_store_info *i, int json)
            i->kv_dirty, i->kv_generation);
 }
 
+/* The model the store holds (its config.json through model/'s table) and tokenizer kind. */
+static void show_model(fg_store *s, int json)
+{
+    void *cfg = NULL, *tk = NULL;
+    size_t n = 0, tn = 0;
+    fg_err err;
+    if (fg_store_meta_get(s, "model.config_json", &cfg, &n, &err))
+        return; /* not a model store */
+    if (fg_store_meta_get(s, "tokenizer.model", &tk, &tn, &err))
+        tk = NULL;
+    char tok[32] = "none";
+    if (tk)
+        snprintf(tok, sizeof tok, "%.*s", (int)(tn < 31 ? tn : 31), (const char *)tk);
+    fg_hparams hp;
+    int rc = fg_model_config_parse(cfg, n, "model.config_json", &hp, &err);
+    if (json && rc)
+        printf(",\n \"model\": {\"error\": ");
+    if (json && rc) {
+        jstr(err.msg);
+        printf("}");
+    } else if (json) {
+        printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
+               "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"ffn\": %u, "
+               "\"vocab\": %u, \"max_positions\": %u, \"sliding_window\": %u, "
+               "\"tied_head\": %s, \"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden,
+               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size, hp.max_pos,
+               hp.sliding_window, hp.tied_head ? "true" : "false", tok);
+    } else if (rc) {
+        printf("model: %s\n", err.msg);
+    } else {
+        static const char *sc[] = {"", ", linear scaling", ", llama3 scaling"};
+        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u, ffn %u, vocab %u, "
+               "positions %u (%s%s)%s%s; tokenizer %s\n", hp.arch, hp.n_layers, hp.hidden,
+               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size, hp.max_pos,
+               hp.pos == FG_POS_ROPE ? "rotary" : "learned",
+               hp.pos == FG_POS_ROPE ? sc[hp.rope.scaling] : "",
+               hp.sliding_window ? ", sliding window" : "", hp.tied_head ? ", tied head" : "",
+               tok);
+    }
+    free(cfg);
+    free(tk);
+}
+
 static int run(fg_store *s, int json, int verify, int chunks, fg_err *err)
 {
     fg_store_info info;
@@ -166,6 +210,7 @@ static int run(fg_store *s, int json, int verify, int chunks, fg_err *err)
         return rc;
     }
     show_info(&info, json);
+    show_model(s, json);
     printf(json ? ",\n \"files\": [" : "\nfiles:\n");
     rc = fg_store_file_iter(s, show_file, &c, err);
     printf(json ? "],\n \"tensors\": [" : "\ntensors: %-35s %-14s %-22s %6s %12s  %s\n", "name",

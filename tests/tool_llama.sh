@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# fg-convert + fg-infer end to end on the Llama-family fixtures (tests/fixtures/llama), through
+# the tools: the checkpoint with its tokenizer.json converted, the fixture's prompt text run as a
+# JSONL job (tokenized by the stored tokenizer.json) must give transformers' greedy tokens; -p
+# prints; ppl is finite; fg-inspect shows the family.
+# usage: tool_llama.sh FG-CONVERT FG-INFER FG-INSPECT FIXTURES WORKDIR
+set -euo pipefail
+CONVERT=$1 INFER=$2 INSPECT=$3 FIX=$4 WORK=$5
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+fail() { echo "tool_llama: $*" >&2; exit 1; }
+for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
+         mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2; do
+  IFS=: read -r dir ref family <<< "$m"
+  "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
+  text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
+  want=$(sed -n 's/^output: //p' "$FIX/$ref.ref/greedy.txt" | tr -s ' ' ',')
+  case "$text" in *[\"\\]*) fail "$ref: prompt_text needs JSON escaping";; esac
+  printf '{"id": "p", "prompt": "%s", "max_new_tokens": 20}\n' "$text" > in.jsonl
+  rm -f out.jsonl
+  "$INFER" -m "$dir.store" --input in.jsonl --output out.jsonl --quiet --threads 1 ||
+    fail "$dir: the job failed"
+  got=$(sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' out.jsonl | tr -d ' ')
+  [ "$got" = "$want" ] || fail "$dir: tokens $got, transformers $want"
+  "$INFER" -m "$dir.store" -p "$text" --max-new-tokens 4 --quiet > p.txt || fail "$dir: -p"
+  grep -q "Darcy" p.txt || fail "$dir: -p printed $(cat p.txt)"
+  printf 'It is a truth universally acknowledged, said Mr. Darcy, that Elizabeth %.0s' \
+    $(seq 20) > t.txt
+  ppl=$("$INFER" ppl -m "$dir.store" --text t.txt --window 64 --quiet) || fail "$dir: ppl"
+  echo "$ppl" | grep -Eq '^perplexity [0-9]+\.[0-9]+ over' || fail "$dir: ppl printed $ppl"
+  "$INSPECT" "$dir.store" | grep -q "$family" || fail "$dir: fg-inspect does not show $family"
+  echo "$dir: greedy tokens equal transformers'; $ppl"
+done
