@@ -27,6 +27,7 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
     $(seq 20) > t.txt
   ppl=$("$INFER" ppl -m "$dir.store" --text t.txt --window 64 --quiet) || fail "$dir: ppl"
   echo "$ppl" | grep -Eq '^perplexity [0-9]+\.[0-9]+ over' || fail "$dir: ppl printed $ppl"
-  "$INSPECT" "$dir.store" | grep -q "$family" || fail "$dir: fg-inspect does not show $family"
+  info=$("$INSPECT" "$dir.store") || fail "$dir: fg-inspect failed"
+  echo "$info" | grep -q "^model $family:" || fail "$dir: fg-inspect does not show $family"
   echo "$dir: greedy tokens equal transformers'; $ppl"
 done
