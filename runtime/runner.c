@@ -19,7 +19,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "convert.h"
 #include "fg_progress.h"
@@ -153,6 +156,29 @@ static int not_q4(void *ctx, const fg_store_tensor *t)
     return 0;
 }
 
+/* Temporary stores are named fg-q4-PID-XXXXXX: one whose process is gone was left by a run
+ * that was killed while quantizing; it is removed by the next run that uses the directory. */
+static void sweep_stale(run *r, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        long pid;
+        char rest[32];
+        if (sscanf(de->d_name, "fg-q4-%ld-%31s", &pid, rest) != 2 || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its process is alive (or not ours to ask about) */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        if (!r->o->quiet)
+            fprintf(r->log, "fg-infer: removed %s, left by a run that was killed\n", path);
+    }
+    if (d)
+        closedir(d);
+}
+
 /* --compress-weight on a store that is not 4-bit: quantize it into a temporary store and use
  * that one instead (the source is closed first: one handle per store per process). */
 static int quantize_at_load(run *r, fg_err *err)
@@ -162,7 +188,8 @@ static int quantize_at_load(run *r, fg_err *err)
         return rc;
     const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
     od = od && *od ? od : "/tmp";
-    snprintf(r->tmp_store, sizeof r->tmp_store, "%s/fg-q4-XXXXXX", od);
+    sweep_stale(r, od);
+    snprintf(r->tmp_store, sizeof r->tmp_store, "%s/fg-q4-%ld-XXXXXX", od, (long)getpid());
     if (!mkdtemp(r->tmp_store)) {
         r->tmp_store[0] = '\0';
         return fg_err_sys(err, FG_ERR_IO, errno, "--compress-weight: cannot create a temporary "
@@ -188,9 +215,14 @@ static int quantize_at_load(run *r, fg_err *err)
     return rc;
 }
 
+/* The store, its config (first: a store without one is not a finished conversion, which is
+ * what to say rather than blame its tokenizer) and its tokenizer. */
 static int open_store(run *r, fg_err *err)
 {
+    fg_hparams hp;
     int rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
+    if (rc == FG_OK)
+        rc = fg_engine_read_config(r->store, &hp, err);
     return rc ? rc : fg_engine_read_tokenizer(r->store, &r->tok, err);
 }
 

@@ -95,6 +95,10 @@ one=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight
 [ -z "$(ls -A off)" ] || { echo "left behind in the offload dir: $(ls -A off)"; exit 1; }
 err=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight --offload-dir off 2>&1 >/dev/null)
 [[ "$err" == *"quantized the weights to 4-bit at load"* ]] || { echo "no notice for quantizing at load: $err"; exit 1; }
+# a temporary store left by a run killed while quantizing (its pid gone) is swept by the next
+mkdir -p off/fg-q4-999999999-stale && touch off/fg-q4-999999999-stale/weights-000001.fgt
+"$INFER" -m tiny -p "hello there" --max-new-tokens 2 --compress-weight --offload-dir off --quiet > /dev/null
+[ -z "$(ls -A off)" ] || { echo "a stale temporary store was not swept: $(ls -A off)"; exit 1; }
 echo "4-bit at load ok (F16: '$f16', 4-bit: '$at_load')"
 expect_fail 1 "$CONVERT" tiny-q4 -o tiny-q4c --compress-weight   # already 4-bit: refused
 [ ! -e tiny-q4c ] || { echo "a failed conversion left tiny-q4c behind"; exit 1; }

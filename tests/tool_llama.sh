@@ -26,7 +26,7 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
   printf 'It is a truth universally acknowledged, said Mr. Darcy, that Elizabeth %.0s' \
     $(seq 20) > t.txt
   ppl=$("$INFER" ppl -m "$dir.store" --text t.txt --window 64 --quiet) || fail "$dir: ppl"
-  echo "$ppl" | grep -Eq '^perplexity [0-9]+\.[0-9]+ over' || fail "$dir: ppl printed $ppl"
+  grep -Eq '^perplexity [0-9]+\.[0-9]+ over' <<< "$ppl" || fail "$dir: ppl printed $ppl"
   info=$("$INSPECT" "$dir.store") || fail "$dir: fg-inspect failed"
   grep -q "^model $family:" <<< "$info" || fail "$dir: fg-inspect does not show $family"
   echo "$dir: greedy tokens equal transformers'; $ppl"
