@@ -77,6 +77,8 @@ def main():
     os.makedirs(os.path.join(OUT, "tokjson_encode"), exist_ok=True)
     n = 0
     for name in sorted(os.listdir(FIX)):
+        if name.startswith("v_"):  # the variants: their steps are in VARIANTS below
+            continue
         j = json.load(open(os.path.join(FIX, name, "tokenizer.json"), encoding="utf-8"))
         cfg = open(os.path.join(FIX, name, "tokenizer_config.json"), "rb").read()
         small = cut(j)
