@@ -152,11 +152,11 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
     int json = access(path, F_OK) == 0;
     fg_tok *tok = NULL;
     int rc = json ? fg_tok_load_json_dir(dir, &tok, err) : fg_tok_load_dir(dir, &tok, err);
-    fg_tok_free(tok);
     if (rc)
         return rc;
-    const char *model = json ? "tokenizer-json" : "gpt2-bpe";
+    const char *model = fg_tok_class(tok); /* SPEC T1: the class (a static string) */
     rc = fg_store_batch_meta(j->batch, "tokenizer.model", model, strlen(model), err);
+    fg_tok_free(tok);
     if (!rc && json)
         rc = fgc_meta_file(j, "tokenizer.tokenizer_json", dir, "tokenizer.json", 0, err);
     if (!rc && !json)

@@ -65,16 +65,28 @@ static int meta(fg_store *store, const char *key, int optional, void **data, siz
     return rc;
 }
 
+/* SPEC T1: tokenizer.model names the class; gpt2-bpe reads vocab.json + merges.txt, the
+ * tokenizer.json classes read tokenizer.json; the config files are optional for both. */
 int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
 {
     static const char *keys[5] = {"tokenizer.tokenizer_json", "tokenizer.vocab_json",
                                   "tokenizer.merges_txt", "tokenizer.config_json",
                                   "tokenizer.special_tokens_map_json"};
-    void *d[5] = {0};
-    size_t n[5] = {0};
-    int rc = meta(store, keys[0], 1, &d[0], &n[0], err), json = d[0] != NULL;
-    for (int i = 1; i < 5 && rc == FG_OK; i++)
-        if (!json || i >= 3)
+    void *d[5] = {0}, *cls = NULL;
+    size_t n[5] = {0}, cn = 0;
+    int rc = meta(store, "tokenizer.model", 1, &cls, &cn, err), json = 0;
+    if (rc == FG_OK && cls && cn == 8 && !memcmp(cls, "gpt2-bpe", 8))
+        json = 0;
+    else if (rc == FG_OK && cls && ((cn == 13 && !memcmp(cls, "bytelevel-bpe", 13)) ||
+                                    (cn == 17 && !memcmp(cls, "sentencepiece-bpe", 17))))
+        json = 1;
+    else if (rc == FG_OK && cls)
+        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata tokenizer.model \"%.*s\" is not "
+                        "a tokenizer class fg reads", fg_store_dir(store), (int)(cn < 40 ? cn : 40),
+                        (const char *)cls);
+    free(cls);
+    for (int i = json ? 0 : 1; i < 5 && rc == FG_OK; i++)
+        if (!json || i == 0 || i >= 3)
             rc = meta(store, keys[i], i >= 3, &d[i], &n[i], err);
     if (rc == FG_OK && json) {
         fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4]};
