@@ -168,6 +168,7 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
 {
     char b[32];
     static const char *what[3] = {"weights", "KV cache", "activations"};
+    uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
     const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
     fprintf(f, "plan: block %u x %u (gbs x ngb), context %u, prefetch %u ahead\n", pl->gbs,
             pl->ngb, pl->max_ctx, pl->ahead);
@@ -180,8 +181,8 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
         {"workspace", pl->workspace}, {"logits", pl->head}, {"block state", pl->block},
-        {"sampler", pl->sampler}, {"pager: homed", pl->homed[0] + pl->homed[1] + pl->homed[2]},
-        {"pager: streaming", pl->pool - (pl->homed[0] + pl->homed[1] + pl->homed[2])},
+        {"sampler", pl->sampler}, {"pager: homed", homed},
+        {"pager: streaming", pl->pool > homed ? pl->pool - homed : 0},
         {"total RAM", pl->total_host}, {"budget", pl->budget},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
