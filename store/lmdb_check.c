@@ -14,7 +14,9 @@
  *   - from that meta, the free-page tree and the main tree, and through the main tree every
  *     named database's tree (F_SUBDATA records): each page lies inside the file and says it is
  *     the page asked for (a zeroed or overwritten page does not), is a branch or leaf page with
- *     sane lower/upper bounds, every node and its key and data lie inside the page, every child
+ *     at least one node and sane lower/upper bounds, every node and its key and data lie inside
+ *     the page, node flags are those the store writes (no sorted duplicates; a sub-database
+ *     record inline, in the main tree only), every child
  *     and overflow page number is inside the file and not beyond last_pg, overflow runs hold
  *     their data, the depth stays within LMDB's cursor stack (32), and no page is reached twice
  *     (so the walk is O(file) even for a crafted file).
@@ -181,9 +183,9 @@ static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, 
         return walk(c, child, depth + 1, main_db, what);
     }
     uint64_t dsize = lo | (uint64_t)hi << 16;
-    if (flags & ~(F_BIGDATA | F_SUBDATA) || (flags & F_DUPDATA))
+    if ((flags & ~(F_BIGDATA | F_SUBDATA)) || flags == (F_BIGDATA | F_SUBDATA))
         return bad(c, "%s: page %llu node %u: flags %#x", what, (unsigned long long)pgno, k,
-                   flags);
+                   flags); /* F_DUPDATA is never written here; a sub-database record inline */
     if (end + (flags & F_BIGDATA ? 8 : dsize) > c->psize)
         return bad(c, "%s: page %llu node %u: key or data runs past the page", what,
                    (unsigned long long)pgno, k);
@@ -220,8 +222,9 @@ static int walk(lc *c, uint64_t pgno, int depth, int main_db, const char *what)
     if (kind != P_LEAF && kind != P_BRANCH)
         return bad(c, "%s: page %llu has flags %#x, not a branch or leaf page", what,
                    (unsigned long long)pgno, flags);
-    if (lower < PAGEHDRSZ || (lower - PAGEHDRSZ) % 2 || upper < lower || upper > c->psize ||
-        (!leaf && lower == PAGEHDRSZ))
+    if (lower <= PAGEHDRSZ || (lower - PAGEHDRSZ) % 2 || upper < lower || upper > c->psize)
+        /* no node at all: LMDB never leaves an empty page in a tree, and reads node 0 of a
+         * leaf without looking at the count */
         return bad(c, "%s: page %llu has bounds %u..%u", what, (unsigned long long)pgno, lower,
                    upper);
     for (unsigned k = 0; k < (lower - PAGEHDRSZ) / 2; k++)
