@@ -14,7 +14,10 @@
  *   - from that meta, the free-page tree and the main tree, and through the main tree every
  *     named database's tree (F_SUBDATA records): each page lies inside the file and says it is
  *     the page asked for (a zeroed or overwritten page does not), is a branch or leaf page with
- *     sane lower/upper bounds, every node and its key and data lie inside the page, every child
+ *     at least one node and sane lower/upper bounds, every node and its key and data lie inside
+ *     the page, node and database flags are those the store writes (no sorted duplicates, no
+ *     integer or reverse keys outside the free-page tree, whose keys are 8 bytes; a
+ *     sub-database record inline, in the main tree only), every child
  *     and overflow page number is inside the file and not beyond last_pg, overflow runs hold
  *     their data, the depth stays within LMDB's cursor stack (32), and no page is reached twice
  *     (so the walk is O(file) even for a crafted file).
@@ -119,6 +122,9 @@ static int meta_read(lc *c, int i, uint32_t psize, lc_meta *m)
         return bad(c, "meta page %d: page size %u", i, m->psize);
     if (i && m->psize != psize)
         return bad(c, "meta pages disagree on the page size (%u, %u)", psize, m->psize);
+    if (m->dbs[0].flags != 0x08 || m->dbs[1].flags != 0) /* MDB_INTEGERKEY on the free tree */
+        return bad(c, "meta page %d: database flags %#x, %#x", i, m->dbs[0].flags,
+                   m->dbs[1].flags);
     if (m->mapsize > (1ull << 48) || m->last_pg < 1 || m->last_pg >= (1ull << 48) / m->psize ||
         (m->last_pg + 1) * m->psize > (m->mapsize > c->size ? m->mapsize : c->size))
         return bad(c, "meta page %d: map size %llu and last page %llu do not fit together", i,
@@ -159,10 +165,12 @@ static int overflow_check(lc *c, uint64_t pgno, uint64_t data, uint8_t *b, const
     return 0;
 }
 
-static int walk(lc *c, uint64_t pgno, int depth, int main_db, const char *what);
+enum { T_FREE = 0, T_MAIN = 1, T_NAMED = 2 }; /* which tree a page belongs to */
+
+static int walk(lc *c, uint64_t pgno, int depth, int tree, const char *what);
 
 /* Node k of page b (already bounds-checked page header). */
-static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, int main_db,
+static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, int tree,
                       const char *what)
 {
     unsigned ptr = fg_le16(b + PAGEHDRSZ + 2 * k), upper = fg_le16(b + 14);
@@ -173,17 +181,20 @@ static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, 
     const uint8_t *n = b + ptr;
     unsigned lo = fg_le16(n), hi = fg_le16(n + 2), flags = fg_le16(n + 4), ks = fg_le16(n + 6);
     uint64_t end = (uint64_t)ptr + NODESIZE + ks;
+    if (tree == T_FREE && ks != 8 && (leaf || k > 0)) /* LMDB compares them as 8-byte ints */
+        return bad(c, "%s: page %llu node %u: key of %u bytes, not 8", what,
+                   (unsigned long long)pgno, k, ks);
     if (!leaf) {
         uint64_t child = lo | (uint64_t)hi << 16 | (uint64_t)flags << 32;
         if (end > c->psize)
             return bad(c, "%s: page %llu node %u: key runs past the page", what,
                        (unsigned long long)pgno, k);
-        return walk(c, child, depth + 1, main_db, what);
+        return walk(c, child, depth + 1, tree, what);
     }
     uint64_t dsize = lo | (uint64_t)hi << 16;
-    if (flags & ~(F_BIGDATA | F_SUBDATA) || (flags & F_DUPDATA))
+    if ((flags & ~(F_BIGDATA | F_SUBDATA)) || flags == (F_BIGDATA | F_SUBDATA))
         return bad(c, "%s: page %llu node %u: flags %#x", what, (unsigned long long)pgno, k,
-                   flags);
+                   flags); /* F_DUPDATA is never written here; a sub-database record inline */
     if (end + (flags & F_BIGDATA ? 8 : dsize) > c->psize)
         return bad(c, "%s: page %llu node %u: key or data runs past the page", what,
                    (unsigned long long)pgno, k);
@@ -191,7 +202,7 @@ static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, 
         return overflow_check(c, fg_le64(n + NODESIZE + ks), dsize, c->buf + (size_t)(depth + 1) *
                               c->psize, what);
     if (flags & F_SUBDATA) { /* a named database: its MDB_db record */
-        if (!main_db || dsize != DB_SIZE)
+        if (tree != T_MAIN || dsize != DB_SIZE)
             return bad(c, "%s: page %llu node %u: a sub-database record where none belongs",
                        what, (unsigned long long)pgno, k);
         lc_db d;
@@ -199,15 +210,15 @@ static int node_check(lc *c, const uint8_t *b, unsigned k, int leaf, int depth, 
         char name[80];
         snprintf(name, sizeof name, "database '%.*s'", ks > 40 ? 40 : (int)ks,
                  (const char *)n + NODESIZE);
-        if (d.flags & 0x04) /* MDB_DUPSORT */
-            return bad(c, "%s: duplicate-sorted, which the store never creates", name);
-        return d.root == P_INVALID ? 0 : walk(c, d.root, depth + 1, 0, name);
+        if (d.flags) /* comparators and sorted duplicates the store never asks for */
+            return bad(c, "%s: flags %#x, the store creates none", name, d.flags);
+        return d.root == P_INVALID ? 0 : walk(c, d.root, depth + 1, T_NAMED, name);
     }
     return 0;
 }
 
 /* The tree below pgno; depth 0 is a root. Buffers: one per level. */
-static int walk(lc *c, uint64_t pgno, int depth, int main_db, const char *what)
+static int walk(lc *c, uint64_t pgno, int depth, int tree, const char *what)
 {
     if (depth >= MAX_DEPTH)
         return bad(c, "%s: tree deeper than %d pages", what, MAX_DEPTH);
@@ -220,12 +231,13 @@ static int walk(lc *c, uint64_t pgno, int depth, int main_db, const char *what)
     if (kind != P_LEAF && kind != P_BRANCH)
         return bad(c, "%s: page %llu has flags %#x, not a branch or leaf page", what,
                    (unsigned long long)pgno, flags);
-    if (lower < PAGEHDRSZ || (lower - PAGEHDRSZ) % 2 || upper < lower || upper > c->psize ||
-        (!leaf && lower == PAGEHDRSZ))
+    if (lower <= PAGEHDRSZ || (lower - PAGEHDRSZ) % 2 || upper < lower || upper > c->psize)
+        /* no node at all: LMDB never leaves an empty page in a tree, and reads node 0 of a
+         * leaf without looking at the count */
         return bad(c, "%s: page %llu has bounds %u..%u", what, (unsigned long long)pgno, lower,
                    upper);
     for (unsigned k = 0; k < (lower - PAGEHDRSZ) / 2; k++)
-        if (node_check(c, b, k, leaf, depth, main_db, what))
+        if (node_check(c, b, k, leaf, depth, tree, what))
             return -1;
     return 0;
 }
