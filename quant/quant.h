@@ -69,6 +69,68 @@ int fg_quant_encode(const fg_codec *c, const fg_qview *v, const void *src, uint8
 int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_t src_len,
                     void *dst, uint8_t dst_dtype, uint64_t ld, fg_quant_isa isa, fg_err *err);
 
+/* ---- Integer GEMM on quantized weights (quant_gemm.c) ----
+ *
+ * y[i, j] = sum_c x[i, c] * W[j, c] for a Linear layer whose weight W [n, k] (Hugging Face
+ * [out, in]) is stored as Q4/Q8 chunks of whole rows with groups along the INPUT axis (group_axis
+ * = 1, along_rows == 0 in the view): each row j is ceil(k / G) groups, w = min_g + scale_g * q.
+ * Activations are quantized at run time to int8 (fg_quant_act_q8): per row, or per row and block
+ * of columns, a = amax / 127, xq = rint(x / a) in [-127, 127]. The product factors per group:
+ *   y[i, j] = sum_g ( min_g * gsum[i, g]  +  scale_g * a[i, b(g)] * idot[i, j, g] )
+ * where gsum is the float sum of x over the group and idot = sum_{c in g} xq[i, c] * q[j, c] is
+ * an exact integer dot product (int8 x unsigned 4/8-bit codes): only the scale part sees the
+ * activation rounding, the min part uses x itself. That formula, with idot exact and the sum over
+ * g taken in binary64, is the definition (the scalar reference); the SIMD kernels take the same
+ * integers and combine them in binary32 (within 2^-17 of the magnitude sum of the terms).
+ * Groups along axis 0 (fg-convert's default) do not factor this way: the int8 path needs a store
+ * converted with --group-axis 1 (or a weight quantized at load along axis 1). */
+
+/* Int8 activations for one weight codec: rows of x quantized once, then multiplied by every
+ * chunk of every weight with that codec's group size and bits. Plain data describing a buffer the
+ * caller owns (fg_quant_act_init carves it); valid while that buffer lives. */
+typedef struct fg_quant_act {
+    uint64_t m;        /* rows */
+    uint64_t k;        /* real columns (the weight's input features) */
+    uint64_t kp;       /* row stride of q: k rounded up to a multiple of max(G, 32) */
+    uint64_t n_groups; /* kp / G */
+    uint64_t n_blocks; /* kp / block */
+    uint32_t group;    /* G of the weight codec */
+    uint32_t block;    /* columns sharing one scale: a multiple of G, or kp (one per row) */
+    uint8_t bits;      /* weight bits: with 4, q is stored in Q4 order (below) */
+    int8_t *q;         /* [m, kp] codes in -127..127, 0 past k. Q4 order: within each aligned 32
+                        * columns, the 16 even columns first, then the 16 odd ones */
+    float *scale;      /* [m, n_blocks] a: x ~ a * q */
+    float *gsum;       /* [m, n_groups] sum of x over the group's real columns (binary32: lane
+                        * c % 8 sums its columns in order, lanes added (0+4, 1+5, 2+6, 3+7), then
+                        * (0+2, 1+3), then 0+1) */
+    int32_t *qsum;     /* [m, n_groups] sum of q over the group */
+} fg_quant_act;
+
+/* Bytes fg_quant_act_init needs for m rows of k columns against codec c (Q4/Q8), one activation
+ * scale per block columns (0: one per row; else a multiple of c's group size). */
+int fg_quant_act_size(const fg_codec *c, uint64_t m, uint64_t k, uint32_t block, size_t *bytes,
+                      fg_err *err);
+/* Lay *a out in buf (len >= fg_quant_act_size; 64-byte aligned for the best speed). The caller
+ * owns buf; *a points into it. */
+int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k, uint32_t block,
+                      void *buf, size_t len, fg_err *err);
+/* Quantize x [a->m, a->k] (row stride ldx floats, 0 means k) into *a: per block, amax = max |x|
+ * (exact), a = fl32(amax / 127), q = clamp(rint(fl32(x * fl32(127 / amax))), -127, 127) (a = 0
+ * and q = 0 for an all-zero block). Every ISA writes the same bytes and bits. NaN or Inf in x ->
+ * FG_ERR_NONFINITE naming (row, column); *a is then unspecified. */
+int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa isa, fg_err *err);
+
+/* y[i * ldy + j] = sum_c x[i, c] * W[j, c] for i < a->m and chunk rows j in [n0, n1), where W's
+ * chunk is w (w_len >= fg_quant_chunk_bytes(v)) with codec c and view v (fg_codec_qview of a 2-d
+ * [n, k] tensor: rows = the chunk's rows, cols = k, along_rows 0). a must be quantized for c
+ * (same group size and bits; any scale dtype and nibble order) with a->k == v->cols. y is
+ * overwritten (no accumulation, no bias). Threads may run disjoint [n0, n1) ranges of one chunk
+ * into one y at once. Any k and m; chunk bytes are never refused (as fg_quant_decode). AVX2 runs
+ * groups of 32 or more codes; smaller groups take the reference path. */
+int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len, uint64_t n0,
+                  uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy, fg_quant_isa isa,
+                  fg_err *err);
+
 /* ---- IEEE binary16 conversions (bit-identical across ISAs) ---- */
 /* Exact widening; NaN payloads kept (quieted). */
 void fg_f16_to_f32(const uint16_t *src, float *dst, size_t n, fg_quant_isa isa);

@@ -1,0 +1,301 @@
+/* quant_gemm_avx2.c - AVX2 int8 activation quantizer and integer GEMM on Q4/Q8 chunks (compiled
+ * with -mavx2 -mf16c -mfma; called only when the CPU has them, see quant_gemm.c).
+ *
+ * Activations (bit-identical to the reference): |x| maxima as integer maxima of the sign-cleared
+ * bits (exact; NaN/Inf show up as bits >= 0x7F800000), x * inv rounded by VCVTPS2DQ (nearest
+ * even, as rintf), packed to bytes, then for Q4 split into evens and odds per 32 columns; group
+ * sums of x in 8 lanes reduced in the order quant.h states.
+ *
+ * GEMM: for each weight row j (its codes stay in L1) and each tile of up to 4 activation rows,
+ * each group gives one 8-lane int32 vector per activation row:
+ *   Q4: 16 code bytes broadcast to both halves, high nibbles shifted down in the upper half and
+ *       masked: 32 codes whose order (evens | odds) matches the activations' Q4 order, so
+ *       VPMADDUBSW (codes unsigned x activations signed, pairs at most 2 * 15 * 127) then
+ *       VPMADDWD by 1 gives int32 partial sums;
+ *   Q8: codes recentred to c = q - 128, VPMADDUBSW(|c|, sign(x, c)) (pairs at most
+ *       2 * 128 * 127, no saturation), and the integer vector starts at 128 * qsum so the group's
+ *       integer equals the reference's exactly.
+ * The group's vector is converted to float and multiplied by scale_g * a (VFMADD), the min term
+ * min_g * gsum is a scalar FMA per group; lanes are added once per output. Columns are walked in
+ * windows of about 256 KiB of activations so a window stays in L2 while every row of the chunk
+ * passes over it.
+ */
+#include <immintrin.h>
+
+#include "quant_gemm_int.h"
+
+#define WINDOW_BYTES (256u * 1024u)
+
+/* ---- activations ---- */
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum8i(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Largest |x| of x[0..n) as bits, or UINT32_MAX when some x is NaN or Inf. */
+static uint32_t amax_bits(const float *x, uint64_t n)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i mx = _mm256_setzero_si256();
+    uint64_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + c)), abs));
+    __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
+    uint32_t r = (uint32_t)_mm_cvtsi128_si32(m4);
+    for (; c < n; c++) {
+        uint32_t u = fgq_fbits(x[c]) & 0x7FFFFFFFu;
+        r = u > r ? u : r;
+    }
+    return r >= 0x7F800000u ? UINT32_MAX : r;
+}
+
+/* 32 activation codes of x[0..32) in natural order (Q4: evens then odds). */
+static inline __m256i act32(const float *x, __m256 inv, int q4)
+{
+    __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), inv));
+    __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), inv));
+    __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), inv));
+    __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), inv));
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (!q4)
+        return b;
+    const __m256i eo = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2,
+                                        4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, eo), 0xD8);
+}
+
+static int8_t act_code(float x, float inv)
+{
+    float q = rintf(x * inv);
+    return (int8_t)(q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q);
+}
+
+/* Codes of columns [c0, c1) of row x against inv (32-aligned full runs vectorised). */
+static void act_codes(const float *x, const fg_quant_act *a, int8_t *q, uint64_t c0, uint64_t c1,
+                      float inv)
+{
+    __m256 vi = _mm256_set1_ps(inv);
+    uint64_t c = c0;
+    while (c < c1) {
+        if (c % 32 == 0 && c + 32 <= c1 && c + 32 <= a->k) {
+            _mm256_storeu_si256((__m256i *)(q + c), act32(x + c, vi, a->bits == 4));
+            c += 32;
+        } else {
+            q[fgq_act_pos(a, c)] = c < a->k ? act_code(x[c], inv) : 0;
+            c++;
+        }
+    }
+}
+
+/* Group sums of x (lane order of fgq_ref_gsum) and of its codes. */
+static void act_sums(const float *x, fg_quant_act *a, uint64_t i)
+{
+    const int8_t *q = a->q + i * a->kp;
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    for (uint64_t g = 0; g < a->n_groups; g++) {
+        uint64_t c0 = g * a->group;
+        uint32_t n = c0 >= a->k ? 0 : (uint32_t)(a->k - c0 < a->group ? a->k - c0 : a->group);
+        __m256 s = _mm256_setzero_ps();
+        for (uint32_t t = 0; t < n; t += 8) {
+            float tmp[8] = {0};
+            const float *src = x + c0 + t;
+            if (t + 8 > n) {
+                memcpy(tmp, src, (n - t) * sizeof(float));
+                src = tmp;
+            }
+            s = _mm256_add_ps(s, _mm256_loadu_ps(src));
+        }
+        a->gsum[i * a->n_groups + g] = hsum8(s);
+        int32_t qs = 0;
+        if (a->group >= 32) {
+            __m256i acc = _mm256_setzero_si256();
+            for (uint32_t t = 0; t < a->group; t += 32) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(q + c0 + t));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(one8, v), one16));
+            }
+            qs = hsum8i(acc);
+        } else {
+            for (uint32_t t = 0; t < a->group; t++)
+                qs += q[c0 + t];
+        }
+        a->qsum[i * a->n_groups + g] = qs;
+    }
+}
+
+int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i)
+{
+    int8_t *q = a->q + i * a->kp;
+    for (uint64_t b = 0; b < a->n_blocks; b++) {
+        uint64_t c0 = b * a->block, c1 = c0 + a->block < a->kp ? c0 + a->block : a->kp;
+        uint64_t r1 = c1 < a->k ? c1 : a->k;
+        uint32_t mx = c0 < a->k ? amax_bits(x + c0, r1 - c0) : 0;
+        if (mx == UINT32_MAX)
+            return 1;
+        float amax = fgq_bitsf(mx), inv = 127.0f / amax, sc = amax / 127.0f;
+        if (amax == 0.0f || !fgq_finite(inv))
+            inv = 0.0f, sc = 0.0f;
+        a->scale[i * a->n_blocks + b] = sc;
+        act_codes(x, a, q, c0, c1, inv);
+    }
+    act_sums(x, a, i);
+    return 0;
+}
+
+/* ---- GEMM ---- */
+
+/* 32 Q4 codes of 16 bytes: low nibbles (even t) in the low half, high nibbles (odd t) in the
+ * upper half; swapped roles with HI_FIRST. */
+static inline __m256i q4codes(const uint8_t *b, int hi_first)
+{
+    __m256i B = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b));
+    __m256i S = _mm256_srli_epi16(B, 4);
+    __m256i C = hi_first ? _mm256_blend_epi32(S, B, 0xF0) : _mm256_blend_epi32(B, S, 0xF0);
+    return _mm256_and_si256(C, _mm256_set1_epi8(0x0F));
+}
+
+/* Stored min (scalar) and scale (broadcast) of a group. */
+static inline void group_ms(const uint8_t *grp, int f16, float *m, __m256 *s)
+{
+    if (f16) {
+        int v;
+        memcpy(&v, grp, 4);
+        __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+        *m = _mm_cvtss_f32(ms);
+        *s = _mm256_broadcastss_ps(_mm_movehdup_ps(ms));
+    } else {
+        float f[2];
+        memcpy(f, grp, 8);
+        *m = f[0];
+        *s = _mm256_set1_ps(f[1]);
+    }
+}
+
+/* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1. */
+static inline __attribute__((always_inline)) void tile(const fgq_params *p, const uint8_t *row,
+                                                       uint64_t g0, uint64_t g1,
+                                                       const fg_quant_act *a, uint64_t i0,
+                                                       const int MR, const int bits,
+                                                       const int hi, const int f16, float *out)
+{
+    const __m256i one16 = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+    __m256 acc[4];
+    float mt[4];
+    for (int r = 0; r < MR; r++)
+        acc[r] = _mm256_setzero_ps(), mt[r] = 0.0f;
+    for (uint64_t g = g0; g < g1; g++) {
+        const uint8_t *grp = row + g * p->gbytes, *codes = grp + p->hdr;
+        uint64_t cb = g * p->G;
+        float m;
+        __m256 s;
+        group_ms(grp, f16, &m, &s);
+        __m256i ai[4];
+        for (int r = 0; r < MR; r++)
+            ai[r] = bits == 8 ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(
+                                    a->qsum[(i0 + r) * a->n_groups + g] * 128))
+                              : _mm256_setzero_si256();
+        for (uint32_t t = 0; t < p->G; t += 32) {
+            const int8_t *xq = a->q + i0 * a->kp + cb + t;
+            if (bits == 4) {
+                __m256i C = q4codes(codes + t / 2, hi);
+                for (int r = 0; r < MR; r++) {
+                    __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * a->kp));
+                    ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(C, X), one16));
+                }
+            } else {
+                __m256i Cs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + t)), x80);
+                __m256i A = _mm256_abs_epi8(Cs);
+                for (int r = 0; r < MR; r++) {
+                    __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * a->kp)), Cs);
+                    ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(A, X), one16));
+                }
+            }
+        }
+        for (int r = 0; r < MR; r++) {
+            uint64_t ir = (i0 + r);
+            __m256 sa = _mm256_mul_ps(s, _mm256_broadcast_ss(&a->scale[ir * a->n_blocks + cb / a->block]));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sa, acc[r]);
+            mt[r] = fmaf(m, a->gsum[ir * a->n_groups + g], mt[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        out[r] = hsum8(acc[r]) + mt[r];
+}
+
+typedef struct gemm_job {
+    const fgq_params *p;
+    const uint8_t *w;
+    uint64_t row_bytes, n0, n1, g0, g1;
+    const fg_quant_act *a;
+    float *y;
+    uint64_t ldy;
+    int first; /* 1: write y; 0: add to it */
+} gemm_job;
+
+static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
+                                                           const int hi, const int f16)
+{
+    const fg_quant_act *a = jb->a;
+    float out[4];
+    for (uint64_t j = jb->n0; j < jb->n1; j++) {
+        const uint8_t *row = jb->w + j * jb->row_bytes;
+        for (uint64_t i0 = 0; i0 < a->m; i0 += 4) {
+            uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
+            if (mr == 4)
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, out);
+            else if (mr == 3)
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, out);
+            else if (mr == 2)
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, out);
+            else
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, out);
+            for (uint64_t r = 0; r < mr; r++) {
+                float *yy = &jb->y[(i0 + r) * jb->ldy + j];
+                *yy = jb->first ? out[r] : *yy + out[r];
+            }
+        }
+    }
+}
+
+static void run_q4_lo_h(const gemm_job *j) { run_rows(j, 4, 0, 1); }
+static void run_q4_hi_h(const gemm_job *j) { run_rows(j, 4, 1, 1); }
+static void run_q8_h(const gemm_job *j) { run_rows(j, 8, 0, 1); }
+static void run_q4_lo_f(const gemm_job *j) { run_rows(j, 4, 0, 0); }
+static void run_q4_hi_f(const gemm_job *j) { run_rows(j, 4, 1, 0); }
+static void run_q8_f(const gemm_job *j) { run_rows(j, 8, 0, 0); }
+
+void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy)
+{
+    void (*run)(const gemm_job *);
+    if (p->bits == 8)
+        run = p->f16scale ? run_q8_h : run_q8_f;
+    else if (p->hi_first)
+        run = p->f16scale ? run_q4_hi_h : run_q4_hi_f;
+    else
+        run = p->f16scale ? run_q4_lo_h : run_q4_lo_f;
+    uint64_t ngw = row_bytes / p->gbytes;
+    /* groups per window: about WINDOW_BYTES of activation codes, at least one group */
+    uint64_t win = WINDOW_BYTES / (a->m * p->G);
+    win = win ? win : 1;
+    gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
+                   .ldy = ldy, .first = 1};
+    for (jb.g0 = 0; jb.g0 < ngw; jb.g0 = jb.g1, jb.first = 0) {
+        jb.g1 = jb.g0 + win < ngw ? jb.g0 + win : ngw;
+        run(&jb);
+    }
+}

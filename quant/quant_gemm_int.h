@@ -1,0 +1,37 @@
+/* quant_gemm_int.h - private to quant/: the kernels behind fg_quant_act_q8 and fg_quant_gemm.
+ *
+ * One activation row at a time (act_row) and one range of weight rows against every activation
+ * row (gemm); quant_gemm.c checks the arguments and picks the ISA. The reference (quant_gemm.c)
+ * is the definition; quant_gemm_avx2.c is tested against it (act_row bit for bit, gemm within
+ * the float tolerance stated in quant.h).
+ */
+#ifndef FG_QUANT_GEMM_INT_H
+#define FG_QUANT_GEMM_INT_H
+
+#include "quant_int.h"
+
+/* Column of a->q where column c of row i's block of 32 lives (Q4 order or natural). */
+static inline uint64_t fgq_act_pos(const fg_quant_act *a, uint64_t c)
+{
+    if (a->bits != 4)
+        return c;
+    return (c & ~(uint64_t)31) + (c & 1) * 16 + ((c & 31) >> 1);
+}
+
+/* Quantize row i of x (k floats at x) into a's row i. Returns 1 (row unspecified) when some x is
+ * NaN or Inf, else 0. */
+int fgq_ref_act_row(const float *x, fg_quant_act *a, uint64_t i);
+/* y[i * ldy + j] for every activation row i and weight rows j in [n0, n1) of the chunk at w
+ * (row j at w + j * row_bytes). */
+void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                  uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+/* The binary32 group sum of x[0..n) (n <= G, +0 past n) in the lane order quant.h states. */
+float fgq_ref_gsum(const float *x, uint32_t n);
+
+#ifdef FG_QUANT_X86
+int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);
+void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+#endif
+
+#endif
