@@ -131,6 +131,14 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy, fg_quant_isa isa,
                   fg_err *err);
 
+/* ---- F16 weights times f32 activations (quant_gemm.c): the batch-1 decode path ----
+ * y[i * ldy + j] = sum_c x[i * ldx + c] * W[j * ldw + c] for i < m, j < n, with W binary16
+ * [n, k] (row stride ldw >= k) widened in registers (F16C) and multiplied with FMA: no f32 copy
+ * of the weights, so one pass over the F16 bytes. Meant for small m (decode); any m works. The
+ * reference sums in binary64; AVX2 in binary32 lanes (within 2^-18 of sum |x w|). y overwritten. */
+int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                uint64_t m, uint64_t ldx, float *y, uint64_t ldy, fg_quant_isa isa, fg_err *err);
+
 /* ---- IEEE binary16 conversions (bit-identical across ISAs) ---- */
 /* Exact widening; NaN payloads kept (quieted). */
 void fg_f16_to_f32(const uint16_t *src, float *dst, size_t n, fg_quant_isa isa);

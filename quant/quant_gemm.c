@@ -301,3 +301,39 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
     fgq_ref_gemm(&p, w, row_bytes, n0, n1, a, y, ldy);
     return FG_OK;
 }
+
+/* ---- F16 weights ---- */
+
+void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                      uint64_t m, uint64_t ldx, float *y, uint64_t ldy)
+{
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            double acc = 0.0;
+            for (uint64_t c = 0; c < k; c++)
+                acc += (double)fgq_h2f(w[j * ldw + c]) * x[i * ldx + c];
+            y[i * ldy + j] = (float)acc;
+        }
+}
+
+int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                uint64_t m, uint64_t ldx, float *y, uint64_t ldy, fg_quant_isa isa, fg_err *err)
+{
+    fg_quant_isa use;
+    int rc = gemm_isa(isa, &use, err);
+    if (rc)
+        return rc;
+    if (ldw < k || ldx < k || (m > 1 && ldy < n))
+        return fg_err_set(err, FG_ERR_INVALID_ARG,
+                          "f16 gemm: strides w %llu, x %llu, y %llu for k %llu, n %llu",
+                          (unsigned long long)ldw, (unsigned long long)ldx,
+                          (unsigned long long)ldy, (unsigned long long)k, (unsigned long long)n);
+#ifdef FG_QUANT_X86
+    if (use == FG_QUANT_ISA_AVX2) {
+        fgq_avx2_f16_gemm(w, n, k, ldw, x, m, ldx, y, ldy);
+        return FG_OK;
+    }
+#endif
+    fgq_ref_f16_gemm(w, n, k, ldw, x, m, ldx, y, ldy);
+    return FG_OK;
+}

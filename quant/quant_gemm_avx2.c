@@ -185,55 +185,117 @@ static inline void group_ms(const uint8_t *grp, int f16, float *m, __m256 *s)
     }
 }
 
-/* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1. */
+/* Integer dot products of one group (codes at `codes`, activation columns from cb) for MR
+ * activation rows starting at xq (row stride kp): ai[r], 8 int32 lanes each. */
+static inline __attribute__((always_inline)) void group_dots(const uint8_t *codes, uint32_t G,
+                                                             const int8_t *xq, uint64_t kp,
+                                                             const int32_t *qs, uint64_t qs_ld,
+                                                             const int MR, const int bits,
+                                                             const int hi, __m256i *ai)
+{
+    const __m256i one16 = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        ai[r] = bits == 8 ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(qs[r * qs_ld] * 128))
+                          : _mm256_setzero_si256();
+    uint32_t t = 0;
+    if (bits == 4) {
+        /* two 32-code runs summed in int16 first: |pair| <= 2 * 15 * 127, four pairs fit */
+        for (; t + 64 <= G; t += 64) {
+            __m256i C0 = q4codes(codes + t / 2, hi), C1 = q4codes(codes + t / 2 + 16, hi);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                const __m256i *x = (const __m256i *)(xq + r * kp + t);
+                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(C0, _mm256_loadu_si256(x)),
+                                             _mm256_maddubs_epi16(C1, _mm256_loadu_si256(x + 1)));
+                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(p, one16));
+            }
+        }
+        for (; t < G; t += 32) {
+            __m256i C = q4codes(codes + t / 2, hi);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * kp + t));
+                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(C, X), one16));
+            }
+        }
+        return;
+    }
+    for (; t < G; t += 32) {
+        __m256i Cs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + t)), x80);
+        __m256i A = _mm256_abs_epi8(Cs);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * kp + t)), Cs);
+            ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(A, X), one16));
+        }
+    }
+}
+
+/* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale,
+ * mt[r] += min * gsum. */
+static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
+                                                            const uint8_t *row, uint64_t g,
+                                                            const fg_quant_act *a, uint64_t i0,
+                                                            const int MR, const int bits,
+                                                            const int hi, const int f16,
+                                                            const int GC, __m256 *accb, float *mt)
+{
+    const uint64_t ng = a->n_groups;
+    const uint8_t *grp = row + g * p->gbytes;
+    float m;
+    __m256 s;
+    group_ms(grp, f16, &m, &s);
+    __m256i ai[4];
+    const uint32_t G = GC ? (uint32_t)GC : p->G;
+    group_dots(grp + p->hdr, G, a->q + i0 * a->kp + g * G, a->kp, a->qsum + i0 * ng + g, ng, MR,
+               bits, hi, ai);
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), s, accb[r]);
+        mt[r] = fmaf(m, a->gsum[(i0 + r) * ng + g], mt[r]);
+    }
+}
+
+/* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1:
+ * per activation block, sum_g cvt(idot) * scale_g in 8 lanes, times the block's a; the min
+ * term as a scalar FMA per group. With one or two rows, groups alternate between two sets of
+ * accumulators so that FMA latency does not serialise the loop. */
 static inline __attribute__((always_inline)) void tile(const fgq_params *p, const uint8_t *row,
                                                        uint64_t g0, uint64_t g1,
                                                        const fg_quant_act *a, uint64_t i0,
                                                        const int MR, const int bits,
-                                                       const int hi, const int f16, float *out)
+                                                       const int hi, const int f16, const int GC,
+                                                       float *out)
 {
-    const __m256i one16 = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
     __m256 acc[4];
-    float mt[4];
+    float mt[4], mt2[4];
+    const uint64_t gpb = a->block / p->G;
+    const float *as = a->scale + i0 * a->n_blocks;
+    #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        acc[r] = _mm256_setzero_ps(), mt[r] = 0.0f;
-    for (uint64_t g = g0; g < g1; g++) {
-        const uint8_t *grp = row + g * p->gbytes, *codes = grp + p->hdr;
-        uint64_t cb = g * p->G;
-        float m;
-        __m256 s;
-        group_ms(grp, f16, &m, &s);
-        __m256i ai[4];
+        acc[r] = _mm256_setzero_ps(), mt[r] = mt2[r] = 0.0f;
+    for (uint64_t g = g0, b = g0 / gpb; g < g1; b++) {
+        uint64_t gend = (b + 1) * gpb < g1 ? (b + 1) * gpb : g1;
+        __m256 accb[4], accb2[4];
+        #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
-            ai[r] = bits == 8 ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(
-                                    a->qsum[(i0 + r) * a->n_groups + g] * 128))
-                              : _mm256_setzero_si256();
-        for (uint32_t t = 0; t < p->G; t += 32) {
-            const int8_t *xq = a->q + i0 * a->kp + cb + t;
-            if (bits == 4) {
-                __m256i C = q4codes(codes + t / 2, hi);
-                for (int r = 0; r < MR; r++) {
-                    __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * a->kp));
-                    ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(C, X), one16));
-                }
-            } else {
-                __m256i Cs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + t)), x80);
-                __m256i A = _mm256_abs_epi8(Cs);
-                for (int r = 0; r < MR; r++) {
-                    __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * a->kp)), Cs);
-                    ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(A, X), one16));
-                }
+            accb[r] = accb2[r] = _mm256_setzero_ps();
+        if (MR <= 2)
+            for (; g + 2 <= gend; g += 2) {
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mt);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, accb2, mt2);
             }
-        }
-        for (int r = 0; r < MR; r++) {
-            uint64_t ir = (i0 + r);
-            __m256 sa = _mm256_mul_ps(s, _mm256_broadcast_ss(&a->scale[ir * a->n_blocks + cb / a->block]));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sa, acc[r]);
-            mt[r] = fmaf(m, a->gsum[ir * a->n_groups + g], mt[r]);
-        }
+        for (; g < gend; g++)
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mt);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]),
+                                     _mm256_broadcast_ss(&as[r * a->n_blocks + b]), acc[r]);
     }
+    #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        out[r] = hsum8(acc[r]) + mt[r];
+        out[r] = hsum8(acc[r]) + (mt[r] + mt2[r]);
 }
 
 typedef struct gemm_job {
@@ -247,7 +309,8 @@ typedef struct gemm_job {
 } gemm_job;
 
 static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
-                                                           const int hi, const int f16)
+                                                           const int hi, const int f16,
+                                                           const int GC)
 {
     const fg_quant_act *a = jb->a;
     float out[4];
@@ -256,13 +319,13 @@ static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, c
         for (uint64_t i0 = 0; i0 < a->m; i0 += 4) {
             uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
             if (mr == 4)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, out);
             else if (mr == 3)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, out);
             else if (mr == 2)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, out);
             else
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, out);
             for (uint64_t r = 0; r < mr; r++) {
                 float *yy = &jb->y[(i0 + r) * jb->ldy + j];
                 *yy = jb->first ? out[r] : *yy + out[r];
@@ -271,23 +334,30 @@ static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, c
     }
 }
 
-static void run_q4_lo_h(const gemm_job *j) { run_rows(j, 4, 0, 1); }
-static void run_q4_hi_h(const gemm_job *j) { run_rows(j, 4, 1, 1); }
-static void run_q8_h(const gemm_job *j) { run_rows(j, 8, 0, 1); }
-static void run_q4_lo_f(const gemm_job *j) { run_rows(j, 4, 0, 0); }
-static void run_q4_hi_f(const gemm_job *j) { run_rows(j, 4, 1, 0); }
-static void run_q8_f(const gemm_job *j) { run_rows(j, 8, 0, 0); }
+/* One instance per (bits, nibble order, scale dtype), with G = 64 (fg-convert's default)
+ * compiled as a constant and any other G at run time. */
+#define RUNNERS(name, bits, hi, f16)                                                              \
+    static void name##_g64(const gemm_job *j) { run_rows(j, bits, hi, f16, 64); }               \
+    static void name##_gx(const gemm_job *j) { run_rows(j, bits, hi, f16, 0); }
+RUNNERS(run_q4_lo_h, 4, 0, 1)
+RUNNERS(run_q4_hi_h, 4, 1, 1)
+RUNNERS(run_q8_h, 8, 0, 1)
+RUNNERS(run_q4_lo_f, 4, 0, 0)
+RUNNERS(run_q4_hi_f, 4, 1, 0)
+RUNNERS(run_q8_f, 8, 0, 0)
+
+typedef void (*runner)(const gemm_job *);
+/* [bits 4 lo, 4 hi, 8][f16][G == 64] */
+static const runner k_runners[3][2][2] = {
+    {{run_q4_lo_f_gx, run_q4_lo_f_g64}, {run_q4_lo_h_gx, run_q4_lo_h_g64}},
+    {{run_q4_hi_f_gx, run_q4_hi_f_g64}, {run_q4_hi_h_gx, run_q4_hi_h_g64}},
+    {{run_q8_f_gx, run_q8_f_g64}, {run_q8_h_gx, run_q8_h_g64}},
+};
 
 void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy)
 {
-    void (*run)(const gemm_job *);
-    if (p->bits == 8)
-        run = p->f16scale ? run_q8_h : run_q8_f;
-    else if (p->hi_first)
-        run = p->f16scale ? run_q4_hi_h : run_q4_hi_f;
-    else
-        run = p->f16scale ? run_q4_lo_h : run_q4_lo_f;
+    runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][p->G == 64];
     uint64_t ngw = row_bytes / p->gbytes;
     /* groups per window: about WINDOW_BYTES of activation codes, at least one group */
     uint64_t win = WINDOW_BYTES / (a->m * p->G);
@@ -297,5 +367,76 @@ void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
     for (jb.g0 = 0; jb.g0 < ngw; jb.g0 = jb.g1, jb.first = 0) {
         jb.g1 = jb.g0 + win < ngw ? jb.g0 + win : ngw;
         run(&jb);
+    }
+}
+
+/* ---- F16 weights x f32 activations ---- */
+
+/* Outputs of weight rows j0..j0+NR-1 for activation rows i0..i0+MR-1, k columns. */
+static inline __attribute__((always_inline)) void f16_tile(const uint16_t *w, uint64_t j0,
+                                                           uint64_t k, uint64_t ldw,
+                                                           const float *x, uint64_t i0,
+                                                           uint64_t ldx, float *y, uint64_t ldy,
+                                                           const int MR, const int NR)
+{
+    __m256 acc[4][4];
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        #pragma GCC unroll 4
+        for (int q = 0; q < NR; q++)
+            acc[r][q] = _mm256_setzero_ps();
+    uint64_t c = 0;
+    for (; c + 8 <= k; c += 8) {
+        __m256 wv[4];
+        #pragma GCC unroll 4
+        for (int q = 0; q < NR; q++)
+            wv[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (j0 + q) * ldw + c)));
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            __m256 xv = _mm256_loadu_ps(x + (i0 + r) * ldx + c);
+            #pragma GCC unroll 4
+            for (int q = 0; q < NR; q++)
+                acc[r][q] = _mm256_fmadd_ps(wv[q], xv, acc[r][q]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        #pragma GCC unroll 4
+        for (int q = 0; q < NR; q++) {
+            float s = hsum8(acc[r][q]);
+            for (uint64_t t = c; t < k; t++)
+                s = fmaf(fgq_h2f(w[(j0 + q) * ldw + t]), x[(i0 + r) * ldx + t], s);
+            y[(i0 + r) * ldy + j0 + q] = s;
+        }
+}
+
+void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                       uint64_t m, uint64_t ldx, float *y, uint64_t ldy)
+{
+    for (uint64_t i0 = 0; i0 < m; i0 += 4) {
+        uint64_t mr = m - i0 < 4 ? m - i0 : 4, j = 0;
+        if (mr == 1) {
+            for (; j + 4 <= n; j += 4)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 1, 4);
+            for (; j < n; j++)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 1, 1);
+            continue;
+        }
+        for (; j + 2 <= n; j += 2) {
+            if (mr == 4)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 4, 2);
+            else if (mr == 3)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 3, 2);
+            else
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 2, 2);
+        }
+        for (; j < n; j++) {
+            if (mr == 4)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 4, 1);
+            else if (mr == 3)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 3, 1);
+            else
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 2, 1);
+        }
     }
 }
