@@ -2,7 +2,8 @@
  * scalar reference (activation bytes and bits identical; GEMM outputs identical when every float
  * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
- * activations, odd shapes, chunk-by-chunk and row-range use, and the refusals. ISAs this CPU
+ * activations, odd shapes, chunk-by-chunk and row-range use, the refusals; and fg_f16_gemm
+ * against a binary64 sum. ISAs this CPU
  * lacks are skipped with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
@@ -494,6 +495,47 @@ START_TEST(test_zero_and_tiny_blocks)
 }
 END_TEST
 
+/* F16 weights x f32 activations: every ISA within 2^-18 of sum |w x| of the binary64 sum of the
+ * widened weights, odd shapes and strides; bad strides refused. */
+START_TEST(test_f16_gemm)
+{
+    for (int it = 0; it < 20; it++) {
+        uint64_t m = 1 + rnd() % 9, n = 1 + rnd() % 19, k = 1 + rnd() % 700;
+        uint64_t ldw = k + rnd() % 3, ldx = k + rnd() % 3, ldy = n + rnd() % 3;
+        uint16_t *w = malloc(n * ldw * 2);
+        float *x = make_x(m, k, ldx), *y = malloc(m * ldy * 4);
+        for (uint64_t i = 0; i < n * ldw; i++)
+            w[i] = fg_f32_to_f16_1(gauss() * 0.05f);
+        for (int ii = 0; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            fg_err err;
+            ck_assert_int_eq(fg_f16_gemm(w, n, k, ldw, x, m, ldx, y, ldy, k_isas[ii], &err), FG_OK);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double e = 0, mag = 0;
+                    for (uint64_t c = 0; c < k; c++) {
+                        double t = (double)fg_f16_to_f32_1(w[j * ldw + c]) * x[i * ldx + c];
+                        e += t, mag += fabs(t);
+                    }
+                    REQUIRE(fabs(y[i * ldy + j] - e) <= 0x1p-18 * mag + 0x1p-23 * fabs(e),
+                            "%s (%llu, %llu) k %llu: %.9g vs %.12g", fg_quant_isa_name(k_isas[ii]),
+                            (unsigned long long)i, (unsigned long long)j, (unsigned long long)k,
+                            y[i * ldy + j], e);
+                }
+        }
+        free(w), free(x), free(y);
+    }
+    fg_err err;
+    uint16_t w1[4] = {0};
+    float x1[4] = {0}, y1[4];
+    ck_assert_int_eq(fg_f16_gemm(w1, 2, 2, 1, x1, 1, 2, y1, 2, FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_f16_gemm(w1, 2, 2, 2, x1, 2, 2, y1, 1, FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -506,6 +548,7 @@ int main(void)
     tcase_add_test(tc, test_windows);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_zero_and_tiny_blocks);
+    tcase_add_test(tc, test_f16_gemm);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
