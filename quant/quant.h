@@ -75,13 +75,16 @@ int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_
  * [out, in]) is stored as Q4/Q8 chunks of whole rows with groups along the INPUT axis (group_axis
  * = 1, along_rows == 0 in the view): each row j is ceil(k / G) groups, w = min_g + scale_g * q.
  * Activations are quantized at run time to int8 (fg_quant_act_q8): per row, or per row and block
- * of columns, a = amax / 127, xq = rint(x / a) in [-127, 127]. The product factors per group:
- *   y[i, j] = sum_g ( min_g * gsum[i, g]  +  scale_g * a[i, b(g)] * idot[i, j, g] )
- * where gsum is the float sum of x over the group and idot = sum_{c in g} xq[i, c] * q[j, c] is
- * an exact integer dot product (int8 x unsigned 4/8-bit codes): only the scale part sees the
- * activation rounding, the min part uses x itself. That formula, with idot exact and the sum over
- * g taken in binary64, is the definition (the scalar reference); the SIMD kernels take the same
- * integers and combine them in binary32 (within 2^-17 of the magnitude sum of the terms).
+ * of columns, a = amax / 127, xq = rint(x / a) in [-127, 127]. The product of the dequantized
+ * weights and the dequantized activations factors per group:
+ *   y[i, j] = sum_g a[i, b(g)] * ( min_g * qsum[i, g]  +  scale_g * idot[i, j, g] )
+ * where qsum is the sum of xq over the group and idot = sum_{c in g} xq[i, c] * q[j, c] is an
+ * exact integer dot product (int8 x unsigned 4/8-bit codes). That formula, with the integers
+ * exact and the rest in binary64, is the definition (the scalar reference); the SIMD kernels take
+ * the same integers and combine them in binary32 (within 2^-17 of the magnitude sum of the
+ * terms). Both terms use the rounded activations on purpose: min_g * sum x + scale_g * sum q x
+ * with x exact in the first term only has an error of sum (w - min) e instead of sum w e over the
+ * rounding errors e, about 2.7 times larger (measured: bench_int8_accuracy).
  * Groups along axis 0 (fg-convert's default) do not factor this way: the int8 path needs a store
  * converted with --group-axis 1 (or a weight quantized at load along axis 1). */
 
@@ -100,9 +103,6 @@ typedef struct fg_quant_act {
     int8_t *q;         /* [m, kp] codes in -127..127, 0 past k. Q4 order: within each aligned 32
                         * columns, the 16 even columns first, then the 16 odd ones */
     float *scale;      /* [m, n_blocks] a: x ~ a * q */
-    float *gsum;       /* [m, n_groups] sum of x over the group's real columns (binary32: lane
-                        * c % 8 sums its columns in order, lanes added (0+4, 1+5, 2+6, 3+7), then
-                        * (0+2, 1+3), then 0+1) */
     int32_t *qsum;     /* [m, n_groups] sum of q over the group */
 } fg_quant_act;
 

@@ -16,8 +16,9 @@
  *    zero activations;
  *  - for Q4 the activations are stored, per 32 columns, evens then odds: the low and the high
  *    nibbles of 16 code bytes then line up with them without any byte interleave;
- *  - the min term uses the float group sums of x, not the rounded activations: it is exact up
- *    to float rounding, and only scale * (w - min) sees the int8 error;
+ *  - the min term uses the rounded activations too (min_g * a * qsum_g), so the result is the
+ *    dequantized weights times the dequantized activations; mixing exact x into the min term
+ *    would leave sum (w - min) e as the error instead of sum w e (quant.h);
  *  - the Q8 kernels recentre codes to q - 128 (VPMADDUBSW takes unsigned x signed bytes and
  *    would saturate at 255 * 127 * 2) and add 128 * qsum back in the integer domain, so every
  *    ISA computes the same integer per group.
@@ -30,17 +31,6 @@
 #define ACT_ALIGN 64u
 
 /* ---- reference kernels ---- */
-
-float fgq_ref_gsum(const float *x, uint32_t n)
-{
-    float l[8] = {0};
-    uint32_t n8 = (n + 7) & ~7u;
-    for (uint32_t c = 0; c < n8; c++)
-        l[c % 8] += c < n ? x[c] : 0.0f;
-    float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
-    float b0 = a0 + a2, b1 = a1 + a3;
-    return b0 + b1;
-}
 
 /* Largest |x| over x[0..n) as bits (exact), or UINT32_MAX when some x is NaN or Inf. */
 static uint32_t amax_bits(const float *x, uint64_t n)
@@ -70,16 +60,14 @@ static int8_t act_code(float x, float inv)
     return (int8_t)(q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q);
 }
 
-static void act_sums(const float *x, fg_quant_act *a, uint64_t i)
+static void act_sums(fg_quant_act *a, uint64_t i)
 {
     const int8_t *q = a->q + i * a->kp;
     for (uint64_t g = 0; g < a->n_groups; g++) {
         uint64_t c0 = g * a->group;
-        uint32_t n = c0 >= a->k ? 0 : (uint32_t)(a->k - c0 < a->group ? a->k - c0 : a->group);
-        a->gsum[i * a->n_groups + g] = fgq_ref_gsum(x + c0, n);
         int32_t s = 0;
         for (uint32_t t = 0; t < a->group; t++)
-            s += q[c0 + t]; /* the group's columns, whatever their order inside 32-blocks */
+            s += q[fgq_act_pos(a, c0 + t)];
         a->qsum[i * a->n_groups + g] = s;
     }
 }
@@ -98,7 +86,7 @@ int fgq_ref_act_row(const float *x, fg_quant_act *a, uint64_t i)
         for (uint64_t c = c0; c < c1; c++)
             q[fgq_act_pos(a, c)] = c < a->k ? act_code(x[c], inv) : 0;
     }
-    act_sums(x, a, i);
+    act_sums(a, i);
     return 0;
 }
 
@@ -125,8 +113,9 @@ static float ref_dot(const fgq_params *p, const uint8_t *row, uint64_t ngw, cons
             uint64_t c = g * p->G + t;
             idot += (int64_t)wcode(grp + p->hdr, t, p) * q[fgq_act_pos(a, c)];
         }
-        double sa = (double)s * a->scale[i * a->n_blocks + g * p->G / a->block];
-        acc += (double)m * a->gsum[i * a->n_groups + g] + sa * (double)idot;
+        double qs = a->qsum[i * a->n_groups + g];
+        acc += a->scale[i * a->n_blocks + g * p->G / a->block] *
+               ((double)m * qs + (double)s * (double)idot);
     }
     return (float)acc;
 }
@@ -144,7 +133,7 @@ void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uin
 
 typedef struct act_dims {
     uint64_t kp, block, n_groups, n_blocks;
-    uint64_t off_gsum, off_qsum, off_q, bytes;
+    uint64_t off_qsum, off_q, bytes;
 } act_dims;
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -178,8 +167,7 @@ static int act_layout(const fg_codec *c, uint64_t m, uint64_t k, uint32_t block,
         fg_mul_u64(m, d->kp, &nq) || ns > SIZE_MAX / 4 || ng > SIZE_MAX / 4 || nq > SIZE_MAX / 4)
         return fg_err_set(err, FG_ERR_OVERFLOW, "quant act: %llu x %llu activations overflow",
                           (unsigned long long)m, (unsigned long long)k);
-    d->off_gsum = align_up(ns, ACT_ALIGN);
-    d->off_qsum = d->off_gsum + align_up(ng, ACT_ALIGN);
+    d->off_qsum = align_up(ns, ACT_ALIGN);
     d->off_q = d->off_qsum + align_up(ng, ACT_ALIGN);
     d->bytes = d->off_q + align_up(nq, ACT_ALIGN);
     return FG_OK;
@@ -210,7 +198,7 @@ int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k
                         .n_blocks = d.n_blocks, .group = c->group_size,
                         .block = (uint32_t)d.block, .bits = c->bits,
                         .q = (int8_t *)(b + d.off_q), .scale = (float *)b,
-                        .gsum = (float *)(b + d.off_gsum), .qsum = (int32_t *)(b + d.off_qsum)};
+                        .qsum = (int32_t *)(b + d.off_qsum)};
     return FG_OK;
 }
 

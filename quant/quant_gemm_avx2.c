@@ -15,8 +15,9 @@
  *   Q8: codes recentred to c = q - 128, VPMADDUBSW(|c|, sign(x, c)) (pairs at most
  *       2 * 128 * 127, no saturation), and the integer vector starts at 128 * qsum so the group's
  *       integer equals the reference's exactly.
- * The group's vector is converted to float and multiplied by scale_g * a (VFMADD), the min term
- * min_g * gsum is a scalar FMA per group; lanes are added once per output. Columns are walked in
+ * The group's vector is converted to float and accumulated times scale_g (VFMADD), the min term
+ * min_g * qsum is a scalar FMA per group; both are multiplied by the activation scale a once per
+ * activation block, and the lanes are added once per output. Columns are walked in
  * windows of about 256 KiB of activations so a window stays in L2 while every row of the chunk
  * passes over it.
  */
@@ -102,27 +103,15 @@ static void act_codes(const float *x, const fg_quant_act *a, int8_t *q, uint64_t
     }
 }
 
-/* Group sums of x (lane order of fgq_ref_gsum) and of its codes. */
-static void act_sums(const float *x, fg_quant_act *a, uint64_t i)
+/* Code sums per group. */
+static void act_sums(fg_quant_act *a, uint64_t i)
 {
     const int8_t *q = a->q + i * a->kp;
     const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
     for (uint64_t g = 0; g < a->n_groups; g++) {
         uint64_t c0 = g * a->group;
-        uint32_t n = c0 >= a->k ? 0 : (uint32_t)(a->k - c0 < a->group ? a->k - c0 : a->group);
-        __m256 s = _mm256_setzero_ps();
-        for (uint32_t t = 0; t < n; t += 8) {
-            float tmp[8] = {0};
-            const float *src = x + c0 + t;
-            if (t + 8 > n) {
-                memcpy(tmp, src, (n - t) * sizeof(float));
-                src = tmp;
-            }
-            s = _mm256_add_ps(s, _mm256_loadu_ps(src));
-        }
-        a->gsum[i * a->n_groups + g] = hsum8(s);
         int32_t qs = 0;
-        if (a->group >= 32) {
+        if (a->group >= 32) { /* whole 32-column runs: their order does not matter */
             __m256i acc = _mm256_setzero_si256();
             for (uint32_t t = 0; t < a->group; t += 32) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + c0 + t));
@@ -130,8 +119,8 @@ static void act_sums(const float *x, fg_quant_act *a, uint64_t i)
             }
             qs = hsum8i(acc);
         } else {
-            for (uint32_t t = 0; t < a->group; t++)
-                qs += q[c0 + t];
+            for (uint32_t t = 0; t < a->group; t++) /* Q4 order spreads a small group */
+                qs += q[fgq_act_pos(a, c0 + t)];
         }
         a->qsum[i * a->n_groups + g] = qs;
     }
@@ -152,7 +141,7 @@ int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i)
         a->scale[i * a->n_blocks + b] = sc;
         act_codes(x, a, q, c0, c1, inv);
     }
-    act_sums(x, a, i);
+    act_sums(a, i);
     return 0;
 }
 
@@ -233,7 +222,7 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t *code
 }
 
 /* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale,
- * mt[r] += min * gsum. */
+ * mt[r] += min * qsum. */
 static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
                                                             const uint8_t *row, uint64_t g,
                                                             const fg_quant_act *a, uint64_t i0,
@@ -253,13 +242,13 @@ static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
         accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), s, accb[r]);
-        mt[r] = fmaf(m, a->gsum[(i0 + r) * ng + g], mt[r]);
+        mt[r] = fmaf(m, (float)a->qsum[(i0 + r) * ng + g], mt[r]);
     }
 }
 
 /* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1:
- * per activation block, sum_g cvt(idot) * scale_g in 8 lanes, times the block's a; the min
- * term as a scalar FMA per group. With one or two rows, groups alternate between two sets of
+ * per activation block, sum_g cvt(idot) * scale_g in 8 lanes and sum_g min_g * qsum as a
+ * scalar, both times the block's a. With one or two rows, groups alternate between two sets of
  * accumulators so that FMA latency does not serialise the loop. */
 static inline __attribute__((always_inline)) void tile(const fgq_params *p, const uint8_t *row,
                                                        uint64_t g0, uint64_t g1,
@@ -269,33 +258,36 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
                                                        float *out)
 {
     __m256 acc[4];
-    float mt[4], mt2[4];
+    float mt[4];
     const uint64_t gpb = a->block / p->G;
     const float *as = a->scale + i0 * a->n_blocks;
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        acc[r] = _mm256_setzero_ps(), mt[r] = mt2[r] = 0.0f;
+        acc[r] = _mm256_setzero_ps(), mt[r] = 0.0f;
     for (uint64_t g = g0, b = g0 / gpb; g < g1; b++) {
         uint64_t gend = (b + 1) * gpb < g1 ? (b + 1) * gpb : g1;
         __m256 accb[4], accb2[4];
+        float mtb[4], mtb2[4];
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
-            accb[r] = accb2[r] = _mm256_setzero_ps();
+            accb[r] = accb2[r] = _mm256_setzero_ps(), mtb[r] = mtb2[r] = 0.0f;
         if (MR <= 2)
             for (; g + 2 <= gend; g += 2) {
-                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mt);
-                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, accb2, mt2);
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mtb);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, accb2, mtb2);
             }
         for (; g < gend; g++)
-            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mt);
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mtb);
         #pragma GCC unroll 4
-        for (int r = 0; r < MR; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]),
-                                     _mm256_broadcast_ss(&as[r * a->n_blocks + b]), acc[r]);
+        for (int r = 0; r < MR; r++) {
+            float ab = as[r * a->n_blocks + b];
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]), _mm256_set1_ps(ab), acc[r]);
+            mt[r] = fmaf(mtb[r] + mtb2[r], ab, mt[r]);
+        }
     }
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        out[r] = hsum8(acc[r]) + (mt[r] + mt2[r]);
+        out[r] = hsum8(acc[r]) + mt[r];
 }
 
 typedef struct gemm_job {

@@ -25,8 +25,6 @@ int fgq_ref_act_row(const float *x, fg_quant_act *a, uint64_t i);
  * (row j at w + j * row_bytes). */
 void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
-/* The binary32 group sum of x[0..n) (n <= G, +0 past n) in the lane order quant.h states. */
-float fgq_ref_gsum(const float *x, uint32_t n);
 
 /* F16 weights [n, k] (stride ldw) times x [m, k] (stride ldx) into y (stride ldy). */
 void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,

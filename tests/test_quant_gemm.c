@@ -162,7 +162,8 @@ static double expect(const wcase *wc, const fg_quant_act *a, uint64_t i, uint64_
             smag += fabs((double)s * q * xq);
             m0 = m;
         }
-        double gs = a->gsum[i * a->n_groups + g];
+        double gs = a->qsum[i * a->n_groups + g] *
+                    (double)a->scale[i * a->n_blocks + g * a->group / a->block];
         y += m0 * gs + sum;
         mg += fabs(m0 * gs) + smag;
     }
@@ -250,7 +251,7 @@ END_TEST
 
 /* The reference equals an element-by-element binary64 evaluation (to its final rounding), and
  * stays within the activation-rounding bound of f32 weights (decoded) times f32 activations:
- * |y - sum_c W[j,c] x[i,c]| <= sum_c (W[j,c] - min) * a / 2 + float slack. */
+ * |y - sum_c W[j,c] x[i,c]| <= sum_c |W[j,c]| * a / 2 + float slack. */
 START_TEST(test_ref_definition)
 {
     g_rng += (uint64_t)_i * 104729;
@@ -275,7 +276,7 @@ START_TEST(test_ref_definition)
                     double xv = x[i * s.k + c], wv = wc.deq[j * s.k + c];
                     f += wv * xv;
                     fmag += fabs(wv * xv) + fabs(m * xv);
-                    bound += fabs(wv - m) * t.a.scale[i * t.a.n_blocks + c / t.a.block] / 2;
+                    bound += fabs(wv) * t.a.scale[i * t.a.n_blocks + c / t.a.block] / 2;
                 }
                 REQUIRE(fabs(y[i * s.n + j] - f) <= bound + 1e-5 * fmag,
                         "(%llu, %llu): int8 %.9g, f32 %.9g, bound %g", (unsigned long long)i,
@@ -287,7 +288,7 @@ START_TEST(test_ref_definition)
 }
 END_TEST
 
-/* Integer-valued activations (amax 127 -> a = 1, q = x) and weights with min 0, scale 1 and random
+/* Integer-valued activations (amax 127 -> a = 1, q = x) and weights with min 1, scale 1 and random
  * code bytes, padding codes included (they meet zero activations): every float step is exact,
  * so every ISA returns the exact integer dot product, bit for bit. */
 START_TEST(test_exact_integers)
@@ -304,11 +305,11 @@ START_TEST(test_exact_integers)
             uint8_t *grp = wc.q + g * wc.v.group_bytes;
             for (uint32_t b = hdr; b < wc.v.group_bytes; b++)
                 grp[b] = (uint8_t)rnd();
-            float one = 1.0f;
+            float one = 1.0f; /* min 1, scale 1: w = 1 + code */
             if (hdr == 4)
-                grp[0] = grp[1] = grp[2] = 0, grp[3] = 0x3C;
+                grp[0] = grp[2] = 0, grp[1] = grp[3] = 0x3C;
             else
-                memset(grp, 0, 4), memcpy(grp + 4, &one, 4);
+                memcpy(grp, &one, 4), memcpy(grp + 4, &one, 4);
         }
         float *x = calloc(m * k, 4);
         for (uint64_t i = 0; i < m; i++) {
@@ -328,7 +329,7 @@ START_TEST(test_exact_integers)
                     int64_t d = 0;
                     for (uint64_t c = 0; c < k; c++) {
                         float mm, ss;
-                        d += (int64_t)wcode(&wc, j, c, &mm, &ss) * (int64_t)x[i * k + c];
+                        d += (1 + (int64_t)wcode(&wc, j, c, &mm, &ss)) * (int64_t)x[i * k + c];
                     }
                     REQUIRE(y[i * n + j] == (float)d, "%s q%u G %u (%llu, %llu): %.1f vs %lld",
                             fg_quant_isa_name(k_isas[ii]), bits, G, (unsigned long long)i,
