@@ -228,7 +228,8 @@ static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
                                                             const fg_quant_act *a, uint64_t i0,
                                                             const int MR, const int bits,
                                                             const int hi, const int f16,
-                                                            const int GC, __m256 *accb, float *mt)
+                                                            const int GC, const int B1,
+                                                            __m256 *accb, float *mt)
 {
     const uint64_t ng = a->n_groups;
     const uint8_t *grp = row + g * p->gbytes;
@@ -241,8 +242,11 @@ static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
                bits, hi, ai);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), s, accb[r]);
-        mt[r] = fmaf(m, (float)a->qsum[(i0 + r) * ng + g], mt[r]);
+        /* B1: one activation scale per group (block index g), applied here */
+        float ar = B1 ? a->scale[(i0 + r) * a->n_blocks + g] : 1.0f;
+        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_set1_ps(ar)) : s;
+        accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sr, accb[r]);
+        mt[r] = fmaf(B1 ? m * ar : m, (float)a->qsum[(i0 + r) * ng + g], mt[r]);
     }
 }
 
@@ -255,10 +259,29 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
                                                        const fg_quant_act *a, uint64_t i0,
                                                        const int MR, const int bits,
                                                        const int hi, const int f16, const int GC,
-                                                       float *out)
+                                                       const int B1, float *out)
 {
     __m256 acc[4];
     float mt[4];
+    if (B1) { /* one scale per group: applied per group, no block loop */
+        __m256 acc2[4];
+        float mt2[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            acc[r] = acc2[r] = _mm256_setzero_ps(), mt[r] = mt2[r] = 0.0f;
+        uint64_t g = g0;
+        if (MR <= 2)
+            for (; g + 2 <= g1; g += 2) {
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 1, acc2, mt2);
+            }
+        for (; g < g1; g++)
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            out[r] = hsum8(_mm256_add_ps(acc[r], acc2[r])) + (mt[r] + mt2[r]);
+        return;
+    }
     const uint64_t gpb = a->block / p->G;
     const float *as = a->scale + i0 * a->n_blocks;
     #pragma GCC unroll 4
@@ -273,11 +296,11 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
             accb[r] = accb2[r] = _mm256_setzero_ps(), mtb[r] = mtb2[r] = 0.0f;
         if (MR <= 2)
             for (; g + 2 <= gend; g += 2) {
-                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mtb);
-                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, accb2, mtb2);
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 0, accb2, mtb2);
             }
         for (; g < gend; g++)
-            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, accb, mtb);
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
             float ab = as[r * a->n_blocks + b];
@@ -302,7 +325,7 @@ typedef struct gemm_job {
 
 static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
                                                            const int hi, const int f16,
-                                                           const int GC)
+                                                           const int GC, const int B1)
 {
     const fg_quant_act *a = jb->a;
     float out[4];
@@ -311,13 +334,13 @@ static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, c
         for (uint64_t i0 = 0; i0 < a->m; i0 += 4) {
             uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
             if (mr == 4)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, B1, out);
             else if (mr == 3)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, B1, out);
             else if (mr == 2)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, B1, out);
             else
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, out);
+                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, B1, out);
             for (uint64_t r = 0; r < mr; r++) {
                 float *yy = &jb->y[(i0 + r) * jb->ldy + j];
                 *yy = jb->first ? out[r] : *yy + out[r];
@@ -327,10 +350,13 @@ static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, c
 }
 
 /* One instance per (bits, nibble order, scale dtype), with G = 64 (fg-convert's default)
- * compiled as a constant and any other G at run time. */
+ * compiled as a constant and any other G at run time, for one activation scale per group (B1)
+ * or per block of several groups (a whole row included). */
 #define RUNNERS(name, bits, hi, f16)                                                              \
-    static void name##_g64(const gemm_job *j) { run_rows(j, bits, hi, f16, 64); }               \
-    static void name##_gx(const gemm_job *j) { run_rows(j, bits, hi, f16, 0); }
+    static void name##_g64(const gemm_job *j) { run_rows(j, bits, hi, f16, 64, 0); }            \
+    static void name##_gx(const gemm_job *j) { run_rows(j, bits, hi, f16, 0, 0); }              \
+    static void name##_g64b1(const gemm_job *j) { run_rows(j, bits, hi, f16, 64, 1); }          \
+    static void name##_gxb1(const gemm_job *j) { run_rows(j, bits, hi, f16, 0, 1); }
 RUNNERS(run_q4_lo_h, 4, 0, 1)
 RUNNERS(run_q4_hi_h, 4, 1, 1)
 RUNNERS(run_q8_h, 8, 0, 1)
@@ -339,17 +365,19 @@ RUNNERS(run_q4_hi_f, 4, 1, 0)
 RUNNERS(run_q8_f, 8, 0, 0)
 
 typedef void (*runner)(const gemm_job *);
-/* [bits 4 lo, 4 hi, 8][f16][G == 64] */
-static const runner k_runners[3][2][2] = {
-    {{run_q4_lo_f_gx, run_q4_lo_f_g64}, {run_q4_lo_h_gx, run_q4_lo_h_g64}},
-    {{run_q4_hi_f_gx, run_q4_hi_f_g64}, {run_q4_hi_h_gx, run_q4_hi_h_g64}},
-    {{run_q8_f_gx, run_q8_f_g64}, {run_q8_h_gx, run_q8_h_g64}},
+#define RUN4(name) {{name##_gx, name##_g64}, {name##_gxb1, name##_g64b1}}
+/* [bits 4 lo, 4 hi, 8][f16][block == G][G == 64] */
+static const runner k_runners[3][2][2][2] = {
+    {RUN4(run_q4_lo_f), RUN4(run_q4_lo_h)},
+    {RUN4(run_q4_hi_f), RUN4(run_q4_hi_h)},
+    {RUN4(run_q8_f), RUN4(run_q8_h)},
 };
 
 void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy)
 {
-    runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][p->G == 64];
+    runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][a->block == p->G]
+                          [p->G == 64];
     uint64_t ngw = row_bytes / p->gbytes;
     /* groups per window: about WINDOW_BYTES of activation codes, at least one group */
     uint64_t win = WINDOW_BYTES / (a->m * p->G);
