@@ -17,15 +17,19 @@
  *       integer equals the reference's exactly.
  * The group's vector is converted to float and accumulated times scale_g (VFMADD), the min term
  * min_g * qsum is a scalar FMA per group; both are multiplied by the activation scale a once per
- * activation block, and the lanes are added once per output. Columns are walked in
- * windows of about 256 KiB of activations so a window stays in L2 while every row of the chunk
- * passes over it.
+ * activation block (or per group, a variant of its own), and the lanes are added once per output.
+ * Columns are walked in windows of 2048, and within a window blocks of 8 weight rows meet each
+ * tile of 4 activation rows, so that codes and activations are reused from L1.
  */
 #include <immintrin.h>
 
 #include "quant_gemm_int.h"
 
-#define WINDOW_BYTES (256u * 1024u)
+/* Loop blocking: a window of WINDOW_COLS activation columns; within it, ROW_BLOCK weight rows
+ * (their window of codes, at most ~17 KiB for Q8) meet one tile of 4 activation rows (8 KiB) at
+ * a time, so both stay in L1 while they are reused. */
+#define WINDOW_COLS 2048u
+#define ROW_BLOCK 8u
 
 /* ---- activations ---- */
 
@@ -323,29 +327,39 @@ typedef struct gemm_job {
     int first; /* 1: write y; 0: add to it */
 } gemm_job;
 
-static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
+/* One tile (up to 4 activation rows from i0) against weight row j, into y. */
+static inline __attribute__((always_inline)) void row_tile(const gemm_job *jb, uint64_t j,
+                                                           uint64_t i0, const int bits,
                                                            const int hi, const int f16,
                                                            const int GC, const int B1)
 {
     const fg_quant_act *a = jb->a;
+    const uint8_t *row = jb->w + j * jb->row_bytes;
+    uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
     float out[4];
-    for (uint64_t j = jb->n0; j < jb->n1; j++) {
-        const uint8_t *row = jb->w + j * jb->row_bytes;
-        for (uint64_t i0 = 0; i0 < a->m; i0 += 4) {
-            uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
-            if (mr == 4)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, B1, out);
-            else if (mr == 3)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, B1, out);
-            else if (mr == 2)
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, B1, out);
-            else
-                tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, B1, out);
-            for (uint64_t r = 0; r < mr; r++) {
-                float *yy = &jb->y[(i0 + r) * jb->ldy + j];
-                *yy = jb->first ? out[r] : *yy + out[r];
-            }
-        }
+    if (mr == 4)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, B1, out);
+    else if (mr == 3)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, B1, out);
+    else if (mr == 2)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, B1, out);
+    else
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, B1, out);
+    for (uint64_t r = 0; r < mr; r++) {
+        float *yy = &jb->y[(i0 + r) * jb->ldy + j];
+        *yy = jb->first ? out[r] : *yy + out[r];
+    }
+}
+
+static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
+                                                           const int hi, const int f16,
+                                                           const int GC, const int B1)
+{
+    for (uint64_t j0 = jb->n0; j0 < jb->n1; j0 += ROW_BLOCK) {
+        uint64_t j1 = jb->n1 - j0 < ROW_BLOCK ? jb->n1 : j0 + ROW_BLOCK;
+        for (uint64_t i0 = 0; i0 < jb->a->m; i0 += 4)
+            for (uint64_t j = j0; j < j1; j++)
+                row_tile(jb, j, i0, bits, hi, f16, GC, B1);
     }
 }
 
@@ -379,8 +393,7 @@ void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
     runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][a->block == p->G]
                           [p->G == 64];
     uint64_t ngw = row_bytes / p->gbytes;
-    /* groups per window: about WINDOW_BYTES of activation codes, at least one group */
-    uint64_t win = WINDOW_BYTES / (a->m * p->G);
+    uint64_t win = WINDOW_COLS / p->G;
     win = win ? win : 1;
     gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
                    .ldy = ldy, .first = 1};
