@@ -14,8 +14,8 @@
  * format) are cycled that every call reads its weights from DRAM; printed as weight GB/s next to
  * a plain AVX2 read loop over a buffer of the same size, on 1 and 2 threads, and the ratio. F16
  * weights go through fg_f16_gemm (F16C + FMA, fused) and, for comparison, through conversion to
- * f32 then sgemv. Each figure is the best of --reps timed calls (default 5 after a warm-up). The
- * machine is shared: compare within one run.
+ * f32 then sgemv. Each figure is the best of at least --reps timed calls and 0.3 s (after a
+ * warm-up): on a shared machine the best call is the one that ran alone. Compare within one run.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -136,7 +136,7 @@ static double best_time(call_fn f, void *ctx, int reps)
 {
     double best = 1e30, t_all = now();
     f(ctx, 0); /* warm-up */
-    for (int r = 1; r <= reps || now() - t_all < 0.05; r++) {
+    for (int r = 1; r <= reps || now() - t_all < 0.3; r++) {
         double t = now();
         f(ctx, r);
         t = now() - t;

@@ -393,7 +393,9 @@ void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
     runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][a->block == p->G]
                           [p->G == 64];
     uint64_t ngw = row_bytes / p->gbytes;
-    uint64_t win = WINDOW_COLS / p->G;
+    /* with one activation tile there is nothing to reuse across rows: whole rows, read once in
+     * order (a streamed weight is then one sequential pass over DRAM) */
+    uint64_t win = a->m <= 4 ? ngw : WINDOW_COLS / p->G;
     win = win ? win : 1;
     gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
                    .ldy = ldy, .first = 1};
