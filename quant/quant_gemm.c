@@ -23,8 +23,18 @@
  *    would saturate at 255 * 127 * 2) and add 128 * qsum back in the integer domain, so every
  *    ISA computes the same integer per group.
  * The reference sums the per-group terms in binary64; SIMD kernels in binary32.
+ *
+ * ISAs: REF runs the reference; AVX2 runs quant_gemm_avx2.c, or its VPDPBUSD twin
+ * (quant_gemm_vnni.c) when the CPU has AVX-VNNI; AVX512 runs the AVX512-VNNI twin
+ * (quant_gemm_vnni512.c) when the CPU has it, else as AVX2. FG_QUANT_VNNI=0 in the environment
+ * turns the VNNI kernels off (to compare them with the plain AVX2 ones on one machine).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef FG_QUANT_VNNI
+#include <cpuid.h>
+#endif
 
 #include "quant_gemm_int.h"
 
@@ -202,7 +212,7 @@ int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k
     return FG_OK;
 }
 
-/* The ISA to run: AUTO resolved; AVX-512 CPUs run the AVX2 kernels (none wider yet). */
+/* The ISA to run: AUTO resolved, and supported by this CPU. */
 static int gemm_isa(fg_quant_isa isa, fg_quant_isa *out, fg_err *err)
 {
     if (isa == FG_QUANT_ISA_AUTO)
@@ -210,8 +220,53 @@ static int gemm_isa(fg_quant_isa isa, fg_quant_isa *out, fg_err *err)
     if (!fg_quant_isa_supported(isa))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "quant: ISA %s not available on this CPU",
                           fg_quant_isa_name(isa));
-    *out = isa == FG_QUANT_ISA_REF ? FG_QUANT_ISA_REF : FG_QUANT_ISA_AVX2;
+    *out = isa;
     return FG_OK;
+}
+
+typedef void (*gemm_fn)(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                        uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+
+#ifdef FG_QUANT_VNNI
+/* Bit 1: AVX-VNNI (CPUID 7.1 EAX[4]); bit 2: AVX512-VNNI (CPUID 7.0 ECX[11]); 0 when
+ * $FG_QUANT_VNNI is "0". Read once (racing first calls store the same value). */
+static int vnni_flags(void)
+{
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        const char *env = getenv("FG_QUANT_VNNI");
+        v = 0;
+        if (!(env && strcmp(env, "0") == 0)) {
+            if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
+                v |= 1;
+            if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)))
+                v |= 2;
+        }
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+#endif
+
+/* The GEMM kernel for a resolved ISA and group size. */
+static gemm_fn gemm_kernel(fg_quant_isa use, uint32_t G)
+{
+    if (use == FG_QUANT_ISA_REF || G < 32)
+        return fgq_ref_gemm;
+#ifdef FG_QUANT_VNNI
+    int v = vnni_flags();
+    if (use == FG_QUANT_ISA_AVX512 && (v & 2))
+        return fgq_vnni512_gemm;
+    if (v & 1)
+        return fgq_vnni_gemm;
+#endif
+#ifdef FG_QUANT_X86
+    return fgq_avx2_gemm;
+#else
+    return fgq_ref_gemm;
+#endif
 }
 
 static int act_nonfinite(const float *x, const fg_quant_act *a, uint64_t i, fg_err *err)
@@ -225,7 +280,7 @@ static int act_nonfinite(const float *x, const fg_quant_act *a, uint64_t i, fg_e
 
 int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa isa, fg_err *err)
 {
-    fg_quant_isa use;
+    fg_quant_isa use = FG_QUANT_ISA_REF;
     int rc = gemm_isa(isa, &use, err);
     if (rc)
         return rc;
@@ -237,7 +292,7 @@ int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa 
     for (uint64_t i = 0; i < a->m; i++) {
         const float *row = x + i * ldx;
 #ifdef FG_QUANT_X86
-        int bad = use == FG_QUANT_ISA_AVX2 ? fgq_avx2_act_row(row, a, i) : fgq_ref_act_row(row, a, i);
+        int bad = use != FG_QUANT_ISA_REF ? fgq_avx2_act_row(row, a, i) : fgq_ref_act_row(row, a, i);
 #else
         int bad = fgq_ref_act_row(row, a, i);
 #endif
@@ -275,18 +330,12 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
                   fg_err *err)
 {
     fgq_params p;
-    fg_quant_isa use;
+    fg_quant_isa use = FG_QUANT_ISA_REF;
     int rc = gemm_check(c, v, w_len, n0, n1, a, ldy, &p, err);
     if (rc || (rc = gemm_isa(isa, &use, err)))
         return rc;
     uint64_t row_bytes = (v->cols + p.G - 1) / p.G * p.gbytes;
-#ifdef FG_QUANT_X86
-    if (use == FG_QUANT_ISA_AVX2 && p.G >= 32) {
-        fgq_avx2_gemm(&p, w, row_bytes, n0, n1, a, y, ldy);
-        return FG_OK;
-    }
-#endif
-    fgq_ref_gemm(&p, w, row_bytes, n0, n1, a, y, ldy);
+    gemm_kernel(use, p.G)(&p, w, row_bytes, n0, n1, a, y, ldy);
     return FG_OK;
 }
 
@@ -307,7 +356,7 @@ void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, c
 int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                 uint64_t m, uint64_t ldx, float *y, uint64_t ldy, fg_quant_isa isa, fg_err *err)
 {
-    fg_quant_isa use;
+    fg_quant_isa use = FG_QUANT_ISA_REF;
     int rc = gemm_isa(isa, &use, err);
     if (rc)
         return rc;
@@ -317,7 +366,7 @@ int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const f
                           (unsigned long long)ldw, (unsigned long long)ldx,
                           (unsigned long long)ldy, (unsigned long long)k, (unsigned long long)n);
 #ifdef FG_QUANT_X86
-    if (use == FG_QUANT_ISA_AVX2) {
+    if (use != FG_QUANT_ISA_REF) {
         fgq_avx2_f16_gemm(w, n, k, ldw, x, m, ldx, y, ldy);
         return FG_OK;
     }

@@ -37,5 +37,12 @@ int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);
 void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
 #endif
+#ifdef FG_QUANT_VNNI
+/* The same with VPDPBUSD: AVX-VNNI, and AVX512-VNNI (+VL) on ymm registers. */
+void fgq_vnni_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+void fgq_vnni512_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                      uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+#endif
 
 #endif

@@ -1,0 +1,299 @@
+/* quant_gemm_kern.h - the int8 GEMM kernel body, compiled once per instruction set: included by
+ * quant_gemm_avx2.c (VPMADDUBSW + VPMADDWD), quant_gemm_vnni.c (AVX-VNNI VPDPBUSD on ymm) and
+ * quant_gemm_vnni512.c (AVX512-VNNI VPDPBUSD on ymm), each with its own target flags. The includer
+ * defines FGQ_VNNI (0 or 1), FGQ_DPBUSD(acc, u8, s8) when FGQ_VNNI, and FGQ_GEMM_ENTRY, the name
+ * of the exported entry point (quant_gemm_int.h). See quant_gemm_avx2.c for the design.
+ */
+#ifndef FGQ_GEMM_ENTRY
+#error "define FGQ_GEMM_ENTRY (and FGQ_VNNI) before including quant_gemm_kern.h"
+#endif
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_gemm_int.h"
+
+/* Loop blocking: a window of WINDOW_COLS activation columns; within it, ROW_BLOCK weight rows
+ * (their window of codes, at most ~17 KiB for Q8) meet one tile of 4 activation rows (8 KiB) at
+ * a time, so both stay in L1 while they are reused. */
+#define WINDOW_COLS 2048u
+#define ROW_BLOCK 8u
+
+static inline float kern_hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+
+/* 32 Q4 codes of 16 bytes: low nibbles (even t) in the low half, high nibbles (odd t) in the
+ * upper half; swapped roles with HI_FIRST. */
+static inline __m256i q4codes(const uint8_t *b, int hi_first)
+{
+    __m256i B = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b));
+    __m256i S = _mm256_srli_epi16(B, 4);
+    __m256i C = hi_first ? _mm256_blend_epi32(S, B, 0xF0) : _mm256_blend_epi32(B, S, 0xF0);
+    return _mm256_and_si256(C, _mm256_set1_epi8(0x0F));
+}
+
+/* Stored min (scalar) and scale (broadcast) of a group. */
+static inline void group_ms(const uint8_t *grp, int f16, float *m, __m256 *s)
+{
+    if (f16) {
+        int v;
+        memcpy(&v, grp, 4);
+        __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+        *m = _mm_cvtss_f32(ms);
+        *s = _mm256_broadcastss_ps(_mm_movehdup_ps(ms));
+    } else {
+        float f[2];
+        memcpy(f, grp, 8);
+        *m = f[0];
+        *s = _mm256_set1_ps(f[1]);
+    }
+}
+
+/* Integer dot products of one group (codes at `codes`, activation columns from cb) for MR
+ * activation rows starting at xq (row stride kp): ai[r], 8 int32 lanes each. */
+static inline __attribute__((always_inline)) void group_dots(const uint8_t *codes, uint32_t G,
+                                                             const int8_t *xq, uint64_t kp,
+                                                             const int32_t *qs, uint64_t qs_ld,
+                                                             const int MR, const int bits,
+                                                             const int hi, __m256i *ai)
+{
+#if FGQ_VNNI
+    /* VPDPBUSD: unsigned codes x signed activations, 4 products summed into int32 lanes without
+     * saturation: Q8 codes need no recentring. */
+    (void)qs, (void)qs_ld;
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        ai[r] = _mm256_setzero_si256();
+    for (uint32_t t = 0; t < G; t += 32) {
+        __m256i C = bits == 4 ? q4codes(codes + t / 2, hi)
+                              : _mm256_loadu_si256((const __m256i *)(codes + t));
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            ai[r] = FGQ_DPBUSD(ai[r], C, _mm256_loadu_si256((const __m256i *)(xq + r * kp + t)));
+    }
+#else
+    const __m256i one16 = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        ai[r] = bits == 8 ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(qs[r * qs_ld] * 128))
+                          : _mm256_setzero_si256();
+    uint32_t t = 0;
+    if (bits == 4) {
+        /* two 32-code runs summed in int16 first: |pair| <= 2 * 15 * 127, four pairs fit */
+        for (; t + 64 <= G; t += 64) {
+            __m256i C0 = q4codes(codes + t / 2, hi), C1 = q4codes(codes + t / 2 + 16, hi);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                const __m256i *x = (const __m256i *)(xq + r * kp + t);
+                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(C0, _mm256_loadu_si256(x)),
+                                             _mm256_maddubs_epi16(C1, _mm256_loadu_si256(x + 1)));
+                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(p, one16));
+            }
+        }
+        for (; t < G; t += 32) {
+            __m256i C = q4codes(codes + t / 2, hi);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * kp + t));
+                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(C, X), one16));
+            }
+        }
+        return;
+    }
+    for (; t < G; t += 32) {
+        __m256i Cs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + t)), x80);
+        __m256i A = _mm256_abs_epi8(Cs);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * kp + t)), Cs);
+            ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(A, X), one16));
+        }
+    }
+#endif
+}
+
+/* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale,
+ * mt[r] += min * qsum. */
+static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
+                                                            const uint8_t *row, uint64_t g,
+                                                            const fg_quant_act *a, uint64_t i0,
+                                                            const int MR, const int bits,
+                                                            const int hi, const int f16,
+                                                            const int GC, const int B1,
+                                                            __m256 *accb, float *mt)
+{
+    const uint64_t ng = a->n_groups;
+    const uint8_t *grp = row + g * p->gbytes;
+    float m;
+    __m256 s;
+    group_ms(grp, f16, &m, &s);
+    __m256i ai[4];
+    const uint32_t G = GC ? (uint32_t)GC : p->G;
+    group_dots(grp + p->hdr, G, a->q + i0 * a->kp + g * G, a->kp, a->qsum + i0 * ng + g, ng, MR,
+               bits, hi, ai);
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        /* B1: one activation scale per group (block index g), applied here */
+        float ar = B1 ? a->scale[(i0 + r) * a->n_blocks + g] : 1.0f;
+        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_set1_ps(ar)) : s;
+        accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sr, accb[r]);
+        mt[r] = fmaf(B1 ? m * ar : m, (float)a->qsum[(i0 + r) * ng + g], mt[r]);
+    }
+}
+
+/* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1:
+ * per activation block, sum_g cvt(idot) * scale_g in 8 lanes and sum_g min_g * qsum as a
+ * scalar, both times the block's a. With one or two rows, groups alternate between two sets of
+ * accumulators so that FMA latency does not serialise the loop. */
+static inline __attribute__((always_inline)) void tile(const fgq_params *p, const uint8_t *row,
+                                                       uint64_t g0, uint64_t g1,
+                                                       const fg_quant_act *a, uint64_t i0,
+                                                       const int MR, const int bits,
+                                                       const int hi, const int f16, const int GC,
+                                                       const int B1, float *out)
+{
+    __m256 acc[4];
+    float mt[4];
+    if (B1) { /* one scale per group: applied per group, no block loop */
+        __m256 acc2[4];
+        float mt2[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            acc[r] = acc2[r] = _mm256_setzero_ps(), mt[r] = mt2[r] = 0.0f;
+        uint64_t g = g0;
+        if (MR <= 2)
+            for (; g + 2 <= g1; g += 2) {
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 1, acc2, mt2);
+            }
+        for (; g < g1; g++)
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            out[r] = kern_hsum8(_mm256_add_ps(acc[r], acc2[r])) + (mt[r] + mt2[r]);
+        return;
+    }
+    const uint64_t gpb = a->block / p->G;
+    const float *as = a->scale + i0 * a->n_blocks;
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        acc[r] = _mm256_setzero_ps(), mt[r] = 0.0f;
+    for (uint64_t g = g0, b = g0 / gpb; g < g1; b++) {
+        uint64_t gend = (b + 1) * gpb < g1 ? (b + 1) * gpb : g1;
+        __m256 accb[4], accb2[4];
+        float mtb[4], mtb2[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            accb[r] = accb2[r] = _mm256_setzero_ps(), mtb[r] = mtb2[r] = 0.0f;
+        if (MR <= 2)
+            for (; g + 2 <= gend; g += 2) {
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 0, accb2, mtb2);
+            }
+        for (; g < gend; g++)
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            float ab = as[r * a->n_blocks + b];
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]), _mm256_set1_ps(ab), acc[r]);
+            mt[r] = fmaf(mtb[r] + mtb2[r], ab, mt[r]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        out[r] = kern_hsum8(acc[r]) + mt[r];
+}
+
+typedef struct gemm_job {
+    const fgq_params *p;
+    const uint8_t *w;
+    uint64_t row_bytes, n0, n1, g0, g1;
+    const fg_quant_act *a;
+    float *y;
+    uint64_t ldy;
+    int first; /* 1: write y; 0: add to it */
+} gemm_job;
+
+/* One tile (up to 4 activation rows from i0) against weight row j, into y. */
+static inline __attribute__((always_inline)) void row_tile(const gemm_job *jb, uint64_t j,
+                                                           uint64_t i0, const int bits,
+                                                           const int hi, const int f16,
+                                                           const int GC, const int B1)
+{
+    const fg_quant_act *a = jb->a;
+    const uint8_t *row = jb->w + j * jb->row_bytes;
+    uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
+    float out[4];
+    if (mr == 4)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, B1, out);
+    else if (mr == 3)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, B1, out);
+    else if (mr == 2)
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, B1, out);
+    else
+        tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, B1, out);
+    for (uint64_t r = 0; r < mr; r++) {
+        float *yy = &jb->y[(i0 + r) * jb->ldy + j];
+        *yy = jb->first ? out[r] : *yy + out[r];
+    }
+}
+
+static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
+                                                           const int hi, const int f16,
+                                                           const int GC, const int B1)
+{
+    for (uint64_t j0 = jb->n0; j0 < jb->n1; j0 += ROW_BLOCK) {
+        uint64_t j1 = jb->n1 - j0 < ROW_BLOCK ? jb->n1 : j0 + ROW_BLOCK;
+        for (uint64_t i0 = 0; i0 < jb->a->m; i0 += 4)
+            for (uint64_t j = j0; j < j1; j++)
+                row_tile(jb, j, i0, bits, hi, f16, GC, B1);
+    }
+}
+
+/* One instance per (bits, nibble order, scale dtype), with G = 64 (fg-convert's default)
+ * compiled as a constant and any other G at run time, for one activation scale per group (B1)
+ * or per block of several groups (a whole row included). */
+#define RUNNERS(name, bits, hi, f16)                                                              \
+    static void name##_g64(const gemm_job *j) { run_rows(j, bits, hi, f16, 64, 0); }            \
+    static void name##_gx(const gemm_job *j) { run_rows(j, bits, hi, f16, 0, 0); }              \
+    static void name##_g64b1(const gemm_job *j) { run_rows(j, bits, hi, f16, 64, 1); }          \
+    static void name##_gxb1(const gemm_job *j) { run_rows(j, bits, hi, f16, 0, 1); }
+RUNNERS(run_q4_lo_h, 4, 0, 1)
+RUNNERS(run_q4_hi_h, 4, 1, 1)
+RUNNERS(run_q8_h, 8, 0, 1)
+RUNNERS(run_q4_lo_f, 4, 0, 0)
+RUNNERS(run_q4_hi_f, 4, 1, 0)
+RUNNERS(run_q8_f, 8, 0, 0)
+
+typedef void (*runner)(const gemm_job *);
+#define RUN4(name) {{name##_gx, name##_g64}, {name##_gxb1, name##_g64b1}}
+/* [bits 4 lo, 4 hi, 8][f16][block == G][G == 64] */
+static const runner k_runners[3][2][2][2] = {
+    {RUN4(run_q4_lo_f), RUN4(run_q4_lo_h)},
+    {RUN4(run_q4_hi_f), RUN4(run_q4_hi_h)},
+    {RUN4(run_q8_f), RUN4(run_q8_h)},
+};
+
+void FGQ_GEMM_ENTRY(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy)
+{
+    runner run = k_runners[p->bits == 8 ? 2 : p->hi_first][p->f16scale][a->block == p->G]
+                          [p->G == 64];
+    uint64_t ngw = row_bytes / p->gbytes;
+    /* with one activation tile there is nothing to reuse across rows: whole rows, read once in
+     * order (a streamed weight is then one sequential pass over DRAM) */
+    uint64_t win = a->m <= 4 ? ngw : WINDOW_COLS / p->G;
+    win = win ? win : 1;
+    gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
+                   .ldy = ldy, .first = 1};
+    for (jb.g0 = 0; jb.g0 < ngw; jb.g0 = jb.g1, jb.first = 0) {
+        jb.g1 = jb.g0 + win < ngw ? jb.g0 + win : ngw;
+        run(&jb);
+    }
+}
