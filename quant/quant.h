@@ -94,14 +94,14 @@ int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_
 typedef struct fg_quant_act {
     uint64_t m;        /* rows */
     uint64_t k;        /* real columns (the weight's input features) */
-    uint64_t kp;       /* row stride of q: k rounded up to a multiple of max(G, 32) */
+    uint64_t kp;       /* row stride of q: k rounded up to a multiple of max(G, 64) */
     uint64_t n_groups; /* kp / G */
     uint64_t n_blocks; /* kp / block */
     uint32_t group;    /* G of the weight codec */
     uint32_t block;    /* columns sharing one scale: a multiple of G, or kp (one per row) */
     uint8_t bits;      /* weight bits: with 4, q is stored in Q4 order (below) */
-    int8_t *q;         /* [m, kp] codes in -127..127, 0 past k. Q4 order: within each aligned 32
-                        * columns, the 16 even columns first, then the 16 odd ones */
+    int8_t *q;         /* [m, kp] codes in -127..127, 0 past k. Q4 order: within each aligned 64
+                        * columns, the 32 even columns first, then the 32 odd ones */
     float *scale;      /* [m, n_blocks] a: x ~ a * q */
     int32_t *qsum;     /* [m, n_groups] sum of q over the group */
 } fg_quant_act;

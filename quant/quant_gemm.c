@@ -11,11 +11,11 @@
  * shipped model, so the int8 path requires axis-1 chunks and says so when handed another.
  *
  * Choices that make the kernels simple and the ISAs agree:
- *  - activation rows are padded with zero codes to a multiple of max(G, 32), so a 32-code vector
+ *  - activation rows are padded with zero codes to a multiple of max(G, 64), so a code vector
  *    never runs past the row, and padding weight codes (which readers must not interpret) meet
  *    zero activations;
- *  - for Q4 the activations are stored, per 32 columns, evens then odds: the low and the high
- *    nibbles of 16 code bytes then line up with them without any byte interleave;
+ *  - for Q4 the activations are stored, per 64 columns, the 32 evens then the 32 odds: the low
+ *    and the high nibbles of 32 code bytes, masked, then line up with them as they are;
  *  - the min term uses the rounded activations too (min_g * a * qsum_g), so the result is the
  *    dequantized weights times the dequantized activations; mixing exact x into the min term
  *    would leave sum (w - min) e as the error instead of sum w e (quant.h);
@@ -168,7 +168,7 @@ static int act_layout(const fg_codec *c, uint64_t m, uint64_t k, uint32_t block,
         return fg_err_set(err, FG_ERR_INVALID_ARG,
                           "quant act: scale block %u is not a multiple of the group size %u",
                           block, G);
-    d->kp = align_up(k, G > 32 ? G : 32);
+    d->kp = align_up(k, G > 64 ? G : 64);
     d->block = block ? block : d->kp;
     d->n_groups = d->kp / G;
     d->n_blocks = (d->kp + d->block - 1) / d->block;

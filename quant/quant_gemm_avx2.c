@@ -3,13 +3,13 @@
  *
  * Activations (bit-identical to the reference): |x| maxima as integer maxima of the sign-cleared
  * bits (exact; NaN/Inf show up as bits >= 0x7F800000), x * inv rounded by VCVTPS2DQ (nearest
- * even, as rintf), packed to bytes, then for Q4 split into evens and odds per 32 columns; group
- * sums of x in 8 lanes reduced in the order quant.h states.
+ * even, as rintf), packed to bytes, then for Q4 split into evens and odds per 64 columns; code
+ * sums per group with VPMADDUBSW by 1.
  *
- * GEMM: for each weight row j (its codes stay in L1) and each tile of up to 4 activation rows,
+ * GEMM (the body is quant_gemm_kern.h, shared with the VNNI builds): for each weight row j (its codes stay in L1) and each tile of up to 4 activation rows,
  * each group gives one 8-lane int32 vector per activation row:
- *   Q4: 16 code bytes broadcast to both halves, high nibbles shifted down in the upper half and
- *       masked: 32 codes whose order (evens | odds) matches the activations' Q4 order, so
+ *   Q4: 32 code bytes masked give the 32 even codes (low nibbles) and, shifted, the 32 odd ones,
+ *       which meet the activations' Q4 order (evens, then odds, per 64 columns) as they are, so
  *       VPMADDUBSW (codes unsigned x activations signed, pairs at most 2 * 15 * 127) then
  *       VPMADDWD by 1 gives int32 partial sums;
  *   Q8: codes recentred to c = q - 128, VPMADDUBSW(|c|, sign(x, c)) (pairs at most
@@ -24,7 +24,6 @@
 #include <immintrin.h>
 
 #include "quant_gemm_int.h"
-
 
 /* ---- activations ---- */
 
@@ -63,20 +62,27 @@ static uint32_t amax_bits(const float *x, uint64_t n)
     return r >= 0x7F800000u ? UINT32_MAX : r;
 }
 
-/* 32 activation codes of x[0..32) in natural order (Q4: evens then odds). */
-static inline __m256i act32(const float *x, __m256 inv, int q4)
+/* 32 activation codes of x[0..32) in natural order. */
+static inline __m256i act32(const float *x, __m256 inv)
 {
     __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), inv));
     __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), inv));
     __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), inv));
     __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), inv));
     __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
-    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    if (!q4)
-        return b;
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* 64 activation codes of x[0..64) in Q4 order: the 32 evens to q[0..32), the odds to q[32..64). */
+static inline void act64_q4(const float *x, __m256 inv, int8_t *q)
+{
     const __m256i eo = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2,
                                         4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, eo), 0xD8);
+    /* each: [evens of its 32 | odds of its 32] */
+    __m256i v0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(act32(x, inv), eo), 0xD8);
+    __m256i v1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(act32(x + 32, inv), eo), 0xD8);
+    _mm256_storeu_si256((__m256i *)q, _mm256_permute2x128_si256(v0, v1, 0x20));
+    _mm256_storeu_si256((__m256i *)(q + 32), _mm256_permute2x128_si256(v0, v1, 0x31));
 }
 
 static int8_t act_code(float x, float inv)
@@ -85,15 +91,19 @@ static int8_t act_code(float x, float inv)
     return (int8_t)(q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q);
 }
 
-/* Codes of columns [c0, c1) of row x against inv (32-aligned full runs vectorised). */
+/* Codes of columns [c0, c1) of row x against inv (full runs of 64 (Q4, aligned) or 32 columns
+ * vectorised). */
 static void act_codes(const float *x, const fg_quant_act *a, int8_t *q, uint64_t c0, uint64_t c1,
                       float inv)
 {
     __m256 vi = _mm256_set1_ps(inv);
     uint64_t c = c0;
     while (c < c1) {
-        if (c % 32 == 0 && c + 32 <= c1 && c + 32 <= a->k) {
-            _mm256_storeu_si256((__m256i *)(q + c), act32(x + c, vi, a->bits == 4));
+        if (a->bits == 4 && c % 64 == 0 && c + 64 <= c1 && c + 64 <= a->k) {
+            act64_q4(x + c, vi, q + c);
+            c += 64;
+        } else if (a->bits == 8 && c + 32 <= c1 && c + 32 <= a->k) {
+            _mm256_storeu_si256((__m256i *)(q + c), act32(x + c, vi));
             c += 32;
         } else {
             q[fgq_act_pos(a, c)] = c < a->k ? act_code(x[c], inv) : 0;
@@ -110,7 +120,7 @@ static void act_sums(fg_quant_act *a, uint64_t i)
     for (uint64_t g = 0; g < a->n_groups; g++) {
         uint64_t c0 = g * a->group;
         int32_t qs = 0;
-        if (a->group >= 32) { /* whole 32-column runs: their order does not matter */
+        if (a->group >= (a->bits == 4 ? 64u : 32u)) { /* whole runs: order does not matter */
             __m256i acc = _mm256_setzero_si256();
             for (uint32_t t = 0; t < a->group; t += 32) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + c0 + t));

@@ -10,12 +10,12 @@
 
 #include "quant_int.h"
 
-/* Column of a->q where column c of row i's block of 32 lives (Q4 order or natural). */
+/* Where column c of a row lives in a->q: Q4 order (per 64 columns, evens then odds) or natural. */
 static inline uint64_t fgq_act_pos(const fg_quant_act *a, uint64_t c)
 {
     if (a->bits != 4)
         return c;
-    return (c & ~(uint64_t)31) + (c & 1) * 16 + ((c & 31) >> 1);
+    return (c & ~(uint64_t)63) + (c & 1) * 32 + ((c & 63) >> 1);
 }
 
 /* Quantize row i of x (k floats at x) into a's row i. Returns 1 (row unspecified) when some x is

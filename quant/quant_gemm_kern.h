@@ -55,64 +55,110 @@ static inline void group_ms(const uint8_t *grp, int f16, float *m, __m256 *s)
     }
 }
 
-/* Integer dot products of one group (codes at `codes`, activation columns from cb) for MR
- * activation rows starting at xq (row stride kp): ai[r], 8 int32 lanes each. */
-static inline __attribute__((always_inline)) void group_dots(const uint8_t *codes, uint32_t G,
-                                                             const int8_t *xq, uint64_t kp,
-                                                             const int32_t *qs, uint64_t qs_ld,
-                                                             const int MR, const int bits,
-                                                             const int hi, __m256i *ai)
+/* Q4 codes of 64 positions from 32 bytes: the even positions (in order) and the odd ones. */
+static inline void q4codes64(const uint8_t *b, int hi_first, __m256i *even, __m256i *odd)
+{
+    const __m256i f = _mm256_set1_epi8(0x0F);
+    __m256i B = _mm256_loadu_si256((const __m256i *)b);
+    __m256i lo = _mm256_and_si256(B, f), hi = _mm256_and_si256(_mm256_srli_epi16(B, 4), f);
+    *even = hi_first ? hi : lo;
+    *odd = hi_first ? lo : hi;
+}
+
+/* acc + the int32 lane sums of u (unsigned codes) x s (signed activations), 4 products a lane. */
+static inline __m256i dot4(__m256i acc, __m256i u, __m256i s)
 {
 #if FGQ_VNNI
-    /* VPDPBUSD: unsigned codes x signed activations, 4 products summed into int32 lanes without
-     * saturation: Q8 codes need no recentring. */
+    return FGQ_DPBUSD(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Integer dot products of one Q4 group for MR activation rows from xq (row stride kp), ai[r] in
+ * 8 int32 lanes. G >= 64: per 64 codes, 32 bytes give the even and the odd codes, which meet the
+ * activations' evens and odds (Q4 order). G = 32: 16 bytes give [evens | odds] of the group,
+ * and the activations' halves are gathered from the 64-column block (`half` says which). */
+static inline __attribute__((always_inline)) void q4_dots(const uint8_t *codes, uint32_t G,
+                                                          uint32_t half, const int8_t *xq,
+                                                          uint64_t kp, const int MR, const int hi,
+                                                          __m256i *ai)
+{
+    if (G == 32) {
+        __m256i C = q4codes(codes, hi);
+        const int8_t *xb = xq - 32 * half;
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb + r * kp));
+            __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb + r * kp + 32));
+            __m256i X = half ? _mm256_permute2x128_si256(x0, x1, 0x31)
+                             : _mm256_permute2x128_si256(x0, x1, 0x20);
+            ai[r] = dot4(ai[r], C, X);
+        }
+        return;
+    }
+    for (uint32_t t = 0; t < G; t += 64) {
+        __m256i E, O;
+        q4codes64(codes + t / 2, hi, &E, &O);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            const __m256i *x = (const __m256i *)(xq + r * kp + t);
+#if FGQ_VNNI
+            ai[r] = FGQ_DPBUSD(FGQ_DPBUSD(ai[r], E, _mm256_loadu_si256(x)), O, _mm256_loadu_si256(x + 1));
+#else
+            /* the two products summed in int16 first: |pair| <= 2 * 15 * 127, four pairs fit */
+            __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(E, _mm256_loadu_si256(x)),
+                                         _mm256_maddubs_epi16(O, _mm256_loadu_si256(x + 1)));
+            ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+        }
+    }
+}
+
+/* Integer dot products of one group (codes at `codes`; activations from xq, row stride kp, the
+ * group's columns) for MR activation rows: ai[r], 8 int32 lanes each. */
+static inline __attribute__((always_inline)) void group_dots(const uint8_t *codes, uint32_t G,
+                                                             uint32_t half, const int8_t *xq,
+                                                             uint64_t kp, const int32_t *qs,
+                                                             uint64_t qs_ld, const int MR,
+                                                             const int bits, const int hi,
+                                                             __m256i *ai)
+{
+#if FGQ_VNNI
+    /* VPDPBUSD sums 4 products into int32 lanes without saturation: Q8 codes as they are */
     (void)qs, (void)qs_ld;
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
         ai[r] = _mm256_setzero_si256();
+    if (bits == 4) {
+        q4_dots(codes, G, half, xq, kp, MR, hi, ai);
+        return;
+    }
     for (uint32_t t = 0; t < G; t += 32) {
-        __m256i C = bits == 4 ? q4codes(codes + t / 2, hi)
-                              : _mm256_loadu_si256((const __m256i *)(codes + t));
+        __m256i C = _mm256_loadu_si256((const __m256i *)(codes + t));
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
             ai[r] = FGQ_DPBUSD(ai[r], C, _mm256_loadu_si256((const __m256i *)(xq + r * kp + t)));
     }
 #else
-    const __m256i one16 = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
         ai[r] = bits == 8 ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(qs[r * qs_ld] * 128))
                           : _mm256_setzero_si256();
-    uint32_t t = 0;
     if (bits == 4) {
-        /* two 32-code runs summed in int16 first: |pair| <= 2 * 15 * 127, four pairs fit */
-        for (; t + 64 <= G; t += 64) {
-            __m256i C0 = q4codes(codes + t / 2, hi), C1 = q4codes(codes + t / 2 + 16, hi);
-            #pragma GCC unroll 4
-            for (int r = 0; r < MR; r++) {
-                const __m256i *x = (const __m256i *)(xq + r * kp + t);
-                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(C0, _mm256_loadu_si256(x)),
-                                             _mm256_maddubs_epi16(C1, _mm256_loadu_si256(x + 1)));
-                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(p, one16));
-            }
-        }
-        for (; t < G; t += 32) {
-            __m256i C = q4codes(codes + t / 2, hi);
-            #pragma GCC unroll 4
-            for (int r = 0; r < MR; r++) {
-                __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * kp + t));
-                ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(C, X), one16));
-            }
-        }
+        q4_dots(codes, G, half, xq, kp, MR, hi, ai);
         return;
     }
-    for (; t < G; t += 32) {
+    /* Q8: c = q - 128 signed, |c| * sign(x, c) = c * x, pairs at most 2 * 128 * 127; the
+     * 128 * qsum the recentring removed was put back in the initial value */
+    for (uint32_t t = 0; t < G; t += 32) {
         __m256i Cs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + t)), x80);
         __m256i A = _mm256_abs_epi8(Cs);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
             __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * kp + t)), Cs);
-            ai[r] = _mm256_add_epi32(ai[r], _mm256_madd_epi16(_mm256_maddubs_epi16(A, X), one16));
+            ai[r] = dot4(ai[r], A, X);
         }
     }
 #endif
@@ -135,8 +181,8 @@ static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
     group_ms(grp, f16, &m, &s);
     __m256i ai[4];
     const uint32_t G = GC ? (uint32_t)GC : p->G;
-    group_dots(grp + p->hdr, G, a->q + i0 * a->kp + g * G, a->kp, a->qsum + i0 * ng + g, ng, MR,
-               bits, hi, ai);
+    group_dots(grp + p->hdr, G, (uint32_t)((g * G) >> 5) & 1u, a->q + i0 * a->kp + g * G, a->kp,
+               a->qsum + i0 * ng + g, ng, MR, bits, hi, ai);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
         /* B1: one activation scale per group (block index g), applied here */

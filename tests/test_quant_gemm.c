@@ -125,7 +125,7 @@ static void act_quant(act *t, const float *x, uint64_t ldx, fg_quant_isa isa)
 /* Position of column c in a row of a->q (quant.h: Q4 order). */
 static uint64_t qpos(const fg_quant_act *a, uint64_t c)
 {
-    return a->bits == 4 ? (c & ~31ull) + (c & 1) * 16 + ((c & 31) >> 1) : c;
+    return a->bits == 4 ? (c & ~63ull) + (c & 1) * 32 + ((c & 63) >> 1) : c;
 }
 
 static uint32_t wcode(const wcase *wc, uint64_t j, uint64_t c, float *m, float *s)
