@@ -104,6 +104,8 @@ typedef struct fg_quant_act {
                         * columns, the 32 even columns first, then the 32 odd ones */
     float *scale;      /* [m, n_blocks] a: x ~ a * q */
     int32_t *qsum;     /* [m, n_groups] sum of q over the group */
+    float *qmin;       /* [m, n_groups] fl32(a[i, b(g)] * qsum[i, g]): what the group's min
+                        * multiplies (SIMD kernels; the reference uses the exact product) */
 } fg_quant_act;
 
 /* Bytes fg_quant_act_init needs for m rows of k columns against codec c (Q4/Q8), one activation

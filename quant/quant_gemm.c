@@ -79,6 +79,7 @@ static void act_sums(fg_quant_act *a, uint64_t i)
         for (uint32_t t = 0; t < a->group; t++)
             s += q[fgq_act_pos(a, c0 + t)];
         a->qsum[i * a->n_groups + g] = s;
+        a->qmin[i * a->n_groups + g] = a->scale[i * a->n_blocks + c0 / a->block] * (float)s;
     }
 }
 
@@ -143,7 +144,7 @@ void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uin
 
 typedef struct act_dims {
     uint64_t kp, block, n_groups, n_blocks;
-    uint64_t off_qsum, off_q, bytes;
+    uint64_t off_qsum, off_qmin, off_q, bytes;
 } act_dims;
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -178,7 +179,8 @@ static int act_layout(const fg_codec *c, uint64_t m, uint64_t k, uint32_t block,
         return fg_err_set(err, FG_ERR_OVERFLOW, "quant act: %llu x %llu activations overflow",
                           (unsigned long long)m, (unsigned long long)k);
     d->off_qsum = align_up(ns, ACT_ALIGN);
-    d->off_q = d->off_qsum + align_up(ng, ACT_ALIGN);
+    d->off_qmin = d->off_qsum + align_up(ng, ACT_ALIGN);
+    d->off_q = d->off_qmin + align_up(ng, ACT_ALIGN);
     d->bytes = d->off_q + align_up(nq, ACT_ALIGN);
     return FG_OK;
 }
@@ -208,7 +210,7 @@ int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k
                         .n_blocks = d.n_blocks, .group = c->group_size,
                         .block = (uint32_t)d.block, .bits = c->bits,
                         .q = (int8_t *)(b + d.off_q), .scale = (float *)b,
-                        .qsum = (int32_t *)(b + d.off_qsum)};
+                        .qsum = (int32_t *)(b + d.off_qsum), .qmin = (float *)(b + d.off_qmin)};
     return FG_OK;
 }
 

@@ -15,9 +15,10 @@
  *   Q8: codes recentred to c = q - 128, VPMADDUBSW(|c|, sign(x, c)) (pairs at most
  *       2 * 128 * 127, no saturation), and the integer vector starts at 128 * qsum so the group's
  *       integer equals the reference's exactly.
- * The group's vector is converted to float and accumulated times scale_g (VFMADD), the min term
- * min_g * qsum is a scalar FMA per group; both are multiplied by the activation scale a once per
- * activation block (or per group, a variant of its own), and the lanes are added once per output.
+ * The group's vector is converted to float and accumulated times scale_g (VFMADD), multiplied by
+ * the activation scale a once per activation block (or per group, a variant of its own), lanes
+ * added once per output; the min term is a dot product of the row's mins (collected on the way)
+ * with qmin = a * qsum.
  * Columns are walked in windows of 2048, and within a window blocks of 8 weight rows meet each
  * tile of 4 activation rows, so that codes and activations are reused from L1.
  */
@@ -132,6 +133,7 @@ static void act_sums(fg_quant_act *a, uint64_t i)
                 qs += q[fgq_act_pos(a, c0 + t)];
         }
         a->qsum[i * a->n_groups + g] = qs;
+        a->qmin[i * a->n_groups + g] = a->scale[i * a->n_blocks + c0 / a->block] * (float)qs;
     }
 }
 

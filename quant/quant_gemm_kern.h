@@ -18,6 +18,7 @@
  * a time, so both stay in L1 while they are reused. */
 #define WINDOW_COLS 2048u
 #define ROW_BLOCK 8u
+#define WINDOW_GROUPS 1024u /* most groups one tile call takes (its mins live on the stack) */
 
 static inline float kern_hsum8(__m256 v)
 {
@@ -164,39 +165,50 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t *code
 #endif
 }
 
-/* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale,
- * mt[r] += min * qsum. */
+/* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale
+ * (times the group's activation scale with B1); the group's min goes to *min_out. */
 static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
                                                             const uint8_t *row, uint64_t g,
                                                             const fg_quant_act *a, uint64_t i0,
                                                             const int MR, const int bits,
                                                             const int hi, const int f16,
                                                             const int GC, const int B1,
-                                                            __m256 *accb, float *mt)
+                                                            __m256 *accb, float *min_out)
 {
     const uint64_t ng = a->n_groups;
     const uint8_t *grp = row + g * p->gbytes;
-    float m;
     __m256 s;
-    group_ms(grp, f16, &m, &s);
+    group_ms(grp, f16, min_out, &s);
     __m256i ai[4];
     const uint32_t G = GC ? (uint32_t)GC : p->G;
     group_dots(grp + p->hdr, G, (uint32_t)((g * G) >> 5) & 1u, a->q + i0 * a->kp + g * G, a->kp,
                a->qsum + i0 * ng + g, ng, MR, bits, hi, ai);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        /* B1: one activation scale per group (block index g), applied here */
-        float ar = B1 ? a->scale[(i0 + r) * a->n_blocks + g] : 1.0f;
-        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_set1_ps(ar)) : s;
+        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_broadcast_ss(&a->scale[(i0 + r) * a->n_blocks + g]))
+                       : s;
         accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sr, accb[r]);
-        mt[r] = fmaf(B1 ? m * ar : m, (float)a->qsum[(i0 + r) * ng + g], mt[r]);
     }
 }
 
-/* Partial outputs of weight row `row` over groups [g0, g1) for activation rows i0..i0+MR-1:
- * per activation block, sum_g cvt(idot) * scale_g in 8 lanes and sum_g min_g * qsum as a
- * scalar, both times the block's a. With one or two rows, groups alternate between two sets of
- * accumulators so that FMA latency does not serialise the loop. */
+/* sum x[i] y[i], i < n, in 8 lanes then the tail. */
+static inline float kern_dot(const float *x, const float *y, uint64_t n)
+{
+    __m256 s = _mm256_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        s = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s);
+    float r = kern_hsum8(s);
+    for (; i < n; i++)
+        r = fmaf(x[i], y[i], r);
+    return r;
+}
+
+/* Partial outputs of weight row `row` over groups [g0, g1) (at most WINDOW_GROUPS) for activation
+ * rows i0..i0+MR-1: per activation block, sum_g cvt(idot) * scale_g in 8 lanes times the block's
+ * a (with B1, the group's a folded into scale_g instead); the min term afterwards as a dot
+ * product of the groups' mins with qmin. With one or two rows, groups alternate between two
+ * sets of accumulators so that FMA latency does not serialise the loop. */
 static inline __attribute__((always_inline)) void tile(const fgq_params *p, const uint8_t *row,
                                                        uint64_t g0, uint64_t g1,
                                                        const fg_quant_act *a, uint64_t i0,
@@ -205,55 +217,35 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
                                                        const int B1, float *out)
 {
     __m256 acc[4];
-    float mt[4];
-    if (B1) { /* one scale per group: applied per group, no block loop */
-        __m256 acc2[4];
-        float mt2[4];
-        #pragma GCC unroll 4
-        for (int r = 0; r < MR; r++)
-            acc[r] = acc2[r] = _mm256_setzero_ps(), mt[r] = mt2[r] = 0.0f;
-        uint64_t g = g0;
-        if (MR <= 2)
-            for (; g + 2 <= g1; g += 2) {
-                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
-                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 1, acc2, mt2);
-            }
-        for (; g < g1; g++)
-            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 1, acc, mt);
-        #pragma GCC unroll 4
-        for (int r = 0; r < MR; r++)
-            out[r] = kern_hsum8(_mm256_add_ps(acc[r], acc2[r])) + (mt[r] + mt2[r]);
-        return;
-    }
-    const uint64_t gpb = a->block / p->G;
+    float mins[WINDOW_GROUPS];
+    const uint64_t gpb = B1 ? g1 - g0 : a->block / p->G; /* B1: one pass, scales inside */
     const float *as = a->scale + i0 * a->n_blocks;
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        acc[r] = _mm256_setzero_ps(), mt[r] = 0.0f;
-    for (uint64_t g = g0, b = g0 / gpb; g < g1; b++) {
-        uint64_t gend = (b + 1) * gpb < g1 ? (b + 1) * gpb : g1;
+        acc[r] = _mm256_setzero_ps();
+    for (uint64_t g = g0, b = B1 ? 0 : g0 / gpb; g < g1; b++) {
+        uint64_t gend = B1 ? g1 : (b + 1) * gpb < g1 ? (b + 1) * gpb : g1;
         __m256 accb[4], accb2[4];
-        float mtb[4], mtb2[4];
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
-            accb[r] = accb2[r] = _mm256_setzero_ps(), mtb[r] = mtb2[r] = 0.0f;
+            accb[r] = accb2[r] = _mm256_setzero_ps();
         if (MR <= 2)
             for (; g + 2 <= gend; g += 2) {
-                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
-                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, 0, accb2, mtb2);
+                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, B1, accb, &mins[g - g0]);
+                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, B1, accb2,
+                          &mins[g + 1 - g0]);
             }
         for (; g < gend; g++)
-            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, 0, accb, mtb);
+            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, B1, accb, &mins[g - g0]);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
-            float ab = as[r * a->n_blocks + b];
-            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]), _mm256_set1_ps(ab), acc[r]);
-            mt[r] = fmaf(mtb[r] + mtb2[r], ab, mt[r]);
+            __m256 ab = B1 ? _mm256_set1_ps(1.0f) : _mm256_broadcast_ss(&as[r * a->n_blocks + b]);
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]), ab, acc[r]);
         }
     }
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        out[r] = kern_hsum8(acc[r]) + mt[r];
+        out[r] = kern_hsum8(acc[r]) + kern_dot(mins, a->qmin + (i0 + r) * a->n_groups + g0, g1 - g0);
 }
 
 typedef struct gemm_job {
@@ -336,6 +328,7 @@ void FGQ_GEMM_ENTRY(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, u
      * order (a streamed weight is then one sequential pass over DRAM) */
     uint64_t win = a->m <= 4 ? ngw : WINDOW_COLS / p->G;
     win = win ? win : 1;
+    win = win < WINDOW_GROUPS ? win : WINDOW_GROUPS;
     gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
                    .ldy = ldy, .first = 1};
     for (jb.g0 = 0; jb.g0 < ngw; jb.g0 = jb.g1, jb.first = 0) {
