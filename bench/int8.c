@@ -2,7 +2,9 @@
  * sgemm on f32 weights of the same shapes, and batch-1 weight streaming against the memory's
  * read bandwidth, all measured in one run.
  *
- * Usage: bench_int8 [--reps N] [--group G] [--block B] [--stream-mb N] [--quick]
+ * Usage: bench_int8 [--reps N] [--group G] [--block B] [--stream-mb N] [--quick] [--shape S]
+ *        [--no-gemm]
+ * (--quick: the first shape only; --shape 1..3: that shape only; --no-gemm: batch 1 only)
  * Shapes are opt-1.3b's Linear layers: k = 2048 -> n = 2048 (attention projections),
  * 2048 -> 8192 (fc1), 8192 -> 2048 (fc2), at m = 1, 8, 32, 64, 128 rows. For each, GFLOP/s
  * (2 m n k per call, activation quantization included in the int8 time) of: q4 and q8 on one
@@ -12,10 +14,14 @@
  * fit the 32 MiB L3 for the small shapes).
  * Then batch 1 from memory: enough copies of each weight (--stream-mb, default 256 MiB per
  * format) are cycled that every call reads its weights from DRAM; printed as weight GB/s next to
- * a plain AVX2 read loop over a buffer of the same size, on 1 and 2 threads, and the ratio. F16
+ * a plain AVX2 read loop (four sequential streams per thread) over the same copies, timed in
+ * alternation with the kernel, on 1 and 2 threads, the ratio, and the 2-thread time per call. F16
  * weights go through fg_f16_gemm (F16C + FMA, fused) and, for comparison, through conversion to
  * f32 then sgemv. Each figure is the best of at least --reps timed calls and 0.3 s (after a
- * warm-up): on a shared machine the best call is the one that ran alone. Compare within one run.
+ * warm-up): on a shared machine the best call is the one that ran alone. One-thread figures are
+ * timed with the thread's CPU time (CLOCK_THREAD_CPUTIME_ID: waiting for a core taken by another
+ * process is not counted), two-thread figures with the wall clock, so on a busy machine the
+ * two-thread ones are the noisier. Compare within one run.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -33,6 +39,16 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The clock a figure is timed with: this thread's CPU time for one-thread figures (a call that
+ * lost the core to another process is not charged for the wait), wall time for two threads. */
+static int g_cpu_clock;
+static double tick(void)
+{
+    struct timespec ts;
+    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -137,9 +153,9 @@ static double best_time(call_fn f, void *ctx, int reps)
     double best = 1e30, t_all = now();
     f(ctx, 0); /* warm-up */
     for (int r = 1; r <= reps || now() - t_all < 0.3; r++) {
-        double t = now();
+        double t = tick();
         f(ctx, r);
-        t = now() - t;
+        t = tick() - t;
         best = t < best ? t : best;
         if (r > 1000)
             break;
@@ -195,7 +211,7 @@ static void setup_qcall(qcall *q, const fg_codec *c, const fg_qview *v, const ui
 }
 
 typedef struct opts {
-    int reps, quick;
+    int reps, quick, shape, no_gemm; /* shape: 0 all, 1..3 one of them */
     uint32_t G, block;
     uint64_t stream_mb;
 } opts;
@@ -232,6 +248,7 @@ static void bench_shape(const opts *o, uint64_t k, uint64_t n)
         double flop = 2.0 * m * n * k, g[6];
         gctx ctx = {.x = x, .wf = wf, .y = y, .m = m, .n = n, .k = k};
         for (int t = 1; t <= 2; t++) {
+            g_cpu_clock = t == 1;
             setup_qcall(&ctx.q, &c4, &v4, q4, l4, &a4, x, y, n, t);
             g[t == 1 ? 0 : 3] = flop / best_time(call_int8, &ctx, o->reps) / 1e9;
             setup_qcall(&ctx.q, &c8, &v8, q8, l8, &a8, x, y, n, t);
@@ -258,36 +275,27 @@ typedef struct rd {
     uint64_t sink;
 } rd;
 
+/* Sum of r->p[0 .. n) read as four sequential streams at once (quarters), as a kernel reading
+ * four weight rows at a time does: more requests in flight than one stream. */
 static void read_loop(void *arg)
 {
     rd *r = arg;
-    __m256i acc = _mm256_setzero_si256(), acc2 = acc;
-    for (size_t i = 0; i + 128 <= r->n; i += 128) {
-        acc = _mm256_xor_si256(acc, _mm256_load_si256((const __m256i *)(r->p + i)));
-        acc2 = _mm256_xor_si256(acc2, _mm256_load_si256((const __m256i *)(r->p + i + 32)));
-        acc = _mm256_xor_si256(acc, _mm256_load_si256((const __m256i *)(r->p + i + 64)));
-        acc2 = _mm256_xor_si256(acc2, _mm256_load_si256((const __m256i *)(r->p + i + 96)));
+    size_t q = r->n / 4 / 64 * 64;
+    const uint8_t *p0 = r->p, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < q; i += 64) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p0 + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p1 + i)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p2 + i)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p3 + i)));
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p0 + i + 32)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p1 + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p2 + i + 32)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p3 + i + 32)));
     }
-    acc = _mm256_xor_si256(acc, acc2);
+    __m256i acc = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
     r->sink += (uint64_t)_mm256_extract_epi64(acc, 0);
     g_sink += r->sink;
-}
-
-static double read_bw(const uint8_t *buf, size_t n, int threads, int reps)
-{
-    double best = 1e30;
-    for (int r = 0; r <= reps; r++) {
-        rd a = {buf, threads == 1 ? n : n / 2, 0}, b = {buf + n / 2, n / 2, 0};
-        double t = now();
-        if (threads == 1)
-            read_loop(&a);
-        else
-            run2(read_loop, &a, read_loop, &b);
-        t = now() - t;
-        if (r)
-            best = t < best ? t : best;
-    }
-    return n / best / 1e9;
 }
 
 /* A set of copies of one weight, cycled so every call misses the caches. */
@@ -357,28 +365,56 @@ static void call_stream(void *p, int rep)
     qcall_run(&q);
 }
 
-static double stream_bw(stream *s, int reps)
+/* Read one copy with the plain read loop (the baseline), on s->threads threads. */
+static void read_copy(const stream *s, const uint8_t *w)
 {
-    return s->bytes / best_time(call_stream, s, reps > s->copies - 1 ? reps : s->copies - 1) / 1e9;
+    rd a = {w, s->threads == 1 ? s->bytes : s->bytes / 2, 0};
+    rd b = {w + s->bytes / 2, s->bytes - s->bytes / 2, 0};
+    if (s->threads == 1)
+        read_loop(&a);
+    else
+        run2(read_loop, &a, read_loop, &b);
+}
+
+/* Best weight GB/s of the kernel and of the read loop over the same copies, the two timed in
+ * alternation (each call on a copy the previous call did not touch) so both see the same load. */
+static void stream_bw(stream *s, int reps, double *kern, double *read)
+{
+    double bk = 1e30, br = 1e30, t_all = now();
+    int n = reps > s->copies ? reps : s->copies;
+    for (int r = 0; r < 2 * n || now() - t_all < 0.5; r++) {
+        double t = tick();
+        if (r % 2)
+            read_copy(s, s->w[r % s->copies]);
+        else
+            call_stream(s, r);
+        t = tick() - t;
+        if (r >= 2 && r % 2)
+            br = t < br ? t : br;
+        else if (r >= 2)
+            bk = t < bk ? t : bk;
+        if (r > 20000)
+            break;
+    }
+    *kern = s->bytes / bk / 1e9;
+    *read = s->bytes / br / 1e9;
 }
 
 static void bench_stream(const opts *o, uint64_t k, uint64_t n)
 {
     size_t total = (size_t)o->stream_mb << 20;
+    if (total < ((size_t)64 << 20))
+        total = (size_t)64 << 20; /* at least twice the L3 */
     float *wf = xalloc(n * k * 4), *x = xalloc(k * 4), *y = xalloc(n * 4);
     for (uint64_t i = 0; i < n * k; i++)
         wf[i] = 0.02f * frand();
     for (uint64_t i = 0; i < k; i++)
         x[i] = frand();
-    uint8_t *rbuf = xalloc(total);
-    memset(rbuf, 1, total);
-    double bw[2] = {read_bw(rbuf, total, 1, o->reps), read_bw(rbuf, total, 2, o->reps)};
-    free(rbuf);
-    printf("batch 1, k %llu n %llu, weights from DRAM (%llu MiB of copies); read loop %.1f GB/s "
-           "(1 thread), %.1f GB/s (2 threads)\n", (unsigned long long)k, (unsigned long long)n,
-           (unsigned long long)o->stream_mb, bw[0], bw[1]);
-    printf("  %-28s %10s %10s %7s %7s %9s\n", "weights", "GB/s 1t", "GB/s 2t", "/bw 1t",
-           "/bw 2t", "tok-us 1t");
+    printf("batch 1, k %llu n %llu, weights from DRAM (%llu MiB of copies cycled); weight GB/s of "
+           "the kernel and of a plain read loop over the same bytes\n", (unsigned long long)k,
+           (unsigned long long)n, (unsigned long long)o->stream_mb);
+    printf("  %-26s %7s %7s %6s | %7s %7s %6s | %8s\n", "weights", "kern 1t", "read 1t", "ratio",
+           "kern 2t", "read 2t", "ratio", "us/call");
     static const char *names[] = {"q4 int8 (fg_quant_gemm)", "q8 int8 (fg_quant_gemm)",
                                   "f16 fused (fg_f16_gemm)", "f16 -> f32 + sgemv"};
     for (int kind = 0; kind < 4; kind++) {
@@ -406,14 +442,15 @@ static void bench_stream(const opts *o, uint64_t k, uint64_t n)
                 fg_f32_to_f16(wf, (uint16_t *)s.w[i], n * k, FG_QUANT_ISA_AUTO);
             }
         }
-        double g[2];
+        double g[2], bw[2];
+        openblas_set_num_threads(1);
         for (int t = 1; t <= 2; t++) {
             s.threads = t;
-            openblas_set_num_threads(1);
-            g[t - 1] = stream_bw(&s, o->reps);
+            g_cpu_clock = t == 1;
+            stream_bw(&s, o->reps, &g[t - 1], &bw[t - 1]);
         }
-        printf("  %-28s %10.1f %10.1f %7.2f %7.2f %9.0f\n", names[kind], g[0], g[1], g[0] / bw[0],
-               g[1] / bw[1], s.bytes / g[0] / 1e3);
+        printf("  %-26s %7.1f %7.1f %6.2f | %7.1f %7.1f %6.2f | %8.0f\n", names[kind], g[0], bw[0],
+               g[0] / bw[0], g[1], bw[1], g[1] / bw[1], s.bytes / g[1] / 1e3);
         fflush(stdout);
         for (int i = 0; i < s.copies; i++)
             free(s.w[i]);
@@ -436,9 +473,13 @@ int main(int argc, char **argv)
             o.stream_mb = (uint64_t)atoll(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             o.quick = 1;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+            o.shape = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-gemm"))
+            o.no_gemm = 1;
         else {
             fprintf(stderr, "usage: bench_int8 [--reps N] [--group G] [--block B] "
-                            "[--stream-mb N] [--quick]\n");
+                            "[--stream-mb N] [--quick] [--shape 1|2|3] [--no-gemm]\n");
             return 2;
         }
     }
@@ -452,9 +493,11 @@ int main(int argc, char **argv)
            "q8 1t", "sg 1t", "q4/s", "q8/s", "q4 2t", "q8 2t", "sg 2t", "q4/s", "q8/s");
     static const uint64_t shapes[3][2] = {{2048, 2048}, {2048, 8192}, {8192, 2048}};
     for (int s = 0; s < (o.quick ? 1 : 3); s++)
-        bench_shape(&o, shapes[s][0], shapes[s][1]);
+        if (!o.no_gemm && (!o.shape || o.shape == s + 1))
+            bench_shape(&o, shapes[s][0], shapes[s][1]);
     for (int s = 0; s < (o.quick ? 1 : 3); s++)
-        bench_stream(&o, shapes[s][0], shapes[s][1]);
+        if (!o.shape || o.shape == s + 1)
+            bench_stream(&o, shapes[s][0], shapes[s][1]);
     g_w.quit = 1;
     pthread_barrier_wait(&g_w.start);
     pthread_join(g_w.th, NULL);
