@@ -82,7 +82,7 @@ int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_
  * exact integer dot product (int8 x unsigned 4/8-bit codes). That formula, with the integers
  * exact and the rest in binary64, is the definition (the scalar reference); the SIMD kernels take
  * the same integers and combine them in binary32 (within 2^-17 of the magnitude sum of the
- * terms). Both terms use the rounded activations on purpose: min_g * sum x + scale_g * sum q x
+ * terms, while that sum stays well inside the binary32 range). Both terms use the rounded activations on purpose: min_g * sum x + scale_g * sum q x
  * with x exact in the first term only has an error of sum (w - min) e instead of sum w e over the
  * rounding errors e, about 2.7 times larger (measured: bench_int8_accuracy).
  * Groups along axis 0 (fg-convert's default) do not factor this way: the int8 path needs a store

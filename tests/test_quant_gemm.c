@@ -2,8 +2,8 @@
  * scalar reference (activation bytes and bits identical; GEMM outputs identical when every float
  * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
- * activations, odd shapes, chunk-by-chunk and row-range use, the refusals; and fg_f16_gemm
- * against a binary64 sum. ISAs this CPU
+ * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
+ * and fg_f16_gemm against a binary64 sum. ISAs this CPU
  * lacks are skipped with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
@@ -496,6 +496,50 @@ START_TEST(test_zero_and_tiny_blocks)
 }
 END_TEST
 
+/* Chunk bytes are never refused: random bytes (headers included: huge, subnormal, Inf, NaN
+ * mins and scales) in a buffer of exactly the chunk's length are read in bounds (ASan) and every
+ * ISA agrees with the reference wherever the reference is finite. */
+START_TEST(test_random_chunk_bytes)
+{
+    for (int it = 0; it < 24; it++) {
+        shape s = random_shape(it);
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        for (size_t i = 0; i < wc.qlen; i++)
+            wc.q[i] = (uint8_t)rnd();
+        uint8_t *exact = malloc(wc.qlen); /* exactly qlen bytes: ASan sees any overread */
+        memcpy(exact, wc.q, wc.qlen);
+        free(wc.q);
+        wc.q = exact;
+        float *x = make_x(s.m, s.k, s.k);
+        act t;
+        act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < s.m; i++)
+                for (uint64_t j = 0; j < s.n; j++) {
+                    double mag;
+                    (void)expect(&wc, &t.a, i, j, &mag);
+                    float r = yr[i * s.n + j], v = y[i * s.n + j];
+                    if (!isfinite(r) || !(mag < 0x1p120)) /* binary32 partial sums may overflow */
+                        continue;
+                    REQUIRE(fabs((double)v - r) <= 0x1p-17 * mag + 1e-30,
+                            "%s q%u G %u (%llu, %llu): %.9g vs ref %.9g (mag %g)",
+                            fg_quant_isa_name(k_isas[ii]), s.bits, s.G, (unsigned long long)i,
+                            (unsigned long long)j, v, r, mag);
+                }
+            free(y);
+        }
+        free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
 /* F16 weights x f32 activations: every ISA within 2^-18 of sum |w x| of the binary64 sum of the
  * widened weights, odd shapes and strides; bad strides refused. */
 START_TEST(test_f16_gemm)
@@ -550,6 +594,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
+    tcase_add_test(tc, test_random_chunk_bytes);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
