@@ -52,7 +52,7 @@ static double tick(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void die(const char *what, const fg_err *err)
+__attribute__((noreturn)) static void die(const char *what, const fg_err *err)
 {
     fprintf(stderr, "bench_int8: %s: %s\n", what, err ? err->msg : "out of memory");
     exit(1);

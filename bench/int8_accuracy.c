@@ -30,7 +30,7 @@ static float gauss(void)
     return (float)(sqrt(-2.0 * log(unif() + 1e-300)) * cos(6.283185307179586 * unif()));
 }
 
-static void die(const char *what, const fg_err *e)
+__attribute__((noreturn)) static void die(const char *what, const fg_err *e)
 {
     fprintf(stderr, "bench_int8_accuracy: %s: %s\n", what, e ? e->msg : "out of memory");
     exit(1);
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
         fg_codec c = fg_codec_quant(bits, G, 1);
         uint64_t dims[2] = {n, k};
         fg_qview v;
-        size_t ql;
+        size_t ql = 0;
         if (fg_codec_qview(&c, 2, dims, n, &v, &err) || fg_quant_chunk_bytes(&v, &ql, &err))
             die("view", &err);
         uint8_t *q = xmalloc(ql);
