@@ -16,6 +16,9 @@
  * Kernels: scalar reference, AVX2 (+F16C) and AVX-512 (F+BW+VL), picked at run time from the CPU
  * (FG_QUANT_ISA=ref|avx2|avx512 in the environment caps the choice), all bit-identical: the same
  * bytes from quantization and the same bits from dequantization. CUDA kernels are in quant_cuda.h.
+ * The int8 GEMM below (quant_gemm*.c) has a reference, AVX2 (+FMA) kernels, and VPDPBUSD twins
+ * that run instead on CPUs with AVX-VNNI (ISA avx2) or AVX512-VNNI (ISA avx512);
+ * FG_QUANT_VNNI=0 in the environment keeps the plain AVX2 ones.
  *
  * Threads: every function is reentrant; none allocates memory (work buffers live on the stack).
  */
