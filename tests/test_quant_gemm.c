@@ -3,7 +3,7 @@
  * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
  * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
- * and fg_f16_gemm against a binary64 sum. ISAs this CPU
+ * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm against a binary64 sum. ISAs this CPU
  * lacks are skipped with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
@@ -14,6 +14,7 @@
 
 #include "fgt.h"
 #include "quant.h"
+#include "quant_gemm_int.h" /* fgq_check and the kernel signature, for the emulated VNNI build */
 #include "testutil.h"
 
 #define REQUIRE(cond, ...)                                                                        \
@@ -496,6 +497,51 @@ START_TEST(test_zero_and_tiny_blocks)
 }
 END_TEST
 
+#ifdef FG_TEST_VNNI_EMUL
+void fgq_vnni_emul_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                        uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+
+/* The VNNI kernel body (VPDPBUSD emulated in AVX2, quant_vnni_emul.c) against the reference:
+ * Q4 and Q8, F16/F32 scales, both nibble orders, per-row and per-group activation scales. */
+START_TEST(test_vnni_kernel_emulated)
+{
+    if (!fg_quant_isa_supported(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: emulated VNNI kernel not tested\n");
+        return;
+    }
+    g_rng += 4242;
+    for (int it = 0; it < 24; it++) {
+        shape s = random_shape(it);
+        if (s.G < 32)
+            s.G = 64; /* the SIMD kernels take groups of 32 and more */
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        float *x = make_x(s.m, s.k, s.k);
+        act t;
+        act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF), *y = malloc(s.m * s.n * 4);
+        fgq_params p;
+        fg_err err;
+        ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
+        uint64_t row_bytes = (s.k + s.G - 1) / s.G * p.gbytes;
+        fgq_vnni_emul_gemm(&p, wc.q, row_bytes, 0, s.n, &t.a, y, s.n);
+        for (uint64_t i = 0; i < s.m; i++)
+            for (uint64_t j = 0; j < s.n; j++) {
+                double mag;
+                (void)expect(&wc, &t.a, i, j, &mag);
+                REQUIRE(fabs((double)y[i * s.n + j] - yr[i * s.n + j]) <= 0x1p-17 * mag + 1e-30,
+                        "vnni-emul q%u G %u hi %d (%llu, %llu): %.9g vs ref %.9g", s.bits, s.G,
+                        s.hi, (unsigned long long)i, (unsigned long long)j, y[i * s.n + j],
+                        yr[i * s.n + j]);
+            }
+        free(y), free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+#endif
+
 /* Chunk bytes are never refused: random bytes (headers included: huge, subnormal, Inf, NaN
  * mins and scales) in a buffer of exactly the chunk's length are read in bounds (ASan) and every
  * ISA agrees with the reference wherever the reference is finite. */
@@ -595,6 +641,9 @@ int main(void)
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
     tcase_add_test(tc, test_random_chunk_bytes);
+#ifdef FG_TEST_VNNI_EMUL
+    tcase_add_test(tc, test_vnni_kernel_emulated);
+#endif
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
