@@ -3,7 +3,8 @@
  *
  * Why groups along the input axis only: with w = min_g + scale_g * q and a group running along
  * k, the dot product of a row of x with a row of W splits into one float term per group
- * (min_g * sum x) plus scale_g times an integer dot product of int8 activations with the codes,
+ * (min_g times the group's sum of activations) plus scale_g times an integer dot product of int8
+ * activations with the codes,
  * so the inner loop is VPMADDUBSW / VPMADDWD on bytes and the floats are touched once per group.
  * With groups down the output axis (axis 0) the scale changes with every k; keeping the integer
  * loop then means re-quantizing x * scale_g for every group of G output rows and reading codes
@@ -19,9 +20,10 @@
  *  - the min term uses the rounded activations too (min_g * a * qsum_g), so the result is the
  *    dequantized weights times the dequantized activations; mixing exact x into the min term
  *    would leave sum (w - min) e as the error instead of sum w e (quant.h);
- *  - the Q8 kernels recentre codes to q - 128 (VPMADDUBSW takes unsigned x signed bytes and
- *    would saturate at 255 * 127 * 2) and add 128 * qsum back in the integer domain, so every
- *    ISA computes the same integer per group.
+ *  - the AVX2 Q8 kernels recentre codes to q - 128 (VPMADDUBSW takes unsigned x signed bytes
+ *    and would saturate at 255 * 127 * 2) and add 128 * qsum back in the integer domain (VPDPBUSD
+ *    does not saturate and takes the codes as they are), so every ISA computes the same integer
+ *    per group.
  * The reference sums the per-group terms in binary64; SIMD kernels in binary32.
  *
  * ISAs: REF runs the reference; AVX2 runs quant_gemm_avx2.c, or its VPDPBUSD twin
