@@ -385,6 +385,42 @@ START_TEST(test_chunks_and_ranges)
 }
 END_TEST
 
+/* The largest groups (integers up to 4096 * 255 * 127 per group), every ISA against the
+ * reference, per-row and per-group scales. */
+START_TEST(test_large_groups)
+{
+    static const uint32_t gs[] = {512, 4096};
+    for (int it = 0; it < 8; it++) {
+        unsigned bits = it & 1 ? 4 : 8;
+        uint32_t G = gs[(it / 2) % 2], block = it / 4 ? G : 0;
+        uint64_t m = 3, n = 5, k = 2 * G + 5;
+        wcase wc;
+        wcase_make(&wc, bits, G, 0, 0, n, k);
+        float *x = make_x(m, k, k);
+        act t;
+        act_make(&t, &wc.c, m, k, block);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double mag;
+                    (void)expect(&wc, &t.a, i, j, &mag);
+                    REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
+                            "q%u G %u (%llu, %llu): %.9g vs %.9g", bits, G, (unsigned long long)i,
+                            (unsigned long long)j, y[i * n + j], yr[i * n + j]);
+                }
+            free(y);
+        }
+        free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
 /* Large m and k take the windowed path (several column windows per row). */
 START_TEST(test_windows)
 {
@@ -637,6 +673,7 @@ int main(void)
     tcase_add_test(tc, test_exact_integers);
     tcase_add_test(tc, test_chunks_and_ranges);
     tcase_add_test(tc, test_windows);
+    tcase_add_test(tc, test_large_groups);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
