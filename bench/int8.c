@@ -256,7 +256,8 @@ static void bench_shape(const opts *o, uint64_t k, uint64_t n)
             openblas_set_num_threads(t);
             g[t == 1 ? 2 : 5] = flop / best_time(call_sgemm, &ctx, o->reps) / 1e9;
         }
-        printf("%5llu %5llu %4llu | %6.1f %6.1f %6.1f  %4.2f %4.2f | %6.1f %6.1f %6.1f  %4.2f %4.2f\n",
+        printf("%5llu %5llu %4llu | %6.1f %6.1f %6.1f  %4.2f %4.2f | %6.1f %6.1f %6.1f  %4.2f "
+               "%4.2f\n",
                (unsigned long long)k, (unsigned long long)n, (unsigned long long)m, g[0], g[1],
                g[2], g[0] / g[2], g[1] / g[2], g[3], g[4], g[5], g[3] / g[5], g[4] / g[5]);
         fflush(stdout);

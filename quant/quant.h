@@ -85,9 +85,10 @@ int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_
  * exact integer dot product (int8 x unsigned 4/8-bit codes). That formula, with the integers
  * exact and the rest in binary64, is the definition (the scalar reference); the SIMD kernels take
  * the same integers and combine them in binary32 (within 2^-17 of the magnitude sum of the
- * terms, while that sum stays well inside the binary32 range). Both terms use the rounded activations on purpose: min_g * sum x + scale_g * sum q x
- * with x exact in the first term only has an error of sum (w - min) e instead of sum w e over the
- * rounding errors e, about 2.7 times larger (measured: bench_int8_accuracy).
+ * terms, while that sum stays well inside the binary32 range). Both terms use the rounded
+ * activations on purpose: min_g * sum x + scale_g * sum q x with x exact in the first term only
+ * has an error of sum (w - min) e instead of sum w e over the rounding errors e, about 2.7 times
+ * larger (measured: bench_int8_accuracy).
  * Groups along axis 0 (fg-convert's default) do not factor this way: the int8 path needs a store
  * converted with --group-axis 1 (or a weight quantized at load along axis 1). */
 
@@ -121,8 +122,9 @@ int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k
                       void *buf, size_t len, fg_err *err);
 /* Quantize x [a->m, a->k] (row stride ldx floats, 0 means k) into *a: per block, amax = max |x|
  * (exact), a = fl32(amax / 127), q = clamp(rint(fl32(x * fl32(127 / amax))), -127, 127) (a = 0
- * and q = 0 for an all-zero block). Every ISA writes the same bytes and bits. NaN or Inf in x ->
- * FG_ERR_NONFINITE naming (row, column); *a is then unspecified. */
+ * and q = 0 when amax is 0, or so small that 127 / amax overflows: below about 7.5e-37); qsum
+ * and qmin follow. Every ISA writes the same bytes and bits. NaN or Inf in x -> FG_ERR_NONFINITE
+ * naming (row, column); *a is then unspecified. */
 int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa isa, fg_err *err);
 
 /* y[i * ldy + j] = sum_c x[i, c] * W[j, c] for i < a->m and chunk rows j in [n0, n1), where W's

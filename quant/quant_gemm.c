@@ -296,7 +296,8 @@ int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa 
     for (uint64_t i = 0; i < a->m; i++) {
         const float *row = x + i * ldx;
 #ifdef FG_QUANT_X86
-        int bad = use != FG_QUANT_ISA_REF ? fgq_avx2_act_row(row, a, i) : fgq_ref_act_row(row, a, i);
+        int bad = use != FG_QUANT_ISA_REF ? fgq_avx2_act_row(row, a, i)
+                                          : fgq_ref_act_row(row, a, i);
 #else
         int bad = fgq_ref_act_row(row, a, i);
 #endif

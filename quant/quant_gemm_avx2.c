@@ -6,8 +6,9 @@
  * even, as rintf), packed to bytes, then for Q4 split into evens and odds per 64 columns; code
  * sums per group with VPMADDUBSW by 1.
  *
- * GEMM (the body is quant_gemm_kern.h, shared with the VNNI builds): for each weight row j (its codes stay in L1) and each tile of up to 4 activation rows,
- * each group gives one 8-lane int32 vector per activation row:
+ * GEMM (the body is quant_gemm_kern.h, shared with the VNNI builds): for each weight row and
+ * each tile of up to 4 activation rows, each group gives one 8-lane int32 vector per activation
+ * row:
  *   Q4: 32 code bytes masked give the 32 even codes (low nibbles) and, shifted, the 32 odd ones,
  *       which meet the activations' Q4 order (evens, then odds, per 64 columns) as they are, so
  *       VPMADDUBSW (codes unsigned x activations signed, pairs at most 2 * 15 * 127) then
@@ -50,8 +51,10 @@ static uint32_t amax_bits(const float *x, uint64_t n)
     const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
     __m256i mx = _mm256_setzero_si256();
     uint64_t c = 0;
-    for (; c + 8 <= n; c += 8)
-        mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + c)), abs));
+    for (; c + 8 <= n; c += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(x + c));
+        mx = _mm256_max_epu32(mx, _mm256_and_si256(v, abs));
+    }
     __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
     m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
     m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
@@ -125,7 +128,8 @@ static void act_sums(fg_quant_act *a, uint64_t i)
             __m256i acc = _mm256_setzero_si256();
             for (uint32_t t = 0; t < a->group; t += 32) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + c0 + t));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(one8, v), one16));
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, v), one16);
+                acc = _mm256_add_epi32(acc, p);
             }
             qs = hsum8i(acc);
         } else {

@@ -76,7 +76,8 @@ static inline __m256i dot4(__m256i acc, __m256i u, __m256i s)
 #if FGQ_VNNI
     return FGQ_DPBUSD(acc, u, s);
 #else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(acc, p);
 #endif
 }
 
@@ -109,7 +110,8 @@ static inline __attribute__((always_inline)) void q4_dots(const uint8_t *codes, 
         for (int r = 0; r < MR; r++) {
             const __m256i *x = (const __m256i *)(xq + r * kp + t);
 #if FGQ_VNNI
-            ai[r] = FGQ_DPBUSD(FGQ_DPBUSD(ai[r], E, _mm256_loadu_si256(x)), O, _mm256_loadu_si256(x + 1));
+            ai[r] = FGQ_DPBUSD(ai[r], E, _mm256_loadu_si256(x));
+            ai[r] = FGQ_DPBUSD(ai[r], O, _mm256_loadu_si256(x + 1));
 #else
             /* the two products summed in int16 first: |pair| <= 2 * 15 * 127, four pairs fit */
             __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(E, _mm256_loadu_si256(x)),
@@ -162,7 +164,8 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t *code
         __m256i A = _mm256_abs_epi8(Cs);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
-            __m256i X = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xq + r * kp + t)), Cs);
+            __m256i X = _mm256_loadu_si256((const __m256i *)(xq + r * kp + t));
+            X = _mm256_sign_epi8(X, Cs);
             ai[r] = dot4(ai[r], A, X);
         }
     }
@@ -190,8 +193,8 @@ static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
                a->qsum + i0 * ng + g, ng, MR, bits, hi, ai);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_broadcast_ss(&a->scale[(i0 + r) * a->n_blocks + g]))
-                       : s;
+        const float *ar = &a->scale[(i0 + r) * a->n_blocks + g];
+        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_broadcast_ss(ar)) : s;
         accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sr, accb[r]);
     }
 }
@@ -250,7 +253,8 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
     }
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
-        out[r] = kern_hsum8(acc[r]) + kern_dot(mins, a->qmin + (i0 + r) * a->n_groups + g0, g1 - g0);
+        out[r] = kern_hsum8(acc[r]) +
+                 kern_dot(mins, a->qmin + (i0 + r) * a->n_groups + g0, g1 - g0);
 }
 
 typedef struct gemm_job {

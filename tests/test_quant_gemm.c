@@ -3,8 +3,8 @@
  * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
  * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
- * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm against a binary64 sum. ISAs this CPU
- * lacks are skipped with a note on stderr. */
+ * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm against a binary64 sum. ISAs this
+ * CPU lacks are skipped with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
 #include <math.h>
@@ -158,7 +158,8 @@ static double expect(const wcase *wc, const fg_quant_act *a, uint64_t i, uint64_
         for (uint64_t c = g * a->group; c < (g + 1) * a->group && c < a->k; c++) {
             float m, s;
             uint32_t q = wcode(wc, j, c, &m, &s);
-            double xq = a->q[i * a->kp + qpos(a, c)] * (double)a->scale[i * a->n_blocks + c / a->block];
+            double xq = a->q[i * a->kp + qpos(a, c)] *
+                        (double)a->scale[i * a->n_blocks + c / a->block];
             sum += (double)s * q * xq;
             smag += fabs((double)s * q * xq);
             m0 = m;
