@@ -16,6 +16,9 @@
  * Kernels: scalar reference, AVX2 (+F16C) and AVX-512 (F+BW+VL), picked at run time from the CPU
  * (FG_QUANT_ISA=ref|avx2|avx512 in the environment caps the choice), all bit-identical: the same
  * bytes from quantization and the same bits from dequantization. CUDA kernels are in quant_cuda.h.
+ * The int8 GEMM below (quant_gemm*.c) has a reference, AVX2 (+FMA) kernels, and VPDPBUSD twins
+ * that run instead on CPUs with AVX-VNNI (ISA avx2) or AVX512-VNNI (ISA avx512);
+ * FG_QUANT_VNNI=0 in the environment keeps the plain AVX2 ones.
  *
  * Threads: every function is reentrant; none allocates memory (work buffers live on the stack).
  */
@@ -68,6 +71,80 @@ int fg_quant_encode(const fg_codec *c, const fg_qview *v, const void *src, uint8
  * exactly as the arithmetic says. */
 int fg_quant_decode(const fg_codec *c, const fg_qview *v, const void *src, size_t src_len,
                     void *dst, uint8_t dst_dtype, uint64_t ld, fg_quant_isa isa, fg_err *err);
+
+/* ---- Integer GEMM on quantized weights (quant_gemm.c) ----
+ *
+ * y[i, j] = sum_c x[i, c] * W[j, c] for a Linear layer whose weight W [n, k] (Hugging Face
+ * [out, in]) is stored as Q4/Q8 chunks of whole rows with groups along the INPUT axis (group_axis
+ * = 1, along_rows == 0 in the view): each row j is ceil(k / G) groups, w = min_g + scale_g * q.
+ * Activations are quantized at run time to int8 (fg_quant_act_q8): per row, or per row and block
+ * of columns, a = amax / 127, xq = rint(x / a) in [-127, 127]. The product of the dequantized
+ * weights and the dequantized activations factors per group:
+ *   y[i, j] = sum_g a[i, b(g)] * ( min_g * qsum[i, g]  +  scale_g * idot[i, j, g] )
+ * where qsum is the sum of xq over the group and idot = sum_{c in g} xq[i, c] * q[j, c] is an
+ * exact integer dot product (int8 x unsigned 4/8-bit codes). That formula, with the integers
+ * exact and the rest in binary64, is the definition (the scalar reference); the SIMD kernels take
+ * the same integers and combine them in binary32 (within 2^-17 of the magnitude sum of the
+ * terms, while that sum stays well inside the binary32 range). Both terms use the rounded
+ * activations on purpose: min_g * sum x + scale_g * sum q x with x exact in the first term only
+ * has an error of sum (w - min) e instead of sum w e over the rounding errors e, about 2.7 times
+ * larger (measured: bench_int8_accuracy).
+ * Groups along axis 0 (fg-convert's default) do not factor this way: the int8 path needs a store
+ * converted with --group-axis 1 (or a weight quantized at load along axis 1). */
+
+/* Int8 activations for one weight codec: rows of x quantized once, then multiplied by every
+ * chunk of every weight with that codec's group size and bits. Plain data describing a buffer the
+ * caller owns (fg_quant_act_init carves it); valid while that buffer lives. */
+typedef struct fg_quant_act {
+    uint64_t m;        /* rows */
+    uint64_t k;        /* real columns (the weight's input features) */
+    uint64_t kp;       /* row stride of q: k rounded up to a multiple of max(G, 64) */
+    uint64_t n_groups; /* kp / G */
+    uint64_t n_blocks; /* kp / block */
+    uint32_t group;    /* G of the weight codec */
+    uint32_t block;    /* columns sharing one scale: a multiple of G, or kp (one per row) */
+    uint8_t bits;      /* weight bits: with 4, q is stored in Q4 order (below) */
+    int8_t *q;         /* [m, kp] codes in -127..127, 0 past k. Q4 order: within each aligned 64
+                        * columns, the 32 even columns first, then the 32 odd ones */
+    float *scale;      /* [m, n_blocks] a: x ~ a * q */
+    int32_t *qsum;     /* [m, n_groups] sum of q over the group */
+    float *qmin;       /* [m, n_groups] fl32(a[i, b(g)] * qsum[i, g]): what the group's min
+                        * multiplies (SIMD kernels; the reference uses the exact product) */
+} fg_quant_act;
+
+/* Bytes fg_quant_act_init needs for m rows of k columns against codec c (Q4/Q8), one activation
+ * scale per block columns (0: one per row; else a multiple of c's group size). */
+int fg_quant_act_size(const fg_codec *c, uint64_t m, uint64_t k, uint32_t block, size_t *bytes,
+                      fg_err *err);
+/* Lay *a out in buf (len >= fg_quant_act_size; 64-byte aligned for the best speed). The caller
+ * owns buf; *a points into it. */
+int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k, uint32_t block,
+                      void *buf, size_t len, fg_err *err);
+/* Quantize x [a->m, a->k] (row stride ldx floats, 0 means k) into *a: per block, amax = max |x|
+ * (exact), a = fl32(amax / 127), q = clamp(rint(fl32(x * fl32(127 / amax))), -127, 127) (a = 0
+ * and q = 0 when amax is 0, or so small that 127 / amax overflows: below about 7.5e-37); qsum
+ * and qmin follow. Every ISA writes the same bytes and bits. NaN or Inf in x -> FG_ERR_NONFINITE
+ * naming (row, column); *a is then unspecified. */
+int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa isa, fg_err *err);
+
+/* y[i * ldy + j] = sum_c x[i, c] * W[j, c] for i < a->m and chunk rows j in [n0, n1), where W's
+ * chunk is w (w_len >= fg_quant_chunk_bytes(v)) with codec c and view v (fg_codec_qview of a 2-d
+ * [n, k] tensor: rows = the chunk's rows, cols = k, along_rows 0). a must be quantized for c
+ * (same group size and bits; any scale dtype and nibble order) with a->k == v->cols. y is
+ * overwritten (no accumulation, no bias). Threads may run disjoint [n0, n1) ranges of one chunk
+ * into one y at once. Any k and m; chunk bytes are never refused (as fg_quant_decode). AVX2 runs
+ * groups of 32 or more codes; smaller groups take the reference path. */
+int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len, uint64_t n0,
+                  uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy, fg_quant_isa isa,
+                  fg_err *err);
+
+/* ---- F16 weights times f32 activations (quant_gemm.c): the batch-1 decode path ----
+ * y[i * ldy + j] = sum_c x[i * ldx + c] * W[j * ldw + c] for i < m, j < n, with W binary16
+ * [n, k] (row stride ldw >= k) widened in registers (F16C) and multiplied with FMA: no f32 copy
+ * of the weights, so one pass over the F16 bytes. Meant for small m (decode); any m works. The
+ * reference sums in binary64; AVX2 in binary32 lanes (within 2^-18 of sum |x w|). y overwritten. */
+int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                uint64_t m, uint64_t ldx, float *y, uint64_t ldy, fg_quant_isa isa, fg_err *err);
 
 /* ---- IEEE binary16 conversions (bit-identical across ISAs) ---- */
 /* Exact widening; NaN payloads kept (quieted). */

@@ -1,0 +1,48 @@
+/* quant_gemm_int.h - private to quant/: the kernels behind fg_quant_act_q8 and fg_quant_gemm.
+ *
+ * One activation row at a time (act_row) and one range of weight rows against every activation
+ * row (gemm); quant_gemm.c checks the arguments and picks the ISA. The reference (quant_gemm.c)
+ * is the definition; quant_gemm_avx2.c is tested against it (act_row bit for bit, gemm within
+ * the float tolerance stated in quant.h).
+ */
+#ifndef FG_QUANT_GEMM_INT_H
+#define FG_QUANT_GEMM_INT_H
+
+#include "quant_int.h"
+
+/* Where column c of a row lives in a->q: Q4 order (per 64 columns, evens then odds) or natural. */
+static inline uint64_t fgq_act_pos(const fg_quant_act *a, uint64_t c)
+{
+    if (a->bits != 4)
+        return c;
+    return (c & ~(uint64_t)63) + (c & 1) * 32 + ((c & 63) >> 1);
+}
+
+/* Quantize row i of x (k floats at x) into a's row i. Returns 1 (row unspecified) when some x is
+ * NaN or Inf, else 0. */
+int fgq_ref_act_row(const float *x, fg_quant_act *a, uint64_t i);
+/* y[i * ldy + j] for every activation row i and weight rows j in [n0, n1) of the chunk at w
+ * (row j at w + j * row_bytes). */
+void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                  uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+
+/* F16 weights [n, k] (stride ldw) times x [m, k] (stride ldx) into y (stride ldy). */
+void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                      uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
+
+#ifdef FG_QUANT_X86
+void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
+                       uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
+int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);
+void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+#endif
+#ifdef FG_QUANT_VNNI
+/* The same with VPDPBUSD: AVX-VNNI, and AVX512-VNNI (+VL) on ymm registers. */
+void fgq_vnni_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+void fgq_vnni512_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                      uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+#endif
+
+#endif

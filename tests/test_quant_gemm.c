@@ -1,0 +1,687 @@
+/* test_quant_gemm.c - quant/'s int8 path (fg_quant_act_q8, fg_quant_gemm): every ISA against the
+ * scalar reference (activation bytes and bits identical; GEMM outputs identical when every float
+ * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
+ * binary64 computation from the decoded weights, the error bound against f32 weights times f32
+ * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
+ * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm against a binary64 sum. ISAs this
+ * CPU lacks are skipped with a note on stderr. */
+#define _GNU_SOURCE
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fgt.h"
+#include "quant.h"
+#include "quant_gemm_int.h" /* fgq_check and the kernel signature, for the emulated VNNI build */
+#include "testutil.h"
+
+#define REQUIRE(cond, ...)                                                                        \
+    do {                                                                                          \
+        if (!(cond))                                                                              \
+            ck_abort_msg(__VA_ARGS__);                                                            \
+    } while (0)
+
+static const fg_quant_isa k_isas[] = {FG_QUANT_ISA_REF, FG_QUANT_ISA_AVX2, FG_QUANT_ISA_AVX512};
+#define N_ISAS 3
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double unif(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+static float gauss(void)
+{
+    double u = unif() + 1e-300, v = unif();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static int isa_ok(fg_quant_isa isa)
+{
+    if (fg_quant_isa_supported(isa))
+        return 1;
+    static int told[4];
+    if (!told[isa]++)
+        fprintf(stderr, "test_quant_gemm: ISA %s not supported on this CPU: not tested\n",
+                fg_quant_isa_name(isa));
+    return 0;
+}
+
+/* ---- a weight chunk [n, k] with groups along k ---- */
+typedef struct wcase {
+    fg_codec c;
+    fg_qview v;
+    uint64_t n, k;
+    float *w;      /* [n, k] source */
+    uint8_t *q;    /* chunk bytes */
+    size_t qlen;
+    float *deq;    /* [n, k] decoded */
+} wcase;
+
+static void wcase_make(wcase *wc, unsigned bits, uint32_t G, int f32scale, int hi, uint64_t n,
+                       uint64_t k)
+{
+    fg_err err;
+    memset(wc, 0, sizeof *wc);
+    wc->c = fg_codec_quant(bits, G, 1);
+    if (f32scale)
+        wc->c.scale_dtype = FG_SCALE_F32;
+    if (hi)
+        wc->c.nibble_order = FG_NIBBLE_HI_FIRST;
+    wc->n = n, wc->k = k;
+    uint64_t dims[2] = {n, k};
+    ck_assert_msg(fg_codec_qview(&wc->c, 2, dims, n, &wc->v, &err) == FG_OK, "%s", err.msg);
+    ck_assert_int_eq(fg_quant_chunk_bytes(&wc->v, &wc->qlen, &err), FG_OK);
+    wc->w = malloc(n * k * 4);
+    wc->deq = malloc(n * k * 4);
+    wc->q = malloc(wc->qlen);
+    for (uint64_t i = 0; i < n * k; i++)
+        wc->w[i] = 0.02f * gauss() + (rnd() % 50 == 0 ? 0.1f : 0.0f);
+    ck_assert_msg(fg_quant_encode(&wc->c, &wc->v, wc->w, FG_CODEC_F32, 0, wc->q, wc->qlen,
+                                  FG_QUANT_ISA_REF, &err) == FG_OK, "%s", err.msg);
+    ck_assert_int_eq(fg_quant_decode(&wc->c, &wc->v, wc->q, wc->qlen, wc->deq, FG_CODEC_F32, 0,
+                                     FG_QUANT_ISA_REF, &err), FG_OK);
+}
+
+static void wcase_free(wcase *wc) { free(wc->w), free(wc->q), free(wc->deq); }
+
+/* Activations with a few outlier columns. */
+static float *make_x(uint64_t m, uint64_t k, uint64_t ldx)
+{
+    float *x = calloc(m * ldx + 1, 4);
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t c = 0; c < k; c++)
+            x[i * ldx + c] = gauss() * (c % 37 == 5 ? 20.0f : 1.0f);
+    return x;
+}
+
+typedef struct act {
+    fg_quant_act a;
+    void *buf;
+    size_t len;
+} act;
+
+static void act_make(act *t, const fg_codec *c, uint64_t m, uint64_t k, uint32_t block)
+{
+    fg_err err;
+    ck_assert_msg(fg_quant_act_size(c, m, k, block, &t->len, &err) == FG_OK, "%s", err.msg);
+    t->buf = aligned_alloc(64, (t->len + 63) / 64 * 64);
+    memset(t->buf, 0xA5, t->len);
+    ck_assert_msg(fg_quant_act_init(&t->a, c, m, k, block, t->buf, t->len, &err) == FG_OK, "%s",
+                  err.msg);
+}
+
+static void act_quant(act *t, const float *x, uint64_t ldx, fg_quant_isa isa)
+{
+    fg_err err;
+    int rc = fg_quant_act_q8(&t->a, x, ldx, isa, &err);
+    ck_assert_msg(rc == FG_OK, "act %s: %s", fg_quant_isa_name(isa), err.msg);
+}
+
+/* Position of column c in a row of a->q (quant.h: Q4 order). */
+static uint64_t qpos(const fg_quant_act *a, uint64_t c)
+{
+    return a->bits == 4 ? (c & ~63ull) + (c & 1) * 32 + ((c & 63) >> 1) : c;
+}
+
+static uint32_t wcode(const wcase *wc, uint64_t j, uint64_t c, float *m, float *s)
+{
+    uint32_t G = wc->c.group_size, hdr = wc->c.scale_dtype == FG_SCALE_F16 ? 4 : 8;
+    uint64_t ngr = (wc->k + G - 1) / G;
+    const uint8_t *grp = wc->q + (j * ngr + c / G) * wc->v.group_bytes;
+    if (hdr == 4) {
+        *m = fg_f16_to_f32_1((uint16_t)(grp[0] | grp[1] << 8));
+        *s = fg_f16_to_f32_1((uint16_t)(grp[2] | grp[3] << 8));
+    } else {
+        memcpy(m, grp, 4);
+        memcpy(s, grp + 4, 4);
+    }
+    uint32_t t = (uint32_t)(c % G);
+    if (wc->c.bits == 8)
+        return grp[hdr + t];
+    uint32_t b = grp[hdr + t / 2], high = (t & 1u) ^ wc->c.nibble_order;
+    return high ? b >> 4 : b & 15u;
+}
+
+/* Independent binary64 evaluation of quant.h's formula, element by element, and the magnitude
+ * sum of its terms (for tolerances). */
+static double expect(const wcase *wc, const fg_quant_act *a, uint64_t i, uint64_t j, double *mag)
+{
+    double y = 0, mg = 0;
+    for (uint64_t g = 0; g * a->group < a->k; g++) {
+        double sum = 0, smag = 0, m0 = 0;
+        for (uint64_t c = g * a->group; c < (g + 1) * a->group && c < a->k; c++) {
+            float m, s;
+            uint32_t q = wcode(wc, j, c, &m, &s);
+            double xq = a->q[i * a->kp + qpos(a, c)] *
+                        (double)a->scale[i * a->n_blocks + c / a->block];
+            sum += (double)s * q * xq;
+            smag += fabs((double)s * q * xq);
+            m0 = m;
+        }
+        double gs = a->qsum[i * a->n_groups + g] *
+                    (double)a->scale[i * a->n_blocks + g * a->group / a->block];
+        y += m0 * gs + sum;
+        mg += fabs(m0 * gs) + smag;
+    }
+    *mag = mg;
+    return y;
+}
+
+static float *gemm(const wcase *wc, const fg_quant_act *a, fg_quant_isa isa)
+{
+    float *y = malloc((a->m * wc->n + 1) * 4);
+    y[a->m * wc->n] = 1234.5f;
+    fg_err err;
+    int rc = fg_quant_gemm(&wc->c, &wc->v, wc->q, wc->qlen, 0, wc->n, a, y, wc->n, isa, &err);
+    ck_assert_msg(rc == FG_OK, "gemm %s: %s", fg_quant_isa_name(isa), err.msg);
+    ck_assert(y[a->m * wc->n] == 1234.5f);
+    return y;
+}
+
+/* ---- tests ---- */
+
+typedef struct shape {
+    unsigned bits;
+    uint32_t G, block_groups; /* block = block_groups * G, 0: per row */
+    uint64_t m, n, k;
+    int f32scale, hi;
+} shape;
+
+static shape random_shape(int i)
+{
+    static const uint32_t gs[] = {8, 16, 32, 64, 128, 256};
+    shape s;
+    s.bits = i & 1 ? 4 : 8;
+    s.G = gs[rnd() % 6];
+    s.block_groups = (uint32_t)(rnd() % 3);
+    s.m = 1 + rnd() % 13;
+    s.n = 1 + rnd() % 23;
+    s.k = 1 + rnd() % (4 * s.G + 300);
+    s.f32scale = rnd() % 3 == 0;
+    s.hi = s.bits == 4 && rnd() % 3 == 0;
+    return s;
+}
+
+/* Activation bytes and bits from every ISA equal the reference's; GEMM within tolerance. */
+START_TEST(test_isa_equals_ref)
+{
+    g_rng += (uint64_t)_i * 7919;
+    for (int it = 0; it < 12; it++) {
+        shape s = random_shape(it + _i);
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        uint64_t ldx = s.k + rnd() % 5;
+        float *x = make_x(s.m, s.k, ldx);
+        act ref;
+        act_make(&ref, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&ref, x, ldx, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &ref.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            act t;
+            act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+            act_quant(&t, x, ldx, k_isas[ii]);
+            REQUIRE(memcmp(t.buf, ref.buf, ref.len) == 0,
+                    "%s act bytes differ (q%u G %u m %llu k %llu)", fg_quant_isa_name(k_isas[ii]),
+                    s.bits, s.G, (unsigned long long)s.m, (unsigned long long)s.k);
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < s.m; i++)
+                for (uint64_t j = 0; j < s.n; j++) {
+                    double mag, e = expect(&wc, &ref.a, i, j, &mag);
+                    (void)e;
+                    double d = fabs((double)y[i * s.n + j] - yr[i * s.n + j]);
+                    REQUIRE(d <= 0x1p-17 * mag + 1e-30,
+                            "%s q%u G %u hi %d f32s %d (%llu, %llu): %.9g vs ref %.9g (mag %g)",
+                            fg_quant_isa_name(k_isas[ii]), s.bits, s.G, s.hi, s.f32scale,
+                            (unsigned long long)i, (unsigned long long)j, y[i * s.n + j],
+                            yr[i * s.n + j], mag);
+                }
+            free(y), free(t.buf);
+        }
+        free(yr), free(ref.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* The reference equals an element-by-element binary64 evaluation (to its final rounding), and
+ * stays within the activation-rounding bound of f32 weights (decoded) times f32 activations:
+ * |y - sum_c W[j,c] x[i,c]| <= sum_c |W[j,c]| * a / 2 + float slack. */
+START_TEST(test_ref_definition)
+{
+    g_rng += (uint64_t)_i * 104729;
+    for (int it = 0; it < 8; it++) {
+        shape s = random_shape(it + _i);
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        float *x = make_x(s.m, s.k, s.k);
+        act t;
+        act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *y = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (uint64_t i = 0; i < s.m; i++)
+            for (uint64_t j = 0; j < s.n; j++) {
+                double mag, e = expect(&wc, &t.a, i, j, &mag), f = 0, bound = 0, fmag = 0;
+                REQUIRE(fabs(y[i * s.n + j] - e) <= 0x1p-23 * fabs(e) + 0x1p-40 * mag,
+                        "(%llu, %llu): ref %.9g, binary64 %.12g", (unsigned long long)i,
+                        (unsigned long long)j, y[i * s.n + j], e);
+                for (uint64_t c = 0; c < s.k; c++) {
+                    float m, sc;
+                    (void)wcode(&wc, j, c, &m, &sc);
+                    double xv = x[i * s.k + c], wv = wc.deq[j * s.k + c];
+                    f += wv * xv;
+                    fmag += fabs(wv * xv) + fabs(m * xv);
+                    bound += fabs(wv) * t.a.scale[i * t.a.n_blocks + c / t.a.block] / 2;
+                }
+                REQUIRE(fabs(y[i * s.n + j] - f) <= bound + 1e-5 * fmag,
+                        "(%llu, %llu): int8 %.9g, f32 %.9g, bound %g", (unsigned long long)i,
+                        (unsigned long long)j, y[i * s.n + j], f, bound);
+            }
+        free(y), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* Integer-valued activations (amax 127 -> a = 1, q = x) and weights with min 1, scale 1 and random
+ * code bytes, padding codes included (they meet zero activations): every float step is exact,
+ * so every ISA returns the exact integer dot product, bit for bit. */
+START_TEST(test_exact_integers)
+{
+    static const uint32_t gs[] = {8, 32, 64, 128};
+    for (int it = 0; it < 16; it++) {
+        unsigned bits = it & 1 ? 4 : 8;
+        uint32_t G = gs[(it / 2) % 4];
+        uint64_t m = 1 + rnd() % 9, n = 1 + rnd() % 9, k = 1 + rnd() % 333;
+        wcase wc;
+        wcase_make(&wc, bits, G, it % 3 == 0, bits == 4 && it % 4 == 1, n, k);
+        uint32_t hdr = wc.c.scale_dtype == FG_SCALE_F16 ? 4 : 8;
+        for (uint64_t g = 0; g < wc.v.n_groups; g++) {
+            uint8_t *grp = wc.q + g * wc.v.group_bytes;
+            for (uint32_t b = hdr; b < wc.v.group_bytes; b++)
+                grp[b] = (uint8_t)rnd();
+            float one = 1.0f; /* min 1, scale 1: w = 1 + code */
+            if (hdr == 4)
+                grp[0] = grp[2] = 0, grp[1] = grp[3] = 0x3C;
+            else
+                memcpy(grp, &one, 4), memcpy(grp + 4, &one, 4);
+        }
+        float *x = calloc(m * k, 4);
+        for (uint64_t i = 0; i < m; i++) {
+            for (uint64_t c = 0; c < k; c++)
+                x[i * k + c] = (float)((int)(rnd() % 255) - 127);
+            x[i * k + rnd() % k] = rnd() & 1 ? 127.0f : -127.0f;
+        }
+        act t;
+        act_make(&t, &wc.c, m, k, 0);
+        for (int ii = 0; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            act_quant(&t, x, k, k_isas[ii]);
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    int64_t d = 0;
+                    for (uint64_t c = 0; c < k; c++) {
+                        float mm, ss;
+                        d += (1 + (int64_t)wcode(&wc, j, c, &mm, &ss)) * (int64_t)x[i * k + c];
+                    }
+                    REQUIRE(y[i * n + j] == (float)d, "%s q%u G %u (%llu, %llu): %.1f vs %lld",
+                            fg_quant_isa_name(k_isas[ii]), bits, G, (unsigned long long)i,
+                            (unsigned long long)j, y[i * n + j], (long long)d);
+                }
+            free(y);
+        }
+        free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* A tensor as two stored chunks, and one chunk as two row ranges (two threads' share), give the
+ * same bits as one call over everything. */
+START_TEST(test_chunks_and_ranges)
+{
+    uint64_t n = 37, k = 300, m = 6, n1 = 16; /* first chunk 16 rows, second 21 */
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!isa_ok(k_isas[ii]))
+            continue;
+        for (unsigned bits = 4; bits <= 8; bits += 4) {
+            wcase wc;
+            wcase_make(&wc, bits, 64, 0, 0, n, k);
+            float *x = make_x(m, k, k);
+            act t;
+            act_make(&t, &wc.c, m, k, 64);
+            act_quant(&t, x, 0, k_isas[ii]);
+            float *whole = gemm(&wc, &t.a, k_isas[ii]);
+            float *y = calloc(m * n, 4), *z = calloc(m * n, 4);
+            fg_err err;
+            uint64_t dims[2] = {n, k};
+            fg_qview v1, v2;
+            ck_assert_int_eq(fg_codec_qview(&wc.c, 2, dims, n1, &v1, &err), FG_OK);
+            ck_assert_int_eq(fg_codec_qview(&wc.c, 2, dims, n - n1, &v2, &err), FG_OK);
+            size_t l1 = v1.n_groups * v1.group_bytes, l2 = v2.n_groups * v2.group_bytes;
+            ck_assert_uint_eq(l1 + l2, wc.qlen);
+            ck_assert_int_eq(fg_quant_gemm(&wc.c, &v1, wc.q, l1, 0, n1, &t.a, y, n,
+                                           k_isas[ii], &err), FG_OK);
+            ck_assert_int_eq(fg_quant_gemm(&wc.c, &v2, wc.q + l1, l2, 0, n - n1, &t.a, y + n1, n,
+                                           k_isas[ii], &err), FG_OK);
+            ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen, 0, 20, &t.a, z, n,
+                                           k_isas[ii], &err), FG_OK);
+            ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen, 20, n, &t.a, z, n,
+                                           k_isas[ii], &err), FG_OK);
+            ck_assert(memcmp(y, whole, m * n * 4) == 0);
+            ck_assert(memcmp(z, whole, m * n * 4) == 0);
+            free(whole), free(y), free(z), free(t.buf), free(x);
+            wcase_free(&wc);
+        }
+    }
+}
+END_TEST
+
+/* The largest groups (integers up to 4096 * 255 * 127 per group), every ISA against the
+ * reference, per-row and per-group scales. */
+START_TEST(test_large_groups)
+{
+    static const uint32_t gs[] = {512, 4096};
+    for (int it = 0; it < 8; it++) {
+        unsigned bits = it & 1 ? 4 : 8;
+        uint32_t G = gs[(it / 2) % 2], block = it / 4 ? G : 0;
+        uint64_t m = 3, n = 5, k = 2 * G + 5;
+        wcase wc;
+        wcase_make(&wc, bits, G, 0, 0, n, k);
+        float *x = make_x(m, k, k);
+        act t;
+        act_make(&t, &wc.c, m, k, block);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double mag;
+                    (void)expect(&wc, &t.a, i, j, &mag);
+                    REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
+                            "q%u G %u (%llu, %llu): %.9g vs %.9g", bits, G, (unsigned long long)i,
+                            (unsigned long long)j, y[i * n + j], yr[i * n + j]);
+                }
+            free(y);
+        }
+        free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* Large m and k take the windowed path (several column windows per row). */
+START_TEST(test_windows)
+{
+    uint64_t n = 5, k = 8192 + 64, m = 67;
+    for (unsigned bits = 4; bits <= 8; bits += 4) {
+        wcase wc;
+        wcase_make(&wc, bits, 64, 0, 0, n, k);
+        float *x = make_x(m, k, k);
+        act t;
+        act_make(&t, &wc.c, m, k, 0);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double mag;
+                    (void)expect(&wc, &t.a, i, j, &mag);
+                    REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
+                            "(%llu, %llu): %.9g vs %.9g", (unsigned long long)i,
+                            (unsigned long long)j, y[i * n + j], yr[i * n + j]);
+                }
+            free(y);
+        }
+        free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+START_TEST(test_refusals)
+{
+    fg_err err;
+    wcase wc;
+    wcase_make(&wc, 4, 64, 0, 0, 8, 128);
+    float *x = make_x(2, 128, 128);
+    act t;
+    act_make(&t, &wc.c, 2, 128, 0);
+    float y[16];
+    /* NaN / Inf in activations, named */
+    x[130] = NAN;
+    ck_assert_int_eq(fg_quant_act_q8(&t.a, x, 0, FG_QUANT_ISA_AUTO, &err), FG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err.msg, "(1, 2)") != NULL, "%s", err.msg);
+    x[130] = -INFINITY;
+    ck_assert_int_eq(fg_quant_act_q8(&t.a, x, 0, FG_QUANT_ISA_REF, &err), FG_ERR_NONFINITE);
+    x[130] = 0.5f;
+    ck_assert_int_eq(fg_quant_act_q8(&t.a, x, 64, FG_QUANT_ISA_REF, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_quant_act_q8(&t.a, x, 0, FG_QUANT_ISA_REF, &err), FG_OK);
+    /* groups along axis 0 */
+    fg_codec c0 = fg_codec_quant(4, 8, 0);
+    uint64_t dims[2] = {8, 128};
+    fg_qview v0;
+    ck_assert_int_eq(fg_codec_qview(&c0, 2, dims, 8, &v0, &err), FG_OK);
+    uint8_t *q0 = calloc(v0.n_groups, v0.group_bytes);
+    ck_assert_int_eq(fg_quant_gemm(&c0, &v0, q0, v0.n_groups * v0.group_bytes, 0, 8, &t.a, y, 8,
+                                   FG_QUANT_ISA_REF, &err), FG_ERR_UNSUPPORTED);
+    free(q0);
+    ck_assert_msg(strstr(err.msg, "axis 0") != NULL, "%s", err.msg);
+    /* activations for another codec, short chunk, bad ranges */
+    fg_codec c8 = fg_codec_quant(8, 64, 1);
+    act t8;
+    act_make(&t8, &c8, 2, 128, 0);
+    ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen, 0, 8, &t8.a, y, 8,
+                                   FG_QUANT_ISA_REF, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen - 1, 0, 8, &t.a, y, 8,
+                                   FG_QUANT_ISA_REF, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen, 0, 9, &t.a, y, 9,
+                                   FG_QUANT_ISA_REF, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_quant_gemm(&wc.c, &wc.v, wc.q, wc.qlen, 0, 8, &t.a, y, 4,
+                                   FG_QUANT_ISA_REF, &err), FG_ERR_INVALID_ARG);
+    /* act shapes and buffers */
+    size_t len;
+    ck_assert_int_eq(fg_quant_act_size(&wc.c, 2, 128, 32, &len, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_quant_act_size(&wc.c, 0, 128, 0, &len, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_quant_act_size(&wc.c, UINT64_MAX / 2, 1ull << 40, 0, &len, &err),
+                     FG_ERR_OVERFLOW);
+    fg_codec f = fg_codec_float(FG_CODEC_F16);
+    ck_assert_int_ne(fg_quant_act_size(&f, 2, 128, 0, &len, &err), FG_OK);
+    fg_quant_act a2;
+    ck_assert_int_eq(fg_quant_act_init(&a2, &wc.c, 2, 128, 0, t.buf, t.len - 1, &err),
+                     FG_ERR_SIZE_MISMATCH);
+    free(t.buf), free(t8.buf), free(x);
+    wcase_free(&wc);
+}
+END_TEST
+
+/* Blocks whose largest |x| is 0 or so small that 127 / amax overflows get scale 0 and codes 0. */
+START_TEST(test_zero_and_tiny_blocks)
+{
+    fg_codec c = fg_codec_quant(8, 32, 1);
+    float x[96] = {0};
+    x[40] = 1e-38f, x[41] = -3e-39f; /* block 1: 127 / 1e-38 overflows */
+    x[70] = 2.0f;
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!isa_ok(k_isas[ii]))
+            continue;
+        act t;
+        act_make(&t, &c, 1, 96, 32);
+        act_quant(&t, x, 0, k_isas[ii]);
+        ck_assert(t.a.scale[0] == 0.0f && t.a.scale[1] == 0.0f);
+        ck_assert(t.a.scale[2] == 2.0f / 127.0f);
+        for (int col = 0; col < 64; col++)
+            ck_assert_int_eq(t.a.q[col], 0);
+        ck_assert_int_eq(t.a.q[70], 127);
+        ck_assert_int_eq(t.a.qsum[2], 127);
+        free(t.buf);
+    }
+}
+END_TEST
+
+#ifdef FG_TEST_VNNI_EMUL
+void fgq_vnni_emul_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                        uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+
+/* The VNNI kernel body (VPDPBUSD emulated in AVX2, quant_vnni_emul.c) against the reference:
+ * Q4 and Q8, F16/F32 scales, both nibble orders, per-row and per-group activation scales. */
+START_TEST(test_vnni_kernel_emulated)
+{
+    if (!fg_quant_isa_supported(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: emulated VNNI kernel not tested\n");
+        return;
+    }
+    g_rng += 4242;
+    for (int it = 0; it < 24; it++) {
+        shape s = random_shape(it);
+        if (s.G < 32)
+            s.G = 64; /* the SIMD kernels take groups of 32 and more */
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        float *x = make_x(s.m, s.k, s.k);
+        act t;
+        act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF), *y = malloc(s.m * s.n * 4);
+        fgq_params p;
+        fg_err err;
+        ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
+        uint64_t row_bytes = (s.k + s.G - 1) / s.G * p.gbytes;
+        fgq_vnni_emul_gemm(&p, wc.q, row_bytes, 0, s.n, &t.a, y, s.n);
+        for (uint64_t i = 0; i < s.m; i++)
+            for (uint64_t j = 0; j < s.n; j++) {
+                double mag;
+                (void)expect(&wc, &t.a, i, j, &mag);
+                REQUIRE(fabs((double)y[i * s.n + j] - yr[i * s.n + j]) <= 0x1p-17 * mag + 1e-30,
+                        "vnni-emul q%u G %u hi %d (%llu, %llu): %.9g vs ref %.9g", s.bits, s.G,
+                        s.hi, (unsigned long long)i, (unsigned long long)j, y[i * s.n + j],
+                        yr[i * s.n + j]);
+            }
+        free(y), free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+#endif
+
+/* Chunk bytes are never refused: random bytes (headers included: huge, subnormal, Inf, NaN
+ * mins and scales) in a buffer of exactly the chunk's length are read in bounds (ASan) and every
+ * ISA agrees with the reference wherever the reference is finite. */
+START_TEST(test_random_chunk_bytes)
+{
+    for (int it = 0; it < 24; it++) {
+        shape s = random_shape(it);
+        wcase wc;
+        wcase_make(&wc, s.bits, s.G, s.f32scale, s.hi, s.n, s.k);
+        for (size_t i = 0; i < wc.qlen; i++)
+            wc.q[i] = (uint8_t)rnd();
+        uint8_t *exact = malloc(wc.qlen); /* exactly qlen bytes: ASan sees any overread */
+        memcpy(exact, wc.q, wc.qlen);
+        free(wc.q);
+        wc.q = exact;
+        float *x = make_x(s.m, s.k, s.k);
+        act t;
+        act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        for (int ii = 1; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            float *y = gemm(&wc, &t.a, k_isas[ii]);
+            for (uint64_t i = 0; i < s.m; i++)
+                for (uint64_t j = 0; j < s.n; j++) {
+                    double mag;
+                    (void)expect(&wc, &t.a, i, j, &mag);
+                    float r = yr[i * s.n + j], v = y[i * s.n + j];
+                    if (!isfinite(r) || !(mag < 0x1p120)) /* binary32 partial sums may overflow */
+                        continue;
+                    REQUIRE(fabs((double)v - r) <= 0x1p-17 * mag + 1e-30,
+                            "%s q%u G %u (%llu, %llu): %.9g vs ref %.9g (mag %g)",
+                            fg_quant_isa_name(k_isas[ii]), s.bits, s.G, (unsigned long long)i,
+                            (unsigned long long)j, v, r, mag);
+                }
+            free(y);
+        }
+        free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* F16 weights x f32 activations: every ISA within 2^-18 of sum |w x| of the binary64 sum of the
+ * widened weights, odd shapes and strides; bad strides refused. */
+START_TEST(test_f16_gemm)
+{
+    for (int it = 0; it < 20; it++) {
+        uint64_t m = 1 + rnd() % 9, n = 1 + rnd() % 19, k = 1 + rnd() % 700;
+        uint64_t ldw = k + rnd() % 3, ldx = k + rnd() % 3, ldy = n + rnd() % 3;
+        uint16_t *w = malloc(n * ldw * 2);
+        float *x = make_x(m, k, ldx), *y = malloc(m * ldy * 4);
+        for (uint64_t i = 0; i < n * ldw; i++)
+            w[i] = fg_f32_to_f16_1(gauss() * 0.05f);
+        for (int ii = 0; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            fg_err err;
+            ck_assert_int_eq(fg_f16_gemm(w, n, k, ldw, x, m, ldx, y, ldy, k_isas[ii], &err), FG_OK);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double e = 0, mag = 0;
+                    for (uint64_t c = 0; c < k; c++) {
+                        double t = (double)fg_f16_to_f32_1(w[j * ldw + c]) * x[i * ldx + c];
+                        e += t, mag += fabs(t);
+                    }
+                    REQUIRE(fabs(y[i * ldy + j] - e) <= 0x1p-18 * mag + 0x1p-23 * fabs(e),
+                            "%s (%llu, %llu) k %llu: %.9g vs %.12g", fg_quant_isa_name(k_isas[ii]),
+                            (unsigned long long)i, (unsigned long long)j, (unsigned long long)k,
+                            y[i * ldy + j], e);
+                }
+        }
+        free(w), free(x), free(y);
+    }
+    fg_err err;
+    uint16_t w1[4] = {0};
+    float x1[4] = {0}, y1[4];
+    ck_assert_int_eq(fg_f16_gemm(w1, 2, 2, 1, x1, 1, 2, y1, 2, FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_f16_gemm(w1, 2, 2, 2, x1, 2, 2, y1, 1, FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("quant_gemm");
+    TCase *tc = tcase_create("quant_gemm");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_isa_equals_ref, 0, 4);
+    tcase_add_loop_test(tc, test_ref_definition, 0, 2);
+    tcase_add_test(tc, test_exact_integers);
+    tcase_add_test(tc, test_chunks_and_ranges);
+    tcase_add_test(tc, test_windows);
+    tcase_add_test(tc, test_large_groups);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_zero_and_tiny_blocks);
+    tcase_add_test(tc, test_f16_gemm);
+    tcase_add_test(tc, test_random_chunk_bytes);
+#ifdef FG_TEST_VNNI_EMUL
+    tcase_add_test(tc, test_vnni_kernel_emulated);
+#endif
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
