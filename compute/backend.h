@@ -162,6 +162,20 @@ struct fg_backend {
  * one thread (process-wide) and each op is split across the backend's helper threads, the
  * process's one pool. Owned by the caller until fg_backend_free. */
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
+
+/* Linear arithmetic of the CPU backend:
+ *  - FG_COMPUTE_F32 (the default): weights decoded to f32 and multiplied by sgemm, except F16
+ *    weights at small row counts (decode steps, m <= 8), which a fused kernel multiplies from
+ *    their F16 bytes (F16C + FMA, f32 sums: one pass over the weights, no f32 copy);
+ *  - FG_COMPUTE_INT8: Q4/Q8 weights grouped along the input axis are multiplied with the
+ *    activations quantized to int8 per group of the weight's columns (integer dot products;
+ *    quant.h fg_quant_gemm); other weights as in F32. */
+typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1 } fg_compute;
+typedef struct fg_backend_cpu_opts {
+    int threads;        /* 0 = every online CPU */
+    fg_compute compute;
+} fg_backend_cpu_opts;
+int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
 
 /* ---- the scalar reference of every op (compute/ops_ref.c): the definition each backend is

@@ -30,8 +30,13 @@ typedef struct cpu_ctx {
     fg_par *par;
     float *wbuf;          /* one decoded weight piece */
     uint64_t wcap;        /* floats */
+    fg_compute compute;
+    void *act;            /* int8 activations of the Linear in progress (fg_quant_act) */
+    size_t act_cap;
     fg_backend_stats st;
 } cpu_ctx;
+
+#define F16_GEMM_MAX_M 8 /* the fused F16 kernel beats decode + sgemm up to here (bench_int8) */
 
 /* ---- memory ---- */
 
@@ -145,9 +150,94 @@ static void gemm(cpu_ctx *c, const float *a, const float *w, const float *bias, 
         fg_par_run(c->par, linear_part, &j);
 }
 
+/* ---- fused kernels on the piece's own bytes: F16 x f32 (small m), int8 x Q4/Q8 ---- */
+
+typedef struct fused_job {
+    const fg_wpiece *p;
+    const float *x, *bias;
+    const fg_quant_act *act; /* NULL: the F16 kernel */
+    float *y;                /* row 0 of the piece's output columns */
+    uint32_t m, n, k;        /* y's row stride is n */
+    int rc[DECODE_PARTS];
+    fg_err err[DECODE_PARTS];
+} fused_job;
+
+/* Part `part`'s output columns (rows of the piece): 16 at least a part. */
+static void fused_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    fused_job *j = arg;
+    uint32_t parts = n_parts < DECODE_PARTS ? n_parts : DECODE_PARTS;
+    uint64_t rows = j->p->n, per = ((rows + parts - 1) / parts + 15) & ~15ull;
+    uint64_t r0 = per * part, r1 = r0 + per < rows ? r0 + per : rows;
+    if (part >= parts || r0 >= r1)
+        return;
+    int rc;
+    if (j->act) {
+        fg_qview v;
+        rc = fg_codec_qview(&j->p->codec, j->p->n_dims, j->p->dims, j->p->n, &v, &j->err[part]);
+        if (rc == FG_OK)
+            rc = fg_quant_gemm(&j->p->codec, &v, j->p->data, j->p->len, r0, r1, j->act, j->y,
+                               j->n, FG_QUANT_ISA_AUTO, &j->err[part]);
+    } else {
+        rc = fg_f16_gemm((const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k, j->k, j->x,
+                         j->m, j->k, j->y + r0, j->n, FG_QUANT_ISA_AUTO, &j->err[part]);
+    }
+    for (uint32_t i = 0; rc == FG_OK && j->bias && i < j->m; i++)
+        for (uint64_t r = r0; r < r1; r++)
+            j->y[(size_t)i * j->n + r] += j->bias[r];
+    j->rc[part] = rc;
+}
+
+static int run_fused(cpu_ctx *c, fused_job *j, fg_err *err)
+{
+    memset(j->rc, 0, sizeof j->rc);
+    if ((uint64_t)j->m * j->p->n * j->k < (1u << 16))
+        fused_part(j, 0, 1);
+    else
+        fg_par_run(c->par, fused_part, j);
+    for (uint32_t k = 0; k < DECODE_PARTS; k++)
+        if (j->rc[k]) {
+            if (err)
+                *err = j->err[k];
+            return j->rc[k];
+        }
+    return FG_OK;
+}
+
+/* A Q4/Q8 piece the int8 kernels take: groups along the input axis (quant.h). */
+static int int8_piece(const cpu_ctx *c, const fg_wpiece *p)
+{
+    return c->compute == FG_COMPUTE_INT8 && p->n_dims == 2 &&
+           (p->codec.id == FG_CODEC_Q4 || p->codec.id == FG_CODEC_Q8) && p->codec.group_axis == 1;
+}
+
+/* x quantized to int8 for p's codec, once per Linear (*done), one scale per weight group. */
+static int quantize_x(cpu_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, uint32_t k,
+                      fg_quant_act *a, int *done, fg_err *err)
+{
+    if (*done)
+        return FG_OK;
+    size_t need;
+    uint32_t block = p->codec.group_size;
+    int rc = fg_quant_act_size(&p->codec, m, k, block, &need, err);
+    if (rc == FG_OK && need > c->act_cap) {
+        free(c->act);
+        c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        c->act_cap = c->act ? need : 0;
+        if (!c->act)
+            rc = fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %zu bytes of int8 activations", need);
+    }
+    if (rc == FG_OK)
+        rc = fg_quant_act_init(a, &p->codec, m, k, block, c->act, c->act_cap, err);
+    if (rc == FG_OK)
+        rc = fg_quant_act_q8(a, x, k, FG_QUANT_ISA_AUTO, err);
+    *done = rc == FG_OK;
+    return rc;
+}
+
 static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t i,
                         const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-                        fg_err *err)
+                        fg_quant_act *act, int *act_done, fg_err *err)
 {
     fg_wpiece p;
     int rc = w->acquire(w->ctx, i, &p, err), held = 1;
@@ -155,6 +245,17 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
         return rc;
     rc = fgb_check_piece(&p, n, k, err);
     const float *rows = p.data;
+    int f16 = p.codec.id == FG_CODEC_F16 && m <= F16_GEMM_MAX_M, i8 = int8_piece(c, &p);
+    if (rc == FG_OK && (f16 || i8)) { /* multiplied from the piece's own bytes */
+        if (i8)
+            rc = quantize_x(c, &p, x, m, k, act, act_done, err);
+        fused_job j = {&p, x, bias ? bias + p.first : NULL, i8 ? act : NULL, y + p.first, m, n, k,
+                       {0}, {{0}}};
+        if (rc == FG_OK)
+            rc = run_fused(c, &j, err);
+        int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+        return rc ? rc : rc2;
+    }
     if (rc == FG_OK && p.codec.id != FG_CODEC_F32) {
         rc = p.n * k > c->wcap
                  ? fg_err_set(err, FG_ERR_INVALID_ARG, "cpu backend: a weight piece of %llu "
@@ -184,8 +285,10 @@ static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const 
         gemm(c, x, w->f32, bias, y, n, m, n, k);
         return FG_OK;
     }
+    fg_quant_act act;
+    int act_done = 0; /* x is quantized once, at the first int8 piece */
     for (uint32_t i = 0; i < w->n_pieces; i++) {
-        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, err);
+        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, &act, &act_done, err);
         if (rc)
             return rc;
     }
@@ -355,6 +458,7 @@ static void cpu_destroy(fg_backend *be)
     if (c) {
         fg_par_free(c->par);
         free(c->wbuf);
+        free(c->act);
     }
     free(c);
     fg_device_free(be->dev);
@@ -369,6 +473,13 @@ static const fg_backend_iface k_cpu = {
 
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)
 {
+    fg_backend_cpu_opts o = {threads, FG_COMPUTE_F32};
+    return fg_backend_cpu_create_opts(&o, out, err);
+}
+
+int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, fg_err *err)
+{
+    int threads = o->threads;
     fg_backend *be = calloc(1, sizeof *be);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!be || !c) {
@@ -378,6 +489,7 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)
     }
     be->iface = &k_cpu;
     be->ctx = c;
+    c->compute = o->compute;
     int rc = fg_device_host_create(&be->dev, err);
     if (rc == FG_OK)
         rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);

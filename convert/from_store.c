@@ -76,9 +76,13 @@ static int load_chunk(st_ctx *c, uint32_t k, fg_err *err)
     }
     for (uint64_t got = 0; got < ci->length;) {
         ssize_t r = pread(c->fd, c->buf + got, ci->length - got, (off_t)(ci->offset + got));
-        if (r <= 0)
-            return fg_err_sys(err, r ? FG_ERR_IO : FG_ERR_TRUNCATED, r ? errno : 0,
-                              "%s: reading chunk %u of tensor '%s'", c->path, k, c->t->name);
+        if (r < 0)
+            return fg_err_sys(err, FG_ERR_IO, errno, "%s: reading chunk %u of tensor '%s'",
+                              c->path, k, c->t->name);
+        if (r == 0)
+            return fg_err_set(err, FG_ERR_TRUNCATED, "%s: chunk %u of tensor '%s': short read: "
+                              "got %llu of %llu bytes", c->path, k, c->t->name,
+                              (unsigned long long)got, (unsigned long long)ci->length);
         got += (uint64_t)r;
     }
     if (XXH3_64bits(c->buf, ci->length) != ci->xxh3)

@@ -307,9 +307,14 @@ int fg_pager_add_file(fg_pager *p, const char *path, int writable, uint32_t *fil
     pfile *f = &p->files[p->n_files];
     memset(f, 0, sizeof *f);
     f->writable = writable;
-    f->path = strdup(path);
+    f->handle = -1;
+    f->path = strdup(path ? path : "(memory only)");
     if (!f->path)
-        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path ? path : "(memory)");
+    if (!path) { /* memory only: no I/O engine, submit_op refuses it */
+        *file = p->n_files++;
+        return FG_OK;
+    }
     fg_err e2;
     rc = p->io->m->open(p->io, path, writable, &f->handle, &e2);
     if (rc == FG_OK)
@@ -351,6 +356,7 @@ int fg_pager_add_chunk(fg_pager *p, const fg_pager_chunk_desc *d, uint32_t *id, 
     memset(c, 0, sizeof *c);
     c->d = *d;
     c->next_q = NONE;
+    c->fresh = d->fresh && p->files[d->file].writable;
     *id = p->n_chunks++;
     return FG_OK;
 }
@@ -404,6 +410,12 @@ static int submit_op(fg_pager *p, uint32_t id, uint64_t off, uint64_t len, int w
 {
     pchunk *c = &p->chunks[id];
     pfile *f = &p->files[c->d.file];
+    if (!f->io) {
+        char name[256];
+        return fg_err_set(err, FG_ERR_STATE, "pager: %s would be %s, but it lives in memory only "
+                          "(registered without a file)", chunk_name(p, id, name, sizeof name),
+                          write ? "written back" : "read");
+    }
     uint32_t s = p->free_ops[--p->n_free_ops];
     p->ops[s] = (op_slot){id, off, len, (uint8_t)write, 1, f->io};
     fg_pager_io_op op = {f->handle, write, chunk_xfer_buf(p, c) + off, len, c->d.offset + off, s};
@@ -491,12 +503,25 @@ static void fail_chunk(fg_pager *p, uint32_t id, const fg_err *e)
 }
 
 /* DISK -> LOADING: take a HOST extent and queue the reads. */
+static void t_load_done(fg_pager *p, uint32_t id);
+
 static int t_load_begin(fg_pager *p, uint32_t id, fg_tier target, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &c->host_off, err);
     if (rc)
         return rc;
+    if (c->fresh) { /* nothing was ever written: no read, zeros */
+        memset(p->host_base + c->host_off, 0, c->d.padded);
+        c->state = CS_LOADING;
+        c->used = 0;
+        c->lru = ++p->tick;
+        c->target = (uint8_t)target;
+        c->err = 0;
+        c->gen++;
+        t_load_done(p, id);
+        return FG_OK;
+    }
     c->state = CS_LOADING;
     c->used = 0;
     c->lru = ++p->tick;
@@ -558,9 +583,10 @@ static int t_to_host(fg_pager *p, uint32_t id, fg_err *err)
 static void t_load_done(fg_pager *p, uint32_t id)
 {
     pchunk *c = &p->chunks[id];
-    p->st.moved[FG_TIER_DISK][FG_TIER_HOST] += c->d.padded;
+    if (!c->fresh)
+        p->st.moved[FG_TIER_DISK][FG_TIER_HOST] += c->d.padded;
     c->state = CS_HOST;
-    int check = !(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
+    int check = !c->fresh && !(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
                 !((p->cfg.flags & FG_PAGER_VERIFY_ONCE) && c->verified);
     if (check && fg_pager_xxh3(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
         fg_err e;
@@ -713,6 +739,7 @@ static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
     if (rc)
         return rc;
     c->dirty = 0;
+    c->fresh = 0; /* the file holds its bytes now */
     if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) { /* checked when read back */
         c->d.xxh3 = fg_pager_xxh3(buf, c->d.length);
         c->d.has_xxh3 = 1;

@@ -190,7 +190,9 @@ int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err);
 void fg_pager_close(fg_pager *p);
 
 /* Register a file; the pager opens it (read-only, or read-write when writable) and keeps it
- * open until close. *file is its id. path is copied. */
+ * open until close. *file is its id. path is copied. A NULL path registers a memory-only
+ * "file" for chunks that never leave RAM (fresh chunks homed in HOST): any read or write of it
+ * fails naming the chunk, so a placement that would need it is caught, and no file is made. */
 int fg_pager_add_file(fg_pager *p, const char *path, int writable, uint32_t *file, fg_err *err);
 
 typedef struct fg_pager_chunk_desc {
@@ -204,6 +206,8 @@ typedef struct fg_pager_chunk_desc {
     fg_codec codec;     /* returned in views (zeroed when the caller has none) */
     fg_chunk_kind kind;
     uint32_t group;     /* placement unit: a layer for weights, a tensor for KV/activations */
+    int fresh;          /* (writable files) the bytes are undefined until the chunk is first
+                           written back: loads before that read nothing and hand out zeros */
 } fg_pager_chunk_desc;
 
 /* Register a chunk; ids are dense and start at 0. The descriptor is copied. */

@@ -64,6 +64,7 @@ typedef struct pchunk {
     uint8_t used;       /* acquired since its last load (an unused prefetch is evicted last) */
     uint8_t verified;   /* its bytes on disk matched its checksum once (FG_PAGER_VERIFY_ONCE) */
     uint8_t xfer_write; /* the queued/pending transfer is a write */
+    uint8_t fresh;      /* never written back: its bytes on disk are undefined (loads zero-fill) */
     uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
     uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
 } pchunk;

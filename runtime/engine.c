@@ -276,9 +276,14 @@ static int register_chunks(fg_engine *e, fg_err *err)
 }
 
 /* The offload file: one KV chunk per (batch, layer), then one activation chunk per batch,
- * registered writable with the pager, then unlinked at once so nothing is left behind. */
-static int register_kv(fg_engine *e, fg_err *err)
+ * registered writable with the pager, then unlinked at once so nothing is left behind. The
+ * chunks are fresh (their bytes are written before they are read), so the pager never reads one
+ * that was not written back; when the plan homes the cache and the activations in RAM nothing
+ * is ever written either, and no file is made at all (a memory-only registration). */
+static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, fg_err *err)
 {
+    if (!e->plan.on_disk[1] && !e->plan.on_disk[2])
+        return fg_pager_add_file(e->pager, NULL, 1, file, err);
     const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
     char path[4096];
     snprintf(path, sizeof path, "%s/fg-kv-XXXXXX", dir && *dir ? dir : "/tmp");
@@ -286,18 +291,24 @@ static int register_kv(fg_engine *e, fg_err *err)
     if (fd < 0)
         return fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: cannot create the KV file",
                           dir && *dir ? dir : "/tmp");
+    int rc = ftruncate(fd, (off_t)bytes) ? fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: "
+                                                      "ftruncate", path) : FG_OK;
+    close(fd);
+    if (rc == FG_OK)
+        rc = fg_pager_add_file(e->pager, path, 1, file, err);
+    unlink(path);
+    return rc;
+}
+
+static int register_kv(fg_engine *e, fg_err *err)
+{
     uint64_t kvc = e->plan.kv_chunk, actc = e->plan.act_chunk;
     uint64_t n = (uint64_t)e->ngb * e->hp.n_layers, act_off = n * kvc;
-    int rc = ftruncate(fd, (off_t)(act_off + e->ngb * actc))
-                 ? fg_err_sys(err, FG_ERR_IO, errno, "%s: ftruncate", path) : FG_OK;
-    close(fd);
     uint32_t file;
-    if (rc == FG_OK)
-        rc = fg_pager_add_file(e->pager, path, 1, &file, err);
-    unlink(path);
+    int rc = offload_file(e, act_off + e->ngb * actc, &file, err);
     for (uint64_t i = 0; rc == FG_OK && i < n; i++) {
         fg_pager_chunk_desc d = {file, i * kvc, kvc, kvc, 0, 0, UINT64_MAX - i, {0},
-                                 FG_CHUNK_KV, (uint32_t)i};
+                                 FG_CHUNK_KV, (uint32_t)i, 1};
         uint32_t id;
         rc = fg_pager_add_chunk(e->pager, &d, &id, err);
         if (i == 0)
@@ -305,13 +316,25 @@ static int register_kv(fg_engine *e, fg_err *err)
     }
     for (uint32_t k = 0; rc == FG_OK && k < e->ngb; k++) {
         fg_pager_chunk_desc d = {file, act_off + k * actc, actc, actc, 0, 0, UINT64_MAX - n - k,
-                                 {0}, FG_CHUNK_ACT, (uint32_t)(n + k)};
+                                 {0}, FG_CHUNK_ACT, (uint32_t)(n + k), 1};
         uint32_t id;
         rc = fg_pager_add_chunk(e->pager, &d, &id, err);
         if (k == 0)
             e->act_first = id;
     }
     return rc;
+}
+
+/* The pager's label for a chunk's tag (register_chunks: tensor index << 32 | chunk), so its
+ * errors name the tensor. */
+static void chunk_label(void *ctx, uint64_t tag, char *buf, size_t n)
+{
+    const fg_engine *e = ctx;
+    uint32_t t = (uint32_t)(tag >> 32);
+    if (t < e->n_tensors)
+        snprintf(buf, n, "tensor '%s' chunk %u", e->tensors[t].spec.name, (uint32_t)tag);
+    else
+        snprintf(buf, n, "the KV cache / activations");
 }
 
 static int open_pager(fg_engine *e, fg_err *err)
@@ -322,6 +345,8 @@ static int open_pager(fg_engine *e, fg_err *err)
     pc.flags = FG_PAGER_NO_CUDA | (e->o.no_verify ? FG_PAGER_NO_VERIFY : 0);
     pc.notice = e->o.notice;
     pc.notice_ctx = e->o.notice_ctx;
+    pc.label = chunk_label;
+    pc.label_ctx = e;
     int rc = fg_pager_open(&pc, &e->pager, err);
     if (rc == FG_OK)
         rc = register_chunks(e, err);
@@ -556,7 +581,8 @@ static int engine_init(fg_engine *e, fg_err *err)
         return rc;
     e->gbs = e->plan.gbs;
     e->ngb = e->plan.ngb;
-    if ((rc = fg_backend_cpu_create(e->o.threads, &e->be, err)) || (rc = open_pager(e, err)))
+    fg_backend_cpu_opts bo = {e->o.threads, e->o.compute};
+    if ((rc = fg_backend_cpu_create_opts(&bo, &e->be, err)) || (rc = open_pager(e, err)))
         return rc;
     return alloc_buffers(e, err);
 }

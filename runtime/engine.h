@@ -34,6 +34,8 @@ typedef struct fg_engine_opts {
     uint32_t max_ctx;         /* longest prompt + generation a block may need (0: the model's) */
     uint64_t ram_budget;      /* bytes for everything the engine allocates; 0 = no limit */
     int threads;              /* compute threads; 0 = online CPUs */
+    fg_compute compute;       /* Linear arithmetic: f32 (exact), or int8 on Q4/Q8 weights
+                                 grouped along the input axis (backend.h) */
     int no_verify;            /* skip checking chunk checksums as they are read */
     const char *trace_path;   /* Chrome trace events JSON written at close, or NULL */
     const char *offload_dir;  /* where the KV cache / activation file lives when homed on disk

@@ -108,7 +108,8 @@ static void load_ref(const char *name, ref *r)
 }
 
 /* Convert a fixture checkpoint (OPT ones take the GPT-2 tokenizer; the Llama family's have
- * their tokenizer.json) into a store in the test's temp dir. */
+ * their tokenizer.json) into a store in the test's temp dir; q4 = 2: 4-bit grouped along the
+ * input axis (what the int8 kernels take). */
 static const char *convert(const char *layout, int q4)
 {
     static char dst[4096];
@@ -117,7 +118,7 @@ static const char *convert(const char *layout, int q4)
     int opt = !strncmp(layout, "opt", 3);
     snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
     snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
-    fg_convert_opts o = {q4, 64, -1, opt ? tok : NULL, 4096, NULL, NULL};
+    fg_convert_opts o = {q4 != 0, 64, q4 == 2 ? 1 : -1, opt ? tok : NULL, 4096, NULL, NULL};
     fg_convert_report rep;
     fg_err err;
     ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s", layout, err.msg);
@@ -409,6 +410,29 @@ START_TEST(bad_requests_are_refused)
 }
 END_TEST
 
+/* Int8 activations times 4-bit weights grouped along the input axis: the same store computed
+ * in f32 and with --compute int8 agree closely, and both stay within the 4-bit bound. */
+START_TEST(int8_compute_within_bound)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    const char *store = convert("opt-tiny-safetensors", 2);
+    fg_engine_opts o = defaults();
+    result f32 = check_logits(store, &r, o);
+    o.compute = FG_COMPUTE_INT8;
+    result i8 = check_logits(store, &r, o);
+    fprintf(stderr, "q4 axis 1: f32 compute nmse %.4g agreement %.3f; int8 compute nmse %.4g "
+            "agreement %.3f\n", f32.nmse, f32.agree, i8.nmse, i8.agree);
+    ck_assert_msg(f32.nmse < 0.15 && i8.nmse < 0.15, "nmse f32 %g int8 %g", f32.nmse, i8.nmse);
+    ck_assert_msg(i8.nmse < 1.25 * f32.nmse + 0.005, "int8 adds too much: %g vs %g", i8.nmse,
+                  f32.nmse);
+    ck_assert_msg(i8.agree >= 0.6, "int8 argmax agreement %g", i8.agree);
+    o.policy.gbs = 2, o.policy.ngb = 2; /* decode steps through the int8 path too */
+    check_logits(store, &r, o);
+    free(r.logits);
+}
+END_TEST
+
 /* ---- the Llama family (tests/fixtures/llama, made by make_llama_fixtures.py) ---- */
 
 /* The store's tokenizer (tokenizer.json) encodes the fixture's prompt text to the ids
@@ -489,6 +513,7 @@ static Suite *suite(void)
     tcase_add_test(tc, compressed_cache_and_sparse_attention);
     tcase_add_test(tc, kv_cache_on_disk_and_mixed_fractions);
     tcase_add_test(tc, bad_requests_are_refused);
+    tcase_add_test(tc, int8_compute_within_bound);
     tcase_add_test(tc, llama2_bf16);
     tcase_add_test(tc, llama2_f16_sharded);
     tcase_add_test(tc, llama2_f32);

@@ -747,6 +747,52 @@ START_TEST(t_streaming_spares_homed)
 }
 END_TEST
 
+/* Fresh chunks (never written back) load without a read, as zeros; after a write-back they
+ * read their bytes. A memory-only registration (NULL path) makes no file and refuses I/O. */
+START_TEST(t_fresh_and_memory_only)
+{
+    fg_err err;
+    dfile f;
+    make_file(&f, path_in(g_dir, "fresh.bin"), 2, 31);
+    fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    uint32_t file, id;
+    ck_assert_int_eq(fg_pager_add_file(p, f.path, 1, &file, &err), FG_OK);
+    fg_pager_chunk_desc d = {file, f.off[0], f.len[0], (f.len[0] + 4095) & ~4095ull, 0, 0, 7,
+                             {0}, FG_CHUNK_KV, 0, 1};
+    ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+    fg_pager_view v;
+    ck_assert_int_eq(fg_pager_acquire(p, id, FG_TIER_HOST, &v, &err), FG_OK);
+    for (uint64_t i = 0; i < v.length; i++) /* the file holds make_file's bytes: not read */
+        ck_assert_uint_eq(((uint8_t *)v.ptr)[i], 0);
+    memset(v.ptr, 0x5a, v.length);
+    ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.moved[FG_TIER_DISK][FG_TIER_HOST], 0);
+    ck_assert_msg(fg_pager_write_back(p, id, &err) == FG_OK, "%s", err.msg);
+    ck_assert_int_eq(fg_pager_evict(p, id, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_acquire(p, id, FG_TIER_HOST, &v, &err), FG_OK);
+    ck_assert_uint_eq(((uint8_t *)v.ptr)[0], 0x5a); /* written: read back, and checked */
+    ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_gt(st.moved[FG_TIER_DISK][FG_TIER_HOST], 0);
+    check_ok(p);
+    fg_pager_close(p);
+
+    p = open_pager(ENG_URING, 1 << 20, 0, 4, 0, NULL);
+    ck_assert_int_eq(fg_pager_add_file(p, NULL, 1, &file, &err), FG_OK);
+    d.file = file;
+    d.offset = 0;
+    ck_assert_int_eq(fg_pager_add_chunk(p, &d, &id, &err), FG_OK);
+    ck_assert_int_eq(fg_pager_acquire(p, id, FG_TIER_HOST, &v, &err), FG_OK);
+    memset(v.ptr, 1, v.length);
+    ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY, &err), FG_OK);
+    ck_assert_int_ne(fg_pager_write_back(p, id, &err), FG_OK);
+    ck_assert_msg(strstr(err.msg, "memory only"), "%s", err.msg);
+    fg_pager_close(p);
+}
+END_TEST
+
 START_TEST(t_write_back)
 {
     fg_err err;
@@ -889,6 +935,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, t_engines_tiers, 0, ENG_COUNT);
     tcase_add_test(tc, t_fgt_file);
+    tcase_add_test(tc, t_fresh_and_memory_only);
     tcase_add_loop_test(tc, t_random_budgets, 0, 2);
     tcase_add_test(tc, t_prefetch_dedup);
     tcase_add_test(tc, t_pinned_survives);

@@ -95,6 +95,11 @@ one=$("$INFER" -m tiny-q4b -p "hello there" --max-new-tokens 8 --compress-weight
 [ -z "$(ls -A off)" ] || { echo "left behind in the offload dir: $(ls -A off)"; exit 1; }
 err=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --compress-weight --offload-dir off 2>&1 >/dev/null)
 [[ "$err" == *"quantized the weights to 4-bit at load"* ]] || { echo "no notice for quantizing at load: $err"; exit 1; }
+# everything in RAM: no offload file at all, so a file size limit does not matter
+mkdir -p off2
+(ulimit -f 1; "$INFER" -m tiny -p "hello there" --max-new-tokens 4 --offload-dir off2 --quiet) > /dev/null ||
+  { echo "an all-in-RAM run failed under a file size limit"; exit 1; }
+[ -z "$(ls -A off2)" ] || { echo "an all-in-RAM run left $(ls -A off2)"; exit 1; }
 # a temporary store left by a run killed while quantizing (its pid gone) is swept by the next
 mkdir -p off/fg-q4-999999999-stale && touch off/fg-q4-999999999-stale/weights-000001.fgt
 "$INFER" -m tiny -p "hello there" --max-new-tokens 2 --compress-weight --offload-dir off --quiet > /dev/null
