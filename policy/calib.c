@@ -231,7 +231,7 @@ static int measure_gemm(fg_backend *be, int quick, fg_calib *c, meter *m, fg_err
         gemm_ctx g = {be, x, {w, 0, NULL, NULL, NULL, NULL, NULL}, y, 1u << i, n, k};
         double flops = 2.0 * g.m * n * k, rate = 0;
         c->m[i] = g.m;
-        rc = best_rate(gemm_once, &g, flops, quick ? 0.03 : 0.6, &rate, err);
+        rc = best_rate(gemm_once, &g, flops, quick ? 0.08 : 0.6, &rate, err);
         c->gflops[i] = rate / 1e9;
         step(m);
     }
@@ -273,7 +273,7 @@ static int measure_attn(fg_backend *be, int quick, int q4, double *out, meter *m
                        16, kt, vt}};
     double rate = 0, units = (double)ctx * width;
     if (rc == FG_OK)
-        rc = best_rate(attn_once, &a, units, quick ? 0.03 : 0.5, &rate, err);
+        rc = best_rate(attn_once, &a, units, quick ? 0.08 : 0.5, &rate, err);
     *out = rate > 0 ? 1.0 / rate : 0;
     step(m);
     free(k), free(v), free(valid), free(q), free(o), free(sc), free(kt), free(vt), free(row);

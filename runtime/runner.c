@@ -45,6 +45,7 @@ typedef struct run {
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     char policy_line[256]; /* policy_auto: what the search chose */
+    char calib_note[FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
 
 /* ---- small pieces ---- */
@@ -247,10 +248,8 @@ static int load_calibration(run *r, fg_calib *c, fg_err *err)
         rc = fg_calib_load(path, c, err);
     if (rc == FG_OK || r->o->calibration || rc == FG_ERR_LIMIT)
         return rc;
-    char why[FG_ERR_MSG_MAX + 128];
-    snprintf(why, sizeof why, "%s; measuring this machine quickly (fg-infer calibrate measures "
-             "it fully)", err->msg);
-    notice(r, why);
+    snprintf(r->calib_note, sizeof r->calib_note, "%s; measured this machine quickly "
+             "(fg-infer calibrate measures it fully)", err->msg);
     const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
     rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, 1, r->o->quiet ? NULL : r->log,
                           c, err);
@@ -294,15 +293,12 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     if (rc == FG_OK) {
         char d[200];
         fg_policy_describe(&r->eo.policy, d, sizeof d);
-        snprintf(r->policy_line, sizeof r->policy_line, "%s", d);
         r->rep.predicted = 1;
         r->rep.pred_prefill_s = pred.prefill_s;
         r->rep.pred_decode_s = pred.decode_s;
         r->rep.pred_tok_s = pred.tok_s;
-        char line[400];
-        snprintf(line, sizeof line, "policy auto: %s (%u LPs, %u feasible, %.0f ms)", d, st.lps,
-                 st.feasible, (fg_now() - t0) * 1e3);
-        notice(r, line);
+        snprintf(r->policy_line, sizeof r->policy_line, "%s (%u LPs, %u feasible, %.0f ms)", d,
+                 st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
     fg_policy_model_free(&m);
     return rc;
@@ -358,7 +354,10 @@ static void summary(run *r)
     if (p->predicted) { /* the cost model's block, times the blocks run */
         double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));
         nb = nb > 0 ? nb : 1;
-        fprintf(r->log, "         predicted (policy auto): prefill %.2f s, decode %.2f s, "
+        if (r->calib_note[0])
+            fprintf(r->log, "         calibration: %s\n", r->calib_note);
+        fprintf(r->log, "         policy auto: %s\n", r->policy_line);
+        fprintf(r->log, "         predicted: prefill %.2f s, decode %.2f s, "
                 "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
                 nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
                 p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0);
@@ -780,8 +779,10 @@ static int run_dry(run *r, fg_err *err)
     if (rc == FG_OK)
         rc = open_engine(r, P, G, r->o->prompt ? 1 : 0, err);
     if (rc == FG_OK) {
+        if (r->rep.predicted && r->calib_note[0])
+            fprintf(r->out, "calibration: %s\n", r->calib_note);
         if (r->rep.predicted)
-            fprintf(r->out, "policy: %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
+            fprintf(r->out, "policy auto: %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
                     r->policy_line, r->rep.pred_prefill_s, r->rep.pred_decode_s,
                     r->rep.pred_tok_s);
         fg_plan_print(fg_engine_plan(r->e), r->out);
