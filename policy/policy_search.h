@@ -79,7 +79,7 @@ typedef struct fg_policy_model {
     fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
     fg_plan_unit *units;       /* [pm.n_units] */
     uint64_t *chunk;           /* padded weight chunks of each unit, in pager id order */
-    uint32_t *unit_first;      /* [n_units + 1]: unit u's chunks are chunk[first[u] .. first[u+1]) */
+    uint32_t *unit_first;      /* [n_units + 1]: unit u owns chunk[first[u] .. first[u + 1]) */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */

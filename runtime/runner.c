@@ -297,11 +297,39 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_prefill_s = pred.prefill_s;
         r->rep.pred_decode_s = pred.decode_s;
         r->rep.pred_tok_s = pred.tok_s;
-        snprintf(r->policy_line, sizeof r->policy_line, "%s (%u LPs, %u feasible, %.0f ms)", d,
-                 st.lps, st.feasible, (fg_now() - t0) * 1e3);
+        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
+                 "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
     fg_policy_model_free(&m);
     return rc;
+}
+
+/* A fixed policy's predicted times, when this machine has a calibration file (nothing is
+ * measured for it, and nothing said when there is none). */
+static void predict_fixed(run *r, uint32_t P, uint32_t G)
+{
+    fg_calib c;
+    fg_policy_model m;
+    char path[4096];
+    fg_err e;
+    if (r->o->calibration)
+        snprintf(path, sizeof path, "%s", r->o->calibration);
+    else if (fg_calib_default_path(path, sizeof path, &e))
+        return;
+    if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
+        return;
+    const fg_plan *pl = fg_engine_plan(r->e);
+    fg_policy_job job = {P ? P : pl->max_ctx - G, G, 0, r->eo.ram_budget, -1};
+    fg_prediction pred;
+    fg_policy p = r->eo.policy;
+    p.frac = pl->frac;
+    fg_policy_predict(&c, &m, pl, &p, &job, &pred);
+    fg_policy_model_free(&m);
+    r->rep.predicted = 1;
+    r->rep.pred_prefill_s = pred.prefill_s;
+    r->rep.pred_decode_s = pred.decode_s;
+    r->rep.pred_tok_s = pred.tok_s;
+    snprintf(r->policy_line, sizeof r->policy_line, "fixed");
 }
 
 static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
@@ -313,6 +341,8 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)
         rc = fg_engine_open(r->store, &r->eo, &r->e, err);
+    if (rc == FG_OK && !r->o->policy_auto && P + G)
+        predict_fixed(r, P, G);
     if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
         nftw(r->tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         r->tmp_store[0] = '\0';
@@ -351,12 +381,12 @@ static void summary(run *r)
             fg_fmt_bytes((double)disk, rd, sizeof rd), disk,
             fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DISK], wr, sizeof wr),
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
-    if (p->predicted) { /* the cost model's block, times the blocks run */
+    if (p->predicted) { /* the cost model's block (full), times the blocks run */
         double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));
         nb = nb > 0 ? nb : 1;
         if (r->calib_note[0])
             fprintf(r->log, "         calibration: %s\n", r->calib_note);
-        fprintf(r->log, "         policy auto: %s\n", r->policy_line);
+        fprintf(r->log, "         policy %s\n", r->policy_line);
         fprintf(r->log, "         predicted: prefill %.2f s, decode %.2f s, "
                 "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
                 nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
@@ -782,7 +812,7 @@ static int run_dry(run *r, fg_err *err)
         if (r->rep.predicted && r->calib_note[0])
             fprintf(r->out, "calibration: %s\n", r->calib_note);
         if (r->rep.predicted)
-            fprintf(r->out, "policy auto: %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
+            fprintf(r->out, "policy %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
                     r->policy_line, r->rep.pred_prefill_s, r->rep.pred_decode_s,
                     r->rep.pred_tok_s);
         fg_plan_print(fg_engine_plan(r->e), r->out);

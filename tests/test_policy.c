@@ -52,7 +52,8 @@ START_TEST(lp_known_optimum)
     ck_assert(fabs(x[0] - 1.6) < 1e-9 && fabs(x[1] - 1.2) < 1e-9 && fabs(obj + 2.8) < 1e-9);
     /* min max(2, 3a) as T >= 2 (bound), T - 3a >= 0, with a + b = 1, a >= 0.5 (the shape of
      * the search's rows): a = 0.5, b = 0.5, T = 2 */
-    double c2[3] = {1, 0, 0}, A2[6] = {1, -3, 0, 0, 1, 1}, rlo2[2] = {0, 1}, rhi2[2] = {HUGE_VAL, 1};
+    double c2[3] = {1, 0, 0}, A2[6] = {1, -3, 0, 0, 1, 1}, rlo2[2] = {0, 1};
+    double rhi2[2] = {HUGE_VAL, 1};
     double lo2[3] = {2, 0.5, 0}, hi2[3] = {HUGE_VAL, 1, 1}, x2[3];
     ck_assert_int_eq(fg_lp_solve(3, 2, c2, A2, rlo2, rhi2, lo2, hi2, x2, &obj, &err), FG_OK);
     ck_assert(fabs(x2[0] - 2) < 1e-9 && fabs(x2[1] - 0.5) < 1e-9 && fabs(obj - 2) < 1e-9);
@@ -65,8 +66,8 @@ END_TEST
 
 START_TEST(lp_refusals)
 {
-    double c[1] = {1}, A[1] = {1}, rlo[1] = {2}, rhi[1] = {HUGE_VAL}, lo[1] = {0}, hi[1] = {1}, x[1];
-    double obj;
+    double c[1] = {1}, A[1] = {1}, rlo[1] = {2}, rhi[1] = {HUGE_VAL}, lo[1] = {0}, hi[1] = {1};
+    double x[1], obj;
     fg_err err;
     ck_assert_int_eq(fg_lp_solve(1, 1, c, A, rlo, rhi, lo, hi, x, &obj, &err), FG_ERR_NO_SPACE);
     double cu[1] = {-1}, hu[1] = {HUGE_VAL}, rl[1] = {0};
