@@ -39,24 +39,26 @@
 typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
-    double dec_s;        /* seconds to decode every LINEAR/STREAM weight once */
+    double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
     double attn;         /* seconds per query x key x query width */
     double kv_total, act_total, weights, n_units;
     double rd, wr;       /* seconds per byte read / written */
 } terms;
 
-static double decode_rate(const fg_calib *c, int codec)
+/* Seconds per weight value decoded beyond what the GEMM rate holds (it was measured on f16
+ * pieces): q4 minus f16 when slower; f32 and f16 nothing. */
+static double decode_extra(const fg_calib *c, int codec)
 {
-    if (codec == FG_CODEC_F32)
+    if (codec != FG_CODEC_Q4 && codec != FG_CODEC_Q8)
         return 0;
-    return codec == FG_CODEC_Q4 || codec == FG_CODEC_Q8 ? c->dec_q4 : c->dec_f16;
+    double d = 1.0 / c->dec_q4 - 1.0 / c->dec_f16;
+    return d > 0 ? d : 0;
 }
 
 static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                      const fg_policy *p, const fg_policy_job *job, terms *t)
 {
     const fg_hparams *hp = &m->hp;
-    double rate = decode_rate(c, m->codec);
     t->gbs = pl->gbs, t->ngb = pl->ngb, t->n = t->gbs * t->ngb;
     t->P = job->prompt_len ? job->prompt_len : 1;
     t->G = job->gen_len ? job->gen_len : 1;
@@ -64,7 +66,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_head = 2.0 * hp->vocab_size * hp->embed_dim;
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
-    t->dec_s = rate > 0 ? (double)m->linear_floats / rate : 0;
+    t->dec_s = (double)m->linear_floats * decode_extra(c, m->codec);
     /* the 4-bit path decodes the cache to f32 and runs the same attention: never faster (a
      * lower figure is noise of the shared machine) */
     t->attn = p->compress_cache && c->attn_q4_s > c->attn_s ? c->attn_q4_s : c->attn_s;
@@ -96,9 +98,16 @@ static double compute_decode(const fg_calib *c, const terms *t)
  * evicted, synchronously, by the computing thread (pager/pager.c evict_one). */
 static void io_prefill(const terms *t, double rd[3], double wr[3])
 {
-    rd[0] = t->weights * t->rd, wr[0] = 0;
+    rd[0] = 0, wr[0] = 0; /* every weight is read in the prefill: see cold_read */
     rd[1] = t->kv_total * t->rd, wr[1] = t->kv_total * t->wr;
     rd[2] = t->act_total * t->n_units * t->rd, wr[2] = t->act_total * t->n_units * t->wr;
+}
+
+/* The prefill reads every weight once whatever its home: the pool starts empty, and what is
+ * homed in RAM is loaded by its first use. */
+static double cold_read(const terms *t)
+{
+    return t->weights * t->rd;
 }
 
 static void io_decode(const terms *t, double rd[3], double wr[3])
@@ -108,10 +117,12 @@ static void io_decode(const terms *t, double rd[3], double wr[3])
     rd[2] = wr[2] = 0;
 }
 
-/* A step: writes block the computing thread; reads overlap compute when overlap is on. */
-static double step_time(double compute, double rd, double wr, int overlap)
+/* A step: writes block the computing thread; reads overlap compute (when overlap is on) by
+ * the calibrated share phi of the shorter: wr + max(c, r) + (1 - phi) min(c, r). */
+static double step_time(double compute, double rd, double wr, double phi)
 {
-    return wr + (overlap ? (compute > rd ? compute : rd) : compute + rd);
+    double hi = compute > rd ? compute : rd, lo = compute > rd ? rd : compute;
+    return wr + hi + (1 - phi) * lo;
 }
 
 static double dot3(const double k[3], const double x[3])
@@ -134,9 +145,10 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     memset(out, 0, sizeof *out);
     out->compute_decode_s = compute_decode(c, &t);
     out->io_decode_s = dot3(dr, x) + dot3(dw, x);
-    out->prefill_s = step_time(compute_prefill(c, &t), dot3(pr, x), dot3(pw, x), p->overlap);
-    out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x), dot3(dw, x),
-                                          p->overlap);
+    double phi = p->overlap ? c->overlap : 0;
+    out->prefill_s = step_time(compute_prefill(c, &t), cold_read(&t) + dot3(pr, x), dot3(pw, x),
+                               phi);
+    out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x), dot3(dw, x), phi);
     out->tokens = (uint64_t)(t.n * t.G);
     double total = out->prefill_s + out->decode_s;
     out->tok_s = total > 0 ? (double)out->tokens / total : 0;
@@ -148,26 +160,26 @@ enum { X_WG, X_WC, X_WD, X_CG, X_CC, X_CD, X_HG, X_HC, X_HD, X_TP, X_TD, NX };
 enum { R_W, R_C, R_H, R_PRE_IO, R_PRE_CPU, R_DEC_IO, R_DEC_CPU, R_MEM, NR };
 #define TIE 1e-3 /* of the I/O time added to the objective: among equal times, less I/O */
 
-/* Row r: T - sum_k (rd[k] + wr[k]) x_kd >= lo (the I/O side), row r + 1: T - sum_k wr[k] x_kd
- * >= compute (the compute side): T = writes + max(compute, reads) with overlap, or
- * writes + reads + compute without (then lo = compute). */
+/* The step time as two rows (the max of step_time linearized), r = cold + rd.x:
+ *   row r:     T - (rd + wr).x         >= cold + (1 - phi) c      (reading dominates)
+ *   row r + 1: T - ((1 - phi) rd + wr).x >= c + (1 - phi) cold    (computing dominates) */
 static void step_rows(double *A, double *rlo, double *rhi, int r, int xt, const double rd[3],
-                      const double wr[3], double compute, int overlap)
+                      const double wr[3], double compute, double cold, double phi)
 {
     static const int disk[3] = {X_WD, X_CD, X_HD};
     A[r * NX + xt] = A[(r + 1) * NX + xt] = 1;
     for (int k = 0; k < 3; k++) {
         A[r * NX + disk[k]] = -(rd[k] + wr[k]);
-        A[(r + 1) * NX + disk[k]] = -wr[k];
+        A[(r + 1) * NX + disk[k]] = -((1 - phi) * rd[k] + wr[k]);
     }
-    rlo[r] = overlap ? 0 : compute, rlo[r + 1] = compute;
+    rlo[r] = cold + (1 - phi) * compute, rlo[r + 1] = compute + (1 - phi) * cold;
     rhi[r] = rhi[r + 1] = HUGE_VAL;
 }
 
 /* The LP of one candidate: minimize Tp + (G - 1) Td over the nine fractions (GPU ones fixed at
  * 0, the cache's and activations' tiers fixed by cc, hc) and the step times. *w_ram gets the
  * weights' RAM fraction. */
-static int solve(const fg_calib *c, const terms *t, const fg_plan *pl, int overlap, double cc,
+static int solve(const fg_calib *c, const terms *t, const fg_plan *pl, double phi, double cc,
                  double hc, uint64_t budget, double *w_ram, fg_err *err)
 {
     double cost[NX] = {0}, A[NR * NX] = {0}, lo[NX] = {0}, hi[NX], rlo[NR], rhi[NR], x[NX], obj;
@@ -181,13 +193,13 @@ static int solve(const fg_calib *c, const terms *t, const fg_plan *pl, int overl
     io_prefill(t, pr, pw);
     io_decode(t, dr, dw);
     cost[X_TP] = 1, cost[X_TD] = t->G - 1;
-    cost[X_WD] = TIE * (pr[0] + (t->G - 1) * dr[0]);
+    cost[X_WD] = TIE * (t->G - 1) * dr[0];
     for (int k = 0; k < 3; k++) {
         A[k * NX + 3 * k] = A[k * NX + 3 * k + 1] = A[k * NX + 3 * k + 2] = 1;
         rlo[k] = rhi[k] = 1;
     }
-    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, pr, pw, compute_prefill(c, t), overlap);
-    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, dr, dw, compute_decode(c, t), overlap);
+    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, pr, pw, compute_prefill(c, t), cold_read(t), phi);
+    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, dr, dw, compute_decode(c, t), 0, phi);
     /* memory homed in RAM within what the budget leaves after buffers and the window */
     A[R_MEM * NX + X_WC] = t->weights, A[R_MEM * NX + X_CC] = t->kv_total;
     A[R_MEM * NX + X_HC] = t->act_total;
@@ -270,7 +282,7 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
     for (int tier = 3; tier >= 0; tier--) { /* RAM first: a tie keeps it */
         double cc = tier & 1, hc = tier >> 1, w_ram;
         st->lps++;
-        if (solve(c, &t, &pl0, p->overlap, cc, hc, budget, &w_ram, &e) ||
+        if (solve(c, &t, &pl0, p->overlap ? c->overlap : 0, cc, hc, budget, &w_ram, &e) ||
             fit(m, &pl0, p, ctx, budget, &w_ram, cc, hc, &pl, &e))
             continue;
         st->feasible++;

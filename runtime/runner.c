@@ -844,9 +844,10 @@ static int run_calibrate(run *r, fg_err *err)
             "  disk read %.0f MB/s, write %.0f MB/s (pager, 4 MiB chunks)\n"
             "  decode to f32: f16 %.2f G values/s, q4 %.2f G values/s\n"
             "  attention: %.3g ns per query x key x width (f32 cache), %.3g (4-bit cache)\n"
+            "  reading overlaps computing: %.0f%%\n"
             "  linear GFLOP/s by rows:", c.machine, c.threads, c.quick ? ", quick" : "",
             c.seconds, path, c.disk_read / 1e6, c.disk_write / 1e6, c.dec_f16 / 1e9,
-            c.dec_q4 / 1e9, c.attn_s * 1e9, c.attn_q4_s * 1e9);
+            c.dec_q4 / 1e9, c.attn_s * 1e9, c.attn_q4_s * 1e9, 100 * c.overlap);
     for (int i = 0; i < FG_CALIB_NM; i++)
         fprintf(r->out, " %u:%.1f", c.m[i], c.gflops[i]);
     fputc('\n', r->out);

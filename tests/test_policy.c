@@ -36,7 +36,7 @@ static fg_calib calib_fixed(void)
         c.m[i] = 1u << i;
         c.gflops[i] = 4.0 * (i + 1);
     }
-    c.attn_s = 2e-9, c.attn_q4_s = 3e-9;
+    c.attn_s = 2e-9, c.attn_q4_s = 3e-9, c.overlap = 0.5;
     return c;
 }
 
@@ -339,7 +339,8 @@ START_TEST(calib_round_trip_and_refusals)
     ck_assert_str_eq(back.machine, c.machine);
     ck_assert(back.disk_read == c.disk_read && back.disk_write == c.disk_write &&
               back.dec_f16 == c.dec_f16 && back.dec_q4 == c.dec_q4 && back.attn_s == c.attn_s &&
-              back.attn_q4_s == c.attn_q4_s && back.quick == 1 && back.threads == 2);
+              back.attn_q4_s == c.attn_q4_s && back.overlap == c.overlap && back.quick == 1 &&
+              back.threads == 2);
     for (int i = 0; i < FG_CALIB_NM; i++)
         ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i]);
     ck_assert(fg_calib_flops(&back, 3) > fg_calib_flops(&back, 2) &&
@@ -369,7 +370,8 @@ START_TEST(calib_quick_measure)
     fg_err err;
     ck_assert_msg(fg_calib_measure(dir, 1, 1, NULL, &c, &err) == FG_OK, "%s", err.msg);
     ck_assert(c.disk_read > 0 && c.disk_write > 0 && c.dec_f16 > 0 && c.dec_q4 > 0 &&
-              c.attn_s > 0 && c.attn_q4_s > 0 && c.quick == 1 && c.seconds < 20);
+              c.attn_s > 0 && c.attn_q4_s > 0 && c.overlap >= 0 && c.overlap <= 1 && c.quick == 1 &&
+              c.seconds < 20);
     for (int i = 0; i < FG_CALIB_NM; i++)
         ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0);
     /* the temporary file is gone */
