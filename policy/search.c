@@ -2,31 +2,34 @@
  *
  * The cost model is the FlexGen paper's (Appendix A.3) adapted to what this engine does
  * (runtime/schedule.c). A block is n = gbs x ngb sequences, P prompt tokens, G new tokens: one
- * prefill step then G - 1 decode steps. Each step sweeps the units once; with overlap the next
- * span's weights load while the current one computes, so a step takes max(I/O, compute), else
- * their sum. Rates come from the calibration (calib.c).
+ * prefill step then G - 1 decode steps, each sweeping the units once. Rates come from the
+ * calibration (calib.c).
  *  - compute, prefill: batch by batch, every Linear at M = gbs * P rows (F_lin FLOPs a token at
- *    the GEMM rate for that M), each batch decoding the stored weights to f32 again (f16 or q4
- *    decode rate; none for f32), causal attention over P(P+1)/2 query-key pairs per sequence
- *    and layer; the LM head once at M = n rows;
+ *    the GEMM rate for that M, measured on f16 pieces: decoding included; a q4 store adds what
+ *    its decoder is slower), causal attention over P(P+1)/2 query-key pairs per sequence and
+ *    layer; the LM head once at M = n rows;
  *  - compute, decode step: every Linear and the head once over the whole block (M = n rows),
- *    the weights decoded once, attention of each sequence over the mean context P + G/2 (the
- *    4-bit cache's rate when compressed);
- *  - I/O, every step: the weight bytes homed on disk are read once (a span's weights serve every
- *    batch); each (batch, layer) KV chunk homed on disk is read and written back whole; in the
- *    prefill each activation chunk homed on disk is read and written per unit.
- * Memory: the plan (fg_plan_make) gives the fixed buffers, the streaming window and the totals
- * of weights, KV cache and activations; the budget constraint is linear in the fractions:
- *   fixed + window + W wc + KV cc + ACT hc <= budget.
+ *    attention of each sequence over the mean context P + G/2 (the 4-bit cache's rate when
+ *    compressed, never below the f32 one: its path decodes to f32 first);
+ *  - I/O: the prefill reads every weight once (the pool starts empty); a decode step reads the
+ *    weight bytes homed on disk once (a span's weights serve every batch); every step reads and
+ *    writes back each (batch, layer) KV chunk homed on disk; in the prefill each activation
+ *    chunk homed on disk is read and written per unit.
+ * A step takes writes + max(compute, reads) + (1 - phi) min(compute, reads): write-backs block
+ * the computing thread (the pager writes a dirty chunk when it evicts it), reads overlap compute
+ * by the calibrated share phi (0 without --overlap). Memory: the plan (fg_plan_make) gives the
+ * fixed buffers, the streaming window and the totals of weights, KV cache and activations; the
+ * budget constraint is linear in the fractions: fixed + window + W wc + KV cc + ACT hc <= budget.
  *
  * The search enumerates blocks (gbs, ngb), the 4-bit cache on or off and, because the pager
  * homes each KV chunk and each activation chunk whole (one chunk per placement group: a
  * fraction places it in RAM when above 1/2), the cache's and activations' tier; for each, one
- * LP over the fractions and the two step times (max linearized as two rows) is solved with
- * GLPK. The weights' fraction is then checked with the pager's own midpoint rule (a unit's
- * chunks are indivisible) and lowered until the real bytes fit, and fg_plan_make must accept
- * the result. The fastest per token wins. Weights are searched in the store's own codec: the
- * search never quantizes at load.
+ * LP over the nine fractions (GPU ones fixed at 0: no GPU tier) and the two step times (the max
+ * linearized as two rows each) is solved with GLPK. The weights' fraction is then checked with
+ * the pager's own midpoint rule (a unit's chunks are indivisible) and lowered until the real
+ * bytes fit, and fg_plan_make must accept the result. The fastest per token wins (a 4-bit
+ * cache, which changes the numbers, only when nothing fits without it or it is 5% faster).
+ * Weights are searched in the store's own codec: the search never quantizes at load.
  */
 #include <math.h>
 #include <string.h>
