@@ -553,17 +553,15 @@ static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
     return FG_OK;
 }
 
-int fg_calib_load(const char *path, fg_calib *c, fg_err *err)
+int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *c, fg_err *err)
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    if (access(path, F_OK))
-        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "calibration file %s", path);
-    json_t *o = json_load_file(path, 0, &je);
+    json_t *o = json_loadb(data, len, 0, &je);
     if (!o || !json_is_object(o)) {
         json_decref(o);
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: not a calibration file (%s, line %d)", path,
-                          o ? "not a JSON object" : je.text, je.line);
+                          o ? "not a JSON object" : je.text, o ? 1 : je.line);
     }
     json_t *ver = json_object_get(o, "version");
     char here[192];
@@ -580,4 +578,22 @@ int fg_calib_load(const char *path, fg_calib *c, fg_err *err)
     c->version = FG_CALIB_VERSION;
     json_decref(o);
     return rc;
+}
+
+int fg_calib_load(const char *path, fg_calib *c, fg_err *err)
+{
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
+                          "calibration file %s", path);
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    int bad = ferror(f), big = !feof(f);
+    fclose(f);
+    if (bad)
+        return fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+    if (big)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: over 64 KiB: not a calibration file", path);
+    return fg_calib_parse(buf, n, path, c, err);
 }

@@ -62,6 +62,8 @@ int fg_calib_save(const char *path, const fg_calib *c, fg_err *err);
 /* Read a file: FG_ERR_NOT_FOUND when absent, FG_ERR_CORRUPT when not a calibration,
  * FG_ERR_STATE when of another version or another machine (the message says which). */
 int fg_calib_load(const char *path, fg_calib *out, fg_err *err);
+/* The same from bytes (path names them in messages). */
+int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *out, fg_err *err);
 
 /* GEMM rate (FLOP/s) at m rows, interpolated (log-linear) from the table. */
 double fg_calib_flops(const fg_calib *c, double m);
