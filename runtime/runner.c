@@ -45,7 +45,7 @@ typedef struct run {
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     char policy_line[256]; /* policy_auto: what the search chose */
-    char calib_note[FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
+    char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
 
 /* ---- small pieces ---- */
@@ -253,7 +253,11 @@ static int load_calibration(run *r, fg_calib *c, fg_err *err)
     const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
     rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, 1, r->o->quiet ? NULL : r->log,
                           c, err);
-    return rc ? rc : fg_calib_save(path, c, err);
+    fg_err serr;
+    if (rc == FG_OK && fg_calib_save(path, c, &serr)) /* a read-only cache: use it unsaved */
+        snprintf(r->calib_note + strlen(r->calib_note),
+                 sizeof r->calib_note - strlen(r->calib_note), "; not saved: %s", serr.msg);
+    return rc;
 }
 
 /* Bytes of RAM available now (MemAvailable), what the search plans for without a budget. */

@@ -286,6 +286,8 @@ static void parse_args(args *a, int argc, char **argv)
         a->r.mode = FG_RUN_CALIBRATE;
         return;
     }
+    if (a->r.calibrate_quick)
+        die("--quick belongs to fg-infer calibrate");
     if (!a->r.model) {
         fprintf(stderr, "fg-infer: -m STORE is required (see fg-infer --help)\n");
         exit(2);
