@@ -406,7 +406,7 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     memset(c, 0, sizeof *c);
     c->version = FG_CALIB_VERSION;
     fg_calib_machine(c->machine, sizeof c->machine);
-    c->threads = threads;
+    c->threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     c->quick = quick;
     double t0 = fg_now();
     meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 7 + FG_CALIB_NM};

@@ -98,7 +98,9 @@ void fg_policy_model_free(fg_policy_model *m);
 
 typedef struct fg_policy_job {
     uint32_t prompt_len, gen_len;  /* padded prompt and new tokens per sequence */
-    uint32_t max_seqs;             /* sequences there are (0: a block's worth, any size) */
+    uint32_t max_seqs;             /* sequences there are (0: a block's worth, any size); the
+                                      search's blocks hold at most this many, a prediction
+                                      counts only these */
     uint64_t ram_budget;           /* 0: none */
     int cache_choice;              /* -1: search the 4-bit cache; 0: never; 1: always */
 } fg_policy_job;

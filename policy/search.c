@@ -62,7 +62,10 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
                      const fg_policy *p, const fg_policy_job *job, terms *t)
 {
     const fg_hparams *hp = &m->hp;
-    t->gbs = pl->gbs, t->ngb = pl->ngb, t->n = t->gbs * t->ngb;
+    /* a block with fewer sequences than room computes only those (whole batches first) */
+    double n = (double)pl->gbs * pl->ngb;
+    n = job->max_seqs && job->max_seqs < n ? job->max_seqs : n;
+    t->gbs = pl->gbs < n ? pl->gbs : n, t->ngb = ceil(n / t->gbs), t->n = n;
     t->P = job->prompt_len ? job->prompt_len : 1;
     t->G = job->gen_len ? job->gen_len : 1;
     t->L = hp->n_layers;

@@ -310,7 +310,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
 
 /* A fixed policy's predicted times, when this machine has a calibration file (nothing is
  * measured for it, and nothing said when there is none). */
-static void predict_fixed(run *r, uint32_t P, uint32_t G)
+static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
 {
     fg_calib c;
     fg_policy_model m;
@@ -323,7 +323,7 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G)
     if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
         return;
     const fg_plan *pl = fg_engine_plan(r->e);
-    fg_policy_job job = {P ? P : pl->max_ctx - G, G, 0, r->eo.ram_budget, -1};
+    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1};
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
@@ -346,7 +346,7 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     if (rc == FG_OK)
         rc = fg_engine_open(r->store, &r->eo, &r->e, err);
     if (rc == FG_OK && !r->o->policy_auto && P + G)
-        predict_fixed(r, P, G);
+        predict_fixed(r, P, G, seqs);
     if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
         nftw(r->tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         r->tmp_store[0] = '\0';

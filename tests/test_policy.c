@@ -243,6 +243,13 @@ START_TEST(cost_model_orders)
     ck_assert(b.decode_s > a.decode_s && b.prefill_s > a.prefill_s);
     ck_assert_double_eq_tol(a.io_decode_s, 0, 1e-12);
     ck_assert_uint_eq(a.tokens, 4 * 2 * 8);
+    /* one sequence in the block: its tokens only, less compute */
+    fg_policy_job one = job;
+    one.max_seqs = 1;
+    fg_prediction a1;
+    fg_policy_predict(&c, &r.m, &ram, &p, &one, &a1);
+    ck_assert_uint_eq(a1.tokens, 8);
+    ck_assert(a1.compute_decode_s < a.compute_decode_s);
     /* without overlap a step is never shorter */
     q.overlap = 0;
     fg_prediction d;
