@@ -11,6 +11,11 @@
  * pass reads one block of prompts at a time, generates it, appends its results (one write and
  * an fdatasync), and frees it. Memory is the block plus one hash entry per id, whatever the
  * number of prompts. From a pipe there is one pass: the context is --max-context, or the model's.
+ *
+ * --policy auto (policy/policy_search.h) chooses the block, the placement and the cache's
+ * compression just before the engine opens, from the machine's calibration (the cache's file,
+ * measured quickly when missing) and the run's prompt length, new tokens and prompt count; the
+ * summary and --dry-run print its predicted times beside the measured ones.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include "convert.h"
 #include "fg_progress.h"
 #include "jobs.h"
+#include "policy_search.h"
 #include "runner.h"
 
 typedef struct run {
@@ -38,6 +44,8 @@ typedef struct run {
     fg_engine *e;
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
+    char policy_line[256]; /* policy_auto: what the search chose */
+    char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
 
 /* ---- small pieces ---- */
@@ -226,13 +234,119 @@ static int open_store(run *r, fg_err *err)
     return rc ? rc : fg_engine_read_tokenizer(r->store, &r->tok, err);
 }
 
-static int open_engine(run *r, uint32_t max_ctx, fg_err *err)
+/* ---- the policy search (--policy auto) ---- */
+
+/* The calibration: --calibration FILE as given (refused when stale), else the cache's file,
+ * measured quickly and written when it is missing, unreadable or of another machine/version. */
+static int load_calibration(run *r, fg_calib *c, fg_err *err)
+{
+    char path[4096];
+    int rc = r->o->calibration ? FG_OK : fg_calib_default_path(path, sizeof path, err);
+    if (rc == FG_OK && r->o->calibration)
+        snprintf(path, sizeof path, "%s", r->o->calibration);
+    if (rc == FG_OK)
+        rc = fg_calib_load(path, c, err);
+    if (rc == FG_OK || r->o->calibration || rc == FG_ERR_LIMIT)
+        return rc;
+    snprintf(r->calib_note, sizeof r->calib_note, "%s; measured this machine quickly "
+             "(fg-infer calibrate measures it fully)", err->msg);
+    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
+    rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, 1, r->o->quiet ? NULL : r->log,
+                          c, err);
+    fg_err serr;
+    if (rc == FG_OK && fg_calib_save(path, c, &serr)) /* a read-only cache: use it unsaved */
+        snprintf(r->calib_note + strlen(r->calib_note),
+                 sizeof r->calib_note - strlen(r->calib_note), "; not saved: %s", serr.msg);
+    return rc;
+}
+
+/* Bytes of RAM available now (MemAvailable), what the search plans for without a budget. */
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f) && sscanf(line, "MemAvailable: %llu kB", &kb) != 1)
+        ;
+    if (f)
+        fclose(f);
+    return kb ? kb * 1024 / 10 * 9 : 0;
+}
+
+/* Choose r->eo.policy for prompts of P tokens, G new ones, `seqs` sequences (0: any). */
+static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
+{
+    fg_calib c;
+    fg_policy_model m;
+    int rc = load_calibration(r, &c, err);
+    if (rc || (rc = fg_policy_model_build(r->store, &m, err)))
+        return rc;
+    uint32_t cap = r->o->max_block;
+    if (P + G == 0 || P + G > (r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos)) {
+        uint32_t ctx = r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos;
+        G = G < ctx ? G : 1;
+        P = ctx - G;
+    }
+    fg_policy_job job = {P, G, seqs && cap ? (seqs < cap ? seqs : cap) : seqs ? seqs : cap,
+                         r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
+                         r->o->cache_choice};
+    fg_prediction pred;
+    fg_search_stats st;
+    double t0 = fg_now();
+    rc = fg_policy_search(&c, &m, &r->eo.policy, &job, &r->eo.policy, &pred, &st, err);
+    if (rc == FG_OK) {
+        char d[200];
+        fg_policy_describe(&r->eo.policy, d, sizeof d);
+        r->rep.predicted = 1;
+        r->rep.pred_prefill_s = pred.prefill_s;
+        r->rep.pred_decode_s = pred.decode_s;
+        r->rep.pred_tok_s = pred.tok_s;
+        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
+                 "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
+    }
+    fg_policy_model_free(&m);
+    return rc;
+}
+
+/* A fixed policy's predicted times, when this machine has a calibration file (nothing is
+ * measured for it, and nothing said when there is none). */
+static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
+{
+    fg_calib c;
+    fg_policy_model m;
+    char path[4096];
+    fg_err e;
+    if (r->o->calibration)
+        snprintf(path, sizeof path, "%s", r->o->calibration);
+    else if (fg_calib_default_path(path, sizeof path, &e))
+        return;
+    if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
+        return;
+    const fg_plan *pl = fg_engine_plan(r->e);
+    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1};
+    fg_prediction pred;
+    fg_policy p = r->eo.policy;
+    p.frac = pl->frac;
+    fg_policy_predict(&c, &m, pl, &p, &job, &pred);
+    fg_policy_model_free(&m);
+    r->rep.predicted = 1;
+    r->rep.pred_prefill_s = pred.prefill_s;
+    r->rep.pred_decode_s = pred.decode_s;
+    r->rep.pred_tok_s = pred.tok_s;
+    snprintf(r->policy_line, sizeof r->policy_line, "fixed");
+}
+
+static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
 {
     int rc = r->eo.policy.compress_weight ? quantize_at_load(r, err) : FG_OK;
     if (!r->eo.max_ctx)
-        r->eo.max_ctx = max_ctx;
+        r->eo.max_ctx = P + G;
+    if (rc == FG_OK && r->o->policy_auto)
+        rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)
         rc = fg_engine_open(r->store, &r->eo, &r->e, err);
+    if (rc == FG_OK && !r->o->policy_auto && P + G)
+        predict_fixed(r, P, G, seqs);
     if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
         nftw(r->tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         r->tmp_store[0] = '\0';
@@ -271,6 +385,17 @@ static void summary(run *r)
             fg_fmt_bytes((double)disk, rd, sizeof rd), disk,
             fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DISK], wr, sizeof wr),
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
+    if (p->predicted) { /* the cost model's block (full), times the blocks run */
+        double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));
+        nb = nb > 0 ? nb : 1;
+        if (r->calib_note[0])
+            fprintf(r->log, "         calibration: %s\n", r->calib_note);
+        fprintf(r->log, "         policy %s\n", r->policy_line);
+        fprintf(r->log, "         predicted: prefill %.2f s, decode %.2f s, "
+                "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
+                nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
+                p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0);
+    }
     double f = fg_model_flops_per_token(fg_engine_hparams(r->e));
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
@@ -307,7 +432,7 @@ static int run_prompt(run *r, fg_err *err)
     if (rc == FG_OK)
         rc = encode(r, r->o->prompt, 1, &ids, &n, "-p", err);
     if (rc == FG_OK)
-        rc = open_engine(r, n + r->o->max_new, err);
+        rc = open_engine(r, n, r->o->max_new, 1, err);
     if (rc == FG_OK && !(out = malloc((size_t)r->o->max_new * sizeof *out)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     fg_gen_seq s = {ids, n, r->o->max_new, r->o->sample, 0, out, 0, 0};
@@ -344,7 +469,7 @@ static int run_synthetic(run *r, fg_err *err)
     uint32_t P = r->o->prompt_len, G = r->o->max_new;
     int rc = open_store(r, err);
     if (rc == FG_OK)
-        rc = open_engine(r, P + G, err);
+        rc = open_engine(r, P, G, 0, err);
     if (rc)
         return rc;
     uint32_t n = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
@@ -541,8 +666,9 @@ static int run_jobs(run *r, fg_err *err)
         rc = open_store(r, err);
     if (rc == FG_OK && complete) /* a file: size the run by its prompts */
         rc = size_jobs(r, j.outp, &ctx, &new_tokens, err);
+    uint32_t G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
     if (rc == FG_OK)
-        rc = open_engine(r, ctx, err);
+        rc = open_engine(r, ctx - G, G, complete ? (uint32_t)(total - n_done) : 0, err);
     if (rc == FG_OK)
         rc = jobs_loop(r, &j, new_tokens, err);
     if (rc == FG_OK)
@@ -661,7 +787,7 @@ static int run_ppl(run *r, fg_err *err)
     if (r->o->max_tokens && n > r->o->max_tokens)
         n = (uint32_t)r->o->max_tokens;
     if (rc == FG_OK)
-        rc = open_engine(r, W, err);
+        rc = open_engine(r, W - 1, 1, (n + W - 2) / (W - 1), err);
     double t0 = fg_now();
     if (rc == FG_OK)
         rc = score_windows(r, ids, n, W, err);
@@ -681,16 +807,55 @@ static int run_ppl(run *r, fg_err *err)
 
 static int run_dry(run *r, fg_err *err)
 {
-    uint32_t ctx = r->o->prompt_len ? r->o->prompt_len + r->o->max_new : r->o->window;
+    uint32_t P = r->o->prompt_len ? r->o->prompt_len : r->o->window;
+    uint32_t G = r->o->prompt_len ? r->o->max_new : 0;
     int rc = open_store(r, err);
     if (rc == FG_OK)
-        rc = open_engine(r, ctx, err);
+        rc = open_engine(r, P, G, r->o->prompt ? 1 : 0, err);
     if (rc == FG_OK) {
+        if (r->rep.predicted && r->calib_note[0])
+            fprintf(r->out, "calibration: %s\n", r->calib_note);
+        if (r->rep.predicted)
+            fprintf(r->out, "policy %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
+                    r->policy_line, r->rep.pred_prefill_s, r->rep.pred_decode_s,
+                    r->rep.pred_tok_s);
         fg_plan_print(fg_engine_plan(r->e), r->out);
         if (fflush(r->out))
             rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan");
     }
     return rc;
+}
+
+/* ---- calibration ---- */
+
+static int run_calibrate(run *r, fg_err *err)
+{
+    char path[4096];
+    fg_calib c;
+    int rc = r->o->calibration ? FG_OK : fg_calib_default_path(path, sizeof path, err);
+    if (rc)
+        return rc;
+    if (r->o->calibration)
+        snprintf(path, sizeof path, "%s", r->o->calibration);
+    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
+    rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, r->o->calibrate_quick,
+                          r->o->quiet ? NULL : r->log, &c, err);
+    if (rc == FG_OK)
+        rc = fg_calib_save(path, &c, err);
+    if (rc)
+        return rc;
+    fprintf(r->out, "calibration of %s (%d threads%s) in %.1f s, written to %s\n"
+            "  disk read %.0f MB/s, write %.0f MB/s (pager, 4 MiB chunks)\n"
+            "  decode to f32: f16 %.2f G values/s, q4 %.2f G values/s\n"
+            "  attention: %.3g ns per query x key x width (f32 cache), %.3g (4-bit cache)\n"
+            "  reading overlaps computing: %.0f%%\n"
+            "  linear GFLOP/s by rows:", c.machine, c.threads, c.quick ? ", quick" : "",
+            c.seconds, path, c.disk_read / 1e6, c.disk_write / 1e6, c.dec_f16 / 1e9,
+            c.dec_q4 / 1e9, c.attn_s * 1e9, c.attn_q4_s * 1e9, 100 * c.overlap);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        fprintf(r->out, " %u:%.1f", c.m[i], c.gflops[i]);
+    fputc('\n', r->out);
+    return fflush(r->out) ? fg_err_sys(err, FG_ERR_IO, errno, "writing the output") : FG_OK;
 }
 
 int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
@@ -710,6 +875,7 @@ int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
     case FG_RUN_SYNTHETIC: rc = run_synthetic(&r, err); break;
     case FG_RUN_PPL: rc = run_ppl(&r, err); break;
     case FG_RUN_DRY: rc = run_dry(&r, err); break;
+    case FG_RUN_CALIBRATE: rc = run_calibrate(&r, err); break;
     default: rc = fg_err_set(err, FG_ERR_INVALID_ARG, "fg_run: unknown mode %d", (int)o->mode);
     }
     fg_err cerr;

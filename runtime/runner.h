@@ -24,6 +24,7 @@ typedef enum fg_run_mode {
     FG_RUN_SYNTHETIC,  /* one block of random prompts (FlexGen's benchmark runs) */
     FG_RUN_PPL,        /* perplexity of a text */
     FG_RUN_DRY,        /* print the plan and stop */
+    FG_RUN_CALIBRATE,  /* measure this machine for the policy search, write the file */
 } fg_run_mode;
 
 #define FG_RUN_MAX_STOPS 8
@@ -43,6 +44,14 @@ typedef struct fg_run_opts {
     const char *text;               /* PPL */
     uint32_t window;                /* PPL: tokens per window (0: the model's context) */
     uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */
+    /* the policy search (policy/policy_search.h) */
+    int policy_auto;                /* choose block, placement and cache compression (eo.policy
+                                       keeps the schedule, overlap, sep_layer, sparsity) */
+    int cache_choice;               /* auto: -1 search the 4-bit cache, 0 never, 1 always */
+    uint32_t max_block;             /* auto: at most this many sequences a block (0: 256) */
+    const char *calibration;        /* calibration file (NULL: $XDG_CACHE_HOME/fg/...; missing
+                                       or stale there: measured quickly and written) */
+    int calibrate_quick;            /* CALIBRATE: the quick measurement */
     int quiet;                      /* no progress, notices or summary */
     FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */
     FILE *log;                      /* progress, notices, summary (NULL: stderr) */
@@ -53,6 +62,8 @@ typedef struct fg_run_report {
     double prefill_s, decode_s, total_s;
     double perplexity;              /* PPL */
     uint64_t scored;                /* PPL: tokens scored */
+    int predicted;                  /* policy_auto: the cost model's figures below are set */
+    double pred_prefill_s, pred_decode_s, pred_tok_s;
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG

@@ -5,6 +5,7 @@
  *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
+ *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
  *
  * The main parses flags into fg_run_opts and calls the runner library (runtime/runner.h). Exit
  * 0 on success, 1 on a runtime error (one line naming the file, flag or prompt at fault), 2 on
@@ -25,7 +26,9 @@
 
 typedef struct args {
     fg_run_opts r;
-    int ppl;
+    int ppl, calibrate;
+    int policy;          /* -1 not given, 0 fixed, 1 auto */
+    int placement;       /* --percent, --gpu-batch-size or --num-gpu-batches given */
     uint32_t gen_len;
     const char *trace;
 } args;
@@ -48,6 +51,7 @@ static void usage(FILE *f)
     fputs("usage: fg-infer -m STORE (-p PROMPT | --input IN.jsonl --output OUT.jsonl [--resume]\n"
           "                | --prompt-len N --gen-len N) [options]\n"
           "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
+          "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n"
           "generation:   --max-new-tokens N (32)  --temperature F (0 = greedy)  --top-k N\n"
           "              --top-p F  --seed N  --stop STR (repeatable)\n"
           "placement:    --percent WG WC CG CC HG HC (FlexGen: GPU and CPU percentages of\n"
@@ -55,6 +59,11 @@ static void usage(FILE *f)
           "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
+          "policy:       --policy auto|fixed (auto, the default without --percent,\n"
+          "              --gpu-batch-size or --num-gpu-batches: FlexGen's cost model and LP\n"
+          "              search over block, placement and cache compression)\n"
+          "              --calibration FILE (default $XDG_CACHE_HOME/fg/calibration.json)\n"
+          "              --max-block N (auto: at most N sequences a block)\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
           "              past tokens)  --compress-weight (4-bit weights: the store's, or\n"
           "              quantized at load from an F16 store into a temporary store)\n"
@@ -139,6 +148,7 @@ enum {
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
+    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -159,9 +169,23 @@ static void parse_one(args *a, int c, char **argv, int argc)
             die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
         a->r.stops[a->r.n_stops++] = optarg;
         break;
-    case O_PERCENT: parse_percent(a, argv, &optind, argc); break;
-    case O_GBS: a->r.eo.policy.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096); break;
-    case O_NGB: a->r.eo.policy.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096); break;
+    case O_PERCENT: parse_percent(a, argv, &optind, argc); a->placement = 1; break;
+    case O_GBS:
+        a->r.eo.policy.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096);
+        a->placement = 1;
+        break;
+    case O_NGB:
+        a->r.eo.policy.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096);
+        a->placement = 1;
+        break;
+    case O_POLICY:
+        if (strcmp(optarg, "auto") && strcmp(optarg, "fixed"))
+            die("--policy %s: expected auto or fixed", optarg);
+        a->policy = !strcmp(optarg, "auto");
+        break;
+    case O_CALIB: a->r.calibration = optarg; break;
+    case O_MAXBLOCK: a->r.max_block = (uint32_t)parse_uint("--max-block", optarg, 1, 256); break;
+    case O_QUICK: a->r.calibrate_quick = 1; break;
     case O_SCHED:
         if (strcmp(optarg, "zigzag") && strcmp(optarg, "row"))
             die("--schedule %s: expected zigzag or row", optarg);
@@ -231,14 +255,19 @@ static void parse_args(args *a, int argc, char **argv)
         {"attn-sparsity", required_argument, NULL, O_SPARSITY},
         {"offload-dir", required_argument, NULL, O_OFFLOAD},
         {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"calibration", required_argument, NULL, O_CALIB},
+        {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     a->r.max_new = 32;
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
-    if (argc > 1 && !strcmp(argv[1], "ppl")) {
-        a->ppl = 1;
+    a->policy = -1;
+    if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
+        a->ppl = !strcmp(argv[1], "ppl");
+        a->calibrate = !a->ppl;
         argv++;
         argc--;
     }
@@ -248,6 +277,17 @@ static void parse_args(args *a, int argc, char **argv)
         parse_one(a, c, argv, argc);
     if (optind != argc)
         die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (a->policy == 1 && a->placement)
+        die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
+            "--num-gpu-batches, or use --policy fixed");
+    a->r.policy_auto = a->policy == 1 || (a->policy == -1 && !a->placement);
+    a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : -1;
+    if (a->calibrate) {
+        a->r.mode = FG_RUN_CALIBRATE;
+        return;
+    }
+    if (a->r.calibrate_quick)
+        die("--quick belongs to fg-infer calibrate");
     if (!a->r.model) {
         fprintf(stderr, "fg-infer: -m STORE is required (see fg-infer --help)\n");
         exit(2);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# --policy auto against a hand grid (issue 15): synthetic models under RAM budgets of 25%, 50%
+# and 100% of their weights; for each budget, 8 hand-picked policies (blocks, weight placement,
+# the fixed rule, a 4-bit cache) and auto, each one short synthetic run. Prints each run's
+# tok/s and the cost model's prediction, auto's ratio to the best grid point (target >= 0.95),
+# and the median |predicted - measured| / measured over every run (target <= 15%).
+# The machine's calibration (fg-infer calibrate) is made first when there is none.
+# usage: bench/policy.sh [MODEL...]      (default: opt-1.3b llama-3.2-1b)
+# env:   PL (prompt, 32)  GL (new tokens, 8)  BLOCK (auto's --max-block and the grid's largest
+#        block, 8)  BUDGETS (percent of the weights, "25 50 100")  THREADS (2)  BIN (build/)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build}
+PL=${PL:-32} GL=${GL:-8} BLOCK=${BLOCK:-8} THREADS=${THREADS:-2}
+BUDGETS=(${BUDGETS:-25 50 100})
+MODELS=("$@"); [ ${#MODELS[@]} -gt 0 ] || MODELS=(opt-1.3b llama-3.2-1b)
+CAL=${XDG_CACHE_HOME:-$HOME/.cache}/fg/calibration.json
+[ -f "$CAL" ] && grep -q '"quick": false' "$CAL" || "$BIN/fg-infer" calibrate --threads "$THREADS"
+half=$((BLOCK / 2)) quarter=$((BLOCK / 4 > 0 ? BLOCK / 4 : 1))
+
+# one run: prints "label|tok/s|predicted tok/s|policy" (tok/s "failed" when it did not run)
+run() {
+  local label=$1; shift
+  local out
+  if ! out=$("$BIN/fg-infer" -m "$STORE" --prompt-len "$PL" --gen-len "$GL" --threads "$THREADS" \
+             "$@" 2>&1 >/dev/null); then
+    echo "$label|failed|0|$(echo "$out" | tail -1 | cut -c1-90)"
+    return
+  fi
+  local tps pred pol
+  tps=$(echo "$out" | sed -nE 's/^summary: .*: ([0-9.]+) tok\/s$/\1/p')
+  pred=$(echo "$out" | sed -nE 's/.*predicted: .* ([0-9.]+) tok\/s; measured.*/\1/p')
+  pol=$(echo "$out" | sed -nE 's/.*policy (auto: )?(.*)$/\2/p' | sed -E 's/ \([0-9]+ LPs.*//')
+  echo "$label|$tps|${pred:-0}|${pol:-fixed}"
+}
+
+ERRS=()
+for MODEL in "${MODELS[@]}"; do
+  STORE=${STORE_DIR:-$ROOT/build}/bench-$MODEL.store
+  [ -d "$STORE" ] || "$BIN/fg-convert" synth --model "$MODEL" -o "$STORE" \
+    --tokenizer "$ROOT/data/gpt2-tokenizer" --quiet
+  weights=$(du -sbL "$STORE" | cut -f1)
+  echo "== $MODEL: weights $((weights >> 20)) MiB, prompt $PL, gen $GL, $THREADS threads"
+  for pct in "${BUDGETS[@]}"; do
+    budget=$(( (weights * pct / 100) >> 20 ))M
+    wr=$((pct > 15 ? pct - 15 : 0)); wr=$((wr > 100 ? 100 : wr)) # weights' RAM % that fits
+    FIX=(--policy fixed --ram-budget "$budget")
+    rows=()
+    rows+=("$(run "${quarter}x1 rule" "${FIX[@]}" --gpu-batch-size "$quarter" --num-gpu-batches 1)")
+    rows+=("$(run "${BLOCK}x1 rule" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1)")
+    rows+=("$(run "${half}x2 rule" "${FIX[@]}" --gpu-batch-size "$half" --num-gpu-batches 2)")
+    rows+=("$(run "${quarter}x4 rule" "${FIX[@]}" --gpu-batch-size "$quarter" --num-gpu-batches 4)")
+    rows+=("$(run "${BLOCK}x1 w$wr%" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
+              --percent 0 "$wr" 0 100 0 100)")
+    rows+=("$(run "${half}x2 w$wr%" "${FIX[@]}" --gpu-batch-size "$half" --num-gpu-batches 2 \
+              --percent 0 "$wr" 0 100 0 100)")
+    rows+=("$(run "${BLOCK}x1 w$wr% c4" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
+              --percent 0 "$wr" 0 100 0 100 --compress-cache)")
+    rows+=("$(run "${BLOCK}x1 w0%" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
+              --percent 0 0 0 100 0 100)")
+    auto=$(run "auto" --ram-budget "$budget" --max-block "$BLOCK")
+    echo "-- budget $pct% ($budget)"
+    printf '   %-16s %9s %9s  %s\n' policy tok/s predicted "auto's choice"
+    best=0
+    for row in "${rows[@]}" "$auto"; do
+      IFS='|' read -r label tps pred pol <<< "$row"
+      printf '   %-16s %9s %9s  %s\n' "$label" "$tps" "$pred" "$([ "$label" = auto ] && echo "$pol")"
+      [ "$tps" = failed ] && continue
+      [ "$label" != auto ] && best=$(awk -v a="$best" -v b="$tps" 'BEGIN { print (b > a ? b : a) }')
+      [ "$pred" != 0 ] && ERRS+=("$(awk -v p="$pred" -v m="$tps" 'BEGIN { d = (p - m) / m; print (d < 0 ? -d : d) }')")
+    done
+    IFS='|' read -r _ atps _ _ <<< "$auto"
+    [ "$atps" != failed ] && awk -v a="$atps" -v b="$best" \
+      'BEGIN { if (b > 0) printf "   auto / best grid point: %.2f\n", a / b }'
+  done
+done
+if [ ${#ERRS[@]} -gt 0 ]; then
+  printf '%s\n' "${ERRS[@]}" | sort -g | awk '{ v[NR] = $1 } END {
+    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "median |predicted - measured| / measured over %d runs: %.0f%%\n", NR, 100 * m }'
+fi

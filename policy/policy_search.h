@@ -1,0 +1,142 @@
+/* policy_search.h - FlexGen's policy search for this engine: a calibration of the machine
+ * measured through fg's own code paths, the cost model of the paper's Appendix A.3 adapted to
+ * the engine's schedule (runtime/schedule.c), and the search: for each enumerated block
+ * (gbs x ngb) and placement of the KV cache and activations, a linear program over the
+ * placement fractions solved with GLPK, every answer checked against the memory plan
+ * (runtime/plan.h) that the engine allocates by.
+ *
+ * Lifecycle: fg_calib_load (or fg_calib_measure + fg_calib_save) once; fg_policy_model_build
+ * from a store; fg_policy_search / fg_policy_predict any number of times; fg_policy_model_free.
+ * Everything here but fg_calib_measure and the file functions is pure (no I/O, no clock).
+ */
+#ifndef FG_POLICY_SEARCH_H
+#define FG_POLICY_SEARCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fg_error.h"
+#include "plan.h"
+#include "policy.h"
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- calibration ---- */
+
+#define FG_CALIB_VERSION 2
+#define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
+
+typedef struct fg_calib {
+    int version;               /* FG_CALIB_VERSION */
+    char machine[192];         /* "model name x cores" of /proc/cpuinfo (fg_calib_machine) */
+    int threads;               /* compute threads it was measured with */
+    int quick;                 /* measured in quick mode (fewer, shorter samples) */
+    double disk_read, disk_write; /* bytes/s through the pager (4 MiB chunks, O_DIRECT) */
+    double dec_f16, dec_q4;    /* f32 values/s the f16 and q4 -> f32 decoders produce */
+    uint32_t m[FG_CALIB_NM];   /* row counts */
+    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weight 2048 x 2048 in
+                                  4 MiB pieces, decoding included) */
+    double attn_s, attn_q4_s;  /* seconds per query x key x KV width: f32 and 4-bit cache */
+    double overlap;            /* share of the shorter of reading / computing hidden when both
+                                  run at once: 1 perfect, 0 none */
+    double seconds;            /* how long the measurement took */
+} fg_calib;
+
+/* This machine's identity, as written in calibration files. */
+void fg_calib_machine(char *buf, size_t cap);
+
+/* Measure this machine (threads: 0 = every CPU) through the pager, the quantizers and the CPU
+ * backend. The disk test writes and reads a temporary file in dir (removed before return).
+ * quick: a few seconds instead of up to a minute (tests). Progress on log when it is a
+ * terminal (NULL: none). */
+int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_calib *out,
+                     fg_err *err);
+
+/* The default file: $XDG_CACHE_HOME/fg/calibration.json, else $HOME/.cache/fg/... */
+int fg_calib_default_path(char *buf, size_t cap, fg_err *err);
+/* Write c as JSON (the directory is created; the file replaced atomically). */
+int fg_calib_save(const char *path, const fg_calib *c, fg_err *err);
+/* Read a file: FG_ERR_NOT_FOUND when absent, FG_ERR_CORRUPT when not a calibration,
+ * FG_ERR_STATE when of another version or another machine (the message says which). */
+int fg_calib_load(const char *path, fg_calib *out, fg_err *err);
+/* The same from bytes (path names them in messages). */
+int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *out, fg_err *err);
+
+/* GEMM rate (FLOP/s) at m rows, interpolated (log-linear) from the table. */
+double fg_calib_flops(const fg_calib *c, double m);
+
+/* ---- the linear programs (a GLPK wrapper) ---- */
+
+/* minimize c.x subject to rlo[i] <= A[i].x <= rhi[i] (A row-major [m][n]; use -HUGE_VAL /
+ * HUGE_VAL for a free side) and lo[j] <= x[j] <= hi[j]. FG_ERR_NO_SPACE when infeasible,
+ * FG_ERR_INVALID_ARG when unbounded or malformed. x[n] and *obj receive the optimum. */
+int fg_lp_solve(uint32_t n, uint32_t m, const double *c, const double *A, const double *rlo,
+                const double *rhi, const double *lo, const double *hi, double *x, double *obj,
+                fg_err *err);
+
+/* ---- the model as the search sees it ---- */
+
+typedef struct fg_policy_model {
+    fg_hparams hp;
+    fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
+    fg_plan_unit *units;       /* [pm.n_units] */
+    uint64_t *chunk;           /* padded weight chunks of each unit, in pager id order */
+    uint32_t *unit_first;      /* [n_units + 1]: unit u owns chunk[first[u] .. first[u + 1]) */
+    uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
+    int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
+    int all_q4;                /* every matrix is Q4: --compress-weight holds */
+} fg_policy_model;
+
+/* Build from a store (borrowed), as the engine will see it (the same tensors and chunks). */
+int fg_policy_model_build(fg_store *store, fg_policy_model *out, fg_err *err);
+void fg_policy_model_free(fg_policy_model *m);
+
+/* ---- the cost model and the search ---- */
+
+typedef struct fg_policy_job {
+    uint32_t prompt_len, gen_len;  /* padded prompt and new tokens per sequence */
+    uint32_t max_seqs;             /* sequences there are (0: a block's worth, any size); the
+                                      search's blocks hold at most this many, a prediction
+                                      counts only these */
+    uint64_t ram_budget;           /* 0: none */
+    int cache_choice;              /* -1: search the 4-bit cache; 0: never; 1: always */
+} fg_policy_job;
+
+typedef struct fg_prediction {
+    double prefill_s, decode_s;    /* the whole block */
+    double tok_s;                  /* new tokens / (prefill + decode) */
+    double io_decode_s, compute_decode_s; /* one decode step */
+    uint64_t tokens;
+} fg_prediction;
+
+/* Predicted time of one block under p (placement from pl, the plan fg_plan_make gave). */
+void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
+                       const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
+
+/* Weight bytes the pager really homes in RAM under fraction w_ram (its per-unit midpoint
+ * rule, pager/place.c). */
+uint64_t fg_policy_weights_homed(const fg_policy_model *m, double w_ram);
+
+typedef struct fg_search_stats {
+    uint32_t candidates, lps, feasible;
+    uint64_t min_budget;           /* no feasible policy: the smallest budget any block needs */
+} fg_search_stats;
+
+/* The best policy for job: base's flags (schedule, sep_layer, overlap, sparsity) kept; gbs,
+ * ngb, fractions and compress_cache chosen; compress_weight = the store's own codec (no
+ * quantizing at load). out->have_fractions is set. FG_ERR_NO_SPACE naming the smallest budget
+ * that would fit when none does. */
+int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_policy *base,
+                     const fg_policy_job *job, fg_policy *out, fg_prediction *pred,
+                     fg_search_stats *st, fg_err *err);
+
+/* One line: "gbs 8 x ngb 4, weights RAM 50% disk 50%, cache RAM, act RAM, cache 4-bit". */
+void fg_policy_describe(const fg_policy *p, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

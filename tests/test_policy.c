@@ -1,0 +1,410 @@
+/* test_policy.c - the policy search (policy/policy_search.h): the GLPK wrapper on LPs whose
+ * optimum is known; the search's answers fit every budget (a property over random model
+ * shapes and budgets, checked with fg_plan_make and the pager's placement rule) and a refusal
+ * names a budget that does fit; the search's model view of a real store gives the engine's own
+ * plan, and the engine opens under the chosen policy; calibration files round-trip and a file
+ * of another version or machine is refused; a quick measurement gives positive rates.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "engine.h"
+#include "policy_search.h"
+#include "testutil.h"
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* A calibration with figures of the order this kind of machine measures. */
+static fg_calib calib_fixed(void)
+{
+    fg_calib c;
+    memset(&c, 0, sizeof c);
+    c.version = FG_CALIB_VERSION;
+    fg_calib_machine(c.machine, sizeof c.machine);
+    c.threads = 2;
+    c.disk_read = 800e6, c.disk_write = 500e6;
+    c.dec_f16 = 6e9, c.dec_q4 = 5e9;
+    for (int i = 0; i < FG_CALIB_NM; i++) {
+        c.m[i] = 1u << i;
+        c.gflops[i] = 4.0 * (i + 1);
+    }
+    c.attn_s = 2e-9, c.attn_q4_s = 3e-9, c.overlap = 0.5;
+    return c;
+}
+
+/* ---- the LP wrapper ---- */
+
+START_TEST(lp_known_optimum)
+{
+    /* max x + y s.t. x + 2y <= 4, 3x + y <= 6: x = 8/5, y = 6/5 */
+    double c[2] = {-1, -1}, A[4] = {1, 2, 3, 1}, rlo[2] = {-HUGE_VAL, -HUGE_VAL}, rhi[2] = {4, 6};
+    double lo[2] = {0, 0}, hi[2] = {HUGE_VAL, HUGE_VAL}, x[2], obj;
+    fg_err err;
+    ck_assert_int_eq(fg_lp_solve(2, 2, c, A, rlo, rhi, lo, hi, x, &obj, &err), FG_OK);
+    ck_assert(fabs(x[0] - 1.6) < 1e-9 && fabs(x[1] - 1.2) < 1e-9 && fabs(obj + 2.8) < 1e-9);
+    /* min max(2, 3a) as T >= 2 (bound), T - 3a >= 0, with a + b = 1, a >= 0.5 (the shape of
+     * the search's rows): a = 0.5, b = 0.5, T = 2 */
+    double c2[3] = {1, 0, 0}, A2[6] = {1, -3, 0, 0, 1, 1}, rlo2[2] = {0, 1};
+    double rhi2[2] = {HUGE_VAL, 1};
+    double lo2[3] = {2, 0.5, 0}, hi2[3] = {HUGE_VAL, 1, 1}, x2[3];
+    ck_assert_int_eq(fg_lp_solve(3, 2, c2, A2, rlo2, rhi2, lo2, hi2, x2, &obj, &err), FG_OK);
+    ck_assert(fabs(x2[0] - 2) < 1e-9 && fabs(x2[1] - 0.5) < 1e-9 && fabs(obj - 2) < 1e-9);
+    /* a fixed variable and no rows */
+    double c3[1] = {5}, lo3[1] = {0.25}, hi3[1] = {0.25}, x3[1];
+    ck_assert_int_eq(fg_lp_solve(1, 0, c3, NULL, NULL, NULL, lo3, hi3, x3, &obj, &err), FG_OK);
+    ck_assert(fabs(x3[0] - 0.25) < 1e-12 && fabs(obj - 1.25) < 1e-12);
+}
+END_TEST
+
+START_TEST(lp_refusals)
+{
+    double c[1] = {1}, A[1] = {1}, rlo[1] = {2}, rhi[1] = {HUGE_VAL}, lo[1] = {0}, hi[1] = {1};
+    double x[1], obj;
+    fg_err err;
+    ck_assert_int_eq(fg_lp_solve(1, 1, c, A, rlo, rhi, lo, hi, x, &obj, &err), FG_ERR_NO_SPACE);
+    double cu[1] = {-1}, hu[1] = {HUGE_VAL}, rl[1] = {0};
+    ck_assert_int_eq(fg_lp_solve(1, 1, cu, A, rl, rhi, lo, hu, x, &obj, &err),
+                     FG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "unbounded"));
+    double bad_lo[1] = {2};
+    ck_assert_int_eq(fg_lp_solve(1, 1, c, A, rl, rhi, bad_lo, hi, x, &obj, &err),
+                     FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_lp_solve(0, 0, c, A, rl, rhi, lo, hi, x, &obj, &err), FG_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* ---- the search over random shapes ---- */
+
+typedef struct rmodel {
+    fg_policy_model m;
+    fg_plan_unit units[64];
+    uint64_t chunk[4096];
+    uint32_t first[65];
+} rmodel;
+
+/* A random decoder (OPT or Llama shapes) stored in F16 or Q4 chunks of <= 4 MiB, described as
+ * model_view.c describes a store. */
+static void random_model(uint64_t *s, rmodel *r)
+{
+    char json[1024];
+    uint32_t heads = 1u << (rnd(s) % 5), hd = 16u << (rnd(s) % 3), kv = heads >> (rnd(s) % 2);
+    uint32_t hidden = heads * hd, layers = 1 + rnd(s) % 6, ffn = hidden * (2 + rnd(s) % 3);
+    uint32_t vocab = 256 + rnd(s) % 4000;
+    int q4 = rnd(s) % 2;
+    if (rnd(s) % 2)
+        snprintf(json, sizeof json, "{\"model_type\":\"opt\",\"vocab_size\":%u,\"hidden_size\":%u,"
+                 "\"num_hidden_layers\":%u,\"ffn_dim\":%u,\"num_attention_heads\":%u,"
+                 "\"max_position_embeddings\":512}", vocab, hidden, layers, ffn, heads);
+    else
+        snprintf(json, sizeof json, "{\"model_type\":\"llama\",\"vocab_size\":%u,"
+                 "\"hidden_size\":%u,\"num_hidden_layers\":%u,\"intermediate_size\":%u,"
+                 "\"num_attention_heads\":%u,\"num_key_value_heads\":%u,"
+                 "\"max_position_embeddings\":512}", vocab, hidden, layers, ffn, heads,
+                 kv ? kv : 1);
+    memset(r, 0, sizeof *r);
+    fg_err err;
+    ck_assert_msg(fg_model_config_parse(json, strlen(json), "t", &r->m.hp, &err) == FG_OK, "%s",
+                  err.msg);
+    uint32_t n = fg_model_n_units(&r->m.hp), k = 0;
+    ck_assert_uint_le(n, 64);
+    uint64_t weights = 0, max_floats = 0;
+    for (uint32_t u = 0; u < n; u++) {
+        fg_tensor_spec spec[FG_UNIT_MAX_TENSORS];
+        uint32_t nt = fg_model_unit_tensors(&r->m.hp, u, spec);
+        r->first[u] = k;
+        for (uint32_t i = 0; i < nt; i++) {
+            uint64_t cols = spec[i].n_dims > 1 ? spec[i].dims[1] : 1, rows = spec[i].dims[0];
+            double bpv = q4 && spec[i].n_dims > 1 ? 0.5625 : 2;
+            uint64_t per = (uint64_t)((4u << 20) / (cols * bpv));
+            per = per ? per : 1;
+            max_floats = per * cols > max_floats ? per * cols : max_floats;
+            if (spec[i].fallback[0])
+                continue; /* tied: the embedding's bytes */
+            uint64_t bytes = 0, stream = 0;
+            for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+                uint64_t nr = rows - r0 < per ? rows - r0 : per;
+                uint64_t c = ((uint64_t)(nr * cols * bpv) + 4095) & ~4095ull;
+                ck_assert_uint_lt(k, 4096);
+                r->chunk[k++] = c;
+                bytes += c;
+                stream = c > stream ? c : stream;
+            }
+            r->units[u].stored += bytes;
+            weights += bytes;
+            if (spec[i].access == FG_ACCESS_SMALL || spec[i].access == FG_ACCESS_LINEAR)
+                r->units[u].resident += bytes;
+            else if (stream > r->units[u].stream_chunk)
+                r->units[u].stream_chunk = stream;
+            if (spec[i].access == FG_ACCESS_SMALL)
+                r->units[u].small_floats += rows * cols;
+            if (spec[i].access == FG_ACCESS_LINEAR || spec[i].access == FG_ACCESS_STREAM)
+                r->m.linear_floats += rows * cols;
+        }
+    }
+    r->first[n] = k;
+    r->m.pm = (fg_plan_model){&r->m.hp, n, r->units, weights, max_floats};
+    r->m.units = r->units;
+    r->m.chunk = r->chunk;
+    r->m.unit_first = r->first;
+    r->m.codec = q4 ? FG_CODEC_Q4 : FG_CODEC_F16;
+    r->m.all_q4 = q4;
+}
+
+/* What the pager and the engine will hold under p within budget. */
+static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job *job)
+{
+    fg_plan pl;
+    fg_err err;
+    uint32_t ctx = job->prompt_len + job->gen_len;
+    ck_assert_msg(fg_plan_make(&r->m.pm, p, ctx, job->ram_budget, &pl, &err) == FG_OK, "%s",
+                  err.msg);
+    ck_assert_uint_le(pl.total_host, job->ram_budget);
+    ck_assert_uint_le(pl.homed[0] + pl.homed[1] + pl.homed[2] + pl.window, pl.pool);
+    /* the pager's own placement: weights per unit by its midpoint rule, each KV and activation
+     * chunk whole */
+    uint64_t real = fg_policy_weights_homed(&r->m, p->frac.w[1]) +
+                    (p->frac.c[1] > 0.5 ? pl.homed[1] + pl.on_disk[1] : 0) +
+                    (p->frac.h[1] > 0.5 ? pl.homed[2] + pl.on_disk[2] : 0);
+    ck_assert_uint_le(real + pl.window, pl.pool);
+    ck_assert(p->frac.w[0] == 0 && p->frac.c[0] == 0 && p->frac.h[0] == 0);
+    ck_assert(p->have_fractions && p->gbs >= 1 && p->ngb >= 1);
+    ck_assert(!job->max_seqs || (uint64_t)p->gbs * p->ngb <= job->max_seqs);
+    ck_assert_int_eq(p->compress_weight, r->m.all_q4);
+}
+
+START_TEST(search_fits_every_budget)
+{
+    fg_calib c = calib_fixed();
+    uint64_t s = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
+    static rmodel r;
+    int found = 0, refused = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        random_model(&s, &r);
+        fg_policy base = fg_policy_default(), out;
+        fg_policy_job job = {1 + (uint32_t)(rnd(&s) % 64), 1 + (uint32_t)(rnd(&s) % 16),
+                             (uint32_t)(rnd(&s) % 3 ? 0 : 1 + rnd(&s) % 40), 0,
+                             (int)(rnd(&s) % 3) - 1};
+        /* budgets from far too small to more than everything */
+        double frac = (double)(rnd(&s) % 1000) / 500.0;
+        job.ram_budget = (uint64_t)(frac * (double)r.m.pm.weights) + (rnd(&s) % 64) * 65536;
+        fg_prediction pred;
+        fg_search_stats st;
+        fg_err err;
+        int rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
+        if (rc == FG_OK) {
+            found++;
+            check_fits(&r, &out, &job);
+            ck_assert(pred.tok_s > 0 && pred.prefill_s > 0 && isfinite(pred.decode_s));
+            ck_assert(job.cache_choice < 0 || out.compress_cache == job.cache_choice);
+            continue;
+        }
+        refused++;
+        ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+        ck_assert_ptr_nonnull(strstr(err.msg, "--ram-budget"));
+        ck_assert_uint_gt(st.min_budget, job.ram_budget);
+        /* the budget the refusal names does fit */
+        job.ram_budget = (st.min_budget + (1u << 20) - 1) & ~((1ull << 20) - 1);
+        ck_assert_msg(fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err) == FG_OK,
+                      "%s", err.msg);
+        check_fits(&r, &out, &job);
+    }
+    ck_assert_int_gt(found, 0);
+    ck_assert_int_gt(found + refused, 0);
+}
+END_TEST
+
+START_TEST(cost_model_orders)
+{
+    fg_calib c = calib_fixed();
+    uint64_t s = 12345;
+    static rmodel r;
+    random_model(&s, &r);
+    fg_policy p = fg_policy_default();
+    p.gbs = 4, p.ngb = 2, p.have_fractions = 1;
+    fg_policy_job job = {32, 8, 0, 0, -1};
+    fg_plan ram, disk;
+    fg_err err;
+    p.frac = (fg_pager_policy){{0, 1, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(fg_plan_make(&r.m.pm, &p, 40, 0, &ram, &err), FG_OK);
+    fg_prediction a, b;
+    fg_policy_predict(&c, &r.m, &ram, &p, &job, &a);
+    fg_policy q = p;
+    q.frac = (fg_pager_policy){{0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
+    ck_assert_int_eq(fg_plan_make(&r.m.pm, &q, 40, 0, &disk, &err), FG_OK);
+    fg_policy_predict(&c, &r.m, &disk, &q, &job, &b);
+    ck_assert(b.decode_s > a.decode_s && b.prefill_s > a.prefill_s);
+    ck_assert_double_eq_tol(a.io_decode_s, 0, 1e-12);
+    ck_assert_uint_eq(a.tokens, 4 * 2 * 8);
+    /* one sequence in the block: its tokens only, less compute */
+    fg_policy_job one = job;
+    one.max_seqs = 1;
+    fg_prediction a1;
+    fg_policy_predict(&c, &r.m, &ram, &p, &one, &a1);
+    ck_assert_uint_eq(a1.tokens, 8);
+    ck_assert(a1.compute_decode_s < a.compute_decode_s);
+    /* without overlap a step is never shorter */
+    q.overlap = 0;
+    fg_prediction d;
+    fg_policy_predict(&c, &r.m, &disk, &q, &job, &d);
+    ck_assert(d.decode_s >= b.decode_s && d.prefill_s >= b.prefill_s);
+    /* the pager's rule homes nothing at 0, everything at 1, more as the fraction grows */
+    ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 0), 0);
+    ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 1), r.m.pm.weights);
+    uint64_t prev = 0;
+    for (int i = 1; i <= 20; i++) {
+        uint64_t h = fg_policy_weights_homed(&r.m, i / 20.0);
+        ck_assert_uint_ge(h, prev);
+        prev = h;
+    }
+}
+END_TEST
+
+/* ---- a real store: the view equals the engine's, the engine opens under the answer ---- */
+
+START_TEST(store_view_matches_engine)
+{
+    tu_tmpdir_create();
+    char src[4096], tok[4096];
+    snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
+    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
+    const char *dst = tu_path("store");
+    fg_convert_opts co = {0, 64, -1, tok, 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
+    fg_store *st;
+    ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, &st, &err), FG_OK);
+    fg_policy_model m;
+    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_uint_gt(m.linear_floats, 0);
+    ck_assert_uint_eq(fg_policy_weights_homed(&m, 1), m.pm.weights);
+    fg_calib c = calib_fixed();
+    fg_policy_job job = {8, 4, 6, 0, -1};
+    fg_plan all;
+    fg_policy base = fg_policy_default(), out;
+    ck_assert_int_eq(fg_plan_make(&m.pm, &base, 12, 0, &all, &err), FG_OK);
+    /* budgets from the least that fits to everything in RAM */
+    for (int i = 0; i < 4; i++) {
+        fg_search_stats ss;
+        fg_prediction pred;
+        job.ram_budget = 1ull << 40;
+        ck_assert_int_eq(fg_policy_search(&c, &m, &base, &job, &out, &pred, &ss, &err), FG_OK);
+        job.ram_budget = ss.min_budget + (uint64_t)i * (all.total_host / 3);
+        ck_assert_msg(fg_policy_search(&c, &m, &base, &job, &out, &pred, &ss, &err) == FG_OK,
+                      "%s", err.msg);
+        fg_engine_opts eo;
+        memset(&eo, 0, sizeof eo);
+        eo.policy = out;
+        eo.max_ctx = 12;
+        eo.ram_budget = job.ram_budget;
+        eo.threads = 1;
+        eo.offload_dir = tu_path("");
+        fg_engine *e;
+        ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "budget %llu: %s",
+                      (unsigned long long)job.ram_budget, err.msg);
+        fg_plan mine;
+        ck_assert_int_eq(fg_plan_make(&m.pm, &out, 12, job.ram_budget, &mine, &err), FG_OK);
+        ck_assert_int_eq(memcmp(&mine, fg_engine_plan(e), sizeof mine), 0);
+        ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
+    }
+    fg_policy_model_free(&m);
+    fg_store_close(st);
+    tu_tmpdir_remove();
+}
+END_TEST
+
+/* ---- calibration files ---- */
+
+static void rewrite(const char *path, const char *key, json_t *v)
+{
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    ck_assert_ptr_nonnull(o);
+    json_object_set_new(o, key, v);
+    ck_assert_int_eq(json_dump_file(o, path, 0), 0);
+    json_decref(o);
+}
+
+START_TEST(calib_round_trip_and_refusals)
+{
+    tu_tmpdir_create();
+    fg_calib c = calib_fixed(), back;
+    c.quick = 1, c.seconds = 1.5;
+    const char *path = tu_path("sub/dir/calibration.json");
+    fg_err err;
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_NOT_FOUND);
+    ck_assert_msg(fg_calib_save(path, &c, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_calib_load(path, &back, &err) == FG_OK, "%s", err.msg);
+    ck_assert_str_eq(back.machine, c.machine);
+    ck_assert(back.disk_read == c.disk_read && back.disk_write == c.disk_write &&
+              back.dec_f16 == c.dec_f16 && back.dec_q4 == c.dec_q4 && back.attn_s == c.attn_s &&
+              back.attn_q4_s == c.attn_q4_s && back.overlap == c.overlap && back.quick == 1 &&
+              back.threads == 2);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i]);
+    ck_assert(fg_calib_flops(&back, 3) > fg_calib_flops(&back, 2) &&
+              fg_calib_flops(&back, 1000) == back.gflops[FG_CALIB_NM - 1] * 1e9);
+    rewrite(path, "version", json_integer(FG_CALIB_VERSION + 1));
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "version"));
+    ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
+    rewrite(path, "machine", json_string("a computer elsewhere x 1024"));
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "another machine"));
+    ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
+    rewrite(path, "disk_read_bps", json_real(-1));
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    FILE *f = fopen(path, "w");
+    fputs("not json", f);
+    fclose(f);
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    tu_tmpdir_remove();
+}
+END_TEST
+
+START_TEST(calib_quick_measure)
+{
+    const char *dir = tu_tmpdir_create();
+    fg_calib c;
+    fg_err err;
+    ck_assert_msg(fg_calib_measure(dir, 1, 1, NULL, &c, &err) == FG_OK, "%s", err.msg);
+    ck_assert(c.disk_read > 0 && c.disk_write > 0 && c.dec_f16 > 0 && c.dec_q4 > 0 &&
+              c.attn_s > 0 && c.attn_q4_s > 0 && c.overlap >= 0 && c.overlap <= 1 && c.quick == 1 &&
+              c.seconds < 20);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0);
+    /* the temporary file is gone */
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    tu_tmpdir_remove();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("lp");
+    tcase_add_test(tc, lp_known_optimum);
+    tcase_add_test(tc, lp_refusals);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("search");
+    tcase_add_loop_test(tc, search_fits_every_budget, 0, 3);
+    tcase_add_test(tc, cost_model_orders);
+    tcase_add_test(tc, store_view_matches_engine);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("calibration");
+    tcase_add_test(tc, calib_round_trip_and_refusals);
+    tcase_add_test(tc, calib_quick_measure);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
