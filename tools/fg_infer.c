@@ -69,6 +69,8 @@ static void usage(FILE *f)
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan and stop)\n"
+          "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
+          "              grouped along the input axis: fg-convert --group-axis 1)\n"
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
           f);
 }
@@ -148,7 +150,7 @@ enum {
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
-    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK,
+    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -205,6 +207,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_VERIFY: a->r.eo.no_verify = 0; break; /* the default */
     case O_NO_VERIFY: a->r.eo.no_verify = 1; break;
     case O_DRY_RUN: a->r.mode = FG_RUN_DRY; break;
+    case O_COMPUTE:
+        if (strcmp(optarg, "f32") && strcmp(optarg, "int8"))
+            die("--compute %s: expected f32 or int8", optarg);
+        a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8 : FG_COMPUTE_F32;
+        break;
     case O_QUIET: a->r.quiet = 1; break;
     case O_TEXT: a->r.text = optarg; break;
     case O_WINDOW: a->r.window = (uint32_t)parse_uint("--window", optarg, 2, 1 << 20); break;
@@ -256,6 +263,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"offload-dir", required_argument, NULL, O_OFFLOAD},
         {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
         {"policy", required_argument, NULL, O_POLICY},
+        {"compute", required_argument, NULL, O_COMPUTE},
         {"calibration", required_argument, NULL, O_CALIB},
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
