@@ -376,43 +376,6 @@ static int cpu_layernorm(fg_backend *be, const float *x, const float *g, const f
     return FG_OK;
 }
 
-static int cpu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
-                       uint32_t n, float eps, fg_err *err)
-{
-    (void)be, (void)err;
-    for (uint32_t r = 0; r < rows; r++)
-        fgb_rmsnorm_row(x + (size_t)r * n, g, y + (size_t)r * n, n, eps);
-    return FG_OK;
-}
-
-static int cpu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
-                    const int32_t *positions, const fg_rope *r, fg_err *err)
-{
-    (void)be;
-    int rc = fgb_rope_check(r, head_dim, err);
-    if (rc)
-        return rc;
-    float f[r->rot_dim / 2];
-    fg_rope_inv_freq(r, f);
-    fgb_rope_rows(x, rows, n_heads, head_dim, positions, f, r->rot_dim);
-    return FG_OK;
-}
-
-static int cpu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
-{
-    (void)be, (void)err;
-    fgb_act(a, x, up, n);
-    return FG_OK;
-}
-
-static int cpu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
-{
-    (void)be, (void)err;
-    for (size_t i = 0; i < n; i++)
-        y[i] += x[i];
-    return FG_OK;
-}
-
 static int cpu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                         const float *v, uint32_t n, fg_err *err)
 {
@@ -467,7 +430,7 @@ static void cpu_destroy(fg_backend *be)
 
 static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
-    cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, cpu_rope, cpu_act, cpu_add,
+    cpu_linear, cpu_gather, cpu_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
     cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
 };
 

@@ -28,6 +28,14 @@ int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_i
 fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v);
 int fgb_attn_check(const fg_attn_op *a, fg_err *err);
 
+/* Ops whose scalar reference is also the CPU backend's code (ops_ref.c; be is not used). */
+int fgb_ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                    uint32_t n, float eps, fg_err *err);
+int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                 const int32_t *positions, const fg_rope *r, fg_err *err);
+int fgb_ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err);
+int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
+
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps);
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
                    const int32_t *positions, const float *inv_freq, uint32_t rot_dim);

@@ -124,7 +124,7 @@ static int ref_layernorm(fg_backend *be, const float *x, const float *g, const f
     return FG_OK;
 }
 
-static int ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+int fgb_ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
                        uint32_t n, float eps, fg_err *err)
 {
     (void)be, (void)err;
@@ -133,7 +133,7 @@ static int ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y,
     return FG_OK;
 }
 
-static int ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
                     const int32_t *positions, const fg_rope *r, fg_err *err)
 {
     (void)be;
@@ -146,14 +146,14 @@ static int ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, u
     return FG_OK;
 }
 
-static int ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+int fgb_ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
 {
     (void)be, (void)err;
     fgb_act(a, x, up, n);
     return FG_OK;
 }
 
-static int ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
+int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
 {
     (void)be, (void)err;
     for (size_t i = 0; i < n; i++)
@@ -199,7 +199,7 @@ static void ref_destroy(fg_backend *be)
 
 const fg_backend_iface fg_ops_ref = {
     "ref", ref_sync, ref_reserve,
-    ref_linear, ref_gather, ref_layernorm, ref_rmsnorm, ref_rope, ref_act, ref_add,
+    ref_linear, ref_gather, ref_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
     ref_kv_store, ref_attention, ref_stats, ref_destroy,
 };
 
