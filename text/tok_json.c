@@ -144,6 +144,27 @@ static int scheme_of(jctx *c, json_t *o, const char *path, int *scheme)
     return FG_OK;
 }
 
+/* A "Sequence" of steps: each element of o[key] parsed by fn, its path "PATH.key[i]". */
+typedef int (*step_fn)(jctx *c, json_t *o, const char *path);
+static int parse_sequence(jctx *c, json_t *o, const char *key, const char *path, step_fn fn)
+{
+    json_t *arr = json_object_get(o, key), *x;
+    size_t i;
+    if (!json_is_array(arr)) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: expected an array", key);
+        return bad(c, FG_ERR_TOK_CONFIG, path, what);
+    }
+    json_array_foreach(arr, i, x) {
+        char p[160];
+        snprintf(p, sizeof p, "%s.%s[%zu]", path, key, i);
+        int rc = fn(c, x, p);
+        if (rc)
+            return rc;
+    }
+    return FG_OK;
+}
+
 /* ---- normalizer */
 
 static int parse_normalizer(jctx *c, json_t *o, const char *path)
@@ -156,17 +177,7 @@ static int parse_normalizer(jctx *c, json_t *o, const char *path)
         return bad(c, FG_ERR_TOK_CONFIG, path, "expected an object with a \"type\"");
     int rc;
     if (strcmp(ty, "Sequence") == 0) {
-        json_t *arr = json_object_get(o, "normalizers"), *x;
-        size_t i;
-        if (!json_is_array(arr))
-            return bad(c, FG_ERR_TOK_CONFIG, path, "normalizers: expected an array");
-        json_array_foreach(arr, i, x) {
-            char p[160];
-            snprintf(p, sizeof p, "%s.normalizers[%zu]", path, i);
-            if ((rc = parse_normalizer(c, x, p)))
-                return rc;
-        }
-        return FG_OK;
+        return parse_sequence(c, o, "normalizers", path, parse_normalizer);
     }
     tok_step *st = new_step(c, t->norm, &t->n_norm, path, &rc);
     if (!st)
@@ -226,17 +237,7 @@ static int parse_pre(jctx *c, json_t *o, const char *path)
         return bad(c, FG_ERR_TOK_CONFIG, path, "expected an object with a \"type\"");
     int rc;
     if (strcmp(ty, "Sequence") == 0) {
-        json_t *arr = json_object_get(o, "pretokenizers"), *x;
-        size_t i;
-        if (!json_is_array(arr))
-            return bad(c, FG_ERR_TOK_CONFIG, path, "pretokenizers: expected an array");
-        json_array_foreach(arr, i, x) {
-            char p[160];
-            snprintf(p, sizeof p, "%s.pretokenizers[%zu]", path, i);
-            if ((rc = parse_pre(c, x, p)))
-                return rc;
-        }
-        return FG_OK;
+        return parse_sequence(c, o, "pretokenizers", path, parse_pre);
     }
     if (t->byte_level)
         return bad(c, FG_ERR_UNSUPPORTED, path, "a pre-tokenizer after ByteLevel is not supported");
@@ -295,17 +296,7 @@ static int parse_decoder(jctx *c, json_t *o, const char *path)
     int rc;
     t->has_decoder = 1;
     if (strcmp(ty, "Sequence") == 0) {
-        json_t *arr = json_object_get(o, "decoders"), *x;
-        size_t i;
-        if (!json_is_array(arr))
-            return bad(c, FG_ERR_TOK_CONFIG, path, "decoders: expected an array");
-        json_array_foreach(arr, i, x) {
-            char p[160];
-            snprintf(p, sizeof p, "%s.decoders[%zu]", path, i);
-            if ((rc = parse_decoder(c, x, p)))
-                return rc;
-        }
-        return FG_OK;
+        return parse_sequence(c, o, "decoders", path, parse_decoder);
     }
     tok_step *st = new_step(c, t->dec, &t->n_dec, path, &rc);
     if (!st)
