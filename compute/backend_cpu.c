@@ -26,11 +26,20 @@
 
 #define DECODE_PARTS 64 /* decode parts with their own status (helpers past it idle) */
 
+typedef struct decode_job {
+    const fg_wpiece *p;
+    float *dst;
+    uint64_t r0, r1, q, cols; /* rows [r0, r1) of the piece; rows per quantum */
+    int rc[DECODE_PARTS];
+    fg_err err[DECODE_PARTS];
+} decode_job;
+
 typedef struct cpu_ctx {
     fg_par *par;
     float *wbuf;          /* one decoded weight piece */
     uint64_t wcap;        /* floats */
     fg_compute compute;
+    decode_job djob;      /* the piece being decoded (one op at a time per backend) */
     void *act;            /* int8 activations of the Linear in progress (fg_quant_act) */
     size_t act_cap;
     fg_backend_stats st;
@@ -60,13 +69,6 @@ static int cpu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 
 /* ---- decoding a piece on every helper ---- */
 
-typedef struct decode_job {
-    const fg_wpiece *p;
-    float *dst;
-    uint64_t r0, r1, q, cols; /* rows [r0, r1) of the piece; rows per quantum */
-    int rc[DECODE_PARTS];
-    fg_err err[DECODE_PARTS];
-} decode_job;
 
 /* Part `part`'s rows: whole quanta (a group of rows for axis-0 groups, one row otherwise; 64
  * values at least so parts do not share cache lines). */
@@ -88,9 +90,7 @@ static void decode_part(void *arg, uint32_t part, uint32_t n_parts)
 static int decode(cpu_ctx *c, const fg_wpiece *p, uint64_t r0, uint64_t r1, float *dst,
                   fg_err *err)
 {
-    decode_job *j = malloc(sizeof *j);
-    if (!j)
-        return fg_err_set(err, FG_ERR_NOMEM, "cpu backend: out of memory");
+    decode_job *j = &c->djob;
     j->p = p;
     j->dst = dst;
     j->r0 = r0;
@@ -106,7 +106,6 @@ static int decode(cpu_ctx *c, const fg_wpiece *p, uint64_t r0, uint64_t r1, floa
     for (uint32_t k = 0; k < DECODE_PARTS && rc == FG_OK; k++)
         if ((rc = j->rc[k]) && err)
             *err = j->err[k];
-    free(j);
     c->st.decoded_bytes += (r1 - r0) * (p->n_dims > 1 ? p->dims[1] : 1) * 4;
     return rc;
 }

@@ -423,14 +423,10 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
     for (uint32_t d = 1; e->o.policy.overlap && t->spec.access == FG_ACCESS_STREAM &&
                          d <= FG_HEAD_AHEAD; d++)
         prefetch_chunk(e, t, i + d); /* read the next ones while this one multiplies */
-    fg_pager_view *v = malloc(sizeof *v);
-    if (!v)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    fg_pager_view *v = &w->v;
     int rc = fg_engine_acquire(e, t->first_id + i, v, err);
-    if (rc) {
-        free(v);
+    if (rc)
         return rc;
-    }
     const fg_fgt_chunk_info *ci = &t->chunks[i];
     *p = (fg_wpiece){v->ptr, (size_t)ci->length, t->codec, t->spec.n_dims,
                      {t->spec.dims[0], t->spec.n_dims > 1 ? t->spec.dims[1] : 1},
@@ -441,10 +437,7 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
 static int piece_release(void *ctx, fg_wpiece *p, fg_err *err)
 {
     wsrc *w = ctx;
-    fg_pager_view *v = p->token;
-    int rc = fg_engine_release(w->e, v, 0, FG_OK, err);
-    free(v);
-    return rc;
+    return fg_engine_release(w->e, p->token, 0, FG_OK, err);
 }
 
 static void piece_prefetch(void *ctx, uint32_t i)
@@ -498,7 +491,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_e
         w->rows[r] = t->spec.dims[0];
         if (a != FG_ACCESS_SMALL) {
             wsrc *s = &e->wsrc[un->t[i]];
-            *s = (wsrc){e, un->t[i]};
+            *s = (wsrc){e, un->t[i], {0}};
             w->w[r] = (fg_weight){NULL, t->n_chunks, t->piece_rows, piece_acquire,
                                   piece_release, piece_prefetch, s};
             continue;

@@ -27,11 +27,12 @@ typedef struct unit {
     uint32_t n_t;
 } unit;
 
-/* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine, the view of the
- * piece being used. */
+/* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine and the pager view
+ * of the piece being used. */
 typedef struct wsrc {
     struct fg_engine *e;
     int t;
+    fg_pager_view v;               /* the piece acquired (backends hold one at a time) */
 } wsrc;
 
 typedef struct span {
