@@ -178,6 +178,40 @@ typedef struct fg_backend_cpu_opts {
 int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
 
+/* ---- the simulated device backend (compute/backend_sim.c, compute/device_sim.c) ----
+ * A device on the CPU: its DEVICE memory is addresses host code cannot touch (a load or store
+ * through one faults), copies go through a copy-engine thread at a configurable link bandwidth
+ * and complete events; its ops run the CPU kernels on its own memory. Operands an op receives
+ * in host memory are uploaded first (outputs downloaded after), device-resident ones (the
+ * pager's DEVICE tier, buffers the caller allocated on be->dev) are used in place; a piecewise
+ * Linear uploads piece i + 1 while piece i multiplies. With cpu_attention, attention over a
+ * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute). */
+typedef struct fg_backend_sim_opts {
+    int threads;            /* the CPU kernels' threads (0 = every online CPU) */
+    fg_compute compute;
+    uint64_t capacity;      /* bytes of device memory */
+    double link_gbps;       /* host <-> device GB/s (0 = memcpy speed) */
+    int cpu_attention;
+    int no_overlap;         /* upload a Linear's pieces one after another (for comparisons) */
+} fg_backend_sim_opts;
+int fg_backend_sim_create(const fg_backend_sim_opts *o, fg_backend **out, fg_err *err);
+/* Seconds the sim backend's kernels ran (its copies are in fg_device_sim_stats). */
+double fg_backend_sim_compute_s(const fg_backend *be);
+
+/* The simulated device alone (owned by the caller: fg_device_free; retain shares it). */
+int fg_device_sim_create(uint64_t capacity, double link_gbps, fg_device **out, fg_err *err);
+int fg_device_is_sim(const fg_device *d);
+/* Where device pointer p's bytes live (NULL when p is not device memory): for the device's own
+ * ops only. owns: [p, p + n) is device memory. */
+void *fg_device_sim_alias(const fg_device *d, const void *p);
+int fg_device_sim_owns(const fg_device *d, const void *p, uint64_t n);
+typedef struct fg_device_sim_stats {
+    uint64_t bytes[2][2];   /* copied [from device?][to device?] */
+    double busy_s;          /* the copy engine's time spent copying (link time included) */
+    uint64_t used, peak;    /* device bytes allocated */
+} fg_device_sim_stats;
+void fg_device_sim_stats_get(const fg_device *d, fg_device_sim_stats *out);
+
 /* ---- the scalar reference of every op (compute/ops_ref.c): the definition each backend is
  * tested against; slow, single-threaded, no SIMD ---- */
 extern const fg_backend_iface fg_ops_ref;

@@ -44,6 +44,9 @@ typedef struct fg_device_iface {
     int (*event_wait)(fg_device *d, fg_event *ev, fg_err *err); /* NULL ev: complete */
     int (*sync)(fg_device *d, fg_err *err);
     void (*destroy)(fg_device *d);
+    /* optional (NULL: not shared): another handle on the same device and memory, destroyed
+     * separately (the pager and a backend share a simulated device's arena this way) */
+    fg_device *(*retain)(fg_device *d);
 } fg_device_iface;
 
 struct fg_device {
