@@ -178,6 +178,30 @@ typedef struct fg_backend_cpu_opts {
 int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
 
+/* Which backend an engine computes on. */
+typedef enum fg_backend_kind {
+    FG_BACKEND_CPU = 0,
+    FG_BACKEND_SIM = 1,     /* the simulated device below */
+    FG_BACKEND_CUDA = 2,    /* compute/backend_cuda.cu */
+} fg_backend_kind;
+
+/* ---- the CUDA backend (compute/backend_cuda.cu; compute/backend_nocuda.c in a build without
+ * the toolkit, where both calls answer FG_ERR_UNSUPPORTED) ----
+ * cuBLAS GemmEx for Linear layers (F16/BF16 weights as stored, F32 weights as F32, Q4/Q8
+ * dequantized to F16 on the device, F32 accumulation), kernels for the rest, over the same
+ * staging rules as the sim backend (host operands uploaded per op through pinned staging on a
+ * copy stream, device operands used in place, piece i + 1 uploading while piece i multiplies).
+ * FG_ERR_UNSUPPORTED when no GPU is visible. */
+typedef struct fg_backend_cuda_opts {
+    int device;             /* CUDA device ordinal */
+    int threads;            /* CPU threads of the delegated ops (0 = every online CPU) */
+    fg_compute compute;
+    int cpu_attention;
+} fg_backend_cuda_opts;
+int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend **out, fg_err *err);
+/* Free and total memory of CUDA device `device`. */
+int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg_err *err);
+
 /* ---- the simulated device backend (compute/backend_sim.c, compute/device_sim.c) ----
  * A device on the CPU: its DEVICE memory is addresses host code cannot touch (a load or store
  * through one faults), copies go through a copy-engine thread at a configurable link bandwidth

@@ -116,15 +116,44 @@ static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv_act, u
         f->w[2] = f->c[2] = 1.0;
 }
 
+/* With a GPU and no fractions: as many weights in its pool as surely fit (the pager homes a
+ * chunk by its midpoint, so each unit may take up to its largest chunk beyond the fraction),
+ * the rest by the default rule. */
+static void default_gpu(const fg_plan_model *m, fg_plan *pl, fg_pager_policy *f)
+{
+    double slack = (double)m->n_units * (double)pl->wdecode;
+    double g = ((double)pl->dev_pool - slack) / (double)(m->weights ? m->weights : 1);
+    g = g < 0 ? 0 : g > 1 ? 1 : g;
+    double rest = 1 - g, ram = f->w[1] > 0 ? 1 : 0;
+    f->w[0] = g;
+    f->w[1] = rest * ram;
+    f->w[2] = rest * (1 - ram);
+}
+
 static void homes(const fg_plan_model *m, fg_plan *pl)
 {
     uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * m->hp->n_layers * pl->kv_chunk,
                          (uint64_t)pl->ngb * pl->act_chunk};
     const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
     for (int k = 0; k < 3; k++) {
-        pl->homed[k] = (uint64_t)((double)total[k] * (fr[k][0] + fr[k][1]));
-        pl->on_disk[k] = total[k] - pl->homed[k];
+        pl->dev_homed[k] = (uint64_t)((double)total[k] * fr[k][0]);
+        pl->homed[k] = (uint64_t)((double)total[k] * fr[k][1]);
+        pl->on_disk[k] = total[k] - pl->homed[k] - pl->dev_homed[k];
     }
+}
+
+/* The device's share: a device backend's per-op staging, the rest the pager's pool. */
+static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
+{
+    if (!p->gpu_budget)
+        return FG_OK;
+    pl->dev_reserve = pl->workspace + pl->head + pl->act_chunk + pl->kv_chunk + 2 * pl->wdecode;
+    if (pl->dev_reserve + (1u << 20) > p->gpu_budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
+                          "backend stages up to %.0f MiB per op for gbs %u x ngb %u",
+                          p->gpu_budget / MB, pl->dev_reserve / MB, pl->gbs, pl->ngb);
+    pl->dev_pool = (p->gpu_budget - pl->dev_reserve) & ~(uint64_t)4095;
+    return FG_OK;
 }
 
 int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
@@ -145,13 +174,19 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
                           (pl->fixed + pl->window) / MB);
     uint64_t kv_act = (uint64_t)pl->ngb * (m->hp->n_layers * pl->kv_chunk + pl->act_chunk);
     uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv_act + pl->window;
+    int rc = device(p, pl, err);
+    if (rc)
+        return rc;
     if (p->have_fractions)
         pl->frac = p->frac;
     else
         default_frac(pl, m->weights, kv_act, host, &pl->frac);
-    if (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0)
+    if (!p->have_fractions && p->gpu_budget)
+        default_gpu(m, pl, &pl->frac);
+    if (!p->gpu_budget && (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0))
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
-                          "activations on a GPU, and this engine runs on the CPU");
+                          "activations on a GPU, and this engine runs on the CPU (--backend "
+                          "cuda or sim gives it a device)");
     homes(m, pl);
     uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
     /* no budget: the pool holds what is homed in RAM plus the window */
