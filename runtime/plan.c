@@ -117,11 +117,12 @@ static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv_act, u
 }
 
 /* With a GPU and no fractions: as many weights in its pool as surely fit (the pager homes a
- * chunk by its midpoint, so each unit may take up to its largest chunk beyond the fraction),
+ * chunk by its midpoint, so each unit may take up to half its largest chunk beyond the
+ * fraction; a stored chunk is at most the f32 decode room),
  * the rest by the default rule. */
 static void default_gpu(const fg_plan_model *m, fg_plan *pl, fg_pager_policy *f)
 {
-    double slack = (double)m->n_units * (double)pl->wdecode;
+    double slack = (double)m->n_units * (double)pl->wdecode / 2;
     double g = ((double)pl->dev_pool - slack) / (double)(m->weights ? m->weights : 1);
     g = g < 0 ? 0 : g > 1 ? 1 : g;
     double rest = 1 - g, ram = f->w[1] > 0 ? 1 : 0;
@@ -209,9 +210,21 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
             pl->ngb, pl->max_ctx, pl->ahead);
     for (int k = 0; k < 3; k++) {
         char d[32];
-        fprintf(f, "  %-12s RAM %5.1f%% %10s   disk %5.1f%% %10s\n", what[k], 100 * fr[k][1],
+        if (pl->dev_pool) {
+            char g[32];
+            fprintf(f, "  %-12s GPU %5.1f%% %10s", what[k], 100 * fr[k][0],
+                    fg_fmt_bytes((double)pl->dev_homed[k], g, sizeof g));
+        }
+        if (!pl->dev_pool)
+            fprintf(f, "  %-12s", what[k]);
+        fprintf(f, " RAM %5.1f%% %10s   disk %5.1f%% %10s\n", 100 * fr[k][1],
                 fg_fmt_bytes((double)pl->homed[k], b, sizeof b), 100 * fr[k][2],
                 fg_fmt_bytes((double)pl->on_disk[k], d, sizeof d));
+    }
+    if (pl->dev_pool) {
+        char g[32];
+        fprintf(f, "  GPU: pager pool %s, ", fg_fmt_bytes((double)pl->dev_pool, g, sizeof g));
+        fprintf(f, "per-op staging %s\n", fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
     }
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
