@@ -170,7 +170,10 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
  *  - FG_COMPUTE_INT8: Q4/Q8 weights grouped along the input axis are multiplied with the
  *    activations quantized to int8 per group of the weight's columns (integer dot products;
  *    quant.h fg_quant_gemm); other weights as in F32. */
-typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1 } fg_compute;
+typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1, FG_COMPUTE_F16 = 2 } fg_compute;
+/* FG_COMPUTE_F16: 16-bit GEMM inputs, F32 accumulation (the CUDA backend's tensor-core path:
+ * F16/BF16 weights as stored, Q4/Q8 dequantized to F16, activations rounded per Linear); the
+ * CPU backends compute it as FG_COMPUTE_F32. */
 typedef struct fg_backend_cpu_opts {
     int threads;        /* 0 = every online CPU */
     fg_compute compute;
