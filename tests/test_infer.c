@@ -379,7 +379,7 @@ static void placement_matrix(const char *refname, const char *layout)
  * on the GPU live in device memory host code cannot touch, the rest is staged per op over the
  * link; every placement gives the reference's logits (1e-3) and greedy tokens, and the GPU
  * tier is really used where the fractions put data on it. */
-static void sim_matrix(const char *refname, const char *layout)
+static void device_matrix(fg_backend_kind kind, const char *refname, const char *layout)
 {
     ref r;
     load_ref(refname, &r);
@@ -400,8 +400,9 @@ static void sim_matrix(const char *refname, const char *layout)
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         fg_engine_opts o = defaults();
-        o.backend = FG_BACKEND_SIM;
-        o.gpu_budget = m[i].gpu_budget;
+        o.backend = kind;
+        o.gpu_budget = m[i].gpu_budget ? m[i].gpu_budget
+                     : kind == FG_BACKEND_CUDA ? 1ull << 30 : 0; /* not the whole GPU */
         o.policy.gbs = 1 + (uint32_t)(i % 2);
         o.policy.ngb = i % 2 ? 2 : 3;
         o.policy.have_fractions = m[i].fractions;
@@ -425,11 +426,28 @@ static void sim_matrix(const char *refname, const char *layout)
     free(r.logits);
 }
 
+static void sim_matrix(const char *refname, const char *layout)
+{
+    device_matrix(FG_BACKEND_SIM, refname, layout);
+}
+
 START_TEST(sim_placements_opt) { sim_matrix("opt-tiny", "opt-tiny-safetensors"); }
 END_TEST
 START_TEST(sim_placements_llama3) { sim_matrix("llama3-tiny", "llama3-tiny-bf16"); }
 END_TEST
 START_TEST(sim_placements_mistral) { sim_matrix("mistral-tiny", "mistral-tiny-bf16"); }
+END_TEST
+
+/* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
+START_TEST(cuda_placements_opt) { device_matrix(FG_BACKEND_CUDA, "opt-tiny", "opt-tiny-safetensors"); }
+END_TEST
+START_TEST(cuda_placements_llama2) { device_matrix(FG_BACKEND_CUDA, "llama2-tiny", "llama2-tiny-f16-sharded"); }
+END_TEST
+START_TEST(cuda_placements_llama3) { device_matrix(FG_BACKEND_CUDA, "llama3-tiny", "llama3-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_mistral) { device_matrix(FG_BACKEND_CUDA, "mistral-tiny", "mistral-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_qwen2) { device_matrix(FG_BACKEND_CUDA, "qwen2-tiny", "qwen2-tiny-bf16"); }
 END_TEST
 
 /* A GPU fraction without a device is refused, as is a budget the staging cannot fit in. */
@@ -638,7 +656,34 @@ static Suite *suite(void)
     return s;
 }
 
+static Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("infer_cuda");
+    TCase *tc = tcase_create("infer_cuda");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, cuda_placements_opt);
+    tcase_add_test(tc, cuda_placements_llama2);
+    tcase_add_test(tc, cuda_placements_llama3);
+    tcase_add_test(tc, cuda_placements_mistral);
+    tcase_add_test(tc, cuda_placements_qwen2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
 int main(void)
 {
+#ifdef FG_TEST_INFER_CUDA
+    uint64_t free_b, total_b;
+    fg_err err;
+    if (fg_cuda_mem_info(0, &free_b, &total_b, &err)) {
+        printf("skip: %s\n", err.msg);
+        return 77;
+    }
+    (void)suite;
+    return tu_run(cuda_suite());
+#else
+    (void)cuda_suite;
     return tu_run(suite());
+#endif
 }
