@@ -70,8 +70,9 @@ static void usage(FILE *f)
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan and stop)\n"
-          "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
-          "              grouped along the input axis: fg-convert --group-axis 1)\n"
+          "              --compute f32|int8|f16 (int8: integer dot products on 4-bit/8-bit\n"
+          "              weights grouped along the input axis: fg-convert --group-axis 1;\n"
+          "              f16: 16-bit GEMM inputs, f32 sums, on --backend cuda)\n"
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
           "device:       --backend cpu|sim|cuda (sim: a simulated GPU on the CPU)\n"
           "              --gpu-budget SIZE (device memory; default: CUDA's free memory less\n"
@@ -226,9 +227,10 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_NO_VERIFY: a->r.eo.no_verify = 1; break;
     case O_DRY_RUN: a->r.mode = FG_RUN_DRY; break;
     case O_COMPUTE:
-        if (strcmp(optarg, "f32") && strcmp(optarg, "int8"))
-            die("--compute %s: expected f32 or int8", optarg);
-        a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8 : FG_COMPUTE_F32;
+        if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "f16"))
+            die("--compute %s: expected f32, int8 or f16", optarg);
+        a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8
+                        : !strcmp(optarg, "f16") ? FG_COMPUTE_F16 : FG_COMPUTE_F32;
         break;
     case O_QUIET: a->r.quiet = 1; break;
     case O_TEXT: a->r.text = optarg; break;
