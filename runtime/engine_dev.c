@@ -16,6 +16,9 @@
 #include "engine_int.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+/* Of a CUDA --gpu-budget, what the plan does not count: cuBLAS's workspace, attention's score
+ * batches (64 MiB), the backend's upload slots and 16-bit activations. */
+#define CUDA_SCRATCH (256ull << 20)
 
 /* The policy's gpu_budget for the plan: the flag, or the device's default. */
 int fg_engine_device_budget(fg_engine *e, fg_err *err)
@@ -35,9 +38,13 @@ int fg_engine_device_budget(fg_engine *e, fg_err *err)
     if (e->o.gpu_budget > free_b)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f GiB: the GPU has %.1f GiB "
                           "free of %.1f", e->o.gpu_budget / GIB, free_b / GIB, total_b / GIB);
-    uint64_t margin = 1ull << 30;
-    e->o.policy.gpu_budget = e->o.gpu_budget ? e->o.gpu_budget
-                           : free_b > 2 * margin ? free_b - margin : free_b / 2;
+    uint64_t margin = 1ull << 30, b = e->o.gpu_budget ? e->o.gpu_budget
+                                     : free_b > 2 * margin ? free_b - margin : free_b / 2;
+    if (b <= CUDA_SCRATCH)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.2f GiB: the CUDA backend "
+                          "keeps %.2f GiB for cuBLAS and its kernels' scratch", b / GIB,
+                          CUDA_SCRATCH / GIB);
+    e->o.policy.gpu_budget = b - CUDA_SCRATCH;
     return FG_OK;
 }
 
