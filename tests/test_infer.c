@@ -3,7 +3,10 @@
  * fixture batch (left padding included) and its greedy continuation are compared with what
  * transformers computed (tests/fixtures/make_opt_fixtures.py). The placement/schedule matrix
  * runs over the same model: all in RAM, weights on disk under a tight budget, several gbs x ngb
- * splits, overlap on and off, the row-by-row schedule; 4-bit weights within a stated bound.
+ * splits, overlap on and off, the row-by-row schedule; 4-bit weights within a stated bound. The
+ * device placements (GPU fractions, CPU or device attention) run through the simulated device
+ * backend here, and through the CUDA backend in test_infer_cuda (this file with
+ * FG_TEST_INFER_CUDA), which skips without a GPU.
  *
  * Tolerances: F16 weights are exact (the fixtures are f16-representable), so logits differ by
  * f32 accumulation order only: max |diff| <= 1e-3 (measured: about 3e-6). Q4 (group 64, axis
@@ -437,6 +440,8 @@ START_TEST(sim_placements_llama3) { sim_matrix("llama3-tiny", "llama3-tiny-bf16"
 END_TEST
 START_TEST(sim_placements_mistral) { sim_matrix("mistral-tiny", "mistral-tiny-bf16"); }
 END_TEST
+START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
+END_TEST
 
 /* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
 START_TEST(cuda_placements_opt) { device_matrix(FG_BACKEND_CUDA, "opt-tiny", "opt-tiny-safetensors"); }
@@ -651,6 +656,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_opt);
     tcase_add_test(tc, sim_placements_llama3);
     tcase_add_test(tc, sim_placements_mistral);
+    tcase_add_test(tc, sim_placements_qwen2);
     tcase_add_test(tc, sim_bad_requests_are_refused);
     suite_add_tcase(s, tc);
     return s;
