@@ -7,7 +7,8 @@
  * at once, as it would on a GPU. The bytes live in a second, private mapping (`alias`) at the
  * same offsets, which only the copy engine and the simulated backend's ops (backend_sim.c,
  * through fg_device_sim_alias) use. Allocation is first-fit over [0, cap) in 256-byte units;
- * freed ranges of 1 MiB or more are given back to the OS (MADV_DONTNEED).
+ * freed ranges of 64 MiB or more are given back to the OS (MADV_DONTNEED; smaller ones stay
+ * mapped, so the per-op staging buffers that come and go do not fault their pages in again).
  *
  * Copies: one worker thread (the copy engine) runs copies in the order they were issued. A
  * host <-> device copy takes at least bytes / link_bps seconds (the worker sleeps the rest, so a
@@ -32,7 +33,7 @@
 #include "fg_progress.h"
 
 #define UNIT 256u
-#define GIVE_BACK (1u << 20)
+#define GIVE_BACK (64u << 20)
 
 struct fg_event {
     int done;
