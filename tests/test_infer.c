@@ -404,8 +404,9 @@ static void device_matrix(fg_backend_kind kind, const char *refname, const char 
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         fg_engine_opts o = defaults();
         o.backend = kind;
-        o.gpu_budget = m[i].gpu_budget ? m[i].gpu_budget
-                     : kind == FG_BACKEND_CUDA ? 1ull << 30 : 0; /* not the whole GPU */
+        /* CUDA: not the whole GPU, and 256 MiB more for cuBLAS and kernel scratch */
+        o.gpu_budget = kind != FG_BACKEND_CUDA ? m[i].gpu_budget
+                     : m[i].gpu_budget ? m[i].gpu_budget + (256ull << 20) : 1ull << 30;
         o.policy.gbs = 1 + (uint32_t)(i % 2);
         o.policy.ngb = i % 2 ? 2 : 3;
         o.policy.have_fractions = m[i].fractions;
