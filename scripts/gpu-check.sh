@@ -49,7 +49,7 @@ if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
     local o
     o=$(timeout 150 "$WORK/fg-infer" -m "$store" --backend cuda --gpu-budget 16G --compute f16 \
         --prompt-len 512 --gen-len 32 "$@" 2>&1 >/dev/null) || { say "$label: failed"; echo "$o" | tail -5; fail=1; return; }
-    echo "$o" | grep -E "plan:|measured|GPU" | head -4 | sed "s/^/  $label: /"
+    echo "$o" | grep -E "summary:|block [0-9]|GPU:|decode:" | head -5 | sed "s/^ */  $label: /"
   }
   free_gb() { df -BG --output=avail "$STORES" | tail -1 | tr -dc 0-9; }
   for m in opt-6.7b llama-3-8b; do
