@@ -9,7 +9,8 @@
 #   - opt-30b in 4-bit when the disk has room and the time allows.
 # Put its whole output in the closing note of the work it checks.
 # usage: scripts/gpu-check.sh [WORKDIR]   (WORKDIR: build and synthetic stores; default
-#        build-gpu under the source tree; GPU_CHECK_SKIP_MODELS=1 stops after the benchmark)
+#        build-gpu under the source tree; GPU_CHECK_SKIP_MODELS=1 stops after the benchmark,
+#        GPU_CHECK_NO_BUILD=1 reuses WORKDIR's build)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$ROOT/build-gpu}
@@ -24,12 +25,14 @@ cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | hea
 arch=${cap:-90}
 say "build: CUDA architecture sm_$arch, $(nproc) cores"
 mkdir -p "$WORK"
-cmake -S "$ROOT" -B "$WORK" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 || { tail -20 "$WORK/configure.log"; exit 1; }
-cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
-  test_quant_cuda test_backend_sim bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
-  { grep -E "error" "$WORK/build.log" | head -30; exit 1; }
-say "built"
+if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then # a rerun after a fix can skip nothing else
+  cmake -S "$ROOT" -B "$WORK" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 || { tail -20 "$WORK/configure.log"; exit 1; }
+  cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
+    test_quant_cuda test_backend_sim bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
+    { grep -E "error" "$WORK/build.log" | head -30; exit 1; }
+  say "built"
+fi
 
 say "GPU tests (a skip here means the GPU was not seen: a failure)"
 out=$(cd "$WORK" && timeout 300 ctest -R "^(test_ops|test_backend_cuda|test_infer_cuda|test_quant_cuda|test_backend_sim)$" \
@@ -38,7 +41,10 @@ echo "$out" | grep -E "Test +#|tests passed|FAILED|Failed|F:|E:|nmse" | head -60
 echo "$out" | grep -q "Skipped\|Not Run\|Failed\|FAILED" && fail=1
 
 say "benchmark"
-timeout 120 "$WORK/bench/bench_gpu" || fail=1
+timeout 120 "$WORK/bench/bench_gpu"
+rc=$?
+[ $rc = 77 ] && { say "no GPU visible: stopping (nothing below can run)"; exit 1; }
+[ $rc = 0 ] || fail=1
 
 if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
   STORES=$WORK/stores
