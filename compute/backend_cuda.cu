@@ -376,7 +376,8 @@ __global__ void k_attention(attn_k a)
     const float *q = a.q + (size_t)i * width + (size_t)h * d;
     const float *kb = a.k + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
     const float *vb = a.v + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
-    float *o = a.out + (size_t)i * width + (size_t)h * d, *sc = a.scores + (size_t)blockIdx.x * a.ctx;
+    float *o = a.out + (size_t)i * width + (size_t)h * d;
+    float *sc = a.scores + (size_t)blockIdx.x * a.ctx;
     for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
         qs[c] = q[c];
     __syncthreads();
@@ -788,7 +789,8 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
     for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++) {
         int need = 0;
         for (uint32_t r = 0; r < n && !need; r++)
-            need = (uint64_t)hids[r] >= w->piece_rows[i] && (uint64_t)hids[r] < w->piece_rows[i + 1];
+            need = (uint64_t)hids[r] >= w->piece_rows[i] &&
+                   (uint64_t)hids[r] < w->piece_rows[i + 1];
         if (need)
             rc = gather_piece(be, w, i, (const int32_t *)di, n, (float *)dout, width, err);
     }

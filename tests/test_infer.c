@@ -445,15 +445,20 @@ START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); 
 END_TEST
 
 /* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
-START_TEST(cuda_placements_opt) { device_matrix(FG_BACKEND_CUDA, "opt-tiny", "opt-tiny-safetensors"); }
+static void cuda_matrix(const char *refname, const char *layout)
+{
+    device_matrix(FG_BACKEND_CUDA, refname, layout);
+}
+
+START_TEST(cuda_placements_opt) { cuda_matrix("opt-tiny", "opt-tiny-safetensors"); }
 END_TEST
-START_TEST(cuda_placements_llama2) { device_matrix(FG_BACKEND_CUDA, "llama2-tiny", "llama2-tiny-f16-sharded"); }
+START_TEST(cuda_placements_llama2) { cuda_matrix("llama2-tiny", "llama2-tiny-f16-sharded"); }
 END_TEST
-START_TEST(cuda_placements_llama3) { device_matrix(FG_BACKEND_CUDA, "llama3-tiny", "llama3-tiny-bf16"); }
+START_TEST(cuda_placements_llama3) { cuda_matrix("llama3-tiny", "llama3-tiny-bf16"); }
 END_TEST
-START_TEST(cuda_placements_mistral) { device_matrix(FG_BACKEND_CUDA, "mistral-tiny", "mistral-tiny-bf16"); }
+START_TEST(cuda_placements_mistral) { cuda_matrix("mistral-tiny", "mistral-tiny-bf16"); }
 END_TEST
-START_TEST(cuda_placements_qwen2) { device_matrix(FG_BACKEND_CUDA, "qwen2-tiny", "qwen2-tiny-bf16"); }
+START_TEST(cuda_placements_qwen2) { cuda_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
 END_TEST
 
 /* A GPU fraction without a device is refused, as is a budget the staging cannot fit in. */
