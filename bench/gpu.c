@@ -212,9 +212,9 @@ int main(void)
         return 77;
     }
     uint64_t n = 1024ull * MIB;
-    double ceil = memcpy_gbs(n), got = pager_gbs(be, 64, 16 * MIB);
-    printf("H2D: pager HOST -> DEVICE %6.1f GB/s   (pinned cudaMemcpy %6.1f GB/s)\n", got, ceil);
-    linear_figures(be, ceil);
+    double h2d = memcpy_gbs(n), got = pager_gbs(be, 64, 16 * MIB);
+    printf("H2D: pager HOST -> DEVICE %6.1f GB/s   (pinned cudaMemcpy %6.1f GB/s)\n", got, h2d);
+    linear_figures(be, h2d);
     fg_backend_free(be);
     return 0;
 }
