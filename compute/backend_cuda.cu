@@ -44,6 +44,7 @@
 
 extern "C" {
 #include "backend_int.h"
+#include "cublas_dl.h"
 #include "quant_cuda.h"
 }
 
@@ -459,6 +460,7 @@ typedef struct cuda_ctx {
     fg_compute compute;
     cudaStream_t cs;          /* compute */
     cublasHandle_t blas;
+    const fg_cublas_fns *bl;  /* cuBLAS, loaded on first use */
     fg_backend *cpu;          /* delegated attention */
     slot sl[2];
     void *dq;                 /* a decoded piece: f32 or 16-bit */
@@ -613,12 +615,12 @@ static int gemm_piece(cuda_ctx *c, const fg_wpiece *p, const void *data, const f
     cublasStatus_t s;
     if (use16) {
         cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-        s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one, w, t,
-                         (int)k, c->x16, t, (int)k, &zero, yc, CUDA_R_32F, (int)n,
-                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        s = c->bl->gemm_ex(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
+                           w, t, (int)k, c->x16, t, (int)k, &zero, yc, CUDA_R_32F, (int)n,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else {
-        s = cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
-                        (const float *)w, (int)k, x, (int)k, &zero, yc, (int)n);
+        s = c->bl->sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
+                         (const float *)w, (int)k, x, (int)k, &zero, yc, (int)n);
     }
     if ((rc = ckb(s, "gemm", err)))
         return rc;
@@ -1054,7 +1056,7 @@ static void cu_destroy(fg_backend *be)
         cudaFree(c->dq);
         cudaFree(c->x16);
         if (c->blas)
-            cublasDestroy(c->blas);
+            c->bl->destroy(c->blas);
         if (c->cs)
             cudaStreamDestroy(c->cs);
         fg_backend_free(c->cpu);
@@ -1093,10 +1095,12 @@ static int ctx_init(cuda_ctx *c, const fg_backend_cuda_opts *o, fg_err *err)
         if (rc == FG_OK) /* "done" before any piece used the slot */
             rc = ck(cudaEventRecord(c->sl[i].done, c->cs), "event", err);
     }
+    if (rc == FG_OK && !(c->bl = fg_cublas(err)))
+        rc = err->code;
     if (rc == FG_OK)
-        rc = ckb(cublasCreate(&c->blas), "cublasCreate", err);
+        rc = ckb(c->bl->create(&c->blas), "cublasCreate", err);
     if (rc == FG_OK)
-        rc = ckb(cublasSetStream(c->blas, c->cs), "cublasSetStream", err);
+        rc = ckb(c->bl->set_stream(c->blas, c->cs), "cublasSetStream", err);
     fg_backend_cpu_opts co = {o->threads, FG_COMPUTE_F32};
     if (rc == FG_OK)
         rc = fg_backend_cpu_create_opts(&co, &c->cpu, err);
