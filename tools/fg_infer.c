@@ -71,7 +71,11 @@ static void usage(FILE *f)
           "              --dry-run (print the memory plan and stop)\n"
           "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
           "              grouped along the input axis: fg-convert --group-axis 1)\n"
-          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
+          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
+          "prefix cache: --prefix-cache DIR (prompt prefixes' KV rows kept in a store there,\n"
+          "              loaded instead of computed; shared prefixes of a job computed once)\n"
+          "              --prefix-cache-budget SIZE (least recently used pages evicted past it)\n"
+          "              --prefix-page-tokens N (tokens a cache page, 16; fixed per cache)\n",
           f);
 }
 
@@ -151,6 +155,7 @@ enum {
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE,
+    O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -222,6 +227,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_COMPRESS_W: a->r.eo.policy.compress_weight = 1; break;
     case O_COMPRESS_C: a->r.eo.policy.compress_cache = 1; break;
     case O_OFFLOAD: a->r.eo.offload_dir = optarg; break;
+    case O_PFX: a->r.prefix_cache = optarg; break;
+    case O_PFX_BUDGET: a->r.prefix_budget = parse_size("--prefix-cache-budget", optarg); break;
+    case O_PFX_PAGE:
+        a->r.prefix_page_tokens = (uint32_t)parse_uint("--prefix-page-tokens", optarg, 1, 4096);
+        break;
     case O_SPARSITY:
         a->r.eo.policy.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
@@ -261,6 +271,9 @@ static void parse_args(args *a, int argc, char **argv)
         {"compress-cache", no_argument, NULL, O_COMPRESS_C},
         {"attn-sparsity", required_argument, NULL, O_SPARSITY},
         {"offload-dir", required_argument, NULL, O_OFFLOAD},
+        {"prefix-cache", required_argument, NULL, O_PFX},
+        {"prefix-cache-budget", required_argument, NULL, O_PFX_BUDGET},
+        {"prefix-page-tokens", required_argument, NULL, O_PFX_PAGE},
         {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
         {"policy", required_argument, NULL, O_POLICY},
         {"compute", required_argument, NULL, O_COMPUTE},
