@@ -494,8 +494,9 @@ typedef struct put_ctx {
 static int by_page_desc(const void *a, const void *b, void *ctx)
 {
     const fg_prefix_entry *e = ((put_ctx *)ctx)->e;
-    uint32_t pa = e[*(const size_t *)a].page, pb = e[*(const size_t *)b].page;
-    return pa < pb ? 1 : pa > pb ? -1 : 0;
+    size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+    uint32_t pa = e[ia].page, pb = e[ib].page;
+    return pa < pb ? 1 : pa > pb ? -1 : ia < ib ? -1 : ia > ib; /* stable: in given order */
 }
 
 int fg_prefix_put(fg_prefix *p, const fg_prefix_entry *e, size_t n, fg_err *err)
