@@ -238,11 +238,16 @@ static int store_open(fg_prefix *p, unsigned flags, fg_err *err)
 }
 
 /* Open the store, creating it when the directory is missing or not a store yet (another
- * process creating it at the same time is waited for). */
+ * process creating it at the same time is waited for: until its catalog exists, a reader sees
+ * FG_ERR_STORE_CATALOG). */
 static int open_or_create(fg_prefix *p, fg_err *err)
 {
     for (int tries = 0;; tries++) {
         int rc = store_open(p, FG_STORE_RDONLY, err);
+        if (rc == FG_ERR_STORE_CATALOG && tries < 50) { /* another process is creating it */
+            usleep(20000);
+            continue;
+        }
         if (rc != FG_ERR_STORE_NOT_STORE && rc != FG_ERR_NOT_FOUND && rc != FG_ERR_IO)
             return rc;
         fg_store_opts so = {0};
