@@ -24,6 +24,10 @@
  * transformers (padding is never attended; positions count real tokens only). Finished
  * sequences keep their slot until the whole block is done (their outputs are ignored), so
  * shapes stay fixed and nothing is allocated per step.
+ *
+ * With a prefix cache (prefix_kv.c) the prefill is chunked: the cached rows of every sequence
+ * are loaded into its KV cache first and the prefill computes cache slots [s0, P) only, the
+ * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode.
  */
 #include <math.h>
 #include <stdlib.h>
