@@ -23,6 +23,7 @@
 #include "prefix.h"
 
 #define SAVE_GROUP_BYTES (64ull << 20) /* payload bytes gathered per fg_prefix_put */
+#define SAVE_GROUP_ENTRIES 1024u       /* and at most this many entries (put takes 4096) */
 
 /* ---- identity ---- */
 
@@ -291,6 +292,7 @@ static int save_all(fg_engine *e, const fg_pfx_block *pb, const fg_gen_seq *seqs
     uint32_t L = e->hp.n_layers;
     size_t per = (size_t)L * fg_prefix_payload_bytes(e->prefix);
     size_t group = SAVE_GROUP_BYTES / per ? SAVE_GROUP_BYTES / per : 1;
+    group = group < SAVE_GROUP_ENTRIES ? group : SAVE_GROUP_ENTRIES;
     group = group < n ? group : n;
     uint8_t *data = malloc(group * per);
     const void **lp = malloc(group * L * sizeof *lp);
