@@ -309,6 +309,8 @@ static int check_ident(fg_prefix *p, fg_err *err)
 int fg_prefix_open(const char *dir, const fg_prefix_ident *id, const fg_prefix_opts *opts,
                    fg_prefix **out, fg_err *err)
 {
+    fg_err local;
+    err = err ? err : &local;
     *out = NULL;
     if (!id->page_tokens || id->page_tokens > FG_PREFIX_MAX_PAGE_TOKENS || !id->n_layers ||
         !id->row_bytes)
@@ -732,7 +734,7 @@ int fg_prefix_info_get(const char *dir, fg_prefix_info *out, fg_err *err)
     fg_store_kv_page pg;
     if (rc == FG_OK && fg_store_kv_read(s, &k, c.buf, c.cap, &pg, NULL) == FG_OK)
         out->has_ident = fg_prefix_ident_decode(c.buf, pg.payload_len, &out->ident, NULL) == FG_OK;
-    if (rc == FG_OK)
+    if (rc == FG_OK && out->has_ident) /* another kind of store: nothing more to count */
         rc = fg_store_kv_iter(s, UINT64_MAX, info_page, &c, err);
     if (rc == FG_OK)
         rc = fg_store_file_iter(s, file_bytes, out, err);

@@ -141,7 +141,8 @@ typedef struct fg_prefix_stats {
 } fg_prefix_stats;
 void fg_prefix_stats_get(const fg_prefix *p, fg_prefix_stats *out);
 
-/* What a cache holds (fg-inspect), read through a read-only handle. */
+/* What a cache holds (fg-inspect), read through a read-only handle; a store without the
+ * identity page (has_ident 0) is not a cache and is not walked. */
 typedef struct fg_prefix_info {
     int has_ident;
     fg_prefix_ident ident;
