@@ -16,6 +16,10 @@
  * compression just before the engine opens, from the machine's calibration (the cache's file,
  * measured quickly when missing) and the run's prompt length, new tokens and prompt count; the
  * summary and --dry-run print its predicted times beside the measured ones.
+ *
+ * --prefix-cache (runner_prefix.c) opens the cache for the engine's identity once the engine is
+ * open; a file job first runs its shared-prefix pass (a third pass over the input), and the
+ * summary adds the cache's line.
  */
 #define _GNU_SOURCE
 #include <errno.h>
