@@ -6,7 +6,9 @@
 #  2. fg-inspect shows the cache (entries, bytes, hits) and --verify passes;
 #  3. a cache made under another KV codec is refused with one line;
 #  4. --prefix-cache-budget bounds the bytes in use;
-#  5. two jobs at once on one cache both finish with the same results.
+#  5. two jobs at once on one cache both finish with the same results;
+#  6. fg-infer SIGKILLed at seeded instants while filling a cache leaves one that verifies and
+#     gives the same results.
 set -euo pipefail
 CONVERT=$1 INFER=$2 INSPECT=$3 SRC=$4 WORK=$5
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
@@ -71,4 +73,16 @@ wait $p2 || rc2=$?
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || { echo "two jobs on one cache: exit $rc1, $rc2"; exit 1; }
 for r in s1 s2; do diff <(texts off.jsonl) <(texts $r.jsonl); done
 "$INSPECT" --verify shared > /dev/null
+# ---- 6. fg-infer killed (SIGKILL) at seeded instants while it fills a cache: the cache still
+# verifies, and a run through it gives the same results
+RANDOM=20261201
+for t in 1 2 3 4 5 6; do
+  "$INFER" "${ARGS[@]}" --output k$t.jsonl --prefix-cache killed --quiet & pk=$!
+  sleep "0.$(printf '%03d' $((RANDOM % 900)))"
+  kill -9 $pk 2>/dev/null || true
+  wait $pk 2>/dev/null || true
+done
+"$INSPECT" --verify killed > /dev/null
+"$INFER" "${ARGS[@]}" --output k.jsonl --prefix-cache killed --quiet
+diff <(texts off.jsonl) <(texts k.jsonl) || { echo "results through a killed cache differ"; exit 1; }
 echo "tool_prefix: ok (cold $cc cached / $cp computed, warm $wc / $wp)"
