@@ -23,7 +23,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(FG_MODULE_LIBS fg_core fg_format fg_quant fg_store fg_pager fg_text fg_compute fg_model
-    fg_convert fg_engine fg_policy fg_jobs fg_runner)
+    fg_prefix fg_convert fg_engine fg_policy fg_jobs fg_runner)
 # A module library that one of these links must be in the list too (a new module added to the
 # build and not here would leave libfg with undefined references).
 foreach(lib IN LISTS FG_MODULE_LIBS)
@@ -53,7 +53,7 @@ endif()
 # compiler) and that none includes a header missing from include/fg/.
 set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
-    runtime/plan.h runtime/engine.h runtime/jobs.h runtime/runner.h policy/policy_search.h)
+    runtime/plan.h runtime/engine.h runtime/prefix.h runtime/jobs.h runtime/runner.h policy/policy_search.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.
 set(FG_BUILD_INCLUDE ${CMAKE_BINARY_DIR}/include)
 foreach(h IN LISTS FG_PUBLIC_HEADERS)

@@ -82,16 +82,25 @@ typedef int (*fg_stop_fn)(void *ctx, uint32_t seq, const int32_t *out, uint32_t 
 /* Progress: tokens produced so far in this block. */
 typedef void (*fg_tick_fn)(void *ctx, uint64_t tokens);
 
+/* The logits sequence seq sampled its token n_out (0-based) from: [vocab] floats, valid during
+ * the call. */
+typedef void (*fg_logits_fn)(void *ctx, uint32_t seq, uint32_t n_out, const float *logits,
+                             uint32_t vocab);
+
 typedef struct fg_gen_hooks {
     fg_stop_fn stop;
     void *stop_ctx;
     fg_tick_fn tick;
     void *tick_ctx;
+    fg_logits_fn logits;     /* may be NULL */
+    void *logits_ctx;
 } fg_gen_hooks;
 
 typedef struct fg_gen_stats {
     double prefill_s, decode_s;
     uint64_t new_tokens;
+    uint64_t prompt_cached;  /* prompt tokens whose KV rows came from the prefix cache */
+    uint64_t prompt_computed; /* prompt tokens the prefill computed */
 } fg_gen_stats;
 
 /* Generate for seqs[0..n) (n <= block size) as one block. hooks may be NULL. */
@@ -105,6 +114,17 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
 int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
                      uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
                      fg_err *err);
+
+/* ---- the prefix cache (prefix.h) ---- */
+struct fg_prefix;
+struct fg_prefix_ident;
+/* The identity of this engine's KV rows (model content hash over the store's config and
+ * tensor digests, KV codec and row size, compute mode, backend) for pages of page_tokens. */
+int fg_engine_prefix_ident(fg_engine *e, uint32_t page_tokens, struct fg_prefix_ident *id,
+                           fg_err *err);
+/* Use p (borrowed; NULL: none) from the next fg_engine_generate on: cached prompt pages are
+ * loaded instead of computed and the new whole pages saved. Results are unchanged. */
+void fg_engine_set_prefix(fg_engine *e, struct fg_prefix *p);
 
 typedef struct fg_engine_stats {
     fg_pager_stats pager;

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "prefix.h"
 
 /* Chunks of a streamed tensor (the LM head) read ahead of the one multiplying (a 4 MiB chunk
  * multiplies in about as long as it takes to read). */
@@ -81,7 +82,25 @@ struct fg_engine {
     span *spans;
     size_t n_spans, cap_spans;
     double t_open;
+    struct fg_prefix *prefix;      /* borrowed (fg_engine_set_prefix), or NULL */
 };
+
+/* prefix_kv.c: a block's prefix cache work between its load and its save */
+typedef struct fg_pfx_block {
+    uint32_t n, P;                 /* sequences, padded prompt length */
+    fg_prefix_key **keys;          /* [n][n_prompt / page_tokens] chain keys */
+    uint32_t *known;               /* [n] leading pages the cache held */
+    uint32_t *cached;              /* [n] tokens loaded into the KV cache */
+    uint64_t tok_cached, tok_computed; /* prompt tokens taken from the cache / computed */
+} fg_pfx_block;
+/* Look up each prompt's cached pages and copy them into the block's KV chunks; *s0 receives
+ * the first cache slot the prefill must compute (0 without a cache). pb is freed by
+ * fg_pfx_block_free, also on failure. */
+int fg_engine_prefix_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
+                          fg_pfx_block *pb, uint32_t *s0, fg_err *err);
+/* Save the block's whole prompt pages the cache did not hold (after the prefill). */
+int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb, fg_err *err);
+void fg_pfx_block_free(fg_pfx_block *pb);
 
 /* engine.c */
 /* Start reading the units of the span at u (best effort). */

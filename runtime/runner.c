@@ -16,6 +16,10 @@
  * compression just before the engine opens, from the machine's calibration (the cache's file,
  * measured quickly when missing) and the run's prompt length, new tokens and prompt count; the
  * summary and --dry-run print its predicted times beside the measured ones.
+ *
+ * --prefix-cache (runner_prefix.c) opens the cache for the engine's identity once the engine is
+ * open; a file job first runs its shared-prefix pass (a third pass over the input), and the
+ * summary adds the cache's line.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +38,7 @@
 #include "jobs.h"
 #include "policy_search.h"
 #include "runner.h"
+#include "runner_prefix.h"
 
 typedef struct run {
     const fg_run_opts *o;
@@ -42,6 +47,7 @@ typedef struct run {
     fg_store *store;
     fg_tok *tok;
     fg_engine *e;
+    fg_prefix *pfx;        /* --prefix-cache, or NULL */
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     char policy_line[256]; /* policy_auto: what the search chose */
@@ -345,6 +351,8 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)
         rc = fg_engine_open(r->store, &r->eo, &r->e, err);
+    if (rc == FG_OK && r->o->prefix_cache)
+        rc = fg_runner_prefix_open(r->e, r->o, &r->pfx, err);
     if (rc == FG_OK && !r->o->policy_auto && P + G)
         predict_fixed(r, P, G, seqs);
     if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
@@ -405,6 +413,7 @@ static void summary(run *r)
                 nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
                 p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0);
     }
+    fg_runner_prefix_summary(r->log, r->o, r->pfx, p);
     double f = fg_model_flops_per_token(fg_engine_hparams(r->e));
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
@@ -422,6 +431,8 @@ static int generate(run *r, fg_gen_seq *seqs, uint32_t n, const stops *st, tick_
     r->rep.decode_s += gs.decode_s;
     r->rep.tokens += gs.new_tokens;
     r->rep.prompts += n;
+    r->rep.prompt_cached += gs.prompt_cached;
+    r->rep.prompt_computed += gs.prompt_computed;
     tc->base += gs.new_tokens;
     return rc;
 }
@@ -618,6 +629,46 @@ static void free_block(jobs_run *j, uint32_t bs)
     }
 }
 
+/* --prefix-cache: the pending prompts' shared prefixes computed once, before the blocks. */
+static int share_jobs(run *r, const fg_job_output *done, fg_err *err)
+{
+    fg_job_reader *rd;
+    fg_job_list l = {0};
+    int32_t **ids = NULL;
+    uint32_t *lens = NULL;
+    size_t n = 0, cap = 0;
+    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
+        for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
+            char what[160];
+            what_of(r, &l.jobs[i], what, sizeof what);
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                int32_t **ni = realloc(ids, cap * sizeof *ids);
+                ids = ni ? ni : ids;
+                uint32_t *nl = ni ? realloc(lens, cap * sizeof *lens) : NULL;
+                lens = nl ? nl : lens;
+                if (!nl) {
+                    rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            }
+            if ((rc = encode(r, l.jobs[i].prompt, 1, &ids[n], &lens[n], what, err)) == FG_OK)
+                n++;
+        }
+    }
+    fg_jobs_free(&l);
+    fg_job_reader_close(rd);
+    if (rc == FG_OK)
+        rc = fg_runner_prefix_share(r->e, r->pfx, (const int32_t *const *)ids, lens, n, &r->rep,
+                                    err);
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(lens);
+    return rc;
+}
+
 static int jobs_loop(run *r, jobs_run *j, uint64_t total, fg_err *err)
 {
     uint32_t bs = fg_engine_block_size(r->e);
@@ -678,8 +729,11 @@ static int run_jobs(run *r, fg_err *err)
     uint32_t G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
     if (rc == FG_OK)
         rc = open_engine(r, ctx - G, G, complete ? (uint32_t)(total - n_done) : 0, err);
+    if (rc == FG_OK && r->pfx && complete)
+        rc = share_jobs(r, j.outp, err);
     if (rc == FG_OK)
         rc = jobs_loop(r, &j, new_tokens, err);
+    r->rep.total_s += r->rep.shared_s; /* the shared pass ran before the loop's clock */
     if (rc == FG_OK)
         summary(r);
 done:
@@ -895,6 +949,7 @@ int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
     }
     if (r.tmp_store[0])
         nftw(r.tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fg_prefix_close(r.pfx); /* after the engine, which borrows it */
     fg_tok_free(r.tok);
     fg_store_close(r.store);
     if (rep)

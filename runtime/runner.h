@@ -52,6 +52,10 @@ typedef struct fg_run_opts {
     const char *calibration;        /* calibration file (NULL: $XDG_CACHE_HOME/fg/...; missing
                                        or stale there: measured quickly and written) */
     int calibrate_quick;            /* CALIBRATE: the quick measurement */
+    const char *prefix_cache;       /* --prefix-cache DIR: prompt prefixes' KV rows kept there
+                                       (prefix.h); NULL: none */
+    uint64_t prefix_budget;         /* --prefix-cache-budget: bytes of cache pages (0: no bound) */
+    uint32_t prefix_page_tokens;    /* --prefix-page-tokens: tokens a cache page (0: 16) */
     int quiet;                      /* no progress, notices or summary */
     FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */
     FILE *log;                      /* progress, notices, summary (NULL: stderr) */
@@ -64,6 +68,11 @@ typedef struct fg_run_report {
     uint64_t scored;                /* PPL: tokens scored */
     int predicted;                  /* policy_auto: the cost model's figures below are set */
     double pred_prefill_s, pred_decode_s, pred_tok_s;
+    /* --prefix-cache: the job's prompt tokens whose KV rows were loaded / computed; the shared
+     * pass (runner_prefix.c): prefixes and their tokens computed first, and its time (also
+     * counted in prefill_s) */
+    uint64_t prompt_cached, prompt_computed, shared_prefixes, shared_tokens;
+    double shared_s;
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG

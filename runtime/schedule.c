@@ -24,6 +24,10 @@
  * transformers (padding is never attended; positions count real tokens only). Finished
  * sequences keep their slot until the whole block is done (their outputs are ignored), so
  * shapes stay fixed and nothing is allocated per step.
+ *
+ * With a prefix cache (prefix_kv.c) the prefill is chunked: the cached rows of every sequence
+ * are loaded into its KV cache first and the prefill computes cache slots [s0, P) only, the
+ * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +38,8 @@
 
 typedef struct block {
     uint32_t n, nb, P, G;  /* sequences, batches, padded prompt length, steps */
+    uint32_t s0;           /* the prefill computes cache slots [s0, P): the rows before came
+                              from the prefix cache (prefix_kv.c) */
     fg_gen_seq *seqs;
     int32_t *last_pos;     /* [n] position of each sequence's newest token */
     const fg_gen_hooks *hooks;
@@ -68,7 +74,7 @@ static fg_kv_batch kv_view(const fg_engine *e, void *chunk)
 static fg_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t i, void *hidden)
 {
     size_t o = tok_off(e, k);
-    uint32_t n_new = i == 0 ? b->P : 1, pos0 = i == 0 ? 0 : b->P + i - 1;
+    uint32_t n_new = i == 0 ? b->P - b->s0 : 1, pos0 = i == 0 ? b->s0 : b->P + i - 1;
     return (fg_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->pos + o, e->valid + o,
                      hidden, e->o.policy.attn_sparsity};
 }
@@ -89,19 +95,25 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
     return fg_engine_release(e, &v, 1, rc, err);
 }
 
+/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of [0, P). */
 static void setup_prompts(fg_engine *e, block *b)
 {
+    uint32_t W = b->P - b->s0;
     for (uint32_t s = 0; s < b->n; s++) {
         uint32_t k = s / e->gbs, r = s % e->gbs, pad = b->P - b->seqs[s].n_prompt;
         size_t o = tok_off(e, k);
-        int32_t *ids = e->ids + o + (size_t)r * b->P;
+        int32_t *ids = e->ids + o + (size_t)r * W, *pos = e->pos + o + (size_t)r * W;
         uint8_t *valid = e->valid + o + (size_t)r * e->max_ctx;
         memset(valid, 0, e->max_ctx);
         for (uint32_t t = 0; t < b->P; t++) {
-            ids[t] = t < pad ? (e->hp.pad_id >= 0 ? e->hp.pad_id : 0) : b->seqs[s].prompt[t - pad];
+            if (t >= b->s0)
+                ids[t - b->s0] = t < pad ? (e->hp.pad_id >= 0 ? e->hp.pad_id : 0)
+                                 : b->seqs[s].prompt[t - pad];
             valid[t] = t >= pad;
         }
-        fg_model_positions(valid, b->P, e->pos + o + (size_t)r * b->P);
+        /* rows are set up in order: row r's positions may spill into row r + 1's, not yet set */
+        fg_model_positions(valid, b->P, pos);
+        memmove(pos, pos + b->s0, (size_t)W * sizeof *pos);
         b->last_pos[s] = (int32_t)b->seqs[s].n_prompt - 1;
         b->seqs[s].n_out = 0;
         b->seqs[s].finish = FG_FINISH_NONE;
@@ -131,6 +143,8 @@ static void advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row
         if (q->finish == FG_FINISH_NONE) {
             fg_rng rng;
             fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
+            if (h && h->logits)
+                h->logits(h->logits_ctx, s, q->n_out, lg, e->hp.vocab_size);
             next = fg_sample(lg, e->hp.vocab_size, &q->sample, &rng, e->sampler);
             q->out[q->n_out++] = next;
             if (is_eos(&e->hp, next))
@@ -377,13 +391,25 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     b.last_pos = last_pos;
     b.hooks = hooks;
-    setup_prompts(e, &b);
-    if (e->o.policy.schedule == FG_SCHEDULE_ROW)
+    fg_pfx_block pb;
+    double t0 = fg_now();
+    rc = fg_engine_prefix_load(e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
+    st->prefill_s += fg_now() - t0;
+    if (rc == FG_OK)
+        setup_prompts(e, &b);
+    if (rc == FG_OK && e->o.policy.schedule == FG_SCHEDULE_ROW)
         for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
             rc = run_batches(e, &b, k, k + 1, st, err);
-    else
+    else if (rc == FG_OK)
         rc = run_batches(e, &b, 0, b.nb, st, err);
+    t0 = fg_now();
+    if (rc == FG_OK) /* saving is prompt work: its time counts to the prefill */
+        rc = fg_engine_prefix_save(e, seqs, &pb, err);
+    st->prefill_s += fg_now() - t0;
     st->new_tokens = produced(&b);
+    st->prompt_cached = pb.tok_cached;
+    st->prompt_computed = e->prefix ? pb.tok_computed : (uint64_t)0;
+    fg_pfx_block_free(&pb);
     free(last_pos);
     return rc;
 }

@@ -78,7 +78,11 @@ static void usage(FILE *f)
           "              --gpu-budget SIZE (device memory; default: CUDA's free memory less\n"
           "              1 GiB, sim 1G)  --sim-link GBPS (the simulated link's bandwidth)\n"
           "              --cpu-cache-compute (with a device: attention on the CPU where the\n"
-          "              KV cache is in RAM)\n",
+          "              KV cache is in RAM)\n"
+          "prefix cache: --prefix-cache DIR (prompt prefixes' KV rows kept in a store there,\n"
+          "              loaded instead of computed; shared prefixes of a job computed once)\n"
+          "              --prefix-cache-budget SIZE (least recently used pages evicted past it)\n"
+          "              --prefix-page-tokens N (tokens a cache page, 16; fixed per cache)\n",
           f);
 }
 
@@ -158,6 +162,7 @@ enum {
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
+    O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -242,6 +247,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_COMPRESS_W: a->r.eo.policy.compress_weight = 1; break;
     case O_COMPRESS_C: a->r.eo.policy.compress_cache = 1; break;
     case O_OFFLOAD: a->r.eo.offload_dir = optarg; break;
+    case O_PFX: a->r.prefix_cache = optarg; break;
+    case O_PFX_BUDGET: a->r.prefix_budget = parse_size("--prefix-cache-budget", optarg); break;
+    case O_PFX_PAGE:
+        a->r.prefix_page_tokens = (uint32_t)parse_uint("--prefix-page-tokens", optarg, 1, 4096);
+        break;
     case O_SPARSITY:
         a->r.eo.policy.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
@@ -281,6 +291,9 @@ static void parse_args(args *a, int argc, char **argv)
         {"compress-cache", no_argument, NULL, O_COMPRESS_C},
         {"attn-sparsity", required_argument, NULL, O_SPARSITY},
         {"offload-dir", required_argument, NULL, O_OFFLOAD},
+        {"prefix-cache", required_argument, NULL, O_PFX},
+        {"prefix-cache-budget", required_argument, NULL, O_PFX_BUDGET},
+        {"prefix-page-tokens", required_argument, NULL, O_PFX_PAGE},
         {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
         {"policy", required_argument, NULL, O_POLICY},
         {"compute", required_argument, NULL, O_COMPUTE},

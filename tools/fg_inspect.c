@@ -1,6 +1,7 @@
 /* fg-inspect - show what a .fgt file holds: header, metadata, tensors, chunks; --verify checks
  * every checksum; --json prints the same for scripts. Given a store directory, shows the store
- * instead (inspect_store.c); --reindex rebuilds its catalog from its files first. Exit 0 ok,
+ * instead (inspect_store.c), or a prefix KV cache's entries, bytes and hits (inspect_prefix.c);
+ * --reindex rebuilds its catalog from its files first. Exit 0 ok,
  * 1 bad file or store, or output that could not be written (stdout full or closed), 2 bad
  * usage. */
 #include <errno.h>
@@ -12,13 +13,14 @@
 #include <string.h>
 
 #include "fgt.h"
+#include "inspect_prefix.h"
 #include "inspect_store.h"
 #include "inspect_util.h"
 #include "store.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR\n"
+    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR|CACHE_DIR\n"
                "       fg-inspect --reindex [--json] [--verify] [--no-chunks] STORE_DIR\n"
                "  --json       machine-readable output\n"
                "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
@@ -184,6 +186,9 @@ static int inspect(int argc, char **argv)
         }
         fprintf(stderr, "fg-inspect: %s: catalog rebuilt from the store's files\n", argv[optind]);
     }
+    fg_prefix_info pinfo;
+    if (is_dir && is_prefix_cache(argv[optind], &pinfo)) /* fg-infer --prefix-cache DIR */
+        return inspect_prefix(argv[optind], &pinfo, json, verify);
     if (is_dir)
         return inspect_store(argv[optind], json, verify, chunks);
     fg_fgt_reader *r;

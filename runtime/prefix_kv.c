@@ -1,0 +1,344 @@
+/* prefix_kv.c - the engine's side of the prefix cache (prefix.h): cached KV rows copied into a
+ * block's KV chunks before its prefill, and the whole prompt pages the prefill computed copied
+ * out and saved after the block.
+ *
+ * A block's prompts are left-padded to P tokens; sequence s with n_s tokens has pad_s =
+ * P - n_s, and its token i sits at cache slot pad_s + i with a position that counts real
+ * tokens only, so the KV rows of a token prefix do not depend on the padding (and per-row
+ * codecs encode each row on its own): a page's rows can be written at any slot. The lookup
+ * finds c_s cached tokens for each sequence (whole pages, at most n_s - 1: the last prompt
+ * token must be computed for its logits); they are read into slots [pad_s, pad_s + c_s) of
+ * every layer, and the prefill then computes slots [s0, P) of all sequences, s0 = min over s
+ * of pad_s + c_s (schedule.c's chunked prefill). Rows past s0 that were loaded are computed
+ * again, to the same values.
+ *
+ * A page that another process evicts between the lookup and the read is a miss from there on:
+ * c_s drops to that page, and the pages already copied beyond it are recomputed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine_int.h"
+#include "prefix.h"
+
+#define SAVE_GROUP_BYTES (64ull << 20) /* payload bytes gathered per fg_prefix_put */
+#define SAVE_GROUP_ENTRIES 1024u       /* and at most this many entries (put takes 4096) */
+
+/* ---- identity ---- */
+
+typedef struct hash_ctx {
+    XXH3_state_t *st;
+} hash_ctx;
+
+static int hash_tensor(void *ctx, const fg_store_tensor *t)
+{
+    XXH3_state_t *st = ((hash_ctx *)ctx)->st;
+    XXH3_64bits_update(st, t->name, strlen(t->name) + 1);
+    uint8_t c[12] = {t->codec.id, t->codec.bits, t->codec.group_axis, t->codec.scale_dtype,
+                     t->codec.nibble_order, t->codec.layout_version};
+    memcpy(c + 8, &t->codec.group_size, 4);
+    XXH3_64bits_update(st, c, sizeof c);
+    XXH3_64bits_update(st, &t->digest, sizeof t->digest);
+    return 0;
+}
+
+int fg_engine_prefix_ident(fg_engine *e, uint32_t page_tokens, fg_prefix_ident *id,
+                           fg_err *err)
+{
+    memset(id, 0, sizeof *id);
+    void *cfg;
+    size_t len;
+    int rc = fg_store_meta_get(e->store, "model.config_json", &cfg, &len, err);
+    if (rc)
+        return rc;
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) {
+        free(cfg);
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, cfg, len);
+    free(cfg);
+    hash_ctx hc = {st};
+    rc = fg_store_tensor_iter(e->store, hash_tensor, &hc, err);
+    id->model = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    id->n_layers = e->hp.n_layers;
+    id->row_bytes = (uint32_t)e->plan.kv_row;
+    id->width = fg_model_kv_width(&e->hp);
+    id->page_tokens = page_tokens;
+    id->codec_id = e->kv_codec.id;
+    id->codec_bits = e->kv_codec.bits;
+    id->codec_axis = e->kv_codec.group_axis;
+    id->codec_group = e->kv_codec.group_size;
+    id->compute = (uint8_t)e->o.compute;
+    snprintf(id->backend, sizeof id->backend, "%s", e->be->iface->name);
+    snprintf(id->label, sizeof id->label, "%s model %.64s", e->arch->name,
+             fg_store_dir(e->store));
+    return rc;
+}
+
+void fg_engine_set_prefix(fg_engine *e, fg_prefix *p) { e->prefix = p; }
+
+/* ---- per block ---- */
+
+void fg_pfx_block_free(fg_pfx_block *pb)
+{
+    for (uint32_t s = 0; pb->keys && s < pb->n; s++)
+        free(pb->keys[s]);
+    free(pb->keys);
+    free(pb->known);
+    free(pb->cached);
+    memset(pb, 0, sizeof *pb);
+}
+
+/* n bytes between a chunk (in the view's tier) and host memory: through the device's copy
+ * engine when the chunk is device memory, which host code never touches. */
+static int chunk_copy(fg_engine *e, const fg_pager_view *v, uint8_t *at, uint8_t *pl, size_t n,
+                      int to_chunk, fg_err *err)
+{
+    if (v->tier != FG_TIER_DEVICE) {
+        memcpy(to_chunk ? at : pl, to_chunk ? pl : at, n);
+        return FG_OK;
+    }
+    fg_device *d = e->be->dev;
+    return to_chunk ? d->iface->copy(d, at, FG_BUFT_DEVICE, pl, FG_BUFT_HOST, n, NULL, err)
+                    : d->iface->copy(d, pl, FG_BUFT_HOST, at, FG_BUFT_DEVICE, n, NULL, err);
+}
+
+/* Rows [slot, slot + G) of sequence row r of the KV chunk of (batch, layer) <-> a payload
+ * (K rows, then V rows). */
+static int rows_copy(fg_engine *e, const fg_pager_view *v, uint32_t r, uint32_t slot,
+                     uint8_t *pl, int to_chunk, fg_err *err)
+{
+    size_t rb = e->plan.kv_row, G = fg_prefix_page_tokens(e->prefix);
+    size_t rows = (size_t)e->gbs * e->max_ctx, off = ((size_t)r * e->max_ctx + slot) * rb;
+    uint8_t *k = (uint8_t *)v->ptr + off, *val = (uint8_t *)v->ptr + rows * rb + off;
+    int rc = chunk_copy(e, v, k, pl, G * rb, to_chunk, err);
+    return rc ? rc : chunk_copy(e, v, val, pl + G * rb, G * rb, to_chunk, err);
+}
+
+static int lookup_all(fg_engine *e, fg_pfx_block *pb, const fg_gen_seq *seqs, fg_err *err)
+{
+    uint32_t G = fg_prefix_page_tokens(e->prefix);
+    pb->keys = calloc(pb->n, sizeof *pb->keys);
+    pb->known = calloc(pb->n, sizeof *pb->known);
+    pb->cached = calloc(pb->n, sizeof *pb->cached);
+    if (!pb->keys || !pb->known || !pb->cached)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t s = 0; s < pb->n; s++) {
+        uint32_t all = seqs[s].n_prompt / G, usable = (seqs[s].n_prompt - 1) / G;
+        if (!(pb->keys[s] = malloc(((size_t)all + 1) * sizeof *pb->keys[s])))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        fg_prefix_keys(e->prefix, seqs[s].prompt, all, pb->keys[s]);
+        int rc = fg_prefix_lookup(e->prefix, seqs[s].prompt, pb->keys[s], usable, &pb->known[s],
+                                  err);
+        pb->cached[s] = pb->known[s] * G;
+        uint32_t more = 0; /* a last whole page (n_prompt % G == 0) is not loaded, nor saved
+                              again when the cache has it */
+        if (rc == FG_OK && all > usable && pb->known[s] == usable)
+            rc = fg_prefix_probe(e->prefix, seqs[s].prompt, pb->keys[s], all, &more, err);
+        if (rc)
+            return rc;
+        pb->known[s] = more > pb->known[s] ? more : pb->known[s];
+    }
+    return FG_OK;
+}
+
+/* Read the cached pages of batch k's sequences into its KV chunk of layer l. */
+static int load_chunk(fg_engine *e, fg_pfx_block *pb, const fg_gen_seq *seqs, uint32_t k,
+                      uint32_t l, uint8_t *buf, fg_err *err)
+{
+    uint32_t G = fg_prefix_page_tokens(e->prefix), first = k * e->gbs;
+    uint32_t end = first + e->gbs < pb->n ? first + e->gbs : pb->n;
+    int any = 0;
+    for (uint32_t s = first; s < end; s++)
+        any |= pb->cached[s] > 0;
+    if (!any)
+        return FG_OK;
+    fg_pager_view v;
+    int rc = fg_engine_acquire(e, e->kv_first + k * e->hp.n_layers + l, &v, err);
+    for (uint32_t s = first; rc == FG_OK && s < end; s++) {
+        uint32_t pad = pb->P - seqs[s].n_prompt;
+        for (uint32_t j = 0; j < pb->cached[s] / G; j++) {
+            fg_err e2;
+            int r2 = fg_prefix_read(e->prefix, &pb->keys[s][j], j, l, buf, &e2);
+            if (r2 == FG_ERR_NOT_FOUND || r2 == FG_ERR_STORE_STALE) {
+                pb->cached[s] = j * G; /* gone meanwhile: compute from here */
+                break;
+            }
+            if (r2) {
+                *err = e2;
+                rc = r2;
+                break;
+            }
+            rc = rows_copy(e, &v, s - first, pad + j * G, buf, 1, err);
+        }
+    }
+    return fg_engine_release(e, &v, 1, rc, err);
+}
+
+int fg_engine_prefix_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
+                          fg_pfx_block *pb, uint32_t *s0, fg_err *err)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->n = n;
+    pb->P = P;
+    *s0 = 0;
+    if (!e->prefix)
+        return FG_OK;
+    int rc = lookup_all(e, pb, seqs, err);
+    uint8_t *buf = rc ? NULL : malloc(fg_prefix_payload_bytes(e->prefix));
+    if (rc == FG_OK && !buf)
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    uint32_t nb = (n + e->gbs - 1) / e->gbs;
+    for (uint32_t k = 0; rc == FG_OK && k < nb; k++)
+        for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++)
+            rc = load_chunk(e, pb, seqs, k, l, buf, err);
+    free(buf);
+    uint32_t lo = P;
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
+        uint32_t at = P - seqs[s].n_prompt + pb->cached[s];
+        lo = at < lo ? at : lo;
+    }
+    if (rc == FG_OK)
+        *s0 = lo;
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
+        uint32_t pad = P - seqs[s].n_prompt, got = lo > pad ? lo - pad : 0;
+        pb->tok_cached += got;
+        pb->tok_computed += seqs[s].n_prompt - got;
+    }
+    return rc;
+}
+
+/* ---- saving ---- */
+
+typedef struct cand {
+    fg_prefix_key key;
+    uint32_t seq, page;
+} cand;
+
+static int by_key(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->key.job != y->key.job)
+        return x->key.job < y->key.job ? -1 : 1;
+    if (x->key.seq != y->key.seq)
+        return x->key.seq < y->key.seq ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq; /* the first sequence's copy is kept */
+}
+
+static int by_seq(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->page < y->page ? -1 : x->page > y->page;
+}
+
+/* The whole prompt pages not found in the cache, one per key, in sequence order. */
+static cand *candidates(const fg_engine *e, const fg_pfx_block *pb, const fg_gen_seq *seqs,
+                        size_t *n_out)
+{
+    uint32_t G = fg_prefix_page_tokens(e->prefix);
+    size_t n = 0;
+    for (uint32_t s = 0; s < pb->n; s++)
+        n += seqs[s].n_prompt / G - pb->known[s];
+    cand *c = malloc((n + 1) * sizeof *c);
+    if (!c)
+        return NULL;
+    n = 0;
+    for (uint32_t s = 0; s < pb->n; s++)
+        for (uint32_t j = pb->known[s]; j < seqs[s].n_prompt / G; j++)
+            c[n++] = (cand){pb->keys[s][j], s, j};
+    qsort(c, n, sizeof *c, by_key);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!w || c[w - 1].key.job != c[i].key.job || c[w - 1].key.seq != c[i].key.seq)
+            c[w++] = c[i];
+    qsort(c, w, sizeof *c, by_seq);
+    *n_out = w;
+    return c;
+}
+
+/* Copy the payloads of candidates c[0..n) out of the KV chunks (each (batch, layer) chunk
+ * acquired once) into data, entry i layer l at data + (i * L + l) * payload, and put them. */
+static int save_group(fg_engine *e, const fg_pfx_block *pb, const fg_gen_seq *seqs,
+                      const cand *c, size_t n, uint8_t *data, const void **lp,
+                      fg_prefix_entry *ent, fg_err *err)
+{
+    uint32_t G = fg_prefix_page_tokens(e->prefix), L = e->hp.n_layers;
+    size_t pl = fg_prefix_payload_bytes(e->prefix);
+    int rc = FG_OK;
+    for (uint32_t l = 0; rc == FG_OK && l < L; l++)
+        for (size_t i = 0; rc == FG_OK && i < n;) {
+            uint32_t k = c[i].seq / e->gbs;
+            fg_pager_view v;
+            if ((rc = fg_engine_acquire(e, e->kv_first + k * L + l, &v, err)))
+                break;
+            for (; rc == FG_OK && i < n && c[i].seq / e->gbs == k; i++) {
+                uint32_t pad = pb->P - seqs[c[i].seq].n_prompt;
+                rc = rows_copy(e, &v, c[i].seq % e->gbs, pad + c[i].page * G,
+                               data + (i * L + l) * pl, 0, err);
+            }
+            rc = fg_engine_release(e, &v, 0, rc, err);
+        }
+    for (size_t i = 0; rc == FG_OK && i < n; i++) {
+        const fg_prefix_key *keys = pb->keys[c[i].seq];
+        for (uint32_t l = 0; l < L; l++)
+            lp[i * L + l] = data + (i * L + l) * pl;
+        ent[i] = (fg_prefix_entry){c[i].key, c[i].page ? keys[c[i].page - 1] : (fg_prefix_key){0, 0},
+                                   c[i].page, seqs[c[i].seq].prompt + (size_t)c[i].page * G,
+                                   lp + i * L};
+    }
+    return rc == FG_OK ? fg_prefix_put(e->prefix, ent, n, err) : rc;
+}
+
+static int save_all(fg_engine *e, const fg_pfx_block *pb, const fg_gen_seq *seqs, const cand *c,
+                    size_t n, fg_err *err)
+{
+    uint32_t L = e->hp.n_layers;
+    size_t per = (size_t)L * fg_prefix_payload_bytes(e->prefix);
+    size_t group = SAVE_GROUP_BYTES / per ? SAVE_GROUP_BYTES / per : 1;
+    group = group < SAVE_GROUP_ENTRIES ? group : SAVE_GROUP_ENTRIES;
+    group = group < n ? group : n;
+    uint8_t *data = malloc(group * per);
+    const void **lp = malloc(group * L * sizeof *lp);
+    fg_prefix_entry *ent = malloc(group * sizeof *ent);
+    int rc = data && lp && ent ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == FG_OK && i < n; i += group)
+        rc = save_group(e, pb, seqs, c + i, n - i < group ? n - i : group, data, lp, ent, err);
+    free(data);
+    free(lp);
+    free(ent);
+    return rc;
+}
+
+int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb, fg_err *err)
+{
+    if (!e->prefix || !pb->keys)
+        return FG_OK;
+    size_t n = 0;
+    cand *c = candidates(e, pb, seqs, &n);
+    if (!c)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = fg_prefix_write_begin(e->prefix, err);
+    if (rc == FG_ERR_STORE_BUSY) { /* another process kept writing: save nothing this time */
+        if (e->o.notice)
+            e->o.notice(e->o.notice_ctx, err->msg);
+        free(c);
+        return FG_OK;
+    }
+    if (rc == FG_OK) {
+        rc = save_all(e, pb, seqs, c, n, err);
+        fg_err e2;
+        int rc2 = fg_prefix_write_end(e->prefix, &e2);
+        if (rc == FG_OK && rc2) {
+            *err = e2;
+            rc = rc2;
+        }
+    }
+    free(c);
+    return rc;
+}
