@@ -20,6 +20,7 @@
 #include "plan.h"
 #include "policy.h"
 #include "sample.h"
+#include "stage.h"
 #include "store.h"
 #include "tokenizer.h"
 
@@ -42,6 +43,8 @@ typedef struct fg_engine_opts {
                                  (NULL: $TMPDIR or /tmp); unlinked as soon as it is open */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
     void *notice_ctx;
+    const fg_link *link;      /* a pipeline stage (stage.h) of link->size ranks, borrowed; NULL
+                                 or size 1: one process runs every unit */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

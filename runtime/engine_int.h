@@ -81,7 +81,52 @@ struct fg_engine {
     span *spans;
     size_t n_spans, cap_spans;
     double t_open;
+    /* a pipeline stage (stage.c): layers [l0, l1) run here, and rank 0 also runs the embedding
+     * and the head; without a link every unit (l0 = 0, l1 = n_layers). KV chunks exist only for
+     * [l0, l1). */
+    const fg_link *link;
+    uint32_t l0, l1;
+    uint64_t link_bytes;           /* the budget's share kept for the link's buffers */
 };
+
+/* Does this process run unit u? */
+static inline int fg_engine_runs(const fg_engine *e, uint32_t u)
+{
+    const unit *un = &e->units[u];
+    if (!e->link)
+        return 1;
+    if (un->kind == FG_UNIT_EMBED || un->kind == FG_UNIT_HEAD)
+        return e->link->rank == 0;
+    return un->layer >= e->l0 && un->layer < e->l1;
+}
+
+/* The pager chunk of the KV cache of (batch k, layer). */
+static inline uint32_t fg_engine_kv_id(const fg_engine *e, uint32_t k, uint32_t layer)
+{
+    return e->kv_first + k * (e->l1 - e->l0) + (layer - e->l0);
+}
+
+/* stage.c: the stage's messages (stage.h): a header, then `bytes` of payload. */
+enum { FG_MSG_OPEN = 1, FG_MSG_BLOCK, FG_MSG_DATA, FG_MSG_END, FG_MSG_QUIT };
+typedef struct fg_stage_msg {
+    uint32_t magic, kind, step, batch;
+    uint64_t bytes;
+} fg_stage_msg;
+int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch,
+                  const void *payload, size_t bytes, fg_err *err);
+/* The next message; *payload valid until the next receive. A malformed one is an error. */
+int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **payload,
+                  fg_err *err);
+/* After build_units: this rank's layers (the split balanced by bytes and FLOPs), the plan's
+ * view restricted to them. */
+int fg_stage_setup(fg_engine *e, fg_err *err);
+/* The plan of a stage: the budget less the link's buffers. */
+int fg_stage_plan(fg_engine *e, fg_err *err);
+/* Rank 0, once its engine is open: OPEN to the followers. */
+int fg_stage_announce(fg_engine *e, fg_err *err);
+
+/* schedule.c: a follower: run the blocks rank 0 sends until QUIT. */
+int fg_stage_serve(fg_engine *e, fg_err *err);
 
 /* engine.c */
 /* Start reading the units of the span at u (best effort). */

@@ -16,9 +16,9 @@
  * Accelerate and DeepSpeed do) sweeps one batch through all its steps before the next, so every
  * batch loads every unit again. Both are the same sweep with another batch range.
  *
- * The unit range and the row hooks are how a pipeline stage reuses this: a stage that starts
- * past the embedding takes its rows from `rows_in`, one that ends before the head hands them to
- * `rows_out`. A single process runs [0, n_units) with neither.
+ * The unit range is how a pipeline stage (stage.h, the end of this file) reuses this: a stage
+ * sweeps its own units for one batch (a micro-batch) at a time, its rows received before the
+ * sweep and sent after it. A single process runs [0, n_units).
  *
  * A block's prompts are left-padded to the longest; the validity mask and positions follow
  * transformers (padding is never attended; positions count real tokens only). Finished
@@ -79,7 +79,7 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
                   uint32_t row0, fg_err *err)
 {
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, e->kv_first + k * e->hp.n_layers + layer, &v, err);
+    int rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, layer), &v, err);
     if (rc)
         return rc;
     if (k + 1 < k_end)
@@ -364,6 +364,8 @@ static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, int scoring, 
     return FG_OK;
 }
 
+static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err);
+
 int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_hooks *hooks,
                        fg_gen_stats *st, fg_err *err)
 {
@@ -378,7 +380,9 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     b.last_pos = last_pos;
     b.hooks = hooks;
     setup_prompts(e, &b);
-    if (e->o.policy.schedule == FG_SCHEDULE_ROW)
+    if (e->link)
+        rc = stage_lead(e, &b, st, err);
+    else if (e->o.policy.schedule == FG_SCHEDULE_ROW)
         for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
             rc = run_batches(e, &b, k, k + 1, st, err);
     else
@@ -429,6 +433,9 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
                      uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
                      fg_err *err)
 {
+    if (e->link)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "perplexity runs in one process, not as a "
+                          "pipeline of %d ranks", e->link->size);
     fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
     int32_t *dummy = calloc(n + 1, sizeof *dummy), *last_pos = calloc(n + 1, sizeof *last_pos);
     int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -453,4 +460,260 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     free(dummy);
     free(last_pos);
     return rc;
+}
+
+/* ---- the pipeline (stage.h) ----
+ *
+ * A micro-batch is one batch k of the block: each rank sweeps its units for (step i, batch k)
+ * and sends the rows on, so while rank r computes batch k its send of batch k - 1 and the
+ * arrival of batch k + 1 are under way. Rank 0 leads: it sends the prompts (BLOCK), runs every
+ * batch's prefill through its front units and sends it, then, as each batch's rows come back
+ * from the last rank, runs the head on them, samples (the same advance as one process), and
+ * starts that batch's next step at once: with ngb >= ranks every rank has work. A batch whose
+ * sequences are all finished stops there (one process would carry it to the block's end; its
+ * outputs are the same). Followers run whatever arrives, in order, until END.
+ */
+
+/* First unit of `layer` (the head's unit for layer == n_layers). */
+static uint32_t layer_unit(const fg_engine *e, uint32_t layer)
+{
+    for (uint32_t u = 0; u < e->n_units; u++)
+        if (e->units[u].kind == FG_UNIT_ATTN && e->units[u].layer == layer)
+            return u;
+    return e->n_units - 1;
+}
+
+static int last_rank(const fg_engine *e) { return e->link->rank + 1 == e->link->size; }
+
+static int forward_ctl(const fg_engine *e, const fg_stage_msg *h, const void *p, fg_err *err)
+{
+    return last_rank(e) ? FG_OK
+                        : fg_stage_send(e->link, h->kind, h->step, h->batch, p, h->bytes, err);
+}
+
+/* Send batch k's rows after step i's sweep: a decode step's rows from blk_hidden; the
+ * prefill's from its activation chunk, all of them, or to rank 0 only each last position. */
+static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k, fg_err *err)
+{
+    size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
+    if (i > 0)
+        return fg_stage_send(e->link, FG_MSG_DATA, i, k, e->blk_hidden, nseq * H * 4, err);
+    fg_pager_view v;
+    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    if (rc)
+        return rc;
+    const float *x = v.ptr;
+    if (last_rank(e)) { /* head_x is free on a follower: stage the last rows there */
+        for (size_t r = 0; r < nseq; r++)
+            memcpy(e->head_x + r * H, x + (r * b->P + b->P - 1) * H, H * 4);
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, e->head_x, nseq * H * 4, err);
+    } else {
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, x, nseq * b->P * H * 4, err);
+    }
+    return fg_engine_release(e, &v, 0, rc, err);
+}
+
+/* Put the rows of a DATA message where step h->step of batch h->batch reads them. */
+static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const void *p,
+                      fg_err *err)
+{
+    uint32_t k = h->batch, i = h->step, from_last = e->link->rank == 0;
+    if (k >= b->nb || (uint64_t)b->P + i >= e->max_ctx)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: rows for step %u of batch %u of a "
+                          "block of %u batches", e->link->rank, i, k, b->nb);
+    size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
+    size_t want = (i > 0 || from_last ? nseq : nseq * b->P) * H * 4;
+    if (h->bytes != want)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: step %u batch %u: %llu bytes of rows, "
+                          "expected %zu", e->link->rank, i, k, (unsigned long long)h->bytes, want);
+    if (i > 0) {
+        memcpy(e->blk_hidden, p, want);
+        return FG_OK;
+    }
+    fg_pager_view v;
+    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    if (rc)
+        return rc;
+    float *x = v.ptr;
+    if (from_last)
+        for (size_t r = 0; r < nseq; r++)
+            memcpy(x + (r * b->P + b->P - 1) * H, (const float *)p + r * H, H * 4);
+    else
+        memcpy(x, p, want);
+    return fg_engine_release(e, &v, 1, rc, err);
+}
+
+/* Rank 0: step i of batch k through the embedding and its layers, sent on. */
+static int lead_front(fg_engine *e, block *b, uint32_t i, uint32_t k, fg_err *err)
+{
+    sweep_args a = {i, k, k + 1, 0, layer_unit(e, e->l1)};
+    int rc = sweep(e, b, &a, NULL, err);
+    return rc ? rc : rows_send(e, b, i, k, err);
+}
+
+/* Rank 0: batch k's rows of step i back from the last rank: the head, then sampling. */
+static int lead_back(fg_engine *e, block *b, uint32_t i, uint32_t k, fg_err *err)
+{
+    fg_stage_msg h;
+    const void *p;
+    int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+    if (rc == FG_OK && (h.kind != FG_MSG_DATA || h.step != i || h.batch != k))
+        rc = fg_err_set(err, FG_ERR_CORRUPT, "rank 0: expected the rows of step %u batch %u "
+                        "from rank %d, got message kind %u (step %u batch %u)", i, k,
+                        e->link->size - 1, h.kind, h.step, h.batch);
+    if (rc == FG_OK)
+        rc = rows_place(e, b, &h, p, err);
+    sweep_args a = {i, k, k + 1, e->n_units - 1, e->n_units};
+    return rc ? rc : sweep(e, b, &a, NULL, err);
+}
+
+/* BLOCK: n, the prompt lengths [n], the prompts' ids one after another. */
+static int send_block(fg_engine *e, const block *b, fg_err *err)
+{
+    size_t n_ids = 0;
+    for (uint32_t s = 0; s < b->n; s++)
+        n_ids += b->seqs[s].n_prompt;
+    uint32_t *m = malloc((1 + b->n + n_ids) * 4), *q = m + 1 + b->n;
+    if (!m)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    m[0] = b->n;
+    for (uint32_t s = 0; s < b->n; s++) {
+        m[1 + s] = b->seqs[s].n_prompt;
+        memcpy(q, b->seqs[s].prompt, b->seqs[s].n_prompt * 4);
+        q += b->seqs[s].n_prompt;
+    }
+    int rc = fg_stage_send(e->link, FG_MSG_BLOCK, 0, 0, m, (1 + b->n + n_ids) * 4, err);
+    free(m);
+    return rc;
+}
+
+static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
+{
+    uint8_t *active = calloc(b->nb, 1);
+    int rc = active ? send_block(e, b, err) : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    double t_step = fg_now();
+    for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
+        rc = lead_front(e, b, 0, k, err);
+        active[k] = 1;
+    }
+    for (uint32_t i = 1, any = 1; rc == FG_OK && any; i++) {
+        any = 0;
+        for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
+            if (!active[k])
+                continue;
+            rc = lead_back(e, b, i - 1, k, err);
+            active[k] = rc == FG_OK && i < b->G && live(b, k * e->gbs, (k + 1) * e->gbs);
+            if (active[k]) {
+                rc = lead_front(e, b, i, k, err);
+                any = 1;
+            }
+        }
+        end_step(b, i - 1, &t_step, st);
+    }
+    free(active);
+    return rc ? rc : fg_stage_send(e->link, FG_MSG_END, 0, 0, NULL, 0, err);
+}
+
+/* A follower's block from its BLOCK message (ids copied into *ids, seqs into *seqs). */
+static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_gen_seq **seqs,
+                       int32_t **ids, uint32_t *n, fg_err *err)
+{
+    const uint32_t *m = p;
+    uint64_t words = h->bytes / 4, total = 0;
+    *n = words ? m[0] : 0;
+    if (h->bytes % 4 || !*n || *n > e->gbs * e->ngb || words < 1 + (uint64_t)*n)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed block message",
+                          e->link->rank);
+    for (uint32_t s = 0; s < *n; s++)
+        total += m[1 + s];
+    if (total != words - 1 - *n)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a block message whose prompts do not "
+                          "add up", e->link->rank);
+    *seqs = calloc(*n, sizeof **seqs);
+    *ids = malloc(total * 4 + 4);
+    if (!*seqs || !*ids)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    memcpy(*ids, m + 1 + *n, total * 4);
+    for (uint32_t s = 0, at = 0; s < *n; at += m[1 + s], s++)
+        (*seqs)[s] = (fg_gen_seq){*ids + at, m[1 + s], 1, {0}, s, NULL, 0, 0};
+    return FG_OK;
+}
+
+/* A follower after step i of batch k: the positions and validity one process's advance writes
+ * (the token itself only rank 0 knows, and only its embedding needs). */
+static void follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i)
+{
+    size_t o = tok_off(e, k);
+    for (uint32_t r = 0; r < batch_size(e, b, k); r++) {
+        e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
+        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
+    }
+}
+
+/* One DATA message: its rows placed, this stage's units swept, the rows sent on. */
+static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void *p, fg_err *err)
+{
+    int rc = rows_place(e, b, h, p, err);
+    sweep_args a = {h->step, h->batch, h->batch + 1, layer_unit(e, e->l0), layer_unit(e, e->l1)};
+    if (rc == FG_OK)
+        rc = sweep(e, b, &a, NULL, err);
+    if (rc == FG_OK)
+        rc = rows_send(e, b, h->step, h->batch, err);
+    if (rc == FG_OK)
+        follow_advance(e, b, h->batch, h->step);
+    return rc;
+}
+
+static int serve_block(fg_engine *e, const fg_stage_msg *bh, const void *bp, fg_err *err)
+{
+    fg_gen_seq *seqs = NULL;
+    int32_t *ids = NULL, *last_pos = NULL;
+    uint32_t n;
+    block b;
+    int rc = parse_block(e, bh, bp, &seqs, &ids, &n, err);
+    if (rc == FG_OK)
+        rc = forward_ctl(e, bh, bp, err);
+    if (rc == FG_OK)
+        rc = check_block(e, seqs, n, 0, &b, err);
+    if (rc == FG_OK && !(last_pos = malloc((size_t)n * sizeof *last_pos)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (rc == FG_OK) {
+        b.last_pos = last_pos;
+        setup_prompts(e, &b);
+    }
+    while (rc == FG_OK) {
+        fg_stage_msg h;
+        const void *p;
+        if ((rc = fg_stage_recv(e->link, 0, &h, &p, err)))
+            break;
+        if (h.kind == FG_MSG_END) {
+            rc = forward_ctl(e, &h, p, err);
+            break;
+        }
+        rc = h.kind == FG_MSG_DATA ? serve_rows(e, &b, &h, p, err)
+                                   : fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u "
+                                                "inside a block", e->link->rank, h.kind);
+    }
+    free(seqs);
+    free(ids);
+    free(last_pos);
+    return rc;
+}
+
+int fg_stage_serve(fg_engine *e, fg_err *err)
+{
+    for (;;) {
+        fg_stage_msg h;
+        const void *p;
+        int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+        if (rc == FG_OK && h.kind == FG_MSG_QUIT)
+            return forward_ctl(e, &h, p, err);
+        if (rc == FG_OK && h.kind != FG_MSG_BLOCK)
+            rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u between blocks",
+                            e->link->rank, h.kind);
+        if (rc == FG_OK)
+            rc = serve_block(e, &h, p, err);
+        if (rc)
+            return rc;
+    }
 }

@@ -6,10 +6,15 @@
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
+ *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
  *
  * The main parses flags into fg_run_opts and calls the runner library (runtime/runner.h). Exit
  * 0 on success, 1 on a runtime error (one line naming the file, flag or prompt at fault), 2 on
  * bad usage (a flag or value that cannot be right, before anything runs).
+ *
+ * Under mpirun (dist/dist.h, runtime/stage.h) rank 0 runs fg_run with the link in its engine
+ * options and the other ranks follow (fg_stage_follow); a rank that fails prints its one line,
+ * prefixed with its rank, and ends every rank (fg_dist_abort).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "runner.h"
 
 typedef struct args {
@@ -31,13 +37,18 @@ typedef struct args {
     int placement;       /* --percent, --gpu-batch-size or --num-gpu-batches given */
     uint32_t gen_len;
     const char *trace;
+    double dist_timeout;  /* --dist-timeout: the pipeline's watchdog */
 } args;
+
+static int g_rank; /* under mpirun: only rank 0 prints usage errors */
 
 /* A usage error: one line, exit 2. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
     va_list ap;
+    if (g_rank)
+        exit(2);
     va_start(ap, fmt);
     fputs("fg-infer: ", stderr);
     vfprintf(stderr, fmt, ap);
@@ -71,7 +82,10 @@ static void usage(FILE *f)
           "              --dry-run (print the memory plan and stop)\n"
           "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
           "              grouped along the input axis: fg-convert --group-axis 1)\n"
-          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
+          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
+          "pipeline:     mpirun -np N fg-infer ... (N ranks, layers split between them; each\n"
+          "              rank's --ram-budget and --threads are its own)  --dist-timeout S\n"
+          "              (a peer silent for S seconds is dead or stuck: 300)\n",
           f);
 }
 
@@ -150,7 +164,7 @@ enum {
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
-    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE,
+    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_DIST_TIMEOUT,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -227,6 +241,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
             die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
         break;
+    case O_DIST_TIMEOUT:
+        a->dist_timeout = parse_float("--dist-timeout", optarg);
+        if (!(a->dist_timeout > 0))
+            die("--dist-timeout %s: seconds, more than 0", optarg);
+        break;
     case 'h': usage(stdout); exit(0);
     default:
         fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
@@ -266,6 +285,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"compute", required_argument, NULL, O_COMPUTE},
         {"calibration", required_argument, NULL, O_CALIB},
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
+        {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -273,6 +293,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
     a->policy = -1;
+    a->dist_timeout = 300;
     if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
         a->ppl = !strcmp(argv[1], "ppl");
         a->calibrate = !a->ppl;
@@ -320,18 +341,83 @@ static void parse_args(args *a, int argc, char **argv)
                   : a->r.input ? FG_RUN_JOBS : FG_RUN_SYNTHETIC;
 }
 
+/* Several ranks: what a pipeline runs, and its policy. The search plans one process for the
+ * whole model: a pipeline places each stage by the default rule in each rank's budget instead. */
+static void pipeline_args(args *a, int size)
+{
+    if (a->calibrate || a->ppl)
+        die("%s runs in one process, not under mpirun with %d ranks",
+            a->calibrate ? "calibrate" : "ppl", size);
+    if (a->r.eo.policy.schedule == FG_SCHEDULE_ROW)
+        die("--schedule row: a pipeline of %d ranks runs its own micro-batch schedule", size);
+    if (a->policy == 1)
+        die("--policy auto plans one process: under mpirun each rank places its own layers in "
+            "its own --ram-budget (drop --policy auto)");
+    a->r.policy_auto = 0;
+}
+
+static void follower_notice(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "fg-infer: %s\n", line);
+}
+
+/* One line naming the rank (unless the message does), then every rank ends. */
+static void fail(fg_dist *d, const fg_err *err)
+{
+    if (fg_dist_size(d) > 1 && strncmp(err->msg, "rank ", 5))
+        fprintf(stderr, "fg-infer: rank %d: %s\n", fg_dist_rank(d), err->msg);
+    else
+        fprintf(stderr, "fg-infer: %s\n", err->msg);
+    fg_dist_abort(d, 1);
+}
+
+static void link_line(fg_dist *d, const args *a, const fg_run_report *rep)
+{
+    fg_dist_stats st;
+    fg_dist_stats_get(d, &st);
+    if (a->r.quiet || fg_dist_size(d) < 2)
+        return;
+    fprintf(stderr, "fg-infer: rank %d: sent %" PRIu64 " bytes in %" PRIu64 " messages, waited "
+            "%.2f s for rank %d", fg_dist_rank(d), st.sent_bytes, st.sent_msgs, st.wait_s,
+            (fg_dist_rank(d) + fg_dist_size(d) - 1) % fg_dist_size(d));
+    if (rep && rep->tokens)
+        fprintf(stderr, "; %" PRIu64 " tokens generated", rep->tokens);
+    fputc('\n', stderr);
+}
+
 int main(int argc, char **argv)
 {
     args a;
+    fg_err err;
+    fg_dist *d = NULL;
+    if (fg_dist_init(&argc, &argv, &d, &err)) {
+        fprintf(stderr, "fg-infer: %s\n", err.msg);
+        fg_dist_abort(d, 1);
+    }
+    g_rank = fg_dist_rank(d);
     parse_args(&a, argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error with a message, not a kill */
-    fg_err err;
-    if (fg_run(&a.r, NULL, &err)) {
-        fprintf(stderr, "fg-infer: %s\n", err.msg);
-        return 1;
+    if (fg_dist_size(d) > 1)
+        pipeline_args(&a, fg_dist_size(d));
+    fg_dist_set_timeout(d, a.dist_timeout);
+    a.r.eo.link = fg_dist_link(d);
+    fg_run_report rep = {0};
+    if (g_rank > 0) {
+        a.r.eo.notice = a.r.quiet ? NULL : follower_notice;
+        a.r.eo.trace_path = a.trace;
+        if (fg_stage_follow(a.r.model, &a.r.eo, a.r.eo.link, &err))
+            fail(d, &err);
+    } else if (fg_run(&a.r, &rep, &err) || fg_stage_quit(a.r.eo.link, &err)) {
+        fail(d, &err);
     }
     if (fflush(stdout) || ferror(stdout)) {
         fprintf(stderr, "fg-infer: writing to standard output: %s\n", strerror(errno));
+        fg_dist_abort(d, 1);
+    }
+    link_line(d, &a, &rep);
+    if (fg_dist_finish(d, &err)) {
+        fprintf(stderr, "fg-infer: %s\n", err.msg);
         return 1;
     }
     return 0;

@@ -1,0 +1,265 @@
+/* stage.c - the engine as a pipeline stage (stage.h): which layers this rank runs, its plan, the
+ * stage's messages, and a follower rank's life (open on rank 0's word, serve blocks, quit). The
+ * schedules a stage runs are schedule.c's (fg_stage_serve and the lead's loop there).
+ *
+ * The split: each layer costs its share of the model's stored bytes (what the stage must hold
+ * or read) plus its share of the FLOPs per token (its Linear layers, and attention over half the
+ * context); rank 0 carries the embedding and the head on top of its layers. Stages are whole
+ * layers (a span of attention + MLP never straddles two ranks), balanced by fg_stage_split.
+ * Every rank computes the same split from the same store and the same context, so no rank
+ * tells another which layers it has.
+ *
+ * OPEN carries what rank 0 planned and every stage must share: the policy (block gbs x ngb,
+ * cache compression, sparsity, schedule flags; the placement fractions only when --percent gave
+ * them, else each rank places its own units in its own budget), the context, the compute mode.
+ *
+ * The link's buffers (one message received, up to ngb + 2 in flight out, each at most a
+ * batch's prompt rows) come out of the rank's --ram-budget: the stage plans with the rest.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+#include "fg_progress.h"
+
+#define MSG_MAGIC 0x53504746u /* "FGPS" */
+#define MB (1024.0 * 1024.0)
+
+/* ---- the split ---- */
+
+int fg_stage_split(const double *cost, uint32_t layers, double base0, uint32_t n, uint32_t *first,
+                   fg_err *err)
+{
+    if (n < 1 || n - 1 > layers)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%u pipeline stages for %u layers: each rank "
+                          "after the first needs a layer (at most %u ranks)", n, layers,
+                          layers + 1);
+    size_t L1 = (size_t)layers + 1;
+    double *pre = malloc(L1 * sizeof *pre), *f = malloc((size_t)n * L1 * sizeof *f);
+    uint32_t *cut = malloc((size_t)n * L1 * sizeof *cut);
+    if (!pre || !f || !cut) {
+        free(pre), free(f), free(cut);
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    pre[0] = 0;
+    for (uint32_t l = 0; l < layers; l++)
+        pre[l + 1] = pre[l] + cost[l];
+    /* f[s][j]: the least largest cost of stages 0..s covering layers [0, j) */
+    for (uint32_t j = 0; j <= layers; j++)
+        f[j] = base0 + pre[j], cut[j] = 0;
+    for (uint32_t s = 1; s < n; s++)
+        for (uint32_t j = 0; j <= layers; j++) {
+            double best = -1;
+            uint32_t at = 0;
+            for (uint32_t i = 0; i + 1 <= j; i++) {
+                double prev = f[(s - 1) * L1 + i], here = pre[j] - pre[i];
+                double c = prev > here ? prev : here;
+                if (prev >= 0 && (best < 0 || c < best))
+                    best = c, at = i;
+            }
+            f[s * L1 + j] = best; /* -1: no way to give every stage a layer */
+            cut[s * L1 + j] = at;
+        }
+    first[n] = layers;
+    for (uint32_t s = n - 1; s > 0; s--)
+        first[s] = cut[s * L1 + first[s + 1]];
+    first[0] = 0;
+    free(pre), free(f), free(cut);
+    return FG_OK;
+}
+
+/* Bytes and FLOPs a token costs in unit u (a tied head reads the embedding's bytes again). */
+static void unit_cost(const fg_engine *e, uint32_t u, double ctx, double *bytes, double *flops)
+{
+    const unit *un = &e->units[u];
+    *bytes = *flops = 0;
+    for (uint32_t i = 0; i < un->n_t; i++) {
+        const wtensor *t = &e->tensors[un->t[i]];
+        fg_access a = t->group == u ? t->spec.access : FG_ACCESS_STREAM;
+        *bytes += (double)t->stored_bytes;
+        if (a == FG_ACCESS_LINEAR || a == FG_ACCESS_STREAM)
+            *flops += 2.0 * (double)t->spec.dims[0] * (double)t->spec.dims[1];
+    }
+    if (un->kind == FG_UNIT_ATTN) /* q.k and p.v over half the context */
+        *flops += 4.0 * (ctx / 2) * e->hp.n_heads * e->hp.head_dim;
+}
+
+int fg_stage_setup(fg_engine *e, fg_err *err)
+{
+    uint32_t L = e->hp.n_layers;
+    e->l0 = 0;
+    e->l1 = L;
+    if (!e->link)
+        return FG_OK;
+    double ctx = e->o.max_ctx ? e->o.max_ctx : e->hp.max_pos, tb = 0, tf = 0, b, f;
+    double *lb = calloc(L + 1, sizeof *lb), *lf = calloc(L + 1, sizeof *lf), base_b = 0, base_f = 0;
+    uint32_t *first = calloc((size_t)e->link->size + 1, sizeof *first);
+    if (!lb || !lf || !first) {
+        free(lb), free(lf), free(first);
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t u = 0; u < e->n_units; u++) {
+        unit_cost(e, u, ctx, &b, &f);
+        int layer = e->units[u].kind == FG_UNIT_ATTN || e->units[u].kind == FG_UNIT_MLP;
+        *(layer ? &lb[e->units[u].layer] : &base_b) += b;
+        *(layer ? &lf[e->units[u].layer] : &base_f) += f;
+        tb += b, tf += f;
+    }
+    for (uint32_t l = 0; l < L; l++)
+        lb[l] = lb[l] / (tb > 0 ? tb : 1) + lf[l] / (tf > 0 ? tf : 1);
+    int rc = fg_stage_split(lb, L, base_b / (tb > 0 ? tb : 1) + base_f / (tf > 0 ? tf : 1),
+                            (uint32_t)e->link->size, first, err);
+    if (rc == FG_OK) {
+        e->l0 = first[e->link->rank];
+        e->l1 = first[e->link->rank + 1];
+    }
+    free(lb), free(lf), free(first);
+    return rc;
+}
+
+/* ---- the plan ---- */
+
+/* The most one message carries: a batch's prompt rows, or a block's prompts. */
+static uint64_t max_message(const fg_engine *e, uint32_t gbs, uint32_t ngb)
+{
+    uint64_t rows = (uint64_t)gbs * e->max_ctx * e->hp.hidden * 4;
+    uint64_t n = (uint64_t)gbs * ngb, prompts = 4 * (1 + n + n * e->max_ctx);
+    return sizeof(fg_stage_msg) + (rows > prompts ? rows : prompts);
+}
+
+int fg_stage_plan(fg_engine *e, fg_err *err)
+{
+    uint64_t budget = e->o.ram_budget;
+    int rc = fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, budget, &e->plan, err);
+    if (rc || !budget)
+        return rc;
+    /* the block fits the stage; now keep the link's buffers out of the budget */
+    fg_policy p = e->o.policy;
+    p.gbs = e->plan.gbs;
+    p.ngb = e->plan.ngb;
+    e->link_bytes = (p.ngb + 3) * max_message(e, p.gbs, p.ngb);
+    if (e->link_bytes >= budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
+                          "%d: its link to the next stage alone needs %.0f MiB for gbs %u x ngb "
+                          "%u", budget / MB, e->link->rank, e->link_bytes / MB, p.gbs, p.ngb);
+    return fg_plan_make(&e->pm, &p, e->max_ctx, budget - e->link_bytes, &e->plan, err);
+}
+
+/* ---- messages ---- */
+
+int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch,
+                  const void *payload, size_t bytes, fg_err *err)
+{
+    fg_stage_msg h = {MSG_MAGIC, kind, step, batch, bytes};
+    return l->send(l->ctx, &h, sizeof h, payload, bytes, err);
+}
+
+int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **payload,
+                  fg_err *err)
+{
+    const void *buf;
+    size_t len;
+    int rc = l->recv(l->ctx, forever, &buf, &len, err);
+    if (rc)
+        return rc;
+    if (len >= sizeof *h)
+        memcpy(h, buf, sizeof *h);
+    if (len < sizeof *h || h->magic != MSG_MAGIC || h->kind < FG_MSG_OPEN ||
+        h->kind > FG_MSG_QUIT || h->bytes != len - sizeof *h)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed pipeline message of %zu "
+                          "bytes from rank %d", l->rank, len, (l->rank + l->size - 1) % l->size);
+    *payload = (const uint8_t *)buf + sizeof *h;
+    return FG_OK;
+}
+
+/* ---- OPEN ---- */
+
+typedef struct open_msg {
+    fg_policy policy;      /* gbs/ngb: rank 0's plan */
+    uint32_t max_ctx;
+    int32_t compute;
+    int32_t have_fractions;
+} open_msg;
+
+int fg_stage_announce(fg_engine *e, fg_err *err)
+{
+    open_msg m;
+    memset(&m, 0, sizeof m);
+    m.policy = e->o.policy;
+    m.policy.gbs = e->gbs;
+    m.policy.ngb = e->ngb;
+    m.max_ctx = e->max_ctx;
+    m.compute = (int32_t)e->o.compute;
+    m.have_fractions = e->o.policy.have_fractions;
+    return fg_stage_send(e->link, FG_MSG_OPEN, 0, 0, &m, sizeof m, err);
+}
+
+int fg_stage_quit(const fg_link *link, fg_err *err)
+{
+    return link && link->size > 1 ? fg_stage_send(link, FG_MSG_QUIT, 0, 0, NULL, 0, err) : FG_OK;
+}
+
+/* The last rank forwards nothing (its next is rank 0, which sent it). */
+static int forward(const fg_link *l, const fg_stage_msg *h, const void *payload, fg_err *err)
+{
+    if (l->rank + 1 == l->size)
+        return FG_OK;
+    return fg_stage_send(l, h->kind, h->step, h->batch, payload, h->bytes, err);
+}
+
+static void follower_line(fg_engine *e)
+{
+    if (!e->o.notice)
+        return;
+    fg_engine_stats st;
+    fg_engine_stats_get(e, &st);
+    char line[320], rd[32], plan[32];
+    snprintf(line, sizeof line, "rank %d: layers %u-%u, block %u x %u, planned %s (link "
+             "buffers %.0f MiB more), read from disk %s, compute %.2f s, waited for weights "
+             "%.2f s", e->link->rank, e->l0, e->l1 - 1, e->gbs, e->ngb,
+             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan), e->link_bytes / MB,
+             fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], rd, sizeof rd),
+             st.compute_s, st.load_wait_s);
+    e->o.notice(e->o.notice_ctx, line);
+}
+
+int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *link,
+                    fg_err *err)
+{
+    fg_stage_msg h;
+    const void *p;
+    /* rank 0 may take long before it opens (a job's first pass, quantizing): wait forever */
+    int rc = fg_stage_recv(link, 1, &h, &p, err);
+    if (rc || h.kind == FG_MSG_QUIT)
+        return rc ? rc : forward(link, &h, p, err);
+    if (h.kind != FG_MSG_OPEN || h.bytes != sizeof(open_msg))
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: expected the OPEN message first, got "
+                          "kind %u", link->rank, h.kind);
+    open_msg m;
+    memcpy(&m, p, sizeof m);
+    if ((rc = forward(link, &h, p, err)))
+        return rc;
+    fg_engine_opts eo = *o;
+    eo.policy = m.policy;
+    if (!m.have_fractions)
+        eo.policy.have_fractions = 0;
+    eo.max_ctx = m.max_ctx;
+    eo.compute = (fg_compute)m.compute;
+    eo.link = link;
+    fg_store *store = NULL;
+    fg_engine *e = NULL;
+    rc = fg_store_open(model, FG_STORE_RDONLY, NULL, &store, err);
+    if (rc == FG_OK)
+        rc = fg_engine_open(store, &eo, &e, err);
+    if (rc == FG_OK)
+        rc = fg_stage_serve(e, err);
+    if (rc == FG_OK)
+        follower_line(e);
+    fg_err cerr;
+    int rc2 = fg_engine_close(e, &cerr);
+    if (rc == FG_OK && rc2)
+        *err = cerr, rc = rc2;
+    fg_store_close(store);
+    return rc;
+}
