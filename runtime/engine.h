@@ -45,6 +45,7 @@ typedef struct fg_engine_opts {
     void *notice_ctx;
     const fg_link *link;      /* a pipeline stage (stage.h) of link->size ranks, borrowed; NULL
                                  or size 1: one process runs every unit */
+    uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

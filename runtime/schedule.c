@@ -464,14 +464,22 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
 
 /* ---- the pipeline (stage.h) ----
  *
- * A micro-batch is one batch k of the block: each rank sweeps its units for (step i, batch k)
- * and sends the rows on, so while rank r computes batch k its send of batch k - 1 and the
- * arrival of batch k + 1 are under way. Rank 0 leads: it sends the prompts (BLOCK), runs every
- * batch's prefill through its front units and sends it, then, as each batch's rows come back
- * from the last rank, runs the head on them, samples (the same advance as one process), and
- * starts that batch's next step at once: with ngb >= ranks every rank has work. A batch whose
- * sequences are all finished stops there (one process would carry it to the block's end; its
- * outputs are the same). Followers run whatever arrives, in order, until END.
+ * A micro-batch is a group of consecutive batches [k0, k1) of the block (FlexGen's inner
+ * iteration: ceil(ngb / ranks) batches unless --micro-batch says, so there are as many
+ * micro-batches as stages to keep each busy, and each weight load serves k1 - k0 batches).
+ * Each rank sweeps its units for (step i, group) and sends the rows on, so while rank r
+ * computes one group its send of the last one and the arrival of the next are under way.
+ * Rank 0 leads: it sends the prompts (BLOCK), runs every group's prefill through its front
+ * units and sends it, then, as each group's rows come back from the last rank, runs the head
+ * on them, samples (the same advance as one process), and starts that group's next step at
+ * once. A group whose sequences are all finished stops there (one process would carry it to
+ * the block's end; its outputs are the same). Followers run whatever arrives, in order, until
+ * END.
+ *
+ * DATA messages: a decode step's rows of a group in one message (blk_hidden, sequence
+ * k0 * gbs + q at row q); the prefill's one message per batch (its activation chunk; to rank 0
+ * only each sequence's last position, all the head needs), the group swept when its last
+ * batch is in.
  */
 
 /* First unit of `layer` (the head's unit for layer == n_layers). */
@@ -488,16 +496,22 @@ static int last_rank(const fg_engine *e) { return e->link->rank + 1 == e->link->
 static int forward_ctl(const fg_engine *e, const fg_stage_msg *h, const void *p, fg_err *err)
 {
     return last_rank(e) ? FG_OK
-                        : fg_stage_send(e->link, h->kind, h->step, h->batch, p, h->bytes, err);
+                        : fg_stage_send(e->link, h->kind, h->step, h->batch, h->first, h->end,
+                                        p, h->bytes, err);
 }
 
-/* Send batch k's rows after step i's sweep: a decode step's rows from blk_hidden; the
- * prefill's from its activation chunk, all of them, or to rank 0 only each last position. */
-static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k, fg_err *err)
+/* Sequences of batches [k0, k1). */
+static size_t group_rows(const fg_engine *e, const block *b, uint32_t k0, uint32_t k1)
+{
+    uint32_t end = k1 * e->gbs < b->n ? k1 * e->gbs : b->n;
+    return end - k0 * e->gbs;
+}
+
+/* The prefill's rows of batch k (all, or to rank 0 each sequence's last position). */
+static int send_prefill(fg_engine *e, const block *b, uint32_t k, uint32_t k0, uint32_t k1,
+                        fg_err *err)
 {
     size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
-    if (i > 0)
-        return fg_stage_send(e->link, FG_MSG_DATA, i, k, e->blk_hidden, nseq * H * 4, err);
     fg_pager_view v;
     int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
     if (rc)
@@ -506,22 +520,37 @@ static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k, fg_er
     if (last_rank(e)) { /* head_x is free on a follower: stage the last rows there */
         for (size_t r = 0; r < nseq; r++)
             memcpy(e->head_x + r * H, x + (r * b->P + b->P - 1) * H, H * 4);
-        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, e->head_x, nseq * H * 4, err);
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, e->head_x, nseq * H * 4, err);
     } else {
-        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, x, nseq * b->P * H * 4, err);
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, x, nseq * b->P * H * 4, err);
     }
     return fg_engine_release(e, &v, 0, rc, err);
 }
 
-/* Put the rows of a DATA message where step h->step of batch h->batch reads them. */
+/* Send group [k0, k1)'s rows after step i's sweep. */
+static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k0, uint32_t k1,
+                     fg_err *err)
+{
+    if (i > 0)
+        return fg_stage_send(e->link, FG_MSG_DATA, i, k0, k0, k1, e->blk_hidden,
+                             group_rows(e, b, k0, k1) * e->hp.hidden * 4, err);
+    int rc = FG_OK;
+    for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
+        rc = send_prefill(e, b, k, k0, k1, err);
+    return rc;
+}
+
+/* Put the rows of a DATA message where step h->step reads them. */
 static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const void *p,
                       fg_err *err)
 {
     uint32_t k = h->batch, i = h->step, from_last = e->link->rank == 0;
-    if (k >= b->nb || (uint64_t)b->P + i >= e->max_ctx)
-        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: rows for step %u of batch %u of a "
-                          "block of %u batches", e->link->rank, i, k, b->nb);
-    size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
+    if (k < h->first || k >= h->end || h->end > b->nb || (i > 0 && k != h->first) ||
+        (uint64_t)b->P + i >= e->max_ctx)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: rows for step %u batch %u of batches "
+                          "%u..%u of a block of %u batches", e->link->rank, i, k, h->first,
+                          h->end, b->nb);
+    size_t H = e->hp.hidden, nseq = i > 0 ? group_rows(e, b, k, h->end) : batch_size(e, b, k);
     size_t want = (i > 0 || from_last ? nseq : nseq * b->P) * H * 4;
     if (h->bytes != want)
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: step %u batch %u: %llu bytes of rows, "
@@ -543,27 +572,36 @@ static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const
     return fg_engine_release(e, &v, 1, rc, err);
 }
 
-/* Rank 0: step i of batch k through the embedding and its layers, sent on. */
-static int lead_front(fg_engine *e, block *b, uint32_t i, uint32_t k, fg_err *err)
-{
-    sweep_args a = {i, k, k + 1, 0, layer_unit(e, e->l1)};
-    int rc = sweep(e, b, &a, NULL, err);
-    return rc ? rc : rows_send(e, b, i, k, err);
-}
-
-/* Rank 0: batch k's rows of step i back from the last rank: the head, then sampling. */
-static int lead_back(fg_engine *e, block *b, uint32_t i, uint32_t k, fg_err *err)
+/* The next DATA message, which must be for step i of group [k0, k1), batch k. */
+static int recv_rows(fg_engine *e, block *b, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
+                     fg_err *err)
 {
     fg_stage_msg h;
     const void *p;
     int rc = fg_stage_recv(e->link, 0, &h, &p, err);
-    if (rc == FG_OK && (h.kind != FG_MSG_DATA || h.step != i || h.batch != k))
-        rc = fg_err_set(err, FG_ERR_CORRUPT, "rank 0: expected the rows of step %u batch %u "
-                        "from rank %d, got message kind %u (step %u batch %u)", i, k,
-                        e->link->size - 1, h.kind, h.step, h.batch);
-    if (rc == FG_OK)
-        rc = rows_place(e, b, &h, p, err);
-    sweep_args a = {i, k, k + 1, e->n_units - 1, e->n_units};
+    if (rc == FG_OK && (h.kind != FG_MSG_DATA || h.step != i || h.batch != k || h.first != k0 ||
+                        h.end != k1))
+        rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: expected the rows of step %u batch %u "
+                        "from rank %d, got message kind %u (step %u batch %u)", e->link->rank,
+                        i, k, e->link->size - 1, h.kind, h.step, h.batch);
+    return rc ? rc : rows_place(e, b, &h, p, err);
+}
+
+/* Rank 0: step i of group [k0, k1) through the embedding and its layers, sent on. */
+static int lead_front(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+{
+    sweep_args a = {i, k0, k1, 0, layer_unit(e, e->l1)};
+    int rc = sweep(e, b, &a, NULL, err);
+    return rc ? rc : rows_send(e, b, i, k0, k1, err);
+}
+
+/* Rank 0: the group's rows of step i back from the last rank: the head, then sampling. */
+static int lead_back(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+{
+    int rc = FG_OK;
+    for (uint32_t k = k0; rc == FG_OK && k < (i == 0 ? k1 : k0 + 1); k++)
+        rc = recv_rows(e, b, i, k, k0, k1, err);
+    sweep_args a = {i, k0, k1, e->n_units - 1, e->n_units};
     return rc ? rc : sweep(e, b, &a, NULL, err);
 }
 
@@ -582,36 +620,46 @@ static int send_block(fg_engine *e, const block *b, fg_err *err)
         memcpy(q, b->seqs[s].prompt, b->seqs[s].n_prompt * 4);
         q += b->seqs[s].n_prompt;
     }
-    int rc = fg_stage_send(e->link, FG_MSG_BLOCK, 0, 0, m, (1 + b->n + n_ids) * 4, err);
+    int rc = fg_stage_send(e->link, FG_MSG_BLOCK, 0, 0, 0, 0, m, (1 + b->n + n_ids) * 4, err);
     free(m);
     return rc;
 }
 
+/* Batches a micro-batch holds. */
+static uint32_t group_size(const fg_engine *e, const block *b)
+{
+    uint32_t g = e->o.micro_batch ? e->o.micro_batch
+                                  : (b->nb + (uint32_t)e->link->size - 1) / (uint32_t)e->link->size;
+    return g ? g : 1;
+}
+
 static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
 {
-    uint8_t *active = calloc(b->nb, 1);
+    uint32_t g = group_size(e, b), ng = (b->nb + g - 1) / g;
+    uint8_t *active = calloc(ng, 1);
     int rc = active ? send_block(e, b, err) : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     double t_step = fg_now();
-    for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
-        rc = lead_front(e, b, 0, k, err);
-        active[k] = 1;
+    for (uint32_t j = 0; rc == FG_OK && j < ng; j++) {
+        rc = lead_front(e, b, 0, j * g, j * g + g < b->nb ? j * g + g : b->nb, err);
+        active[j] = 1;
     }
     for (uint32_t i = 1, any = 1; rc == FG_OK && any; i++) {
         any = 0;
-        for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) {
-            if (!active[k])
+        for (uint32_t j = 0; rc == FG_OK && j < ng; j++) {
+            uint32_t k0 = j * g, k1 = k0 + g < b->nb ? k0 + g : b->nb;
+            if (!active[j])
                 continue;
-            rc = lead_back(e, b, i - 1, k, err);
-            active[k] = rc == FG_OK && i < b->G && live(b, k * e->gbs, (k + 1) * e->gbs);
-            if (active[k]) {
-                rc = lead_front(e, b, i, k, err);
+            rc = lead_back(e, b, i - 1, k0, k1, err);
+            active[j] = rc == FG_OK && i < b->G && live(b, k0 * e->gbs, k1 * e->gbs);
+            if (active[j]) {
+                rc = lead_front(e, b, i, k0, k1, err);
                 any = 1;
             }
         }
         end_step(b, i - 1, &t_step, st);
     }
     free(active);
-    return rc ? rc : fg_stage_send(e->link, FG_MSG_END, 0, 0, NULL, 0, err);
+    return rc ? rc : fg_stage_send(e->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);
 }
 
 /* A follower's block from its BLOCK message (ids copied into *ids, seqs into *seqs). */
@@ -650,17 +698,20 @@ static void follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i)
     }
 }
 
-/* One DATA message: its rows placed, this stage's units swept, the rows sent on. */
+/* One DATA message: its rows placed; once the group's rows are all in, this stage's units
+ * swept over the group and the rows sent on. */
 static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void *p, fg_err *err)
 {
     int rc = rows_place(e, b, h, p, err);
-    sweep_args a = {h->step, h->batch, h->batch + 1, layer_unit(e, e->l0), layer_unit(e, e->l1)};
+    if (rc || (h->step == 0 && h->batch + 1 < h->end))
+        return rc;
+    uint32_t k0 = h->first, k1 = h->end;
+    sweep_args a = {h->step, k0, k1, layer_unit(e, e->l0), layer_unit(e, e->l1)};
+    rc = sweep(e, b, &a, NULL, err);
     if (rc == FG_OK)
-        rc = sweep(e, b, &a, NULL, err);
-    if (rc == FG_OK)
-        rc = rows_send(e, b, h->step, h->batch, err);
-    if (rc == FG_OK)
-        follow_advance(e, b, h->batch, h->step);
+        rc = rows_send(e, b, h->step, k0, k1, err);
+    for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
+        follow_advance(e, b, k, h->step);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "engine_int.h"
 #include "fg_progress.h"
@@ -148,10 +149,10 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
 
 /* ---- messages ---- */
 
-int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch,
-                  const void *payload, size_t bytes, fg_err *err)
+int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch, uint32_t first,
+                  uint32_t end, const void *payload, size_t bytes, fg_err *err)
 {
-    fg_stage_msg h = {MSG_MAGIC, kind, step, batch, bytes};
+    fg_stage_msg h = {MSG_MAGIC, kind, step, batch, first, end, bytes};
     return l->send(l->ctx, &h, sizeof h, payload, bytes, err);
 }
 
@@ -192,12 +193,14 @@ int fg_stage_announce(fg_engine *e, fg_err *err)
     m.max_ctx = e->max_ctx;
     m.compute = (int32_t)e->o.compute;
     m.have_fractions = e->o.policy.have_fractions;
-    return fg_stage_send(e->link, FG_MSG_OPEN, 0, 0, &m, sizeof m, err);
+    return fg_stage_send(e->link, FG_MSG_OPEN, 0, 0, 0, 0, &m, sizeof m, err);
 }
 
 int fg_stage_quit(const fg_link *link, fg_err *err)
 {
-    return link && link->size > 1 ? fg_stage_send(link, FG_MSG_QUIT, 0, 0, NULL, 0, err) : FG_OK;
+    if (!link || link->size < 2)
+        return FG_OK;
+    return fg_stage_send(link, FG_MSG_QUIT, 0, 0, 0, 0, NULL, 0, err);
 }
 
 /* The last rank forwards nothing (its next is rank 0, which sent it). */
@@ -205,7 +208,8 @@ static int forward(const fg_link *l, const fg_stage_msg *h, const void *payload,
 {
     if (l->rank + 1 == l->size)
         return FG_OK;
-    return fg_stage_send(l, h->kind, h->step, h->batch, payload, h->bytes, err);
+    return fg_stage_send(l, h->kind, h->step, h->batch, h->first, h->end, payload, h->bytes,
+                         err);
 }
 
 static void follower_line(fg_engine *e)
@@ -214,13 +218,18 @@ static void follower_line(fg_engine *e)
         return;
     fg_engine_stats st;
     fg_engine_stats_get(e, &st);
-    char line[320], rd[32], plan[32];
-    snprintf(line, sizeof line, "rank %d: layers %u-%u, block %u x %u, planned %s (link "
-             "buffers %.0f MiB more), read from disk %s, compute %.2f s, waited for weights "
-             "%.2f s", e->link->rank, e->l0, e->l1 - 1, e->gbs, e->ngb,
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+    char line[400], rd[32], plan[32], peak[32];
+    snprintf(line, sizeof line, "rank %d: layers %u-%u, block %u x %u; peak RSS %s (%llu "
+             "bytes; plan %s + link buffers %.1f MiB), read from disk %s (%llu bytes), compute "
+             "%.2f s, waited for weights %.2f s", e->link->rank, e->l0, e->l1 - 1, e->gbs,
+             e->ngb, fg_fmt_bytes((double)rss, peak, sizeof peak), (unsigned long long)rss,
              fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan), e->link_bytes / MB,
              fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], rd, sizeof rd),
-             st.compute_s, st.load_wait_s);
+             (unsigned long long)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], st.compute_s,
+             st.load_wait_s);
     e->o.notice(e->o.notice_ctx, line);
 }
 

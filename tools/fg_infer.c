@@ -85,7 +85,8 @@ static void usage(FILE *f)
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
           "pipeline:     mpirun -np N fg-infer ... (N ranks, layers split between them; each\n"
           "              rank's --ram-budget and --threads are its own)  --dist-timeout S\n"
-          "              (a peer silent for S seconds is dead or stuck: 300)\n",
+          "              (a peer silent for S seconds is dead or stuck: 300)  --micro-batch N\n"
+          "              (batches of gbs sequences a micro-batch holds: ceil(ngb / ranks))\n",
           f);
 }
 
@@ -164,7 +165,7 @@ enum {
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
-    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_DIST_TIMEOUT,
+    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_DIST_TIMEOUT, O_MICRO,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -246,6 +247,9 @@ static void parse_one(args *a, int c, char **argv, int argc)
         if (!(a->dist_timeout > 0))
             die("--dist-timeout %s: seconds, more than 0", optarg);
         break;
+    case O_MICRO:
+        a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
+        break;
     case 'h': usage(stdout); exit(0);
     default:
         fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
@@ -286,6 +290,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"calibration", required_argument, NULL, O_CALIB},
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
+        {"micro-batch", required_argument, NULL, O_MICRO},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
