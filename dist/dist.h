@@ -14,8 +14,11 @@
  *
  * Failure: a rank that fails prints its one line and calls fg_dist_abort (MPI_Abort), which
  * ends every rank; a rank that dies is seen by mpirun, which ends the rest; a rank that hangs
- * is seen by its neighbour's watchdog (nothing received for timeout_s seconds), which fails
- * that rank with a line naming the silent peer.
+ * is found by the watchdog: a rank that received nothing for timeout_s seconds asks the ranks
+ * before it, one by one, what they do (every rank answers while it waits or between its
+ * units), and the first that does not answer within min(timeout_s, 5) s is the stuck one; its
+ * successor prints the line naming it and aborts (the others wait for that, so one line is
+ * printed). One that answers "computing" is slow, not stuck: that is the line then.
  *
  * Fault hook for the tests: FG_DIST_FAULT=RANK:fail|hang|kill[:N] makes rank RANK fail (an
  * error), hang (sleep forever) or kill itself (SIGKILL) at its N-th received message (3).

@@ -124,6 +124,8 @@ int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **p
 int fg_stage_setup(fg_engine *e, fg_err *err);
 /* The plan of a stage: the budget less the link's buffers. */
 int fg_stage_plan(fg_engine *e, fg_err *err);
+/* Once the engine is open: the link's receives posted ahead, sized for the largest message. */
+int fg_stage_ready(fg_engine *e, fg_err *err);
 /* Rank 0, once its engine is open: OPEN to the followers. */
 int fg_stage_announce(fg_engine *e, fg_err *err);
 

@@ -290,6 +290,8 @@ static int sweep(fg_engine *e, block *b, const sweep_args *a, fg_unit_w *last_he
             rc = compute_span(e, b, w, u, n, a, err);
         if (rc)
             return rc;
+        if (e->link && e->link->poll) /* a pipeline stage: its transfers move meanwhile */
+            e->link->poll(e->link->ctx);
         if (last_head && e->units[u + n - 1].kind == FG_UNIT_HEAD)
             *last_head = w[n - 1];
     }

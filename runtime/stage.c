@@ -13,8 +13,9 @@
  * cache compression, sparsity, schedule flags; the placement fractions only when --percent gave
  * them, else each rank places its own units in its own budget), the context, the compute mode.
  *
- * The link's buffers (one message received, up to ngb + 2 in flight out, each at most a
- * batch's prompt rows) come out of the rank's --ram-budget: the stage plans with the rest.
+ * The link's buffers (three received: two posted ahead and one probed before the engine
+ * opens; up to ngb + 2 in flight out; each at most a batch's prompt rows or a block's prompts)
+ * come out of the rank's --ram-budget: the stage plans with the rest.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +140,7 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
     fg_policy p = e->o.policy;
     p.gbs = e->plan.gbs;
     p.ngb = e->plan.ngb;
-    e->link_bytes = (p.ngb + 3) * max_message(e, p.gbs, p.ngb);
+    e->link_bytes = (p.ngb + 5) * max_message(e, p.gbs, p.ngb);
     if (e->link_bytes >= budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
                           "%d: its link to the next stage alone needs %.0f MiB for gbs %u x ngb "
@@ -182,6 +183,12 @@ typedef struct open_msg {
     int32_t compute;
     int32_t have_fractions;
 } open_msg;
+
+int fg_stage_ready(fg_engine *e, fg_err *err)
+{
+    size_t m = max_message(e, e->gbs, e->ngb);
+    return e->link->expect ? e->link->expect(e->link->ctx, m, err) : FG_OK;
+}
 
 int fg_stage_announce(fg_engine *e, fg_err *err)
 {

@@ -40,6 +40,11 @@ typedef struct fg_link {
     /* The next message from rank (rank - 1 + size) % size, in order; *buf (owned by the link)
      * stays valid until the next recv. forever: no timeout for this wait. */
     int (*recv)(void *ctx, int forever, const void **buf, size_t *len, fg_err *err);
+    /* Optional (may be NULL). expect: no message from now on is longer than max_len, so the
+     * link may post its receives ahead (two buffers of max_len). poll: let transfers in flight
+     * progress (the stage calls it between units while it computes). */
+    int (*expect)(void *ctx, size_t max_len, fg_err *err);
+    void (*poll)(void *ctx);
     void *ctx;
 } fg_link;
 

@@ -8,8 +8,9 @@
 #  2. a model larger than each rank's --ram-budget runs, each rank's peak RSS within its budget
 #     plus process overhead, and the ranks split the weights between them;
 #  3. a rank that fails (FG_DIST_FAULT=R:fail, or a --ram-budget too small on one rank given
-#     with mpirun's MPMD syntax), is killed (SIGKILL) or hangs (its neighbour's --dist-timeout)
-#     ends every rank within a time limit, with one line naming the rank and the cause.
+#     with mpirun's MPMD syntax), is killed (SIGKILL) or hangs (found by the watchdog: nothing
+#     for --dist-timeout, then no answer when asked) ends every rank within a time limit, with
+#     one line naming the rank and the cause.
 # Skipped (exit 77) without mpirun or without MPI in the build.
 # usage: tool_mpi.sh FG-CONVERT FG-INFER MPIRUN HAVE_MPI TOKENIZER LLAMA_FIXTURES WORKDIR
 set -euo pipefail
@@ -113,6 +114,8 @@ ends "rank 2's budget is too small" '^fg-infer: rank 2: --ram-budget 1 MiB is to
   "${MPI[@]}" -np 2 "$INFER" "${T[@]}" : -np 1 "$INFER" "${T[@]}" --ram-budget 1M
 ends "rank 1 is killed" 'rank 1 .*signal 9' \
   env FG_DIST_FAULT=1:kill "${MPI[@]}" -x FG_DIST_FAULT -np 3 "$INFER" "${T[@]}"
-ends "rank 1 hangs" '^fg-infer: rank 2: nothing from rank 1 for 3 s' \
-  env FG_DIST_FAULT=1:hang "${MPI[@]}" -x FG_DIST_FAULT -np 3 "$INFER" "${T[@]}" \
-  --dist-timeout 3
+for r in 1 0; do
+  ends "rank $r hangs" "^fg-infer: rank $(( (r + 1) % 3 )): rank $r is dead or stuck" \
+    env FG_DIST_FAULT=$r:hang "${MPI[@]}" -x FG_DIST_FAULT -np 3 "$INFER" "${T[@]}" \
+    --dist-timeout 3
+done

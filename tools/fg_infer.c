@@ -408,9 +408,11 @@ int main(int argc, char **argv)
     fg_dist_set_timeout(d, a.dist_timeout);
     a.r.eo.link = fg_dist_link(d);
     fg_run_report rep = {0};
+    char trace[4096];
     if (g_rank > 0) {
         a.r.eo.notice = a.r.quiet ? NULL : follower_notice;
-        a.r.eo.trace_path = a.trace;
+        snprintf(trace, sizeof trace, "%s.rank%d", a.trace ? a.trace : "", g_rank);
+        a.r.eo.trace_path = a.trace ? trace : NULL; /* rank 0's file, then one per rank */
         if (fg_stage_follow(a.r.model, &a.r.eo, a.r.eo.link, &err))
             fail(d, &err);
     } else if (fg_run(&a.r, &rep, &err) || fg_stage_quit(a.r.eo.link, &err)) {
