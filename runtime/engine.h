@@ -46,6 +46,8 @@ typedef struct fg_engine_opts {
     const fg_link *link;      /* a pipeline stage (stage.h) of link->size ranks, borrowed; NULL
                                  or size 1: one process runs every unit */
     uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */
+    uint32_t gen_hint;        /* pipeline: new tokens a sequence (of max_ctx): the head's share
+                                 of the FLOPs when the stages are split (0: every token) */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

@@ -2,9 +2,11 @@
  * stage's messages, and a follower rank's life (open on rank 0's word, serve blocks, quit). The
  * schedules a stage runs are schedule.c's (fg_stage_serve and the lead's loop there).
  *
- * The split: each layer costs its share of the model's stored bytes (what the stage must hold
- * or read) plus its share of the FLOPs per token (its Linear layers, and attention over half the
- * context); rank 0 carries the embedding and the head on top of its layers. Stages are whole
+ * The split: each layer costs its share of the bytes a token step reads (a decode step on a
+ * CPU is bound by reading the weights, from RAM or disk) plus its share of the FLOPs per token
+ * (its Linear layers, and attention over half the context: what bounds the prefill); rank 0
+ * carries the embedding (a few gathered rows) and the head (the whole table, its FLOPs only for
+ * the generated share of the context: gen_hint / max_ctx) on top of its layers. Capacity is not balanced: a stage larger than its rank's budget streams from disk. Stages are whole
  * layers (a span of attention + MLP never straddles two ranks), balanced by fg_stage_split.
  * Every rank computes the same split from the same store and the same context, so no rank
  * tells another which layers it has.
@@ -71,7 +73,8 @@ int fg_stage_split(const double *cost, uint32_t layers, double base0, uint32_t n
     return FG_OK;
 }
 
-/* Bytes and FLOPs a token costs in unit u (a tied head reads the embedding's bytes again). */
+/* Bytes read and FLOPs a token step costs in unit u: a gathered table (the embedding) costs
+ * only its few rows, a tied head reads the whole table again. */
 static void unit_cost(const fg_engine *e, uint32_t u, double ctx, double *bytes, double *flops)
 {
     const unit *un = &e->units[u];
@@ -79,7 +82,8 @@ static void unit_cost(const fg_engine *e, uint32_t u, double ctx, double *bytes,
     for (uint32_t i = 0; i < un->n_t; i++) {
         const wtensor *t = &e->tensors[un->t[i]];
         fg_access a = t->group == u ? t->spec.access : FG_ACCESS_STREAM;
-        *bytes += (double)t->stored_bytes;
+        if (a != FG_ACCESS_GATHER)
+            *bytes += (double)t->stored_bytes;
         if (a == FG_ACCESS_LINEAR || a == FG_ACCESS_STREAM)
             *flops += 2.0 * (double)t->spec.dims[0] * (double)t->spec.dims[1];
     }
@@ -101,9 +105,12 @@ int fg_stage_setup(fg_engine *e, fg_err *err)
         free(lb), free(lf), free(first);
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     }
+    /* the layers compute every token of the context, the head only the generated ones */
+    double head_share = e->o.gen_hint && e->o.gen_hint < ctx ? e->o.gen_hint / ctx : 1;
     for (uint32_t u = 0; u < e->n_units; u++) {
         unit_cost(e, u, ctx, &b, &f);
         int layer = e->units[u].kind == FG_UNIT_ATTN || e->units[u].kind == FG_UNIT_MLP;
+        f *= layer ? 1 : head_share;
         *(layer ? &lb[e->units[u].layer] : &base_b) += b;
         *(layer ? &lf[e->units[u].layer] : &base_f) += f;
         tb += b, tf += f;
@@ -179,7 +186,7 @@ int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **p
 
 typedef struct open_msg {
     fg_policy policy;      /* gbs/ngb: rank 0's plan */
-    uint32_t max_ctx;
+    uint32_t max_ctx, gen_hint;
     int32_t compute;
     int32_t have_fractions;
 } open_msg;
@@ -198,6 +205,7 @@ int fg_stage_announce(fg_engine *e, fg_err *err)
     m.policy.gbs = e->gbs;
     m.policy.ngb = e->ngb;
     m.max_ctx = e->max_ctx;
+    m.gen_hint = e->o.gen_hint;
     m.compute = (int32_t)e->o.compute;
     m.have_fractions = e->o.policy.have_fractions;
     return fg_stage_send(e->link, FG_MSG_OPEN, 0, 0, 0, 0, &m, sizeof m, err);
@@ -261,6 +269,7 @@ int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *l
     if (!m.have_fractions)
         eo.policy.have_fractions = 0;
     eo.max_ctx = m.max_ctx;
+    eo.gen_hint = m.gen_hint;
     eo.compute = (fg_compute)m.compute;
     eo.link = link;
     fg_store *store = NULL;
