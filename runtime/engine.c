@@ -7,7 +7,9 @@
  *     pager's HOST pool gets plan.pool; the rest are plan.fixed);
  *  2. every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
  *     resident, its checksum checked unless no_verify), use, release;
- *  3. the engine knows roles and access kinds (model.h), never a family's tensor names.
+ *  3. the engine knows roles and access kinds (model.h), never a family's tensor names;
+ *  4. a pipeline stage (stage.h: opts.link) registers, plans and reads only its own units'
+ *     tensors and its own layers' KV cache; the other stages' are looked up, never read.
  *
  * How weights reach the backend (fg_access): SMALL tensors (norms, biases, position tables) are
  * decoded to f32 when their unit loads; LINEAR tensors go to the backend as typed weights whose

@@ -17,8 +17,8 @@
  * batch loads every unit again. Both are the same sweep with another batch range.
  *
  * The unit range is how a pipeline stage (stage.h, the end of this file) reuses this: a stage
- * sweeps its own units for one batch (a micro-batch) at a time, its rows received before the
- * sweep and sent after it. A single process runs [0, n_units).
+ * sweeps its own units for one micro-batch (a group of batches) at a time, its rows received
+ * before the sweep and sent after it. A single process runs [0, n_units).
  *
  * A block's prompts are left-padded to the longest; the validity mask and positions follow
  * transformers (padding is never attended; positions count real tokens only). Finished
