@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "stage_int.h"
 
 /* Chunks of a streamed tensor (the LM head) read ahead of the one multiplying (a 4 MiB chunk
  * multiplies in about as long as it takes to read). */
@@ -106,14 +107,7 @@ static inline uint32_t fg_engine_kv_id(const fg_engine *e, uint32_t k, uint32_t 
     return e->kv_first + k * (e->l1 - e->l0) + (layer - e->l0);
 }
 
-/* stage.c: the stage's messages (stage.h): a header, then `bytes` of payload. */
-enum { FG_MSG_OPEN = 1, FG_MSG_BLOCK, FG_MSG_DATA, FG_MSG_END, FG_MSG_QUIT };
-typedef struct fg_stage_msg {
-    uint32_t magic, kind;
-    uint32_t step, batch;          /* DATA: the step, and the batch of these rows */
-    uint32_t first, end;           /* DATA: the micro-batch, batches [first, end) */
-    uint64_t bytes;
-} fg_stage_msg;
+/* stage.c: the stage's messages (stage_int.h) over the link. */
 int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch, uint32_t first,
                   uint32_t end, const void *payload, size_t bytes, fg_err *err);
 /* The next message; *payload valid until the next receive. A malformed one is an error. */

@@ -668,24 +668,20 @@ static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
 static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_gen_seq **seqs,
                        int32_t **ids, uint32_t *n, fg_err *err)
 {
-    const uint32_t *m = p;
-    uint64_t words = h->bytes / 4, total = 0;
-    *n = words ? m[0] : 0;
-    if (h->bytes % 4 || !*n || *n > e->gbs * e->ngb || words < 1 + (uint64_t)*n)
-        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed block message",
-                          e->link->rank);
-    for (uint32_t s = 0; s < *n; s++)
-        total += m[1 + s];
-    if (total != words - 1 - *n)
-        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a block message whose prompts do not "
-                          "add up", e->link->rank);
+    const uint32_t *lens;
+    const int32_t *src;
+    int rc = fg_stage_block_parse(p, h->bytes, e->gbs * e->ngb, e->max_ctx, e->link->rank, n,
+                                  &lens, &src, err);
+    if (rc)
+        return rc;
+    size_t total = h->bytes / 4 - 1 - *n;
     *seqs = calloc(*n, sizeof **seqs);
     *ids = malloc(total * 4 + 4);
     if (!*seqs || !*ids)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    memcpy(*ids, m + 1 + *n, total * 4);
-    for (uint32_t s = 0, at = 0; s < *n; at += m[1 + s], s++)
-        (*seqs)[s] = (fg_gen_seq){*ids + at, m[1 + s], 1, {0}, s, NULL, 0, 0};
+    memcpy(*ids, src, total * 4);
+    for (uint32_t s = 0, at = 0; s < *n; at += lens[s], s++)
+        (*seqs)[s] = (fg_gen_seq){*ids + at, lens[s], 1, {0}, s, NULL, 0, 0};
     return FG_OK;
 }
 

@@ -164,32 +164,69 @@ int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch
     return l->send(l->ctx, &h, sizeof h, payload, bytes, err);
 }
 
+int fg_stage_msg_parse(const void *buf, size_t len, int rank, int from, fg_stage_msg *h,
+                       const void **payload, fg_err *err)
+{
+    if (len >= sizeof *h)
+        memcpy(h, buf, sizeof *h);
+    if (len < sizeof *h || h->magic != MSG_MAGIC || h->kind < FG_MSG_OPEN ||
+        h->kind > FG_MSG_QUIT || h->bytes != len - sizeof *h)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed pipeline message of %zu "
+                          "bytes from rank %d", rank, len, from);
+    *payload = (const uint8_t *)buf + sizeof *h;
+    return FG_OK;
+}
+
 int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **payload,
                   fg_err *err)
 {
     const void *buf;
     size_t len;
     int rc = l->recv(l->ctx, forever, &buf, &len, err);
-    if (rc)
-        return rc;
-    if (len >= sizeof *h)
-        memcpy(h, buf, sizeof *h);
-    if (len < sizeof *h || h->magic != MSG_MAGIC || h->kind < FG_MSG_OPEN ||
-        h->kind > FG_MSG_QUIT || h->bytes != len - sizeof *h)
-        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed pipeline message of %zu "
-                          "bytes from rank %d", l->rank, len, (l->rank + l->size - 1) % l->size);
-    *payload = (const uint8_t *)buf + sizeof *h;
+    return rc ? rc : fg_stage_msg_parse(buf, len, l->rank, (l->rank + l->size - 1) % l->size, h,
+                                        payload, err);
+}
+
+int fg_stage_open_parse(const void *p, uint64_t bytes, int rank, fg_stage_open *o, fg_err *err)
+{
+    if (bytes != sizeof *o)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: an OPEN message of %llu bytes, not "
+                          "%zu (the ranks run different builds?)", rank,
+                          (unsigned long long)bytes, sizeof *o);
+    memcpy(o, p, sizeof *o);
+    const fg_policy *q = &o->policy;
+    if (q->gbs < 1 || q->gbs > 4096 || q->ngb < 1 || q->ngb > 4096 || o->max_ctx < 2 ||
+        o->gen_hint > o->max_ctx || (o->compute != FG_COMPUTE_F32 &&
+                                     o->compute != FG_COMPUTE_INT8))
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: an OPEN message out of range (block %u "
+                          "x %u, context %u)", rank, q->gbs, q->ngb, o->max_ctx);
+    return FG_OK;
+}
+
+int fg_stage_block_parse(const void *p, uint64_t bytes, uint32_t max_n, uint32_t max_ctx,
+                         int rank, uint32_t *n, const uint32_t **lens, const int32_t **ids,
+                         fg_err *err)
+{
+    const uint32_t *m = p;
+    uint64_t words = bytes / 4, total = 0;
+    *n = words ? m[0] : 0;
+    if (bytes % 4 || !*n || *n > max_n || words < 1 + (uint64_t)*n)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a malformed block message", rank);
+    for (uint32_t s = 0; s < *n; s++) {
+        if (m[1 + s] < 1 || m[1 + s] >= max_ctx)
+            return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a block message with a prompt of "
+                              "%u ids (context %u)", rank, m[1 + s], max_ctx);
+        total += m[1 + s];
+    }
+    if (total != words - 1 - *n)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: a block message whose prompts do not "
+                          "add up", rank);
+    *lens = m + 1;
+    *ids = (const int32_t *)(m + 1 + *n);
     return FG_OK;
 }
 
 /* ---- OPEN ---- */
-
-typedef struct open_msg {
-    fg_policy policy;      /* gbs/ngb: rank 0's plan */
-    uint32_t max_ctx, gen_hint;
-    int32_t compute;
-    int32_t have_fractions;
-} open_msg;
 
 int fg_stage_ready(fg_engine *e, fg_err *err)
 {
@@ -199,7 +236,7 @@ int fg_stage_ready(fg_engine *e, fg_err *err)
 
 int fg_stage_announce(fg_engine *e, fg_err *err)
 {
-    open_msg m;
+    fg_stage_open m;
     memset(&m, 0, sizeof m);
     m.policy = e->o.policy;
     m.policy.gbs = e->gbs;
@@ -257,12 +294,12 @@ int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *l
     int rc = fg_stage_recv(link, 1, &h, &p, err);
     if (rc || h.kind == FG_MSG_QUIT)
         return rc ? rc : forward(link, &h, p, err);
-    if (h.kind != FG_MSG_OPEN || h.bytes != sizeof(open_msg))
+    if (h.kind != FG_MSG_OPEN)
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: expected the OPEN message first, got "
                           "kind %u", link->rank, h.kind);
-    open_msg m;
-    memcpy(&m, p, sizeof m);
-    if ((rc = forward(link, &h, p, err)))
+    fg_stage_open m;
+    if ((rc = fg_stage_open_parse(p, h.bytes, link->rank, &m, err)) ||
+        (rc = forward(link, &h, p, err)))
         return rc;
     fg_engine_opts eo = *o;
     eo.policy = m.policy;
