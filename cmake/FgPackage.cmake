@@ -47,13 +47,14 @@ if(FG_HAVE_NO_SEMANTIC_INTERPOSITION)
 endif()
 
 # The public headers: each module's API, plus what they include (engine.h includes model.h,
-# plan.h, policy.h and sample.h; model.h includes backend.h). They include one another by bare name, which resolves
+# plan.h, policy.h, sample.h and stage.h; model.h includes backend.h). They include one another by bare name, which resolves
 # next to the including file in include/fg/; programs write #include <fg/engine.h>.
 # tests/install/install.sh checks that each compiles alone (C, and C++ when there is a C++
 # compiler) and that none includes a header missing from include/fg/.
 set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
-    runtime/plan.h runtime/engine.h runtime/prefix.h runtime/jobs.h runtime/runner.h policy/policy_search.h)
+    runtime/plan.h runtime/stage.h runtime/engine.h runtime/prefix.h runtime/jobs.h
+    runtime/runner.h policy/policy_search.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.
 set(FG_BUILD_INCLUDE ${CMAKE_BINARY_DIR}/include)
 foreach(h IN LISTS FG_PUBLIC_HEADERS)

@@ -7,7 +7,9 @@
  *     pager's HOST pool gets plan.pool; the rest are plan.fixed);
  *  2. every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
  *     resident, its checksum checked unless no_verify), use, release;
- *  3. the engine knows roles and access kinds (model.h), never a family's tensor names.
+ *  3. the engine knows roles and access kinds (model.h), never a family's tensor names;
+ *  4. a pipeline stage (stage.h: opts.link) registers, plans and reads only its own units'
+ *     tensors and its own layers' KV cache; the other stages' are looked up, never read.
  *
  * How weights reach the backend (fg_access): SMALL tensors (norms, biases, position tables) are
  * decoded to f32 when their unit loads; LINEAR tensors go to the backend as typed weights whose
@@ -224,9 +226,14 @@ static int build_units(fg_engine *e, fg_err *err)
                 return rc;
         }
     }
+    int rc = fg_stage_setup(e, err);
+    if (rc)
+        return rc;
     uint64_t weights = 0, max_floats = 0;
     for (uint32_t i = 0; i < e->n_tensors; i++) {
         const wtensor *t = &e->tensors[i];
+        if (!fg_engine_runs(e, t->group))
+            continue; /* another stage's */
         weights += t->stored_bytes;
         for (uint32_t c = 0; c < t->n_chunks; c++) {
             uint64_t f = t->chunks[c].n_rows * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
@@ -234,8 +241,10 @@ static int build_units(fg_engine *e, fg_err *err)
         }
     }
     for (uint32_t u = 0; u < e->n_units; u++)
-        plan_unit(e, u, &e->plan_units[u]);
-    e->pm = (fg_plan_model){&e->hp, e->n_units, e->plan_units, weights, max_floats};
+        if (fg_engine_runs(e, u))
+            plan_unit(e, u, &e->plan_units[u]);
+    e->pm = (fg_plan_model){&e->hp, e->n_units, e->plan_units, weights, max_floats,
+                            e->hp.n_layers - (e->l1 - e->l0)};
     return FG_OK;
 }
 
@@ -248,6 +257,8 @@ static int register_chunks(fg_engine *e, fg_err *err)
     for (uint32_t i = 0; i < e->n_tensors; i++) {
         wtensor *t = &e->tensors[i];
         uint32_t k;
+        if (!fg_engine_runs(e, t->group))
+            continue; /* another stage's: never read here */
         for (k = 0; k < n_files && file_ids[k] != t->file_id; k++)
             ;
         int rc = FG_OK;
@@ -303,7 +314,7 @@ static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, fg_err *er
 static int register_kv(fg_engine *e, fg_err *err)
 {
     uint64_t kvc = e->plan.kv_chunk, actc = e->plan.act_chunk;
-    uint64_t n = (uint64_t)e->ngb * e->hp.n_layers, act_off = n * kvc;
+    uint64_t n = (uint64_t)e->ngb * (e->l1 - e->l0), act_off = n * kvc;
     uint32_t file;
     int rc = offload_file(e, act_off + e->ngb * actc, &file, err);
     for (uint64_t i = 0; rc == FG_OK && i < n; i++) {
@@ -382,7 +393,7 @@ int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, f
 void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
 {
     fg_pager_ticket t;
-    fg_pager_prefetch(e->pager, e->kv_first + k * e->hp.n_layers + layer, FG_TIER_HOST, &t, NULL);
+    fg_pager_prefetch(e->pager, fg_engine_kv_id(e, k, layer), FG_TIER_HOST, &t, NULL);
 }
 
 /* ---- weights ---- */
@@ -577,7 +588,8 @@ static int engine_init(fg_engine *e, fg_err *err)
         e->kv_codec = fg_codec_float(FG_CODEC_F32);
     if ((rc = fg_engine_device_budget(e, err)))
         return rc;
-    rc = fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, e->o.ram_budget, &e->plan, err);
+    rc = e->link ? fg_stage_plan(e, err)
+                 : fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, e->o.ram_budget, &e->plan, err);
     if (rc)
         return rc;
     e->gbs = e->plan.gbs;
@@ -595,7 +607,12 @@ int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg
     e->o = *o;
     e->store = store;
     e->t_open = fg_now();
+    e->link = o->link && o->link->size > 1 ? o->link : NULL;
     int rc = engine_init(e, err);
+    if (rc == FG_OK && e->link)
+        rc = fg_stage_ready(e, err);
+    if (rc == FG_OK && e->link && e->link->rank == 0)
+        rc = fg_stage_announce(e, err);
     if (rc) {
         e->o.trace_path = NULL;
         fg_engine_close(e, NULL);

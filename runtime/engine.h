@@ -20,6 +20,7 @@
 #include "plan.h"
 #include "policy.h"
 #include "sample.h"
+#include "stage.h"
 #include "store.h"
 #include "tokenizer.h"
 
@@ -46,6 +47,11 @@ typedef struct fg_engine_opts {
     uint64_t gpu_budget;      /* device bytes: the pager's DEVICE pool and the backend's per-op
                                  staging (0: CUDA's free memory less 1 GiB; sim 1 GiB) */
     double sim_link_gbps;     /* the simulated device's link (0: memcpy speed) */
+    const fg_link *link;      /* a pipeline stage (stage.h) of link->size ranks, borrowed; NULL
+                                 or size 1: one process runs every unit */
+    uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */
+    uint32_t gen_hint;        /* pipeline: new tokens a sequence (of max_ctx): the head's share
+                                 of the FLOPs when the stages are split (0: every token) */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "prefix.h"
+#include "stage_int.h"
 
 /* Chunks of a streamed tensor (the LM head) read ahead of the one multiplying (a 4 MiB chunk
  * multiplies in about as long as it takes to read). */
@@ -83,6 +84,12 @@ struct fg_engine {
     size_t n_spans, cap_spans;
     double t_open;
     struct fg_prefix *prefix;      /* borrowed (fg_engine_set_prefix), or NULL */
+    /* a pipeline stage (stage.c): layers [l0, l1) run here, and rank 0 also runs the embedding
+     * and the head; without a link every unit (l0 = 0, l1 = n_layers). KV chunks exist only for
+     * [l0, l1). */
+    const fg_link *link;
+    uint32_t l0, l1;
+    uint64_t link_bytes;           /* the budget's share kept for the link's buffers */
 };
 
 /* prefix_kv.c: a block's prefix cache work between its load and its save */
@@ -101,6 +108,42 @@ int fg_engine_prefix_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint
 /* Save the block's whole prompt pages the cache did not hold (after the prefill). */
 int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb, fg_err *err);
 void fg_pfx_block_free(fg_pfx_block *pb);
+
+/* Does this process run unit u? */
+static inline int fg_engine_runs(const fg_engine *e, uint32_t u)
+{
+    const unit *un = &e->units[u];
+    if (!e->link)
+        return 1;
+    if (un->kind == FG_UNIT_EMBED || un->kind == FG_UNIT_HEAD)
+        return e->link->rank == 0;
+    return un->layer >= e->l0 && un->layer < e->l1;
+}
+
+/* The pager chunk of the KV cache of (batch k, layer). */
+static inline uint32_t fg_engine_kv_id(const fg_engine *e, uint32_t k, uint32_t layer)
+{
+    return e->kv_first + k * (e->l1 - e->l0) + (layer - e->l0);
+}
+
+/* stage.c: the stage's messages (stage_int.h) over the link. */
+int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch, uint32_t first,
+                  uint32_t end, const void *payload, size_t bytes, fg_err *err);
+/* The next message; *payload valid until the next receive. A malformed one is an error. */
+int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **payload,
+                  fg_err *err);
+/* After build_units: this rank's layers (the split balanced by bytes and FLOPs), the plan's
+ * view restricted to them. */
+int fg_stage_setup(fg_engine *e, fg_err *err);
+/* The plan of a stage: the budget less the link's buffers. */
+int fg_stage_plan(fg_engine *e, fg_err *err);
+/* Once the engine is open: the link's receives posted ahead, sized for the largest message. */
+int fg_stage_ready(fg_engine *e, fg_err *err);
+/* Rank 0, once its engine is open: OPEN to the followers. */
+int fg_stage_announce(fg_engine *e, fg_err *err);
+
+/* schedule.c: a follower: run the blocks rank 0 sends until QUIT. */
+int fg_stage_serve(fg_engine *e, fg_err *err);
 
 /* engine.c */
 /* Start reading the units of the span at u (best effort). */

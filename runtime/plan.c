@@ -131,9 +131,14 @@ static void default_gpu(const fg_plan_model *m, fg_plan *pl, fg_pager_policy *f)
     f->w[2] = rest * (1 - ram);
 }
 
+static uint64_t kv_layers(const fg_plan_model *m)
+{
+    return m->hp->n_layers - m->kv_layers_off;
+}
+
 static void homes(const fg_plan_model *m, fg_plan *pl)
 {
-    uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * m->hp->n_layers * pl->kv_chunk,
+    uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * kv_layers(m) * pl->kv_chunk,
                          (uint64_t)pl->ngb * pl->act_chunk};
     const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
     for (int k = 0; k < 3; k++) {
@@ -173,7 +178,7 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
                           "weights, KV cache and activations (at least %.0f MiB)",
                           ram_budget / MB, pl->fixed / MB, pl->gbs, pl->ngb, pl->window / MB,
                           (pl->fixed + pl->window) / MB);
-    uint64_t kv_act = (uint64_t)pl->ngb * (m->hp->n_layers * pl->kv_chunk + pl->act_chunk);
+    uint64_t kv_act = (uint64_t)pl->ngb * (kv_layers(m) * pl->kv_chunk + pl->act_chunk);
     uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv_act + pl->window;
     int rc = device(p, pl, err);
     if (rc)

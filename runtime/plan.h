@@ -40,6 +40,8 @@ typedef struct fg_plan_model {
     const fg_plan_unit *units;   /* [n_units] */
     uint64_t weights;            /* stored bytes of every tensor */
     uint64_t max_chunk_floats;   /* largest decoded chunk of any tensor */
+    uint32_t kv_layers_off;      /* layers whose KV cache this process does not hold (0: it
+                                    holds all; a pipeline stage holds only its own) */
 } fg_plan_model;
 
 typedef struct fg_plan {

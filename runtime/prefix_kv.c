@@ -158,7 +158,7 @@ static int load_chunk(fg_engine *e, fg_pfx_block *pb, const fg_gen_seq *seqs, ui
     if (!any)
         return FG_OK;
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, e->kv_first + k * e->hp.n_layers + l, &v, err);
+    int rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err);
     for (uint32_t s = first; rc == FG_OK && s < end; s++) {
         uint32_t pad = pb->P - seqs[s].n_prompt;
         for (uint32_t j = 0; j < pb->cached[s] / G; j++) {
@@ -275,7 +275,7 @@ static int save_group(fg_engine *e, const fg_pfx_block *pb, const fg_gen_seq *se
         for (size_t i = 0; rc == FG_OK && i < n;) {
             uint32_t k = c[i].seq / e->gbs;
             fg_pager_view v;
-            if ((rc = fg_engine_acquire(e, e->kv_first + k * L + l, &v, err)))
+            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
                 break;
             for (; rc == FG_OK && i < n && c[i].seq / e->gbs == k; i++) {
                 uint32_t pad = pb->P - seqs[c[i].seq].n_prompt;

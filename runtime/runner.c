@@ -347,6 +347,7 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     int rc = r->eo.policy.compress_weight ? quantize_at_load(r, err) : FG_OK;
     if (!r->eo.max_ctx)
         r->eo.max_ctx = P + G;
+    r->eo.gen_hint = G; /* a pipeline's split weighs the head by it */
     if (rc == FG_OK && r->o->policy_auto)
         rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)

@@ -16,9 +16,9 @@
  * Accelerate and DeepSpeed do) sweeps one batch through all its steps before the next, so every
  * batch loads every unit again. Both are the same sweep with another batch range.
  *
- * The unit range and the row hooks are how a pipeline stage reuses this: a stage that starts
- * past the embedding takes its rows from `rows_in`, one that ends before the head hands them to
- * `rows_out`. A single process runs [0, n_units) with neither.
+ * The unit range is how a pipeline stage (stage.h, the end of this file) reuses this: a stage
+ * sweeps its own units for one micro-batch (a group of batches) at a time, its rows received
+ * before the sweep and sent after it. A single process runs [0, n_units).
  *
  * A block's prompts are left-padded to the longest; the validity mask and positions follow
  * transformers (padding is never attended; positions count real tokens only). Finished
@@ -85,7 +85,7 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
                   uint32_t row0, fg_err *err)
 {
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, e->kv_first + k * e->hp.n_layers + layer, &v, err);
+    int rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, layer), &v, err);
     if (rc)
         return rc;
     if (k + 1 < k_end)
@@ -304,6 +304,8 @@ static int sweep(fg_engine *e, block *b, const sweep_args *a, fg_unit_w *last_he
             rc = compute_span(e, b, w, u, n, a, err);
         if (rc)
             return rc;
+        if (e->link && e->link->poll) /* a pipeline stage: its transfers move meanwhile */
+            e->link->poll(e->link->ctx);
         if (last_head && e->units[u + n - 1].kind == FG_UNIT_HEAD)
             *last_head = w[n - 1];
     }
@@ -378,6 +380,8 @@ static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, int scoring, 
     return FG_OK;
 }
 
+static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err);
+
 int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_hooks *hooks,
                        fg_gen_stats *st, fg_err *err)
 {
@@ -397,7 +401,9 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     st->prefill_s += fg_now() - t0;
     if (rc == FG_OK)
         setup_prompts(e, &b);
-    if (rc == FG_OK && e->o.policy.schedule == FG_SCHEDULE_ROW)
+    if (rc == FG_OK && e->link)
+        rc = stage_lead(e, &b, st, err);
+    else if (rc == FG_OK && e->o.policy.schedule == FG_SCHEDULE_ROW)
         for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
             rc = run_batches(e, &b, k, k + 1, st, err);
     else if (rc == FG_OK)
@@ -457,6 +463,9 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
                      uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
                      fg_err *err)
 {
+    if (e->link)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "perplexity runs in one process, not as a "
+                          "pipeline of %d ranks", e->link->size);
     fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
     int32_t *dummy = calloc(n + 1, sizeof *dummy), *last_pos = calloc(n + 1, sizeof *last_pos);
     int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -481,4 +490,307 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     free(dummy);
     free(last_pos);
     return rc;
+}
+
+/* ---- the pipeline (stage.h) ----
+ *
+ * A micro-batch is a group of consecutive batches [k0, k1) of the block (FlexGen's inner
+ * iteration: ceil(ngb / ranks) batches unless --micro-batch says, so there are as many
+ * micro-batches as stages to keep each busy, and each weight load serves k1 - k0 batches).
+ * Each rank sweeps its units for (step i, group) and sends the rows on, so while rank r
+ * computes one group its send of the last one and the arrival of the next are under way.
+ * Rank 0 leads: it sends the prompts (BLOCK), runs every group's prefill through its front
+ * units and sends it, then, as each group's rows come back from the last rank, runs the head
+ * on them, samples (the same advance as one process), and starts that group's next step at
+ * once. A group whose sequences are all finished stops there (one process would carry it to
+ * the block's end; its outputs are the same). Followers run whatever arrives, in order, until
+ * END.
+ *
+ * DATA messages: a decode step's rows of a group in one message (blk_hidden, sequence
+ * k0 * gbs + q at row q); the prefill's one message per batch (its activation chunk; to rank 0
+ * only each sequence's last position, all the head needs), the group swept when its last
+ * batch is in.
+ */
+
+/* First unit of `layer` (the head's unit for layer == n_layers). */
+static uint32_t layer_unit(const fg_engine *e, uint32_t layer)
+{
+    for (uint32_t u = 0; u < e->n_units; u++)
+        if (e->units[u].kind == FG_UNIT_ATTN && e->units[u].layer == layer)
+            return u;
+    return e->n_units - 1;
+}
+
+static int last_rank(const fg_engine *e) { return e->link->rank + 1 == e->link->size; }
+
+static int forward_ctl(const fg_engine *e, const fg_stage_msg *h, const void *p, fg_err *err)
+{
+    return last_rank(e) ? FG_OK
+                        : fg_stage_send(e->link, h->kind, h->step, h->batch, h->first, h->end,
+                                        p, h->bytes, err);
+}
+
+/* Sequences of batches [k0, k1). */
+static size_t group_rows(const fg_engine *e, const block *b, uint32_t k0, uint32_t k1)
+{
+    uint32_t end = k1 * e->gbs < b->n ? k1 * e->gbs : b->n;
+    return end - k0 * e->gbs;
+}
+
+/* The prefill's rows of batch k (all, or to rank 0 each sequence's last position). */
+static int send_prefill(fg_engine *e, const block *b, uint32_t k, uint32_t k0, uint32_t k1,
+                        fg_err *err)
+{
+    size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
+    fg_pager_view v;
+    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    if (rc)
+        return rc;
+    const float *x = v.ptr;
+    if (last_rank(e)) { /* head_x is free on a follower: stage the last rows there */
+        for (size_t r = 0; r < nseq; r++)
+            memcpy(e->head_x + r * H, x + (r * b->P + b->P - 1) * H, H * 4);
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, e->head_x, nseq * H * 4, err);
+    } else {
+        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, x, nseq * b->P * H * 4, err);
+    }
+    return fg_engine_release(e, &v, 0, rc, err);
+}
+
+/* Send group [k0, k1)'s rows after step i's sweep. */
+static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k0, uint32_t k1,
+                     fg_err *err)
+{
+    if (i > 0)
+        return fg_stage_send(e->link, FG_MSG_DATA, i, k0, k0, k1, e->blk_hidden,
+                             group_rows(e, b, k0, k1) * e->hp.hidden * 4, err);
+    int rc = FG_OK;
+    for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
+        rc = send_prefill(e, b, k, k0, k1, err);
+    return rc;
+}
+
+/* Put the rows of a DATA message where step h->step reads them. */
+static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const void *p,
+                      fg_err *err)
+{
+    uint32_t k = h->batch, i = h->step, from_last = e->link->rank == 0;
+    if (k < h->first || k >= h->end || h->end > b->nb || (i > 0 && k != h->first) ||
+        (uint64_t)b->P + i >= e->max_ctx)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: rows for step %u batch %u of batches "
+                          "%u..%u of a block of %u batches", e->link->rank, i, k, h->first,
+                          h->end, b->nb);
+    size_t H = e->hp.hidden, nseq = i > 0 ? group_rows(e, b, k, h->end) : batch_size(e, b, k);
+    size_t want = (i > 0 || from_last ? nseq : nseq * b->P) * H * 4;
+    if (h->bytes != want)
+        return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: step %u batch %u: %llu bytes of rows, "
+                          "expected %zu", e->link->rank, i, k, (unsigned long long)h->bytes, want);
+    if (i > 0) {
+        memcpy(e->blk_hidden, p, want);
+        return FG_OK;
+    }
+    fg_pager_view v;
+    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    if (rc)
+        return rc;
+    float *x = v.ptr;
+    if (from_last)
+        for (size_t r = 0; r < nseq; r++)
+            memcpy(x + (r * b->P + b->P - 1) * H, (const float *)p + r * H, H * 4);
+    else
+        memcpy(x, p, want);
+    return fg_engine_release(e, &v, 1, rc, err);
+}
+
+/* The next DATA message, which must be for step i of group [k0, k1), batch k. */
+static int recv_rows(fg_engine *e, block *b, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
+                     fg_err *err)
+{
+    fg_stage_msg h;
+    const void *p;
+    int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+    if (rc == FG_OK && (h.kind != FG_MSG_DATA || h.step != i || h.batch != k || h.first != k0 ||
+                        h.end != k1))
+        rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: expected the rows of step %u batch %u "
+                        "from rank %d, got message kind %u (step %u batch %u)", e->link->rank,
+                        i, k, e->link->size - 1, h.kind, h.step, h.batch);
+    return rc ? rc : rows_place(e, b, &h, p, err);
+}
+
+/* Rank 0: step i of group [k0, k1) through the embedding and its layers, sent on. */
+static int lead_front(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+{
+    sweep_args a = {i, k0, k1, 0, layer_unit(e, e->l1)};
+    int rc = sweep(e, b, &a, NULL, err);
+    return rc ? rc : rows_send(e, b, i, k0, k1, err);
+}
+
+/* Rank 0: the group's rows of step i back from the last rank: the head, then sampling. */
+static int lead_back(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+{
+    int rc = FG_OK;
+    for (uint32_t k = k0; rc == FG_OK && k < (i == 0 ? k1 : k0 + 1); k++)
+        rc = recv_rows(e, b, i, k, k0, k1, err);
+    sweep_args a = {i, k0, k1, e->n_units - 1, e->n_units};
+    return rc ? rc : sweep(e, b, &a, NULL, err);
+}
+
+/* BLOCK: n, the prompt lengths [n], the prompts' ids one after another. */
+static int send_block(fg_engine *e, const block *b, fg_err *err)
+{
+    size_t n_ids = 0;
+    for (uint32_t s = 0; s < b->n; s++)
+        n_ids += b->seqs[s].n_prompt;
+    uint32_t *m = malloc((1 + b->n + n_ids) * 4), *q = m + 1 + b->n;
+    if (!m)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    m[0] = b->n;
+    for (uint32_t s = 0; s < b->n; s++) {
+        m[1 + s] = b->seqs[s].n_prompt;
+        memcpy(q, b->seqs[s].prompt, b->seqs[s].n_prompt * 4);
+        q += b->seqs[s].n_prompt;
+    }
+    int rc = fg_stage_send(e->link, FG_MSG_BLOCK, 0, 0, 0, 0, m, (1 + b->n + n_ids) * 4, err);
+    free(m);
+    return rc;
+}
+
+/* Batches a micro-batch holds. */
+static uint32_t group_size(const fg_engine *e, const block *b)
+{
+    uint32_t g = e->o.micro_batch ? e->o.micro_batch
+                                  : (b->nb + (uint32_t)e->link->size - 1) / (uint32_t)e->link->size;
+    return g ? g : 1;
+}
+
+static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
+{
+    uint32_t g = group_size(e, b), ng = (b->nb + g - 1) / g;
+    uint8_t *active = calloc(ng, 1);
+    int rc = active ? send_block(e, b, err) : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    double t_step = fg_now();
+    for (uint32_t j = 0; rc == FG_OK && j < ng; j++) {
+        rc = lead_front(e, b, 0, j * g, j * g + g < b->nb ? j * g + g : b->nb, err);
+        active[j] = 1;
+    }
+    for (uint32_t i = 1, any = 1; rc == FG_OK && any; i++) {
+        any = 0;
+        for (uint32_t j = 0; rc == FG_OK && j < ng; j++) {
+            uint32_t k0 = j * g, k1 = k0 + g < b->nb ? k0 + g : b->nb;
+            if (!active[j])
+                continue;
+            rc = lead_back(e, b, i - 1, k0, k1, err);
+            active[j] = rc == FG_OK && i < b->G && live(b, k0 * e->gbs, k1 * e->gbs);
+            if (active[j]) {
+                rc = lead_front(e, b, i, k0, k1, err);
+                any = 1;
+            }
+        }
+        end_step(b, i - 1, &t_step, st);
+    }
+    free(active);
+    return rc ? rc : fg_stage_send(e->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);
+}
+
+/* A follower's block from its BLOCK message (ids copied into *ids, seqs into *seqs). */
+static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_gen_seq **seqs,
+                       int32_t **ids, uint32_t *n, fg_err *err)
+{
+    const uint32_t *lens;
+    const int32_t *src;
+    int rc = fg_stage_block_parse(p, h->bytes, e->gbs * e->ngb, e->max_ctx, e->link->rank, n,
+                                  &lens, &src, err);
+    if (rc)
+        return rc;
+    size_t total = h->bytes / 4 - 1 - *n;
+    *seqs = calloc(*n, sizeof **seqs);
+    *ids = malloc(total * 4 + 4);
+    if (!*seqs || !*ids)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    memcpy(*ids, src, total * 4);
+    for (uint32_t s = 0, at = 0; s < *n; at += lens[s], s++)
+        (*seqs)[s] = (fg_gen_seq){*ids + at, lens[s], 1, {0}, s, NULL, 0, 0};
+    return FG_OK;
+}
+
+/* A follower after step i of batch k: the positions and validity one process's advance writes
+ * (the token itself only rank 0 knows, and only its embedding needs). */
+static void follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i)
+{
+    size_t o = tok_off(e, k);
+    for (uint32_t r = 0; r < batch_size(e, b, k); r++) {
+        e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
+        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
+    }
+}
+
+/* One DATA message: its rows placed; once the group's rows are all in, this stage's units
+ * swept over the group and the rows sent on. */
+static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void *p, fg_err *err)
+{
+    int rc = rows_place(e, b, h, p, err);
+    if (rc || (h->step == 0 && h->batch + 1 < h->end))
+        return rc;
+    uint32_t k0 = h->first, k1 = h->end;
+    sweep_args a = {h->step, k0, k1, layer_unit(e, e->l0), layer_unit(e, e->l1)};
+    rc = sweep(e, b, &a, NULL, err);
+    if (rc == FG_OK)
+        rc = rows_send(e, b, h->step, k0, k1, err);
+    for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
+        follow_advance(e, b, k, h->step);
+    return rc;
+}
+
+static int serve_block(fg_engine *e, const fg_stage_msg *bh, const void *bp, fg_err *err)
+{
+    fg_gen_seq *seqs = NULL;
+    int32_t *ids = NULL, *last_pos = NULL;
+    uint32_t n;
+    block b;
+    int rc = parse_block(e, bh, bp, &seqs, &ids, &n, err);
+    if (rc == FG_OK)
+        rc = forward_ctl(e, bh, bp, err);
+    if (rc == FG_OK)
+        rc = check_block(e, seqs, n, 0, &b, err);
+    if (rc == FG_OK && !(last_pos = malloc((size_t)n * sizeof *last_pos)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (rc == FG_OK) {
+        b.last_pos = last_pos;
+        setup_prompts(e, &b);
+    }
+    while (rc == FG_OK) {
+        fg_stage_msg h;
+        const void *p;
+        if ((rc = fg_stage_recv(e->link, 0, &h, &p, err)))
+            break;
+        if (h.kind == FG_MSG_END) {
+            rc = forward_ctl(e, &h, p, err);
+            break;
+        }
+        rc = h.kind == FG_MSG_DATA ? serve_rows(e, &b, &h, p, err)
+                                   : fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u "
+                                                "inside a block", e->link->rank, h.kind);
+    }
+    free(seqs);
+    free(ids);
+    free(last_pos);
+    return rc;
+}
+
+int fg_stage_serve(fg_engine *e, fg_err *err)
+{
+    for (;;) {
+        fg_stage_msg h;
+        const void *p;
+        int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+        if (rc == FG_OK && h.kind == FG_MSG_QUIT)
+            return forward_ctl(e, &h, p, err);
+        if (rc == FG_OK && h.kind != FG_MSG_BLOCK)
+            rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u between blocks",
+                            e->link->rank, h.kind);
+        if (rc == FG_OK)
+            rc = serve_block(e, &h, p, err);
+        if (rc)
+            return rc;
+    }
 }

@@ -8,6 +8,7 @@ PACKAGES=(
   liblmdb-dev liburing-dev libxxhash-dev libopenblas-dev libglpk-dev check
   libpcre2-dev libutf8proc-dev libjansson-dev
   fio xxd                                                     # bench/pager, tests
+  openmpi-bin libopenmpi-dev                                  # dist/: mpirun -np N fg-infer
 )
 
 missing=()

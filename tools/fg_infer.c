@@ -6,10 +6,15 @@
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
+ *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
  *
  * The main parses flags into fg_run_opts and calls the runner library (runtime/runner.h). Exit
  * 0 on success, 1 on a runtime error (one line naming the file, flag or prompt at fault), 2 on
  * bad usage (a flag or value that cannot be right, before anything runs).
+ *
+ * Under mpirun (dist/dist.h, runtime/stage.h) rank 0 runs fg_run with the link in its engine
+ * options and the other ranks follow (fg_stage_follow); a rank that fails prints its one line,
+ * prefixed with its rank, and ends every rank (fg_dist_abort).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "runner.h"
 
 typedef struct args {
@@ -32,13 +38,18 @@ typedef struct args {
     int cpu_cache;       /* --cpu-cache-compute given */
     uint32_t gen_len;
     const char *trace;
+    double dist_timeout;  /* --dist-timeout: the pipeline's watchdog */
 } args;
+
+static int g_rank; /* under mpirun: only rank 0 prints usage errors */
 
 /* A usage error: one line, exit 2. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
     va_list ap;
+    if (g_rank)
+        exit(2);
     va_start(ap, fmt);
     fputs("fg-infer: ", stderr);
     vfprintf(stderr, fmt, ap);
@@ -82,7 +93,12 @@ static void usage(FILE *f)
           "prefix cache: --prefix-cache DIR (prompt prefixes' KV rows kept in a store there,\n"
           "              loaded instead of computed; shared prefixes of a job computed once)\n"
           "              --prefix-cache-budget SIZE (least recently used pages evicted past it)\n"
-          "              --prefix-page-tokens N (tokens a cache page, 16; fixed per cache)\n",
+          "              --prefix-page-tokens N (tokens a cache page, 16; fixed per cache)\n"
+
+          "pipeline:     mpirun -np N fg-infer ... (N ranks, layers split between them; each\n"
+          "              rank's --ram-budget and --threads are its own)  --dist-timeout S\n"
+          "              (a peer silent for S seconds is dead or stuck: 300)  --micro-batch N\n"
+          "              (batches of gbs sequences a micro-batch holds: ceil(ngb / ranks))\n",
           f);
 }
 
@@ -163,6 +179,7 @@ enum {
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
     O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
+    O_DIST_TIMEOUT, O_MICRO,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -257,6 +274,14 @@ static void parse_one(args *a, int c, char **argv, int argc)
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
             die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
         break;
+    case O_DIST_TIMEOUT:
+        a->dist_timeout = parse_float("--dist-timeout", optarg);
+        if (!(a->dist_timeout > 0))
+            die("--dist-timeout %s: seconds, more than 0", optarg);
+        break;
+    case O_MICRO:
+        a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
+        break;
     case 'h': usage(stdout); exit(0);
     default:
         fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
@@ -302,6 +327,8 @@ static void parse_args(args *a, int argc, char **argv)
         {"sim-link", required_argument, NULL, O_SIM_LINK},
         {"calibration", required_argument, NULL, O_CALIB},
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
+        {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
+        {"micro-batch", required_argument, NULL, O_MICRO},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -309,6 +336,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
     a->policy = -1;
+    a->dist_timeout = 300;
     if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
         a->ppl = !strcmp(argv[1], "ppl");
         a->calibrate = !a->ppl;
@@ -370,18 +398,92 @@ static void parse_args(args *a, int argc, char **argv)
                   : a->r.input ? FG_RUN_JOBS : FG_RUN_SYNTHETIC;
 }
 
+/* Several ranks: what a pipeline runs, and its policy. The search plans one process for the
+ * whole model: a pipeline places each stage by the default rule in each rank's budget instead. */
+static void pipeline_args(args *a, int size)
+{
+    if (a->calibrate || a->ppl)
+        die("%s runs in one process, not under mpirun with %d ranks",
+            a->calibrate ? "calibrate" : "ppl", size);
+    if (a->r.eo.policy.schedule == FG_SCHEDULE_ROW)
+        die("--schedule row: a pipeline of %d ranks runs its own micro-batch schedule", size);
+    if (a->policy == 1)
+        die("--policy auto plans one process: under mpirun each rank places its own layers in "
+            "its own --ram-budget (drop --policy auto)");
+    if (a->r.eo.backend != FG_BACKEND_CPU)
+        die("--backend %s: a pipeline stage moves its rows through host memory; under mpirun "
+            "with %d ranks only the CPU backend runs (drop --backend)",
+            a->r.eo.backend == FG_BACKEND_CUDA ? "cuda" : "sim", size);
+    if (a->r.prefix_cache)
+        die("--prefix-cache runs in one process: a cache page holds every layer's rows and a "
+            "pipeline stage has only its own (not under mpirun with %d ranks)", size);
+    a->r.policy_auto = 0;
+}
+
+static void follower_notice(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "fg-infer: %s\n", line);
+}
+
+/* One line naming the rank (unless the message does), then every rank ends. */
+static void fail(fg_dist *d, const fg_err *err)
+{
+    if (fg_dist_size(d) > 1 && strncmp(err->msg, "rank ", 5))
+        fprintf(stderr, "fg-infer: rank %d: %s\n", fg_dist_rank(d), err->msg);
+    else
+        fprintf(stderr, "fg-infer: %s\n", err->msg);
+    fg_dist_abort(d, 1);
+}
+
+static void link_line(fg_dist *d, const args *a, const fg_run_report *rep)
+{
+    fg_dist_stats st;
+    fg_dist_stats_get(d, &st);
+    if (a->r.quiet || fg_dist_size(d) < 2)
+        return;
+    fprintf(stderr, "fg-infer: rank %d: sent %" PRIu64 " bytes in %" PRIu64 " messages, waited "
+            "%.2f s for rank %d", fg_dist_rank(d), st.sent_bytes, st.sent_msgs, st.wait_s,
+            (fg_dist_rank(d) + fg_dist_size(d) - 1) % fg_dist_size(d));
+    if (rep && rep->tokens)
+        fprintf(stderr, "; %" PRIu64 " tokens generated", rep->tokens);
+    fputc('\n', stderr);
+}
+
 int main(int argc, char **argv)
 {
     args a;
+    fg_err err;
+    fg_dist *d = NULL;
+    if (fg_dist_init(&argc, &argv, &d, &err)) {
+        fprintf(stderr, "fg-infer: %s\n", err.msg);
+        fg_dist_abort(d, 1);
+    }
+    g_rank = fg_dist_rank(d);
     parse_args(&a, argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error with a message, not a kill */
-    fg_err err;
-    if (fg_run(&a.r, NULL, &err)) {
-        fprintf(stderr, "fg-infer: %s\n", err.msg);
-        return 1;
+    if (fg_dist_size(d) > 1)
+        pipeline_args(&a, fg_dist_size(d));
+    fg_dist_set_timeout(d, a.dist_timeout);
+    a.r.eo.link = fg_dist_link(d);
+    fg_run_report rep = {0};
+    char trace[4096];
+    if (g_rank > 0) {
+        a.r.eo.notice = a.r.quiet ? NULL : follower_notice;
+        snprintf(trace, sizeof trace, "%s.rank%d", a.trace ? a.trace : "", g_rank);
+        a.r.eo.trace_path = a.trace ? trace : NULL; /* rank 0's file, then one per rank */
+        if (fg_stage_follow(a.r.model, &a.r.eo, a.r.eo.link, &err))
+            fail(d, &err);
+    } else if (fg_run(&a.r, &rep, &err) || fg_stage_quit(a.r.eo.link, &err)) {
+        fail(d, &err);
     }
     if (fflush(stdout) || ferror(stdout)) {
         fprintf(stderr, "fg-infer: writing to standard output: %s\n", strerror(errno));
+        fg_dist_abort(d, 1);
+    }
+    link_line(d, &a, &rep);
+    if (fg_dist_finish(d, &err)) {
+        fprintf(stderr, "fg-infer: %s\n", err.msg);
         return 1;
     }
     return 0;
