@@ -1,7 +1,7 @@
 /* import.c - fg_convert_import and the tensor writer shared with synth.c (see convert.h).
  *
  * One tensor at a time, one chunk at a time: read rows_per_chunk rows of source elements,
- * convert them to F16 (or quantize the F16 rows to Q4 groups), append the chunk to the store
+ * convert them to F16 (or quantize the F16 rows to Q4 or Q8 groups), append the chunk to the store
  * batch. Buffers are sized for one chunk and reused, so peak memory is a few chunk sizes plus
  * the largest metadata file, independent of the checkpoint's size.
  */
@@ -37,7 +37,8 @@ fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem)
     if (!o->compress_weight || n_dims < 2)
         return fg_codec_float(elem == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16);
     unsigned axis = o->group_axis < 0 ? FG_CONVERT_DEFAULT_AXIS : (unsigned)o->group_axis;
-    return fg_codec_quant(4, o->group_size ? o->group_size : 64, axis ? n_dims - 1 : 0);
+    return fg_codec_quant(o->compress_weight == 8 ? 8 : 4, o->group_size ? o->group_size : 64,
+                          axis ? n_dims - 1 : 0);
 }
 
 static uint64_t rows_per_chunk(const fgc_job *j, const fg_codec *c, uint32_t n_dims,
@@ -74,7 +75,7 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
             break;
         const void *data = j->f16;
         size_t len = elems * 2;
-        if (c.id == FG_CODEC_Q4) {
+        if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
             fg_qview v;
             rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
