@@ -14,6 +14,8 @@ conv() { "$BIN/fg-convert" "$MODEL" -o "$WORK/$1" --quiet "${@:2}"; }
 conv f16
 for g in 32 64 128; do conv "q4-g$g-ax0" --compress-weight --group-size $g --group-axis 0; done
 conv q4-g64-ax1 --compress-weight --group-size 64 --group-axis 1
+conv q8-g64-ax0 --weight-bits 8 --group-size 64 --group-axis 0
+conv q8-g64-ax1 --weight-bits 8 --group-size 64 --group-axis 1
 ppl() { "$BIN/fg-infer" ppl -m "$WORK/$1" --text "$TEXT" --window 512 --quiet \
           ${MAX:+--max-tokens $MAX} "${@:2}" | sed -nE 's/^perplexity ([0-9.]+) over ([0-9]+).*/\1 \2/p'; }
 base=$(ppl f16 | cut -d' ' -f1)
@@ -29,6 +31,10 @@ row "4-bit weights, g64, axis 0 (output channels)" q4-g64-ax0
 row "4-bit weights, g64, axis 1 (input channels)" q4-g64-ax1
 row "4-bit weights, g32, axis 0" q4-g32-ax0
 row "4-bit weights, g128, axis 0" q4-g128-ax0
+row "4-bit weights, g64, axis 1, int8 activations" q4-g64-ax1 --compute int8
+row "8-bit weights, g64, axis 0" q8-g64-ax0
+row "8-bit weights, g64, axis 1" q8-g64-ax1
+row "8-bit weights, g64, axis 1, int8 activations" q8-g64-ax1 --compute int8
 row "4-bit KV cache (g64 along the head dim)" f16 --compress-cache
 row "4-bit weights (g64, axis 0) + 4-bit KV cache" q4-g64-ax0 --compress-cache
 row "both + sparse attention keeping 10%" q4-g64-ax0 --compress-cache --attn-sparsity 0.1

@@ -119,13 +119,18 @@ def hf(a):
     save(a, tokens, t)
 
 
-def ct2(a):
-    import ctranslate2
-
+def ct2conv(a):
+    """The checkpoint as a CTranslate2 float32 model in --ct2-dir, once (int8 quantizes at load)."""
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
         from ctranslate2.converters import TransformersConverter
         TransformersConverter(a.dir, load_as_float16=False).convert(a.ct2_dir,
                                                                     quantization="float32")
+
+
+def ct2(a):
+    import ctranslate2
+
+    ct2conv(a)
     ids = json.load(open(os.path.join(a.dir, f"prompt_ids-{a.tag}.json")))
     gen = ctranslate2.Generator(a.ct2_dir, device="cpu", compute_type=a.compute,
                                 intra_threads=a.threads, inter_threads=1)
@@ -155,6 +160,7 @@ def report(a):
     scenario: tok/s per round, the mean, fg's ratios to CTranslate2, and whether the f32 paths
     (fg F16 store, transformers, CTranslate2 float32) produced the same tokens."""
     rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(a.dir, "results.tsv"))]
+    rows = [r for r in rows if len(r) == 6]
     for sc in dict.fromkeys(r[0] for r in rows):
         sub = [r for r in rows if r[0] == sc]
         systems = list(dict.fromkeys(r[1] for r in sub))
@@ -171,9 +177,9 @@ def report(a):
             cells = [f"{v[i]:.2f}" if v.get(i, 0) > 0 else "-" for i in range(1, rounds + 1)]
             print(f"| {s_} | " + " | ".join(cells) + f" | {mean[s_]:.2f} |")
         for fg_s in [s_ for s_ in systems if s_.startswith("fg")]:
-            for peer in [s_ for s_ in systems if s_.startswith("ct2")]:
-                if mean[peer] > 0:
-                    print(f"  {fg_s} / {peer}: {mean[fg_s] / mean[peer]:.2f}")
+            peer = "ct2-float32" if "F16" in fg_s or "f32" in fg_s else "ct2-int8"
+            if mean.get(peer, 0) > 0:
+                print(f"  {fg_s} / {peer}: {mean[fg_s] / mean[peer]:.2f}")
         toks = {}
         for r in sub:
             if r[2] == "1" and os.path.exists(r[4]):
@@ -193,7 +199,7 @@ def report(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["make", "prompts", "hf", "ct2", "report"])
+    p.add_argument("cmd", choices=["make", "prompts", "hf", "ct2", "ct2conv", "report"])
     p.add_argument("dir")
     p.add_argument("--tokenizer")
     p.add_argument("--text")
@@ -214,7 +220,8 @@ def main():
     p.add_argument("--out")
     p.add_argument("--tag", default="b32")
     a = p.parse_args()
-    {"make": make, "prompts": prompts, "hf": hf, "ct2": ct2, "report": report}[a.cmd](a)
+    {"make": make, "prompts": prompts, "hf": hf, "ct2": ct2, "ct2conv": ct2conv,
+     "report": report}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 # env:   SCENARIOS  "NAME:PROMPTS:PROMPT_LEN:GEN_LEN:GBSxNGB ..."
 #                   (default "b32:32:128:32:8x4 b1:1:16:32:1x1": the issue's two)
 #        SYSTEMS    subset of "fg-F16 fg-Q4-int8 fg-Q8-int8 fg-Q4-f32 ct2-float32 ct2-int8 hf-float32"
+#        HF_ROUNDS  rounds of transformers (2: it is the slowest); ROUNDS=0 only prepares
 #        SHAPE      peers.py make flags (e.g. "--hidden 768 --layers 12 --heads 12 --ffn 3072"
 #                   for opt-125m); WORK (build/peers), BIN (build), THREADS (2), DISK=1 adds
 #                   fg F16 with its weights homed on disk (--percent 0 0 0 100 0 100)
@@ -51,6 +52,7 @@ store fg-f16 "$HF"
 store fg-q4a1 "$WORK/fg-f16" --compress-weight --group-axis 1
 store fg-q8a1 "$WORK/fg-f16" --weight-bits 8 --group-axis 1
 store fg-q4a0 "$WORK/fg-f16" --compress-weight
+"$PY" "$PEERS" ct2conv "$HF" --ct2-dir "$WORK/ct2"
 echo "peers: model $(du -sb "$WORK/fg-f16" | cut -f1) bytes as fg F16, $(du -sb "$WORK/fg-q4a1" | cut -f1) as 4-bit, $(du -sb "$WORK/fg-q8a1" | cut -f1) as 8-bit"
 
 RES=$WORK/results.tsv
@@ -89,7 +91,7 @@ for scn in $SCENARIOS; do
       fg-Q4-f32) fg_run "$sc" "$rd" "$sys" "$o" fg-q4a0 "$BLK" ;;
       ct2-float32) py_run "$sc" "$rd" "$sys" "$o" ct2 --ct2-dir "$WORK/ct2" --compute float32 ;;
       ct2-int8) py_run "$sc" "$rd" "$sys" "$o" ct2 --ct2-dir "$WORK/ct2" --compute int8 ;;
-      hf-float32) [ "$rd" -le 2 ] && py_run "$sc" "$rd" "$sys" "$o" hf ;; # slow: two rounds
+      hf-float32) [ "$rd" -le "${HF_ROUNDS:-2}" ] && py_run "$sc" "$rd" "$sys" "$o" hf ;; # slow
       *) echo "peers: unknown system $sys" >&2; exit 2 ;;
       esac
     done
