@@ -156,10 +156,10 @@ def fg_tokens(path):
 
 
 def report(a):
-    """DIR/results.tsv (scenario, system, round, tok/s, tokens file, fg?) as one table per
+    """--out (default DIR/results.tsv: scenario, system, round, tok/s, tokens file, fg?) as one table per
     scenario: tok/s per round, the mean, fg's ratios to CTranslate2, and whether the f32 paths
     (fg F16 store, transformers, CTranslate2 float32) produced the same tokens."""
-    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(a.dir, "results.tsv"))]
+    rows = [l.rstrip("\n").split("\t") for l in open(a.out or os.path.join(a.dir, "results.tsv"))]
     rows = [r for r in rows if len(r) == 6]
     for sc in dict.fromkeys(r[0] for r in rows):
         sub = [r for r in rows if r[0] == sc]

@@ -15,6 +15,7 @@
 # env:   SCENARIOS  "NAME:PROMPTS:PROMPT_LEN:GEN_LEN:GBSxNGB ..."
 #                   (default "b32:32:128:32:8x4 b1:1:16:32:1x1": the issue's two)
 #        SYSTEMS    subset of "fg-F16 fg-Q4-int8 fg-Q8-int8 fg-Q4-f32 ct2-float32 ct2-int8 hf-float32"
+#        RES        the results file (default WORK/results.tsv, emptied first unless APPEND=1)
 #        HF_ROUNDS  rounds of transformers (2: it is the slowest); ROUNDS=0 only prepares
 #        SHAPE      peers.py make flags (e.g. "--hidden 768 --layers 12 --heads 12 --ffn 3072"
 #                   for opt-125m); WORK (build/peers), BIN (build), THREADS (2), DISK=1 adds
@@ -55,8 +56,8 @@ store fg-q4a0 "$WORK/fg-f16" --compress-weight
 "$PY" "$PEERS" ct2conv "$HF" --ct2-dir "$WORK/ct2"
 echo "peers: model $(du -sb "$WORK/fg-f16" | cut -f1) bytes as fg F16, $(du -sb "$WORK/fg-q4a1" | cut -f1) as 4-bit, $(du -sb "$WORK/fg-q8a1" | cut -f1) as 8-bit"
 
-RES=$WORK/results.tsv
-: > "$RES"
+RES=${RES:-$WORK/results.tsv}   # one file per run (rows are appended: RES=... to add to one)
+[ -n "${APPEND:-}" ] || : > "$RES"
 fg_run() { # scenario round system out store block flags...
   local sc=$1 rd=$2 sys=$3 out=$4 st=$5 blk=$6 log
   log=$("$BIN/fg-infer" -m "$WORK/$st" --input "$WORK/hf/prompts-$sc.jsonl" --output "$out" \
@@ -97,4 +98,4 @@ for scn in $SCENARIOS; do
     done
   done
 done
-"$PY" "$PEERS" report "$WORK"
+"$PY" "$PEERS" report "$WORK" --out "$RES"
