@@ -10,7 +10,10 @@
  * from everything between GEMMs (weight decoding, attention, norms): perf on opt-1.3b decode
  * showed 13% of the time in sched_yield. Our helpers sleep on a condition variable instead.
  * Decoding a weight piece (F16/BF16/Q4/Q8 -> f32, bound by memory bandwidth, which one core
- * does not saturate) and attention's (query, head) problems are split across the same helpers.
+ * does not saturate) and attention's (query, head) problems are split across the same helpers;
+ * the fused kernels and the decoding of a piece hand out chunks (fg_par_run_dyn: eight a
+ * thread, claimed by whoever is free) instead of one fixed part per thread, so a helper that
+ * wakes late does not hold up the piece (batch-1 decode runs one per 4 MiB piece).
  *
  * Weight pieces are decoded into one f32 buffer (`reserve`d for the largest chunk) that stays in
  * the cache and is multiplied at once, so the f32 weights never exist whole (this cut opt-1.3b's
@@ -69,6 +72,15 @@ static int cpu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 
 /* ---- decoding a piece on every helper ---- */
 
+/* Chunks a piece is cut into for fg_par_run_dyn: several per thread, so a helper that wakes
+ * late still finds work, and a thread that lost its core to another process holds up at most
+ * one chunk (within the DECODE_PARTS that have their own status). */
+static uint32_t dyn_chunks(const cpu_ctx *c)
+{
+    uint32_t n = fg_par_threads(c->par) * 8;
+    return n < DECODE_PARTS ? n : DECODE_PARTS;
+}
+
 
 /* Part `part`'s rows: whole quanta (a group of rows for axis-0 groups, one row otherwise; 64
  * values at least so parts do not share cache lines). */
@@ -101,7 +113,7 @@ static int decode(cpu_ctx *c, const fg_wpiece *p, uint64_t r0, uint64_t r1, floa
     if ((r1 - r0) * j->cols < 4096)
         decode_part(j, 0, 1);
     else
-        fg_par_run(c->par, decode_part, j);
+        fg_par_run_dyn(c->par, decode_part, j, dyn_chunks(c));
     int rc = FG_OK;
     for (uint32_t k = 0; k < DECODE_PARTS && rc == FG_OK; k++)
         if ((rc = j->rc[k]) && err)
@@ -193,7 +205,7 @@ static int run_fused(cpu_ctx *c, fused_job *j, fg_err *err)
     if ((uint64_t)j->m * j->p->n * j->k < (1u << 16))
         fused_part(j, 0, 1);
     else
-        fg_par_run(c->par, fused_part, j);
+        fg_par_run_dyn(c->par, fused_part, j, dyn_chunks(c));
     for (uint32_t k = 0; k < DECODE_PARTS; k++)
         if (j->rc[k]) {
             if (err)
