@@ -28,12 +28,12 @@ echo "| setting (Persuasion, window 512) | perplexity | vs F16 | tokens |"
 echo "|---|---:|---:|---:|"
 row "F16 weights, f32 KV cache" f16
 row "4-bit weights, g64, axis 0 (output channels)" q4-g64-ax0
-row "4-bit weights, g64, axis 1 (input channels)" q4-g64-ax1
+row "4-bit weights, g64, axis 1 (input channels)" q4-g64-ax1 --compute f32
 row "4-bit weights, g32, axis 0" q4-g32-ax0
 row "4-bit weights, g128, axis 0" q4-g128-ax0
 row "4-bit weights, g64, axis 1, int8 activations" q4-g64-ax1 --compute int8
 row "8-bit weights, g64, axis 0" q8-g64-ax0
-row "8-bit weights, g64, axis 1" q8-g64-ax1
+row "8-bit weights, g64, axis 1" q8-g64-ax1 --compute f32
 row "8-bit weights, g64, axis 1, int8 activations" q8-g64-ax1 --compute int8
 row "4-bit KV cache (g64 along the head dim)" f16 --compress-cache
 row "4-bit weights (g64, axis 0) + 4-bit KV cache" q4-g64-ax0 --compress-cache
@@ -55,7 +55,7 @@ for m in llama2-tiny llama3-tiny mistral-tiny qwen2-tiny; do
            "${@:2}" | sed -nE 's/^perplexity ([0-9.]+) over.*/\1/p'; }
   b=$(fp "$m")
   printf '| %s | %.3f' "$m" "$b"
-  for s in "$m-q8" "$m-q8 --compute int8" "$m-q4" "$m-q4 --compute int8"; do
+  for s in "$m-q8 --compute f32" "$m-q8 --compute int8" "$m-q4 --compute f32" "$m-q4 --compute int8"; do
     # shellcheck disable=SC2086
     p=$(fp $s); awk -v p="$p" -v b="$b" 'BEGIN { printf " | %.3f (%+.2f%%)", p, (p / b - 1) * 100 }'
   done

@@ -69,8 +69,9 @@ static void usage(FILE *f)
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan and stop)\n"
-          "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
-          "              grouped along the input axis: fg-convert --group-axis 1)\n"
+          "              --compute int8|f32 (int8, the default: integer dot products on 4-bit/8-bit\n"
+          "              weights grouped along the input axis, fg-convert --group-axis 1; f32:\n"
+          "              those weights decoded to f32; F16/BF16/F32 weights are f32 either way)\n"
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
           f);
 }
@@ -272,6 +273,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.max_new = 32;
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
+    a->r.eo.compute = FG_COMPUTE_INT8; /* README "Accuracy of the compressions": within 0.03% */
     a->policy = -1;
     if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
         a->ppl = !strcmp(argv[1], "ppl");
