@@ -30,7 +30,8 @@ typedef struct fg_convert_opts {
     uint32_t group_size;        /* 0 = 64 */
     int group_axis;             /* 0 (FlexGen's, along the output channels) or 1; -1 = default */
     const char *tokenizer_dir;  /* tokenizer files from here; NULL = the checkpoint directory */
-    uint64_t chunk_bytes;       /* target F16 bytes per chunk; 0 = 4 MiB */
+    uint64_t chunk_bytes;       /* target bytes per chunk (0 = 4 MiB): of F16 rows, or of stored
+                                 * bytes for Q4/Q8 grouped along the input axis */
     /* progress: bytes of source read so far out of total (may be NULL) */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
