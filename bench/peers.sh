@@ -15,7 +15,8 @@
 # env:   SCENARIOS  "NAME:PROMPTS:PROMPT_LEN:GEN_LEN:GBSxNGB ..."
 #                   (default "b32:32:128:32:8x4 b1:1:16:32:1x1": the two)
 #        SYSTEMS    subset of "fg-F16 fg-Q4-int8 fg-Q8-int8 fg-Q4-f32 ct2-float32 ct2-int8 hf-float32"
-#        RES        the results file (default WORK/results.tsv, emptied first unless APPEND=1)
+#        RES        the results file (default WORK/results.tsv, emptied first unless APPEND=1;
+#                   FIRST_ROUND=N numbers this run's rounds from N, to add rounds to a file)
 #        HF_ROUNDS  rounds of transformers (2: it is the slowest); ROUNDS=0 only prepares
 #        SHAPE      peers.py make flags (e.g. "--hidden 768 --layers 12 --heads 12 --ffn 3072"
 #                   for opt-125m); WORK (build/peers), BIN (build), THREADS (2), DISK=1 adds
@@ -81,7 +82,7 @@ for scn in $SCENARIOS; do
     "$PY" "$PEERS" prompts "$HF" --tag "$sc" --prompts "$NP" --prompt-len "$PL" \
           --text "$ROOT/data/austen/persuasion.txt"
   echo "peers: $sc: $NP prompts of $PL tokens, $GL new, fg block $BLK, $THREADS threads"
-  for rd in $(seq 1 "$ROUNDS"); do
+  for rd in $(seq "${FIRST_ROUND:-1}" $(( ${FIRST_ROUND:-1} + ROUNDS - 1 ))); do
     for sys in $SYSTEMS; do
       o=$WORK/out-$sc-$sys-$rd.json
       case $sys in
