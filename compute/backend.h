@@ -165,7 +165,7 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
 
 /* Linear arithmetic of the CPU backend:
  *  - FG_COMPUTE_F32 (the default): weights decoded to f32 and multiplied by sgemm, except F16
- *    weights at small row counts (decode steps, m <= 8), which a fused kernel multiplies from
+ *    weights at small row counts (decode steps, m <= 48), which a fused kernel multiplies from
  *    their F16 bytes (F16C + FMA, f32 sums: one pass over the weights, no f32 copy);
  *  - FG_COMPUTE_INT8: Q4/Q8 weights grouped along the input axis are multiplied with the
  *    activations quantized to int8 per group of the weight's columns (integer dot products;

@@ -10,7 +10,10 @@
  * from everything between GEMMs (weight decoding, attention, norms): perf on opt-1.3b decode
  * showed 13% of the time in sched_yield. Our helpers sleep on a condition variable instead.
  * Decoding a weight piece (F16/BF16/Q4/Q8 -> f32, bound by memory bandwidth, which one core
- * does not saturate) and attention's (query, head) problems are split across the same helpers.
+ * does not saturate) and attention's (query, head) problems are split across the same helpers;
+ * the fused kernels and the decoding of a piece hand out chunks (fg_par_run_dyn: eight a
+ * thread, claimed by whoever is free) instead of one fixed part per thread, so a helper that
+ * wakes late does not hold up the piece (batch-1 decode runs one per 4 MiB piece).
  *
  * Weight pieces are decoded into one f32 buffer (`reserve`d for the largest chunk) that stays in
  * the cache and is multiplied at once, so the f32 weights never exist whole (this cut opt-1.3b's
@@ -42,10 +45,15 @@ typedef struct cpu_ctx {
     decode_job djob;      /* the piece being decoded (one op at a time per backend) */
     void *act;            /* int8 activations of the Linear in progress (fg_quant_act) */
     size_t act_cap;
+    float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
+    size_t xal_cap;       /* floats */
     fg_backend_stats st;
 } cpu_ctx;
 
-#define F16_GEMM_MAX_M 8 /* the fused F16 kernel beats decode + sgemm up to here (bench_int8) */
+/* The fused F16 kernel beats decoding to f32 + sgemm up to here (bench_f16, one thread: 1.3x at
+ * m = 32, 1.1x at 48, 1.04x at 64, 0.88x at 128, x 32-byte aligned; misaligned rows of x cost the
+ * kernel 30%, so cpu_linear hands it an aligned copy). */
+#define F16_GEMM_MAX_M 48
 
 /* ---- memory ---- */
 
@@ -68,6 +76,15 @@ static int cpu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 }
 
 /* ---- decoding a piece on every helper ---- */
+
+/* Chunks a piece is cut into for fg_par_run_dyn: several per thread, so a helper that wakes
+ * late still finds work, and a thread that lost its core to another process holds up at most
+ * one chunk (within the DECODE_PARTS that have their own status). */
+static uint32_t dyn_chunks(const cpu_ctx *c)
+{
+    uint32_t n = fg_par_threads(c->par) * 8;
+    return n < DECODE_PARTS ? n : DECODE_PARTS;
+}
 
 
 /* Part `part`'s rows: whole quanta (a group of rows for axis-0 groups, one row otherwise; 64
@@ -101,7 +118,7 @@ static int decode(cpu_ctx *c, const fg_wpiece *p, uint64_t r0, uint64_t r1, floa
     if ((r1 - r0) * j->cols < 4096)
         decode_part(j, 0, 1);
     else
-        fg_par_run(c->par, decode_part, j);
+        fg_par_run_dyn(c->par, decode_part, j, dyn_chunks(c));
     int rc = FG_OK;
     for (uint32_t k = 0; k < DECODE_PARTS && rc == FG_OK; k++)
         if ((rc = j->rc[k]) && err)
@@ -193,7 +210,7 @@ static int run_fused(cpu_ctx *c, fused_job *j, fg_err *err)
     if ((uint64_t)j->m * j->p->n * j->k < (1u << 16))
         fused_part(j, 0, 1);
     else
-        fg_par_run(c->par, fused_part, j);
+        fg_par_run_dyn(c->par, fused_part, j, dyn_chunks(c));
     for (uint32_t k = 0; k < DECODE_PARTS; k++)
         if (j->rc[k]) {
             if (err)
@@ -276,6 +293,26 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     return rc;
 }
 
+/* x itself, or (for the fused F16 kernel, whose loads of x straddle cache lines otherwise) a
+ * 64-byte aligned copy in c->xal; NULL when out of memory (err set). */
+static const float *aligned_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, fg_err *err)
+{
+    size_t need = (size_t)m * k;
+    if (m > F16_GEMM_MAX_M || !((uintptr_t)x & 31))
+        return x;
+    if (need > c->xal_cap) {
+        free(c->xal);
+        c->xal = aligned_alloc(64, (need * 4 + 63) & ~(size_t)63);
+        c->xal_cap = c->xal ? need : 0;
+        if (!c->xal) {
+            fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %zu floats of aligned activations", need);
+            return NULL;
+        }
+    }
+    memcpy(c->xal, x, need * 4);
+    return c->xal;
+}
+
 static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
                       float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
 {
@@ -284,6 +321,8 @@ static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const 
         gemm(c, x, w->f32, bias, y, n, m, n, k);
         return FG_OK;
     }
+    if (!(x = aligned_x(c, x, m, k, err)))
+        return FG_ERR_NOMEM;
     fg_quant_act act;
     int act_done = 0; /* x is quantized once, at the first int8 piece */
     for (uint32_t i = 0; i < w->n_pieces; i++) {
@@ -421,6 +460,7 @@ static void cpu_destroy(fg_backend *be)
         fg_par_free(c->par);
         free(c->wbuf);
         free(c->act);
+        free(c->xal);
     }
     free(c);
     fg_device_free(be->dev);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,7 +23,30 @@ struct fg_par {
     int quit;
     fg_par_fn fn;
     void *arg;
+    int dyn;                 /* the current run hands out chunks (fg_par_run_dyn) */
+    uint32_t n_chunks;
+    _Atomic uint64_t claim;  /* (gen & 0xffffffff) << 32 | next unclaimed chunk */
+    _Atomic uint32_t left;   /* chunks of the current dyn run not finished */
 };
+
+/* Claim and run chunks of dyn run `gen` until none is left (or a newer run has started). */
+static void run_chunks(fg_par *p, uint64_t gen, fg_par_fn fn, void *arg, uint32_t n)
+{
+    uint64_t tag = (gen & 0xffffffffu) << 32;
+    for (;;) {
+        uint64_t v = atomic_load(&p->claim);
+        if ((v & ~(uint64_t)0xffffffffu) != tag || (uint32_t)v >= n)
+            return;
+        if (!atomic_compare_exchange_weak(&p->claim, &v, v + 1))
+            continue;
+        fn(arg, (uint32_t)v, n);
+        if (atomic_fetch_sub(&p->left, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
 
 typedef struct helper_arg {
     fg_par *p;
@@ -45,6 +69,13 @@ static void *helper(void *v)
         seen = p->gen;
         fg_par_fn fn = p->fn;
         void *arg = p->arg;
+        if (p->dyn) {
+            uint32_t n = p->n_chunks;
+            pthread_mutex_unlock(&p->mu);
+            run_chunks(p, seen, fn, arg, n);
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
         pthread_mutex_unlock(&p->mu);
         fn(arg, part, p->n);
         pthread_mutex_lock(&p->mu);
@@ -96,13 +127,34 @@ void fg_par_run(fg_par *p, fg_par_fn fn, void *arg)
         return;
     }
     pthread_mutex_lock(&p->mu);
-    p->fn = fn, p->arg = arg, p->n_done = 0;
+    p->fn = fn, p->arg = arg, p->n_done = 0, p->dyn = 0;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     fn(arg, 0, p->n);
     pthread_mutex_lock(&p->mu);
     while (p->n_done < p->n - 1)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void fg_par_run_dyn(fg_par *p, fg_par_fn fn, void *arg, uint32_t n_chunks)
+{
+    if (!p || p->n == 1 || n_chunks <= 1) {
+        for (uint32_t c = 0; c < n_chunks; c++)
+            fn(arg, c, n_chunks);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn, p->arg = arg, p->dyn = 1, p->n_chunks = n_chunks;
+    uint64_t gen = ++p->gen;
+    atomic_store(&p->left, n_chunks);
+    atomic_store(&p->claim, (gen & 0xffffffffu) << 32);
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    run_chunks(p, gen, fn, arg, n_chunks);
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->left))
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }

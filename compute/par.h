@@ -20,6 +20,11 @@ typedef void (*fg_par_fn)(void *arg, uint32_t part, uint32_t n_parts);
 int fg_par_create(uint32_t n_threads, fg_par **out, fg_err *err);
 uint32_t fg_par_threads(const fg_par *p);
 void fg_par_run(fg_par *p, fg_par_fn fn, void *arg);
+/* fn(arg, chunk, n_chunks) for chunk in [0, n_chunks), each exactly once, on whichever of the
+ * caller and the helpers claims it first (the caller does them all when no helper wakes in time);
+ * returns when every chunk has returned. fn must not depend on which thread runs a chunk.
+ * One caller at a time; nothing is allocated. */
+void fg_par_run_dyn(fg_par *p, fg_par_fn fn, void *arg, uint32_t n_chunks);
 void fg_par_free(fg_par *p);
 
 #endif

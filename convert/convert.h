@@ -26,11 +26,12 @@ extern "C" {
 #endif
 
 typedef struct fg_convert_opts {
-    int compress_weight;        /* Q4 for tensors with >= 2 dims */
+    int compress_weight;        /* 0: F16; 4 (or any other nonzero): Q4, 8: Q8, for >= 2 dims */
     uint32_t group_size;        /* 0 = 64 */
     int group_axis;             /* 0 (FlexGen's, along the output channels) or 1; -1 = default */
     const char *tokenizer_dir;  /* tokenizer files from here; NULL = the checkpoint directory */
-    uint64_t chunk_bytes;       /* target F16 bytes per chunk; 0 = 4 MiB */
+    uint64_t chunk_bytes;       /* target bytes per chunk (0 = 4 MiB): of F16 rows, or of stored
+                                 * bytes for Q4/Q8 grouped along the input axis */
     /* progress: bytes of source read so far out of total (may be NULL) */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
@@ -47,7 +48,7 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
                       fg_convert_report *rep, fg_err *err);
 
 /* The tensors and metadata of the store at src into a new store at dst, re-encoded per o (F16,
- * or with compress_weight 4-bit groups for tensors of 2 dimensions). Source tensors must be
+ * or with compress_weight 4- or 8-bit groups for tensors of 2 dimensions). Source tensors must be
  * F16 or F32 (an already quantized one is refused, named). src is opened read-only. */
 int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
                      fg_convert_report *rep, fg_err *err);

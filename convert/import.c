@@ -1,7 +1,7 @@
 /* import.c - fg_convert_import and the tensor writer shared with synth.c (see convert.h).
  *
  * One tensor at a time, one chunk at a time: read rows_per_chunk rows of source elements,
- * convert them to F16 (or quantize the F16 rows to Q4 groups), append the chunk to the store
+ * convert them to F16 (or quantize the F16 rows to Q4 or Q8 groups), append the chunk to the store
  * batch. Buffers are sized for one chunk and reused, so peak memory is a few chunk sizes plus
  * the largest metadata file, independent of the checkpoint's size.
  */
@@ -37,16 +37,28 @@ fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem)
     if (!o->compress_weight || n_dims < 2)
         return fg_codec_float(elem == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16);
     unsigned axis = o->group_axis < 0 ? FG_CONVERT_DEFAULT_AXIS : (unsigned)o->group_axis;
-    return fg_codec_quant(4, o->group_size ? o->group_size : 64, axis ? n_dims - 1 : 0);
+    return fg_codec_quant(o->compress_weight == 8 ? 8 : 4, o->group_size ? o->group_size : 64,
+                          axis ? n_dims - 1 : 0);
 }
 
+/* Rows of a chunk: about chunk_bytes (4 MiB) of F16 rows, or, for Q4/Q8 groups along the input
+ * axis, about that many stored bytes: the int8 path multiplies those chunks as stored (no f32
+ * copy that must fit the cache), and batch-1 decode pays a fixed cost per chunk (a helper woken,
+ * a pager acquire), which cost a 4-bit opt-1.3b 25% of its decode speed with chunks of 4 MiB of
+ * F16 rows (1 MiB stored). Groups along axis 0 keep the F16 measure: those chunks are decoded to
+ * f32 for sgemm into a buffer meant to stay in the cache. */
 static uint64_t rows_per_chunk(const fgc_job *j, const fg_codec *c, uint32_t n_dims,
                                const uint64_t *dims)
 {
     uint64_t cols = 1, target = j->o->chunk_bytes ? j->o->chunk_bytes : 4u << 20;
     for (uint32_t d = 1; d < n_dims; d++)
         cols *= dims[d];
-    uint64_t rows = n_dims ? dims[0] : 1, r = target / (cols ? cols * 2 : 1);
+    /* bytes per 16 values of a row: F16 32; Q4 8 and Q8 16, plus an F16 min and scale (4 bytes)
+     * per group of G (64 / G, rounded down) */
+    uint64_t per16 = 32;
+    if ((c->id == FG_CODEC_Q4 || c->id == FG_CODEC_Q8) && n_dims >= 2 && c->group_axis != 0)
+        per16 = (c->id == FG_CODEC_Q4 ? 8u : 16u) + 64u / c->group_size;
+    uint64_t rows = n_dims ? dims[0] : 1, r = target * 16 / (cols ? cols * per16 : 1);
     r = r ? r : 1;
     uint64_t q = fg_codec_row_quantum(c, n_dims);
     r = (r + q - 1) / q * q;
@@ -74,7 +86,7 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
             break;
         const void *data = j->f16;
         size_t len = elems * 2;
-        if (c.id == FG_CODEC_Q4) {
+        if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
             fg_qview v;
             rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "par.h"
 #include "quant.h"
 #include "testutil.h"
 
@@ -156,7 +157,8 @@ static fg_codec codec_of(int c)
 
 START_TEST(linear_every_codec_every_backend)
 {
-    static const uint32_t shapes[][3] = {{1, 5, 7}, {3, 130, 64}, {17, 33, 96}, {8, 200, 130}};
+    static const uint32_t shapes[][3] = {{1, 5, 7},   {3, 130, 64}, {17, 33, 96},
+                                         {8, 200, 130}, {48, 40, 96}, {49, 40, 64}};
     fg_backend *be[4];
     int nb = backends(be);
     fg_err err;
@@ -392,6 +394,64 @@ START_TEST(gqa_and_window_match_their_definitions)
 }
 END_TEST
 
+/* fg_par_run_dyn: every chunk runs exactly once per run, whichever thread claims it, with the
+ * job struct reused at once by the next run (as the CPU backend does) and static fg_par_run
+ * calls in between; a late helper must never run a chunk of a run it did not see start. */
+typedef struct par_job {
+    uint32_t hits[64];
+} par_job;
+
+static void par_chunk(void *arg, uint32_t chunk, uint32_t n)
+{
+    par_job *j = arg;
+    ck_assert_uint_lt(chunk, n);
+    __atomic_add_fetch(&j->hits[chunk], 1, __ATOMIC_RELAXED);
+    for (volatile int i = 0; i < (int)(chunk % 7) * 50; i++) /* uneven chunks */
+        ;
+}
+
+static void par_static(void *arg, uint32_t part, uint32_t n)
+{
+    par_job *j = arg;
+    __atomic_add_fetch(&j->hits[part], 1, __ATOMIC_RELAXED);
+    (void)n;
+}
+
+START_TEST(par_dyn_runs_each_chunk_once)
+{
+    static const uint32_t threads[] = {1, 2, 4};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        fg_par *p;
+        fg_err err;
+        ck_assert_int_eq(fg_par_create(threads[t], &p, &err), FG_OK);
+        par_job jobs[2]; /* alternated: a stale write into the other one shows at its reuse */
+        uint32_t last_n[2] = {0, 0};
+        memset(jobs, 0, sizeof jobs);
+        for (uint32_t run = 0; run < 3000; run++) {
+            par_job *j = &jobs[run % 2];
+            for (uint32_t k = 0; k < 64; k++) /* untouched since its last run returned */
+                ck_assert_msg(j->hits[k] == (k < last_n[run % 2]), "threads %u run %u: chunk %u "
+                              "written after its run returned", threads[t], run, k);
+            memset(j, 0, sizeof *j);
+            uint32_t n = 1 + (run * 7919u) % 64;
+            if (run % 10 == 9) {
+                fg_par_run(p, par_static, j);
+                for (uint32_t k = 0; k < fg_par_threads(p); k++)
+                    ck_assert_uint_eq(j->hits[k], 1);
+                last_n[run % 2] = fg_par_threads(p);
+                continue;
+            }
+            fg_par_run_dyn(p, par_chunk, j, n);
+            for (uint32_t k = 0; k < 64; k++)
+                ck_assert_msg(j->hits[k] == (k < n), "threads %u run %u: chunk %u of %u ran %u "
+                              "times", threads[t], run, k, n, j->hits[k]);
+            last_n[run % 2] = n;
+        }
+        fg_par_free(p);
+    }
+}
+END_TEST
+
 START_TEST(memory_ops)
 {
     fg_backend *be[4];
@@ -446,6 +506,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
     tcase_add_test(tc, memory_ops);
+    tcase_add_test(tc, par_dyn_runs_each_chunk_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -64,4 +64,19 @@ for q in "" --compress-weight; do
   "$INSPECT" --verify --no-chunks "store$q" > /dev/null
   echo "converted $off bytes${q:+ ($q)}: peak RSS $rss bytes (bound $limit)"
 done
+# 8-bit groups: every 2-D tensor is Q8 (fg-inspect lists its codec); --weight-bits 5 is a usage error
+"$CONVERT" store -o store-q8 --weight-bits 8 --group-axis 1 --quiet
+"$INSPECT" --verify --no-chunks store-q8 > q8.txt
+grep -q 'model.decoder.layers.0.fc1.weight *q8' q8.txt || { echo "no q8 fc1:"; cat q8.txt; exit 1; }
+! grep -E '^ *model[^ ]*weight +(f16|q4)' q8.txt | grep -v -E 'layer_norm' | grep -q . ||
+  { echo "a 2-D tensor not q8:"; cat q8.txt; exit 1; }
+# chunks of ~4 MiB stored bytes when grouped along the input axis (F16: ~4 MiB of rows): the
+# 50272 x 1024 embedding is 25 F16 chunks and 14 Q8 ones (1088 bytes a row)
+chunks() { "$INSPECT" --no-chunks "$1" | awk '$1 == "model.decoder.embed_tokens.weight" { print $5 }'; }
+[ "$(chunks store)" = 25 ] && [ "$(chunks store-q8)" = 14 ] ||
+  { echo "embedding chunks: F16 $(chunks store), Q8 $(chunks store-q8) (want 25, 14)"; exit 1; }
+set +e; err=$("$CONVERT" store -o store-q5 --weight-bits 5 2>&1); rc=$?; set -e
+[ $rc -eq 2 ] && [[ $err == *"--weight-bits 5"* ]] && [ ! -e store-q5 ] ||
+  { echo "--weight-bits 5: rc $rc: $err"; exit 1; }
+echo "8-bit store ok"
 echo "fg-convert end-to-end ok"

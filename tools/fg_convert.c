@@ -1,6 +1,7 @@
 /* fg-convert - import a checkpoint into a store, or synthesize one (see README "fg-convert").
  *
- *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--group-size N] [--group-axis 0|1]
+ *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--weight-bits 4|8] [--group-size N]
+ *              [--group-axis 0|1]
  *              [--tokenizer DIR] [--quiet]
  *   fg-convert STORE -o STORE2 --compress-weight [...]   (a store re-encoded, e.g. to 4-bit)
  *   fg-convert synth --model opt-1.3b -o STORE [--seed N] --tokenizer DIR [...]
@@ -26,6 +27,7 @@ static void usage(FILE *f)
           "       fg-convert synth --model opt-125m|opt-350m|opt-1.3b|...|opt-175b -o STORE\n"
           "                  --tokenizer DIR [--seed N] [options]\n"
           "options: --compress-weight (4-bit groups for every tensor of 2+ dims)\n"
+          "         --weight-bits 4|8 (the groups' code width; 8 implies --compress-weight)\n"
           "         --group-size N (64)  --group-axis 0|1 (0: output channels)\n"
           "         --tokenizer DIR (vocab.json, merges.txt; default: the checkpoint dir)\n"
           "         --chunk-mib N (4)  --quiet\n",
@@ -58,14 +60,15 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'}, {"model", required_argument, NULL, 'M'},
         {"seed", required_argument, NULL, 's'}, {"compress-weight", no_argument, NULL, 'c'},
         {"group-size", required_argument, NULL, 'g'}, {"group-axis", required_argument, NULL, 'a'},
-        {"tokenizer", required_argument, NULL, 't'}, {"chunk-mib", required_argument, NULL, 'k'},
+        {"weight-bits", required_argument, NULL, 'b'}, {"tokenizer", required_argument, NULL, 't'},
+        {"chunk-mib", required_argument, NULL, 'k'},
         {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     fg_convert_opts o = {0, 0, -1, NULL, 0, NULL, NULL};
     const char *out = NULL, *model = NULL;
     uint64_t seed = 0;
     opterr = 0;
-    int quiet = 0, c, synth = argc > 1 && !strcmp(argv[1], "synth");
+    int quiet = 0, c, bits = 0, synth = argc > 1 && !strcmp(argv[1], "synth");
     if (synth) {
         argv++;
         argc--;
@@ -76,6 +79,13 @@ int main(int argc, char **argv)
         case 'M': model = optarg; break;
         case 's': seed = num("--seed", optarg, 0, UINT64_MAX); break;
         case 'c': o.compress_weight = 1; break;
+        case 'b':
+            bits = (int)num("--weight-bits", optarg, 4, 8);
+            if (bits != 4 && bits != 8) {
+                fprintf(stderr, "fg-convert: --weight-bits %s: expected 4 or 8\n", optarg);
+                return 2;
+            }
+            break;
         case 'g': o.group_size = (uint32_t)num("--group-size", optarg, 8, 4096); break;
         case 'a': o.group_axis = (int)num("--group-axis", optarg, 0, 1); break;
         case 't': o.tokenizer_dir = optarg; break;
@@ -94,6 +104,10 @@ int main(int argc, char **argv)
                                                       : "give one checkpoint directory");
         return 2;
     }
+    if (bits)
+        o.compress_weight = bits;
+    else if (o.compress_weight)
+        o.compress_weight = 4;
     fg_progress bar;
     fg_progress_begin(&bar, synth ? "synthesizing" : "converting", FG_UNIT_BYTES, 0, quiet);
     o.progress = progress;

@@ -81,9 +81,10 @@ static void usage(FILE *f)
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan and stop)\n"
-          "              --compute f32|int8|f16 (int8: integer dot products on 4-bit/8-bit\n"
-          "              weights grouped along the input axis: fg-convert --group-axis 1;\n"
-          "              f16: 16-bit GEMM inputs, f32 sums, on --backend cuda)\n"
+          "              --compute int8|f32|f16 (int8, the default: integer dot products on\n"
+          "              4-bit/8-bit weights grouped along the input axis, fg-convert --group-axis\n"
+          "              1; f32: those weights decoded to f32; F16/BF16/F32 weights are f32\n"
+          "              either way; f16: 16-bit GEMM inputs, f32 sums, on --backend cuda)\n"
           "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
           "device:       --backend cpu|sim|cuda (sim: a simulated GPU on the CPU)\n"
           "              --gpu-budget SIZE (device memory; default: CUDA's free memory less\n"
@@ -94,7 +95,6 @@ static void usage(FILE *f)
           "              loaded instead of computed; shared prefixes of a job computed once)\n"
           "              --prefix-cache-budget SIZE (least recently used pages evicted past it)\n"
           "              --prefix-page-tokens N (tokens a cache page, 16; fixed per cache)\n"
-
           "pipeline:     mpirun -np N fg-infer ... (N ranks, layers split between them; each\n"
           "              rank's --ram-budget and --threads are its own)  --dist-timeout S\n"
           "              (a peer silent for S seconds is dead or stuck: 300)  --micro-batch N\n"
@@ -335,6 +335,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.max_new = 32;
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
+    a->r.eo.compute = FG_COMPUTE_INT8; /* README "Accuracy of the compressions": within 0.03% */
     a->policy = -1;
     a->dist_timeout = 300;
     if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
