@@ -17,6 +17,7 @@
 
 #include "fg_error.h"
 #include "plan.h"
+#include "plan_model.h"
 #include "policy.h"
 #include "store.h"
 
@@ -82,7 +83,8 @@ int fg_lp_solve(uint32_t n, uint32_t m, const double *c, const double *A, const 
 typedef struct fg_policy_model {
     fg_hparams hp;
     fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
-    fg_plan_unit *units;       /* [pm.n_units] */
+    fg_plan_weights w;         /* built from a store: the engine's own table (plan_model.h);
+                                  pm.units points into it. Empty for a model given by hand */
     uint64_t *chunk;           /* padded weight chunks of each unit, in pager id order */
     uint32_t *unit_first;      /* [n_units + 1]: unit u owns chunk[first[u] .. first[u + 1]) */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
@@ -90,7 +92,7 @@ typedef struct fg_policy_model {
     int all_q4;                /* every matrix is Q4: --compress-weight holds */
 } fg_policy_model;
 
-/* Build from a store (borrowed), as the engine will see it (the same tensors and chunks). */
+/* Build from a store (borrowed) with the engine's own builder (fg_plan_weights_build). */
 int fg_policy_model_build(fg_store *store, fg_policy_model *out, fg_err *err);
 void fg_policy_model_free(fg_policy_model *m);
 

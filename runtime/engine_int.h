@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "plan_model.h"
 
 /* Chunks of a streamed tensor (the LM head) read ahead of the one multiplying (a 4 MiB chunk
  * multiplies in about as long as it takes to read). */
@@ -20,12 +21,7 @@ typedef struct wtensor {
     uint64_t stored_bytes;
 } wtensor;
 
-typedef struct unit {
-    fg_unit_kind kind;
-    uint32_t layer;
-    int t[FG_UNIT_MAX_TENSORS];    /* tensor indices */
-    uint32_t n_t;
-} unit;
+typedef fg_plan_unit_tensors unit; /* kind, layer, tensor indices (plan_model.h) */
 
 /* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine and the pager view
  * of the piece being used. */
