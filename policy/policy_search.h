@@ -27,7 +27,7 @@ extern "C" {
 
 /* ---- calibration ---- */
 
-#define FG_CALIB_VERSION 2
+#define FG_CALIB_VERSION 3
 #define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
 
 typedef struct fg_calib {
@@ -38,8 +38,8 @@ typedef struct fg_calib {
     double disk_read, disk_write; /* bytes/s through the pager (4 MiB chunks, O_DIRECT) */
     double dec_f16, dec_q4;    /* f32 values/s the f16 and q4 -> f32 decoders produce */
     uint32_t m[FG_CALIB_NM];   /* row counts */
-    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weight 2048 x 2048 in
-                                  4 MiB pieces, decoding included) */
+    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weights 2048 x 2048 in
+                                  4 MiB pieces, read from RAM, decoding included) */
     double attn_s, attn_q4_s;  /* seconds per query x key x KV width: f32 and 4-bit cache */
     double overlap;            /* share of the shorter of reading / computing hidden when both
                                   run at once: 1 perfect, 0 none */
