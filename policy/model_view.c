@@ -1,17 +1,14 @@
 /* model_view.c - the model as the policy search sees it (fg_policy_model): the table
- * runtime/plan_model.c builds for the engine (the same tensors, units and per-unit figures:
- * one builder, so the plan the search evaluates is the plan the engine allocates by), plus
- * what only the search needs: each unit's padded weight chunks in the order the engine
- * registers them with the pager (so that fg_policy_weights_homed applies the pager's placement
- * rule exactly), the values decoded per sweep and the weights' codec.
+ * runtime/plan_model.c builds for the engine (the same tensors, units, per-unit figures and
+ * weight chunks in pager order: one builder, so the plan the search evaluates is the plan the
+ * engine allocates by and homes what the pager homes), plus what only the search needs: the
+ * values decoded per sweep and the weights' codec.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "policy_search.h"
-
-#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
 /* Values of LINEAR/STREAM weights each unit decodes (a tensor it does not own streams). */
 static uint64_t linear_floats(const fg_plan_weights *w)
@@ -27,26 +24,11 @@ static uint64_t linear_floats(const fg_plan_weights *w)
     return f;
 }
 
-/* Chunks in pager id order (tensor order, then chunk order) with each unit's range, the
- * weights' codec (by bytes) and whether every matrix is 4-bit. */
-static int chunks(const fg_plan_weights *w, fg_policy_model *m, fg_err *err)
+/* The weights' codec (by bytes) and whether every matrix is 4-bit. */
+static void codecs(const fg_plan_weights *w, fg_policy_model *m)
 {
-    uint64_t total = 0, by_codec[32] = {0};
-    for (uint32_t i = 0; i < w->n_t; i++)
-        total += w->t[i].n_chunks;
-    m->chunk = malloc((total + 1) * sizeof *m->chunk);
-    m->unit_first = calloc(m->pm.n_units + 1, sizeof *m->unit_first);
-    if (!m->chunk || !m->unit_first)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    uint64_t k = 0;
+    uint64_t by_codec[32] = {0};
     m->all_q4 = 1;
-    for (uint32_t u = 0; u < m->pm.n_units; u++) {
-        m->unit_first[u] = (uint32_t)k;
-        for (uint32_t i = 0; i < w->n_t; i++)
-            for (uint32_t c = 0; w->t[i].group == u && c < w->t[i].n_chunks; c++)
-                m->chunk[k++] = PAGE_UP(w->t[i].chunks[c].length);
-    }
-    m->unit_first[m->pm.n_units] = (uint32_t)k;
     for (uint32_t i = 0; i < w->n_t; i++) {
         if (w->t[i].spec.n_dims < 2)
             continue;
@@ -56,7 +38,6 @@ static int chunks(const fg_plan_weights *w, fg_policy_model *m, fg_err *err)
     for (int c = 0; c < 32; c++)
         if (by_codec[c] > by_codec[m->codec])
             m->codec = c;
-    return FG_OK;
 }
 
 int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
@@ -69,7 +50,7 @@ int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
         m->pm = m->w.pm;
         m->pm.hp = &m->hp;
         m->linear_floats = linear_floats(&m->w);
-        rc = chunks(&m->w, m, err);
+        codecs(&m->w, m);
     }
     if (rc)
         fg_policy_model_free(m);
@@ -81,23 +62,10 @@ void fg_policy_model_free(fg_policy_model *m)
     if (!m)
         return;
     fg_plan_weights_free(&m->w);
-    free(m->chunk);
-    free(m->unit_first);
     memset(m, 0, sizeof *m);
 }
 
 uint64_t fg_policy_weights_homed(const fg_policy_model *m, double w_ram)
 {
-    uint64_t homed = 0;
-    for (uint32_t u = 0; u < m->pm.n_units; u++) {
-        double total = 0, before = 0;
-        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++)
-            total += (double)m->chunk[k];
-        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++) {
-            double s = (double)m->chunk[k], mid = (before + s / 2) / total;
-            before += s;
-            homed += mid < w_ram ? m->chunk[k] : 0;
-        }
-    }
-    return homed;
+    return fg_plan_homed_weights(&m->pm, w_ram);
 }

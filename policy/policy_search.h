@@ -85,8 +85,6 @@ typedef struct fg_policy_model {
     fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
     fg_plan_weights w;         /* built from a store: the engine's own table (plan_model.h);
                                   pm.units points into it. Empty for a model given by hand */
-    uint64_t *chunk;           /* padded weight chunks of each unit, in pager id order */
-    uint32_t *unit_first;      /* [n_units + 1]: unit u owns chunk[first[u] .. first[u + 1]) */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */
@@ -118,8 +116,8 @@ typedef struct fg_prediction {
 void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                        const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
 
-/* Weight bytes the pager really homes in RAM under fraction w_ram (its per-unit midpoint
- * rule, pager/place.c). */
+/* Weight bytes the pager really homes in RAM under fraction w_ram (fg_plan_homed_weights:
+ * its per-unit midpoint rule, pager/place.c). */
 uint64_t fg_policy_weights_homed(const fg_policy_model *m, double w_ram);
 
 typedef struct fg_search_stats {

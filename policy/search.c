@@ -144,10 +144,12 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     double pr[3], pw[3], dr[3], dw[3];
     io_prefill(&t, pr, pw);
     io_decode(&t, dr, dw);
-    /* disk fractions as the pager really places them */
-    double x[3] = {t.weights > 0 ? 1 - (double)fg_policy_weights_homed(m, pl->frac.w[1]) /
-                                           t.weights : 0,
-                   pl->frac.c[1] > 0.5 ? 0 : 1, pl->frac.h[1] > 0.5 ? 0 : 1};
+    /* disk fractions as the pager really places them (the plan counts its homes) */
+    double x[3];
+    for (int k = 0; k < 3; k++) {
+        double total = (double)pl->homed[k] + (double)pl->on_disk[k];
+        x[k] = total > 0 ? (double)pl->on_disk[k] / total : 0;
+    }
     memset(out, 0, sizeof *out);
     out->compute_decode_s = compute_decode(c, &t);
     out->io_decode_s = dot3(dr, x) + dot3(dw, x);
@@ -281,6 +283,7 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
     uint64_t need = least_need(&pl0);
     if (!st->min_budget || need < st->min_budget)
         st->min_budget = need;
+    set_fractions(p, 0, 0, 0); /* the buffers and window under the budget: all on disk */
     if (need > budget || fg_plan_make(&m->pm, p, ctx, budget, &pl0, &e))
         return;
     terms t;

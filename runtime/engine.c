@@ -135,10 +135,14 @@ static int build_units(fg_engine *e, fg_err *err)
         e->n_units = w.pm.n_units;
         e->units = w.ut;
         e->plan_units = w.units;
+        e->plan_chunk = w.chunk;
+        e->plan_unit_first = w.unit_first;
         e->pm = w.pm;
         e->pm.hp = &e->hp;
         w.ut = NULL;
         w.units = NULL;
+        w.chunk = NULL;
+        w.unit_first = NULL;
     }
     fg_plan_weights_free(&w);
     return rc;
@@ -525,6 +529,8 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->tensors);
     free(e->units);
     free(e->plan_units);
+    free(e->plan_chunk);
+    free(e->plan_unit_first);
     free(e->small_f32);
     free(e->wsrc);
     free(e->blk_hidden);

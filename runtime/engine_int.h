@@ -49,6 +49,8 @@ struct fg_engine {
     unit *units;
     uint32_t n_units;
     fg_plan_unit *plan_units;
+    uint64_t *plan_chunk;          /* pm.chunk, pm.unit_first (plan_model.h) */
+    uint32_t *plan_unit_first;
     fg_plan_model pm;
     fg_plan plan;
     uint32_t gbs, ngb, max_ctx;

@@ -8,7 +8,10 @@
  *  2. with a RAM budget, total_host <= budget, or fg_plan_make fails naming the smallest budget
  *     that fits and the block it tried;
  *  3. the pool holds what is homed in RAM plus the streaming window (two spans of units, two KV
- *     chunks, two activation chunks), so streaming never evicts a homed chunk;
+ *     chunks, two activation chunks), so streaming never evicts a homed chunk; a placement
+ *     (--percent) whose homed bytes do not fit is refused here, never later by the pager;
+ *  5. homed bytes are the pager's (pager/place.c): weights by its per-unit midpoint rule over
+ *     the model's chunks, each KV and activation chunk (a placement group of its own) whole;
  *  4. the same inputs give the same plan (no clock, no environment, no I/O).
  */
 #ifndef FG_PLAN_H
@@ -40,6 +43,9 @@ typedef struct fg_plan_model {
     const fg_plan_unit *units;   /* [n_units] */
     uint64_t weights;            /* stored bytes of every tensor */
     uint64_t max_chunk_floats;   /* largest decoded chunk of any tensor */
+    const uint64_t *chunk;       /* padded weight chunks, unit by unit in pager id order; NULL:
+                                    a fraction homes that share of the bytes */
+    const uint32_t *unit_first;  /* [n_units + 1]: unit u's are chunk[first[u] .. first[u + 1]) */
 } fg_plan_model;
 
 typedef struct fg_plan {
@@ -80,6 +86,11 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
 /* Units loaded together starting at unit u: 2 (a layer's attention and MLP) without sep_layer,
  * else 1. */
 uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
+
+/* Weight bytes the pager homes in RAM under RAM fraction w_ram (pager/place.c: within each
+ * unit, chunk i is homed when the midpoint of its bytes, (S_<i + s_i / 2) / S, is below
+ * w_ram); without a chunk list, that share of the bytes. */
+uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram);
 
 /* The plan as text (one "name bytes" line per figure, human units), for --dry-run. */
 void fg_plan_print(const fg_plan *pl, FILE *f);

@@ -112,6 +112,29 @@ static void unit_of(const fg_plan_weights *w, uint32_t u, fg_plan_unit *pu)
     }
 }
 
+/* The weight chunks in the pager's id order (the engine registers tensor by tensor, chunk by
+ * chunk) grouped by owning unit: what pager/place.c splits by the fractions. */
+static int chunk_list(fg_plan_weights *w, fg_err *err)
+{
+    uint64_t total = 0, k = 0;
+    for (uint32_t i = 0; i < w->n_t; i++)
+        total += w->t[i].n_chunks;
+    w->chunk = malloc((total + 1) * sizeof *w->chunk);
+    w->unit_first = calloc(w->pm.n_units + 1, sizeof *w->unit_first);
+    if (!w->chunk || !w->unit_first)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t u = 0; u < w->pm.n_units; u++) {
+        w->unit_first[u] = (uint32_t)k;
+        for (uint32_t i = 0; i < w->n_t; i++)
+            for (uint32_t c = 0; w->t[i].group == u && c < w->t[i].n_chunks; c++)
+                w->chunk[k++] = PAGE_UP(w->t[i].chunks[c].length);
+    }
+    w->unit_first[w->pm.n_units] = (uint32_t)k;
+    w->pm.chunk = w->chunk;
+    w->pm.unit_first = w->unit_first;
+    return FG_OK;
+}
+
 static int build(fg_store *store, fg_plan_weights *w, fg_err *err)
 {
     uint32_t n_units = fg_model_n_units(&w->hp);
@@ -137,8 +160,8 @@ static int build(fg_store *store, fg_plan_weights *w, fg_err *err)
     }
     for (uint32_t u = 0; u < n_units; u++)
         unit_of(w, u, &w->units[u]);
-    w->pm = (fg_plan_model){&w->hp, n_units, w->units, weights, max_floats};
-    return FG_OK;
+    w->pm = (fg_plan_model){&w->hp, n_units, w->units, weights, max_floats, NULL, NULL};
+    return chunk_list(w, err);
 }
 
 int fg_plan_weights_build(fg_store *store, const fg_hparams *hp, fg_plan_weights *out,
@@ -161,5 +184,7 @@ void fg_plan_weights_free(fg_plan_weights *w)
     free(w->t);
     free(w->ut);
     free(w->units);
+    free(w->chunk);
+    free(w->unit_first);
     memset(w, 0, sizeof *w);
 }

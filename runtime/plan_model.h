@@ -45,7 +45,10 @@ typedef struct fg_plan_weights {
     uint32_t n_t, cap_t;
     fg_plan_unit_tensors *ut;      /* [pm.n_units], owned */
     fg_plan_unit *units;           /* [pm.n_units], owned: each unit's figures */
-    fg_plan_model pm;              /* pm.hp = &hp, pm.units = units: do not copy the struct */
+    uint64_t *chunk;               /* owned: padded weight chunks, unit by unit in pager id order */
+    uint32_t *unit_first;          /* [pm.n_units + 1], owned */
+    fg_plan_model pm;              /* pm.hp = &hp, pm.units = units, pm.chunk = chunk...: do not
+                                      copy the struct */
 } fg_plan_weights;
 
 /* Build from a store (borrowed) and its hyperparameters (copied). On failure *out holds

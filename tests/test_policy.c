@@ -150,9 +150,7 @@ static void random_model(uint64_t *s, rmodel *r)
         }
     }
     r->first[n] = k;
-    r->m.pm = (fg_plan_model){&r->m.hp, n, r->units, weights, max_floats};
-    r->m.chunk = r->chunk;
-    r->m.unit_first = r->first;
+    r->m.pm = (fg_plan_model){&r->m.hp, n, r->units, weights, max_floats, r->chunk, r->first};
     r->m.codec = q4 ? FG_CODEC_Q4 : FG_CODEC_F16;
     r->m.all_q4 = q4;
 }
