@@ -110,6 +110,7 @@ typedef struct fg_prediction {
     double tok_s;                  /* new tokens / (prefill + decode) */
     double io_decode_s, compute_decode_s; /* one decode step */
     uint64_t tokens;
+    uint64_t read_bytes, write_bytes; /* the block's disk traffic (the pager's counters) */
 } fg_prediction;
 
 /* Predicted time of one block under p (placement from pl, the plan fg_plan_make gave). */

@@ -16,7 +16,7 @@
 
 #define MB (1024.0 * 1024.0)
 #define PAGE_UP(x) (((x) + 4095) & ~4095ull)
-#define PREFETCH_AHEAD 2 /* spans read ahead of the one computing, when the pool has room */
+#define PREFETCH_AHEAD FG_PLAN_AHEAD
 
 fg_policy fg_policy_default(void)
 {

@@ -48,6 +48,10 @@ typedef struct fg_plan_model {
     const uint32_t *unit_first;  /* [n_units + 1]: unit u's are chunk[first[u] .. first[u + 1]) */
 } fg_plan_model;
 
+/* Spans prefetched ahead of the one computing when the pool's streaming room holds them all
+ * (fg_plan.ahead; 1 otherwise). */
+#define FG_PLAN_AHEAD 2
+
 typedef struct fg_plan {
     uint32_t gbs, ngb, max_ctx;
     fg_pager_policy frac;        /* the placement (given, or the default rule's) */

@@ -64,6 +64,7 @@ typedef struct fg_run_report {
     uint64_t scored;                /* PPL: tokens scored */
     int predicted;                  /* policy_auto: the cost model's figures below are set */
     double pred_prefill_s, pred_decode_s, pred_tok_s;
+    uint64_t pred_read, pred_write;  /* predicted disk traffic of one block, bytes */
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG
