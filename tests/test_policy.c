@@ -218,6 +218,61 @@ START_TEST(search_fits_every_budget)
 }
 END_TEST
 
+/* The search covers the hand grid bench/policy.sh runs: under the model, no fixed policy the
+ * plan accepts (blocks 2x1 ... 8x1, 4x2, 2x4; weights 0..100% in RAM; the cache and
+ * activations in RAM or on disk) predicts more tokens per second than the search's answer. */
+START_TEST(search_beats_the_grid)
+{
+    fg_calib c = calib_fixed();
+    uint64_t s = 777 + (uint64_t)_i;
+    static rmodel r;
+    static const uint32_t blocks[][2] = {{2, 1}, {8, 1}, {4, 2}, {2, 4}, {4, 1}, {1, 8}};
+    int compared = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        random_model(&s, &r);
+        fg_policy base = fg_policy_default(), out;
+        fg_policy_job job = {8 + (uint32_t)(rnd(&s) % 32), 2 + (uint32_t)(rnd(&s) % 8), 8, 0, 0};
+        fg_prediction best;
+        fg_err err;
+        /* budgets between what a 2x1 block needs all on disk and everything in RAM */
+        fg_policy lo = base, hi = base;
+        lo.gbs = 2, lo.ngb = 1, lo.have_fractions = hi.have_fractions = 1;
+        lo.frac = (fg_pager_policy){{0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
+        hi.gbs = 8, hi.ngb = 1;
+        hi.frac = (fg_pager_policy){{0, 1, 0}, {0, 1, 0}, {0, 1, 0}};
+        fg_plan pl_lo, pl_hi;
+        ck_assert_int_eq(fg_plan_make(&r.m.pm, &lo, job.prompt_len + job.gen_len, 0, &pl_lo,
+                                      &err), FG_OK);
+        ck_assert_int_eq(fg_plan_make(&r.m.pm, &hi, job.prompt_len + job.gen_len, 0, &pl_hi,
+                                      &err), FG_OK);
+        double u = (double)(rnd(&s) % 1000) / 1000.0;
+        job.ram_budget = pl_lo.total_host + (uint64_t)(u * (double)(pl_hi.total_host -
+                                                                     pl_lo.total_host));
+        if (fg_policy_search(&c, &r.m, &base, &job, &out, &best, NULL, &err))
+            continue;
+        uint32_t ctx = job.prompt_len + job.gen_len;
+        for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
+            for (int w = 0; w <= 20; w++)
+                for (int tier = 0; tier < 4; tier++) {
+                    fg_policy p = base;
+                    p.gbs = blocks[b][0], p.ngb = blocks[b][1], p.have_fractions = 1;
+                    double wr = w / 20.0, cc = tier & 1, hc = tier >> 1;
+                    p.frac = (fg_pager_policy){{0, wr, 1 - wr}, {0, cc, 1 - cc}, {0, hc, 1 - hc}};
+                    fg_plan pl;
+                    if (fg_plan_make(&r.m.pm, &p, ctx, job.ram_budget, &pl, &err))
+                        continue;
+                    fg_prediction pr;
+                    fg_policy_predict(&c, &r.m, &pl, &p, &job, &pr);
+                    compared++;
+                    ck_assert_msg(pr.tok_s <= best.tok_s * 1.001, "%ux%u w %.2f c %.0f h %.0f "
+                                  "predicts %.4g tok/s, the search's answer %.4g", p.gbs, p.ngb,
+                                  wr, cc, hc, pr.tok_s, best.tok_s);
+                }
+    }
+    ck_assert_int_gt(compared, 50);
+}
+END_TEST
+
 START_TEST(cost_model_orders)
 {
     fg_calib c = calib_fixed();
@@ -488,6 +543,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("search");
     tcase_add_loop_test(tc, search_fits_every_budget, 0, 3);
+    tcase_add_loop_test(tc, search_beats_the_grid, 0, 3);
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);
     tcase_add_test(tc, predicted_io_is_the_pagers);
