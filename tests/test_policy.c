@@ -220,7 +220,8 @@ END_TEST
 
 /* The search covers the hand grid bench/policy.sh runs: under the model, no fixed policy the
  * plan accepts (blocks 2x1 ... 8x1, 4x2, 2x4; weights 0..100% in RAM; the cache and
- * activations in RAM or on disk) predicts more tokens per second than the search's answer. */
+ * activations in RAM or on disk) predicts more tokens per second than the search's answer
+ * (beyond the 2% within which the search prefers fewer batches). */
 START_TEST(search_beats_the_grid)
 {
     fg_calib c = calib_fixed();
@@ -264,7 +265,7 @@ START_TEST(search_beats_the_grid)
                     fg_prediction pr;
                     fg_policy_predict(&c, &r.m, &pl, &p, &job, &pr);
                     compared++;
-                    ck_assert_msg(pr.tok_s <= best.tok_s * 1.001, "%ux%u w %.2f c %.0f h %.0f "
+                    ck_assert_msg(pr.tok_s <= best.tok_s * 1.021, "%ux%u w %.2f c %.0f h %.0f "
                                   "predicts %.4g tok/s, the search's answer %.4g", p.gbs, p.ngb,
                                   wr, cc, hc, pr.tok_s, best.tok_s);
                 }
