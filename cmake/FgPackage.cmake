@@ -74,9 +74,10 @@ set(FG_DEP_INSTALL fg::dep_xxhash fg::dep_lmdb fg::dep_uring fg::dep_openblas fg
 set(FG_PC_REQUIRES_PRIVATE "libxxhash, lmdb, liburing, openblas, jansson, libpcre2-8, libutf8proc")
 set(FG_PC_LIBS_PRIVATE "-lglpk -lm -pthread") # GLPK has no pkg-config file
 if(FG_HAVE_CUDA) # nvcc's host code also needs the C++ runtime (static guards, unwinding)
-  list(APPEND FG_DEP_LIBS CUDA::cudart stdc++)
-  list(APPEND FG_DEP_INSTALL CUDA::cudart stdc++)
-  set(FG_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart -lstdc++ ${FG_PC_LIBS_PRIVATE}")
+  list(APPEND FG_DEP_LIBS CUDA::cudart CUDA::cublas stdc++)
+  list(APPEND FG_DEP_INSTALL CUDA::cudart CUDA::cublas stdc++)
+  set(FG_PC_LIBS_PRIVATE
+      "-L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lstdc++ ${FG_PC_LIBS_PRIVATE}")
 endif()
 
 # ---- libfg.so

@@ -170,13 +170,74 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
  *  - FG_COMPUTE_INT8: Q4/Q8 weights grouped along the input axis are multiplied with the
  *    activations quantized to int8 per group of the weight's columns (integer dot products;
  *    quant.h fg_quant_gemm); other weights as in F32. */
-typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1 } fg_compute;
+typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1, FG_COMPUTE_F16 = 2 } fg_compute;
+/* FG_COMPUTE_F16: 16-bit GEMM inputs, F32 accumulation (the CUDA backend's tensor-core path:
+ * F16/BF16 weights as stored, Q4/Q8 dequantized to F16, activations rounded per Linear); the
+ * CPU backends compute it as FG_COMPUTE_F32. */
 typedef struct fg_backend_cpu_opts {
     int threads;        /* 0 = every online CPU */
     fg_compute compute;
 } fg_backend_cpu_opts;
 int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, fg_err *err);
 void fg_backend_free(fg_backend *be); /* NULL accepted */
+
+/* Which backend an engine computes on. */
+typedef enum fg_backend_kind {
+    FG_BACKEND_CPU = 0,
+    FG_BACKEND_SIM = 1,     /* the simulated device below */
+    FG_BACKEND_CUDA = 2,    /* compute/backend_cuda.cu */
+} fg_backend_kind;
+
+/* ---- the CUDA backend (compute/backend_cuda.cu; compute/backend_nocuda.c in a build without
+ * the toolkit, where both calls answer FG_ERR_UNSUPPORTED) ----
+ * cuBLAS GemmEx for Linear layers (F16/BF16 weights as stored, F32 weights as F32, Q4/Q8
+ * dequantized to F16 on the device, F32 accumulation), kernels for the rest, over the same
+ * staging rules as the sim backend (host operands uploaded per op through pinned staging on a
+ * copy stream, device operands used in place, piece i + 1 uploading while piece i multiplies).
+ * FG_ERR_UNSUPPORTED when no GPU is visible. */
+typedef struct fg_backend_cuda_opts {
+    int device;             /* CUDA device ordinal */
+    int threads;            /* CPU threads of the delegated ops (0 = every online CPU) */
+    fg_compute compute;
+    int cpu_attention;
+} fg_backend_cuda_opts;
+int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend **out, fg_err *err);
+/* Free and total memory of CUDA device `device`. */
+int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg_err *err);
+
+/* ---- the simulated device backend (compute/backend_sim.c, compute/device_sim.c) ----
+ * A device on the CPU: its DEVICE memory is addresses host code cannot touch (a load or store
+ * through one faults), copies go through a copy-engine thread at a configurable link bandwidth
+ * and complete events; its ops run the CPU kernels on its own memory. Operands an op receives
+ * in host memory are uploaded first (outputs downloaded after), device-resident ones (the
+ * pager's DEVICE tier, buffers the caller allocated on be->dev) are used in place; a piecewise
+ * Linear uploads piece i + 1 while piece i multiplies. With cpu_attention, attention over a
+ * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute). */
+typedef struct fg_backend_sim_opts {
+    int threads;            /* the CPU kernels' threads (0 = every online CPU) */
+    fg_compute compute;
+    uint64_t capacity;      /* bytes of device memory */
+    double link_gbps;       /* host <-> device GB/s (0 = memcpy speed) */
+    int cpu_attention;
+    int no_overlap;         /* upload a Linear's pieces one after another (for comparisons) */
+} fg_backend_sim_opts;
+int fg_backend_sim_create(const fg_backend_sim_opts *o, fg_backend **out, fg_err *err);
+/* Seconds the sim backend's kernels ran (its copies are in fg_device_sim_stats). */
+double fg_backend_sim_compute_s(const fg_backend *be);
+
+/* The simulated device alone (owned by the caller: fg_device_free; retain shares it). */
+int fg_device_sim_create(uint64_t capacity, double link_gbps, fg_device **out, fg_err *err);
+int fg_device_is_sim(const fg_device *d);
+/* Where device pointer p's bytes live (NULL when p is not device memory): for the device's own
+ * ops only. owns: [p, p + n) is device memory. */
+void *fg_device_sim_alias(const fg_device *d, const void *p);
+int fg_device_sim_owns(const fg_device *d, const void *p, uint64_t n);
+typedef struct fg_device_sim_stats {
+    uint64_t bytes[2][2];   /* copied [from device?][to device?] */
+    double busy_s;          /* the copy engine's time spent copying (link time included) */
+    uint64_t used, peak;    /* device bytes allocated */
+} fg_device_sim_stats;
+void fg_device_sim_stats_get(const fg_device *d, fg_device_sim_stats *out);
 
 /* ---- the scalar reference of every op (compute/ops_ref.c): the definition each backend is
  * tested against; slow, single-threaded, no SIMD ---- */

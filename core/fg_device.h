@@ -8,8 +8,11 @@
  * device (fg_device_host_create) has HOST only. Copies with an event pointer may run
  * asynchronously (a stream); event_wait completes and frees the event, sync waits for all.
  *
- * Implementations: the host device (core/fg_device.c), the pager's simulated device and the
- * CUDA device (pager/device.c), which the CUDA backend uses too.
+ * Implementations: the host device (core/fg_device.c); the pager's plain simulated device and
+ * its own CUDA device (pager/device.c, synchronous copies), used when the pager is given none;
+ * the simulated accelerator of the sim backend (compute/device_sim.c: memory host code cannot
+ * touch, a copy-engine thread) and the CUDA backend's device (compute/backend_cuda.cu: a copy
+ * stream, events), both shared with the pager through `retain`.
  * Thread-safety: alloc/free/copy may be called from one thread at a time per device.
  */
 #ifndef FG_DEVICE_H
@@ -44,6 +47,9 @@ typedef struct fg_device_iface {
     int (*event_wait)(fg_device *d, fg_event *ev, fg_err *err); /* NULL ev: complete */
     int (*sync)(fg_device *d, fg_err *err);
     void (*destroy)(fg_device *d);
+    /* optional (NULL: not shared): another handle on the same device and memory, destroyed
+     * separately (the pager and a backend share a simulated device's arena this way) */
+    fg_device *(*retain)(fg_device *d);
 } fg_device_iface;
 
 struct fg_device {

@@ -6,7 +6,9 @@
  * budgets) on a machine without a GPU; it has no PINNED memory (the pager then maps its HOST
  * pool itself). The CUDA device uses the runtime API only (cudaMalloc, cudaHostAlloc for PINNED
  * buffers, cudaMemcpy); it refuses with FG_ERR_UNSUPPORTED when no GPU is visible, so callers
- * need no #ifdef. A CUDA compute backend and the pager share one such object.
+ * need no #ifdef. The engine gives the pager its compute backend's device instead (the CUDA
+ * backend's, with a copy stream and events, or the sim backend's: compute/), so both use one
+ * memory; these two serve a pager used on its own.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>

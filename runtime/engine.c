@@ -256,7 +256,9 @@ static int open_pager(fg_engine *e, fg_err *err)
     pc.notice_ctx = e->o.notice_ctx;
     pc.label = chunk_label;
     pc.label_ctx = e;
-    int rc = fg_pager_open(&pc, &e->pager, err);
+    int rc = fg_engine_pager_device(e, &pc, err);
+    if (rc == FG_OK)
+        rc = fg_pager_open(&pc, &e->pager, err);
     if (rc == FG_OK)
         rc = register_chunks(e, err);
     if (rc == FG_OK)
@@ -367,22 +369,26 @@ static int materialize(fg_engine *e, const wtensor *t, float *dst, fg_err *err)
             return rc;
         float *out = dst + ci->first_row * cols;
         uint64_t n = ci->n_rows * cols;
-        if (t->codec.id == FG_CODEC_F32) {
-            memcpy(out, v.ptr, n * 4);
-        } else if (t->codec.id == FG_CODEC_F16) {
-            fg_f16_to_f32(v.ptr, out, n, FG_QUANT_ISA_AUTO);
-        } else if (t->codec.id == FG_CODEC_BF16) {
+        const void *src;
+        void *tmp; /* the bytes of a chunk homed on the GPU, copied down */
+        rc = fg_engine_small_bytes(e, &v, &src, &tmp, err);
+        if (rc == FG_OK && t->codec.id == FG_CODEC_F32) {
+            memcpy(out, src, n * 4);
+        } else if (rc == FG_OK && t->codec.id == FG_CODEC_F16) {
+            fg_f16_to_f32(src, out, n, FG_QUANT_ISA_AUTO);
+        } else if (rc == FG_OK && t->codec.id == FG_CODEC_BF16) {
             for (uint64_t i = 0; i < n; i++) {
-                uint32_t bits = (uint32_t)((const uint16_t *)v.ptr)[i] << 16;
+                uint32_t bits = (uint32_t)((const uint16_t *)src)[i] << 16;
                 memcpy(&out[i], &bits, 4);
             }
-        } else {
+        } else if (rc == FG_OK) {
             fg_qview q;
             rc = fg_codec_qview(&t->codec, t->spec.n_dims, t->spec.dims, ci->n_rows, &q, err);
             if (rc == FG_OK)
-                rc = fg_quant_decode(&t->codec, &q, v.ptr, ci->length, out, FG_CODEC_F32, 0,
+                rc = fg_quant_decode(&t->codec, &q, src, ci->length, out, FG_CODEC_F32, 0,
                                      FG_QUANT_ISA_AUTO, err);
         }
+        free(tmp);
         if ((rc = fg_engine_release(e, &v, 0, rc, err)))
             return fg_err_set(err, rc, "tensor '%s' chunk %u: %s", t->spec.name, c, err->msg);
     }
@@ -478,13 +484,14 @@ static int engine_init(fg_engine *e, fg_err *err)
         e->kv_codec = fg_codec_quant(4, 64, 1);
     else
         e->kv_codec = fg_codec_float(FG_CODEC_F32);
+    if ((rc = fg_engine_device_budget(e, err)))
+        return rc;
     rc = fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, e->o.ram_budget, &e->plan, err);
     if (rc)
         return rc;
     e->gbs = e->plan.gbs;
     e->ngb = e->plan.ngb;
-    fg_backend_cpu_opts bo = {e->o.threads, e->o.compute};
-    if ((rc = fg_backend_cpu_create_opts(&bo, &e->be, err)) || (rc = open_pager(e, err)))
+    if ((rc = fg_engine_backend_create(e, err)) || (rc = open_pager(e, err)))
         return rc;
     return alloc_buffers(e, err);
 }

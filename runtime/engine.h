@@ -42,6 +42,10 @@ typedef struct fg_engine_opts {
                                  (NULL: $TMPDIR or /tmp); unlinked as soon as it is open */
     void (*notice)(void *ctx, const char *line); /* one-line notices (may be NULL) */
     void *notice_ctx;
+    fg_backend_kind backend;  /* FG_BACKEND_CPU (the default), _SIM or _CUDA (backend.h) */
+    uint64_t gpu_budget;      /* device bytes: the pager's DEVICE pool and the backend's per-op
+                                 staging (0: CUDA's free memory less 1 GiB; sim 1 GiB) */
+    double sim_link_gbps;     /* the simulated device's link (0: memcpy speed) */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

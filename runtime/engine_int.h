@@ -94,6 +94,17 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_e
 void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
                     int32_t step);
 
+/* engine_dev.c: the backend and its device (see the file's comment) */
+int fg_engine_device_budget(fg_engine *e, fg_err *err);   /* before the plan */
+int fg_engine_backend_create(fg_engine *e, fg_err *err);
+int fg_engine_pager_device(fg_engine *e, fg_pager_config *pc, fg_err *err);
+/* n bytes from src (a chunk in src_tier) to host memory dst. */
+int fg_engine_rows_copy(fg_engine *e, void *dst, const void *src, fg_tier src_tier, size_t n,
+                        fg_err *err);
+/* A view's bytes readable by host code: v->ptr, or a copy in *tmp (the caller frees it). */
+int fg_engine_small_bytes(fg_engine *e, const fg_pager_view *v, const void **bytes, void **tmp,
+                          fg_err *err);
+
 /* trace.c */
 int fg_trace_write(const fg_engine *e, const char *path, fg_err *err);
 

@@ -133,18 +133,56 @@ uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
     return homed;
 }
 
-/* What is homed in RAM and on disk, as the pager places it: weights by the midpoint rule; each
- * KV and activation chunk is a group of its own, homed in RAM when its midpoint 1/2 is below
- * the RAM fraction. */
+/* With a GPU and no fractions: as many weights in its pool as surely fit (the pager homes a
+ * chunk by its midpoint, so each unit may take up to half its largest chunk beyond the
+ * fraction; a stored chunk is at most the f32 decode room),
+ * the rest by the default rule. */
+static void default_gpu(const fg_plan_model *m, fg_plan *pl, fg_pager_policy *f)
+{
+    double slack = (double)m->n_units * (double)pl->wdecode / 2;
+    double g = ((double)pl->dev_pool - slack) / (double)(m->weights ? m->weights : 1);
+    g = g < 0 ? 0 : g > 1 ? 1 : g;
+    double rest = 1 - g, ram = f->w[1] > 0 ? 1 : 0;
+    f->w[0] = g;
+    f->w[1] = rest * ram;
+    f->w[2] = rest * (1 - ram);
+}
+
+/* What is homed on the device, in RAM and on disk, as the pager places it: weights by the
+ * midpoint rule (DEVICE below g, HOST below g + c); each KV and activation chunk is a group of
+ * its own, placed by its midpoint 1/2. */
 static void homes(const fg_plan_model *m, fg_plan *pl)
 {
     uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * m->hp->n_layers * pl->kv_chunk,
                          (uint64_t)pl->ngb * pl->act_chunk};
-    pl->homed[0] = fg_plan_homed_weights(m, pl->frac.w[0] + pl->frac.w[1]);
-    pl->homed[1] = 0.5 < pl->frac.c[0] + pl->frac.c[1] ? total[1] : 0;
-    pl->homed[2] = 0.5 < pl->frac.h[0] + pl->frac.h[1] ? total[2] : 0;
-    for (int k = 0; k < 3; k++)
-        pl->on_disk[k] = total[k] - pl->homed[k];
+    const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
+    for (int k = 0; k < 3; k++) {
+        uint64_t dev, dev_ram; /* homed on the device; on the device or in RAM */
+        if (k == 0) {
+            dev = fg_plan_homed_weights(m, fr[0][0]);
+            dev_ram = fg_plan_homed_weights(m, fr[0][0] + fr[0][1]);
+        } else {
+            dev = 0.5 < fr[k][0] ? total[k] : 0;
+            dev_ram = 0.5 < fr[k][0] + fr[k][1] ? total[k] : 0;
+        }
+        pl->dev_homed[k] = dev;
+        pl->homed[k] = dev_ram - dev;
+        pl->on_disk[k] = total[k] - dev_ram;
+    }
+}
+
+/* The device's share: a device backend's per-op staging, the rest the pager's pool. */
+static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
+{
+    if (!p->gpu_budget)
+        return FG_OK;
+    pl->dev_reserve = pl->workspace + pl->head + pl->act_chunk + pl->kv_chunk + 2 * pl->wdecode;
+    if (pl->dev_reserve + (1u << 20) > p->gpu_budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
+                          "backend stages up to %.0f MiB per op for gbs %u x ngb %u",
+                          p->gpu_budget / MB, pl->dev_reserve / MB, pl->gbs, pl->ngb);
+    pl->dev_pool = (p->gpu_budget - pl->dev_reserve) & ~(uint64_t)4095;
+    return FG_OK;
 }
 
 int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
@@ -166,15 +204,28 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
     uint64_t kv = (uint64_t)pl->ngb * m->hp->n_layers * pl->kv_chunk;
     uint64_t act = (uint64_t)pl->ngb * pl->act_chunk;
     uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv + act + pl->window;
+    int rc = device(p, pl, err);
+    if (rc)
+        return rc;
     if (p->have_fractions)
         pl->frac = p->frac;
     else
         default_frac(pl, m->weights, kv, act, host, &pl->frac);
-    if (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0)
+    if (!p->have_fractions && p->gpu_budget)
+        default_gpu(m, pl, &pl->frac);
+    if (!p->gpu_budget && (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0))
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
-                          "activations on a GPU, and this engine runs on the CPU");
+                          "activations on a GPU, and this engine runs on the CPU (--backend "
+                          "cuda or sim gives it a device)");
     homes(m, pl);
     uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
+    uint64_t dev = pl->dev_homed[0] + pl->dev_homed[1] + pl->dev_homed[2];
+    if (dev > pl->dev_pool)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small for this "
+                          "placement: it homes %.0f MiB on the GPU beside %.0f MiB of per-op "
+                          "staging (at least %.0f MiB, or lower --percent's GPU shares)",
+                          p->gpu_budget / MB, dev / MB, pl->dev_reserve / MB,
+                          (pl->dev_reserve + dev) / MB + 1);
     if (ram_budget && homed + pl->window > host)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for this "
                           "placement: it homes %.0f MiB in RAM (weights %.0f, KV cache %.0f, "
@@ -203,9 +254,21 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
             pl->ngb, pl->max_ctx, pl->ahead);
     for (int k = 0; k < 3; k++) {
         char d[32];
-        fprintf(f, "  %-12s RAM %5.1f%% %10s   disk %5.1f%% %10s\n", what[k], 100 * fr[k][1],
+        if (pl->dev_pool) {
+            char g[32];
+            fprintf(f, "  %-12s GPU %5.1f%% %10s", what[k], 100 * fr[k][0],
+                    fg_fmt_bytes((double)pl->dev_homed[k], g, sizeof g));
+        }
+        if (!pl->dev_pool)
+            fprintf(f, "  %-12s", what[k]);
+        fprintf(f, " RAM %5.1f%% %10s   disk %5.1f%% %10s\n", 100 * fr[k][1],
                 fg_fmt_bytes((double)pl->homed[k], b, sizeof b), 100 * fr[k][2],
                 fg_fmt_bytes((double)pl->on_disk[k], d, sizeof d));
+    }
+    if (pl->dev_pool) {
+        char g[32];
+        fprintf(f, "  GPU: pager pool %s, ", fg_fmt_bytes((double)pl->dev_pool, g, sizeof g));
+        fprintf(f, "per-op staging %s\n", fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
     }
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},

@@ -76,14 +76,21 @@ typedef struct fg_plan {
     uint64_t window;             /* streaming room */
     uint64_t pool;
     uint64_t total_host;         /* fixed + pool */
+    /* the device (policy gpu_budget > 0): what a device backend stages in one op at most (an
+     * op's operands from the host workspace, a cache, two weight pieces), and the pager's
+     * DEVICE pool (the rest of the budget), which holds what is homed on the GPU */
+    uint64_t dev_homed[3];       /* weights, KV cache, activations homed on the GPU */
+    uint64_t dev_reserve, dev_pool;
     uint64_t budget;             /* the RAM budget it was made for (0 = none) */
 } fg_plan;
 
 /* Make the plan for running m under policy p with contexts up to max_ctx tokens in ram_budget
  * bytes (0 = no limit). gbs/ngb left 0 in p are chosen: 8 x 4, shrunk (ngb first) until the
  * block's buffers and streaming room fit. Without fractions in p everything is homed in RAM
- * when it fits, else the weights on disk, then the KV cache too. Errors: FG_ERR_NO_SPACE naming
- * the budget needed; FG_ERR_PAGER_NO_TIER when p puts data on a GPU and none is planned for. */
+ * when it fits, else the weights on disk, then the KV cache too; with a GPU (p->gpu_budget) the
+ * weights go to its pool first, as much as surely fits. Errors: FG_ERR_NO_SPACE naming the
+ * budget needed (RAM, or the GPU's); FG_ERR_PAGER_NO_TIER when p puts data on a GPU and none is
+ * planned for. Bytes: dev_homed + homed + on_disk is each kind's total. */
 int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
                  uint64_t ram_budget, fg_plan *out, fg_err *err);
 
@@ -91,9 +98,9 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
  * else 1. */
 uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
 
-/* Weight bytes the pager homes in RAM under RAM fraction w_ram (pager/place.c: within each
- * unit, chunk i is homed when the midpoint of its bytes, (S_<i + s_i / 2) / S, is below
- * w_ram); without a chunk list, that share of the bytes. */
+/* Weight bytes the pager homes at a midpoint below fraction f (pager/place.c: within each unit,
+ * chunk i has midpoint (S_<i + s_i / 2) / S and goes to DEVICE below g, to HOST below g + c):
+ * in RAM with f = the RAM fraction and no GPU; without a chunk list, that share of the bytes. */
 uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram);
 
 /* The plan as text (one "name bytes" line per figure, human units), for --dry-run. */

@@ -27,6 +27,8 @@ typedef struct fg_policy {
     int overlap;                /* prefetch the next units' weights while computing */
     int cpu_attention;          /* attention where the KV cache lives in RAM (--cpu-cache-compute) */
     fg_schedule_kind schedule;
+    uint64_t gpu_budget;        /* bytes of device memory the plan may use (0: no GPU: the plan
+                                   refuses GPU fractions) */
 } fg_policy;
 
 /* The defaults fg-infer starts from: zig-zag, overlap, separate sub-layers, choose the rest. */

@@ -391,6 +391,15 @@ static void summary(run *r)
             fg_fmt_bytes((double)disk, rd, sizeof rd), disk,
             fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DISK], wr, sizeof wr),
             st.pager.hits, st.pager.misses, (double)st.pager.stall_ns * 1e-9, st.pager.engine);
+    if (pl->dev_pool) { /* a device backend: the GPU's share */
+        char g[32], w[32], m[32];
+        fprintf(r->log, "         GPU: weights %.1f%%, KV cache %.1f%%, activations %.1f%%; "
+                "pool peak %s of %s; host -> device %s\n", 100 * pl->frac.w[0],
+                100 * pl->frac.c[0], 100 * pl->frac.h[0],
+                fg_fmt_bytes((double)st.pager.peak[FG_TIER_DEVICE], g, sizeof g),
+                fg_fmt_bytes((double)pl->dev_pool, w, sizeof w),
+                fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DEVICE], m, sizeof m));
+    }
     if (p->predicted) { /* the cost model's block (full), times the blocks run */
         double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));
         nb = nb > 0 ? nb : 1;

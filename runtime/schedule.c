@@ -198,10 +198,10 @@ static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
         break;
     case FG_UNIT_MLP: rc = e->arch->mlp(e->be, &e->hp, w, &s, e->ws, err); break;
     default: /* stage the last position of each sequence for the head (rows k * gbs + r) */
-        for (uint32_t r = 0; r < s.n_seq; r++)
-            memcpy(e->head_x + (size_t)(k * e->gbs + r) * e->hp.hidden,
-                   s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden,
-                   (size_t)e->hp.hidden * 4);
+        for (uint32_t r = 0; rc == FG_OK && r < s.n_seq; r++)
+            rc = fg_engine_rows_copy(e, e->head_x + (size_t)(k * e->gbs + r) * e->hp.hidden,
+                                     s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden,
+                                     hv.tier, (size_t)e->hp.hidden * 4, err);
         break;
     }
     return fg_engine_release(e, &hv, un->kind != FG_UNIT_HEAD, rc, err);
@@ -408,9 +408,11 @@ static int score_batch(fg_engine *e, block *b, const fg_unit_w *w, uint32_t k, d
         /* row pad + t holds window position t; it predicts position t + 1 */
         for (uint32_t t0 = 0; rc == FG_OK && t0 < q->n_prompt; t0 += L) {
             uint32_t m = q->n_prompt - t0 < L ? q->n_prompt - t0 : L;
-            memcpy(e->head_x, s.hidden + ((size_t)r * b->P + pad + t0) * e->hp.hidden,
-                   (size_t)m * e->hp.hidden * 4);
-            rc = e->arch->head(e->be, &e->hp, w, e->head_x, m, e->logits, e->ws, err);
+            rc = fg_engine_rows_copy(e, e->head_x,
+                                     s.hidden + ((size_t)r * b->P + pad + t0) * e->hp.hidden,
+                                     hv.tier, (size_t)m * e->hp.hidden * 4, err);
+            if (rc == FG_OK)
+                rc = e->arch->head(e->be, &e->hp, w, e->head_x, m, e->logits, e->ws, err);
             for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
                 const float *lg = e->logits + (size_t)j * V;
                 if (out)

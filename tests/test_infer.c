@@ -3,7 +3,10 @@
  * fixture batch (left padding included) and its greedy continuation are compared with what
  * transformers computed (tests/fixtures/make_opt_fixtures.py). The placement/schedule matrix
  * runs over the same model: all in RAM, weights on disk under a tight budget, several gbs x ngb
- * splits, overlap on and off, the row-by-row schedule; 4-bit weights within a stated bound.
+ * splits, overlap on and off, the row-by-row schedule; 4-bit weights within a stated bound. The
+ * device placements (GPU fractions, CPU or device attention) run through the simulated device
+ * backend here, and through the CUDA backend in test_infer_cuda (this file with
+ * FG_TEST_INFER_CUDA), which skips without a GPU.
  *
  * Tolerances: F16 weights are exact (the fixtures are f16-representable), so logits differ by
  * f32 accumulation order only: max |diff| <= 1e-3 (measured: about 3e-6). Q4 (group 64, axis
@@ -161,8 +164,10 @@ static void eng_close(eng *x)
     fg_store_close(x->s);
 }
 
-/* Logits of the fixture batch through an engine opened with o, against the reference. */
-static result check_logits(const char *store, const ref *r, fg_engine_opts o)
+/* Logits of the fixture batch through an engine opened with o, against the reference; the
+ * engine's stats into *st when asked. */
+static result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
+                              fg_engine_stats *st)
 {
     eng x;
     fg_err err;
@@ -202,8 +207,15 @@ static result check_logits(const char *store, const ref *r, fg_engine_opts o)
     res.agree = (double)same / n;
     res.nmse = num / den;
     free(out);
+    if (st)
+        fg_engine_stats_get(x.e, st);
     eng_close(&x);
     return res;
+}
+
+static result check_logits(const char *store, const ref *r, fg_engine_opts o)
+{
+    return check_logits_st(store, r, o, NULL);
 }
 
 static void check_greedy(const char *store, const ref *r, fg_engine_opts o)
@@ -365,6 +377,118 @@ static void placement_matrix(const char *refname, const char *layout)
     }
     free(r.logits);
 }
+
+/* The placements through the simulated device backend (compute/backend_sim.c): chunks homed
+ * on the GPU live in device memory host code cannot touch, the rest is staged per op over the
+ * link; every placement gives the reference's logits (1e-3) and greedy tokens, and the GPU
+ * tier is really used where the fractions put data on it. */
+static void device_matrix(fg_backend_kind kind, const char *refname, const char *layout)
+{
+    ref r;
+    load_ref(refname, &r);
+    const char *store = convert(layout, 0);
+    struct {
+        fg_pager_policy frac;
+        int fractions, cpu_attention, q4_cache, zigzag_row;
+        uint64_t gpu_budget;
+    } m[] = {
+        {{{1, 0, 0}, {1, 0, 0}, {1, 0, 0}}, 1, 1, 0, 0, 0},       /* everything on the GPU */
+        {{{1, 0, 0}, {0, 1, 0}, {0, 1, 0}}, 1, 1, 0, 0, 0},       /* cache in RAM, CPU attention */
+        {{{1, 0, 0}, {0, 1, 0}, {0, 1, 0}}, 1, 0, 0, 1, 0},       /* ... attention on the device */
+        {{{0.5, 0.5, 0}, {0.5, 0, 0.5}, {1, 0, 0}}, 1, 1, 0, 0, 0}, /* mixed, cache half on disk */
+        {{{0, 0, 1}, {1, 0, 0}, {0, 0, 1}}, 1, 0, 0, 1, 0},       /* weights and acts on disk */
+        {{{0, 1, 0}, {1, 0, 0}, {0, 1, 0}}, 1, 0, 1, 0, 0},       /* 4-bit cache on the GPU */
+        {{{0}, {0}, {0}}, 0, 1, 0, 0, 0},                         /* the plan's default */
+        {{{0}, {0}, {0}}, 0, 1, 0, 0, 24u << 20},                 /* default under a small budget */
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        fg_engine_opts o = defaults();
+        o.backend = kind;
+        /* CUDA: not the whole GPU, and 256 MiB more for cuBLAS and kernel scratch */
+        o.gpu_budget = kind != FG_BACKEND_CUDA ? m[i].gpu_budget
+                     : m[i].gpu_budget ? m[i].gpu_budget + (256ull << 20) : 1ull << 30;
+        o.policy.gbs = 1 + (uint32_t)(i % 2);
+        o.policy.ngb = i % 2 ? 2 : 3;
+        o.policy.have_fractions = m[i].fractions;
+        o.policy.frac = m[i].frac;
+        o.policy.cpu_attention = m[i].cpu_attention;
+        o.policy.compress_cache = m[i].q4_cache;
+        o.policy.schedule = m[i].zigzag_row ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
+        o.offload_dir = tu_path("");
+        fg_engine_stats st;
+        result res = check_logits_st(store, &r, o, &st);
+        ck_assert_msg(m[i].q4_cache ? res.nmse < 0.08
+                                    : res.max_diff < 1e-3 && res.agree == 1.0,
+                      "sim case %zu: max diff %g agree %g nmse %g", i, res.max_diff, res.agree,
+                      res.nmse);
+        double g = m[i].frac.w[0] + m[i].frac.c[0] + m[i].frac.h[0];
+        if (g > 0 || !m[i].fractions)
+            ck_assert_msg(st.pager.peak[FG_TIER_DEVICE] > 0, "sim case %zu: nothing on the GPU", i);
+        if (!m[i].q4_cache)
+            check_greedy(store, &r, o);
+    }
+    free(r.logits);
+}
+
+static void sim_matrix(const char *refname, const char *layout)
+{
+    device_matrix(FG_BACKEND_SIM, refname, layout);
+}
+
+START_TEST(sim_placements_opt) { sim_matrix("opt-tiny", "opt-tiny-safetensors"); }
+END_TEST
+START_TEST(sim_placements_llama3) { sim_matrix("llama3-tiny", "llama3-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_mistral) { sim_matrix("mistral-tiny", "mistral-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
+END_TEST
+
+/* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
+static void cuda_matrix(const char *refname, const char *layout)
+{
+    device_matrix(FG_BACKEND_CUDA, refname, layout);
+}
+
+START_TEST(cuda_placements_opt) { cuda_matrix("opt-tiny", "opt-tiny-safetensors"); }
+END_TEST
+START_TEST(cuda_placements_llama2) { cuda_matrix("llama2-tiny", "llama2-tiny-f16-sharded"); }
+END_TEST
+START_TEST(cuda_placements_llama3) { cuda_matrix("llama3-tiny", "llama3-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_mistral) { cuda_matrix("mistral-tiny", "mistral-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_qwen2) { cuda_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
+END_TEST
+
+/* A GPU fraction without a device is refused, as is a budget the staging cannot fit in. */
+START_TEST(sim_bad_requests_are_refused)
+{
+    const char *store = convert("opt-tiny-safetensors", 0);
+    eng x;
+    fg_err err;
+    fg_engine_opts o = defaults();
+    o.max_ctx = 64;
+    o.policy.have_fractions = 1;
+    o.policy.frac = (fg_pager_policy){{1, 0, 0}, {0, 1, 0}, {0, 1, 0}};
+    ck_assert_int_eq(eng_open(store, &o, &x, &err), FG_ERR_PAGER_NO_TIER);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--backend cuda or sim"));
+    o.gpu_budget = 1 << 30;
+    ck_assert_int_eq(eng_open(store, &o, &x, &err), FG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--gpu-budget needs a device"));
+    o.backend = FG_BACKEND_SIM;
+    o.gpu_budget = 64 << 10;
+    ck_assert_int_eq(eng_open(store, &o, &x, &err), FG_ERR_NO_SPACE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--gpu-budget"));
+    o.backend = FG_BACKEND_CUDA; /* no GPU here, or no CUDA in this build: a clear refusal */
+    o.gpu_budget = 0;
+    int rc = eng_open(store, &o, &x, &err);
+    if (rc == FG_OK)
+        eng_close(&x);
+    else
+        ck_assert_ptr_nonnull(strstr(err.msg, "cuda"));
+}
+END_TEST
 
 START_TEST(placements_and_schedules_agree)
 {
@@ -535,11 +659,43 @@ static Suite *suite(void)
     tcase_add_test(tc, qwen2_kv_on_disk);
     tcase_add_test(tc, llama_q4_weights);
     tcase_add_test(tc, qwen2_q4_weights);
+    tcase_add_test(tc, sim_placements_opt);
+    tcase_add_test(tc, sim_placements_llama3);
+    tcase_add_test(tc, sim_placements_mistral);
+    tcase_add_test(tc, sim_placements_qwen2);
+    tcase_add_test(tc, sim_bad_requests_are_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("infer_cuda");
+    TCase *tc = tcase_create("infer_cuda");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, cuda_placements_opt);
+    tcase_add_test(tc, cuda_placements_llama2);
+    tcase_add_test(tc, cuda_placements_llama3);
+    tcase_add_test(tc, cuda_placements_mistral);
+    tcase_add_test(tc, cuda_placements_qwen2);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
+#ifdef FG_TEST_INFER_CUDA
+    uint64_t free_b, total_b;
+    fg_err err;
+    if (fg_cuda_mem_info(0, &free_b, &total_b, &err)) {
+        printf("skip: %s\n", err.msg);
+        return 77;
+    }
+    (void)suite;
+    return tu_run(cuda_suite());
+#else
+    (void)cuda_suite;
     return tu_run(suite());
+#endif
 }

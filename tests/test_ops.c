@@ -1,7 +1,8 @@
 /* test_ops.c - the cross-backend op test (ggml's test-backend-ops, for fg): every op of every
  * backend present runs on random inputs of odd shapes and is compared with the scalar
- * reference (fg_ops_ref) by normalized mean squared error. A new backend (CUDA, a simulated
- * device) adds itself to backends() and inherits every case.
+ * reference (fg_ops_ref) by normalized mean squared error. A new backend adds itself to
+ * backends() and inherits every case: the simulated device always, CUDA where a GPU is visible
+ * (test_backend_cuda covers its F16 path and skips without a GPU).
  *
  * Typed weights are built here the way a store holds them: rows cut into chunks of whole row
  * quanta, each chunk encoded in F32/F16/BF16/Q4/Q8 (groups along either axis), handed out as
@@ -42,6 +43,13 @@ static int backends(fg_backend **out)
     int n = 0;
     ck_assert_int_eq(fg_backend_cpu_create(3, &out[n++], &err), FG_OK);
     ck_assert_int_eq(fg_backend_ref_create(&out[n++], &err), FG_OK);
+    /* the simulated device: every operand crosses its link (host memory staged per op) */
+    fg_backend_sim_opts so = {2, FG_COMPUTE_F32, 64u << 20, 0, 0, 0};
+    ck_assert_int_eq(fg_backend_sim_create(&so, &out[n++], &err), FG_OK);
+    /* the CUDA backend where a GPU is visible (F32 compute: the reference's bounds hold) */
+    fg_backend_cuda_opts co = {0, 2, FG_COMPUTE_F32, 0};
+    if (fg_backend_cuda_create(&co, &out[n], &err) == FG_OK)
+        n++;
     return n;
 }
 
@@ -403,9 +411,22 @@ START_TEST(memory_ops)
         ck_assert_int_eq(d->iface->sync(d, &err), FG_OK);
         ck_assert_int_eq(be[b]->iface->sync(be[b], &err), FG_OK);
         void *x;
-        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, 1000, &x, &err),
-                         FG_ERR_UNSUPPORTED); /* the CPU backends' host device */
-        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_PINNED, 1000, &x, &err), FG_ERR_UNSUPPORTED);
+        if (strcmp(d->iface->name, "host")) { /* device memory there and back, an event */
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, 1000, &x, &err), FG_OK);
+            ck_assert_int_eq(d->iface->copy(d, x, FG_BUFT_DEVICE, p, FG_BUFT_HOST, 1000, &ev,
+                                            &err), FG_OK);
+            ck_assert_int_eq(d->iface->event_wait(d, ev, &err), FG_OK);
+            memset(q, 0, 1000);
+            ck_assert_int_eq(d->iface->copy(d, q, FG_BUFT_HOST, x, FG_BUFT_DEVICE, 1000, NULL,
+                                            &err), FG_OK);
+            ck_assert(!memcmp(p, q, 1000));
+            d->iface->free(d, FG_BUFT_DEVICE, x);
+        } else {
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, 1000, &x, &err),
+                             FG_ERR_UNSUPPORTED); /* the CPU backends' host device */
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_PINNED, 1000, &x, &err),
+                             FG_ERR_UNSUPPORTED);
+        }
         d->iface->free(d, FG_BUFT_HOST, p);
         d->iface->free(d, FG_BUFT_HOST, q);
     }

@@ -282,6 +282,70 @@ START_TEST(placements_the_pager_accepts)
 }
 END_TEST
 
+/* With a GPU (gpu_budget): the budget is the staging room plus the pager's DEVICE pool; each
+ * kind's bytes are split GPU + RAM + disk; the default puts weights on the GPU first and no
+ * more than the pool holds (the pager's midpoint rule included); GPU data leaves the RAM pool;
+ * a budget below the staging room is refused naming --gpu-budget. */
+START_TEST(gpu_share_of_the_plan)
+{
+    uint64_t s = 4242;
+    fg_hparams hp;
+    fg_plan_unit units[2 * 6 + 2];
+    int on_gpu = 0, split = 0, refused = 0;
+    for (int trial = 0; trial < 500; trial++) {
+        fg_plan_model m;
+        random_model(&s, &hp, units, &m);
+        fg_policy p = fg_policy_default();
+        p.gbs = 1 + (uint32_t)(rnd(&s) % 8);
+        p.ngb = 1 + (uint32_t)(rnd(&s) % 4);
+        p.gpu_budget = (1u << 20) + rnd(&s) % ((uint64_t)256 << 20);
+        fg_plan a, cpu;
+        fg_err err;
+        int rc = fg_plan_make(&m, &p, 64, 0, &a, &err);
+        if (rc) {
+            ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+            ck_assert_ptr_nonnull(strstr(err.msg, "--gpu-budget"));
+            refused++;
+            continue;
+        }
+        check_sums(&a);
+        on_gpu += a.frac.w[0] > 0;
+        split += a.frac.w[0] > 0 && a.frac.w[0] < 1;
+        ck_assert_uint_le(a.dev_reserve + a.dev_pool, p.gpu_budget);
+        ck_assert(a.frac.w[0] >= 0 && a.frac.w[0] <= 1);
+        /* what the default homes on the GPU, counted as the pager places it (its midpoint
+         * rule), fits the pool */
+        ck_assert_uint_le(a.dev_homed[0] + a.dev_homed[1] + a.dev_homed[2], a.dev_pool);
+        uint64_t total = m.weights;
+        ck_assert_uint_le(a.dev_homed[0] + a.homed[0] + a.on_disk[0], total);
+        ck_assert_uint_ge(a.dev_homed[0] + a.homed[0] + a.on_disk[0] + 2, total);
+        fg_policy q = p;
+        q.gpu_budget = 0;
+        ck_assert_int_eq(fg_plan_make(&m, &q, 64, 0, &cpu, &err), FG_OK);
+        ck_assert_uint_le(a.pool, cpu.pool); /* the GPU's share leaves the RAM pool */
+        if (a.frac.w[0] > 0)
+            ck_assert_uint_lt(a.homed[0], cpu.homed[0]);
+    }
+    ck_assert_msg(on_gpu > 50 && split > 5 && refused > 5, "%d on the GPU, %d split, %d refused",
+                  on_gpu, split, refused);
+    /* --percent's GPU fractions with a GPU */
+    fg_plan_model m;
+    random_model(&s, &hp, units, &m);
+    fg_policy p = fg_policy_default();
+    p.gbs = p.ngb = 1;
+    p.have_fractions = 1;
+    p.frac = (fg_pager_policy){{1, 0, 0}, {0.5, 0.5, 0}, {1, 0, 0}};
+    p.gpu_budget = (uint64_t)4 << 30;
+    fg_plan a;
+    fg_err err;
+    ck_assert_int_eq(fg_plan_make(&m, &p, 64, 0, &a, &err), FG_OK);
+    ck_assert_uint_eq(a.homed[0], 0);
+    ck_assert_uint_eq(a.dev_homed[2], (uint64_t)a.ngb * a.act_chunk);
+    p.gpu_budget = 4096;
+    ck_assert_int_eq(fg_plan_make(&m, &p, 64, 0, &a, &err), FG_ERR_NO_SPACE);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("plan");
@@ -291,6 +355,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refusals_name_a_budget_that_fits);
     tcase_add_test(tc, default_placement_rule);
     tcase_add_test(tc, placements_the_pager_accepts);
+    tcase_add_test(tc, gpu_share_of_the_plan);
     suite_add_tcase(s, tc);
     return s;
 }

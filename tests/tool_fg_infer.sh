@@ -111,4 +111,18 @@ expect_fail 1 "$INFER" -m tiny -p hi --compress-weight --offload-dir /nonexisten
 printf 'not json\n' > bad.jsonl
 expect_fail 1 "$INFER" -m tiny --input bad.jsonl --output o.jsonl
 expect_fail 1 "$CONVERT" synth --model opt-9b -o x --tokenizer "$TOK"
+# ---- 5. the simulated GPU (--backend sim): everything on it, or weights split GPU/RAM, the
+# CPU's tokens; device flags without a device are refused
+cpu=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --quiet)
+gpu=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --percent 100 0 100 0 100 0 --quiet)
+mix=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --sim-link 2 \
+      --percent 50 50 0 100 0 100 --cpu-cache-compute --quiet)
+[ "$gpu" = "$cpu" ] && [ "$mix" = "$cpu" ] ||
+  { echo "--backend sim: all on the GPU '$gpu', mixed '$mix', CPU '$cpu'"; exit 1; }
+plan=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --gpu-budget 64M --dry-run)
+[[ "$plan" == *"GPU: pager pool"* ]] || { echo "--dry-run shows no GPU share: $plan"; exit 1; }
+expect_fail 2 "$INFER" -m tiny -p hi --gpu-budget 1G
+expect_fail 2 "$INFER" -m tiny -p hi --backend tpu
+expect_fail 1 "$INFER" -m tiny -p hi --percent 100 0 100 0 100 0
+echo "--backend sim ok ('$gpu')"
 echo "fg-infer end-to-end ok"

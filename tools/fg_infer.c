@@ -29,6 +29,7 @@ typedef struct args {
     int ppl, calibrate;
     int policy;          /* -1 not given, 0 fixed, 1 auto */
     int placement;       /* --percent, --gpu-batch-size or --num-gpu-batches given */
+    int cpu_cache;       /* --cpu-cache-compute given */
     uint32_t gen_len;
     const char *trace;
 } args;
@@ -69,9 +70,15 @@ static void usage(FILE *f)
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan and stop)\n"
-          "              --compute f32|int8 (int8: integer dot products on 4-bit/8-bit weights\n"
-          "              grouped along the input axis: fg-convert --group-axis 1)\n"
-          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n",
+          "              --compute f32|int8|f16 (int8: integer dot products on 4-bit/8-bit\n"
+          "              weights grouped along the input axis: fg-convert --group-axis 1;\n"
+          "              f16: 16-bit GEMM inputs, f32 sums, on --backend cuda)\n"
+          "              --offload-dir DIR (the KV cache's disk file; default $TMPDIR or /tmp)\n"
+          "device:       --backend cpu|sim|cuda (sim: a simulated GPU on the CPU)\n"
+          "              --gpu-budget SIZE (device memory; default: CUDA's free memory less\n"
+          "              1 GiB, sim 1G)  --sim-link GBPS (the simulated link's bandwidth)\n"
+          "              --cpu-cache-compute (with a device: attention on the CPU where the\n"
+          "              KV cache is in RAM)\n",
           f);
 }
 
@@ -150,7 +157,7 @@ enum {
     O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
-    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE,
+    O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
 };
 
 static void parse_one(args *a, int c, char **argv, int argc)
@@ -200,7 +207,19 @@ static void parse_one(args *a, int c, char **argv, int argc)
             die("--sep-layer %s: expected true or false", optarg);
         a->r.eo.policy.sep_layer = !optarg || !strcmp(optarg, "true");
         break;
-    case O_CPUCACHE: break; /* attention always runs where the cache lives: the CPU */
+    case O_CPUCACHE: a->cpu_cache = 1; break; /* the CPU backend: always so */
+    case O_BACKEND:
+        if (strcmp(optarg, "cpu") && strcmp(optarg, "sim") && strcmp(optarg, "cuda"))
+            die("--backend %s: expected cpu, sim or cuda", optarg);
+        a->r.eo.backend = !strcmp(optarg, "cuda") ? FG_BACKEND_CUDA
+                        : !strcmp(optarg, "sim") ? FG_BACKEND_SIM : FG_BACKEND_CPU;
+        break;
+    case O_GPU_BUDGET: a->r.eo.gpu_budget = parse_size("--gpu-budget", optarg); break;
+    case O_SIM_LINK:
+        a->r.eo.sim_link_gbps = parse_float("--sim-link", optarg);
+        if (!(a->r.eo.sim_link_gbps > 0))
+            die("--sim-link %s: GB/s of the simulated link, above 0", optarg);
+        break;
     case O_BUDGET: a->r.eo.ram_budget = parse_size("--ram-budget", optarg); break;
     case O_THREADS: a->r.eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
     case O_TRACE: a->trace = optarg; break;
@@ -208,9 +227,10 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_NO_VERIFY: a->r.eo.no_verify = 1; break;
     case O_DRY_RUN: a->r.mode = FG_RUN_DRY; break;
     case O_COMPUTE:
-        if (strcmp(optarg, "f32") && strcmp(optarg, "int8"))
-            die("--compute %s: expected f32 or int8", optarg);
-        a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8 : FG_COMPUTE_F32;
+        if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "f16"))
+            die("--compute %s: expected f32, int8 or f16", optarg);
+        a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8
+                        : !strcmp(optarg, "f16") ? FG_COMPUTE_F16 : FG_COMPUTE_F32;
         break;
     case O_QUIET: a->r.quiet = 1; break;
     case O_TEXT: a->r.text = optarg; break;
@@ -264,6 +284,9 @@ static void parse_args(args *a, int argc, char **argv)
         {"no-verify", no_argument, NULL, O_NO_VERIFY}, {"dry-run", no_argument, NULL, O_DRY_RUN},
         {"policy", required_argument, NULL, O_POLICY},
         {"compute", required_argument, NULL, O_COMPUTE},
+        {"backend", required_argument, NULL, O_BACKEND},
+        {"gpu-budget", required_argument, NULL, O_GPU_BUDGET},
+        {"sim-link", required_argument, NULL, O_SIM_LINK},
         {"calibration", required_argument, NULL, O_CALIB},
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
@@ -288,6 +311,20 @@ static void parse_args(args *a, int argc, char **argv)
     if (a->policy == 1 && a->placement)
         die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
             "--num-gpu-batches, or use --policy fixed");
+    if (a->r.eo.backend != FG_BACKEND_CPU) {
+        /* FlexGen's default: attention on the device unless --cpu-cache-compute */
+        a->r.eo.policy.cpu_attention = a->cpu_cache;
+        if (a->policy == 1)
+            die("--policy auto searches CPU placements: with --backend %s use --percent or the "
+                "default placement (weights on the GPU first)",
+                a->r.eo.backend == FG_BACKEND_SIM ? "sim" : "cuda");
+        if (a->policy == -1)
+            a->policy = 0;
+    }
+    if (a->r.eo.gpu_budget && a->r.eo.backend == FG_BACKEND_CPU)
+        die("--gpu-budget needs a device: --backend cuda or sim");
+    if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
+        die("--sim-link belongs to --backend sim");
     a->r.policy_auto = a->policy == 1 || (a->policy == -1 && !a->placement);
     a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : -1;
     if (a->calibrate) {

@@ -1,0 +1,220 @@
+/* bench_gpu - the GPU tier's figures, each beside its ceiling measured in the same run
+ * (scripts/gpu-check.sh runs it):
+ *  (a) host -> device GB/s of the pager's HOST -> DEVICE promotion (pinned HOST pool, the CUDA
+ *      backend's device) vs cudaMemcpy from pinned memory, 1 GiB in 16 MiB chunks;
+ *  (b) Linear TFLOP/s of the CUDA backend (FG_COMPUTE_F16, F16 weight pieces of 4 MiB) vs one
+ *      cublasGemmEx over the same whole weight, for a prefill (M = 512) and a decode block
+ *      (M = 64) shape, weights resident on the device; and the same Linear with its pieces in
+ *      pinned RAM (uploaded while the previous piece multiplies) vs the H2D-bound ceiling.
+ * usage: bench_gpu   (exits 77 without a GPU) */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "fg_progress.h"
+#include "pager.h"
+
+#define MIB (1u << 20)
+
+static void die(const char *what, const fg_err *err)
+{
+    fprintf(stderr, "bench_gpu: %s: %s\n", what, err ? err->msg : "failed");
+    exit(1);
+}
+
+static void cu(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench_gpu: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+/* (a) the ceiling: best of 3 pinned cudaMemcpy of n bytes. */
+static double memcpy_gbs(uint64_t n)
+{
+    void *h, *d;
+    cu(cudaHostAlloc(&h, n, cudaHostAllocDefault), "cudaHostAlloc");
+    cu(cudaMalloc(&d, n), "cudaMalloc");
+    memset(h, 1, n);
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = fg_now();
+        cu(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice), "cudaMemcpy");
+        double gbs = (double)n / (fg_now() - t0) / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    cudaFree(d);
+    cudaFreeHost(h);
+    return best;
+}
+
+/* (a) the pager: chunks resident in its pinned HOST pool promoted to DEVICE. */
+static double pager_gbs(fg_backend *be, uint32_t n_chunks, uint64_t chunk)
+{
+    fg_err err;
+    fg_pager_config c;
+    memset(&c, 0, sizeof c);
+    c.budget[FG_TIER_HOST] = n_chunks * chunk + 64 * MIB;
+    c.budget[FG_TIER_DEVICE] = n_chunks * chunk + 64 * MIB;
+    c.device = be->dev->iface->retain(be->dev);
+    c.flags = FG_PAGER_NO_VERIFY;
+    fg_pager *p;
+    uint32_t file, id;
+    if (fg_pager_open(&c, &p, &err) || fg_pager_add_file(p, NULL, 1, &file, &err))
+        die("pager", &err);
+    for (uint32_t i = 0; i < n_chunks; i++) {
+        fg_pager_chunk_desc d = {file, i * chunk, chunk, chunk, 0, 0, i, {0}, FG_CHUNK_KV, i, 1};
+        if (fg_pager_add_chunk(p, &d, &id, &err))
+            die("add_chunk", &err);
+    }
+    fg_pager_view v;
+    for (uint32_t i = 0; i < n_chunks; i++) /* resident in HOST first */
+        if (fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err) || fg_pager_release(p, &v, 0, &err))
+            die("acquire HOST", &err);
+    double best = 0;
+    for (int r = 0; r < 2; r++) {
+        double t0 = fg_now();
+        for (uint32_t i = 0; i < n_chunks; i++)
+            if (fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err) ||
+                fg_pager_release(p, &v, 0, &err))
+                die("acquire DEVICE", &err);
+        double gbs = (double)n_chunks * chunk / (fg_now() - t0) / 1e9;
+        best = gbs > best ? gbs : best;
+        for (uint32_t i = 0; i < n_chunks && r == 0; i++) /* back down for the second round */
+            if (fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err) || fg_pager_release(p, &v, 0, &err))
+                die("acquire HOST", &err);
+    }
+    fg_pager_close(p);
+    return best;
+}
+
+/* ---- (b) Linear ---- */
+
+typedef struct pieces {
+    void *data[64];
+    uint64_t rows[65];
+    uint32_t n, k, total;
+} pieces;
+
+static int p_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    (void)err;
+    pieces *s = ctx;
+    uint64_t r = s->rows[i + 1] - s->rows[i];
+    *p = (fg_wpiece){s->data[i], r * s->k * 2, fg_codec_float(FG_CODEC_F16), 2,
+                     {s->total, s->k}, s->rows[i], r, NULL};
+    return FG_OK;
+}
+
+static int p_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    (void)ctx, (void)p, (void)err;
+    return FG_OK;
+}
+
+static double backend_tflops(fg_backend *be, pieces *s, uint32_t m, const void *x, void *y)
+{
+    fg_weight w = {NULL, s->n, s->rows, p_acquire, p_release, NULL, s};
+    fg_err err;
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = fg_now();
+        if (be->iface->linear(be, x, &w, NULL, y, m, s->total, s->k, &err) ||
+            be->iface->sync(be, &err))
+            die("linear", &err);
+        double t = fg_now() - t0;
+        best = t < best ? t : best;
+    }
+    return 2.0 * m * s->total * s->k / best / 1e12;
+}
+
+static double cublas_tflops(const void *w, uint32_t n, uint32_t k, uint32_t m)
+{
+    cublasHandle_t h;
+    void *x, *y;
+    cublasCreate(&h);
+    cu(cudaMalloc(&x, (size_t)m * k * 2), "cudaMalloc");
+    cu(cudaMalloc(&y, (size_t)m * n * 4), "cudaMalloc");
+    cudaMemset(x, 0, (size_t)m * k * 2);
+    const float one = 1.0f, zero = 0.0f;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        cudaDeviceSynchronize();
+        double t0 = fg_now();
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, w, CUDA_R_16F,
+                     (int)k, x, CUDA_R_16F, (int)k, &zero, y, CUDA_R_32F, (int)n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cudaDeviceSynchronize();
+        double t = fg_now() - t0;
+        best = r && t < best ? t : best; /* the first call warms cuBLAS up */
+    }
+    cudaFree(x);
+    cudaFree(y);
+    cublasDestroy(h);
+    return 2.0 * m * n * k / best / 1e12;
+}
+
+static void linear_figures(fg_backend *be, double h2d_gbs)
+{
+    enum { N = 16384, K = 4096, ROWS = 512 }; /* opt-6.7b's fc1 shape, 4 MiB pieces */
+    fg_device *d = be->dev;
+    fg_err err;
+    pieces dev = {.n = N / ROWS, .k = K, .total = N}, pin = dev;
+    void *whole, *x, *y;
+    cu(cudaMalloc(&whole, (size_t)N * K * 2), "cudaMalloc");
+    cudaMemset(whole, 0, (size_t)N * K * 2);
+    for (uint32_t i = 0; i <= dev.n; i++)
+        dev.rows[i] = pin.rows[i] = (uint64_t)i * ROWS;
+    for (uint32_t i = 0; i < dev.n; i++) {
+        dev.data[i] = (char *)whole + (size_t)i * ROWS * K * 2;
+        if (d->iface->alloc(d, FG_BUFT_PINNED, (size_t)ROWS * K * 2, &pin.data[i], &err))
+            die("pinned", &err);
+        memset(pin.data[i], 0, (size_t)ROWS * K * 2);
+    }
+    if (be->iface->reserve(be, (uint64_t)ROWS * K, &err) ||
+        d->iface->alloc(d, FG_BUFT_DEVICE, (size_t)512 * K * 4, &x, &err) ||
+        d->iface->alloc(d, FG_BUFT_DEVICE, (size_t)512 * N * 4, &y, &err))
+        die("alloc", &err);
+    cudaMemset(x, 0, (size_t)512 * K * 4);
+    uint32_t ms[2] = {512, 64};
+    for (int i = 0; i < 2; i++) {
+        uint32_t m = ms[i];
+        double got = backend_tflops(be, &dev, m, x, y), cub = cublas_tflops(whole, N, K, m);
+        printf("linear %ux%ux%u F16, weights on the GPU:  %7.1f TFLOP/s   (cuBLAS alone %7.1f)\n",
+               m, N, K, got, cub);
+        double streamed = backend_tflops(be, &pin, m, x, y);
+        double copy_s = (double)N * K * 2 / (h2d_gbs * 1e9);
+        double gemm_s = 2.0 * m * N * K / (cub * 1e12);
+        double bound = 2.0 * m * N * K / (copy_s + gemm_s) / 1e12;
+        double overlap = 2.0 * m * N * K / fmax(copy_s, gemm_s) / 1e12;
+        printf("linear %ux%ux%u F16, pieces in pinned RAM: %7.1f TFLOP/s   (serial copy+gemm "
+               "%7.1f, full overlap %7.1f)\n", m, N, K, streamed, bound, overlap);
+    }
+    for (uint32_t i = 0; i < pin.n; i++)
+        d->iface->free(d, FG_BUFT_PINNED, pin.data[i]);
+    d->iface->free(d, FG_BUFT_DEVICE, x);
+    d->iface->free(d, FG_BUFT_DEVICE, y);
+    cudaFree(whole);
+}
+
+int main(void)
+{
+    fg_backend_cuda_opts o = {0, 0, FG_COMPUTE_F16, 0};
+    fg_backend *be;
+    fg_err err;
+    if (fg_backend_cuda_create(&o, &be, &err)) {
+        printf("bench_gpu: skip: %s\n", err.msg);
+        return 77;
+    }
+    uint64_t n = 1024ull * MIB;
+    double h2d = memcpy_gbs(n), got = pager_gbs(be, 64, 16 * MIB);
+    printf("H2D: pager HOST -> DEVICE %6.1f GB/s   (pinned cudaMemcpy %6.1f GB/s)\n", got, h2d);
+    linear_figures(be, h2d);
+    fg_backend_free(be);
+    return 0;
+}

@@ -1,0 +1,1149 @@
+/* backend_cuda.cu - the CUDA compute backend (backend.h): cuBLAS for Linear layers, kernels for
+ * the rest, over the same operand rules as the simulated device backend (backend_sim.c), which
+ * is how its data path is tested on machines without a GPU.
+ *
+ * Device and memory: the backend's device object (cuda_dev below) allocates DEVICE memory with
+ * cudaMalloc, PINNED with cudaHostAlloc (the pager's HOST pool when it shares this device), and
+ * copies on its own copy stream, an event per asynchronous copy. It is reference-counted so the
+ * pager's DEVICE tier and the backend share it (retain).
+ *
+ * Operands: a pointer an op receives is device memory (cudaPointerGetAttributes says so) and
+ * used in place, or host memory, which the op stages in stream-ordered allocations
+ * (cudaMallocAsync on the compute stream): inputs uploaded before the kernels, outputs
+ * downloaded after, then the compute stream is synchronized (ops are synchronous for their
+ * caller, whose host code reads the outputs next).
+ *
+ * Linear: y[m, n] = x[m, k] W^T + b, W in pieces. Column-major cuBLAS sees row-major W [rows, k]
+ * as W^T, so each piece is gemm(T, N, rows, m, k) into y's columns [first, first + rows) with
+ * ld n. With FG_COMPUTE_F16, F16/BF16 pieces multiply as stored (cublasGemmEx, the activations
+ * rounded once per Linear to the piece's type, F32 accumulation and output) and Q4/Q8 pieces are
+ * dequantized to F16 on the device (quant_cuda.h); otherwise every piece is widened to F32 on the
+ * device and multiplied by cublasSgemm (default math: no TF32), which matches the CPU backend to
+ * accumulation order. A piece in host memory uploads on the copy stream into one of two slots
+ * while the previous piece multiplies (the compute stream waits on the upload's event; the slot
+ * is reused only after the compute stream's event for its previous piece).
+ *
+ * Kernels (each has the scalar reference of compute/ops_ref.c as its definition): LayerNorm and
+ * RMSNorm one block a row; RoPE one thread per (row, frequency) with cos/sin in double as
+ * ops_common.c; activations and add elementwise; attention one block per (query, head) over
+ * scores in global scratch (causal, grouped-query, sliding window, top-k: the threshold is the
+ * largest score with at least k scores >= it, the k-th largest), a quantized cache decoded to f32
+ * first; the 4-bit KV store encodes on the device (fg_quant_cuda_encode). A first version:
+ * correct against the reference, not tuned (attention's top-k is O(n^2) per problem).
+ *
+ * --cpu-cache-compute: attention whose cache and operands are host memory runs on the CPU
+ * backend this one keeps for it.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend_int.h"
+#include "quant_cuda.h"
+}
+
+#define MAX_STAGED 16
+
+/* ------------------------------------------------------------------ the device object */
+
+struct fg_event {
+    cudaEvent_t e;
+};
+
+typedef struct cuda_dev {
+    int ordinal, refs;
+    cudaStream_t copy;       /* the copy engine's stream */
+} cuda_dev;
+
+static int cu_fail(fg_err *err, cudaError_t e, const char *what)
+{
+    return fg_err_set(err, FG_ERR_IO, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+static int d_alloc(fg_device *d, fg_buft t, uint64_t n, void **ptr, fg_err *err)
+{
+    cuda_dev *c = (cuda_dev *)d->ctx;
+    cudaSetDevice(c->ordinal);
+    cudaError_t e = cudaSuccess;
+    if (t == FG_BUFT_DEVICE)
+        e = cudaMalloc(ptr, n ? n : 1);
+    else if (t == FG_BUFT_PINNED)
+        e = cudaHostAlloc(ptr, n ? n : 1, cudaHostAllocDefault);
+    else if (!(*ptr = aligned_alloc(4096, n ? (n + 4095) & ~(uint64_t)4095 : 4096)))
+        e = cudaErrorMemoryAllocation;
+    if (e == cudaSuccess)
+        return FG_OK;
+    *ptr = NULL;
+    return fg_err_set(err, FG_ERR_NOMEM, "cuda: cannot allocate %llu bytes of %s memory: %s",
+                      (unsigned long long)n, t == FG_BUFT_DEVICE ? "device"
+                      : t == FG_BUFT_PINNED ? "pinned" : "host", cudaGetErrorString(e));
+}
+
+static void d_free(fg_device *d, fg_buft t, void *ptr)
+{
+    (void)d;
+    if (!ptr)
+        return;
+    if (t == FG_BUFT_DEVICE)
+        cudaFree(ptr);
+    else if (t == FG_BUFT_PINNED)
+        cudaFreeHost(ptr);
+    else
+        free(ptr);
+}
+
+static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                  fg_event **ev, fg_err *err)
+{
+    cuda_dev *c = (cuda_dev *)d->ctx;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->copy);
+    (void)dt, (void)st;
+    if (e != cudaSuccess)
+        return cu_fail(err, e, "cudaMemcpyAsync");
+    if (!ev)
+        return (e = cudaStreamSynchronize(c->copy)) == cudaSuccess
+                   ? FG_OK : cu_fail(err, e, "copy stream");
+    fg_event *x = (fg_event *)calloc(1, sizeof *x);
+    if (!x)
+        return fg_err_set(err, FG_ERR_NOMEM, "cuda: out of memory");
+    if ((e = cudaEventCreateWithFlags(&x->e, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventRecord(x->e, c->copy)) != cudaSuccess) {
+        free(x);
+        return cu_fail(err, e, "cudaEventRecord");
+    }
+    *ev = x;
+    return FG_OK;
+}
+
+static int d_event_wait(fg_device *d, fg_event *ev, fg_err *err)
+{
+    (void)d;
+    if (!ev)
+        return FG_OK;
+    cudaError_t e = cudaEventSynchronize(ev->e);
+    cudaEventDestroy(ev->e);
+    free(ev);
+    return e == cudaSuccess ? FG_OK : cu_fail(err, e, "cudaEventSynchronize");
+}
+
+static int d_sync(fg_device *d, fg_err *err)
+{
+    cuda_dev *c = (cuda_dev *)d->ctx;
+    cudaSetDevice(c->ordinal);
+    cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? FG_OK : cu_fail(err, e, "cudaDeviceSynchronize");
+}
+
+static void d_destroy(fg_device *d)
+{
+    cuda_dev *c = (cuda_dev *)d->ctx;
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        cudaStreamDestroy(c->copy);
+        free(c);
+    }
+    free(d);
+}
+
+static fg_device *d_retain(fg_device *d)
+{
+    fg_device *r = (fg_device *)calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    __atomic_add_fetch(&((cuda_dev *)d->ctx)->refs, 1, __ATOMIC_ACQ_REL);
+    *r = *d;
+    return r;
+}
+
+static const fg_device_iface k_cuda_dev = {
+    "cuda", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain,
+};
+
+static int dev_create(int ordinal, fg_device **out, fg_err *err)
+{
+    cuda_dev *c = (cuda_dev *)calloc(1, sizeof *c);
+    fg_device *d = (fg_device *)calloc(1, sizeof *d);
+    cudaError_t e = c && d ? cudaSetDevice(ordinal) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(c);
+        free(d);
+        return cu_fail(err, e, "creating the device");
+    }
+    c->ordinal = ordinal;
+    c->refs = 1;
+    d->iface = &k_cuda_dev;
+    d->ctx = c;
+    *out = d;
+    return FG_OK;
+}
+
+static int is_dev(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unregistered host pointer is not an error to keep */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* ------------------------------------------------------------------ kernels */
+
+namespace {
+
+__device__ float block_sum(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    float r = 0.0f;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++)
+            r += sh[i];
+        sh[32] = r;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+__device__ float block_max(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = -INFINITY;
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++)
+            r = fmaxf(r, sh[i]);
+        sh[32] = r;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+__global__ void k_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                            float eps)
+{
+    __shared__ float sh[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += xr[i];
+    float mean = block_sum(s, sh) / (float)n;
+    float v = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        v += (xr[i] - mean) * (xr[i] - mean);
+    float inv = 1.0f / sqrtf(block_sum(v, sh) / (float)n + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = (xr[i] - mean) * inv * g[i] + b[i];
+}
+
+__global__ void k_rmsnorm(const float *x, const float *g, float *y, uint32_t n, float eps)
+{
+    __shared__ float sh[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += xr[i] * xr[i];
+    float inv = 1.0f / sqrtf(block_sum(s, sh) / (float)n + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = g[i] * (xr[i] * inv);
+}
+
+__global__ void k_rope(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                       const int32_t *pos, const float *inv_freq, uint32_t half)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < (uint64_t)rows * half;
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t r = (uint32_t)(j / half), i = (uint32_t)(j % half);
+        float p = (float)(pos[r] > 0 ? pos[r] : 0), ang = p * inv_freq[i];
+        float c = (float)cos((double)ang), s = (float)sin((double)ang);
+        float *row = x + (size_t)r * n_heads * head_dim;
+        for (uint32_t h = 0; h < n_heads; h++) {
+            float *q = row + (size_t)h * head_dim;
+            float a = q[i], b = q[i + half];
+            q[i] = a * c - b * s;
+            q[i + half] = b * c + a * s;
+        }
+    }
+}
+
+__device__ float act1(int a, float x)
+{
+    switch (a) {
+    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case FG_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+__global__ void k_act(int a, float *x, const float *up, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+}
+
+__global__ void k_add(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+/* y[r, first + c] += bias[first + c] for rows < m, c < cols (row stride ld) */
+__global__ void k_bias(float *y, const float *bias, uint32_t m, uint64_t cols, uint64_t ld,
+                       uint64_t first)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < (uint64_t)m * cols;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t r = i / cols, c = i % cols;
+        y[r * ld + first + c] += bias[first + c];
+    }
+}
+
+/* 16-bit <-> f32 */
+__global__ void k_to16(const float *x, void *out, size_t n, int bf16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (bf16)
+            ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+        else
+            ((__half *)out)[i] = __float2half_rn(x[i]);
+    }
+}
+
+__global__ void k_from16(const uint16_t *x, float *out, size_t n, int bf16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (bf16)
+            out[i] = __uint_as_float((uint32_t)x[i] << 16);
+        else
+            out[i] = __half2float(__ushort_as_half(x[i]));
+    }
+}
+
+/* out[i] = table[ids[i] - first] (width floats) for ids in [first, first + rows) */
+__global__ void k_gather(const float *table, uint64_t first, uint64_t rows, const int32_t *ids,
+                         uint32_t n, float *out, uint32_t width)
+{
+    uint32_t i = blockIdx.x;
+    if (i >= n)
+        return;
+    uint64_t id = (uint64_t)ids[i];
+    if (id < first || id >= first + rows)
+        return;
+    for (uint32_t c = threadIdx.x; c < width; c += blockDim.x)
+        out[(size_t)i * width + c] = table[(id - first) * width + c];
+}
+
+struct attn_k {
+    const float *q, *k, *v;
+    const uint8_t *valid;
+    float *out, *scores;     /* scores: [problems, ctx] */
+    uint32_t kv_stride, n_q, q_pos0, n_heads, head_dim, grp, window, ctx, j0;
+    float keep;
+};
+
+/* One (query i, head h) problem j = j0 + blockIdx.x (see the file's comment). */
+__global__ void k_attention(attn_k a)
+{
+    __shared__ float sh[33];
+    extern __shared__ float qs[];
+    uint32_t j = a.j0 + blockIdx.x, i = j / a.n_heads, h = j % a.n_heads, d = a.head_dim;
+    uint32_t end = a.q_pos0 + i + 1, t0 = a.window && end > a.window ? end - a.window : 0;
+    uint32_t n = end - t0, width = a.n_heads * d;
+    const float *q = a.q + (size_t)i * width + (size_t)h * d;
+    const float *kb = a.k + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
+    const float *vb = a.v + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
+    float *o = a.out + (size_t)i * width + (size_t)h * d;
+    float *sc = a.scores + (size_t)blockIdx.x * a.ctx;
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+        qs[c] = q[c];
+    __syncthreads();
+    float mx = -INFINITY, nv = 0.0f;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+        float s = -INFINITY;
+        if (a.valid[t0 + t]) {
+            s = 0.0f;
+            for (uint32_t c = 0; c < d; c++)
+                s += qs[c] * kb[(size_t)t * a.kv_stride + c];
+            nv += 1.0f;
+        }
+        sc[t] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_max(mx, sh);
+    if (mx == -INFINITY) { /* every key masked: a padding query */
+        for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+            o[c] = 0.0f;
+        return;
+    }
+    if (a.keep > 0.0f && a.keep < 1.0f) {
+        uint32_t valid_n = (uint32_t)block_sum(nv, sh);
+        uint32_t k = (uint32_t)ceilf(a.keep * (float)valid_n);
+        k = k ? k : 1;
+        if (k < valid_n) {
+            float thr = -INFINITY;
+            for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+                float s = sc[t];
+                if (s == -INFINITY)
+                    continue;
+                uint32_t ge = 0;
+                for (uint32_t u = 0; u < n; u++)
+                    ge += sc[u] >= s && sc[u] != -INFINITY;
+                if (ge >= k)
+                    thr = fmaxf(thr, s);
+            }
+            thr = block_max(thr, sh);
+            for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
+                if (sc[t] < thr)
+                    sc[t] = -INFINITY;
+            __syncthreads();
+        }
+    }
+    float sum = 0.0f;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+        float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
+        sc[t] = p;
+        sum += p;
+    }
+    float inv = 1.0f / block_sum(sum, sh); /* block_sum's barrier publishes sc */
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t t = 0; t < n; t++)
+            if (sc[t] != 0.0f)
+                acc += sc[t] * inv * vb[(size_t)t * a.kv_stride + c];
+        o[c] = acc;
+    }
+}
+
+unsigned grid_of(size_t n, unsigned block)
+{
+    size_t g = (n + block - 1) / block;
+    return (unsigned)(g > 65535 ? 65535 : g ? g : 1);
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------ the backend */
+
+typedef struct slot {
+    void *buf;                /* an uploaded piece's bytes */
+    size_t cap;
+    cudaEvent_t up, done;     /* its upload; the compute that last read it */
+} slot;
+
+typedef struct cuda_ctx {
+    int ordinal, cpu_attention;
+    fg_compute compute;
+    cudaStream_t cs;          /* compute */
+    cublasHandle_t blas;
+    fg_backend *cpu;          /* delegated attention */
+    slot sl[2];
+    void *dq;                 /* a decoded piece: f32 or 16-bit */
+    size_t dq_cap;
+    void *x16;                /* a Linear's activations in 16 bits */
+    size_t x16_cap;
+    fg_backend_stats st;
+} cuda_ctx;
+
+typedef struct staged {
+    void *host, *dev;
+    size_t n;
+} staged;
+
+typedef struct op {
+    cuda_ctx *c;
+    staged s[MAX_STAGED];
+    int n, host_out;
+} op;
+
+static int ck(cudaError_t e, const char *what, fg_err *err)
+{
+    return e == cudaSuccess ? FG_OK : cu_fail(err, e, what);
+}
+
+static int ckb(cublasStatus_t s, const char *what, fg_err *err)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? FG_OK
+                                      : fg_err_set(err, FG_ERR_IO, "cublas: %s: status "
+                                                   "%d", what, (int)s);
+}
+
+/* n bytes of stream-ordered device memory freed at op_end (downloaded to host_out then). */
+static int stage(op *o, size_t n, void *host_out, void **dp, fg_err *err)
+{
+    if (o->n == MAX_STAGED)
+        return fg_err_set(err, FG_ERR_LIMIT, "cuda backend: more than %d staged operands",
+                          MAX_STAGED);
+    int rc = ck(cudaMallocAsync(dp, n ? n : 1, o->c->cs), "cudaMallocAsync", err);
+    if (rc)
+        return rc;
+    staged *st = &o->s[o->n++];
+    st->host = host_out;
+    st->dev = *dp;
+    st->n = n;
+    o->host_out |= host_out != NULL;
+    return FG_OK;
+}
+
+/* Operand p of n bytes on the device: p itself when device memory, else staged (uploaded when
+ * `in`, downloaded at op_end when `out`). */
+static int opnd(op *o, const void *p, size_t n, int in, int out, void **dp, fg_err *err)
+{
+    *dp = NULL;
+    if (!p)
+        return FG_OK;
+    if (is_dev(p)) {
+        *dp = (void *)p;
+        return FG_OK;
+    }
+    int rc = stage(o, n, out ? (void *)p : NULL, dp, err);
+    if (rc == FG_OK && in && n)
+        rc = ck(cudaMemcpyAsync(*dp, p, n, cudaMemcpyHostToDevice, o->c->cs), "upload", err);
+    return rc;
+}
+
+/* Device scratch of n bytes: p itself when device memory, else staged room. */
+static int scratch(op *o, const void *p, size_t n, void **dp, fg_err *err)
+{
+    if (p && is_dev(p)) {
+        *dp = (void *)p;
+        return FG_OK;
+    }
+    return stage(o, n, NULL, dp, err);
+}
+
+static int op_end(op *o, int rc, fg_err *err)
+{
+    cudaError_t le = cudaGetLastError(); /* a kernel launch that failed */
+    if (rc == FG_OK && le != cudaSuccess)
+        rc = cu_fail(err, le, "kernel launch");
+    for (int i = 0; i < o->n; i++) {
+        staged *s = &o->s[i];
+        if (rc == FG_OK && s->host && s->n)
+            rc = ck(cudaMemcpyAsync(s->host, s->dev, s->n, cudaMemcpyDeviceToHost, o->c->cs),
+                    "download", err);
+        cudaFreeAsync(s->dev, o->c->cs);
+    }
+    int r2 = ck(cudaStreamSynchronize(o->c->cs), "compute stream", rc ? NULL : err);
+    o->n = 0;
+    return rc ? rc : r2;
+}
+
+static op op_begin(fg_backend *be)
+{
+    op o;
+    memset(&o, 0, sizeof o);
+    o.c = (cuda_ctx *)be->ctx;
+    cudaSetDevice(o.c->ordinal);
+    return o;
+}
+
+/* A buffer of at least n bytes (grown with the stream drained). */
+static int grow(cuda_ctx *c, void **p, size_t *cap, size_t n, fg_err *err)
+{
+    if (n <= *cap)
+        return FG_OK;
+    cudaStreamSynchronize(c->cs);
+    cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    int rc = ck(cudaMalloc(p, n), "cudaMalloc", err);
+    if (rc == FG_OK)
+        *cap = n;
+    return rc;
+}
+
+/* ---- linear ---- */
+
+/* Piece p (its bytes at data, on the device) into y's columns, on the compute stream. */
+static int gemm_piece(cuda_ctx *c, const fg_wpiece *p, const void *data, const float *x,
+                      const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
+                      fg_err *err)
+{
+    uint64_t rows = p->n, cnt = rows * k;
+    int id = p->codec.id, f16 = c->compute == FG_COMPUTE_F16;
+    int half = id == FG_CODEC_F16 || id == FG_CODEC_BF16 || id == FG_CODEC_Q4 || id == FG_CODEC_Q8;
+    int use16 = f16 && half, bf16 = id == FG_CODEC_BF16;
+    const void *w = data;
+    int rc = FG_OK;
+    if (id == FG_CODEC_Q4 || id == FG_CODEC_Q8) { /* dequantize on the device */
+        fg_qview v;
+        rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, rows, &v, err);
+        if (rc == FG_OK)
+            rc = grow(c, &c->dq, &c->dq_cap, cnt * (use16 ? 2 : 4), err);
+        if (rc == FG_OK)
+            rc = fg_quant_cuda_decode(&p->codec, &v, data, p->len, c->dq,
+                                      use16 ? FG_CODEC_F16 : FG_CODEC_F32, k, c->cs, err);
+        w = c->dq;
+    } else if (half && !use16) { /* widened to f32 */
+        rc = grow(c, &c->dq, &c->dq_cap, cnt * 4, err);
+        if (rc == FG_OK)
+            k_from16<<<grid_of(cnt, 256), 256, 0, c->cs>>>((const uint16_t *)data, (float *)c->dq,
+                                                           cnt, bf16);
+        w = c->dq;
+    }
+    if (rc)
+        return rc;
+    c->st.decoded_bytes += id != FG_CODEC_F32 ? cnt * 4 : 0;
+    const float one = 1.0f, zero = 0.0f;
+    float *yc = y + p->first;
+    cublasStatus_t s;
+    if (use16) {
+        cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+        s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one, w, t,
+                         (int)k, c->x16, t, (int)k, &zero, yc, CUDA_R_32F, (int)n,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else {
+        s = cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
+                        (const float *)w, (int)k, x, (int)k, &zero, yc, (int)n);
+    }
+    if ((rc = ckb(s, "gemm", err)))
+        return rc;
+    if (bias)
+        k_bias<<<grid_of((size_t)m * rows, 256), 256, 0, c->cs>>>(y, bias, m, rows, n, p->first);
+    return FG_OK;
+}
+
+/* x in the 16-bit type of piece p's GEMM (once per Linear and type). */
+static int cast_x(cuda_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, uint32_t k,
+                  int *have, fg_err *err)
+{
+    int bf16 = p->codec.id == FG_CODEC_BF16, want = bf16 ? 2 : 1;
+    if (c->compute != FG_COMPUTE_F16 || p->codec.id == FG_CODEC_F32 || *have == want)
+        return FG_OK;
+    size_t cnt = (size_t)m * k;
+    int rc = grow(c, &c->x16, &c->x16_cap, cnt * 2, err);
+    if (rc == FG_OK)
+        k_to16<<<grid_of(cnt, 256), 256, 0, c->cs>>>(x, c->x16, cnt, bf16);
+    *have = want;
+    return rc;
+}
+
+/* One piece: device-resident ones are used in place (held until their GEMM finishes); host
+ * ones upload into slot i % 2 on the copy stream while earlier GEMMs run. */
+static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const float *x,
+                        const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
+                        int *have16, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    cuda_dev *dv = (cuda_dev *)be->dev->ctx;
+    fg_wpiece p;
+    int rc = w->acquire(w->ctx, i, &p, err);
+    if (rc)
+        return rc;
+    rc = fgb_check_piece(&p, n, k, err);
+    const void *data = p.data;
+    slot *s = &c->sl[i % 2];
+    int dev = is_dev(p.data);
+    if (rc == FG_OK && !dev) {
+        rc = grow(c, &s->buf, &s->cap, p.len, err);
+        if (rc == FG_OK)
+            rc = ck(cudaStreamWaitEvent(dv->copy, s->done, 0), "wait", err);
+        if (rc == FG_OK)
+            rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, dv->copy),
+                    "weight upload", err);
+        if (rc == FG_OK)
+            rc = ck(cudaEventRecord(s->up, dv->copy), "event", err);
+        if (rc == FG_OK)
+            rc = ck(cudaStreamWaitEvent(c->cs, s->up, 0), "wait", err);
+        data = s->buf;
+    }
+    if (rc == FG_OK)
+        rc = cast_x(c, &p, x, m, k, have16, err);
+    if (rc == FG_OK)
+        rc = gemm_piece(c, &p, data, x, bias, y, m, n, k, err);
+    if (rc == FG_OK)
+        rc = ck(cudaEventRecord(s->done, c->cs), "event", err);
+    /* the owner's bytes: free once uploaded (host) or multiplied (device) */
+    if (rc == FG_OK)
+        rc = ck(cudaEventSynchronize(dev ? s->done : s->up), "event", err);
+    int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+    return rc ? rc : rc2;
+}
+
+static int cu_linear(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
+                     float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    op o = op_begin(be);
+    void *dx, *db, *dy, *dw = NULL;
+    int rc = opnd(&o, x, (size_t)m * k * 4, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, bias, (size_t)n * 4, 1, 0, &db, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, y, (size_t)m * n * 4, 0, 1, &dy, err);
+    if (rc == FG_OK && w->f32)
+        rc = opnd(&o, w->f32, (size_t)n * k * 4, 1, 0, &dw, err);
+    if (rc == FG_OK && w->f32) {
+        fg_wpiece p;
+        memset(&p, 0, sizeof p);
+        p.data = dw;
+        p.len = (size_t)n * k * 4;
+        p.codec = fg_codec_float(FG_CODEC_F32);
+        p.n_dims = 2;
+        p.dims[0] = n;
+        p.dims[1] = k;
+        p.n = n;
+        rc = gemm_piece(c, &p, dw, (const float *)dx, (const float *)db, (float *)dy, m, n, k,
+                        err);
+    }
+    int have16 = 0;
+    for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++)
+        rc = linear_piece(be, w, i, (const float *)dx, (const float *)db, (float *)dy, m, n, k,
+                          &have16, err);
+    return op_end(&o, rc, err);
+}
+
+/* ---- gather ---- */
+
+/* Piece p widened to f32 in c->dq (its bytes on the device at data). */
+static int piece_f32(cuda_ctx *c, const fg_wpiece *p, const void *data, uint64_t cols, fg_err *err)
+{
+    uint64_t cnt = p->n * cols;
+    int rc = grow(c, &c->dq, &c->dq_cap, cnt * 4, err);
+    if (rc)
+        return rc;
+    if (p->codec.id == FG_CODEC_F32)
+        return ck(cudaMemcpyAsync(c->dq, data, cnt * 4, cudaMemcpyDeviceToDevice, c->cs), "copy",
+                  err);
+    if (p->codec.id == FG_CODEC_F16 || p->codec.id == FG_CODEC_BF16) {
+        k_from16<<<grid_of(cnt, 256), 256, 0, c->cs>>>((const uint16_t *)data, (float *)c->dq, cnt,
+                                                       p->codec.id == FG_CODEC_BF16);
+        return FG_OK;
+    }
+    fg_qview v;
+    rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, p->n, &v, err);
+    return rc ? rc : fg_quant_cuda_decode(&p->codec, &v, data, p->len, c->dq, FG_CODEC_F32, cols,
+                                          c->cs, err);
+}
+
+static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const int32_t *dids,
+                        uint32_t n, float *dout, uint32_t width, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    fg_wpiece p;
+    int rc = w->acquire(w->ctx, i, &p, err);
+    if (rc)
+        return rc;
+    const void *data = p.data;
+    if (!is_dev(p.data)) {
+        rc = grow(c, &c->sl[0].buf, &c->sl[0].cap, p.len, err);
+        if (rc == FG_OK)
+            rc = ck(cudaMemcpyAsync(c->sl[0].buf, p.data, p.len, cudaMemcpyHostToDevice, c->cs),
+                    "upload", err);
+        data = c->sl[0].buf;
+    }
+    if (rc == FG_OK)
+        rc = piece_f32(c, &p, data, width, err);
+    if (rc == FG_OK)
+        k_gather<<<n, 128, 0, c->cs>>>((const float *)c->dq, p.first, p.n, dids, n, dout, width);
+    if (rc == FG_OK)
+        rc = ck(cudaStreamSynchronize(c->cs), "compute stream", err);
+    int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+    return rc ? rc : rc2;
+}
+
+static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
+                     uint32_t n, float *out, uint32_t width, fg_err *err)
+{
+    op o = op_begin(be);
+    int32_t *hids = (int32_t *)malloc((size_t)n * 4 + 4);
+    if (!hids)
+        return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
+    int rc = ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids", err);
+    for (uint32_t r = 0; rc == FG_OK && r < n; r++)
+        if (hids[r] < 0 || (uint64_t)hids[r] >= rows)
+            rc = fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %llu",
+                            hids[r], (unsigned long long)rows);
+    void *di, *dout, *dw;
+    if (rc == FG_OK)
+        rc = opnd(&o, ids, (size_t)n * 4, 1, 0, &di, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, out, (size_t)n * width * 4, 0, 1, &dout, err);
+    if (rc == FG_OK && w->f32 && (rc = opnd(&o, w->f32, rows * width * 4, 1, 0, &dw, err)) == FG_OK)
+        k_gather<<<n ? n : 1, 128, 0, o.c->cs>>>((const float *)dw, 0, rows, (const int32_t *)di,
+                                                 n, (float *)dout, width);
+    for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++) {
+        int need = 0;
+        for (uint32_t r = 0; r < n && !need; r++)
+            need = (uint64_t)hids[r] >= w->piece_rows[i] &&
+                   (uint64_t)hids[r] < w->piece_rows[i + 1];
+        if (need)
+            rc = gather_piece(be, w, i, (const int32_t *)di, n, (float *)dout, width, err);
+    }
+    free(hids);
+    return op_end(&o, rc, err);
+}
+
+/* ---- small ops ---- */
+
+static int cu_layernorm(fg_backend *be, const float *x, const float *g, const float *b, float *y,
+                        uint32_t rows, uint32_t n, float eps, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dx, *dg, *db, *dy;
+    size_t bytes = (size_t)rows * n * 4;
+    int rc = opnd(&o, x, bytes, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, g, (size_t)n * 4, 1, 0, &dg, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, b, (size_t)n * 4, 1, 0, &db, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, y, bytes, 0, 1, &dy, err);
+    if (rc == FG_OK && rows)
+        k_layernorm<<<rows, 256, 0, o.c->cs>>>((const float *)dx, (const float *)dg,
+                                               (const float *)db, (float *)dy, n, eps);
+    return op_end(&o, rc, err);
+}
+
+static int cu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                      uint32_t n, float eps, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dx, *dg, *dy;
+    size_t bytes = (size_t)rows * n * 4;
+    int rc = opnd(&o, x, bytes, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, g, (size_t)n * 4, 1, 0, &dg, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, y, bytes, 0, 1, &dy, err);
+    if (rc == FG_OK && rows)
+        k_rmsnorm<<<rows, 256, 0, o.c->cs>>>((const float *)dx, (const float *)dg, (float *)dy, n,
+                                             eps);
+    return op_end(&o, rc, err);
+}
+
+static int cu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                   const int32_t *positions, const fg_rope *r, fg_err *err)
+{
+    int rc = fgb_rope_check(r, head_dim, err);
+    if (rc)
+        return rc;
+    uint32_t half = r->rot_dim / 2;
+    float *f = (float *)malloc(half * sizeof *f + 4);
+    if (!f)
+        return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
+    fg_rope_inv_freq(r, f);
+    op o = op_begin(be);
+    void *dx, *dp, *df;
+    rc = opnd(&o, x, (size_t)rows * n_heads * head_dim * 4, 1, 1, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, positions, (size_t)rows * 4, 1, 0, &dp, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, f, half * 4, 1, 0, &df, err);
+    if (rc == FG_OK && rows)
+        k_rope<<<grid_of((size_t)rows * half, 128), 128, 0, o.c->cs>>>(
+            (float *)dx, rows, n_heads, head_dim, (const int32_t *)dp, (const float *)df, half);
+    rc = op_end(&o, rc, err); /* f is read by the upload before op_end returns */
+    free(f);
+    return rc;
+}
+
+static int cu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dx, *du;
+    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, up, n * 4, 1, 0, &du, err);
+    if (rc == FG_OK && n)
+        k_act<<<grid_of(n, 256), 256, 0, o.c->cs>>>((int)a, (float *)dx, (const float *)du, n);
+    return op_end(&o, rc, err);
+}
+
+static int cu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dy, *dx;
+    int rc = opnd(&o, y, n * 4, 1, 1, &dy, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, x, n * 4, 1, 0, &dx, err);
+    if (rc == FG_OK && n)
+        k_add<<<grid_of(n, 256), 256, 0, o.c->cs>>>((float *)dy, (const float *)dx, n);
+    return op_end(&o, rc, err);
+}
+
+/* ---- KV cache and attention ---- */
+
+/* Rows [row, row + n) of one cache array: in place when device memory (*at = row), else staged
+ * (*at = 0). */
+static int kv_side(op *o, void *base, const fg_kv_view *kv, uint32_t row, uint32_t n, int in,
+                   int out, void **dbase, uint32_t *at, fg_err *err)
+{
+    if (is_dev(base)) {
+        *dbase = base;
+        *at = row;
+        return FG_OK;
+    }
+    *at = 0;
+    return opnd(o, (uint8_t *)base + (size_t)row * kv->row_bytes, (size_t)n * kv->row_bytes, in,
+                out, dbase, err);
+}
+
+static int cu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
+                       const float *v, uint32_t n, fg_err *err)
+{
+    if ((uint64_t)row + n > kv->cap)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "KV rows %u..%u beyond the cache's %u", row,
+                          row + n, kv->cap);
+    op o = op_begin(be);
+    void *dk, *dv, *kb = NULL, *vb = NULL;
+    uint32_t at = 0, at2 = 0;
+    size_t in = (size_t)n * kv->width * 4, len = (size_t)n * kv->row_bytes;
+    int rc = opnd(&o, k, in, 1, 0, &dk, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, v, in, 1, 0, &dv, err);
+    if (rc == FG_OK)
+        rc = kv_side(&o, kv->k, kv, row, n, 0, 1, &kb, &at, err);
+    if (rc == FG_OK)
+        rc = kv_side(&o, kv->v, kv, row, n, 0, 1, &vb, &at2, err);
+    uint8_t *kd = (uint8_t *)kb + (size_t)at * kv->row_bytes;
+    uint8_t *vd = (uint8_t *)vb + (size_t)at2 * kv->row_bytes;
+    if (rc == FG_OK && kv->codec.id == FG_CODEC_F32) {
+        rc = ck(cudaMemcpyAsync(kd, dk, len, cudaMemcpyDeviceToDevice, o.c->cs), "kv", err);
+        if (rc == FG_OK)
+            rc = ck(cudaMemcpyAsync(vd, dv, len, cudaMemcpyDeviceToDevice, o.c->cs), "kv", err);
+    } else if (rc == FG_OK) {
+        uint64_t dims[2] = {n, kv->width};
+        fg_qview q;
+        rc = fg_codec_qview(&kv->codec, 2, dims, n, &q, err);
+        if (rc == FG_OK)
+            rc = fg_quant_cuda_encode(&kv->codec, &q, dk, FG_CODEC_F32, kv->width, kd, len,
+                                      o.c->cs, err);
+        if (rc == FG_OK)
+            rc = fg_quant_cuda_encode(&kv->codec, &q, dv, FG_CODEC_F32, kv->width, vd, len,
+                                      o.c->cs, err);
+    }
+    return op_end(&o, rc, err);
+}
+
+static int host_attn(const fg_attn_op *a)
+{
+    return !is_dev(a->kv.k) && !is_dev(a->kv.v) && !is_dev(a->q) && !is_dev(a->out) &&
+           !is_dev(a->valid);
+}
+
+/* The cache's rows [0, ctx) as f32 on the device (decoded into staged room when quantized). */
+static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, const float **v,
+                  fg_err *err)
+{
+    void *kb, *vb;
+    uint32_t at;
+    int rc = kv_side(o, a->kv.k, &a->kv, 0, ctx, 1, 0, &kb, &at, err);
+    if (rc == FG_OK)
+        rc = kv_side(o, a->kv.v, &a->kv, 0, ctx, 1, 0, &vb, &at, err);
+    if (rc || a->kv.codec.id == FG_CODEC_F32) {
+        *k = (const float *)kb;
+        *v = (const float *)vb;
+        return rc;
+    }
+    void *kf, *vf;
+    size_t f = (size_t)ctx * a->kv.width * 4;
+    uint64_t dims[2] = {ctx, a->kv.width};
+    fg_qview q;
+    rc = scratch(o, a->k_tmp, f, &kf, err);
+    if (rc == FG_OK)
+        rc = scratch(o, a->v_tmp, f, &vf, err);
+    if (rc == FG_OK)
+        rc = fg_codec_qview(&a->kv.codec, 2, dims, ctx, &q, err);
+    size_t len = (size_t)ctx * a->kv.row_bytes;
+    if (rc == FG_OK)
+        rc = fg_quant_cuda_decode(&a->kv.codec, &q, kb, len, kf, FG_CODEC_F32, a->kv.width,
+                                  o->c->cs, err);
+    if (rc == FG_OK)
+        rc = fg_quant_cuda_decode(&a->kv.codec, &q, vb, len, vf, FG_CODEC_F32, a->kv.width,
+                                  o->c->cs, err);
+    *k = (const float *)kf;
+    *v = (const float *)vf;
+    return rc;
+}
+
+static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    int rc = fgb_attn_check(a, err);
+    if (rc)
+        return rc;
+    if (c->cpu_attention && host_attn(a)) /* where the cache lives */
+        return c->cpu->iface->attention(c->cpu, a, err);
+    op o = op_begin(be);
+    uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
+    const float *k = NULL, *v = NULL;
+    void *dq, *dvalid, *dout, *sc = NULL;
+    rc = opnd(&o, a->q, (size_t)a->n_q * qw * 4, 1, 0, &dq, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, a->valid, a->kv.cap, 1, 0, &dvalid, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &dout, err);
+    if (rc == FG_OK)
+        rc = kv_f32(&o, a, ctx, &k, &v, err);
+    uint32_t problems = a->n_q * a->n_heads, batch = (uint32_t)((64u << 20) / 4 / ctx);
+    batch = batch ? (batch < problems ? batch : problems) : 1;
+    if (rc == FG_OK)
+        rc = ck(cudaMallocAsync(&sc, (size_t)batch * ctx * 4, o.c->cs), "cudaMallocAsync", err);
+    attn_k p = {(const float *)dq, k, v, (const uint8_t *)dvalid, (float *)dout, (float *)sc,
+                a->kv.width, a->n_q, a->q_pos0, a->n_heads, a->head_dim,
+                a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep};
+    for (uint32_t j0 = 0; rc == FG_OK && j0 < problems; j0 += batch) {
+        p.j0 = j0;
+        uint32_t nb = problems - j0 < batch ? problems - j0 : batch;
+        k_attention<<<nb, 128, a->head_dim * 4, o.c->cs>>>(p);
+    }
+    if (sc)
+        cudaFreeAsync(sc, o.c->cs);
+    return op_end(&o, rc, err);
+}
+
+/* ---- the rest ---- */
+
+static int cu_sync(fg_backend *be, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    return ck(cudaStreamSynchronize(c->cs), "compute stream", err);
+}
+
+static int cu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    int rc = grow(c, &c->dq, &c->dq_cap, floats * 4, err);
+    return rc ? rc : c->cpu->iface->reserve(c->cpu, floats, err);
+}
+
+static void cu_stats(const fg_backend *be, fg_backend_stats *out)
+{
+    *out = ((const cuda_ctx *)be->ctx)->st;
+}
+
+static void cu_destroy(fg_backend *be)
+{
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (c) {
+        cudaSetDevice(c->ordinal);
+        if (c->cs)
+            cudaStreamSynchronize(c->cs);
+        for (int i = 0; i < 2; i++) {
+            cudaFree(c->sl[i].buf);
+            if (c->sl[i].up)
+                cudaEventDestroy(c->sl[i].up);
+            if (c->sl[i].done)
+                cudaEventDestroy(c->sl[i].done);
+        }
+        cudaFree(c->dq);
+        cudaFree(c->x16);
+        if (c->blas)
+            cublasDestroy(c->blas);
+        if (c->cs)
+            cudaStreamDestroy(c->cs);
+        fg_backend_free(c->cpu);
+        free(c);
+    }
+    fg_device_free(be->dev);
+    free(be);
+}
+
+static const fg_backend_iface k_cuda = {
+    "cuda", cu_sync, cu_reserve,
+    cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add,
+    cu_kv_store, cu_attention, cu_stats, cu_destroy,
+};
+
+static int visible(int ordinal, fg_err *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || ordinal >= n) {
+        cudaGetLastError();
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "--backend cuda: no GPU %d visible (%s)",
+                          ordinal, e == cudaSuccess ? "too few devices" : cudaGetErrorString(e));
+    }
+    return FG_OK;
+}
+
+static int ctx_init(cuda_ctx *c, const fg_backend_cuda_opts *o, fg_err *err)
+{
+    int rc = ck(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking), "stream", err);
+    for (int i = 0; rc == FG_OK && i < 2; i++) {
+        rc = ck(cudaEventCreateWithFlags(&c->sl[i].up, cudaEventDisableTiming), "event", err);
+        if (rc == FG_OK)
+            rc = ck(cudaEventCreateWithFlags(&c->sl[i].done, cudaEventDisableTiming), "event",
+                    err);
+        if (rc == FG_OK) /* "done" before any piece used the slot */
+            rc = ck(cudaEventRecord(c->sl[i].done, c->cs), "event", err);
+    }
+    if (rc == FG_OK)
+        rc = ckb(cublasCreate(&c->blas), "cublasCreate", err);
+    if (rc == FG_OK)
+        rc = ckb(cublasSetStream(c->blas, c->cs), "cublasSetStream", err);
+    fg_backend_cpu_opts co = {o->threads, FG_COMPUTE_F32};
+    if (rc == FG_OK)
+        rc = fg_backend_cpu_create_opts(&co, &c->cpu, err);
+    return rc;
+}
+
+extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend **out,
+                                      fg_err *err)
+{
+    *out = NULL;
+    int rc = visible(o->device, err);
+    if (rc)
+        return rc;
+    fg_backend *be = (fg_backend *)calloc(1, sizeof *be);
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
+    }
+    be->iface = &k_cuda;
+    be->ctx = c;
+    c->ordinal = o->device;
+    c->compute = o->compute;
+    c->cpu_attention = o->cpu_attention;
+    rc = dev_create(o->device, &be->dev, err);
+    if (rc == FG_OK)
+        rc = ctx_init(c, o, err);
+    if (rc) {
+        cu_destroy(be);
+        return rc;
+    }
+    *out = be;
+    return FG_OK;
+}
+
+extern "C" int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes,
+                                fg_err *err)
+{
+    *free_bytes = *total_bytes = 0;
+    int rc = visible(device, err);
+    if (rc)
+        return rc;
+    size_t f = 0, t = 0;
+    cudaSetDevice(device);
+    rc = ck(cudaMemGetInfo(&f, &t), "cudaMemGetInfo", err);
+    *free_bytes = f;
+    *total_bytes = t;
+    return rc;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpu-check.sh - the first thing to run wherever a GPU is at hand (one prepared script, under
+# 8 minutes on one GPU): build with CUDA, run the GPU tests, then a short benchmark printing each
+# figure beside its ceiling measured in the same run:
+#   - host -> device GB/s of the pager vs pinned cudaMemcpy;
+#   - Linear TFLOP/s of the CUDA backend vs cuBLAS alone on the same shapes;
+#   - tok/s of synthetic opt-6.7b and a Llama-3-8B shape under --gpu-budget 16G, prompt 512,
+#     generation 32, the block the plan picks, beside FlexGen's T4 (16 GB) opt-6.7b figure;
+#   - opt-30b in 4-bit when the disk has room and the time allows.
+# Put its whole output in the closing note of the work it checks.
+# usage: scripts/gpu-check.sh [WORKDIR]   (WORKDIR: build and synthetic stores; default
+#        build-gpu under the source tree; GPU_CHECK_SKIP_MODELS=1 stops after the benchmark,
+#        GPU_CHECK_NO_BUILD=1 reuses WORKDIR's build)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${1:-$ROOT/build-gpu}
+T0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - T0 )); }
+say() { printf '[%4ss] %s\n' "$(elapsed)" "$*"; }
+fail=0
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version \
+  --format=csv,noheader || say "nvidia-smi: not found"
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+arch=${cap:-90}
+say "build: CUDA architecture sm_$arch, $(nproc) cores"
+mkdir -p "$WORK"
+if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then # a rerun after a fix can skip nothing else
+  cmake -S "$ROOT" -B "$WORK" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 || { tail -20 "$WORK/configure.log"; exit 1; }
+  cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
+    test_quant_cuda test_backend_sim bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
+    { grep -E "error" "$WORK/build.log" | head -30; exit 1; }
+  say "built"
+fi
+
+say "GPU tests (a skip here means the GPU was not seen: a failure)"
+out=$(cd "$WORK" && timeout 300 ctest -R "^(test_ops|test_backend_cuda|test_infer_cuda|test_quant_cuda|test_backend_sim)$" \
+  --output-on-failure 2>&1)
+echo "$out" | grep -E "Test +#|tests passed|FAILED|Failed|F:|E:|nmse" | head -60
+echo "$out" | grep -q "Skipped\|Not Run\|Failed\|FAILED" && fail=1
+
+say "benchmark"
+timeout 120 "$WORK/bench/bench_gpu"
+rc=$?
+[ $rc = 77 ] && { say "no GPU visible: stopping (nothing below can run)"; exit 1; }
+[ $rc = 0 ] || fail=1
+
+if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
+  STORES=$WORK/stores
+  mkdir -p "$STORES"
+  tok=$ROOT/data/gpt2-tokenizer
+  run_model() { # label store extra-flags...: prints tok/s, prefill/decode split
+    local label=$1 store=$2; shift 2
+    local o
+    o=$(timeout 150 "$WORK/fg-infer" -m "$store" --backend cuda --gpu-budget 16G --compute f16 \
+        --prompt-len 512 --gen-len 32 "$@" 2>&1 >/dev/null) || { say "$label: failed"; echo "$o" | tail -5; fail=1; return; }
+    echo "$o" | grep -E "summary:|block [0-9]|GPU:|decode:" | head -5 | sed "s/^ */  $label: /"
+  }
+  free_gb() { df -BG --output=avail "$STORES" | tail -1 | tr -dc 0-9; }
+  for m in opt-6.7b llama-3-8b; do
+    if [ "$(free_gb)" -lt 20 ] || [ "$(elapsed)" -gt 330 ]; then say "$m: skipped (disk $(free_gb)G free, $(elapsed)s elapsed)"; continue; fi
+    [ -d "$STORES/$m" ] || timeout 120 "$WORK/fg-convert" synth --model "$m" -o "$STORES/$m" \
+      --tokenizer "$tok" --quiet || { say "$m: synth failed"; fail=1; continue; }
+    say "$m: $(du -sh "$STORES/$m" | cut -f1) of weights"
+    run_model "$m" "$STORES/$m"
+    [ "$m" = opt-6.7b ] && echo "  (FlexGen on a T4 with 16 GB, opt-6.7b, prompt 512, gen 32: 25.26 tok/s)"
+    rm -rf "$STORES/$m" # the disk is needed for the next one
+  done
+  if [ "$(free_gb)" -ge 24 ] && [ "$(elapsed)" -lt 330 ]; then
+    timeout 150 "$WORK/fg-convert" synth --model opt-30b -o "$STORES/opt-30b-q4" --tokenizer "$tok" \
+      --compress-weight --quiet && run_model opt-30b-q4 "$STORES/opt-30b-q4" --compress-weight
+    rm -rf "$STORES/opt-30b-q4"
+  else
+    say "opt-30b 4-bit: skipped (disk $(free_gb)G free, $(elapsed)s elapsed)"
+  fi
+fi
+say "done: $([ $fail = 0 ] && echo OK || echo FAILURES above)"
+exit $fail

@@ -1,0 +1,270 @@
+/* test_backend_cuda.c - the CUDA backend on a GPU (compute/backend_cuda.cu), beyond what
+ * test_ops checks of every backend against the reference (its F32 path):
+ *  - FG_COMPUTE_F16: F16/BF16 pieces multiplied as stored and Q4/Q8 dequantized to F16 on the
+ *    device, within the bound 16-bit activations allow, against the f32 reference;
+ *  - operands resident in device memory give the same bits as host operands (staged per op),
+ *    and weight pieces in pinned memory (uploaded while the previous piece multiplies);
+ *  - the 4-bit KV store encodes on the device the same bytes as the CPU;
+ *  - the device object: pinned and device memory, copies with events, retain;
+ *  - --cpu-cache-compute's delegation gives the CPU's bits.
+ * Exits 77 (skip) where the build has no CUDA or no GPU is visible.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "quant.h"
+#include "testutil.h"
+
+static void randf(float *x, size_t n, uint64_t seed, float scale)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = scale * ((float)(s >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
+    }
+}
+
+static double nmse(const float *a, const float *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static fg_backend *cuda(fg_compute c, int cpu_attention)
+{
+    fg_backend_cuda_opts o = {0, 2, c, cpu_attention};
+    fg_backend *be;
+    fg_err err;
+    ck_assert_msg(fg_backend_cuda_create(&o, &be, &err) == FG_OK, "%s", err.msg);
+    return be;
+}
+
+/* ---- pieces of one encoded weight, in host, pinned or device memory ---- */
+
+typedef struct pieces {
+    fg_codec codec;
+    uint64_t dims[2], rows[9];
+    void *data[8];
+    size_t len[8];
+    uint32_t n;
+    int held;
+} pieces;
+
+static int p_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    (void)err;
+    pieces *s = ctx;
+    s->held++;
+    *p = (fg_wpiece){s->data[i], s->len[i], s->codec, 2, {s->dims[0], s->dims[1]}, s->rows[i],
+                     s->rows[i + 1] - s->rows[i], NULL};
+    return FG_OK;
+}
+
+static int p_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    (void)p, (void)err;
+    ((pieces *)ctx)->held--;
+    return FG_OK;
+}
+
+/* w [n, k] in codec, 4 pieces, placed in buffers of type t of be's device. */
+static void make(pieces *s, fg_backend *be, fg_buft t, const float *w, uint32_t n, uint32_t k,
+                 fg_codec codec)
+{
+    memset(s, 0, sizeof *s);
+    s->codec = codec;
+    s->dims[0] = n;
+    s->dims[1] = k;
+    s->n = 4;
+    uint64_t q = fg_codec_row_quantum(&codec, 2);
+    fg_err err;
+    for (uint32_t i = 0; i <= s->n; i++)
+        s->rows[i] = i == s->n ? n : (uint64_t)i * n / s->n / q * q;
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t rows = s->rows[i + 1] - s->rows[i], cnt = rows * k;
+        const float *src = w + s->rows[i] * k;
+        void *host;
+        if (codec.id == FG_CODEC_F16 || codec.id == FG_CODEC_BF16) {
+            uint16_t *h = malloc(cnt * 2);
+            for (uint64_t j = 0; j < cnt; j++) {
+                uint32_t bits;
+                memcpy(&bits, &src[j], 4);
+                h[j] = codec.id == FG_CODEC_F16 ? fg_f32_to_f16_1(src[j]) : (uint16_t)(bits >> 16);
+            }
+            host = h;
+            s->len[i] = cnt * 2;
+        } else {
+            fg_qview v;
+            ck_assert_int_eq(fg_codec_qview(&codec, 2, s->dims, rows, &v, &err), FG_OK);
+            ck_assert_int_eq(fg_quant_chunk_bytes(&v, &s->len[i], &err), FG_OK);
+            host = malloc(s->len[i]);
+            ck_assert_int_eq(fg_quant_encode(&codec, &v, src, FG_CODEC_F32, 0, host, s->len[i],
+                                             FG_QUANT_ISA_REF, &err), FG_OK);
+        }
+        fg_device *d = be->dev;
+        ck_assert_int_eq(d->iface->alloc(d, t, s->len[i], &s->data[i], &err), FG_OK);
+        ck_assert_int_eq(d->iface->copy(d, s->data[i], t, host, FG_BUFT_HOST, s->len[i], NULL,
+                                        &err), FG_OK);
+        free(host);
+    }
+}
+
+static void unmake(pieces *s, fg_backend *be, fg_buft t)
+{
+    for (uint32_t i = 0; i < s->n; i++)
+        be->dev->iface->free(be->dev, t, s->data[i]);
+}
+
+START_TEST(f16_compute_within_bound)
+{
+    enum { M = 9, N = 256, K = 192 };
+    fg_backend *be = cuda(FG_COMPUTE_F16, 0), *ref;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_ref_create(&ref, &err), FG_OK);
+    float *w = malloc(N * K * 4), *x = malloc(M * K * 4), bias[N];
+    float *y = malloc(M * N * 4), *yr = malloc(M * N * 4), *y2 = malloc(M * N * 4);
+    randf(w, N * K, 1, 0.5f);
+    randf(x, M * K, 2, 1.0f);
+    randf(bias, N, 3, 1.0f);
+    fg_codec codecs[4] = {fg_codec_float(FG_CODEC_F16), fg_codec_float(FG_CODEC_BF16),
+                          fg_codec_quant(4, 64, 0), fg_codec_quant(8, 64, 1)};
+    fg_buft where[3] = {FG_BUFT_HOST, FG_BUFT_PINNED, FG_BUFT_DEVICE};
+    for (int c = 0; c < 4; c++) {
+        pieces s;
+        make(&s, be, FG_BUFT_HOST, w, N, K, codecs[c]);
+        fg_weight wt = {NULL, s.n, s.rows, p_acquire, p_release, NULL, &s};
+        ck_assert_int_eq(ref->iface->reserve(ref, N * K, &err), FG_OK);
+        ck_assert_int_eq(ref->iface->linear(ref, x, &wt, bias, yr, M, N, K, &err), FG_OK);
+        ck_assert_int_eq(be->iface->reserve(be, N * K, &err), FG_OK);
+        ck_assert_msg(be->iface->linear(be, x, &wt, bias, y, M, N, K, &err) == FG_OK, "%s",
+                      err.msg);
+        double e = nmse(y, yr, M * N);
+        printf("f16 compute, codec %d: nmse %.3g\n", c, e);
+        ck_assert_msg(e < 1e-5, "codec %d: nmse %g", c, e); /* 16-bit activations: ~1e-7 */
+        unmake(&s, be, FG_BUFT_HOST);
+        /* the same pieces from pinned and from device memory: the same bits */
+        for (int t = 1; t < 3; t++) {
+            make(&s, be, where[t], w, N, K, codecs[c]);
+            ck_assert_int_eq(be->iface->linear(be, x, &wt, bias, y2, M, N, K, &err), FG_OK);
+            ck_assert_msg(!memcmp(y, y2, M * N * 4), "codec %d from buffer type %d", c, t);
+            ck_assert_int_eq(s.held, 0);
+            unmake(&s, be, where[t]);
+        }
+    }
+    free(w), free(x), free(y), free(yr), free(y2);
+    fg_backend_free(ref);
+    fg_backend_free(be);
+}
+END_TEST
+
+START_TEST(device_operands_and_the_device_object)
+{
+    enum { R = 7, W = 96 };
+    fg_backend *be = cuda(FG_COMPUTE_F32, 0);
+    fg_device *d = be->dev;
+    fg_err err;
+    float x[R * W], g[W], y1[R * W], y2[R * W];
+    randf(x, R * W, 5, 2.0f);
+    randf(g, W, 6, 1.0f);
+    ck_assert_int_eq(be->iface->rmsnorm(be, x, g, y1, R, W, 1e-6f, &err), FG_OK);
+    void *dx, *dg, *p;
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof x, &dx, &err), FG_OK);
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof g, &dg, &err), FG_OK);
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_PINNED, sizeof x, &p, &err), FG_OK);
+    memcpy(p, x, sizeof x);
+    fg_event *ev;
+    ck_assert_int_eq(d->iface->copy(d, dx, FG_BUFT_DEVICE, p, FG_BUFT_PINNED, sizeof x, &ev, &err),
+                     FG_OK);
+    ck_assert_int_eq(d->iface->event_wait(d, ev, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dg, FG_BUFT_DEVICE, g, FG_BUFT_HOST, sizeof g, NULL, &err),
+                     FG_OK);
+    ck_assert_int_eq(be->iface->rmsnorm(be, dx, dg, dx, R, W, 1e-6f, &err), FG_OK); /* in place */
+    ck_assert_int_eq(d->iface->copy(d, y2, FG_BUFT_HOST, dx, FG_BUFT_DEVICE, sizeof y2, NULL,
+                                    &err), FG_OK);
+    ck_assert(!memcmp(y1, y2, sizeof y1));
+    fg_device *d2 = d->iface->retain(d);
+    ck_assert_ptr_nonnull(d2);
+    ck_assert_int_eq(d2->iface->sync(d2, &err), FG_OK);
+    fg_device_free(d2);
+    d->iface->free(d, FG_BUFT_DEVICE, dx);
+    d->iface->free(d, FG_BUFT_DEVICE, dg);
+    d->iface->free(d, FG_BUFT_PINNED, p);
+    fg_backend_free(be);
+}
+END_TEST
+
+/* A 4-bit cache written on the device holds the CPU's bytes; attention over it, and the
+ * CPU-delegated attention, agree with the CPU backend. */
+START_TEST(q4_cache_and_delegated_attention)
+{
+    enum { H = 8, KVH = 2, D = 64, CAP = 40, NQ = 3, POS = 30 };
+    uint32_t kw = KVH * D, qw = H * D, ctx = POS + NQ;
+    fg_codec c = fg_codec_quant(4, 64, 1);
+    size_t rb = fg_kv_row_bytes(&c, kw);
+    fg_backend *be = cuda(FG_COMPUTE_F32, 0), *del = cuda(FG_COMPUTE_F32, 1), *cpu;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_cpu_create(1, &cpu, &err), FG_OK);
+    uint8_t *kc = calloc(CAP, rb), *vc = calloc(CAP, rb), *kc2 = calloc(CAP, rb);
+    uint8_t *vc2 = calloc(CAP, rb), valid[CAP];
+    float *k = malloc(ctx * kw * 4), *v = malloc(ctx * kw * 4), *q = malloc(NQ * qw * 4);
+    float *o1 = malloc(NQ * qw * 4), *o2 = malloc(NQ * qw * 4), *o3 = malloc(NQ * qw * 4);
+    float *sc = malloc(4 * 2 * CAP * 4), *kt = malloc(CAP * kw * 4), *vt = malloc(CAP * kw * 4);
+    randf(k, ctx * kw, 7, 1.0f);
+    randf(v, ctx * kw, 8, 1.0f);
+    randf(q, NQ * qw, 9, 1.0f);
+    for (int t = 0; t < CAP; t++)
+        valid[t] = t != 4;
+    fg_kv_view gpu = {kc, vc, c, rb, kw, CAP}, host = {kc2, vc2, c, rb, kw, CAP};
+    ck_assert_int_eq(be->iface->kv_store(be, &gpu, 0, k, v, ctx, &err), FG_OK);
+    ck_assert_int_eq(cpu->iface->kv_store(cpu, &host, 0, k, v, ctx, &err), FG_OK);
+    ck_assert(!memcmp(kc, kc2, ctx * rb) && !memcmp(vc, vc2, ctx * rb));
+    for (int sparse = 0; sparse < 2; sparse++) {
+        float keep = sparse ? 0.5f : 0.0f;
+        fg_attn_op a = {q, host, valid, NQ, POS, H, KVH, D, 16, keep, o1, sc, 2 * CAP, 4, kt, vt};
+        ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
+        a.out = o2;
+        ck_assert_msg(be->iface->attention(be, &a, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(nmse(o2, o1, NQ * qw) < 1e-10, "sparse %d: %g", sparse,
+                      nmse(o2, o1, NQ * qw));
+        a.out = o3;
+        ck_assert_int_eq(del->iface->attention(del, &a, &err), FG_OK);
+        ck_assert(!memcmp(o3, o1, NQ * qw * 4));
+    }
+    free(kc), free(vc), free(kc2), free(vc2), free(k), free(v), free(q), free(o1), free(o2);
+    free(o3), free(sc), free(kt), free(vt);
+    fg_backend_free(cpu);
+    fg_backend_free(del);
+    fg_backend_free(be);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("backend_cuda");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, f16_compute_within_bound);
+    tcase_add_test(tc, device_operands_and_the_device_object);
+    tcase_add_test(tc, q4_cache_and_delegated_attention);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    fg_backend_cuda_opts o = {0, 1, FG_COMPUTE_F32, 0};
+    fg_backend *be;
+    fg_err err;
+    if (fg_backend_cuda_create(&o, &be, &err) != FG_OK) {
+        printf("skip: %s\n", err.msg);
+        return 77;
+    }
+    fg_backend_free(be);
+    return tu_run(suite());
+}
