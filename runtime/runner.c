@@ -301,8 +301,6 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_prefill_s = pred.prefill_s;
         r->rep.pred_decode_s = pred.decode_s;
         r->rep.pred_tok_s = pred.tok_s;
-    r->rep.pred_read = pred.read_bytes;
-    r->rep.pred_write = pred.write_bytes;
         r->rep.pred_read = pred.read_bytes;
         r->rep.pred_write = pred.write_bytes;
         snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
