@@ -267,7 +267,7 @@ static int gemm_once(void *ctx, fg_err *err)
  * cache holds: a decode step reads each weight from RAM once, and one 8 MiB matrix used again
  * and again would stay in cache and run several times faster than a run does. The row counts
  * are measured round-robin, each round timing every M once over the same work (256 rows: M = 1
- * is 256 calls), so a burst of load on the shared machine falls on every M alike and no M is
+ * is 256 calls; quick: 32 rows, M > 32 one call), so a burst of load on the shared machine falls on every M alike and no M is
  * timed in slices short enough to fit between other processes' turns (which made small M look
  * faster under load); each rate is the median of its rounds. */
 #define GEMM_WEIGHTS 8
@@ -282,7 +282,7 @@ static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint16_t 
     *rounds = 0;
     do {
         for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
-            uint32_t mm = 1u << i, calls = 256 / mm;
+            uint32_t mm = 1u << i, rows = quick ? 32 : 256, calls = mm < rows ? rows / mm : 1;
             double t0 = fg_now();
             for (uint32_t j = 0; rc == FG_OK && j < calls; j++, wi = (wi + 1) % GEMM_WEIGHTS) {
                 gemm_ctx g = {be, x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL}, y,
