@@ -25,8 +25,7 @@
  * --overlap, phi = 0 (measured: reading and computing then add up). Memory: the plan
  * (fg_plan_make) gives the fixed buffers, the streaming window and the totals of weights, KV
  * cache and activations; the budget constraint is linear in the fractions: fixed + window +
- * W wc + KV cc + ACT hc <= budget (less two more spans in the overlapping regime: the
- * deeper prefetch's and a spare).
+ * W wc + KV cc + ACT hc <= budget (less one more span in the overlapping regime).
  *
  * The search enumerates blocks (gbs, ngb), the 4-bit cache on or off, the two prefetch
  * regimes (room kept for FG_PLAN_AHEAD spans, overlapping; or the pool filled, not) and,
@@ -70,19 +69,14 @@ static double decode_extra(const fg_calib *c, int codec)
 }
 
 /* Reading overlaps computing by the calibrated share only when the pager prefetches
- * FG_PLAN_AHEAD spans ahead with a span to spare: prefetching one span ahead, what is left when
- * homed data fills the pool, measured no overlap at all (opt-1.3b, weights 40% homed under half
- * their size: a decode step took the sum of reading and computing), and at the plan's own
- * threshold for deep prefetch (no spare: fragments, the head's read-ahead) opt-1.3b with 37.7%
- * and 87.8% of the weights homed ran at 0.79 and 0.76 of the same block homing 35% and 85%.
- * Without a budget the pool is sized for the plan's prefetch exactly. */
+ * FG_PLAN_AHEAD spans ahead (the plan's streaming room holds them): prefetching one span ahead,
+ * what is left when homed data fills the pool, measured no overlap at all (opt-1.3b, weights
+ * 40% homed under half their size: a decode step took the sum of reading and computing). A
+ * spare span beyond the plan's threshold was tried and measured no better (opt-1.3b, 83.7%
+ * against 85% and 87.8% of the weights homed under a budget of their size: all within noise). */
 static double overlap_share(const fg_calib *c, const fg_plan *pl, const fg_policy *p)
 {
-    double homed = (double)(pl->homed[0] + pl->homed[1] + pl->homed[2]);
-    double room = (double)pl->pool - homed - 2.0 * (double)(pl->kv_chunk + pl->act_chunk);
-    int deep = pl->ahead >= FG_PLAN_AHEAD &&
-               (!pl->budget || room >= (2.0 + FG_PLAN_AHEAD) * (double)pl->max_span);
-    return p->overlap && deep ? c->overlap : 0;
+    return p->overlap && pl->ahead >= FG_PLAN_AHEAD ? c->overlap : 0;
 }
 
 static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
@@ -329,9 +323,9 @@ static int better(const fg_prediction *pr, const fg_policy *p, const best *b)
     return pr->tok_s > b->pred.tok_s * (1 + 1e-6);
 }
 
-/* Spans of streaming room the overlapping regime keeps beyond the window's two: the deeper
- * prefetch's and a spare (overlap_share). */
-#define DEEP_SPARE FG_PLAN_AHEAD
+/* Spans of streaming room the overlapping regime keeps beyond the window's two: the plan's
+ * deeper prefetch (fg_plan_make's threshold for prefetching FG_PLAN_AHEAD spans). */
+#define DEEP_SPARE (FG_PLAN_AHEAD - 1)
 
 /* One candidate block with a cache codec: every tier of cache and activations. */
 static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_policy_job *job,
