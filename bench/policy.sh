@@ -2,16 +2,18 @@
 # --policy auto against a hand grid (issue 15): synthetic models under RAM budgets of 25%, 50%
 # and 100% of their weights; for each budget, 8 hand-picked policies (blocks, weight placement,
 # the fixed rule, a 4-bit cache) and auto, each one short synthetic run. Prints each run's
-# tok/s and the cost model's prediction, auto's ratio to the best grid point (target >= 0.95),
-# and the median |predicted - measured| / measured over every run (target <= 15%).
+# tok/s (the median of REPS interleaved runs, and each run) and the cost model's prediction,
+# auto's ratio to the best grid point (target >= 0.95), and the median |predicted - measured| /
+# measured over every run (target <= 15%).
 # The machine's calibration (fg-infer calibrate) is made first when there is none.
 # usage: bench/policy.sh [MODEL...]      (default: opt-1.3b llama-3.2-1b)
 # env:   PL (prompt, 32)  GL (new tokens, 8)  BLOCK (auto's --max-block and the grid's largest
 #        block, 8)  BUDGETS (percent of the weights, "25 50 100")  THREADS (2)  BIN (build/)
+#        REPS (rounds, 3: every policy runs once a round, the order rotated; medians reported)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build}
-PL=${PL:-32} GL=${GL:-8} BLOCK=${BLOCK:-8} THREADS=${THREADS:-2}
+PL=${PL:-32} GL=${GL:-8} BLOCK=${BLOCK:-8} THREADS=${THREADS:-2} REPS=${REPS:-3}
 BUDGETS=(${BUDGETS:-25 50 100})
 MODELS=("$@"); [ ${#MODELS[@]} -gt 0 ] || MODELS=(opt-1.3b llama-3.2-1b)
 CAL=${XDG_CACHE_HOME:-$HOME/.cache}/fg/calibration.json
@@ -34,6 +36,13 @@ run() {
   echo "$label|$tps|${pred:-0}|${pol:-fixed}"
 }
 
+# the median of the numbers given ("failed" when none is a number)
+median() {
+  printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END {
+    if (!NR) { print "failed"; exit }
+    printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 ERRS=()
 for MODEL in "${MODELS[@]}"; do
   STORE=${STORE_DIR:-$ROOT/build}/bench-$MODEL.store
@@ -45,33 +54,45 @@ for MODEL in "${MODELS[@]}"; do
     budget=$(( (weights * pct / 100) >> 20 ))M
     wr=$((pct > 15 ? pct - 15 : 0)); wr=$((wr > 100 ? 100 : wr)) # weights' RAM % that fits
     FIX=(--policy fixed --ram-budget "$budget")
-    rows=()
-    rows+=("$(run "${quarter}x1 rule" "${FIX[@]}" --gpu-batch-size "$quarter" --num-gpu-batches 1)")
-    rows+=("$(run "${BLOCK}x1 rule" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1)")
-    rows+=("$(run "${half}x2 rule" "${FIX[@]}" --gpu-batch-size "$half" --num-gpu-batches 2)")
-    rows+=("$(run "${quarter}x4 rule" "${FIX[@]}" --gpu-batch-size "$quarter" --num-gpu-batches 4)")
-    rows+=("$(run "${BLOCK}x1 w$wr%" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
-              --percent 0 "$wr" 0 100 0 100)")
-    rows+=("$(run "${half}x2 w$wr%" "${FIX[@]}" --gpu-batch-size "$half" --num-gpu-batches 2 \
-              --percent 0 "$wr" 0 100 0 100)")
-    rows+=("$(run "${BLOCK}x1 w$wr% c4" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
-              --percent 0 "$wr" 0 100 0 100 --compress-cache)")
-    rows+=("$(run "${BLOCK}x1 w0%" "${FIX[@]}" --gpu-batch-size "$BLOCK" --num-gpu-batches 1 \
-              --percent 0 0 0 100 0 100)")
-    auto=$(run "auto" --ram-budget "$budget" --max-block "$BLOCK")
-    echo "-- budget $pct% ($budget)"
-    printf '   %-16s %9s %9s  %s\n' policy tok/s predicted "auto's choice"
-    best=0
-    for row in "${rows[@]}" "$auto"; do
-      IFS='|' read -r label tps pred pol <<< "$row"
-      printf '   %-16s %9s %9s  %s\n' "$label" "$tps" "$pred" "$([ "$label" = auto ] && echo "$pol")"
-      [ "$tps" = failed ] && continue
-      [ "$label" != auto ] && best=$(awk -v a="$best" -v b="$tps" 'BEGIN { print (b > a ? b : a) }')
-      [ "$pred" != 0 ] && ERRS+=("$(awk -v p="$pred" -v m="$tps" 'BEGIN { d = (p - m) / m; print (d < 0 ? -d : d) }')")
+    labels=("${quarter}x1 rule" "${BLOCK}x1 rule" "${half}x2 rule" "${quarter}x4 rule"
+            "${BLOCK}x1 w$wr%" "${half}x2 w$wr%" "${BLOCK}x1 w$wr% c4" "${BLOCK}x1 w0%" auto)
+    args=("${FIX[*]} --gpu-batch-size $quarter --num-gpu-batches 1"
+          "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1"
+          "${FIX[*]} --gpu-batch-size $half --num-gpu-batches 2"
+          "${FIX[*]} --gpu-batch-size $quarter --num-gpu-batches 4"
+          "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 $wr 0 100 0 100"
+          "${FIX[*]} --gpu-batch-size $half --num-gpu-batches 2 --percent 0 $wr 0 100 0 100"
+          "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 $wr 0 100 0 100 --compress-cache"
+          "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 0 0 100 0 100"
+          "--ram-budget $budget --max-block $BLOCK")
+    n=${#labels[@]}
+    declare -A TPS=() PRED=() POL=()
+    # REPS rounds, each running every policy once, the order rotated from round to round: the
+    # shared machine's load drifts, and interleaving spreads it over all the policies alike
+    for ((r = 0; r < REPS; r++)); do
+      for ((j = 0; j < n; j++)); do
+        i=$(( (j + r * 3) % n ))
+        # shellcheck disable=SC2086
+        IFS='|' read -r _ tps pred pol <<< "$(run "${labels[$i]}" ${args[$i]})"
+        TPS[$i]="${TPS[$i]:-} $tps" PRED[$i]=$pred POL[$i]=$pol
+        [ "$tps" != failed ] && [ "$pred" != 0 ] && ERRS+=("$(awk -v p="$pred" -v m="$tps" \
+          'BEGIN { d = (p - m) / m; print (d < 0 ? -d : d) }')")
+      done
     done
-    IFS='|' read -r _ atps _ _ <<< "$auto"
-    [ "$atps" != failed ] && awk -v a="$atps" -v b="$best" \
-      'BEGIN { if (b > 0) printf "   auto / best grid point: %.2f\n", a / b }'
+    echo "-- budget $pct% ($budget), $REPS rounds interleaved"
+    printf '   %-16s %9s %17s %9s  %s\n' policy "tok/s" "(runs)" predicted "auto's choice"
+    best=0 best_label=
+    for ((i = 0; i < n; i++)); do
+      med=$(median ${TPS[$i]})
+      printf '   %-16s %9s %17s %9s  %s\n' "${labels[$i]}" "$med" "($(echo ${TPS[$i]} | tr ' ' ','))" \
+        "${PRED[$i]}" "$([ "${labels[$i]}" = auto ] && echo "${POL[$i]}")"
+      [ "$med" = failed ] && continue
+      [ "${labels[$i]}" != auto ] && [ "$(awk -v a="$best" -v b="$med" 'BEGIN { print (b > a) }')" = 1 ] \
+        && best=$med best_label=${labels[$i]}
+    done
+    amed=$(median ${TPS[$((n - 1))]})
+    [ "$amed" != failed ] && awk -v a="$amed" -v b="$best" -v l="$best_label" \
+      'BEGIN { if (b > 0) printf "   auto / best grid point (%s): %.2f (medians)\n", l, a / b }'
   done
 done
 if [ ${#ERRS[@]} -gt 0 ]; then

@@ -53,8 +53,8 @@ endif()
 # compiler) and that none includes a header missing from include/fg/.
 set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
-    runtime/plan.h runtime/stage.h runtime/engine.h runtime/prefix.h runtime/jobs.h
-    runtime/runner.h policy/policy_search.h)
+    runtime/plan.h runtime/plan_model.h runtime/stage.h runtime/engine.h runtime/prefix.h
+    runtime/jobs.h runtime/runner.h policy/policy_search.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.
 set(FG_BUILD_INCLUDE ${CMAKE_BINARY_DIR}/include)
 foreach(h IN LISTS FG_PUBLIC_HEADERS)

@@ -8,9 +8,10 @@
  *    with prefetching two ahead, checksums verified (what a run does);
  *  - f16 -> f32 and q4 -> f32 decoding (quant/quant.h, the default ISA), the backend's cost of
  *    using a weight not stored in f32;
- *  - the CPU backend's linear at M = 1, 2, 4, ..., 256 rows on an f16 weight of 2048 x 2048
+ *  - the CPU backend's linear at M = 1, 2, 4, ..., 256 rows on f16 weights of 2048 x 2048
  *    handed over in 4 MiB pieces, as the engine hands it the store's chunks (so the figure
- *    includes decoding each piece to f32);
+ *    includes decoding each piece, or the fused F16 kernel), cycling through 64 MiB of weights
+ *    (as a run reads them from RAM, not from cache), the row counts measured round-robin;
  *  - the backend's attention of one query over 2048 keys (32 heads of 64), over an f32 and a
  *    4-bit cache: seconds per query x key x query width;
  *  - the overlap of reading and computing: the disk read by a second thread while the backend
@@ -260,35 +261,71 @@ static int gemm_once(void *ctx, fg_err *err)
     return g->be->iface->linear(g->be, g->x, &g->w, NULL, g->y, g->m, g->n, g->k, err);
 }
 
-/* The backend's linear as the engine calls it: an f16 weight of 2048 x 2048 in two 4 MiB
- * pieces, each decoded to f32 and multiplied (so the rate includes the f16 decode). */
+/* The backend's linear as the engine calls it: f16 weights of 2048 x 2048, each in two 4 MiB
+ * pieces, decoded and multiplied (the rate includes the f16 decode or the fused F16 kernel).
+ * The weights cycle through GEMM_WEIGHTS distinct matrices (64 MiB), more than a last-level
+ * cache holds: a decode step reads each weight from RAM once, and one 8 MiB matrix used again
+ * and again would stay in cache and run several times faster than a run does. The row counts
+ * are measured round-robin, each round timing every M once over the same work (256 rows: M = 1
+ * is 256 calls; quick: 32 rows, M > 32 one call), so a burst of load on the shared machine falls on every M alike and no M is
+ * timed in slices short enough to fit between other processes' turns (which made small M look
+ * faster under load); each rate is the median of its rounds. */
+#define GEMM_WEIGHTS 8
+#define GEMM_ROUNDS 64
+static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint16_t *h, int quick,
+                       double *r, uint32_t *rounds, fg_err *err)
+{
+    const uint32_t n = 2048, k = 2048;
+    double start = fg_now(), least = quick ? 0.3 : 3.0;
+    uint32_t wi = 0;
+    int rc = FG_OK;
+    *rounds = 0;
+    do {
+        for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
+            uint32_t mm = 1u << i, rows = quick ? 32 : 256, calls = mm < rows ? rows / mm : 1;
+            double t0 = fg_now();
+            for (uint32_t j = 0; rc == FG_OK && j < calls; j++, wi = (wi + 1) % GEMM_WEIGHTS) {
+                gemm_ctx g = {be, x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL}, y,
+                              mm, n, k, h + (size_t)wi * n * k, {0, n / 2, n}};
+                g.w.piece_rows = g.rows;
+                g.w.ctx = &g;
+                rc = gemm_once(&g, err);
+            }
+            double dt = fg_now() - t0;
+            r[i * GEMM_ROUNDS + *rounds] = dt > 0 ? 2.0 * calls * mm * n * k / dt : 0;
+        }
+        ++*rounds;
+    } while (rc == FG_OK && *rounds < GEMM_ROUNDS && (fg_now() - start < least || *rounds < 3));
+    return rc;
+}
+
 static int measure_gemm(fg_backend *be, int quick, fg_calib *c, meter *m, fg_err *err)
 {
     const uint32_t n = 2048, k = 2048, maxm = 256;
     float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)maxm * k * 4);
     float *y = malloc((size_t)maxm * n * 4);
-    uint16_t *h = malloc((size_t)n * k * 2);
-    int rc = w && x && y && h ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == FG_OK && i < (size_t)n * k; i++)
-        w[i] = (float)(i % 13) * 0.01f - 0.06f;
+    uint16_t *h = malloc((size_t)GEMM_WEIGHTS * n * k * 2);
+    double *r = malloc((size_t)FG_CALIB_NM * GEMM_ROUNDS * sizeof *r);
+    int rc = w && x && y && h && r ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; rc == FG_OK && j < GEMM_WEIGHTS; j++) {
+        for (size_t i = 0; i < (size_t)n * k; i++)
+            w[i] = (float)((i + j) % 13) * 0.01f - 0.06f;
+        fg_f32_to_f16(w, h + (size_t)j * n * k, (size_t)n * k, fg_quant_isa_default());
+    }
     for (size_t i = 0; rc == FG_OK && i < (size_t)maxm * k; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
-    if (rc == FG_OK) {
-        fg_f32_to_f16(w, h, (size_t)n * k, fg_quant_isa_default());
+    uint32_t rounds = 0;
+    if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)n / 2 * k, err);
-    }
+    if (rc == FG_OK)
+        rc = gemm_rounds(be, x, y, h, quick, r, &rounds, err);
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
-        gemm_ctx g = {be, x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL}, y,
-                      1u << i, n, k, h, {0, n / 2, n}};
-        g.w.piece_rows = g.rows;
-        g.w.ctx = &g;
-        double flops = 2.0 * g.m * n * k, rate = 0;
-        c->m[i] = g.m;
-        rc = median_rate(gemm_once, &g, flops, quick ? 0.08 : 0.6, &rate, err);
-        c->gflops[i] = rate / 1e9;
-        step(m);
+        qsort(r + i * GEMM_ROUNDS, rounds, sizeof *r, cmp_double);
+        c->m[i] = 1u << i;
+        c->gflops[i] = r[i * GEMM_ROUNDS + rounds / 2] / 1e9;
     }
-    free(w), free(x), free(y), free(h);
+    step(m);
+    free(w), free(x), free(y), free(h), free(r);
     return rc;
 }
 
@@ -409,7 +446,7 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     c->threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     c->quick = quick;
     double t0 = fg_now();
-    meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 7 + FG_CALIB_NM};
+    meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 8};
     fg_backend *be = NULL;
     int rc = fg_backend_cpu_create(threads, &be, err);
     if (rc == FG_OK)
@@ -429,13 +466,12 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     return rc;
 }
 
-/* The table made non-decreasing in M: m rows can always run as pieces of fewer, so a dip is
- * noise of the shared machine, not the GEMM. */
+/* Log-linear between the measured row counts. No envelope: the engine calls the backend with
+ * exactly m rows, and the kernel depends on m (the fused F16 kernel up to 8 rows, decode +
+ * sgemm above), so a rate lower at more rows is the machine's, not noise to smooth away. */
 double fg_calib_flops(const fg_calib *c, double m)
 {
-    double g[FG_CALIB_NM];
-    for (uint32_t i = 0; i < FG_CALIB_NM; i++)
-        g[i] = i && g[i - 1] > c->gflops[i] ? g[i - 1] : c->gflops[i];
+    const double *g = c->gflops;
     if (m <= c->m[0])
         return g[0] * 1e9;
     for (uint32_t i = 1; i < FG_CALIB_NM; i++)

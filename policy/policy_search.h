@@ -17,6 +17,7 @@
 
 #include "fg_error.h"
 #include "plan.h"
+#include "plan_model.h"
 #include "policy.h"
 #include "store.h"
 
@@ -26,7 +27,7 @@ extern "C" {
 
 /* ---- calibration ---- */
 
-#define FG_CALIB_VERSION 2
+#define FG_CALIB_VERSION 3
 #define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
 
 typedef struct fg_calib {
@@ -37,8 +38,8 @@ typedef struct fg_calib {
     double disk_read, disk_write; /* bytes/s through the pager (4 MiB chunks, O_DIRECT) */
     double dec_f16, dec_q4;    /* f32 values/s the f16 and q4 -> f32 decoders produce */
     uint32_t m[FG_CALIB_NM];   /* row counts */
-    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weight 2048 x 2048 in
-                                  4 MiB pieces, decoding included) */
+    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weights 2048 x 2048 in
+                                  4 MiB pieces, read from RAM, decoding included) */
     double attn_s, attn_q4_s;  /* seconds per query x key x KV width: f32 and 4-bit cache */
     double overlap;            /* share of the shorter of reading / computing hidden when both
                                   run at once: 1 perfect, 0 none */
@@ -82,15 +83,14 @@ int fg_lp_solve(uint32_t n, uint32_t m, const double *c, const double *A, const 
 typedef struct fg_policy_model {
     fg_hparams hp;
     fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
-    fg_plan_unit *units;       /* [pm.n_units] */
-    uint64_t *chunk;           /* padded weight chunks of each unit, in pager id order */
-    uint32_t *unit_first;      /* [n_units + 1]: unit u owns chunk[first[u] .. first[u + 1]) */
+    fg_plan_weights w;         /* built from a store: the engine's own table (plan_model.h);
+                                  pm.units points into it. Empty for a model given by hand */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */
 } fg_policy_model;
 
-/* Build from a store (borrowed), as the engine will see it (the same tensors and chunks). */
+/* Build from a store (borrowed) with the engine's own builder (fg_plan_weights_build). */
 int fg_policy_model_build(fg_store *store, fg_policy_model *out, fg_err *err);
 void fg_policy_model_free(fg_policy_model *m);
 
@@ -110,14 +110,15 @@ typedef struct fg_prediction {
     double tok_s;                  /* new tokens / (prefill + decode) */
     double io_decode_s, compute_decode_s; /* one decode step */
     uint64_t tokens;
+    uint64_t read_bytes, write_bytes; /* the block's disk traffic (the pager's counters) */
 } fg_prediction;
 
 /* Predicted time of one block under p (placement from pl, the plan fg_plan_make gave). */
 void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                        const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
 
-/* Weight bytes the pager really homes in RAM under fraction w_ram (its per-unit midpoint
- * rule, pager/place.c). */
+/* Weight bytes the pager really homes in RAM under fraction w_ram (fg_plan_homed_weights:
+ * its per-unit midpoint rule, pager/place.c). */
 uint64_t fg_policy_weights_homed(const fg_policy_model *m, double w_ram);
 
 typedef struct fg_search_stats {

@@ -1,6 +1,7 @@
-/* engine.c - an engine on a store: the model's tensors found through model/'s table, every
- * weight chunk registered with the pager (group = unit), the memory plan (plan.c) made and every
- * buffer sized from it, and the weight paths the schedules (schedule.c) use.
+/* engine.c - an engine on a store: the model's tensors as runtime/plan_model.c finds them
+ * (model/'s table), every weight chunk registered with the pager (group = unit), the memory plan
+ * (plan.c) made and every buffer sized from it, and the weight paths the schedules
+ * (schedule.c) use.
  *
  * Invariants:
  *  1. the engine allocates exactly the buffers the plan counts, with the plan's sizes (the
@@ -105,130 +106,10 @@ int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
 
 /* ---- tensors and units ---- */
 
-static int find_tensor(const fg_engine *e, const char *name)
+/* A pipeline stage plans only what it registers: the units it runs (their figures, their
+ * weight chunks for the pager's midpoint rule, compacted in place) and its layers' KV cache. */
+static void stage_view(fg_engine *e)
 {
-    for (uint32_t i = 0; i < e->n_tensors; i++)
-        if (!strcmp(e->tensors[i].spec.name, name))
-            return (int)i;
-    return -1;
-}
-
-static int shape_check(const fg_engine *e, const fg_tensor_spec *want, const fg_store_tensor *st,
-                       fg_err *err)
-{
-    int ok = st->n_dims == want->n_dims;
-    for (uint32_t d = 0; ok && d < want->n_dims; d++)
-        ok = st->dims[d] == want->dims[d];
-    if (ok)
-        return FG_OK;
-    return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor '%s' has %u dims [%llu, %llu], "
-                      "config.json implies [%llu, %llu]", fg_store_dir(e->store), want->name,
-                      st->n_dims, (unsigned long long)st->dims[0],
-                      (unsigned long long)(st->n_dims > 1 ? st->dims[1] : 0),
-                      (unsigned long long)want->dims[0], (unsigned long long)want->dims[1]);
-}
-
-static int fill_tensor(wtensor *t, const fg_store_tensor *st, fg_err *err)
-{
-    t->codec = st->codec;
-    t->file_id = st->file_id;
-    t->n_chunks = st->n_chunks;
-    t->chunks = malloc((st->n_chunks + 1) * sizeof *t->chunks);
-    t->piece_rows = malloc((st->n_chunks + 1) * sizeof *t->piece_rows);
-    if (!t->chunks || !t->piece_rows)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t c = 0; c < st->n_chunks; c++) {
-        t->chunks[c] = st->chunks[c];
-        t->piece_rows[c] = st->chunks[c].first_row;
-        t->stored_bytes += PAGE_UP(st->chunks[c].length);
-    }
-    t->piece_rows[st->n_chunks] = st->dims[0];
-    return FG_OK;
-}
-
-/* Look spec up in the store (once; a tied head finds the embedding already added); its index
- * into *index. */
-static int add_tensor(fg_engine *e, const fg_tensor_spec *spec, uint32_t group, int *index,
-                      fg_err *err)
-{
-    if ((*index = find_tensor(e, spec->name)) >= 0)
-        return FG_OK;
-    fg_store_tensor *st;
-    int rc = fg_store_tensor_get(e->store, spec->name, &st, err);
-    if (rc == FG_ERR_NOT_FOUND && spec->fallback[0] && (*index = find_tensor(e, spec->fallback)) >= 0)
-        return FG_OK;
-    if (rc)
-        return rc == FG_ERR_NOT_FOUND
-                   ? fg_err_set(err, rc, "%s: tensor '%s' is missing from the store",
-                                fg_store_dir(e->store), spec->name)
-                   : rc;
-    rc = shape_check(e, spec, st, err);
-    if (rc == FG_OK && e->n_tensors == e->cap_tensors) {
-        uint32_t cap = e->cap_tensors ? 2 * e->cap_tensors : 64;
-        wtensor *p = realloc(e->tensors, cap * sizeof *p);
-        rc = p ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        if (p) {
-            e->tensors = p;
-            e->cap_tensors = cap;
-        }
-    }
-    if (rc == FG_OK) {
-        wtensor *t = &e->tensors[e->n_tensors];
-        memset(t, 0, sizeof *t);
-        t->spec = *spec;
-        t->group = group;
-        rc = fill_tensor(t, st, err);
-        *index = (int)e->n_tensors++;
-    }
-    fg_store_tensor_free(st);
-    return rc;
-}
-
-/* The plan's view of unit u: stored bytes it owns, resident bytes, streamed chunk, SMALL
- * floats. A tied head streams the embedding's bytes but does not own them. */
-static void plan_unit(const fg_engine *e, uint32_t u, fg_plan_unit *pu)
-{
-    const unit *un = &e->units[u];
-    memset(pu, 0, sizeof *pu);
-    for (uint32_t i = 0; i < un->n_t; i++) {
-        const wtensor *t = &e->tensors[un->t[i]];
-        fg_access a = t->group == u ? t->spec.access : FG_ACCESS_STREAM;
-        if (t->group == u)
-            pu->stored += t->stored_bytes;
-        if (a == FG_ACCESS_SMALL)
-            pu->small_floats += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
-        if (a == FG_ACCESS_SMALL || a == FG_ACCESS_LINEAR) {
-            pu->resident += t->stored_bytes;
-            continue;
-        }
-        for (uint32_t c = 0; c < t->n_chunks; c++) {
-            uint64_t b = PAGE_UP(t->chunks[c].length);
-            pu->stream_chunk = b > pu->stream_chunk ? b : pu->stream_chunk;
-        }
-    }
-}
-
-static int build_units(fg_engine *e, fg_err *err)
-{
-    e->n_units = fg_model_n_units(&e->hp);
-    e->units = calloc(e->n_units, sizeof *e->units);
-    e->plan_units = calloc(e->n_units, sizeof *e->plan_units);
-    if (!e->units || !e->plan_units)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t u = 0; u < e->n_units; u++) {
-        unit *un = &e->units[u];
-        fg_tensor_spec spec[FG_UNIT_MAX_TENSORS];
-        un->kind = fg_model_unit_kind(&e->hp, u, &un->layer);
-        un->n_t = fg_model_unit_tensors(&e->hp, u, spec);
-        for (uint32_t i = 0; i < un->n_t; i++) {
-            int rc = add_tensor(e, &spec[i], u, &un->t[i], err);
-            if (rc)
-                return rc;
-        }
-    }
-    int rc = fg_stage_setup(e, err);
-    if (rc)
-        return rc;
     uint64_t weights = 0, max_floats = 0;
     for (uint32_t i = 0; i < e->n_tensors; i++) {
         const wtensor *t = &e->tensors[i];
@@ -240,12 +121,69 @@ static int build_units(fg_engine *e, fg_err *err)
             max_floats = f > max_floats ? f : max_floats;
         }
     }
-    for (uint32_t u = 0; u < e->n_units; u++)
+    uint32_t j = 0, lo = e->plan_unit_first[0];
+    for (uint32_t u = 0; u < e->n_units; u++) {
+        uint32_t hi = e->plan_unit_first[u + 1];
+        e->plan_unit_first[u] = j;
         if (fg_engine_runs(e, u))
-            plan_unit(e, u, &e->plan_units[u]);
-    e->pm = (fg_plan_model){&e->hp, e->n_units, e->plan_units, weights, max_floats,
-                            e->hp.n_layers - (e->l1 - e->l0)};
-    return FG_OK;
+            for (uint32_t k = lo; k < hi; k++)
+                e->plan_chunk[j++] = e->plan_chunk[k];
+        else
+            memset(&e->plan_units[u], 0, sizeof e->plan_units[u]);
+        lo = hi;
+    }
+    e->plan_unit_first[e->n_units] = j;
+    e->pm.weights = weights;
+    e->pm.max_chunk_floats = max_floats;
+    e->pm.kv_layers_off = e->hp.n_layers - (e->l1 - e->l0);
+}
+
+/* The tensors and units as runtime/plan_model.c finds them (the policy search sees the same
+ * table): the engine takes its arrays and adds each tensor's piece rows. */
+static int build_units(fg_engine *e, fg_err *err)
+{
+    fg_plan_weights w;
+    int rc = fg_plan_weights_build(e->store, &e->hp, &w, err);
+    if (rc)
+        return rc;
+    e->tensors = calloc(w.n_t + 1, sizeof *e->tensors);
+    rc = e->tensors ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == FG_OK && i < w.n_t; i++) {
+        fg_plan_tensor *s = &w.t[i];
+        wtensor *t = &e->tensors[e->n_tensors++];
+        *t = (wtensor){.spec = s->spec, .codec = s->codec, .file_id = s->file_id,
+                       .group = s->group, .n_chunks = s->n_chunks, .chunks = s->chunks,
+                       .stored_bytes = s->stored};
+        s->chunks = NULL;
+        t->piece_rows = malloc((t->n_chunks + 1) * sizeof *t->piece_rows);
+        if (!t->piece_rows) {
+            rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (uint32_t c = 0; c < t->n_chunks; c++)
+            t->piece_rows[c] = t->chunks[c].first_row;
+        t->piece_rows[t->n_chunks] = t->spec.dims[0];
+    }
+    if (rc == FG_OK) {
+        e->cap_tensors = e->n_tensors;
+        e->n_units = w.pm.n_units;
+        e->units = w.ut;
+        e->plan_units = w.units;
+        e->plan_chunk = w.chunk;
+        e->plan_unit_first = w.unit_first;
+        e->pm = w.pm;
+        e->pm.hp = &e->hp;
+        w.ut = NULL;
+        w.units = NULL;
+        w.chunk = NULL;
+        w.unit_first = NULL;
+    }
+    fg_plan_weights_free(&w);
+    if (rc == FG_OK)
+        rc = fg_stage_setup(e, err);
+    if (rc == FG_OK && e->link)
+        stage_view(e);
+    return rc;
 }
 
 /* ---- the pager ---- */
@@ -644,6 +582,8 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->tensors);
     free(e->units);
     free(e->plan_units);
+    free(e->plan_chunk);
+    free(e->plan_unit_first);
     free(e->small_f32);
     free(e->wsrc);
     free(e->blk_hidden);

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "plan_model.h"
 #include "prefix.h"
 #include "stage_int.h"
 
@@ -22,12 +23,7 @@ typedef struct wtensor {
     uint64_t stored_bytes;
 } wtensor;
 
-typedef struct unit {
-    fg_unit_kind kind;
-    uint32_t layer;
-    int t[FG_UNIT_MAX_TENSORS];    /* tensor indices */
-    uint32_t n_t;
-} unit;
+typedef fg_plan_unit_tensors unit; /* kind, layer, tensor indices (plan_model.h) */
 
 /* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine and the pager view
  * of the piece being used. */
@@ -55,6 +51,8 @@ struct fg_engine {
     unit *units;
     uint32_t n_units;
     fg_plan_unit *plan_units;
+    uint64_t *plan_chunk;          /* pm.chunk, pm.unit_first (plan_model.h) */
+    uint32_t *plan_unit_first;
     fg_plan_model pm;
     fg_plan plan;
     uint32_t gbs, ngb, max_ctx;

@@ -4,8 +4,10 @@
  * block needs fits the budget: its buffers plus room to stream two spans of units, two KV chunks
  * and two activation chunks. The pool then gets what the budget leaves after the buffers (with
  * no budget: exactly what is homed in RAM plus the window, so data homed on disk really streams
- * from disk). Without --percent fractions, everything is homed in RAM when it fits, else the
- * weights go to disk, then the KV cache too; activations stay in RAM.
+ * from disk). Without --percent fractions, everything is homed in RAM when it fits beside the
+ * window, else the weights go to disk, then the KV cache too, then the activations. What a
+ * placement homes is counted as the pager will home it (its midpoint rule, place.c), and a
+ * placement whose homed bytes and window exceed the budget is refused with the budget needed.
  */
 #include <string.h>
 
@@ -14,7 +16,7 @@
 
 #define MB (1024.0 * 1024.0)
 #define PAGE_UP(x) (((x) + 4095) & ~4095ull)
-#define PREFETCH_AHEAD 2 /* spans read ahead of the one computing, when the pool has room */
+#define PREFETCH_AHEAD FG_PLAN_AHEAD
 
 fg_policy fg_policy_default(void)
 {
@@ -101,19 +103,34 @@ static void choose_block(const fg_plan_model *m, const fg_policy *p, uint64_t bu
     }
 }
 
-/* Default placement: everything in RAM when it fits, else weights on disk, then the cache. */
-static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv_act, uint64_t host,
-                         fg_pager_policy *f)
+/* Default placement: everything in RAM when it fits (beside the streaming window), else the
+ * weights on disk, then the KV cache too, then the activations. */
+static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv, uint64_t act,
+                         uint64_t host, fg_pager_policy *f)
 {
     memset(f, 0, sizeof *f);
-    f->h[1] = 1.0;
-    uint64_t w_window = 2 * pl->max_span;
-    if (weights + kv_act + w_window <= host)
-        f->w[1] = f->c[1] = 1.0;
-    else if (kv_act + w_window <= host)
-        f->w[2] = f->c[1] = 1.0;
-    else
-        f->w[2] = f->c[2] = 1.0;
+    uint64_t room = host > pl->window ? host - pl->window : 0;
+    f->w[weights + kv + act <= room ? 1 : 2] = 1.0;
+    f->c[kv + act <= room ? 1 : 2] = 1.0;
+    f->h[act <= room ? 1 : 2] = 1.0;
+}
+
+uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
+{
+    if (!m->chunk)
+        return (uint64_t)((double)m->weights * w_ram);
+    uint64_t homed = 0;
+    for (uint32_t u = 0; u < m->n_units; u++) {
+        double total = 0, before = 0;
+        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++)
+            total += (double)m->chunk[k];
+        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++) {
+            double s = (double)m->chunk[k], mid = (before + s / 2) / total;
+            before += s;
+            homed += mid < w_ram ? m->chunk[k] : 0;
+        }
+    }
+    return homed;
 }
 
 /* With a GPU and no fractions: as many weights in its pool as surely fit (the pager homes a
@@ -136,15 +153,26 @@ static uint64_t kv_layers(const fg_plan_model *m)
     return m->hp->n_layers - m->kv_layers_off;
 }
 
+/* What is homed on the device, in RAM and on disk, as the pager places it: weights by the
+ * midpoint rule (DEVICE below g, HOST below g + c); each KV and activation chunk is a group of
+ * its own, placed by its midpoint 1/2. */
 static void homes(const fg_plan_model *m, fg_plan *pl)
 {
     uint64_t total[3] = {m->weights, (uint64_t)pl->ngb * kv_layers(m) * pl->kv_chunk,
                          (uint64_t)pl->ngb * pl->act_chunk};
     const double *fr[3] = {pl->frac.w, pl->frac.c, pl->frac.h};
     for (int k = 0; k < 3; k++) {
-        pl->dev_homed[k] = (uint64_t)((double)total[k] * fr[k][0]);
-        pl->homed[k] = (uint64_t)((double)total[k] * fr[k][1]);
-        pl->on_disk[k] = total[k] - pl->homed[k] - pl->dev_homed[k];
+        uint64_t dev, dev_ram; /* homed on the device; on the device or in RAM */
+        if (k == 0) {
+            dev = fg_plan_homed_weights(m, fr[0][0]);
+            dev_ram = fg_plan_homed_weights(m, fr[0][0] + fr[0][1]);
+        } else {
+            dev = 0.5 < fr[k][0] ? total[k] : 0;
+            dev_ram = 0.5 < fr[k][0] + fr[k][1] ? total[k] : 0;
+        }
+        pl->dev_homed[k] = dev;
+        pl->homed[k] = dev_ram - dev;
+        pl->on_disk[k] = total[k] - dev_ram;
     }
 }
 
@@ -178,15 +206,16 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
                           "weights, KV cache and activations (at least %.0f MiB)",
                           ram_budget / MB, pl->fixed / MB, pl->gbs, pl->ngb, pl->window / MB,
                           (pl->fixed + pl->window) / MB);
-    uint64_t kv_act = (uint64_t)pl->ngb * (kv_layers(m) * pl->kv_chunk + pl->act_chunk);
-    uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv_act + pl->window;
+    uint64_t kv = (uint64_t)pl->ngb * kv_layers(m) * pl->kv_chunk;
+    uint64_t act = (uint64_t)pl->ngb * pl->act_chunk;
+    uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv + act + pl->window;
     int rc = device(p, pl, err);
     if (rc)
         return rc;
     if (p->have_fractions)
         pl->frac = p->frac;
     else
-        default_frac(pl, m->weights, kv_act, host, &pl->frac);
+        default_frac(pl, m->weights, kv, act, host, &pl->frac);
     if (!p->have_fractions && p->gpu_budget)
         default_gpu(m, pl, &pl->frac);
     if (!p->gpu_budget && (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0))
@@ -195,6 +224,21 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
                           "cuda or sim gives it a device)");
     homes(m, pl);
     uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
+    uint64_t dev = pl->dev_homed[0] + pl->dev_homed[1] + pl->dev_homed[2];
+    if (dev > pl->dev_pool)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small for this "
+                          "placement: it homes %.0f MiB on the GPU beside %.0f MiB of per-op "
+                          "staging (at least %.0f MiB, or lower --percent's GPU shares)",
+                          p->gpu_budget / MB, dev / MB, pl->dev_reserve / MB,
+                          (pl->dev_reserve + dev) / MB + 1);
+    if (ram_budget && homed + pl->window > host)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for this "
+                          "placement: it homes %.0f MiB in RAM (weights %.0f, KV cache %.0f, "
+                          "activations %.0f) and streams through %.0f MiB, beside %.0f MiB of "
+                          "buffers for gbs %u x ngb %u (at least %.0f MiB, or lower --percent's "
+                          "RAM shares)", ram_budget / MB, homed / MB, pl->homed[0] / MB,
+                          pl->homed[1] / MB, pl->homed[2] / MB, pl->window / MB, pl->fixed / MB,
+                          pl->gbs, pl->ngb, (pl->fixed + homed + pl->window) / MB);
     /* no budget: the pool holds what is homed in RAM plus the window */
     pl->pool = ram_budget ? host : homed + pl->window;
     pl->total_host = pl->fixed + pl->pool;

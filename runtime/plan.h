@@ -8,7 +8,10 @@
  *  2. with a RAM budget, total_host <= budget, or fg_plan_make fails naming the smallest budget
  *     that fits and the block it tried;
  *  3. the pool holds what is homed in RAM plus the streaming window (two spans of units, two KV
- *     chunks, two activation chunks), so streaming never evicts a homed chunk;
+ *     chunks, two activation chunks), so streaming never evicts a homed chunk; a placement
+ *     (--percent) whose homed bytes do not fit is refused here, never later by the pager;
+ *  5. homed bytes are the pager's (pager/place.c): weights by its per-unit midpoint rule over
+ *     the model's chunks, each KV and activation chunk (a placement group of its own) whole;
  *  4. the same inputs give the same plan (no clock, no environment, no I/O).
  */
 #ifndef FG_PLAN_H
@@ -40,9 +43,16 @@ typedef struct fg_plan_model {
     const fg_plan_unit *units;   /* [n_units] */
     uint64_t weights;            /* stored bytes of every tensor */
     uint64_t max_chunk_floats;   /* largest decoded chunk of any tensor */
+    const uint64_t *chunk;       /* padded weight chunks, unit by unit in pager id order; NULL:
+                                    a fraction homes that share of the bytes */
+    const uint32_t *unit_first;  /* [n_units + 1]: unit u's are chunk[first[u] .. first[u + 1]) */
     uint32_t kv_layers_off;      /* layers whose KV cache this process does not hold (0: it
                                     holds all; a pipeline stage holds only its own) */
 } fg_plan_model;
+
+/* Spans prefetched ahead of the one computing when the pool's streaming room holds them all
+ * (fg_plan.ahead; 1 otherwise). */
+#define FG_PLAN_AHEAD 2
 
 typedef struct fg_plan {
     uint32_t gbs, ngb, max_ctx;
@@ -89,6 +99,11 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
 /* Units loaded together starting at unit u: 2 (a layer's attention and MLP) without sep_layer,
  * else 1. */
 uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
+
+/* Weight bytes the pager homes at a midpoint below fraction f (pager/place.c: within each unit,
+ * chunk i has midpoint (S_<i + s_i / 2) / S and goes to DEVICE below g, to HOST below g + c):
+ * in RAM with f = the RAM fraction and no GPU; without a chunk list, that share of the bytes. */
+uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram);
 
 /* The plan as text (one "name bytes" line per figure, human units), for --dry-run. */
 void fg_plan_print(const fg_plan *pl, FILE *f);

@@ -307,6 +307,8 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_prefill_s = pred.prefill_s;
         r->rep.pred_decode_s = pred.decode_s;
         r->rep.pred_tok_s = pred.tok_s;
+        r->rep.pred_read = pred.read_bytes;
+        r->rep.pred_write = pred.write_bytes;
         snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
                  "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
@@ -339,6 +341,8 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
     r->rep.pred_prefill_s = pred.prefill_s;
     r->rep.pred_decode_s = pred.decode_s;
     r->rep.pred_tok_s = pred.tok_s;
+    r->rep.pred_read = pred.read_bytes;
+    r->rep.pred_write = pred.write_bytes;
     snprintf(r->policy_line, sizeof r->policy_line, "fixed");
 }
 
@@ -413,6 +417,9 @@ static void summary(run *r)
                 "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
                 nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
                 p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0);
+        fprintf(r->log, "         predicted disk traffic: read %s, written %s (measured above)\n",
+                fg_fmt_bytes(nb * (double)p->pred_read, rd, sizeof rd),
+                fg_fmt_bytes(nb * (double)p->pred_write, wr, sizeof wr));
     }
     fg_runner_prefix_summary(r->log, r->o, r->pfx, p);
     double f = fg_model_flops_per_token(fg_engine_hparams(r->e));

@@ -1,11 +1,14 @@
 /* test_plan.c - the memory plan's invariants (runtime/plan.h), as properties over random model
  * shapes, policies and budgets: the plan adds up, fits its budget or says what would, keeps the
- * streaming window, is deterministic; and the default placement rule.
+ * streaming window, is deterministic; and the default placement rule; and the homes the plan
+ * counts are the ones a real pager gives the same chunks, so a plan never passes and then fails
+ * in the pager.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pager.h"
 #include "plan.h"
 #include "testutil.h"
 
@@ -16,6 +19,11 @@ static uint64_t rnd(uint64_t *s)
 }
 
 /* A random decoder of one of the families and its stored sizes (F16 chunks of <= 4 MiB). */
+/* Room for a random model's weight chunks (random_model's shapes stay well below it). */
+#define MAX_CHUNKS 4096
+static uint64_t g_chunk[MAX_CHUNKS];
+static uint32_t g_first[2 * 6 + 3];
+
 static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_plan_model *m)
 {
     char json[1024];
@@ -35,12 +43,13 @@ static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_pl
     fg_err err;
     ck_assert_msg(fg_model_config_parse(json, strlen(json), "t", hp, &err) == FG_OK, "%s",
                   err.msg);
-    uint32_t n = fg_model_n_units(hp);
+    uint32_t n = fg_model_n_units(hp), nc = 0;
     uint64_t weights = 0, max_floats = 0;
     for (uint32_t u = 0; u < n; u++) {
         fg_tensor_spec spec[FG_UNIT_MAX_TENSORS];
         uint32_t k = fg_model_unit_tensors(hp, u, spec);
         memset(&units[u], 0, sizeof units[u]);
+        g_first[u] = nc;
         for (uint32_t i = 0; i < k; i++) {
             uint64_t cols = spec[i].n_dims > 1 ? spec[i].dims[1] : 1;
             uint64_t bytes = (spec[i].dims[0] * cols * 2 + 4095) & ~4095ull;
@@ -50,6 +59,11 @@ static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_pl
             max_floats = rows * cols > max_floats ? rows * cols : max_floats;
             if (spec[i].fallback[0])
                 continue; /* tied: the embedding's bytes */
+            for (uint64_t r0 = 0; r0 < spec[i].dims[0]; r0 += rows) {
+                uint64_t nr = spec[i].dims[0] - r0 < rows ? spec[i].dims[0] - r0 : rows;
+                ck_assert_uint_lt(nc, MAX_CHUNKS);
+                g_chunk[nc++] = (nr * cols * 2 + 4095) & ~4095ull;
+            }
             units[u].stored += bytes;
             weights += bytes;
             if (spec[i].access == FG_ACCESS_SMALL || spec[i].access == FG_ACCESS_LINEAR)
@@ -60,7 +74,20 @@ static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_pl
                 units[u].small_floats += spec[i].dims[0] * cols;
         }
     }
-    *m = (fg_plan_model){hp, n, units, weights, max_floats};
+    g_first[n] = nc;
+    /* the sum of padded chunks, as a store counts a tensor's stored bytes */
+    weights = 0;
+    for (uint32_t c = 0; c < nc; c++)
+        weights += g_chunk[c];
+    for (uint32_t u = 0; u < n; u++) {
+        uint64_t own = 0;
+        for (uint32_t c = g_first[u]; c < g_first[u + 1]; c++)
+            own += g_chunk[c];
+        if (units[u].resident == units[u].stored)
+            units[u].resident = own;
+        units[u].stored = own;
+    }
+    *m = (fg_plan_model){hp, n, units, weights, max_floats, g_chunk, g_first};
 }
 
 static void check_sums(const fg_plan *p)
@@ -182,6 +209,79 @@ START_TEST(default_placement_rule)
 }
 END_TEST
 
+/* The plan's homes are the pager's: for random placements and budgets, a plan fg_plan_make
+ * accepts is accepted by a real pager given the same chunks (weights grouped by unit, one group
+ * per KV and activation chunk, as the engine registers them) and a pool of plan.pool bytes, and
+ * the pager homes exactly the bytes the plan counts. No plan passes here and fails there. */
+START_TEST(placements_the_pager_accepts)
+{
+    uint64_t s = 4242;
+    fg_hparams hp;
+    fg_plan_unit units[2 * 6 + 2];
+    int accepted = 0, refused = 0;
+    for (int trial = 0; trial < 120; trial++) {
+        fg_plan_model m;
+        random_model(&s, &hp, units, &m);
+        fg_policy p = fg_policy_default();
+        p.gbs = 1 + (uint32_t)(rnd(&s) % 4);
+        p.ngb = 1 + (uint32_t)(rnd(&s) % 3);
+        p.have_fractions = 1;
+        double f[3];
+        for (int k = 0; k < 3; k++) /* often exactly 0, 1/2 or 1: the rule's edges */
+            f[k] = rnd(&s) % 3 ? (double)(rnd(&s) % 5) / 4 : (double)(rnd(&s) % 1000) / 999;
+        p.frac = (fg_pager_policy){{0, f[0], 1 - f[0]}, {0, f[1], 1 - f[1]}, {0, f[2], 1 - f[2]}};
+        fg_plan all, pl;
+        fg_err err;
+        ck_assert_int_eq(fg_plan_make(&m, &p, 48, 0, &all, &err), FG_OK);
+        uint64_t budget = all.fixed + all.window / 2 + rnd(&s) % (all.total_host + 1);
+        int rc = fg_plan_make(&m, &p, 48, budget, &pl, &err);
+        if (rc) {
+            ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+            refused++;
+            continue;
+        }
+        accepted++;
+        fg_pager_config pc;
+        memset(&pc, 0, sizeof pc);
+        pc.budget[FG_TIER_HOST] = pl.pool;
+        pc.flags = FG_PAGER_NO_CUDA | FG_PAGER_NO_MLOCK;
+        fg_pager *pg;
+        uint32_t file, id;
+        ck_assert_int_eq(fg_pager_open(&pc, &pg, &err), FG_OK);
+        ck_assert_int_eq(fg_pager_add_file(pg, NULL, 1, &file, &err), FG_OK);
+        uint64_t off = 0;
+        for (uint32_t u = 0; u < m.n_units; u++)
+            for (uint32_t c = m.unit_first[u]; c < m.unit_first[u + 1]; c++, off += m.chunk[c]) {
+                fg_pager_chunk_desc d = {file, off, m.chunk[c], m.chunk[c], 0, 0, c, {0},
+                                         FG_CHUNK_WEIGHT, u, 1};
+                ck_assert_int_eq(fg_pager_add_chunk(pg, &d, &id, &err), FG_OK);
+            }
+        uint32_t nkv = pl.ngb * hp.n_layers;
+        for (uint32_t i = 0; i < nkv + pl.ngb; i++) {
+            uint64_t len = i < nkv ? pl.kv_chunk : pl.act_chunk;
+            fg_pager_chunk_desc d = {file, off, len, len, 0, 0, i, {0},
+                                     i < nkv ? FG_CHUNK_KV : FG_CHUNK_ACT, i, 1};
+            ck_assert_int_eq(fg_pager_add_chunk(pg, &d, &id, &err), FG_OK);
+            off += len;
+        }
+        ck_assert_msg(fg_pager_place(pg, &pl.frac, &err) == FG_OK, "the plan passed, the pager "
+                      "refused: %s", err.msg);
+        uint64_t homed[3] = {0, 0, 0};
+        for (uint32_t c = 0; c < fg_pager_chunk_count(pg); c++) {
+            fg_pager_chunk_desc d;
+            ck_assert_int_eq(fg_pager_chunk(pg, c, &d), FG_OK);
+            if (fg_pager_home(pg, c) == FG_TIER_HOST)
+                homed[d.kind == FG_CHUNK_WEIGHT ? 0 : d.kind == FG_CHUNK_KV ? 1 : 2] += d.padded;
+        }
+        for (int k = 0; k < 3; k++)
+            ck_assert_uint_eq(homed[k], pl.homed[k]);
+        fg_pager_close(pg);
+    }
+    ck_assert_int_gt(accepted, 20);
+    ck_assert_int_gt(refused, 5);
+}
+END_TEST
+
 /* With a GPU (gpu_budget): the budget is the staging room plus the pager's DEVICE pool; each
  * kind's bytes are split GPU + RAM + disk; the default puts weights on the GPU first and no
  * more than the pool holds (the pager's midpoint rule included); GPU data leaves the RAM pool;
@@ -213,9 +313,9 @@ START_TEST(gpu_share_of_the_plan)
         split += a.frac.w[0] > 0 && a.frac.w[0] < 1;
         ck_assert_uint_le(a.dev_reserve + a.dev_pool, p.gpu_budget);
         ck_assert(a.frac.w[0] >= 0 && a.frac.w[0] <= 1);
-        /* what the default homes on the GPU fits the pool even at the midpoint rule's worst */
-        if (a.dev_homed[0])
-            ck_assert_uint_le(a.dev_homed[0] + m.n_units * a.wdecode / 2, a.dev_pool + 4096);
+        /* what the default homes on the GPU, counted as the pager places it (its midpoint
+         * rule), fits the pool */
+        ck_assert_uint_le(a.dev_homed[0] + a.dev_homed[1] + a.dev_homed[2], a.dev_pool);
         uint64_t total = m.weights;
         ck_assert_uint_le(a.dev_homed[0] + a.homed[0] + a.on_disk[0], total);
         ck_assert_uint_ge(a.dev_homed[0] + a.homed[0] + a.on_disk[0] + 2, total);
@@ -254,6 +354,7 @@ static Suite *suite(void)
     tcase_add_test(tc, plans_add_up_and_fit_their_budgets);
     tcase_add_test(tc, refusals_name_a_budget_that_fits);
     tcase_add_test(tc, default_placement_rule);
+    tcase_add_test(tc, placements_the_pager_accepts);
     tcase_add_test(tc, gpu_share_of_the_plan);
     suite_add_tcase(s, tc);
     return s;
