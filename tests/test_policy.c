@@ -524,7 +524,7 @@ START_TEST(calib_quick_measure)
     ck_assert_msg(fg_calib_measure(dir, 1, 1, NULL, &c, &err) == FG_OK, "%s", err.msg);
     ck_assert(c.disk_read > 0 && c.disk_write > 0 && c.dec_f16 > 0 && c.dec_q4 > 0 &&
               c.attn_s > 0 && c.attn_q4_s > 0 && c.overlap >= 0 && c.overlap <= 1 && c.quick == 1 &&
-              c.seconds < 20);
+              c.seconds > 0); /* how long it takes is bench's business (~9 s), not a test's */
     for (int i = 0; i < FG_CALIB_NM; i++)
         ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0);
     /* the temporary file is gone */

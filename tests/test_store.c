@@ -839,7 +839,7 @@ START_TEST(test_map_grows_then_fills)
     for (int round = 0; round < 40 && rc == FG_OK; round++) {
         OK(fg_store_batch_begin(s, &b, &g_err));
         for (int i = 0; i < 50; i++) {
-            char name[64];
+            char name[80];
             snprintf(name, sizeof name, "r%02d.%02d.a-rather-long-tensor-name-to-fill-pages", round, i);
             OK(st_put_tensor(b, name, 1, 64, 1, &g_err));
         }
