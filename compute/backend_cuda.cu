@@ -59,6 +59,7 @@ struct fg_event {
 typedef struct cuda_dev {
     int ordinal, refs;
     cudaStream_t copy;       /* the copy engine's stream */
+    uint64_t link[2];        /* bytes copied host -> device, device -> host (atomics) */
 } cuda_dev;
 
 static int cu_fail(fg_err *err, cudaError_t e, const char *what)
@@ -103,7 +104,8 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
 {
     cuda_dev *c = (cuda_dev *)d->ctx;
     cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->copy);
-    (void)dt, (void)st;
+    if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
+        __atomic_add_fetch(&c->link[dt == FG_BUFT_DEVICE ? 0 : 1], n, __ATOMIC_RELAXED);
     if (e != cudaSuccess)
         return cu_fail(err, e, "cudaMemcpyAsync");
     if (!ev)
@@ -308,6 +310,13 @@ __global__ void k_add(float *y, const float *x, size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] += x[i];
+}
+
+__global__ void k_scale(float *x, float s, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= s;
 }
 
 /* y[r, first + c] += bias[first + c] for rows < m, c < cols (row stride ld) */
@@ -522,8 +531,10 @@ static int opnd(op *o, const void *p, size_t n, int in, int out, void **dp, fg_e
         return FG_OK;
     }
     int rc = stage(o, n, out ? (void *)p : NULL, dp, err);
-    if (rc == FG_OK && in && n)
+    if (rc == FG_OK && in && n) {
         rc = ck(cudaMemcpyAsync(*dp, p, n, cudaMemcpyHostToDevice, o->c->cs), "upload", err);
+        o->c->st.link_bytes[0] += n;
+    }
     return rc;
 }
 
@@ -544,9 +555,11 @@ static int op_end(op *o, int rc, fg_err *err)
         rc = cu_fail(err, le, "kernel launch");
     for (int i = 0; i < o->n; i++) {
         staged *s = &o->s[i];
-        if (rc == FG_OK && s->host && s->n)
+        if (rc == FG_OK && s->host && s->n) {
             rc = ck(cudaMemcpyAsync(s->host, s->dev, s->n, cudaMemcpyDeviceToHost, o->c->cs),
                     "download", err);
+            o->c->st.link_bytes[1] += s->n;
+        }
         cudaFreeAsync(s->dev, o->c->cs);
     }
     int r2 = ck(cudaStreamSynchronize(o->c->cs), "compute stream", rc ? NULL : err);
@@ -667,6 +680,7 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
         if (rc == FG_OK)
             rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, dv->copy),
                     "weight upload", err);
+        c->st.link_bytes[0] += p.len;
         if (rc == FG_OK)
             rc = ck(cudaEventRecord(s->up, dv->copy), "event", err);
         if (rc == FG_OK)
@@ -756,6 +770,7 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
         if (rc == FG_OK)
             rc = ck(cudaMemcpyAsync(c->sl[0].buf, p.data, p.len, cudaMemcpyHostToDevice, c->cs),
                     "upload", err);
+        c->st.link_bytes[0] += p.len;
         data = c->sl[0].buf;
     }
     if (rc == FG_OK)
@@ -775,8 +790,12 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
     int32_t *hids = (int32_t *)malloc((size_t)n * 4 + 4);
     if (!hids)
         return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
-    int rc = ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids", err);
-    for (uint32_t r = 0; rc == FG_OK && r < n; r++)
+    /* ids in device memory (the engine's row indices of a SMALL tensor) are not read back over
+     * the link: every piece is gathered, the kernel skipping the ids outside it */
+    int dev_ids = is_dev(ids);
+    int rc = dev_ids ? FG_OK : ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids",
+                                  err);
+    for (uint32_t r = 0; rc == FG_OK && !dev_ids && r < n; r++)
         if (hids[r] < 0 || (uint64_t)hids[r] >= rows)
             rc = fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %llu",
                             hids[r], (unsigned long long)rows);
@@ -789,7 +808,7 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
         k_gather<<<n ? n : 1, 128, 0, o.c->cs>>>((const float *)dw, 0, rows, (const int32_t *)di,
                                                  n, (float *)dout, width);
     for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++) {
-        int need = 0;
+        int need = dev_ids;
         for (uint32_t r = 0; r < n && !need; r++)
             need = (uint64_t)hids[r] >= w->piece_rows[i] &&
                    (uint64_t)hids[r] < w->piece_rows[i + 1];
@@ -885,6 +904,16 @@ static int cu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *er
         rc = opnd(&o, x, n * 4, 1, 0, &dx, err);
     if (rc == FG_OK && n)
         k_add<<<grid_of(n, 256), 256, 0, o.c->cs>>>((float *)dy, (const float *)dx, n);
+    return op_end(&o, rc, err);
+}
+
+static int cu_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dx;
+    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    if (rc == FG_OK && n)
+        k_scale<<<grid_of(n, 256), 256, 0, o.c->cs>>>((float *)dx, s, n);
     return op_end(&o, rc, err);
 }
 
@@ -1037,6 +1066,9 @@ static int cu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 static void cu_stats(const fg_backend *be, fg_backend_stats *out)
 {
     *out = ((const cuda_ctx *)be->ctx)->st;
+    cuda_dev *d = (cuda_dev *)be->dev->ctx; /* the device's copies: the pager's, the engine's */
+    out->link_bytes[0] += __atomic_load_n(&d->link[0], __ATOMIC_RELAXED);
+    out->link_bytes[1] += __atomic_load_n(&d->link[1], __ATOMIC_RELAXED);
 }
 
 static void cu_destroy(fg_backend *be)
@@ -1068,7 +1100,7 @@ static void cu_destroy(fg_backend *be)
 
 static const fg_backend_iface k_cuda = {
     "cuda", cu_sync, cu_reserve,
-    cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add,
+    cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add, cu_scale,
     cu_kv_store, cu_attention, cu_stats, cu_destroy,
 };
 

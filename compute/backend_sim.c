@@ -377,6 +377,17 @@ static int sim_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *e
     return op_end(&o, rc, err);
 }
 
+static int sim_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    op o = op_begin(be);
+    void *dx;
+    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    if (rc == FG_OK)
+        rc = c->cpu->iface->scale(c->cpu, dx, s, n, err);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* One of the cache's K/V arrays for rows [row, row + n): device memory in place (the view
@@ -485,6 +496,10 @@ static void sim_stats(const fg_backend *be, fg_backend_stats *out)
 {
     const sim_ctx *c = be->ctx;
     c->cpu->iface->stats(c->cpu, out);
+    fg_device_sim_stats st;
+    fg_device_sim_stats_get(be->dev, &st);
+    out->link_bytes[0] = st.bytes[0][1];
+    out->link_bytes[1] = st.bytes[1][0];
 }
 
 static void sim_destroy(fg_backend *be)
@@ -499,7 +514,7 @@ static void sim_destroy(fg_backend *be)
 
 static const fg_backend_iface k_sim_backend = {
     "sim", sim_sync, sim_reserve,
-    sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add,
+    sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add, sim_scale,
     sim_kv_store, sim_attention, sim_stats, sim_destroy,
 };
 
