@@ -132,7 +132,8 @@ typedef struct fg_backend_iface {
     /* y[m, n] = x[m, k] . W^T (+ bias[n]) */
     int (*linear)(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
                   float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err);
-    /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows */
+    /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows (on CUDA
+     * only ids in host memory: device ids are not read back) */
     int (*gather)(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
                   uint32_t n, float *out, uint32_t width, fg_err *err);
     /* y = (x - mean) / sqrt(var + eps) * g + b over rows of n (in place allowed) */

@@ -9,9 +9,11 @@
  * Operands: each pointer an op receives is either device memory (the pager's DEVICE tier, a
  * buffer the caller allocated with be->dev) and used in place, or host memory, which the op
  * stages: inputs are uploaded into a device buffer first, outputs are computed in one and
- * downloaded after, every staged buffer is freed when the op returns. This is how a CUDA
- * backend takes the engine's host workspace too, so the sim exercises the same traffic: weight
- * pieces, KV rows and activations cross the link exactly when they would cross PCIe.
+ * downloaded after, every staged buffer is freed when the op returns. The CUDA backend follows
+ * the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
+ * chunks homed in RAM cross the link exactly when they would cross PCIe, and what the engine
+ * keeps on the device (its model workspace, the residual stream of a decode step, the head's
+ * rows and logits: runtime/engine_dev.c) never does.
  *
  * Overlap: a piecewise Linear uploads piece i + 1 (asynchronously, an event) while piece i
  * multiplies, holding at most one piece of its owner at a time (the engine's weight sources

@@ -176,12 +176,16 @@ static void homes(const fg_plan_model *m, fg_plan *pl)
     }
 }
 
-/* The device's share: a device backend's per-op staging, the rest the pager's pool. */
+/* The device's share: the engine's device-resident buffers (the model workspace, the head's
+ * rows and logits, the SMALL tensors and their row indices, the block's rows, positions and
+ * validity: runtime/engine_dev.c), a device backend's per-op staging (an activation chunk, a KV
+ * chunk, two weight pieces), the rest the pager's pool. */
 static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
 {
     if (!p->gpu_budget)
         return FG_OK;
-    pl->dev_reserve = pl->workspace + pl->head + pl->act_chunk + pl->kv_chunk + 2 * pl->wdecode;
+    pl->dev_reserve = pl->workspace + pl->head + 2 * pl->small_f32 + pl->block + pl->act_chunk +
+                      pl->kv_chunk + 2 * pl->wdecode;
     if (pl->dev_reserve + (1u << 20) > p->gpu_budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
                           "backend stages up to %.0f MiB per op for gbs %u x ngb %u",

@@ -444,6 +444,77 @@ END_TEST
 START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
 END_TEST
 
+/* Bytes over the simulated link of generating up to max_new tokens for n copies of the
+ * fixture prompt, with weights, KV cache and activations homed on the GPU; *steps receives the
+ * decode steps run (the longest output less the prefill's token). */
+static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, uint32_t max_new,
+                                 uint32_t *steps)
+{
+    fg_engine_opts o = defaults();
+    o.backend = FG_BACKEND_SIM;
+    o.max_ctx = 64;
+    o.policy.gbs = 2;
+    o.policy.ngb = 2;
+    o.policy.have_fractions = 1;
+    o.policy.frac = (fg_pager_policy){{1, 0, 0}, {1, 0, 0}, {1, 0, 0}};
+    o.offload_dir = tu_path("");
+    eng x;
+    fg_err err;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
+    int32_t out[4][64];
+    fg_gen_seq s[4];
+    for (uint32_t i = 0; i < n; i++)
+        s[i] = (fg_gen_seq){r->prompt, r->n_prompt, max_new, {0, 0, 1, 0}, i, out[i], 0, 0};
+    fg_gen_stats gs;
+    ck_assert_msg(fg_engine_generate(x.e, s, n, NULL, &gs, &err) == 0, "%s", err.msg);
+    fg_engine_stats st;
+    fg_engine_stats_get(x.e, &st);
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        longest = s[i].n_out > longest ? s[i].n_out : longest;
+    *steps = longest - 1;
+    eng_close(&x);
+    return st.link_bytes[0] + st.link_bytes[1];
+}
+
+/* With weights, KV cache and activations on the (simulated) GPU, the workspace and the residual
+ * stream are device memory too: a decode step moves over the link only each sequence's token id
+ * and position (4 + 4 bytes up), its validity row (max_ctx bytes up) and its logits (4 x vocab
+ * bytes down), whatever the layers and the hidden width; activations staged per op (what the
+ * host workspace cost) would add layers x hidden x rows bytes on top. */
+static void decode_link_bound(const char *refname, const char *layout)
+{
+    ref r;
+    load_ref(refname, &r);
+    const char *store = convert(layout, 0);
+    const uint32_t n = 4, max_ctx = 64;
+    uint32_t s1, s2;
+    uint64_t b1 = link_of_generate(store, &r, n, 1, &s1);
+    uint64_t b2 = link_of_generate(store, &r, n, 6, &s2);
+    ck_assert_uint_eq(s1, 0);
+    ck_assert_uint_ge(s2, 1);
+    uint64_t per_step = (uint64_t)n * (4 + 4 + max_ctx + 4ull * r.vocab);
+    ck_assert_uint_gt(b2, b1);
+    printf("%s: a decode step of %u sequences moved %.0f bytes over the link (bound %llu)\n",
+           refname, n, (double)(b2 - b1) / s2, (unsigned long long)per_step);
+    ck_assert_msg(b2 - b1 <= s2 * per_step, "%s: %u decode steps moved %llu bytes over the "
+                  "link, above %llu (ids, positions, validity and logits of %u sequences, "
+                  "vocab %u)", refname, s2, (unsigned long long)(b2 - b1),
+                  (unsigned long long)(s2 * per_step), n, r.vocab);
+    free(r.logits);
+}
+
+START_TEST(sim_decode_moves_only_logits_opt)
+{
+    decode_link_bound("opt-tiny", "opt-tiny-safetensors");
+}
+END_TEST
+START_TEST(sim_decode_moves_only_logits_llama3)
+{
+    decode_link_bound("llama3-tiny", "llama3-tiny-bf16");
+}
+END_TEST
+
 /* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
 static void cuda_matrix(const char *refname, const char *layout)
 {
@@ -664,6 +735,8 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_mistral);
     tcase_add_test(tc, sim_placements_qwen2);
     tcase_add_test(tc, sim_bad_requests_are_refused);
+    tcase_add_test(tc, sim_decode_moves_only_logits_opt);
+    tcase_add_test(tc, sim_decode_moves_only_logits_llama3);
     suite_add_tcase(s, tc);
     return s;
 }
