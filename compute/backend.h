@@ -219,7 +219,8 @@ int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg
  * in host memory are uploaded first (outputs downloaded after), device-resident ones (the
  * pager's DEVICE tier, buffers the caller allocated on be->dev) are used in place; a piecewise
  * Linear uploads piece i + 1 while piece i multiplies. With cpu_attention, attention over a
- * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute). */
+ * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute): its
+ * device operands (queries, validity) come down and its output goes up, the cache stays. */
 typedef struct fg_backend_sim_opts {
     int threads;            /* the CPU kernels' threads (0 = every online CPU) */
     fg_compute compute;

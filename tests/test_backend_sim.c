@@ -216,7 +216,8 @@ START_TEST(copies_overlap_compute)
 END_TEST
 
 /* --cpu-cache-compute: attention over a host cache runs where the cache is (nothing crosses
- * the link) and gives the same bits as the device's staged attention. */
+ * the link; with its other operands on the device only they do) and gives the same bits as
+ * the device's staged attention. */
 START_TEST(attention_runs_where_the_cache_lives)
 {
     enum { H = 4, D = 8, CAP = 16, NQ = 2, POS = 9 };
@@ -237,6 +238,21 @@ START_TEST(attention_runs_where_the_cache_lives)
     a.out = o2;
     ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
     ck_assert_uint_eq(moved(cpu), 0);
+    ck_assert(!memcmp(o1, o2, sizeof o1));
+    /* the queries, validity, output and scratch in device memory (a device workspace): they
+     * cross the link, the cache does not */
+    void *dq = upload(cpu, q, sizeof q), *dvalid = upload(cpu, valid, sizeof valid), *dout, *dsc;
+    ck_assert_int_eq(cpu->dev->iface->alloc(cpu->dev, FG_BUFT_DEVICE, sizeof o2, &dout, &err),
+                     FG_OK);
+    ck_assert_int_eq(cpu->dev->iface->alloc(cpu->dev, FG_BUFT_DEVICE, sizeof sc, &dsc, &err),
+                     FG_OK);
+    uint64_t before = moved(cpu);
+    fg_attn_op b = a;
+    b.q = dq, b.valid = dvalid, b.out = dout, b.scratch = dsc;
+    ck_assert_int_eq(cpu->iface->attention(cpu, &b, &err), FG_OK);
+    ck_assert_uint_eq(moved(cpu) - before, 2 * sizeof q + sizeof valid);
+    memset(o2, 0, sizeof o2);
+    download(cpu, o2, dout, sizeof o2);
     ck_assert(!memcmp(o1, o2, sizeof o1));
     fg_backend_free(dev);
     fg_backend_free(cpu);
