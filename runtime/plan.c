@@ -188,7 +188,8 @@ static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
                       pl->kv_chunk + 2 * pl->wdecode;
     if (pl->dev_reserve + (1u << 20) > p->gpu_budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
-                          "backend stages up to %.0f MiB per op for gbs %u x ngb %u",
+                          "backend keeps %.0f MiB of engine buffers and per-op staging for gbs "
+                          "%u x ngb %u",
                           p->gpu_budget / MB, pl->dev_reserve / MB, pl->gbs, pl->ngb);
     pl->dev_pool = (p->gpu_budget - pl->dev_reserve) & ~(uint64_t)4095;
     return FG_OK;
@@ -277,7 +278,8 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
     if (pl->dev_pool) {
         char g[32];
         fprintf(f, "  GPU: pager pool %s, ", fg_fmt_bytes((double)pl->dev_pool, g, sizeof g));
-        fprintf(f, "per-op staging %s\n", fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
+        fprintf(f, "engine buffers and per-op staging %s\n",
+                fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
     }
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
