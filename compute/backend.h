@@ -7,8 +7,8 @@
  *    object the pager's DEVICE tier uses;
  *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
- *    gelu-tanh, silu-gated), add, KV encode, attention (causal, grouped-query, sliding window,
- *    top-k sparse, over an f32 or 4/8-bit cache).
+ *    gelu-tanh, silu-gated), add, scale, KV encode, attention (causal, grouped-query, sliding
+ *    window, top-k sparse, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
  * pinned or device memory). A device backend fills the same table; every op has a scalar reference
@@ -116,6 +116,10 @@ typedef enum fg_act { FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SIL
 
 typedef struct fg_backend_stats {
     uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
+    /* bytes its device moved over the host <-> device link, [0] host -> device, [1] device ->
+     * host (whoever issued the copy: the backend's staging, the pager, the engine); 0 on the
+     * CPU backend, which has no link */
+    uint64_t link_bytes[2];
 } fg_backend_stats;
 
 typedef struct fg_backend_iface {
@@ -128,7 +132,8 @@ typedef struct fg_backend_iface {
     /* y[m, n] = x[m, k] . W^T (+ bias[n]) */
     int (*linear)(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
                   float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err);
-    /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows */
+    /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows (on CUDA
+     * only ids in host memory: device ids are not read back) */
     int (*gather)(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
                   uint32_t n, float *out, uint32_t width, fg_err *err);
     /* y = (x - mean) / sqrt(var + eps) * g + b over rows of n (in place allowed) */
@@ -144,6 +149,8 @@ typedef struct fg_backend_iface {
     int (*act)(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err);
     /* y += x */
     int (*add)(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
+    /* x *= s over n values (attention's query scaling, on the device where x lives) */
+    int (*scale)(fg_backend *be, float *x, float s, size_t n, fg_err *err);
     /* rows [row, row + n) of the cache from k, v [n, width] f32 (encoded when quantized) */
     int (*kv_store)(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                     const float *v, uint32_t n, fg_err *err);
@@ -212,7 +219,8 @@ int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg
  * in host memory are uploaded first (outputs downloaded after), device-resident ones (the
  * pager's DEVICE tier, buffers the caller allocated on be->dev) are used in place; a piecewise
  * Linear uploads piece i + 1 while piece i multiplies. With cpu_attention, attention over a
- * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute). */
+ * cache in host memory runs on the CPU where the cache is (FlexGen's --cpu-cache-compute): its
+ * device operands (queries, validity) come down and its output goes up, the cache stays. */
 typedef struct fg_backend_sim_opts {
     int threads;            /* the CPU kernels' threads (0 = every online CPU) */
     fg_compute compute;

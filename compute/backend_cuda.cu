@@ -31,8 +31,9 @@
  * first; the 4-bit KV store encodes on the device (fg_quant_cuda_encode). A first version:
  * correct against the reference, not tuned (attention's top-k is O(n^2) per problem).
  *
- * --cpu-cache-compute: attention whose cache and operands are host memory runs on the CPU
- * backend this one keeps for it.
+ * --cpu-cache-compute: attention whose cache is host memory runs on the CPU backend this one
+ * keeps for it, beside the cache; its device operands (the engine's device workspace) come down
+ * to host room and its output goes back up.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -59,6 +60,7 @@ struct fg_event {
 typedef struct cuda_dev {
     int ordinal, refs;
     cudaStream_t copy;       /* the copy engine's stream */
+    uint64_t link[2];        /* bytes copied host -> device, device -> host (atomics) */
 } cuda_dev;
 
 static int cu_fail(fg_err *err, cudaError_t e, const char *what)
@@ -103,7 +105,8 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
 {
     cuda_dev *c = (cuda_dev *)d->ctx;
     cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->copy);
-    (void)dt, (void)st;
+    if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
+        __atomic_add_fetch(&c->link[dt == FG_BUFT_DEVICE ? 0 : 1], n, __ATOMIC_RELAXED);
     if (e != cudaSuccess)
         return cu_fail(err, e, "cudaMemcpyAsync");
     if (!ev)
@@ -310,6 +313,13 @@ __global__ void k_add(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
+__global__ void k_scale(float *x, float s, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
 /* y[r, first + c] += bias[first + c] for rows < m, c < cols (row stride ld) */
 __global__ void k_bias(float *y, const float *bias, uint32_t m, uint64_t cols, uint64_t ld,
                        uint64_t first)
@@ -467,6 +477,8 @@ typedef struct cuda_ctx {
     size_t dq_cap;
     void *x16;                /* a Linear's activations in 16 bits */
     size_t x16_cap;
+    uint8_t *room;            /* host room of attention beside a host cache (grown, kept) */
+    size_t room_cap;
     fg_backend_stats st;
 } cuda_ctx;
 
@@ -522,8 +534,10 @@ static int opnd(op *o, const void *p, size_t n, int in, int out, void **dp, fg_e
         return FG_OK;
     }
     int rc = stage(o, n, out ? (void *)p : NULL, dp, err);
-    if (rc == FG_OK && in && n)
+    if (rc == FG_OK && in && n) {
         rc = ck(cudaMemcpyAsync(*dp, p, n, cudaMemcpyHostToDevice, o->c->cs), "upload", err);
+        o->c->st.link_bytes[0] += n;
+    }
     return rc;
 }
 
@@ -544,9 +558,11 @@ static int op_end(op *o, int rc, fg_err *err)
         rc = cu_fail(err, le, "kernel launch");
     for (int i = 0; i < o->n; i++) {
         staged *s = &o->s[i];
-        if (rc == FG_OK && s->host && s->n)
+        if (rc == FG_OK && s->host && s->n) {
             rc = ck(cudaMemcpyAsync(s->host, s->dev, s->n, cudaMemcpyDeviceToHost, o->c->cs),
                     "download", err);
+            o->c->st.link_bytes[1] += s->n;
+        }
         cudaFreeAsync(s->dev, o->c->cs);
     }
     int r2 = ck(cudaStreamSynchronize(o->c->cs), "compute stream", rc ? NULL : err);
@@ -667,6 +683,7 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
         if (rc == FG_OK)
             rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, dv->copy),
                     "weight upload", err);
+        c->st.link_bytes[0] += p.len;
         if (rc == FG_OK)
             rc = ck(cudaEventRecord(s->up, dv->copy), "event", err);
         if (rc == FG_OK)
@@ -756,6 +773,7 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
         if (rc == FG_OK)
             rc = ck(cudaMemcpyAsync(c->sl[0].buf, p.data, p.len, cudaMemcpyHostToDevice, c->cs),
                     "upload", err);
+        c->st.link_bytes[0] += p.len;
         data = c->sl[0].buf;
     }
     if (rc == FG_OK)
@@ -775,8 +793,12 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
     int32_t *hids = (int32_t *)malloc((size_t)n * 4 + 4);
     if (!hids)
         return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
-    int rc = ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids", err);
-    for (uint32_t r = 0; rc == FG_OK && r < n; r++)
+    /* ids in device memory (the engine's row indices of a SMALL tensor) are not read back over
+     * the link: every piece is gathered, the kernel skipping the ids outside it */
+    int dev_ids = is_dev(ids);
+    int rc = dev_ids ? FG_OK : ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids",
+                                  err);
+    for (uint32_t r = 0; rc == FG_OK && !dev_ids && r < n; r++)
         if (hids[r] < 0 || (uint64_t)hids[r] >= rows)
             rc = fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %llu",
                             hids[r], (unsigned long long)rows);
@@ -789,7 +811,7 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
         k_gather<<<n ? n : 1, 128, 0, o.c->cs>>>((const float *)dw, 0, rows, (const int32_t *)di,
                                                  n, (float *)dout, width);
     for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++) {
-        int need = 0;
+        int need = dev_ids;
         for (uint32_t r = 0; r < n && !need; r++)
             need = (uint64_t)hids[r] >= w->piece_rows[i] &&
                    (uint64_t)hids[r] < w->piece_rows[i + 1];
@@ -888,6 +910,16 @@ static int cu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *er
     return op_end(&o, rc, err);
 }
 
+static int cu_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    op o = op_begin(be);
+    void *dx;
+    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    if (rc == FG_OK && n)
+        k_scale<<<grid_of(n, 256), 256, 0, o.c->cs>>>((float *)dx, s, n);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* Rows [row, row + n) of one cache array: in place when device memory (*at = row), else staged
@@ -942,10 +974,64 @@ static int cu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const
     return op_end(&o, rc, err);
 }
 
-static int host_attn(const fg_attn_op *a)
+/* Operand p of attention beside a host cache: p itself when host memory, else host room
+ * (filled from the device when in). */
+static int host_side(cuda_ctx *c, const void *p, size_t n, int in, void *room, void **out,
+                     fg_err *err)
 {
-    return !is_dev(a->kv.k) && !is_dev(a->kv.v) && !is_dev(a->q) && !is_dev(a->out) &&
-           !is_dev(a->valid);
+    *out = (void *)p;
+    if (!p || !is_dev(p))
+        return FG_OK;
+    *out = room;
+    if (!in || !n)
+        return FG_OK;
+    c->st.link_bytes[1] += n;
+    return ck(cudaMemcpy(room, p, n, cudaMemcpyDeviceToHost), "download", err);
+}
+
+/* --cpu-cache-compute, the cache in host memory: attention on the CPU beside the cache, its
+ * device operands through host room (queries and validity down, output up), as the sim
+ * backend's attention_beside_cache. */
+static int attention_beside_cache(cuda_ctx *c, const fg_attn_op *a, fg_err *err)
+{
+    size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
+    size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
+    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
+                                                : 0;
+    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
+    if (need > c->room_cap) {
+        uint8_t *r = (uint8_t *)realloc(c->room, need);
+        if (!r)
+            return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
+        c->room = r;
+        c->room_cap = need;
+    }
+    uint8_t *h = c->room;
+    fg_attn_op x = *a;
+    void *p[6];
+    int rc = host_side(c, a->q, qb, 1, h, &p[0], err);
+    if (rc == FG_OK)
+        rc = host_side(c, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1], err);
+    if (rc == FG_OK)
+        rc = host_side(c, a->out, qb, 0, h + qb, &p[2], err);
+    if (rc == FG_OK)
+        rc = host_side(c, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(c, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(c, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
+    if (rc)
+        return rc;
+    x.q = (const float *)p[0], x.valid = (const uint8_t *)p[1], x.out = (float *)p[2];
+    x.scratch = (float *)p[3];
+    if (tb)
+        x.k_tmp = (float *)p[4], x.v_tmp = (float *)p[5];
+    rc = c->cpu->iface->attention(c->cpu, &x, err);
+    if (rc == FG_OK && x.out != a->out) {
+        c->st.link_bytes[0] += qb;
+        rc = ck(cudaMemcpy(a->out, x.out, qb, cudaMemcpyHostToDevice), "upload", err);
+    }
+    return rc;
 }
 
 /* The cache's rows [0, ctx) as f32 on the device (decoded into staged room when quantized). */
@@ -989,8 +1075,8 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     int rc = fgb_attn_check(a, err);
     if (rc)
         return rc;
-    if (c->cpu_attention && host_attn(a)) /* where the cache lives */
-        return c->cpu->iface->attention(c->cpu, a, err);
+    if (c->cpu_attention && !is_dev(a->kv.k) && !is_dev(a->kv.v)) /* where the cache lives */
+        return attention_beside_cache(c, a, err);
     op o = op_begin(be);
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
     const float *k = NULL, *v = NULL;
@@ -1037,6 +1123,9 @@ static int cu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 static void cu_stats(const fg_backend *be, fg_backend_stats *out)
 {
     *out = ((const cuda_ctx *)be->ctx)->st;
+    cuda_dev *d = (cuda_dev *)be->dev->ctx; /* the device's copies: the pager's, the engine's */
+    out->link_bytes[0] += __atomic_load_n(&d->link[0], __ATOMIC_RELAXED);
+    out->link_bytes[1] += __atomic_load_n(&d->link[1], __ATOMIC_RELAXED);
 }
 
 static void cu_destroy(fg_backend *be)
@@ -1060,6 +1149,7 @@ static void cu_destroy(fg_backend *be)
         if (c->cs)
             cudaStreamDestroy(c->cs);
         fg_backend_free(c->cpu);
+        free(c->room);
         free(c);
     }
     fg_device_free(be->dev);
@@ -1068,7 +1158,7 @@ static void cu_destroy(fg_backend *be)
 
 static const fg_backend_iface k_cuda = {
     "cuda", cu_sync, cu_reserve,
-    cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add,
+    cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add, cu_scale,
     cu_kv_store, cu_attention, cu_stats, cu_destroy,
 };
 

@@ -9,18 +9,21 @@
  * Operands: each pointer an op receives is either device memory (the pager's DEVICE tier, a
  * buffer the caller allocated with be->dev) and used in place, or host memory, which the op
  * stages: inputs are uploaded into a device buffer first, outputs are computed in one and
- * downloaded after, every staged buffer is freed when the op returns. This is how a CUDA
- * backend takes the engine's host workspace too, so the sim exercises the same traffic: weight
- * pieces, KV rows and activations cross the link exactly when they would cross PCIe.
+ * downloaded after, every staged buffer is freed when the op returns. The CUDA backend follows
+ * the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
+ * chunks homed in RAM cross the link exactly when they would cross PCIe, and what the engine
+ * keeps on the device (its model workspace, the residual stream of a decode step, the head's
+ * rows and logits: runtime/engine_dev.c) never does.
  *
  * Overlap: a piecewise Linear uploads piece i + 1 (asynchronously, an event) while piece i
  * multiplies, holding at most one piece of its owner at a time (the engine's weight sources
  * hold one view); a piece already in device memory is used where it is. With a slow link the
  * test suite measures the wall time below the sum of copy and compute (tests/test_backend_sim.c).
  *
- * --cpu-cache-compute: with cpu_attention, attention whose cache and operands are in host memory
- * runs on the CPU in place (FlexGen computes attention where the cache lives instead of moving
- * the cache over the link).
+ * --cpu-cache-compute: with cpu_attention, attention whose cache is in host memory runs on the
+ * CPU beside it (FlexGen computes attention where the cache lives instead of moving the cache
+ * over the link); its operands in device memory (the engine's device workspace) come down to
+ * host room and its output goes back up.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,8 @@ typedef struct sim_ctx {
     fg_backend *cpu;        /* the kernels */
     int cpu_attention, no_overlap;
     double compute_s;
+    uint8_t *room;          /* host room of attention beside a host cache (grown, kept) */
+    size_t room_cap;
 } sim_ctx;
 
 typedef struct staged {
@@ -377,6 +382,17 @@ static int sim_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *e
     return op_end(&o, rc, err);
 }
 
+static int sim_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    op o = op_begin(be);
+    void *dx;
+    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    if (rc == FG_OK)
+        rc = c->cpu->iface->scale(c->cpu, dx, s, n, err);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* One of the cache's K/V arrays for rows [row, row + n): device memory in place (the view
@@ -422,11 +438,61 @@ static int sim_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, cons
     return op_end(&o, rc, err);
 }
 
-static int host_op(const fg_device *d, const fg_attn_op *a)
+/* Operand p of attention beside a host cache: p itself when host memory, else host room
+ * (filled from the device when in). */
+static int host_side(fg_device *d, const void *p, size_t n, int in, void *room, void **out,
+                     fg_err *err)
 {
-    return !fg_device_sim_alias(d, a->kv.k) && !fg_device_sim_alias(d, a->kv.v) &&
-           !fg_device_sim_alias(d, a->q) && !fg_device_sim_alias(d, a->out) &&
-           !fg_device_sim_alias(d, a->valid) && !fg_device_sim_alias(d, a->scratch);
+    *out = (void *)p;
+    if (!p || !fg_device_sim_alias(d, p))
+        return FG_OK;
+    *out = room;
+    return in ? d->iface->copy(d, room, FG_BUFT_HOST, p, FG_BUFT_DEVICE, n, NULL, err) : FG_OK;
+}
+
+/* --cpu-cache-compute, the cache in host memory: attention runs on the CPU beside the cache.
+ * Operands in device memory (a device workspace's queries, output and scratch, the validity)
+ * go through host room: the queries and the validity come down, the output goes back up; the
+ * cache never crosses the link (FlexGen's trade: move a step's activations, not the cache). */
+static int attention_beside_cache(fg_backend *be, const fg_attn_op *a, fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    fg_device *d = be->dev;
+    size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
+    size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
+    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
+                                                : 0;
+    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
+    if (need > c->room_cap) {
+        uint8_t *r = realloc(c->room, need);
+        if (!r)
+            return fg_err_set(err, FG_ERR_NOMEM, "sim backend: out of memory");
+        c->room = r;
+        c->room_cap = need;
+    }
+    uint8_t *h = c->room;
+    fg_attn_op x = *a;
+    void *p[6];
+    int rc = host_side(d, a->q, qb, 1, h, &p[0], err);
+    if (rc == FG_OK)
+        rc = host_side(d, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1], err);
+    if (rc == FG_OK)
+        rc = host_side(d, a->out, qb, 0, h + qb, &p[2], err);
+    if (rc == FG_OK)
+        rc = host_side(d, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(d, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(d, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
+    if (rc)
+        return rc;
+    x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3];
+    if (tb)
+        x.k_tmp = p[4], x.v_tmp = p[5];
+    rc = c->cpu->iface->attention(c->cpu, &x, err);
+    if (rc == FG_OK && x.out != a->out)
+        rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, qb, NULL, err);
+    return rc;
 }
 
 static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
@@ -435,8 +501,9 @@ static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     int rc = fgb_attn_check(a, err);
     if (rc)
         return rc;
-    if (c->cpu_attention && host_op(be->dev, a)) /* where the cache lives */
-        return c->cpu->iface->attention(c->cpu, a, err);
+    if (c->cpu_attention && !fg_device_sim_alias(be->dev, a->kv.k) &&
+        !fg_device_sim_alias(be->dev, a->kv.v)) /* where the cache lives */
+        return attention_beside_cache(be, a, err);
     op o = op_begin(be);
     fg_attn_op d = *a;
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
@@ -485,13 +552,19 @@ static void sim_stats(const fg_backend *be, fg_backend_stats *out)
 {
     const sim_ctx *c = be->ctx;
     c->cpu->iface->stats(c->cpu, out);
+    fg_device_sim_stats st;
+    fg_device_sim_stats_get(be->dev, &st);
+    out->link_bytes[0] = st.bytes[0][1];
+    out->link_bytes[1] = st.bytes[1][0];
 }
 
 static void sim_destroy(fg_backend *be)
 {
     sim_ctx *c = be->ctx;
-    if (c)
+    if (c) {
         fg_backend_free(c->cpu);
+        free(c->room);
+    }
     free(c);
     fg_device_free(be->dev);
     free(be);
@@ -499,7 +572,7 @@ static void sim_destroy(fg_backend *be)
 
 static const fg_backend_iface k_sim_backend = {
     "sim", sim_sync, sim_reserve,
-    sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add,
+    sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add, sim_scale,
     sim_kv_store, sim_attention, sim_stats, sim_destroy,
 };
 

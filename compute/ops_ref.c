@@ -161,6 +161,14 @@ int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
     return FG_OK;
 }
 
+int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    (void)be, (void)err;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+    return FG_OK;
+}
+
 static int ref_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                         const float *v, uint32_t n, fg_err *err)
 {
@@ -200,7 +208,7 @@ static void ref_destroy(fg_backend *be)
 const fg_backend_iface fg_ops_ref = {
     "ref", ref_sync, ref_reserve,
     ref_linear, ref_gather, ref_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
-    ref_kv_store, ref_attention, ref_stats, ref_destroy,
+    fgb_ref_scale, ref_kv_store, ref_attention, ref_stats, ref_destroy,
 };
 
 int fg_backend_ref_create(fg_backend **out, fg_err *err)

@@ -4,6 +4,12 @@
  * hyperparameters (RMSNorm, RoPE, gated SiLU, grouped-query and sliding-window attention are
  * switches of fg_hparams).
  *
+ * Memory: the workspace comes from the backend's device (fg_model_ws_create's dev and buft): on
+ * a device backend its buffers are device memory the ops use in place, so a step's activations
+ * never cross the host <-> device link; nothing here dereferences them (the query scaling is the
+ * backend's scale op). Host code reads only the step's positions_host (the learned-position
+ * rows to add).
+ *
  * Numerics follow transformers: q is scaled by head_dim^-1/2 before the dot products
  * (transformers scales the products; the difference is rounding); a padding query attends
  * nothing and gets zeros (its outputs are never used).
@@ -18,6 +24,8 @@
 
 struct fg_model_ws {
     uint32_t max_tokens, max_ctx;
+    fg_device *dev;   /* borrowed: where the buffers below come from */
+    fg_buft buft;     /* FG_BUFT_HOST or FG_BUFT_DEVICE */
     float *x_ln;    /* [max_tokens, max(hidden, embed_dim)] */
     float *q, *ctx; /* [max_tokens, n_heads * head_dim] */
     float *tmp;     /* [max_tokens, max(hidden, embed_dim)] block outputs */
@@ -37,12 +45,36 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
                 ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2);
 }
 
+/* n bytes of the workspace's memory into *p (host: malloc; else the device's) */
+static int ws_alloc(fg_model_ws *ws, size_t n, float **p, fg_err *err)
+{
+    if (ws->buft == FG_BUFT_HOST) {
+        *p = malloc(n ? n : 1);
+        return *p ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
+    void *v = NULL;
+    int rc = ws->dev->iface->alloc(ws->dev, ws->buft, n ? n : 1, &v, err);
+    *p = v;
+    return rc;
+}
+
+static void ws_release(fg_model_ws *ws, float *p)
+{
+    if (ws->buft == FG_BUFT_HOST)
+        free(p);
+    else if (p)
+        ws->dev->iface->free(ws->dev, ws->buft, p);
+}
+
 int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx,
-                       fg_model_ws **out, fg_err *err)
+                       fg_device *dev, fg_buft buft, fg_model_ws **out, fg_err *err)
 {
     int rc = fg_hparams_check(hp, err);
     if (rc)
         return rc;
+    if (buft != FG_BUFT_HOST && !dev)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "model workspace: device memory without a "
+                          "device");
     fg_model_ws *ws = calloc(1, sizeof *ws);
     if (!ws)
         return fg_err_set(err, FG_ERR_NOMEM, "model workspace: out of memory");
@@ -50,22 +82,23 @@ int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_c
     size_t qw = (size_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
     ws->max_tokens = max_tokens;
     ws->max_ctx = max_ctx;
-    ws->x_ln = malloc(t * wide * 4);
-    ws->q = malloc(t * qw * 4);
-    ws->ctx = malloc(t * qw * 4);
-    ws->tmp = malloc(t * wide * 4);
-    ws->ffn = malloc(t * hp->ffn * 4);
-    ws->up = hp->gated ? malloc(t * hp->ffn * 4) : NULL;
-    ws->scores = malloc(ATTN_PARTS * 2 * (size_t)max_ctx * 4);
-    ws->kbuf = malloc(t * kw * 4);
-    ws->vbuf = malloc(t * kw * 4);
-    ws->k_tmp = malloc((size_t)max_ctx * kw * 4);
-    ws->v_tmp = malloc((size_t)max_ctx * kw * 4);
-    if (!ws->x_ln || !ws->q || !ws->ctx || !ws->tmp || !ws->ffn || (hp->gated && !ws->up) ||
-        !ws->scores || !ws->kbuf || !ws->vbuf || !ws->k_tmp || !ws->v_tmp) {
+    ws->dev = dev;
+    ws->buft = buft;
+    struct { float **p; size_t n; } b[] = {
+        {&ws->x_ln, t * wide * 4}, {&ws->q, t * qw * 4}, {&ws->ctx, t * qw * 4},
+        {&ws->tmp, t * wide * 4}, {&ws->ffn, t * hp->ffn * 4},
+        {&ws->up, hp->gated ? t * hp->ffn * 4 : 0},
+        {&ws->scores, ATTN_PARTS * 2 * (size_t)max_ctx * 4},
+        {&ws->kbuf, t * kw * 4}, {&ws->vbuf, t * kw * 4},
+        {&ws->k_tmp, (size_t)max_ctx * kw * 4}, {&ws->v_tmp, (size_t)max_ctx * kw * 4},
+    };
+    for (size_t i = 0; rc == FG_OK && i < sizeof b / sizeof b[0]; i++)
+        if (b[i].n)
+            rc = ws_alloc(ws, b[i].n, b[i].p, err);
+    if (rc) {
         fg_model_ws_free(ws);
-        return fg_err_set(err, FG_ERR_NOMEM, "model workspace (%u tokens, context %u): out of "
-                          "memory", max_tokens, max_ctx);
+        return fg_err_set(err, rc, "model workspace (%u tokens, context %u): out of %s memory",
+                          max_tokens, max_ctx, buft == FG_BUFT_HOST ? "host" : "device");
     }
     *out = ws;
     return FG_OK;
@@ -75,17 +108,10 @@ void fg_model_ws_free(fg_model_ws *ws)
 {
     if (!ws)
         return;
-    free(ws->x_ln);
-    free(ws->q);
-    free(ws->ctx);
-    free(ws->tmp);
-    free(ws->ffn);
-    free(ws->up);
-    free(ws->scores);
-    free(ws->kbuf);
-    free(ws->vbuf);
-    free(ws->k_tmp);
-    free(ws->v_tmp);
+    float *b[] = {ws->x_ln, ws->q, ws->ctx, ws->tmp, ws->ffn, ws->up, ws->scores, ws->kbuf,
+                  ws->vbuf, ws->k_tmp, ws->v_tmp};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        ws_release(ws, b[i]);
     free(ws);
 }
 
@@ -129,11 +155,12 @@ int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, con
     if (rc || hp->pos != FG_POS_LEARNED)
         return rc;
     const float *pos = w->f[FG_ROLE_POS_EMBED];
+    const int32_t *at = s->positions_host ? s->positions_host : s->positions;
     for (uint32_t i = 0; i < n && rc == FG_OK; i++) {
-        int64_t p = (int64_t)s->positions[i] + hp->pos_offset;
+        int64_t p = (int64_t)at[i] + hp->pos_offset;
         if (p < 0 || p >= (int64_t)hp->max_pos + hp->pos_offset)
             return fg_err_set(err, FG_ERR_INVALID_ARG, "position %d beyond the %u learned "
-                              "positions", s->positions[i], hp->max_pos);
+                              "positions", at[i], hp->max_pos);
         rc = be->iface->add(be, s->hidden + (size_t)i * h, pos + (size_t)p * h, h, err);
     }
     return rc;
@@ -185,10 +212,7 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
     }
     if (rc)
         return rc;
-    float scale = 1.0f / sqrtf((float)hp->head_dim);
-    for (size_t i = 0; i < (size_t)n * qw; i++)
-        ws->q[i] *= scale;
-    return FG_OK;
+    return be->iface->scale(be, ws->q, 1.0f / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
 }
 
 /* Sequence b's cache inside the batch's. */

@@ -114,11 +114,15 @@ typedef struct fg_unit_w {
  * n_new). Left padding is expressed through `valid`. */
 typedef struct fg_step {
     uint32_t n_seq, n_new, pos0;
+    /* ids, positions, valid and hidden are read by the backend's ops only: host memory, or
+     * memory of the backend's device, used in place */
     const int32_t *ids;        /* [n_seq, n_new] token ids */
     const int32_t *positions;  /* [n_seq, n_new] token positions (padding -1; fg_model_positions) */
     const uint8_t *valid;      /* [n_seq, kv cap] 1 where the cache row holds a real token */
     float *hidden;             /* [n_seq * n_new, hidden] activations, in and out */
     float attn_keep;           /* sparse attention: fraction of keys kept (0 or 1 = dense) */
+    const int32_t *positions_host; /* positions in host memory (the learned-position rows are
+                                      picked by host code); NULL: positions is host memory */
 } fg_step;
 
 /* The KV cache of one layer for one batch: sequence b's rows start at k + b * cap * row_bytes. */
@@ -192,10 +196,12 @@ double fg_model_flops_per_token(const fg_hparams *hp);
  * position = (number of valid tokens up to and including this one) - 1, and -1 for padding. */
 void fg_model_positions(const uint8_t *valid, uint32_t n, int32_t *positions);
 
-/* Scratch for steps of up to max_tokens tokens (n_seq * n_new) and contexts up to max_ctx.
+/* Scratch for steps of up to max_tokens tokens (n_seq * n_new) and contexts up to max_ctx, of
+ * buffer type buft: FG_BUFT_HOST (malloc; dev may be NULL), or FG_BUFT_DEVICE from dev (the
+ * backend's device, borrowed until fg_model_ws_free), which a device backend's ops use in place.
  * Owned by the caller (fg_model_ws_free; NULL accepted). */
 int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx,
-                       fg_model_ws **out, fg_err *err);
+                       fg_device *dev, fg_buft buft, fg_model_ws **out, fg_err *err);
 void fg_model_ws_free(fg_model_ws *ws);
 /* The bytes fg_model_ws_create allocates for these sizes (the plan counts them). */
 uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx);

@@ -5,7 +5,9 @@
  *
  * Invariants:
  *  1. the engine allocates exactly the buffers the plan counts, with the plan's sizes (the
- *     pager's HOST pool gets plan.pool; the rest are plan.fixed);
+ *     pager's HOST pool gets plan.pool; the rest are plan.fixed; on a device backend the
+ *     workspace, head, SMALL and block rows are device memory, counted in plan.dev_reserve:
+ *     engine_dev.c);
  *  2. every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
  *     resident, its checksum checked unless no_verify), use, release;
  *  3. the engine knows roles and access kinds (model.h), never a family's tensor names;
@@ -13,11 +15,12 @@
  *     tensors and its own layers' KV cache; the other stages' are looked up, never read.
  *
  * How weights reach the backend (fg_access): SMALL tensors (norms, biases, position tables) are
- * decoded to f32 when their unit loads; LINEAR tensors go to the backend as typed weights whose
- * pieces are the stored chunks, prefetched whole with their unit and decoded by the backend one
- * chunk at a time; the GATHER tensor (token embedding) gives only the rows a step needs; the
- * STREAM tensor (LM head, the embedding itself when tied) is read chunk by chunk with read-ahead
- * while the previous chunk multiplies, so the whole table never sits in RAM.
+ * decoded to f32 when their unit loads (on a device backend by its gather, into device memory);
+ * LINEAR tensors go to the backend as typed weights whose pieces are the stored chunks,
+ * prefetched whole with their unit and decoded by the backend one chunk at a time; the GATHER
+ * tensor (token embedding) gives only the rows a step needs; the STREAM tensor (LM head, the
+ * embedding itself when tied) is read chunk by chunk with read-ahead while the previous chunk
+ * multiplies, so the whole table never sits in RAM.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -397,10 +400,21 @@ static void piece_prefetch(void *ctx, uint32_t i)
     prefetch_chunk(w->e, &w->e->tensors[w->t], i);
 }
 
-/* Decode tensor t whole into dst (f32): a SMALL tensor (norms, biases, positions). */
-static int materialize(fg_engine *e, const wtensor *t, float *dst, fg_err *err)
+/* Decode tensor ti whole into dst (f32, of type e->buft): a SMALL tensor (norms, biases,
+ * positions). On a device backend its chunks go to the backend's gather (decoded where they
+ * are, uploaded raw when homed in RAM), else they are decoded here. */
+static int materialize(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
 {
+    const wtensor *t = &e->tensors[ti];
     uint64_t cols = t->spec.n_dims > 1 ? t->spec.dims[1] : 1;
+    if (e->buft != FG_BUFT_HOST) {
+        wsrc *s = &e->wsrc[ti];
+        *s = (wsrc){e, (int)ti, {0}};
+        fg_weight w = {NULL, t->n_chunks, t->piece_rows, piece_acquire, piece_release,
+                       piece_prefetch, s};
+        int rc = fg_engine_small_gather(e, &w, t->spec.dims[0], cols, dst, err);
+        return rc ? fg_err_set(err, rc, "tensor '%s': %s", t->spec.name, err->msg) : FG_OK;
+    }
     for (uint32_t c = 0; c < t->n_chunks; c++) {
         const fg_fgt_chunk_info *ci = &t->chunks[c];
         fg_pager_view v;
@@ -451,7 +465,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_e
                                   piece_release, piece_prefetch, s};
             continue;
         }
-        int rc = materialize(e, t, dst, err);
+        int rc = materialize(e, un->t[i], dst, err);
         if (rc)
             return rc;
         w->f[r] = dst;
@@ -466,24 +480,19 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_e
 static int alloc_buffers(fg_engine *e, fg_err *err)
 {
     const fg_plan *p = &e->plan;
-    uint64_t h = e->hp.hidden, tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
+    uint64_t tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
     e->ws_rows = (uint32_t)(tok > bls ? tok : bls);
     e->ws_rows = e->ws_rows > p->logit_rows ? e->ws_rows : p->logit_rows;
-    e->small_f32 = malloc(p->small_f32 + 4);
     e->wsrc = calloc(e->n_tensors + 1, sizeof *e->wsrc);
-    e->blk_hidden = malloc(bls * h * 4);
     e->blk_ids = malloc(bls * 4);
     e->blk_pos = malloc(bls * 4);
-    e->logits = malloc((uint64_t)p->logit_rows * e->hp.vocab_size * 4);
-    e->head_x = malloc((uint64_t)p->logit_rows * h * 4);
     e->valid = calloc(e->ngb * tok, 1);
     e->ids = calloc(e->ngb * tok, 4);
     e->pos = calloc(e->ngb * tok, 4);
-    if (!e->small_f32 || !e->wsrc || !e->logits || !e->head_x || !e->valid || !e->ids || !e->pos ||
-        !e->blk_hidden || !e->blk_ids || !e->blk_pos)
+    if (!e->wsrc || !e->valid || !e->ids || !e->pos || !e->blk_ids || !e->blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", p->total_host / MB);
-    int rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, &e->ws, err);
+    int rc = fg_engine_buffers_dev(e, err); /* the workspace, rows and logits: engine_dev.c */
     if (rc == FG_OK)
         rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);
     if (rc == FG_OK)
@@ -572,8 +581,8 @@ int fg_engine_close(fg_engine *e, fg_err *err)
             *err = terr;
     }
     fg_pager_close(e->pager);
+    fg_engine_buffers_dev_free(e); /* before the device goes */
     fg_backend_free(e->be);
-    fg_model_ws_free(e->ws);
     fg_sample_scratch_free(e->sampler);
     for (uint32_t i = 0; i < e->n_tensors; i++) {
         free(e->tensors[i].chunks);
@@ -584,13 +593,9 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->plan_units);
     free(e->plan_chunk);
     free(e->plan_unit_first);
-    free(e->small_f32);
     free(e->wsrc);
-    free(e->blk_hidden);
     free(e->blk_ids);
     free(e->blk_pos);
-    free(e->logits);
-    free(e->head_x);
     free(e->valid);
     free(e->ids);
     free(e->pos);
@@ -610,6 +615,8 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     fg_backend_stats bs;
     e->be->iface->stats(e->be, &bs);
     out->weight_bytes_converted = bs.decoded_bytes;
+    out->link_bytes[0] = bs.link_bytes[0];
+    out->link_bytes[1] = bs.link_bytes[1];
     out->compute_s = e->compute_s;
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;

@@ -137,6 +137,8 @@ typedef struct fg_engine_stats {
     uint64_t weight_bytes_converted; /* f16/q4 -> f32 by the backend */
     double compute_s, load_wait_s;
     uint64_t ram_peak_planned;       /* the plan's total_host */
+    uint64_t link_bytes[2];          /* over the host <-> device link: [0] host -> device,
+                                        [1] device -> host (0 on the CPU backend) */
 } fg_engine_stats;
 void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out);
 

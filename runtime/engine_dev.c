@@ -1,14 +1,23 @@
 /* engine_dev.c - the engine on a device backend: which backend computes (--backend cpu|sim|cuda),
  * the device budget the plan divides (--gpu-budget), the device object the pager's DEVICE tier
- * shares with the backend, and the few places engine code moves rows itself.
+ * shares with the backend, the engine's buffers on that device, and the few places engine code
+ * moves rows itself.
  *
  * The data path: chunks homed on the GPU (--percent's GPU fractions, or the plan's default of
  * as many weights as fit) live in the pager's DEVICE pool, carved from the backend's device, so
  * weight pieces, KV caches and activation chunks reach the backend's ops as device pointers and
- * are used in place; everything else (the model workspace, RAM-homed chunks) is host memory,
- * which a device backend stages per op. Host code never dereferences a device pointer: the rows
- * the schedule copies out of an activation chunk and the SMALL tensors decoded at unit load go
- * through the device's copy engine (fg_engine_rows_copy, fg_engine_small_bytes).
+ * are used in place. On a device backend the engine's own buffers are device memory too (e->buft
+ * = FG_BUFT_DEVICE): the model workspace, the decode step's block rows (the residual stream),
+ * the rows staged for the head and its logits, the SMALL tensors (decoded on the device by the
+ * backend's gather, by row indices kept there), and the positions and validity the ops read. So
+ * with weights, KV cache and activations homed on the GPU a decode step moves over the link
+ * only its token ids and positions (up, O(batch)), each sequence's new validity row (up,
+ * O(batch x context)) and the logits of the live sequences (down, O(batch x vocab)), never a
+ * layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
+ * staged per op by the backend. Host code never dereferences a device pointer: every crossing
+ * goes through the device's copy engine (fg_engine_up/down/dcopy, fg_engine_rows_copy,
+ * fg_engine_small_bytes), counted in the backend's link_bytes.
+ * On the CPU backend every buffer is host memory and the d_* twins alias the host arrays.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +25,7 @@
 #include "engine_int.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+#define MB (1024.0 * 1024.0)
 /* Of a CUDA --gpu-budget, what the plan does not count: cuBLAS's workspace, attention's score
  * batches (64 MiB), the backend's upload slots and 16-bit activations. */
 #define CUDA_SCRATCH (256ull << 20)
@@ -51,6 +61,7 @@ int fg_engine_device_budget(fg_engine *e, fg_err *err)
 int fg_engine_backend_create(fg_engine *e, fg_err *err)
 {
     const fg_engine_opts *o = &e->o;
+    e->buft = o->backend == FG_BACKEND_CPU ? FG_BUFT_HOST : FG_BUFT_DEVICE;
     if (o->backend == FG_BACKEND_SIM) {
         fg_backend_sim_opts so = {o->threads, o->compute, o->policy.gpu_budget,
                                   o->sim_link_gbps, o->policy.cpu_attention, 0};
@@ -78,15 +89,40 @@ int fg_engine_pager_device(fg_engine *e, fg_pager_config *pc, fg_err *err)
     return FG_OK;
 }
 
-int fg_engine_rows_copy(fg_engine *e, void *dst, const void *src, fg_tier src_tier, size_t n,
-                        fg_err *err)
+static fg_buft tier_buft(fg_tier t) { return t == FG_TIER_DEVICE ? FG_BUFT_DEVICE : FG_BUFT_HOST; }
+
+static int copy(fg_engine *e, void *dst, fg_buft dt, const void *src, fg_buft st, size_t n,
+                fg_err *err)
 {
-    if (src_tier != FG_TIER_DEVICE) {
+    if (!n || dst == src)
+        return FG_OK;
+    if (dt != FG_BUFT_DEVICE && st != FG_BUFT_DEVICE) {
         memcpy(dst, src, n);
         return FG_OK;
     }
     fg_device *d = e->be->dev;
-    return d->iface->copy(d, dst, FG_BUFT_HOST, src, FG_BUFT_DEVICE, n, NULL, err);
+    return d->iface->copy(d, dst, dt, src, st, n, NULL, err);
+}
+
+int fg_engine_up(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err)
+{
+    return copy(e, dst, e->buft, src, FG_BUFT_HOST, n, err);
+}
+
+int fg_engine_down(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err)
+{
+    return copy(e, dst, FG_BUFT_HOST, src, e->buft, n, err);
+}
+
+int fg_engine_dcopy(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err)
+{
+    return copy(e, dst, e->buft, src, e->buft, n, err);
+}
+
+int fg_engine_rows_copy(fg_engine *e, void *dst, const void *src, fg_tier src_tier, size_t n,
+                        fg_err *err)
+{
+    return copy(e, dst, e->buft, src, tier_buft(src_tier), n, err);
 }
 
 int fg_engine_small_bytes(fg_engine *e, const fg_pager_view *v, const void **bytes, void **tmp,
@@ -100,5 +136,122 @@ int fg_engine_small_bytes(fg_engine *e, const fg_pager_view *v, const void **byt
     if (!*tmp)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     *bytes = *tmp;
-    return fg_engine_rows_copy(e, *tmp, v->ptr, v->tier, v->length, err);
+    return copy(e, *tmp, FG_BUFT_HOST, v->ptr, FG_BUFT_DEVICE, v->length, err);
+}
+
+int fg_engine_small_gather(fg_engine *e, const fg_weight *w, uint64_t rows, uint64_t cols,
+                           float *dst, fg_err *err)
+{
+    if (rows > e->n_small_rows)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "a SMALL tensor of %llu rows: the engine "
+                          "indexes %u", (unsigned long long)rows, e->n_small_rows);
+    return e->be->iface->gather(e->be, w, rows, e->small_rows, (uint32_t)rows, dst,
+                                (uint32_t)cols, err);
+}
+
+/* ---- the engine's buffers of type e->buft ---- */
+
+int fg_engine_buf_alloc(fg_engine *e, uint64_t n, void **p, fg_err *err)
+{
+    *p = NULL;
+    if (e->buft == FG_BUFT_HOST) {
+        *p = malloc(n ? n : 1);
+        return *p ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's "
+                                       "buffers (%.0f MiB planned)", e->plan.total_host / MB);
+    }
+    fg_device *d = e->be->dev;
+    int rc = d->iface->alloc(d, FG_BUFT_DEVICE, n ? n : 1, p, err);
+    if (rc)
+        *p = NULL;
+    return rc ? fg_err_set(err, rc, "%llu bytes of the engine's device buffers: %s "
+                           "(--gpu-budget)", (unsigned long long)n, fg_strerror(rc)) : FG_OK;
+}
+
+void fg_engine_buf_free(fg_engine *e, void *p)
+{
+    if (e->buft == FG_BUFT_HOST)
+        free(p);
+    else if (p)
+        e->be->dev->iface->free(e->be->dev, FG_BUFT_DEVICE, p);
+}
+
+/* The most rows of any SMALL tensor (the row indices a device backend gathers them by). */
+static uint32_t small_rows(const fg_engine *e)
+{
+    uint64_t m = 1;
+    for (uint32_t i = 0; i < e->n_tensors; i++)
+        if (e->tensors[i].spec.access == FG_ACCESS_SMALL && e->tensors[i].spec.dims[0] > m)
+            m = e->tensors[i].spec.dims[0];
+    return (uint32_t)m;
+}
+
+/* The device twins: positions, validity, block positions, row indices; the logits' host rows. */
+static int twins(fg_engine *e, fg_err *err)
+{
+    uint64_t tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
+    if (e->buft == FG_BUFT_HOST) {
+        e->d_valid = e->valid;
+        e->d_pos = e->pos;
+        e->d_blk_pos = e->blk_pos;
+        e->logits_host = e->logits;
+        return FG_OK;
+    }
+    e->n_small_rows = small_rows(e);
+    e->logits_host = malloc((uint64_t)e->plan.logit_rows * e->hp.vocab_size * 4);
+    int32_t *iota = malloc((size_t)e->n_small_rows * 4);
+    int rc = e->logits_host && iota ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, e->ngb * tok, (void **)&e->d_valid, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, e->ngb * tok * 4, (void **)&e->d_pos, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, bls * 4, (void **)&e->d_blk_pos, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, (uint64_t)e->n_small_rows * 4, (void **)&e->small_rows, err);
+    for (uint32_t i = 0; rc == FG_OK && i < e->n_small_rows; i++)
+        iota[i] = (int32_t)i;
+    if (rc == FG_OK)
+        rc = fg_engine_up(e, e->small_rows, iota, (size_t)e->n_small_rows * 4, err);
+    free(iota);
+    return rc;
+}
+
+int fg_engine_buffers_dev(fg_engine *e, fg_err *err)
+{
+    const fg_plan *p = &e->plan;
+    uint64_t h = e->hp.hidden, bls = (uint64_t)e->gbs * e->ngb;
+    int rc = fg_engine_buf_alloc(e, p->small_f32 + 4, (void **)&e->small_f32, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, bls * h * 4, (void **)&e->blk_hidden, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, (uint64_t)p->logit_rows * e->hp.vocab_size * 4,
+                                 (void **)&e->logits, err);
+    if (rc == FG_OK)
+        rc = fg_engine_buf_alloc(e, (uint64_t)p->logit_rows * h * 4, (void **)&e->head_x, err);
+    if (rc == FG_OK)
+        rc = twins(e, err);
+    if (rc == FG_OK)
+        rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, e->be->dev, e->buft, &e->ws,
+                                err);
+    return rc;
+}
+
+void fg_engine_buffers_dev_free(fg_engine *e)
+{
+    if (!e->be)
+        return;
+    fg_model_ws_free(e->ws);
+    e->ws = NULL;
+    void *b[] = {e->small_f32, e->blk_hidden, e->logits, e->head_x};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        fg_engine_buf_free(e, b[i]);
+    if (e->buft != FG_BUFT_HOST) {
+        void *t[] = {e->d_valid, e->d_pos, e->d_blk_pos, e->small_rows};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            fg_engine_buf_free(e, t[i]);
+        free(e->logits_host);
+    }
+    e->small_f32 = e->logits = e->head_x = e->blk_hidden = e->logits_host = NULL;
+    e->d_valid = NULL;
+    e->d_pos = e->d_blk_pos = e->small_rows = NULL;
 }

@@ -56,24 +56,35 @@ struct fg_engine {
     fg_plan_model pm;
     fg_plan plan;
     uint32_t gbs, ngb, max_ctx;
-    /* buffers, sized by the plan */
-    float *small_f32;              /* SMALL tensors of the loaded span */
+    /* buffers, sized by the plan. Those marked (dev) are of buffer type `buft`: device memory
+     * on a device backend (engine_dev.c), which host code never dereferences; their host twins
+     * (d_* below) are the same pointers on the CPU backend. */
+    fg_buft buft;                  /* FG_BUFT_DEVICE on a device backend, else FG_BUFT_HOST */
+    float *small_f32;              /* (dev) SMALL tensors of the loaded span */
+    int32_t *small_rows;           /* (dev) [n_small_rows] 0, 1, 2, ...: the rows a SMALL tensor
+                                      is gathered by on a device backend (NULL on the CPU) */
+    uint32_t n_small_rows;
     wsrc *wsrc;                    /* [n_tensors] weight sources */
     uint32_t ws_rows;              /* rows of a step: max(gbs * max_ctx, gbs * ngb) */
     /* the zig-zag decode step computes the whole block at once (see schedule.c): its hidden
      * rows and new ids/positions, sequence s at row s */
-    float *blk_hidden;             /* [gbs * ngb, hidden] */
+    float *blk_hidden;             /* (dev) [gbs * ngb, hidden] */
     int32_t *blk_ids, *blk_pos;    /* [gbs * ngb] */
+    int32_t *d_blk_pos;            /* (dev) blk_pos for the ops (RoPE) */
+    uint64_t blk_key;              /* the (step, batches) d_blk_pos holds, + 1; 0: none */
     /* activations: one pager chunk per batch k (id act_first + k), [gbs * max_ctx, hidden] f32 */
     uint32_t act_first;
     /* KV cache: one pager chunk per (batch k, layer l), id kv_first + k * layers + l: K rows
      * then V rows, gbs * max_ctx rows each of plan.kv_row bytes */
     uint32_t kv_first;
     fg_codec kv_codec;
-    float *logits;                 /* [logit_rows, vocab] */
-    float *head_x;                 /* [logit_rows, hidden] rows staged for the head */
+    float *logits;                 /* (dev) [logit_rows, vocab] */
+    float *logits_host;            /* [logit_rows, vocab]: the rows the sampler reads */
+    float *head_x;                 /* (dev) [logit_rows, hidden] rows staged for the head */
     uint8_t *valid;                /* [ngb][gbs * max_ctx] */
     int32_t *ids, *pos;            /* [ngb][gbs * max_ctx] */
+    uint8_t *d_valid;              /* (dev) valid for the ops (attention) */
+    int32_t *d_pos;                /* (dev) pos for the ops (RoPE) */
     fg_model_ws *ws;
     fg_sample_scratch *sampler;
     /* stats */
@@ -160,9 +171,24 @@ void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_
 int fg_engine_device_budget(fg_engine *e, fg_err *err);   /* before the plan */
 int fg_engine_backend_create(fg_engine *e, fg_err *err);
 int fg_engine_pager_device(fg_engine *e, fg_pager_config *pc, fg_err *err);
-/* n bytes from src (a chunk in src_tier) to host memory dst. */
+/* The engine's buffers of type e->buft ((dev) above): alloc (*p owned by the engine until
+ * fg_engine_buf_free; NULL accepted there) and the host twins of those that have one. */
+int fg_engine_buf_alloc(fg_engine *e, uint64_t n, void **p, fg_err *err);
+void fg_engine_buf_free(fg_engine *e, void *p);
+int fg_engine_buffers_dev(fg_engine *e, fg_err *err);
+void fg_engine_buffers_dev_free(fg_engine *e);
+/* n bytes from host src to dst of type e->buft (up), from src of type e->buft to host dst
+ * (down), within e->buft (dcopy); nothing when the two are the same memory. */
+int fg_engine_up(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
+int fg_engine_down(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
+int fg_engine_dcopy(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
+/* n bytes from src (a chunk in src_tier) to dst, a buffer of type e->buft. */
 int fg_engine_rows_copy(fg_engine *e, void *dst, const void *src, fg_tier src_tier, size_t n,
                         fg_err *err);
+/* Decode SMALL tensor t (its pieces through w, a weight over its chunks) into dst (of type
+ * e->buft) by the backend's gather: on a device backend the f32 rows never cross the link. */
+int fg_engine_small_gather(fg_engine *e, const fg_weight *w, uint64_t rows, uint64_t cols,
+                           float *dst, fg_err *err);
 /* A view's bytes readable by host code: v->ptr, or a copy in *tmp (the caller frees it). */
 int fg_engine_small_bytes(fg_engine *e, const fg_pager_view *v, const void **bytes, void **tmp,
                           fg_err *err);

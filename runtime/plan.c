@@ -176,15 +176,20 @@ static void homes(const fg_plan_model *m, fg_plan *pl)
     }
 }
 
-/* The device's share: a device backend's per-op staging, the rest the pager's pool. */
+/* The device's share: the engine's device-resident buffers (the model workspace, the head's
+ * rows and logits, the SMALL tensors and their row indices, the block's rows, positions and
+ * validity: runtime/engine_dev.c), a device backend's per-op staging (an activation chunk, a KV
+ * chunk, two weight pieces), the rest the pager's pool. */
 static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
 {
     if (!p->gpu_budget)
         return FG_OK;
-    pl->dev_reserve = pl->workspace + pl->head + pl->act_chunk + pl->kv_chunk + 2 * pl->wdecode;
+    pl->dev_reserve = pl->workspace + pl->head + 2 * pl->small_f32 + pl->block + pl->act_chunk +
+                      pl->kv_chunk + 2 * pl->wdecode;
     if (pl->dev_reserve + (1u << 20) > p->gpu_budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
-                          "backend stages up to %.0f MiB per op for gbs %u x ngb %u",
+                          "backend keeps %.0f MiB of engine buffers and per-op staging for gbs "
+                          "%u x ngb %u",
                           p->gpu_budget / MB, pl->dev_reserve / MB, pl->gbs, pl->ngb);
     pl->dev_pool = (p->gpu_budget - pl->dev_reserve) & ~(uint64_t)4095;
     return FG_OK;
@@ -273,7 +278,8 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
     if (pl->dev_pool) {
         char g[32];
         fprintf(f, "  GPU: pager pool %s, ", fg_fmt_bytes((double)pl->dev_pool, g, sizeof g));
-        fprintf(f, "per-op staging %s\n", fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
+        fprintf(f, "engine buffers and per-op staging %s\n",
+                fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
     }
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},

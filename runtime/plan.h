@@ -78,9 +78,12 @@ typedef struct fg_plan {
     uint64_t window;             /* streaming room */
     uint64_t pool;
     uint64_t total_host;         /* fixed + pool */
-    /* the device (policy gpu_budget > 0): what a device backend stages in one op at most (an
-     * op's operands from the host workspace, a cache, two weight pieces), and the pager's
-     * DEVICE pool (the rest of the budget), which holds what is homed on the GPU */
+    /* the device (policy gpu_budget > 0): the engine's buffers a device backend keeps in
+     * device memory (workspace, head, small f32 and their row indices, block: the host figures
+     * above then overstate RAM, which keeps only their host-side ids, positions, validity and
+     * logits rows) plus what the backend stages in one op at most (an activation chunk, a KV
+     * chunk, two weight pieces), and the pager's DEVICE pool (the rest of the budget), which
+     * holds what is homed on the GPU */
     uint64_t dev_homed[3];       /* weights, KV cache, activations homed on the GPU */
     uint64_t dev_reserve, dev_pool;
     uint64_t budget;             /* the RAM budget it was made for (0 = none) */

@@ -406,6 +406,14 @@ static void summary(run *r)
                 fg_fmt_bytes((double)st.pager.peak[FG_TIER_DEVICE], g, sizeof g),
                 fg_fmt_bytes((double)pl->dev_pool, w, sizeof w),
                 fg_fmt_bytes((double)st.pager.moved[FG_TIER_HOST][FG_TIER_DEVICE], m, sizeof m));
+        char up[32], dn[32], per[32];
+        uint64_t link = st.link_bytes[0] + st.link_bytes[1];
+        fprintf(r->log, "         link: host -> device %s (%" PRIu64 " bytes), device -> host "
+                "%s (%" PRIu64 " bytes); %s a generated token\n",
+                fg_fmt_bytes((double)st.link_bytes[0], up, sizeof up), st.link_bytes[0],
+                fg_fmt_bytes((double)st.link_bytes[1], dn, sizeof dn), st.link_bytes[1],
+                fg_fmt_bytes(p->tokens ? (double)link / (double)p->tokens : 0.0, per,
+                             sizeof per));
     }
     if (p->predicted) { /* the cost model's block (full), times the blocks run */
         double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));

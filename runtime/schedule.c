@@ -70,13 +70,15 @@ static fg_kv_batch kv_view(const fg_engine *e, void *chunk)
                          e->max_ctx};
 }
 
-/* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. */
+/* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. The ops
+ * read the device twins of positions and validity; the ids (a gather's few rows) are uploaded
+ * by the embedding's gather. */
 static fg_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t i, void *hidden)
 {
     size_t o = tok_off(e, k);
     uint32_t n_new = i == 0 ? b->P - b->s0 : 1, pos0 = i == 0 ? b->s0 : b->P + i - 1;
-    return (fg_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->pos + o, e->valid + o,
-                     hidden, e->o.policy.attn_sparsity};
+    return (fg_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->d_pos + o, e->d_valid + o,
+                     hidden, e->o.policy.attn_sparsity, e->pos + o};
 }
 
 /* Attention core of batch k (its rows from workspace row row0): its KV chunk acquired (loaded
@@ -95,8 +97,9 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
     return fg_engine_release(e, &v, 1, rc, err);
 }
 
-/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of [0, P). */
-static void setup_prompts(fg_engine *e, block *b)
+/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of [0, P); the
+ * positions and validity of the block's batches copied to their device twins. */
+static int setup_prompts(fg_engine *e, block *b, fg_err *err)
 {
     uint32_t W = b->P - b->s0;
     for (uint32_t s = 0; s < b->n; s++) {
@@ -118,6 +121,10 @@ static void setup_prompts(fg_engine *e, block *b)
         b->seqs[s].n_out = 0;
         b->seqs[s].finish = FG_FINISH_NONE;
     }
+    size_t n = (size_t)b->nb * e->gbs * e->max_ctx;
+    e->blk_key = 0;
+    int rc = fg_engine_up(e, e->d_valid, e->valid, n, err);
+    return rc ? rc : fg_engine_up(e, e->d_pos, e->pos, n * 4, err);
 }
 
 static int is_eos(const fg_hparams *hp, int32_t id)
@@ -128,18 +135,23 @@ static int is_eos(const fg_hparams *hp, int32_t id)
     return 0;
 }
 
-/* After step i: sample each sequence of batch k (its logits at row `row`), write the next
- * ids/positions/validity. */
-static void advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row)
+/* After step i: sample each sequence of batch k (its logits at row `row`, the live ones'
+ * brought to the host), write the next ids/positions/validity (the validity's device twin:
+ * the batch's rows, one copy). */
+static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row, fg_err *err)
 {
-    uint32_t nseq = batch_size(e, b, k);
+    uint32_t nseq = batch_size(e, b, k), V = e->hp.vocab_size;
     size_t o = tok_off(e, k);
     const fg_gen_hooks *h = b->hooks;
-    for (uint32_t r = 0; r < nseq; r++) {
+    int rc = FG_OK;
+    for (uint32_t r = 0; rc == FG_OK && r < nseq; r++) {
         uint32_t s = k * e->gbs + r;
         fg_gen_seq *q = &b->seqs[s];
-        const float *lg = e->logits + (size_t)(row + r) * e->hp.vocab_size;
+        float *lg = e->logits_host + (size_t)(row + r) * V;
         int32_t next = e->hp.eos_id >= 0 ? e->hp.eos_id : 0;
+        if (q->finish == FG_FINISH_NONE &&
+            (rc = fg_engine_down(e, lg, e->logits + (size_t)(row + r) * V, (size_t)V * 4, err)))
+            break;
         if (q->finish == FG_FINISH_NONE) {
             fg_rng rng;
             fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
@@ -159,6 +171,7 @@ static void advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row
         e->pos[o + r] = ++b->last_pos[s];
         e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
     }
+    return rc ? rc : fg_engine_up(e, e->d_valid + o, e->valid + o, (size_t)nseq * e->max_ctx, err);
 }
 
 /* Load the span starting at u (one unit, or attention + MLP), after starting the prefetch of
@@ -221,8 +234,10 @@ static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
     return fg_engine_release(e, &hv, un->kind != FG_UNIT_HEAD, rc, err);
 }
 
-/* The decode step's rows of batches [k0, k1): sequence k0 * gbs + q at row q. */
-static fg_step block_step(fg_engine *e, const block *b, const sweep_args *a)
+/* The decode step's rows of batches [k0, k1): sequence k0 * gbs + q at row q. The positions'
+ * device twin is written once per (step, batches), not once per span. */
+static int block_step(fg_engine *e, const block *b, const sweep_args *a, fg_step *bs,
+                      fg_err *err)
 {
     uint32_t first = a->k0 * e->gbs, end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
     for (uint32_t q = first; q < end; q++) {
@@ -230,8 +245,13 @@ static fg_step block_step(fg_engine *e, const block *b, const sweep_args *a)
         e->blk_ids[q - first] = e->ids[o];
         e->blk_pos[q - first] = e->pos[o];
     }
-    return (fg_step){end - first, 1, b->P + a->i - 1, e->blk_ids, e->blk_pos, NULL,
-                     e->blk_hidden, e->o.policy.attn_sparsity};
+    *bs = (fg_step){end - first, 1, b->P + a->i - 1, e->blk_ids, e->d_blk_pos, NULL,
+                    e->blk_hidden, e->o.policy.attn_sparsity, e->blk_pos};
+    uint64_t key = ((uint64_t)a->i << 40 | (uint64_t)a->k0 << 20 | a->k1) + 1;
+    if (key == e->blk_key)
+        return FG_OK;
+    e->blk_key = key;
+    return fg_engine_up(e, e->d_blk_pos, e->blk_pos, (size_t)(end - first) * 4, err);
 }
 
 /* Decode of unit u over the whole range at once (the head is done by head_range). */
@@ -252,10 +272,9 @@ static int decode_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, c
             rc = e->arch->attn_post(e->be, &e->hp, w, bs, e->ws, err);
         break;
     case FG_UNIT_MLP: rc = e->arch->mlp(e->be, &e->hp, w, bs, e->ws, err); break;
-    default:
-        for (uint32_t q = 0; q < bs->n_seq; q++)
-            memcpy(e->head_x + (size_t)(a->k0 * e->gbs + q) * e->hp.hidden,
-                   bs->hidden + (size_t)q * e->hp.hidden, (size_t)e->hp.hidden * 4);
+    default: /* the rows for the head: one copy on the device */
+        rc = fg_engine_dcopy(e, e->head_x + (size_t)a->k0 * e->gbs * e->hp.hidden, bs->hidden,
+                             (size_t)bs->n_seq * e->hp.hidden * 4, err);
         break;
     }
     return rc;
@@ -269,7 +288,7 @@ static int head_range(fg_engine *e, block *b, const fg_unit_w *w, const sweep_ar
     int rc = e->arch->head(e->be, &e->hp, w, e->head_x + (size_t)first * e->hp.hidden,
                            end - first, e->logits, e->ws, err);
     for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++)
-        advance(e, b, k, a->i, (k - a->k0) * e->gbs);
+        rc = advance(e, b, k, a->i, (k - a->k0) * e->gbs, err);
     return rc;
 }
 
@@ -278,7 +297,9 @@ static int compute_span(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
 {
     double t0 = fg_now();
     int rc = FG_OK;
-    fg_step bs = a->i > 0 ? block_step(e, b, a) : (fg_step){0};
+    fg_step bs = {0};
+    if (a->i > 0)
+        rc = block_step(e, b, a, &bs, err);
     for (uint32_t j = 0; rc == FG_OK && j < n; j++) {
         if (a->i > 0)
             rc = decode_unit(e, b, &w[j], u + j, &bs, a, err);
@@ -400,7 +421,7 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     rc = fg_engine_prefix_load(e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
     st->prefill_s += fg_now() - t0;
     if (rc == FG_OK)
-        setup_prompts(e, &b);
+        rc = setup_prompts(e, &b, err);
     if (rc == FG_OK && e->link)
         rc = stage_lead(e, &b, st, err);
     else if (rc == FG_OK && e->o.policy.schedule == FG_SCHEDULE_ROW)
@@ -445,8 +466,10 @@ static int score_batch(fg_engine *e, block *b, const fg_unit_w *w, uint32_t k, d
                                      hv.tier, (size_t)m * e->hp.hidden * 4, err);
             if (rc == FG_OK)
                 rc = e->arch->head(e->be, &e->hp, w, e->head_x, m, e->logits, e->ws, err);
+            if (rc == FG_OK)
+                rc = fg_engine_down(e, e->logits_host, e->logits, (size_t)m * V * 4, err);
             for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
-                const float *lg = e->logits + (size_t)j * V;
+                const float *lg = e->logits_host + (size_t)j * V;
                 if (out)
                     memcpy(out + seq * out_stride + (size_t)(t0 + j) * V, lg, (size_t)V * 4);
                 if (t0 + j + 1 < q->n_prompt) {
@@ -477,9 +500,10 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     fg_unit_w head;
     if (rc == FG_OK) {
         b.last_pos = last_pos;
-        setup_prompts(e, &b);
+        rc = setup_prompts(e, &b, err);
         sweep_args a = {0, 0, b.nb, 0, e->n_units};
-        rc = sweep(e, &b, &a, &head, err); /* the head unit loads last; its w stays valid */
+        if (rc == FG_OK) /* the head unit loads last; its w stays valid */
+            rc = sweep(e, &b, &a, &head, err);
     }
     double dn = 0;
     uint64_t dc = 0;
@@ -715,13 +739,15 @@ static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_ge
 
 /* A follower after step i of batch k: the positions and validity one process's advance writes
  * (the token itself only rank 0 knows, and only its embedding needs). */
-static void follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i)
+static int follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i, fg_err *err)
 {
     size_t o = tok_off(e, k);
     for (uint32_t r = 0; r < batch_size(e, b, k); r++) {
         e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
         e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
     }
+    return fg_engine_up(e, e->d_valid + o, e->valid + o,
+                        (size_t)batch_size(e, b, k) * e->max_ctx, err);
 }
 
 /* One DATA message: its rows placed; once the group's rows are all in, this stage's units
@@ -737,7 +763,7 @@ static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void 
     if (rc == FG_OK)
         rc = rows_send(e, b, h->step, k0, k1, err);
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
-        follow_advance(e, b, k, h->step);
+        rc = follow_advance(e, b, k, h->step, err);
     return rc;
 }
 
@@ -756,7 +782,7 @@ static int serve_block(fg_engine *e, const fg_stage_msg *bh, const void *bp, fg_
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK) {
         b.last_pos = last_pos;
-        setup_prompts(e, &b);
+        rc = setup_prompts(e, &b, err);
     }
     while (rc == FG_OK) {
         fg_stage_msg h;

@@ -1,8 +1,9 @@
 /* test_backend_sim.c - the simulated device and its backend (compute/device_sim.c,
  * compute/backend_sim.c): device memory host code cannot touch, copies through the copy engine
  * with events, operands resident on the device used in place (same bits as staged ones, no
- * link traffic), copies overlapping compute in a piecewise Linear, attention delegated to the
- * CPU where the cache is in host memory, and clear errors for a full device or a bad copy.
+ * link traffic: a Linear, a norm, the scale op, a gather by device row indices), copies
+ * overlapping compute in a piecewise Linear, attention delegated to the CPU where the cache is
+ * in host memory, and clear errors for a full device or a bad copy.
  * (test_ops runs every op of the sim backend against the reference.)
  */
 #include <signal.h>
@@ -138,6 +139,26 @@ START_TEST(device_operands_are_used_in_place)
     ck_assert_int_eq(be->iface->layernorm(be, dx, dg, dbb, dx, M, K, 1e-5f, &err), FG_OK);
     download(be, z2, dx, sizeof z2);
     ck_assert(!memcmp(z1, z2, sizeof z1));
+    /* the query scaling in place, and a gather of device pieces by row indices in device
+     * memory (how the engine decodes its SMALL tensors on a device backend): nothing moves */
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = N - 1 - i;
+    void *dids = upload(be, ids, sizeof ids), *dout;
+    ck_assert_int_eq(be->dev->iface->alloc(be->dev, FG_BUFT_DEVICE, sizeof w, &dout, &err), FG_OK);
+    ck_assert_int_eq(be->iface->reserve(be, N * K, &err), FG_OK); /* decode room */
+    before = moved(be);
+    ck_assert_int_eq(be->iface->scale(be, dx, 0.125f, M * K, &err), FG_OK);
+    ck_assert_msg(be->iface->gather(be, &dw, N, dids, N, dout, K, &err) == FG_OK, "%s", err.msg);
+    ck_assert_uint_eq(moved(be), before);
+    ck_assert_int_eq(ds.held, 0);
+    download(be, z2, dx, sizeof z2);
+    for (int i = 0; i < M * K; i++)
+        ck_assert(z2[i] == z1[i] * 0.125f);
+    float g2[N * K];
+    download(be, g2, dout, sizeof g2);
+    for (int i = 0; i < N; i++)
+        ck_assert(!memcmp(g2 + i * K, w + (N - 1 - i) * K, K * 4));
     fg_backend_free(be);
 }
 END_TEST
@@ -195,7 +216,8 @@ START_TEST(copies_overlap_compute)
 END_TEST
 
 /* --cpu-cache-compute: attention over a host cache runs where the cache is (nothing crosses
- * the link) and gives the same bits as the device's staged attention. */
+ * the link; with its other operands on the device only they do) and gives the same bits as
+ * the device's staged attention. */
 START_TEST(attention_runs_where_the_cache_lives)
 {
     enum { H = 4, D = 8, CAP = 16, NQ = 2, POS = 9 };
@@ -216,6 +238,21 @@ START_TEST(attention_runs_where_the_cache_lives)
     a.out = o2;
     ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
     ck_assert_uint_eq(moved(cpu), 0);
+    ck_assert(!memcmp(o1, o2, sizeof o1));
+    /* the queries, validity, output and scratch in device memory (a device workspace): they
+     * cross the link, the cache does not */
+    void *dq = upload(cpu, q, sizeof q), *dvalid = upload(cpu, valid, sizeof valid), *dout, *dsc;
+    ck_assert_int_eq(cpu->dev->iface->alloc(cpu->dev, FG_BUFT_DEVICE, sizeof o2, &dout, &err),
+                     FG_OK);
+    ck_assert_int_eq(cpu->dev->iface->alloc(cpu->dev, FG_BUFT_DEVICE, sizeof sc, &dsc, &err),
+                     FG_OK);
+    uint64_t before = moved(cpu);
+    fg_attn_op b = a;
+    b.q = dq, b.valid = dvalid, b.out = dout, b.scratch = dsc;
+    ck_assert_int_eq(cpu->iface->attention(cpu, &b, &err), FG_OK);
+    ck_assert_uint_eq(moved(cpu) - before, 2 * sizeof q + sizeof valid);
+    memset(o2, 0, sizeof o2);
+    download(cpu, o2, dout, sizeof o2);
     ck_assert(!memcmp(o1, o2, sizeof o1));
     fg_backend_free(dev);
     fg_backend_free(cpu);

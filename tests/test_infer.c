@@ -6,7 +6,9 @@
  * splits, overlap on and off, the row-by-row schedule; 4-bit weights within a stated bound. The
  * device placements (GPU fractions, CPU or device attention) run through the simulated device
  * backend here, and through the CUDA backend in test_infer_cuda (this file with
- * FG_TEST_INFER_CUDA), which skips without a GPU.
+ * FG_TEST_INFER_CUDA), which skips without a GPU; on the sim device a decode step's bytes over
+ * the link are bounded by the shapes of what must cross (token ids, positions, validity,
+ * logits; with a host cache and CPU attention, each layer's queries and outputs and new K/V).
  *
  * Tolerances: F16 weights are exact (the fixtures are f16-representable), so logits differ by
  * f32 accumulation order only: max |diff| <= 1e-3 (measured: about 3e-6). Q4 (group 64, axis
@@ -444,6 +446,94 @@ END_TEST
 START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
 END_TEST
 
+/* Bytes over the simulated link of generating up to max_new tokens for n copies of the
+ * fixture prompt, with weights and activations homed on the GPU and the KV cache there too, or
+ * in RAM attended by the CPU (cpu_cache); *steps receives the decode steps run (the longest
+ * output less the prefill's token), *hp the model's hyperparameters. */
+static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, uint32_t max_new,
+                                 int cpu_cache, uint32_t *steps, fg_hparams *hp)
+{
+    fg_engine_opts o = defaults();
+    o.backend = FG_BACKEND_SIM;
+    o.max_ctx = 64;
+    o.policy.gbs = 2;
+    o.policy.ngb = 2;
+    o.policy.have_fractions = 1;
+    o.policy.frac = (fg_pager_policy){{1, 0, 0}, {1, 0, 0}, {1, 0, 0}};
+    if (cpu_cache)
+        o.policy.frac.c[0] = 0, o.policy.frac.c[1] = 1;
+    o.policy.cpu_attention = cpu_cache;
+    o.offload_dir = tu_path("");
+    eng x;
+    fg_err err;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
+    *hp = *fg_engine_hparams(x.e);
+    int32_t out[4][64];
+    fg_gen_seq s[4];
+    for (uint32_t i = 0; i < n; i++)
+        s[i] = (fg_gen_seq){r->prompt, r->n_prompt, max_new, {0, 0, 1, 0}, i, out[i], 0, 0};
+    fg_gen_stats gs;
+    ck_assert_msg(fg_engine_generate(x.e, s, n, NULL, &gs, &err) == 0, "%s", err.msg);
+    fg_engine_stats st;
+    fg_engine_stats_get(x.e, &st);
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        longest = s[i].n_out > longest ? s[i].n_out : longest;
+    *steps = longest - 1;
+    eng_close(&x);
+    return st.link_bytes[0] + st.link_bytes[1];
+}
+
+/* With weights, KV cache and activations on the (simulated) GPU, the workspace and the residual
+ * stream are device memory too: a decode step moves over the link only each sequence's token id
+ * and position (4 + 4 bytes up), its validity row (max_ctx bytes up) and its logits (4 x vocab
+ * bytes down), whatever the layers and the hidden width; activations staged per op (what the
+ * host workspace cost) would add layers x hidden x rows bytes on top. With the cache in RAM and
+ * --cpu-cache-compute, each layer adds per sequence its query down and attention output up
+ * (4 x q width each), its validity row down and its new K and V rows down (4 x KV width each),
+ * never the cache's rows. */
+static void decode_link_bound(const char *refname, const char *layout)
+{
+    ref r;
+    load_ref(refname, &r);
+    const char *store = convert(layout, 0);
+    const uint32_t n = 4, max_ctx = 64;
+    for (int cpu_cache = 0; cpu_cache < 2; cpu_cache++) {
+        uint32_t s1, s2;
+        fg_hparams hp;
+        uint64_t b1 = link_of_generate(store, &r, n, 1, cpu_cache, &s1, &hp);
+        uint64_t b2 = link_of_generate(store, &r, n, 6, cpu_cache, &s2, &hp);
+        ck_assert_uint_eq(s1, 0);
+        ck_assert_uint_ge(s2, 1);
+        uint64_t per_step = (uint64_t)n * (4 + 4 + max_ctx + 4ull * r.vocab);
+        uint64_t qw = (uint64_t)hp.n_heads * hp.head_dim, kw = fg_model_kv_width(&hp);
+        if (cpu_cache)
+            per_step += (uint64_t)hp.n_layers * n * (8 * qw + max_ctx + 8 * kw);
+        ck_assert_uint_gt(b2, b1);
+        printf("%s%s: a decode step of %u sequences moved %.0f bytes over the link (bound "
+               "%llu)\n", refname, cpu_cache ? " (cache in RAM, CPU attention)" : "", n,
+               (double)(b2 - b1) / s2, (unsigned long long)per_step);
+        ck_assert_msg(b2 - b1 <= s2 * per_step, "%s, cpu cache %d: %u decode steps moved %llu "
+                      "bytes over the link, above %llu (ids, positions, validity and logits of %u "
+                      "sequences, vocab %u; with the cache in RAM each layer's queries, outputs, "
+                      "validity and new K/V rows)", refname, cpu_cache, s2,
+                      (unsigned long long)(b2 - b1), (unsigned long long)(s2 * per_step), n,
+                      r.vocab);
+    }
+    free(r.logits);
+}
+
+START_TEST(sim_decode_moves_only_logits_opt)
+{
+    decode_link_bound("opt-tiny", "opt-tiny-safetensors");
+}
+END_TEST
+START_TEST(sim_decode_moves_only_logits_llama3)
+{
+    decode_link_bound("llama3-tiny", "llama3-tiny-bf16");
+}
+END_TEST
+
 /* The same placements on a GPU (test_infer_cuda: this file built with FG_TEST_INFER_CUDA). */
 static void cuda_matrix(const char *refname, const char *layout)
 {
@@ -664,6 +754,8 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_mistral);
     tcase_add_test(tc, sim_placements_qwen2);
     tcase_add_test(tc, sim_bad_requests_are_refused);
+    tcase_add_test(tc, sim_decode_moves_only_logits_opt);
+    tcase_add_test(tc, sim_decode_moves_only_logits_llama3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -241,7 +241,7 @@ END_TEST
 
 /* ---- the small ops ---- */
 
-START_TEST(norms_rope_act_add_every_backend)
+START_TEST(norms_rope_act_add_scale_every_backend)
 {
     enum { R = 5, H = 3, D = 18, W = H * D };
     fg_backend *be[4];
@@ -287,6 +287,11 @@ START_TEST(norms_rope_act_add_every_backend)
         r->add(NULL, ref, up, R * W, &err);
         f->add(be[b], y, up, R * W, &err);
         ck_assert(!memcmp(y, ref, sizeof y));
+        memcpy(ref, x, sizeof x); /* the decoder's query scaling: the same bits everywhere */
+        memcpy(y, x, sizeof x);
+        ck_assert_int_eq(r->scale(NULL, ref, 0.2357f, R * W, &err), FG_OK);
+        ck_assert_int_eq(f->scale(be[b], y, 0.2357f, R * W, &err), FG_OK);
+        ck_assert_msg(!memcmp(y, ref, sizeof y), "%s scale", f->name);
     }
     free_all(be, nb);
 }
@@ -501,7 +506,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, linear_every_codec_every_backend);
     tcase_add_test(tc, gather_every_codec_every_backend);
-    tcase_add_test(tc, norms_rope_act_add_every_backend);
+    tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);

@@ -119,6 +119,10 @@ mix=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --sim-l
       --percent 50 50 0 100 0 100 --cpu-cache-compute --quiet)
 [ "$gpu" = "$cpu" ] && [ "$mix" = "$cpu" ] ||
   { echo "--backend sim: all on the GPU '$gpu', mixed '$mix', CPU '$cpu'"; exit 1; }
+sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim \
+      --percent 100 0 100 0 100 0 2>&1 >/dev/null)
+[[ "$sum" == *"link: host -> device"*"a generated token"* ]] ||
+  { echo "--backend sim: the summary has no link line: $sum"; exit 1; }
 plan=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --gpu-budget 64M --dry-run)
 [[ "$plan" == *"GPU: pager pool"* ]] || { echo "--dry-run shows no GPU share: $plan"; exit 1; }
 expect_fail 2 "$INFER" -m tiny -p hi --gpu-budget 1G
