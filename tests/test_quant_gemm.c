@@ -422,10 +422,11 @@ START_TEST(test_large_groups)
 }
 END_TEST
 
-/* Large m and k take the windowed path (several column windows per row). */
+/* Large m and k take the windowed path (several column windows per row) and m past 64 two
+ * blocks of activation rows (the second one partial and not a multiple of the 4-row tile). */
 START_TEST(test_windows)
 {
-    uint64_t n = 5, k = 8192 + 64, m = 67;
+    uint64_t n = 5, k = 8192 + 64, m = 131;
     for (unsigned bits = 4; bits <= 8; bits += 4) {
         wcase wc;
         wcase_make(&wc, bits, 64, 0, 0, n, k);
