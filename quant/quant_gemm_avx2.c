@@ -174,29 +174,29 @@ static inline __attribute__((always_inline)) void f16_tile(const uint16_t *w, ui
                                                            uint64_t ldx, float *y, uint64_t ldy,
                                                            const int MR, const int NR)
 {
-    __m256 acc[4][4];
-    #pragma GCC unroll 4
+    __m256 acc[4][8];
+    #pragma GCC unroll 8
     for (int r = 0; r < MR; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int q = 0; q < NR; q++)
             acc[r][q] = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 8 <= k; c += 8) {
-        __m256 wv[4];
-        #pragma GCC unroll 4
+        __m256 wv[8];
+        #pragma GCC unroll 8
         for (int q = 0; q < NR; q++)
             wv[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (j0 + q) * ldw + c)));
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
             __m256 xv = _mm256_loadu_ps(x + (i0 + r) * ldx + c);
-            #pragma GCC unroll 4
+            #pragma GCC unroll 8
             for (int q = 0; q < NR; q++)
                 acc[r][q] = _mm256_fmadd_ps(wv[q], xv, acc[r][q]);
         }
     }
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < MR; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int q = 0; q < NR; q++) {
             float s = hsum8(acc[r][q]);
             for (uint64_t t = c; t < k; t++)
@@ -211,8 +211,8 @@ void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, 
     for (uint64_t i0 = 0; i0 < m; i0 += 4) {
         uint64_t mr = m - i0 < 4 ? m - i0 : 4, j = 0;
         if (mr == 1) {
-            for (; j + 4 <= n; j += 4)
-                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 1, 4);
+            for (; j + 8 <= n; j += 8)
+                f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 1, 8);
             for (; j < n; j++)
                 f16_tile(w, j, k, ldw, x, i0, ldx, y, ldy, 1, 1);
             continue;
