@@ -176,29 +176,29 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t *code
 #endif
 }
 
-/* One group g of weight row `row` for MR activation rows from i0: accb[r] += cvt(idot) * scale
- * (times the group's activation scale with B1); the group's min goes to *min_out. */
-static inline __attribute__((always_inline)) void one_group(const fgq_params *p,
-                                                            const uint8_t *row, uint64_t g,
-                                                            const fg_quant_act *a, uint64_t i0,
+/* One group of a weight row (its bytes at grp) for MR activation rows: accb[r] += cvt(idot) *
+ * scale (times the group's activation scale with B1); the group's min goes to *min_out. The
+ * activation rows' codes start at xq (row stride kp), their code sums at qs (stride ng), their
+ * scales at as (stride nb): pointers and strides the caller keeps in registers, so the loop does
+ * no index arithmetic of its own. */
+static inline __attribute__((always_inline)) void one_group(const uint8_t *grp, uint32_t hdr,
+                                                            uint32_t G, uint32_t half,
+                                                            const int8_t *xq, uint64_t kp,
+                                                            const int32_t *qs, uint64_t ng,
+                                                            const float *as, uint64_t nb,
                                                             const int MR, const int bits,
                                                             const int hi, const int f16,
-                                                            const int GC, const int B1,
-                                                            __m256 *accb, float *min_out)
+                                                            const int B1, __m256 *accb,
+                                                            float *min_out)
 {
-    const uint64_t ng = a->n_groups;
-    const uint8_t *grp = row + g * p->gbytes;
     __m256 s;
     _mm_prefetch((const char *)grp + PREFETCH_BYTES, _MM_HINT_T0);
     group_ms(grp, f16, min_out, &s);
     __m256i ai[4];
-    const uint32_t G = GC ? (uint32_t)GC : p->G;
-    group_dots(grp + p->hdr, G, (uint32_t)((g * G) >> 5) & 1u, a->q + i0 * a->kp + g * G, a->kp,
-               a->qsum + i0 * ng + g, ng, MR, bits, hi, ai);
+    group_dots(grp + hdr, G, half, xq, kp, qs, ng, MR, bits, hi, ai);
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        const float *ar = &a->scale[(i0 + r) * a->n_blocks + g];
-        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_broadcast_ss(ar)) : s;
+        __m256 sr = B1 ? _mm256_mul_ps(s, _mm256_broadcast_ss(as + r * nb)) : s;
         accb[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[r]), sr, accb[r]);
     }
 }
@@ -231,7 +231,11 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
     __m256 acc[4];
     float mins[WINDOW_GROUPS];
     const uint64_t gpb = B1 ? g1 - g0 : a->block / p->G; /* B1: one pass, scales inside */
-    const float *as = a->scale + i0 * a->n_blocks;
+    const uint64_t kp = a->kp, ng = a->n_groups, nb = a->n_blocks, gbytes = p->gbytes;
+    const uint32_t G = GC ? (uint32_t)GC : p->G, hdr = p->hdr;
+    const int8_t *xq0 = a->q + i0 * kp;
+    const int32_t *qs0 = a->qsum + i0 * ng;
+    const float *as = a->scale + i0 * nb, *as0 = as;
     #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
         acc[r] = _mm256_setzero_ps();
@@ -241,17 +245,20 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
             accb[r] = accb2[r] = _mm256_setzero_ps();
+#define FGQ_GROUP(gg, acc_)                                                                   \
+    one_group(row + (gg) * gbytes, hdr, G, (uint32_t)(((gg) * G) >> 5) & 1u, xq0 + (gg) * G, kp, \
+              qs0 + (gg), ng, as0 + (gg), nb, MR, bits, hi, f16, B1, acc_, &mins[(gg) - g0])
         if (MR <= 2)
             for (; g + 2 <= gend; g += 2) {
-                one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, B1, accb, &mins[g - g0]);
-                one_group(p, row, g + 1, a, i0, MR, bits, hi, f16, GC, B1, accb2,
-                          &mins[g + 1 - g0]);
+                FGQ_GROUP(g, accb);
+                FGQ_GROUP(g + 1, accb2);
             }
         for (; g < gend; g++)
-            one_group(p, row, g, a, i0, MR, bits, hi, f16, GC, B1, accb, &mins[g - g0]);
+            FGQ_GROUP(g, accb);
+#undef FGQ_GROUP
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
-            __m256 ab = B1 ? _mm256_set1_ps(1.0f) : _mm256_broadcast_ss(&as[r * a->n_blocks + b]);
+            __m256 ab = B1 ? _mm256_set1_ps(1.0f) : _mm256_broadcast_ss(&as[r * nb + b]);
             acc[r] = _mm256_fmadd_ps(_mm256_add_ps(accb[r], accb2[r]), ab, acc[r]);
         }
     }
