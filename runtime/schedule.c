@@ -135,29 +135,66 @@ static int is_eos(const fg_hparams *hp, int32_t id)
     return 0;
 }
 
-/* After step i: sample each sequence of batch k (its logits at row `row`, the live ones'
- * brought to the host), write the next ids/positions/validity (the validity's device twin:
- * the batch's rows, one copy). */
+/* Whether every live sequence of batch k draws its next token as the argmax of its logits
+ * (temperature 0, fg_sample's greedy case, and no hook that reads the logits): then the
+ * backend takes the argmax where the logits are and only the ids cross the link. */
+static int batch_greedy(const fg_engine *e, const block *b, uint32_t k, uint32_t nseq)
+{
+    if (b->hooks && b->hooks->logits)
+        return 0;
+    for (uint32_t r = 0; r < nseq; r++) {
+        const fg_gen_seq *q = &b->seqs[k * e->gbs + r];
+        if (q->finish == FG_FINISH_NONE && q->sample.temperature != 0.0f &&
+            e->hp.vocab_size > 1)
+            return 0;
+    }
+    return 1;
+}
+
+/* The next token of live sequence s (batch row r, logits row `row`): from the argmax the
+ * backend returned for a greedy batch, else sampled from its logits brought to the host. */
+static int next_token(fg_engine *e, block *b, uint32_t s, uint32_t row, int greedy,
+                      int32_t *next, fg_err *err)
+{
+    fg_gen_seq *q = &b->seqs[s];
+    const fg_gen_hooks *h = b->hooks;
+    uint32_t V = e->hp.vocab_size;
+    if (greedy) {
+        *next = e->greedy_ids[row];
+        return FG_OK;
+    }
+    float *lg = e->logits_host + (size_t)row * V;
+    int rc = fg_engine_down(e, lg, e->logits + (size_t)row * V, (size_t)V * 4, err);
+    if (rc)
+        return rc;
+    fg_rng rng;
+    fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
+    if (h && h->logits)
+        h->logits(h->logits_ctx, s, q->n_out, lg, V);
+    *next = fg_sample(lg, V, &q->sample, &rng, e->sampler);
+    return FG_OK;
+}
+
+/* After step i: the next token of each live sequence of batch k (its logits at row `row` + r),
+ * then the next ids/positions/validity (the validity's device twin: the batch's rows, one
+ * copy). */
 static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row, fg_err *err)
 {
     uint32_t nseq = batch_size(e, b, k), V = e->hp.vocab_size;
     size_t o = tok_off(e, k);
     const fg_gen_hooks *h = b->hooks;
-    int rc = FG_OK;
+    int greedy = batch_greedy(e, b, k, nseq), rc = FG_OK;
+    if (greedy)
+        rc = e->be->iface->argmax(e->be, e->logits + (size_t)row * V, nseq, V,
+                                  e->greedy_ids + row, err);
     for (uint32_t r = 0; rc == FG_OK && r < nseq; r++) {
         uint32_t s = k * e->gbs + r;
         fg_gen_seq *q = &b->seqs[s];
-        float *lg = e->logits_host + (size_t)(row + r) * V;
         int32_t next = e->hp.eos_id >= 0 ? e->hp.eos_id : 0;
         if (q->finish == FG_FINISH_NONE &&
-            (rc = fg_engine_down(e, lg, e->logits + (size_t)(row + r) * V, (size_t)V * 4, err)))
+            (rc = next_token(e, b, s, row + r, greedy, &next, err)))
             break;
         if (q->finish == FG_FINISH_NONE) {
-            fg_rng rng;
-            fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
-            if (h && h->logits)
-                h->logits(h->logits_ctx, s, q->n_out, lg, e->hp.vocab_size);
-            next = fg_sample(lg, e->hp.vocab_size, &q->sample, &rng, e->sampler);
             q->out[q->n_out++] = next;
             if (is_eos(&e->hp, next))
                 q->finish = FG_FINISH_EOS;
