@@ -4,7 +4,7 @@
 # for G + 1 new tokens; the difference of the summaries' link lines over G is one decode step's
 # bytes (the weights' first upload and the pager's chunk fills cancel), printed beside the decode
 # phase's tok/s of the longer run. With the engine's workspace on the device a step moves the
-# token ids, positions and validity rows up and, greedy, the next ids down (4 bytes a sequence:
+# token ids and positions up (the validity went up with the prompts) and, greedy, the next ids down (4 bytes a sequence:
 # the argmax runs on the device; with a temperature the live sequences' logits, 4 x vocab
 # bytes), nothing that grows with the layers or the hidden width.
 #

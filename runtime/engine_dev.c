@@ -11,9 +11,10 @@
  * the rows staged for the head and its logits, the SMALL tensors (decoded on the device by the
  * backend's gather, by row indices kept there), and the positions and validity the ops read. So
  * with weights, KV cache and activations homed on the GPU a decode step moves over the link
- * only its token ids and positions (up, O(batch)), each sequence's new validity row (up,
- * O(batch x context)) and, when the batch samples greedily, the next ids the backend's argmax
- * finds where the logits are (down, O(batch)); a batch that samples otherwise (temperature,
+ * only its token ids and positions (up, O(batch)) and, when the batch samples greedily, the
+ * next ids the backend's argmax finds where the logits are (down, O(batch)); the validity goes
+ * up once a block, with the prompts (positions from the prompt's end on are set from the start:
+ * causal attention reads a row only once its token is written, schedule.c setup_prompts); a batch that samples otherwise (temperature,
  * top-k/top-p) or a logits hook brings the live sequences' logits down (O(batch x vocab)).
  * Never a layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
  * staged per op by the backend. Host code never dereferences a device pointer: every crossing

@@ -97,8 +97,12 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
     return fg_engine_release(e, &v, 1, rc, err);
 }
 
-/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of [0, P); the
- * positions and validity of the block's batches copied to their device twins. */
+/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of the whole
+ * context; the positions and validity of the block's batches copied to their device twins.
+ * Validity is final here: [0, P) marks the prompt (left padding 0), and every position from P
+ * on is 1, because each decode step writes the row of position P + i and attention reads rows
+ * only up to its query's position (causal), so a row is read only once it is a real token.
+ * Hence no step uploads validity again. */
 static int setup_prompts(fg_engine *e, block *b, fg_err *err)
 {
     uint32_t W = b->P - b->s0;
@@ -114,6 +118,7 @@ static int setup_prompts(fg_engine *e, block *b, fg_err *err)
                                  : b->seqs[s].prompt[t - pad];
             valid[t] = t >= pad;
         }
+        memset(valid + b->P, 1, e->max_ctx - b->P);
         /* rows are set up in order: row r's positions may spill into row r + 1's, not yet set */
         fg_model_positions(valid, b->P, pos);
         memmove(pos, pos + b->s0, (size_t)W * sizeof *pos);
@@ -175,10 +180,10 @@ static int next_token(fg_engine *e, block *b, uint32_t s, uint32_t row, int gree
     return FG_OK;
 }
 
-/* After step i: the next token of each live sequence of batch k (its logits at row `row` + r),
- * then the next ids/positions/validity (the validity's device twin: the batch's rows, one
- * copy). */
-static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row, fg_err *err)
+/* After a step: the next token of each live sequence of batch k (its logits at row `row` + r),
+ * then the next ids and positions (the validity of the new position is already set: see
+ * setup_prompts). */
+static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err)
 {
     uint32_t nseq = batch_size(e, b, k), V = e->hp.vocab_size;
     size_t o = tok_off(e, k);
@@ -206,9 +211,8 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row,
         /* the token fed at step i + 1 sits at cache position P + i */
         e->ids[o + r] = next;
         e->pos[o + r] = ++b->last_pos[s];
-        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
     }
-    return rc ? rc : fg_engine_up(e, e->d_valid + o, e->valid + o, (size_t)nseq * e->max_ctx, err);
+    return rc;
 }
 
 /* Load the span starting at u (one unit, or attention + MLP), after starting the prefetch of
@@ -325,7 +329,7 @@ static int head_range(fg_engine *e, block *b, const fg_unit_w *w, const sweep_ar
     int rc = e->arch->head(e->be, &e->hp, w, e->head_x + (size_t)first * e->hp.hidden,
                            end - first, e->logits, e->ws, err);
     for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++)
-        rc = advance(e, b, k, a->i, (k - a->k0) * e->gbs, err);
+        rc = advance(e, b, k, (k - a->k0) * e->gbs, err);
     return rc;
 }
 
@@ -774,17 +778,13 @@ static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_ge
     return FG_OK;
 }
 
-/* A follower after step i of batch k: the positions and validity one process's advance writes
- * (the token itself only rank 0 knows, and only its embedding needs). */
-static int follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i, fg_err *err)
+/* A follower after step i of batch k: the positions one process's advance writes (the token
+ * itself only rank 0 knows, and only its embedding needs; validity is set from the start). */
+static void follow_advance(fg_engine *e, block *b, uint32_t k)
 {
     size_t o = tok_off(e, k);
-    for (uint32_t r = 0; r < batch_size(e, b, k); r++) {
+    for (uint32_t r = 0; r < batch_size(e, b, k); r++)
         e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
-        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
-    }
-    return fg_engine_up(e, e->d_valid + o, e->valid + o,
-                        (size_t)batch_size(e, b, k) * e->max_ctx, err);
 }
 
 /* One DATA message: its rows placed; once the group's rows are all in, this stage's units
@@ -800,7 +800,7 @@ static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void 
     if (rc == FG_OK)
         rc = rows_send(e, b, h->step, k0, k1, err);
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
-        rc = follow_advance(e, b, k, h->step, err);
+        follow_advance(e, b, k);
     return rc;
 }
 

@@ -489,9 +489,9 @@ static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, ui
 
 /* With weights, KV cache and activations on the (simulated) GPU, the workspace and the residual
  * stream are device memory too: a greedy decode step moves over the link only each sequence's
- * token id and position (4 + 4 bytes up), its validity row (max_ctx bytes up) and its next id
- * (4 bytes down: the backend's argmax runs where the logits are), whatever the layers, the
- * hidden width and the vocabulary; a sampled step brings the logits down instead (4 x vocab
+ * token id and position (4 + 4 bytes up) and its next id (4 bytes down: the backend's argmax
+ * runs where the logits are), whatever the layers, the hidden width, the context and the
+ * vocabulary (the validity went up once, with the prompts); a sampled step brings the logits down instead (4 x vocab
  * bytes a sequence). Activations staged per op (what the host workspace cost) would add layers
  * x hidden x rows bytes on top. With the cache in RAM and --cpu-cache-compute, each layer adds
  * per sequence its query down and attention output up (4 x q width each), its validity row
@@ -511,8 +511,7 @@ static void decode_link_bound(const char *refname, const char *layout)
         uint64_t b2 = link_of_generate(store, &r, n, 6, cpu_cache, temperature, &s2, &hp);
         ck_assert_uint_eq(s1, 0);
         ck_assert_uint_ge(s2, 1);
-        uint64_t per_step = (uint64_t)n * (4 + 4 + max_ctx + (temperature > 0 ? 4ull * r.vocab
-                                                                               : 4));
+        uint64_t per_step = (uint64_t)n * (4 + 4 + (temperature > 0 ? 4ull * r.vocab : 4));
         uint64_t qw = (uint64_t)hp.n_heads * hp.head_dim, kw = fg_model_kv_width(&hp);
         if (cpu_cache)
             per_step += (uint64_t)hp.n_layers * n * (8 * qw + max_ctx + 8 * kw);
@@ -521,8 +520,8 @@ static void decode_link_bound(const char *refname, const char *layout)
                "%llu)\n", refname, cpu_cache ? " (cache in RAM, CPU attention)" : temperature > 0
                ? " (sampled)" : "", n, (double)(b2 - b1) / s2, (unsigned long long)per_step);
         ck_assert_msg(b2 - b1 <= s2 * per_step, "%s, run %d: %u decode steps moved %llu bytes "
-                      "over the link, above %llu (ids, positions, validity and next ids, or "
-                      "logits when sampled, of %u sequences, vocab %u; with the cache in RAM "
+                      "over the link, above %llu (ids, positions and next ids, or logits when "
+                      "sampled, of %u sequences, vocab %u; with the cache in RAM "
                       "each layer's queries, outputs, validity and new K/V rows)", refname, run,
                       s2, (unsigned long long)(b2 - b1), (unsigned long long)(s2 * per_step), n,
                       r.vocab);
