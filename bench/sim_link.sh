@@ -4,8 +4,9 @@
 # for G + 1 new tokens; the difference of the summaries' link lines over G is one decode step's
 # bytes (the weights' first upload and the pager's chunk fills cancel), printed beside the decode
 # phase's tok/s of the longer run. With the engine's workspace on the device a step moves the
-# token ids, positions and validity rows up and the live sequences' logits down (4 x vocab
-# bytes a sequence), nothing that grows with the layers or the hidden width.
+# token ids and positions up (the validity went up with the prompts) and, greedy, the next ids down (4 bytes a sequence:
+# the argmax runs on the device; with a temperature the live sequences' logits, 4 x vocab
+# bytes), nothing that grows with the layers or the hidden width.
 #
 # usage: bench/sim_link.sh STORE [ROUNDS] [fg-infer flags...]   (default 3 rounds, the prompt
 #        below, G = 60, --sim-link 16, 2 threads; env G, LINK, THREADS, BIN; a batch:

@@ -7,7 +7,7 @@
  *    object the pager's DEVICE tier uses;
  *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
- *    gelu-tanh, silu-gated), add, scale, KV encode, attention (causal, grouped-query, sliding
+ *    gelu-tanh, silu-gated), add, scale, argmax of rows (greedy sampling), KV encode, attention (causal, grouped-query, sliding
  *    window, top-k sparse, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
@@ -151,6 +151,12 @@ typedef struct fg_backend_iface {
     int (*add)(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
     /* x *= s over n values (attention's query scaling, on the device where x lives) */
     int (*scale)(fg_backend *be, float *x, float s, size_t n, fg_err *err);
+    /* ids[r] = the index of the greatest of x[r, 0 .. n) for r < rows (greedy decoding on the
+     * device: rows x 4 bytes come back instead of the rows), exactly fg_sample's argmax: the
+     * first of equal maxima (-0 == +0), a NaN never wins, a row whose first value is NaN
+     * answers 0. x and ids in host or device memory; n >= 1 */
+    int (*argmax)(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
+                  fg_err *err);
     /* rows [row, row + n) of the cache from k, v [n, width] f32 (encoded when quantized) */
     int (*kv_store)(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                     const float *v, uint32_t n, fg_err *err);

@@ -470,7 +470,7 @@ static void cpu_destroy(fg_backend *be)
 static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
     cpu_linear, cpu_gather, cpu_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
-    fgb_ref_scale, cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
+    fgb_ref_scale, fgb_ref_argmax, cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
 };
 
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)

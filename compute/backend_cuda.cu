@@ -320,6 +320,39 @@ __global__ void k_scale(float *x, float s, size_t n)
         x[i] *= s;
 }
 
+/* ids[r] = argmax of row r of x [rows, n], one block of ARGMAX_T threads a row: each thread
+ * keeps the first strict maximum of its strided, increasing indices among non-NaN values, the
+ * tree keeps the greater, the lower index on a tie: fg_sample's sequential scan, whose only
+ * other case is a NaN at index 0, which no later value displaces. */
+#define ARGMAX_T 256
+__global__ void k_argmax(const float *x, uint32_t n, int32_t *ids)
+{
+    __shared__ float bv[ARGMAX_T];
+    __shared__ uint32_t bi[ARGMAX_T];
+    const float *v = x + (size_t)blockIdx.x * n;
+    float best = 0.0f;
+    uint32_t at = UINT32_MAX; /* none yet */
+    for (uint32_t i = threadIdx.x; i < n; i += ARGMAX_T)
+        if (!isnan(v[i]) && (at == UINT32_MAX || v[i] > best))
+            best = v[i], at = i;
+    bv[threadIdx.x] = best;
+    bi[threadIdx.x] = at;
+    __syncthreads();
+    for (uint32_t h = ARGMAX_T / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h) {
+            uint32_t j = threadIdx.x + h, a = bi[threadIdx.x], b = bi[j];
+            if (b != UINT32_MAX && (a == UINT32_MAX || bv[j] > bv[threadIdx.x] ||
+                                    (bv[j] == bv[threadIdx.x] && b < a))) {
+                bv[threadIdx.x] = bv[j];
+                bi[threadIdx.x] = b;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        ids[blockIdx.x] = isnan(v[0]) || bi[0] == UINT32_MAX ? 0 : (int32_t)bi[0];
+}
+
 /* y[r, first + c] += bias[first + c] for rows < m, c < cols (row stride ld) */
 __global__ void k_bias(float *y, const float *bias, uint32_t m, uint64_t cols, uint64_t ld,
                        uint64_t first)
@@ -920,6 +953,22 @@ static int cu_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
     return op_end(&o, rc, err);
 }
 
+/* Greedy sampling where the logits are: only the ids come down when they are host memory. */
+static int cu_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
+                     fg_err *err)
+{
+    if (!n)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "argmax over rows of 0 values");
+    op o = op_begin(be);
+    void *dx, *di;
+    int rc = opnd(&o, x, (size_t)rows * n * 4, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, ids, (size_t)rows * 4, 0, 1, &di, err);
+    if (rc == FG_OK && rows)
+        k_argmax<<<rows, ARGMAX_T, 0, o.c->cs>>>((const float *)dx, n, (int32_t *)di);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* Rows [row, row + n) of one cache array: in place when device memory (*at = row), else staged
@@ -1159,7 +1208,7 @@ static void cu_destroy(fg_backend *be)
 static const fg_backend_iface k_cuda = {
     "cuda", cu_sync, cu_reserve,
     cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add, cu_scale,
-    cu_kv_store, cu_attention, cu_stats, cu_destroy,
+    cu_argmax, cu_kv_store, cu_attention, cu_stats, cu_destroy,
 };
 
 static int visible(int ordinal, fg_err *err)

@@ -393,6 +393,21 @@ static int sim_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
     return op_end(&o, rc, err);
 }
 
+/* Greedy sampling where the logits are: only the ids cross the link when they are host memory. */
+static int sim_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
+                      fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    op o = op_begin(be);
+    void *dx, *di;
+    int rc = opnd(&o, x, (size_t)rows * n * 4, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, ids, (size_t)rows * 4, 0, 1, &di, err);
+    if (rc == FG_OK)
+        rc = c->cpu->iface->argmax(c->cpu, dx, rows, n, di, err);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* One of the cache's K/V arrays for rows [row, row + n): device memory in place (the view
@@ -573,7 +588,7 @@ static void sim_destroy(fg_backend *be)
 static const fg_backend_iface k_sim_backend = {
     "sim", sim_sync, sim_reserve,
     sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add, sim_scale,
-    sim_kv_store, sim_attention, sim_stats, sim_destroy,
+    sim_argmax, sim_kv_store, sim_attention, sim_stats, sim_destroy,
 };
 
 int fg_backend_sim_create(const fg_backend_sim_opts *o, fg_backend **out, fg_err *err)

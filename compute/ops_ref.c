@@ -169,6 +169,25 @@ int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
     return FG_OK;
 }
 
+/* fg_sample's argmax (compute/sample.c), row by row: the scan keeps the first strict maximum,
+ * so ties go to the lower index and a NaN is never greater; a NaN at 0 is never displaced. */
+int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
+                   fg_err *err)
+{
+    (void)be;
+    if (!n)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "argmax over rows of 0 values");
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *v = x + (size_t)r * n;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < n; i++)
+            if (v[i] > v[best])
+                best = i;
+        ids[r] = (int32_t)best;
+    }
+    return FG_OK;
+}
+
 static int ref_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                         const float *v, uint32_t n, fg_err *err)
 {
@@ -208,7 +227,7 @@ static void ref_destroy(fg_backend *be)
 const fg_backend_iface fg_ops_ref = {
     "ref", ref_sync, ref_reserve,
     ref_linear, ref_gather, ref_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
-    fgb_ref_scale, ref_kv_store, ref_attention, ref_stats, ref_destroy,
+    fgb_ref_scale, fgb_ref_argmax, ref_kv_store, ref_attention, ref_stats, ref_destroy,
 };
 
 int fg_backend_ref_create(fg_backend **out, fg_err *err)

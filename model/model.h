@@ -118,7 +118,8 @@ typedef struct fg_step {
      * memory of the backend's device, used in place */
     const int32_t *ids;        /* [n_seq, n_new] token ids */
     const int32_t *positions;  /* [n_seq, n_new] token positions (padding -1; fg_model_positions) */
-    const uint8_t *valid;      /* [n_seq, kv cap] 1 where the cache row holds a real token */
+    const uint8_t *valid;      /* [n_seq, kv cap] 0 where the cache row is padding; rows past
+                                * the queries (never read: causal) may be 1 already */
     float *hidden;             /* [n_seq * n_new, hidden] activations, in and out */
     float attn_keep;           /* sparse attention: fraction of keys kept (0 or 1 = dense) */
     const int32_t *positions_host; /* positions in host memory (the learned-position rows are

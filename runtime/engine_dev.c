@@ -11,9 +11,12 @@
  * the rows staged for the head and its logits, the SMALL tensors (decoded on the device by the
  * backend's gather, by row indices kept there), and the positions and validity the ops read. So
  * with weights, KV cache and activations homed on the GPU a decode step moves over the link
- * only its token ids and positions (up, O(batch)), each sequence's new validity row (up,
- * O(batch x context)) and the logits of the live sequences (down, O(batch x vocab)), never a
- * layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
+ * only its token ids and positions (up, O(batch)) and, when the batch samples greedily, the
+ * next ids the backend's argmax finds where the logits are (down, O(batch)); the validity goes
+ * up once a block, with the prompts (positions from the prompt's end on are set from the start:
+ * causal attention reads a row only once its token is written, schedule.c setup_prompts); a batch that samples otherwise (temperature,
+ * top-k/top-p) or a logits hook brings the live sequences' logits down (O(batch x vocab)).
+ * Never a layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
  * staged per op by the backend. Host code never dereferences a device pointer: every crossing
  * goes through the device's copy engine (fg_engine_up/down/dcopy, fg_engine_rows_copy,
  * fg_engine_small_bytes), counted in the backend's link_bytes.
@@ -185,10 +188,14 @@ static uint32_t small_rows(const fg_engine *e)
     return (uint32_t)m;
 }
 
-/* The device twins: positions, validity, block positions, row indices; the logits' host rows. */
+/* The device twins: positions, validity, block positions, row indices; the logits' host rows
+ * and the greedy ids' host array. */
 static int twins(fg_engine *e, fg_err *err)
 {
     uint64_t tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
+    e->greedy_ids = malloc((uint64_t)e->plan.logit_rows * 4);
+    if (!e->greedy_ids)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (e->buft == FG_BUFT_HOST) {
         e->d_valid = e->valid;
         e->d_pos = e->pos;
@@ -242,6 +249,8 @@ void fg_engine_buffers_dev_free(fg_engine *e)
         return;
     fg_model_ws_free(e->ws);
     e->ws = NULL;
+    free(e->greedy_ids);
+    e->greedy_ids = NULL;
     void *b[] = {e->small_f32, e->blk_hidden, e->logits, e->head_x};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         fg_engine_buf_free(e, b[i]);

@@ -80,8 +80,9 @@ struct fg_engine {
     fg_codec kv_codec;
     float *logits;                 /* (dev) [logit_rows, vocab] */
     float *logits_host;            /* [logit_rows, vocab]: the rows the sampler reads */
+    int32_t *greedy_ids;           /* [logit_rows]: greedy batches' ids, the backend's argmax */
     float *head_x;                 /* (dev) [logit_rows, hidden] rows staged for the head */
-    uint8_t *valid;                /* [ngb][gbs * max_ctx] */
+    uint8_t *valid;                /* [ngb][gbs * max_ctx]: set once a block (setup_prompts) */
     int32_t *ids, *pos;            /* [ngb][gbs * max_ctx] */
     uint8_t *d_valid;              /* (dev) valid for the ops (attention) */
     int32_t *d_pos;                /* (dev) pos for the ops (RoPE) */

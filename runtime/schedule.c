@@ -97,8 +97,12 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
     return fg_engine_release(e, &v, 1, rc, err);
 }
 
-/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of [0, P); the
- * positions and validity of the block's batches copied to their device twins. */
+/* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of the whole
+ * context; the positions and validity of the block's batches copied to their device twins.
+ * Validity is final here: [0, P) marks the prompt (left padding 0), and every position from P
+ * on is 1, because each decode step writes the row of position P + i and attention reads rows
+ * only up to its query's position (causal), so a row is read only once it is a real token.
+ * Hence no step uploads validity again. */
 static int setup_prompts(fg_engine *e, block *b, fg_err *err)
 {
     uint32_t W = b->P - b->s0;
@@ -114,6 +118,7 @@ static int setup_prompts(fg_engine *e, block *b, fg_err *err)
                                  : b->seqs[s].prompt[t - pad];
             valid[t] = t >= pad;
         }
+        memset(valid + b->P, 1, e->max_ctx - b->P);
         /* rows are set up in order: row r's positions may spill into row r + 1's, not yet set */
         fg_model_positions(valid, b->P, pos);
         memmove(pos, pos + b->s0, (size_t)W * sizeof *pos);
@@ -135,29 +140,66 @@ static int is_eos(const fg_hparams *hp, int32_t id)
     return 0;
 }
 
-/* After step i: sample each sequence of batch k (its logits at row `row`, the live ones'
- * brought to the host), write the next ids/positions/validity (the validity's device twin:
- * the batch's rows, one copy). */
-static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row, fg_err *err)
+/* Whether every live sequence of batch k draws its next token as the argmax of its logits
+ * (temperature 0, fg_sample's greedy case, and no hook that reads the logits): then the
+ * backend takes the argmax where the logits are and only the ids cross the link. */
+static int batch_greedy(const fg_engine *e, const block *b, uint32_t k, uint32_t nseq)
+{
+    if (b->hooks && b->hooks->logits)
+        return 0;
+    for (uint32_t r = 0; r < nseq; r++) {
+        const fg_gen_seq *q = &b->seqs[k * e->gbs + r];
+        if (q->finish == FG_FINISH_NONE && q->sample.temperature != 0.0f &&
+            e->hp.vocab_size > 1)
+            return 0;
+    }
+    return 1;
+}
+
+/* The next token of live sequence s (batch row r, logits row `row`): from the argmax the
+ * backend returned for a greedy batch, else sampled from its logits brought to the host. */
+static int next_token(fg_engine *e, block *b, uint32_t s, uint32_t row, int greedy,
+                      int32_t *next, fg_err *err)
+{
+    fg_gen_seq *q = &b->seqs[s];
+    const fg_gen_hooks *h = b->hooks;
+    uint32_t V = e->hp.vocab_size;
+    if (greedy) {
+        *next = e->greedy_ids[row];
+        return FG_OK;
+    }
+    float *lg = e->logits_host + (size_t)row * V;
+    int rc = fg_engine_down(e, lg, e->logits + (size_t)row * V, (size_t)V * 4, err);
+    if (rc)
+        return rc;
+    fg_rng rng;
+    fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
+    if (h && h->logits)
+        h->logits(h->logits_ctx, s, q->n_out, lg, V);
+    *next = fg_sample(lg, V, &q->sample, &rng, e->sampler);
+    return FG_OK;
+}
+
+/* After a step: the next token of each live sequence of batch k (its logits at row `row` + r),
+ * then the next ids and positions (the validity of the new position is already set: see
+ * setup_prompts). */
+static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err)
 {
     uint32_t nseq = batch_size(e, b, k), V = e->hp.vocab_size;
     size_t o = tok_off(e, k);
     const fg_gen_hooks *h = b->hooks;
-    int rc = FG_OK;
+    int greedy = batch_greedy(e, b, k, nseq), rc = FG_OK;
+    if (greedy)
+        rc = e->be->iface->argmax(e->be, e->logits + (size_t)row * V, nseq, V,
+                                  e->greedy_ids + row, err);
     for (uint32_t r = 0; rc == FG_OK && r < nseq; r++) {
         uint32_t s = k * e->gbs + r;
         fg_gen_seq *q = &b->seqs[s];
-        float *lg = e->logits_host + (size_t)(row + r) * V;
         int32_t next = e->hp.eos_id >= 0 ? e->hp.eos_id : 0;
         if (q->finish == FG_FINISH_NONE &&
-            (rc = fg_engine_down(e, lg, e->logits + (size_t)(row + r) * V, (size_t)V * 4, err)))
+            (rc = next_token(e, b, s, row + r, greedy, &next, err)))
             break;
         if (q->finish == FG_FINISH_NONE) {
-            fg_rng rng;
-            fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
-            if (h && h->logits)
-                h->logits(h->logits_ctx, s, q->n_out, lg, e->hp.vocab_size);
-            next = fg_sample(lg, e->hp.vocab_size, &q->sample, &rng, e->sampler);
             q->out[q->n_out++] = next;
             if (is_eos(&e->hp, next))
                 q->finish = FG_FINISH_EOS;
@@ -169,9 +211,8 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t i, uint32_t row,
         /* the token fed at step i + 1 sits at cache position P + i */
         e->ids[o + r] = next;
         e->pos[o + r] = ++b->last_pos[s];
-        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
     }
-    return rc ? rc : fg_engine_up(e, e->d_valid + o, e->valid + o, (size_t)nseq * e->max_ctx, err);
+    return rc;
 }
 
 /* Load the span starting at u (one unit, or attention + MLP), after starting the prefetch of
@@ -288,7 +329,7 @@ static int head_range(fg_engine *e, block *b, const fg_unit_w *w, const sweep_ar
     int rc = e->arch->head(e->be, &e->hp, w, e->head_x + (size_t)first * e->hp.hidden,
                            end - first, e->logits, e->ws, err);
     for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++)
-        rc = advance(e, b, k, a->i, (k - a->k0) * e->gbs, err);
+        rc = advance(e, b, k, (k - a->k0) * e->gbs, err);
     return rc;
 }
 
@@ -737,17 +778,13 @@ static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_ge
     return FG_OK;
 }
 
-/* A follower after step i of batch k: the positions and validity one process's advance writes
- * (the token itself only rank 0 knows, and only its embedding needs). */
-static int follow_advance(fg_engine *e, block *b, uint32_t k, uint32_t i, fg_err *err)
+/* A follower after step i of batch k: the positions one process's advance writes (the token
+ * itself only rank 0 knows, and only its embedding needs; validity is set from the start). */
+static void follow_advance(fg_engine *e, block *b, uint32_t k)
 {
     size_t o = tok_off(e, k);
-    for (uint32_t r = 0; r < batch_size(e, b, k); r++) {
+    for (uint32_t r = 0; r < batch_size(e, b, k); r++)
         e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
-        e->valid[o + (size_t)r * e->max_ctx + b->P + i] = 1;
-    }
-    return fg_engine_up(e, e->d_valid + o, e->valid + o,
-                        (size_t)batch_size(e, b, k) * e->max_ctx, err);
 }
 
 /* One DATA message: its rows placed; once the group's rows are all in, this stage's units
@@ -763,7 +800,7 @@ static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void 
     if (rc == FG_OK)
         rc = rows_send(e, b, h->step, k0, k1, err);
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
-        rc = follow_advance(e, b, k, h->step, err);
+        follow_advance(e, b, k);
     return rc;
 }
 

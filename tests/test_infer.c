@@ -447,11 +447,13 @@ START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); 
 END_TEST
 
 /* Bytes over the simulated link of generating up to max_new tokens for n copies of the
- * fixture prompt, with weights and activations homed on the GPU and the KV cache there too, or
- * in RAM attended by the CPU (cpu_cache); *steps receives the decode steps run (the longest
- * output less the prefill's token), *hp the model's hyperparameters. */
+ * fixture prompt at `temperature` (0: greedy), with weights and activations homed on the GPU
+ * and the KV cache there too, or in RAM attended by the CPU (cpu_cache); *steps receives the
+ * decode steps run (the longest output less the prefill's token), *hp the model's
+ * hyperparameters. */
 static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, uint32_t max_new,
-                                 int cpu_cache, uint32_t *steps, fg_hparams *hp)
+                                 int cpu_cache, float temperature, uint32_t *steps,
+                                 fg_hparams *hp)
 {
     fg_engine_opts o = defaults();
     o.backend = FG_BACKEND_SIM;
@@ -471,7 +473,8 @@ static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, ui
     int32_t out[4][64];
     fg_gen_seq s[4];
     for (uint32_t i = 0; i < n; i++)
-        s[i] = (fg_gen_seq){r->prompt, r->n_prompt, max_new, {0, 0, 1, 0}, i, out[i], 0, 0};
+        s[i] = (fg_gen_seq){r->prompt, r->n_prompt, max_new, {temperature, 0, 1, 7}, i, out[i],
+                            0, 0};
     fg_gen_stats gs;
     ck_assert_msg(fg_engine_generate(x.e, s, n, NULL, &gs, &err) == 0, "%s", err.msg);
     fg_engine_stats st;
@@ -485,40 +488,45 @@ static uint64_t link_of_generate(const char *store, const ref *r, uint32_t n, ui
 }
 
 /* With weights, KV cache and activations on the (simulated) GPU, the workspace and the residual
- * stream are device memory too: a decode step moves over the link only each sequence's token id
- * and position (4 + 4 bytes up), its validity row (max_ctx bytes up) and its logits (4 x vocab
- * bytes down), whatever the layers and the hidden width; activations staged per op (what the
- * host workspace cost) would add layers x hidden x rows bytes on top. With the cache in RAM and
- * --cpu-cache-compute, each layer adds per sequence its query down and attention output up
- * (4 x q width each), its validity row down and its new K and V rows down (4 x KV width each),
- * never the cache's rows. */
+ * stream are device memory too: a greedy decode step moves over the link only each sequence's
+ * token id and position (4 + 4 bytes up) and its next id (4 bytes down: the backend's argmax
+ * runs where the logits are), whatever the layers, the hidden width, the context and the
+ * vocabulary (the validity went up once, with the prompts); a sampled step brings the logits down instead (4 x vocab
+ * bytes a sequence). Activations staged per op (what the host workspace cost) would add layers
+ * x hidden x rows bytes on top. With the cache in RAM and --cpu-cache-compute, each layer adds
+ * per sequence its query down and attention output up (4 x q width each), its validity row
+ * down and its new K and V rows down (4 x KV width each), never the cache's rows. */
 static void decode_link_bound(const char *refname, const char *layout)
 {
     ref r;
     load_ref(refname, &r);
     const char *store = convert(layout, 0);
     const uint32_t n = 4, max_ctx = 64;
-    for (int cpu_cache = 0; cpu_cache < 2; cpu_cache++) {
+    for (int run = 0; run < 3; run++) {
+        int cpu_cache = run == 1;
+        float temperature = run == 2 ? 0.8f : 0.0f;
         uint32_t s1, s2;
         fg_hparams hp;
-        uint64_t b1 = link_of_generate(store, &r, n, 1, cpu_cache, &s1, &hp);
-        uint64_t b2 = link_of_generate(store, &r, n, 6, cpu_cache, &s2, &hp);
+        uint64_t b1 = link_of_generate(store, &r, n, 1, cpu_cache, temperature, &s1, &hp);
+        uint64_t b2 = link_of_generate(store, &r, n, 6, cpu_cache, temperature, &s2, &hp);
         ck_assert_uint_eq(s1, 0);
         ck_assert_uint_ge(s2, 1);
-        uint64_t per_step = (uint64_t)n * (4 + 4 + max_ctx + 4ull * r.vocab);
+        uint64_t per_step = (uint64_t)n * (4 + 4 + (temperature > 0 ? 4ull * r.vocab : 4));
         uint64_t qw = (uint64_t)hp.n_heads * hp.head_dim, kw = fg_model_kv_width(&hp);
         if (cpu_cache)
             per_step += (uint64_t)hp.n_layers * n * (8 * qw + max_ctx + 8 * kw);
         ck_assert_uint_gt(b2, b1);
         printf("%s%s: a decode step of %u sequences moved %.0f bytes over the link (bound "
-               "%llu)\n", refname, cpu_cache ? " (cache in RAM, CPU attention)" : "", n,
-               (double)(b2 - b1) / s2, (unsigned long long)per_step);
-        ck_assert_msg(b2 - b1 <= s2 * per_step, "%s, cpu cache %d: %u decode steps moved %llu "
-                      "bytes over the link, above %llu (ids, positions, validity and logits of %u "
-                      "sequences, vocab %u; with the cache in RAM each layer's queries, outputs, "
-                      "validity and new K/V rows)", refname, cpu_cache, s2,
-                      (unsigned long long)(b2 - b1), (unsigned long long)(s2 * per_step), n,
+               "%llu)\n", refname, cpu_cache ? " (cache in RAM, CPU attention)" : temperature > 0
+               ? " (sampled)" : "", n, (double)(b2 - b1) / s2, (unsigned long long)per_step);
+        ck_assert_msg(b2 - b1 <= s2 * per_step, "%s, run %d: %u decode steps moved %llu bytes "
+                      "over the link, above %llu (ids, positions and next ids, or logits when "
+                      "sampled, of %u sequences, vocab %u; with the cache in RAM "
+                      "each layer's queries, outputs, validity and new K/V rows)", refname, run,
+                      s2, (unsigned long long)(b2 - b1), (unsigned long long)(s2 * per_step), n,
                       r.vocab);
+        if (temperature > 0) /* a sampled step does bring the logits of live sequences down */
+            ck_assert_uint_ge(b2 - b1, 4ull * r.vocab * s2);
     }
     free(r.logits);
 }

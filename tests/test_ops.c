@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "par.h"
 #include "quant.h"
+#include "sample.h"
 #include "testutil.h"
 
 static void randf(float *x, size_t n, uint64_t seed, float scale)
@@ -297,6 +298,76 @@ START_TEST(norms_rope_act_add_scale_every_backend)
 }
 END_TEST
 
+/* Greedy sampling's argmax on every backend, from host memory and from device memory: the
+ * same ids as fg_sample at temperature 0 on rows built to break a careless reduction (equal
+ * maxima far apart, in different threads' strides and at the ends; NaN first, NaN elsewhere,
+ * NaN only; +-inf; -0 against +0; one value; a row just over a CUDA block's width). */
+START_TEST(argmax_matches_the_sampler_every_backend)
+{
+    enum { R = 14, N = 1031 };
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    static float x[R * N];
+    randf(x, R * N, 21, 3.0f);
+    float *v = x, nan = NAN, inf = INFINITY;
+    v[0 * N + 5] = v[0 * N + 700] = v[0 * N + 1030] = 9.0f;          /* ties: 5 wins */
+    v[1 * N + 1030] = 9.0f;                                           /* the last */
+    v[2 * N + 0] = 9.0f, v[2 * N + 256] = 9.0f;                       /* the first */
+    v[3 * N + 0] = nan, v[3 * N + 9] = 50.0f;                         /* NaN first: 0 */
+    v[4 * N + 3] = nan, v[4 * N + 4] = 7.0f, v[4 * N + 600] = nan;    /* NaNs skipped: 4 */
+    for (int i = 0; i < N; i++)
+        v[5 * N + i] = nan, v[6 * N + i] = -inf, v[7 * N + i] = i % 2 ? -0.0f : 0.0f;
+    v[8 * N + 17] = inf, v[8 * N + 900] = inf;                        /* +inf tie: 17 */
+    for (int i = 1; i < N; i++)
+        v[9 * N + i] = nan;                                           /* one real value */
+    v[9 * N + 0] = -1e30f;
+    v[10 * N + 1] = nan, v[10 * N + 2] = inf;
+    for (int i = 0; i < N; i++)
+        v[11 * N + i] = 1.0f;                                         /* all equal: 0 */
+    v[12 * N + 300] = 5.0f, v[12 * N + 44] = 5.0f;                   /* stride order: 44 */
+    fg_sample_params greedy = {0, 0, 1, 0};
+    int32_t want[R + 1], got[R + 1];
+    for (int r = 0; r < R; r++)
+        want[r] = fg_sample(x + (size_t)r * N, N, &greedy, NULL, NULL);
+    const int32_t fixed[R] = {5, 1030, 0, 0, 4, 0, 0, 0, 17, 0, 2, 0, 44, want[13]};
+    ck_assert(!memcmp(want, fixed, sizeof fixed)); /* the rows are what they claim to be */
+    ck_assert_int_eq(fg_ops_ref.argmax(NULL, x, R, N, got, &err), FG_OK);
+    ck_assert(!memcmp(got, want, R * 4));
+    for (int b = 0; b < nb; b++) {
+        const fg_backend_iface *f = be[b]->iface;
+        fg_device *d = be[b]->dev;
+        memset(got, 0xff, sizeof got);
+        ck_assert_int_eq(f->argmax(be[b], x, R, N, got, &err), FG_OK);
+        for (int r = 0; r < R; r++)
+            ck_assert_msg(got[r] == want[r], "%s row %d: %d, want %d", f->name, r, got[r],
+                          want[r]);
+        ck_assert_int_eq(f->argmax(be[b], x + 9 * N, 1, 1, got, &err), FG_OK); /* n = 1 */
+        ck_assert_int_eq(got[0], 0);
+        ck_assert_int_eq(f->argmax(be[b], x, 1, 0, got, &err), FG_ERR_INVALID_ARG);
+        void *dx, *di;
+        if (!strcmp(d->iface->name, "host"))
+            continue;
+        /* logits on the device, ids to the host (the engine's greedy step) and to the device */
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof x, &dx, &err), FG_OK);
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof got, &di, &err), FG_OK);
+        ck_assert_int_eq(d->iface->copy(d, dx, FG_BUFT_DEVICE, x, FG_BUFT_HOST, sizeof x, NULL,
+                                        &err), FG_OK);
+        memset(got, 0xff, sizeof got);
+        ck_assert_int_eq(f->argmax(be[b], dx, R, N, got, &err), FG_OK);
+        ck_assert_msg(!memcmp(got, want, R * 4), "%s, device logits", f->name);
+        ck_assert_int_eq(f->argmax(be[b], dx, R, N, di, &err), FG_OK);
+        memset(got, 0xff, sizeof got);
+        ck_assert_int_eq(d->iface->copy(d, got, FG_BUFT_HOST, di, FG_BUFT_DEVICE, R * 4, NULL,
+                                        &err), FG_OK);
+        ck_assert_msg(!memcmp(got, want, R * 4), "%s, device ids", f->name);
+        d->iface->free(d, FG_BUFT_DEVICE, dx);
+        d->iface->free(d, FG_BUFT_DEVICE, di);
+    }
+    free_all(be, nb);
+}
+END_TEST
+
 /* RoPE against a direct evaluation of transformers' formula (rotate-half, f32 inv_freq). */
 START_TEST(rope_matches_the_formula)
 {
@@ -507,6 +578,7 @@ static Suite *suite(void)
     tcase_add_test(tc, linear_every_codec_every_backend);
     tcase_add_test(tc, gather_every_codec_every_backend);
     tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
+    tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
