@@ -27,9 +27,14 @@
  * another process under a reader is a miss (FG_ERR_STORE_STALE / NOT_FOUND), never garbage.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,14 +242,82 @@ static int store_open(fg_prefix *p, unsigned flags, fg_err *err)
     return fg_store_open(p->dir, flags, &so, &p->s, err);
 }
 
+/* What a creation killed part way leaves (fg_store_create: mkdir, store.id.tmp, store.id, the
+ * catalog): nothing but those, no page file, and no process holding store.id's lock. Such a
+ * cache holds no pages, so it is emptied and made again; without this a cache whose first run
+ * was killed was refused for ever ("directory is not empty"). A lone store.id.tmp counts only
+ * once it is a second old (a live creator renames it within milliseconds). 1: emptied. */
+static int sweep_half_made(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int other = 0, id = 0, tmp = 0, cat = 0;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, ".."))
+            continue;
+        if (!strcmp(n, "store.id"))
+            id = 1;
+        else if (!strcmp(n, "store.id.tmp"))
+            tmp = 1;
+        else if (!strcmp(n, "catalog"))
+            cat = 1;
+        else
+            other = 1;
+    }
+    closedir(d);
+    if (other || !(id || tmp || cat))
+        return 0;
+    char path[PATH_MAX];
+    int fd = -1;
+    if (id) { /* a store.id someone holds is a live store (or one being made) */
+        snprintf(path, sizeof path, "%s/store.id", dir);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+            if (fd >= 0)
+                close(fd);
+            return 0;
+        }
+    } else if (tmp) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/store.id.tmp", dir);
+        if (stat(path, &st) || time(NULL) - st.st_mtime < 1)
+            return 0;
+    }
+    if (cat) {
+        snprintf(path, sizeof path, "%s/catalog", dir);
+        DIR *c = opendir(path);
+        while (c && (e = readdir(c))) {
+            char f[PATH_MAX];
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+                snprintf(f, sizeof f, "%s/%s", path, e->d_name) < (int)sizeof f)
+                unlink(f);
+        }
+        if (c)
+            closedir(c);
+        rmdir(path);
+    }
+    snprintf(path, sizeof path, "%s/store.id.tmp", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/store.id", dir);
+    unlink(path);
+    if (fd >= 0)
+        close(fd);
+    return 1;
+}
+
 /* Open the store, creating it when the directory is missing or not a store yet (another
  * process creating it at the same time is waited for: until its catalog exists, a reader sees
- * FG_ERR_STORE_CATALOG). */
+ * FG_ERR_STORE_CATALOG; a creation that was killed is swept, sweep_half_made). */
 static int open_or_create(fg_prefix *p, fg_err *err)
 {
     for (int tries = 0;; tries++) {
         int rc = store_open(p, FG_STORE_RDONLY, err);
-        if (rc == FG_ERR_STORE_CATALOG && tries < 50) { /* another process is creating it */
+        if (rc == FG_ERR_STORE_CATALOG && tries < 100) { /* another process is creating it */
+            if (tries >= 25 && sweep_half_made(p->dir)) /* or a killed one left it */
+                continue;
             usleep(20000);
             continue;
         }
@@ -259,7 +332,9 @@ static int open_or_create(fg_prefix *p, fg_err *err)
             fg_store_close(s);
             continue;
         }
-        if (tries >= 50) /* not creatable: report why */
+        if (cerr.code == FG_ERR_EXISTS && sweep_half_made(p->dir))
+            continue;
+        if (tries >= 100) /* not creatable: report why */
             return fg_err_set(err, cerr.code, "--prefix-cache %s: %s", p->dir, cerr.msg);
         usleep(20000);
     }
