@@ -510,8 +510,7 @@ typedef struct cuda_ctx {
     size_t dq_cap;
     void *x16;                /* a Linear's activations in 16 bits */
     size_t x16_cap;
-    uint8_t *room;            /* host room of attention beside a host cache (grown, kept) */
-    size_t room_cap;
+    fgb_room room;            /* host room of attention beside a host cache (grown, kept) */
     fg_backend_stats st;
 } cuda_ctx;
 
@@ -1023,64 +1022,10 @@ static int cu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const
     return op_end(&o, rc, err);
 }
 
-/* Operand p of attention beside a host cache: p itself when host memory, else host room
- * (filled from the device when in). */
-static int host_side(cuda_ctx *c, const void *p, size_t n, int in, void *room, void **out,
-                     fg_err *err)
+static int on_cuda_device(const fg_device *d, const void *p)
 {
-    *out = (void *)p;
-    if (!p || !is_dev(p))
-        return FG_OK;
-    *out = room;
-    if (!in || !n)
-        return FG_OK;
-    c->st.link_bytes[1] += n;
-    return ck(cudaMemcpy(room, p, n, cudaMemcpyDeviceToHost), "download", err);
-}
-
-/* --cpu-cache-compute, the cache in host memory: attention on the CPU beside the cache, its
- * device operands through host room (queries and validity down, output up), as the sim
- * backend's attention_beside_cache. */
-static int attention_beside_cache(cuda_ctx *c, const fg_attn_op *a, fg_err *err)
-{
-    size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
-    size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
-    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
-                                                : 0;
-    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
-    if (need > c->room_cap) {
-        uint8_t *r = (uint8_t *)realloc(c->room, need);
-        if (!r)
-            return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
-        c->room = r;
-        c->room_cap = need;
-    }
-    uint8_t *h = c->room;
-    fg_attn_op x = *a;
-    void *p[6];
-    int rc = host_side(c, a->q, qb, 1, h, &p[0], err);
-    if (rc == FG_OK)
-        rc = host_side(c, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1], err);
-    if (rc == FG_OK)
-        rc = host_side(c, a->out, qb, 0, h + qb, &p[2], err);
-    if (rc == FG_OK)
-        rc = host_side(c, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(c, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(c, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
-    if (rc)
-        return rc;
-    x.q = (const float *)p[0], x.valid = (const uint8_t *)p[1], x.out = (float *)p[2];
-    x.scratch = (float *)p[3];
-    if (tb)
-        x.k_tmp = (float *)p[4], x.v_tmp = (float *)p[5];
-    rc = c->cpu->iface->attention(c->cpu, &x, err);
-    if (rc == FG_OK && x.out != a->out) {
-        c->st.link_bytes[0] += qb;
-        rc = ck(cudaMemcpy(a->out, x.out, qb, cudaMemcpyHostToDevice), "upload", err);
-    }
-    return rc;
+    (void)d;
+    return is_dev(p);
 }
 
 /* The cache's rows [0, ctx) as f32 on the device (decoded into staged room when quantized). */
@@ -1125,7 +1070,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     if (rc)
         return rc;
     if (c->cpu_attention && !is_dev(a->kv.k) && !is_dev(a->kv.v)) /* where the cache lives */
-        return attention_beside_cache(c, a, err);
+        return fgb_attention_on_host(c->cpu, be->dev, on_cuda_device, &c->room, a, err);
     op o = op_begin(be);
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
     const float *k = NULL, *v = NULL;
@@ -1198,7 +1143,7 @@ static void cu_destroy(fg_backend *be)
         if (c->cs)
             cudaStreamDestroy(c->cs);
         fg_backend_free(c->cpu);
-        free(c->room);
+        free(c->room.p);
         free(c);
     }
     fg_device_free(be->dev);

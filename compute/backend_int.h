@@ -28,6 +28,20 @@ int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_i
 fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v);
 int fgb_attn_check(const fg_attn_op *a, fg_err *err);
 
+/* Host room a device backend grows and keeps for fgb_attention_on_host. */
+typedef struct fgb_room {
+    uint8_t *p;
+    size_t cap;
+} fgb_room;
+/* --cpu-cache-compute with the cache in host memory: attention on the CPU backend `cpu` beside
+ * the cache. Operands for which on_device(d, p) holds (a device workspace's queries, output,
+ * scratch and decode rows, the validity) go through `room` by d's copies: queries and validity
+ * down, the output back up; the cache never crosses the link. Shared by the sim and CUDA
+ * backends. */
+int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
+                          int (*on_device)(const fg_device *d, const void *p), fgb_room *room,
+                          const fg_attn_op *a, fg_err *err);
+
 /* Ops whose scalar reference is also the CPU backend's code (ops_ref.c; be is not used). */
 int fgb_ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
                     uint32_t n, float eps, fg_err *err);

@@ -37,8 +37,7 @@ typedef struct sim_ctx {
     fg_backend *cpu;        /* the kernels */
     int cpu_attention, no_overlap;
     double compute_s;
-    uint8_t *room;          /* host room of attention beside a host cache (grown, kept) */
-    size_t room_cap;
+    fgb_room room;          /* host room of attention beside a host cache (grown, kept) */
 } sim_ctx;
 
 typedef struct staged {
@@ -453,61 +452,9 @@ static int sim_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, cons
     return op_end(&o, rc, err);
 }
 
-/* Operand p of attention beside a host cache: p itself when host memory, else host room
- * (filled from the device when in). */
-static int host_side(fg_device *d, const void *p, size_t n, int in, void *room, void **out,
-                     fg_err *err)
+static int on_sim_device(const fg_device *d, const void *p)
 {
-    *out = (void *)p;
-    if (!p || !fg_device_sim_alias(d, p))
-        return FG_OK;
-    *out = room;
-    return in ? d->iface->copy(d, room, FG_BUFT_HOST, p, FG_BUFT_DEVICE, n, NULL, err) : FG_OK;
-}
-
-/* --cpu-cache-compute, the cache in host memory: attention runs on the CPU beside the cache.
- * Operands in device memory (a device workspace's queries, output and scratch, the validity)
- * go through host room: the queries and the validity come down, the output goes back up; the
- * cache never crosses the link (FlexGen's trade: move a step's activations, not the cache). */
-static int attention_beside_cache(fg_backend *be, const fg_attn_op *a, fg_err *err)
-{
-    sim_ctx *c = be->ctx;
-    fg_device *d = be->dev;
-    size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
-    size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
-    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
-                                                : 0;
-    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
-    if (need > c->room_cap) {
-        uint8_t *r = realloc(c->room, need);
-        if (!r)
-            return fg_err_set(err, FG_ERR_NOMEM, "sim backend: out of memory");
-        c->room = r;
-        c->room_cap = need;
-    }
-    uint8_t *h = c->room;
-    fg_attn_op x = *a;
-    void *p[6];
-    int rc = host_side(d, a->q, qb, 1, h, &p[0], err);
-    if (rc == FG_OK)
-        rc = host_side(d, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1], err);
-    if (rc == FG_OK)
-        rc = host_side(d, a->out, qb, 0, h + qb, &p[2], err);
-    if (rc == FG_OK)
-        rc = host_side(d, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(d, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(d, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
-    if (rc)
-        return rc;
-    x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3];
-    if (tb)
-        x.k_tmp = p[4], x.v_tmp = p[5];
-    rc = c->cpu->iface->attention(c->cpu, &x, err);
-    if (rc == FG_OK && x.out != a->out)
-        rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, qb, NULL, err);
-    return rc;
+    return fg_device_sim_alias(d, p) != NULL;
 }
 
 static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
@@ -518,7 +465,7 @@ static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
         return rc;
     if (c->cpu_attention && !fg_device_sim_alias(be->dev, a->kv.k) &&
         !fg_device_sim_alias(be->dev, a->kv.v)) /* where the cache lives */
-        return attention_beside_cache(be, a, err);
+        return fgb_attention_on_host(c->cpu, be->dev, on_sim_device, &c->room, a, err);
     op o = op_begin(be);
     fg_attn_op d = *a;
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
@@ -578,7 +525,7 @@ static void sim_destroy(fg_backend *be)
     sim_ctx *c = be->ctx;
     if (c) {
         fg_backend_free(c->cpu);
-        free(c->room);
+        free(c->room.p);
     }
     free(c);
     fg_device_free(be->dev);

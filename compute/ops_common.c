@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_int.h"
@@ -229,4 +230,60 @@ void fgb_act(fg_act a, float *x, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+}
+
+/* ---- attention beside a host cache, for device backends ---- */
+
+/* Operand p of fgb_attention_on_host: p itself when host memory, else room (filled when in). */
+static int host_side(fg_device *d, int (*on_device)(const fg_device *, const void *),
+                     const void *p, size_t n, int in, void *room, void **out, fg_err *err)
+{
+    *out = (void *)p;
+    if (!p || !on_device(d, p))
+        return FG_OK;
+    *out = room;
+    return in && n ? d->iface->copy(d, room, FG_BUFT_HOST, p, FG_BUFT_DEVICE, n, NULL, err)
+                   : FG_OK;
+}
+
+int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
+                          int (*on_device)(const fg_device *d, const void *p), fgb_room *room,
+                          const fg_attn_op *a, fg_err *err)
+{
+    size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
+    size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
+    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
+                                                : 0;
+    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
+    if (need > room->cap) {
+        uint8_t *r = realloc(room->p, need);
+        if (!r)
+            return fg_err_set(err, FG_ERR_NOMEM, "attention beside the cache: out of memory");
+        room->p = r;
+        room->cap = need;
+    }
+    uint8_t *h = room->p;
+    fg_attn_op x = *a;
+    void *p[6];
+    int rc = host_side(d, on_device, a->q, qb, 1, h, &p[0], err);
+    if (rc == FG_OK)
+        rc = host_side(d, on_device, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1],
+                       err);
+    if (rc == FG_OK)
+        rc = host_side(d, on_device, a->out, qb, 0, h + qb, &p[2], err);
+    if (rc == FG_OK)
+        rc = host_side(d, on_device, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(d, on_device, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
+    if (rc == FG_OK && tb)
+        rc = host_side(d, on_device, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
+    if (rc)
+        return rc;
+    x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3];
+    if (tb)
+        x.k_tmp = p[4], x.v_tmp = p[5];
+    rc = cpu->iface->attention(cpu, &x, err);
+    if (rc == FG_OK && x.out != a->out)
+        rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, qb, NULL, err);
+    return rc;
 }
