@@ -17,25 +17,6 @@
 #include "quant.h"
 #include "testutil.h"
 
-static void randf(float *x, size_t n, uint64_t seed, float scale)
-{
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        x[i] = scale * ((float)(s >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
-    }
-}
-
-static double nmse(const float *a, const float *ref, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 static fg_backend *cuda(fg_compute c, int cpu_attention)
 {
     fg_backend_cuda_opts o = {0, 2, c, cpu_attention};
@@ -129,9 +110,9 @@ START_TEST(f16_compute_within_bound)
     ck_assert_int_eq(fg_backend_ref_create(&ref, &err), FG_OK);
     float *w = malloc(N * K * 4), *x = malloc(M * K * 4), bias[N];
     float *y = malloc(M * N * 4), *yr = malloc(M * N * 4), *y2 = malloc(M * N * 4);
-    randf(w, N * K, 1, 0.5f);
-    randf(x, M * K, 2, 1.0f);
-    randf(bias, N, 3, 1.0f);
+    tu_randf(w, N * K, 1, 0.5f);
+    tu_randf(x, M * K, 2, 1.0f);
+    tu_randf(bias, N, 3, 1.0f);
     fg_codec codecs[4] = {fg_codec_float(FG_CODEC_F16), fg_codec_float(FG_CODEC_BF16),
                           fg_codec_quant(4, 64, 0), fg_codec_quant(8, 64, 1)};
     fg_buft where[3] = {FG_BUFT_HOST, FG_BUFT_PINNED, FG_BUFT_DEVICE};
@@ -144,7 +125,7 @@ START_TEST(f16_compute_within_bound)
         ck_assert_int_eq(be->iface->reserve(be, N * K, &err), FG_OK);
         ck_assert_msg(be->iface->linear(be, x, &wt, bias, y, M, N, K, &err) == FG_OK, "%s",
                       err.msg);
-        double e = nmse(y, yr, M * N);
+        double e = tu_nmse(y, yr, M * N);
         printf("f16 compute, codec %d: nmse %.3g\n", c, e);
         ck_assert_msg(e < 1e-5, "codec %d: nmse %g", c, e); /* 16-bit activations: ~1e-7 */
         unmake(&s, be, FG_BUFT_HOST);
@@ -170,8 +151,8 @@ START_TEST(device_operands_and_the_device_object)
     fg_device *d = be->dev;
     fg_err err;
     float x[R * W], g[W], y1[R * W], y2[R * W];
-    randf(x, R * W, 5, 2.0f);
-    randf(g, W, 6, 1.0f);
+    tu_randf(x, R * W, 5, 2.0f);
+    tu_randf(g, W, 6, 1.0f);
     ck_assert_int_eq(be->iface->rmsnorm(be, x, g, y1, R, W, 1e-6f, &err), FG_OK);
     void *dx, *dg, *p;
     ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof x, &dx, &err), FG_OK);
@@ -215,9 +196,9 @@ START_TEST(q4_cache_and_delegated_attention)
     float *k = malloc(ctx * kw * 4), *v = malloc(ctx * kw * 4), *q = malloc(NQ * qw * 4);
     float *o1 = malloc(NQ * qw * 4), *o2 = malloc(NQ * qw * 4), *o3 = malloc(NQ * qw * 4);
     float *sc = malloc(4 * 2 * CAP * 4), *kt = malloc(CAP * kw * 4), *vt = malloc(CAP * kw * 4);
-    randf(k, ctx * kw, 7, 1.0f);
-    randf(v, ctx * kw, 8, 1.0f);
-    randf(q, NQ * qw, 9, 1.0f);
+    tu_randf(k, ctx * kw, 7, 1.0f);
+    tu_randf(v, ctx * kw, 8, 1.0f);
+    tu_randf(q, NQ * qw, 9, 1.0f);
     for (int t = 0; t < CAP; t++)
         valid[t] = t != 4;
     fg_kv_view gpu = {kc, vc, c, rb, kw, CAP}, host = {kc2, vc2, c, rb, kw, CAP};
@@ -230,8 +211,8 @@ START_TEST(q4_cache_and_delegated_attention)
         ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
         a.out = o2;
         ck_assert_msg(be->iface->attention(be, &a, &err) == FG_OK, "%s", err.msg);
-        ck_assert_msg(nmse(o2, o1, NQ * qw) < 1e-10, "sparse %d: %g", sparse,
-                      nmse(o2, o1, NQ * qw));
+        ck_assert_msg(tu_nmse(o2, o1, NQ * qw) < 1e-10, "sparse %d: %g", sparse,
+                      tu_nmse(o2, o1, NQ * qw));
         a.out = o3;
         ck_assert_int_eq(del->iface->attention(del, &a, &err), FG_OK);
         ck_assert(!memcmp(o3, o1, NQ * qw * 4));

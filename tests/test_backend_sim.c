@@ -15,15 +15,6 @@
 #include "fg_progress.h"
 #include "testutil.h"
 
-static void randf(float *x, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        x[i] = (float)(s >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-    }
-}
-
 static fg_backend *sim(double gbps, int cpu_attention, int no_overlap)
 {
     fg_backend_sim_opts o = {1, FG_COMPUTE_F32, 256u << 20, gbps, cpu_attention, no_overlap};
@@ -107,9 +98,9 @@ START_TEST(device_operands_are_used_in_place)
     enum { M = 3, N = 40, K = 24, P = 4 };
     fg_backend *be = sim(0, 0, 0);
     float w[N * K], x[M * K], bias[N], y1[M * N], y2[M * N];
-    randf(w, N * K, 1);
-    randf(x, M * K, 2);
-    randf(bias, N, 3);
+    tu_randf(w, N * K, 1, 1.0f);
+    tu_randf(x, M * K, 2, 1.0f);
+    tu_randf(bias, N, 3, 1.0f);
     pieces hs = {.n = N, .k = K}, ds = {.n = N, .k = K};
     for (uint32_t i = 0; i <= P; i++)
         hs.rows[i] = ds.rows[i] = (uint64_t)i * N / P;
@@ -132,8 +123,8 @@ START_TEST(device_operands_are_used_in_place)
     ck_assert_int_le(hs.max_held, 1); /* the owner lends one piece at a time */
     /* a norm in place on device memory */
     float g[K], b[K], z1[M * K], z2[M * K];
-    randf(g, K, 4);
-    randf(b, K, 5);
+    tu_randf(g, K, 4, 1.0f);
+    tu_randf(b, K, 5, 1.0f);
     ck_assert_int_eq(be->iface->layernorm(be, x, g, b, z1, M, K, 1e-5f, &err), FG_OK);
     void *dg = upload(be, g, sizeof g), *dbb = upload(be, b, sizeof b);
     ck_assert_int_eq(be->iface->layernorm(be, dx, dg, dbb, dx, M, K, 1e-5f, &err), FG_OK);
@@ -197,8 +188,8 @@ START_TEST(copies_overlap_compute)
 {
     enum { M = 1024, N = 1536, K = 1024, P = 6 };
     float *w = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
-    randf(w, (size_t)N * K, 7);
-    randf(x, (size_t)M * K, 8);
+    tu_randf(w, (size_t)N * K, 7, 1.0f);
+    tu_randf(x, (size_t)M * K, 8, 1.0f);
     double wall[2], sum[2], c;
     timed_linear(0, 0, w, x, M, N, K, P, &wall[0], &c); /* the compute time alone */
     double gbps = (double)N * K * 4 / c / 1e9;
@@ -224,9 +215,9 @@ START_TEST(attention_runs_where_the_cache_lives)
     float q[NQ * H * D], k[CAP * H * D], v[CAP * H * D], o1[NQ * H * D], o2[NQ * H * D];
     float sc[4 * 2 * CAP];
     uint8_t valid[CAP];
-    randf(q, sizeof q / 4, 11);
-    randf(k, sizeof k / 4, 12);
-    randf(v, sizeof v / 4, 13);
+    tu_randf(q, sizeof q / 4, 11, 1.0f);
+    tu_randf(k, sizeof k / 4, 12, 1.0f);
+    tu_randf(v, sizeof v / 4, 13, 1.0f);
     for (int i = 0; i < CAP; i++)
         valid[i] = i != 3;
     fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), H * D * 4, H * D, CAP};

@@ -19,17 +19,6 @@ static void randf(float *x, size_t n, uint64_t seed, float scale)
     free(u);
 }
 
-/* normalized mean squared error of y against reference r */
-static double nmse(const float *y, const float *r, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)y[i] - r[i]) * ((double)y[i] - r[i]);
-        den += (double)r[i] * r[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 START_TEST(dot_matches_reference)
 {
     float a[257], b[257];
@@ -52,7 +41,7 @@ START_TEST(layernorm_matches_reference)
     for (uint32_t n = 1; n <= N; n += 37) {
         fg_cpu_layernorm_ref(x, g, b, r, n, 1e-5f);
         fg_cpu_layernorm(x, g, b, y, n, 1e-5f);
-        ck_assert_msg(nmse(y, r, n) < 1e-12, "n=%u nmse %g", n, nmse(y, r, n));
+        ck_assert_msg(tu_nmse(y, r, n) < 1e-12, "n=%u nmse %g", n, tu_nmse(y, r, n));
     }
     /* constant row: variance 0, output is the bias */
     for (int i = 0; i < 64; i++)
@@ -78,7 +67,7 @@ START_TEST(attention_matches_reference_with_padding)
     fg_cpu_attention_ref(&a);
     a.out = o2;
     fg_cpu_attention(&a);
-    ck_assert_msg(nmse(o2, o1, NQ * W) < 1e-12, "nmse %g", nmse(o2, o1, NQ * W));
+    ck_assert_msg(tu_nmse(o2, o1, NQ * W) < 1e-12, "nmse %g", tu_nmse(o2, o1, NQ * W));
     /* against a direct softmax for query 0, head 1 */
     double s[CTX], mx = -1e30, sum = 0;
     int last = CTX - NQ;

@@ -19,25 +19,6 @@
 #include "sample.h"
 #include "testutil.h"
 
-static void randf(float *x, size_t n, uint64_t seed, float scale)
-{
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        x[i] = scale * ((float)(s >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
-    }
-}
-
-static double nmse(const float *a, const float *ref, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 /* The backends under test (the reference itself included: it must agree with itself). */
 static int backends(fg_backend **out)
 {
@@ -169,9 +150,9 @@ START_TEST(linear_every_codec_every_backend)
             float *x = malloc((size_t)m * k * 4), *w = malloc((size_t)n * k * 4);
             float *bias = malloc((size_t)n * 4), *ref = malloc((size_t)m * n * 4);
             float *y = malloc((size_t)m * n * 4);
-            randf(x, (size_t)m * k, s * 7 + 1, 1.0f);
-            randf(w, (size_t)n * k, s * 7 + 2, 0.5f);
-            randf(bias, n, s * 7 + 3, 1.0f);
+            tu_randf(x, (size_t)m * k, s * 7 + 1, 1.0f);
+            tu_randf(w, (size_t)n * k, s * 7 + 2, 0.5f);
+            tu_randf(bias, n, s * 7 + 3, 1.0f);
             tw t;
             tw_make(&t, w, n, k, codec_of(c), 24 + (uint32_t)s * 11);
             fg_weight wt = tw_weight(&t);
@@ -186,7 +167,7 @@ START_TEST(linear_every_codec_every_backend)
                 memset(y, 0xff, (size_t)m * n * 4);
                 ck_assert_msg(be[b]->iface->linear(be[b], x, &wt, c & 1 ? bias : NULL, y, m, n, k,
                                                    &err) == FG_OK, "%s", err.msg);
-                double e = nmse(y, ref, (size_t)m * n);
+                double e = tu_nmse(y, ref, (size_t)m * n);
                 ck_assert_msg(e < 1e-10, "%s linear %ux%ux%u codec %d: nmse %g",
                               be[b]->iface->name, m, n, k, c, e);
                 ck_assert_int_eq(t.held, 0);
@@ -196,7 +177,7 @@ START_TEST(linear_every_codec_every_backend)
                 fg_weight whole = {w, 0, NULL, NULL, NULL, NULL, NULL};
                 ck_assert_int_eq(be[0]->iface->linear(be[0], x, &whole, NULL, y, m, n, k, &err),
                                  FG_OK);
-                ck_assert_msg(nmse(y, ref, (size_t)m * n) < 1e-10, "f32 whole vs pieces");
+                ck_assert_msg(tu_nmse(y, ref, (size_t)m * n) < 1e-10, "f32 whole vs pieces");
             }
             tw_free(&t);
             free(x), free(w), free(bias), free(ref), free(y);
@@ -213,7 +194,7 @@ START_TEST(gather_every_codec_every_backend)
     int nb = backends(be);
     fg_err err;
     float *w = malloc(N * K * 4), *ref = malloc(M * K * 4), *y = malloc(M * K * 4);
-    randf(w, N * K, 5, 1.0f);
+    tu_randf(w, N * K, 5, 1.0f);
     for (int c = 0; c < 6; c++) {
         tw t;
         tw_make(&t, w, N, K, codec_of(c), 40);
@@ -250,10 +231,10 @@ START_TEST(norms_rope_act_add_scale_every_backend)
     const fg_backend_iface *r = &fg_ops_ref;
     fg_err err;
     float x[R * W], g[W], bb[W], ref[R * W], y[R * W], up[R * W];
-    randf(x, R * W, 11, 2.0f);
-    randf(g, W, 12, 1.0f);
-    randf(bb, W, 13, 1.0f);
-    randf(up, R * W, 14, 1.0f);
+    tu_randf(x, R * W, 11, 2.0f);
+    tu_randf(g, W, 12, 1.0f);
+    tu_randf(bb, W, 13, 1.0f);
+    tu_randf(up, R * W, 14, 1.0f);
     int32_t pos[R] = {0, 1, 7, 300, -1};
     fg_rope ropes[3] = {{10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D},
                         {500000.0f, FG_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64, D},
@@ -262,16 +243,16 @@ START_TEST(norms_rope_act_add_scale_every_backend)
         const fg_backend_iface *f = be[b]->iface;
         r->layernorm(NULL, x, g, bb, ref, R, W, 1e-5f, &err);
         f->layernorm(be[b], x, g, bb, y, R, W, 1e-5f, &err);
-        ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s layernorm", f->name);
+        ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s layernorm", f->name);
         r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
         f->rmsnorm(be[b], x, g, y, R, W, 1e-6f, &err);
-        ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s rmsnorm", f->name);
+        ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s rmsnorm", f->name);
         for (int k = 0; k < 3; k++) {
             memcpy(ref, x, sizeof x);
             memcpy(y, x, sizeof x);
             ck_assert_int_eq(r->rope(NULL, ref, R, H, D, pos, &ropes[k], &err), FG_OK);
             ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &ropes[k], &err), FG_OK);
-            ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s rope %d", f->name, k);
+            ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s rope %d", f->name, k);
         }
         fg_rope odd = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D + 1};
         ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &odd, &err), FG_ERR_INVALID_ARG);
@@ -281,7 +262,7 @@ START_TEST(norms_rope_act_add_scale_every_backend)
                 memcpy(y, x, sizeof x);
                 r->act(NULL, (fg_act)a, ref, gated ? up : NULL, R * W, &err);
                 f->act(be[b], (fg_act)a, y, gated ? up : NULL, R * W, &err);
-                ck_assert_msg(nmse(y, ref, R * W) < 1e-12, "%s act %d", f->name, a);
+                ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s act %d", f->name, a);
             }
         memcpy(ref, x, sizeof x);
         memcpy(y, x, sizeof x);
@@ -309,7 +290,7 @@ START_TEST(argmax_matches_the_sampler_every_backend)
     int nb = backends(be);
     fg_err err;
     static float x[R * N];
-    randf(x, R * N, 21, 3.0f);
+    tu_randf(x, R * N, 21, 3.0f);
     float *v = x, nan = NAN, inf = INFINITY;
     v[0 * N + 5] = v[0 * N + 700] = v[0 * N + 1030] = 9.0f;          /* ties: 5 wins */
     v[1 * N + 1030] = 9.0f;                                           /* the last */
@@ -373,7 +354,7 @@ START_TEST(rope_matches_the_formula)
 {
     enum { D = 8 };
     float x[D], y[D];
-    randf(x, D, 3, 1.0f);
+    tu_randf(x, D, 3, 1.0f);
     memcpy(y, x, sizeof x);
     int32_t p = 5;
     fg_rope r = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D};
@@ -400,9 +381,9 @@ static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh
     float *k = malloc(ctx * kw * 4), *v = malloc(ctx * kw * 4), *q = malloc(nq * qw * 4);
     float *ref = malloc(nq * qw * 4), *out = malloc(nq * qw * 4), *sc = malloc(P * 2 * CAP * 4);
     float *kt = malloc(CAP * kw * 4), *vt = malloc(CAP * kw * 4);
-    randf(k, ctx * kw, heads * 3 + kvh, 1.0f);
-    randf(v, ctx * kw, heads * 5 + kvh, 1.0f);
-    randf(q, nq * qw, heads * 7 + kvh, 1.0f);
+    tu_randf(k, ctx * kw, heads * 3 + kvh, 1.0f);
+    tu_randf(v, ctx * kw, heads * 5 + kvh, 1.0f);
+    tu_randf(q, nq * qw, heads * 7 + kvh, 1.0f);
     for (uint32_t t = 0; t < CAP; t++)
         valid[t] = t >= 2 && t != 9;
     fg_kv_view kv = {kc, vc, c, rb, kw, CAP};
@@ -417,7 +398,7 @@ static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh
                         sc, 2 * CAP, P, kt, vt};
         ck_assert_msg(f->attention(x, &a, &err) == FG_OK, "%s", err.msg);
         if (b >= 0) {
-            double e = nmse(out, ref, nq * qw);
+            double e = tu_nmse(out, ref, nq * qw);
             ck_assert_msg(e < 1e-10, "%s attention %u/%u heads, window %u, keep %g, q4 %d: %g",
                           f->name, heads, kvh, window, (double)keep, q4, e);
         }
@@ -450,9 +431,9 @@ START_TEST(gqa_and_window_match_their_definitions)
     float q[H * D], k[CTX * KVH * D], v[CTX * KVH * D], kr[CTX * H * D], vr[CTX * H * D];
     float o1[H * D], o2[H * D], sc[2 * CTX];
     uint8_t valid[CTX], vw[CTX];
-    randf(q, sizeof q / 4, 1, 1.0f);
-    randf(k, sizeof k / 4, 2, 1.0f);
-    randf(v, sizeof v / 4, 3, 1.0f);
+    tu_randf(q, sizeof q / 4, 1, 1.0f);
+    tu_randf(k, sizeof k / 4, 2, 1.0f);
+    tu_randf(v, sizeof v / 4, 3, 1.0f);
     for (int t = 0; t < CTX; t++)
         for (int h = 0; h < H; h++) {
             memcpy(kr + (t * H + h) * D, k + (t * KVH + h / 2) * D, D * 4);
@@ -466,7 +447,7 @@ START_TEST(gqa_and_window_match_their_definitions)
     fg_attn_args m = {q, kr, vr, H * D, vw, 1, CTX - 1, H, D, o2, sc, 0, 2 * CTX, 1, 0, 0};
     fg_cpu_attention_ref(&g);
     fg_cpu_attention_ref(&m);
-    ck_assert(nmse(o1, o2, H * D) < 1e-12);
+    ck_assert(tu_nmse(o1, o2, H * D) < 1e-12);
 }
 END_TEST
 

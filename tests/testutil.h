@@ -17,6 +17,12 @@ const char *tu_path(const char *name);
 /* Deterministic bytes for tests. */
 void tu_fill(void *p, size_t n, uint64_t seed);
 
+/* n floats uniform in [-scale, scale), deterministic in seed (xorshift). */
+void tu_randf(float *x, size_t n, uint64_t seed, float scale);
+/* Normalized mean squared error of a against ref: sum (a - ref)^2 / sum ref^2 (the plain sum
+ * when ref is all zero). */
+double tu_nmse(const float *a, const float *ref, size_t n);
+
 /* Run a suite in fork mode; returns the process exit status (0 when all pass). */
 int tu_run(Suite *s);
 
