@@ -328,9 +328,9 @@ END_TEST
 
 /* ---- a real store: the view equals the engine's, the engine opens under the answer ---- */
 
-START_TEST(store_view_matches_engine)
+/* The tiny OPT fixture converted into dir/store: the open store into *st. */
+static void tiny_store(fg_store **st)
 {
-    tu_tmpdir_create();
     char src[4096], tok[4096];
     snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
     snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
@@ -339,8 +339,15 @@ START_TEST(store_view_matches_engine)
     fg_convert_report rep;
     fg_err err;
     ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
+    ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, st, &err), FG_OK);
+}
+
+START_TEST(store_view_matches_engine)
+{
+    tu_tmpdir_create();
     fg_store *st;
-    ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, &st, &err), FG_OK);
+    fg_err err;
+    tiny_store(&st);
     fg_policy_model m;
     ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
     ck_assert_uint_gt(m.linear_floats, 0);
@@ -381,20 +388,6 @@ START_TEST(store_view_matches_engine)
 END_TEST
 
 /* ---- the predicted disk traffic is the pager's ---- */
-
-/* The tiny OPT fixture converted into dir/store: the open store into *st. */
-static void tiny_store(fg_store **st)
-{
-    char src[4096], tok[4096];
-    snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
-    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
-    const char *dst = tu_path("store");
-    fg_convert_opts co = {0, 64, -1, tok, 4096, NULL, NULL};
-    fg_convert_report rep;
-    fg_err err;
-    ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
-    ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, st, &err), FG_OK);
-}
 
 /* Runs a block under placements that put weights, the KV cache and the activations on disk (in
  * RAM budgets that keep the streaming room small, so every step streams) and compares the
