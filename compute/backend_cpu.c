@@ -18,7 +18,16 @@
  * Weight pieces are decoded into one f32 buffer (`reserve`d for the largest chunk) that stays in
  * the cache and is multiplied at once, so the f32 weights never exist whole (this cut opt-1.3b's
  * decode from RAM by 29% against materializing whole sub-layers).
+ *
+ * Which kernel multiplies a piece: F16 at m <= F16_GEMM_MAX_M the fused F16 kernel; F16/BF16
+ * past it our own GEMM (quant/gemm16.c: x packed once per Linear, weights widened straight into
+ * the panels the register kernel reads, one panel a thread carved from the decode buffer; it
+ * replaced sgemm there: opt-1.3b F16 prefill 0.71-0.76 -> 0.77-0.82 of the sgemm bench,
+ * bench/prefill.sh); Q4/Q8 along the input axis under --compute int8 the integer kernels;
+ * everything else decoded to f32 and sgemm. FG_W16_GEMM=0 in the environment turns our GEMM
+ * off (sgemm on decoded pieces), for comparing the two.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +56,9 @@ typedef struct cpu_ctx {
     size_t act_cap;
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
+    float *xp;            /* x packed for the 16-bit weight GEMM (fg_xpack), once per Linear */
+    uint64_t xp_cap;      /* floats */
+    int w16;              /* F16/BF16 pieces at m > F16_GEMM_MAX_M go through fg_w16_gemm */
     fg_backend_stats st;
 } cpu_ctx;
 
@@ -220,6 +232,137 @@ static int run_fused(cpu_ctx *c, fused_job *j, fg_err *err)
     return FG_OK;
 }
 
+/* ---- 16-bit weights at prefill sizes: fg_w16_gemm on x packed once per Linear ---- */
+
+#define W16_ROWS 128 /* weight rows a chunk at least (x is streamed once per chunk) */
+
+typedef struct xpack_job {
+    const float *x;
+    float *xp;
+    uint32_t m, k;
+} xpack_job;
+
+static void xpack_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const xpack_job *j = arg;
+    uint64_t panels = (j->m + FG_XPACK_MR - 1) / FG_XPACK_MR;
+    uint64_t per = (panels + n_parts - 1) / n_parts;
+    fg_xpack(j->x, j->m, j->k, j->k, j->xp, per * part, per * (part + 1));
+}
+
+/* x packed into c->xp, once per Linear (*done). */
+static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, int *done, fg_err *err)
+{
+    if (*done)
+        return FG_OK;
+    uint64_t need = fg_xpack_floats(m, k);
+    if (need > c->xp_cap) {
+        free(c->xp);
+        c->xp = aligned_alloc(64, (need * 4 + 63) & ~(uint64_t)63);
+        c->xp_cap = c->xp ? need : 0;
+        if (!c->xp)
+            return fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %llu floats of packed "
+                              "activations", (unsigned long long)need);
+    }
+    xpack_job j = {x, c->xp, m, k};
+    if ((uint64_t)m * k < (1u << 16))
+        xpack_part(&j, 0, 1);
+    else
+        fg_par_run_dyn(c->par, xpack_part, &j, dyn_chunks(c));
+    *done = 1;
+    return FG_OK;
+}
+
+typedef struct w16_job {
+    const fg_wpiece *p;
+    const float *xp, *bias;
+    float *y;                  /* row 0 of the piece's output columns; row stride n */
+    uint32_t m, n, k;
+    uint64_t rows_per, xrows_per; /* a chunk's weight rows and x rows (a multiple of MR) */
+    uint32_t n_rb;             /* chunks along the weight rows */
+    float *panels;             /* n_slots panels of panel_floats in the decode room */
+    uint64_t panel_floats;
+    uint32_t n_slots;
+    _Atomic uint64_t busy;     /* panels in use: at most one a running chunk */
+    int rc[DECODE_PARTS];
+    fg_err err[DECODE_PARTS];
+} w16_job;
+
+static void w16_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    w16_job *j = arg;
+    (void)n_parts;
+    uint64_t r0 = (part % j->n_rb) * j->rows_per, i0 = (part / j->n_rb) * j->xrows_per;
+    uint64_t r1 = r0 + j->rows_per < j->p->n ? r0 + j->rows_per : j->p->n;
+    uint64_t i1 = i0 + j->xrows_per < j->m ? i0 + j->xrows_per : j->m;
+    if (r0 >= r1 || i0 >= i1)
+        return;
+    uint32_t s = 0; /* a free panel: fewer chunks run at once than there are panels */
+    while (atomic_fetch_or(&j->busy, 1ull << s) & (1ull << s))
+        s = (s + 1) % j->n_slots;
+    int rc = fg_w16_gemm(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k,
+                         j->xp, j->m, j->k, i0, i1, j->bias ? j->bias + r0 : NULL, j->y + r0,
+                         j->n, j->panels + s * j->panel_floats, j->panel_floats,
+                         FG_QUANT_ISA_AUTO, &j->err[part]);
+    atomic_fetch_and(&j->busy, ~(1ull << s));
+    j->rc[part] = rc;
+}
+
+/* Whether piece p takes the 16-bit GEMM at m rows: F16/BF16 2-d, past the fused kernel's m, with
+ * a panel of the decode room for each thread. */
+static int w16_piece(const cpu_ctx *c, const fg_wpiece *p, uint32_t m)
+{
+    uint32_t t = fg_par_threads(c->par), slots = t < 64 ? t : 64;
+    return c->w16 && m > F16_GEMM_MAX_M && p->n_dims == 2 &&
+           (p->codec.id == FG_CODEC_F16 || p->codec.id == FG_CODEC_BF16) &&
+           c->wcap / slots >= fg_w16_panel_min_floats(p->dims[1]);
+}
+
+static int run_w16(cpu_ctx *c, const fg_wpiece *p, const float *bias, float *y, uint32_t m,
+                   uint32_t n, uint32_t k, fg_err *err)
+{
+    uint32_t t = fg_par_threads(c->par), slots = t < 64 ? t : 64;
+    w16_job job, *j = &job;
+    memset(j, 0, sizeof *j);
+    j->p = p, j->xp = c->xp, j->bias = bias, j->y = y, j->m = m, j->n = n, j->k = k;
+    j->n_slots = slots;
+    j->panel_floats = c->wcap / slots / 16 * 16; /* 64-byte multiples: panels stay aligned */
+    j->panels = c->wbuf;
+    atomic_init(&j->busy, 0);
+    /* two chunks a thread of at least W16_ROWS weight rows (a kc block of x is read once per
+     * chunk and meets rows / 16 strips: bench at m 1020, k 2048, one thread: 128 rows 82-86
+     * GFLOP/s, 512 rows 91-94); when that gives fewer than two a thread, x's rows are split
+     * too (each such chunk widens its weights again, which costs less than an idle thread) */
+    uint64_t rows = p->n, per = ((rows + 2 * t - 1) / (2 * t) + 15) & ~15ull;
+    per = per > W16_ROWS ? per : W16_ROWS;
+    if ((rows + per - 1) / per > DECODE_PARTS)
+        per = ((rows + DECODE_PARTS - 1) / DECODE_PARTS + 15) & ~15ull;
+    j->rows_per = per;
+    j->n_rb = (uint32_t)((rows + per - 1) / per);
+    uint32_t n_mb = 1, want = 2 * t;
+    if (j->n_rb < want) {
+        n_mb = (want + j->n_rb - 1) / j->n_rb;
+        uint32_t most = (m + 47) / 48; /* 48 rows of x a chunk at least */
+        n_mb = n_mb < most ? n_mb : most;
+        n_mb = n_mb * j->n_rb <= DECODE_PARTS ? n_mb : DECODE_PARTS / j->n_rb;
+        n_mb = n_mb ? n_mb : 1;
+    }
+    uint64_t xr = (m + n_mb - 1) / n_mb;
+    j->xrows_per = (xr + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR;
+    uint32_t chunks = j->n_rb * n_mb;
+    if ((uint64_t)m * rows * k < (1u << 18))
+        for (uint32_t q = 0; q < chunks; q++)
+            w16_part(j, q, chunks);
+    else
+        fg_par_run_dyn(c->par, w16_part, j, chunks);
+    int rc = FG_OK;
+    for (uint32_t q = 0; q < DECODE_PARTS && rc == FG_OK; q++)
+        if ((rc = j->rc[q]) && err)
+            *err = j->err[q];
+    c->st.widened_bytes += rows * k * 4 * n_mb;
+    return rc;
+}
+
 /* A Q4/Q8 piece the int8 kernels take: groups along the input axis (quant.h). */
 static int int8_piece(const cpu_ctx *c, const fg_wpiece *p)
 {
@@ -253,7 +396,7 @@ static int quantize_x(cpu_ctx *c, const fg_wpiece *p, const float *x, uint32_t m
 
 static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t i,
                         const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-                        fg_quant_act *act, int *act_done, fg_err *err)
+                        fg_quant_act *act, int *act_done, int *xp_done, fg_err *err)
 {
     fg_wpiece p;
     int rc = w->acquire(w->ctx, i, &p, err), held = 1;
@@ -262,6 +405,13 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     rc = fgb_check_piece(&p, n, k, err);
     const float *rows = p.data;
     int f16 = p.codec.id == FG_CODEC_F16 && m <= F16_GEMM_MAX_M, i8 = int8_piece(c, &p);
+    if (rc == FG_OK && w16_piece(c, &p, m)) { /* widened into the GEMM's panels */
+        rc = pack_x(c, x, m, k, xp_done, err);
+        if (rc == FG_OK)
+            rc = run_w16(c, &p, bias ? bias + p.first : NULL, y + p.first, m, n, k, err);
+        int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
+        return rc ? rc : rc2;
+    }
     if (rc == FG_OK && (f16 || i8)) { /* multiplied from the piece's own bytes */
         if (i8)
             rc = quantize_x(c, &p, x, m, k, act, act_done, err);
@@ -324,9 +474,9 @@ static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const 
     if (!(x = aligned_x(c, x, m, k, err)))
         return FG_ERR_NOMEM;
     fg_quant_act act;
-    int act_done = 0; /* x is quantized once, at the first int8 piece */
+    int act_done = 0, xp_done = 0; /* x is quantized / packed once, at the first piece */
     for (uint32_t i = 0; i < w->n_pieces; i++) {
-        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, &act, &act_done, err);
+        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, &act, &act_done, &xp_done, err);
         if (rc)
             return rc;
     }
@@ -461,6 +611,7 @@ static void cpu_destroy(fg_backend *be)
         free(c->wbuf);
         free(c->act);
         free(c->xal);
+        free(c->xp);
     }
     free(c);
     fg_device_free(be->dev);
@@ -492,6 +643,8 @@ int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, f
     be->iface = &k_cpu;
     be->ctx = c;
     c->compute = o->compute;
+    const char *env = getenv("FG_W16_GEMM");
+    c->w16 = fg_w16_gemm_fast() && !(env && strcmp(env, "0") == 0);
     int rc = fg_device_host_create(&be->dev, err);
     if (rc == FG_OK)
         rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);

@@ -146,6 +146,33 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
 int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                 uint64_t m, uint64_t ldx, float *y, uint64_t ldy, fg_quant_isa isa, fg_err *err);
 
+/* ---- 16-bit float weights times many rows of x (gemm16.c): the prefill path ----
+ * A GotoBLAS-style GEMM whose weights are widened to f32 as they are packed, for m past what
+ * fg_f16_gemm suits. x [m, k] (row stride ldx) is packed once per Linear into xp
+ * (fg_xpack_floats(m, k) floats); fg_xpack packs micro-panels [b0, b1) of FG_XPACK_MR rows, so
+ * threads may pack disjoint ranges (b1 past the end is clipped). fg_w16_gemm then computes
+ *   y[i * ldy + j] = bias[j] + sum_c x[i, c] * W[j, c]
+ * for i in [i0, i1) (i0 a multiple of FG_XPACK_MR) and j < n, W binary16 (codec FG_CODEC_F16)
+ * or bfloat16 (FG_CODEC_BF16) [n, k] with row stride ldw, bias NULL for none; y overwritten.
+ * panel: the caller's scratch of panel_floats floats, 32-byte aligned, at least
+ * fg_w16_panel_min_floats(k) = min(k, FG_XPACK_KC) x 16 (the SIMD kernel widens up to
+ * panel_floats / kc weights at a time into it; the reference does not use it). Threads may run
+ * disjoint (rows, i range) problems into one y, each with its own panel. The reference sums in
+ * binary64; AVX2 sums each block of FG_XPACK_KC columns by FMA in binary32, then the blocks
+ * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|). NaN and Inf propagate as in any
+ * sum. */
+#define FG_XPACK_MR 6
+#define FG_XPACK_KC 256
+uint64_t fg_xpack_floats(uint64_t m, uint64_t k);
+void fg_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,
+              uint64_t b1);
+uint64_t fg_w16_panel_min_floats(uint64_t k);
+int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias, float *y,
+                uint64_t ldy, float *panel, uint64_t panel_floats, fg_quant_isa isa, fg_err *err);
+/* 1 when AUTO runs a SIMD kernel of fg_w16_gemm on this CPU (else only the slow reference). */
+int fg_w16_gemm_fast(void);
+
 /* ---- IEEE binary16 conversions (bit-identical across ISAs) ---- */
 /* Exact widening; NaN payloads kept (quieted). */
 void fg_f16_to_f32(const uint16_t *src, float *dst, size_t n, fg_quant_isa isa);

@@ -30,7 +30,17 @@ void fgq_ref_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uin
 void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                       uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
 
+/* Element (i, c) of x packed by fg_xpack (m rows, k columns). */
+float fgq_xpack_at(const float *xp, uint64_t m, uint64_t k, uint64_t i, uint64_t c);
+/* fg_w16_gemm after its checks: the reference (binary64 sums) and the AVX2 kernel. */
+void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                      uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                      float *y, uint64_t ldy);
+
 #ifdef FG_QUANT_X86
+void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                       float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
 void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                        uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
 int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);

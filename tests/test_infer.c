@@ -24,6 +24,7 @@
 
 #include "convert.h"
 #include "engine.h"
+#include "quant.h"
 #include "testutil.h"
 
 /* Fixture families: tests/fixtures/opt (make_opt_fixtures.py) and tests/fixtures/llama
@@ -291,6 +292,63 @@ static void layout_case(const char *layout, const char *refname)
     check_greedy(store, &r, defaults());
     free(r.logits);
 }
+
+/* The fixture batch five times over in one block of 15 sequences: the prefill's Linear layers
+ * then see over 48 rows, which the CPU backend computes with its own GEMM on the 16-bit weights
+ * (fg_w16_gemm, checked to have run) instead of the fused small-m kernel; every copy's logits
+ * within 1e-3 of transformers'. */
+static void prefill_gemm_case(const char *layout, const char *refname)
+{
+    ref r;
+    load_ref(refname, &r);
+    const char *store = convert(layout, 0);
+    fg_engine_opts o = defaults();
+    o.max_ctx = 64;
+    o.threads = 2;
+    o.policy.gbs = 15, o.policy.ngb = 1;
+    eng x;
+    fg_err err;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
+    enum { REPS = 5, N = 3 * REPS };
+    int32_t seqs[N][12];
+    const int32_t *win[N];
+    uint32_t lens[N];
+    for (int q = 0; q < N; q++) {
+        int b = q % 3;
+        lens[q] = 0;
+        for (int t = 0; t < 12; t++)
+            if (r.mask[b][t])
+                seqs[q][lens[q]++] = r.ids[b][t];
+        win[q] = seqs[q];
+    }
+    uint32_t V = r.vocab;
+    float *out = calloc((size_t)N * 12 * V, 4);
+    ck_assert_msg(fg_engine_logits(x.e, win, lens, N, NULL, NULL, out, 12 * V, &err) == 0, "%s",
+                  err.msg);
+    double worst = 0;
+    for (int q = 0; q < N; q++) {
+        int b = q % 3, pad = 12 - (int)lens[q];
+        for (uint32_t t = 0; t < lens[q]; t++)
+            for (uint32_t v = 0; v < V; v++)
+                worst = fmax(worst, fabs(out[(q * 12 + t) * V + v] -
+                                         r.logits[(b * 12 + pad + t) * V + v]));
+    }
+    fg_engine_stats st;
+    fg_engine_stats_get(x.e, &st);
+    if (fg_w16_gemm_fast()) /* else the CPU has no kernel for it and sgemm runs */
+        ck_assert_msg(st.weight_bytes_widened > 0, "%s: the prefill GEMM did not run", layout);
+    ck_assert_msg(worst < 1e-3, "%s: max |logit diff| %g", layout, worst);
+    free(out);
+    eng_close(&x);
+    free(r.logits);
+}
+
+START_TEST(prefill_gemm_opt) { prefill_gemm_case("opt-tiny-safetensors", "opt-tiny"); }
+END_TEST
+START_TEST(prefill_gemm_llama3_bf16) { prefill_gemm_case("llama3-tiny-bf16", "llama3-tiny"); }
+END_TEST
+START_TEST(prefill_gemm_qwen2_bf16) { prefill_gemm_case("qwen2-tiny-bf16", "qwen2-tiny"); }
+END_TEST
 
 START_TEST(layout_safetensors) { layout_case("opt-tiny-safetensors", "opt-tiny"); }
 END_TEST
@@ -732,6 +790,9 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, layout_safetensors);
+    tcase_add_test(tc, prefill_gemm_opt);
+    tcase_add_test(tc, prefill_gemm_llama3_bf16);
+    tcase_add_test(tc, prefill_gemm_qwen2_bf16);
     tcase_add_test(tc, layout_sharded);
     tcase_add_test(tc, layout_bin);
     tcase_add_test(tc, layout_npy);

@@ -140,7 +140,8 @@ static fg_codec codec_of(int c)
 START_TEST(linear_every_codec_every_backend)
 {
     static const uint32_t shapes[][3] = {{1, 5, 7},   {3, 130, 64}, {17, 33, 96},
-                                         {8, 200, 130}, {48, 40, 96}, {49, 40, 64}};
+                                         {8, 200, 130}, {48, 40, 96}, {49, 40, 64},
+                                         {131, 300, 520}};
     fg_backend *be[4];
     int nb = backends(be);
     fg_err err;

@@ -3,7 +3,8 @@
  * step is exact, else within 2^-17 of the terms' magnitude), the reference against an independent
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
  * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
- * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm against a binary64 sum. ISAs this
+ * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm and fg_w16_gemm against a
+ * binary64 sum. ISAs this
  * CPU lacks are skipped with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
@@ -665,6 +666,113 @@ START_TEST(test_f16_gemm)
 }
 END_TEST
 
+/* 16-bit weights x packed x (the prefill GEMM): F16 and BF16, odd shapes, x packed in two
+ * ranges, rows computed in two ranges, panels from the smallest allowed to one slab; every ISA
+ * within (KC + k / KC + 2) x 2^-24 of sum |w x| of the binary64 sum; NaN in a weight reaches
+ * exactly its column; refusals. */
+static float w16_value(uint8_t codec, uint16_t h)
+{
+    if (codec == FG_CODEC_F16)
+        return fg_f16_to_f32_1(h);
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+START_TEST(test_w16_gemm)
+{
+    for (int it = 0; it < 40; it++) {
+        uint8_t codec = it % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
+        uint64_t m = 1 + rnd() % 40, n = 1 + rnd() % 50, k = 1 + rnd() % 700;
+        if (it == 0)
+            m = 6, n = 16, k = 256; /* whole tiles, one block */
+        uint64_t ldw = k + rnd() % 3, ldx = k + rnd() % 3, ldy = n + rnd() % 3;
+        uint16_t *w = malloc(n * ldw * 2);
+        float *x = make_x(m, k, ldx), *y = malloc(m * ldy * 4), *bias = NULL;
+        if (it % 4 == 1) {
+            bias = malloc(n * 4);
+            for (uint64_t j = 0; j < n; j++)
+                bias[j] = gauss();
+        }
+        for (uint64_t i = 0; i < n * ldw; i++) {
+            float v = gauss() * 0.05f;
+            if (codec == FG_CODEC_F16) {
+                w[i] = fg_f32_to_f16_1(v);
+            } else {
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                w[i] = (uint16_t)(u >> 16);
+            }
+        }
+        int nan_row = it % 5 == 4 ? (int)(rnd() % n) : -1;
+        if (nan_row >= 0)
+            w[(uint64_t)nan_row * ldw + rnd() % k] = codec == FG_CODEC_F16 ? 0x7E00 : 0x7FC0;
+        uint64_t panels = (m + FG_XPACK_MR - 1) / FG_XPACK_MR, half = rnd() % (panels + 1);
+        float *xp = malloc(fg_xpack_floats(m, k) * 4);
+        memset(xp, 0xFF, fg_xpack_floats(m, k) * 4); /* NaN: every float must be written */
+        fg_xpack(x, m, k, ldx, xp, half, panels + 3);
+        fg_xpack(x, m, k, ldx, xp, 0, half);
+        uint64_t pf = it % 3 == 0 ? fg_w16_panel_min_floats(k) : 1u << 18;
+        float *panel = aligned_alloc(64, pf * 4);
+        uint64_t split = (rnd() % (m + 1)) / FG_XPACK_MR * FG_XPACK_MR;
+        for (int ii = 0; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            fg_err err;
+            memset(y, 0xFF, m * ldy * 4);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, ldw, xp, m, k, split, m, bias, y, ldy,
+                                         panel, pf, k_isas[ii], &err), FG_OK);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, ldw, xp, m, k, 0, split, bias, y, ldy,
+                                         panel, pf, k_isas[ii], &err), FG_OK);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double e = bias ? bias[j] : 0, mag = fabs(e);
+                    for (uint64_t c = 0; c < k; c++) {
+                        double t = (double)w16_value(codec, w[j * ldw + c]) * x[i * ldx + c];
+                        e += t, mag += fabs(t);
+                    }
+                    float got = y[i * ldy + j];
+                    if ((int)j == nan_row) {
+                        REQUIRE(isnan(got), "%s row %llu col %llu: %g, want NaN",
+                                fg_quant_isa_name(k_isas[ii]), (unsigned long long)i,
+                                (unsigned long long)j, got);
+                        continue;
+                    }
+                    double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
+                    REQUIRE(fabs(got - e) <= tol, "%s %s (%llu, %llu) m %llu n %llu k %llu: "
+                            "%.9g vs %.12g", fg_quant_isa_name(k_isas[ii]),
+                            codec == FG_CODEC_F16 ? "f16" : "bf16", (unsigned long long)i,
+                            (unsigned long long)j, (unsigned long long)m, (unsigned long long)n,
+                            (unsigned long long)k, got, e);
+                }
+        }
+        free(w), free(x), free(y), free(xp), free(panel), free(bias);
+    }
+    fg_err err;
+    uint16_t w1[64] = {0};
+    float xp1[64] = {0}, y1[64];
+    float *panel = aligned_alloc(64, fg_w16_panel_min_floats(2) * 4);
+    ck_assert_int_eq(fg_w16_gemm(FG_CODEC_F16, w1, 2, 2, xp1, 8, 2, 3, 8, NULL, y1, 2, panel,
+                                 fg_w16_panel_min_floats(2), FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG); /* i0 not a multiple of MR */
+    ck_assert_int_eq(fg_w16_gemm(FG_CODEC_F32, w1, 2, 2, xp1, 8, 2, 0, 8, NULL, y1, 2, panel,
+                                 fg_w16_panel_min_floats(2), FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(fg_w16_gemm(FG_CODEC_F16, w1, 2, 1, xp1, 8, 2, 0, 8, NULL, y1, 2, panel,
+                                 fg_w16_panel_min_floats(2), FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG); /* ldw < k */
+    ck_assert_int_eq(fg_w16_gemm(FG_CODEC_F16, w1, 2, 2, xp1, 8, 2, 0, 9, NULL, y1, 2, panel,
+                                 fg_w16_panel_min_floats(2), FG_QUANT_ISA_REF, &err),
+                     FG_ERR_INVALID_ARG); /* i1 > m */
+    if (isa_ok(FG_QUANT_ISA_AVX2))
+        ck_assert_int_eq(fg_w16_gemm(FG_CODEC_F16, w1, 2, 2, xp1, 8, 2, 0, 8, NULL, y1, 2, panel,
+                                     16, FG_QUANT_ISA_AVX2, &err),
+                         FG_ERR_INVALID_ARG); /* panel too small */
+    free(panel);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -679,6 +787,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
+    tcase_add_test(tc, test_w16_gemm);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
     tcase_add_test(tc, test_vnni_kernel_emulated);

@@ -1,0 +1,123 @@
+/* gemm16.c - the prefill's GEMM on 16-bit float weights: y = x W^T for many rows of x, with W
+ * binary16 or bfloat16 [n, k] widened to f32 while it is packed (quant.h states the contract;
+ * this file checks arguments, packs x, picks the ISA and holds the scalar reference).
+ *
+ * Why our own GEMM and not OpenBLAS sgemm on decoded pieces: the engine meets a Linear's weights
+ * one stored piece at a time (4 MiB: 256-1024 rows), and sgemm packs its whole x operand again
+ * for every call, per thread: at prefill sizes OpenBLAS spent 9% of the time packing (perf,
+ * synthetic opt-1.3b, 8 x 128 prompts; fc2's 256-row pieces repacked 32 MiB of x per 128 rows of
+ * W) and 2% more decoding pieces to an f32 buffer it then read again. Here x is packed once per
+ * Linear (fg_xpack) and the weights are widened straight into the packed panel the register
+ * kernel reads, so each weight byte is touched once outside the kernel.
+ *
+ * Layout of packed x (GotoBLAS/BLIS-style): columns in blocks of FG_XPACK_KC; within a block of
+ * kc columns starting at column p, micro-panels of FG_XPACK_MR rows, each [kc][MR] (row i of the
+ * panel at offset kk * MR + i); block p starts at p * mp, panel b at b * kc * MR, where mp is m
+ * rounded up to MR. Rows past m are zero.
+ */
+#include <string.h>
+
+#include "quant_int.h"
+#include "quant_gemm_int.h"
+
+uint64_t fg_xpack_floats(uint64_t m, uint64_t k)
+{
+    return (m + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR * k;
+}
+
+void fg_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,
+              uint64_t b1)
+{
+    const uint64_t MR = FG_XPACK_MR, mp = (m + MR - 1) / MR * MR;
+    b1 = b1 < mp / MR ? b1 : mp / MR;
+    for (uint64_t p = 0; p < k; p += FG_XPACK_KC) {
+        uint64_t kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC;
+        for (uint64_t b = b0; b < b1; b++) {
+            float *d = xp + p * mp + b * kc * MR;
+            for (uint64_t i = 0; i < MR; i++) {
+                uint64_t r = b * MR + i;
+                if (r >= m) {
+                    for (uint64_t kk = 0; kk < kc; kk++)
+                        d[kk * MR + i] = 0.0f;
+                    continue;
+                }
+                const float *s = x + r * ldx + p;
+                for (uint64_t kk = 0; kk < kc; kk++)
+                    d[kk * MR + i] = s[kk];
+            }
+        }
+    }
+}
+
+float fgq_xpack_at(const float *xp, uint64_t m, uint64_t k, uint64_t i, uint64_t c)
+{
+    const uint64_t MR = FG_XPACK_MR, mp = (m + MR - 1) / MR * MR;
+    uint64_t p = c / FG_XPACK_KC * FG_XPACK_KC, kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC;
+    return xp[p * mp + i / MR * kc * MR + (c - p) * MR + i % MR];
+}
+
+static float w16(int bf16, uint16_t h)
+{
+    return bf16 ? fgq_bitsf((uint32_t)h << 16) : fgq_h2f(h);
+}
+
+void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                      uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                      float *y, uint64_t ldy)
+{
+    for (uint64_t i = i0; i < i1; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            double acc = bias ? bias[j] : 0.0;
+            for (uint64_t c = 0; c < k; c++)
+                acc += (double)w16(bf16, w[j * ldw + c]) * fgq_xpack_at(xp, m, k, i, c);
+            y[i * ldy + j] = (float)acc;
+        }
+}
+
+int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias, float *y,
+                uint64_t ldy,
+                float *panel, uint64_t panel_floats, fg_quant_isa isa, fg_err *err)
+{
+    if (isa == FG_QUANT_ISA_AUTO)
+        isa = fg_quant_isa_default();
+    if (!fg_quant_isa_supported(isa))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "quant: ISA %s not available on this CPU",
+                          fg_quant_isa_name(isa));
+    if (codec != FG_CODEC_F16 && codec != FG_CODEC_BF16)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: codec %u is not F16 or BF16",
+                          codec);
+    if (ldw < k || ldy < n || i1 > m || i0 > i1 || i0 % FG_XPACK_MR)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: strides w %llu, y %llu or rows "
+                          "[%llu, %llu) of %llu for n %llu, k %llu", (unsigned long long)ldw,
+                          (unsigned long long)ldy, (unsigned long long)i0, (unsigned long long)i1,
+                          (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
+#ifdef FG_QUANT_X86
+    if (isa != FG_QUANT_ISA_REF) {
+        if (panel_floats < fg_w16_panel_min_floats(k))
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: a panel of %llu floats, "
+                              "%llu needed", (unsigned long long)panel_floats,
+                              (unsigned long long)fg_w16_panel_min_floats(k));
+        fgq_avx2_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
+                          panel, panel_floats);
+        return FG_OK;
+    }
+#endif
+    (void)panel, (void)panel_floats;
+    fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy);
+    return FG_OK;
+}
+
+uint64_t fg_w16_panel_min_floats(uint64_t k)
+{
+    return (k < FG_XPACK_KC ? (k ? k : 1) : FG_XPACK_KC) * 16;
+}
+
+int fg_w16_gemm_fast(void)
+{
+#ifdef FG_QUANT_X86
+    return fg_quant_isa_default() != FG_QUANT_ISA_REF;
+#else
+    return 0;
+#endif
+}
