@@ -52,12 +52,12 @@ typedef struct cpu_ctx {
     uint64_t wcap;        /* floats */
     fg_compute compute;
     decode_job djob;      /* the piece being decoded (one op at a time per backend) */
-    void *act;            /* int8 activations of the Linear in progress (fg_quant_act) */
-    size_t act_cap;
+    void *scr;            /* the Linear in progress's x, as int8 activations (fg_quant_act) or
+                           * packed for the 16-bit GEMM (fg_xpack): one at a time, counted in
+                           * the plan's lscratch */
+    size_t scr_cap;       /* bytes */
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
-    float *xp;            /* x packed for the 16-bit weight GEMM (fg_xpack), once per Linear */
-    uint64_t xp_cap;      /* floats */
     int w16;              /* F16/BF16 pieces at m > F16_GEMM_MAX_M go through fg_w16_gemm */
     fg_backend_stats st;
 } cpu_ctx;
@@ -232,6 +232,25 @@ static int run_fused(cpu_ctx *c, fused_job *j, fg_err *err)
     return FG_OK;
 }
 
+/* ---- a Linear's input, quantized or packed once per Linear ---- */
+
+/* What the Linear in progress has made of x in c->scr (its pieces share one codec, so one). */
+typedef struct lin_x {
+    fg_quant_act act;
+    int act_done, xp_done;
+} lin_x;
+
+static int scratch(cpu_ctx *c, size_t bytes, fg_err *err)
+{
+    if (bytes <= c->scr_cap)
+        return FG_OK;
+    free(c->scr);
+    c->scr = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    c->scr_cap = c->scr ? bytes : 0;
+    return c->scr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %zu bytes for a "
+                                       "Linear's input", bytes);
+}
+
 /* ---- 16-bit weights at prefill sizes: fg_w16_gemm on x packed once per Linear ---- */
 
 #define W16_ROWS 128 /* weight rows a chunk at least (x is streamed once per chunk) */
@@ -250,26 +269,21 @@ static void xpack_part(void *arg, uint32_t part, uint32_t n_parts)
     fg_xpack(j->x, j->m, j->k, j->k, j->xp, per * part, per * (part + 1));
 }
 
-/* x packed into c->xp, once per Linear (*done). */
-static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, int *done, fg_err *err)
+/* x packed into c->scr, once per Linear. */
+static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, lin_x *lx, fg_err *err)
 {
-    if (*done)
+    if (lx->xp_done)
         return FG_OK;
-    uint64_t need = fg_xpack_floats(m, k);
-    if (need > c->xp_cap) {
-        free(c->xp);
-        c->xp = aligned_alloc(64, (need * 4 + 63) & ~(uint64_t)63);
-        c->xp_cap = c->xp ? need : 0;
-        if (!c->xp)
-            return fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %llu floats of packed "
-                              "activations", (unsigned long long)need);
-    }
-    xpack_job j = {x, c->xp, m, k};
+    int rc = scratch(c, fg_xpack_floats(m, k) * 4, err);
+    if (rc)
+        return rc;
+    lx->act_done = 0;
+    xpack_job j = {x, c->scr, m, k};
     if ((uint64_t)m * k < (1u << 16))
         xpack_part(&j, 0, 1);
     else
         fg_par_run_dyn(c->par, xpack_part, &j, dyn_chunks(c));
-    *done = 1;
+    lx->xp_done = 1;
     return FG_OK;
 }
 
@@ -324,7 +338,7 @@ static int run_w16(cpu_ctx *c, const fg_wpiece *p, const float *bias, float *y, 
     uint32_t t = fg_par_threads(c->par), slots = t < 64 ? t : 64;
     w16_job job, *j = &job;
     memset(j, 0, sizeof *j);
-    j->p = p, j->xp = c->xp, j->bias = bias, j->y = y, j->m = m, j->n = n, j->k = k;
+    j->p = p, j->xp = c->scr, j->bias = bias, j->y = y, j->m = m, j->n = n, j->k = k;
     j->n_slots = slots;
     j->panel_floats = c->wcap / slots / 16 * 16; /* 64-byte multiples: panels stay aligned */
     j->panels = c->wbuf;
@@ -370,33 +384,29 @@ static int int8_piece(const cpu_ctx *c, const fg_wpiece *p)
            (p->codec.id == FG_CODEC_Q4 || p->codec.id == FG_CODEC_Q8) && p->codec.group_axis == 1;
 }
 
-/* x quantized to int8 for p's codec, once per Linear (*done), one scale per weight group. */
+/* x quantized to int8 for p's codec into c->scr, once per Linear, one scale per weight group. */
 static int quantize_x(cpu_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, uint32_t k,
-                      fg_quant_act *a, int *done, fg_err *err)
+                      lin_x *lx, fg_err *err)
 {
-    if (*done)
+    if (lx->act_done)
         return FG_OK;
     size_t need;
     uint32_t block = p->codec.group_size;
     int rc = fg_quant_act_size(&p->codec, m, k, block, &need, err);
-    if (rc == FG_OK && need > c->act_cap) {
-        free(c->act);
-        c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        c->act_cap = c->act ? need : 0;
-        if (!c->act)
-            rc = fg_err_set(err, FG_ERR_NOMEM, "cpu backend: %zu bytes of int8 activations", need);
-    }
     if (rc == FG_OK)
-        rc = fg_quant_act_init(a, &p->codec, m, k, block, c->act, c->act_cap, err);
+        rc = scratch(c, need, err);
+    lx->xp_done = 0;
     if (rc == FG_OK)
-        rc = fg_quant_act_q8(a, x, k, FG_QUANT_ISA_AUTO, err);
-    *done = rc == FG_OK;
+        rc = fg_quant_act_init(&lx->act, &p->codec, m, k, block, c->scr, c->scr_cap, err);
+    if (rc == FG_OK)
+        rc = fg_quant_act_q8(&lx->act, x, k, FG_QUANT_ISA_AUTO, err);
+    lx->act_done = rc == FG_OK;
     return rc;
 }
 
 static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t i,
                         const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-                        fg_quant_act *act, int *act_done, int *xp_done, fg_err *err)
+                        lin_x *lx, fg_err *err)
 {
     fg_wpiece p;
     int rc = w->acquire(w->ctx, i, &p, err), held = 1;
@@ -406,7 +416,7 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     const float *rows = p.data;
     int f16 = p.codec.id == FG_CODEC_F16 && m <= F16_GEMM_MAX_M, i8 = int8_piece(c, &p);
     if (rc == FG_OK && w16_piece(c, &p, m)) { /* widened into the GEMM's panels */
-        rc = pack_x(c, x, m, k, xp_done, err);
+        rc = pack_x(c, x, m, k, lx, err);
         if (rc == FG_OK)
             rc = run_w16(c, &p, bias ? bias + p.first : NULL, y + p.first, m, n, k, err);
         int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
@@ -414,9 +424,9 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     }
     if (rc == FG_OK && (f16 || i8)) { /* multiplied from the piece's own bytes */
         if (i8)
-            rc = quantize_x(c, &p, x, m, k, act, act_done, err);
-        fused_job j = {&p, x, bias ? bias + p.first : NULL, i8 ? act : NULL, y + p.first, m, n, k,
-                       {0}, {{0}}};
+            rc = quantize_x(c, &p, x, m, k, lx, err);
+        fused_job j = {&p, x, bias ? bias + p.first : NULL, i8 ? &lx->act : NULL,
+                       y + p.first, m, n, k, {0}, {{0}}};
         if (rc == FG_OK)
             rc = run_fused(c, &j, err);
         int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
@@ -473,10 +483,9 @@ static int cpu_linear(fg_backend *be, const float *x, const fg_weight *w, const 
     }
     if (!(x = aligned_x(c, x, m, k, err)))
         return FG_ERR_NOMEM;
-    fg_quant_act act;
-    int act_done = 0, xp_done = 0; /* x is quantized / packed once, at the first piece */
+    lin_x lx = {.act_done = 0, .xp_done = 0}; /* x quantized / packed at the first piece */
     for (uint32_t i = 0; i < w->n_pieces; i++) {
-        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, &act, &act_done, &xp_done, err);
+        int rc = linear_piece(c, x, w, i, bias, y, m, n, k, &lx, err);
         if (rc)
             return rc;
     }
@@ -609,9 +618,8 @@ static void cpu_destroy(fg_backend *be)
     if (c) {
         fg_par_free(c->par);
         free(c->wbuf);
-        free(c->act);
+        free(c->scr);
         free(c->xal);
-        free(c->xp);
     }
     free(c);
     fg_device_free(be->dev);

@@ -13,6 +13,7 @@
 
 #include "fg_progress.h"
 #include "plan.h"
+#include "quant.h"
 
 #define MB (1024.0 * 1024.0)
 #define PAGE_UP(x) (((x) + 4095) & ~4095ull)
@@ -49,6 +50,23 @@ static void spans(const fg_plan_model *m, const fg_policy *p, uint64_t *small, u
     }
 }
 
+/* The CPU backend's copies of a Linear's input x [rows, k] (compute/backend_cpu.c), for k up to
+ * the widest Linear input: one buffer for x packed for the 16-bit GEMM (rows rounded up to
+ * FG_XPACK_MR, f32) or quantized to int8 (fg_quant_act: codes padded to max(G, 64) columns, and
+ * three floats a group of G >= FG_FGT_GROUP_MIN; G up to FG_FGT_GROUP_MAX), whichever is larger,
+ * plus the fused F16 kernel's aligned copy of x at m <= 48 rows. */
+static uint64_t lin_scratch(const fg_hparams *hp, uint64_t rows)
+{
+    uint64_t k = hp->hidden > hp->embed_dim ? hp->hidden : hp->embed_dim;
+    uint64_t qw = (uint64_t)hp->n_heads * hp->head_dim;
+    k = k > qw ? k : qw;
+    k = k > hp->ffn ? k : hp->ffn;
+    uint64_t xp = (rows + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR * k * 4;
+    uint64_t kp = (k + 63) / 64 * 64 + FG_FGT_GROUP_MAX;
+    uint64_t act = rows * kp + 3 * 4 * rows * (kp / FG_FGT_GROUP_MIN + 1) + 3 * 64;
+    return (xp > act ? xp : act) + (rows < 48 ? rows : 48) * k * 4 + 64;
+}
+
 /* Every host buffer outside the pager for a block of gbs x ngb. */
 static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
 {
@@ -65,7 +83,9 @@ static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     pl->head = (uint64_t)pl->logit_rows * (hp->vocab_size + h) * 4;
     pl->block = (uint64_t)pl->ngb * pl->gbs * ctx * 9 + bls * (h * 4 + 8);
     pl->sampler = (uint64_t)hp->vocab_size * 8;
-    pl->fixed = pl->small_f32 + pl->wdecode + pl->workspace + pl->head + pl->block + pl->sampler;
+    pl->lscratch = lin_scratch(hp, tok);
+    pl->fixed = pl->small_f32 + pl->wdecode + pl->lscratch + pl->workspace + pl->head +
+                pl->block + pl->sampler;
 }
 
 static void chunks(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
@@ -283,6 +303,7 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
     }
     const struct { const char *name; uint64_t v; } rows[] = {
         {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
+        {"linear inputs", pl->lscratch},
         {"workspace", pl->workspace}, {"logits", pl->head}, {"block state", pl->block},
         {"sampler", pl->sampler}, {"pager: homed", homed},
         {"pager: streaming", pl->pool > homed ? pl->pool - homed : 0},

@@ -67,11 +67,14 @@ typedef struct fg_plan {
     /* host buffers outside the pager */
     uint64_t small_f32;          /* SMALL tensors of the largest span, f32 */
     uint64_t wdecode;            /* the backend's decode buffer: the largest chunk in f32 */
+    uint64_t lscratch;           /* the CPU backend's per-Linear copies of x: packed for the
+                                  * 16-bit GEMM or quantized to int8 (one buffer, the larger),
+                                  * and the fused kernel's aligned copy */
     uint64_t workspace;          /* fg_model_ws */
     uint64_t head;               /* logits [logit_rows, vocab] + staged rows */
     uint64_t block;              /* ids, positions, validity; the decode step's block rows */
     uint64_t sampler;
-    uint64_t fixed;              /* the sum of the six above */
+    uint64_t fixed;              /* the sum of the seven above */
     /* the pager's HOST pool */
     uint64_t homed[3];           /* weights, KV cache, activations homed in RAM */
     uint64_t on_disk[3];         /* ... and on disk */
