@@ -224,12 +224,91 @@ static void sparsify(const fg_attn_args *a, uint32_t n_ctx, float *s)
             s[t] = -INFINITY;
 }
 
+/* The blocked AVX2 inner loops of one (query, head) problem, bit for bit the per-key dot_avx2
+ * and axpy_avx2 they replace (same lanes, same order of every add and FMA):
+ * scores: four keys a pass share each load of q, and their four sums are folded together
+ *   (dot_avx2's 256 -> 128 -> 64 -> 32 fold, done on a 4 x 4 transpose); d a multiple of 16;
+ * weighted sum: 64 columns of the output stay in registers over every key (axpy_avx2 loaded
+ *   and stored them once a key).
+ * opt-1.3b prefill (8 x 128 prompts, perf): attention 5% of the time with the per-key calls. */
+__attribute__((target("avx2,fma"))) static void scores_avx2(const float *q, const float *kb,
+                                                             size_t stride, const uint8_t *valid,
+                                                             uint32_t n, uint32_t d, float *sc)
+{
+    uint32_t t = 0;
+    for (; d % 16 == 0 && t + 4 <= n; t += 4) {
+        const float *k0 = kb + t * stride, *k1 = k0 + stride, *k2 = k1 + stride;
+        const float *k3 = k2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0;
+        __m256 b3 = a0;
+        for (uint32_t c = 0; c < d; c += 16) {
+            __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
+            a0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k0 + c), a0);
+            b0 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k0 + c + 8), b0);
+            a1 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k1 + c), a1);
+            b1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k1 + c + 8), b1);
+            a2 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k2 + c), a2);
+            b2 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k2 + c + 8), b2);
+            a3 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k3 + c), a3);
+            b3 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k3 + c + 8), b3);
+        }
+        a0 = _mm256_add_ps(a0, b0), a1 = _mm256_add_ps(a1, b1);
+        a2 = _mm256_add_ps(a2, b2), a3 = _mm256_add_ps(a3, b3);
+        __m128 r0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+        __m128 r1 = _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1));
+        __m128 r2 = _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1));
+        __m128 r3 = _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1));
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3); /* r_l: lane l of the four keys */
+        float out[4];
+        _mm_storeu_ps(out, _mm_add_ps(_mm_add_ps(r0, r2), _mm_add_ps(r1, r3)));
+        for (uint32_t j = 0; j < 4; j++)
+            sc[t + j] = valid[t + j] ? out[j] : -INFINITY;
+    }
+    for (; t < n; t++)
+        sc[t] = valid[t] ? dot_avx2(q, kb + t * stride, d) : -INFINITY;
+}
+
+__attribute__((target("avx2,fma"))) static void pv_avx2(float *o, const float *vb, size_t stride,
+                                                         const float *p, float inv, uint32_t n,
+                                                         uint32_t d)
+{
+    uint32_t c0 = 0;
+    for (; c0 + 64 <= d; c0 += 64) {
+        __m256 o0 = _mm256_loadu_ps(o + c0), o1 = _mm256_loadu_ps(o + c0 + 8);
+        __m256 o2 = _mm256_loadu_ps(o + c0 + 16), o3 = _mm256_loadu_ps(o + c0 + 24);
+        __m256 o4 = _mm256_loadu_ps(o + c0 + 32), o5 = _mm256_loadu_ps(o + c0 + 40);
+        __m256 o6 = _mm256_loadu_ps(o + c0 + 48), o7 = _mm256_loadu_ps(o + c0 + 56);
+        for (uint32_t t = 0; t < n; t++) {
+            if (p[t] == 0.0f)
+                continue;
+            __m256 w = _mm256_set1_ps(p[t] * inv);
+            const float *v = vb + t * stride + c0;
+            o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), o0);
+            o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), o1);
+            o2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), o2);
+            o3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), o3);
+            o4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 32), o4);
+            o5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 40), o5);
+            o6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 48), o6);
+            o7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 56), o7);
+        }
+        _mm256_storeu_ps(o + c0, o0), _mm256_storeu_ps(o + c0 + 8, o1);
+        _mm256_storeu_ps(o + c0 + 16, o2), _mm256_storeu_ps(o + c0 + 24, o3);
+        _mm256_storeu_ps(o + c0 + 32, o4), _mm256_storeu_ps(o + c0 + 40, o5);
+        _mm256_storeu_ps(o + c0 + 48, o6), _mm256_storeu_ps(o + c0 + 56, o7);
+    }
+    for (uint32_t t = 0; c0 < d && t < n; t++)
+        if (p[t] != 0.0f)
+            axpy_avx2(o + c0, vb + t * stride + c0, p[t] * inv, d - c0);
+}
+
 /* The (query i, head h) problems j = i * n_heads + h with j = part (mod n_parts), using scratch
  * region `part`: each problem is independent, so any split gives the same bits. Query head h
  * reads KV head h / (n_heads / n_kv_heads) (grouped-query attention); with a sliding window the
- * keys before pos + 1 - window are not scored at all. */
-static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint32_t part,
-                           uint32_t n_parts)
+ * keys before pos + 1 - window are not scored at all. blocked: the AVX2 loops above instead of
+ * dot and axpy a key (the same bits). */
+static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int blocked,
+                           uint32_t part, uint32_t n_parts)
 {
     uint32_t d = a->head_dim, width = a->n_heads * d;
     uint32_t kvh = a->n_kv_heads ? a->n_kv_heads : a->n_heads, grp = a->n_heads / kvh;
@@ -242,11 +321,13 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint
         const float *kb = a->k + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
         const float *vb = a->v + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
         float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
-        for (uint32_t t = 0; t < n; t++) {
-            float s = a->valid[t0 + t] ? dot(q, kb + t * a->kv_stride, d) : -INFINITY;
-            sc[t] = s;
-            mx = s > mx ? s : mx;
-        }
+        if (blocked)
+            scores_avx2(q, kb, a->kv_stride, a->valid + t0, n, d, sc);
+        else
+            for (uint32_t t = 0; t < n; t++)
+                sc[t] = a->valid[t0 + t] ? dot(q, kb + t * a->kv_stride, d) : -INFINITY;
+        for (uint32_t t = 0; t < n; t++)
+            mx = sc[t] > mx ? sc[t] : mx;
         memset(o, 0, d * sizeof *o);
         if (mx == -INFINITY)
             continue; /* every key masked: a padding query */
@@ -258,6 +339,10 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint
             sum += p;
         }
         float inv = 1.0f / sum;
+        if (blocked) {
+            pv_avx2(o, vb, a->kv_stride, sc, inv, n, d);
+            continue;
+        }
         for (uint32_t t = 0; t < n; t++)
             if (sc[t] != 0.0f)
                 axpy(o, vb + t * a->kv_stride, sc[t] * inv, d);
@@ -266,15 +351,15 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, uint
 
 void fg_cpu_attention_ref(const fg_attn_args *a)
 {
-    attention_with(a, fg_cpu_dot_ref, axpy_ref, 0, 1);
+    attention_with(a, fg_cpu_dot_ref, axpy_ref, 0, 0, 1);
 }
 
 void fg_cpu_attention_part(const fg_attn_args *a, uint32_t part, uint32_t n_parts)
 {
     switch (isa()) {
-    case ISA_AVX512: attention_with(a, dot_avx512, axpy_avx512, part, n_parts); break;
-    case ISA_AVX2: attention_with(a, dot_avx2, axpy_avx2, part, n_parts); break;
-    default: attention_with(a, fg_cpu_dot_ref, axpy_ref, part, n_parts); break;
+    case ISA_AVX512: attention_with(a, dot_avx512, axpy_avx512, 0, part, n_parts); break;
+    case ISA_AVX2: attention_with(a, dot_avx2, axpy_avx2, 1, part, n_parts); break;
+    default: attention_with(a, fg_cpu_dot_ref, axpy_ref, 0, part, n_parts); break;
     }
 }
 

@@ -52,51 +52,62 @@ START_TEST(layernorm_matches_reference)
 }
 END_TEST
 
+/* Every head size the SIMD paths treat differently: 24 (per-key dot and axpy), 64 (four keys a
+ * pass, 64 output columns in registers), 80 (both, and an axpy tail), 128; 41 keys, so the
+ * four-key blocks leave a remainder. */
 START_TEST(attention_matches_reference_with_padding)
 {
-    enum { CTX = 40, HEADS = 4, D = 24, W = HEADS * D, NQ = 7 };
-    float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
-    float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), scratch[2 * CTX];
-    uint8_t valid[CTX];
-    randf(k, CTX * W, 6, 1.0f);
-    randf(v, CTX * W, 7, 1.0f);
-    randf(q, NQ * W, 8, 1.0f);
-    for (int t = 0; t < CTX; t++)
-        valid[t] = t >= 5; /* left padding */
-    fg_attn_args a = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, scratch};
-    fg_cpu_attention_ref(&a);
-    a.out = o2;
-    fg_cpu_attention(&a);
-    ck_assert_msg(tu_nmse(o2, o1, NQ * W) < 1e-12, "nmse %g", tu_nmse(o2, o1, NQ * W));
-    /* against a direct softmax for query 0, head 1 */
-    double s[CTX], mx = -1e30, sum = 0;
-    int last = CTX - NQ;
-    for (int t = 0; t <= last; t++) {
-        s[t] = -1e30;
-        if (!valid[t])
-            continue;
-        double d = 0;
-        for (int j = 0; j < D; j++)
-            d += (double)q[D + j] * k[t * W + D + j];
-        s[t] = d;
-        mx = d > mx ? d : mx;
-    }
-    for (int t = 0; t <= last; t++)
-        sum += valid[t] ? exp(s[t] - mx) : 0;
-    for (int j = 0; j < D; j++) {
-        double acc = 0;
+    static const int dims[] = {24, 64, 80, 128};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        enum { CTX = 41, HEADS = 4, NQ = 7 };
+        const int D = dims[di], W = HEADS * D;
+        float *k = malloc(CTX * W * 4), *v = malloc(CTX * W * 4), *q = malloc(NQ * W * 4);
+        float *o1 = malloc(NQ * W * 4), *o2 = malloc(NQ * W * 4), scratch[2 * CTX];
+        uint8_t valid[CTX];
+        randf(k, CTX * W, 6, 1.0f);
+        randf(v, CTX * W, 7, 1.0f);
+        randf(q, NQ * W, 8, 1.0f);
+        for (int t = 0; t < CTX; t++)
+            valid[t] = t >= 5; /* left padding */
+        fg_attn_args a = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, (uint32_t)D, o1, scratch};
+        fg_cpu_attention_ref(&a);
+        a.out = o2;
+        fg_cpu_attention(&a);
+        ck_assert_msg(tu_nmse(o2, o1, NQ * W) < 1e-12, "d %d: nmse %g", D,
+                      tu_nmse(o2, o1, NQ * W));
+        /* against a direct softmax for query 0, head 1 */
+        double s[CTX], mx = -1e30, sum = 0;
+        int last = CTX - NQ;
+        for (int t = 0; t <= last; t++) {
+            s[t] = -1e30;
+            if (!valid[t])
+                continue;
+            double d = 0;
+            for (int j = 0; j < D; j++)
+                d += (double)q[D + j] * k[t * W + D + j];
+            s[t] = d;
+            mx = d > mx ? d : mx;
+        }
         for (int t = 0; t <= last; t++)
-            acc += valid[t] ? exp(s[t] - mx) / sum * v[t * W + D + j] : 0;
-        ck_assert_msg(fabs(acc - o1[D + j]) < 1e-5, "j=%d %g vs %g", j, acc, o1[D + j]);
+            sum += valid[t] ? exp(s[t] - mx) : 0;
+        for (int j = 0; j < D; j++) {
+            double acc = 0;
+            for (int t = 0; t <= last; t++)
+                acc += valid[t] ? exp(s[t] - mx) / sum * v[t * W + D + j] : 0;
+            ck_assert_msg(fabs(acc - o1[D + j]) < 1e-5, "d %d j=%d %g vs %g", D, j, acc,
+                          o1[D + j]);
+            ck_assert_msg(fabs(acc - o2[D + j]) < 1e-5, "d %d j=%d %g vs %g", D, j, acc,
+                          o2[D + j]);
+        }
+        /* a query whose keys are all masked yields zeros */
+        memset(valid, 0, sizeof valid);
+        a.n_q = 1;
+        a.q_pos0 = 3;
+        fg_cpu_attention(&a);
+        for (int j = 0; j < W; j++)
+            ck_assert(o2[j] == 0.0f);
+        free(k), free(v), free(q), free(o1), free(o2);
     }
-    /* a query whose keys are all masked yields zeros */
-    memset(valid, 0, sizeof valid);
-    a.n_q = 1;
-    a.q_pos0 = 3;
-    fg_cpu_attention(&a);
-    for (int j = 0; j < W; j++)
-        ck_assert(o2[j] == 0.0f);
-    free(k), free(v), free(q), free(o1), free(o2);
 }
 END_TEST
 
