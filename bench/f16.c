@@ -1,6 +1,8 @@
 /* f16.c - where the fused F16 kernel (fg_f16_gemm: F16 weights converted in registers, f32
- * sums) stops beating the CPU backend's other F16 path (the piece converted to f32, then
- * OpenBLAS sgemm), by row count m: the CPU backend's F16_GEMM_MAX_M comes from this.
+ * sums) stops beating the CPU backend's other F16 paths, by row count m: the 16-bit GEMM
+ * (fg_w16_gemm: x packed, weights widened into panels; its x packing is timed too) and, for
+ * reference, the piece converted to f32 then OpenBLAS sgemm. The CPU backend's F16_GEMM_MAX_M
+ * comes from this.
  *
  * usage: bench_f16 [N] [K]   (default one 4 MiB piece of opt-1.3b: 1024 x 2048)
  * One thread, timed with the thread's CPU time (a call that lost its core to another process is
@@ -33,8 +35,10 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1);
     uint16_t *w = aligned_alloc(64, (n * k * 2 + 63) / 64 * 64);
     float *wf = aligned_alloc(64, n * k * 4), *y = aligned_alloc(64, 128 * n * 4);
+    float *xp = aligned_alloc(64, fg_xpack_floats(128, k) * 4 + 64);
+    float *panel = aligned_alloc(64, (uint64_t)FG_XPACK_KC * 1024 * 4);
     float *xbuf = aligned_alloc(64, 128 * k * 4 + 64), *x = xbuf + (getenv("X_OFF") ? atoi(getenv("X_OFF")) : 0);
-    if (!w || !wf || !xbuf || !y) {
+    if (!w || !wf || !xbuf || !y || !xp || !panel) {
         fprintf(stderr, "bench_f16: out of memory\n");
         return 1;
     }
@@ -48,7 +52,7 @@ int main(int argc, char **argv)
     static const int ms[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 128};
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
         int m = ms[i];
-        double fused = 1e9, conv = 1e9;
+        double fused = 1e9, conv = 1e9, g16 = 1e9;
         fg_err err;
         for (int r = 0; r < 30; r++) {
             double t = cpu_now();
@@ -64,11 +68,20 @@ int main(int argc, char **argv)
                         (int)k, wf, (int)k, 0.0f, y, (int)n);
             t = cpu_now() - t;
             conv = t < conv ? t : conv;
+            t = cpu_now();
+            fg_xpack(x, (uint64_t)m, k, k, xp, 0, UINT64_MAX);
+            if (fg_w16_gemm(FG_CODEC_F16, w, n, k, xp, (uint64_t)m, k, 0, (uint64_t)m, NULL, y, n,
+                            panel, (uint64_t)FG_XPACK_KC * 1024, FG_QUANT_ISA_AUTO, &err)) {
+                fprintf(stderr, "bench_f16: %s\n", err.msg);
+                return 1;
+            }
+            t = cpu_now() - t;
+            g16 = t < g16 ? t : g16;
         }
         double f = 2.0 * m * n * k / 1e9;
-        printf("  m %3d: fused %6.1f   f32 + sgemm %6.1f   ratio %.2f\n", m, f / fused, f / conv,
-               conv / fused);
+        printf("  m %3d: fused %6.1f   w16 gemm %6.1f   f32 + sgemm %6.1f   fused / w16 %.2f\n", m,
+               f / fused, f / g16, f / conv, g16 / fused);
     }
-    free(w), free(wf), free(xbuf), free(y);
+    free(w), free(wf), free(xbuf), free(y), free(xp), free(panel);
     return 0;
 }

@@ -116,8 +116,9 @@ typedef enum fg_act { FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SIL
 
 typedef struct fg_backend_stats {
     uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
-    uint64_t widened_bytes;     /* f32 bytes of 16-bit weights widened into GEMM panels (CPU
-                                 * backend at prefill sizes, fg_w16_gemm) */
+    uint64_t panel_bytes;       /* bytes the CPU backend's prefill GEMMs repacked weights into:
+                                 * 16-bit weights widened to f32 (fg_w16_gemm), Q4 codes
+                                 * unpacked to bytes (fg_quant_gemm_panel) */
     /* bytes its device moved over the host <-> device link, [0] host -> device, [1] device ->
      * host (whoever issued the copy: the backend's staging, the pager, the engine); 0 on the
      * CPU backend, which has no link */

@@ -19,13 +19,20 @@
  * the cache and is multiplied at once, so the f32 weights never exist whole (this cut opt-1.3b's
  * decode from RAM by 29% against materializing whole sub-layers).
  *
- * Which kernel multiplies a piece: F16 at m <= F16_GEMM_MAX_M the fused F16 kernel; F16/BF16
- * past it our own GEMM (quant/gemm16.c: x packed once per Linear, weights widened straight into
- * the panels the register kernel reads, one panel a thread carved from the decode buffer; it
- * replaced sgemm there: opt-1.3b F16 prefill 0.71-0.76 -> 0.77-0.82 of the sgemm bench,
- * bench/prefill.sh); Q4/Q8 along the input axis under --compute int8 the integer kernels;
- * everything else decoded to f32 and sgemm. FG_W16_GEMM=0 in the environment turns our GEMM
- * off (sgemm on decoded pieces), for comparing the two.
+ * Which kernel multiplies a piece:
+ *  - F16 at m <= F16_GEMM_MAX_M: the fused F16 kernel (decode);
+ *  - F16/BF16 past it: our own GEMM (quant/gemm16.c: x packed once per Linear, weights widened
+ *    straight into the panels the register kernel reads, one panel a thread carved from the
+ *    decode buffer; it replaced sgemm there: opt-1.3b F16 prefill 0.71-0.76 -> 0.77-0.82 of the
+ *    sgemm bench, bench/prefill.sh);
+ *  - Q4/Q8 along the input axis under --compute int8: x quantized once per Linear (rows split
+ *    across the helpers), then at m >= I8_PANEL_MIN_M for Q4 with groups >= 64 the panel
+ *    kernel (fg_quant_gemm_panel: codes unpacked once per slab, 4 x 8 tiles), else the row
+ *    kernels (opt-1.3b 4-bit prefill, bench/prefill.sh 8x4: ~150 GFLOP/s with one thread
+ *    quantizing and the row kernel, 178 with the quantization split, 201 with the panel kernel);
+ *  - everything else decoded to f32 and sgemm.
+ * FG_PANEL_GEMM=0 in the environment turns both panel GEMMs off (sgemm on decoded 16-bit
+ * pieces, the row kernel for int8), for comparing.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,7 +65,7 @@ typedef struct cpu_ctx {
     size_t scr_cap;       /* bytes */
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
-    int w16;              /* F16/BF16 pieces at m > F16_GEMM_MAX_M go through fg_w16_gemm */
+    int w16;              /* the panel GEMMs are on (FG_PANEL_GEMM unset or not 0) */
     fg_backend_stats st;
 } cpu_ctx;
 
@@ -254,6 +261,9 @@ static int scratch(cpu_ctx *c, size_t bytes, fg_err *err)
 /* ---- 16-bit weights at prefill sizes: fg_w16_gemm on x packed once per Linear ---- */
 
 #define W16_ROWS 128 /* weight rows a chunk at least (x is streamed once per chunk) */
+/* int8 pieces take the panel kernel from here: it multiplies 4 activation rows a tile and
+ * unpacks a slab's codes once, which fewer rows do not repay */
+#define I8_PANEL_MIN_M 16
 
 typedef struct xpack_job {
     const float *x;
@@ -287,12 +297,18 @@ static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, lin_x *lx,
     return FG_OK;
 }
 
-typedef struct w16_job {
+/* A Linear piece at prefill sizes through a panel GEMM: the 16-bit GEMM on x packed once per
+ * Linear, or the int8 panel kernel on x quantized once per Linear (quant.h:
+ * fg_quant_gemm_panel). Chunks are (weight rows, x rows) rectangles; each running chunk takes
+ * one panel of the decode room. */
+typedef struct panel_job {
     const fg_wpiece *p;
-    const float *xp, *bias;
+    const float *xp, *bias;    /* xp: packed x (16-bit weights) */
+    const fg_quant_act *act;   /* int8 activations (else NULL) */
+    fg_qview v;                /* the piece's view (int8) */
     float *y;                  /* row 0 of the piece's output columns; row stride n */
     uint32_t m, n, k;
-    uint64_t rows_per, xrows_per; /* a chunk's weight rows and x rows (a multiple of MR) */
+    uint64_t rows_per, xrows_per; /* a chunk's weight rows and x rows (a multiple of 12) */
     uint32_t n_rb;             /* chunks along the weight rows */
     float *panels;             /* n_slots panels of panel_floats in the decode room */
     uint64_t panel_floats;
@@ -300,11 +316,11 @@ typedef struct w16_job {
     _Atomic uint64_t busy;     /* panels in use: at most one a running chunk */
     int rc[DECODE_PARTS];
     fg_err err[DECODE_PARTS];
-} w16_job;
+} panel_job;
 
-static void w16_part(void *arg, uint32_t part, uint32_t n_parts)
+static void panel_part(void *arg, uint32_t part, uint32_t n_parts)
 {
-    w16_job *j = arg;
+    panel_job *j = arg;
     (void)n_parts;
     uint64_t r0 = (part % j->n_rb) * j->rows_per, i0 = (part / j->n_rb) * j->xrows_per;
     uint64_t r1 = r0 + j->rows_per < j->p->n ? r0 + j->rows_per : j->p->n;
@@ -314,31 +330,59 @@ static void w16_part(void *arg, uint32_t part, uint32_t n_parts)
     uint32_t s = 0; /* a free panel: fewer chunks run at once than there are panels */
     while (atomic_fetch_or(&j->busy, 1ull << s) & (1ull << s))
         s = (s + 1) % j->n_slots;
-    int rc = fg_w16_gemm(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k,
+    float *panel = j->panels + s * j->panel_floats;
+    int rc;
+    if (j->act) {
+        rc = fg_quant_gemm_panel(&j->p->codec, &j->v, j->p->data, j->p->len, r0, r1, j->act, i0,
+                                 i1, j->y, j->n, panel, j->panel_floats * 4, FG_QUANT_ISA_AUTO,
+                                 &j->err[part]);
+        for (uint64_t i = i0; rc == FG_OK && j->bias && i < i1; i++)
+            for (uint64_t r = r0; r < r1; r++)
+                j->y[i * j->n + r] += j->bias[r];
+    } else {
+        rc = fg_w16_gemm(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k,
                          j->xp, j->m, j->k, i0, i1, j->bias ? j->bias + r0 : NULL, j->y + r0,
-                         j->n, j->panels + s * j->panel_floats, j->panel_floats,
-                         FG_QUANT_ISA_AUTO, &j->err[part]);
+                         j->n, panel, j->panel_floats, FG_QUANT_ISA_AUTO, &j->err[part]);
+    }
     atomic_fetch_and(&j->busy, ~(1ull << s));
     j->rc[part] = rc;
+}
+
+static uint32_t panel_slots(const cpu_ctx *c)
+{
+    uint32_t t = fg_par_threads(c->par);
+    return t < 64 ? t : 64;
 }
 
 /* Whether piece p takes the 16-bit GEMM at m rows: F16/BF16 2-d, past the fused kernel's m, with
  * a panel of the decode room for each thread. */
 static int w16_piece(const cpu_ctx *c, const fg_wpiece *p, uint32_t m)
 {
-    uint32_t t = fg_par_threads(c->par), slots = t < 64 ? t : 64;
     return c->w16 && m > F16_GEMM_MAX_M && p->n_dims == 2 &&
            (p->codec.id == FG_CODEC_F16 || p->codec.id == FG_CODEC_BF16) &&
-           c->wcap / slots >= fg_w16_panel_min_floats(p->dims[1]);
+           c->wcap / panel_slots(c) >= fg_w16_panel_min_floats(p->dims[1]);
 }
 
-static int run_w16(cpu_ctx *c, const fg_wpiece *p, const float *bias, float *y, uint32_t m,
-                   uint32_t n, uint32_t k, fg_err *err)
+/* Piece p (an int8 piece) at m rows through the int8 panel kernel. */
+static int i8_panel_piece(const cpu_ctx *c, const fg_wpiece *p, uint32_t m)
 {
-    uint32_t t = fg_par_threads(c->par), slots = t < 64 ? t : 64;
-    w16_job job, *j = &job;
+    return c->w16 && m >= I8_PANEL_MIN_M && fg_quant_gemm_panel_fast(&p->codec) &&
+           c->wcap * 4 / panel_slots(c) >= fg_quant_gemm_panel_min(&p->codec, p->dims[1]) + 64;
+}
+
+static int run_panel(cpu_ctx *c, const fg_wpiece *p, const fg_quant_act *act, const float *bias,
+                     float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
+{
+    uint32_t t = fg_par_threads(c->par), slots = panel_slots(c);
+    panel_job job, *j = &job;
     memset(j, 0, sizeof *j);
-    j->p = p, j->xp = c->scr, j->bias = bias, j->y = y, j->m = m, j->n = n, j->k = k;
+    j->p = p, j->xp = c->scr, j->act = act, j->bias = bias, j->y = y, j->m = m, j->n = n;
+    j->k = k;
+    if (act) {
+        int rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, p->n, &j->v, err);
+        if (rc)
+            return rc;
+    }
     j->n_slots = slots;
     j->panel_floats = c->wcap / slots / 16 * 16; /* 64-byte multiples: panels stay aligned */
     j->panels = c->wbuf;
@@ -346,7 +390,7 @@ static int run_w16(cpu_ctx *c, const fg_wpiece *p, const float *bias, float *y, 
     /* two chunks a thread of at least W16_ROWS weight rows (a kc block of x is read once per
      * chunk and meets rows / 16 strips: bench at m 1020, k 2048, one thread: 128 rows 82-86
      * GFLOP/s, 512 rows 91-94); when that gives fewer than two a thread, x's rows are split
-     * too (each such chunk widens its weights again, which costs less than an idle thread) */
+     * too (each such chunk repacks its weights, which costs less than an idle thread) */
     uint64_t rows = p->n, per = ((rows + 2 * t - 1) / (2 * t) + 15) & ~15ull;
     per = per > W16_ROWS ? per : W16_ROWS;
     if ((rows + per - 1) / per > DECODE_PARTS)
@@ -362,18 +406,18 @@ static int run_w16(cpu_ctx *c, const fg_wpiece *p, const float *bias, float *y, 
         n_mb = n_mb ? n_mb : 1;
     }
     uint64_t xr = (m + n_mb - 1) / n_mb;
-    j->xrows_per = (xr + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR;
+    j->xrows_per = (xr + 11) / 12 * 12; /* whole tiles of either kernel (6 and 4 rows) */
     uint32_t chunks = j->n_rb * n_mb;
     if ((uint64_t)m * rows * k < (1u << 18))
         for (uint32_t q = 0; q < chunks; q++)
-            w16_part(j, q, chunks);
+            panel_part(j, q, chunks);
     else
-        fg_par_run_dyn(c->par, w16_part, j, chunks);
+        fg_par_run_dyn(c->par, panel_part, j, chunks);
     int rc = FG_OK;
     for (uint32_t q = 0; q < DECODE_PARTS && rc == FG_OK; q++)
         if ((rc = j->rc[q]) && err)
             *err = j->err[q];
-    c->st.widened_bytes += rows * k * 4 * n_mb;
+    c->st.panel_bytes += rows * k * (act ? 1 : 4) * n_mb;
     return rc;
 }
 
@@ -384,7 +428,34 @@ static int int8_piece(const cpu_ctx *c, const fg_wpiece *p)
            (p->codec.id == FG_CODEC_Q4 || p->codec.id == FG_CODEC_Q8) && p->codec.group_axis == 1;
 }
 
-/* x quantized to int8 for p's codec into c->scr, once per Linear, one scale per weight group. */
+typedef struct quant_job {
+    fg_quant_act *a;
+    const float *x;
+    uint32_t k;
+    int rc[DECODE_PARTS];
+    fg_err err[DECODE_PARTS];
+} quant_job;
+
+/* Rows of part `part` quantized through a view of them (every row is independent). */
+static void quant_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    quant_job *j = arg;
+    uint32_t parts = n_parts < DECODE_PARTS ? n_parts : DECODE_PARTS;
+    uint64_t per = (j->a->m + parts - 1) / parts, i0 = per * part;
+    uint64_t i1 = i0 + per < j->a->m ? i0 + per : j->a->m;
+    if (part >= parts || i0 >= i1)
+        return;
+    fg_quant_act sub = *j->a;
+    sub.m = i1 - i0;
+    sub.q += i0 * j->a->kp;
+    sub.scale += i0 * j->a->n_blocks;
+    sub.qsum += i0 * j->a->n_groups;
+    sub.qmin += i0 * j->a->n_groups;
+    j->rc[part] = fg_quant_act_q8(&sub, j->x + i0 * j->k, j->k, FG_QUANT_ISA_AUTO, &j->err[part]);
+}
+
+/* x quantized to int8 for p's codec into c->scr, once per Linear, one scale per weight group;
+ * the rows split across the helpers (a single thread took 5% of a 4-bit prefill). */
 static int quantize_x(cpu_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, uint32_t k,
                       lin_x *lx, fg_err *err)
 {
@@ -398,8 +469,16 @@ static int quantize_x(cpu_ctx *c, const fg_wpiece *p, const float *x, uint32_t m
     lx->xp_done = 0;
     if (rc == FG_OK)
         rc = fg_quant_act_init(&lx->act, &p->codec, m, k, block, c->scr, c->scr_cap, err);
-    if (rc == FG_OK)
-        rc = fg_quant_act_q8(&lx->act, x, k, FG_QUANT_ISA_AUTO, err);
+    if (rc == FG_OK) {
+        quant_job j = {&lx->act, x, k, {0}, {{0}}};
+        if ((uint64_t)m * k < (1u << 16))
+            quant_part(&j, 0, 1);
+        else
+            fg_par_run(c->par, quant_part, &j);
+        for (uint32_t q = 0; q < DECODE_PARTS && rc == FG_OK; q++)
+            if ((rc = j.rc[q]) && err)
+                *err = j.err[q];
+    }
     lx->act_done = rc == FG_OK;
     return rc;
 }
@@ -418,7 +497,7 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     if (rc == FG_OK && w16_piece(c, &p, m)) { /* widened into the GEMM's panels */
         rc = pack_x(c, x, m, k, lx, err);
         if (rc == FG_OK)
-            rc = run_w16(c, &p, bias ? bias + p.first : NULL, y + p.first, m, n, k, err);
+            rc = run_panel(c, &p, NULL, bias ? bias + p.first : NULL, y + p.first, m, n, k, err);
         int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
         return rc ? rc : rc2;
     }
@@ -427,7 +506,9 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
             rc = quantize_x(c, &p, x, m, k, lx, err);
         fused_job j = {&p, x, bias ? bias + p.first : NULL, i8 ? &lx->act : NULL,
                        y + p.first, m, n, k, {0}, {{0}}};
-        if (rc == FG_OK)
+        if (rc == FG_OK && i8 && i8_panel_piece(c, &p, m))
+            rc = run_panel(c, &p, &lx->act, j.bias, j.y, m, n, k, err);
+        else if (rc == FG_OK)
             rc = run_fused(c, &j, err);
         int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
         return rc ? rc : rc2;
@@ -651,7 +732,7 @@ int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, f
     be->iface = &k_cpu;
     be->ctx = c;
     c->compute = o->compute;
-    const char *env = getenv("FG_W16_GEMM");
+    const char *env = getenv("FG_PANEL_GEMM");
     c->w16 = fg_w16_gemm_fast() && !(env && strcmp(env, "0") == 0);
     int rc = fg_device_host_create(&be->dev, err);
     if (rc == FG_OK)

@@ -138,6 +138,22 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
                   uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy, fg_quant_isa isa,
                   fg_err *err);
 
+/* ---- int8 activations x Q4 weights for many activation rows: the prefill path ----
+ * fg_quant_gemm restricted to activation rows [i0, i1) (y rows i0.. of the same y, ldy >= n1),
+ * with the weight rows repacked into `panel` (the caller's scratch: 32-byte aligned, at least
+ * fg_quant_gemm_panel_min(c, k) bytes for k columns, more lets a pass cover more weight rows; threads use their
+ * own). Q4 with groups of 64 or more on an AVX2 CPU (fg_quant_gemm_panel_fast) runs a kernel
+ * that unpacks the codes once per slab and multiplies 4 activation rows by 8 weight rows at a
+ * time (gemm_q4p_avx2.c); anything else runs fg_quant_gemm's kernels on those rows (panel
+ * unused). The result is fg_quant_gemm's within its stated float tolerance. */
+#define FG_QUANT_PANEL_COLS 2048 /* columns of one k block of the panel kernel */
+size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k);
+int fg_quant_gemm_panel_fast(const fg_codec *c);
+int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len,
+                        uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
+                        float *y, uint64_t ldy, void *panel, size_t panel_bytes,
+                        fg_quant_isa isa, fg_err *err);
+
 /* ---- F16 weights times f32 activations (quant_gemm.c): the batch-1 decode path ----
  * y[i * ldy + j] = sum_c x[i * ldx + c] * W[j * ldw + c] for i < m, j < n, with W binary16
  * [n, k] (row stride ldw >= k) widened in registers (F16C) and multiplied with FMA: no f32 copy

@@ -344,6 +344,76 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
     return FG_OK;
 }
 
+/* ---- many activation rows: the panel kernel (gemm_q4p_avx2.c) ---- */
+
+static int panel_kernel(fg_quant_isa use, const fgq_params *p)
+{
+#ifdef FG_QUANT_X86
+    return use != FG_QUANT_ISA_REF && p->bits == 4 && p->G >= 64;
+#else
+    (void)use, (void)p;
+    return 0;
+#endif
+}
+
+/* Bytes of one strip (8 weight rows) of one k block of a k-column weight: what the panel kernel
+ * needs at least (gemm_q4p_avx2.c lays a block out the same way). */
+static size_t strip_bytes(uint32_t G, uint64_t k)
+{
+    uint64_t kb = FG_QUANT_PANEL_COLS / G ? FG_QUANT_PANEL_COLS / G : 1, ngw = (k + G - 1) / G;
+    kb = kb < ngw ? kb : ngw;
+    return (size_t)((kb ? kb : 1) * ((uint64_t)G * 8 + 64));
+}
+
+size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k)
+{
+    return c->group_size ? strip_bytes(c->group_size, k) : 0;
+}
+
+int fg_quant_gemm_panel_fast(const fg_codec *c)
+{
+    fgq_params p = {.G = c->group_size, .bits = c->bits};
+    return panel_kernel(fg_quant_isa_default(), &p);
+}
+
+int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len,
+                        uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
+                        float *y, uint64_t ldy, void *panel, size_t panel_bytes,
+                        fg_quant_isa isa, fg_err *err)
+{
+    fgq_params p;
+    fg_quant_isa use = FG_QUANT_ISA_REF;
+    int rc = gemm_check(c, v, w_len, n0, n1, a, ldy, &p, err);
+    if (rc || (rc = gemm_isa(isa, &use, err)))
+        return rc;
+    if (i0 > i1 || i1 > a->m)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "quant gemm: activation rows [%llu, %llu) "
+                          "of %llu", (unsigned long long)i0, (unsigned long long)i1,
+                          (unsigned long long)a->m);
+    uint64_t row_bytes = (v->cols + p.G - 1) / p.G * p.gbytes;
+    if (i0 == i1 || n0 == n1)
+        return FG_OK;
+#ifdef FG_QUANT_X86
+    if (panel_kernel(use, &p)) {
+        if (!panel || ((uintptr_t)panel & 31) || panel_bytes < strip_bytes(p.G, v->cols))
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "quant gemm: a panel of %zu bytes at "
+                              "%p, %zu (32-byte aligned) needed", panel_bytes, panel,
+                              strip_bytes(p.G, v->cols));
+        fgq_avx2_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, y, ldy, panel, panel_bytes);
+        return FG_OK;
+    }
+#endif
+    /* the row kernels on a view of rows [i0, i1) */
+    fg_quant_act sub = *a;
+    sub.m = i1 - i0;
+    sub.q += i0 * a->kp;
+    sub.scale += i0 * a->n_blocks;
+    sub.qsum += i0 * a->n_groups;
+    sub.qmin += i0 * a->n_groups;
+    gemm_kernel(use, p.G)(&p, w, row_bytes, n0, n1, &sub, y + i0 * ldy, ldy);
+    return FG_OK;
+}
+
 /* ---- F16 weights ---- */
 
 void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,

@@ -615,7 +615,7 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     fg_backend_stats bs;
     e->be->iface->stats(e->be, &bs);
     out->weight_bytes_converted = bs.decoded_bytes;
-    out->weight_bytes_widened = bs.widened_bytes;
+    out->weight_bytes_panel = bs.panel_bytes;
     out->link_bytes[0] = bs.link_bytes[0];
     out->link_bytes[1] = bs.link_bytes[1];
     out->compute_s = e->compute_s;

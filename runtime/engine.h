@@ -135,7 +135,8 @@ void fg_engine_set_prefix(fg_engine *e, struct fg_prefix *p);
 typedef struct fg_engine_stats {
     fg_pager_stats pager;
     uint64_t weight_bytes_converted; /* f16/q4 -> f32 by the backend */
-    uint64_t weight_bytes_widened;   /* f16/bf16 -> f32 inside the CPU's prefill GEMM */
+    uint64_t weight_bytes_panel;     /* weights repacked by the CPU's prefill GEMMs (f16/bf16
+                                        widened to f32, Q4 codes unpacked) */
     double compute_s, load_wait_s;
     uint64_t ram_peak_planned;       /* the plan's total_host */
     uint64_t link_bytes[2];          /* over the host <-> device link: [0] host -> device,

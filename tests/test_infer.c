@@ -336,7 +336,7 @@ static void prefill_gemm_case(const char *layout, const char *refname)
     fg_engine_stats st;
     fg_engine_stats_get(x.e, &st);
     if (fg_w16_gemm_fast()) /* else the CPU has no kernel for it and sgemm runs */
-        ck_assert_msg(st.weight_bytes_widened > 0, "%s: the prefill GEMM did not run", layout);
+        ck_assert_msg(st.weight_bytes_panel > 0, "%s: the prefill GEMM did not run", layout);
     ck_assert_msg(worst < 1e-3, "%s: max |logit diff| %g", layout, worst);
     free(out);
     eng_close(&x);
@@ -730,7 +730,11 @@ START_TEST(int8_compute_within_bound)
     fg_engine_opts o = defaults();
     result f32 = check_logits(store, &r, o);
     o.compute = FG_COMPUTE_INT8;
-    result i8 = check_logits(store, &r, o);
+    fg_engine_stats st;
+    result i8 = check_logits_st(store, &r, o, &st);
+    fg_codec q4 = fg_codec_quant(4, 64, 1);
+    if (fg_quant_gemm_panel_fast(&q4)) /* 36 prompt rows: the panel kernel's */
+        ck_assert_msg(st.weight_bytes_panel > 0, "the int8 panel kernel did not run");
     fprintf(stderr, "q4 axis 1: f32 compute nmse %.4g agreement %.3f; int8 compute nmse %.4g "
             "agreement %.3f\n", f32.nmse, f32.agree, i8.nmse, i8.agree);
     ck_assert_msg(f32.nmse < 0.15 && i8.nmse < 0.15, "nmse f32 %g int8 %g", f32.nmse, i8.nmse);

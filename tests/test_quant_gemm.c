@@ -666,6 +666,78 @@ START_TEST(test_f16_gemm)
 }
 END_TEST
 
+/* The panel kernel (fg_quant_gemm_panel): activation rows in two ranges, panels from the
+ * smallest to several slabs' worth, Q4 and Q8 (Q8 and groups under 64 take the row kernels),
+ * every scale layout; each output within the row kernel's tolerance of the reference's, rows
+ * outside the range untouched; refusals. */
+START_TEST(test_gemm_panel)
+{
+    static const uint32_t gs[] = {64, 128, 256, 32};
+    for (int it = 0; it < 40; it++) {
+        unsigned bits = it % 5 == 4 ? 8 : 4;
+        uint32_t G = gs[it % 4];
+        uint64_t m = 1 + rnd() % 30, n = 1 + rnd() % 40, k = 1 + rnd() % (3 * G + 1200);
+        int f32scale = rnd() % 3 == 0, hi = bits == 4 && rnd() % 2;
+        uint32_t block = (uint32_t)(rnd() % 3) * G;
+        wcase wc;
+        wcase_make(&wc, bits, G, f32scale, hi, n, k);
+        float *x = make_x(m, k, k);
+        act t;
+        act_make(&t, &wc.c, m, k, block);
+        act_quant(&t, x, 0, FG_QUANT_ISA_REF);
+        float *yr = gemm(&wc, &t.a, FG_QUANT_ISA_REF);
+        size_t min = fg_quant_gemm_panel_min(&wc.c, k);
+        size_t pb = it % 3 == 0 ? min : min * (1 + rnd() % 9);
+        void *panel = aligned_alloc(64, (pb + 63) / 64 * 64);
+        uint64_t split = rnd() % (m + 1), n0 = rnd() % (n + 1);
+        for (int ii = 0; ii < N_ISAS; ii++) {
+            if (!isa_ok(k_isas[ii]))
+                continue;
+            fg_err err;
+            float *y = malloc(m * n * 4);
+            for (uint64_t q = 0; q < m * n; q++)
+                y[q] = 777.0f;
+            ck_assert_msg(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &t.a, split, m,
+                                              y, n, panel, pb, k_isas[ii], &err) == FG_OK,
+                          "%s", err.msg);
+            ck_assert_msg(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &t.a, 0, split,
+                                              y, n, panel, pb, k_isas[ii], &err) == FG_OK,
+                          "%s", err.msg);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    float got = y[i * n + j];
+                    if (j < n0) {
+                        REQUIRE(got == 777.0f, "column %llu outside [%llu, %llu) written",
+                                (unsigned long long)j, (unsigned long long)n0,
+                                (unsigned long long)n);
+                        continue;
+                    }
+                    double mag;
+                    expect(&wc, &t.a, i, j, &mag);
+                    REQUIRE(fabs((double)got - yr[i * n + j]) <= 0x1p-17 * mag + 1e-30,
+                            "%s q%u G %u hi %d f32s %d block %u m %llu n %llu k %llu (%llu, "
+                            "%llu): %.9g vs ref %.9g (mag %g)", fg_quant_isa_name(k_isas[ii]),
+                            bits, G, hi, f32scale, block, (unsigned long long)m,
+                            (unsigned long long)n, (unsigned long long)k, (unsigned long long)i,
+                            (unsigned long long)j, got, yr[i * n + j], mag);
+                }
+            free(y);
+        }
+        fg_err err;
+        float y1[1];
+        ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, 0, n, &t.a, 0, m + 1, y1,
+                                             n, panel, pb, FG_QUANT_ISA_REF, &err),
+                         FG_ERR_INVALID_ARG);
+        if (fg_quant_gemm_panel_fast(&wc.c) && m > 0)
+            ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, 0, n, &t.a, 0, m,
+                                                 y1, n, panel, min - 1, FG_QUANT_ISA_AUTO, &err),
+                             FG_ERR_INVALID_ARG);
+        free(panel), free(yr), free(t.buf), free(x);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
 /* 16-bit weights x packed x (the prefill GEMM): F16 and BF16, odd shapes, x packed in two
  * ranges, rows computed in two ranges, panels from the smallest allowed to one slab; every ISA
  * within (KC + k / KC + 2) x 2^-24 of sum |w x| of the binary64 sum; NaN in a weight reaches
@@ -788,6 +860,7 @@ int main(void)
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
     tcase_add_test(tc, test_w16_gemm);
+    tcase_add_test(tc, test_gemm_panel);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
     tcase_add_test(tc, test_vnni_kernel_emulated);
