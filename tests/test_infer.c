@@ -9,6 +9,8 @@
  * FG_TEST_INFER_CUDA), which skips without a GPU; on the sim device a decode step's bytes over
  * the link are bounded by the shapes of what must cross (token ids, positions, validity,
  * logits; with a host cache and CPU attention, each layer's queries and outputs and new K/V).
+ * The fixture batch replicated to 15 sequences (180 prompt rows) runs the CPU's prefill panel
+ * GEMMs: 16-bit weights against transformers, Q4 int8 against the row kernel.
  *
  * Tolerances: F16 weights are exact (the fixtures are f16-representable), so logits differ by
  * f32 accumulation order only: max |diff| <= 1e-3 (measured: about 3e-6). Q4 (group 64, axis
@@ -17,6 +19,7 @@
  * (std 0.25) and a 32-wide hidden state, the worst case for 4-bit groups; the accuracy that
  * matters is the perplexity of a trained model (README's accuracy table).
  */
+#define _GNU_SOURCE /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,54 +297,94 @@ static void layout_case(const char *layout, const char *refname)
 }
 
 /* The fixture batch five times over in one block of 15 sequences: the prefill's Linear layers
- * then see over 48 rows, which the CPU backend computes with its own GEMM on the 16-bit weights
- * (fg_w16_gemm, checked to have run) instead of the fused small-m kernel; every copy's logits
- * within 1e-3 of transformers'. */
+ * then see over 48 rows (180), which the CPU backend computes with its panel GEMMs (16-bit
+ * weights: fg_w16_gemm; Q4 under int8 compute: fg_quant_gemm_panel) instead of the kernels for
+ * few rows. Logits of every copy into out [15][12][vocab]; the engine's stats into *st. */
+enum { REPS = 5, NREP = 3 * REPS };
+
+static void replicated_logits(const char *store, const ref *r, fg_engine_opts o, float *out,
+                              fg_engine_stats *st)
+{
+    o.max_ctx = 64;
+    o.threads = 2;
+    o.policy.gbs = NREP, o.policy.ngb = 1;
+    eng x;
+    fg_err err;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
+    int32_t seqs[NREP][12];
+    const int32_t *win[NREP];
+    uint32_t lens[NREP];
+    for (int q = 0; q < NREP; q++) {
+        int b = q % 3;
+        lens[q] = 0;
+        for (int t = 0; t < 12; t++)
+            if (r->mask[b][t])
+                seqs[q][lens[q]++] = r->ids[b][t];
+        win[q] = seqs[q];
+    }
+    ck_assert_msg(fg_engine_logits(x.e, win, lens, NREP, NULL, NULL, out, 12 * r->vocab, &err) ==
+                      0, "%s", err.msg);
+    fg_engine_stats_get(x.e, st);
+    eng_close(&x);
+}
+
+/* 16-bit weights: every copy's logits within 1e-3 of transformers'. */
 static void prefill_gemm_case(const char *layout, const char *refname)
 {
     ref r;
     load_ref(refname, &r);
     const char *store = convert(layout, 0);
-    fg_engine_opts o = defaults();
-    o.max_ctx = 64;
-    o.threads = 2;
-    o.policy.gbs = 15, o.policy.ngb = 1;
-    eng x;
-    fg_err err;
-    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
-    enum { REPS = 5, N = 3 * REPS };
-    int32_t seqs[N][12];
-    const int32_t *win[N];
-    uint32_t lens[N];
-    for (int q = 0; q < N; q++) {
-        int b = q % 3;
-        lens[q] = 0;
-        for (int t = 0; t < 12; t++)
-            if (r.mask[b][t])
-                seqs[q][lens[q]++] = r.ids[b][t];
-        win[q] = seqs[q];
-    }
     uint32_t V = r.vocab;
-    float *out = calloc((size_t)N * 12 * V, 4);
-    ck_assert_msg(fg_engine_logits(x.e, win, lens, N, NULL, NULL, out, 12 * V, &err) == 0, "%s",
-                  err.msg);
+    float *out = calloc((size_t)NREP * 12 * V, 4);
+    fg_engine_stats st;
+    replicated_logits(store, &r, defaults(), out, &st);
     double worst = 0;
-    for (int q = 0; q < N; q++) {
-        int b = q % 3, pad = 12 - (int)lens[q];
-        for (uint32_t t = 0; t < lens[q]; t++)
+    for (int q = 0; q < NREP; q++) {
+        int b = q % 3;
+        uint32_t len = 0;
+        for (int t = 0; t < 12; t++)
+            len += r.mask[b][t] != 0;
+        int pad = 12 - (int)len;
+        for (uint32_t t = 0; t < len; t++)
             for (uint32_t v = 0; v < V; v++)
                 worst = fmax(worst, fabs(out[(q * 12 + t) * V + v] -
                                          r.logits[(b * 12 + pad + t) * V + v]));
     }
-    fg_engine_stats st;
-    fg_engine_stats_get(x.e, &st);
     if (fg_w16_gemm_fast()) /* else the CPU has no kernel for it and sgemm runs */
         ck_assert_msg(st.weight_bytes_panel > 0, "%s: the prefill GEMM did not run", layout);
     ck_assert_msg(worst < 1e-3, "%s: max |logit diff| %g", layout, worst);
     free(out);
-    eng_close(&x);
     free(r.logits);
 }
+
+/* Q4 along the input axis under int8 compute: the panel kernel's logits against the row
+ * kernel's (FG_PANEL_GEMM=0) on the same int8 activations: the same integers, float sums in
+ * another order. */
+START_TEST(prefill_gemm_q4_int8)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    const char *store = convert("opt-tiny-safetensors", 2);
+    size_t n = (size_t)NREP * 12 * r.vocab;
+    float *panel = calloc(n, 4), *rows = calloc(n, 4);
+    fg_engine_opts o = defaults();
+    o.compute = FG_COMPUTE_INT8;
+    fg_engine_stats st;
+    replicated_logits(store, &r, o, panel, &st);
+    fg_codec q4 = fg_codec_quant(4, 64, 1);
+    if (fg_quant_gemm_panel_fast(&q4))
+        ck_assert_msg(st.weight_bytes_panel > 0, "the int8 panel kernel did not run");
+    setenv("FG_PANEL_GEMM", "0", 1);
+    replicated_logits(store, &r, o, rows, &st);
+    unsetenv("FG_PANEL_GEMM");
+    ck_assert_uint_eq(st.weight_bytes_panel, 0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++)
+        num += (panel[i] - rows[i]) * (double)(panel[i] - rows[i]), den += (double)rows[i] * rows[i];
+    ck_assert_msg(num <= 1e-10 * den, "panel vs row kernel: nmse %g", num / den);
+    free(panel), free(rows), free(r.logits);
+}
+END_TEST
 
 START_TEST(prefill_gemm_opt) { prefill_gemm_case("opt-tiny-safetensors", "opt-tiny"); }
 END_TEST
@@ -733,8 +776,7 @@ START_TEST(int8_compute_within_bound)
     fg_engine_stats st;
     result i8 = check_logits_st(store, &r, o, &st);
     fg_codec q4 = fg_codec_quant(4, 64, 1);
-    if (fg_quant_gemm_panel_fast(&q4)) /* 36 prompt rows: the panel kernel's */
-        ck_assert_msg(st.weight_bytes_panel > 0, "the int8 panel kernel did not run");
+    (void)q4, (void)st; /* 36 prompt rows: the row kernel's (the panel's: prefill_gemm_q4) */
     fprintf(stderr, "q4 axis 1: f32 compute nmse %.4g agreement %.3f; int8 compute nmse %.4g "
             "agreement %.3f\n", f32.nmse, f32.agree, i8.nmse, i8.agree);
     ck_assert_msg(f32.nmse < 0.15 && i8.nmse < 0.15, "nmse f32 %g int8 %g", f32.nmse, i8.nmse);
@@ -797,6 +839,7 @@ static Suite *suite(void)
     tcase_add_test(tc, prefill_gemm_opt);
     tcase_add_test(tc, prefill_gemm_llama3_bf16);
     tcase_add_test(tc, prefill_gemm_qwen2_bf16);
+    tcase_add_test(tc, prefill_gemm_q4_int8);
     tcase_add_test(tc, layout_sharded);
     tcase_add_test(tc, layout_bin);
     tcase_add_test(tc, layout_npy);
