@@ -335,11 +335,8 @@ static void panel_part(void *arg, uint32_t part, uint32_t n_parts)
     int rc;
     if (j->act) {
         rc = fg_quant_gemm_panel(&j->p->codec, &j->v, j->p->data, j->p->len, r0, r1, j->act, i0,
-                                 i1, j->y, j->n, panel, j->panel_floats * 4, FG_QUANT_ISA_AUTO,
-                                 &j->err[part]);
-        for (uint64_t i = i0; rc == FG_OK && j->bias && i < i1; i++)
-            for (uint64_t r = r0; r < r1; r++)
-                j->y[i * j->n + r] += j->bias[r];
+                                 i1, j->bias, j->y, j->n, panel, j->panel_floats * 4,
+                                 FG_QUANT_ISA_AUTO, &j->err[part]);
     } else {
         rc = fg_w16_gemm(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k,
                          j->xp, j->m, j->k, i0, i1, j->bias ? j->bias + r0 : NULL, j->y + r0,

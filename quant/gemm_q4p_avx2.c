@@ -102,10 +102,11 @@ static inline __m256i bcast4(const int8_t *x)
 }
 
 /* y tile rows x[0..3] (activation rows r0..r0+3 of a, rows >= rows duplicated and not stored)
- * times the strip's groups [0, ng) (global groups g0..): y[i * ldy + 0..cols) = or += . */
+ * times the strip's groups [0, ng) (global groups g0..): y[i * ldy + 0..cols) = (first: from
+ * bias[0..cols), or 0 when bias is NULL) or += . */
 static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, uint64_t g0, uint64_t ng,
                  uint32_t G, const uint8_t *codes, const float *sm, float *y, uint64_t ldy,
-                 uint32_t cols, int first)
+                 uint32_t cols, int first, const float *bias)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     const int8_t *x[TR];
@@ -121,6 +122,8 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, uint64_t g0,
     /* the float sums live in memory (L1): in registers beside the 12 integer ones gcc spilled
      * inside the quad loop */
     float acc[TR * TC] __attribute__((aligned(32))) = {0};
+    for (uint32_t c = 0; first && bias && c < cols; c++)
+        acc[c] = acc[TC + c] = acc[2 * TC + c] = acc[3 * TC + c] = bias[c];
     /* the activation scale's block: groups per block, counted (a division a group cost 40%) */
     uint64_t gpb = a->block / G, blk = g0 / gpb, in_blk = g0 % gpb;
     for (uint64_t g = 0; g < ng; g++, in_blk++) {
@@ -172,8 +175,9 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, uint64_t g0,
 }
 
 void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
-                         uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1, float *y,
-                         uint64_t ldy, void *panel, size_t panel_bytes)
+                         uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
+                         const float *bias, float *y, uint64_t ldy, void *panel,
+                         size_t panel_bytes)
 {
     const uint64_t ngw = row_bytes / p->gbytes;
     uint64_t kb = KB_COLS / p->G ? KB_COLS / p->G : 1;
@@ -201,7 +205,8 @@ void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_byt
                     for (uint64_t i = ib; i < ie; i += TR) {
                         uint32_t rows = (uint32_t)(ie - i < TR ? ie - i : TR);
                         tile(a, i, rows, g0, ng, p->G, codes + s * ng * p->G * TC,
-                             sm + s * ng * 2 * TC, y + r, ldy, cols, g0 == 0);
+                             sm + s * ng * 2 * TC, y + r, ldy, cols, g0 == 0,
+                             bias ? bias + r : NULL);
                     }
                 }
             }

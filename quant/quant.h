@@ -140,6 +140,7 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
 
 /* ---- int8 activations x Q4 weights for many activation rows: the prefill path ----
  * fg_quant_gemm restricted to activation rows [i0, i1) (y rows i0.. of the same y, ldy >= n1),
+ * plus bias[j] (indexed by chunk row j; NULL: none),
  * with the weight rows repacked into `panel` (the caller's scratch: 32-byte aligned, at least
  * fg_quant_gemm_panel_min(c, k) bytes for k columns, more lets a pass cover more weight rows; threads use their
  * own). Q4 with groups of 64 or more on an AVX2 CPU (fg_quant_gemm_panel_fast) runs a kernel
@@ -151,7 +152,7 @@ size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k);
 int fg_quant_gemm_panel_fast(const fg_codec *c);
 int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len,
                         uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
-                        float *y, uint64_t ldy, void *panel, size_t panel_bytes,
+                        const float *bias, float *y, uint64_t ldy, void *panel, size_t panel_bytes,
                         fg_quant_isa isa, fg_err *err);
 
 /* ---- F16 weights times f32 activations (quant_gemm.c): the batch-1 decode path ----

@@ -378,7 +378,7 @@ int fg_quant_gemm_panel_fast(const fg_codec *c)
 
 int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len,
                         uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
-                        float *y, uint64_t ldy, void *panel, size_t panel_bytes,
+                        const float *bias, float *y, uint64_t ldy, void *panel, size_t panel_bytes,
                         fg_quant_isa isa, fg_err *err)
 {
     fgq_params p;
@@ -399,7 +399,8 @@ int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, siz
             return fg_err_set(err, FG_ERR_INVALID_ARG, "quant gemm: a panel of %zu bytes at "
                               "%p, %zu (32-byte aligned) needed", panel_bytes, panel,
                               strip_bytes(p.G, v->cols));
-        fgq_avx2_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, y, ldy, panel, panel_bytes);
+        fgq_avx2_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, bias, y, ldy, panel,
+                            panel_bytes);
         return FG_OK;
     }
 #endif
@@ -411,6 +412,9 @@ int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, siz
     sub.qsum += i0 * a->n_groups;
     sub.qmin += i0 * a->n_groups;
     gemm_kernel(use, p.G)(&p, w, row_bytes, n0, n1, &sub, y + i0 * ldy, ldy);
+    for (uint64_t i = i0; bias && i < i1; i++)
+        for (uint64_t j = n0; j < n1; j++)
+            y[i * ldy + j] += bias[j];
     return FG_OK;
 }
 

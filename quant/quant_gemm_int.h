@@ -41,8 +41,9 @@ void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, con
 /* Activation rows [i0, i1) against weight rows [n0, n1), Q4 with G >= 64, weights repacked into
  * panel (32-byte aligned, at least one strip of one k block). */
 void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
-                         uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1, float *y,
-                         uint64_t ldy, void *panel, size_t panel_bytes);
+                         uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
+                         const float *bias, float *y, uint64_t ldy, void *panel,
+                         size_t panel_bytes);
 void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                        uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);

@@ -358,8 +358,10 @@ static void prefill_gemm_case(const char *layout, const char *refname)
 }
 
 /* Q4 along the input axis under int8 compute: the panel kernel's logits against the row
- * kernel's (FG_PANEL_GEMM=0) on the same int8 activations: the same integers, float sums in
- * another order. */
+ * kernel's (FG_PANEL_GEMM=0): per layer the same integers with float sums in another order, but
+ * a last-bit difference can move a later layer's activation across an int8 rounding boundary
+ * (one code, a 1/127 step of that row's scale), so the two agree to nmse 1e-4 (measured 3e-6),
+ * not to the last bit; a wrong row, column or scale gives nmse near 1. */
 START_TEST(prefill_gemm_q4_int8)
 {
     ref r;
@@ -381,7 +383,12 @@ START_TEST(prefill_gemm_q4_int8)
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++)
         num += (panel[i] - rows[i]) * (double)(panel[i] - rows[i]), den += (double)rows[i] * rows[i];
-    ck_assert_msg(num <= 1e-10 * den, "panel vs row kernel: nmse %g", num / den);
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(panel[i] - rows[i]) > fabsf(panel[worst] - rows[worst]))
+            worst = i;
+    ck_assert_msg(num <= 1e-4 * den, "panel vs row kernel: nmse %g (worst at %zu: %g vs %g)",
+                  num / den, worst, panel[worst], rows[worst]);
     free(panel), free(rows), free(r.logits);
 }
 END_TEST

@@ -679,6 +679,12 @@ START_TEST(test_gemm_panel)
         uint64_t m = 1 + rnd() % 30, n = 1 + rnd() % 40, k = 1 + rnd() % (3 * G + 1200);
         int f32scale = rnd() % 3 == 0, hi = bits == 4 && rnd() % 2;
         uint32_t block = (uint32_t)(rnd() % 3) * G;
+        float *bias = NULL;
+        if (it % 3 == 1) {
+            bias = malloc(n * 4);
+            for (uint64_t j = 0; j < n; j++)
+                bias[j] = gauss();
+        }
         wcase wc;
         wcase_make(&wc, bits, G, f32scale, hi, n, k);
         float *x = make_x(m, k, k);
@@ -698,10 +704,10 @@ START_TEST(test_gemm_panel)
             for (uint64_t q = 0; q < m * n; q++)
                 y[q] = 777.0f;
             ck_assert_msg(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &t.a, split, m,
-                                              y, n, panel, pb, k_isas[ii], &err) == FG_OK,
+                                              bias, y, n, panel, pb, k_isas[ii], &err) == FG_OK,
                           "%s", err.msg);
             ck_assert_msg(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &t.a, 0, split,
-                                              y, n, panel, pb, k_isas[ii], &err) == FG_OK,
+                                              bias, y, n, panel, pb, k_isas[ii], &err) == FG_OK,
                           "%s", err.msg);
             for (uint64_t i = 0; i < m; i++)
                 for (uint64_t j = 0; j < n; j++) {
@@ -712,27 +718,29 @@ START_TEST(test_gemm_panel)
                                 (unsigned long long)n);
                         continue;
                     }
-                    double mag;
+                    double mag, want = yr[i * n + j] + (bias ? (double)bias[j] : 0.0);
                     expect(&wc, &t.a, i, j, &mag);
-                    REQUIRE(fabs((double)got - yr[i * n + j]) <= 0x1p-17 * mag + 1e-30,
+                    mag += bias ? fabs(bias[j]) : 0.0;
+                    REQUIRE(fabs((double)got - want) <= 0x1p-17 * mag + 1e-30,
                             "%s q%u G %u hi %d f32s %d block %u m %llu n %llu k %llu (%llu, "
                             "%llu): %.9g vs ref %.9g (mag %g)", fg_quant_isa_name(k_isas[ii]),
                             bits, G, hi, f32scale, block, (unsigned long long)m,
                             (unsigned long long)n, (unsigned long long)k, (unsigned long long)i,
-                            (unsigned long long)j, got, yr[i * n + j], mag);
+                            (unsigned long long)j, got, want, mag);
                 }
             free(y);
         }
         fg_err err;
         float y1[1];
-        ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, 0, n, &t.a, 0, m + 1, y1,
-                                             n, panel, pb, FG_QUANT_ISA_REF, &err),
+        ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, 0, n, &t.a, 0, m + 1,
+                                             NULL, y1, n, panel, pb, FG_QUANT_ISA_REF, &err),
                          FG_ERR_INVALID_ARG);
         if (fg_quant_gemm_panel_fast(&wc.c) && m > 0)
             ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, 0, n, &t.a, 0, m,
-                                                 y1, n, panel, min - 1, FG_QUANT_ISA_AUTO, &err),
+                                                 NULL, y1, n, panel, min - 1, FG_QUANT_ISA_AUTO,
+                                                 &err),
                              FG_ERR_INVALID_ARG);
-        free(panel), free(yr), free(t.buf), free(x);
+        free(panel), free(yr), free(t.buf), free(x), free(bias);
         wcase_free(&wc);
     }
 }
