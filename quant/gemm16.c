@@ -30,6 +30,12 @@ void fg_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, u
 {
     const uint64_t MR = FG_XPACK_MR, mp = (m + MR - 1) / MR * MR;
     b1 = b1 < mp / MR ? b1 : mp / MR;
+#ifdef FG_QUANT_X86
+    if (fg_quant_isa_default() != FG_QUANT_ISA_REF) {
+        fgq_avx2_xpack(x, m, k, ldx, xp, b0, b1);
+        return;
+    }
+#endif
     for (uint64_t p = 0; p < k; p += FG_XPACK_KC) {
         uint64_t kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC;
         for (uint64_t b = b0; b < b1; b++) {

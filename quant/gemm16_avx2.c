@@ -175,3 +175,55 @@ void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, co
         }
     }
 }
+
+/* fg_xpack's micro-panels [b0, b1) with 8 x 8 transposes: eight columns of the six rows, as 8
+ * groups of 6 (the two dummy lanes are not stored). Rows past m read as zero. */
+void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,
+                    uint64_t b1)
+{
+    const uint64_t mp = (m + MR - 1) / MR * MR;
+    for (uint64_t p = 0; p < k; p += KC) {
+        uint64_t kc = k - p < KC ? k - p : KC;
+        for (uint64_t b = b0; b < b1; b++) {
+            float *d = xp + p * mp + b * kc * MR;
+            const float *row[MR];
+            for (uint64_t i = 0; i < MR; i++)
+                row[i] = b * MR + i < m ? x + (b * MR + i) * ldx + p : NULL;
+            uint64_t kk = 0;
+            for (; kk + 8 <= kc; kk += 8) {
+                __m256 v[8];
+                for (uint64_t i = 0; i < MR; i++)
+                    v[i] = row[i] ? _mm256_loadu_ps(row[i] + kk) : _mm256_setzero_ps();
+                v[6] = v[7] = _mm256_setzero_ps();
+                __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+                __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+                __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+                __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+                __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
+                __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
+                __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
+                __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
+                __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                __m256 o[8] = {_mm256_permute2f128_ps(s0, s4, 0x20),
+                               _mm256_permute2f128_ps(s1, s5, 0x20),
+                               _mm256_permute2f128_ps(s2, s6, 0x20),
+                               _mm256_permute2f128_ps(s3, s7, 0x20),
+                               _mm256_permute2f128_ps(s0, s4, 0x31),
+                               _mm256_permute2f128_ps(s1, s5, 0x31),
+                               _mm256_permute2f128_ps(s2, s6, 0x31),
+                               _mm256_permute2f128_ps(s3, s7, 0x31)};
+                for (int t = 0; t < 8; t++) { /* column kk + t: rows 0..5 */
+                    float *q = d + (kk + t) * MR;
+                    _mm_storeu_ps(q, _mm256_castps256_ps128(o[t]));
+                    _mm_storel_pi((__m64 *)(q + 4), _mm256_extractf128_ps(o[t], 1));
+                }
+            }
+            for (; kk < kc; kk++)
+                for (uint64_t i = 0; i < MR; i++)
+                    d[kk * MR + i] = row[i] ? row[i][kk] : 0.0f;
+        }
+    }
+}

@@ -38,6 +38,9 @@ void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, con
                       float *y, uint64_t ldy);
 
 #ifdef FG_QUANT_X86
+/* fg_xpack with AVX2 (the same floats). */
+void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,
+                    uint64_t b1);
 /* Activation rows [i0, i1) against weight rows [n0, n1), Q4 with G >= 64, weights repacked into
  * panel (32-byte aligned, at least one strip of one k block). */
 void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
