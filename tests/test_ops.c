@@ -224,6 +224,45 @@ END_TEST
 
 /* ---- the small ops ---- */
 
+/* The CPU backend splits layernorm rows and activation elements across its helpers at prefill
+ * sizes (>= 65,536 elements): the result equals the same op run a few rows at a time (below the
+ * split) bit for bit, and the reference within rounding. 3 threads, so parts are uneven. */
+START_TEST(cpu_small_ops_split_across_helpers)
+{
+    enum { R = 97, W = 1031, N = R * W };
+    fg_backend *be;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_cpu_create(3, &be, &err), FG_OK);
+    const fg_backend_iface *f = be->iface, *r = &fg_ops_ref;
+    float *x = malloc(N * 4), *g = malloc(W * 4), *b = malloc(W * 4), *up = malloc(N * 4);
+    float *y = malloc(N * 4), *one = malloc(N * 4), *ref = malloc(N * 4);
+    tu_randf(x, N, 21, 3.0f);
+    tu_randf(g, W, 22, 1.0f);
+    tu_randf(b, W, 23, 1.0f);
+    tu_randf(up, N, 24, 1.0f);
+    ck_assert_int_eq(f->layernorm(be, x, g, b, y, R, W, 1e-5f, &err), FG_OK);
+    for (uint32_t i = 0; i < R; i += 8) /* 8 x 1031 elements a call: not split */
+        f->layernorm(be, x + (size_t)i * W, g, b, one + (size_t)i * W, R - i < 8 ? R - i : 8, W,
+                     1e-5f, &err);
+    ck_assert(!memcmp(y, one, N * 4));
+    r->layernorm(NULL, x, g, b, ref, R, W, 1e-5f, &err);
+    ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "layernorm nmse %g", tu_nmse(y, ref, N));
+    for (int a = FG_ACT_RELU; a <= FG_ACT_SILU; a++)
+        for (int gated = 0; gated < 2; gated++) {
+            memcpy(y, x, N * 4), memcpy(one, x, N * 4), memcpy(ref, x, N * 4);
+            ck_assert_int_eq(f->act(be, (fg_act)a, y, gated ? up : NULL, N, &err), FG_OK);
+            for (size_t i = 0; i < N; i += 4099)
+                f->act(be, (fg_act)a, one + i, gated ? up + i : NULL, N - i < 4099 ? N - i : 4099,
+                       &err);
+            ck_assert_msg(!memcmp(y, one, N * 4), "act %d gated %d: split differs", a, gated);
+            r->act(NULL, (fg_act)a, ref, gated ? up : NULL, N, &err);
+            ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "act %d", a);
+        }
+    free(x), free(g), free(b), free(up), free(y), free(one), free(ref);
+    fg_backend_free(be);
+}
+END_TEST
+
 START_TEST(norms_rope_act_add_scale_every_backend)
 {
     enum { R = 5, H = 3, D = 18, W = H * D };
@@ -560,6 +599,7 @@ static Suite *suite(void)
     tcase_add_test(tc, linear_every_codec_every_backend);
     tcase_add_test(tc, gather_every_codec_every_backend);
     tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
+    tcase_add_test(tc, cpu_small_ops_split_across_helpers);
     tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, attention_every_variant_every_backend);
