@@ -643,8 +643,9 @@ static int cpu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const i
 
 /* ---- small ops ---- */
 
-/* Row-wise and element-wise ops at prefill sizes run on every helper (rows or elements are
- * independent, so the split does not change a bit); one thread took 2% of an OPT prefill. */
+/* Row-wise and element-wise ops at prefill sizes (layernorm, rmsnorm, activations) run on every
+ * helper (rows or elements are independent, so the split does not change a bit); one thread
+ * took 2% of an OPT prefill. */
 #define SMALL_OP_SPLIT 65536 /* elements at least before the helpers are woken */
 
 typedef struct small_job {
@@ -663,6 +664,14 @@ static void layernorm_part(void *arg, uint32_t part, uint32_t n_parts)
     for (uint32_t r = r0; r < j->rows && r < r0 + per; r++)
         fg_cpu_layernorm(j->x + (size_t)r * j->n, j->g, j->b, j->y + (size_t)r * j->n, j->n,
                          j->eps);
+}
+
+static void rmsnorm_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const small_job *j = arg;
+    uint32_t per = (j->rows + n_parts - 1) / n_parts, r0 = per * part;
+    for (uint32_t r = r0; r < j->rows && r < r0 + per; r++)
+        fgb_rmsnorm_row(j->x + (size_t)r * j->n, j->g, j->y + (size_t)r * j->n, j->n, j->eps);
 }
 
 static void act_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -684,6 +693,19 @@ static int cpu_layernorm(fg_backend *be, const float *x, const float *g, const f
         layernorm_part(&j, 0, 1);
     else
         fg_par_run(c->par, layernorm_part, &j);
+    return FG_OK;
+}
+
+static int cpu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
+                       uint32_t n, float eps, fg_err *err)
+{
+    (void)err;
+    cpu_ctx *c = be->ctx;
+    small_job j = {.x = x, .g = g, .y = y, .rows = rows, .n = n, .eps = eps};
+    if ((uint64_t)rows * n < SMALL_OP_SPLIT || rows < 2)
+        rmsnorm_part(&j, 0, 1);
+    else
+        fg_par_run(c->par, rmsnorm_part, &j);
     return FG_OK;
 }
 
@@ -754,7 +776,7 @@ static void cpu_destroy(fg_backend *be)
 
 static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
-    cpu_linear, cpu_gather, cpu_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, cpu_act, fgb_ref_add,
+    cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, fgb_ref_rope, cpu_act, fgb_ref_add,
     fgb_ref_scale, fgb_ref_argmax, cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
 };
 

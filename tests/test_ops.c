@@ -224,7 +224,7 @@ END_TEST
 
 /* ---- the small ops ---- */
 
-/* The CPU backend splits layernorm rows and activation elements across its helpers at prefill
+/* The CPU backend splits norm rows and activation elements across its helpers at prefill
  * sizes (>= 65,536 elements): the result equals the same op run a few rows at a time (below the
  * split) bit for bit, and the reference within rounding. 3 threads, so parts are uneven. */
 START_TEST(cpu_small_ops_split_across_helpers)
@@ -247,6 +247,13 @@ START_TEST(cpu_small_ops_split_across_helpers)
     ck_assert(!memcmp(y, one, N * 4));
     r->layernorm(NULL, x, g, b, ref, R, W, 1e-5f, &err);
     ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "layernorm nmse %g", tu_nmse(y, ref, N));
+    ck_assert_int_eq(f->rmsnorm(be, x, g, y, R, W, 1e-6f, &err), FG_OK);
+    for (uint32_t i = 0; i < R; i += 8)
+        f->rmsnorm(be, x + (size_t)i * W, g, one + (size_t)i * W, R - i < 8 ? R - i : 8, W, 1e-6f,
+                   &err);
+    ck_assert(!memcmp(y, one, N * 4));
+    r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
+    ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "rmsnorm nmse %g", tu_nmse(y, ref, N));
     for (int a = FG_ACT_RELU; a <= FG_ACT_SILU; a++)
         for (int gated = 0; gated < 2; gated++) {
             memcpy(y, x, N * 4), memcpy(one, x, N * 4), memcpy(ref, x, N * 4);
