@@ -443,12 +443,7 @@ static void quant_part(void *arg, uint32_t part, uint32_t n_parts)
     uint64_t i1 = i0 + per < j->a->m ? i0 + per : j->a->m;
     if (part >= parts || i0 >= i1)
         return;
-    fg_quant_act sub = *j->a;
-    sub.m = i1 - i0;
-    sub.q += i0 * j->a->kp;
-    sub.scale += i0 * j->a->n_blocks;
-    sub.qsum += i0 * j->a->n_groups;
-    sub.qmin += i0 * j->a->n_groups;
+    fg_quant_act sub = fg_quant_act_rows(j->a, i0, i1);
     j->rc[part] = fg_quant_act_q8(&sub, j->x + i0 * j->k, j->k, FG_QUANT_ISA_AUTO, &j->err[part]);
 }
 

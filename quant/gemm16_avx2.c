@@ -38,6 +38,23 @@ static inline float widen1(int bf16, uint16_t h)
     return bf16 ? fgq_bitsf((uint32_t)h << 16) : _cvtsh_ss(h);
 }
 
+/* o[t] = lane t of v[0..7] (an 8 x 8 transpose of floats). */
+static inline void transpose8(const __m256 v[8], __m256 o[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    o[0] = _mm256_permute2f128_ps(s0, s4, 0x20), o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    o[2] = _mm256_permute2f128_ps(s2, s6, 0x20), o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    o[4] = _mm256_permute2f128_ps(s0, s4, 0x31), o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    o[6] = _mm256_permute2f128_ps(s2, s6, 0x31), o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
 /* rows [0, nr) of w (nr <= nc, the rest zero), columns [0, kc), into panel [nc/16][kc][16]. */
 static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint64_t nc,
                    uint64_t kc, float *panel)
@@ -49,31 +66,12 @@ static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint6
             if (j + r + 8 <= nr) {
                 const uint16_t *s = w + (j + r) * ldw;
                 for (; kk + 8 <= kc; kk += 8) {
-                    __m256 v0 = widen8(bf16, s + kk), v1 = widen8(bf16, s + ldw + kk);
-                    __m256 v2 = widen8(bf16, s + 2 * ldw + kk), v3 = widen8(bf16, s + 3 * ldw + kk);
-                    __m256 v4 = widen8(bf16, s + 4 * ldw + kk), v5 = widen8(bf16, s + 5 * ldw + kk);
-                    __m256 v6 = widen8(bf16, s + 6 * ldw + kk), v7 = widen8(bf16, s + 7 * ldw + kk);
-                    __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
-                    __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
-                    __m256 t4 = _mm256_unpacklo_ps(v4, v5), t5 = _mm256_unpackhi_ps(v4, v5);
-                    __m256 t6 = _mm256_unpacklo_ps(v6, v7), t7 = _mm256_unpackhi_ps(v6, v7);
-                    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
-                    __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
-                    __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
-                    __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
-                    __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                    float *o = d + kk * NR + r;
-                    _mm256_store_ps(o + 0 * NR, _mm256_permute2f128_ps(s0, s4, 0x20));
-                    _mm256_store_ps(o + 1 * NR, _mm256_permute2f128_ps(s1, s5, 0x20));
-                    _mm256_store_ps(o + 2 * NR, _mm256_permute2f128_ps(s2, s6, 0x20));
-                    _mm256_store_ps(o + 3 * NR, _mm256_permute2f128_ps(s3, s7, 0x20));
-                    _mm256_store_ps(o + 4 * NR, _mm256_permute2f128_ps(s0, s4, 0x31));
-                    _mm256_store_ps(o + 5 * NR, _mm256_permute2f128_ps(s1, s5, 0x31));
-                    _mm256_store_ps(o + 6 * NR, _mm256_permute2f128_ps(s2, s6, 0x31));
-                    _mm256_store_ps(o + 7 * NR, _mm256_permute2f128_ps(s3, s7, 0x31));
+                    __m256 v[8], o[8];
+                    for (int t = 0; t < 8; t++)
+                        v[t] = widen8(bf16, s + t * ldw + kk);
+                    transpose8(v, o);
+                    for (int t = 0; t < 8; t++)
+                        _mm256_store_ps(d + (kk + t) * NR + r, o[t]);
                 }
             }
             for (; kk < kc; kk++)
@@ -195,26 +193,8 @@ void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float 
                 for (uint64_t i = 0; i < MR; i++)
                     v[i] = row[i] ? _mm256_loadu_ps(row[i] + kk) : _mm256_setzero_ps();
                 v[6] = v[7] = _mm256_setzero_ps();
-                __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-                __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-                __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-                __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-                __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
-                __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
-                __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
-                __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
-                __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                __m256 o[8] = {_mm256_permute2f128_ps(s0, s4, 0x20),
-                               _mm256_permute2f128_ps(s1, s5, 0x20),
-                               _mm256_permute2f128_ps(s2, s6, 0x20),
-                               _mm256_permute2f128_ps(s3, s7, 0x20),
-                               _mm256_permute2f128_ps(s0, s4, 0x31),
-                               _mm256_permute2f128_ps(s1, s5, 0x31),
-                               _mm256_permute2f128_ps(s2, s6, 0x31),
-                               _mm256_permute2f128_ps(s3, s7, 0x31)};
+                __m256 o[8];
+                transpose8(v, o);
                 for (int t = 0; t < 8; t++) { /* column kk + t: rows 0..5 */
                     float *q = d + (kk + t) * MR;
                     _mm_storeu_ps(q, _mm256_castps256_ps128(o[t]));

@@ -126,6 +126,8 @@ int fg_quant_act_init(fg_quant_act *a, const fg_codec *c, uint64_t m, uint64_t k
  * and qmin follow. Every ISA writes the same bytes and bits. NaN or Inf in x -> FG_ERR_NONFINITE
  * naming (row, column); *a is then unspecified. */
 int fg_quant_act_q8(fg_quant_act *a, const float *x, uint64_t ldx, fg_quant_isa isa, fg_err *err);
+/* A view of rows [i0, i1) of a (i0 <= i1 <= a->m): the same buffer, m = i1 - i0. */
+fg_quant_act fg_quant_act_rows(const fg_quant_act *a, uint64_t i0, uint64_t i1);
 
 /* y[i * ldy + j] = sum_c x[i, c] * W[j, c] for i < a->m and chunk rows j in [n0, n1), where W's
  * chunk is w (w_len >= fg_quant_chunk_bytes(v)) with codec c and view v (fg_codec_qview of a 2-d

@@ -344,6 +344,17 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
     return FG_OK;
 }
 
+fg_quant_act fg_quant_act_rows(const fg_quant_act *a, uint64_t i0, uint64_t i1)
+{
+    fg_quant_act v = *a;
+    v.m = i1 - i0;
+    v.q += i0 * a->kp;
+    v.scale += i0 * a->n_blocks;
+    v.qsum += i0 * a->n_groups;
+    v.qmin += i0 * a->n_groups;
+    return v;
+}
+
 /* ---- many activation rows: the panel kernel (gemm_q4p_avx2.c) ---- */
 
 static int panel_kernel(fg_quant_isa use, const fgq_params *p)
@@ -405,12 +416,7 @@ int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, siz
     }
 #endif
     /* the row kernels on a view of rows [i0, i1) */
-    fg_quant_act sub = *a;
-    sub.m = i1 - i0;
-    sub.q += i0 * a->kp;
-    sub.scale += i0 * a->n_blocks;
-    sub.qsum += i0 * a->n_groups;
-    sub.qmin += i0 * a->n_groups;
+    fg_quant_act sub = fg_quant_act_rows(a, i0, i1);
     gemm_kernel(use, p.G)(&p, w, row_bytes, n0, n1, &sub, y + i0 * ldy, ldy);
     for (uint64_t i = i0; bias && i < i1; i++)
         for (uint64_t j = n0; j < n1; j++)
