@@ -397,6 +397,39 @@ START_TEST(argmax_matches_the_sampler_every_backend)
 END_TEST
 
 /* RoPE against a direct evaluation of transformers' formula (rotate-half, f32 inv_freq). */
+/* ReLU against its formula x > 0 ? x : 0 (times up when gated) on values that tell vector and
+ * scalar code apart: NaN and -0 give +0, infinities, denormals; lengths not a multiple of 4. */
+START_TEST(relu_matches_its_formula_on_special_values)
+{
+    enum { N = 23 };
+    fg_backend *be[4];
+    int nb = backends(be);
+    float x[N], up[N], y[N];
+    const float sp[] = {NAN, -NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 2.5f, -3.0f};
+    for (int i = 0; i < N; i++) {
+        x[i] = sp[i % 10] * (i < 10 ? 1.0f : 0.5f);
+        up[i] = (float)(i % 7) - 2.5f;
+    }
+    fg_err err;
+    for (int b = 0; b < nb; b++)
+        for (uint32_t n = 1; n <= N; n += 3)
+            for (int gated = 0; gated < 2; gated++) {
+                memcpy(y, x, sizeof x);
+                ck_assert_int_eq(be[b]->iface->act(be[b], FG_ACT_RELU, y, gated ? up : NULL, n,
+                                                   &err), FG_OK);
+                for (uint32_t i = 0; i < n; i++) {
+                    float want = x[i] > 0.0f ? x[i] : 0.0f;
+                    want = gated ? want * up[i] : want;
+                    ck_assert_msg(!memcmp(&y[i], &want, 4), "%s relu n %u gated %d: x[%u] = %g "
+                                  "gave %g, want %g", be[b]->iface->name, n, gated, i,
+                                  (double)x[i], (double)y[i], (double)want);
+                }
+                ck_assert(!memcmp(y + n, x + n, (N - n) * 4)); /* nothing past n */
+            }
+    free_all(be, nb);
+}
+END_TEST
+
 START_TEST(rope_matches_the_formula)
 {
     enum { D = 8 };
@@ -608,6 +641,7 @@ static Suite *suite(void)
     tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
     tcase_add_test(tc, cpu_small_ops_split_across_helpers);
     tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
+    tcase_add_test(tc, relu_matches_its_formula_on_special_values);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
