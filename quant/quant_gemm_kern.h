@@ -271,16 +271,17 @@ static inline __attribute__((always_inline)) void tile(const fgq_params *p, cons
 typedef struct gemm_job {
     const fgq_params *p;
     const uint8_t *w;
-    uint64_t row_bytes, n0, n1, g0, g1;
+    uint64_t row_bytes, n0, n1, ngw, win; /* groups a row, groups a window */
     const fg_quant_act *a;
     float *y;
     uint64_t ldy;
-    int first; /* 1: write y; 0: add to it */
 } gemm_job;
 
-/* One tile (up to 4 activation rows from i0) against weight row j, into y. */
+/* One tile (up to 4 activation rows from i0) against weight row j over groups [g0, g1), into y
+ * (written when first, added to otherwise). */
 static inline __attribute__((always_inline)) void row_tile(const gemm_job *jb, uint64_t j,
-                                                           uint64_t i0, const int bits,
+                                                           uint64_t i0, uint64_t g0, uint64_t g1,
+                                                           int first, const int bits,
                                                            const int hi, const int f16,
                                                            const int GC, const int B1)
 {
@@ -289,31 +290,45 @@ static inline __attribute__((always_inline)) void row_tile(const gemm_job *jb, u
     uint64_t mr = a->m - i0 < 4 ? a->m - i0 : 4;
     float out[4];
     if (mr == 4)
-        tile(jb->p, row, jb->g0, jb->g1, a, i0, 4, bits, hi, f16, GC, B1, out);
+        tile(jb->p, row, g0, g1, a, i0, 4, bits, hi, f16, GC, B1, out);
     else if (mr == 3)
-        tile(jb->p, row, jb->g0, jb->g1, a, i0, 3, bits, hi, f16, GC, B1, out);
+        tile(jb->p, row, g0, g1, a, i0, 3, bits, hi, f16, GC, B1, out);
     else if (mr == 2)
-        tile(jb->p, row, jb->g0, jb->g1, a, i0, 2, bits, hi, f16, GC, B1, out);
+        tile(jb->p, row, g0, g1, a, i0, 2, bits, hi, f16, GC, B1, out);
     else
-        tile(jb->p, row, jb->g0, jb->g1, a, i0, 1, bits, hi, f16, GC, B1, out);
+        tile(jb->p, row, g0, g1, a, i0, 1, bits, hi, f16, GC, B1, out);
     for (uint64_t r = 0; r < mr; r++) {
         float *yy = &jb->y[(i0 + r) * jb->ldy + j];
-        *yy = jb->first ? out[r] : *yy + out[r];
+        *yy = first ? out[r] : *yy + out[r];
     }
 }
+
+/* Activation bytes of a row block up to which the windows are walked inside each block of
+ * weight rows (the block's activations, all of k, stay in L2 while each block of weight rows reads
+ * every window): the weights are then one sequential pass. Past it (a prefill's 64 rows of a k =
+ * 8192 input are 512 KiB) the windows are the outer loop, each a strided pass over the rows
+ * (measured in quant_gemm_avx2.c's header). */
+#define INNER_WINDOW_BYTES (256u << 10)
 
 static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, const int bits,
                                                            const int hi, const int f16,
                                                            const int GC, const int B1)
 {
-    const uint64_t m = jb->a->m;
+    const uint64_t m = jb->a->m, ngw = jb->ngw, win = jb->win;
     for (uint64_t ib = 0; ib < m; ib += M_BLOCK) {
         uint64_t ie = m - ib < M_BLOCK ? m : ib + M_BLOCK;
-        for (uint64_t j0 = jb->n0; j0 < jb->n1; j0 += ROW_BLOCK) {
-            uint64_t j1 = jb->n1 - j0 < ROW_BLOCK ? jb->n1 : j0 + ROW_BLOCK;
-            for (uint64_t i0 = ib; i0 < ie; i0 += 4)
-                for (uint64_t j = j0; j < j1; j++)
-                    row_tile(jb, j, i0, bits, hi, f16, GC, B1);
+        int inner = (ie - ib) * jb->a->kp <= INNER_WINDOW_BYTES;
+        for (uint64_t w0 = 0; w0 < ngw; w0 += inner ? ngw : win) {
+            uint64_t w1 = inner ? ngw : (w0 + win < ngw ? w0 + win : ngw);
+            for (uint64_t j0 = jb->n0; j0 < jb->n1; j0 += ROW_BLOCK) {
+                uint64_t j1 = jb->n1 - j0 < ROW_BLOCK ? jb->n1 : j0 + ROW_BLOCK;
+                for (uint64_t g0 = w0; g0 < w1; g0 += win) {
+                    uint64_t g1 = g0 + win < w1 ? g0 + win : w1;
+                    for (uint64_t i0 = ib; i0 < ie; i0 += 4)
+                        for (uint64_t j = j0; j < j1; j++)
+                            row_tile(jb, j, i0, g0, g1, g0 == 0, bits, hi, f16, GC, B1);
+                }
+            }
         }
     }
 }
@@ -353,10 +368,7 @@ void FGQ_GEMM_ENTRY(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, u
     uint64_t win = a->m <= 4 ? ngw : WINDOW_COLS / p->G;
     win = win ? win : 1;
     win = win < WINDOW_GROUPS ? win : WINDOW_GROUPS;
-    gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .a = a, .y = y,
-                   .ldy = ldy, .first = 1};
-    for (jb.g0 = 0; jb.g0 < ngw; jb.g0 = jb.g1, jb.first = 0) {
-        jb.g1 = jb.g0 + win < ngw ? jb.g0 + win : ngw;
-        run(&jb);
-    }
+    gemm_job jb = {.p = p, .w = w, .row_bytes = row_bytes, .n0 = n0, .n1 = n1, .ngw = ngw,
+                   .win = win, .a = a, .y = y, .ldy = ldy};
+    run(&jb);
 }

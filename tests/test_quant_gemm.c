@@ -423,11 +423,13 @@ START_TEST(test_large_groups)
 }
 END_TEST
 
-/* Large m and k take the windowed path (several column windows per row) and m past 64 two
- * blocks of activation rows (the second one partial and not a multiple of the 4-row tile). */
+/* Large m and k take the windowed path (several column windows per row) and m past 64 three
+ * blocks of activation rows (the last one partial and not a multiple of the 4-row tile): the
+ * full blocks (64 x 8256 bytes) walk the windows outside the weight rows, the last one (3 rows)
+ * inside each block of 8 weight rows; n = 21 gives three blocks of weight rows, one partial. */
 START_TEST(test_windows)
 {
-    uint64_t n = 5, k = 8192 + 64, m = 131;
+    uint64_t n = 21, k = 8192 + 64, m = 131;
     for (unsigned bits = 4; bits <= 8; bits += 4) {
         wcase wc;
         wcase_make(&wc, bits, 64, 0, 0, n, k);
