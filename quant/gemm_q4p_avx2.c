@@ -101,14 +101,25 @@ static inline __m256i bcast4(const int8_t *x)
     return _mm256_set1_epi32(v);
 }
 
+/* What every tile of one k block shares: the activation scale's block (groups per block, and
+ * the block and position in it of the k block's first group), computed once per k block (three
+ * divisions a tile were 3% of it). */
+typedef struct kblock {
+    uint64_t g0, ng;        /* the k block's groups */
+    uint64_t gpb, blk, in_blk;
+    uint32_t G;
+} kblock;
+
 /* y tile rows x[0..3] (activation rows r0..r0+3 of a, rows >= rows duplicated and not stored)
- * times the strip's groups [0, ng) (global groups g0..): y[i * ldy + 0..cols) = (first: from
- * bias[0..cols), or 0 when bias is NULL) or += . */
-static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, uint64_t g0, uint64_t ng,
-                 uint32_t G, const uint8_t *codes, const float *sm, float *y, uint64_t ldy,
-                 uint32_t cols, int first, const float *bias)
+ * times the strip's groups [0, kb->ng) (global groups kb->g0..): y[i * ldy + 0..cols) = (first:
+ * from bias[0..cols), or 0 when bias is NULL) or += . */
+static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock *kb,
+                 const uint8_t *codes, const float *sm, float *y, uint64_t ldy, uint32_t cols,
+                 int first, const float *bias)
 {
     const __m256i ones = _mm256_set1_epi16(1);
+    const uint64_t g0 = kb->g0, ng = kb->ng;
+    const uint32_t G = kb->G;
     const int8_t *x[TR];
     const float *asc[TR], *qmn[TR];
     for (uint32_t r = 0; r < TR; r++) {
@@ -120,12 +131,17 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, uint64_t g0,
     for (uint32_t r = 0; !first && r < rows; r++) /* y's tile, wanted at the end */
         _mm_prefetch((const char *)(y + (r0 + r) * ldy), _MM_HINT_T0);
     /* the float sums live in memory (L1): in registers beside the 12 integer ones gcc spilled
-     * inside the quad loop */
-    float acc[TR * TC] __attribute__((aligned(32))) = {0};
-    for (uint32_t c = 0; first && bias && c < cols; c++)
-        acc[c] = acc[TC + c] = acc[2 * TC + c] = acc[3 * TC + c] = bias[c];
-    /* the activation scale's block: groups per block, counted (a division a group cost 40%) */
-    uint64_t gpb = a->block / G, blk = g0 / gpb, in_blk = g0 % gpb;
+     * inside the quad loop; set with vector stores (a zero initializer became REP STOSQ) */
+    float acc[TR * TC] __attribute__((aligned(32)));
+    __m256 init = _mm256_setzero_ps();
+    if (first && bias) {
+        float b[TC] = {0};
+        memcpy(b, bias, cols * 4);
+        init = _mm256_loadu_ps(b);
+    }
+    for (uint32_t r = 0; r < TR; r++)
+        _mm256_store_ps(acc + r * TC, init);
+    uint64_t gpb = kb->gpb, blk = kb->blk, in_blk = kb->in_blk;
     for (uint64_t g = 0; g < ng; g++, in_blk++) {
         if (in_blk == gpb)
             blk++, in_blk = 0;
@@ -184,11 +200,13 @@ void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_byt
     kb = kb < ngw ? kb : ngw; /* as quant_gemm.c's strip_bytes */
     /* a strip of one k block: codes G * 8 a group, 16 floats of scale and min a group */
     const uint64_t strip_bytes = kb * ((uint64_t)p->G * TC + 2 * TC * 4);
-    uint64_t strips = panel_bytes / strip_bytes;
+    uint64_t strips = panel_bytes / strip_bytes, gpb = a->block / p->G;
     for (uint64_t j0 = n0; j0 < n1; j0 += strips * TC) {
         uint64_t jn = n1 - j0 < strips * TC ? n1 - j0 : strips * TC, ns = (jn + TC - 1) / TC;
         for (uint64_t g0 = 0; g0 < ngw; g0 += kb) {
             uint64_t ng = ngw - g0 < kb ? ngw - g0 : kb;
+            const kblock kbk = {.g0 = g0, .ng = ng, .gpb = gpb, .blk = g0 / gpb,
+                                .in_blk = g0 % gpb, .G = p->G};
             uint8_t *codes = panel;
             float *sm = (float *)(codes + ns * ng * p->G * TC);
             for (uint64_t s = 0; s < ns; s++) {
@@ -204,9 +222,8 @@ void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_byt
                     uint32_t cols = (uint32_t)(n1 - r < TC ? n1 - r : TC);
                     for (uint64_t i = ib; i < ie; i += TR) {
                         uint32_t rows = (uint32_t)(ie - i < TR ? ie - i : TR);
-                        tile(a, i, rows, g0, ng, p->G, codes + s * ng * p->G * TC,
-                             sm + s * ng * 2 * TC, y + r, ldy, cols, g0 == 0,
-                             bias ? bias + r : NULL);
+                        tile(a, i, rows, &kbk, codes + s * ng * p->G * TC, sm + s * ng * 2 * TC,
+                             y + r, ldy, cols, g0 == 0, bias ? bias + r : NULL);
                     }
                 }
             }
