@@ -10,9 +10,11 @@
   peers.py hf DIR --gen G --batch B --threads T --out FILE
       transformers float32, greedy, B prompts per generate() call.
   peers.py ct2 DIR --ct2-dir CDIR --compute float32|int8 --gen G --batch B --threads T --out FILE
-      CTranslate2 (the model converted once into CDIR), greedy, max_batch_size B.
+      CTranslate2 (the model converted once into CDIR), greedy, max_batch_size B; its prefill is
+      timed too, up to the first token of each batch (generate_batch's per-token callback).
 Each run writes {"tokens": [[ids] per prompt], "seconds": wall time of generation only,
-"new_tokens": count} to --out (model loading and conversion are not timed).
+"new_tokens": count, "prefill_seconds": the prefill's share or null} to --out (model loading and
+conversion are not timed).
 """
 import argparse
 import json
@@ -89,10 +91,11 @@ def prompts(a):
     json.dump(ids_all, open(os.path.join(a.dir, f"prompt_ids-{a.tag}.json"), "w"))
 
 
-def save(a, tokens, seconds):
-    json.dump({"tokens": tokens, "seconds": seconds, "new_tokens": sum(map(len, tokens))},
-              open(a.out, "w"))
-    print(f"{sum(map(len, tokens))} tokens in {seconds:.2f} s: "
+def save(a, tokens, seconds, prefill=None):
+    json.dump({"tokens": tokens, "seconds": seconds, "new_tokens": sum(map(len, tokens)),
+               "prefill_seconds": prefill}, open(a.out, "w"))
+    split = f" (prefill {prefill:.2f} s, decode {seconds - prefill:.2f} s)" if prefill else ""
+    print(f"{sum(map(len, tokens))} tokens in {seconds:.2f} s{split}: "
           f"{sum(map(len, tokens)) / seconds:.2f} tok/s")
 
 
@@ -137,15 +140,22 @@ def ct2(a):
     vocab = json.load(open(os.path.join(a.dir, "vocab.json"), encoding="utf-8"))
     inv = {v: k for k, v in vocab.items()}
     toks = [[inv[i] for i in p] for p in ids]
-    tokens, t = [], 0.0
+    tokens, t, pre = [], 0.0, 0.0
     for i in range(0, len(toks), a.batch):
+        first = []  # when the batch's first token came out: the end of its prefill
+
+        def step(r):
+            if not first:
+                first.append(time.perf_counter())
+            return False
         t0 = time.perf_counter()
         res = gen.generate_batch(toks[i:i + a.batch], max_length=a.gen, sampling_topk=1,
                                  beam_size=1, include_prompt_in_result=False,
-                                 max_batch_size=a.batch)
+                                 max_batch_size=a.batch, callback=step)
         t += time.perf_counter() - t0
+        pre += first[0] - t0 if first else 0.0
         tokens += [cut_eos(list(r.sequences_ids[0])) for r in res]
-    save(a, tokens, t)
+    save(a, tokens, t, pre)
 
 
 def fg_tokens(path):

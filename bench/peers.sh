@@ -74,7 +74,7 @@ py_run() { # scenario round system out peers.py-args...
   log=$("$PY" "$PEERS" "${@:5}" "$HF" --tag "$sc" --gen "$GL" --batch "$NP" --threads "$THREADS" \
         --out "$out" 2>&1) || { echo "peers: $sys: $log" >&2; }
   tps=$(echo "$log" | sed -nE 's/.*: ([0-9.]+) tok\/s$/\1/p' | tail -1)
-  echo "  $sc round $rd $sys: ${tps:-failed} tok/s"
+  echo "  $sc round $rd $sys: ${tps:-failed} tok/s$(echo "$log" | sed -nE 's/.* s( \(prefill .*\)): [0-9.]+ tok\/s$/\1/p' | tail -1)"
   printf '%s\t%s\t%s\t%s\t%s\tpy\n' "$sc" "$sys" "$rd" "${tps:-0}" "$out" >> "$RES"
 }
 for scn in $SCENARIOS; do
