@@ -20,8 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 1; i < FG_CALIB_NM; i++)
         if (c.m[i] <= c.m[i - 1])
             abort();
-    double f = fg_calib_flops(&c, 3.5);
-    if (!(f > 0) || !isfinite(f))
-        abort();
+    for (int int8 = 0; int8 < 2; int8++) {
+        double f = fg_calib_flops_at(&c, int8, 3.5);
+        if (!(f > 0) || !isfinite(f))
+            abort();
+    }
     return 0;
 }

@@ -11,7 +11,9 @@
  *  - the CPU backend's linear at M = 1, 2, 4, ..., 256 rows on f16 weights of 2048 x 2048
  *    handed over in 4 MiB pieces, as the engine hands it the store's chunks (so the figure
  *    includes decoding each piece, or the fused F16 kernel), cycling through 64 MiB of weights
- *    (as a run reads them from RAM, not from cache), the row counts measured round-robin;
+ *    (as a run reads them from RAM, not from cache), the row counts measured round-robin; and
+ *    the same on Q4 weights (groups of 64 along the input axis) with an int8 backend
+ *    (--compute int8: activations quantized per Linear, integer kernels, no decode to f32);
  *  - the backend's attention of one query over 2048 keys (32 heads of 64), over an f32 and a
  *    4-bit cache: seconds per query x key x query width;
  *  - the overlap of reading and computing: the disk read by a second thread while the backend
@@ -230,7 +232,10 @@ typedef struct gemm_ctx {
     fg_weight w;
     float *y;
     uint32_t m, n, k;
-    const uint16_t *f16;     /* the weight [n, k] in f16, handed out in pieces of piece_rows */
+    const uint8_t *data;     /* the weight [n, k] (f16 or q4 rows of row_bytes), handed out in
+                                pieces of piece_rows */
+    size_t row_bytes;
+    fg_codec codec;
     uint64_t rows[3];
 } gemm_ctx;
 
@@ -239,10 +244,10 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
     (void)err;
     const gemm_ctx *g = ctx;
     memset(p, 0, sizeof *p);
-    p->data = g->f16 + g->rows[i] * g->k;
+    p->data = g->data + g->rows[i] * g->row_bytes;
     p->n = g->rows[i + 1] - g->rows[i];
-    p->len = p->n * g->k * 2;
-    p->codec = fg_codec_float(FG_CODEC_F16);
+    p->len = p->n * g->row_bytes;
+    p->codec = g->codec;
     p->n_dims = 2;
     p->dims[0] = g->n, p->dims[1] = g->k;
     p->first = g->rows[i];
@@ -261,19 +266,22 @@ static int gemm_once(void *ctx, fg_err *err)
     return g->be->iface->linear(g->be, g->x, &g->w, NULL, g->y, g->m, g->n, g->k, err);
 }
 
-/* The backend's linear as the engine calls it: f16 weights of 2048 x 2048, each in two 4 MiB
- * pieces, decoded and multiplied (the rate includes the f16 decode or the fused F16 kernel).
- * The weights cycle through GEMM_WEIGHTS distinct matrices (64 MiB), more than a last-level
- * cache holds: a decode step reads each weight from RAM once, and one 8 MiB matrix used again
- * and again would stay in cache and run several times faster than a run does. The row counts
- * are measured round-robin, each round timing every M once over the same work (256 rows: M = 1
- * is 256 calls; quick: 32 rows, M > 32 one call), so a burst of load on the shared machine falls on every M alike and no M is
- * timed in slices short enough to fit between other processes' turns (which made small M look
- * faster under load); each rate is the median of its rounds. */
-#define GEMM_WEIGHTS 8
+/* The backend's linear as the engine calls it on weights of 2048 x 2048 in two pieces (4 MiB
+ * each in f16): f16 decoded and multiplied (the rate includes the f16 decode or the fused F16
+ * kernel), or Q4 (groups of 64 along the input axis) on an int8 backend (activations quantized
+ * per Linear, integer kernels). The weights cycle through copies filling GEMM_BYTES (64 MiB),
+ * more than a last-level cache holds: a decode step reads each weight from RAM once, and one
+ * 8 MiB matrix used again and again would stay in cache and run several times faster than a run
+ * does. The row counts are measured round-robin, each round timing every M once over the same
+ * work (256 rows: M = 1 is 256 calls; quick: 32 rows, M > 32 one call), so a burst of load on
+ * the shared machine falls on every M alike and no M is timed in slices short enough to fit
+ * between other processes' turns (which made small M look faster under load); each rate is the
+ * median of its rounds. */
+#define GEMM_BYTES (64u << 20)
 #define GEMM_ROUNDS 64
-static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint16_t *h, int quick,
-                       double *r, uint32_t *rounds, fg_err *err)
+static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint8_t *data,
+                       size_t row_bytes, fg_codec codec, uint32_t copies, int quick, double *r,
+                       uint32_t *rounds, fg_err *err)
 {
     const uint32_t n = 2048, k = 2048;
     double start = fg_now(), least = quick ? 0.3 : 3.0;
@@ -284,9 +292,10 @@ static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint16_t 
         for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
             uint32_t mm = 1u << i, rows = quick ? 32 : 256, calls = mm < rows ? rows / mm : 1;
             double t0 = fg_now();
-            for (uint32_t j = 0; rc == FG_OK && j < calls; j++, wi = (wi + 1) % GEMM_WEIGHTS) {
-                gemm_ctx g = {be, x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL}, y,
-                              mm, n, k, h + (size_t)wi * n * k, {0, n / 2, n}};
+            for (uint32_t j = 0; rc == FG_OK && j < calls; j++, wi = (wi + 1) % copies) {
+                gemm_ctx g = {be,  x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL},
+                              y,   mm, n, k, data + (size_t)wi * n * row_bytes, row_bytes, codec,
+                              {0, n / 2, n}};
                 g.w.piece_rows = g.rows;
                 g.w.ctx = &g;
                 rc = gemm_once(&g, err);
@@ -299,33 +308,66 @@ static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint16_t 
     return rc;
 }
 
-static int measure_gemm(fg_backend *be, int quick, fg_calib *c, meter *m, fg_err *err)
+/* The weights for gemm_rounds: copies of a 2048 x 2048 matrix as f16, or as Q4 (int8). */
+static uint8_t *gemm_weights(int int8, const float *w, size_t *row_bytes, fg_codec *codec,
+                             uint32_t *copies, fg_err *err)
+{
+    const uint32_t n = 2048, k = 2048;
+    uint64_t dims[2] = {n, k};
+    size_t len = (size_t)n * k * 2;
+    fg_qview v;
+    *codec = int8 ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F16);
+    if (int8 && (fg_codec_qview(codec, 2, dims, n, &v, err) || fg_quant_chunk_bytes(&v, &len, err)))
+        return NULL;
+    *row_bytes = len / n;
+    *copies = (uint32_t)(GEMM_BYTES / len);
+    uint8_t *d = malloc(len * *copies);
+    if (!d) {
+        fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (int8) {
+        if (fg_quant_encode(codec, &v, w, FG_CODEC_F32, 0, d, len, fg_quant_isa_default(), err)) {
+            free(d);
+            return NULL;
+        }
+    } else {
+        fg_f32_to_f16(w, (uint16_t *)d, (size_t)n * k, fg_quant_isa_default());
+    }
+    for (uint32_t j = 1; j < *copies; j++)
+        memcpy(d + j * len, d, len);
+    return d;
+}
+
+static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter *m, fg_err *err)
 {
     const uint32_t n = 2048, k = 2048, maxm = 256;
     float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)maxm * k * 4);
     float *y = malloc((size_t)maxm * n * 4);
-    uint16_t *h = malloc((size_t)GEMM_WEIGHTS * n * k * 2);
     double *r = malloc((size_t)FG_CALIB_NM * GEMM_ROUNDS * sizeof *r);
-    int rc = w && x && y && h && r ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t j = 0; rc == FG_OK && j < GEMM_WEIGHTS; j++) {
-        for (size_t i = 0; i < (size_t)n * k; i++)
-            w[i] = (float)((i + j) % 13) * 0.01f - 0.06f;
-        fg_f32_to_f16(w, h + (size_t)j * n * k, (size_t)n * k, fg_quant_isa_default());
-    }
+    uint8_t *data = NULL;
+    size_t row_bytes = 0;
+    fg_codec codec;
+    uint32_t copies = 0;
+    int rc = w && x && y && r ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == FG_OK && i < (size_t)n * k; i++)
+        w[i] = (float)(i % 13) * 0.01f - 0.06f;
     for (size_t i = 0; rc == FG_OK && i < (size_t)maxm * k; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
+    if (rc == FG_OK && !(data = gemm_weights(int8, w, &row_bytes, &codec, &copies, err)))
+        rc = err->code ? err->code : FG_ERR_NOMEM;
     uint32_t rounds = 0;
     if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)n / 2 * k, err);
     if (rc == FG_OK)
-        rc = gemm_rounds(be, x, y, h, quick, r, &rounds, err);
+        rc = gemm_rounds(be, x, y, data, row_bytes, codec, copies, quick, r, &rounds, err);
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
         qsort(r + i * GEMM_ROUNDS, rounds, sizeof *r, cmp_double);
         c->m[i] = 1u << i;
-        c->gflops[i] = r[i * GEMM_ROUNDS + rounds / 2] / 1e9;
+        (int8 ? c->gflops_i8 : c->gflops)[i] = r[i * GEMM_ROUNDS + rounds / 2] / 1e9;
     }
     step(m);
-    free(w), free(x), free(y), free(h), free(r);
+    free(w), free(x), free(y), free(r), free(data);
     return rc;
 }
 
@@ -446,15 +488,21 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     c->threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     c->quick = quick;
     double t0 = fg_now();
-    meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 8};
-    fg_backend *be = NULL;
+    meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 9};
+    fg_backend *be = NULL, *be8 = NULL;
+    fg_backend_cpu_opts o8 = {threads, FG_COMPUTE_INT8};
     int rc = fg_backend_cpu_create(threads, &be, err);
+    if (rc == FG_OK)
+        rc = fg_backend_cpu_create_opts(&o8, &be8, err);
     if (rc == FG_OK)
         rc = measure_disk(dir && *dir ? dir : "/tmp", quick, be, c, &m, err);
     if (rc == FG_OK)
         rc = measure_decode(quick, c, &m, err);
     if (rc == FG_OK)
-        rc = measure_gemm(be, quick, c, &m, err);
+        rc = measure_gemm(be, 0, quick, c, &m, err);
+    if (rc == FG_OK)
+        rc = measure_gemm(be8, 1, quick, c, &m, err);
+    fg_backend_free(be8);
     if (rc == FG_OK)
         rc = measure_attn(be, quick, 0, &c->attn_s, &m, err);
     if (rc == FG_OK)
@@ -471,7 +519,12 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
  * sgemm above), so a rate lower at more rows is the machine's, not noise to smooth away. */
 double fg_calib_flops(const fg_calib *c, double m)
 {
-    const double *g = c->gflops;
+    return fg_calib_flops_at(c, 0, m);
+}
+
+double fg_calib_flops_at(const fg_calib *c, int int8, double m)
+{
+    const double *g = int8 ? c->gflops_i8 : c->gflops;
     if (m <= c->m[0])
         return g[0] * 1e9;
     for (uint32_t i = 1; i < FG_CALIB_NM; i++)
@@ -523,18 +576,20 @@ int fg_calib_save(const char *path, const fg_calib *c, fg_err *err)
         if (mkdirs(dir))
             return fg_err_sys(err, FG_ERR_IO, errno, "calibration: cannot create %s", dir);
     }
-    json_t *ms = json_array(), *gf = json_array();
+    json_t *ms = json_array(), *gf = json_array(), *g8 = json_array();
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_array_append_new(ms, json_integer(c->m[i]));
         json_array_append_new(gf, json_real(c->gflops[i]));
+        json_array_append_new(g8, json_real(c->gflops_i8[i]));
     }
-    json_t *o = json_pack("{s:i, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:o, s:o, s:f, s:f, s:f, s:f}",
+    json_t *o = json_pack("{s:i, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:f, s:f, "
+                          "s:f}",
                           "version", c->version, "machine", c->machine, "threads", c->threads,
                           "quick", c->quick, "disk_read_bps", c->disk_read, "disk_write_bps",
                           c->disk_write, "decode_f16_per_s", c->dec_f16, "decode_q4_per_s",
-                          c->dec_q4, "gemm_rows", ms, "gemm_gflops", gf, "attn_s", c->attn_s,
-                          "attn_q4_s", c->attn_q4_s, "overlap", c->overlap, "seconds",
-                          c->seconds);
+                          c->dec_q4, "gemm_rows", ms, "gemm_gflops", gf, "gemm_int8_q4_gflops",
+                          g8, "attn_s", c->attn_s, "attn_q4_s", c->attn_q4_s, "overlap",
+                          c->overlap, "seconds", c->seconds);
     if (!o)
         return fg_err_set(err, FG_ERR_NOMEM, "calibration: out of memory");
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
@@ -560,16 +615,18 @@ static int num(json_t *o, const char *key, double *out)
 static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
 {
     json_t *ms = json_object_get(o, "gemm_rows"), *gf = json_object_get(o, "gemm_gflops");
+    json_t *g8 = json_object_get(o, "gemm_int8_q4_gflops");
     json_t *mach = json_object_get(o, "machine"), *th = json_object_get(o, "threads");
     if (!json_is_string(mach) || !json_is_integer(th) || !json_is_array(ms) ||
-        !json_is_array(gf) || json_array_size(ms) != FG_CALIB_NM ||
-        json_array_size(gf) != FG_CALIB_NM || num(o, "disk_read_bps", &c->disk_read) ||
+        !json_is_array(gf) || !json_is_array(g8) || json_array_size(ms) != FG_CALIB_NM ||
+        json_array_size(gf) != FG_CALIB_NM || json_array_size(g8) != FG_CALIB_NM ||
+        num(o, "disk_read_bps", &c->disk_read) ||
         num(o, "disk_write_bps", &c->disk_write) || num(o, "decode_f16_per_s", &c->dec_f16) ||
         num(o, "decode_q4_per_s", &c->dec_q4) || num(o, "attn_s", &c->attn_s) ||
         num(o, "attn_q4_s", &c->attn_q4_s))
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: a calibration file needs machine, threads, "
                           "positive disk_*_bps, decode_*_per_s, attn_s, attn_q4_s and %d "
-                          "gemm_rows/gemm_gflops", path, FG_CALIB_NM);
+                          "gemm_rows/gemm_gflops/gemm_int8_q4_gflops", path, FG_CALIB_NM);
     snprintf(c->machine, sizeof c->machine, "%s", json_string_value(mach));
     c->threads = (int)json_integer_value(th);
     c->quick = json_is_true(json_object_get(o, "quick"));
@@ -580,13 +637,18 @@ static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
     num(o, "seconds", &c->seconds);
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_t *mi = json_array_get(ms, i), *gi = json_array_get(gf, i);
+        json_t *hi = json_array_get(g8, i);
         double g = json_is_number(gi) ? json_number_value(gi) : -1;
+        double h = json_is_number(hi) ? json_number_value(hi) : -1;
         if (!json_is_integer(mi) || json_integer_value(mi) < 1 || json_integer_value(mi) > 65536 ||
-            (i && json_integer_value(mi) <= (json_int_t)c->m[i - 1]) || !(g > 0 && isfinite(g)))
+            (i && json_integer_value(mi) <= (json_int_t)c->m[i - 1]) || !(g > 0 && isfinite(g)) ||
+            !(h > 0 && isfinite(h)))
             return fg_err_set(err, FG_ERR_CORRUPT, "%s: gemm_rows must increase from 1 and "
-                              "gemm_gflops be positive (entry %u)", path, i);
+                              "gemm_gflops and gemm_int8_q4_gflops be positive (entry %u)", path,
+                              i);
         c->m[i] = (uint32_t)json_integer_value(mi);
         c->gflops[i] = g;
+        c->gflops_i8[i] = h;
     }
     return FG_OK;
 }

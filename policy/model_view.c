@@ -24,20 +24,25 @@ static uint64_t linear_floats(const fg_plan_weights *w)
     return f;
 }
 
-/* The weights' codec (by bytes) and whether every matrix is 4-bit. */
+/* The weights' codec (by bytes), whether every matrix is 4-bit, and whether most bytes are Q4
+ * grouped along the input axis (what the CPU backend's int8 kernels take). */
 static void codecs(const fg_plan_weights *w, fg_policy_model *m)
 {
-    uint64_t by_codec[32] = {0};
+    uint64_t by_codec[32] = {0}, q4_in = 0, all = 0;
     m->all_q4 = 1;
     for (uint32_t i = 0; i < w->n_t; i++) {
         if (w->t[i].spec.n_dims < 2)
             continue;
         by_codec[w->t[i].codec.id & 31] += w->t[i].stored;
+        all += w->t[i].stored;
         m->all_q4 &= w->t[i].codec.id == FG_CODEC_Q4;
+        if (w->t[i].codec.id == FG_CODEC_Q4 && w->t[i].codec.group_axis == 1)
+            q4_in += w->t[i].stored;
     }
     for (int c = 0; c < 32; c++)
         if (by_codec[c] > by_codec[m->codec])
             m->codec = c;
+    m->q4_int8 = all && q4_in * 2 > all;
 }
 
 int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)

@@ -27,7 +27,7 @@ extern "C" {
 
 /* ---- calibration ---- */
 
-#define FG_CALIB_VERSION 3
+#define FG_CALIB_VERSION 4
 #define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
 
 typedef struct fg_calib {
@@ -40,6 +40,9 @@ typedef struct fg_calib {
     uint32_t m[FG_CALIB_NM];   /* row counts */
     double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weights 2048 x 2048 in
                                   4 MiB pieces, read from RAM, decoding included) */
+    double gflops_i8[FG_CALIB_NM]; /* the same on Q4 weights (groups of 64 along the input axis,
+                                  F16 min/scale: fg-convert --compress-weight --group-axis 1)
+                                  under --compute int8: activations quantized, integer kernels */
     double attn_s, attn_q4_s;  /* seconds per query x key x KV width: f32 and 4-bit cache */
     double overlap;            /* share of the shorter of reading / computing hidden when both
                                   run at once: 1 perfect, 0 none */
@@ -66,8 +69,10 @@ int fg_calib_load(const char *path, fg_calib *out, fg_err *err);
 /* The same from bytes (path names them in messages). */
 int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *out, fg_err *err);
 
-/* GEMM rate (FLOP/s) at m rows, interpolated (log-linear) from the table. */
+/* GEMM rate (FLOP/s) at m rows, interpolated (log-linear) from the table: f16 weights
+ * (gflops), or Q4 weights under --compute int8 (int8 != 0: gflops_i8). */
 double fg_calib_flops(const fg_calib *c, double m);
+double fg_calib_flops_at(const fg_calib *c, int int8, double m);
 
 /* ---- the linear programs (a GLPK wrapper) ---- */
 
@@ -88,6 +93,8 @@ typedef struct fg_policy_model {
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */
+    int q4_int8;               /* the matrices (the most bytes) are Q4 grouped along the input
+                                  axis: --compute int8 runs them on the integer kernels */
 } fg_policy_model;
 
 /* Build from a store (borrowed) with the engine's own builder (fg_plan_weights_build). */
@@ -103,6 +110,8 @@ typedef struct fg_policy_job {
                                       counts only these */
     uint64_t ram_budget;           /* 0: none */
     int cache_choice;              /* -1: search the 4-bit cache; 0: never; 1: always */
+    int int8;                      /* --compute int8: a q4_int8 model's Linear layers are priced
+                                      at gflops_i8 (no decode to f32) */
 } fg_policy_job;
 
 typedef struct fg_prediction {

@@ -51,6 +51,7 @@ typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
+    int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
     double attn;         /* seconds per query x key x query width */
     double kv_total, act_total, weights, n_units;
     double rd, wr;       /* seconds per byte read / written */
@@ -93,7 +94,8 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_head = 2.0 * hp->vocab_size * hp->embed_dim;
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
-    t->dec_s = (double)m->linear_floats * decode_extra(c, m->codec);
+    t->int8 = job->int8 && m->q4_int8;
+    t->dec_s = t->int8 ? 0 : (double)m->linear_floats * decode_extra(c, m->codec);
     /* the 4-bit path decodes the cache to f32 and runs the same attention: never faster (a
      * lower figure is noise of the shared machine) */
     t->attn = p->compress_cache && c->attn_q4_s > c->attn_s ? c->attn_q4_s : c->attn_s;
@@ -112,15 +114,15 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
 static double compute_prefill(const fg_calib *c, const terms *t)
 {
     double m = t->gbs * t->P;
-    double lin = m * t->f_lin / fg_calib_flops(c, m) + t->dec_s;
+    double lin = m * t->f_lin / fg_calib_flops_at(c, t->int8, m) + t->dec_s;
     double att = t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw * t->attn;
-    return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops(c, t->n);
+    return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops_at(c, t->int8, t->n);
 }
 
 static double compute_decode(const fg_calib *c, const terms *t)
 {
     double ctx = t->P + t->G / 2;
-    return t->n * (t->f_lin + t->f_head) / fg_calib_flops(c, t->n) + t->dec_s +
+    return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->int8, t->n) + t->dec_s +
            t->L * t->n * ctx * t->qw * t->attn;
 }
 

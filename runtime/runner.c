@@ -242,6 +242,13 @@ static int open_store(run *r, fg_err *err)
 
 /* ---- the policy search (--policy auto) ---- */
 
+/* Whether the cost model prices Linear layers at the int8 kernels' rate: --compute int8 on the
+ * CPU backend (the store decides whether its weights take them: fg_policy_model.q4_int8). */
+static int cpu_int8(const run *r)
+{
+    return r->eo.compute == FG_COMPUTE_INT8 && r->eo.backend == FG_BACKEND_CPU;
+}
+
 /* The calibration: --calibration FILE as given (refused when stale), else the cache's file,
  * measured quickly and written when it is missing, unreadable or of another machine/version. */
 static int load_calibration(run *r, fg_calib *c, fg_err *err)
@@ -295,7 +302,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     }
     fg_policy_job job = {P, G, seqs && cap ? (seqs < cap ? seqs : cap) : seqs ? seqs : cap,
                          r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
-                         r->o->cache_choice};
+                         r->o->cache_choice, cpu_int8(r)};
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
@@ -331,7 +338,7 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
     if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
         return;
     const fg_plan *pl = fg_engine_plan(r->e);
-    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1};
+    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r)};
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
@@ -928,11 +935,15 @@ static int run_calibrate(run *r, fg_err *err)
             "  decode to f32: f16 %.2f G values/s, q4 %.2f G values/s\n"
             "  attention: %.3g ns per query x key x width (f32 cache), %.3g (4-bit cache)\n"
             "  reading overlaps computing: %.0f%%\n"
-            "  linear GFLOP/s by rows:", c.machine, c.threads, c.quick ? ", quick" : "",
+            "  linear GFLOP/s by rows, f16 weights:", c.machine, c.threads,
+            c.quick ? ", quick" : "",
             c.seconds, path, c.disk_read / 1e6, c.disk_write / 1e6, c.dec_f16 / 1e9,
             c.dec_q4 / 1e9, c.attn_s * 1e9, c.attn_q4_s * 1e9, 100 * c.overlap);
     for (int i = 0; i < FG_CALIB_NM; i++)
         fprintf(r->out, " %u:%.1f", c.m[i], c.gflops[i]);
+    fputs("\n  linear GFLOP/s by rows, Q4 weights at --compute int8:", r->out);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        fprintf(r->out, " %u:%.1f", c.m[i], c.gflops_i8[i]);
     fputc('\n', r->out);
     return fflush(r->out) ? fg_err_sys(err, FG_ERR_IO, errno, "writing the output") : FG_OK;
 }

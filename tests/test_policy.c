@@ -35,6 +35,7 @@ static fg_calib calib_fixed(void)
     for (int i = 0; i < FG_CALIB_NM; i++) {
         c.m[i] = 1u << i;
         c.gflops[i] = 4.0 * (i + 1);
+        c.gflops_i8[i] = 7.0 * (i + 1);
     }
     c.attn_s = 2e-9, c.attn_q4_s = 3e-9, c.overlap = 0.5;
     return c;
@@ -315,6 +316,27 @@ START_TEST(cost_model_orders)
     fg_policy_predict(&c, &r.m, &disk, &q, &job, &d);
     ck_assert(d.decode_s >= b.decode_s && d.prefill_s >= b.prefill_s);
     /* the pager's rule homes nothing at 0, everything at 1, more as the fraction grows */
+    /* --compute int8 prices a q4_int8 model's Linear layers at the int8 curve, without the
+     * decode to f32; any other model, or f32 compute, as before */
+    fg_policy_job j8 = job;
+    j8.int8 = 1;
+    fg_prediction f32p, i8p;
+    r.m.q4_int8 = 0;
+    fg_policy_predict(&c, &r.m, &ram, &p, &j8, &i8p);
+    ck_assert(i8p.prefill_s == a.prefill_s && i8p.decode_s == a.decode_s);
+    r.m.q4_int8 = 1;
+    fg_policy_predict(&c, &r.m, &ram, &p, &job, &f32p);
+    ck_assert(f32p.prefill_s == a.prefill_s && f32p.decode_s == a.decode_s);
+    fg_policy_predict(&c, &r.m, &ram, &p, &j8, &i8p);
+    ck_assert(i8p.compute_decode_s < a.compute_decode_s && i8p.prefill_s < a.prefill_s);
+    fg_calib same = c; /* the int8 curve equal to the f16 one: only the decode term differs */
+    memcpy(same.gflops_i8, same.gflops, sizeof same.gflops);
+    same.dec_q4 = same.dec_f16 = 1e9;
+    fg_policy_predict(&same, &r.m, &ram, &p, &j8, &i8p);
+    fg_policy_predict(&same, &r.m, &ram, &p, &job, &f32p);
+    ck_assert_double_eq_tol(i8p.compute_decode_s, f32p.compute_decode_s,
+                            1e-12 * f32p.compute_decode_s);
+    r.m.q4_int8 = 0;
     ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 0), 0);
     ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 1), r.m.pm.weights);
     uint64_t prev = 0;
@@ -328,19 +350,22 @@ END_TEST
 
 /* ---- a real store: the view equals the engine's, the engine opens under the answer ---- */
 
-/* The tiny OPT fixture converted into dir/store: the open store into *st. */
-static void tiny_store(fg_store **st)
+/* The tiny OPT fixture converted into dir/NAME (F16, or bits 4/8 with groups along axis): the
+ * open store into *st. */
+static void tiny_store_as(fg_store **st, const char *name, int bits, int axis)
 {
     char src[4096], tok[4096];
     snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
     snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
-    const char *dst = tu_path("store");
-    fg_convert_opts co = {0, 64, -1, tok, 4096, NULL, NULL};
+    const char *dst = tu_path(name);
+    fg_convert_opts co = {bits, 64, axis, tok, 4096, NULL, NULL};
     fg_convert_report rep;
     fg_err err;
     ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
     ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, st, &err), FG_OK);
 }
+
+static void tiny_store(fg_store **st) { tiny_store_as(st, "store", 0, -1); }
 
 START_TEST(store_view_matches_engine)
 {
@@ -352,6 +377,20 @@ START_TEST(store_view_matches_engine)
     ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
     ck_assert_uint_gt(m.linear_floats, 0);
     ck_assert_uint_eq(fg_policy_weights_homed(&m, 1), m.pm.weights);
+    ck_assert(!m.q4_int8 && m.codec == FG_CODEC_F16);
+    /* the int8 kernels' weights: Q4 grouped along the input axis (not the output axis, not Q8) */
+    static const int kinds[3][3] = {{4, 1, 1}, {4, 0, 0}, {8, 1, 0}}; /* bits, axis, q4_int8 */
+    for (int i = 0; i < 3; i++) {
+        fg_store *qs;
+        char name[32];
+        snprintf(name, sizeof name, "store-q%d-%d", kinds[i][0], kinds[i][1]);
+        tiny_store_as(&qs, name, kinds[i][0], kinds[i][1]);
+        fg_policy_model qm;
+        ck_assert_msg(fg_policy_model_build(qs, &qm, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(qm.q4_int8 == kinds[i][2], "%s: q4_int8 %d", name, qm.q4_int8);
+        fg_policy_model_free(&qm);
+        fg_store_close(qs);
+    }
     fg_calib c = calib_fixed();
     fg_policy_job job = {8, 4, 6, 0, -1};
     fg_plan all;
@@ -488,9 +527,17 @@ START_TEST(calib_round_trip_and_refusals)
               back.attn_q4_s == c.attn_q4_s && back.overlap == c.overlap && back.quick == 1 &&
               back.threads == 2);
     for (int i = 0; i < FG_CALIB_NM; i++)
-        ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i]);
+        ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i] &&
+                  back.gflops_i8[i] == c.gflops_i8[i]);
     ck_assert(fg_calib_flops(&back, 3) > fg_calib_flops(&back, 2) &&
               fg_calib_flops(&back, 1000) == back.gflops[FG_CALIB_NM - 1] * 1e9);
+    ck_assert(fg_calib_flops_at(&back, 1, 1000) == back.gflops_i8[FG_CALIB_NM - 1] * 1e9 &&
+              fg_calib_flops_at(&back, 1, 1) == back.gflops_i8[0] * 1e9 &&
+              fg_calib_flops_at(&back, 0, 6) == fg_calib_flops(&back, 6));
+    rewrite(path, "gemm_int8_q4_gflops", json_array()); /* a version 3 file had none */
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "gemm_int8_q4_gflops"));
+    ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
     rewrite(path, "version", json_integer(FG_CALIB_VERSION + 1));
     ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_STATE);
     ck_assert_ptr_nonnull(strstr(err.msg, "version"));
@@ -519,7 +566,7 @@ START_TEST(calib_quick_measure)
               c.attn_s > 0 && c.attn_q4_s > 0 && c.overlap >= 0 && c.overlap <= 1 && c.quick == 1 &&
               c.seconds > 0); /* how long it takes is bench's business (~9 s), not a test's */
     for (int i = 0; i < FG_CALIB_NM; i++)
-        ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0);
+        ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0 && c.gflops_i8[i] > 0);
     /* the temporary file is gone */
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
