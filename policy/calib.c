@@ -319,6 +319,11 @@ static uint8_t *gemm_weights(int int8, const float *w, size_t *row_bytes, fg_cod
     *codec = int8 ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F16);
     if (int8 && (fg_codec_qview(codec, 2, dims, n, &v, err) || fg_quant_chunk_bytes(&v, &len, err)))
         return NULL;
+    if (len % n) { /* pieces are row ranges: rows must be whole groups of bytes */
+        fg_err_set(err, FG_ERR_SIZE_MISMATCH, "calibration: a %s chunk of %u rows is %zu bytes",
+                   fg_codec_name(codec->id), n, len);
+        return NULL;
+    }
     *row_bytes = len / n;
     *copies = (uint32_t)(GEMM_BYTES / len);
     uint8_t *d = malloc(len * *copies);
