@@ -449,7 +449,8 @@ static int materialize(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
     return FG_OK;
 }
 
-int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_err *err)
+int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int decoded,
+                        fg_err *err)
 {
     const unit *un = &e->units[u];
     memset(w, 0, sizeof *w);
@@ -465,7 +466,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_e
                                   piece_release, piece_prefetch, s};
             continue;
         }
-        int rc = materialize(e, un->t[i], dst, err);
+        int rc = decoded ? FG_OK : materialize(e, un->t[i], dst, err);
         if (rc)
             return rc;
         w->f[r] = dst;

@@ -227,6 +227,7 @@ int fg_engine_buffers_dev(fg_engine *e, fg_err *err)
 {
     const fg_plan *p = &e->plan;
     uint64_t h = e->hp.hidden, bls = (uint64_t)e->gbs * e->ngb;
+    e->small_kept = 0; /* nothing decoded into the new room yet */
     int rc = fg_engine_buf_alloc(e, p->small_f32 + 4, (void **)&e->small_f32, err);
     if (rc == FG_OK)
         rc = fg_engine_buf_alloc(e, bls * h * 4, (void **)&e->blk_hidden, err);

@@ -60,7 +60,9 @@ struct fg_engine {
      * on a device backend (engine_dev.c), which host code never dereferences; their host twins
      * (d_* below) are the same pointers on the CPU backend. */
     fg_buft buft;                  /* FG_BUFT_DEVICE on a device backend, else FG_BUFT_HOST */
-    float *small_f32;              /* (dev) SMALL tensors of the loaded span */
+    float *small_f32;              /* (dev) SMALL tensors: the embedding span's, kept (plan
+                                      small_keep), then the loaded span's */
+    int small_kept;                /* the embedding span's are decoded */
     int32_t *small_rows;           /* (dev) [n_small_rows] 0, 1, 2, ...: the rows a SMALL tensor
                                       is gathered by on a device backend (NULL on the CPU) */
     uint32_t n_small_rows;
@@ -164,7 +166,10 @@ void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
 int fg_engine_acquire(fg_engine *e, uint32_t id, fg_pager_view *v, fg_err *err);
 int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err);
 /* Load unit u's SMALL tensors into dst (f32) and fill w with every tensor's view. */
-int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, fg_err *err);
+/* decoded: the unit's SMALL tensors are already at dst (the kept embedding span): only the
+ * pointers are set */
+int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int decoded,
+                        fg_err *err);
 void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,
                     int32_t step);
 

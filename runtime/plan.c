@@ -35,17 +35,23 @@ uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u)
     return !p->sep_layer && fg_model_unit_kind(m->hp, u, &layer) == FG_UNIT_ATTN ? 2 : 1;
 }
 
-/* The largest span: its SMALL floats and the stored bytes it keeps resident. */
-static void spans(const fg_plan_model *m, const fg_policy *p, uint64_t *small, uint64_t *resident)
+/* The SMALL floats of the embedding unit's span (kept for the engine's life) and of the
+ * largest other span, and the stored bytes the largest span keeps resident. */
+static void spans(const fg_plan_model *m, const fg_policy *p, uint64_t *keep, uint64_t *small,
+                  uint64_t *resident)
 {
-    *small = *resident = 0;
+    *keep = *small = *resident = 0;
     for (uint32_t u = 0; u < m->n_units; u++) {
         uint64_t f = 0, r = 0;
+        uint32_t layer;
         for (uint32_t k = 0; k < fg_plan_span(m, p, u) && u + k < m->n_units; k++) {
             f += m->units[u + k].small_floats;
             r += m->units[u + k].resident + m->units[u + k].stream_chunk;
         }
-        *small = f > *small ? f : *small;
+        if (fg_model_unit_kind(m->hp, u, &layer) == FG_UNIT_EMBED)
+            *keep += f;
+        else
+            *small = f > *small ? f : *small;
         *resident = r > *resident ? r : *resident;
     }
 }
@@ -73,10 +79,11 @@ static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     const fg_hparams *hp = m->hp;
     uint64_t ctx = pl->max_ctx, bls = (uint64_t)pl->gbs * pl->ngb, h = hp->hidden;
     uint64_t tok = (uint64_t)pl->gbs * ctx > bls ? (uint64_t)pl->gbs * ctx : bls;
-    uint64_t small, resident;
-    spans(m, p, &small, &resident);
+    uint64_t keep, small, resident;
+    spans(m, p, &keep, &small, &resident);
     pl->logit_rows = bls > 16 ? (uint32_t)bls : 16;
-    pl->small_f32 = small * 4;
+    pl->small_keep = keep * 4;
+    pl->small_f32 = (keep + small) * 4;
     pl->max_span = resident;
     pl->wdecode = m->max_chunk_floats * 4;
     pl->workspace = fg_model_ws_bytes(hp, (uint32_t)tok, pl->max_ctx);

@@ -65,7 +65,11 @@ typedef struct fg_plan {
     uint64_t act_chunk;          /* one batch's activations: gbs x max_ctx x hidden f32 */
     uint64_t max_span;           /* most stored bytes one load keeps resident */
     /* host buffers outside the pager */
-    uint64_t small_f32;          /* SMALL tensors of the largest span, f32 */
+    uint64_t small_f32;          /* SMALL tensors, f32: the embedding unit's (small_keep bytes,
+                                  * decoded once and kept: OPT's learned-position table is one,
+                                  * and decoding it every step was 2.7% of a 4-bit batch-1
+                                  * decode), then room for the largest other span's */
+    uint64_t small_keep;
     uint64_t wdecode;            /* the backend's decode buffer: the largest chunk in f32 */
     uint64_t lscratch;           /* the CPU backend's per-Linear copies of x: packed for the
                                   * 16-bit GEMM or quantized to int8 (one buffer, the larger),

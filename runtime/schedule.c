@@ -230,12 +230,17 @@ static int load_span(fg_engine *e, fg_unit_w *w, const sweep_args *a, uint32_t u
         fg_engine_span_prefetch(e, at);
         v = at + fg_plan_span(&e->pm, &e->o.policy, at);
     }
-    float *dst = e->small_f32;
+    /* the embedding span's SMALL tensors (OPT's learned positions: a whole table) are decoded
+     * once into the front of small_f32 and kept; the other spans share the room after them */
+    int embed = e->units[u].kind == FG_UNIT_EMBED;
+    float *dst = e->small_f32 + (embed ? 0 : e->plan.small_keep / 4);
     int rc = FG_OK;
     for (uint32_t k = 0; rc == FG_OK && k < *n; k++) {
-        rc = fg_engine_unit_load(e, u + k, &w[k], dst, err);
+        rc = fg_engine_unit_load(e, u + k, &w[k], dst, embed && e->small_kept, err);
         dst += e->plan_units[u + k].small_floats;
     }
+    if (embed && rc == FG_OK)
+        e->small_kept = 1;
     fg_engine_span(e, "load", t0, (int32_t)u, -1, (int32_t)a->i);
     return rc;
 }
