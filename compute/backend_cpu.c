@@ -649,24 +649,22 @@ typedef struct small_job {
     uint32_t rows, n;
     size_t len;
     float eps;
+    int rms;   /* norm_part: RMSNorm (else LayerNorm) */
     fg_act act;
 } small_job;
 
-static void layernorm_part(void *arg, uint32_t part, uint32_t n_parts)
+static void norm_part(void *arg, uint32_t part, uint32_t n_parts)
 {
     const small_job *j = arg;
     uint32_t per = (j->rows + n_parts - 1) / n_parts, r0 = per * part;
-    for (uint32_t r = r0; r < j->rows && r < r0 + per; r++)
-        fg_cpu_layernorm(j->x + (size_t)r * j->n, j->g, j->b, j->y + (size_t)r * j->n, j->n,
-                         j->eps);
-}
-
-static void rmsnorm_part(void *arg, uint32_t part, uint32_t n_parts)
-{
-    const small_job *j = arg;
-    uint32_t per = (j->rows + n_parts - 1) / n_parts, r0 = per * part;
-    for (uint32_t r = r0; r < j->rows && r < r0 + per; r++)
-        fgb_rmsnorm_row(j->x + (size_t)r * j->n, j->g, j->y + (size_t)r * j->n, j->n, j->eps);
+    for (uint32_t r = r0; r < j->rows && r < r0 + per; r++) {
+        const float *x = j->x + (size_t)r * j->n;
+        float *y = j->y + (size_t)r * j->n;
+        if (j->rms)
+            fgb_rmsnorm_row(x, j->g, y, j->n, j->eps);
+        else
+            fg_cpu_layernorm(x, j->g, j->b, y, j->n, j->eps);
+    }
 }
 
 static void act_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -678,42 +676,40 @@ static void act_part(void *arg, uint32_t part, uint32_t n_parts)
                 j->len - i0 < per ? j->len - i0 : per);
 }
 
+/* j on the calling thread below SMALL_OP_SPLIT elements (or when it cannot be split), else on
+ * every helper. */
+static int run_small(fg_backend *be, void (*fn)(void *, uint32_t, uint32_t), small_job *j,
+                     uint64_t elements, int splittable)
+{
+    cpu_ctx *c = be->ctx;
+    if (elements < SMALL_OP_SPLIT || !splittable)
+        fn(j, 0, 1);
+    else
+        fg_par_run(c->par, fn, j);
+    return FG_OK;
+}
+
 static int cpu_layernorm(fg_backend *be, const float *x, const float *g, const float *b, float *y,
                          uint32_t rows, uint32_t n, float eps, fg_err *err)
 {
     (void)err;
-    cpu_ctx *c = be->ctx;
     small_job j = {.x = x, .g = g, .b = b, .y = y, .rows = rows, .n = n, .eps = eps};
-    if ((uint64_t)rows * n < SMALL_OP_SPLIT || rows < 2)
-        layernorm_part(&j, 0, 1);
-    else
-        fg_par_run(c->par, layernorm_part, &j);
-    return FG_OK;
+    return run_small(be, norm_part, &j, (uint64_t)rows * n, rows > 1);
 }
 
 static int cpu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, uint32_t rows,
                        uint32_t n, float eps, fg_err *err)
 {
     (void)err;
-    cpu_ctx *c = be->ctx;
-    small_job j = {.x = x, .g = g, .y = y, .rows = rows, .n = n, .eps = eps};
-    if ((uint64_t)rows * n < SMALL_OP_SPLIT || rows < 2)
-        rmsnorm_part(&j, 0, 1);
-    else
-        fg_par_run(c->par, rmsnorm_part, &j);
-    return FG_OK;
+    small_job j = {.x = x, .g = g, .y = y, .rows = rows, .n = n, .eps = eps, .rms = 1};
+    return run_small(be, norm_part, &j, (uint64_t)rows * n, rows > 1);
 }
 
 static int cpu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
 {
     (void)err;
-    cpu_ctx *c = be->ctx;
     small_job j = {.y = x, .up = up, .len = n, .act = a};
-    if (n < SMALL_OP_SPLIT)
-        act_part(&j, 0, 1);
-    else
-        fg_par_run(c->par, act_part, &j);
-    return FG_OK;
+    return run_small(be, act_part, &j, n, 1);
 }
 
 static int cpu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,

@@ -308,40 +308,36 @@ static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint8_t *
     return rc;
 }
 
-/* The weights for gemm_rounds: copies of a 2048 x 2048 matrix as f16, or as Q4 (int8). */
-static uint8_t *gemm_weights(int int8, const float *w, size_t *row_bytes, fg_codec *codec,
-                             uint32_t *copies, fg_err *err)
+/* The weights for gemm_rounds into *out: copies of a 2048 x 2048 matrix as f16, or as Q4
+ * (int8). */
+static int gemm_weights(int int8, const float *w, uint8_t **out, size_t *row_bytes,
+                        fg_codec *codec, uint32_t *copies, fg_err *err)
 {
     const uint32_t n = 2048, k = 2048;
     uint64_t dims[2] = {n, k};
     size_t len = (size_t)n * k * 2;
     fg_qview v;
     *codec = int8 ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F16);
-    if (int8 && (fg_codec_qview(codec, 2, dims, n, &v, err) || fg_quant_chunk_bytes(&v, &len, err)))
-        return NULL;
-    if (len % n) { /* pieces are row ranges: rows must be whole groups of bytes */
-        fg_err_set(err, FG_ERR_SIZE_MISMATCH, "calibration: a %s chunk of %u rows is %zu bytes",
-                   fg_codec_name(codec->id), n, len);
-        return NULL;
-    }
+    int rc = int8 ? fg_codec_qview(codec, 2, dims, n, &v, err) : FG_OK;
+    if (rc == FG_OK && int8)
+        rc = fg_quant_chunk_bytes(&v, &len, err);
+    if (rc)
+        return rc;
+    if (len % n) /* pieces are row ranges: rows must be whole groups of bytes */
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "calibration: a %s chunk of %u rows is %zu "
+                          "bytes", fg_codec_name(codec->id), n, len);
     *row_bytes = len / n;
     *copies = (uint32_t)(GEMM_BYTES / len);
-    uint8_t *d = malloc(len * *copies);
-    if (!d) {
-        fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (int8) {
-        if (fg_quant_encode(codec, &v, w, FG_CODEC_F32, 0, d, len, fg_quant_isa_default(), err)) {
-            free(d);
-            return NULL;
-        }
-    } else {
+    uint8_t *d = *out = malloc(len * *copies);
+    if (!d)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (int8)
+        rc = fg_quant_encode(codec, &v, w, FG_CODEC_F32, 0, d, len, fg_quant_isa_default(), err);
+    else
         fg_f32_to_f16(w, (uint16_t *)d, (size_t)n * k, fg_quant_isa_default());
-    }
-    for (uint32_t j = 1; j < *copies; j++)
+    for (uint32_t j = 1; rc == FG_OK && j < *copies; j++)
         memcpy(d + j * len, d, len);
-    return d;
+    return rc; /* *out is freed by the caller either way */
 }
 
 static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter *m, fg_err *err)
@@ -359,8 +355,8 @@ static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter 
         w[i] = (float)(i % 13) * 0.01f - 0.06f;
     for (size_t i = 0; rc == FG_OK && i < (size_t)maxm * k; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
-    if (rc == FG_OK && !(data = gemm_weights(int8, w, &row_bytes, &codec, &copies, err)))
-        rc = err->code ? err->code : FG_ERR_NOMEM;
+    if (rc == FG_OK)
+        rc = gemm_weights(int8, w, &data, &row_bytes, &codec, &copies, err);
     uint32_t rounds = 0;
     if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)n / 2 * k, err);

@@ -317,9 +317,11 @@ static inline __attribute__((always_inline)) void run_rows(const gemm_job *jb, c
     const uint64_t m = jb->a->m, ngw = jb->ngw, win = jb->win;
     for (uint64_t ib = 0; ib < m; ib += M_BLOCK) {
         uint64_t ie = m - ib < M_BLOCK ? m : ib + M_BLOCK;
-        int inner = (ie - ib) * jb->a->kp <= INNER_WINDOW_BYTES;
-        for (uint64_t w0 = 0; w0 < ngw; w0 += inner ? ngw : win) {
-            uint64_t w1 = inner ? ngw : (w0 + win < ngw ? w0 + win : ngw);
+        /* groups a pass over the weight rows covers: every window (inside each row block), or
+         * one window a pass */
+        uint64_t span = (ie - ib) * jb->a->kp <= INNER_WINDOW_BYTES ? ngw : win;
+        for (uint64_t w0 = 0; w0 < ngw; w0 += span) {
+            uint64_t w1 = w0 + span < ngw ? w0 + span : ngw;
             for (uint64_t j0 = jb->n0; j0 < jb->n1; j0 += ROW_BLOCK) {
                 uint64_t j1 = jb->n1 - j0 < ROW_BLOCK ? jb->n1 : j0 + ROW_BLOCK;
                 for (uint64_t g0 = w0; g0 < w1; g0 += win) {
