@@ -10,18 +10,20 @@
  * rows][4 codes] per group, so one VPMADDUBSW multiplies 8 weight rows by 4 codes of one
  * activation row (broadcast), and the 16-bit sums of 8 quads are added before one VPMADDWD
  * widens them (Q4 codes 0..15 times activations in -127..127: a pair is at most 3810, eight
- * pairs 30480, under 2^15). A tile is 4 activation rows x 8 weight rows: 4 float accumulators,
- * 4 int32 group sums, 4 int16 runs, the weight vector, a broadcast and the ones: 15 registers.
- * Per group of 64 and tile: 16 x (1 load, 4 broadcasts, 4 VPMADDUBSW, 4 VPADDW), 8 VPMADDWD and
- * 8 VPADDD, then 4 x (convert, multiply, 2 FMA): about 12 multiply-adds an instruction where
- * the other kernel has 6.
- *
+ * pairs 30480, under 2^15). A tile is 4 activation rows x 8 weight rows. Per 64 columns (dot64,
+ * in assembly): 16 x (1 load, 4 broadcasts, 4 VPMADDUBSW, 4 VPADDW), 8 VPMADDWD and 8 VPADDD
+ * into 4 int32 sums; per group, 4 conversions and 4 FMA by the weight scales; per run of groups
+ * in one activation-scale block, 4 FMA by those scales; then a pass of 4 FMA a group for the
+ * weights' min term. About 12 multiply-adds an instruction where the row kernel has 6. The
+ * ceiling of that instruction mix here (Zen 3, data in L1, 2.95 GHz): 1.57 VPMADDUBSW a cycle,
+ * 296 GFLOP/s a thread; the kernel reaches about half of it.
  * Codes meet the activations in their Q4 order (quant.h: per 64 columns the 32 evens, then the
  * 32 odds), which for a 64-column block is the 32 low nibbles of its 32 code bytes, then the 32
  * high ones (hi_first swaps them): so a group of G >= 64 is G consecutive activation bytes.
- * The float terms per group follow quant.h: y += a_i * s_g * I + m_g * qmin_i (FMA in binary32).
+ * The float terms follow quant.h, y = sum over groups of a_i * s_g * I + m_g * qmin_i, with a_i
+ * (constant over an activation-scale block) taken out of each block's sum (FMA in binary32).
  * Loops: weight rows in slabs that fit the panel, k in blocks of KB_COLS columns; within a block,
- * activation rows in blocks of MC (in L2) meet each strip (8 KiB of codes, in L1) tile by tile;
+ * activation rows in blocks of MC (in L2) meet each strip (16 KiB of codes, in L1) tile by tile;
  * y is stored at the first k block and added to after.
  */
 #include <immintrin.h>
@@ -110,72 +112,110 @@ typedef struct kblock {
     uint32_t G;
 } kblock;
 
+/* One quad q (4 columns) of the 64 in dot64: 8 weight rows x 4 codes (one load) times each
+ * activation row's 4 bytes (broadcast), the 16-bit pair sums added to s0..s3 (ymm0..3). */
+#define QUAD(q)                                                                                   \
+    "vmovdqa " #q "*32(%[cg]), %%ymm8\n\t"                                                        \
+    "vpbroadcastd " #q "*4(%[x0]), %%ymm9\n\t"                                                    \
+    "vpmaddubsw %%ymm9, %%ymm8, %%ymm9\n\t"                                                       \
+    "vpaddw %%ymm9, %%ymm0, %%ymm0\n\t"                                                           \
+    "vpbroadcastd " #q "*4(%[x1]), %%ymm9\n\t"                                                    \
+    "vpmaddubsw %%ymm9, %%ymm8, %%ymm9\n\t"                                                       \
+    "vpaddw %%ymm9, %%ymm1, %%ymm1\n\t"                                                           \
+    "vpbroadcastd " #q "*4(%[x2]), %%ymm9\n\t"                                                    \
+    "vpmaddubsw %%ymm9, %%ymm8, %%ymm9\n\t"                                                       \
+    "vpaddw %%ymm9, %%ymm2, %%ymm2\n\t"                                                           \
+    "vpbroadcastd " #q "*4(%[x3]), %%ymm9\n\t"                                                    \
+    "vpmaddubsw %%ymm9, %%ymm8, %%ymm9\n\t"                                                       \
+    "vpaddw %%ymm9, %%ymm3, %%ymm3\n\t"
+#define ZERO16 "vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1\n\t"               \
+               "vpxor %%ymm2, %%ymm2, %%ymm2\n\tvpxor %%ymm3, %%ymm3, %%ymm3\n\t"
+/* the 16-bit sums of 8 quads widened (pairs added) into the int32 sums */
+#define WIDEN                                                                                     \
+    "vpmaddwd %[ones], %%ymm0, %%ymm0\n\tvpaddd %%ymm0, %[i0], %[i0]\n\t"                         \
+    "vpmaddwd %[ones], %%ymm1, %%ymm1\n\tvpaddd %%ymm1, %[i1], %[i1]\n\t"                         \
+    "vpmaddwd %[ones], %%ymm2, %%ymm2\n\tvpaddd %%ymm2, %[i2], %[i2]\n\t"                         \
+    "vpmaddwd %[ones], %%ymm3, %%ymm3\n\tvpaddd %%ymm3, %[i3], %[i3]\n\t"
+
+/* 64 columns of one strip (cg: 16 quads of 8 rows x 4 codes) against activation rows x0..x3
+ * (64 bytes each), added to the int32 sums i0..i3. In assembly: from the same sequence in
+ * intrinsics gcc made a loop with index arithmetic and register copies, 22 instructions a quad
+ * for 13, and the kernel ran at 0.75-0.85 of this. Inlined always: as a call its sums went
+ * through memory. */
+static inline __attribute__((always_inline)) void dot64(const uint8_t *cg, const int8_t *x0,
+                                                        const int8_t *x1, const int8_t *x2,
+                                                        const int8_t *x3, __m256i *i0,
+                                                        __m256i *i1, __m256i *i2, __m256i *i3)
+{
+    static const int16_t ones[16] __attribute__((aligned(32))) = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                                   1, 1, 1, 1, 1, 1, 1, 1};
+    __asm__(ZERO16 QUAD(0) QUAD(1) QUAD(2) QUAD(3) QUAD(4) QUAD(5) QUAD(6) QUAD(7) WIDEN
+            ZERO16 QUAD(8) QUAD(9) QUAD(10) QUAD(11) QUAD(12) QUAD(13) QUAD(14) QUAD(15) WIDEN
+            : [i0] "+x"(*i0), [i1] "+x"(*i1), [i2] "+x"(*i2), [i3] "+x"(*i3)
+            : [cg] "r"(cg), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [x3] "r"(x3),
+              [ones] "m"(ones), "m"(*(const uint8_t(*)[64 * TC])cg),
+              "m"(*(const int8_t(*)[64])x0), "m"(*(const int8_t(*)[64])x1),
+              "m"(*(const int8_t(*)[64])x2), "m"(*(const int8_t(*)[64])x3)
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm8", "xmm9");
+}
+
 /* y tile rows x[0..3] (activation rows r0..r0+3 of a, rows >= rows duplicated and not stored)
  * times the strip's groups [0, kb->ng) (global groups kb->g0..): y[i * ldy + 0..cols) = (first:
- * from bias[0..cols), or 0 when bias is NULL) or += . */
+ * from bias[0..cols), or 0 when bias is NULL) or += . The integer sums times the weight scales
+ * are summed over each run of groups in one activation-scale block, then scaled once by it; the
+ * weights' min term (min times the activations' group sum) is a second pass over the groups. */
 static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock *kb,
                  const uint8_t *codes, const float *sm, float *y, uint64_t ldy, uint32_t cols,
                  int first, const float *bias)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
     const uint64_t g0 = kb->g0, ng = kb->ng;
     const uint32_t G = kb->G;
-    const int8_t *x[TR];
-    const float *asc[TR], *qmn[TR];
-    for (uint32_t r = 0; r < TR; r++) {
-        uint64_t i = r0 + (r < rows ? r : rows - 1);
-        x[r] = a->q + i * a->kp + g0 * G;
-        asc[r] = a->scale + i * a->n_blocks;
-        qmn[r] = a->qmin + i * a->n_groups + g0;
-    }
+    uint64_t ri[TR];
+    for (uint32_t r = 0; r < TR; r++)
+        ri[r] = r0 + (r < rows ? r : rows - 1);
+    const int8_t *x0 = a->q + ri[0] * a->kp + g0 * G, *x1 = a->q + ri[1] * a->kp + g0 * G;
+    const int8_t *x2 = a->q + ri[2] * a->kp + g0 * G, *x3 = a->q + ri[3] * a->kp + g0 * G;
     for (uint32_t r = 0; !first && r < rows; r++) /* y's tile, wanted at the end */
         _mm_prefetch((const char *)(y + (r0 + r) * ldy), _MM_HINT_T0);
-    /* the float sums live in memory (L1): in registers beside the 12 integer ones gcc spilled
-     * inside the quad loop; set with vector stores (a zero initializer became REP STOSQ) */
-    float acc[TR * TC] __attribute__((aligned(32)));
-    __m256 init = _mm256_setzero_ps();
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+    uint64_t blk = kb->blk, in_blk = kb->in_blk;
+    for (uint64_t g = 0; g < ng; blk++, in_blk = 0) { /* a run of groups in block blk */
+        uint64_t ge = ng - g < kb->gpb - in_blk ? ng : g + (kb->gpb - in_blk);
+        __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
+        for (; g < ge; g++) {
+            __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+            const uint8_t *cg = codes + g * (uint64_t)G * TC;
+            for (uint32_t c = 0; c < G; c += 64)
+                dot64(cg + c * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
+                      x3 + g * G + c, &i0, &i1, &i2, &i3);
+            __m256 sw = _mm256_loadu_ps(sm + g * 2 * TC);
+            f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), sw, f0);
+            f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sw, f1);
+            f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), sw, f2);
+            f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), sw, f3);
+        }
+        t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(a->scale[ri[0] * a->n_blocks + blk]), t0);
+        t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(a->scale[ri[1] * a->n_blocks + blk]), t1);
+        t2 = _mm256_fmadd_ps(f2, _mm256_set1_ps(a->scale[ri[2] * a->n_blocks + blk]), t2);
+        t3 = _mm256_fmadd_ps(f3, _mm256_set1_ps(a->scale[ri[3] * a->n_blocks + blk]), t3);
+    }
+    const float *q0 = a->qmin + ri[0] * a->n_groups + g0, *q1 = a->qmin + ri[1] * a->n_groups + g0;
+    const float *q2 = a->qmin + ri[2] * a->n_groups + g0, *q3 = a->qmin + ri[3] * a->n_groups + g0;
+    for (uint64_t g = 0; g < ng; g++) {
+        __m256 mw = _mm256_loadu_ps(sm + g * 2 * TC + TC);
+        t0 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q0 + g), t0);
+        t1 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q1 + g), t1);
+        t2 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q2 + g), t2);
+        t3 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q3 + g), t3);
+    }
     if (first && bias) {
         float b[TC] = {0};
         memcpy(b, bias, cols * 4);
-        init = _mm256_loadu_ps(b);
+        __m256 bv = _mm256_loadu_ps(b);
+        t0 = _mm256_add_ps(t0, bv), t1 = _mm256_add_ps(t1, bv);
+        t2 = _mm256_add_ps(t2, bv), t3 = _mm256_add_ps(t3, bv);
     }
-    for (uint32_t r = 0; r < TR; r++)
-        _mm256_store_ps(acc + r * TC, init);
-    uint64_t gpb = kb->gpb, blk = kb->blk, in_blk = kb->in_blk;
-    for (uint64_t g = 0; g < ng; g++, in_blk++) {
-        if (in_blk == gpb)
-            blk++, in_blk = 0;
-        const uint8_t *cg = codes + g * (uint64_t)G * TC;
-        const int8_t *x0 = x[0] + g * G, *x1 = x[1] + g * G, *x2 = x[2] + g * G;
-        const int8_t *x3 = x[3] + g * G;
-        __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
-        for (uint32_t q0 = 0; q0 < G / 4; q0 += 8) {
-            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-            for (uint32_t q = q0; q < q0 + 8; q++) { /* unrolled, gcc spilled every product */
-                __m256i wv = _mm256_load_si256((const __m256i *)(cg + q * 32));
-                s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(wv, bcast4(x0 + 4 * q)));
-                s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(wv, bcast4(x1 + 4 * q)));
-                s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(wv, bcast4(x2 + 4 * q)));
-                s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(wv, bcast4(x3 + 4 * q)));
-            }
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(s0, ones));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(s1, ones));
-            i2 = _mm256_add_epi32(i2, _mm256_madd_epi16(s2, ones));
-            i3 = _mm256_add_epi32(i3, _mm256_madd_epi16(s3, ones));
-        }
-        const float *s = sm + g * 2 * TC;
-        __m256 sw = _mm256_loadu_ps(s), mw = _mm256_loadu_ps(s + TC);
-        __m256i iv[TR] = {i0, i1, i2, i3};
-        for (uint32_t r = 0; r < TR; r++) {
-            __m256 f = _mm256_load_ps(acc + r * TC);
-            __m256 ws = _mm256_mul_ps(sw, _mm256_set1_ps(asc[r][blk]));
-            f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv[r]), ws, f);
-            f = _mm256_fmadd_ps(mw, _mm256_set1_ps(qmn[r][g]), f);
-            _mm256_store_ps(acc + r * TC, f);
-        }
-    }
-    __m256 f[TR] = {_mm256_load_ps(acc), _mm256_load_ps(acc + TC), _mm256_load_ps(acc + 2 * TC),
-                    _mm256_load_ps(acc + 3 * TC)};
+    __m256 f[TR] = {t0, t1, t2, t3};
     for (uint32_t r = 0; r < rows; r++) {
         float *yr = y + (r0 + r) * ldy;
         if (cols == TC) {

@@ -669,7 +669,7 @@ START_TEST(test_f16_gemm)
 END_TEST
 
 /* The panel kernel (fg_quant_gemm_panel): activation rows in two ranges, panels from the
- * smallest to several slabs' worth, Q4 and Q8 (Q8 and groups under 64 take the row kernels),
+ * smallest to several slabs' worth, one to three k blocks, Q4 and Q8 (Q8 and groups under 64 take the row kernels),
  * every scale layout; each output within the row kernel's tolerance of the reference's, rows
  * outside the range untouched; refusals. */
 START_TEST(test_gemm_panel)
@@ -678,7 +678,9 @@ START_TEST(test_gemm_panel)
     for (int it = 0; it < 40; it++) {
         unsigned bits = it % 5 == 4 ? 8 : 4;
         uint32_t G = gs[it % 4];
-        uint64_t m = 1 + rnd() % 30, n = 1 + rnd() % 40, k = 1 + rnd() % (3 * G + 1200);
+        /* k past FG_QUANT_PANEL_COLS in every other case: several k blocks, y added to */
+        uint64_t m = 1 + rnd() % 30, n = 1 + rnd() % 40;
+        uint64_t k = 1 + rnd() % (3 * G + (it % 2 ? 1200 : FG_QUANT_PANEL_COLS * 2 + 300));
         int f32scale = rnd() % 3 == 0, hi = bits == 4 && rnd() % 2;
         uint32_t block = (uint32_t)(rnd() % 3) * G;
         float *bias = NULL;
