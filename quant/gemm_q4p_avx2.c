@@ -12,11 +12,12 @@
  * widens them (Q4 codes 0..15 times activations in -127..127: a pair is at most 3810, eight
  * pairs 30480, under 2^15). A tile is 4 activation rows x 8 weight rows. Per 64 columns (dot64,
  * in assembly): 16 x (1 load, 4 broadcasts, 4 VPMADDUBSW, 4 VPADDW), 8 VPMADDWD and 8 VPADDD
- * into 4 int32 sums; per group, 4 conversions and 4 FMA by the weight scales; per run of groups
- * in one activation-scale block, 4 FMA by those scales; then a pass of 4 FMA a group for the
- * weights' min term. About 12 multiply-adds an instruction where the row kernel has 6. The
- * ceiling of that instruction mix here (Zen 3, data in L1, 2.95 GHz): 1.57 VPMADDUBSW a cycle,
- * 296 GFLOP/s a thread; the kernel reaches about half of it.
+ * into 4 int32 sums; per group, 4 conversions, the scales (weight x activation) and 8 FMA
+ * (the integer sums, the weights' min term). With wider activation-scale blocks, the block's
+ * scale is applied once per block and the min term is a second pass. About 12 multiply-adds an
+ * instruction where the row kernel has 6. The ceiling of the 64-column sequence alone here
+ * (Zen 3 at 2.95 GHz, data in L1): 1.57 VPMADDUBSW a cycle, 296 GFLOP/s a thread; the kernel
+ * reaches 0.5-0.55 of it (m 1024, one thread: 135-170 GFLOP/s with a scale a group).
  * Codes meet the activations in their Q4 order (quant.h: per 64 columns the 32 evens, then the
  * 32 odds), which for a 64-column block is the 32 low nibbles of its 32 code bytes, then the 32
  * high ones (hi_first swaps them): so a group of G >= 64 is G consecutive activation bytes.
@@ -161,9 +162,10 @@ static inline __attribute__((always_inline)) void dot64(const uint8_t *cg, const
 
 /* y tile rows x[0..3] (activation rows r0..r0+3 of a, rows >= rows duplicated and not stored)
  * times the strip's groups [0, kb->ng) (global groups kb->g0..): y[i * ldy + 0..cols) = (first:
- * from bias[0..cols), or 0 when bias is NULL) or += . The integer sums times the weight scales
- * are summed over each run of groups in one activation-scale block, then scaled once by it; the
- * weights' min term (min times the activations' group sum) is a second pass over the groups. */
+ * from bias[0..cols), or 0 when bias is NULL) or += . With one activation scale a group (what
+ * the engine quantizes), each group's terms in one pass; with wider scale blocks, the integer
+ * sums times the weight scales are summed over each block's groups and scaled once, and the
+ * weights' min term (min times the activations' group sum) is a second pass. */
 static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock *kb,
                  const uint8_t *codes, const float *sm, float *y, uint64_t ldy, uint32_t cols,
                  int first, const float *bias)
@@ -178,35 +180,63 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock
     for (uint32_t r = 0; !first && r < rows; r++) /* y's tile, wanted at the end */
         _mm_prefetch((const char *)(y + (r0 + r) * ldy), _MM_HINT_T0);
     __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
-    uint64_t blk = kb->blk, in_blk = kb->in_blk;
-    for (uint64_t g = 0; g < ng; blk++, in_blk = 0) { /* a run of groups in block blk */
-        uint64_t ge = ng - g < kb->gpb - in_blk ? ng : g + (kb->gpb - in_blk);
-        __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
-        for (; g < ge; g++) {
+    const float *q0 = a->qmin + ri[0] * a->n_groups + g0, *q1 = a->qmin + ri[1] * a->n_groups + g0;
+    const float *q2 = a->qmin + ri[2] * a->n_groups + g0, *q3 = a->qmin + ri[3] * a->n_groups + g0;
+    if (kb->gpb == 1) { /* a scale a group (the engine's choice): one pass, all terms */
+        const float *s0 = a->scale + ri[0] * a->n_blocks + kb->blk;
+        const float *s1 = a->scale + ri[1] * a->n_blocks + kb->blk;
+        const float *s2 = a->scale + ri[2] * a->n_blocks + kb->blk;
+        const float *s3 = a->scale + ri[3] * a->n_blocks + kb->blk;
+        for (uint64_t g = 0; g < ng; g++) {
             __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
             const uint8_t *cg = codes + g * (uint64_t)G * TC;
             for (uint32_t c = 0; c < G; c += 64)
                 dot64(cg + c * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
                       x3 + g * G + c, &i0, &i1, &i2, &i3);
-            __m256 sw = _mm256_loadu_ps(sm + g * 2 * TC);
-            f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), sw, f0);
-            f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sw, f1);
-            f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), sw, f2);
-            f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), sw, f3);
+            const float *smg = sm + g * 2 * TC;
+            __m256 sw = _mm256_loadu_ps(smg), mw = _mm256_loadu_ps(smg + TC);
+            __m256 w0 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s0 + g));
+            __m256 w1 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s1 + g));
+            __m256 w2 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s2 + g));
+            __m256 w3 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s3 + g));
+            t0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), w0, t0);
+            t1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), w1, t1);
+            t2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), w2, t2);
+            t3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), w3, t3);
+            t0 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q0 + g), t0);
+            t1 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q1 + g), t1);
+            t2 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q2 + g), t2);
+            t3 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q3 + g), t3);
         }
-        t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(a->scale[ri[0] * a->n_blocks + blk]), t0);
-        t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(a->scale[ri[1] * a->n_blocks + blk]), t1);
-        t2 = _mm256_fmadd_ps(f2, _mm256_set1_ps(a->scale[ri[2] * a->n_blocks + blk]), t2);
-        t3 = _mm256_fmadd_ps(f3, _mm256_set1_ps(a->scale[ri[3] * a->n_blocks + blk]), t3);
-    }
-    const float *q0 = a->qmin + ri[0] * a->n_groups + g0, *q1 = a->qmin + ri[1] * a->n_groups + g0;
-    const float *q2 = a->qmin + ri[2] * a->n_groups + g0, *q3 = a->qmin + ri[3] * a->n_groups + g0;
-    for (uint64_t g = 0; g < ng; g++) {
-        __m256 mw = _mm256_loadu_ps(sm + g * 2 * TC + TC);
-        t0 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q0 + g), t0);
-        t1 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q1 + g), t1);
-        t2 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q2 + g), t2);
-        t3 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q3 + g), t3);
+    } else { /* wider scale blocks: each block's sum scaled once, then the min term */
+        uint64_t blk = kb->blk, in_blk = kb->in_blk;
+        for (uint64_t g = 0; g < ng; blk++, in_blk = 0) { /* a run of groups in block blk */
+            uint64_t ge = ng - g < kb->gpb - in_blk ? ng : g + (kb->gpb - in_blk);
+            __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
+            for (; g < ge; g++) {
+                __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+                const uint8_t *cg = codes + g * (uint64_t)G * TC;
+                for (uint32_t c = 0; c < G; c += 64)
+                    dot64(cg + c * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
+                          x3 + g * G + c, &i0, &i1, &i2, &i3);
+                __m256 sw = _mm256_loadu_ps(sm + g * 2 * TC);
+                f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), sw, f0);
+                f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sw, f1);
+                f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), sw, f2);
+                f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), sw, f3);
+            }
+            t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(a->scale[ri[0] * a->n_blocks + blk]), t0);
+            t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(a->scale[ri[1] * a->n_blocks + blk]), t1);
+            t2 = _mm256_fmadd_ps(f2, _mm256_set1_ps(a->scale[ri[2] * a->n_blocks + blk]), t2);
+            t3 = _mm256_fmadd_ps(f3, _mm256_set1_ps(a->scale[ri[3] * a->n_blocks + blk]), t3);
+        }
+        for (uint64_t g = 0; g < ng; g++) {
+            __m256 mw = _mm256_loadu_ps(sm + g * 2 * TC + TC);
+            t0 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q0 + g), t0);
+            t1 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q1 + g), t1);
+            t2 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q2 + g), t2);
+            t3 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q3 + g), t3);
+        }
     }
     if (first && bias) {
         float b[TC] = {0};
