@@ -178,14 +178,60 @@ __attribute__((target("avx512f"))) static void layernorm_avx512(const float *x, 
         y[i] = (x[i] - mean) * inv * g[i] + b[i];
 }
 
+/* The same with AVX2: the two sums in 8 lanes (the reference's sums are serial adds, which gcc
+ * cannot vectorize without reordering them: 0.8% of an opt-1.3b F16 prefill's samples). */
+__attribute__((target("avx2,fma"))) static float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+__attribute__((target("avx2,fma"))) static void layernorm_avx2(const float *x, const float *g,
+                                                               const float *b, float *y,
+                                                               uint32_t n, float eps)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+    }
+    float mean = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++)
+        mean += x[i];
+    mean /= (float)n;
+    __m256 vm = _mm256_set1_ps(mean);
+    a0 = a1 = _mm256_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm);
+        a0 = _mm256_fmadd_ps(d0, d0, a0);
+        a1 = _mm256_fmadd_ps(d1, d1, a1);
+    }
+    float var = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    __m256 vi = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vi);
+        __m256 gv = _mm256_loadu_ps(g + i), bv = _mm256_loadu_ps(b + i);
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(d, gv, bv));
+    }
+    for (; i < n; i++)
+        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
 void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
                       float eps)
 {
-    /* AVX2 gains little over the compiler's vectorization of the reference at these sizes */
-    if (isa() == ISA_AVX512)
-        layernorm_avx512(x, g, b, y, n, eps);
-    else
-        fg_cpu_layernorm_ref(x, g, b, y, n, eps);
+    switch (isa()) {
+    case ISA_AVX512: layernorm_avx512(x, g, b, y, n, eps); break;
+    case ISA_AVX2: layernorm_avx2(x, g, b, y, n, eps); break;
+    default: fg_cpu_layernorm_ref(x, g, b, y, n, eps); break;
+    }
 }
 
 /* ---- attention ---- */
