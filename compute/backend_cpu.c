@@ -262,8 +262,10 @@ static int scratch(cpu_ctx *c, size_t bytes, fg_err *err)
 
 #define W16_ROWS 128 /* weight rows a chunk at least (x is streamed once per chunk) */
 /* int8 pieces take the panel kernel from here: it unpacks a slab's codes once, which fewer rows
- * do not repay (one thread, n 1024, k 2048, against the row kernel: 0.63x at m 8, 0.83x at 16,
- * 0.97x at 32, 1.02x at 64, 1.1-1.2x at 512) */
+ * do not repay (one thread, n 1024, k 2048, weights cycled from DRAM, against the row kernel:
+ * 0.57-0.74x at m 8, 0.84-0.88x at 16, 1.09-1.15x at 32, 1.17-1.26x at 48, 1.24-1.42x at 64;
+ * fc1's shape 0.92x at 32). At 32 a 4-bit decode of 32 sequences measured the same either way
+ * (three interleaved pairs, decode 20.1-23.4 s), so the switch stays at 64. */
 #define I8_PANEL_MIN_M 64
 
 typedef struct xpack_job {
