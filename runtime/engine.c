@@ -542,6 +542,8 @@ static int engine_init(fg_engine *e, fg_err *err)
         return rc;
     e->gbs = e->plan.gbs;
     e->ngb = e->plan.ngb;
+    if (e->o.plan_only)
+        return FG_OK;
     if ((rc = fg_engine_backend_create(e, err)) || (rc = open_pager(e, err)))
         return rc;
     return alloc_buffers(e, err);
@@ -557,9 +559,9 @@ int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg
     e->t_open = fg_now();
     e->link = o->link && o->link->size > 1 ? o->link : NULL;
     int rc = engine_init(e, err);
-    if (rc == FG_OK && e->link)
+    if (rc == FG_OK && e->link && !e->o.plan_only)
         rc = fg_stage_ready(e, err);
-    if (rc == FG_OK && e->link && e->link->rank == 0)
+    if (rc == FG_OK && e->link && e->link->rank == 0 && !e->o.plan_only)
         rc = fg_stage_announce(e, err);
     if (rc) {
         e->o.trace_path = NULL;

@@ -52,6 +52,9 @@ typedef struct fg_engine_opts {
     uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */
     uint32_t gen_hint;        /* pipeline: new tokens a sequence (of max_ctx): the head's share
                                  of the FLOPs when the stages are split (0: every token) */
+    int plan_only;            /* open stops at the memory plan (--dry-run): no backend, pager
+                                 or buffers, so a plan larger than the machine still prints;
+                                 only fg_engine_plan, _hparams and _close may follow */
 } fg_engine_opts;
 
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by

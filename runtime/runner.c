@@ -363,7 +363,7 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)
         rc = fg_engine_open(r->store, &r->eo, &r->e, err);
-    if (rc == FG_OK && r->o->prefix_cache)
+    if (rc == FG_OK && r->o->prefix_cache && !r->eo.plan_only)
         rc = fg_runner_prefix_open(r->e, r->o, &r->pfx, err);
     if (rc == FG_OK && !r->o->policy_auto && P + G)
         predict_fixed(r, P, G, seqs);
@@ -891,13 +891,40 @@ static int run_ppl(run *r, fg_err *err)
 
 /* ---- the plan alone ---- */
 
+/* The plan of the run the same flags without --dry-run would make: sized by -p's prompt, or
+ * by --input's longest prompt and its generation (as run_jobs sizes a file), or by
+ * --prompt-len/--gen-len, else --max-context or the model's context. The engine stops at the
+ * plan: nothing is allocated, so a plan too large for this machine prints instead of failing. */
 static int run_dry(run *r, fg_err *err)
 {
     uint32_t P = r->o->prompt_len ? r->o->prompt_len : r->o->window;
-    uint32_t G = r->o->prompt_len ? r->o->max_new : 0;
+    uint32_t G = r->o->prompt_len ? r->o->max_new : 0, seqs = r->o->prompt ? 1 : 0;
+    r->eo.plan_only = 1;
     int rc = open_store(r, err);
+    if (rc == FG_OK && r->o->prompt) {
+        int32_t *ids = NULL;
+        uint32_t n = 0;
+        rc = encode(r, r->o->prompt, 1, &ids, &n, "-p", err);
+        free(ids);
+        P = n, G = r->o->max_new;
+    } else if (rc == FG_OK && r->o->input) {
+        fg_job_reader *rd = NULL;
+        size_t total = 0;
+        int complete = 0;
+        uint32_t ctx = 0;
+        uint64_t new_tokens = 0;
+        rc = fg_job_reader_open(r->o->input, &rd, err);
+        if (rc == FG_OK)
+            fg_job_reader_count(rd, NULL, &total, NULL, &complete);
+        fg_job_reader_close(rd);
+        if (rc == FG_OK && complete)
+            rc = size_jobs(r, NULL, &ctx, &new_tokens, err);
+        G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
+        P = ctx - G;
+        seqs = complete ? (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX) : 0;
+    }
     if (rc == FG_OK)
-        rc = open_engine(r, P, G, r->o->prompt ? 1 : 0, err);
+        rc = open_engine(r, P, G, seqs, err);
     if (rc == FG_OK) {
         if (r->rep.predicted && r->calib_note[0])
             fprintf(r->out, "calibration: %s\n", r->calib_note);

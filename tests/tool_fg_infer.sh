@@ -125,6 +125,17 @@ sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim \
   { echo "--backend sim: the summary has no link line: $sum"; exit 1; }
 plan=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --gpu-budget 64M --dry-run)
 [[ "$plan" == *"GPU: pager pool"* ]] || { echo "--dry-run shows no GPU share: $plan"; exit 1; }
+# --dry-run sizes the plan as the run would (--input: its longest prompt plus generation, no
+# --output needed), and prints a plan larger than this machine instead of allocating it
+printf '{"id":"a","prompt":"hello there"}\n{"id":"b","prompt":"hello there, how are you today"}\n' > dry.jsonl
+ctx_of() { sed -nE 's/^plan: .*, context ([0-9]+),.*/\1/p'; }
+ci=$("$INFER" -m tiny --input dry.jsonl --max-new-tokens 5 --dry-run | ctx_of)
+cp=$("$INFER" -m tiny -p "hello there, how are you today" --max-new-tokens 5 --dry-run | ctx_of)
+[ -n "$ci" ] && [ "$ci" = "$cp" ] && [ "$ci" -lt 64 ] ||
+  { echo "--dry-run --input planned context '$ci', -p with its longest prompt '$cp'"; exit 1; }
+huge=$("$INFER" -m tiny --gpu-batch-size 4096 --num-gpu-batches 64 --dry-run) ||
+  { echo "--dry-run of a plan larger than RAM failed"; exit 1; }
+[[ "$huge" == *"total RAM"*"GB"* ]] || { echo "--dry-run printed no plan: $huge"; exit 1; }
 expect_fail 2 "$INFER" -m tiny -p hi --gpu-budget 1G
 expect_fail 2 "$INFER" -m tiny -p hi --backend tpu
 expect_fail 1 "$INFER" -m tiny -p hi --percent 100 0 100 0 100 0

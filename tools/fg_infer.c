@@ -80,7 +80,8 @@ static void usage(FILE *f)
           "              past tokens)  --compress-weight (4-bit weights: the store's, or\n"
           "              quantized at load from an F16 store into a temporary store)\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
-          "              --dry-run (print the memory plan and stop)\n"
+          "              --dry-run (print the memory plan of the run these flags make, and\n"
+          "              stop; nothing is allocated)\n"
           "              --compute int8|f32|f16 (int8, the default: integer dot products on\n"
           "              4-bit/8-bit weights grouped along the input axis, fg-convert --group-axis\n"
           "              1; f32: those weights decoded to f32; F16/BF16/F32 weights are f32\n"
@@ -385,7 +386,7 @@ static void parse_args(args *a, int argc, char **argv)
         die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
     if (dry && !modes)
         modes = 1; /* the plan alone: sized for --max-context or the model's context */
-    if (modes != 1 || (a->r.input && !a->r.output) || (a->r.output && !a->r.input) ||
+    if (modes != 1 || (a->r.input && !a->r.output && !dry) || (a->r.output && !a->r.input) ||
         (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
         die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
     fg_err err;
