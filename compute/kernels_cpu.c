@@ -15,7 +15,6 @@
  * found by sorting a copy of the scores (ties at the threshold are all kept).
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,18 +25,12 @@
 
 typedef enum { ISA_REF = FG_ISA_REF, ISA_AVX2 = FG_ISA_AVX2, ISA_AVX512 = FG_ISA_AVX512 } isa_t;
 
-/* The process's one detector (core/fg_cpu.h), capped by $FG_COMPUTE_ISA for this module; read
- * once per process (racing first calls store the same value): every op asks, and the two
- * getenv scans a call were 0.4% of a batch-1 decode. */
+/* The process's one detector (core/fg_cpu.h), capped by $FG_COMPUTE_ISA for this module, read
+ * once (every op asks). */
 static isa_t isa(void)
 {
     static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = (int)fg_cpu_isa_cap("FG_COMPUTE_ISA");
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return (isa_t)v;
+    return (isa_t)fg_cpu_isa_cap_once("FG_COMPUTE_ISA", &cached);
 }
 
 const char *fg_cpu_isa(void)

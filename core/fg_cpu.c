@@ -1,5 +1,6 @@
 /* fg_cpu.c - CPU feature detection, once per process (see fg_cpu.h). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,6 +52,16 @@ unsigned fg_cpu_features(void)
 {
     pthread_once(&once, detect);
     return features;
+}
+
+fg_isa fg_cpu_isa_cap_once(const char *env, _Atomic int *slot)
+{
+    int v = atomic_load_explicit(slot, memory_order_relaxed);
+    if (v < 0) {
+        v = (int)fg_cpu_isa_cap(env);
+        atomic_store_explicit(slot, v, memory_order_relaxed);
+    }
+    return (fg_isa)v;
 }
 
 const char *fg_cpu_isa_name(fg_isa isa)

@@ -18,7 +18,6 @@
  * by $FG_QUANT_ISA (or $FG_ISA). AVX2/AVX-512 kernels are compiled with per-file target flags
  * and only called after that check, so this library still runs on CPUs without them.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,21 +64,16 @@ int fg_quant_isa_supported(fg_quant_isa isa)
     }
 }
 
-/* The process's one detector (core/fg_cpu.h), capped by $FG_QUANT_ISA for this module; read
- * once per process (racing first calls store the same value), as every AUTO call asks. */
+/* The process's one detector (core/fg_cpu.h), capped by $FG_QUANT_ISA for this module, read
+ * once (every AUTO call asks). */
 fg_quant_isa fg_quant_isa_default(void)
 {
     static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        switch (fg_cpu_isa_cap("FG_QUANT_ISA")) {
-        case FG_ISA_AVX512: v = FG_QUANT_ISA_AVX512; break;
-        case FG_ISA_AVX2: v = FG_QUANT_ISA_AVX2; break;
-        default: v = FG_QUANT_ISA_REF; break;
-        }
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    switch (fg_cpu_isa_cap_once("FG_QUANT_ISA", &cached)) {
+    case FG_ISA_AVX512: return FG_QUANT_ISA_AVX512;
+    case FG_ISA_AVX2: return FG_QUANT_ISA_AVX2;
+    default: return FG_QUANT_ISA_REF;
     }
-    return (fg_quant_isa)v;
 }
 
 static const fgq_kernels *kernels_for(fg_quant_isa isa)
