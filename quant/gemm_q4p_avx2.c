@@ -160,6 +160,19 @@ static inline __attribute__((always_inline)) void dot64(const uint8_t *cg, const
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm8", "xmm9");
 }
 
+/* Group g of the strip (codes at cg, G columns) against activation rows x0..x3 (at column 0
+ * of the k block): the int32 sums of each row's 8 weight rows, from zero. */
+static inline __attribute__((always_inline)) void group_dot(const uint8_t *cg, uint64_t g,
+                                                            uint32_t G, const int8_t *x0,
+                                                            const int8_t *x1, const int8_t *x2,
+                                                            const int8_t *x3, __m256i i[TR])
+{
+    i[0] = i[1] = i[2] = i[3] = _mm256_setzero_si256();
+    for (uint32_t c = 0; c < G; c += 64)
+        dot64(cg + (g * G + c) * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
+              x3 + g * G + c, &i[0], &i[1], &i[2], &i[3]);
+}
+
 /* y tile rows x[0..3] (activation rows r0..r0+3 of a, rows >= rows duplicated and not stored)
  * times the strip's groups [0, kb->ng) (global groups kb->g0..): y[i * ldy + 0..cols) = (first:
  * from bias[0..cols), or 0 when bias is NULL) or += . With one activation scale a group (what
@@ -188,21 +201,18 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock
         const float *s2 = a->scale + ri[2] * a->n_blocks + kb->blk;
         const float *s3 = a->scale + ri[3] * a->n_blocks + kb->blk;
         for (uint64_t g = 0; g < ng; g++) {
-            __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
-            const uint8_t *cg = codes + g * (uint64_t)G * TC;
-            for (uint32_t c = 0; c < G; c += 64)
-                dot64(cg + c * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
-                      x3 + g * G + c, &i0, &i1, &i2, &i3);
+            __m256i i[TR];
+            group_dot(codes, g, G, x0, x1, x2, x3, i);
             const float *smg = sm + g * 2 * TC;
             __m256 sw = _mm256_loadu_ps(smg), mw = _mm256_loadu_ps(smg + TC);
             __m256 w0 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s0 + g));
             __m256 w1 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s1 + g));
             __m256 w2 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s2 + g));
             __m256 w3 = _mm256_mul_ps(sw, _mm256_broadcast_ss(s3 + g));
-            t0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), w0, t0);
-            t1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), w1, t1);
-            t2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), w2, t2);
-            t3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), w3, t3);
+            t0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[0]), w0, t0);
+            t1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[1]), w1, t1);
+            t2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[2]), w2, t2);
+            t3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[3]), w3, t3);
             t0 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q0 + g), t0);
             t1 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q1 + g), t1);
             t2 = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(q2 + g), t2);
@@ -214,16 +224,13 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock
             uint64_t ge = ng - g < kb->gpb - in_blk ? ng : g + (kb->gpb - in_blk);
             __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
             for (; g < ge; g++) {
-                __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
-                const uint8_t *cg = codes + g * (uint64_t)G * TC;
-                for (uint32_t c = 0; c < G; c += 64)
-                    dot64(cg + c * TC, x0 + g * G + c, x1 + g * G + c, x2 + g * G + c,
-                          x3 + g * G + c, &i0, &i1, &i2, &i3);
+                __m256i i[TR];
+                group_dot(codes, g, G, x0, x1, x2, x3, i);
                 __m256 sw = _mm256_loadu_ps(sm + g * 2 * TC);
-                f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), sw, f0);
-                f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), sw, f1);
-                f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), sw, f2);
-                f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i3), sw, f3);
+                f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[0]), sw, f0);
+                f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[1]), sw, f1);
+                f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[2]), sw, f2);
+                f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[3]), sw, f3);
             }
             t0 = _mm256_fmadd_ps(f0, _mm256_set1_ps(a->scale[ri[0] * a->n_blocks + blk]), t0);
             t1 = _mm256_fmadd_ps(f1, _mm256_set1_ps(a->scale[ri[1] * a->n_blocks + blk]), t1);
