@@ -559,9 +559,10 @@ int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg
     e->t_open = fg_now();
     e->link = o->link && o->link->size > 1 ? o->link : NULL;
     int rc = engine_init(e, err);
-    if (rc == FG_OK && e->link && !e->o.plan_only)
+    int staged = rc == FG_OK && e->link && !e->o.plan_only; /* a plan alone joins no stage */
+    if (staged)
         rc = fg_stage_ready(e, err);
-    if (rc == FG_OK && e->link && e->link->rank == 0 && !e->o.plan_only)
+    if (staged && rc == FG_OK && e->link->rank == 0)
         rc = fg_stage_announce(e, err);
     if (rc) {
         e->o.trace_path = NULL;

@@ -595,6 +595,14 @@ static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t 
     return rc;
 }
 
+/* The engine's prompt and generation lengths for a file whose longest prompt + generation is
+ * ctx: the generation is --max-new-tokens, or half of ctx when that is shorter. */
+static void jobs_shape(const run *r, uint32_t ctx, uint32_t *P, uint32_t *G)
+{
+    *G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
+    *P = ctx - *G;
+}
+
 /* Results of the block's n sequences, in one append. */
 static int emit_block(run *r, jobs_run *j, uint32_t n, uint32_t blk, double seconds, fg_err *err)
 {
@@ -749,9 +757,10 @@ static int run_jobs(run *r, fg_err *err)
         rc = open_store(r, err);
     if (rc == FG_OK && complete) /* a file: size the run by its prompts */
         rc = size_jobs(r, j.outp, &ctx, &new_tokens, err);
-    uint32_t G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
+    uint32_t P, G;
+    jobs_shape(r, ctx, &P, &G);
     if (rc == FG_OK)
-        rc = open_engine(r, ctx - G, G, complete ? (uint32_t)(total - n_done) : 0, err);
+        rc = open_engine(r, P, G, complete ? (uint32_t)(total - n_done) : 0, err);
     if (rc == FG_OK && r->pfx && complete)
         rc = share_jobs(r, j.outp, err);
     if (rc == FG_OK)
@@ -919,8 +928,7 @@ static int run_dry(run *r, fg_err *err)
         fg_job_reader_close(rd);
         if (rc == FG_OK && complete)
             rc = size_jobs(r, NULL, &ctx, &new_tokens, err);
-        G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
-        P = ctx - G;
+        jobs_shape(r, ctx, &P, &G);
         seqs = complete ? (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX) : 0;
     }
     if (rc == FG_OK)
