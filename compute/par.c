@@ -4,17 +4,21 @@
  * and broadcasts; each helper runs its part when it sees a new generation and counts itself
  * done; the caller runs part 0, then waits until all helpers are done. Between runs a helper
  * spins for SPIN_NS on an atomic copy of the generation, then sleeps on the condition variable;
- * the caller of a dynamic run spins as long for the helpers' last chunks. Waking a sleeping
- * thread costs this virtual machine enough that a 4-bit or F16 prefill (a run per 4 MiB weight
- * piece, four chunks each) left the helper a tenth of the GEMM's samples short of the caller
- * (45.8% against 41.8% of a 2-thread prefill's samples); spinning, 43.6% and 43.5%, and the
- * prefill 2.5-2.7% faster in two interleaved pairs (86.2 vs 88.5 s, 78.6 vs 80.8 s). The
- * spin is short enough that OpenBLAS's own threads, which run only inside sgemm, lose
- * nothing to it.
+ * the caller of a dynamic run spins as long for the helpers' last chunks. The spin calls
+ * sched_yield, not PAUSE: a thread that shares its core gives it away at once.
+ * Measured (2 threads, this 2-core VM): waking a sleeping thread cost enough that in an F16
+ * prefill (a run per 4 MiB weight piece, four chunks each) the helper had a tenth fewer GEMM
+ * samples than the caller (45.8% against 41.8%; spinning, 43.6% and 43.5%) and the prefill ran
+ * 2.5-2.7% slower (two interleaved pairs). 4-bit batch-1 decode, 32 tokens: sleeping 1.71-1.72 s,
+ * spinning on PAUSE 1.55-1.65, on sched_yield 1.48-1.61; with a CPU hog beside it sleeping
+ * 2.34-2.41 s, PAUSE 3.05-3.24 (the spinner took the core its caller needed: an earlier
+ * unbounded spin measured 2-3x slower for that reason), sched_yield 2.34-2.63; 4 threads on the
+ * 2 cores: sleeping 1.72-1.89 s, sched_yield 1.48-1.51.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -63,22 +67,18 @@ typedef struct helper_arg {
     uint32_t part;
 } helper_arg;
 
-/* Threads spin this long (checking the clock every 64 pauses) before they sleep: see the top. */
+/* Threads spin this long (checking the clock every 8 yields) before they sleep: see the top. */
 #define SPIN_NS 200000
 
 static inline void relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
+    sched_yield();
 }
 
 static int spin_over(const struct timespec *t0, uint32_t i)
 {
     struct timespec t;
-    if (i % 64 != 63)
+    if (i % 8 != 7)
         return 0;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (t.tv_sec - t0->tv_sec) * 1000000000ll + (t.tv_nsec - t0->tv_nsec) > SPIN_NS;
