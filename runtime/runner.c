@@ -374,6 +374,26 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     return rc;
 }
 
+/* A phase whose time is off the cost model's by more than 1.5x (and that took, or was predicted
+ * to take, a second or more: shorter ones are start-up and noise) gets a line that says so: a
+ * calibration measured in a busy moment prices every later plan wrong (a quick one on this
+ * machine once had the F16 GEMM at 77 GFLOP/s where 130 ran, and the prefill predicted at 1.9x
+ * its time) and --policy auto then chooses with it. */
+static void calib_off(const run *r, const char *phase, double predicted, double measured)
+{
+    double big = predicted > measured ? predicted : measured;
+    if (big < 1.0 || predicted <= 0 || measured <= 0)
+        return;
+    double f = measured / predicted;
+    if (f < 1.5 && f > 1 / 1.5)
+        return;
+    fprintf(r->log, "         calibration: the %s ran %.2fx %s than predicted; if that holds on "
+            "a quiet machine, measure it again: fg-infer calibrate%s%s\n", phase,
+            f > 1 ? f : 1 / f, f > 1 ? "slower" : "faster",
+            r->o->calibration ? " --calibration " : "",
+            r->o->calibration ? r->o->calibration : "");
+}
+
 /* ---- generation ---- */
 
 static void summary(run *r)
@@ -435,6 +455,8 @@ static void summary(run *r)
         fprintf(r->log, "         predicted disk traffic: read %s, written %s (measured above)\n",
                 fg_fmt_bytes(nb * (double)p->pred_read, rd, sizeof rd),
                 fg_fmt_bytes(nb * (double)p->pred_write, wr, sizeof wr));
+        calib_off(r, "prefill", nb * p->pred_prefill_s, p->prefill_s);
+        calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
     }
     fg_runner_prefix_summary(r->log, r->o, r->pfx, p);
     double f = fg_model_flops_per_token(fg_engine_hparams(r->e));

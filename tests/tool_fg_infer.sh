@@ -6,7 +6,8 @@
 #     disk, and its peak RSS stays under the budget plus 96 MiB of process overhead (OpenBLAS
 #     and libc arenas, code, the tokenizer);
 #  3. --compress-weight on an F16 store quantizes at load (what fg-convert STORE writes);
-#  4. bad input gets one line and a non-zero exit.
+#  4. bad input gets one line and a non-zero exit;
+#  5. the simulated GPU; 6. a calibration far off the run is named in the summary.
 set -euo pipefail
 CONVERT=$1 INFER=$2 TOK=$3 WORK=$4
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
@@ -140,4 +141,17 @@ expect_fail 2 "$INFER" -m tiny -p hi --gpu-budget 1G
 expect_fail 2 "$INFER" -m tiny -p hi --backend tpu
 expect_fail 1 "$INFER" -m tiny -p hi --percent 100 0 100 0 100 0
 echo "--backend sim ok ('$gpu')"
+
+# ---- 6. a calibration far off the measured times: the summary says so and names the command
+"$INFER" calibrate --quick --threads 1 --calibration cal.json > /dev/null 2>&1 ||
+  { echo "fg-infer calibrate failed"; exit 1; }
+# every GEMM rate 1e-6 GFLOP/s: the plan is priced at hours, the run takes a moment
+sed -E '/"gemm_(int8_q4_)?gflops"/,/\]/ s/^( *)[0-9][0-9.e+-]*(,?)$/\11e-06\2/' cal.json > slow.json
+cmp -s cal.json slow.json && { echo "the calibration's GEMM rates were not rewritten"; exit 1; }
+sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration slow.json 2>&1 >/dev/null)
+[[ "$sum" == *"calibration: the prefill ran"*"x faster than predicted"*"fg-infer calibrate --calibration slow.json"* ]] ||
+  { echo "no calibration line for a plan priced 1e5x its time: $sum"; exit 1; }
+sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration cal.json 2>&1 >/dev/null)
+[[ "$sum" == *"predicted: prefill"* && "$sum" != *"than predicted"* ]] ||
+  { echo "a fresh calibration priced a short run 1.5x off, or printed no prediction: $sum"; exit 1; }
 echo "fg-infer end-to-end ok"
