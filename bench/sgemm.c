@@ -14,25 +14,7 @@
 
 #include "fg_progress.h"
 
-static double run(int m, int n, int k)
-{
-    float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)n * k, 4), *c = calloc((size_t)m * n, 4);
-    for (size_t i = 0; i < (size_t)m * k; i++)
-        a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)n * k; i++)
-        b[i] = (float)(i % 5) * 0.1f;
-    double best = 0;
-    for (int rep = 0; rep < 6; rep++) {
-        double t0 = fg_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
-        double g = 2.0 * m * n * k / (fg_now() - t0) / 1e9;
-        if (rep && g > best)
-            best = g;
-    }
-    free(a), free(b), free(c);
-    return best;
-}
-
+/* n floats, allocated (or the program exits) and set to small values. */
 static float *filled(size_t n)
 {
     float *p = malloc(n * 4);
@@ -43,6 +25,21 @@ static float *filled(size_t n)
     for (size_t i = 0; i < n; i++)
         p[i] = (float)(i % 7) * 0.01f;
     return p;
+}
+
+static double run(int m, int n, int k)
+{
+    float *a = filled((size_t)m * k), *b = filled((size_t)n * k), *c = filled((size_t)m * n);
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        double t0 = fg_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+        double g = 2.0 * m * n * k / (fg_now() - t0) / 1e9;
+        if (rep && g > best)
+            best = g;
+    }
+    free(a), free(b), free(c);
+    return best;
 }
 
 /* A layer's Linears back to back for at least secs seconds: GFLOP/s over the whole time. */

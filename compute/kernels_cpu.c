@@ -137,19 +137,35 @@ __attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float
 
 /* ---- LayerNorm ---- */
 
+/* The scalar steps every LayerNorm shares, from element i on (the SIMD versions do the head in
+ * lanes and hand over the rest): the sum of x, of (x - mean)^2, and y = (x - mean) inv g + b. */
+static float ln_sum(const float *x, uint32_t i, uint32_t n, float s)
+{
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+static float ln_sq(const float *x, uint32_t i, uint32_t n, float mean, float s)
+{
+    for (; i < n; i++)
+        s += (x[i] - mean) * (x[i] - mean);
+    return s;
+}
+
+static void ln_apply(const float *x, const float *g, const float *b, float *y, uint32_t i,
+                     uint32_t n, float mean, float inv)
+{
+    for (; i < n; i++)
+        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,
                           float eps)
 {
-    float mean = 0.0f, var = 0.0f;
-    for (uint32_t i = 0; i < n; i++)
-        mean += x[i];
-    mean /= (float)n;
-    for (uint32_t i = 0; i < n; i++)
-        var += (x[i] - mean) * (x[i] - mean);
-    var /= (float)n;
-    float inv = 1.0f / sqrtf(var + eps);
-    for (uint32_t i = 0; i < n; i++)
-        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+    float mean = ln_sum(x, 0, n, 0.0f) / (float)n;
+    float var = ln_sq(x, 0, n, mean, 0.0f) / (float)n;
+    ln_apply(x, g, b, y, 0, n, mean, 1.0f / sqrtf(var + eps));
 }
 
 __attribute__((target("avx512f"))) static void layernorm_avx512(const float *x, const float *g,
@@ -160,28 +176,21 @@ __attribute__((target("avx512f"))) static void layernorm_avx512(const float *x, 
     uint32_t i = 0;
     for (; i + 16 <= n; i += 16)
         acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
-    float mean = _mm512_reduce_add_ps(acc);
-    for (; i < n; i++)
-        mean += x[i];
-    mean /= (float)n;
+    float mean = ln_sum(x, i, n, _mm512_reduce_add_ps(acc)) / (float)n;
     __m512 vm = _mm512_set1_ps(mean);
     acc = _mm512_setzero_ps();
     for (i = 0; i + 16 <= n; i += 16) {
         __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
         acc = _mm512_fmadd_ps(d, d, acc);
     }
-    float var = _mm512_reduce_add_ps(acc);
-    for (; i < n; i++)
-        var += (x[i] - mean) * (x[i] - mean);
-    var /= (float)n;
+    float var = ln_sq(x, i, n, mean, _mm512_reduce_add_ps(acc)) / (float)n;
     float inv = 1.0f / sqrtf(var + eps);
     __m512 vi = _mm512_set1_ps(inv);
     for (i = 0; i + 16 <= n; i += 16) {
         __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vi);
         _mm512_storeu_ps(y + i, _mm512_fmadd_ps(d, _mm512_loadu_ps(g + i), _mm512_loadu_ps(b + i)));
     }
-    for (; i < n; i++)
-        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+    ln_apply(x, g, b, y, i, n, mean, inv);
 }
 
 /* The same with AVX2: the two sums in 8 lanes (the reference's sums are serial adds, which gcc
@@ -196,10 +205,7 @@ __attribute__((target("avx2,fma"))) static void layernorm_avx2(const float *x, c
         a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
         a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
     }
-    float mean = hsum8(_mm256_add_ps(a0, a1));
-    for (; i < n; i++)
-        mean += x[i];
-    mean /= (float)n;
+    float mean = ln_sum(x, i, n, hsum8(_mm256_add_ps(a0, a1))) / (float)n;
     __m256 vm = _mm256_set1_ps(mean);
     a0 = a1 = _mm256_setzero_ps();
     for (i = 0; i + 16 <= n; i += 16) {
@@ -208,10 +214,7 @@ __attribute__((target("avx2,fma"))) static void layernorm_avx2(const float *x, c
         a0 = _mm256_fmadd_ps(d0, d0, a0);
         a1 = _mm256_fmadd_ps(d1, d1, a1);
     }
-    float var = hsum8(_mm256_add_ps(a0, a1));
-    for (; i < n; i++)
-        var += (x[i] - mean) * (x[i] - mean);
-    var /= (float)n;
+    float var = ln_sq(x, i, n, mean, hsum8(_mm256_add_ps(a0, a1))) / (float)n;
     float inv = 1.0f / sqrtf(var + eps);
     __m256 vi = _mm256_set1_ps(inv);
     for (i = 0; i + 8 <= n; i += 8) {
@@ -219,8 +222,7 @@ __attribute__((target("avx2,fma"))) static void layernorm_avx2(const float *x, c
         __m256 gv = _mm256_loadu_ps(g + i), bv = _mm256_loadu_ps(b + i);
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(d, gv, bv));
     }
-    for (; i < n; i++)
-        y[i] = (x[i] - mean) * inv * g[i] + b[i];
+    ln_apply(x, g, b, y, i, n, mean, inv);
 }
 
 void fg_cpu_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,

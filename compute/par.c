@@ -3,7 +3,7 @@
  * A generation counter under one mutex: fg_par_run publishes (fn, arg), bumps the generation
  * and broadcasts; each helper runs its part when it sees a new generation and counts itself
  * done; the caller runs part 0, then waits until all helpers are done. Between runs a helper
- * spins for SPIN_NS on an atomic copy of the generation, then sleeps on the condition variable;
+ * spins for SPIN_NS on the generation (atomic), then sleeps on the condition variable;
  * the caller of a dynamic run spins as long for the helpers' last chunks. The spin calls
  * sched_yield, not PAUSE: a thread that shares its core gives it away at once.
  * Measured (2 threads, this 2-core VM): waking a sleeping thread cost enough that in an F16
@@ -31,8 +31,7 @@ struct fg_par {
     pthread_t *threads;      /* [n - 1] */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    uint64_t gen;            /* bumped per run */
-    _Atomic uint64_t gen_pub; /* gen, readable without the mutex (helpers spin on it) */
+    _Atomic uint64_t gen;    /* bumped per run, under mu (helpers also spin on it without) */
     uint32_t n_done;         /* helpers finished with this generation */
     int quit;
     fg_par_fn fn;
@@ -40,7 +39,7 @@ struct fg_par {
     int dyn;                 /* the current run hands out chunks (fg_par_run_dyn) */
     uint32_t n_chunks;
     _Atomic uint64_t claim;  /* (gen & 0xffffffff) << 32 | next unclaimed chunk */
-    _Atomic uint32_t left;   /* chunks of the current dyn run not finished */
+    _Atomic uint64_t left;   /* chunks of the current dyn run not finished */
 };
 
 /* Claim and run chunks of dyn run `gen` until none is left (or a newer run has started). */
@@ -67,21 +66,22 @@ typedef struct helper_arg {
     uint32_t part;
 } helper_arg;
 
-/* Threads spin this long (checking the clock every 8 yields) before they sleep: see the top. */
+/* Threads spin this long before they sleep: see the top. */
 #define SPIN_NS 200000
 
-static inline void relax(void)
+/* Yield while (*a == v) == equal, for at most SPIN_NS (the clock read every 8 yields). */
+static void spin_while(_Atomic uint64_t *a, uint64_t v, int equal)
 {
-    sched_yield();
-}
-
-static int spin_over(const struct timespec *t0, uint32_t i)
-{
-    struct timespec t;
-    if (i % 8 != 7)
-        return 0;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000000ll + (t.tv_nsec - t0->tv_nsec) > SPIN_NS;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint32_t i = 1; (atomic_load(a) == v) == equal; i++) {
+        sched_yield();
+        if (i % 8)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) > SPIN_NS)
+            return;
+    }
 }
 
 static void *helper(void *v)
@@ -95,10 +95,7 @@ static void *helper(void *v)
     for (;;) {
         if (p->gen == seen && !p->quit) {
             pthread_mutex_unlock(&p->mu);
-            struct timespec t0;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            for (uint32_t i = 0; atomic_load(&p->gen_pub) == seen && !spin_over(&t0, i); i++)
-                relax();
+            spin_while(&p->gen, seen, 1);
             pthread_mutex_lock(&p->mu);
         }
         while (p->gen == seen && !p->quit)
@@ -168,7 +165,6 @@ void fg_par_run(fg_par *p, fg_par_fn fn, void *arg)
     pthread_mutex_lock(&p->mu);
     p->fn = fn, p->arg = arg, p->n_done = 0, p->dyn = 0;
     p->gen++;
-    atomic_store(&p->gen_pub, p->gen);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     fn(arg, 0, p->n);
@@ -190,14 +186,10 @@ void fg_par_run_dyn(fg_par *p, fg_par_fn fn, void *arg, uint32_t n_chunks)
     uint64_t gen = ++p->gen;
     atomic_store(&p->left, n_chunks);
     atomic_store(&p->claim, (gen & 0xffffffffu) << 32);
-    atomic_store(&p->gen_pub, gen);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p, gen, fn, arg, n_chunks);
-    struct timespec t0; /* the helpers' last chunks: often done within the spin */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (uint32_t i = 0; atomic_load(&p->left) && !spin_over(&t0, i); i++)
-        relax();
+    spin_while(&p->left, 0, 0); /* the helpers' last chunks: often done within the spin */
     pthread_mutex_lock(&p->mu);
     while (atomic_load(&p->left))
         pthread_cond_wait(&p->done, &p->mu);

@@ -97,13 +97,6 @@ static void pack_strip(const fgq_params *p, const uint8_t *w, uint64_t row_bytes
     }
 }
 
-static inline __m256i bcast4(const int8_t *x)
-{
-    int32_t v;
-    memcpy(&v, x, 4);
-    return _mm256_set1_epi32(v);
-}
-
 /* What every tile of one k block shares: the activation scale's block (groups per block, and
  * the block and position in it of the k block's first group), computed once per k block (three
  * divisions a tile were 3% of it). */

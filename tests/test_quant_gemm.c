@@ -669,9 +669,9 @@ START_TEST(test_f16_gemm)
 END_TEST
 
 /* The panel kernel (fg_quant_gemm_panel): activation rows in two ranges, panels from the
- * smallest to several slabs' worth, one to three k blocks, Q4 and Q8 (Q8 and groups under 64 take the row kernels),
- * every scale layout; each output within the row kernel's tolerance of the reference's, rows
- * outside the range untouched; refusals. */
+ * smallest to several slabs' worth, one to three k blocks, Q4 and Q8 (Q8 and groups under 64
+ * take the row kernels), every scale layout; each output within the row kernel's tolerance of
+ * the reference's, rows outside the range untouched; refusals. */
 START_TEST(test_gemm_panel)
 {
     static const uint32_t gs[] = {64, 128, 256, 32};
