@@ -525,12 +525,16 @@ double fg_calib_flops(const fg_calib *c, double m)
 
 double fg_calib_flops_at(const fg_calib *c, int int8, double m)
 {
-    const double *g = int8 ? c->gflops_i8 : c->gflops;
-    if (m <= c->m[0])
+    return fg_calib_interp(c->m, int8 ? c->gflops_i8 : c->gflops, m);
+}
+
+double fg_calib_interp(const uint32_t *ms, const double *g, double m)
+{
+    if (m <= ms[0])
         return g[0] * 1e9;
     for (uint32_t i = 1; i < FG_CALIB_NM; i++)
-        if (m <= c->m[i]) {
-            double t = (log(m) - log(c->m[i - 1])) / (log(c->m[i]) - log(c->m[i - 1]));
+        if (m <= ms[i]) {
+            double t = (log(m) - log(ms[i - 1])) / (log(ms[i]) - log(ms[i - 1]));
             return (g[i - 1] + t * (g[i] - g[i - 1])) * 1e9;
         }
     return g[FG_CALIB_NM - 1] * 1e9;

@@ -10,6 +10,8 @@
 #include "engine.h"
 #include "policy_search.h"
 
+#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
+
 /* Values of LINEAR/STREAM weights each unit decodes (a tensor it does not own streams). */
 static uint64_t linear_floats(const fg_plan_weights *w)
 {
@@ -22,6 +24,52 @@ static uint64_t linear_floats(const fg_plan_weights *w)
                 f += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
         }
     return f;
+}
+
+void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *out)
+{
+    const fg_plan_weights *w = &m->w;
+    memset(out, 0, sizeof *out);
+    if (!w->t)
+        return;
+    uint32_t *uses_lin = calloc(w->n_t, sizeof *uses_lin), *uses_small = calloc(w->n_t, 4);
+    uint32_t *uses_head = calloc(w->n_t, 4);
+    double *total = calloc(w->pm.n_units, sizeof *total), *before = calloc(w->pm.n_units, 8);
+    if (!uses_lin || !uses_small || !uses_head || !total || !before) {
+        free(uses_lin), free(uses_small), free(uses_head), free(total), free(before);
+        return;
+    }
+    for (uint32_t u = 0; u < w->pm.n_units; u++) {
+        for (uint32_t i = 0; i < w->ut[u].n_t; i++) {
+            int ti = w->ut[u].t[i];
+            fg_access a = w->t[ti].group == u ? w->t[ti].spec.access : FG_ACCESS_STREAM;
+            int lin = a == FG_ACCESS_LINEAR || a == FG_ACCESS_STREAM;
+            *(w->ut[u].kind == FG_UNIT_HEAD ? &uses_head[ti] : &uses_lin[ti]) += lin;
+            uses_small[ti] += a == FG_ACCESS_SMALL;
+        }
+        for (uint32_t k = w->unit_first[u]; k < w->unit_first[u + 1]; k++)
+            total[u] += (double)w->chunk[k];
+    }
+    /* the pager's midpoint rule (pager/place.c), chunk by chunk in registration order */
+    for (uint32_t ti = 0; ti < w->n_t; ti++) {
+        const fg_plan_tensor *t = &w->t[ti];
+        uint32_t g = t->group < w->pm.n_units ? t->group : 0;
+        int kept = w->ut[g].kind == FG_UNIT_EMBED, gather = t->spec.access == FG_ACCESS_GATHER;
+        if (gather)
+            out->gather_chunks += t->n_chunks;
+        for (uint32_t c = 0; c < t->n_chunks; c++) {
+            double len = (double)t->chunks[c].length, padded = (double)PAGE_UP(t->chunks[c].length);
+            double mid = total[g] > 0 ? (before[g] + padded / 2) / total[g] : 0;
+            before[g] += padded;
+            if (mid < wg)
+                continue;
+            out->lin += len * uses_lin[ti];
+            out->head += len * uses_head[ti];
+            *(kept ? &out->kept : &out->small) += len * uses_small[ti];
+            out->gather += gather ? len : 0;
+        }
+    }
+    free(uses_lin), free(uses_small), free(uses_head), free(total), free(before);
 }
 
 /* The weights' codec (by bytes), whether every matrix is 4-bit, and whether most bytes are Q4
@@ -55,6 +103,7 @@ int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
         m->pm = m->w.pm;
         m->pm.hp = &m->hp;
         m->linear_floats = linear_floats(&m->w);
+        fg_policy_sweep_bytes(m, 0, &m->sweep);
         codecs(&m->w, m);
     }
     if (rc)

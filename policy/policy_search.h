@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "fg_error.h"
+#include "backend.h"
 #include "plan.h"
 #include "plan_model.h"
 #include "policy.h"
@@ -73,6 +74,33 @@ int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *out
  * (gflops), or Q4 weights under --compute int8 (int8 != 0: gflops_i8). */
 double fg_calib_flops(const fg_calib *c, double m);
 double fg_calib_flops_at(const fg_calib *c, int int8, double m);
+/* GFLOP/s table g at row counts ms[FG_CALIB_NM] -> FLOP/s at m rows. */
+double fg_calib_interp(const uint32_t *ms, const double *g, double m);
+
+/* ---- a device's calibration (--backend cuda|sim) ----
+ * Measured through the backend a run computes on, at the start of a --policy auto run (quick:
+ * well under a second on a GPU, a few on the simulated one), never cached: the link of the
+ * simulated device is a flag, and a GPU is shared. */
+
+typedef struct fg_calib_dev {
+    char name[96];             /* the backend's name ("cuda", "sim") */
+    double up, down;           /* bytes/s host (pinned when the device has it) -> device, back */
+    uint32_t m[FG_CALIB_NM];
+    double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows on weights of the run's
+                                  codec (F16, or Q4 when q4) resident on the device, operands
+                                  on the device: what a Linear homed on the GPU runs at */
+    double attn_s, attn_q4_s;  /* attention over an f32 / 4-bit cache on the device: seconds
+                                  per query x key x query width */
+    double overlap;            /* share of the shorter of uploading a Linear's pieces and
+                                  multiplying them hidden when the pieces are in host memory */
+    double seconds;
+} fg_calib_dev;
+
+/* Measure be's device (be a device backend: be->dev has DEVICE memory). q4: weights Q4 (groups
+ * of 64 along the input axis) instead of F16. */
+int fg_calib_measure_device(fg_backend *be, int q4, int quick, fg_calib_dev *out, fg_err *err);
+/* The device's GEMM rate (FLOP/s) at m rows, log-linear between the measured ones. */
+double fg_calib_dev_flops(const fg_calib_dev *d, double m);
 
 /* ---- the linear programs (a GLPK wrapper) ---- */
 
@@ -85,12 +113,25 @@ int fg_lp_solve(uint32_t n, uint32_t m, const double *c, const double *A, const 
 
 /* ---- the model as the search sees it ---- */
 
+/* Weight bytes as a device backend uploads them from host memory (unpadded chunk payloads). */
+typedef struct fg_sweep_bytes {
+    double lin;                /* LINEAR tensors of the layers: staged at each Linear call */
+    double head;               /* ... of the head unit (the LM head: a tied one streams the
+                                  embedding table again) */
+    double small;              /* SMALL tensors decoded at each unit load */
+    double kept;               /* SMALL tensors of the embedding unit: decoded once, kept */
+    double gather;             /* GATHER tables (token embeddings): a gather stages each chunk
+                                  holding one of its rows */
+    uint32_t gather_chunks;    /* chunks of the GATHER tables, wherever homed */
+} fg_sweep_bytes;
+
 typedef struct fg_policy_model {
     fg_hparams hp;
     fg_plan_model pm;          /* pm.hp points at hp: do not copy the struct */
     fg_plan_weights w;         /* built from a store: the engine's own table (plan_model.h);
                                   pm.units points into it. Empty for a model given by hand */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
+    fg_sweep_bytes sweep;      /* all of them as a device backend uploads them (wg 0) */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */
     int q4_int8;               /* the matrices (the most bytes) are Q4 grouped along the input
@@ -112,6 +153,10 @@ typedef struct fg_policy_job {
     int cache_choice;              /* -1: search the 4-bit cache; 0: never; 1: always */
     int int8;                      /* --compute int8: a q4_int8 model's Linear layers are priced
                                       at gflops_i8 (no decode to f32) */
+    const fg_calib_dev *dev;       /* a device backend (NULL: the CPU): every op computes on the
+                                      device at its rates, what is not homed on the GPU crosses
+                                      the link per op; the search places on the GPU too, within
+                                      the policy's gpu_budget */
 } fg_policy_job;
 
 typedef struct fg_prediction {
@@ -120,11 +165,17 @@ typedef struct fg_prediction {
     double io_decode_s, compute_decode_s; /* one decode step */
     uint64_t tokens;
     uint64_t read_bytes, write_bytes; /* the block's disk traffic (the pager's counters) */
+    uint64_t up_bytes, down_bytes; /* a device backend: the block's link traffic (the backend's
+                                      link_bytes) */
 } fg_prediction;
 
 /* Predicted time of one block under p (placement from pl, the plan fg_plan_make gave). */
 void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                        const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
+
+/* Of a sweep's weight bytes, those the pager homes off the GPU when the weights' GPU fraction is
+ * wg (its midpoint rule, chunk by chunk): what a device backend uploads. */
+void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *out);
 
 /* Weight bytes the pager really homes in RAM under fraction w_ram (fg_plan_homed_weights:
  * its per-unit midpoint rule, pager/place.c). */

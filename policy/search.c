@@ -52,11 +52,19 @@ typedef struct terms {
     double f_lin, f_head, qw;
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
     int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
-    double attn;         /* seconds per query x key x query width */
+    double attn;         /* seconds per query x key x query width (the CPU's) */
     double kv_total, act_total, weights, n_units;
+    fg_sweep_bytes sweep; /* the weights' bytes a device backend uploads from host memory */
     double rd, wr;       /* seconds per byte read / written */
     double phi;          /* share of the shorter of reading and computing hidden (overlap) */
     int cached;          /* the streaming room holds everything homed on disk: decode reads none */
+    /* a device backend (dev non-NULL) */
+    const fg_calib_dev *dev;
+    double up, down;     /* link seconds per byte */
+    double dev_attn;     /* the device's attention: seconds per query x key x query width */
+    double kv_tok;       /* bytes of one token's K and V rows in every layer */
+    double act_row, q_row; /* bytes of one activation row (hidden f32), one query row (f32) */
+    int cpu_attn, post_norm;
 } terms;
 
 /* Seconds per weight value decoded beyond what the GEMM rate holds (it was measured on f16
@@ -80,10 +88,16 @@ static double overlap_share(const fg_calib *c, const fg_plan *pl, const fg_polic
     return p->overlap && pl->ahead >= FG_PLAN_AHEAD ? c->overlap : 0;
 }
 
+static double kind_total(const fg_plan *pl, int k)
+{
+    return (double)pl->dev_homed[k] + (double)pl->homed[k] + (double)pl->on_disk[k];
+}
+
 static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                      const fg_policy *p, const fg_policy_job *job, terms *t)
 {
     const fg_hparams *hp = &m->hp;
+    memset(t, 0, sizeof *t);
     /* a block with fewer sequences than room computes only those (whole batches first) */
     double n = (double)pl->gbs * pl->ngb;
     n = job->max_seqs && job->max_seqs < n ? job->max_seqs : n;
@@ -99,16 +113,28 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     /* the 4-bit path decodes the cache to f32 and runs the same attention: never faster (a
      * lower figure is noise of the shared machine) */
     t->attn = p->compress_cache && c->attn_q4_s > c->attn_s ? c->attn_q4_s : c->attn_s;
-    t->kv_total = (double)pl->homed[1] + (double)pl->on_disk[1];
-    t->act_total = (double)pl->homed[2] + (double)pl->on_disk[2];
+    t->kv_total = kind_total(pl, 1);
+    t->act_total = kind_total(pl, 2);
     t->weights = (double)m->pm.weights;
     t->n_units = m->pm.n_units;
+    t->sweep = m->sweep;
     t->rd = 1.0 / c->disk_read;
     t->wr = 1.0 / c->disk_write;
     t->phi = overlap_share(c, pl, p);
     double streamed = (double)pl->on_disk[0] + (double)pl->on_disk[1] + (double)pl->on_disk[2];
     double room = (double)pl->pool - (double)(pl->homed[0] + pl->homed[1] + pl->homed[2]);
     t->cached = streamed > 0 && streamed <= room;
+    if ((t->dev = job->dev)) {
+        t->up = 1.0 / job->dev->up;
+        t->down = 1.0 / job->dev->down;
+        t->dev_attn = p->compress_cache ? job->dev->attn_q4_s : job->dev->attn_s;
+        t->dec_s = 0; /* measured on the run's codec */
+        t->kv_tok = 2.0 * (double)pl->kv_row * t->L;
+        t->act_row = 4.0 * hp->hidden;
+        t->q_row = 4.0 * t->qw;
+        t->cpu_attn = p->cpu_attention;
+        t->post_norm = !hp->pre_norm;
+    }
 }
 
 static double compute_prefill(const fg_calib *c, const terms *t)
@@ -141,7 +167,7 @@ static void io_prefill(const terms *t, double rd[3], double wr[3])
 }
 
 /* The prefill reads every weight once whatever its home: the pool starts empty, and what is
- * homed in RAM is loaded by its first use. */
+ * homed in RAM (or on the GPU) is loaded by its first use. */
 static double cold_read(const terms *t)
 {
     return t->weights * t->rd;
@@ -155,6 +181,105 @@ static void io_decode(const terms *t, double rd[3], double wr[3])
     rd[0] = k * t->weights * t->rd, wr[0] = 0;
     rd[1] = k * t->kv_total * t->rd, wr[1] = k * t->kv_total * t->wr;
     rd[2] = wr[2] = 0;
+}
+
+/* One step (the prefill, or one decode step) as the device computes it. On the CPU backend lin
+ * is the whole compute and the rest is zero.
+ *  - lin: the Linear layers (the head included) at the device's rate for their row count;
+ *    weights not homed on the GPU are uploaded per call (the backend stages piece i + 1 while
+ *    piece i multiplies: overlap share phi_d), so w_up bytes per unit of (1 - wg): the Linear
+ *    weights once a decode step, once per batch in the prefill (each batch calls each Linear;
+ *    the head once for the block),
+ *    the SMALL ones (norms, biases) once a step as each unit loads (the embedding unit's once,
+ *    kept), a token embedding table by the chunks holding a gathered row (ids at random);
+ *    the weights homed on the GPU go up once, in the prefill, as the pager promotes them (w_cold
+ *    per unit of wg), and so do the fresh cache and activation chunks homed there;
+ *  - other: attention, on the device, or on the CPU where the cache is in host memory under
+ *    --cpu-cache-compute;
+ *  - up/down: what else crosses the link, synchronously: a cache in host memory (kv_store
+ *    downloads each new row; attention on the device uploads every row it reads, attention on
+ *    the CPU downloads the queries and uploads its output) and activations in host memory in
+ *    the prefill (each op on them stages its rows: the pre-norm reads, the residual add reads
+ *    and writes, a post-norm reads and writes; the embedding writes). */
+typedef struct step {
+    double lin, other, w_up, w_cold, up, down;
+    double k_lin, k_kept, k_gather; /* uses of each kind of weight bytes (fg_sweep_bytes) */
+} step;
+
+/* The share of a GATHER table's chunks holding at least one of r rows drawn at random. */
+static double touched(const terms *t, double r)
+{
+    double c = t->sweep.gather_chunks;
+    return c > 0 ? 1 - pow(1 - 1 / c, r) : 0;
+}
+
+/* A step's weight bytes uploaded when sb (fg_policy_sweep_bytes) are off the GPU. */
+static double step_weights(const step *s, const fg_sweep_bytes *sb)
+{
+    return sb->lin * s->k_lin + sb->head + sb->small + sb->kept * s->k_kept +
+           sb->gather * s->k_gather;
+}
+
+static void kv_link(const terms *t, double rows, double ctx_rows, step *s)
+{
+    s->down += t->n * rows * t->kv_tok;
+    if (t->cpu_attn) {
+        s->down += t->L * t->n * rows * t->q_row;
+        s->up += t->L * t->n * rows * t->q_row;
+    } else {
+        s->up += t->n * ctx_rows * t->kv_tok;
+    }
+}
+
+static void step_prefill(const fg_calib *c, const terms *t, int kv_host, int act_host, step *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!t->dev) {
+        s->lin = compute_prefill(c, t);
+        return;
+    }
+    double m = t->gbs * t->P, pairs = t->ngb * t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw;
+    s->lin = t->ngb * m * t->f_lin / fg_calib_dev_flops(t->dev, m) +
+             t->n * t->f_head / fg_calib_dev_flops(t->dev, t->n);
+    s->other = pairs * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
+    s->k_lin = t->ngb, s->k_kept = 1, s->k_gather = t->ngb * touched(t, t->gbs * t->P);
+    s->w_up = step_weights(s, &t->sweep);
+    s->w_cold = t->weights;
+    /* a fresh cache or activation chunk homed on the GPU goes up once too (the pager makes it
+     * in host memory, zeroed) */
+    s->up += (kv_host ? 0 : t->kv_total) + (act_host ? 0 : t->act_total);
+    if (kv_host)
+        kv_link(t, t->P, t->P, s);
+    if (act_host) {
+        double rows = t->n * t->P * t->act_row;
+        s->up += rows * 4 * t->L;
+        s->down += rows * ((t->post_norm ? 4 : 2) * t->L + 1);
+    }
+}
+
+static void step_decode(const fg_calib *c, const terms *t, int kv_host, step *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!t->dev) {
+        s->lin = compute_decode(c, t);
+        return;
+    }
+    double ctx = t->P + t->G / 2;
+    s->lin = t->n * (t->f_lin + t->f_head) / fg_calib_dev_flops(t->dev, t->n);
+    s->other = t->L * t->n * ctx * t->qw * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
+    s->k_lin = 1, s->k_kept = 0, s->k_gather = touched(t, t->n);
+    s->w_up = step_weights(s, &t->sweep);
+    if (kv_host)
+        kv_link(t, 1, ctx, s);
+}
+
+/* Seconds of a step's device side uploading w bytes of weights:
+ * max(lin, upload) + (1 - phi_d) min(lin, upload) + other + the synchronous link. */
+static double device_time(const terms *t, const step *s, double w_bytes)
+{
+    double w = w_bytes * t->up, hi = s->lin > w ? s->lin : w, lo = s->lin > w ? w : s->lin;
+    double phi = t->dev ? t->dev->overlap : 0;
+    return hi + (1 - phi) * lo + s->other + s->up * t->up + s->down * t->down;
 }
 
 /* A step: writes block the computing thread; reads overlap compute (when overlap is on) by
@@ -178,88 +303,149 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     double pr[3], pw[3], dr[3], dw[3];
     io_prefill(&t, pr, pw);
     io_decode(&t, dr, dw);
-    /* disk fractions as the pager really places them (the plan counts its homes) */
-    double x[3];
+    /* fractions as the pager really places them (the plan counts its homes) */
+    double x[3], g[3];
     for (int k = 0; k < 3; k++) {
-        double total = (double)pl->homed[k] + (double)pl->on_disk[k];
+        double total = kind_total(pl, k);
         x[k] = total > 0 ? (double)pl->on_disk[k] / total : 0;
+        g[k] = total > 0 ? (double)pl->dev_homed[k] / total : 0;
+    }
+    int kv_host = g[1] < 0.5, act_host = g[2] < 0.5;
+    step sp, sd;
+    step_prefill(c, &t, kv_host, act_host, &sp);
+    step_decode(c, &t, kv_host, &sd);
+    /* the weights' link bytes as the pager homes them (its midpoint rule, chunk by chunk) */
+    double wp = 0, wd = 0;
+    if (t.dev) {
+        fg_sweep_bytes sb;
+        fg_policy_sweep_bytes(m, p->frac.w[0], &sb);
+        wp = step_weights(&sp, &sb) + (double)pl->dev_homed[0];
+        wd = step_weights(&sd, &sb);
     }
     memset(out, 0, sizeof *out);
-    out->compute_decode_s = compute_decode(c, &t);
+    out->compute_decode_s = device_time(&t, &sd, wd);
     out->io_decode_s = dot3(dr, x) + dot3(dw, x);
-    out->prefill_s = step_time(compute_prefill(c, &t), cold_read(&t) + dot3(pr, x), dot3(pw, x),
-                               t.phi);
+    out->prefill_s = step_time(device_time(&t, &sp, wp), cold_read(&t) + dot3(pr, x),
+                               dot3(pw, x), t.phi);
     out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x), dot3(dw, x), t.phi);
     out->tokens = (uint64_t)(t.n * t.G);
     /* bytes: the seconds' terms at one second per byte */
     out->read_bytes = (uint64_t)((cold_read(&t) + dot3(pr, x) + (t.G - 1) * dot3(dr, x)) /
                                  t.rd);
     out->write_bytes = (uint64_t)((dot3(pw, x) + (t.G - 1) * dot3(dw, x)) / t.wr);
+    out->up_bytes = (uint64_t)(wp + (t.G - 1) * wd + sp.up + (t.G - 1) * sd.up);
+    out->down_bytes = (uint64_t)(sp.down + (t.G - 1) * sd.down);
     double total = out->prefill_s + out->decode_s;
     out->tok_s = total > 0 ? (double)out->tokens / total : 0;
 }
 
 /* ---- the search ---- */
 
-enum { X_WG, X_WC, X_WD, X_CG, X_CC, X_CD, X_HG, X_HC, X_HD, X_TP, X_TD, NX };
-enum { R_W, R_C, R_H, R_PRE_IO, R_PRE_CPU, R_DEC_IO, R_DEC_CPU, R_MEM, NR };
+enum { X_WG, X_WC, X_WD, X_CG, X_CC, X_CD, X_HG, X_HC, X_HD, X_EP, X_ED, X_TP, X_TD, NX };
+enum { R_W, R_C, R_H, R_PRE_DEV, R_PRE_IO = R_PRE_DEV + 2, R_DEC_DEV = R_PRE_IO + 2,
+       R_DEC_IO = R_DEC_DEV + 2, R_MEM = R_DEC_IO + 2, R_GPU, NR };
 #define TIE 1e-3 /* of the I/O time added to the objective: among equal times, less I/O */
 
-/* The step time as two rows (the max of step_time linearized), r = cold + rd.x:
- *   row r:     T - (rd + wr).x         >= cold + (1 - phi) c      (reading dominates)
- *   row r + 1: T - ((1 - phi) rd + wr).x >= c + (1 - phi) cold    (computing dominates) */
-static void step_rows(double *A, double *rlo, double *rhi, int r, int xt, const double rd[3],
-                      const double wr[3], double compute, double cold, double phi)
+/* The device side of a step as two rows (device_time's max linearized) in the weights' host
+ * share wc + wd: the upload is u0 + u (wc + wd) link seconds (u0 = w_cold: what the GPU homes
+ * goes up once; u = w_up - w_cold, both at the link's seconds a byte):
+ *   row r:     E - (1 - phi_d) u (wc + wd) >= lin + (1 - phi_d) u0 + rest  (computing dominates)
+ *   row r + 1: E - u (wc + wd)             >= u0 + (1 - phi_d) lin + rest  (uploading dominates)
+ * On the CPU backend everything but lin is 0: E = the compute. */
+static void device_rows(double *A, double *rlo, double *rhi, int r, int xe, const terms *t,
+                        const step *s)
+{
+    double u0 = s->w_cold * t->up, u = s->w_up * t->up - u0, phi = t->dev ? t->dev->overlap : 0;
+    double rest = s->other + s->up * t->up + s->down * t->down;
+    A[r * NX + xe] = A[(r + 1) * NX + xe] = 1;
+    A[r * NX + X_WC] = A[r * NX + X_WD] = -(1 - phi) * u;
+    A[(r + 1) * NX + X_WC] = A[(r + 1) * NX + X_WD] = -u;
+    rlo[r] = s->lin + (1 - phi) * u0 + rest, rlo[r + 1] = u0 + (1 - phi) * s->lin + rest;
+    rhi[r] = rhi[r + 1] = HUGE_VAL;
+}
+
+/* The step time as two rows (the max of step_time linearized) with the device side E a
+ * variable, r = cold + rd.x:
+ *   row r:     T - (rd + wr).x - (1 - phi) E   >= cold        (reading dominates)
+ *   row r + 1: T - E - ((1 - phi) rd + wr).x   >= (1 - phi) cold  (computing dominates) */
+static void step_rows(double *A, double *rlo, double *rhi, int r, int xt, int xe,
+                      const double rd[3], const double wr[3], double cold, double phi)
 {
     static const int disk[3] = {X_WD, X_CD, X_HD};
     A[r * NX + xt] = A[(r + 1) * NX + xt] = 1;
+    A[r * NX + xe] = -(1 - phi), A[(r + 1) * NX + xe] = -1;
     for (int k = 0; k < 3; k++) {
         A[r * NX + disk[k]] = -(rd[k] + wr[k]);
         A[(r + 1) * NX + disk[k]] = -((1 - phi) * rd[k] + wr[k]);
     }
-    rlo[r] = cold + (1 - phi) * compute, rlo[r + 1] = compute + (1 - phi) * cold;
+    rlo[r] = cold, rlo[(r + 1)] = (1 - phi) * cold;
     rhi[r] = rhi[r + 1] = HUGE_VAL;
 }
 
-/* The LP of one candidate: minimize Tp + (G - 1) Td over the nine fractions (GPU ones fixed at
- * 0, the cache's and activations' tiers fixed by cc, hc) and the step times, with at most cap
- * bytes homed in RAM. *w_ram gets the weights' RAM fraction. */
-static int solve(const fg_calib *c, const terms *t, double phi, double cc, double hc,
-                 double cap, double *w_ram, fg_err *err)
+/* The cache's and the activations' tiers of one candidate (a chunk is homed whole). */
+typedef struct tiers {
+    double cg, cc, hg, hc;   /* 1 on the GPU / in RAM, else 0 (disk when both are 0) */
+} tiers;
+
+/* The LP of one candidate: minimize Tp + (G - 1) Td over the nine fractions (the cache's and
+ * activations' tiers fixed by tr, the weights' GPU share only with a device), the device sides
+ * and the step times, with at most cap bytes homed in RAM and dev_cap on the GPU. *wg, *wc get
+ * the weights' GPU and RAM fractions. */
+static int solve(const fg_calib *c, const terms *t, double phi, const tiers *tr, double cap,
+                 double dev_cap, double *wg, double *wc, fg_err *err)
 {
     double cost[NX] = {0}, A[NR * NX] = {0}, lo[NX] = {0}, hi[NX], rlo[NR], rhi[NR], x[NX], obj;
     for (int j = 0; j < NX; j++)
         hi[j] = 1;
-    hi[X_WG] = hi[X_CG] = hi[X_HG] = 0; /* no GPU tier */
-    lo[X_CC] = hi[X_CC] = cc, lo[X_CD] = hi[X_CD] = 1 - cc;
-    lo[X_HC] = hi[X_HC] = hc, lo[X_HD] = hi[X_HD] = 1 - hc;
-    hi[X_TP] = hi[X_TD] = HUGE_VAL;
+    hi[X_WG] = t->dev ? 1 : 0;
+    lo[X_CG] = hi[X_CG] = tr->cg, lo[X_CC] = hi[X_CC] = tr->cc;
+    lo[X_CD] = hi[X_CD] = 1 - tr->cg - tr->cc;
+    lo[X_HG] = hi[X_HG] = tr->hg, lo[X_HC] = hi[X_HC] = tr->hc;
+    lo[X_HD] = hi[X_HD] = 1 - tr->hg - tr->hc;
+    hi[X_EP] = hi[X_ED] = hi[X_TP] = hi[X_TD] = HUGE_VAL;
     double pr[3], pw[3], dr[3], dw[3];
     io_prefill(t, pr, pw);
     io_decode(t, dr, dw);
+    step sp, sd;
+    step_prefill(c, t, tr->cg == 0, tr->hg == 0, &sp);
+    step_decode(c, t, tr->cg == 0, &sd);
     cost[X_TP] = 1, cost[X_TD] = t->G - 1;
-    cost[X_WD] = TIE * (t->G - 1) * dr[0];
+    /* among equal times, less read from disk and less sent over the link */
+    cost[X_WC] = TIE * (t->G - 1) * sd.w_up * t->up;
+    cost[X_WD] = TIE * (t->G - 1) * dr[0] + cost[X_WC];
     for (int k = 0; k < 3; k++) {
         A[k * NX + 3 * k] = A[k * NX + 3 * k + 1] = A[k * NX + 3 * k + 2] = 1;
         rlo[k] = rhi[k] = 1;
     }
-    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, pr, pw, compute_prefill(c, t), cold_read(t), phi);
-    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, dr, dw, compute_decode(c, t), 0, phi);
-    /* memory homed in RAM within what the budget leaves after buffers and the window */
+    device_rows(A, rlo, rhi, R_PRE_DEV, X_EP, t, &sp);
+    device_rows(A, rlo, rhi, R_DEC_DEV, X_ED, t, &sd);
+    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, X_EP, pr, pw, cold_read(t), phi);
+    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, X_ED, dr, dw, 0, phi);
+    /* memory homed in RAM within what the budget leaves after buffers and the window, and on
+     * the GPU within its pool */
     A[R_MEM * NX + X_WC] = t->weights, A[R_MEM * NX + X_CC] = t->kv_total;
     A[R_MEM * NX + X_HC] = t->act_total;
     rlo[R_MEM] = -HUGE_VAL;
     rhi[R_MEM] = cap;
+    A[R_GPU * NX + X_WG] = t->weights, A[R_GPU * NX + X_CG] = t->kv_total;
+    A[R_GPU * NX + X_HG] = t->act_total;
+    rlo[R_GPU] = -HUGE_VAL;
+    rhi[R_GPU] = dev_cap;
     int rc = fg_lp_solve(NX, NR, cost, A, rlo, rhi, lo, hi, x, &obj, err);
-    if (rc == FG_OK)
-        *w_ram = x[X_WC] < 0 ? 0 : x[X_WC] > 1 ? 1 : x[X_WC];
+    if (rc == FG_OK) {
+        *wg = x[X_WG] < 0 ? 0 : x[X_WG] > 1 ? 1 : x[X_WG];
+        *wc = x[X_WC] < 0 ? 0 : x[X_WC] > 1 - *wg ? 1 - *wg : x[X_WC];
+    }
     return rc;
 }
 
-static void set_fractions(fg_policy *p, double w_ram, double cc, double hc)
+static void set_fractions(fg_policy *p, double wg, double wc, const tiers *tr)
 {
     p->have_fractions = 1;
-    p->frac = (fg_pager_policy){{0, w_ram, 1 - w_ram}, {0, cc, 1 - cc}, {0, hc, 1 - hc}};
+    p->frac = (fg_pager_policy){{wg, wc, 1 - wg - wc},
+                                {tr->cg, tr->cc, 1 - tr->cg - tr->cc},
+                                {tr->hg, tr->hc, 1 - tr->hg - tr->hc}};
+    p->frac.w[2] = p->frac.w[2] < 0 ? 0 : p->frac.w[2]; /* rounding: the pager refuses < 0 */
 }
 
 /* The least budget the block needs: its buffers and the streaming window, all else on disk. */
@@ -268,24 +454,35 @@ static uint64_t least_need(const fg_plan *pl)
     return pl->fixed + 2 * pl->max_span + 2 * pl->kv_chunk + 2 * pl->act_chunk;
 }
 
-/* Lower w_ram until the weights the pager really homes, with the cache and activations, fit;
- * then the plan must accept it. */
+/* Lower the weights' GPU share until what the pager really homes on the GPU fits its pool,
+ * then their RAM share until RAM's fits the room; then the plan must accept it. */
 static int fit(const fg_policy_model *m, const fg_plan *pl0, fg_policy *p, uint32_t max_ctx,
-               uint64_t budget, double room, double *w_ram, double cc, double hc, fg_plan *pl,
-               fg_err *err)
+               uint64_t budget, double room, double *wg, double *wc, const tiers *tr,
+               fg_plan *pl, fg_err *err)
 {
-    double other = cc * (double)(pl0->homed[1] + pl0->on_disk[1]) +
-                   hc * (double)(pl0->homed[2] + pl0->on_disk[2]);
-    for (int i = 0; i < 64 && *w_ram > 0; i++) {
-        if ((double)fg_policy_weights_homed(m, *w_ram) + other <= room)
+    double kv = kind_total(pl0, 1), act = kind_total(pl0, 2);
+    double dev_other = tr->cg * kv + tr->hg * act, other = tr->cc * kv + tr->hc * act;
+    double dev_room = (double)pl0->dev_pool;
+    for (int i = 0; i < 64 && *wg > 0; i++) {
+        if ((double)fg_policy_weights_homed(m, *wg) + dev_other <= dev_room)
             break;
-        *w_ram = *w_ram > 1e-3 ? *w_ram - 1.0 / 64 : 0;
-        if (*w_ram < 0)
-            *w_ram = 0;
+        *wg = *wg > 1.0 / 64 ? *wg - 1.0 / 64 : 0;
     }
-    if ((double)fg_policy_weights_homed(m, *w_ram) + other > room)
+    if (*wc > 1 - *wg)
+        *wc = 1 - *wg;
+    for (int i = 0; i < 64 && *wc > 0; i++) {
+        double ram = (double)fg_policy_weights_homed(m, *wg + *wc) -
+                     (double)fg_policy_weights_homed(m, *wg);
+        if (ram + other <= room)
+            break;
+        *wc = *wc > 1.0 / 64 ? *wc - 1.0 / 64 : 0;
+    }
+    double ram = (double)fg_policy_weights_homed(m, *wg + *wc) -
+                 (double)fg_policy_weights_homed(m, *wg);
+    if (ram + other > room ||
+        (double)fg_policy_weights_homed(m, *wg) + dev_other > dev_room)
         return fg_err_set(err, FG_ERR_NO_SPACE, "does not fit");
-    set_fractions(p, *w_ram, cc, hc);
+    set_fractions(p, *wg, *wc, tr);
     int rc = fg_plan_make(&m->pm, p, max_ctx, budget, pl, err);
     if (rc == FG_OK && pl->homed[0] + pl->homed[1] + pl->homed[2] + pl->window > pl->pool)
         rc = fg_err_set(err, FG_ERR_NO_SPACE, "the plan does not fit");
@@ -329,7 +526,8 @@ static int better(const fg_prediction *pr, const fg_policy *p, const best *b)
  * deeper prefetch (fg_plan_make's threshold for prefetching FG_PLAN_AHEAD spans). */
 #define DEEP_SPARE (FG_PLAN_AHEAD - 1)
 
-/* One candidate block with a cache codec: every tier of cache and activations. */
+/* One candidate block with a cache codec: every tier of cache and activations (the GPU's too
+ * with a device). */
 static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_policy_job *job,
                       fg_policy *p, uint64_t budget, fg_search_stats *st, best *bests)
 {
@@ -337,13 +535,14 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
     uint32_t ctx = job->prompt_len + job->gen_len;
     fg_plan pl0, pl;
     fg_err e;
-    set_fractions(p, 1, 1, 1);
+    static const tiers all_ram = {0, 1, 0, 1}, all_disk = {0, 0, 0, 0};
+    set_fractions(p, 0, 1, &all_ram);
     if (fg_plan_make(&m->pm, p, ctx, 0, &pl0, &e))
         return;
     uint64_t need = least_need(&pl0);
     if (!st->min_budget || need < st->min_budget)
         st->min_budget = need;
-    set_fractions(p, 0, 0, 0); /* the buffers and window under the budget: all on disk */
+    set_fractions(p, 0, 0, &all_disk); /* the buffers and window under the budget: all on disk */
     if (need > budget || fg_plan_make(&m->pm, p, ctx, budget, &pl0, &e))
         return;
     terms t;
@@ -352,13 +551,18 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
      * or the pool filled with homed data (one span ahead: no overlap) */
     double room = (double)budget - (double)(pl0.fixed + pl0.window);
     double deep = room - DEEP_SPARE * (double)pl0.max_span;
-    for (int k = 0; k < 4 * (p->overlap ? 2 : 1); k++) {
-        int tier = 3 - k % 4; /* RAM first: a tie keeps it */
-        int shallow = k >= 4 || !p->overlap;
-        double cc = tier & 1, hc = tier >> 1, w_ram, cap = shallow ? room : deep;
+    int n_tiers = job->dev ? 3 : 2;
+    for (int k = 0; k < n_tiers * n_tiers * (p->overlap ? 2 : 1); k++) {
+        int i = k % (n_tiers * n_tiers), shallow = k >= n_tiers * n_tiers || !p->overlap;
+        /* tiers 0 GPU, 1 RAM, 2 disk (the GPU's only with a device); the fastest first, so
+         * that a tie keeps it */
+        int ct = i % n_tiers + (job->dev ? 0 : 1), ht = i / n_tiers + (job->dev ? 0 : 1);
+        tiers tr = {ct == 0, ct == 1, ht == 0, ht == 1};
+        double wg = 0, wc, cap = shallow ? room : deep;
         st->lps++;
-        if (cap < 0 || solve(c, &t, shallow ? 0 : c->overlap, cc, hc, cap, &w_ram, &e) ||
-            fit(m, &pl0, p, ctx, budget, cap, &w_ram, cc, hc, &pl, &e))
+        if (cap < 0 || solve(c, &t, shallow ? 0 : c->overlap, &tr, cap, (double)pl0.dev_pool,
+                             &wg, &wc, &e) ||
+            fit(m, &pl0, p, ctx, budget, cap, &wg, &wc, &tr, &pl, &e))
             continue;
         st->feasible++;
         fg_prediction pr;
@@ -417,11 +621,18 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
     return FG_OK;
 }
 
+static const char *tier_name(const double f[3])
+{
+    return f[0] > 0.5 ? "GPU" : f[0] + f[1] > 0.5 ? "RAM" : "disk";
+}
+
 void fg_policy_describe(const fg_policy *p, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "block %u x %u (gbs x ngb), weights RAM %.1f%% disk %.1f%%, KV cache %s%s, "
-             "activations %s, weights %s", p->gbs, p->ngb, 100 * p->frac.w[1],
-             100 * p->frac.w[2], p->frac.c[1] > 0.5 ? "RAM" : "disk",
-             p->compress_cache ? " (4-bit)" : "", p->frac.h[1] > 0.5 ? "RAM" : "disk",
-             p->compress_weight ? "4-bit" : "as stored");
+    char gpu[32] = "";
+    if (p->frac.w[0] > 0 || p->frac.c[0] > 0 || p->frac.h[0] > 0)
+        snprintf(gpu, sizeof gpu, "GPU %.1f%% ", 100 * p->frac.w[0]);
+    snprintf(buf, cap, "block %u x %u (gbs x ngb), weights %sRAM %.1f%% disk %.1f%%, KV cache "
+             "%s%s, activations %s, weights %s", p->gbs, p->ngb, gpu, 100 * p->frac.w[1],
+             100 * p->frac.w[2], tier_name(p->frac.c), p->compress_cache ? " (4-bit)" : "",
+             tier_name(p->frac.h), p->compress_weight ? "4-bit" : "as stored");
 }

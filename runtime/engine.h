@@ -57,6 +57,15 @@ typedef struct fg_engine_opts {
                                  only fg_engine_plan, _hparams and _close may follow */
 } fg_engine_opts;
 
+/* The device bytes the plan may use under o (o->backend, o->gpu_budget): the flag, or the
+ * default (sim: 1 GiB; CUDA: the free memory less 1 GiB), less what the CUDA backend keeps for
+ * cuBLAS and its scratch; 0 on the CPU backend. Errors name --gpu-budget. */
+int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err);
+/* A backend as fg_engine_open makes it from o (sim: of `capacity` device bytes), owned by the
+ * caller (fg_backend_free): the policy search calibrates the device through one. */
+int fg_engine_backend_new(const fg_engine_opts *o, uint64_t capacity, fg_backend **out,
+                          fg_err *err);
+
 /* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by
  * the caller: fg_tok_free). Errors name the store and the key. */
 int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err);

@@ -33,49 +33,59 @@
  * batches (64 MiB), the backend's upload slots and 16-bit activations. */
 #define CUDA_SCRATCH (256ull << 20)
 
-/* The policy's gpu_budget for the plan: the flag, or the device's default. */
-int fg_engine_device_budget(fg_engine *e, fg_err *err)
+int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err)
 {
-    e->o.policy.gpu_budget = 0;
-    if (e->o.backend == FG_BACKEND_CPU)
-        return e->o.gpu_budget ? fg_err_set(err, FG_ERR_INVALID_ARG, "--gpu-budget needs a "
-                                            "device (--backend cuda or sim)") : FG_OK;
-    if (e->o.backend == FG_BACKEND_SIM) {
-        e->o.policy.gpu_budget = e->o.gpu_budget ? e->o.gpu_budget : (uint64_t)GIB;
+    *out = 0;
+    if (o->backend == FG_BACKEND_CPU)
+        return o->gpu_budget ? fg_err_set(err, FG_ERR_INVALID_ARG, "--gpu-budget needs a "
+                                          "device (--backend cuda or sim)") : FG_OK;
+    if (o->backend == FG_BACKEND_SIM) {
+        *out = o->gpu_budget ? o->gpu_budget : (uint64_t)GIB;
         return FG_OK;
     }
     uint64_t free_b, total_b;
     int rc = fg_cuda_mem_info(0, &free_b, &total_b, err);
     if (rc)
         return rc;
-    if (e->o.gpu_budget > free_b)
+    if (o->gpu_budget > free_b)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f GiB: the GPU has %.1f GiB "
-                          "free of %.1f", e->o.gpu_budget / GIB, free_b / GIB, total_b / GIB);
-    uint64_t margin = 1ull << 30, b = e->o.gpu_budget ? e->o.gpu_budget
+                          "free of %.1f", o->gpu_budget / GIB, free_b / GIB, total_b / GIB);
+    uint64_t margin = 1ull << 30, b = o->gpu_budget ? o->gpu_budget
                                      : free_b > 2 * margin ? free_b - margin : free_b / 2;
     if (b <= CUDA_SCRATCH)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.2f GiB: the CUDA backend "
                           "keeps %.2f GiB for cuBLAS and its kernels' scratch", b / GIB,
                           CUDA_SCRATCH / GIB);
-    e->o.policy.gpu_budget = b - CUDA_SCRATCH;
+    *out = b - CUDA_SCRATCH;
     return FG_OK;
+}
+
+/* The policy's gpu_budget for the plan: the flag, or the device's default. */
+int fg_engine_device_budget(fg_engine *e, fg_err *err)
+{
+    return fg_engine_gpu_budget(&e->o, &e->o.policy.gpu_budget, err);
+}
+
+int fg_engine_backend_new(const fg_engine_opts *o, uint64_t capacity, fg_backend **out,
+                          fg_err *err)
+{
+    if (o->backend == FG_BACKEND_SIM) {
+        fg_backend_sim_opts so = {o->threads, o->compute, capacity, o->sim_link_gbps,
+                                  o->policy.cpu_attention, 0};
+        return fg_backend_sim_create(&so, out, err);
+    }
+    if (o->backend == FG_BACKEND_CUDA) {
+        fg_backend_cuda_opts co = {0, o->threads, o->compute, o->policy.cpu_attention};
+        return fg_backend_cuda_create(&co, out, err);
+    }
+    fg_backend_cpu_opts bo = {o->threads, o->compute};
+    return fg_backend_cpu_create_opts(&bo, out, err);
 }
 
 int fg_engine_backend_create(fg_engine *e, fg_err *err)
 {
-    const fg_engine_opts *o = &e->o;
-    e->buft = o->backend == FG_BACKEND_CPU ? FG_BUFT_HOST : FG_BUFT_DEVICE;
-    if (o->backend == FG_BACKEND_SIM) {
-        fg_backend_sim_opts so = {o->threads, o->compute, o->policy.gpu_budget,
-                                  o->sim_link_gbps, o->policy.cpu_attention, 0};
-        return fg_backend_sim_create(&so, &e->be, err);
-    }
-    if (o->backend == FG_BACKEND_CUDA) {
-        fg_backend_cuda_opts co = {0, o->threads, o->compute, o->policy.cpu_attention};
-        return fg_backend_cuda_create(&co, &e->be, err);
-    }
-    fg_backend_cpu_opts bo = {o->threads, o->compute};
-    return fg_backend_cpu_create_opts(&bo, &e->be, err);
+    e->buft = e->o.backend == FG_BACKEND_CPU ? FG_BUFT_HOST : FG_BUFT_DEVICE;
+    return fg_engine_backend_new(&e->o, e->o.policy.gpu_budget, &e->be, err);
 }
 
 /* The pager's DEVICE tier: the backend's device (shared), the plan's pool. */

@@ -51,6 +51,7 @@ typedef struct run {
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     char policy_line[256]; /* policy_auto: what the search chose */
+    char dev_line[256];    /* ... and the device's calibration it priced with */
     char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
 
@@ -286,14 +287,42 @@ static uint64_t mem_available(void)
     return kb ? kb * 1024 / 10 * 9 : 0;
 }
 
+/* A device backend's calibration (policy/calib_dev.c), measured quickly through a backend made
+ * as the run's will be (the simulated one with room for the measurement whatever the budget);
+ * its figures go into r->dev_line. */
+static int calibrate_device(run *r, const fg_policy_model *m, fg_calib_dev *d, fg_err *err)
+{
+    fg_backend *be = NULL;
+    uint64_t room = r->eo.policy.gpu_budget > (512ull << 20) ? r->eo.policy.gpu_budget
+                                                             : 512ull << 20;
+    int rc = fg_engine_backend_new(&r->eo, room, &be, err);
+    if (rc == FG_OK)
+        rc = fg_calib_measure_device(be, m->codec == FG_CODEC_Q4, 1, d, err);
+    fg_backend_free(be);
+    if (rc == FG_OK)
+        snprintf(r->dev_line, sizeof r->dev_line, "%s: link %.2f GB/s up, %.2f down; linear "
+                 "%.1f GFLOP/s at 1 row, %.1f at 256; attention %.2f ns a key; %.0f%% of the "
+                 "uploads hidden (measured in %.2f s)", d->name, d->up / 1e9, d->down / 1e9,
+                 d->gflops[0], d->gflops[FG_CALIB_NM - 1], d->attn_s * 1e9 * 64,
+                 100 * d->overlap, d->seconds);
+    return rc;
+}
+
 /* Choose r->eo.policy for prompts of P tokens, G new ones, `seqs` sequences (0: any). */
 static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
 {
     fg_calib c;
+    fg_calib_dev dev;
     fg_policy_model m;
     int rc = load_calibration(r, &c, err);
-    if (rc || (rc = fg_policy_model_build(r->store, &m, err)))
+    if (rc || (rc = fg_engine_gpu_budget(&r->eo, &r->eo.policy.gpu_budget, err)) ||
+        (rc = fg_policy_model_build(r->store, &m, err)))
         return rc;
+    int on_dev = r->eo.backend != FG_BACKEND_CPU;
+    if (on_dev && (rc = calibrate_device(r, &m, &dev, err))) {
+        fg_policy_model_free(&m);
+        return rc;
+    }
     uint32_t cap = r->o->max_block;
     if (P + G == 0 || P + G > (r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos)) {
         uint32_t ctx = r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos;
@@ -302,7 +331,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     }
     fg_policy_job job = {P, G, seqs && cap ? (seqs < cap ? seqs : cap) : seqs ? seqs : cap,
                          r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
-                         r->o->cache_choice, cpu_int8(r)};
+                         r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL};
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
@@ -316,6 +345,8 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_tok_s = pred.tok_s;
         r->rep.pred_read = pred.read_bytes;
         r->rep.pred_write = pred.write_bytes;
+        r->rep.pred_up = pred.up_bytes;
+        r->rep.pred_down = pred.down_bytes;
         snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
                  "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
@@ -331,6 +362,8 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
     fg_policy_model m;
     char path[4096];
     fg_err e;
+    if (r->eo.backend != FG_BACKEND_CPU) /* priced only with a device calibration: --policy auto */
+        return;
     if (r->o->calibration)
         snprintf(path, sizeof path, "%s", r->o->calibration);
     else if (fg_calib_default_path(path, sizeof path, &e))
@@ -338,7 +371,8 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
     if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
         return;
     const fg_plan *pl = fg_engine_plan(r->e);
-    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r)};
+    fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r),
+                         NULL};
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
@@ -448,6 +482,8 @@ static void summary(run *r)
         if (r->calib_note[0])
             fprintf(r->log, "         calibration: %s\n", r->calib_note);
         fprintf(r->log, "         policy %s\n", r->policy_line);
+        if (r->dev_line[0])
+            fprintf(r->log, "         device %s\n", r->dev_line);
         fprintf(r->log, "         predicted: prefill %.2f s, decode %.2f s, "
                 "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
                 nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
@@ -455,6 +491,11 @@ static void summary(run *r)
         fprintf(r->log, "         predicted disk traffic: read %s, written %s (measured above)\n",
                 fg_fmt_bytes(nb * (double)p->pred_read, rd, sizeof rd),
                 fg_fmt_bytes(nb * (double)p->pred_write, wr, sizeof wr));
+        if (pl->dev_pool)
+            fprintf(r->log, "         predicted link traffic: host -> device %s, device -> "
+                    "host %s (measured above)\n",
+                    fg_fmt_bytes(nb * (double)p->pred_up, rd, sizeof rd),
+                    fg_fmt_bytes(nb * (double)p->pred_down, wr, sizeof wr));
         calib_off(r, "prefill", nb * p->pred_prefill_s, p->prefill_s);
         calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
     }
@@ -959,9 +1000,10 @@ static int run_dry(run *r, fg_err *err)
         if (r->rep.predicted && r->calib_note[0])
             fprintf(r->out, "calibration: %s\n", r->calib_note);
         if (r->rep.predicted)
-            fprintf(r->out, "policy %s\npredicted: prefill %.2f s, decode %.2f s, %.2f tok/s\n",
-                    r->policy_line, r->rep.pred_prefill_s, r->rep.pred_decode_s,
-                    r->rep.pred_tok_s);
+            fprintf(r->out, "policy %s\n%s%s%spredicted: prefill %.2f s, decode %.2f s, "
+                    "%.2f tok/s\n", r->policy_line, r->dev_line[0] ? "device " : "",
+                    r->dev_line, r->dev_line[0] ? "\n" : "", r->rep.pred_prefill_s,
+                    r->rep.pred_decode_s, r->rep.pred_tok_s);
         fg_plan_print(fg_engine_plan(r->e), r->out);
         if (fflush(r->out))
             rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan");

@@ -74,6 +74,7 @@ typedef struct fg_run_report {
     uint64_t prompt_cached, prompt_computed, shared_prefixes, shared_tokens;
     double shared_s;
     uint64_t pred_read, pred_write;  /* predicted disk traffic of one block, bytes */
+    uint64_t pred_up, pred_down;     /* ... and link traffic (a device backend), bytes */
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG

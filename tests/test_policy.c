@@ -499,6 +499,92 @@ START_TEST(predicted_io_is_the_pagers)
 }
 END_TEST
 
+/* ---- the predicted link traffic is the device backend's ---- */
+
+/* A device calibration of this order (the simulated device's rates matter not here: bytes). */
+static fg_calib_dev calib_dev_fixed(void)
+{
+    fg_calib_dev d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "sim");
+    d.up = d.down = 10e9;
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        d.m[i] = 1u << i, d.gflops[i] = 50.0 * (i + 1);
+    d.attn_s = 1e-10, d.attn_q4_s = 1.5e-10, d.overlap = 0.8;
+    return d;
+}
+
+/* Runs a block on the simulated device under placements that put weights, the KV cache and the
+ * activations on the GPU, in RAM and on disk (with attention on the device, and on the CPU
+ * beside a cache in RAM) and compares the link bytes the model predicts with the backend's own
+ * counters. */
+START_TEST(predicted_link_is_the_backends)
+{
+    tu_tmpdir_create();
+    fg_store *st;
+    tiny_store(&st);
+    fg_policy_model m;
+    fg_err err;
+    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    fg_calib c = calib_fixed();
+    fg_calib_dev d = calib_dev_fixed();
+    const uint32_t P = 8, G = 5, ctx = P + G;
+    /* wg, wc, cg, cc, hg, hc, cpu attention */
+    static const double place[][7] = {
+        {1, 0, 1, 0, 1, 0, 0}, {0.5, 0.5, 1, 0, 1, 0, 0}, {0, 1, 1, 0, 1, 0, 0},
+        {1, 0, 0, 1, 1, 0, 0}, {1, 0, 0, 1, 1, 0, 1}, {1, 0, 1, 0, 0, 1, 0},
+        {0, 0.5, 0, 0, 0, 0, 0}, {0.5, 0, 0, 1, 0, 1, 1}};
+    for (size_t i = 0; i < sizeof place / sizeof place[0]; i++) {
+        const double *f = place[i];
+        fg_policy p = fg_policy_default();
+        p.gbs = 2, p.ngb = 2, p.have_fractions = 1, p.cpu_attention = (int)f[6];
+        p.frac = (fg_pager_policy){{f[0], f[1], 1 - f[0] - f[1]}, {f[2], f[3], 1 - f[2] - f[3]},
+                                   {f[4], f[5], 1 - f[4] - f[5]}};
+        fg_engine_opts eo;
+        memset(&eo, 0, sizeof eo);
+        eo.policy = p;
+        eo.max_ctx = ctx;
+        eo.threads = 1;
+        eo.offload_dir = tu_path("");
+        eo.backend = FG_BACKEND_SIM;
+        eo.gpu_budget = 64u << 20;
+        fg_engine *e;
+        ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
+        int32_t prompt[4][8], out[4][8];
+        fg_gen_seq seqs[4];
+        uint64_t ids = 0x9e3779b97f4a7c15ull;
+        for (int k = 0; k < 4; k++) {
+            for (uint32_t t = 0; t < P; t++)
+                prompt[k][t] = (int32_t)(rnd(&ids) % m.hp.vocab_size); /* the model's: at random */
+            seqs[k] = (fg_gen_seq){prompt[k], P, G, {0, 0, 1, 0}, (uint64_t)k, out[k], 0, 0};
+        }
+        fg_gen_stats gs;
+        ck_assert_msg(fg_engine_generate(e, seqs, 4, NULL, &gs, &err) == FG_OK, "%s", err.msg);
+        fg_engine_stats es;
+        fg_engine_stats_get(e, &es);
+        fg_policy_job job = {P, G, 4, 0, -1, 0, &d};
+        fg_prediction pred;
+        const fg_plan *pl = fg_engine_plan(e);
+        fg_policy_predict(&c, &m, pl, &p, &job, &pred);
+        fprintf(stderr, "placement %zu (w %.1f/%.1f c %.0f/%.0f h %.0f/%.0f%s): up %llu "
+                "predicted %llu, down %llu predicted %llu\n", i, f[0], f[1], f[2], f[3], f[4],
+                f[5], f[6] ? ", CPU attention" : "", (unsigned long long)es.link_bytes[0],
+                (unsigned long long)pred.up_bytes, (unsigned long long)es.link_bytes[1],
+                (unsigned long long)pred.down_bytes);
+        /* the model leaves out the ids, positions, validity and next ids (tens of bytes a
+         * sequence and step) and the embedding's gathered rows */
+        double slack = 4096 + 0.05 * (double)es.link_bytes[0];
+        ck_assert(fabs((double)pred.up_bytes - (double)es.link_bytes[0]) <= slack);
+        slack = 4096 + 0.05 * (double)es.link_bytes[1];
+        ck_assert(fabs((double)pred.down_bytes - (double)es.link_bytes[1]) <= slack);
+        ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
+    }
+    fg_policy_model_free(&m);
+    fg_store_close(st);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 /* ---- calibration files ---- */
 
 static void rewrite(const char *path, const char *key, json_t *v)
@@ -588,6 +674,7 @@ int main(void)
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);
     tcase_add_test(tc, predicted_io_is_the_pagers);
+    tcase_add_test(tc, predicted_link_is_the_backends);
     suite_add_tcase(s, tc);
     tc = tcase_create("calibration");
     tcase_add_test(tc, calib_round_trip_and_refusals);

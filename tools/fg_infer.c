@@ -73,7 +73,8 @@ static void usage(FILE *f)
           "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
           "policy:       --policy auto|fixed (auto, the default without --percent,\n"
           "              --gpu-batch-size or --num-gpu-batches: FlexGen's cost model and LP\n"
-          "              search over block, placement and cache compression)\n"
+          "              search over block, placement and cache compression; with a device\n"
+          "              its GPU share too, priced by a measurement of the device at start)\n"
           "              --calibration FILE (default $XDG_CACHE_HOME/fg/calibration.json)\n"
           "              --max-block N (auto: at most N sequences a block)\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
@@ -354,16 +355,8 @@ static void parse_args(args *a, int argc, char **argv)
     if (a->policy == 1 && a->placement)
         die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
             "--num-gpu-batches, or use --policy fixed");
-    if (a->r.eo.backend != FG_BACKEND_CPU) {
-        /* FlexGen's default: attention on the device unless --cpu-cache-compute */
+    if (a->r.eo.backend != FG_BACKEND_CPU) /* FlexGen's: on the device unless asked */
         a->r.eo.policy.cpu_attention = a->cpu_cache;
-        if (a->policy == 1)
-            die("--policy auto searches CPU placements: with --backend %s use --percent or the "
-                "default placement (weights on the GPU first)",
-                a->r.eo.backend == FG_BACKEND_SIM ? "sim" : "cuda");
-        if (a->policy == -1)
-            a->policy = 0;
-    }
     if (a->r.eo.gpu_budget && a->r.eo.backend == FG_BACKEND_CPU)
         die("--gpu-budget needs a device: --backend cuda or sim");
     if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
