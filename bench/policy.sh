@@ -6,10 +6,16 @@
 # auto's ratio to the best grid point (target >= 0.95), and the median |predicted - measured| /
 # measured over every run (target <= 15%).
 # The machine's calibration (fg-infer calibrate) is made first when there is none.
+# With DEVICE=sim (or cuda) the budgets are the GPU's (--gpu-budget: the percentage of the
+# weights plus RESERVE MiB for the engine's device buffers; RAM unlimited) and the grid places
+# on the device: the default rule (weights on the GPU first), the weights' share that fits on
+# the GPU with the KV cache on the GPU or in RAM (attention on the device, or on the CPU with
+# --cpu-cache-compute), every weight in RAM; auto prices it with the device measured at start.
 # usage: bench/policy.sh [MODEL...]      (default: opt-1.3b llama-3.2-1b)
 # env:   PL (prompt, 32)  GL (new tokens, 8)  BLOCK (auto's --max-block and the grid's largest
 #        block, 8)  BUDGETS (percent of the weights, "25 50 100")  THREADS (2)  BIN (build/)
 #        REPS (rounds, 3: every policy runs once a round, the order rotated; medians reported)
+#        DEVICE (sim|cuda: the GPU's budgets)  LINK (the sim's --sim-link GB/s, 4)  RESERVE (64)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build}
@@ -53,6 +59,23 @@ for MODEL in "${MODELS[@]}"; do
   for pct in "${BUDGETS[@]}"; do
     budget=$(( (weights * pct / 100) >> 20 ))M
     wr=$((pct > 15 ? pct - 15 : 0)); wr=$((wr > 100 ? 100 : wr)) # weights' RAM % that fits
+    if [ -n "${DEVICE:-}" ]; then
+      budget=$(( ((weights * pct / 100) >> 20) + ${RESERVE:-64} ))M
+      wg=$((pct > 100 ? 100 : pct)) wc=$((100 - (pct > 100 ? 100 : pct)))
+      DEV="--backend $DEVICE --gpu-budget $budget"
+      [ "$DEVICE" = sim ] && DEV="$DEV --sim-link ${LINK:-4}"
+      FIX="--policy fixed $DEV"
+      labels=("${BLOCK}x1 rule" "${half}x2 rule" "${BLOCK}x1 w$wg% cGPU" "${half}x2 w$wg% cGPU"
+              "${BLOCK}x1 w$wg% cRAM" "${BLOCK}x1 w$wg% cRAM cpu" "${BLOCK}x1 w0%" auto)
+      args=("$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1"
+            "$FIX --gpu-batch-size $half --num-gpu-batches 2"
+            "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent $wg $wc 100 0 100 0"
+            "$FIX --gpu-batch-size $half --num-gpu-batches 2 --percent $wg $wc 100 0 100 0"
+            "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent $wg $wc 0 100 100 0"
+            "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent $wg $wc 0 100 100 0 --cpu-cache-compute"
+            "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 100 100 0 100 0"
+            "$DEV --max-block $BLOCK")
+    else
     FIX=(--policy fixed --ram-budget "$budget")
     labels=("${quarter}x1 rule" "${BLOCK}x1 rule" "${half}x2 rule" "${quarter}x4 rule"
             "${BLOCK}x1 w$wr%" "${half}x2 w$wr%" "${BLOCK}x1 w$wr% c4" "${BLOCK}x1 w0%" auto)
@@ -65,6 +88,7 @@ for MODEL in "${MODELS[@]}"; do
           "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 $wr 0 100 0 100 --compress-cache"
           "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 0 0 100 0 100"
           "--ram-budget $budget --max-block $BLOCK")
+    fi
     n=${#labels[@]}
     declare -A TPS=() PRED=() POL=()
     # REPS rounds, each running every policy once, the order rotated from round to round: the

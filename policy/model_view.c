@@ -30,8 +30,10 @@ void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *
 {
     const fg_plan_weights *w = &m->w;
     memset(out, 0, sizeof *out);
-    if (!w->t)
+    if (!w->t) { /* a model given by sizes alone: every byte a Linear's */
+        out->lin = (double)(m->pm.weights - fg_plan_homed_weights(&m->pm, wg));
         return;
+    }
     uint32_t *uses_lin = calloc(w->n_t, sizeof *uses_lin), *uses_small = calloc(w->n_t, 4);
     uint32_t *uses_head = calloc(w->n_t, 4);
     double *total = calloc(w->pm.n_units, sizeof *total), *before = calloc(w->pm.n_units, 8);

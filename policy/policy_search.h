@@ -174,7 +174,8 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
                        const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
 
 /* Of a sweep's weight bytes, those the pager homes off the GPU when the weights' GPU fraction is
- * wg (its midpoint rule, chunk by chunk): what a device backend uploads. */
+ * wg (its midpoint rule, chunk by chunk): what a device backend uploads. A model without a
+ * tensor table (given by sizes) counts every byte off the GPU as a layer's Linear. */
 void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *out);
 
 /* Weight bytes the pager really homes in RAM under fraction w_ram (fg_plan_homed_weights:
@@ -184,6 +185,7 @@ uint64_t fg_policy_weights_homed(const fg_policy_model *m, double w_ram);
 typedef struct fg_search_stats {
     uint32_t candidates, lps, feasible;
     uint64_t min_budget;           /* no feasible policy: the smallest budget any block needs */
+    uint64_t min_gpu;              /* ... and of the device, when its budget held no block */
 } fg_search_stats;
 
 /* The best policy for job: base's flags (schedule, sep_layer, overlap, sparsity) kept; gbs,

@@ -27,14 +27,28 @@
  * cache and activations; the budget constraint is linear in the fractions: fixed + window +
  * W wc + KV cc + ACT hc <= budget (less one more span in the overlapping regime).
  *
+ * With a device backend (job->dev: --backend cuda|sim, the device measured by calib_dev.c)
+ * every op computes on the device and the model adds the GPU tier (FlexGen's own cost model has
+ * it; this one prices what this engine's device path moves, see step_prefill): compute at the
+ * device's rates (attention on the CPU under --cpu-cache-compute with the cache in host
+ * memory), and over the link what is not homed on the GPU, op by op: Linear pieces at each call
+ * (uploads overlap the multiplies by the measured share phi_d), SMALL tensors at each unit
+ * load, the chunks a gather touches, a host cache's rows, host activations' rows; what is homed
+ * on the GPU goes up once. A step's device side E = max(lin, upload) + (1 - phi_d) min(lin,
+ * upload) + the rest, itself the compute of the step time above (disk reads overlap it), and
+ * the GPU's memory is a second linear constraint: W wg + KV cg + ACT hg <= the plan's device
+ * pool. Predicted link bytes are checked against the sim backend's counters
+ * (tests/test_policy.c).
+ *
  * The search enumerates blocks (gbs, ngb), the 4-bit cache on or off, the two prefetch
  * regimes (room kept for FG_PLAN_AHEAD spans, overlapping; or the pool filled, not) and,
  * because the pager homes each KV chunk and each activation chunk whole (one chunk per
  * placement group: a fraction places it in RAM when above 1/2), the cache's and activations'
- * tier; for each, one LP over the nine fractions (GPU ones fixed at 0: no GPU tier) and the two
- * step times (the max linearized as two rows each) is solved with GLPK. The weights' fraction
- * is then checked with the pager's own midpoint rule (a unit's chunks are indivisible) and
- * lowered until the real bytes fit, and fg_plan_make must accept the result. The fastest per
+ * tier (RAM or disk; the GPU too with a device); for each, one LP over the nine fractions (the
+ * GPU's fixed at 0 without a device), the two device sides and the two step times (each max
+ * linearized as two rows) is solved with GLPK. The weights' fractions are then checked with the
+ * pager's own midpoint rule (a unit's chunks are indivisible) and lowered until the real bytes
+ * fit (what leaves the GPU goes to RAM), and fg_plan_make must accept the result. The fastest per
  * token wins (within 2%, the one with fewer batches; a 4-bit cache, which changes the numbers,
  * only when nothing fits without it or it is 5% faster).
  * Weights are searched in the store's own codec: the search never quantizes at load.
@@ -410,9 +424,10 @@ static int solve(const fg_calib *c, const terms *t, double phi, const tiers *tr,
     step_prefill(c, t, tr->cg == 0, tr->hg == 0, &sp);
     step_decode(c, t, tr->cg == 0, &sd);
     cost[X_TP] = 1, cost[X_TD] = t->G - 1;
-    /* among equal times, less read from disk and less sent over the link */
+    /* among equal times, less read from disk and less sent over the link; RAM before disk
+     * when the streaming room would hold the weights anyway (nothing read after the prefill) */
     cost[X_WC] = TIE * (t->G - 1) * sd.w_up * t->up;
-    cost[X_WD] = TIE * (t->G - 1) * dr[0] + cost[X_WC];
+    cost[X_WD] = TIE * ((t->G - 1) * dr[0] + t->weights * t->rd) + cost[X_WC];
     for (int k = 0; k < 3; k++) {
         A[k * NX + 3 * k] = A[k * NX + 3 * k + 1] = A[k * NX + 3 * k + 2] = 1;
         rlo[k] = rhi[k] = 1;
@@ -454,8 +469,9 @@ static uint64_t least_need(const fg_plan *pl)
     return pl->fixed + 2 * pl->max_span + 2 * pl->kv_chunk + 2 * pl->act_chunk;
 }
 
-/* Lower the weights' GPU share until what the pager really homes on the GPU fits its pool,
- * then their RAM share until RAM's fits the room; then the plan must accept it. */
+/* Lower the weights' GPU share until what the pager really homes on the GPU fits its pool (what
+ * leaves it goes to RAM), then their RAM share until RAM's fits the room; then the plan must
+ * accept it. */
 static int fit(const fg_policy_model *m, const fg_plan *pl0, fg_policy *p, uint32_t max_ctx,
                uint64_t budget, double room, double *wg, double *wc, const tiers *tr,
                fg_plan *pl, fg_err *err)
@@ -463,10 +479,11 @@ static int fit(const fg_policy_model *m, const fg_plan *pl0, fg_policy *p, uint3
     double kv = kind_total(pl0, 1), act = kind_total(pl0, 2);
     double dev_other = tr->cg * kv + tr->hg * act, other = tr->cc * kv + tr->hc * act;
     double dev_room = (double)pl0->dev_pool;
-    for (int i = 0; i < 64 && *wg > 0; i++) {
+    for (int i = 0; i < 64 && *wg > 0; i++) { /* what leaves the GPU goes to RAM */
         if ((double)fg_policy_weights_homed(m, *wg) + dev_other <= dev_room)
             break;
-        *wg = *wg > 1.0 / 64 ? *wg - 1.0 / 64 : 0;
+        double d = *wg > 1.0 / 64 ? 1.0 / 64 : *wg;
+        *wg -= d, *wc += d;
     }
     if (*wc > 1 - *wg)
         *wc = 1 - *wg;
@@ -537,8 +554,14 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
     fg_err e;
     static const tiers all_ram = {0, 1, 0, 1}, all_disk = {0, 0, 0, 0};
     set_fractions(p, 0, 1, &all_ram);
-    if (fg_plan_make(&m->pm, p, ctx, 0, &pl0, &e))
+    if (fg_plan_make(&m->pm, p, ctx, 0, &pl0, &e)) {
+        fg_policy big = *p; /* the device's budget too small for the block: what it needs */
+        big.gpu_budget = UINT64_MAX / 4;
+        if (p->gpu_budget && !fg_plan_make(&m->pm, &big, ctx, 0, &pl0, &e) &&
+            (!st->min_gpu || pl0.dev_reserve + (1u << 20) < st->min_gpu))
+            st->min_gpu = pl0.dev_reserve + (1u << 20);
         return;
+    }
     uint64_t need = least_need(&pl0);
     if (!st->min_budget || need < st->min_budget)
         st->min_budget = need;
@@ -610,6 +633,11 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
         }
     const best *b = bs[1].found && (!bs[0].found || bs[1].pred.tok_s > LOSSY_GAIN *
                                      bs[0].pred.tok_s) ? &bs[1] : &bs[0];
+    if (!b->found && st->min_gpu && !st->min_budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f MiB: no policy fits; the "
+                          "smallest block needs %.1f MiB of the device (--gpu-budget %.0fM)",
+                          (double)base->gpu_budget / MB, (double)st->min_gpu / MB,
+                          ceil((double)st->min_gpu / MB));
     if (!b->found)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB: no policy fits; the "
                           "smallest block needs %.0f MiB (--ram-budget %.0fM)",

@@ -14,8 +14,11 @@
  *
  * --policy auto (policy/policy_search.h) chooses the block, the placement and the cache's
  * compression just before the engine opens, from the machine's calibration (the cache's file,
- * measured quickly when missing) and the run's prompt length, new tokens and prompt count; the
- * summary and --dry-run print its predicted times beside the measured ones.
+ * measured quickly when missing) and the run's prompt length, new tokens and prompt count; on a
+ * device backend also from the device, measured through a backend made like the run's
+ * (calibrate_device), which adds the GPU's share to the search; the summary and --dry-run print
+ * its predicted times (and link bytes) beside the measured ones. A fixed policy on a device
+ * backend is not priced (nothing measures the device for it).
  *
  * --prefix-cache (runner_prefix.c) opens the cache for the engine's identity once the engine is
  * open; a file job first runs its shared-prefix pass (a third pass over the input), and the

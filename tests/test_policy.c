@@ -41,6 +41,19 @@ static fg_calib calib_fixed(void)
     return c;
 }
 
+/* A device calibration of this order (the simulated device's rates matter not here: bytes). */
+static fg_calib_dev calib_dev_fixed(void)
+{
+    fg_calib_dev d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "sim");
+    d.up = d.down = 10e9;
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        d.m[i] = 1u << i, d.gflops[i] = 50.0 * (i + 1);
+    d.attn_s = 1e-10, d.attn_q4_s = 1.5e-10, d.overlap = 0.8;
+    return d;
+}
+
 /* ---- the LP wrapper ---- */
 
 START_TEST(lp_known_optimum)
@@ -154,9 +167,10 @@ static void random_model(uint64_t *s, rmodel *r)
     r->m.pm = (fg_plan_model){&r->m.hp, n, r->units, weights, max_floats, r->chunk, r->first};
     r->m.codec = q4 ? FG_CODEC_Q4 : FG_CODEC_F16;
     r->m.all_q4 = q4;
+    fg_policy_sweep_bytes(&r->m, 0, &r->m.sweep);
 }
 
-/* What the pager and the engine will hold under p within budget. */
+/* What the pager and the engine will hold under p within budget (and the GPU's). */
 static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job *job)
 {
     fg_plan pl;
@@ -168,28 +182,43 @@ static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job 
     ck_assert_uint_le(pl.homed[0] + pl.homed[1] + pl.homed[2] + pl.window, pl.pool);
     /* the pager's own placement: weights per unit by its midpoint rule, each KV and activation
      * chunk whole */
-    uint64_t real = fg_policy_weights_homed(&r->m, p->frac.w[1]) +
-                    (p->frac.c[1] > 0.5 ? pl.homed[1] + pl.on_disk[1] : 0) +
-                    (p->frac.h[1] > 0.5 ? pl.homed[2] + pl.on_disk[2] : 0);
+    double g = p->frac.w[0];
+    uint64_t kv = pl.dev_homed[1] + pl.homed[1] + pl.on_disk[1];
+    uint64_t act = pl.dev_homed[2] + pl.homed[2] + pl.on_disk[2];
+    uint64_t dev = fg_policy_weights_homed(&r->m, g) + (p->frac.c[0] > 0.5 ? kv : 0) +
+                   (p->frac.h[0] > 0.5 ? act : 0);
+    uint64_t real = fg_policy_weights_homed(&r->m, g + p->frac.w[1]) -
+                    fg_policy_weights_homed(&r->m, g) +
+                    (p->frac.c[0] <= 0.5 && p->frac.c[0] + p->frac.c[1] > 0.5 ? kv : 0) +
+                    (p->frac.h[0] <= 0.5 && p->frac.h[0] + p->frac.h[1] > 0.5 ? act : 0);
     ck_assert_uint_le(real + pl.window, pl.pool);
-    ck_assert(p->frac.w[0] == 0 && p->frac.c[0] == 0 && p->frac.h[0] == 0);
+    ck_assert_uint_le(dev, pl.dev_pool);
+    if (!job->dev)
+        ck_assert(p->frac.w[0] == 0 && p->frac.c[0] == 0 && p->frac.h[0] == 0);
+    else
+        ck_assert(pl.dev_reserve + pl.dev_pool <= p->gpu_budget);
     ck_assert(p->have_fractions && p->gbs >= 1 && p->ngb >= 1);
     ck_assert(!job->max_seqs || (uint64_t)p->gbs * p->ngb <= job->max_seqs);
     ck_assert_int_eq(p->compress_weight, r->m.all_q4);
 }
 
+/* _i >= 3: with a device (the GPU's budget random too). */
 START_TEST(search_fits_every_budget)
 {
     fg_calib c = calib_fixed();
+    fg_calib_dev d = calib_dev_fixed();
     uint64_t s = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
     static rmodel r;
-    int found = 0, refused = 0;
+    int found = 0, refused = 0, device = _i >= 3, on_gpu = 0;
     for (int trial = 0; trial < 40; trial++) {
         random_model(&s, &r);
         fg_policy base = fg_policy_default(), out;
         fg_policy_job job = {1 + (uint32_t)(rnd(&s) % 64), 1 + (uint32_t)(rnd(&s) % 16),
                              (uint32_t)(rnd(&s) % 3 ? 0 : 1 + rnd(&s) % 40), 0,
-                             (int)(rnd(&s) % 3) - 1};
+                             (int)(rnd(&s) % 3) - 1, 0, device ? &d : NULL};
+        if (device)
+            base.gpu_budget = (uint64_t)((double)(rnd(&s) % 1000) / 500.0 *
+                                         (double)r.m.pm.weights) + (rnd(&s) % 64) * 65536;
         /* budgets from far too small to more than everything */
         double frac = (double)(rnd(&s) % 1000) / 500.0;
         job.ram_budget = (uint64_t)(frac * (double)r.m.pm.weights) + (rnd(&s) % 64) * 65536;
@@ -199,6 +228,7 @@ START_TEST(search_fits_every_budget)
         int rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
         if (rc == FG_OK) {
             found++;
+            on_gpu += out.frac.w[0] > 0;
             check_fits(&r, &out, &job);
             ck_assert(pred.tok_s > 0 && pred.prefill_s > 0 && isfinite(pred.decode_s));
             ck_assert(job.cache_choice < 0 || out.compress_cache == job.cache_choice);
@@ -206,6 +236,15 @@ START_TEST(search_fits_every_budget)
         }
         refused++;
         ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+        if (strstr(err.msg, "--gpu-budget")) { /* the device's budget holds no block */
+            ck_assert(device && st.min_gpu > base.gpu_budget);
+            base.gpu_budget = st.min_gpu;
+            rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
+            if (rc == FG_OK) {
+                check_fits(&r, &out, &job);
+                continue;
+            }
+        }
         ck_assert_ptr_nonnull(strstr(err.msg, "--ram-budget"));
         ck_assert_uint_gt(st.min_budget, job.ram_budget);
         /* the budget the refusal names does fit */
@@ -216,16 +255,20 @@ START_TEST(search_fits_every_budget)
     }
     ck_assert_int_gt(found, 0);
     ck_assert_int_gt(found + refused, 0);
+    ck_assert(!device || on_gpu > 0);
 }
 END_TEST
 
 /* The search covers the hand grid bench/policy.sh runs: under the model, no fixed policy the
  * plan accepts (blocks 2x1 ... 8x1, 4x2, 2x4; weights 0..100% in RAM; the cache and
  * activations in RAM or on disk) predicts more tokens per second than the search's answer
- * (beyond the 2% within which the search prefers fewer batches). */
+ * (beyond the 2% within which the search prefers fewer batches). _i >= 3: with a device, whose
+ * grid adds the weights' GPU share and the GPU tier for the cache and activations. */
 START_TEST(search_beats_the_grid)
 {
     fg_calib c = calib_fixed();
+    fg_calib_dev d = calib_dev_fixed();
+    int device = _i >= 3;
     uint64_t s = 777 + (uint64_t)_i;
     static rmodel r;
     static const uint32_t blocks[][2] = {{2, 1}, {8, 1}, {4, 2}, {2, 4}, {4, 1}, {1, 8}};
@@ -233,7 +276,11 @@ START_TEST(search_beats_the_grid)
     for (int trial = 0; trial < 12; trial++) {
         random_model(&s, &r);
         fg_policy base = fg_policy_default(), out;
-        fg_policy_job job = {8 + (uint32_t)(rnd(&s) % 32), 2 + (uint32_t)(rnd(&s) % 8), 8, 0, 0};
+        fg_policy_job job = {8 + (uint32_t)(rnd(&s) % 32), 2 + (uint32_t)(rnd(&s) % 8), 8, 0, 0,
+                             0, device ? &d : NULL};
+        double gshare = 0.3 + (double)(rnd(&s) % 1000) / 1000.0;
+        if (device)
+            base.gpu_budget = UINT64_MAX / 4; /* for the plans of the RAM budget's range */
         fg_prediction best;
         fg_err err;
         /* budgets between what a 2x1 block needs all on disk and everything in RAM */
@@ -250,26 +297,34 @@ START_TEST(search_beats_the_grid)
         double u = (double)(rnd(&s) % 1000) / 1000.0;
         job.ram_budget = pl_lo.total_host + (uint64_t)(u * (double)(pl_hi.total_host -
                                                                      pl_lo.total_host));
+        if (device) /* the largest block's device buffers and a third to all of the weights */
+            base.gpu_budget = pl_hi.dev_reserve + (1u << 20) +
+                              (uint64_t)(gshare * (double)r.m.pm.weights);
         if (fg_policy_search(&c, &r.m, &base, &job, &out, &best, NULL, &err))
             continue;
         uint32_t ctx = job.prompt_len + job.gen_len;
+        int tiers = device ? 3 : 2;
         for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
-            for (int w = 0; w <= 20; w++)
-                for (int tier = 0; tier < 4; tier++) {
-                    fg_policy p = base;
-                    p.gbs = blocks[b][0], p.ngb = blocks[b][1], p.have_fractions = 1;
-                    double wr = w / 20.0, cc = tier & 1, hc = tier >> 1;
-                    p.frac = (fg_pager_policy){{0, wr, 1 - wr}, {0, cc, 1 - cc}, {0, hc, 1 - hc}};
-                    fg_plan pl;
-                    if (fg_plan_make(&r.m.pm, &p, ctx, job.ram_budget, &pl, &err))
-                        continue;
-                    fg_prediction pr;
-                    fg_policy_predict(&c, &r.m, &pl, &p, &job, &pr);
-                    compared++;
-                    ck_assert_msg(pr.tok_s <= best.tok_s * 1.021, "%ux%u w %.2f c %.0f h %.0f "
-                                  "predicts %.4g tok/s, the search's answer %.4g", p.gbs, p.ngb,
-                                  wr, cc, hc, pr.tok_s, best.tok_s);
-                }
+            for (int g = 0; g <= (device ? 10 : 0); g++)
+                for (int w = 0; w <= 20; w++)
+                    for (int tier = 0; tier < tiers * tiers; tier++) {
+                        fg_policy p = base;
+                        p.gbs = blocks[b][0], p.ngb = blocks[b][1], p.have_fractions = 1;
+                        int ct = tier % tiers + !device, ht = tier / tiers + !device;
+                        double wg = g / 10.0, wr = (1 - wg) * w / 20.0;
+                        double cg = ct == 0, cc = ct == 1, hg = ht == 0, hc = ht == 1;
+                        p.frac = (fg_pager_policy){{wg, wr, 1 - wg - wr < 0 ? 0 : 1 - wg - wr},
+                                                   {cg, cc, 1 - cg - cc}, {hg, hc, 1 - hg - hc}};
+                        fg_plan pl;
+                        if (fg_plan_make(&r.m.pm, &p, ctx, job.ram_budget, &pl, &err))
+                            continue;
+                        fg_prediction pr;
+                        fg_policy_predict(&c, &r.m, &pl, &p, &job, &pr);
+                        compared++;
+                        ck_assert_msg(pr.tok_s <= best.tok_s * 1.021, "%ux%u w %.2f/%.2f c %d "
+                                      "h %d predicts %.4g tok/s, the search's answer %.4g",
+                                      p.gbs, p.ngb, wg, wr, ct, ht, pr.tok_s, best.tok_s);
+                    }
     }
     ck_assert_int_gt(compared, 50);
 }
@@ -501,19 +556,6 @@ END_TEST
 
 /* ---- the predicted link traffic is the device backend's ---- */
 
-/* A device calibration of this order (the simulated device's rates matter not here: bytes). */
-static fg_calib_dev calib_dev_fixed(void)
-{
-    fg_calib_dev d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.name, sizeof d.name, "sim");
-    d.up = d.down = 10e9;
-    for (int i = 0; i < FG_CALIB_NM; i++)
-        d.m[i] = 1u << i, d.gflops[i] = 50.0 * (i + 1);
-    d.attn_s = 1e-10, d.attn_q4_s = 1.5e-10, d.overlap = 0.8;
-    return d;
-}
-
 /* Runs a block on the simulated device under placements that put weights, the KV cache and the
  * activations on the GPU, in RAM and on disk (with attention on the device, and on the CPU
  * beside a cache in RAM) and compares the link bytes the model predicts with the backend's own
@@ -669,8 +711,8 @@ int main(void)
     tcase_add_test(tc, lp_refusals);
     suite_add_tcase(s, tc);
     tc = tcase_create("search");
-    tcase_add_loop_test(tc, search_fits_every_budget, 0, 3);
-    tcase_add_loop_test(tc, search_beats_the_grid, 0, 3);
+    tcase_add_loop_test(tc, search_fits_every_budget, 0, 6);
+    tcase_add_loop_test(tc, search_beats_the_grid, 0, 6);
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);
     tcase_add_test(tc, predicted_io_is_the_pagers);

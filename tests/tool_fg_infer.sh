@@ -124,6 +124,17 @@ sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim \
       --percent 100 0 100 0 100 0 2>&1 >/dev/null)
 [[ "$sum" == *"link: host -> device"*"a generated token"* ]] ||
   { echo "--backend sim: the summary has no link line: $sum"; exit 1; }
+# --policy auto (the default without --percent) on the device: the GPU's share searched, priced
+# by the device measured at start; the CPU's tokens; the predicted link bytes printed beside the
+# measured ones; a device budget that holds no block is named with the one that would
+auto=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --gpu-budget 24M --quiet)
+[ "$auto" = "$cpu" ] || { echo "--backend sim --policy auto: '$auto', CPU '$cpu'"; exit 1; }
+sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --gpu-budget 24M 2>&1 >/dev/null)
+[[ "$sum" == *"policy auto: block"*"weights GPU "*"device sim: link"*"GB/s up"*"predicted link traffic: host -> device"* ]] ||
+  { echo "--backend sim --policy auto: no device search in the summary: $sum"; exit 1; }
+expect_fail 1 "$INFER" -m tiny -p hi --backend sim --gpu-budget 2M
+[[ "$err" == *"--gpu-budget 2.0 MiB: no policy fits; the smallest block needs"* ]] ||
+  { echo "a device budget too small for any block is not named: $err"; exit 1; }
 plan=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --gpu-budget 64M --dry-run)
 [[ "$plan" == *"GPU: pager pool"* ]] || { echo "--dry-run shows no GPU share: $plan"; exit 1; }
 # --dry-run sizes the plan as the run would (--input: its longest prompt plus generation, no
