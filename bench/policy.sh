@@ -15,7 +15,7 @@
 # env:   PL (prompt, 32)  GL (new tokens, 8)  BLOCK (auto's --max-block and the grid's largest
 #        block, 8)  BUDGETS (percent of the weights, "25 50 100")  THREADS (2)  BIN (build/)
 #        REPS (rounds, 3: every policy runs once a round, the order rotated; medians reported)
-#        DEVICE (sim|cuda: the GPU's budgets)  LINK (the sim's --sim-link GB/s, 4)  RESERVE (64)
+#        DEVICE (sim|cuda: the GPU's budgets)  LINK (the sim's --sim-link GB/s, 4)  RESERVE (128)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build}
@@ -44,7 +44,7 @@ run() {
 
 # the median of the numbers given ("failed" when none is a number)
 median() {
-  printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END {
+  printf '%s\n' "$@" | { grep -E '^[0-9.]+$' || true; } | sort -g | awk '{ v[NR] = $1 } END {
     if (!NR) { print "failed"; exit }
     printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
@@ -60,8 +60,8 @@ for MODEL in "${MODELS[@]}"; do
     budget=$(( (weights * pct / 100) >> 20 ))M
     wr=$((pct > 15 ? pct - 15 : 0)); wr=$((wr > 100 ? 100 : wr)) # weights' RAM % that fits
     if [ -n "${DEVICE:-}" ]; then
-      budget=$(( ((weights * pct / 100) >> 20) + ${RESERVE:-64} ))M
-      wg=$((pct > 100 ? 100 : pct)) wc=$((100 - (pct > 100 ? 100 : pct)))
+      budget=$(( ((weights * pct / 100) >> 20) + ${RESERVE:-128} ))M
+      wg=$(( (pct > 100 ? 100 : pct) * 9 / 10 )); wc=$((100 - wg)) # beside the cache
       DEV="--backend $DEVICE --gpu-budget $budget"
       [ "$DEVICE" = sim ] && DEV="$DEV --sim-link ${LINK:-4}"
       FIX="--policy fixed $DEV"

@@ -218,6 +218,8 @@ typedef struct fg_backend_cuda_opts {
     int cpu_attention;
 } fg_backend_cuda_opts;
 int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend **out, fg_err *err);
+/* CUDA devices visible (0 without a GPU or without CUDA support). */
+int fg_cuda_device_count(void);
 /* Free and total memory of CUDA device `device`. */
 int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg_err *err);
 

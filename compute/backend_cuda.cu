@@ -1221,6 +1221,16 @@ extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend 
     return FG_OK;
 }
 
+extern "C" int fg_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 extern "C" int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes,
                                 fg_err *err)
 {

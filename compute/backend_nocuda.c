@@ -10,6 +10,11 @@ int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend **out, fg_e
                       "(configure with the CUDA toolkit and -DFG_CUDA=ON)");
 }
 
+int fg_cuda_device_count(void)
+{
+    return 0;
+}
+
 int fg_cuda_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes, fg_err *err)
 {
     (void)device;

@@ -47,6 +47,8 @@ typedef struct fg_engine_opts {
     uint64_t gpu_budget;      /* device bytes: the pager's DEVICE pool and the backend's per-op
                                  staging (0: CUDA's free memory less 1 GiB; sim 1 GiB) */
     double sim_link_gbps;     /* the simulated device's link (0: memcpy speed) */
+    int gpu_index;            /* --backend cuda: the GPU, this index modulo the GPUs visible
+                                 (pipeline ranks on one machine take them in turn) */
     const fg_link *link;      /* a pipeline stage (stage.h) of link->size ranks, borrowed; NULL
                                  or size 1: one process runs every unit */
     uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */

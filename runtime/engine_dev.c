@@ -19,7 +19,8 @@
  * Never a layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
  * staged per op by the backend. Host code never dereferences a device pointer: every crossing
  * goes through the device's copy engine (fg_engine_up/down/dcopy, fg_engine_rows_copy,
- * fg_engine_small_bytes), counted in the backend's link_bytes.
+ * fg_engine_small_bytes), counted in the backend's link_bytes. In a pipeline (stage.h) the rows a
+ * stage sends come down into host room first (e->stage_host) and the rows it receives go up.
  * On the CPU backend every buffer is host memory and the d_* twins alias the host arrays.
  */
 #include <stdlib.h>
@@ -33,6 +34,13 @@
  * batches (64 MiB), the backend's upload slots and 16-bit activations. */
 #define CUDA_SCRATCH (256ull << 20)
 
+/* The CUDA device ordinal o names. */
+static int gpu_of(const fg_engine_opts *o)
+{
+    int n = fg_cuda_device_count();
+    return n > 0 && o->gpu_index > 0 ? o->gpu_index % n : 0;
+}
+
 int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err)
 {
     *out = 0;
@@ -44,7 +52,7 @@ int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err)
         return FG_OK;
     }
     uint64_t free_b, total_b;
-    int rc = fg_cuda_mem_info(0, &free_b, &total_b, err);
+    int rc = fg_cuda_mem_info(gpu_of(o), &free_b, &total_b, err);
     if (rc)
         return rc;
     if (o->gpu_budget > free_b)
@@ -75,7 +83,7 @@ int fg_engine_backend_new(const fg_engine_opts *o, uint64_t capacity, fg_backend
         return fg_backend_sim_create(&so, out, err);
     }
     if (o->backend == FG_BACKEND_CUDA) {
-        fg_backend_cuda_opts co = {0, o->threads, o->compute, o->policy.cpu_attention};
+        fg_backend_cuda_opts co = {gpu_of(o), o->threads, o->compute, o->policy.cpu_attention};
         return fg_backend_cuda_create(&co, out, err);
     }
     fg_backend_cpu_opts bo = {o->threads, o->compute};
@@ -115,6 +123,17 @@ static int copy(fg_engine *e, void *dst, fg_buft dt, const void *src, fg_buft st
     }
     fg_device *d = e->be->dev;
     return d->iface->copy(d, dst, dt, src, st, n, NULL, err);
+}
+
+int fg_engine_xcopy(fg_engine *e, void *dst, fg_buft dt, const void *src, fg_buft st, size_t n,
+                    fg_err *err)
+{
+    return copy(e, dst, dt, src, st, n, err);
+}
+
+fg_buft fg_engine_view_buft(const fg_pager_view *v)
+{
+    return tier_buft(v->tier);
 }
 
 int fg_engine_up(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err)
@@ -251,6 +270,9 @@ int fg_engine_buffers_dev(fg_engine *e, fg_err *err)
     if (rc == FG_OK)
         rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, e->be->dev, e->buft, &e->ws,
                                 err);
+    if (rc == FG_OK && e->link && e->buft == FG_BUFT_DEVICE &&
+        !(e->stage_host = malloc(fg_stage_max_rows(e))))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     return rc;
 }
 
@@ -260,6 +282,8 @@ void fg_engine_buffers_dev_free(fg_engine *e)
         return;
     fg_model_ws_free(e->ws);
     e->ws = NULL;
+    free(e->stage_host);
+    e->stage_host = NULL;
     free(e->greedy_ids);
     e->greedy_ids = NULL;
     void *b[] = {e->small_f32, e->blk_hidden, e->logits, e->head_x};

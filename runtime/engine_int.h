@@ -102,6 +102,9 @@ struct fg_engine {
     const fg_link *link;
     uint32_t l0, l1;
     uint64_t link_bytes;           /* the budget's share kept for the link's buffers */
+    void *stage_host;              /* a device backend in a pipeline: host room for one
+                                      message's rows, brought down from device memory to be
+                                      sent (fg_stage_max_rows bytes; counted in link_bytes) */
 };
 
 /* prefix_kv.c: a block's prefix cache work between its load and its save */
@@ -139,6 +142,9 @@ static inline uint32_t fg_engine_kv_id(const fg_engine *e, uint32_t k, uint32_t 
 }
 
 /* stage.c: the stage's messages (stage_int.h) over the link. */
+/* Bytes of the most rows one pipeline message carries (a batch's prompt rows, or a block's
+ * prompts) under the engine's block. */
+uint64_t fg_stage_max_rows(const fg_engine *e);
 int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch, uint32_t first,
                   uint32_t end, const void *payload, size_t bytes, fg_err *err);
 /* The next message; *payload valid until the next receive. A malformed one is an error. */
@@ -188,6 +194,12 @@ void fg_engine_buffers_dev_free(fg_engine *e);
 int fg_engine_up(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
 int fg_engine_down(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
 int fg_engine_dcopy(fg_engine *e, void *dst, const void *src, size_t n, fg_err *err);
+/* n bytes from src (of type st) to dst (of type dt), through the device when either is
+ * device memory. */
+int fg_engine_xcopy(fg_engine *e, void *dst, fg_buft dt, const void *src, fg_buft st, size_t n,
+                    fg_err *err);
+/* The buffer type of a pager view's bytes. */
+fg_buft fg_engine_view_buft(const fg_pager_view *v);
 /* n bytes from src (a chunk in src_tier) to dst, a buffer of type e->buft. */
 int fg_engine_rows_copy(fg_engine *e, void *dst, const void *src, fg_tier src_tier, size_t n,
                         fg_err *err);

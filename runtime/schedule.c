@@ -607,6 +607,19 @@ static size_t group_rows(const fg_engine *e, const block *b, uint32_t k0, uint32
     return end - k0 * e->gbs;
 }
 
+/* Send n bytes of rows at src (of type st): device memory comes down into e->stage_host
+ * first (the link copies host bytes). */
+static int send_rows(fg_engine *e, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
+                     const void *src, fg_buft st, size_t n, fg_err *err)
+{
+    int rc = FG_OK;
+    if (st == FG_BUFT_DEVICE) {
+        rc = fg_engine_xcopy(e, e->stage_host, FG_BUFT_HOST, src, st, n, err);
+        src = e->stage_host;
+    }
+    return rc ? rc : fg_stage_send(e->link, FG_MSG_DATA, i, k, k0, k1, src, n, err);
+}
+
 /* The prefill's rows of batch k (all, or to rank 0 each sequence's last position). */
 static int send_prefill(fg_engine *e, const block *b, uint32_t k, uint32_t k0, uint32_t k1,
                         fg_err *err)
@@ -617,12 +630,15 @@ static int send_prefill(fg_engine *e, const block *b, uint32_t k, uint32_t k0, u
     if (rc)
         return rc;
     const float *x = v.ptr;
+    fg_buft xt = fg_engine_view_buft(&v);
     if (last_rank(e)) { /* head_x is free on a follower: stage the last rows there */
-        for (size_t r = 0; r < nseq; r++)
-            memcpy(e->head_x + r * H, x + (r * b->P + b->P - 1) * H, H * 4);
-        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, e->head_x, nseq * H * 4, err);
+        for (size_t r = 0; rc == FG_OK && r < nseq; r++)
+            rc = fg_engine_xcopy(e, e->head_x + r * H, e->buft, x + (r * b->P + b->P - 1) * H,
+                                 xt, H * 4, err);
+        if (rc == FG_OK)
+            rc = send_rows(e, 0, k, k0, k1, e->head_x, e->buft, nseq * H * 4, err);
     } else {
-        rc = fg_stage_send(e->link, FG_MSG_DATA, 0, k, k0, k1, x, nseq * b->P * H * 4, err);
+        rc = send_rows(e, 0, k, k0, k1, x, xt, nseq * b->P * H * 4, err);
     }
     return fg_engine_release(e, &v, 0, rc, err);
 }
@@ -632,15 +648,16 @@ static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k0, uint
                      fg_err *err)
 {
     if (i > 0)
-        return fg_stage_send(e->link, FG_MSG_DATA, i, k0, k0, k1, e->blk_hidden,
-                             group_rows(e, b, k0, k1) * e->hp.hidden * 4, err);
+        return send_rows(e, i, k0, k0, k1, e->blk_hidden, e->buft,
+                         group_rows(e, b, k0, k1) * e->hp.hidden * 4, err);
     int rc = FG_OK;
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
         rc = send_prefill(e, b, k, k0, k1, err);
     return rc;
 }
 
-/* Put the rows of a DATA message where step h->step reads them. */
+/* Put the rows of a DATA message where step h->step reads them (up to the device when that is
+ * where they live). */
 static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const void *p,
                       fg_err *err)
 {
@@ -655,20 +672,20 @@ static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const
     if (h->bytes != want)
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: step %u batch %u: %llu bytes of rows, "
                           "expected %zu", e->link->rank, i, k, (unsigned long long)h->bytes, want);
-    if (i > 0) {
-        memcpy(e->blk_hidden, p, want);
-        return FG_OK;
-    }
+    if (i > 0)
+        return fg_engine_xcopy(e, e->blk_hidden, e->buft, p, FG_BUFT_HOST, want, err);
     fg_pager_view v;
     int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
     if (rc)
         return rc;
     float *x = v.ptr;
+    fg_buft xt = fg_engine_view_buft(&v);
     if (from_last)
-        for (size_t r = 0; r < nseq; r++)
-            memcpy(x + (r * b->P + b->P - 1) * H, (const float *)p + r * H, H * 4);
+        for (size_t r = 0; rc == FG_OK && r < nseq; r++)
+            rc = fg_engine_xcopy(e, x + (r * b->P + b->P - 1) * H, xt,
+                                 (const float *)p + r * H, FG_BUFT_HOST, H * 4, err);
     else
-        memcpy(x, p, want);
+        rc = fg_engine_xcopy(e, x, xt, p, FG_BUFT_HOST, want, err);
     return fg_engine_release(e, &v, 1, rc, err);
 }
 

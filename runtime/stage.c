@@ -16,8 +16,9 @@
  * them, else each rank places its own units in its own budget), the context, the compute mode.
  *
  * The link's buffers (three received: two posted ahead and one probed before the engine
- * opens; up to ngb + 2 in flight out; each at most a batch's prompt rows or a block's prompts)
- * come out of the rank's --ram-budget: the stage plans with the rest.
+ * opens; up to ngb + 2 in flight out; each at most a batch's prompt rows or a block's prompts;
+ * on a device backend one more, where the rows sent come down from device memory) come out of
+ * the rank's --ram-budget: the stage plans with the rest.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,11 +131,21 @@ int fg_stage_setup(fg_engine *e, fg_err *err)
 /* ---- the plan ---- */
 
 /* The most one message carries: a batch's prompt rows, or a block's prompts. */
-static uint64_t max_message(const fg_engine *e, uint32_t gbs, uint32_t ngb)
+static uint64_t max_rows(const fg_engine *e, uint32_t gbs, uint32_t ngb)
 {
     uint64_t rows = (uint64_t)gbs * e->max_ctx * e->hp.hidden * 4;
     uint64_t n = (uint64_t)gbs * ngb, prompts = 4 * (1 + n + n * e->max_ctx);
-    return sizeof(fg_stage_msg) + (rows > prompts ? rows : prompts);
+    return rows > prompts ? rows : prompts;
+}
+
+static uint64_t max_message(const fg_engine *e, uint32_t gbs, uint32_t ngb)
+{
+    return sizeof(fg_stage_msg) + max_rows(e, gbs, ngb);
+}
+
+uint64_t fg_stage_max_rows(const fg_engine *e)
+{
+    return max_rows(e, e->plan.gbs, e->plan.ngb);
 }
 
 int fg_stage_plan(fg_engine *e, fg_err *err)
@@ -147,7 +158,8 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
     fg_policy p = e->o.policy;
     p.gbs = e->plan.gbs;
     p.ngb = e->plan.ngb;
-    e->link_bytes = (p.ngb + 5) * max_message(e, p.gbs, p.ngb);
+    /* a device backend stages the rows it sends in host memory (e->stage_host) */
+    e->link_bytes = (p.ngb + 5 + (e->o.backend != FG_BACKEND_CPU)) * max_message(e, p.gbs, p.ngb);
     if (e->link_bytes >= budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
                           "%d: its link to the next stage alone needs %.0f MiB for gbs %u x ngb "

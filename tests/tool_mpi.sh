@@ -4,7 +4,7 @@
 #  1. the same tokens (greedy, and seeded sampling) for 2 and 3 ranks, with the default and
 #     other micro-batch sizes, on OPT (synthetic: opt-tiny, and opt-125m whose 12 layers really
 #     split) and every Llama-family fixture, whose fixture prompt must also give transformers'
-#     greedy tokens;
+#     greedy tokens; and on the simulated GPU (--backend sim) in two placements;
 #  2. a model larger than each rank's --ram-budget runs, each rank's peak RSS within its budget
 #     plus process overhead, and the ranks split the weights between them;
 #  3. a rank that fails (FG_DIST_FAULT=R:fail, or a --ram-budget too small on one rank given
@@ -56,6 +56,11 @@ same() {
 same tiny 20
 same tiny 20 --temperature 0.8 --seed 3
 same m125 6
+# on the simulated GPU: the rows a stage sends come down from device memory, those it receives
+# go up (activations on the GPU with the cache in RAM and attention beside it; then the
+# activations in RAM)
+same tiny 20 --backend sim --gpu-budget 64M --percent 50 50 0 100 100 0 --cpu-cache-compute
+same tiny 20 --backend sim --gpu-budget 64M --percent 100 0 100 0 0 100
 for m in llama2-tiny-bf16:llama2-tiny llama3-tiny-bf16:llama3-tiny \
          mistral-tiny-bf16:mistral-tiny qwen2-tiny-bf16:qwen2-tiny; do
   IFS=: read -r dir ref <<< "$m"
@@ -116,8 +121,6 @@ ends "rank 1 is killed" 'rank 1 .*signal 9' \
   env FG_DIST_FAULT=1:kill "${MPI[@]}" -x FG_DIST_FAULT -np 3 "$INFER" "${T[@]}"
 ends "--prefix-cache under mpirun" '^fg-infer: --prefix-cache runs in one process' \
   "${MPI[@]}" -np 2 "$INFER" "${T[@]}" --prefix-cache pc
-ends "--backend sim under mpirun" '^fg-infer: --backend sim: a pipeline stage' \
-  "${MPI[@]}" -np 2 "$INFER" "${T[@]}" --backend sim
 for r in 1 0; do
   ends "rank $r hangs" "^fg-infer: rank $(( (r + 1) % 3 )): rank $r is dead or stuck" \
     env FG_DIST_FAULT=$r:hang "${MPI[@]}" -x FG_DIST_FAULT -np 3 "$INFER" "${T[@]}" \

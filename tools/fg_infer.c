@@ -405,14 +405,15 @@ static void pipeline_args(args *a, int size)
     if (a->policy == 1)
         die("--policy auto plans one process: under mpirun each rank places its own layers in "
             "its own --ram-budget (drop --policy auto)");
-    if (a->r.eo.backend != FG_BACKEND_CPU)
-        die("--backend %s: a pipeline stage moves its rows through host memory; under mpirun "
-            "with %d ranks only the CPU backend runs (drop --backend)",
-            a->r.eo.backend == FG_BACKEND_CUDA ? "cuda" : "sim", size);
     if (a->r.prefix_cache)
         die("--prefix-cache runs in one process: a cache page holds every layer's rows and a "
             "pipeline stage has only its own (not under mpirun with %d ranks)", size);
     a->r.policy_auto = 0;
+    /* --backend cuda: ranks on one machine take its GPUs in turn (the rank's index on its
+     * node, modulo the GPUs visible) */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    local = local ? local : getenv("MPI_LOCALRANKID");
+    a->r.eo.gpu_index = local ? atoi(local) : g_rank;
 }
 
 static void follower_notice(void *ctx, const char *line)
