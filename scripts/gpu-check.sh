@@ -5,7 +5,8 @@
 #   - host -> device GB/s of the pager vs pinned cudaMemcpy;
 #   - Linear TFLOP/s of the CUDA backend vs cuBLAS alone on the same shapes;
 #   - tok/s of synthetic opt-6.7b and a Llama-3-8B shape under --gpu-budget 16G, prompt 512,
-#     generation 32, the block the plan picks, beside FlexGen's T4 (16 GB) opt-6.7b figure;
+#     generation 32, the block and placement --policy auto picks (the device measured at
+#     start, its line printed with the prediction), beside FlexGen's T4 (16 GB) opt-6.7b figure;
 #   - opt-30b in 4-bit when the disk has room and the time allows.
 # Put its whole output in the closing note of the work it checks.
 # usage: scripts/gpu-check.sh [WORKDIR]   (WORKDIR: build and synthetic stores; default
@@ -55,7 +56,8 @@ if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
     local o
     o=$(timeout 150 "$WORK/fg-infer" -m "$store" --backend cuda --gpu-budget 16G --compute f16 \
         --prompt-len 512 --gen-len 32 "$@" 2>&1 >/dev/null) || { say "$label: failed"; echo "$o" | tail -5; fail=1; return; }
-    echo "$o" | grep -E "summary:|block [0-9]|GPU:|decode:" | head -5 | sed "s/^ */  $label: /"
+    echo "$o" | grep -E "summary:|block [0-9]|GPU:|link:|policy auto|device cuda|predicted" |
+      head -10 | sed "s/^ */  $label: /"
   }
   free_gb() { df -BG --output=avail "$STORES" | tail -1 | tr -dc 0-9; }
   for m in opt-6.7b llama-3-8b; do
