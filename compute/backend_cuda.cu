@@ -29,7 +29,7 @@
  * scores in global scratch (causal, grouped-query, sliding window, top-k: the threshold is the
  * largest score with at least k scores >= it, the k-th largest), a quantized cache decoded to f32
  * first; the 4-bit KV store encodes on the device (fg_quant_cuda_encode). A first version:
- * correct against the reference, not tuned (attention's top-k is O(n^2) per problem).
+ * correct against the reference, not tuned (the top-k threshold is a 32-pass radix select).
  *
  * --cpu-cache-compute: attention whose cache is host memory runs on the CPU backend this one
  * keeps for it, beside the cache; its device operands (the engine's device workspace) come down
@@ -409,6 +409,38 @@ struct attn_k {
     float keep;
 };
 
+/* A float's bits as an unsigned key in the floats' order (-0 just below +0). */
+__device__ uint32_t ord_key(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+__device__ float key_float(uint32_t k)
+{
+    return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
+/* The k-th largest of the finite scores sc[0..n) (the largest T with at least k scores >= T),
+ * for the whole block: a radix select, the key's bits decided from the top, each by one count
+ * over the scores (32 passes of n / blockDim.x: the first version compared every score with
+ * every other, O(n^2)). */
+__device__ float kth_largest(const float *sc, uint32_t n, uint32_t k, float *sh)
+{
+    uint32_t key = 0;
+    for (int b = 31; b >= 0; b--) {
+        uint32_t cand = key | 1u << b;
+        float cnt = 0.0f;
+        for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+            float s = sc[t];
+            cnt += s != -INFINITY && s == s && ord_key(s) >= cand ? 1.0f : 0.0f;
+        }
+        if (block_sum(cnt, sh) >= (float)k) /* the same sum in every thread */
+            key = cand;
+    }
+    return key_float(key);
+}
+
 /* One (query i, head h) problem j = j0 + blockIdx.x (see the file's comment). */
 __global__ void k_attention(attn_k a)
 {
@@ -448,18 +480,7 @@ __global__ void k_attention(attn_k a)
         uint32_t k = (uint32_t)ceilf(a.keep * (float)valid_n);
         k = k ? k : 1;
         if (k < valid_n) {
-            float thr = -INFINITY;
-            for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
-                float s = sc[t];
-                if (s == -INFINITY)
-                    continue;
-                uint32_t ge = 0;
-                for (uint32_t u = 0; u < n; u++)
-                    ge += sc[u] >= s && sc[u] != -INFINITY;
-                if (ge >= k)
-                    thr = fmaxf(thr, s);
-            }
-            thr = block_max(thr, sh);
+            float thr = kth_largest(sc, n, k, sh);
             for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
                 if (sc[t] < thr)
                     sc[t] = -INFINITY;
