@@ -1,7 +1,8 @@
 /* calib_dev.c - a device's calibration (policy_search.h fg_calib_dev), measured through the
  * backend a run computes on (--backend cuda or sim), for the cost model's GPU tier:
- *  - the link: host -> device and device -> host copies of 16 MiB (64 MiB unless quick) from
- *    pinned host memory when the device has it (the pager's HOST pool is pinned then);
+ *  - the link: host -> device and device -> host copies of up to 16 MiB (64 MiB unless quick;
+ *    less when one takes 20 ms) from pinned host memory when the device has it (the pager's
+ *    HOST pool is pinned then);
  *  - the backend's linear at M = 1, 2, ..., 256 rows on 2048 x 2048 weights of the run's codec
  *    in two pieces resident in device memory, x and y in device memory: a Linear homed on the
  *    GPU. The row counts are timed round-robin (calib.c's reason: a burst of load falls on every
@@ -50,6 +51,18 @@ static int up(fg_device *d, void *dst, const void *src, uint64_t n, fg_err *err)
     return d->iface->copy(d, dst, FG_BUFT_DEVICE, src, FG_BUFT_HOST, n, NULL, err);
 }
 
+/* n bytes of device memory at dst filled with copies of the host pattern (pn bytes, n a
+ * multiple of it): the pattern crosses the link once, the rest is copied on the device
+ * (doubling), so a slow link costs the measurement little. */
+static int fill(fg_device *d, void *dst, const void *pat, uint64_t pn, uint64_t n, fg_err *err)
+{
+    int rc = up(d, dst, pat, pn, err);
+    for (uint64_t have = pn; rc == FG_OK && have < n; have *= 2)
+        rc = d->iface->copy(d, (uint8_t *)dst + have, FG_BUFT_DEVICE, dst, FG_BUFT_DEVICE,
+                            n - have < have ? n - have : have, NULL, err);
+    return rc;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -64,19 +77,29 @@ static double median(double *r, int n)
 
 /* ---- the link ---- */
 
+/* The link: copies of n bytes each way, n grown from 1 MiB (x4, up to 16 MiB quick, 64 MiB
+ * otherwise) until one takes 20 ms: a slow simulated link is measured in seconds, not minutes. */
 static int measure_link(fg_device *d, int quick, fg_calib_dev *c, fg_err *err)
 {
-    uint64_t n = quick ? 16u << 20 : 64u << 20;
+    uint64_t most = quick ? 16u << 20 : 64u << 20, n = 1u << 20;
     dbuf h, g;
-    int rc = dalloc(d, FG_BUFT_PINNED, n, &h, err);
+    int rc = dalloc(d, FG_BUFT_PINNED, most, &h, err);
     if (rc == FG_ERR_UNSUPPORTED)
-        rc = dalloc(d, FG_BUFT_HOST, n, &h, err);
+        rc = dalloc(d, FG_BUFT_HOST, most, &h, err);
     if (rc == FG_OK)
-        rc = dalloc(d, FG_BUFT_DEVICE, n, &g, err);
+        rc = dalloc(d, FG_BUFT_DEVICE, most, &g, err);
     else
         g.p = NULL;
     if (rc == FG_OK)
-        memset(h.p, 1, n);
+        memset(h.p, 1, most);
+    for (double dt = 0; rc == FG_OK && dt < 0.02 && n < most; n *= 4) {
+        double t0 = fg_now();
+        rc = d->iface->copy(d, g.p, FG_BUFT_DEVICE, h.p, h.t, n, NULL, err);
+        dt = fg_now() - t0;
+        if (dt >= 0.02)
+            break;
+    }
+    n = n < most ? n : most;
     double r[2][16];
     int reps = quick ? 3 : 7;
     for (int i = 0; rc == FG_OK && i < reps; i++)
@@ -193,8 +216,8 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
                     : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
         rc = dalloc(d, FG_BUFT_DEVICE, (uint64_t)len * copies, &wd, err);
-    for (uint32_t j = 0; rc == FG_OK && j < copies; j++)
-        rc = up(d, (uint8_t *)wd.p + (size_t)j * len, host, len, err);
+    if (rc == FG_OK) /* the first row over the link, every other a copy of it */
+        rc = fill(d, wd.p, host, len / N, (uint64_t)len * copies, err);
     if (rc == FG_OK)
         rc = dalloc(d, FG_BUFT_DEVICE, (uint64_t)MAXM * K * 4, &xd, err);
     if (rc == FG_OK)
@@ -202,7 +225,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     for (size_t i = 0; rc == FG_OK && i < (size_t)MAXM * K; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
     if (rc == FG_OK)
-        rc = up(d, xd.p, x, (uint64_t)MAXM * K * 4, err);
+        rc = fill(d, xd.p, x, (uint64_t)K * 4, (uint64_t)MAXM * K * 4, err);
     if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)N / 2 * K, err);
     wsrc w = {wd.p, len / N, codec, {0, N / 2, N}};
@@ -233,14 +256,16 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     if (rc == FG_OK)
         memcpy(wh.p, host, len);
     double t_res[5], t_staged[5];
-    int reps = quick ? 3 : 5;
+    double t_link = c->up > 0 ? (double)len / c->up : 0;
+    /* a link this slow makes the uploads the whole story: no overlap assumed, none measured */
+    int reps = t_link > 1.0 ? 0 : t_link > 0.25 ? 1 : quick ? 3 : 5;
     for (int i = 0; rc == FG_OK && i < reps; i++) {
         wsrc hs = {wh.p, len / N, codec, {0, N / 2, N}};
         rc = timed(be, &w, copies, xd.p, yd.p, 64, 1, &t_res[i], err);
         if (rc == FG_OK)
             rc = timed(be, &hs, 1, xd.p, yd.p, 64, 1, &t_staged[i], err);
     }
-    if (rc == FG_OK) {
+    if (rc == FG_OK && reps) {
         double tc = median(t_res, reps), ts = median(t_staged, reps);
         double tl = c->up > 0 ? (double)len / c->up : 0, lo = tc < tl ? tc : tl;
         double phi = lo > 0 ? (tc + tl - ts) / lo : 0;
@@ -261,11 +286,11 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
     size_t rb = fg_kv_row_bytes(&codec, width), rows = (size_t)ctx * width * 4;
     dbuf k = {0}, v = {0}, rowsd = {0}, valid = {0}, q = {0}, o = {0}, sc = {0}, kt = {0},
          vt = {0};
-    float *hrows = malloc(rows);
+    float *hrows = malloc((size_t)width * 4);
     uint8_t *hvalid = malloc(ctx);
     int rc = hrows && hvalid ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK) {
-        for (size_t i = 0; i < (size_t)ctx * width; i++)
+        for (size_t i = 0; i < width; i++)
             hrows[i] = (float)(i % 11) * 0.02f - 0.1f;
         memset(hvalid, 1, ctx);
     }
@@ -277,7 +302,7 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
         if (all[i].n)
             rc = dalloc(d, FG_BUFT_DEVICE, all[i].n, all[i].b, err);
     if (rc == FG_OK)
-        rc = up(d, rowsd.p, hrows, rows, err);
+        rc = fill(d, rowsd.p, hrows, (uint64_t)width * 4, rows, err);
     if (rc == FG_OK)
         rc = up(d, valid.p, hvalid, ctx, err);
     if (rc == FG_OK)

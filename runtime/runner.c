@@ -54,7 +54,7 @@ typedef struct run {
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     char policy_line[256]; /* policy_auto: what the search chose */
-    char dev_line[256];    /* ... and the device's calibration it priced with */
+    char dev_line[512];    /* ... and the device's calibration it priced with */
     char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
 
@@ -303,10 +303,10 @@ static int calibrate_device(run *r, const fg_policy_model *m, fg_calib_dev *d, f
         rc = fg_calib_measure_device(be, m->codec == FG_CODEC_Q4, 1, d, err);
     fg_backend_free(be);
     if (rc == FG_OK)
-        snprintf(r->dev_line, sizeof r->dev_line, "%s: link %.2f GB/s up, %.2f down; linear "
-                 "%.1f GFLOP/s at 1 row, %.1f at 256; attention %.2f ns a key; %.0f%% of the "
-                 "uploads hidden (measured in %.2f s)", d->name, d->up / 1e9, d->down / 1e9,
-                 d->gflops[0], d->gflops[FG_CALIB_NM - 1], d->attn_s * 1e9 * 64,
+        snprintf(r->dev_line, sizeof r->dev_line, "%s: link %.3g GB/s up, %.3g down; linear "
+                 "%.1f GFLOP/s at 1 row, %.1f at 256; attention %.2f ns a key and head of 64; "
+                 "%.0f%% of the uploads hidden (measured in %.2f s)", d->name, d->up / 1e9,
+                 d->down / 1e9, d->gflops[0], d->gflops[FG_CALIB_NM - 1], d->attn_s * 1e9 * 64,
                  100 * d->overlap, d->seconds);
     return rc;
 }
