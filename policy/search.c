@@ -78,7 +78,7 @@ typedef struct terms {
     double dev_attn;     /* the device's attention: seconds per query x key x query width */
     double kv_tok;       /* bytes of one token's K and V rows in every layer */
     double act_row, q_row; /* bytes of one activation row (hidden f32), one query row (f32) */
-    int cpu_attn, post_norm;
+    int cpu_attn, post_norm, learned_pos;
 } terms;
 
 /* Seconds per weight value decoded beyond what the GEMM rate holds (it was measured on f16
@@ -148,6 +148,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
         t->q_row = 4.0 * t->qw;
         t->cpu_attn = p->cpu_attention;
         t->post_norm = !hp->pre_norm;
+        t->learned_pos = hp->pos == FG_POS_LEARNED;
     }
 }
 
@@ -264,10 +265,11 @@ static void step_prefill(const fg_calib *c, const terms *t, int kv_host, int act
     s->up += (kv_host ? 0 : t->kv_total) + (act_host ? 0 : t->act_total);
     if (kv_host)
         kv_link(t, t->P, t->P, s);
-    if (act_host) {
+    if (act_host) { /* a layer: 4 reads; 2 writes (pre-norm) or 4; the embedding writes, and
+                     * adds learned positions row by row (a read and a write) */
         double rows = t->n * t->P * t->act_row;
-        s->up += rows * 4 * t->L;
-        s->down += rows * ((t->post_norm ? 4 : 2) * t->L + 1);
+        s->up += rows * (4 * t->L + t->learned_pos);
+        s->down += rows * ((t->post_norm ? 4 : 2) * t->L + 1 + t->learned_pos);
     }
 }
 

@@ -614,10 +614,10 @@ START_TEST(predicted_link_is_the_backends)
                 (unsigned long long)pred.up_bytes, (unsigned long long)es.link_bytes[1],
                 (unsigned long long)pred.down_bytes);
         /* the model leaves out the ids, positions, validity and next ids (tens of bytes a
-         * sequence and step) and the embedding's gathered rows */
+         * sequence and step) and prices the chunks a gather touches for ids at random */
         double slack = 4096 + 0.05 * (double)es.link_bytes[0];
         ck_assert(fabs((double)pred.up_bytes - (double)es.link_bytes[0]) <= slack);
-        slack = 4096 + 0.05 * (double)es.link_bytes[1];
+        slack = 1024 + 0.02 * (double)es.link_bytes[1];
         ck_assert(fabs((double)pred.down_bytes - (double)es.link_bytes[1]) <= slack);
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     }
