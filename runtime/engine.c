@@ -331,10 +331,14 @@ int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, f
     return rc;
 }
 
+/* Prefetches ask for each chunk's home (FG_TIER_DISK: HOST, or DEVICE for what is homed on the
+ * GPU): a chunk homed on the GPU goes up as soon as its read completes, or at once when it is
+ * already in RAM, while the device still computes the units before it, not when its unit
+ * acquires it. */
 void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
 {
     fg_pager_ticket t;
-    fg_pager_prefetch(e->pager, fg_engine_kv_id(e, k, layer), FG_TIER_HOST, &t, NULL);
+    fg_pager_prefetch(e->pager, fg_engine_kv_id(e, k, layer), FG_TIER_DISK, &t, NULL);
 }
 
 /* ---- weights ---- */
@@ -342,7 +346,7 @@ void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
 static int prefetch_chunk(fg_engine *e, const wtensor *t, uint32_t c)
 {
     fg_pager_ticket tk;
-    return c < t->n_chunks ? fg_pager_prefetch(e->pager, t->first_id + c, FG_TIER_HOST, &tk, NULL)
+    return c < t->n_chunks ? fg_pager_prefetch(e->pager, t->first_id + c, FG_TIER_DISK, &tk, NULL)
                            : FG_OK;
 }
 

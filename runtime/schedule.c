@@ -257,7 +257,7 @@ static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
         return rc;
     if (k + 1 < a->k1) {
         fg_pager_ticket t;
-        fg_pager_prefetch(e->pager, e->act_first + k + 1, FG_TIER_HOST, &t, NULL);
+        fg_pager_prefetch(e->pager, e->act_first + k + 1, FG_TIER_DISK, &t, NULL);
     }
     fg_step s = step_of(e, b, k, 0, hv.ptr);
     switch (un->kind) {
