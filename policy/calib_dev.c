@@ -12,7 +12,9 @@
  *    the resident multiply alone: the share of the shorter hidden under the longer;
  *  - attention of one query over 2048 keys (32 heads of 64) in an f32 and a 4-bit cache on the
  *    device.
- * Nothing is cached in a file: the simulated device's link is a flag, a GPU is shared.
+ * The data the measurements compute on crosses the link once, as one row replicated on the
+ * device (fill), so a slow simulated link is measured in seconds. Nothing is cached in a file:
+ * the simulated device's link is a flag, a GPU is shared.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +213,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     dbuf wd = {0}, wh = {0}, xd = {0}, yd = {0};
     uint32_t copies = quick ? 2 : 8; /* 16 MiB of F16 (64 MiB): beyond a cache */
     double *r = malloc((size_t)FG_CALIB_NM * ROUNDS * sizeof *r);
-    float *x = malloc((size_t)MAXM * K * 4);
+    float *x = malloc((size_t)K * 4); /* one row, replicated on the device */
     int rc = r && x ? weight_bytes(q4, &host, &len, &codec, err)
                     : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
@@ -222,7 +224,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
         rc = dalloc(d, FG_BUFT_DEVICE, (uint64_t)MAXM * K * 4, &xd, err);
     if (rc == FG_OK)
         rc = dalloc(d, FG_BUFT_DEVICE, (uint64_t)MAXM * N * 4, &yd, err);
-    for (size_t i = 0; rc == FG_OK && i < (size_t)MAXM * K; i++)
+    for (size_t i = 0; rc == FG_OK && i < K; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
     if (rc == FG_OK)
         rc = fill(d, xd.p, x, (uint64_t)K * 4, (uint64_t)MAXM * K * 4, err);
@@ -267,8 +269,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     }
     if (rc == FG_OK && reps) {
         double tc = median(t_res, reps), ts = median(t_staged, reps);
-        double tl = c->up > 0 ? (double)len / c->up : 0, lo = tc < tl ? tc : tl;
-        double phi = lo > 0 ? (tc + tl - ts) / lo : 0;
+        double lo = tc < t_link ? tc : t_link, phi = lo > 0 ? (tc + t_link - ts) / lo : 0;
         c->overlap = phi < 0 ? 0 : phi > 1 ? 1 : phi;
     }
     dfree(&wh), dfree(&yd), dfree(&xd), dfree(&wd);
