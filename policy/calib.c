@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "calib_int.h"
 #include "fg_progress.h"
 #include "pager.h"
 #include "policy_search.h"
@@ -150,6 +151,12 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double fg_calib_median(double *r, int n)
+{
+    qsort(r, (size_t)n, sizeof *r, cmp_double);
+    return n ? r[n / 2] : 0;
+}
+
 static int median_rate(bench_fn fn, void *ctx, double units, double least, double *rate,
                      fg_err *err)
 {
@@ -163,8 +170,7 @@ static int median_rate(bench_fn fn, void *ctx, double units, double least, doubl
         double dt = fg_now() - t0;
         r[reps++] = dt > 0 ? units / dt : 0;
     } while (reps < 64 && (fg_now() - start < least || reps < 3));
-    qsort(r, (size_t)reps, sizeof r[0], cmp_double);
-    *rate = r[reps / 2];
+    *rate = fg_calib_median(r, reps);
     return FG_OK;
 }
 
@@ -229,20 +235,16 @@ static int measure_decode(int quick, fg_calib *c, meter *m, fg_err *err)
 typedef struct gemm_ctx {
     fg_backend *be;
     const float *x;
-    fg_weight w;
+    fg_weight w;             /* over pc */
     float *y;
-    uint32_t m, n, k;
-    const uint8_t *data;     /* the weight [n, k] (f16 or q4 rows of row_bytes), handed out in
-                                pieces of piece_rows */
-    size_t row_bytes;
-    fg_codec codec;
-    uint64_t rows[3];
+    uint32_t m;
+    fg_calib_pieces pc;      /* the weight [n, k] (f16 or q4 rows) */
 } gemm_ctx;
 
 static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
 {
     (void)err;
-    const gemm_ctx *g = ctx;
+    const fg_calib_pieces *g = ctx;
     memset(p, 0, sizeof *p);
     p->data = g->data + g->rows[i] * g->row_bytes;
     p->n = g->rows[i + 1] - g->rows[i];
@@ -260,10 +262,21 @@ static int piece_release(void *ctx, fg_wpiece *p, fg_err *err)
     return FG_OK;
 }
 
+fg_calib_pieces fg_calib_pieces_of(const uint8_t *data, size_t row_bytes, fg_codec codec,
+                                   uint32_t n, uint32_t k)
+{
+    return (fg_calib_pieces){data, row_bytes, codec, n, k, {0, n / 2, n}};
+}
+
+fg_weight fg_calib_weight(fg_calib_pieces *p)
+{
+    return (fg_weight){NULL, 2, p->rows, piece_acquire, piece_release, NULL, p};
+}
+
 static int gemm_once(void *ctx, fg_err *err)
 {
     gemm_ctx *g = ctx;
-    return g->be->iface->linear(g->be, g->x, &g->w, NULL, g->y, g->m, g->n, g->k, err);
+    return g->be->iface->linear(g->be, g->x, &g->w, NULL, g->y, g->m, g->pc.n, g->pc.k, err);
 }
 
 /* The backend's linear as the engine calls it on weights of 2048 x 2048 in two pieces (4 MiB
@@ -293,11 +306,10 @@ static int gemm_rounds(fg_backend *be, const float *x, float *y, const uint8_t *
             uint32_t mm = 1u << i, rows = quick ? 32 : 256, calls = mm < rows ? rows / mm : 1;
             double t0 = fg_now();
             for (uint32_t j = 0; rc == FG_OK && j < calls; j++, wi = (wi + 1) % copies) {
-                gemm_ctx g = {be,  x, {NULL, 2, NULL, piece_acquire, piece_release, NULL, NULL},
-                              y,   mm, n, k, data + (size_t)wi * n * row_bytes, row_bytes, codec,
-                              {0, n / 2, n}};
-                g.w.piece_rows = g.rows;
-                g.w.ctx = &g;
+                gemm_ctx g = {be, x, {0}, y, mm,
+                              fg_calib_pieces_of(data + (size_t)wi * n * row_bytes, row_bytes,
+                                                 codec, n, k)};
+                g.w = fg_calib_weight(&g.pc);
                 rc = gemm_once(&g, err);
             }
             double dt = fg_now() - t0;
@@ -363,9 +375,8 @@ static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter 
     if (rc == FG_OK)
         rc = gemm_rounds(be, x, y, data, row_bytes, codec, copies, quick, r, &rounds, err);
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
-        qsort(r + i * GEMM_ROUNDS, rounds, sizeof *r, cmp_double);
         c->m[i] = 1u << i;
-        (int8 ? c->gflops_i8 : c->gflops)[i] = r[i * GEMM_ROUNDS + rounds / 2] / 1e9;
+        (int8 ? c->gflops_i8 : c->gflops)[i] = fg_calib_median(r + i * GEMM_ROUNDS, (int)rounds) / 1e9;
     }
     step(m);
     free(w), free(x), free(y), free(r), free(data);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib_int.h"
 #include "fg_progress.h"
 #include "policy_search.h"
 #include "quant.h"
@@ -65,18 +66,6 @@ static int fill(fg_device *d, void *dst, const void *pat, uint64_t pn, uint64_t 
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *r, int n)
-{
-    qsort(r, (size_t)n, sizeof *r, cmp_double);
-    return n ? r[n / 2] : 0;
-}
-
 /* ---- the link ---- */
 
 /* The link: copies of n bytes each way, n grown from 1 MiB (x4, up to 16 MiB quick, 64 MiB
@@ -94,11 +83,10 @@ static int measure_link(fg_device *d, int quick, fg_calib_dev *c, fg_err *err)
         g.p = NULL;
     if (rc == FG_OK)
         memset(h.p, 1, most);
-    for (double dt = 0; rc == FG_OK && dt < 0.02 && n < most; n *= 4) {
+    for (; rc == FG_OK && n < most; n *= 4) {
         double t0 = fg_now();
         rc = d->iface->copy(d, g.p, FG_BUFT_DEVICE, h.p, h.t, n, NULL, err);
-        dt = fg_now() - t0;
-        if (dt >= 0.02)
+        if (fg_now() - t0 >= 0.02)
             break;
     }
     n = n < most ? n : most;
@@ -113,8 +101,8 @@ static int measure_link(fg_device *d, int quick, fg_calib_dev *c, fg_err *err)
             r[dir][i] = dt > 0 ? (double)n / dt : 0;
         }
     if (rc == FG_OK) {
-        c->up = median(r[0], reps);
-        c->down = median(r[1], reps);
+        c->up = fg_calib_median(r[0], reps);
+        c->down = fg_calib_median(r[1], reps);
     }
     dfree(&g);
     dfree(&h);
@@ -123,37 +111,10 @@ static int measure_link(fg_device *d, int quick, fg_calib_dev *c, fg_err *err)
 
 /* ---- Linear ---- */
 
-typedef struct wsrc {
-    const uint8_t *data;      /* [N] rows of row_bytes: device or host memory */
-    size_t row_bytes;
-    fg_codec codec;
-    uint64_t rows[3];
-} wsrc;
-
-static int wacquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+static int linear(fg_backend *be, fg_calib_pieces *w, const float *x, float *y, uint32_t m,
+                  fg_err *err)
 {
-    (void)err;
-    const wsrc *w = ctx;
-    memset(p, 0, sizeof *p);
-    p->data = w->data + w->rows[i] * w->row_bytes;
-    p->n = w->rows[i + 1] - w->rows[i];
-    p->len = p->n * w->row_bytes;
-    p->codec = w->codec;
-    p->n_dims = 2;
-    p->dims[0] = N, p->dims[1] = K;
-    p->first = w->rows[i];
-    return FG_OK;
-}
-
-static int wrelease(void *ctx, fg_wpiece *p, fg_err *err)
-{
-    (void)ctx, (void)p, (void)err;
-    return FG_OK;
-}
-
-static int linear(fg_backend *be, wsrc *w, const float *x, float *y, uint32_t m, fg_err *err)
-{
-    fg_weight wt = {NULL, 2, w->rows, wacquire, wrelease, NULL, w};
+    fg_weight wt = fg_calib_weight(w);
     return be->iface->linear(be, x, &wt, NULL, y, m, N, K, err);
 }
 
@@ -186,8 +147,8 @@ static int weight_bytes(int q4, uint8_t **out, size_t *len, fg_codec *codec, fg_
 }
 
 /* Seconds of `calls` Linears at m rows over the copies (round-robin), synchronised. */
-static int timed(fg_backend *be, wsrc *w, uint32_t copies, const float *x, float *y, uint32_t m,
-                 uint32_t calls, double *s, fg_err *err)
+static int timed(fg_backend *be, fg_calib_pieces *w, uint32_t copies, const float *x, float *y,
+                 uint32_t m, uint32_t calls, double *s, fg_err *err)
 {
     const uint8_t *base = w->data;
     size_t len = (size_t)N * w->row_bytes;
@@ -230,7 +191,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
         rc = fill(d, xd.p, x, (uint64_t)K * 4, (uint64_t)MAXM * K * 4, err);
     if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)N / 2 * K, err);
-    wsrc w = {wd.p, len / N, codec, {0, N / 2, N}};
+    fg_calib_pieces w = fg_calib_pieces_of(wd.p, len / N, codec, N, K);
     /* warm-up (a GPU's first call loads its kernels) */
     double s;
     if (rc == FG_OK)
@@ -247,7 +208,7 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     }
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
         c->m[i] = 1u << i;
-        c->gflops[i] = median(r + i * ROUNDS, rounds) / 1e9;
+        c->gflops[i] = fg_calib_median(r + i * ROUNDS, rounds) / 1e9;
     }
     /* the overlap: pieces uploaded from (pinned) host memory while the previous multiplies */
     if (rc == FG_OK) {
@@ -262,13 +223,13 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
     /* a link this slow makes the uploads the whole story: no overlap assumed, none measured */
     int reps = t_link > 1.0 ? 0 : t_link > 0.25 ? 1 : quick ? 3 : 5;
     for (int i = 0; rc == FG_OK && i < reps; i++) {
-        wsrc hs = {wh.p, len / N, codec, {0, N / 2, N}};
+        fg_calib_pieces hs = fg_calib_pieces_of(wh.p, len / N, codec, N, K);
         rc = timed(be, &w, copies, xd.p, yd.p, 64, 1, &t_res[i], err);
         if (rc == FG_OK)
             rc = timed(be, &hs, 1, xd.p, yd.p, 64, 1, &t_staged[i], err);
     }
     if (rc == FG_OK && reps) {
-        double tc = median(t_res, reps), ts = median(t_staged, reps);
+        double tc = fg_calib_median(t_res, reps), ts = fg_calib_median(t_staged, reps);
         double lo = tc < t_link ? tc : t_link, phi = lo > 0 ? (tc + t_link - ts) / lo : 0;
         c->overlap = phi < 0 ? 0 : phi > 1 ? 1 : phi;
     }
@@ -323,7 +284,7 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
         r[reps++] = fg_now() - t0;
     }
     if (rc == FG_OK)
-        *out = median(r, reps) / ((double)ctx * width);
+        *out = fg_calib_median(r, reps) / ((double)ctx * width);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dfree(all[i].b);
     free(hrows), free(hvalid);

@@ -471,6 +471,12 @@ static uint64_t least_need(const fg_plan *pl)
     return pl->fixed + 2 * pl->max_span + 2 * pl->kv_chunk + 2 * pl->act_chunk;
 }
 
+/* Weight bytes the pager homes in RAM with GPU and RAM fractions wg, wc (its midpoint rule). */
+static double ram_homed(const fg_policy_model *m, double wg, double wc)
+{
+    return (double)fg_policy_weights_homed(m, wg + wc) - (double)fg_policy_weights_homed(m, wg);
+}
+
 /* Lower the weights' GPU share until what the pager really homes on the GPU fits its pool (what
  * leaves it goes to RAM), then their RAM share until RAM's fits the room; then the plan must
  * accept it. */
@@ -489,16 +495,9 @@ static int fit(const fg_policy_model *m, const fg_plan *pl0, fg_policy *p, uint3
     }
     if (*wc > 1 - *wg)
         *wc = 1 - *wg;
-    for (int i = 0; i < 64 && *wc > 0; i++) {
-        double ram = (double)fg_policy_weights_homed(m, *wg + *wc) -
-                     (double)fg_policy_weights_homed(m, *wg);
-        if (ram + other <= room)
-            break;
+    for (int i = 0; i < 64 && *wc > 0 && ram_homed(m, *wg, *wc) + other > room; i++)
         *wc = *wc > 1.0 / 64 ? *wc - 1.0 / 64 : 0;
-    }
-    double ram = (double)fg_policy_weights_homed(m, *wg + *wc) -
-                 (double)fg_policy_weights_homed(m, *wg);
-    if (ram + other > room ||
+    if (ram_homed(m, *wg, *wc) + other > room ||
         (double)fg_policy_weights_homed(m, *wg) + dev_other > dev_room)
         return fg_err_set(err, FG_ERR_NO_SPACE, "does not fit");
     set_fractions(p, *wg, *wc, tr);

@@ -481,6 +481,25 @@ START_TEST(store_view_matches_engine)
 }
 END_TEST
 
+/* Generate G tokens for 4 prompts of P <= 8 ids (fixed ones, or drawn from *ids when given)
+ * as one block, and read the engine's counters into *es. */
+static void four_prompts(fg_engine *e, uint32_t P, uint32_t G, uint64_t *ids,
+                         fg_engine_stats *es)
+{
+    int32_t prompt[4][8], out[4][8];
+    fg_gen_seq seqs[4];
+    uint32_t vocab = fg_engine_hparams(e)->vocab_size;
+    for (int k = 0; k < 4; k++) {
+        for (uint32_t t = 0; t < P; t++)
+            prompt[k][t] = ids ? (int32_t)(rnd(ids) % vocab) : (int32_t)(5 + 7 * k + 3 * t);
+        seqs[k] = (fg_gen_seq){prompt[k], P, G, {0, 0, 1, 0}, (uint64_t)k, out[k], 0, 0};
+    }
+    fg_gen_stats gs;
+    fg_err err;
+    ck_assert_msg(fg_engine_generate(e, seqs, 4, NULL, &gs, &err) == FG_OK, "%s", err.msg);
+    fg_engine_stats_get(e, es);
+}
+
 /* ---- the predicted disk traffic is the pager's ---- */
 
 /* Runs a block under placements that put weights, the KV cache and the activations on disk (in
@@ -520,17 +539,8 @@ START_TEST(predicted_io_is_the_pagers)
             ;
         fg_engine *e;
         ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
-        int32_t prompt[4][8], out[4][8];
-        fg_gen_seq seqs[4];
-        for (int k = 0; k < 4; k++) {
-            for (uint32_t t = 0; t < P; t++)
-                prompt[k][t] = (int32_t)(5 + 7 * k + 3 * t);
-            seqs[k] = (fg_gen_seq){prompt[k], P, G, {0, 0, 1, 0}, (uint64_t)k, out[k], 0, 0};
-        }
-        fg_gen_stats gs;
-        ck_assert_msg(fg_engine_generate(e, seqs, 4, NULL, &gs, &err) == FG_OK, "%s", err.msg);
         fg_engine_stats es;
-        fg_engine_stats_get(e, &es);
+        four_prompts(e, P, G, NULL, &es);
         fg_policy_job job = {P, G, 4, eo.ram_budget, -1};
         fg_prediction pred;
         fg_policy_predict(&c, &m, fg_engine_plan(e), &p, &job, &pred);
@@ -592,18 +602,9 @@ START_TEST(predicted_link_is_the_backends)
         eo.gpu_budget = 64u << 20;
         fg_engine *e;
         ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
-        int32_t prompt[4][8], out[4][8];
-        fg_gen_seq seqs[4];
-        uint64_t ids = 0x9e3779b97f4a7c15ull;
-        for (int k = 0; k < 4; k++) {
-            for (uint32_t t = 0; t < P; t++)
-                prompt[k][t] = (int32_t)(rnd(&ids) % m.hp.vocab_size); /* the model's: at random */
-            seqs[k] = (fg_gen_seq){prompt[k], P, G, {0, 0, 1, 0}, (uint64_t)k, out[k], 0, 0};
-        }
-        fg_gen_stats gs;
-        ck_assert_msg(fg_engine_generate(e, seqs, 4, NULL, &gs, &err) == FG_OK, "%s", err.msg);
         fg_engine_stats es;
-        fg_engine_stats_get(e, &es);
+        uint64_t ids = 0x9e3779b97f4a7c15ull; /* the model prices ids at random */
+        four_prompts(e, P, G, &ids, &es);
         fg_policy_job job = {P, G, 4, 0, -1, 0, &d};
         fg_prediction pred;
         const fg_plan *pl = fg_engine_plan(e);
