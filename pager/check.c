@@ -16,10 +16,11 @@ static int cmp_ext(const void *a, const void *b)
 
 static int holds(const pchunk *c, int t, fg_extent *e)
 {
-    int host = c->state == CS_LOADING || c->state == CS_HOST || c->state == CS_WRITING_BACK;
+    int host = c->state == CS_LOADING || c->state == CS_HOST || c->state == CS_WRITING_BACK ||
+               c->state == CS_UPLOADING;
     if (t == FG_TIER_HOST && host)
         *e = (fg_extent){c->host_off, c->d.padded};
-    else if (t == FG_TIER_DEVICE && c->state == CS_DEVICE)
+    else if (t == FG_TIER_DEVICE && (c->state == CS_DEVICE || c->state == CS_UPLOADING))
         *e = (fg_extent){c->dev_off, c->d.padded};
     else
         return 0;
@@ -64,12 +65,14 @@ static int check_tier(const fg_pager *p, int t, fg_err *err)
     return FG_OK;
 }
 
-static int check_chunk(const fg_pager *p, uint32_t i, uint64_t *pending, fg_err *err)
+static int check_chunk(const fg_pager *p, uint32_t i, uint64_t *pending, uint32_t *uploading,
+                       fg_err *err)
 {
     const pchunk *c = &p->chunks[i];
     int resident = c->state == CS_HOST || c->state == CS_DEVICE;
     uint8_t pin_state = c->pin_tier == FG_TIER_HOST ? CS_HOST : CS_DEVICE;
     *pending += c->pending;
+    *uploading += c->state == CS_UPLOADING;
     if (c->pins && (!resident || c->state != pin_state))
         return fg_err_set(err, FG_ERR_CORRUPT, "I3: chunk %u pinned in state %d", i, c->state);
     if ((c->queued || c->pending) && c->state != CS_LOADING)
@@ -78,7 +81,7 @@ static int check_chunk(const fg_pager *p, uint32_t i, uint64_t *pending, fg_err 
         return fg_err_set(err, FG_ERR_CORRUPT, "I5: chunk %u in ERROR with err %d", i, c->err);
     if (p->sticky.code && c->queued)
         return fg_err_set(err, FG_ERR_CORRUPT, "I6: chunk %u queued after a sticky error", i);
-    if (c->dirty && (!resident || !p->files[c->d.file].writable))
+    if (c->dirty && ((!resident && c->state != CS_UPLOADING) || !p->files[c->d.file].writable))
         return fg_err_set(err, FG_ERR_CORRUPT, "I7: chunk %u dirty in state %d", i, c->state);
     if (c->home == FG_TIER_DEVICE && !p->dev_base)
         return fg_err_set(err, FG_ERR_CORRUPT, "I8: chunk %u homed on an absent DEVICE", i);
@@ -91,10 +94,14 @@ int fg_pager_check(const fg_pager *p, fg_err *err)
 {
     int rc = FG_OK;
     uint64_t pending = 0;
+    uint32_t uploading = 0;
     for (int t = FG_TIER_HOST; t < FG_TIER_COUNT && rc == FG_OK; t++)
         rc = check_tier(p, t, err);
     for (uint32_t i = 0; i < p->n_chunks && rc == FG_OK; i++)
-        rc = check_chunk(p, i, &pending, err);
+        rc = check_chunk(p, i, &pending, &uploading, err);
+    if (rc == FG_OK && uploading != p->uploading)
+        rc = fg_err_set(err, FG_ERR_CORRUPT, "I9: %u chunks uploading, the pager counts %u",
+                        uploading, p->uploading);
     if (rc == FG_OK && (pending != p->inflight || p->inflight > p->depth ||
                         p->n_free_ops + p->inflight != p->depth))
         rc = fg_err_set(err, FG_ERR_CORRUPT, "I4: %llu ops pending in chunks, %u in flight, "

@@ -3,20 +3,26 @@
  * A chunk is a byte range of a registered file. The pager keeps, per chunk, one state:
  *
  *            t_load_begin            t_load_done (target HOST)
- *    DISK ------------------> LOADING ---------------------------> HOST <---------+
- *     ^  ^                      |  \   t_load_done (target DEVICE)   |  ^         |
- *     |  |          t_fail      |   +-------------------------+      |  |         |
- *     |  |   ERROR <------------+                             v      |  |         |
- *     |  |                                  t_to_device     DEVICE <-+  |         |
- *     |  +---------------- t_drop (clean) ----- HOST, DEVICE    |       |         |
- *     |                                                         +-------+         |
- *     |                                                       t_to_host           |
- *     |                                    t_write_begin                          |
- *     +-- (evict: write back, then drop)   HOST -------> WRITING_BACK --t_write_done
+ *    DISK ------------------> LOADING ---------------------------> HOST <------------+
+ *     ^  ^                      |  \   t_load_done (target DEVICE)   |  ^            |
+ *     |  |          t_fail      |   +-------------+    t_to_device   |  |            |
+ *     |  |   ERROR <------------+                 v <---------------+  |            |
+ *     |  |                                    UPLOADING                 |            |
+ *     |  |                       t_upload_done    |                     |            |
+ *     |  |                                        v        t_to_host    |            |
+ *     |  +------ t_drop (clean HOST or DEVICE) DEVICE -------------------+            |
+ *     |                                    t_write_begin                             |
+ *     +-- (evict: write back, then drop)   HOST -------> WRITING_BACK -- t_write_done-+
  *
  * DISK          only on disk; no memory held.
  * LOADING       reads in flight (or queued) into a HOST buffer; target says where it ends up.
  * HOST          in the HOST pool.                 DEVICE   in the DEVICE pool only.
+ * UPLOADING     a HOST -> DEVICE copy in flight on the device's copy engine (its stream): holds
+ *               both extents and the copy's event. Prefetches and loads bound for DEVICE start
+ *               uploads this way and return; acquire, wait, evict and write_back complete them
+ *               (t_upload_done waits on the event and frees the HOST extent), and make_room
+ *               completes them all when it finds no victim. A synchronous acquire passes through
+ *               UPLOADING within one call.
  * WRITING_BACK  writes in flight from its HOST buffer; the bytes stay valid.
  * ERROR         a read failed or the checksum did not match; no memory held; acquire reports
  *               the error. (Either also makes the whole pager sticky: nothing read after it is
@@ -29,7 +35,8 @@
  *
  * Invariants (fg_pager_check asserts each; numbers appear in its messages):
  *  I1  Per tier T in {HOST, DEVICE}: the extents held by chunks in T (LOADING, HOST,
- *      WRITING_BACK hold a HOST extent of `padded` bytes; DEVICE holds a DEVICE extent) and the
+ *      WRITING_BACK hold a HOST extent of `padded` bytes; DEVICE holds a DEVICE extent;
+ *      UPLOADING one of each) and the
  *      arena's free list tile [0, budget[T]) exactly: no overlap, no leak. Hence used[T] <=
  *      budget[T] always, and peak[T] <= budget[T].
  *  I2  The free list is sorted by offset, coalesced, and page-aligned.
@@ -39,13 +46,16 @@
  *      the number of ops in flight, which never exceeds the engine's queue depth.
  *  I5  ERROR implies err < 0, no pins, nothing in flight.
  *  I6  A sticky error implies no chunk has queued bytes (nothing new is ever submitted).
- *  I7  dirty implies the chunk's file is writable and the chunk is HOST or DEVICE.
+ *  I7  dirty implies the chunk's file is writable and the chunk is HOST, UPLOADING or DEVICE.
  *  I8  home DEVICE implies the DEVICE tier is present.
+ *  I9  The count of UPLOADING chunks is the pager's `uploading`.
  *
  * Transitions each have one function (t_*); nothing else assigns state. Loads are split into
  * io_block-sized ops and fed to the engine from a FIFO of chunks with queued bytes as slots
  * free up, so a prefetch of many chunks keeps queue_depth ops in flight. Completions are reaped
- * by pump(), which acquire and wait call while they block (time counted as stall). Room is made
+ * by pump(), which acquire and wait call while they block (time counted as stall), and which
+ * prefetch and release call without blocking (progress), so a finished load bound for DEVICE
+ * starts its upload while the caller computes. Room is made
  * by evicting least-recently-used unpinned chunks: used ones not homed in the tier first, then
  * used ones homed there, and prefetched-but-never-acquired ones last, never for another prefetch
  * (see evictable); a blocking call (acquire, write_back, evict) with nothing evictable but
@@ -83,6 +93,7 @@
 #endif
 
 static int pump(fg_pager *p, unsigned min, fg_err *err);
+static int finish_uploads(fg_pager *p, fg_err *err);
 static int make_room(fg_pager *p, fg_tier t, uint64_t len, int homed, uint64_t *off,
                      fg_err *err);
 
@@ -251,6 +262,7 @@ void fg_pager_close(fg_pager *p)
         return;
     while (p->inflight && pump(p, 1, NULL) == FG_OK)
         ;
+    finish_uploads(p, NULL);
     for (uint32_t i = 0; i < p->n_files; i++) {
         if (p->files[i].io)
             p->files[i].io->m->close(p->files[i].io, p->files[i].handle);
@@ -536,25 +548,73 @@ static int t_load_begin(fg_pager *p, uint32_t id, fg_tier target, fg_err *err)
     return FG_OK;
 }
 
-/* HOST -> DEVICE: copy into a DEVICE extent and free the HOST one. */
-static int t_to_device(fg_pager *p, uint32_t id, fg_err *err)
+/* HOST -> DEVICE: copy into a DEVICE extent; the HOST one is freed when the copy completes.
+ * With async the copy goes to the device's copy engine (a stream) and the chunk is UPLOADING
+ * until t_upload_done waits on its event; a device that completes it at once skips UPLOADING. */
+static int t_upload_done(fg_pager *p, uint32_t id, fg_err *err);
+
+static int t_to_device(fg_pager *p, uint32_t id, int async, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     uint64_t off;
     int rc = make_room(p, FG_TIER_DEVICE, c->d.padded, c->home == FG_TIER_DEVICE, &off, err);
     if (rc)
         return rc;
+    fg_event *ev = NULL;
     rc = p->dev->iface->copy(p->dev, (char *)p->dev_base + off, FG_BUFT_DEVICE,
-                             p->host_base + c->host_off, host_buft(p), c->d.padded, NULL, err);
+                             p->host_base + c->host_off, host_buft(p), c->d.padded,
+                             async ? &ev : NULL, err);
     if (rc) {
         fg_arena_free(&p->arena[FG_TIER_DEVICE], off, c->d.padded);
         return rc;
     }
-    fg_arena_free(&p->arena[FG_TIER_HOST], c->host_off, c->d.padded);
     c->dev_off = off;
+    c->ev = ev;
+    c->state = CS_UPLOADING;
+    p->uploading++;
+    if (ev) {
+        p->st.async_uploads++;
+        return FG_OK;
+    }
+    return t_upload_done(p, id, err);
+}
+
+/* UPLOADING -> DEVICE (the copy completed: the HOST extent is freed), or back to HOST when
+ * the device reports the copy failed (a device fault: the pager turns sticky). */
+static int t_upload_done(fg_pager *p, uint32_t id, fg_err *err)
+{
+    pchunk *c = &p->chunks[id];
+    fg_err e;
+    int rc = p->dev->iface->event_wait(p->dev, c->ev, &e);
+    c->ev = NULL;
+    p->uploading--;
+    if (rc) {
+        char name[256];
+        fg_err_set(&e, FG_ERR_PAGER_DEVICE, "pager: uploading %s to the device: %s",
+                   chunk_name(p, id, name, sizeof name), e.msg);
+        fg_arena_free(&p->arena[FG_TIER_DEVICE], c->dev_off, c->d.padded);
+        c->state = CS_HOST;
+        set_sticky(p, &e);
+        if (err)
+            *err = e;
+        return e.code;
+    }
+    fg_arena_free(&p->arena[FG_TIER_HOST], c->host_off, c->d.padded);
     c->state = CS_DEVICE;
     p->st.moved[FG_TIER_HOST][FG_TIER_DEVICE] += c->d.padded;
     return FG_OK;
+}
+
+/* Complete every upload in flight (they free HOST room and become evictable DEVICE chunks). */
+static int finish_uploads(fg_pager *p, fg_err *err)
+{
+    int rc = FG_OK;
+    for (uint32_t i = 0; i < p->n_chunks && p->uploading; i++)
+        if (p->chunks[i].state == CS_UPLOADING) {
+            int r = t_upload_done(p, i, err);
+            rc = rc ? rc : r;
+        }
+    return rc;
 }
 
 /* DEVICE -> HOST. */
@@ -606,7 +666,7 @@ static void t_load_done(fg_pager *p, uint32_t id)
     if (c->target == FG_TIER_DEVICE) {
         c->hold++;
         fg_err e;
-        if (t_to_device(p, id, &e)) /* no room on DEVICE now: stays HOST, acquire retries */
+        if (t_to_device(p, id, 1, &e)) /* no room on DEVICE now: stays HOST, acquire retries */
             c->target = FG_TIER_HOST;
         c->hold--;
     }
@@ -700,16 +760,29 @@ static int pump(fg_pager *p, unsigned min, fg_err *err)
     return FG_OK;
 }
 
-/* Block until chunk id has no transfer in progress; time counted as stall. */
+/* Reap whatever I/O has completed without blocking: finished loads bound for DEVICE start
+ * their uploads now (the copy engine works while the caller computes) rather than when their
+ * acquire comes; freed op slots take queued reads. Errors turn sticky and are reported by the
+ * next call that needs the pager. */
+static void progress(fg_pager *p)
+{
+    if (p->inflight && !p->in_pump && !p->sticky.code)
+        pump(p, 0, NULL);
+}
+
+/* Block until chunk id has no transfer in progress (I/O, then an upload its load started);
+ * time counted as stall. */
 static int wait_chunk(fg_pager *p, uint32_t id, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
-    if (!c->pending && !c->queued)
+    if (!c->pending && !c->queued && c->state != CS_UPLOADING)
         return FG_OK;
     uint64_t t0 = now_ns();
     int rc = FG_OK;
     while ((c->pending || c->queued) && rc == FG_OK)
         rc = pump(p, 1, err);
+    if (rc == FG_OK && c->state == CS_UPLOADING)
+        rc = t_upload_done(p, id, err);
     p->st.stall_ns += now_ns() - t0;
     return rc;
 }
@@ -848,6 +921,12 @@ static int make_room(fg_pager *p, fg_tier t, uint64_t len, int homed, uint64_t *
                 return rc;
             continue;
         }
+        if (v == NONE && p->uploading && !p->no_wait) { /* their HOST extents free, their */
+            int rc = finish_uploads(p, err);           /* DEVICE chunks become victims */
+            if (rc)
+                return rc;
+            continue;
+        }
         if (v == NONE)
             return fg_err_set(err, FG_ERR_PAGER_BUDGET,
                               "pager: %s budget of %llu bytes exhausted: need %llu contiguous "
@@ -899,7 +978,8 @@ static int prefetch_call(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket
     if ((rc = resolve_tier(p, c, &tier, err)))
         return rc;
     p->st.prefetches++;
-    if (c->state == CS_LOADING) {
+    progress(p);
+    if (c->state == CS_LOADING || c->state == CS_UPLOADING) {
         p->st.dedup++;
         if (tier == FG_TIER_DEVICE)
             c->target = FG_TIER_DEVICE;
@@ -917,9 +997,11 @@ static int prefetch_call(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_ticket
     if (c->state == CS_HOST && tier == FG_TIER_DEVICE && !c->pins) {
         c->hold++;
         p->no_wait++;
-        rc = t_to_device(p, id, err);
+        rc = t_to_device(p, id, 1, err);
         p->no_wait--;
         c->hold--;
+        if (rc == FG_OK && c->state == CS_UPLOADING)
+            *ticket = ticket_of(c, id);
     }
     return rc;
 }
@@ -949,9 +1031,10 @@ static int bring(fg_pager *p, uint32_t id, fg_tier t, fg_err *err)
     for (int guard = 0; rc == FG_OK && c->state != want && guard < 8; guard++) {
         switch (c->state) {
         case CS_LOADING:
+        case CS_UPLOADING:
         case CS_WRITING_BACK: rc = wait_chunk(p, id, err); break;
         case CS_DISK: rc = t_load_begin(p, id, t, err); break;
-        case CS_HOST: rc = t_to_device(p, id, err); break;
+        case CS_HOST: rc = t_to_device(p, id, 0, err); break;
         case CS_DEVICE: rc = t_to_host(p, id, err); break;
         default: /* CS_ERROR: every failure is sticky, so this repeats the first */
             rc = p->sticky.code ? sticky_check(p, err)
@@ -1014,6 +1097,7 @@ static int release_call(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_
     if (flags & FG_PAGER_DIRTY)
         c->dirty = 1;
     c->lru = ++p->tick;
+    progress(p);
     return FG_OK;
 }
 

@@ -283,7 +283,8 @@ typedef struct fg_pager_stats {
     uint64_t evictions, write_backs, io_ops, short_reads;
     uint64_t wasted;            /* evictions of prefetched chunks never acquired */
     uint64_t inflight_sum;      /* sum over submits of the ops in flight after it (mean depth) */
-    uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O */
+    uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O or uploads */
+    uint64_t async_uploads;     /* HOST -> DEVICE copies started without waiting for them */
     int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
     int device_present;
     unsigned fallback_files;    /* files read through the pread engine (O_DIRECT refused) */

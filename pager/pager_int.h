@@ -42,6 +42,7 @@ typedef enum chunk_state {
     CS_DEVICE = 3,
     CS_WRITING_BACK = 4, /* writes in flight from a HOST buffer */
     CS_ERROR = 5,
+    CS_UPLOADING = 6,    /* a HOST -> DEVICE copy in flight: holds both extents and an event */
 } chunk_state;
 
 typedef struct pchunk {
@@ -67,6 +68,7 @@ typedef struct pchunk {
     uint8_t fresh;      /* never written back: its bytes on disk are undefined (loads zero-fill) */
     uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
     uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
+    fg_event *ev;       /* UPLOADING: completes the copy */
 } pchunk;
 
 typedef struct pfile {
@@ -105,6 +107,7 @@ struct fg_pager {
     uint32_t n_free_ops, depth;
     uint32_t q_head, q_tail; /* chunks with queued (unsubmitted) bytes, FIFO */
     uint32_t inflight;
+    uint32_t uploading;    /* chunks in UPLOADING */
     uint64_t tick;
     int in_pump;           /* > 0 while completions are processed: make_room must not wait */
     int no_wait;           /* > 0 inside prefetch: make_room must not wait */

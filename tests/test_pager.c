@@ -2,6 +2,10 @@
  * prefetch dedup, pinned chunks surviving eviction, injected faults, sticky errors, placement,
  * write-back, .fgt registration, checksums on every read (weights and written-back chunks).
  *
+ * The DEVICE tier runs on the pager's plain simulated device (synchronous copies) and, where a
+ * test says so, on compute/'s simulated accelerator (memory host code cannot touch, a copy
+ * engine thread, a link of set speed), so uploads are asynchronous as on a GPU.
+ *
  * Files live in two places: a directory on the real disk (under the build dir, so O_DIRECT
  * works) and /dev/shm (tmpfs) when present. The O_DIRECT refusal path is driven by the fault
  * engine (FG_FAULT_NO_DIRECT), since some kernels let tmpfs accept O_DIRECT.
@@ -16,6 +20,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "backend.h"
 #include "pager.h"
 #include "pager_int.h"
 #include "testutil.h"
@@ -105,6 +110,27 @@ static void check_ok(fg_pager *p)
 
 enum { ENG_URING, ENG_PREAD, ENG_FAULT_NONE, ENG_NO_DIRECT, ENG_COUNT };
 
+/* Set before open_pager: the DEVICE tier on compute/'s simulated accelerator with this link
+ * speed in GB/s (0 unlimited); g_sim is then a handle on it for reading device bytes. */
+static double g_sim_link = -1;
+static fg_device *g_sim;
+
+/* Host bytes of a view: the view's own pointer, or on the sim accelerator where its device
+ * bytes live (host code may not touch device addresses). */
+static uint8_t *bytes_of(const fg_pager_view *v)
+{
+    if (v->tier == FG_TIER_DEVICE && g_sim)
+        return fg_device_sim_alias(g_sim, v->ptr);
+    return v->ptr;
+}
+
+static void sim_done(void)
+{
+    fg_device_free(g_sim);
+    g_sim = NULL;
+    g_sim_link = -1;
+}
+
 static fg_pager *open_pager(int eng, uint64_t host, uint64_t dev, unsigned qd, uint64_t block,
                             const fg_pager_fault *fault)
 {
@@ -121,8 +147,13 @@ static fg_pager *open_pager(int eng, uint64_t host, uint64_t dev, unsigned qd, u
         ck_assert_int_eq(fg_pager_io_fault_create(io, fault ? fault : &f, &io, &err), FG_OK);
     }
     c.io = io;
-    if (dev)
+    if (dev && g_sim_link >= 0) {
+        ck_assert_int_eq(fg_device_sim_create(dev + (1 << 20), g_sim_link, &c.device, &err),
+                         FG_OK);
+        g_sim = c.device->iface->retain(c.device);
+    } else if (dev) {
         ck_assert_int_eq(fg_pager_device_host_create(&c.device, &err), FG_OK);
+    }
     fg_pager *p;
     ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
     check_ok(p);
@@ -228,14 +259,18 @@ START_TEST(t_fgt_file)
 END_TEST
 
 /* Random prefetch/acquire/release/evict/write-back over three tiers: budgets hold, invariants
- * hold after every call, and the file ends with exactly what was written back. */
+ * hold after every call, and the file ends with exactly what was written back. Runs 2 and 3
+ * put the DEVICE tier on the simulated accelerator, whose uploads complete asynchronously
+ * (UPLOADING chunks meet every other call). */
 START_TEST(t_random_budgets)
 {
     fg_err err;
     dfile f;
     make_file(&f, path_in(g_dir, "r.bin"), 40, 99 + (uint64_t)_i);
     uint64_t host = 900 << 10, dev = 600 << 10;
-    fg_pager *p = open_pager(_i ? ENG_PREAD : ENG_URING, host, dev, 6, 32 << 10, NULL);
+    if (_i >= 2)
+        g_sim_link = _i == 2 ? 0 : 2.0;
+    fg_pager *p = open_pager(_i & 1 ? ENG_PREAD : ENG_URING, host, dev, 6, 32 << 10, NULL);
     reg_file(p, &f, 1, FG_CHUNK_KV, 5);
     uint64_t *want = calloc(f.n, sizeof *want);
     memcpy(want, f.xxh, f.n * sizeof *want);
@@ -255,7 +290,7 @@ START_TEST(t_random_budgets)
             fg_pager_view v;
             rc = fg_pager_acquire(p, id, t, &v, &err);
             if (rc == FG_OK) {
-                ck_assert_msg(XXH3_64bits(v.ptr, v.length) == want[id], "chunk %u", id);
+                ck_assert_msg(XXH3_64bits(bytes_of(&v), v.length) == want[id], "chunk %u", id);
                 held[n_held++] = v;
             }
         } else if (op <= 6 && n_held) {
@@ -265,8 +300,8 @@ START_TEST(t_random_budgets)
             for (int k = 0; k < n_held; k++)
                 still_pinned |= held[k].id == v.id;
             if ((s >> 50) & 1 && !still_pinned) { /* modify and release dirty */
-                tu_fill(v.ptr, v.length, s);
-                want[v.id] = XXH3_64bits(v.ptr, v.length);
+                tu_fill(bytes_of(&v), v.length, s);
+                want[v.id] = XXH3_64bits(bytes_of(&v), v.length);
                 fl = FG_PAGER_DIRTY;
             }
             rc = fg_pager_release(p, &v, fl, &err);
@@ -293,7 +328,10 @@ START_TEST(t_random_budgets)
     ck_assert_uint_gt(st.peak[FG_TIER_DEVICE], 0);
     ck_assert_uint_gt(st.write_backs, 0);
     ck_assert_uint_eq(st.used[FG_TIER_HOST], 0);
+    if (_i >= 2)
+        ck_assert_uint_gt(st.async_uploads, 0);
     fg_pager_close(p);
+    sim_done();
     /* the file now holds what was written back */
     int fd = open(f.path, O_RDONLY);
     for (uint32_t i = 0; i < f.n; i++) {
@@ -893,6 +931,75 @@ START_TEST(t_bad_input)
 }
 END_TEST
 
+/* Uploads run on the device's copy engine while the caller goes on: prefetching chunks homed
+ * on the GPU returns with their copies still in flight (the link is slow: ~0.2 s a chunk), each
+ * holding its HOST and DEVICE extents; waiting completes them with the right bytes; a HOST
+ * allocation that finds no victim completes them (their HOST extents free up) instead of
+ * failing; close with uploads in flight is clean. */
+START_TEST(t_async_uploads)
+{
+    enum { N = 4, CH = 1 << 20 };
+    fg_err err;
+    const char *path = path_in(g_dir, "u.bin");
+    dfile f = {path, N + 1, {0}, {0}, {0}, {0}, 0};
+    int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    uint8_t *b = malloc(CH);
+    for (uint32_t i = 0; i <= N; i++) {
+        f.off[i] = (uint64_t)i * CH, f.len[i] = f.padded[i] = CH;
+        tu_fill(b, CH, 500 + i);
+        f.xxh[i] = XXH3_64bits(b, CH);
+        ck_assert_int_eq(pwrite(fd, b, CH, (off_t)f.off[i]), CH);
+    }
+    close(fd);
+    free(b);
+    g_sim_link = 0.005; /* GB/s: 1 MiB in 0.21 s */
+    fg_pager *p = open_pager(ENG_URING, N * CH, N * CH, 8, 0, NULL);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket tk[N];
+    fg_pager_view v;
+    for (uint32_t i = 0; i < N; i++) { /* into RAM first */
+        ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_HOST, &v, &err) == FG_OK, "%s", err.msg);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_msg(fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err) == FG_OK, "%s",
+                      err.msg);
+        ck_assert_uint_ne(tk[i], 0); /* something to wait for */
+    }
+    fg_pager_stats st;
+    fg_device_sim_stats ds;
+    fg_pager_stats_get(p, &st);
+    fg_device_sim_stats_get(g_sim, &ds);
+    check_ok(p);
+    ck_assert_uint_eq(st.async_uploads, N);
+    ck_assert_uint_eq(st.moved[FG_TIER_HOST][FG_TIER_DEVICE], 0); /* none completed yet */
+    ck_assert_uint_eq(st.used[FG_TIER_HOST], N * CH);              /* sources still held */
+    ck_assert_uint_eq(st.used[FG_TIER_DEVICE], N * CH);
+    ck_assert_msg(ds.busy_s < N * 0.2, "the copies ran before prefetch returned (%.3f s)",
+                  ds.busy_s);
+    /* the fifth chunk needs HOST room that only finished uploads free */
+    expect_chunk(p, &f, N, N, FG_TIER_HOST);
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.moved[FG_TIER_HOST][FG_TIER_DEVICE], (uint64_t)N * CH);
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_int_eq(fg_pager_wait(p, tk[i], &err), FG_OK);
+        ck_assert_int_eq(fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err), FG_OK);
+        ck_assert_msg(XXH3_64bits(bytes_of(&v), v.length) == f.xxh[i], "chunk %u", i);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+    }
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_eq(st.hits, N); /* the acquires found them on the GPU */
+    /* uploads in flight at close: waited for, nothing leaks (ASan) */
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_int_eq(fg_pager_evict(p, i, &err), FG_OK);
+    expect_chunk(p, &f, 0, 0, FG_TIER_HOST);
+    ck_assert_int_eq(fg_pager_prefetch(p, 0, FG_TIER_DEVICE, &tk[0], &err), FG_OK);
+    check_ok(p);
+    fg_pager_close(p);
+    sim_done();
+}
+END_TEST
+
 /* The CUDA backend: on a machine without a GPU it refuses cleanly; with one, chunks go to the
  * GPU and back intact (DEVICE -> HOST copies the device bytes, not a stale host copy). */
 START_TEST(t_cuda)
@@ -936,7 +1043,8 @@ int main(void)
     tcase_add_loop_test(tc, t_engines_tiers, 0, ENG_COUNT);
     tcase_add_test(tc, t_fgt_file);
     tcase_add_test(tc, t_fresh_and_memory_only);
-    tcase_add_loop_test(tc, t_random_budgets, 0, 2);
+    tcase_add_loop_test(tc, t_random_budgets, 0, 4);
+    tcase_add_test(tc, t_async_uploads);
     tcase_add_test(tc, t_prefetch_dedup);
     tcase_add_test(tc, t_pinned_survives);
     tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
