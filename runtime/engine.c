@@ -23,10 +23,12 @@
  * multiplies, so the whole table never sits in RAM.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "engine_int.h"
@@ -231,33 +233,92 @@ static int register_chunks(fg_engine *e, fg_err *err)
  * registered writable with the pager, then unlinked at once so nothing is left behind. The
  * chunks are fresh (their bytes are written before they are read), so the pager never reads one
  * that was not written back; when the plan homes the cache and the activations in RAM nothing
- * is ever written either, and no file is made at all (a memory-only registration). */
-static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, fg_err *err)
+ * is ever written either, and no file is made at all (a memory-only registration). The file is
+ * sparse; once the pager has placed the chunks, reserve_offload allocates the blocks of those
+ * homed on disk, so a file system without room for them fails the start, not a write-back in
+ * the middle of a run. */
+static const char *offload_dir(const fg_engine *e)
 {
+    const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    return dir && *dir ? dir : "/tmp";
+}
+
+static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, int *fd_out, fg_err *err)
+{
+    *fd_out = -1;
     if (!e->plan.on_disk[1] && !e->plan.on_disk[2])
         return fg_pager_add_file(e->pager, NULL, 1, file, err);
-    const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    const char *dir = offload_dir(e);
     char path[4096];
-    snprintf(path, sizeof path, "%s/fg-kv-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(path, sizeof path, "%s/fg-kv-XXXXXX", dir);
     int fd = mkstemp(path);
     if (fd < 0)
         return fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: cannot create the KV file",
-                          dir && *dir ? dir : "/tmp");
+                          dir);
     int rc = ftruncate(fd, (off_t)bytes) ? fg_err_sys(err, FG_ERR_IO, errno, "--offload-dir %s: "
                                                       "ftruncate", path) : FG_OK;
-    close(fd);
     if (rc == FG_OK)
         rc = fg_pager_add_file(e->pager, path, 1, file, err);
     unlink(path);
+    if (rc)
+        close(fd);
+    else
+        *fd_out = fd;
     return rc;
 }
 
-static int register_kv(fg_engine *e, fg_err *err)
+/* Allocate the offload file's blocks under the chunks the pager homed on disk (adjacent ones in
+ * one call). A file system that cannot allocate ahead (EOPNOTSUPP) is checked for free space
+ * instead. */
+static int reserve_offload(fg_engine *e, int fd, fg_err *err)
+{
+    uint32_t n = e->ngb * (e->l1 - e->l0) + e->ngb;
+    uint64_t need = 0, lo = 0, hi = 0;
+    int rc = 0, unsupported = 0;
+    for (uint32_t i = 0; i <= n && !rc; i++) {
+        fg_pager_chunk_desc d = {0};
+        int disk = i < n && fg_pager_chunk(e->pager, e->kv_first + i, &d) == FG_OK &&
+                   fg_pager_home(e->pager, e->kv_first + i) == FG_TIER_DISK;
+        if (disk && hi == d.offset) { /* extends the range */
+            hi += d.padded;
+        } else {
+            if (hi > lo && !unsupported) {
+                rc = fallocate(fd, 0, (off_t)lo, (off_t)(hi - lo)) ? errno : 0;
+                if (rc == EOPNOTSUPP || rc == ENOSYS)
+                    unsupported = 1, rc = 0;
+            }
+            lo = disk ? d.offset : 0;
+            hi = disk ? d.offset + d.padded : 0;
+        }
+        need += disk ? d.padded : 0;
+    }
+    char a[32], b[32];
+    struct statvfs vf;
+    if (rc == 0 && unsupported && statvfs(offload_dir(e), &vf) == 0 &&
+        (uint64_t)vf.f_bavail * vf.f_frsize < need)
+        rc = ENOSPC;
+    if (rc == ENOSPC) {
+        uint64_t avail = statvfs(offload_dir(e), &vf) == 0
+                       ? (uint64_t)vf.f_bavail * vf.f_frsize : 0;
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--offload-dir %s: the KV cache and activations "
+                          "homed on disk need %s; the file system has %s free (another "
+                          "--offload-dir, a smaller block, or more of them in RAM)",
+                          offload_dir(e), fg_fmt_bytes((double)need, a, sizeof a),
+                          fg_fmt_bytes((double)avail, b, sizeof b));
+    }
+    if (rc)
+        return fg_err_sys(err, FG_ERR_IO, rc, "--offload-dir %s: allocating %s for the KV "
+                          "cache and activations homed on disk", offload_dir(e),
+                          fg_fmt_bytes((double)need, a, sizeof a));
+    return FG_OK;
+}
+
+static int register_kv(fg_engine *e, int *fd, fg_err *err)
 {
     uint64_t kvc = e->plan.kv_chunk, actc = e->plan.act_chunk;
     uint64_t n = (uint64_t)e->ngb * (e->l1 - e->l0), act_off = n * kvc;
     uint32_t file;
-    int rc = offload_file(e, act_off + e->ngb * actc, &file, err);
+    int rc = offload_file(e, act_off + e->ngb * actc, &file, fd, err);
     for (uint64_t i = 0; rc == FG_OK && i < n; i++) {
         fg_pager_chunk_desc d = {file, i * kvc, kvc, kvc, 0, 0, UINT64_MAX - i, {0},
                                  FG_CHUNK_KV, (uint32_t)i, 1};
@@ -299,15 +360,20 @@ static int open_pager(fg_engine *e, fg_err *err)
     pc.notice_ctx = e->o.notice_ctx;
     pc.label = chunk_label;
     pc.label_ctx = e;
+    int fd = -1;
     int rc = fg_engine_pager_device(e, &pc, err);
     if (rc == FG_OK)
         rc = fg_pager_open(&pc, &e->pager, err);
     if (rc == FG_OK)
         rc = register_chunks(e, err);
     if (rc == FG_OK)
-        rc = register_kv(e, err);
+        rc = register_kv(e, &fd, err);
     if (rc == FG_OK)
         rc = fg_pager_place(e->pager, &e->plan.frac, err);
+    if (rc == FG_OK && fd >= 0)
+        rc = reserve_offload(e, fd, err);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 

@@ -101,6 +101,22 @@ mkdir -p off2
 (ulimit -f 1; "$INFER" -m tiny -p "hello there" --max-new-tokens 4 --offload-dir off2 --quiet) > /dev/null ||
   { echo "an all-in-RAM run failed under a file size limit"; exit 1; }
 [ -z "$(ls -A off2)" ] || { echo "an all-in-RAM run left $(ls -A off2)"; exit 1; }
+# an offload dir without room for the cache and activations homed on disk fails the start with
+# one line naming it, not a write-back hours later (needs a 1 MiB tmpfs: a user namespace)
+if unshare --user --map-root-user --mount true 2>/dev/null; then
+  mkdir -p small
+  set +e
+  err=$(unshare --user --map-root-user --mount bash -c 'mount -t tmpfs -o size=1m tmpfs small &&
+        "$0" -m tiny -p hi --max-new-tokens 4 --percent 0 100 0 0 0 0 --max-context 256 \
+             --offload-dir small --quiet' "$INFER" 2>&1 >/dev/null)
+  rc=$?
+  set -e
+  [ $rc -eq 1 ] && [[ "$err" == *"--offload-dir small: the KV cache and activations homed on disk need"*"1.0 MB free"* ]] ||
+    { echo "a full offload dir: exit $rc, '$err'"; exit 1; }
+  echo "full offload dir refused: $err"
+else
+  echo "full offload dir: skipped (no user namespaces to mount a small tmpfs)"
+fi
 # a temporary store left by a run killed while quantizing (its pid gone) is swept by the next
 mkdir -p off/fg-q4-999999999-stale && touch off/fg-q4-999999999-stale/weights-000001.fgt
 "$INFER" -m tiny -p "hello there" --max-new-tokens 2 --compress-weight --offload-dir off --quiet > /dev/null
