@@ -157,6 +157,11 @@ typedef struct fg_policy_job {
                                       device at its rates, what is not homed on the GPU crosses
                                       the link per op; the search places on the GPU too, within
                                       the policy's gpu_budget */
+    uint64_t disk_free;            /* bytes the offload file may take (0: no limit): a KV cache or
+                                      activations homed on disk must fit there */
+    const char *disk_dir;          /* the offload dir, named when nothing fits it */
+    uint32_t max_ctx;              /* positions the engine sizes its KV cache and activations
+                                      for (--max-context; 0: prompt_len + gen_len) */
 } fg_policy_job;
 
 typedef struct fg_prediction {
@@ -186,6 +191,8 @@ typedef struct fg_search_stats {
     uint32_t candidates, lps, feasible;
     uint64_t min_budget;           /* no feasible policy: the smallest budget any block needs */
     uint64_t min_gpu;              /* ... and of the device, when its budget held no block */
+    uint64_t min_disk;             /* ... and of the offload dir, when blocks fitting the budgets
+                                      were refused for it */
 } fg_search_stats;
 
 /* The best policy for job: base's flags (schedule, sep_layer, overlap, sparsity) kept; gbs,

@@ -56,6 +56,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fg_progress.h"
 #include "policy_search.h"
 
 #define MB (1024.0 * 1024.0)
@@ -550,7 +551,8 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
                       fg_policy *p, uint64_t budget, fg_search_stats *st, best *bests)
 {
     best *b = &bests[p->compress_cache ? 1 : 0];
-    uint32_t ctx = job->prompt_len + job->gen_len;
+    uint32_t ctx = job->max_ctx > job->prompt_len + job->gen_len
+                 ? job->max_ctx : job->prompt_len + job->gen_len;
     fg_plan pl0, pl;
     fg_err e;
     static const tiers all_ram = {0, 1, 0, 1}, all_disk = {0, 0, 0, 0};
@@ -583,6 +585,12 @@ static void candidate(const fg_calib *c, const fg_policy_model *m, const fg_poli
         int ct = i % n_tiers + (job->dev ? 0 : 1), ht = i / n_tiers + (job->dev ? 0 : 1);
         tiers tr = {ct == 0, ct == 1, ht == 0, ht == 1};
         double wg = 0, wc, cap = shallow ? room : deep;
+        double disk = (ct == 2 ? kind_total(&pl0, 1) : 0) + (ht == 2 ? kind_total(&pl0, 2) : 0);
+        if (job->disk_free && disk > (double)job->disk_free) { /* the offload file's room */
+            if (!st->min_disk || disk < (double)st->min_disk)
+                st->min_disk = (uint64_t)disk;
+            continue;
+        }
         st->lps++;
         if (cap < 0 || solve(c, &t, shallow ? 0 : c->overlap, &tr, cap, (double)pl0.dev_pool,
                              &wg, &wc, &e) ||
@@ -634,6 +642,14 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
         }
     const best *b = bs[1].found && (!bs[0].found || bs[1].pred.tok_s > LOSSY_GAIN *
                                      bs[0].pred.tok_s) ? &bs[1] : &bs[0];
+    char a[32], bb[32];
+    if (!b->found && st->min_disk)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--offload-dir %s: %s free; no policy fits the "
+                          "budgets with its KV cache and activations in RAM or on the GPU, and "
+                          "the smallest block keeping them on disk needs %s there",
+                          job->disk_dir ? job->disk_dir : "(the offload dir)",
+                          fg_fmt_bytes((double)job->disk_free, a, sizeof a),
+                          fg_fmt_bytes((double)st->min_disk, bb, sizeof bb));
     if (!b->found && st->min_gpu && !st->min_budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f MiB: no policy fits; the "
                           "smallest block needs %.1f MiB of the device (--gpu-budget %.0fM)",

@@ -237,11 +237,13 @@ static int register_chunks(fg_engine *e, fg_err *err)
  * sparse; once the pager has placed the chunks, reserve_offload allocates the blocks of those
  * homed on disk, so a file system without room for them fails the start, not a write-back in
  * the middle of a run. */
-static const char *offload_dir(const fg_engine *e)
+const char *fg_engine_offload_dir(const fg_engine_opts *o)
 {
-    const char *dir = e->o.offload_dir ? e->o.offload_dir : getenv("TMPDIR");
+    const char *dir = o->offload_dir ? o->offload_dir : getenv("TMPDIR");
     return dir && *dir ? dir : "/tmp";
 }
+
+static const char *offload_dir(const fg_engine *e) { return fg_engine_offload_dir(&e->o); }
 
 static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, int *fd_out, fg_err *err)
 {

@@ -59,6 +59,9 @@ typedef struct fg_engine_opts {
                                  only fg_engine_plan, _hparams and _close may follow */
 } fg_engine_opts;
 
+/* Where the offload file goes under o: --offload-dir, else $TMPDIR, else /tmp. */
+const char *fg_engine_offload_dir(const fg_engine_opts *o);
+
 /* The device bytes the plan may use under o (o->backend, o->gpu_budget): the flag, or the
  * default (sim: 1 GiB; CUDA: the free memory less 1 GiB), less what the CUDA backend keeps for
  * cuBLAS and its scratch; 0 on the CPU backend. Errors name --gpu-budget. */

@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -204,8 +205,7 @@ static int quantize_at_load(run *r, fg_err *err)
     int need = 0, rc = fg_store_tensor_iter(r->store, not_q4, &need, err);
     if (rc || !need)
         return rc;
-    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
-    od = od && *od ? od : "/tmp";
+    const char *od = fg_engine_offload_dir(&r->eo);
     sweep_stale(r, od);
     snprintf(r->tmp_store, sizeof r->tmp_store, "%s/fg-q4-%ld-XXXXXX", od, (long)getpid());
     if (!mkdtemp(r->tmp_store)) {
@@ -267,8 +267,7 @@ static int load_calibration(run *r, fg_calib *c, fg_err *err)
         return rc;
     snprintf(r->calib_note, sizeof r->calib_note, "%s; measured this machine quickly "
              "(fg-infer calibrate measures it fully)", err->msg);
-    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
-    rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, 1, r->o->quiet ? NULL : r->log,
+    rc = fg_calib_measure(fg_engine_offload_dir(&r->eo), r->eo.threads, 1, r->o->quiet ? NULL : r->log,
                           c, err);
     fg_err serr;
     if (rc == FG_OK && fg_calib_save(path, c, &serr)) /* a read-only cache: use it unsaved */
@@ -311,6 +310,18 @@ static int calibrate_device(run *r, const fg_policy_model *m, fg_calib_dev *d, f
     return rc;
 }
 
+/* Bytes the offload dir's file system has free for an unprivileged user (less 1%, at least
+ * 16 MiB, for what else writes there during the run); 0 when unknown: no limit. */
+static uint64_t disk_free(const char *dir)
+{
+    struct statvfs vf;
+    if (statvfs(dir, &vf) || !vf.f_frsize)
+        return 0;
+    uint64_t n = (uint64_t)vf.f_bavail * vf.f_frsize, margin = n / 100;
+    margin = margin > (16u << 20) ? margin : 16u << 20;
+    return n > margin ? n - margin : 1;
+}
+
 /* Choose r->eo.policy for prompts of P tokens, G new ones, `seqs` sequences (0: any). */
 static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
 {
@@ -334,7 +345,9 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     }
     fg_policy_job job = {P, G, seqs && cap ? (seqs < cap ? seqs : cap) : seqs ? seqs : cap,
                          r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
-                         r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL};
+                         r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL,
+                         disk_free(fg_engine_offload_dir(&r->eo)),
+                         fg_engine_offload_dir(&r->eo), r->eo.max_ctx};
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
@@ -1025,8 +1038,7 @@ static int run_calibrate(run *r, fg_err *err)
         return rc;
     if (r->o->calibration)
         snprintf(path, sizeof path, "%s", r->o->calibration);
-    const char *od = r->eo.offload_dir ? r->eo.offload_dir : getenv("TMPDIR");
-    rc = fg_calib_measure(od && *od ? od : "/tmp", r->eo.threads, r->o->calibrate_quick,
+    rc = fg_calib_measure(fg_engine_offload_dir(&r->eo), r->eo.threads, r->o->calibrate_quick,
                           r->o->quiet ? NULL : r->log, &c, err);
     if (rc == FG_OK)
         rc = fg_calib_save(path, &c, err);

@@ -170,12 +170,14 @@ static void random_model(uint64_t *s, rmodel *r)
     fg_policy_sweep_bytes(&r->m, 0, &r->m.sweep);
 }
 
-/* What the pager and the engine will hold under p within budget (and the GPU's). */
+/* What the pager and the engine will hold under p within budget (and the GPU's, and the
+ * offload dir's). */
 static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job *job)
 {
     fg_plan pl;
     fg_err err;
     uint32_t ctx = job->prompt_len + job->gen_len;
+    ctx = job->max_ctx > ctx ? job->max_ctx : ctx; /* what the engine sizes the cache for */
     ck_assert_msg(fg_plan_make(&r->m.pm, p, ctx, job->ram_budget, &pl, &err) == FG_OK, "%s",
                   err.msg);
     ck_assert_uint_le(pl.total_host, job->ram_budget);
@@ -191,8 +193,11 @@ static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job 
                     fg_policy_weights_homed(&r->m, g) +
                     (p->frac.c[0] <= 0.5 && p->frac.c[0] + p->frac.c[1] > 0.5 ? kv : 0) +
                     (p->frac.h[0] <= 0.5 && p->frac.h[0] + p->frac.h[1] > 0.5 ? act : 0);
+    uint64_t disk = (p->frac.c[0] + p->frac.c[1] <= 0.5 ? kv : 0) +
+                    (p->frac.h[0] + p->frac.h[1] <= 0.5 ? act : 0);
     ck_assert_uint_le(real + pl.window, pl.pool);
     ck_assert_uint_le(dev, pl.dev_pool);
+    ck_assert(!job->disk_free || disk <= job->disk_free);
     if (!job->dev)
         ck_assert(p->frac.w[0] == 0 && p->frac.c[0] == 0 && p->frac.h[0] == 0);
     else
@@ -202,14 +207,17 @@ static void check_fits(const rmodel *r, const fg_policy *p, const fg_policy_job 
     ck_assert_int_eq(p->compress_weight, r->m.all_q4);
 }
 
-/* _i >= 3: with a device (the GPU's budget random too). */
+/* _i >= 3: with a device (the GPU's budget random too). The offload dir's room (none, or from
+ * nothing to more than a cache) and the context the engine sizes for (the job's, or more) are
+ * random too. A refusal names the budget that holds no block and the least that would; with
+ * that much the search answers. */
 START_TEST(search_fits_every_budget)
 {
     fg_calib c = calib_fixed();
     fg_calib_dev d = calib_dev_fixed();
     uint64_t s = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
     static rmodel r;
-    int found = 0, refused = 0, device = _i >= 3, on_gpu = 0;
+    int found = 0, refused = 0, device = _i >= 3, on_gpu = 0, disk_refused = 0;
     for (int trial = 0; trial < 40; trial++) {
         random_model(&s, &r);
         fg_policy base = fg_policy_default(), out;
@@ -222,6 +230,11 @@ START_TEST(search_fits_every_budget)
         /* budgets from far too small to more than everything */
         double frac = (double)(rnd(&s) % 1000) / 500.0;
         job.ram_budget = (uint64_t)(frac * (double)r.m.pm.weights) + (rnd(&s) % 64) * 65536;
+        if (rnd(&s) % 2)
+            job.disk_free = 1 + (r.m.pm.weights >> (rnd(&s) % 16));
+        job.disk_dir = "/offload";
+        if (rnd(&s) % 3 == 0)
+            job.max_ctx = job.prompt_len + job.gen_len + (uint32_t)(rnd(&s) % 200);
         fg_prediction pred;
         fg_search_stats st;
         fg_err err;
@@ -235,27 +248,32 @@ START_TEST(search_fits_every_budget)
             continue;
         }
         refused++;
-        ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
-        if (strstr(err.msg, "--gpu-budget")) { /* the device's budget holds no block */
-            ck_assert(device && st.min_gpu > base.gpu_budget);
-            base.gpu_budget = st.min_gpu;
-            rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
-            if (rc == FG_OK) {
-                check_fits(&r, &out, &job);
-                continue;
+        /* each refusal names one budget and the least that fits; raised to it, the search
+         * answers or names another */
+        for (int retry = 0; rc != FG_OK; retry++) {
+            ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+            ck_assert_int_lt(retry, 6);
+            if (strstr(err.msg, "--offload-dir /offload")) {
+                ck_assert_uint_gt(st.min_disk, job.disk_free);
+                job.disk_free = st.min_disk + (1u << 20);
+                disk_refused++;
+            } else if (strstr(err.msg, "--gpu-budget")) { /* the device's holds no block */
+                ck_assert(device && st.min_gpu > base.gpu_budget);
+                base.gpu_budget = st.min_gpu;
+            } else {
+                ck_assert_msg(strstr(err.msg, "--ram-budget") != NULL, "%s", err.msg);
+                ck_assert_uint_gt(st.min_budget, job.ram_budget);
+                job.ram_budget = (st.min_budget + (1u << 20) - 1) & ~((1ull << 20) - 1);
             }
+            rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
         }
-        ck_assert_ptr_nonnull(strstr(err.msg, "--ram-budget"));
-        ck_assert_uint_gt(st.min_budget, job.ram_budget);
-        /* the budget the refusal names does fit */
-        job.ram_budget = (st.min_budget + (1u << 20) - 1) & ~((1ull << 20) - 1);
-        ck_assert_msg(fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err) == FG_OK,
-                      "%s", err.msg);
         check_fits(&r, &out, &job);
     }
     ck_assert_int_gt(found, 0);
     ck_assert_int_gt(found + refused, 0);
     ck_assert(!device || on_gpu > 0);
+    printf("search_fits_every_budget %d: %d answered, %d refused, %d for the offload dir\n", _i,
+           found, refused, disk_refused);
 }
 END_TEST
 
