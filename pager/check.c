@@ -75,7 +75,7 @@ static int check_chunk(const fg_pager *p, uint32_t i, uint64_t *pending, uint32_
     *uploading += c->state == CS_UPLOADING;
     if (c->pins && (!resident || c->state != pin_state))
         return fg_err_set(err, FG_ERR_CORRUPT, "I3: chunk %u pinned in state %d", i, c->state);
-    if ((c->queued || c->pending) && c->state != CS_LOADING)
+    if ((c->queued || c->pending) && c->state != CS_LOADING && c->state != CS_WRITING_BACK)
         return fg_err_set(err, FG_ERR_CORRUPT, "I4: chunk %u has I/O in state %d", i, c->state);
     if (c->state == CS_ERROR && (c->err >= 0 || c->pins || c->pending))
         return fg_err_set(err, FG_ERR_CORRUPT, "I5: chunk %u in ERROR with err %d", i, c->err);

@@ -23,7 +23,10 @@
  *               (t_upload_done waits on the event and frees the HOST extent), and make_room
  *               completes them all when it finds no victim. A synchronous acquire passes through
  *               UPLOADING within one call.
- * WRITING_BACK  writes in flight from its HOST buffer; the bytes stay valid.
+ * WRITING_BACK  writes in flight from its HOST buffer; the bytes stay valid. A write-back the
+ *               pager needs (eviction, write_back) waits for them; a write-behind (release
+ *               with FG_PAGER_WRITE_BEHIND) returns at once, and the chunk is clean HOST once
+ *               they land (reaped like reads), so evicting it later is a drop.
  * ERROR         a read failed or the checksum did not match; no memory held; acquire reports
  *               the error. (Either also makes the whole pager sticky: nothing read after it is
  *               trusted.)
@@ -36,14 +39,14 @@
  * Invariants (fg_pager_check asserts each; numbers appear in its messages):
  *  I1  Per tier T in {HOST, DEVICE}: the extents held by chunks in T (LOADING, HOST,
  *      WRITING_BACK hold a HOST extent of `padded` bytes; DEVICE holds a DEVICE extent;
- *      UPLOADING one of each) and the
- *      arena's free list tile [0, budget[T]) exactly: no overlap, no leak. Hence used[T] <=
- *      budget[T] always, and peak[T] <= budget[T].
+ *      UPLOADING one of each) and the arena's free list tile [0, budget[T]) exactly: no
+ *      overlap, no leak. Hence used[T] <= budget[T] always, and peak[T] <= budget[T].
  *  I2  The free list is sorted by offset, coalesced, and page-aligned.
  *  I3  pins > 0 implies state is HOST or DEVICE and pin_tier equals it: a pinned chunk is never
  *      evicted, moved or in flight.
- *  I4  Between calls, queued > 0 or pending > 0 implies state LOADING; the pending counts sum to
- *      the number of ops in flight, which never exceeds the engine's queue depth.
+ *  I4  Between calls, queued > 0 or pending > 0 implies state LOADING or WRITING_BACK (a
+ *      write-behind); the pending counts sum to the number of ops in flight, which never
+ *      exceeds the engine's queue depth.
  *  I5  ERROR implies err < 0, no pins, nothing in flight.
  *  I6  A sticky error implies no chunk has queued bytes (nothing new is ever submitted).
  *  I7  dirty implies the chunk's file is writable and the chunk is HOST, UPLOADING or DEVICE.
@@ -475,6 +478,8 @@ static void t_error_final(fg_pager *p, pchunk *c)
     if (c->xfer_write) { /* a failed write leaves the bytes valid: back to HOST, still dirty */
         c->state = CS_HOST;
         c->xfer_write = 0;
+        c->xfer = NULL;
+        c->dirty = 1;
         return;
     }
     fg_arena_free(&p->arena[FG_TIER_HOST], c->host_off, c->d.padded);
@@ -684,6 +689,26 @@ static void t_drop(fg_pager *p, pchunk *c)
     p->st.wasted += !c->used;
 }
 
+/* The last write of a chunk landed: the file holds its bytes, whose XXH3 (taken when the write
+ * began) is checked when they are read back. WRITING_BACK -> HOST; a DEVICE chunk written
+ * through a staging buffer stays DEVICE. */
+static void t_write_done(fg_pager *p, uint32_t id)
+{
+    pchunk *c = &p->chunks[id];
+    if (c->state == CS_WRITING_BACK)
+        c->state = CS_HOST;
+    c->xfer = NULL;
+    c->xfer_write = 0;
+    c->fresh = 0;
+    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) {
+        c->d.xxh3 = c->wr_xxh3;
+        c->d.has_xxh3 = 1;
+        c->verified = 0; /* new bytes on disk: the next load is checked again */
+    }
+    p->st.moved[FG_TIER_HOST][FG_TIER_DISK] += c->d.padded;
+    p->st.write_backs++;
+}
+
 /* One completed op: account it, resubmit the rest of a short transfer, finish the chunk. */
 static void complete(fg_pager *p, const fg_pager_io_done *d)
 {
@@ -725,8 +750,8 @@ static void complete(fg_pager *p, const fg_pager_io_done *d)
         submit_queued(p); /* refill the freed slots first: the disk works while we hash */
         t_load_done(p, s.chunk);
     }
-    else if (c->state == CS_WRITING_BACK)
-        c->state = CS_HOST; /* t_write_done */
+    else if (c->xfer_write)
+        t_write_done(p, s.chunk);
 }
 
 /* Reap completions from both engines, blocking for at least min of them; feed the queue. */
@@ -787,40 +812,39 @@ static int wait_chunk(fg_pager *p, uint32_t id, fg_err *err)
     return rc;
 }
 
+/* Start writing chunk id's padded bytes from buf (its HOST extent, or a staging copy of a
+ * DEVICE chunk); the chunk is clean from here (a failed write makes it dirty again). A HOST
+ * chunk is WRITING_BACK until the writes land (t_write_done). */
+static void t_write_begin(fg_pager *p, uint32_t id, uint8_t *buf)
+{
+    pchunk *c = &p->chunks[id];
+    if (c->state == CS_HOST)
+        c->state = CS_WRITING_BACK;
+    c->xfer = buf;
+    c->xfer_write = 1;
+    c->err = 0;
+    c->dirty = 0;
+    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY))
+        c->wr_xxh3 = fg_pager_xxh3(buf, c->d.length);
+    c->queued = c->d.padded;
+    enqueue(p, id);
+    submit_queued(p);
+}
+
 /* Write chunk id's padded bytes from buf (its HOST extent or a staging copy), synchronously. */
 static int write_chunk(fg_pager *p, uint32_t id, uint8_t *buf, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     uint8_t prev = c->state;
     c->hold++; /* once written it is HOST again, and a nested make_room must not drop it */
-    if (prev == CS_HOST)
-        c->state = CS_WRITING_BACK; /* t_write_begin */
-    c->xfer = buf;
-    c->xfer_write = 1;
-    c->err = 0;
-    c->queued = c->d.padded;
-    enqueue(p, id);
-    submit_queued(p);
+    t_write_begin(p, id, buf);
     int rc = wait_chunk(p, id, err);
     c->hold--;
-    c->xfer = NULL;
-    c->xfer_write = 0;
-    if (prev == CS_DEVICE)
+    if (prev == CS_DEVICE) /* a failed staged write ends as HOST in t_error_final */
         c->state = CS_DEVICE;
     if (rc == FG_OK && (c->err || p->sticky.code))
         rc = sticky_check(p, err);
-    if (rc)
-        return rc;
-    c->dirty = 0;
-    c->fresh = 0; /* the file holds its bytes now */
-    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) { /* checked when read back */
-        c->d.xxh3 = fg_pager_xxh3(buf, c->d.length);
-        c->d.has_xxh3 = 1;
-        c->verified = 0; /* new bytes on disk: the next load is checked again */
-    }
-    p->st.moved[FG_TIER_HOST][FG_TIER_DISK] += c->d.padded;
-    p->st.write_backs++;
-    return FG_OK;
+    return rc;
 }
 
 /* Write back a resident chunk (a DEVICE one through a staging HOST extent). */
@@ -1097,6 +1121,9 @@ static int release_call(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_
     if (flags & FG_PAGER_DIRTY)
         c->dirty = 1;
     c->lru = ++p->tick;
+    if ((flags & FG_PAGER_WRITE_BEHIND) && c->dirty && !c->pins && c->state == CS_HOST &&
+        p->files[c->d.file].io && !p->sticky.code)
+        t_write_begin(p, v->id, p->host_base + c->host_off); /* store it while others compute */
     progress(p);
     return FG_OK;
 }

@@ -264,8 +264,14 @@ typedef struct fg_pager_view {
  * release; a chunk may be acquired several times (pins count), all in one tier. */
 int fg_pager_acquire(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *view, fg_err *err);
 
-enum { FG_PAGER_DIRTY = 1 }; /* release flag: the caller modified the bytes */
-/* Unpin; the view is invalid afterwards. DIRTY needs a writable file. */
+enum {
+    FG_PAGER_DIRTY = 1,        /* release flag: the caller modified the bytes */
+    FG_PAGER_WRITE_BEHIND = 2, /* ... and will not use them again soon: a dirty HOST chunk
+                                  released by its last pin starts its write-back now, without
+                                  waiting (WRITING_BACK), so its later eviction is a drop */
+};
+/* Unpin; the view is invalid afterwards. DIRTY needs a writable file. A write-behind that
+ * fails makes the pager sticky (the next call reports it) and leaves the chunk dirty. */
 int fg_pager_release(fg_pager *p, const fg_pager_view *view, unsigned flags, fg_err *err);
 /* Write chunk id's current bytes (padded) back to its file now, synchronously; it stays
  * resident and becomes clean. The chunk must be resident and its file writable. The XXH3 of

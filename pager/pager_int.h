@@ -40,7 +40,7 @@ typedef enum chunk_state {
     CS_LOADING = 1,      /* reads in flight into a HOST buffer */
     CS_HOST = 2,
     CS_DEVICE = 3,
-    CS_WRITING_BACK = 4, /* writes in flight from a HOST buffer */
+    CS_WRITING_BACK = 4, /* writes in flight from its HOST extent (clean once they land) */
     CS_ERROR = 5,
     CS_UPLOADING = 6,    /* a HOST -> DEVICE copy in flight: holds both extents and an event */
 } chunk_state;
@@ -69,6 +69,7 @@ typedef struct pchunk {
     uint32_t hold;      /* > 0 while a pager call works on the chunk: not evictable */
     uint8_t *xfer;      /* buffer of the transfer (NULL = its HOST extent) */
     fg_event *ev;       /* UPLOADING: completes the copy */
+    uint64_t wr_xxh3;   /* a write in flight: the XXH3 of what it writes */
 } pchunk;
 
 typedef struct pfile {

@@ -169,8 +169,10 @@ static double compute_decode(const fg_calib *c, const terms *t)
 }
 
 /* I/O seconds per unit of each disk fraction [weights, cache, activations], reads and writes
- * apart: reads are prefetched while computing, but a dirty chunk is written back when it is
- * evicted, synchronously, by the computing thread (pager/pager.c evict_one). KV and activation
+ * apart: reads are prefetched while computing; a KV chunk homed on disk is written behind
+ * (the engine releases it after its attention with FG_PAGER_WRITE_BEHIND, while the next
+ * batches compute: see behind), but any other dirty chunk is written back when it is evicted,
+ * synchronously, by the computing thread (pager/pager.c evict_one). KV and activation
  * chunks are fresh (pager: never-written chunks load as zeros without a read): the prefill
  * writes the cache homed on disk and reads none of it. An activation chunk is used by every
  * unit, so the pager's LRU keeps it while the weights stream past: one write-back in all
@@ -187,6 +189,15 @@ static void io_prefill(const terms *t, double rd[3], double wr[3])
 static double cold_read(const terms *t)
 {
     return t->weights * t->rd;
+}
+
+/* Of the writes wr, those written behind, overlapping compute like reads: the KV cache's,
+ * unless the streaming room holds everything homed on disk (then the engine writes nothing
+ * behind: the LRU keeps the chunks, and what the prefill charges for them is an eviction's). */
+static void behind(const terms *t, const double wr[3], double wb[3])
+{
+    wb[0] = wb[2] = 0;
+    wb[1] = t->cached ? 0 : wr[1];
 }
 
 /* A decode step reads the weights and the cache homed on disk and writes the cache back,
@@ -299,8 +310,9 @@ static double device_time(const terms *t, const step *s, double w_bytes)
     return hi + (1 - phi) * lo + s->other + s->up * t->up + s->down * t->down;
 }
 
-/* A step: writes block the computing thread; reads overlap compute (when overlap is on) by
- * the calibrated share phi of the shorter: wr + max(c, r) + (1 - phi) min(c, r). */
+/* A step: writes block the computing thread; reads (and writes behind, counted in rd) overlap
+ * compute (when overlap is on) by the calibrated share phi of the shorter:
+ * wr + max(c, r) + (1 - phi) min(c, r). */
 static double step_time(double compute, double rd, double wr, double phi)
 {
     double hi = compute > rd ? compute : rd, lo = compute > rd ? rd : compute;
@@ -317,9 +329,11 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
 {
     terms t;
     terms_of(c, m, pl, p, job, &t);
-    double pr[3], pw[3], dr[3], dw[3];
+    double pr[3], pw[3], dr[3], dw[3], pb[3], db[3];
     io_prefill(&t, pr, pw);
     io_decode(&t, dr, dw);
+    behind(&t, pw, pb);
+    behind(&t, dw, db);
     /* fractions as the pager really places them (the plan counts its homes) */
     double x[3], g[3];
     for (int k = 0; k < 3; k++) {
@@ -342,9 +356,11 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     memset(out, 0, sizeof *out);
     out->compute_decode_s = device_time(&t, &sd, wd);
     out->io_decode_s = dot3(dr, x) + dot3(dw, x);
-    out->prefill_s = step_time(device_time(&t, &sp, wp), cold_read(&t) + dot3(pr, x),
-                               dot3(pw, x), t.phi);
-    out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x), dot3(dw, x), t.phi);
+    out->prefill_s = step_time(device_time(&t, &sp, wp),
+                               cold_read(&t) + dot3(pr, x) + dot3(pb, x),
+                               dot3(pw, x) - dot3(pb, x), t.phi);
+    out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x) + dot3(db, x),
+                                          dot3(dw, x) - dot3(db, x), t.phi);
     out->tokens = (uint64_t)(t.n * t.G);
     /* bytes: the seconds' terms at one second per byte */
     out->read_bytes = (uint64_t)((cold_read(&t) + dot3(pr, x) + (t.G - 1) * dot3(dr, x)) /
@@ -382,18 +398,19 @@ static void device_rows(double *A, double *rlo, double *rhi, int r, int xe, cons
 }
 
 /* The step time as two rows (the max of step_time linearized) with the device side E a
- * variable, r = cold + rd.x:
- *   row r:     T - (rd + wr).x - (1 - phi) E   >= cold        (reading dominates)
- *   row r + 1: T - E - ((1 - phi) rd + wr).x   >= (1 - phi) cold  (computing dominates) */
+ * variable, r = cold + (rd + wb).x (wb: the writes behind, of wr):
+ *   row r:     T - (rd + wr).x - (1 - phi) E                >= cold   (the disk dominates)
+ *   row r + 1: T - E - ((1 - phi)(rd + wb) + wr - wb).x     >= (1 - phi) cold  (computing) */
 static void step_rows(double *A, double *rlo, double *rhi, int r, int xt, int xe,
-                      const double rd[3], const double wr[3], double cold, double phi)
+                      const double rd[3], const double wr[3], const double wb[3], double cold,
+                      double phi)
 {
     static const int disk[3] = {X_WD, X_CD, X_HD};
     A[r * NX + xt] = A[(r + 1) * NX + xt] = 1;
     A[r * NX + xe] = -(1 - phi), A[(r + 1) * NX + xe] = -1;
     for (int k = 0; k < 3; k++) {
         A[r * NX + disk[k]] = -(rd[k] + wr[k]);
-        A[(r + 1) * NX + disk[k]] = -((1 - phi) * rd[k] + wr[k]);
+        A[(r + 1) * NX + disk[k]] = -((1 - phi) * (rd[k] + wb[k]) + wr[k] - wb[k]);
     }
     rlo[r] = cold, rlo[(r + 1)] = (1 - phi) * cold;
     rhi[r] = rhi[r + 1] = HUGE_VAL;
@@ -420,9 +437,11 @@ static int solve(const fg_calib *c, const terms *t, double phi, const tiers *tr,
     lo[X_HG] = hi[X_HG] = tr->hg, lo[X_HC] = hi[X_HC] = tr->hc;
     lo[X_HD] = hi[X_HD] = 1 - tr->hg - tr->hc;
     hi[X_EP] = hi[X_ED] = hi[X_TP] = hi[X_TD] = HUGE_VAL;
-    double pr[3], pw[3], dr[3], dw[3];
+    double pr[3], pw[3], dr[3], dw[3], pb[3], db[3];
     io_prefill(t, pr, pw);
     io_decode(t, dr, dw);
+    behind(t, pw, pb);
+    behind(t, dw, db);
     step sp, sd;
     step_prefill(c, t, tr->cg == 0, tr->hg == 0, &sp);
     step_decode(c, t, tr->cg == 0, &sd);
@@ -437,8 +456,8 @@ static int solve(const fg_calib *c, const terms *t, double phi, const tiers *tr,
     }
     device_rows(A, rlo, rhi, R_PRE_DEV, X_EP, t, &sp);
     device_rows(A, rlo, rhi, R_DEC_DEV, X_ED, t, &sd);
-    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, X_EP, pr, pw, cold_read(t), phi);
-    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, X_ED, dr, dw, 0, phi);
+    step_rows(A, rlo, rhi, R_PRE_IO, X_TP, X_EP, pr, pw, pb, cold_read(t), phi);
+    step_rows(A, rlo, rhi, R_DEC_IO, X_TD, X_ED, dr, dw, db, 0, phi);
     /* memory homed in RAM within what the budget leaves after buffers and the window, and on
      * the GPU within its pool */
     A[R_MEM * NX + X_WC] = t->weights, A[R_MEM * NX + X_CC] = t->kv_total;

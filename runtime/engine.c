@@ -374,6 +374,10 @@ static int open_pager(fg_engine *e, fg_err *err)
         rc = fg_pager_place(e->pager, &e->plan.frac, err);
     if (rc == FG_OK && fd >= 0)
         rc = reserve_offload(e, fd, err);
+    const fg_plan *pl = &e->plan;
+    uint64_t streamed = pl->on_disk[0] + pl->on_disk[1] + pl->on_disk[2];
+    uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
+    e->write_behind = !(streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed);
     if (fd >= 0)
         close(fd);
     return rc;
@@ -390,7 +394,14 @@ int fg_engine_acquire(fg_engine *e, uint32_t id, fg_pager_view *v, fg_err *err)
 int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err)
 {
     fg_err rerr;
-    int rc2 = fg_pager_release(e->pager, v, dirty ? FG_PAGER_DIRTY : 0, &rerr);
+    /* a KV chunk homed on disk is not used again before the next step reaches its layer: it is
+     * stored while the next batches compute (FlexGen's store of the previous batch's cache),
+     * so evicting it later is a drop, not a write the computing thread waits for */
+    unsigned fl = !dirty ? 0
+                : dirty == FG_ENGINE_STORE && e->write_behind &&
+                  fg_pager_home(e->pager, v->id) == FG_TIER_DISK
+                ? FG_PAGER_DIRTY | FG_PAGER_WRITE_BEHIND : FG_PAGER_DIRTY;
+    int rc2 = fg_pager_release(e->pager, v, fl, &rerr);
     if (rc == FG_OK && rc2) {
         if (err)
             *err = rerr;

@@ -79,6 +79,10 @@ struct fg_engine {
     /* KV cache: one pager chunk per (batch k, layer l), id kv_first + k * layers + l: K rows
      * then V rows, gbs * max_ctx rows each of plan.kv_row bytes */
     uint32_t kv_first;
+    int write_behind;              /* KV chunks homed on disk are written behind after their
+                                      attention: set unless the streaming room holds everything
+                                      homed on disk (then nothing is evicted, and writing would
+                                      only add traffic; policy/search.c prices the same rule) */
     fg_codec kv_codec;
     float *logits;                 /* (dev) [logit_rows, vocab] */
     float *logits_host;            /* [logit_rows, vocab]: the rows the sampler reads */
@@ -170,6 +174,9 @@ void fg_engine_span_prefetch(fg_engine *e, uint32_t u);
 void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
 /* Acquire/release a pager chunk, counting the wait. release folds its error into rc. */
 int fg_engine_acquire(fg_engine *e, uint32_t id, fg_pager_view *v, fg_err *err);
+/* dirty: 0 clean, 1 modified, FG_ENGINE_STORE modified and not needed again soon (a batch's
+ * KV chunk after its attention: written behind when homed on disk). */
+enum { FG_ENGINE_STORE = 2 };
 int fg_engine_release(fg_engine *e, const fg_pager_view *v, int dirty, int rc, fg_err *err);
 /* Load unit u's SMALL tensors into dst (f32) and fill w with every tensor's view. */
 /* decoded: the unit's SMALL tensors are already at dst (the kept embedding span): only the

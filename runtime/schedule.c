@@ -82,7 +82,8 @@ static fg_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t 
 }
 
 /* Attention core of batch k (its rows from workspace row row0): its KV chunk acquired (loaded
- * from disk when homed there; the next batch's prefetched meanwhile), used, released dirty. */
+ * from disk when homed there; the next batch's prefetched meanwhile), used, released dirty
+ * (and, homed on disk, written behind while the next batches compute). */
 static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, uint32_t k_end,
                   uint32_t row0, fg_err *err)
 {
@@ -94,7 +95,7 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
         fg_engine_kv_prefetch(e, k + 1, layer);
     fg_kv_batch kv = kv_view(e, v.ptr);
     rc = e->arch->attn_core(e->be, &e->hp, s, &kv, row0, e->ws, err);
-    return fg_engine_release(e, &v, 1, rc, err);
+    return fg_engine_release(e, &v, FG_ENGINE_STORE, rc, err);
 }
 
 /* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of the whole

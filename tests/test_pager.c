@@ -302,7 +302,7 @@ START_TEST(t_random_budgets)
             if ((s >> 50) & 1 && !still_pinned) { /* modify and release dirty */
                 tu_fill(bytes_of(&v), v.length, s);
                 want[v.id] = XXH3_64bits(bytes_of(&v), v.length);
-                fl = FG_PAGER_DIRTY;
+                fl = FG_PAGER_DIRTY | ((s >> 52) & 1 ? FG_PAGER_WRITE_BEHIND : 0);
             }
             rc = fg_pager_release(p, &v, fl, &err);
         } else if (op == 7) {
@@ -931,6 +931,66 @@ START_TEST(t_bad_input)
 }
 END_TEST
 
+/* A write-behind: the release returns with the write in flight (WRITING_BACK, counted once it
+ * lands); the chunk is clean afterwards, so evicting it writes nothing more and reading it back
+ * gives the new bytes, checked against the checksum taken when the write began. A failed
+ * write-behind (ENOSPC) is reported by the next call, and the chunk stays dirty in memory. */
+START_TEST(t_write_behind)
+{
+    fg_err err;
+    dfile f;
+    for (int fail = 0; fail < 2; fail++) {
+        make_file(&f, path_in(g_dir, "wb.bin"), 6, 23);
+        fg_pager_fault fault = {FG_FAULT_ENOSPC, 1};
+        fg_pager *p = open_pager(ENG_URING, 1 << 20, 0, 4, 16 << 10, fail ? &fault : NULL);
+        reg_file(p, &f, 1, FG_CHUNK_KV, 0);
+        fg_pager_view v;
+        ck_assert_int_eq(fg_pager_acquire(p, 2, FG_TIER_HOST, &v, &err), FG_OK);
+        tu_fill(v.ptr, v.length, 77 + (uint64_t)fail);
+        uint64_t h = XXH3_64bits(v.ptr, v.length);
+        ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY | FG_PAGER_WRITE_BEHIND, &err),
+                         FG_OK);
+        check_ok(p);
+        ck_assert_int_eq(p->chunks[2].state, CS_WRITING_BACK); /* the release did not wait */
+        if (fail) {
+            fg_pager_ticket tk;
+            int rc = fg_pager_acquire(p, 2, FG_TIER_HOST, &v, &err);
+            ck_assert_int_eq(rc, FG_ERR_NO_SPACE);
+            ck_assert_msg(strstr(err.msg, "wb.bin") != NULL, "%s", err.msg);
+            ck_assert_int_eq(fg_pager_prefetch(p, 3, FG_TIER_HOST, &tk, &err), FG_ERR_NO_SPACE);
+            /* not lost: dirty in memory once its other writes drain */
+            const pchunk *c = &p->chunks[2];
+            ck_assert(c->err && (c->state == CS_WRITING_BACK || (c->state == CS_HOST &&
+                                                                 c->dirty)));
+            check_ok(p);
+            fg_pager_close(p);
+            continue;
+        }
+        ck_assert_int_eq(fg_pager_evict(p, 2, &err), FG_OK); /* waits; a drop, no second write */
+        fg_pager_stats st;
+        fg_pager_stats_get(p, &st);
+        ck_assert_uint_eq(st.write_backs, 1);
+        ck_assert_uint_eq(st.moved[FG_TIER_HOST][FG_TIER_DISK], f.padded[2]);
+        ck_assert_msg(fg_pager_acquire(p, 2, FG_TIER_HOST, &v, &err) == FG_OK, "%s", err.msg);
+        ck_assert(XXH3_64bits(v.ptr, v.length) == h);
+        ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
+        /* a write-behind still in flight at close lands */
+        ck_assert_int_eq(fg_pager_acquire(p, 4, FG_TIER_HOST, &v, &err), FG_OK);
+        tu_fill(v.ptr, v.length, 99);
+        h = XXH3_64bits(v.ptr, v.length);
+        ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY | FG_PAGER_WRITE_BEHIND, &err),
+                         FG_OK);
+        fg_pager_close(p);
+        int fd = open(f.path, O_RDONLY);
+        uint8_t *b = malloc(f.len[4]);
+        ck_assert_int_eq(pread(fd, b, f.len[4], (off_t)f.off[4]), (ssize_t)f.len[4]);
+        ck_assert(XXH3_64bits(b, f.len[4]) == h);
+        free(b);
+        close(fd);
+    }
+}
+END_TEST
+
 /* Uploads run on the device's copy engine while the caller goes on: prefetching chunks homed
  * on the GPU returns with their copies still in flight (the link is slow: ~0.2 s a chunk), each
  * holding its HOST and DEVICE extents; waiting completes them with the right bytes; a HOST
@@ -1045,6 +1105,7 @@ int main(void)
     tcase_add_test(tc, t_fresh_and_memory_only);
     tcase_add_loop_test(tc, t_random_budgets, 0, 4);
     tcase_add_test(tc, t_async_uploads);
+    tcase_add_test(tc, t_write_behind);
     tcase_add_test(tc, t_prefetch_dedup);
     tcase_add_test(tc, t_pinned_survives);
     tcase_add_loop_test(tc, t_faults, 0, (int)(sizeof fcases / sizeof fcases[0]));
