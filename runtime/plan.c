@@ -73,7 +73,7 @@ static uint64_t lin_scratch(const fg_hparams *hp, uint64_t rows)
     return (xp > act ? xp : act) + (rows < 48 ? rows : 48) * k * 4 + 64;
 }
 
-/* Every host buffer outside the pager for a block of gbs x ngb. */
+/* Every buffer outside the pager for a block of gbs x ngb, and the host bytes they take. */
 static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
 {
     const fg_hparams *hp = m->hp;
@@ -91,8 +91,15 @@ static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     pl->block = (uint64_t)pl->ngb * pl->gbs * ctx * 9 + bls * (h * 4 + 8);
     pl->sampler = (uint64_t)hp->vocab_size * 8;
     pl->lscratch = lin_scratch(hp, tok);
+    pl->head_host = pl->head;
+    pl->block_host = pl->block;
     pl->fixed = pl->small_f32 + pl->wdecode + pl->lscratch + pl->workspace + pl->head +
                 pl->block + pl->sampler;
+    if (p->gpu_budget) { /* runtime/engine_dev.c: only these stay in RAM */
+        pl->head_host = (uint64_t)pl->logit_rows * (hp->vocab_size + 1) * 4;
+        pl->block_host = (uint64_t)pl->ngb * pl->gbs * ctx * 9 + bls * 8;
+        pl->fixed = pl->head_host + pl->block_host + pl->sampler;
+    }
 }
 
 static void chunks(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
@@ -308,17 +315,23 @@ void fg_plan_print(const fg_plan *pl, FILE *f)
         fprintf(f, "engine buffers and per-op staging %s\n",
                 fg_fmt_bytes((double)pl->dev_reserve, g, sizeof g));
     }
-    const struct { const char *name; uint64_t v; } rows[] = {
-        {"small weights (f32)", pl->small_f32}, {"weight decode", pl->wdecode},
-        {"linear inputs", pl->lscratch},
-        {"workspace", pl->workspace}, {"logits", pl->head}, {"block state", pl->block},
-        {"sampler", pl->sampler}, {"pager: homed", homed},
-        {"pager: streaming", pl->pool > homed ? pl->pool - homed : 0},
-        {"total RAM", pl->total_host}, {"budget", pl->budget},
+    int dev = pl->dev_pool > 0; /* the engine's buffers but their host sides are on the GPU */
+    const struct { const char *name; uint64_t v; int gpu; } rows[] = {
+        {"small weights (f32)", pl->small_f32, dev}, {"weight decode", pl->wdecode, dev},
+        {"linear inputs", pl->lscratch, dev}, {"workspace", pl->workspace, dev},
+        {"logits", pl->head_host, 0}, {"block state", pl->block_host, 0},
+        {"sampler", pl->sampler, 0}, {"pager: homed", homed, 0},
+        {"pager: streaming", pl->pool > homed ? pl->pool - homed : 0, 0},
+        {"total RAM", pl->total_host, 0}, {"budget", pl->budget, 0},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (rows[i].gpu) {
+            fprintf(f, "  %-20s %10s\n", rows[i].name, "on the GPU");
+            continue;
+        }
         fprintf(f, "  %-20s %10s (%llu bytes)\n", rows[i].name,
                 rows[i].v || i + 1 < sizeof rows / sizeof rows[0]
                     ? fg_fmt_bytes((double)rows[i].v, b, sizeof b) : "none",
                 (unsigned long long)rows[i].v);
+    }
 }

@@ -78,7 +78,13 @@ typedef struct fg_plan {
     uint64_t head;               /* logits [logit_rows, vocab] + staged rows */
     uint64_t block;              /* ids, positions, validity; the decode step's block rows */
     uint64_t sampler;
-    uint64_t fixed;              /* the sum of the seven above */
+    /* on a device backend (policy gpu_budget > 0) the buffers above live in device memory
+     * (counted in dev_reserve) but for their host sides: the logits' rows the sampler reads and
+     * the greedy ids (head_host), the block's ids, positions and validity (block_host), and the
+     * sampler; on the CPU head_host = head, block_host = block */
+    uint64_t head_host, block_host;
+    uint64_t fixed;              /* host bytes: the sum of the seven above on the CPU; on a
+                                    device head_host + block_host + sampler */
     /* the pager's HOST pool */
     uint64_t homed[3];           /* weights, KV cache, activations homed in RAM */
     uint64_t on_disk[3];         /* ... and on disk */
@@ -86,11 +92,10 @@ typedef struct fg_plan {
     uint64_t pool;
     uint64_t total_host;         /* fixed + pool */
     /* the device (policy gpu_budget > 0): the engine's buffers a device backend keeps in
-     * device memory (workspace, head, small f32 and their row indices, block: the host figures
-     * above then overstate RAM, which keeps only their host-side ids, positions, validity and
-     * logits rows) plus what the backend stages in one op at most (an activation chunk, a KV
-     * chunk, two weight pieces), and the pager's DEVICE pool (the rest of the budget), which
-     * holds what is homed on the GPU */
+     * device memory (workspace, head, small f32 and their row indices, block; their host sides
+     * are head_host and block_host) plus what the backend stages in one op at most (an
+     * activation chunk, a KV chunk, two weight pieces), and the pager's DEVICE pool (the rest
+     * of the budget), which holds what is homed on the GPU */
     uint64_t dev_homed[3];       /* weights, KV cache, activations homed on the GPU */
     uint64_t dev_reserve, dev_pool;
     uint64_t budget;             /* the RAM budget it was made for (0 = none) */
