@@ -19,8 +19,9 @@
  *    again after the prefill (the LRU keeps it). Predicted bytes are checked against the
  *    pager's counters (tests/test_policy.c).
  * A step takes writes + max(compute, reads) + (1 - phi) min(compute, reads): write-backs block
- * the computing thread (the pager writes a dirty chunk when it evicts it), reads overlap compute
- * by the calibrated share phi, when the plan prefetches FG_PLAN_AHEAD spans ahead; with one
+ * the computing thread (the pager writes a dirty chunk when it evicts it) except the KV
+ * cache's, which the engine writes behind (counted with the reads: see behind); reads overlap
+ * compute by the calibrated share phi, when the plan prefetches FG_PLAN_AHEAD spans ahead; with one
  * span ahead (homed data fills the pool, leaving room for two spans only) or without
  * --overlap, phi = 0 (measured: reading and computing then add up). Memory: the plan
  * (fg_plan_make) gives the fixed buffers, the streaming window and the totals of weights, KV

@@ -377,7 +377,8 @@ static int open_pager(fg_engine *e, fg_err *err)
     const fg_plan *pl = &e->plan;
     uint64_t streamed = pl->on_disk[0] + pl->on_disk[1] + pl->on_disk[2];
     uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
-    e->write_behind = !(streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed);
+    e->write_behind = e->o.policy.overlap && /* --no-overlap: stores wait, as loads do */
+                      !(streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed);
     if (fd >= 0)
         close(fd);
     return rc;

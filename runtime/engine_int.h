@@ -80,9 +80,10 @@ struct fg_engine {
      * then V rows, gbs * max_ctx rows each of plan.kv_row bytes */
     uint32_t kv_first;
     int write_behind;              /* KV chunks homed on disk are written behind after their
-                                      attention: set unless the streaming room holds everything
-                                      homed on disk (then nothing is evicted, and writing would
-                                      only add traffic; policy/search.c prices the same rule) */
+                                      attention: set with --overlap unless the streaming room
+                                      holds everything homed on disk (then nothing is evicted,
+                                      and writing would only add traffic; policy/search.c prices
+                                      the same rule) */
     fg_codec kv_codec;
     float *logits;                 /* (dev) [logit_rows, vocab] */
     float *logits_host;            /* [logit_rows, vocab]: the rows the sampler reads */
