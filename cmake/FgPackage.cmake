@@ -24,6 +24,9 @@ include(CMakePackageConfigHelpers)
 
 set(FG_MODULE_LIBS fg_core fg_format fg_quant fg_store fg_pager fg_text fg_compute fg_model
     fg_prefix fg_convert fg_engine fg_policy fg_jobs fg_runner)
+if(TARGET fg_cudadev)
+  list(INSERT FG_MODULE_LIBS 1 fg_cudadev)
+endif()
 # A module library that one of these links must be in the list too (a new module added to the
 # build and not here would leave libfg with undefined references).
 foreach(lib IN LISTS FG_MODULE_LIBS)

@@ -2,10 +2,11 @@
  * the rest, over the same operand rules as the simulated device backend (backend_sim.c), which
  * is how its data path is tested on machines without a GPU.
  *
- * Device and memory: the backend's device object (cuda_dev below) allocates DEVICE memory with
- * cudaMalloc, PINNED with cudaHostAlloc (the pager's HOST pool when it shares this device), and
- * copies on its own copy stream, an event per asynchronous copy. It is reference-counted so the
- * pager's DEVICE tier and the backend share it (retain).
+ * Device and memory: the backend's device object (core/fg_device_cuda.c, the one the pager
+ * makes when used on its own) allocates DEVICE memory with cudaMalloc, PINNED with
+ * cudaHostAlloc (the pager's HOST pool when it shares this device), and copies on its own copy
+ * stream, an event per asynchronous copy. It is reference-counted so the pager's DEVICE tier and
+ * the backend share it (retain); the backend's weight uploads go on its copy stream too.
  *
  * Operands: a pointer an op receives is device memory (cudaPointerGetAttributes says so) and
  * used in place, or host memory, which the op stages in stream-ordered allocations
@@ -46,6 +47,7 @@
 extern "C" {
 #include "backend_int.h"
 #include "cublas_dl.h"
+#include "fg_device_cuda.h"
 #include "quant_cuda.h"
 }
 
@@ -53,138 +55,11 @@ extern "C" {
 
 /* ------------------------------------------------------------------ the device object */
 
-struct fg_event {
-    cudaEvent_t e;
-};
-
-typedef struct cuda_dev {
-    int ordinal, refs;
-    cudaStream_t copy;       /* the copy engine's stream */
-    uint64_t link[2];        /* bytes copied host -> device, device -> host (atomics) */
-} cuda_dev;
+/* The device is core/fg_device_cuda.c's (the pager used on its own makes the same one). */
 
 static int cu_fail(fg_err *err, cudaError_t e, const char *what)
 {
     return fg_err_set(err, FG_ERR_IO, "cuda: %s: %s", what, cudaGetErrorString(e));
-}
-
-static int d_alloc(fg_device *d, fg_buft t, uint64_t n, void **ptr, fg_err *err)
-{
-    cuda_dev *c = (cuda_dev *)d->ctx;
-    cudaSetDevice(c->ordinal);
-    cudaError_t e = cudaSuccess;
-    if (t == FG_BUFT_DEVICE)
-        e = cudaMalloc(ptr, n ? n : 1);
-    else if (t == FG_BUFT_PINNED)
-        e = cudaHostAlloc(ptr, n ? n : 1, cudaHostAllocDefault);
-    else if (!(*ptr = aligned_alloc(4096, n ? (n + 4095) & ~(uint64_t)4095 : 4096)))
-        e = cudaErrorMemoryAllocation;
-    if (e == cudaSuccess)
-        return FG_OK;
-    *ptr = NULL;
-    return fg_err_set(err, FG_ERR_NOMEM, "cuda: cannot allocate %llu bytes of %s memory: %s",
-                      (unsigned long long)n, t == FG_BUFT_DEVICE ? "device"
-                      : t == FG_BUFT_PINNED ? "pinned" : "host", cudaGetErrorString(e));
-}
-
-static void d_free(fg_device *d, fg_buft t, void *ptr)
-{
-    (void)d;
-    if (!ptr)
-        return;
-    if (t == FG_BUFT_DEVICE)
-        cudaFree(ptr);
-    else if (t == FG_BUFT_PINNED)
-        cudaFreeHost(ptr);
-    else
-        free(ptr);
-}
-
-static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
-                  fg_event **ev, fg_err *err)
-{
-    cuda_dev *c = (cuda_dev *)d->ctx;
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->copy);
-    if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
-        __atomic_add_fetch(&c->link[dt == FG_BUFT_DEVICE ? 0 : 1], n, __ATOMIC_RELAXED);
-    if (e != cudaSuccess)
-        return cu_fail(err, e, "cudaMemcpyAsync");
-    if (!ev)
-        return (e = cudaStreamSynchronize(c->copy)) == cudaSuccess
-                   ? FG_OK : cu_fail(err, e, "copy stream");
-    fg_event *x = (fg_event *)calloc(1, sizeof *x);
-    if (!x)
-        return fg_err_set(err, FG_ERR_NOMEM, "cuda: out of memory");
-    if ((e = cudaEventCreateWithFlags(&x->e, cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventRecord(x->e, c->copy)) != cudaSuccess) {
-        free(x);
-        return cu_fail(err, e, "cudaEventRecord");
-    }
-    *ev = x;
-    return FG_OK;
-}
-
-static int d_event_wait(fg_device *d, fg_event *ev, fg_err *err)
-{
-    (void)d;
-    if (!ev)
-        return FG_OK;
-    cudaError_t e = cudaEventSynchronize(ev->e);
-    cudaEventDestroy(ev->e);
-    free(ev);
-    return e == cudaSuccess ? FG_OK : cu_fail(err, e, "cudaEventSynchronize");
-}
-
-static int d_sync(fg_device *d, fg_err *err)
-{
-    cuda_dev *c = (cuda_dev *)d->ctx;
-    cudaSetDevice(c->ordinal);
-    cudaError_t e = cudaDeviceSynchronize();
-    return e == cudaSuccess ? FG_OK : cu_fail(err, e, "cudaDeviceSynchronize");
-}
-
-static void d_destroy(fg_device *d)
-{
-    cuda_dev *c = (cuda_dev *)d->ctx;
-    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        cudaStreamDestroy(c->copy);
-        free(c);
-    }
-    free(d);
-}
-
-static fg_device *d_retain(fg_device *d)
-{
-    fg_device *r = (fg_device *)calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    __atomic_add_fetch(&((cuda_dev *)d->ctx)->refs, 1, __ATOMIC_ACQ_REL);
-    *r = *d;
-    return r;
-}
-
-static const fg_device_iface k_cuda_dev = {
-    "cuda", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain,
-};
-
-static int dev_create(int ordinal, fg_device **out, fg_err *err)
-{
-    cuda_dev *c = (cuda_dev *)calloc(1, sizeof *c);
-    fg_device *d = (fg_device *)calloc(1, sizeof *d);
-    cudaError_t e = c && d ? cudaSetDevice(ordinal) : cudaErrorMemoryAllocation;
-    if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        free(c);
-        free(d);
-        return cu_fail(err, e, "creating the device");
-    }
-    c->ordinal = ordinal;
-    c->refs = 1;
-    d->iface = &k_cuda_dev;
-    d->ctx = c;
-    *out = d;
-    return FG_OK;
 }
 
 static int is_dev(const void *p)
@@ -720,7 +595,7 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
                         int *have16, fg_err *err)
 {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
-    cuda_dev *dv = (cuda_dev *)be->dev->ctx;
+    cudaStream_t copy = (cudaStream_t)fg_device_cuda_stream(be->dev);
     fg_wpiece p;
     int rc = w->acquire(w->ctx, i, &p, err);
     if (rc)
@@ -732,13 +607,13 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
     if (rc == FG_OK && !dev) {
         rc = grow(c, &s->buf, &s->cap, p.len, err);
         if (rc == FG_OK)
-            rc = ck(cudaStreamWaitEvent(dv->copy, s->done, 0), "wait", err);
+            rc = ck(cudaStreamWaitEvent(copy, s->done, 0), "wait", err);
         if (rc == FG_OK)
-            rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, dv->copy),
+            rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, copy),
                     "weight upload", err);
         c->st.link_bytes[0] += p.len;
         if (rc == FG_OK)
-            rc = ck(cudaEventRecord(s->up, dv->copy), "event", err);
+            rc = ck(cudaEventRecord(s->up, copy), "event", err);
         if (rc == FG_OK)
             rc = ck(cudaStreamWaitEvent(c->cs, s->up, 0), "wait", err);
         data = s->buf;
@@ -1138,9 +1013,10 @@ static int cu_reserve(fg_backend *be, uint64_t floats, fg_err *err)
 static void cu_stats(const fg_backend *be, fg_backend_stats *out)
 {
     *out = ((const cuda_ctx *)be->ctx)->st;
-    cuda_dev *d = (cuda_dev *)be->dev->ctx; /* the device's copies: the pager's, the engine's */
-    out->link_bytes[0] += __atomic_load_n(&d->link[0], __ATOMIC_RELAXED);
-    out->link_bytes[1] += __atomic_load_n(&d->link[1], __ATOMIC_RELAXED);
+    uint64_t link[2]; /* the device's copies: the pager's, the engine's */
+    fg_device_cuda_link(be->dev, link);
+    out->link_bytes[0] += link[0];
+    out->link_bytes[1] += link[1];
 }
 
 static void cu_destroy(fg_backend *be)
@@ -1231,7 +1107,7 @@ extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend 
     c->ordinal = o->device;
     c->compute = o->compute;
     c->cpu_attention = o->cpu_attention;
-    rc = dev_create(o->device, &be->dev, err);
+    rc = fg_device_cuda_create(o->device, &be->dev, err);
     if (rc == FG_OK)
         rc = ctx_init(c, o, err);
     if (rc) {

@@ -8,11 +8,11 @@
  * device (fg_device_host_create) has HOST only. Copies with an event pointer may run
  * asynchronously (a stream); event_wait completes and frees the event, sync waits for all.
  *
- * Implementations: the host device (core/fg_device.c); the pager's plain simulated device and
- * its own CUDA device (pager/device.c, synchronous copies), used when the pager is given none;
- * the simulated accelerator of the sim backend (compute/device_sim.c: memory host code cannot
- * touch, a copy-engine thread) and the CUDA backend's device (compute/backend_cuda.cu: a copy
- * stream, events), both shared with the pager through `retain`.
+ * Implementations: the host device (core/fg_device.c); the CUDA device (core/fg_device_cuda.c:
+ * a copy stream, events), which the CUDA backend and a pager given no device both use; the
+ * pager's plain simulated device (pager/device.c, synchronous copies); the simulated
+ * accelerator of the sim backend (compute/device_sim.c: memory host code cannot touch, a
+ * copy-engine thread). A backend shares its device with the pager through `retain`.
  * Thread-safety: alloc/free/copy may be called from one thread at a time per device.
  */
 #ifndef FG_DEVICE_H

@@ -138,8 +138,9 @@ typedef fg_device fg_pager_device; /* the name the pager's API used before the d
 /* A simulated device: DEVICE buffers in plain host memory, so tests exercise all three tiers
  * without a GPU (no PINNED memory). Caller owns *out until handed to fg_pager_open. */
 int fg_pager_device_host_create(fg_device **out, fg_err *err);
-/* The CUDA device (device 0): cudaMalloc, cudaHostAlloc, cudaMemcpy. FG_ERR_UNSUPPORTED when
- * built without CUDA or with no GPU. */
+/* The CUDA device (GPU 0; core/fg_device_cuda.h, the CUDA backend's): cudaMalloc, cudaHostAlloc,
+ * copies on its copy stream with events, so prefetched uploads overlap the caller.
+ * FG_ERR_UNSUPPORTED when built without CUDA or with no GPU. */
 int fg_pager_device_cuda_create(fg_device **out, fg_err *err);
 
 /* ---- The pager ---- */

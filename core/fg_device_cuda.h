@@ -1,0 +1,36 @@
+/* fg_device_cuda.h - the CUDA device object (fg_device.h): one implementation for the CUDA
+ * compute backend and the pager used on its own (built only with CUDA: FG_HAVE_CUDA).
+ *
+ * Memory: DEVICE with cudaMalloc, PINNED with cudaHostAlloc, HOST page-aligned. Copies run on
+ * the device's own copy stream (non-blocking, so the backend's compute stream never waits on it
+ * unless told to); a copy given an event pointer records a CUDA event after it and returns, and
+ * event_wait synchronizes and frees it; without one the copy stream is synchronized before the
+ * call returns. Reference-counted (retain), so the pager's DEVICE tier and the backend share one
+ * device and its counters. Every call sets the device's ordinal first (a process may hold
+ * several: pipeline ranks on one host). Bytes crossing the link through copy() are counted.
+ */
+#ifndef FG_DEVICE_CUDA_H
+#define FG_DEVICE_CUDA_H
+
+#include <stdint.h>
+
+#include "fg_device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device of CUDA ordinal `ordinal` (its copy stream created): FG_ERR_UNSUPPORTED when no
+ * GPU of that ordinal is visible, FG_ERR_IO naming the CUDA error otherwise. */
+int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err);
+int fg_device_is_cuda(const fg_device *d);
+int fg_device_cuda_ordinal(const fg_device *d);
+/* Its copy stream (a cudaStream_t): the backend orders its own weight uploads on it. */
+void *fg_device_cuda_stream(const fg_device *d);
+/* Bytes copy() moved host -> device ([0]) and device -> host ([1]) so far. */
+void fg_device_cuda_link(const fg_device *d, uint64_t out[2]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
