@@ -371,14 +371,19 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
 }
 
 /* A fixed policy's predicted times, when this machine has a calibration file (nothing is
- * measured for it, and nothing said when there is none). */
+ * measured for it, and nothing said when there is none); on a device backend under --dry-run
+ * only, with the device measured as --policy auto measures it. */
 static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
 {
     fg_calib c;
+    fg_calib_dev dev;
     fg_policy_model m;
     char path[4096];
     fg_err e;
-    if (r->eo.backend != FG_BACKEND_CPU) /* priced only with a device calibration: --policy auto */
+    /* a device is measured for it (about a second) only under --dry-run, which is asked for the
+     * figures; a run does not pay that at start */
+    int on_dev = r->eo.backend != FG_BACKEND_CPU;
+    if (on_dev && !r->eo.plan_only)
         return;
     if (r->o->calibration)
         snprintf(path, sizeof path, "%s", r->o->calibration);
@@ -386,9 +391,13 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
         return;
     if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
         return;
+    if (on_dev && calibrate_device(r, &m, &dev, &e)) {
+        fg_policy_model_free(&m);
+        return;
+    }
     const fg_plan *pl = fg_engine_plan(r->e);
     fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r),
-                         NULL};
+                         on_dev ? &dev : NULL};
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
@@ -400,6 +409,8 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
     r->rep.pred_tok_s = pred.tok_s;
     r->rep.pred_read = pred.read_bytes;
     r->rep.pred_write = pred.write_bytes;
+    r->rep.pred_up = pred.up_bytes;
+    r->rep.pred_down = pred.down_bytes;
     snprintf(r->policy_line, sizeof r->policy_line, "fixed");
 }
 
@@ -1020,6 +1031,11 @@ static int run_dry(run *r, fg_err *err)
                     "%.2f tok/s\n", r->policy_line, r->dev_line[0] ? "device " : "",
                     r->dev_line, r->dev_line[0] ? "\n" : "", r->rep.pred_prefill_s,
                     r->rep.pred_decode_s, r->rep.pred_tok_s);
+        char up[32], down[32];
+        if (r->rep.predicted && r->dev_line[0])
+            fprintf(r->out, "predicted link traffic (a block): host -> device %s, device -> "
+                    "host %s\n", fg_fmt_bytes((double)r->rep.pred_up, up, sizeof up),
+                    fg_fmt_bytes((double)r->rep.pred_down, down, sizeof down));
         fg_plan_print(fg_engine_plan(r->e), r->out);
         if (fflush(r->out))
             rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan");

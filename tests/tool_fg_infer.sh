@@ -172,6 +172,15 @@ echo "--backend sim ok ('$gpu')"
 # ---- 6. a calibration far off the measured times: the summary says so and names the command
 "$INFER" calibrate --quick --threads 1 --calibration cal.json > /dev/null 2>&1 ||
   { echo "fg-infer calibrate failed"; exit 1; }
+# a fixed placement on the device is priced under --dry-run (the device measured for it), with
+# its link traffic; a run does not measure the device for a figure
+dry=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --percent 50 50 100 0 100 0 \
+      --calibration cal.json --dry-run)
+[[ "$dry" == *"policy fixed"*"device sim: link"*"predicted: prefill"*"predicted link traffic (a block): host -> device"* ]] ||
+  { echo "--dry-run of a fixed placement on the sim is not priced: $dry"; exit 1; }
+sum=$("$INFER" -m tiny -p hi --max-new-tokens 2 --backend sim --percent 50 50 100 0 100 0 \
+      --calibration cal.json 2>&1 >/dev/null)
+[[ "$sum" != *"device sim: link"* ]] || { echo "a fixed run measured the device: $sum"; exit 1; }
 # every GEMM rate 1e-6 GFLOP/s: the plan is priced at hours, the run takes a moment
 sed -E '/"gemm_(int8_q4_)?gflops"/,/\]/ s/^( *)[0-9][0-9.e+-]*(,?)$/\11e-06\2/' cal.json > slow.json
 cmp -s cal.json slow.json && { echo "the calibration's GEMM rates were not rewritten"; exit 1; }
