@@ -103,8 +103,8 @@ mkdir -p off2
 [ -z "$(ls -A off2)" ] || { echo "an all-in-RAM run left $(ls -A off2)"; exit 1; }
 # an offload dir without room for the cache and activations homed on disk fails the start with
 # one line naming it, not a write-back hours later (needs a 1 MiB tmpfs: a user namespace)
-if unshare --user --map-root-user --mount true 2>/dev/null; then
-  mkdir -p small
+mkdir -p small
+if unshare --user --map-root-user --mount sh -c 'mount -t tmpfs -o size=1m tmpfs small' 2>/dev/null; then
   set +e
   err=$(unshare --user --map-root-user --mount bash -c 'mount -t tmpfs -o size=1m tmpfs small &&
         "$0" -m tiny -p hi --max-new-tokens 4 --percent 0 100 0 0 0 0 --max-context 256 \
