@@ -1060,8 +1060,9 @@ START_TEST(t_async_uploads)
 }
 END_TEST
 
-/* The CUDA backend: on a machine without a GPU it refuses cleanly; with one, chunks go to the
- * GPU and back intact (DEVICE -> HOST copies the device bytes, not a stale host copy). */
+/* The CUDA device: on a machine without a GPU it refuses cleanly; with one, chunks go to the
+ * GPU and back intact (DEVICE -> HOST copies the device bytes, not a stale host copy), acquired
+ * there or prefetched (asynchronous uploads on the copy stream). */
 START_TEST(t_cuda)
 {
     fg_err err;
@@ -1085,11 +1086,24 @@ START_TEST(t_cuda)
         ck_assert_int_eq(fg_pager_release(p, &v, 0, &err), FG_OK);
         expect_chunk(p, &f, i, i, FG_TIER_HOST); /* DEVICE -> HOST */
     }
+    /* prefetched uploads (the copy stream, events): in RAM, prefetched to the GPU, waited for,
+     * brought back intact */
+    fg_pager_ticket tk[10];
+    for (uint32_t i = 0; i < f.n; i++) { /* until the 1 MiB pool is full of uploads */
+        int r = fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err);
+        ck_assert_msg(r == FG_OK || r == FG_ERR_PAGER_BUDGET, "%s", err.msg);
+    }
+    check_ok(p);
+    for (uint32_t i = 0; i < f.n; i++) {
+        ck_assert_msg(fg_pager_wait(p, tk[i], &err) == FG_OK, "%s", err.msg);
+        expect_chunk(p, &f, i, i, FG_TIER_HOST);
+    }
     fg_pager_stats st;
     fg_pager_stats_get(p, &st);
     ck_assert_int_eq(st.device_present, 1);
     ck_assert_int_eq(st.host_locked, 1);
     ck_assert_uint_gt(st.moved[FG_TIER_DEVICE][FG_TIER_HOST], 0);
+    ck_assert_uint_gt(st.async_uploads, 0);
     fg_pager_close(p);
 }
 END_TEST
