@@ -251,6 +251,11 @@ int fg_device_is_sim(const fg_device *d);
  * ops only. owns: [p, p + n) is device memory. */
 void *fg_device_sim_alias(const fg_device *d, const void *p);
 int fg_device_sim_owns(const fg_device *d, const void *p, uint64_t n);
+/* A copy on the compute stream rather than the copy engine's queue (the sim backend stages an
+ * op's operands so, as the CUDA backend does on its compute stream): synchronous, by the
+ * calling thread, sharing the link with the engine (device_sim.c). */
+int fg_device_sim_copy_inline(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st,
+                              uint64_t n, fg_err *err);
 typedef struct fg_device_sim_stats {
     uint64_t bytes[2][2];   /* copied [from device?][to device?] */
     double busy_s;          /* the copy engine's time spent copying (link time included) */

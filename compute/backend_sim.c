@@ -9,7 +9,10 @@
  * Operands: each pointer an op receives is either device memory (the pager's DEVICE tier, a
  * buffer the caller allocated with be->dev) and used in place, or host memory, which the op
  * stages: inputs are uploaded into a device buffer first, outputs are computed in one and
- * downloaded after, every staged buffer is freed when the op returns. The CUDA backend follows
+ * downloaded after, every staged buffer is freed when the op returns; those copies run on the
+ * compute stream (fg_device_sim_copy_inline: the calling thread, not behind the copy engine's
+ * queue of weight uploads and prefetches), as the CUDA backend stages on its compute stream.
+ * The CUDA backend follows
  * the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
  * chunks homed in RAM cross the link exactly when they would cross PCIe, and what the engine
  * keeps on the device (its model workspace, the residual stream of a decode step, the head's
@@ -73,8 +76,8 @@ static int opnd(op *o, const void *p, size_t n, int in, int out, void **alias, f
     if (rc)
         return rc;
     o->s[o->n++] = (staged){out ? (void *)p : NULL, dev, n};
-    if (in && n)
-        rc = o->d->iface->copy(o->d, dev, FG_BUFT_DEVICE, p, FG_BUFT_HOST, n, NULL, err);
+    if (in && n) /* on the compute stream, as CUDA stages (not behind queued uploads) */
+        rc = fg_device_sim_copy_inline(o->d, dev, FG_BUFT_DEVICE, p, FG_BUFT_HOST, n, err);
     *alias = fg_device_sim_alias(o->d, dev);
     return rc;
 }
@@ -85,8 +88,8 @@ static int op_end(op *o, int rc, fg_err *err)
     for (int i = 0; i < o->n; i++) {
         staged *s = &o->s[i];
         if (rc == FG_OK && s->host && s->n)
-            rc = o->d->iface->copy(o->d, s->host, FG_BUFT_HOST, s->dev, FG_BUFT_DEVICE, s->n,
-                                   NULL, err);
+            rc = fg_device_sim_copy_inline(o->d, s->host, FG_BUFT_HOST, s->dev,
+                                           FG_BUFT_DEVICE, s->n, err);
         o->d->iface->free(o->d, FG_BUFT_DEVICE, s->dev);
     }
     o->n = 0;

@@ -10,12 +10,17 @@
  * freed ranges of 64 MiB or more are given back to the OS (MADV_DONTNEED; smaller ones stay
  * mapped, so the per-op staging buffers that come and go do not fault their pages in again).
  *
- * Copies: one worker thread (the copy engine) runs copies in the order they were issued. A
- * host <-> device copy takes at least bytes / link_bps seconds (the worker sleeps the rest, so a
- * slow link costs no CPU and overlap with compute is visible in wall time); device -> device
- * and host -> host run at memcpy speed. A copy with an event pointer returns at once and
- * event_wait completes it; without one it returns when the bytes have moved. PINNED buffers are
- * ordinary host memory (a simulated link needs no page locking).
+ * Copies: one worker thread (the copy engine, a GPU's copy stream) runs copies in the order they
+ * were issued. A host <-> device copy takes at least bytes / link_bps seconds (the worker sleeps
+ * the rest, so a slow link costs no CPU and overlap with compute is visible in wall time);
+ * device -> device and host -> host run at memcpy speed. A copy with an event pointer returns
+ * at once and event_wait completes it; without one it returns when the bytes have moved.
+ * fg_device_sim_copy_inline is a copy on the compute stream instead (the CUDA backend stages an
+ * op's operands there): the calling thread does it, in order with its ops and not behind the
+ * engine's queue; while the engine also crosses the link a transfer gets its share of the
+ * bandwidth (1/k of it for k transfers on the link when it starts: an approximation of the two
+ * DMA engines of a GPU sharing PCIe). PINNED buffers are ordinary host memory (a simulated link
+ * needs no page locking).
  *
  * The device is reference-counted (retain/destroy) so a backend and the pager share one arena:
  * the backend tells device pointers from host ones by the address range.
@@ -61,16 +66,19 @@ typedef struct sim_dev {
     int stop, refs;
     job *head, *tail;
     uint64_t issued, completed; /* job sequence numbers */
+    int on_link;             /* transfers crossing the link now (the engine's, inline ones) */
     ext *used;               /* allocated extents, sorted by offset */
     uint32_t n_used, cap_used;
     fg_device_sim_stats st;
 } sim_dev;
 
-static void link_wait(const sim_dev *s, uint64_t n, double t0)
+/* Sleep out the rest of n bytes' link time from t0, at the link's bandwidth shared by `share`
+ * transfers (the copy engine's and a compute-stream copy's overlap). */
+static void link_wait(const sim_dev *s, uint64_t n, double t0, int share)
 {
     if (s->link_bps <= 0)
         return;
-    double left = (double)n / s->link_bps - (fg_now() - t0);
+    double left = (double)n * share / s->link_bps - (fg_now() - t0);
     if (left <= 0)
         return;
     struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
@@ -88,13 +96,15 @@ static void *worker_main(void *arg)
         if (!s->head)
             break;
         job *j = s->head;
+        int share = j->link ? ++s->on_link : 0;
         pthread_mutex_unlock(&s->mu);
         double t0 = fg_now();
         memcpy(j->dst, j->src, j->n);
         if (j->link)
-            link_wait(s, j->n, t0);
+            link_wait(s, j->n, t0, share);
         double dt = fg_now() - t0;
         pthread_mutex_lock(&s->mu);
+        s->on_link -= j->link;
         s->head = j->next;
         if (!s->head)
             s->tail = NULL;
@@ -192,17 +202,25 @@ static void d_free(fg_device *d, fg_buft t, void *ptr)
 
 /* ---- copies ---- */
 
-static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
-                  fg_event **ev, fg_err *err)
+static int check_copy(const sim_dev *s, void *dst, int dd, const void *src, int sd, uint64_t n,
+                      fg_err *err)
 {
-    sim_dev *s = d->ctx;
-    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE;
     if ((dd && (!is_dev(s, dst) || (uint8_t *)dst + n > s->base + s->cap)) ||
         (sd && (!is_dev(s, src) || (const uint8_t *)src + n > s->base + s->cap)) ||
         (!dd && is_dev(s, dst)) || (!sd && is_dev(s, src)))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: a copy of %llu bytes "
                           "names memory outside the device as device memory, or the reverse",
                           (unsigned long long)n);
+    return FG_OK;
+}
+
+static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                  fg_event **ev, fg_err *err)
+{
+    sim_dev *s = d->ctx;
+    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE;
+    if (check_copy(s, dst, dd, src, sd, n, err))
+        return FG_ERR_INVALID_ARG;
     job *j = calloc(1, sizeof *j);
     fg_event *e = ev ? calloc(1, sizeof *e) : NULL;
     if (!j || (ev && !e)) {
@@ -230,6 +248,28 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     pthread_mutex_unlock(&s->mu);
     if (ev)
         *ev = e;
+    return FG_OK;
+}
+
+int fg_device_sim_copy_inline(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st,
+                              uint64_t n, fg_err *err)
+{
+    sim_dev *s = d->ctx;
+    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE, link = dd != sd;
+    if (check_copy(s, dst, dd, src, sd, n, err))
+        return FG_ERR_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    int share = link ? ++s->on_link : 0;
+    s->st.bytes[sd][dd] += n;
+    pthread_mutex_unlock(&s->mu);
+    double t0 = fg_now();
+    memcpy(dd ? s->alias + ((uint8_t *)dst - s->base) : dst,
+           sd ? s->alias + ((const uint8_t *)src - s->base) : src, n);
+    if (link)
+        link_wait(s, n, t0, share);
+    pthread_mutex_lock(&s->mu);
+    s->on_link -= link;
+    pthread_mutex_unlock(&s->mu);
     return FG_OK;
 }
 
