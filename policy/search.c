@@ -74,6 +74,8 @@ typedef struct terms {
     double rd, wr;       /* seconds per byte read / written */
     double phi;          /* share of the shorter of reading and computing hidden (overlap) */
     int cached;          /* the streaming room holds everything homed on disk: decode reads none */
+    int prefetch;        /* --overlap: the pager prefetches spans ahead, so what is homed on the
+                            GPU uploads (asynchronously) while the spans before it compute */
     /* a device backend (dev non-NULL) */
     const fg_calib_dev *dev;
     double up, down;     /* link seconds per byte */
@@ -137,6 +139,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->rd = 1.0 / c->disk_read;
     t->wr = 1.0 / c->disk_write;
     t->phi = overlap_share(c, pl, p);
+    t->prefetch = p->overlap;
     double streamed = (double)pl->on_disk[0] + (double)pl->on_disk[1] + (double)pl->on_disk[2];
     double room = (double)pl->pool - (double)(pl->homed[0] + pl->homed[1] + pl->homed[2]);
     t->cached = streamed > 0 && streamed <= room;
@@ -304,11 +307,14 @@ static void step_decode(const fg_calib *c, const terms *t, int kv_host, step *s)
 
 /* Seconds of a step's device side uploading w bytes of weights:
  * max(lin, upload) + (1 - phi_d) min(lin, upload) + other + the synchronous link. */
-static double device_time(const terms *t, const step *s, double w_bytes)
+static double device_time(const terms *t, const step *s, double w_bytes, double w_homed)
 {
-    double w = w_bytes * t->up, hi = s->lin > w ? s->lin : w, lo = s->lin > w ? w : s->lin;
-    double phi = t->dev ? t->dev->overlap : 0;
-    return hi + (1 - phi) * lo + s->other + s->up * t->up + s->down * t->down;
+    double ws = w_bytes * t->up, wh = w_homed * t->up, phi = t->dev ? t->dev->overlap : 0;
+    /* the pieces' uploads hide phi_d of the shorter of them and the multiplies; the GPU-homed
+     * chunks' first upload runs on the copy stream ahead of the spans that use them (hidden
+     * under computing when prefetching, else waited for) */
+    double comp = s->lin + (1 - phi) * ws + (t->prefetch ? 0 : wh), link = wh + ws + (1 - phi) * s->lin;
+    return (comp > link ? comp : link) + s->other + s->up * t->up + s->down * t->down;
 }
 
 /* A step: writes block the computing thread; reads (and writes behind, counted in rd) overlap
@@ -347,17 +353,18 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     step_prefill(c, &t, kv_host, act_host, &sp);
     step_decode(c, &t, kv_host, &sd);
     /* the weights' link bytes as the pager homes them (its midpoint rule, chunk by chunk) */
-    double wp = 0, wd = 0;
+    double wp = 0, wd = 0, wh = 0;
     if (t.dev) {
         fg_sweep_bytes sb;
         fg_policy_sweep_bytes(m, p->frac.w[0], &sb);
-        wp = step_weights(&sp, &sb) + (double)pl->dev_homed[0];
+        wp = step_weights(&sp, &sb);
         wd = step_weights(&sd, &sb);
+        wh = (double)pl->dev_homed[0];
     }
     memset(out, 0, sizeof *out);
-    out->compute_decode_s = device_time(&t, &sd, wd);
+    out->compute_decode_s = device_time(&t, &sd, wd, 0);
     out->io_decode_s = dot3(dr, x) + dot3(dw, x);
-    out->prefill_s = step_time(device_time(&t, &sp, wp),
+    out->prefill_s = step_time(device_time(&t, &sp, wp, wh),
                                cold_read(&t) + dot3(pr, x) + dot3(pb, x),
                                dot3(pw, x) - dot3(pb, x), t.phi);
     out->decode_s = (t.G - 1) * step_time(out->compute_decode_s, dot3(dr, x) + dot3(db, x),
@@ -367,7 +374,7 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     out->read_bytes = (uint64_t)((cold_read(&t) + dot3(pr, x) + (t.G - 1) * dot3(dr, x)) /
                                  t.rd);
     out->write_bytes = (uint64_t)((dot3(pw, x) + (t.G - 1) * dot3(dw, x)) / t.wr);
-    out->up_bytes = (uint64_t)(wp + (t.G - 1) * wd + sp.up + (t.G - 1) * sd.up);
+    out->up_bytes = (uint64_t)(wp + wh + (t.G - 1) * wd + sp.up + (t.G - 1) * sd.up);
     out->down_bytes = (uint64_t)(sp.down + (t.G - 1) * sd.down);
     double total = out->prefill_s + out->decode_s;
     out->tok_s = total > 0 ? (double)out->tokens / total : 0;
@@ -381,20 +388,22 @@ enum { R_W, R_C, R_H, R_PRE_DEV, R_PRE_IO = R_PRE_DEV + 2, R_DEC_DEV = R_PRE_IO 
 #define TIE 1e-3 /* of the I/O time added to the objective: among equal times, less I/O */
 
 /* The device side of a step as two rows (device_time's max linearized) in the weights' host
- * share wc + wd: the upload is u0 + u (wc + wd) link seconds (u0 = w_cold: what the GPU homes
- * goes up once; u = w_up - w_cold, both at the link's seconds a byte):
- *   row r:     E - (1 - phi_d) u (wc + wd) >= lin + (1 - phi_d) u0 + rest  (computing dominates)
- *   row r + 1: E - u (wc + wd)             >= u0 + (1 - phi_d) lin + rest  (uploading dominates)
+ * share wc + wd = 1 - wg: the GPU-homed weights go up once, u0 wg (u0 = w_cold at the link's
+ * seconds a byte), on the copy stream ahead of their span when prefetching (hidden under
+ * computing; h = 0) or waited for (h = u0); the pieces in host memory w_up (wc + wd), of which
+ * phi_d of the shorter of them and the multiplies is hidden. With u = w_up - u0:
+ *   row r:     E - ((1 - phi_d)(u + u0) - h)(wc + wd) >= lin + h + rest  (computing dominates)
+ *   row r + 1: E - u (wc + wd)                        >= u0 + (1 - phi_d) lin + rest (uploading)
  * On the CPU backend everything but lin is 0: E = the compute. */
 static void device_rows(double *A, double *rlo, double *rhi, int r, int xe, const terms *t,
                         const step *s)
 {
     double u0 = s->w_cold * t->up, u = s->w_up * t->up - u0, phi = t->dev ? t->dev->overlap : 0;
-    double rest = s->other + s->up * t->up + s->down * t->down;
+    double rest = s->other + s->up * t->up + s->down * t->down, h = t->prefetch ? 0 : u0;
     A[r * NX + xe] = A[(r + 1) * NX + xe] = 1;
-    A[r * NX + X_WC] = A[r * NX + X_WD] = -(1 - phi) * u;
+    A[r * NX + X_WC] = A[r * NX + X_WD] = -((1 - phi) * (u + u0) - h);
     A[(r + 1) * NX + X_WC] = A[(r + 1) * NX + X_WD] = -u;
-    rlo[r] = s->lin + (1 - phi) * u0 + rest, rlo[r + 1] = u0 + (1 - phi) * s->lin + rest;
+    rlo[r] = s->lin + h + rest, rlo[r + 1] = u0 + (1 - phi) * s->lin + rest;
     rhi[r] = rhi[r + 1] = HUGE_VAL;
 }
 

@@ -410,6 +410,30 @@ START_TEST(cost_model_orders)
     ck_assert_double_eq_tol(i8p.compute_decode_s, f32p.compute_decode_s,
                             1e-12 * f32p.compute_decode_s);
     r.m.q4_int8 = 0;
+    /* on a device, the weights homed on the GPU go up once in the prefill: prefetched on the
+     * copy stream while the spans before compute (hidden while computing dominates), or waited
+     * for without --overlap (their link time added); the decode is the same either way */
+    fg_calib_dev dv = calib_dev_fixed();
+    dv.up = 1e9; /* 1 GB/s: the homed weights' upload is the larger part of the prefill */
+    fg_policy_job jd = job;
+    jd.dev = &dv;
+    fg_policy g = p;
+    g.gpu_budget = 4 * r.m.pm.weights + (256ull << 20);
+    g.frac = (fg_pager_policy){{1, 0, 0}, {1, 0, 0}, {1, 0, 0}};
+    fg_plan gpl;
+    ck_assert_int_eq(fg_plan_make(&r.m.pm, &g, 40, 0, &gpl, &err), FG_OK);
+    ck_assert_uint_gt(gpl.dev_homed[0], 0);
+    fg_prediction on, off;
+    fg_policy_predict(&c, &r.m, &gpl, &g, &jd, &on);
+    g.overlap = 0;
+    fg_policy_predict(&c, &r.m, &gpl, &g, &jd, &off);
+    double wh = (double)gpl.dev_homed[0] / dv.up;
+    ck_assert_msg(off.prefill_s > on.prefill_s && off.prefill_s - on.prefill_s <= wh * 1.0001,
+                  "prefill %g s overlapped, %g s not, homed upload %g s", on.prefill_s,
+                  off.prefill_s, wh);
+    ck_assert_double_eq_tol(off.decode_s, on.decode_s, 1e-12 * on.decode_s);
+    ck_assert_uint_eq(off.up_bytes, on.up_bytes);
+    ck_assert_uint_ge(on.up_bytes, gpl.dev_homed[0]);
     ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 0), 0);
     ck_assert_uint_eq(fg_policy_weights_homed(&r.m, 1), r.m.pm.weights);
     uint64_t prev = 0;
