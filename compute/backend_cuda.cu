@@ -6,7 +6,9 @@
  * makes when used on its own) allocates DEVICE memory with cudaMalloc, PINNED with
  * cudaHostAlloc (the pager's HOST pool when it shares this device), and copies on its own copy
  * stream, an event per asynchronous copy. It is reference-counted so the pager's DEVICE tier and
- * the backend share it (retain); the backend's weight uploads go on its copy stream too.
+ * the backend share it (retain). The backend's Linear pieces upload on a stream of its own, so
+ * they neither queue behind the pager's prefetches on the device's copy stream nor hold them
+ * up behind a piece's GEMM.
  *
  * Operands: a pointer an op receives is device memory (cudaPointerGetAttributes says so) and
  * used in place, or host memory, which the op stages in stream-ordered allocations
@@ -20,7 +22,7 @@
  * rounded once per Linear to the piece's type, F32 accumulation and output) and Q4/Q8 pieces are
  * dequantized to F16 on the device (quant_cuda.h); otherwise every piece is widened to F32 on the
  * device and multiplied by cublasSgemm (default math: no TF32), which matches the CPU backend to
- * accumulation order. A piece in host memory uploads on the copy stream into one of two slots
+ * accumulation order. A piece in host memory uploads on the upload stream into one of two slots
  * while the previous piece multiplies (the compute stream waits on the upload's event; the slot
  * is reused only after the compute stream's event for its previous piece).
  *
@@ -244,10 +246,14 @@ __global__ void k_to16(const float *x, void *out, size_t n, int bf16)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        if (bf16)
+        if (bf16) {
             ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
-        else
-            ((__half *)out)[i] = __float2half_rn(x[i]);
+        } else { /* saturated as the weights' decode is (fgq_sat16): an outlier past the
+                  * binary16 range stays finite instead of turning the logits to NaN */
+            float f = x[i];
+            f = f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f;
+            ((__half *)out)[i] = __float2half_rn(f);
+        }
     }
 }
 
@@ -398,6 +404,9 @@ typedef struct cuda_ctx {
     int ordinal, cpu_attention;
     fg_compute compute;
     cudaStream_t cs;          /* compute */
+    cudaStream_t us;          /* the Linear pieces' uploads: not the device's copy stream, where
+                                 the pager's prefetches queue (a piece would wait behind them,
+                                 and they behind the piece's GEMM) */
     cublasHandle_t blas;
     const fg_cublas_fns *bl;  /* cuBLAS, loaded on first use */
     fg_backend *cpu;          /* delegated attention */
@@ -512,6 +521,7 @@ static int grow(cuda_ctx *c, void **p, size_t *cap, size_t n, fg_err *err)
 {
     if (n <= *cap)
         return FG_OK;
+    cudaSetDevice(c->ordinal); /* reserve may run on a thread whose current device is another */
     cudaStreamSynchronize(c->cs);
     cudaFree(*p);
     *p = NULL;
@@ -589,13 +599,13 @@ static int cast_x(cuda_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, u
 }
 
 /* One piece: device-resident ones are used in place (held until their GEMM finishes); host
- * ones upload into slot i % 2 on the copy stream while earlier GEMMs run. */
+ * ones upload into slot i % 2 on the upload stream while earlier GEMMs run. */
 static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const float *x,
                         const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
                         int *have16, fg_err *err)
 {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
-    cudaStream_t copy = (cudaStream_t)fg_device_cuda_stream(be->dev);
+    cudaStream_t copy = c->us;
     fg_wpiece p;
     int rc = w->acquire(w->ctx, i, &p, err);
     if (rc)
@@ -603,14 +613,16 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
     rc = fgb_check_piece(&p, n, k, err);
     const void *data = p.data;
     slot *s = &c->sl[i % 2];
-    int dev = is_dev(p.data);
+    int dev = is_dev(p.data), queued = 0;
     if (rc == FG_OK && !dev) {
         rc = grow(c, &s->buf, &s->cap, p.len, err);
         if (rc == FG_OK)
             rc = ck(cudaStreamWaitEvent(copy, s->done, 0), "wait", err);
-        if (rc == FG_OK)
+        if (rc == FG_OK) {
             rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, copy),
                     "weight upload", err);
+            queued = rc == FG_OK;
+        }
         c->st.link_bytes[0] += p.len;
         if (rc == FG_OK)
             rc = ck(cudaEventRecord(s->up, copy), "event", err);
@@ -624,9 +636,12 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
         rc = gemm_piece(c, &p, data, x, bias, y, m, n, k, err);
     if (rc == FG_OK)
         rc = ck(cudaEventRecord(s->done, c->cs), "event", err);
-    /* the owner's bytes: free once uploaded (host) or multiplied (device) */
+    /* the owner's bytes: free once uploaded (host) or multiplied (device); after a failure
+     * too, while a queued upload may still read them */
     if (rc == FG_OK)
         rc = ck(cudaEventSynchronize(dev ? s->done : s->up), "event", err);
+    else if (queued)
+        cudaStreamSynchronize(copy);
     int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
     return rc ? rc : rc2;
 }
@@ -696,7 +711,11 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
     if (rc)
         return rc;
     const void *data = p.data;
-    if (!is_dev(p.data)) {
+    uint64_t cols = p.n_dims > 1 ? p.dims[1] : 1; /* as the reference reads a piece */
+    if (p.n_dims > 2 || cols != width) /* a bad read on the device poisons the context */
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "cuda backend: gather of rows %u wide from a "
+                        "tensor %llu wide", width, (unsigned long long)cols);
+    if (rc == FG_OK && !is_dev(p.data)) {
         rc = grow(c, &c->sl[0].buf, &c->sl[0].cap, p.len, err);
         if (rc == FG_OK)
             rc = ck(cudaMemcpyAsync(c->sl[0].buf, p.data, p.len, cudaMemcpyHostToDevice, c->cs),
@@ -717,6 +736,8 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
 static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
                      uint32_t n, float *out, uint32_t width, fg_err *err)
 {
+    if (!n) /* nothing to gather (a grid of no blocks is a launch error) */
+        return FG_OK;
     op o = op_begin(be);
     int32_t *hids = (int32_t *)malloc((size_t)n * 4 + 4);
     if (!hids)
@@ -965,6 +986,8 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     int rc = fgb_attn_check(a, err);
     if (rc)
         return rc;
+    if (!a->n_q) /* no queries: nothing to compute (and no context to size scores by) */
+        return FG_OK;
     if (c->cpu_attention && !is_dev(a->kv.k) && !is_dev(a->kv.v)) /* where the cache lives */
         return fgb_attention_on_host(c->cpu, be->dev, on_cuda_device, &c->room, a, err);
     op o = op_begin(be);
@@ -1000,6 +1023,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
 static int cu_sync(fg_backend *be, fg_err *err)
 {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
+    cudaSetDevice(c->ordinal);
     return ck(cudaStreamSynchronize(c->cs), "compute stream", err);
 }
 
@@ -1026,6 +1050,8 @@ static void cu_destroy(fg_backend *be)
         cudaSetDevice(c->ordinal);
         if (c->cs)
             cudaStreamSynchronize(c->cs);
+        if (c->us)
+            cudaStreamSynchronize(c->us);
         for (int i = 0; i < 2; i++) {
             cudaFree(c->sl[i].buf);
             if (c->sl[i].up)
@@ -1039,6 +1065,8 @@ static void cu_destroy(fg_backend *be)
             c->bl->destroy(c->blas);
         if (c->cs)
             cudaStreamDestroy(c->cs);
+        if (c->us)
+            cudaStreamDestroy(c->us);
         fg_backend_free(c->cpu);
         free(c->room.p);
         free(c);
@@ -1068,6 +1096,17 @@ static int visible(int ordinal, fg_err *err)
 static int ctx_init(cuda_ctx *c, const fg_backend_cuda_opts *o, fg_err *err)
 {
     int rc = ck(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking), "stream", err);
+    if (rc == FG_OK)
+        rc = ck(cudaStreamCreateWithFlags(&c->us, cudaStreamNonBlocking), "stream", err);
+    /* the per-op staging (cudaMallocAsync) keeps its pool between ops: with the default
+     * release threshold of 0 every synchronize hands it back to the driver, and every op
+     * (every attention's score buffer) maps it again */
+    cudaMemPool_t pool;
+    if (rc == FG_OK && cudaDeviceGetDefaultMemPool(&pool, c->ordinal) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    cudaGetLastError();
     for (int i = 0; rc == FG_OK && i < 2; i++) {
         rc = ck(cudaEventCreateWithFlags(&c->sl[i].up, cudaEventDisableTiming), "event", err);
         if (rc == FG_OK)
@@ -1077,7 +1116,7 @@ static int ctx_init(cuda_ctx *c, const fg_backend_cuda_opts *o, fg_err *err)
             rc = ck(cudaEventRecord(c->sl[i].done, c->cs), "event", err);
     }
     if (rc == FG_OK && !(c->bl = fg_cublas(err)))
-        rc = err->code;
+        rc = err ? err->code : FG_ERR_UNSUPPORTED;
     if (rc == FG_OK)
         rc = ckb(c->bl->create(&c->blas), "cublasCreate", err);
     if (rc == FG_OK)

@@ -161,9 +161,6 @@ int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err)
 
 int fg_device_is_cuda(const fg_device *d) { return d && d->iface == &k_cuda; }
 
-int fg_device_cuda_ordinal(const fg_device *d) { return ((const cuda_dev *)d->ctx)->ordinal; }
-
-void *fg_device_cuda_stream(const fg_device *d) { return ((const cuda_dev *)d->ctx)->copy; }
 
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2])
 {

@@ -24,9 +24,6 @@ extern "C" {
  * GPU of that ordinal is visible, FG_ERR_IO naming the CUDA error otherwise. */
 int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err);
 int fg_device_is_cuda(const fg_device *d);
-int fg_device_cuda_ordinal(const fg_device *d);
-/* Its copy stream (a cudaStream_t): the backend orders its own weight uploads on it. */
-void *fg_device_cuda_stream(const fg_device *d);
 /* Bytes copy() moved host -> device ([0]) and device -> host ([1]) so far. */
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2]);
 
