@@ -86,6 +86,23 @@ static void link_wait(const sim_dev *s, uint64_t n, double t0, int share)
         ;
 }
 
+/* Copy n bytes (at their host addresses: device ones through the alias), a link transfer
+ * sharing the link with the others on it; called and returning with s->mu held, released
+ * meanwhile. Seconds it took. */
+static double move_bytes(sim_dev *s, void *dst, const void *src, uint64_t n, int link)
+{
+    int share = link ? ++s->on_link : 0;
+    pthread_mutex_unlock(&s->mu);
+    double t0 = fg_now();
+    memcpy(dst, src, n);
+    if (link)
+        link_wait(s, n, t0, share);
+    double dt = fg_now() - t0;
+    pthread_mutex_lock(&s->mu);
+    s->on_link -= link;
+    return dt;
+}
+
 static void *worker_main(void *arg)
 {
     sim_dev *s = arg;
@@ -96,15 +113,7 @@ static void *worker_main(void *arg)
         if (!s->head)
             break;
         job *j = s->head;
-        int share = j->link ? ++s->on_link : 0;
-        pthread_mutex_unlock(&s->mu);
-        double t0 = fg_now();
-        memcpy(j->dst, j->src, j->n);
-        if (j->link)
-            link_wait(s, j->n, t0, share);
-        double dt = fg_now() - t0;
-        pthread_mutex_lock(&s->mu);
-        s->on_link -= j->link;
+        double dt = move_bytes(s, j->dst, j->src, j->n, j->link);
         s->head = j->next;
         if (!s->head)
             s->tail = NULL;
@@ -214,6 +223,12 @@ static int check_copy(const sim_dev *s, void *dst, int dd, const void *src, int 
     return FG_OK;
 }
 
+/* Where the bytes at p live: the alias of a device address, else p. */
+static uint8_t *bytes_at(const sim_dev *s, const void *p, int dev)
+{
+    return dev ? s->alias + ((const uint8_t *)p - s->base) : (uint8_t *)p;
+}
+
 static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
                   fg_event **ev, fg_err *err)
 {
@@ -228,8 +243,8 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
         free(e);
         return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
     }
-    j->dst = dd ? s->alias + ((uint8_t *)dst - s->base) : dst;
-    j->src = sd ? s->alias + ((const uint8_t *)src - s->base) : src;
+    j->dst = bytes_at(s, dst, dd);
+    j->src = bytes_at(s, src, sd);
     j->n = n;
     j->link = dd != sd;
     j->ev = e;
@@ -259,16 +274,8 @@ int fg_device_sim_copy_inline(fg_device *d, void *dst, fg_buft dt, const void *s
     if (check_copy(s, dst, dd, src, sd, n, err))
         return FG_ERR_INVALID_ARG;
     pthread_mutex_lock(&s->mu);
-    int share = link ? ++s->on_link : 0;
     s->st.bytes[sd][dd] += n;
-    pthread_mutex_unlock(&s->mu);
-    double t0 = fg_now();
-    memcpy(dd ? s->alias + ((uint8_t *)dst - s->base) : dst,
-           sd ? s->alias + ((const uint8_t *)src - s->base) : src, n);
-    if (link)
-        link_wait(s, n, t0, share);
-    pthread_mutex_lock(&s->mu);
-    s->on_link -= link;
+    move_bytes(s, bytes_at(s, dst, dd), bytes_at(s, src, sd), n, link);
     pthread_mutex_unlock(&s->mu);
     return FG_OK;
 }
@@ -394,7 +401,7 @@ int fg_device_is_sim(const fg_device *d) { return d && d->iface == &k_sim; }
 void *fg_device_sim_alias(const fg_device *d, const void *p)
 {
     const sim_dev *s = d->ctx;
-    return is_dev(s, p) ? s->alias + ((const uint8_t *)p - s->base) : NULL;
+    return is_dev(s, p) ? bytes_at(s, p, 1) : NULL;
 }
 
 int fg_device_sim_owns(const fg_device *d, const void *p, uint64_t n)

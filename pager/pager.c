@@ -689,6 +689,13 @@ static void t_drop(fg_pager *p, pchunk *c)
     p->st.wasted += !c->used;
 }
 
+/* A write records the XXH3 of what it writes, checked when the bytes are read back (unless
+ * FG_PAGER_NO_VERIFY and the chunk was registered without one). */
+static int records_xxh3(const fg_pager *p, const pchunk *c)
+{
+    return c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY);
+}
+
 /* The last write of a chunk landed: the file holds its bytes, whose XXH3 (taken when the write
  * began) is checked when they are read back. WRITING_BACK -> HOST; a DEVICE chunk written
  * through a staging buffer stays DEVICE. */
@@ -700,7 +707,7 @@ static void t_write_done(fg_pager *p, uint32_t id)
     c->xfer = NULL;
     c->xfer_write = 0;
     c->fresh = 0;
-    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY)) {
+    if (records_xxh3(p, c)) {
         c->d.xxh3 = c->wr_xxh3;
         c->d.has_xxh3 = 1;
         c->verified = 0; /* new bytes on disk: the next load is checked again */
@@ -824,7 +831,7 @@ static void t_write_begin(fg_pager *p, uint32_t id, uint8_t *buf)
     c->xfer_write = 1;
     c->err = 0;
     c->dirty = 0;
-    if (c->d.has_xxh3 || !(p->cfg.flags & FG_PAGER_NO_VERIFY))
+    if (records_xxh3(p, c))
         c->wr_xxh3 = fg_pager_xxh3(buf, c->d.length);
     c->queued = c->d.padded;
     enqueue(p, id);

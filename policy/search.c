@@ -140,9 +140,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->wr = 1.0 / c->disk_write;
     t->phi = overlap_share(c, pl, p);
     t->prefetch = p->overlap;
-    double streamed = (double)pl->on_disk[0] + (double)pl->on_disk[1] + (double)pl->on_disk[2];
-    double room = (double)pl->pool - (double)(pl->homed[0] + pl->homed[1] + pl->homed[2]);
-    t->cached = streamed > 0 && streamed <= room;
+    t->cached = fg_plan_disk_cached(pl);
     if ((t->dev = job->dev)) {
         t->up = 1.0 / job->dev->up;
         t->down = 1.0 / job->dev->down;

@@ -243,6 +243,13 @@ const char *fg_engine_offload_dir(const fg_engine_opts *o)
     return dir && *dir ? dir : "/tmp";
 }
 
+uint64_t fg_engine_offload_free(const fg_engine_opts *o)
+{
+    struct statvfs vf;
+    return statvfs(fg_engine_offload_dir(o), &vf) ? UINT64_MAX
+                                                  : (uint64_t)vf.f_bavail * vf.f_frsize;
+}
+
 static const char *offload_dir(const fg_engine *e) { return fg_engine_offload_dir(&e->o); }
 
 static int offload_file(fg_engine *e, uint64_t bytes, uint32_t *file, int *fd_out, fg_err *err)
@@ -295,19 +302,15 @@ static int reserve_offload(fg_engine *e, int fd, fg_err *err)
         need += disk ? d.padded : 0;
     }
     char a[32], b[32];
-    struct statvfs vf;
-    if (rc == 0 && unsupported && statvfs(offload_dir(e), &vf) == 0 &&
-        (uint64_t)vf.f_bavail * vf.f_frsize < need)
+    uint64_t avail = rc == 0 && !unsupported ? 0 : fg_engine_offload_free(&e->o);
+    if (rc == 0 && unsupported && avail < need)
         rc = ENOSPC;
-    if (rc == ENOSPC) {
-        uint64_t avail = statvfs(offload_dir(e), &vf) == 0
-                       ? (uint64_t)vf.f_bavail * vf.f_frsize : 0;
+    if (rc == ENOSPC)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--offload-dir %s: the KV cache and activations "
                           "homed on disk need %s; the file system has %s free (another "
                           "--offload-dir, a smaller block, or more of them in RAM)",
                           offload_dir(e), fg_fmt_bytes((double)need, a, sizeof a),
-                          fg_fmt_bytes((double)avail, b, sizeof b));
-    }
+                          avail == UINT64_MAX ? "?" : fg_fmt_bytes((double)avail, b, sizeof b));
     if (rc)
         return fg_err_sys(err, FG_ERR_IO, rc, "--offload-dir %s: allocating %s for the KV "
                           "cache and activations homed on disk", offload_dir(e),
@@ -374,11 +377,8 @@ static int open_pager(fg_engine *e, fg_err *err)
         rc = fg_pager_place(e->pager, &e->plan.frac, err);
     if (rc == FG_OK && fd >= 0)
         rc = reserve_offload(e, fd, err);
-    const fg_plan *pl = &e->plan;
-    uint64_t streamed = pl->on_disk[0] + pl->on_disk[1] + pl->on_disk[2];
-    uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
-    e->write_behind = e->o.policy.overlap && /* --no-overlap: stores wait, as loads do */
-                      !(streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed);
+    /* --no-overlap: stores wait, as loads do */
+    e->write_behind = e->o.policy.overlap && !fg_plan_disk_cached(&e->plan);
     if (fd >= 0)
         close(fd);
     return rc;

@@ -61,6 +61,9 @@ typedef struct fg_engine_opts {
 
 /* Where the offload file goes under o: --offload-dir, else $TMPDIR, else /tmp. */
 const char *fg_engine_offload_dir(const fg_engine_opts *o);
+/* Bytes its file system has free for an unprivileged user; UINT64_MAX when statvfs cannot
+ * tell. */
+uint64_t fg_engine_offload_free(const fg_engine_opts *o);
 
 /* The device bytes the plan may use under o (o->backend, o->gpu_budget): the flag, or the
  * default (sim: 1 GiB; CUDA: the free memory less 1 GiB), less what the CUDA backend keeps for

@@ -80,10 +80,8 @@ struct fg_engine {
      * then V rows, gbs * max_ctx rows each of plan.kv_row bytes */
     uint32_t kv_first;
     int write_behind;              /* KV chunks homed on disk are written behind after their
-                                      attention: set with --overlap unless the streaming room
-                                      holds everything homed on disk (then nothing is evicted,
-                                      and writing would only add traffic; policy/search.c prices
-                                      the same rule) */
+                                      attention: set with --overlap unless fg_plan_disk_cached
+                                      (nothing is evicted; policy/search.c prices that rule) */
     fg_codec kv_codec;
     float *logits;                 /* (dev) [logit_rows, vocab] */
     float *logits_host;            /* [logit_rows, vocab]: the rows the sampler reads */

@@ -149,6 +149,13 @@ static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv, uint6
     f->h[act <= room ? 1 : 2] = 1.0;
 }
 
+int fg_plan_disk_cached(const fg_plan *pl)
+{
+    uint64_t streamed = pl->on_disk[0] + pl->on_disk[1] + pl->on_disk[2];
+    uint64_t homed = pl->homed[0] + pl->homed[1] + pl->homed[2];
+    return streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed;
+}
+
 uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
 {
     if (!m->chunk)

@@ -120,6 +120,11 @@ uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
  * in RAM with f = the RAM fraction and no GPU; without a chunk list, that share of the bytes. */
 uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram);
 
+/* Something is homed on disk and the pool's streaming room holds all of it: after the prefill
+ * nothing is evicted (a decode reads none of it again, and a write-behind would only add
+ * traffic). */
+int fg_plan_disk_cached(const fg_plan *pl);
+
 /* The plan as text (one "name bytes" line per figure, human units), for --dry-run. */
 void fg_plan_print(const fg_plan *pl, FILE *f);
 

@@ -34,7 +34,6 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -310,16 +309,13 @@ static int calibrate_device(run *r, const fg_policy_model *m, fg_calib_dev *d, f
     return rc;
 }
 
-/* Bytes the offload dir's file system has free for an unprivileged user (less 1%, at least
- * 16 MiB, for what else writes there during the run); 0 when unknown: no limit. */
-static uint64_t disk_free(const char *dir)
+/* Bytes the offload dir's file system has free (less 1%, at least 16 MiB, for what else
+ * writes there during the run); 0 when unknown: no limit. */
+static uint64_t disk_free(const run *r)
 {
-    struct statvfs vf;
-    if (statvfs(dir, &vf) || !vf.f_frsize)
-        return 0;
-    uint64_t n = (uint64_t)vf.f_bavail * vf.f_frsize, margin = n / 100;
+    uint64_t n = fg_engine_offload_free(&r->eo), margin = n / 100;
     margin = margin > (16u << 20) ? margin : 16u << 20;
-    return n > margin ? n - margin : 1;
+    return n == UINT64_MAX ? 0 : n > margin ? n - margin : 1;
 }
 
 /* Choose r->eo.policy for prompts of P tokens, G new ones, `seqs` sequences (0: any). */
@@ -346,8 +342,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     fg_policy_job job = {P, G, seqs && cap ? (seqs < cap ? seqs : cap) : seqs ? seqs : cap,
                          r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
                          r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL,
-                         disk_free(fg_engine_offload_dir(&r->eo)),
-                         fg_engine_offload_dir(&r->eo), r->eo.max_ctx};
+                         disk_free(r), fg_engine_offload_dir(&r->eo), r->eo.max_ctx};
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
