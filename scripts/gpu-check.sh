@@ -9,9 +9,12 @@
 #     start, its line printed with the prediction), beside FlexGen's T4 (16 GB) opt-6.7b figure;
 #   - opt-30b in 4-bit when the disk has room and the time allows.
 # Put its whole output in the closing note of the work it checks.
+# The GPU machines lent here are bare and offline (CUDA, a compiler, CMake; no LMDB, liburing,
+# OpenBLAS, GLPK, Check ...): run scripts/gpu-deps.sh on this side first and carry .gpu-deps
+# with the working tree; this script unpacks it into WORKDIR/deps and builds against it.
 # usage: scripts/gpu-check.sh [WORKDIR]   (WORKDIR: build and synthetic stores; default
 #        build-gpu under the source tree; GPU_CHECK_SKIP_MODELS=1 stops after the benchmark,
-#        GPU_CHECK_NO_BUILD=1 reuses WORKDIR's build)
+#        GPU_CHECK_NO_BUILD=1 reuses WORKDIR's build, GPU_CHECK_DEPS=FILE another bundle)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$ROOT/build-gpu}
@@ -26,8 +29,31 @@ cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | hea
 arch=${cap:-90}
 say "build: CUDA architecture sm_$arch, $(nproc) cores"
 mkdir -p "$WORK"
+# The libraries from scripts/gpu-deps.sh, unpacked under WORKDIR (never into /): pkg-config
+# reads only their .pc files, with their paths under the unpacked root (the sysroot), and the
+# programs find the shared objects there at run time.
+DEPS=${GPU_CHECK_DEPS:-$ROOT/.gpu-deps/fg-deps.tar.xz}
+cmake_deps=()
+if [ -f "$DEPS" ]; then
+  D=$WORK/deps
+  ml=$D/usr/lib/x86_64-linux-gnu
+  if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then
+    rm -rf "$D" && mkdir -p "$D" && tar -C "$D" -xJf "$DEPS" || { say "cannot unpack $DEPS"; exit 1; }
+  fi
+  export PATH=$D/usr/bin:$PATH PKG_CONFIG_SYSROOT_DIR=$D
+  export PKG_CONFIG_LIBDIR=$ml/pkgconfig:$D/usr/share/pkgconfig
+  export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+  export LD_LIBRARY_PATH=$ml:$ml/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  cmake_deps=(-DCMAKE_PREFIX_PATH="$D/usr" -DPKG_CONFIG_EXECUTABLE="$D/usr/bin/pkg-config")
+  say "libraries: $(wc -l < "$(dirname "$DEPS")/packages.txt" 2>/dev/null || echo some) packages from $DEPS"
+else
+  say "libraries: the system's ($DEPS not found: on a bare machine run scripts/gpu-deps.sh first, here)"
+fi
+gen=()
+[ -f "$WORK/CMakeCache.txt" ] || ! command -v ninja >/dev/null || gen=(-G Ninja)
 if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then # a rerun after a fix can skip nothing else
-  cmake -S "$ROOT" -B "$WORK" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+  command -v cc >/dev/null || command -v gcc >/dev/null || { say "no C compiler on this machine"; exit 1; }
+  cmake -S "$ROOT" -B "$WORK" "${gen[@]}" "${cmake_deps[@]}" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 || { tail -20 "$WORK/configure.log"; exit 1; }
   cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
     test_quant_cuda test_backend_sim test_pager bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
