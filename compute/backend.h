@@ -136,7 +136,7 @@ typedef struct fg_backend_iface {
     int (*linear)(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
                   float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err);
     /* out[i, :] = W[ids[i], :] (width values a row); ids checked against the rows (on CUDA
-     * only ids in host memory: device ids are not read back) */
+     * ids in device memory are checked by the kernel, which reports the first it saw) */
     int (*gather)(fg_backend *be, const fg_weight *w, uint64_t rows, const int32_t *ids,
                   uint32_t n, float *out, uint32_t width, fg_err *err);
     /* y = (x - mean) / sqrt(var + eps) * g + b over rows of n (in place allowed) */
@@ -251,14 +251,19 @@ int fg_device_is_sim(const fg_device *d);
  * ops only. owns: [p, p + n) is device memory. */
 void *fg_device_sim_alias(const fg_device *d, const void *p);
 int fg_device_sim_owns(const fg_device *d, const void *p, uint64_t n);
-/* A copy on the compute stream rather than the copy engine's queue (the sim backend stages an
- * op's operands so, as the CUDA backend does on its compute stream): synchronous, by the
- * calling thread, sharing the link with the engine (device_sim.c). */
+/* A copy on the compute stream (the sim backend stages an op's operands so, as the CUDA
+ * backend does on its compute stream): synchronous, by the calling thread, sharing the link
+ * with the streams (device_sim.c). */
 int fg_device_sim_copy_inline(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st,
                               uint64_t n, fg_err *err);
+/* An upload (host -> device) on the upload stream, the sim backend's own for weight pieces (the
+ * CUDA backend's `us`), not queued behind the copy engine's prefetches; *ev completes it. */
+int fg_device_sim_upload(fg_device *d, void *dst, const void *src, uint64_t n, fg_event **ev,
+                         fg_err *err);
 typedef struct fg_device_sim_stats {
     uint64_t bytes[2][2];   /* copied [from device?][to device?] */
-    double busy_s;          /* the copy engine's time spent copying (link time included) */
+    double busy_s;          /* time spent copying, link time included: the streams' and the
+                               synchronous copies' (a sum: they may overlap) */
     uint64_t used, peak;    /* device bytes allocated */
 } fg_device_sim_stats;
 void fg_device_sim_stats_get(const fg_device *d, fg_device_sim_stats *out);

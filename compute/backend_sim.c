@@ -11,14 +11,14 @@
  * stages: inputs are uploaded into a device buffer first, outputs are computed in one and
  * downloaded after, every staged buffer is freed when the op returns; those copies run on the
  * compute stream (fg_device_sim_copy_inline: the calling thread, not behind the copy engine's
- * queue of weight uploads and prefetches), as the CUDA backend stages on its compute stream.
- * The CUDA backend follows
- * the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
+ * queue of prefetches), as the CUDA backend stages on its compute stream. The CUDA backend
+ * follows the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
  * chunks homed in RAM cross the link exactly when they would cross PCIe, and what the engine
  * keeps on the device (its model workspace, the residual stream of a decode step, the head's
  * rows and logits: runtime/engine_dev.c) never does.
  *
- * Overlap: a piecewise Linear uploads piece i + 1 (asynchronously, an event) while piece i
+ * Overlap: a piecewise Linear uploads piece i + 1 (asynchronously, on the device's upload
+ * stream: fg_device_sim_upload, as the CUDA backend's own stream `us`) while piece i
  * multiplies, holding at most one piece of its owner at a time (the engine's weight sources
  * hold one view); a piece already in device memory is used where it is. With a slow link the
  * test suite measures the wall time below the sum of copy and compute (tests/test_backend_sim.c).
@@ -135,8 +135,9 @@ static int piece_get(fg_backend *be, const fg_weight *w, uint32_t i, slot *s, in
     }
     rc = d->iface->alloc(d, FG_BUFT_DEVICE, s->src.len, &s->buf, err);
     if (rc == FG_OK)
-        rc = d->iface->copy(d, s->buf, FG_BUFT_DEVICE, s->src.data, FG_BUFT_HOST, s->src.len,
-                            sync ? NULL : &s->ev, err);
+        rc = sync ? d->iface->copy(d, s->buf, FG_BUFT_DEVICE, s->src.data, FG_BUFT_HOST,
+                                   s->src.len, NULL, err)
+                  : fg_device_sim_upload(d, s->buf, s->src.data, s->src.len, &s->ev, err);
     s->dev.data = s->buf ? fg_device_sim_alias(d, s->buf) : NULL;
     return rc;
 }

@@ -10,17 +10,20 @@
  * freed ranges of 64 MiB or more are given back to the OS (MADV_DONTNEED; smaller ones stay
  * mapped, so the per-op staging buffers that come and go do not fault their pages in again).
  *
- * Copies: one worker thread (the copy engine, a GPU's copy stream) runs copies in the order they
- * were issued. A host <-> device copy takes at least bytes / link_bps seconds (the worker sleeps
- * the rest, so a slow link costs no CPU and overlap with compute is visible in wall time);
- * device -> device and host -> host run at memcpy speed. A copy with an event pointer returns
- * at once and event_wait completes it; without one it returns when the bytes have moved.
- * fg_device_sim_copy_inline is a copy on the compute stream instead (the CUDA backend stages an
- * op's operands there): the calling thread does it, in order with its ops and not behind the
- * engine's queue; while the engine also crosses the link a transfer gets its share of the
- * bandwidth (1/k of it for k transfers on the link when it starts: an approximation of the two
- * DMA engines of a GPU sharing PCIe). PINNED buffers are ordinary host memory (a simulated link
- * needs no page locking).
+ * Copies: asynchronous ones run on streams, a worker thread each, in the order they were issued:
+ * the copy engine (a copy with an event pointer: the pager's prefetches, a GPU's copy stream) and
+ * the upload stream (fg_device_sim_upload: the sim backend's weight pieces, as the CUDA backend
+ * uploads them on a stream of its own). A host <-> device copy takes at least bytes / link_bps
+ * seconds (the worker sleeps the rest, so a slow link costs no CPU and overlap with compute is
+ * visible in wall time); device -> device and host -> host run at memcpy speed. A copy with an
+ * event pointer returns at once and event_wait completes it. A copy without one, and
+ * fg_device_sim_copy_inline (the compute stream, where the CUDA backend stages an op's
+ * operands), is done by the calling thread, not behind the streams' queues (fg_device.h: it may
+ * pass the copies in flight, as the CUDA device's synchronous copies do on a stream of their
+ * own). While several transfers cross the link each gets its share of the bandwidth (1/k of it
+ * for k transfers on the link when it starts: an approximation of the two DMA engines of a GPU
+ * sharing PCIe). PINNED buffers are ordinary host memory (a simulated link needs no page
+ * locking).
  *
  * The device is reference-counted (retain/destroy) so a backend and the pager share one arena:
  * the backend tells device pointers from host ones by the address range.
@@ -56,6 +59,17 @@ typedef struct job {
 
 typedef struct ext { uint64_t off, len; } ext;
 
+enum { LANE_COPY, LANE_UPLOAD, N_LANES };
+
+/* A stream: its queue, worker thread and sequence numbers. */
+typedef struct lane {
+    struct sim_dev *s;
+    job *head, *tail;
+    uint64_t issued, completed;
+    pthread_t worker;
+    int started;
+} lane;
+
 typedef struct sim_dev {
     uint8_t *base, *alias;   /* [cap]: the untouchable addresses, the bytes */
     uint64_t cap;
@@ -64,8 +78,7 @@ typedef struct sim_dev {
     pthread_cond_t cv;       /* signalled when a job completes or arrives */
     pthread_t worker;
     int stop, refs;
-    job *head, *tail;
-    uint64_t issued, completed; /* job sequence numbers */
+    lane lanes[N_LANES];
     int on_link;             /* transfers crossing the link now (the engine's, inline ones) */
     ext *used;               /* allocated extents, sorted by offset */
     uint32_t n_used, cap_used;
@@ -105,20 +118,21 @@ static double move_bytes(sim_dev *s, void *dst, const void *src, uint64_t n, int
 
 static void *worker_main(void *arg)
 {
-    sim_dev *s = arg;
+    lane *l = arg;
+    sim_dev *s = l->s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop)
+        while (!l->head && !s->stop)
             pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->head)
+        if (!l->head)
             break;
-        job *j = s->head;
+        job *j = l->head;
         double dt = move_bytes(s, j->dst, j->src, j->n, j->link);
-        s->head = j->next;
-        if (!s->head)
-            s->tail = NULL;
+        l->head = j->next;
+        if (!l->head)
+            l->tail = NULL;
         s->st.busy_s += dt;
-        s->completed = j->seq;
+        l->completed = j->seq;
         if (j->ev)
             j->ev->done = 1;
         free(j);
@@ -229,16 +243,28 @@ static uint8_t *bytes_at(const sim_dev *s, const void *p, int dev)
     return dev ? s->alias + ((const uint8_t *)p - s->base) : (uint8_t *)p;
 }
 
-static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
-                  fg_event **ev, fg_err *err)
+/* A copy by the calling thread (not queued on a stream). */
+static int copy_now(sim_dev *s, void *dst, int dd, const void *src, int sd, uint64_t n,
+                    fg_err *err)
 {
-    sim_dev *s = d->ctx;
-    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE;
+    if (check_copy(s, dst, dd, src, sd, n, err))
+        return FG_ERR_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    s->st.bytes[sd][dd] += n;
+    s->st.busy_s += move_bytes(s, bytes_at(s, dst, dd), bytes_at(s, src, sd), n, dd != sd);
+    pthread_mutex_unlock(&s->mu);
+    return FG_OK;
+}
+
+/* A copy queued on stream l; *ev completes it. */
+static int copy_async(sim_dev *s, lane *l, void *dst, int dd, const void *src, int sd,
+                      uint64_t n, fg_event **ev, fg_err *err)
+{
     if (check_copy(s, dst, dd, src, sd, n, err))
         return FG_ERR_INVALID_ARG;
     job *j = calloc(1, sizeof *j);
-    fg_event *e = ev ? calloc(1, sizeof *e) : NULL;
-    if (!j || (ev && !e)) {
+    fg_event *e = calloc(1, sizeof *e);
+    if (!j || !e) {
         free(j);
         free(e);
         return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
@@ -249,35 +275,39 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     j->link = dd != sd;
     j->ev = e;
     pthread_mutex_lock(&s->mu);
-    j->seq = ++s->issued;
+    j->seq = ++l->issued;
     s->st.bytes[sd][dd] += n;
-    if (s->tail)
-        s->tail->next = j;
+    if (l->tail)
+        l->tail->next = j;
     else
-        s->head = j;
-    s->tail = j;
+        l->head = j;
+    l->tail = j;
     pthread_cond_broadcast(&s->cv);
-    uint64_t seq = j->seq;
-    while (!ev && s->completed < seq)
-        pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
-    if (ev)
-        *ev = e;
+    *ev = e;
     return FG_OK;
+}
+
+static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
+                  fg_event **ev, fg_err *err)
+{
+    sim_dev *s = d->ctx;
+    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE;
+    return ev ? copy_async(s, &s->lanes[LANE_COPY], dst, dd, src, sd, n, ev, err)
+              : copy_now(s, dst, dd, src, sd, n, err);
+}
+
+int fg_device_sim_upload(fg_device *d, void *dst, const void *src, uint64_t n, fg_event **ev,
+                         fg_err *err)
+{
+    sim_dev *s = d->ctx;
+    return copy_async(s, &s->lanes[LANE_UPLOAD], dst, 1, src, 0, n, ev, err);
 }
 
 int fg_device_sim_copy_inline(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st,
                               uint64_t n, fg_err *err)
 {
-    sim_dev *s = d->ctx;
-    int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE, link = dd != sd;
-    if (check_copy(s, dst, dd, src, sd, n, err))
-        return FG_ERR_INVALID_ARG;
-    pthread_mutex_lock(&s->mu);
-    s->st.bytes[sd][dd] += n;
-    move_bytes(s, bytes_at(s, dst, dd), bytes_at(s, src, sd), n, link);
-    pthread_mutex_unlock(&s->mu);
-    return FG_OK;
+    return copy_now(d->ctx, dst, dt == FG_BUFT_DEVICE, src, st == FG_BUFT_DEVICE, n, err);
 }
 
 static int d_event_wait(fg_device *d, fg_event *ev, fg_err *err)
@@ -299,14 +329,23 @@ static int d_sync(fg_device *d, fg_err *err)
     (void)err;
     sim_dev *s = d->ctx;
     pthread_mutex_lock(&s->mu);
-    while (s->completed < s->issued)
-        pthread_cond_wait(&s->cv, &s->mu);
+    for (int i = 0; i < N_LANES; i++)
+        while (s->lanes[i].completed < s->lanes[i].issued)
+            pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
     return FG_OK;
 }
 
+/* Stop the streams (after their queues drain) and free everything. */
 static void sim_free(sim_dev *s)
 {
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < N_LANES; i++)
+        if (s->lanes[i].started)
+            pthread_join(s->lanes[i].worker, NULL);
     if (s->base)
         munmap(s->base, s->cap);
     if (s->alias)
@@ -322,16 +361,11 @@ static void d_destroy(fg_device *d)
     sim_dev *s = d->ctx;
     pthread_mutex_lock(&s->mu);
     int last = --s->refs == 0;
-    if (last) {
-        s->stop = 1;
-        pthread_cond_broadcast(&s->cv);
-    }
     pthread_mutex_unlock(&s->mu);
     if (!last) {
         free(d);
         return;
     }
-    pthread_join(s->worker, NULL); /* after the queue drains */
     sim_free(s);
     free(d);
 }
@@ -383,8 +417,13 @@ int fg_device_sim_create(uint64_t capacity, double link_gbps, fg_device **out, f
         s->base = NULL;
     if (s->alias == MAP_FAILED)
         s->alias = NULL;
-    if (rc == FG_OK && pthread_create(&s->worker, NULL, worker_main, s))
-        rc = fg_err_set(err, FG_ERR_NOMEM, "simulated device: cannot start the copy engine");
+    for (int i = 0; i < N_LANES && rc == FG_OK; i++) {
+        s->lanes[i].s = s;
+        if (pthread_create(&s->lanes[i].worker, NULL, worker_main, &s->lanes[i]))
+            rc = fg_err_set(err, FG_ERR_NOMEM, "simulated device: cannot start its streams");
+        else
+            s->lanes[i].started = 1;
+    }
     if (rc) {
         sim_free(s);
         free(d);

@@ -6,7 +6,11 @@
  * device copies from and to asynchronously: cudaHostAlloc), DEVICE (memory host code may not
  * touch). A device offers what it has and answers FG_ERR_UNSUPPORTED for the rest: the host
  * device (fg_device_host_create) has HOST only. Copies with an event pointer may run
- * asynchronously (a stream); event_wait completes and frees the event, sync waits for all.
+ * asynchronously (a stream, in the order issued); event_wait completes and frees the event,
+ * sync waits for all. A copy without one is complete when the call returns and is not ordered
+ * after the asynchronous copies in flight (it may pass them: the engine's small copies of ids
+ * and rows do not wait behind the pager's prefetches), so a caller first completes, by their
+ * events, the copies whose bytes it reads or overwrites.
  *
  * Implementations: the host device (core/fg_device.c); the CUDA device (core/fg_device_cuda.c:
  * a copy stream, events), which the CUDA backend and a pager given no device both use; the

@@ -12,7 +12,8 @@ struct fg_event {
 
 typedef struct cuda_dev {
     int ordinal, refs;
-    cudaStream_t copy;       /* the copy engine's stream */
+    cudaStream_t copy;       /* the asynchronous copies' stream (the pager's prefetches) */
+    cudaStream_t now;        /* the synchronous copies' stream: not queued behind `copy` */
     uint64_t link[2];        /* bytes copied host -> device, device -> host (atomics) */
 } cuda_dev;
 
@@ -62,14 +63,15 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
 {
     cuda_dev *c = d->ctx;
     cudaSetDevice(c->ordinal);
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->copy);
+    cudaStream_t s = ev ? c->copy : c->now;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
     if (e != cudaSuccess)
         return cu_fail(err, e, "cudaMemcpyAsync", n);
     if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
         __atomic_add_fetch(&c->link[dt == FG_BUFT_DEVICE ? 0 : 1], n, __ATOMIC_RELAXED);
     if (!ev)
-        return (e = cudaStreamSynchronize(c->copy)) == cudaSuccess
-                   ? FG_OK : cu_fail(err, e, "copy stream", n);
+        return (e = cudaStreamSynchronize(s)) == cudaSuccess
+                   ? FG_OK : cu_fail(err, e, "synchronous copy", n);
     fg_event *x = calloc(1, sizeof *x);
     if (!x) {
         cudaStreamSynchronize(c->copy); /* nothing to wait on later: complete it now */
@@ -113,6 +115,7 @@ static void d_destroy(fg_device *d)
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         cudaSetDevice(c->ordinal);
         cudaStreamDestroy(c->copy);
+        cudaStreamDestroy(c->now);
         free(c);
     }
     free(d);
@@ -146,10 +149,13 @@ int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err)
     e = c && d ? cudaSetDevice(ordinal) : cudaErrorMemoryAllocation;
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking);
+    if (e == cudaSuccess && (e = cudaStreamCreateWithFlags(&c->now, cudaStreamNonBlocking)) !=
+                                cudaSuccess)
+        cudaStreamDestroy(c->copy);
     if (e != cudaSuccess) {
         free(c);
         free(d);
-        return cu_fail(err, e, "creating the device's copy stream", 0);
+        return cu_fail(err, e, "creating the device's copy streams", 0);
     }
     c->ordinal = ordinal;
     c->refs = 1;

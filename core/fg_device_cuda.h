@@ -2,10 +2,11 @@
  * compute backend and the pager used on its own (built only with CUDA: FG_HAVE_CUDA).
  *
  * Memory: DEVICE with cudaMalloc, PINNED with cudaHostAlloc, HOST page-aligned. Copies run on
- * the device's own copy stream (non-blocking, so the backend's compute stream never waits on it
- * unless told to); a copy given an event pointer records a CUDA event after it and returns, and
- * event_wait synchronizes and frees it; without one the copy stream is synchronized before the
- * call returns. Reference-counted (retain), so the pager's DEVICE tier and the backend share one
+ * the device's own streams (non-blocking, so the backend's compute stream never waits on them
+ * unless told to): a copy given an event pointer goes on the copy stream, records a CUDA event
+ * after it and returns, and event_wait synchronizes and frees it; one without goes on a second
+ * stream, synchronized before the call returns, so it does not wait behind the prefetches queued
+ * on the copy stream (fg_device.h: the caller completes the copies it depends on). Reference-counted (retain), so the pager's DEVICE tier and the backend share one
  * device and its counters. Every call sets the device's ordinal first (a process may hold
  * several: pipeline ranks on one host). Bytes crossing the link through copy() are counted.
  */

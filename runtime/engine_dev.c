@@ -18,8 +18,9 @@
  * top-k/top-p) or a logits hook brings the live sequences' logits down (O(batch x vocab)).
  * Never a layer's activations; what is homed in RAM or on disk (weights, caches, activation chunks) is
  * staged per op by the backend. Host code never dereferences a device pointer: every crossing
- * goes through the device's copy engine (fg_engine_up/down/dcopy, fg_engine_rows_copy,
- * fg_engine_small_bytes), counted in the backend's link_bytes. In a pipeline (stage.h) the rows a
+ * is a synchronous copy of the device (fg_engine_up/down/dcopy, fg_engine_rows_copy,
+ * fg_engine_small_bytes), counted in the backend's link_bytes; those do not queue behind the
+ * pager's prefetch uploads (fg_device.h), so a cold pass's ids and positions are not held up. In a pipeline (stage.h) the rows a
  * stage sends come down into host room first (e->stage_host) and the rows it receives go up.
  * On the CPU backend every buffer is host memory and the d_* twins alias the host arrays.
  */

@@ -1,6 +1,6 @@
 /* test_backend_sim.c - the simulated device and its backend (compute/device_sim.c,
  * compute/backend_sim.c): device memory host code cannot touch, copies through the copy engine
- * with events, operands resident on the device used in place (same bits as staged ones, no
+ * with events (synchronous copies and the upload stream not queued behind it), operands resident on the device used in place (same bits as staged ones, no
  * link traffic: a Linear, a norm, the scale op, a gather by device row indices), copies
  * overlapping compute in a piecewise Linear, attention delegated to the CPU where the cache is
  * in host memory, and clear errors for a full device or a bad copy.
@@ -278,6 +278,57 @@ START_TEST(a_full_device_and_bad_copies_are_refused)
 }
 END_TEST
 
+/* The streams: with 4 MiB queued on the copy engine over a 20 MB/s link (about 0.2 s), a
+ * synchronous copy (the engine's ids and positions) and an upload on the upload stream (the
+ * backend's weight pieces) do not wait behind it, and each lands its bytes; sync waits for all. */
+START_TEST(synchronous_copies_and_uploads_pass_the_queue)
+{
+    enum { BIG = 4 << 20, SMALL = 4096 };
+    fg_device *d;
+    fg_err err;
+    ck_assert_int_eq(fg_device_sim_create(16 << 20, 0.02, &d, &err), FG_OK);
+    uint8_t *big = malloc(BIG), small[SMALL], back[SMALL];
+    memset(big, 0x5a, BIG);
+    for (int i = 0; i < SMALL; i++)
+        small[i] = (uint8_t)(i * 7);
+    void *dbig, *dsmall, *dup;
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, BIG, &dbig, &err), FG_OK);
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, SMALL, &dsmall, &err), FG_OK);
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, SMALL, &dup, &err), FG_OK);
+    double t0 = fg_now();
+    fg_event *ev = NULL, *uev = NULL;
+    ck_assert_int_eq(d->iface->copy(d, dbig, FG_BUFT_DEVICE, big, FG_BUFT_HOST, BIG, &ev, &err),
+                     FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dsmall, FG_BUFT_DEVICE, small, FG_BUFT_HOST, SMALL, NULL,
+                                    &err), FG_OK);
+    double t_sync = fg_now() - t0;
+    ck_assert_int_eq(fg_device_sim_upload(d, dup, small, SMALL, &uev, &err), FG_OK);
+    ck_assert_int_eq(d->iface->event_wait(d, uev, &err), FG_OK);
+    double t_up = fg_now() - t0;
+    ck_assert_int_eq(d->iface->copy(d, back, FG_BUFT_HOST, dsmall, FG_BUFT_DEVICE, SMALL, NULL,
+                                    &err), FG_OK);
+    ck_assert_mem_eq(back, small, SMALL);
+    ck_assert_int_eq(d->iface->copy(d, back, FG_BUFT_HOST, dup, FG_BUFT_DEVICE, SMALL, NULL,
+                                    &err), FG_OK);
+    ck_assert_mem_eq(back, small, SMALL);
+    ck_assert_int_eq(d->iface->sync(d, &err), FG_OK);
+    double t_all = fg_now() - t0;
+    printf("streams: sync copy %.4f s, upload %.4f s, the queued 4 MiB %.4f s\n", t_sync, t_up,
+           t_all);
+    ck_assert_msg(t_sync < t_all / 4 && t_up < t_all / 4,
+                  "sync %.4f s, upload %.4f s behind the queue (%.4f s)", t_sync, t_up, t_all);
+    ck_assert_msg(t_all > 0.15, "the 4 MiB crossed a 20 MB/s link in %.4f s", t_all);
+    uint8_t *bb = malloc(BIG);
+    ck_assert_int_eq(d->iface->event_wait(d, ev, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, bb, FG_BUFT_HOST, dbig, FG_BUFT_DEVICE, BIG, NULL, &err),
+                     FG_OK);
+    ck_assert_mem_eq(bb, big, BIG);
+    free(bb);
+    free(big);
+    fg_device_free(d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend_sim");
@@ -288,6 +339,7 @@ static Suite *suite(void)
     tcase_add_test(tc, copies_overlap_compute);
     tcase_add_test(tc, attention_runs_where_the_cache_lives);
     tcase_add_test(tc, a_full_device_and_bad_copies_are_refused);
+    tcase_add_test(tc, synchronous_copies_and_uploads_pass_the_queue);
     suite_add_tcase(s, tc);
     return s;
 }
