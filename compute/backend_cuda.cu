@@ -268,13 +268,19 @@ __global__ void k_from16(const uint16_t *x, float *out, size_t n, int bf16)
     }
 }
 
-/* out[i] = table[ids[i] - first] (width floats) for ids in [first, first + rows) */
+/* out[i] = table[ids[i] - first] (width floats) for ids in [first, first + rows); with bad
+ * non-NULL an id outside [0, total) sets bad[0] and leaves its id in bad[1] (ids that live on
+ * the device are checked there: the host never sees them) */
 __global__ void k_gather(const float *table, uint64_t first, uint64_t rows, const int32_t *ids,
-                         uint32_t n, float *out, uint32_t width)
+                         uint32_t n, float *out, uint32_t width, uint64_t total, int32_t *bad)
 {
     uint32_t i = blockIdx.x;
     if (i >= n)
         return;
+    if (bad && threadIdx.x == 0 && (ids[i] < 0 || (uint64_t)ids[i] >= total)) {
+        bad[0] = 1;
+        bad[1] = ids[i];
+    }
     uint64_t id = (uint64_t)ids[i];
     if (id < first || id >= first + rows)
         return;
@@ -703,7 +709,8 @@ static int piece_f32(cuda_ctx *c, const fg_wpiece *p, const void *data, uint64_t
 }
 
 static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const int32_t *dids,
-                        uint32_t n, float *dout, uint32_t width, fg_err *err)
+                        uint32_t n, float *dout, uint32_t width, uint64_t total, int32_t *bad,
+                        fg_err *err)
 {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     fg_wpiece p;
@@ -726,7 +733,8 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
     if (rc == FG_OK)
         rc = piece_f32(c, &p, data, width, err);
     if (rc == FG_OK)
-        k_gather<<<n, 128, 0, c->cs>>>((const float *)c->dq, p.first, p.n, dids, n, dout, width);
+        k_gather<<<n, 128, 0, c->cs>>>((const float *)c->dq, p.first, p.n, dids, n, dout, width,
+                                       total, bad);
     if (rc == FG_OK)
         rc = ck(cudaStreamSynchronize(c->cs), "compute stream", err);
     int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
@@ -743,8 +751,11 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
     if (!hids)
         return fg_err_set(err, FG_ERR_NOMEM, "cuda backend: out of memory");
     /* ids in device memory (the engine's row indices of a SMALL tensor) are not read back over
-     * the link: every piece is gathered, the kernel skipping the ids outside it */
+     * the link: every piece is gathered, the kernel skipping the ids outside it and flagging
+     * those outside the table in `bad` (two ints staged, downloaded by op_end) */
     int dev_ids = is_dev(ids);
+    int32_t hbad[2] = {0, 0};
+    int32_t *bad = NULL;
     int rc = dev_ids ? FG_OK : ck(cudaMemcpy(hids, ids, (size_t)n * 4, cudaMemcpyDefault), "ids",
                                   err);
     for (uint32_t r = 0; rc == FG_OK && !dev_ids && r < n; r++)
@@ -756,19 +767,26 @@ static int cu_gather(fg_backend *be, const fg_weight *w, uint64_t rows, const in
         rc = opnd(&o, ids, (size_t)n * 4, 1, 0, &di, err);
     if (rc == FG_OK)
         rc = opnd(&o, out, (size_t)n * width * 4, 0, 1, &dout, err);
+    if (rc == FG_OK && dev_ids && (rc = stage(&o, sizeof hbad, hbad, (void **)&bad, err)) == FG_OK)
+        rc = ck(cudaMemsetAsync(bad, 0, sizeof hbad, o.c->cs), "memset", err);
     if (rc == FG_OK && w->f32 && (rc = opnd(&o, w->f32, rows * width * 4, 1, 0, &dw, err)) == FG_OK)
         k_gather<<<n ? n : 1, 128, 0, o.c->cs>>>((const float *)dw, 0, rows, (const int32_t *)di,
-                                                 n, (float *)dout, width);
+                                                 n, (float *)dout, width, rows, bad);
     for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++) {
         int need = dev_ids;
         for (uint32_t r = 0; r < n && !need; r++)
             need = (uint64_t)hids[r] >= w->piece_rows[i] &&
                    (uint64_t)hids[r] < w->piece_rows[i + 1];
         if (need)
-            rc = gather_piece(be, w, i, (const int32_t *)di, n, (float *)dout, width, err);
+            rc = gather_piece(be, w, i, (const int32_t *)di, n, (float *)dout, width, rows, bad,
+                              err);
     }
     free(hids);
-    return op_end(&o, rc, err);
+    rc = op_end(&o, rc, err);
+    if (rc == FG_OK && hbad[0])
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "token id %d outside the vocabulary of %llu "
+                        "(ids in device memory)", hbad[1], (unsigned long long)rows);
+    return rc;
 }
 
 /* ---- small ops ---- */

@@ -6,6 +6,7 @@
  *    and weight pieces in pinned memory (uploaded while the previous piece multiplies);
  *  - the 4-bit KV store encodes on the device the same bytes as the CPU;
  *  - the device object: pinned and device memory, copies with events, retain;
+ *  - a gather by ids in device memory, an id outside the table reported;
  *  - --cpu-cache-compute's delegation gives the CPU's bits.
  * Exits 77 (skip) where the build has no CUDA or no GPU is visible.
  */
@@ -180,6 +181,49 @@ START_TEST(device_operands_and_the_device_object)
 }
 END_TEST
 
+/* A gather by ids in device memory (the engine's SMALL rows) gives the rows host ids give, from
+ * pieces on the host and an f32 table on the device; an id outside the table, which the host
+ * never reads, is reported by the kernel. */
+START_TEST(gather_by_device_ids)
+{
+    enum { N = 64, K = 40, M = 5 };
+    fg_backend *be = cuda(FG_COMPUTE_F32, 0);
+    fg_device *d = be->dev;
+    fg_err err;
+    float *w = malloc(N * K * 4), o1[M * K], o2[M * K];
+    tu_randf(w, N * K, 11, 1.0f);
+    pieces s;
+    make(&s, be, FG_BUFT_HOST, w, N, K, fg_codec_float(FG_CODEC_F16));
+    fg_weight wt = {NULL, s.n, s.rows, p_acquire, p_release, NULL, &s};
+    int32_t ids[M] = {3, 63, 0, 17, 40}, bad[M] = {3, 64, 0, 17, 40};
+    void *dids, *dw;
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, sizeof ids, &dids, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dids, FG_BUFT_DEVICE, ids, FG_BUFT_HOST, sizeof ids, NULL,
+                                    &err), FG_OK);
+    ck_assert_int_eq(be->iface->gather(be, &wt, N, ids, M, o1, K, &err), FG_OK);
+    ck_assert_int_eq(be->iface->gather(be, &wt, N, dids, M, o2, K, &err), FG_OK);
+    ck_assert(!memcmp(o1, o2, sizeof o1));
+    ck_assert_int_eq(d->iface->copy(d, dids, FG_BUFT_DEVICE, bad, FG_BUFT_HOST, sizeof bad, NULL,
+                                    &err), FG_OK);
+    ck_assert_int_eq(be->iface->gather(be, &wt, N, dids, M, o2, K, &err), FG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "token id 64 outside the vocabulary of 64"), "%s", err.msg);
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, N * K * 4, &dw, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dw, FG_BUFT_DEVICE, w, FG_BUFT_HOST, N * K * 4, NULL, &err),
+                     FG_OK);
+    fg_weight tw = {dw, 0, NULL, NULL, NULL, NULL, NULL};
+    ck_assert_int_eq(be->iface->gather(be, &tw, N, dids, M, o2, K, &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(be->iface->gather(be, &tw, N, ids, M, o2, K, &err), FG_OK);
+    for (int i = 0; i < M; i++)
+        ck_assert(!memcmp(o2 + i * K, w + ids[i] * K, K * 4));
+    ck_assert_int_eq(s.held, 0);
+    d->iface->free(d, FG_BUFT_DEVICE, dids);
+    d->iface->free(d, FG_BUFT_DEVICE, dw);
+    unmake(&s, be, FG_BUFT_HOST);
+    free(w);
+    fg_backend_free(be);
+}
+END_TEST
+
 /* A 4-bit cache written on the device holds the CPU's bytes; attention over it, and the
  * CPU-delegated attention, agree with the CPU backend. */
 START_TEST(q4_cache_and_delegated_attention)
@@ -233,6 +277,7 @@ static Suite *suite(void)
     tcase_add_test(tc, f16_compute_within_bound);
     tcase_add_test(tc, device_operands_and_the_device_object);
     tcase_add_test(tc, q4_cache_and_delegated_attention);
+    tcase_add_test(tc, gather_by_device_ids);
     suite_add_tcase(s, tc);
     return s;
 }
