@@ -67,6 +67,7 @@ typedef struct lane {
     job *head, *tail;
     uint64_t issued, completed;
     pthread_t worker;
+    pthread_cond_t work;     /* signalled when a job arrives on this stream (or stop) */
     int started;
 } lane;
 
@@ -75,7 +76,7 @@ typedef struct sim_dev {
     uint64_t cap;
     double link_bps;         /* 0: unlimited */
     pthread_mutex_t mu;
-    pthread_cond_t cv;       /* signalled when a job completes or arrives */
+    pthread_cond_t cv;       /* broadcast when a job completes */
     pthread_t worker;
     int stop, refs;
     lane lanes[N_LANES];
@@ -123,7 +124,7 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!l->head && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&l->work, &s->mu);
         if (!l->head)
             break;
         job *j = l->head;
@@ -282,7 +283,7 @@ static int copy_async(sim_dev *s, lane *l, void *dst, int dd, const void *src, i
     else
         l->head = j;
     l->tail = j;
-    pthread_cond_broadcast(&s->cv);
+    pthread_cond_signal(&l->work);
     pthread_mutex_unlock(&s->mu);
     *ev = e;
     return FG_OK;
@@ -341,11 +342,14 @@ static void sim_free(sim_dev *s)
 {
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
-    pthread_cond_broadcast(&s->cv);
+    for (int i = 0; i < N_LANES; i++)
+        pthread_cond_signal(&s->lanes[i].work);
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < N_LANES; i++)
         if (s->lanes[i].started)
             pthread_join(s->lanes[i].worker, NULL);
+    for (int i = 0; i < N_LANES; i++)
+        pthread_cond_destroy(&s->lanes[i].work);
     if (s->base)
         munmap(s->base, s->cap);
     if (s->alias)
@@ -403,6 +407,8 @@ int fg_device_sim_create(uint64_t capacity, double link_gbps, fg_device **out, f
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    for (int i = 0; i < N_LANES; i++)
+        pthread_cond_init(&s->lanes[i].work, NULL);
     s->cap = (capacity + 4095) & ~(uint64_t)4095;
     s->link_bps = link_gbps * 1e9;
     s->refs = 1;

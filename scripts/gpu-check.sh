@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh - the first thing to run wherever a GPU is at hand (one prepared script, under
-# 8 minutes on one GPU): build with CUDA, run the GPU tests, then a short benchmark printing each
-# figure beside its ceiling measured in the same run:
+# 8 minutes on one GPU): build with CUDA, run the GPU tests, the CUDA tests again under
+# compute-sanitizer's memcheck, then a short benchmark printing each figure beside its ceiling
+# measured in the same run:
 #   - host -> device GB/s of the pager vs pinned cudaMemcpy;
 #   - Linear TFLOP/s of the CUDA backend vs cuBLAS alone on the same shapes;
 #   - tok/s of synthetic opt-6.7b and a Llama-3-8B shape under --gpu-budget 16G, prompt 512,
@@ -22,6 +23,9 @@ T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
 say() { printf '[%4ss] %s\n' "$(elapsed)" "$*"; }
 fail=0
+# keep FILE: a log of WORKDIR for the one who reads the output (the device tool brings back what
+# is under $OUT)
+keep() { [ -n "${OUT:-}" ] && [ -d "$OUT" ] && cp "$WORK/$1" "$OUT/" 2>/dev/null; return 0; }
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version \
   --format=csv,noheader || say "nvidia-smi: not found"
@@ -54,18 +58,38 @@ gen=()
 if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then # a rerun after a fix can skip nothing else
   command -v cc >/dev/null || command -v gcc >/dev/null || { say "no C compiler on this machine"; exit 1; }
   cmake -S "$ROOT" -B "$WORK" "${gen[@]}" "${cmake_deps[@]}" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 || { tail -20 "$WORK/configure.log"; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 ||
+    { tail -20 "$WORK/configure.log"; keep configure.log; exit 1; }
   cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
     test_quant_cuda test_backend_sim test_pager bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
-    { grep -E "error" "$WORK/build.log" | head -30; exit 1; }
+    { grep -E "error" "$WORK/build.log" | head -30; keep build.log; exit 1; }
   say "built"
 fi
 
 say "GPU tests (a skip here means the GPU was not seen: a failure)"
 out=$(cd "$WORK" && timeout 300 ctest -R "^(test_ops|test_backend_cuda|test_infer_cuda|test_quant_cuda|test_backend_sim|test_pager)$" \
   --output-on-failure 2>&1)
+echo "$out" > "$WORK/tests.log"
 echo "$out" | grep -E "Test +#|tests passed|FAILED|Failed|F:|E:|nmse" | head -60
-echo "$out" | grep -q "Skipped\|Not Run\|Failed\|FAILED" && fail=1
+echo "$out" | grep -q "Skipped\|Not Run\|Failed\|FAILED" && { fail=1; keep tests.log; }
+
+# The kernels under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses, bad
+# frees, leaks of device memory): the CUDA tests unforked, so the tool sees their kernels.
+san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+      /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+if echo "$out" | grep -q "Skipped"; then
+  say "memcheck: skipped (the GPU tests did not see a GPU)"
+elif [ -n "$san" ] && [ -x "$san" ]; then
+  for t in test_backend_cuda test_quant_cuda; do
+    (cd "$WORK" && CK_FORK=no timeout 120 "$san" --tool memcheck --leak-check full --error-exitcode 9 \
+      --print-limit 20 "tests/$t" > "$WORK/memcheck-$t.log" 2>&1)
+    r=$?
+    say "memcheck $t: $(grep -E "ERROR SUMMARY|LEAK SUMMARY" "$WORK/memcheck-$t.log" | tr '\n' ' ')(exit $r)"
+    [ $r = 0 ] || { fail=1; grep -E "=========" "$WORK/memcheck-$t.log" | head -20; keep "memcheck-$t.log"; }
+  done
+else
+  say "compute-sanitizer: not found (memcheck skipped)"
+fi
 
 say "benchmark"
 timeout 120 "$WORK/bench/bench_gpu"
