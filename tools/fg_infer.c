@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -106,10 +107,24 @@ static void usage(FILE *f)
 
 /* A byte count such as 512M or 4G (K/M/G/T are powers of 1024; "iB"/"B" may follow): a whole
  * number of bytes from 1 MiB up to 2^62 (no fraction of a byte, no inf, no wrap). */
+/* What strtod and strtoull would take but a flag value may not be: leading space, a sign where
+ * none belongs, hex ("0x10"), or no digit at all. Decimal digits and '.' only (and 'e' after
+ * them), so "12abc", "nan", "inf" and "0x10" are refused rather than half-read. */
+static int plain_number(const char *s, int sign_ok)
+{
+    if (sign_ok && *s == '-')
+        s++;
+    if (!(*s >= '0' && *s <= '9') && !(*s == '.' && s[1] >= '0' && s[1] <= '9'))
+        return 0;
+    return !strpbrk(s, "xX");
+}
+
 static uint64_t parse_size(const char *flag, const char *s)
 {
     char *end;
     errno = 0;
+    if (!plain_number(s, 0))
+        die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
     double v = strtod(s, &end);
     double mult = 1;
     switch (*end) {
@@ -133,7 +148,7 @@ static uint64_t parse_uint(const char *flag, const char *s, uint64_t lo, uint64_
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-' || v < lo || v > hi)
+    if (!(*s >= '0' && *s <= '9') || errno || *end || v < lo || v > hi) /* no " 5", "+5", "-1" */
         die("%s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]", flag, s, lo, hi);
     return v;
 }
@@ -142,9 +157,29 @@ static double parse_float(const char *flag, const char *s)
 {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
+    double v = plain_number(s, 1) ? strtod(s, &end) : NAN;
+    if (!plain_number(s, 1) || errno || *end || !isfinite(v))
         die("%s %s: expected a number", flag, s);
+    return v;
+}
+
+/* A flag held as a float: a value past FLT_MAX would become inf (or be undefined) on the way. */
+static float parse_f32(const char *flag, const char *s)
+{
+    double v = parse_float(flag, s);
+    if (fabs(v) > FLT_MAX)
+        die("%s %s: out of range", flag, s);
+    return (float)v;
+}
+
+/* A flag naming one thing (the store, the prompt, a file) given twice with different values is
+ * an error, not "the last one wins": --output a --output b must not quietly drop a. */
+static const char *once(const char *flag, const char *prev, const char *v)
+{
+    if (prev && strcmp(prev, v))
+        die("%s given twice ('%s' and '%s')", flag, prev, v);
+    if (!*v && strcmp(flag, "-p")) /* an empty prompt is BOS alone; an empty path is nothing */
+        die("%s: an empty value", flag);
     return v;
 }
 
@@ -184,18 +219,34 @@ enum {
     O_DIST_TIMEOUT, O_MICRO,
 };
 
+/* The option getopt refused, as typed: argv[optind - 1], except for a short option inside a
+ * cluster (the first z of -zz), where optind has not moved past the cluster yet. */
+static const char *bad_opt(char **argv)
+{
+    static char buf[3];
+    const char *t = argv[optind - 1];
+    if (t[0] == '-' && t[1] == '-')
+        return t;
+    if (t[0] == '-' && optopt > 0 && optopt < 256 && strchr(t + 1, optopt))
+        return t;
+    if (optopt <= 0 || optopt >= 256)
+        return t;
+    snprintf(buf, sizeof buf, "-%c", optopt);
+    return buf;
+}
+
 static void parse_one(args *a, int c, char **argv, int argc)
 {
     switch (c) {
-    case 'm': a->r.model = optarg; break;
-    case 'p': a->r.prompt = optarg; break;
-    case O_INPUT: a->r.input = optarg; break;
-    case O_OUTPUT: a->r.output = optarg; break;
+    case 'm': a->r.model = once("-m", a->r.model, optarg); break;
+    case 'p': a->r.prompt = once("-p", a->r.prompt, optarg); break;
+    case O_INPUT: a->r.input = once("--input", a->r.input, optarg); break;
+    case O_OUTPUT: a->r.output = once("--output", a->r.output, optarg); break;
     case O_RESUME: a->r.resume = 1; break;
     case O_MAXNEW: a->r.max_new = (uint32_t)parse_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
-    case O_TEMP: a->r.sample.temperature = (float)parse_float("--temperature", optarg); break;
+    case O_TEMP: a->r.sample.temperature = parse_f32("--temperature", optarg); break;
     case O_TOPK: a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30); break;
-    case O_TOPP: a->r.sample.top_p = (float)parse_float("--top-p", optarg); break;
+    case O_TOPP: a->r.sample.top_p = parse_f32("--top-p", optarg); break;
     case O_SEED: a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX); break;
     case O_STOP:
         if (a->r.n_stops == FG_RUN_MAX_STOPS || !*optarg)
@@ -246,7 +297,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
         break;
     case O_BUDGET: a->r.eo.ram_budget = parse_size("--ram-budget", optarg); break;
     case O_THREADS: a->r.eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
-    case O_TRACE: a->trace = optarg; break;
+    case O_TRACE: a->trace = once("--trace", a->trace, optarg); break;
     case O_VERIFY: a->r.eo.no_verify = 0; break; /* the default */
     case O_NO_VERIFY: a->r.eo.no_verify = 1; break;
     case O_DRY_RUN: a->r.mode = FG_RUN_DRY; break;
@@ -257,7 +308,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
                         : !strcmp(optarg, "f16") ? FG_COMPUTE_F16 : FG_COMPUTE_F32;
         break;
     case O_QUIET: a->r.quiet = 1; break;
-    case O_TEXT: a->r.text = optarg; break;
+    case O_TEXT: a->r.text = once("--text", a->r.text, optarg); break;
     case O_WINDOW: a->r.window = (uint32_t)parse_uint("--window", optarg, 2, 1 << 20); break;
     case O_MAXTOK: a->r.max_tokens = parse_uint("--max-tokens", optarg, 1, UINT64_MAX); break;
     case O_PLEN: a->r.prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
@@ -266,13 +317,13 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_COMPRESS_W: a->r.eo.policy.compress_weight = 1; break;
     case O_COMPRESS_C: a->r.eo.policy.compress_cache = 1; break;
     case O_OFFLOAD: a->r.eo.offload_dir = optarg; break;
-    case O_PFX: a->r.prefix_cache = optarg; break;
+    case O_PFX: a->r.prefix_cache = once("--prefix-cache", a->r.prefix_cache, optarg); break;
     case O_PFX_BUDGET: a->r.prefix_budget = parse_size("--prefix-cache-budget", optarg); break;
     case O_PFX_PAGE:
         a->r.prefix_page_tokens = (uint32_t)parse_uint("--prefix-page-tokens", optarg, 1, 4096);
         break;
     case O_SPARSITY:
-        a->r.eo.policy.attn_sparsity = (float)parse_float("--attn-sparsity", optarg);
+        a->r.eo.policy.attn_sparsity = parse_f32("--attn-sparsity", optarg);
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
             die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
         break;
@@ -286,9 +337,7 @@ static void parse_one(args *a, int c, char **argv, int argc)
         break;
     case 'h': usage(stdout); exit(0);
     default:
-        fprintf(stderr, "fg-infer: bad option or missing value: %s (see fg-infer --help)\n",
-                argv[optind - 1]);
-        exit(2);
+        die("bad option or missing value: %s (see fg-infer --help)", bad_opt(argv));
     }
 }
 
@@ -369,6 +418,11 @@ static void parse_args(args *a, int argc, char **argv)
     }
     if (a->r.calibrate_quick)
         die("--quick belongs to fg-infer calibrate");
+    if (!a->ppl && (a->r.text || a->r.window || a->r.max_tokens)) /* not silently ignored */
+        die("%s belongs to fg-infer ppl", a->r.text ? "--text" : a->r.window ? "--window"
+                                                                            : "--max-tokens");
+    if (a->r.resume && !a->r.input)
+        die("--resume continues an --input/--output job");
     if (!a->r.model) {
         fprintf(stderr, "fg-infer: -m STORE is required (see fg-infer --help)\n");
         exit(2);
