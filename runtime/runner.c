@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -545,10 +546,16 @@ static int generate(run *r, fg_gen_seq *seqs, uint32_t n, const stops *st, tick_
     return rc;
 }
 
+/* What r->out is, for a write error's message. */
+static const char *out_name(const run *r)
+{
+    return r->o->out ? "the output" : "standard output";
+}
+
 static int write_out(run *r, const char *text, fg_err *err)
 {
     if (fputs(text, r->out) == EOF || fflush(r->out))
-        return fg_err_sys(err, FG_ERR_IO, errno, "writing the output");
+        return fg_err_sys(err, FG_ERR_IO, errno, "writing to %s", out_name(r));
     return FG_OK;
 }
 
@@ -651,13 +658,29 @@ static void what_of(const run *r, const fg_job *j, char *buf, size_t cap)
     snprintf(buf, cap, "%s:%zu: prompt \"%.40s\"", r->o->input, j->line, j->id);
 }
 
-/* First pass: the longest prompt + generation and the total of new tokens of what is pending. */
+/* The context a prompt + generation must fit: --max-context, else the model's positions. */
+static int context_limit(run *r, uint32_t *limit, const char **what, fg_err *err)
+{
+    fg_hparams hp;
+    int rc = fg_engine_read_config(r->store, &hp, err);
+    *limit = r->eo.max_ctx && r->eo.max_ctx < hp.max_pos ? r->eo.max_ctx : hp.max_pos;
+    *what = r->eo.max_ctx && r->eo.max_ctx < hp.max_pos ? "--max-context" : "the model's positions";
+    return rc;
+}
+
+/* First pass: the longest prompt + generation and the total of new tokens of what is pending;
+ * a prompt that cannot fit the context is named here, by its line and id, not by the engine
+ * later as "prompt + generation of N tokens" of no prompt in particular. */
 static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t *total,
                      fg_err *err)
 {
-    fg_job_reader *rd;
+    fg_job_reader *rd = NULL;
     fg_job_list l = {0};
-    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    uint32_t limit;
+    const char *lim_what;
+    int rc = context_limit(r, &limit, &lim_what, err);
+    if (rc == FG_OK)
+        rc = fg_job_reader_open(r->o->input, &rd, err);
     *ctx = 0;
     *total = 0;
     while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
@@ -667,6 +690,12 @@ static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t 
             char what[160];
             what_of(r, &l.jobs[i], what, sizeof what);
             rc = encode(r, l.jobs[i].prompt, 1, &ids, &n, what, err);
+            if (rc == FG_OK && (uint64_t)n + job_max_new(r, &l.jobs[i]) > limit) {
+                rc = fg_err_set(err, FG_ERR_INVALID_ARG, "%s: %u prompt tokens + %u new exceed "
+                                "the context of %u (%s)", what, n, job_max_new(r, &l.jobs[i]),
+                                limit, lim_what);
+                free(ids);
+            }
             if (rc == FG_OK) {
                 uint64_t need = (uint64_t)n + job_max_new(r, &l.jobs[i]);
                 *ctx = need > *ctx ? (uint32_t)(need < UINT32_MAX ? need : UINT32_MAX) : *ctx;
@@ -725,6 +754,12 @@ static int fill_block(run *r, jobs_run *j, fg_err *err)
         int rc = encode(r, job->prompt, 1, &ids, &n, what, err);
         if (rc)
             return rc;
+        uint32_t ctx = fg_engine_plan(r->e)->max_ctx; /* from a pipe, sized before any prompt */
+        if ((uint64_t)n + mn > ctx) {
+            free(ids);
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: %u prompt tokens + %u new exceed "
+                              "the context of %u", what, n, mn, ctx);
+        }
         int32_t *out = malloc((size_t)mn * sizeof *out);
         /* the sampler's stream is the input line: a resumed job draws the same numbers */
         j->seqs[i] = (fg_gen_seq){ids, n, mn, r->o->sample, job->line - 1, out, 0, 0};
@@ -874,8 +909,13 @@ done:
 static int read_text(const char *path, char **out, fg_err *err)
 {
     FILE *f = fopen(path, "rb");
+    struct stat st;
     if (!f)
         return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "--text %s", path);
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens a directory */
+        fclose(f);
+        return fg_err_sys(err, FG_ERR_IO, EISDIR, "--text %s", path);
+    }
     char *buf = NULL;
     size_t len = 0, cap = 0, n;
     int rc = FG_OK;
@@ -893,7 +933,11 @@ static int read_text(const char *path, char **out, fg_err *err)
         len += n;
     } while (n > 0);
     if (rc == FG_OK && ferror(f))
-        rc = fg_err_set(err, FG_ERR_IO, "--text %s: read error", path);
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "--text %s: read error", path);
+    const char *nul = rc == FG_OK ? memchr(buf, 0, len) : NULL;
+    if (nul) /* the tokenizer would see the text end there, and score a part of it silently */
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--text %s: a NUL byte at offset %zu (not text)",
+                        path, (size_t)(nul - buf));
     fclose(f);
     if (rc) {
         free(buf);
@@ -954,6 +998,8 @@ static int run_ppl(run *r, fg_err *err)
     int rc = open_store(r, err);
     if (rc == FG_OK)
         rc = read_text(r->o->text, &text, err);
+    if (rc == FG_OK && !text[0])
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--text %s: the file is empty", r->o->text);
     if (rc == FG_OK)
         rc = encode(r, text, 0, &ids, &n, r->o->text, err);
     free(text);
@@ -1033,7 +1079,7 @@ static int run_dry(run *r, fg_err *err)
                     fg_fmt_bytes((double)r->rep.pred_down, down, sizeof down));
         fg_plan_print(fg_engine_plan(r->e), r->out);
         if (fflush(r->out))
-            rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan");
+            rc = fg_err_sys(err, FG_ERR_IO, errno, "writing the plan to %s", out_name(r));
     }
     return rc;
 }
@@ -1070,7 +1116,8 @@ static int run_calibrate(run *r, fg_err *err)
     for (int i = 0; i < FG_CALIB_NM; i++)
         fprintf(r->out, " %u:%.1f", c.m[i], c.gflops_i8[i]);
     fputc('\n', r->out);
-    return fflush(r->out) ? fg_err_sys(err, FG_ERR_IO, errno, "writing the output") : FG_OK;
+    return fflush(r->out) ? fg_err_sys(err, FG_ERR_IO, errno, "writing to %s", out_name(r))
+                          : FG_OK;
 }
 
 int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
