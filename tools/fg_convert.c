@@ -8,7 +8,11 @@
  *
  * Exit 0 on success, 1 with a one-line error naming the file and tensor, 2 on bad usage.
  */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
+#include <signal.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "convert.h"
 #include "fg_progress.h"
@@ -34,9 +39,14 @@ static void usage(FILE *f)
           f);
 }
 
+static volatile sig_atomic_t g_signal;
+static void die_of_signal(fg_progress *bar);
+
 static void progress(void *ctx, uint64_t done, uint64_t total)
 {
     fg_progress *p = ctx;
+    if (g_signal)
+        die_of_signal(p);
     p->total = total;
     fg_progress_update(p, done);
 }
@@ -46,12 +56,86 @@ static uint64_t num(const char *flag, const char *s, uint64_t lo, uint64_t hi)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
+    if (!(*s >= '0' && *s <= '9') || errno || *end || v < lo || v > hi) { /* no " 5", "+5" */
         fprintf(stderr, "fg-convert: %s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]\n",
                 flag, s, lo, hi);
         exit(2);
     }
     return v;
+}
+
+/* A path flag given twice with different values, or empty, is a usage error. */
+static const char *once(const char *flag, const char *prev, const char *v)
+{
+    if ((prev && strcmp(prev, v)) || !*v) {
+        fprintf(stderr, "fg-convert: %s %s\n", flag, *v ? "given twice" : "is empty");
+        exit(2);
+    }
+    return v;
+}
+
+/* The option getopt refused, as typed (a short one inside a cluster: -z of -zz). */
+static const char *bad_opt(char **argv)
+{
+    static char buf[3];
+    const char *t = argv[optind - 1];
+    if ((t[0] == '-' && t[1] == '-') || optopt <= 0 || optopt >= 256 ||
+        (t[0] == '-' && strchr(t + 1, optopt)))
+        return t;
+    snprintf(buf, sizeof buf, "-%c", optopt);
+    return buf;
+}
+
+/* ---- SIGINT, SIGTERM, SIGHUP: no half store left behind ----
+ * The store a conversion creates is complete only once its batch commits; until then it has no
+ * config and fg-infer calls it unfinished. An interrupted conversion removes what it created
+ * (the directory, or its contents when -o was an existing empty directory), says so in one
+ * line, and dies of the signal. The handler only records it: the removal runs from the progress
+ * callback, which the conversion calls between chunks (single-threaded), never inside a write. */
+static const char *g_out;
+static int g_out_existed;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag;
+    return ftw->level == 0 && g_out_existed ? 0 : remove(p);
+}
+
+static void die_of_signal(fg_progress *bar)
+{
+    int sig = g_signal;
+    fg_progress_end(bar);
+    if (g_out)
+        nftw(g_out, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fprintf(stderr, "fg-convert: interrupted (%s)%s%s%s\n", strsignal(sig),
+            g_out ? ": the unfinished store " : "", g_out ? g_out : "", g_out ? " was removed" : "");
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+static void catch_signals(const char *out)
+{
+    struct stat st;
+    struct sigaction sa;
+    DIR *d = opendir(out);
+    struct dirent *de;
+    int empty = 1;
+    while (d && empty && (de = readdir(d)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    if (d)
+        closedir(d);
+    g_out_existed = stat(out, &st) == 0;
+    g_out = !g_out_existed || (d && empty) ? out : NULL; /* never what was there before */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second one kills at once, e.g. a conversion stuck on NFS */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 int main(int argc, char **argv)
@@ -68,16 +152,16 @@ int main(int argc, char **argv)
     const char *out = NULL, *model = NULL;
     uint64_t seed = 0;
     opterr = 0;
-    int quiet = 0, c, bits = 0, synth = argc > 1 && !strcmp(argv[1], "synth");
+    int quiet = 0, c, bits = 0, seed_given = 0, synth = argc > 1 && !strcmp(argv[1], "synth");
     if (synth) {
         argv++;
         argc--;
     }
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': out = optarg; break;
-        case 'M': model = optarg; break;
-        case 's': seed = num("--seed", optarg, 0, UINT64_MAX); break;
+        case 'o': out = once("-o", out, optarg); break;
+        case 'M': model = once("--model", model, optarg); break;
+        case 's': seed = num("--seed", optarg, 0, UINT64_MAX); seed_given = 1; break;
         case 'c': o.compress_weight = 1; break;
         case 'b':
             bits = (int)num("--weight-bits", optarg, 4, 8);
@@ -88,13 +172,13 @@ int main(int argc, char **argv)
             break;
         case 'g': o.group_size = (uint32_t)num("--group-size", optarg, 8, 4096); break;
         case 'a': o.group_axis = (int)num("--group-axis", optarg, 0, 1); break;
-        case 't': o.tokenizer_dir = optarg; break;
+        case 't': o.tokenizer_dir = once("--tokenizer", o.tokenizer_dir, optarg); break;
         case 'k': o.chunk_bytes = num("--chunk-mib", optarg, 1, 1024) << 20; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "fg-convert: bad option or missing value: %s (see fg-convert --help)\n",
-                    argv[optind - 1]);
+                    bad_opt(argv));
             return 2;
         }
     }
@@ -102,6 +186,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "fg-convert: %s (see fg-convert --help)\n",
                 !out ? "-o STORE is required" : synth ? "synth needs --model and no other argument"
                                                       : "give one checkpoint directory");
+        return 2;
+    }
+    /* flags that would do nothing here are refused, not ignored */
+    const char *idle = !synth && model ? "--model" : !synth && seed_given ? "--seed"
+                     : !bits && !o.compress_weight && o.group_size ? "--group-size"
+                     : !bits && !o.compress_weight && o.group_axis >= 0 ? "--group-axis" : NULL;
+    if (idle) {
+        fprintf(stderr, "fg-convert: %s %s (see fg-convert --help)\n", idle,
+                idle[2] == 'g' ? "needs --compress-weight or --weight-bits"
+                               : "belongs to fg-convert synth");
+        return 2;
+    }
+    if (synth && !o.tokenizer_dir) {
+        fprintf(stderr, "fg-convert: synth needs --tokenizer DIR (vocab.json, merges.txt)\n");
         return 2;
     }
     if (bits)
@@ -118,11 +216,14 @@ int main(int argc, char **argv)
     struct stat st;
     int from_store = !synth && snprintf(id, sizeof id, "%s/store.id", argv[optind]) > 0 &&
                      stat(id, &st) == 0;
+    catch_signals(out);
     if (from_store && o.tokenizer_dir)
         fprintf(stderr, "fg-convert: --tokenizer is ignored: the store's tokenizer is copied\n");
     int rc = synth ? fg_convert_synth(model, out, seed, &o, &rep, &err)
              : from_store ? fg_convert_store(argv[optind], out, &o, &rep, &err)
                           : fg_convert_import(argv[optind], out, &o, &rep, &err);
+    if (rc && g_signal) /* the conversion removed what it made; say why it stopped */
+        die_of_signal(&bar);
     fg_progress_end(&bar);
     if (rc) {
         fprintf(stderr, "fg-convert: %s\n", err.msg);
