@@ -192,6 +192,14 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p);
 }
 
+/* The same below an -o directory that existed (empty: fg_store_create refuses any other), which
+ * stays. */
+static int rm_below(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag;
+    return ftw->level ? remove(p) : 0;
+}
+
 int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err)
 {
     memset(j, 0, sizeof *j);
@@ -214,8 +222,8 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
     }
     fg_store_batch_abort(j->batch);
     fg_store_close(j->store);
-    if (rc && j->created_dir && j->store)
-        nftw(j->dst, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (rc && j->store) /* a failed conversion leaves no half store, in a dir of its own or not */
+        nftw(j->dst, j->created_dir ? rm_one : rm_below, 16, FTW_DEPTH | FTW_PHYS);
     if (rep) {
         rep->tensors = j->tensors;
         rep->source_bytes = j->done;
