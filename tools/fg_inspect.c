@@ -158,6 +158,7 @@ static int inspect(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int json = 0, verify = 0, chunks = 1, reindex = 0, c;
+    opterr = 0; /* one line of our own, not getopt's and the usage */
     while ((c = getopt_long(argc, argv, "jvnh", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
@@ -165,11 +166,19 @@ static int inspect(int argc, char **argv)
         case 'n': chunks = 0; break;
         case 'r': reindex = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
+                fprintf(stderr, "fg-inspect: unknown option -%c (see fg-inspect --help)\n", optopt);
+            else
+                fprintf(stderr, "fg-inspect: unknown option %s (see fg-inspect --help)\n",
+                        argv[optind - 1]);
+            return 2;
         }
     }
     if (optind != argc - 1) {
-        usage(stderr);
+        fprintf(stderr, "fg-inspect: %s (see fg-inspect --help)\n",
+                optind == argc ? "give one FILE.fgt or store directory"
+                               : "give one FILE.fgt or store directory, not several");
         return 2;
     }
     struct stat sb;

@@ -1,5 +1,6 @@
 /* fg-sample - write a small .fgt file with one tensor of each codec and some metadata, so a
  * new user (and SPEC.md's worked example) can see the format without a model. Deterministic. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,5 +74,9 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("wrote %s\n", argv[1]);
+    if (fflush(stdout) || ferror(stdout)) { /* the file is whole; the report of it is lost */
+        fprintf(stderr, "fg-sample: stdout: write error: %s\n", strerror(errno));
+        return 1;
+    }
     return 0;
 }

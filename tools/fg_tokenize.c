@@ -26,13 +26,20 @@ static void usage(FILE *f)
             FG_GPT2_DIR);
 }
 
-/* Read all of f; the buffer is NUL-terminated (not counted in *len). */
+/* Read all of f; the buffer is NUL-terminated (not counted in *len). NULL with errno set on a
+ * read error (a directory given to -f reads as EISDIR, not as no text) or no memory. */
 static char *slurp(FILE *f, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     while (b) {
         n += fread(b + n, 1, cap - 1 - n, f);
+        if (ferror(f)) {
+            int e = errno;
+            free(b);
+            errno = e ? e : EIO;
+            return NULL;
+        }
         if (n < cap - 1)
             break;
         char *nb = realloc(b, cap *= 2);
@@ -50,6 +57,10 @@ static int read_ids(int argc, char **argv, fg_tok_ids *v)
 {
     size_t len = 0;
     char *in = argc ? NULL : slurp(stdin, &len);
+    if (!argc && !in) {
+        fprintf(stderr, "fg-tokenize: stdin: %s\n", strerror(errno));
+        return 1;
+    }
     for (int i = 0; ; i++) {
         const char *s = argc ? (i < argc ? argv[i] : NULL) : (i == 0 ? in : NULL);
         if (!s)
@@ -57,24 +68,35 @@ static int read_ids(int argc, char **argv, fg_tok_ids *v)
         for (char *end; *s;) {
             errno = 0;
             long v2 = strtol(s, &end, 10);
-            if (end == s) {
-                if (*s == ' ' || *s == '\n' || *s == '\t' || *s == ',' || *s == '\r') {
-                    s++;
-                    continue;
-                }
-                fprintf(stderr, "fg-tokenize: --decode: not an id: \"%.20s\"\n", s);
+            if (*s == ' ' || *s == '\n' || *s == '\t' || *s == ',' || *s == '\r') {
+                s++;
+                continue;
+            }
+            int wl = (int)strcspn(s, " \n\t,\r"); /* the word at fault, on one line */
+            if (end == s || (*end && !strchr(" \n\t,\r", *end))) {
+                fprintf(stderr, "fg-tokenize: --decode: not an id: \"%.*s\"\n",
+                        wl < 40 ? wl : 40, s);
                 free(in);
                 return 2;
             }
+            if (errno || v2 < INT32_MIN || v2 > INT32_MAX) {
+                fprintf(stderr, "fg-tokenize: --decode: %.*s is not a token id\n",
+                        wl < 40 ? wl : 40, s);
+                free(in);
+                return 1;
+            }
             if (v->n == v->cap) {
-                v->cap = v->cap ? 2 * v->cap : 256;
-                v->ids = realloc(v->ids, v->cap * sizeof *v->ids);
-                if (!v->ids) {
+                size_t cap = v->cap ? 2 * v->cap : 256;
+                int32_t *ni = realloc(v->ids, cap * sizeof *v->ids);
+                if (!ni) {
                     fprintf(stderr, "fg-tokenize: out of memory\n");
+                    free(in);
                     return 1;
                 }
+                v->ids = ni;
+                v->cap = cap;
             }
-            v->ids[v->n++] = errno || v2 < INT32_MIN || v2 > INT32_MAX ? -1 : (int32_t)v2;
+            v->ids[v->n++] = (int32_t)v2;
             s = end;
         }
     }
@@ -123,6 +145,7 @@ int main(int argc, char **argv)
     const char *dir = FG_GPT2_DIR, *file = NULL;
     unsigned eflags = 0, dflags = 0;
     int decode = 0, c;
+    opterr = 0; /* one line of our own, not getopt's and the usage */
     while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': dir = optarg; break;
@@ -132,8 +155,21 @@ int main(int argc, char **argv)
         case 'k': dflags |= FG_TOK_SKIP_SPECIAL; break;
         case 'f': file = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
+                fprintf(stderr, "fg-tokenize: bad option or missing value: -%c (see "
+                        "fg-tokenize --help)\n", optopt);
+            else
+                fprintf(stderr, "fg-tokenize: bad option or missing value: %s (see "
+                        "fg-tokenize --help)\n", argv[optind - 1]);
+            return 2;
         }
+    }
+    if (file && (decode || optind < argc)) { /* not one of them silently dropped */
+        fprintf(stderr, "fg-tokenize: -f %s: %s\n", file,
+                decode ? "--decode reads ids from arguments or stdin, not -f"
+                       : "give TEXT arguments or -f FILE, not both");
+        return 2;
     }
     fg_tok *tok;
     fg_err err;
@@ -152,15 +188,19 @@ int main(int argc, char **argv)
         FILE *f = !file || strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
         size_t len = 0;
         char *text = f ? slurp(f, &len) : NULL;
-        if (!f)
-            fprintf(stderr, "fg-tokenize: %s: %s\n", file, strerror(errno));
-        else if (!text)
-            fprintf(stderr, "fg-tokenize: %s: out of memory\n", file ? file : "stdin");
+        if (!text)
+            fprintf(stderr, "fg-tokenize: %s: %s\n", file && f != stdin ? file : "stdin",
+                    strerror(errno));
         rc = text ? do_encode(tok, text, len, eflags) : 1;
         if (f && f != stdin)
             fclose(f);
         free(text);
     }
     fg_tok_free(tok);
+    if (fflush(stdout) || ferror(stdout)) { /* ids nobody received are a failure */
+        fprintf(stderr, "fg-tokenize: stdout: write error: %s\n",
+                errno ? strerror(errno) : "output lost");
+        return 1;
+    }
     return rc;
 }
