@@ -241,7 +241,14 @@ static int open_store(run *r, fg_err *err)
     int rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
     if (rc == FG_OK)
         rc = fg_engine_read_config(r->store, &hp, err);
-    return rc ? rc : fg_engine_read_tokenizer(r->store, &r->tok, err);
+    if (rc == FG_OK && (rc = fg_engine_read_tokenizer(r->store, &r->tok, err)) &&
+        strncmp(err->msg, r->o->model, strlen(r->o->model))) { /* "tokenizer.vocab_json:1:..." */
+        char m[FG_ERR_MSG_MAX];
+        snprintf(m, sizeof m, "%s", err->msg);
+        fg_err_set(err, rc, "%s: %s (check it with fg-inspect --verify %s)", r->o->model, m,
+                   r->o->model);
+    }
+    return rc;
 }
 
 /* ---- the policy search (--policy auto) ---- */
