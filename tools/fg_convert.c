@@ -133,9 +133,12 @@ static void catch_signals(const char *out)
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESETHAND; /* a second one kills at once, e.g. a conversion stuck on NFS */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) { /* one ignored by whoever started us (nohup, &) stays so */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 int main(int argc, char **argv)
