@@ -79,4 +79,54 @@ set +e; err=$("$CONVERT" store -o store-q5 --weight-bits 5 2>&1); rc=$?; set -e
 [ $rc -eq 2 ] && [[ $err == *"--weight-bits 5"* ]] && [ ! -e store-q5 ] ||
   { echo "--weight-bits 5: rc $rc: $err"; exit 1; }
 echo "8-bit store ok"
+
+# ---- hostile flags: usage errors (exit 2, one line naming the flag), nothing written
+usage_fail() {
+  local want=$1; shift
+  set +e; err=$("$CONVERT" "$@" 2>&1 >/dev/null); rc=$?; set -e
+  [ $rc -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ $err == *"$want"* ]] &&
+    [ ! -e out-usage ] || { echo "fg-convert $*: rc $rc, want 2 naming '$want': $err"; exit 1; }
+}
+usage_fail "--group-size +32" "$FIX/opt_tiny" -o out-usage --compress-weight --group-size +32
+usage_fail "--chunk-mib  5" "$FIX/opt_tiny" -o out-usage --chunk-mib " 5"
+usage_fail "--seed belongs to fg-convert synth" "$FIX/opt_tiny" -o out-usage --seed 3
+usage_fail "--model belongs to fg-convert synth" "$FIX/opt_tiny" -o out-usage --model opt-125m
+usage_fail "--group-size needs" "$FIX/opt_tiny" -o out-usage --group-size 32
+usage_fail "-o given twice" "$FIX/opt_tiny" -o out-usage -o out-usage2
+usage_fail "-o is empty" "$FIX/opt_tiny" -o ""
+usage_fail "synth needs --tokenizer" synth --model opt-tiny -o out-usage
+usage_fail "value: -z " "$FIX/opt_tiny" -zz -o out-usage
+echo "hostile flags: exit 2, one line each"
+
+# ---- a conversion killed (SIGTERM) before its commit removes its store and dies of the signal;
+# one that wins the race is whole
+set +e
+"$CONVERT" ck -o killed --tokenizer "$TOK" --quiet 2>kill.err & pid=$!
+for _ in $(seq 200); do [ -e killed/weights-000001.fgt ] && break; sleep 0.05; done
+kill -TERM $pid; wait $pid; rc=$?
+set -e
+if [ $rc -eq 143 ]; then
+  [ ! -e killed ] && grep -q 'interrupted (Terminated): the unfinished store killed was removed' kill.err &&
+    [ "$(grep -c . kill.err)" -eq 1 ] || { echo "SIGTERM: left $(ls killed 2>&1): $(cat kill.err)"; exit 1; }
+  echo "SIGTERM mid-conversion: no store left, one line"
+else
+  [ $rc -eq 0 ] && "$INSPECT" --verify --no-chunks killed >/dev/null ||
+    { echo "SIGTERM: exit $rc and not a whole store: $(cat kill.err)"; exit 1; }
+  echo "SIGTERM came after the commit: the store is whole"
+fi
+# a conversion that fails into an existing empty -o directory (a full disk: needs a tmpfs, so a
+# user namespace) leaves the directory as it was, empty
+mkdir -p small
+if unshare --user --map-root-user --mount sh -c 'mount -t tmpfs -o size=1m tmpfs small' 2>/dev/null; then
+  set +e
+  left=$(unshare --user --map-root-user --mount bash -c 'mount -t tmpfs -o size=1m tmpfs small &&
+         mkdir small/dst && "$0" ck -o small/dst --tokenizer "$1" --quiet 2>small/err; echo "rc=$?";
+         ls -A small/dst; cat small/err' "$CONVERT" "$TOK")
+  set -e
+  [[ $left == "rc=1"$'\n'"fg-convert: small/dst/"*"No space left on device" ]] ||
+    { echo "a full disk into an empty -o dir left: $left"; exit 1; }
+  echo "full disk into an existing empty dir: nothing left behind"
+else
+  echo "full disk: skipped (no user namespaces to mount a small tmpfs)"
+fi
 echo "fg-convert end-to-end ok"
