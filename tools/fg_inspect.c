@@ -187,6 +187,10 @@ static int inspect(int argc, char **argv)
         fprintf(stderr, "fg-inspect: --reindex %s: not a store directory\n", argv[optind]);
         return 2;
     }
+    if (!is_dir && stat(argv[optind], &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a FIFO's open */
+        fprintf(stderr, "fg-inspect: %s: not a .fgt file or a store directory\n", argv[optind]);
+        return 1;                                                           /* would block */
+    }
     if (reindex) {
         fg_err err;
         if (fg_store_reindex(argv[optind], NULL, &err)) {
