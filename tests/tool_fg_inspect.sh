@@ -32,4 +32,16 @@ set +e
 "$INSPECT" --bogus "$F" >/dev/null 2>&1; rc=$?
 set -e
 [ $rc -eq 2 ] || { echo "bad flag rc=$rc"; exit 1; }
+# usage errors are one line naming the flag (not getopt's line and the whole usage); a FIFO is
+# refused, not opened (the open would wait for a writer forever); fg-sample's stdout full: exit 1
+for args in "--bogus $F" "-zz $F" "$F $F" ""; do
+  set +e; err=$("$INSPECT" $args 2>&1 >/dev/null); rc=$?; set -e
+  [ $rc -eq 2 ] && [ "$(grep -c . <<<"$err")" -eq 1 ] || { echo "usage '$args': rc=$rc $err"; exit 1; }
+done
+[[ $err == *"give one FILE.fgt or store directory"* ]] || { echo "no argument: $err"; exit 1; }
+mkfifo "$WORK/fifo"
+set +e; err=$(timeout 20 "$INSPECT" "$WORK/fifo" 2>&1 >/dev/null); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *"fifo: not a .fgt file or a store directory" ]] || { echo "fifo: rc=$rc $err"; exit 1; }
+set +e; err=$("$SAMPLE" "$WORK/again.fgt" 2>&1 >/dev/full); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *"stdout: write error"* ]] || { echo "fg-sample >/dev/full: rc=$rc $err"; exit 1; }
 echo "fg-inspect end-to-end ok"

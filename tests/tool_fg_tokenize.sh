@@ -31,4 +31,20 @@ cmp "$WORK/in.txt" "$WORK/back3.txt" || { echo "tokenizer.json file round trip: 
 ids=$("$TOK" --dir "$LLAMA3" --bos --special "Hi<|eot_id|>")
 out=$("$TOK" --dir "$LLAMA3" --decode $ids)
 [ "$out" = "<|begin_of_text|>Hi<|eot_id|>" ] || { echo "tokenizer.json --bos: $ids -> $out"; exit 1; }
+# hostile input: one line each naming the culprit; usage errors exit 2, bad input 1
+t() { local want=$1 code=$2; shift 2
+  set +e; err=$("$TOK" --dir "$GPT2" "$@" 2>&1 >/dev/null <"$WORK/in.txt"); rc=$?; set -e
+  [ $rc -eq "$code" ] && [ "$(grep -c . <<<"$err")" -eq 1 ] && [[ $err == *"$want"* ]] ||
+    { echo "fg-tokenize $*: rc=$rc (want $code, '$want'): $err"; exit 1; }; }
+mkdir -p "$WORK/adir"
+t "--bogus" 2 --bogus
+t "value: -z " 2 -zz
+t "value: -f " 2 -f
+t "give TEXT arguments or -f FILE, not both" 2 hi -f "$WORK/in.txt"
+t "--decode reads ids from arguments or stdin" 2 --decode -f "$WORK/in.txt"
+t "adir: Is a directory" 1 -f "$WORK/adir"
+t "99999999999 is not a token id" 1 --decode 99999999999
+t 'not an id: "caf' 2 --decode
+set +e; err=$("$TOK" --dir "$GPT2" hello 2>&1 >/dev/full); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *"stdout: write error"* ]] || { echo ">/dev/full: rc=$rc $err"; exit 1; }
 echo ok
