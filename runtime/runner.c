@@ -1127,6 +1127,27 @@ static int run_calibrate(run *r, fg_err *err)
                           : FG_OK;
 }
 
+/* --trace is written when the engine closes, at the end of the run: a path that cannot be
+ * written (a directory, a missing or read-only directory) is named now, not after hours of
+ * generating. Nothing is created here. */
+static int check_trace_path(const char *path, fg_err *err)
+{
+    struct stat st;
+    char dir[4096];
+    if (!path)
+        return FG_OK;
+    if (stat(path, &st) == 0)
+        return S_ISDIR(st.st_mode) ? fg_err_sys(err, FG_ERR_IO, EISDIR, "--trace %s", path)
+             : access(path, W_OK) ? fg_err_sys(err, FG_ERR_IO, errno, "--trace %s", path)
+                                  : FG_OK;
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    if (access(dir, W_OK | X_OK))
+        return fg_err_sys(err, FG_ERR_IO, errno, "--trace %s: cannot create it in %s", path, dir);
+    return FG_OK;
+}
+
 int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
 {
     run r;
@@ -1137,8 +1158,10 @@ int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
     r.log = o->log ? o->log : stderr;
     r.eo.notice = notice;
     r.eo.notice_ctx = &r;
-    int rc;
-    switch (o->mode) {
+    int rc = o->mode == FG_RUN_DRY || o->mode == FG_RUN_CALIBRATE
+                 ? FG_OK : check_trace_path(r.eo.trace_path, err);
+    switch (rc ? -1 : (int)o->mode) {
+    case -1: break;
     case FG_RUN_PROMPT: rc = run_prompt(&r, err); break;
     case FG_RUN_JOBS: rc = run_jobs(&r, err); break;
     case FG_RUN_SYNTHETIC: rc = run_synthetic(&r, err); break;
