@@ -127,6 +127,49 @@ expect_fail 1 "$CONVERT" tiny-q4 -o tiny-q4c --compress-weight   # already 4-bit
 expect_fail 1 "$INFER" -m tiny -p hi --compress-weight --offload-dir /nonexistent
 printf 'not json\n' > bad.jsonl
 expect_fail 1 "$INFER" -m tiny --input bad.jsonl --output o.jsonl
+# hostile flags: no sign, space or hex in a number (" -1" wrapped to 2^64-1), a float past
+# FLT_MAX named as typed, a flag naming one thing given twice, a flag of another mode, -z of -zz
+for f in "--seed  -1" "--seed +3" "--max-new-tokens  5" "--top-k 0x10" "--ram-budget 0x100000" \
+         "--temperature 0x1p3" "--temperature 1e300" "--top-p  1"; do
+  expect_fail 2 "$INFER" -m tiny -p hi "${f%% *}" "${f#* }"
+  [[ $err == *"${f%% *} ${f#* }:"* ]] || { echo "$f: not named: $err"; exit 1; }
+done
+expect_fail 2 "$INFER" -m tiny -p a -p b
+[[ $err == *"-p given twice"* ]] || { echo "-p twice: $err"; exit 1; }
+expect_fail 2 "$INFER" -m tiny --input a.jsonl --output o1.jsonl --output o2.jsonl
+expect_fail 2 "$INFER" -m tiny -p hi --resume
+expect_fail 2 "$INFER" -m tiny -p hi --window 8
+expect_fail 2 "$INFER" -m "" -p hi
+expect_fail 2 "$INFER" -zz
+[[ $err == *"value: -z "* ]] || { echo "-zz: $err"; exit 1; }
+# ppl: a directory, a NUL byte, an empty file, each named
+mkdir -p adir && printf 'a\0b c d' > nul.txt && : > empty.txt
+expect_fail 1 "$INFER" ppl -m tiny --text adir
+[[ $err == *"--text adir: Is a directory"* ]] || { echo "--text dir: $err"; exit 1; }
+expect_fail 1 "$INFER" ppl -m tiny --text nul.txt
+[[ $err == *"--text nul.txt: a NUL byte at offset 1"* ]] || { echo "--text NUL: $err"; exit 1; }
+expect_fail 1 "$INFER" ppl -m tiny --text empty.txt
+# a JSONL prompt longer than the context is named by line and id, from a file and a pipe
+printf '{"id": "ok", "prompt": "hi"}\n{"id": "long", "prompt": "%s"}\n' "$(printf 'x %.0s' $(seq 300))" > long.jsonl
+expect_fail 1 "$INFER" -m tiny --input long.jsonl --output long-out.jsonl --max-context 64
+[[ $err == *'long.jsonl:2: prompt "long": '*"exceed the context of 64"* ]] || { echo "long prompt: $err"; exit 1; }
+set +e; err=$("$INFER" -m tiny --input - --output long-out2.jsonl --max-context 64 < long.jsonl 2>&1 >/dev/null); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *'-:2: prompt "long": '* ]] || { echo "long prompt from a pipe: $rc $err"; exit 1; }
+# --prefix-cache naming a model store is refused, and the store is left byte for byte
+cp -r tiny tiny-copy && sum=$(cat tiny-copy/catalog/data.mdb tiny-copy/*.fgt | md5sum)
+expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 2 --prefix-cache tiny-copy
+[[ $err == *"--prefix-cache tiny-copy: a store of"*"not a prefix cache"* ]] &&
+  [ "$(cat tiny-copy/catalog/data.mdb tiny-copy/*.fgt | md5sum)" = "$sum" ] &&
+  [ "$(ls tiny-copy)" = "$(ls tiny)" ] || { echo "--prefix-cache on a model store: $err; $(ls tiny-copy)"; exit 1; }
+# a full stdout is named
+set +e; err=$("$INFER" -m tiny -p hi --max-new-tokens 2 --quiet 2>&1 >/dev/full); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *"writing to standard output: No space left on device" ]] ||
+  { echo "/dev/full: $rc $err"; exit 1; }
+# a --trace that cannot be written is named before the run, not after it (nothing printed)
+set +e; out=$("$INFER" -m tiny -p hi --max-new-tokens 2 --quiet --trace adir 2>err.txt); rc=$?; set -e
+[ $rc -eq 1 ] && [ -z "$out" ] && [[ $(cat err.txt) == *"--trace adir: Is a directory" ]] ||
+  { echo "--trace DIR: rc=$rc out='$out' $(cat err.txt)"; exit 1; }
+echo "hostile input: one line each"
 expect_fail 1 "$CONVERT" synth --model opt-9b -o x --tokenizer "$TOK"
 # ---- 5. the simulated GPU (--backend sim): everything on it, or weights split GPU/RAM, the
 # CPU's tokens; device flags without a device are refused
