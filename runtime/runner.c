@@ -419,7 +419,14 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
 
 static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
 {
-    int rc = r->eo.policy.compress_weight ? quantize_at_load(r, err) : FG_OK;
+    fg_hparams hp; /* a run longer than the model's context is that, said before the policy
+                    * search, which would name a --ram-budget no block of that length fits */
+    int rc = fg_engine_read_config(r->store, &hp, err);
+    if (rc == FG_OK && (uint64_t)P + G > hp.max_pos)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %" PRIu64 " tokens "
+                          "exceeds the model's %u positions", (uint64_t)P + G, hp.max_pos);
+    if (rc == FG_OK && r->eo.policy.compress_weight)
+        rc = quantize_at_load(r, err);
     if (!r->eo.max_ctx)
         r->eo.max_ctx = P + G;
     r->eo.gen_hint = G; /* a pipeline's split weighs the head by it */
@@ -1010,8 +1017,11 @@ static int run_ppl(run *r, fg_err *err)
     if (rc == FG_OK)
         rc = encode(r, text, 0, &ids, &n, r->o->text, err);
     free(text);
-    if (rc == FG_OK && !W && (rc = fg_engine_read_config(r->store, &hp, err)) == FG_OK)
+    if (rc == FG_OK && (rc = fg_engine_read_config(r->store, &hp, err)) == FG_OK && !W)
         W = hp.max_pos;
+    if (rc == FG_OK && W > hp.max_pos)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--window %u: more than the model's %u "
+                        "positions", W, hp.max_pos);
     if (rc == FG_OK && W < 2)
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--window %u: at least 2 tokens", W);
     if (rc == FG_OK && n < 2)
