@@ -187,13 +187,17 @@ static const char *once(const char *flag, const char *prev, const char *v)
 static void parse_percent(args *a, char **argv, int *optind_io, int argc)
 {
     double v[6];
-    int i0 = *optind_io - 1;
+    int i0 = *optind_io - 1, eq = argv[i0] != optarg; /* --percent=WG WC ...: WG is in argv[i0] */
     for (int i = 0; i < 6; i++) {
         if (i0 + i >= argc)
             die("--percent needs 6 numbers (WG WC CG CC HG HC)");
-        v[i] = parse_float("--percent", argv[i0 + i]);
+        if (i == 0 && eq)
+            v[0] = parse_float("--percent", optarg);
+        else
+            v[i] = parse_float("--percent", argv[i0 + i]);
         if (v[i] < 0 || v[i] > 100)
-            die("--percent %s: each number is a percentage in [0, 100]", argv[i0 + i]);
+            die("--percent %s: each number is a percentage in [0, 100]",
+                i == 0 && eq ? optarg : argv[i0 + i]);
     }
     *optind_io = i0 + 6;
     double *dst[3] = {a->r.eo.policy.frac.w, a->r.eo.policy.frac.c, a->r.eo.policy.frac.h};
