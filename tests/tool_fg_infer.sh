@@ -142,6 +142,14 @@ expect_fail 2 "$INFER" -m tiny -p hi --window 8
 expect_fail 2 "$INFER" -m "" -p hi
 expect_fail 2 "$INFER" -zz
 [[ $err == *"value: -z "* ]] || { echo "-zz: $err"; exit 1; }
+# a run longer than the model's context says so (the policy search named a --ram-budget never
+# given); --window past it is named; --percent=WG WC ... reads like --percent WG WC ...
+expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 1048576
+[[ $err == *"exceeds the model's"*"positions"* ]] || { echo "huge generation: $err"; exit 1; }
+printf 'a few words to score\n' > words.txt
+expect_fail 1 "$INFER" ppl -m tiny --text words.txt --window 1048576
+[[ $err == *"--window 1048576: more than the model's"* ]] || { echo "huge window: $err"; exit 1; }
+"$INFER" -m tiny -p hi --percent=0 100 0 100 0 100 --dry-run > /dev/null
 # ppl: a directory, a NUL byte, an empty file, each named
 mkdir -p adir && printf 'a\0b c d' > nul.txt && : > empty.txt
 expect_fail 1 "$INFER" ppl -m tiny --text adir
