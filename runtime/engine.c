@@ -36,6 +36,7 @@
 #include "quant.h"
 
 #define MB (1024.0 * 1024.0)
+#define GIB (1024.0 * 1024.0 * 1024.0)
 #define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
 /* ---- metadata ---- */
@@ -248,6 +249,18 @@ uint64_t fg_engine_offload_free(const fg_engine_opts *o)
     struct statvfs vf;
     return statvfs(fg_engine_offload_dir(o), &vf) ? UINT64_MAX
                                                   : (uint64_t)vf.f_bavail * vf.f_frsize;
+}
+
+uint64_t fg_engine_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f) && sscanf(line, "MemAvailable: %llu kB", &kb) != 1)
+        ;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
 }
 
 static const char *offload_dir(const fg_engine *e) { return fg_engine_offload_dir(&e->o); }
@@ -628,6 +641,12 @@ static int engine_init(fg_engine *e, fg_err *err)
     e->ngb = e->plan.ngb;
     if (e->o.plan_only)
         return FG_OK;
+    uint64_t avail = e->o.ram_budget ? 0 : fg_engine_mem_available();
+    if (avail && e->plan.total_host > avail)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "the plan needs %.1f GiB of RAM (block %u x %u, "
+                          "context %u), more than the %.1f GiB available: a smaller "
+                          "--gpu-batch-size or --num-gpu-batches, or less in RAM by --percent", e->plan.total_host / GIB, e->gbs, e->ngb,
+                          e->max_ctx, avail / GIB);
     if ((rc = fg_engine_backend_create(e, err)) || (rc = open_pager(e, err)))
         return rc;
     return alloc_buffers(e, err);

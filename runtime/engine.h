@@ -64,6 +64,10 @@ const char *fg_engine_offload_dir(const fg_engine_opts *o);
 /* Bytes its file system has free for an unprivileged user; UINT64_MAX when statvfs cannot
  * tell. */
 uint64_t fg_engine_offload_free(const fg_engine_opts *o);
+/* Bytes of RAM the kernel says are available now (MemAvailable); 0 when it cannot tell. Without
+ * --ram-budget a run whose plan needs more is refused at open (naming the block and the flags
+ * that shrink it) rather than failing in an allocation or being killed mid-run. */
+uint64_t fg_engine_mem_available(void);
 
 /* The device bytes the plan may use under o (o->backend, o->gpu_budget): the flag, or the
  * default (sim: 1 GiB; CUDA: the free memory less 1 GiB), less what the CUDA backend keeps for

@@ -283,19 +283,11 @@ static int load_calibration(run *r, fg_calib *c, fg_err *err)
     return rc;
 }
 
-/* Bytes of RAM available now (MemAvailable), what the search plans for without a budget. */
+/* What the search plans for without a budget: 90% of the RAM available now. */
 static uint64_t mem_available(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f) && sscanf(line, "MemAvailable: %llu kB", &kb) != 1)
-        ;
-    if (f)
-        fclose(f);
-    return kb ? kb * 1024 / 10 * 9 : 0;
+    return fg_engine_mem_available() / 10 * 9;
 }
-
 /* A device backend's calibration (policy/calib_dev.c), measured quickly through a backend made
  * as the run's will be (the simulated one with room for the measurement whatever the budget);
  * its figures go into r->dev_line. */
