@@ -162,6 +162,8 @@ typedef struct fg_policy_job {
     const char *disk_dir;          /* the offload dir, named when nothing fits it */
     uint32_t max_ctx;              /* positions the engine sizes its KV cache and activations
                                       for (--max-context; 0: prompt_len + gen_len) */
+    int ram_measured;              /* ram_budget is the RAM the machine has available, not a
+                                      --ram-budget the user gave (errors say which) */
 } fg_policy_job;
 
 typedef struct fg_prediction {

@@ -682,6 +682,10 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
                           "smallest block needs %.1f MiB of the device (--gpu-budget %.0fM)",
                           (double)base->gpu_budget / MB, (double)st->min_gpu / MB,
                           ceil((double)st->min_gpu / MB));
+    if (!b->found && job->ram_measured)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "no policy fits the %.0f MiB of RAM available "
+                          "(90%% of MemAvailable); the smallest block needs %.0f MiB",
+                          (double)job->ram_budget / MB, (double)st->min_budget / MB);
     if (!b->found)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB: no policy fits; the "
                           "smallest block needs %.0f MiB (--ram-budget %.0fM)",
