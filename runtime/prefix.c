@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,16 +341,35 @@ static int open_or_create(fg_prefix *p, fg_err *err)
     }
 }
 
-static int ident_mismatch(const fg_prefix *p, const fg_prefix_ident *have, fg_err *err)
+static int ident_mismatch(const fg_prefix *p, const fg_prefix_ident *have, uint32_t page_size,
+                          fg_err *err)
 {
     return fg_err_set(err, FG_ERR_STORE_FOREIGN,
                       "--prefix-cache %s was made for %s (KV codec %u/%u-bit, %u tokens a page, "
-                      "%u layers, backend %s, compute %u), not %s (codec %u/%u-bit, %u tokens a "
-                      "page, %u layers, backend %s, compute %u): use another directory",
+                      "%u layers, backend %s, compute %u, %u-byte pages), not %s (codec "
+                      "%u/%u-bit, %u tokens a page, %u layers, backend %s, compute %u, %u-byte "
+                      "pages): use another directory",
                       p->dir, have->label, have->codec_id, have->codec_bits, have->page_tokens,
-                      have->n_layers, have->backend, have->compute, p->id.label, p->id.codec_id,
-                      p->id.codec_bits, p->id.page_tokens, p->id.n_layers, p->id.backend,
-                      p->id.compute);
+                      have->n_layers, have->backend, have->compute, page_size, p->id.label,
+                      p->id.codec_id, p->id.codec_bits, p->id.page_tokens, p->id.n_layers,
+                      p->id.backend, p->id.compute, p->page_size);
+}
+
+/* A store without an identity page is made a cache only when it is an empty KV store of our
+ * page size (one this process or another just created); anything else (a model store, a KV
+ * store of another program or page size) is refused before a byte is written into it. */
+static int fresh_cache(const fg_prefix *p, const fg_store_info *info, fg_err *err)
+{
+    if (info->n_tensors || info->n_weight_files)
+        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "--prefix-cache %s: a store of %" PRIu64
+                          " weight tensors (a model), not a prefix cache: use another "
+                          "directory", p->dir, info->n_tensors);
+    if (info->kv_used || info->kv_page_size != p->page_size)
+        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "--prefix-cache %s: a KV store of %u-byte "
+                          "pages (%" PRIu64 " in use) without a prefix cache's identity (this "
+                          "run's pages are %u bytes): use another directory", p->dir,
+                          info->kv_page_size, info->kv_used, p->page_size);
+    return FG_OK;
 }
 
 /* Check the cache's identity page against ours; write it when the cache has none. */
@@ -363,6 +383,8 @@ static int check_ident(fg_prefix *p, fg_err *err)
     fg_store_kv_page pg;
     rc = fg_store_kv_read(p->s, &k, p->buf, p->page_size, &pg, err);
     if (rc == FG_ERR_NOT_FOUND) {
+        if ((rc = fresh_cache(p, &info, err)))
+            return rc;
         if ((rc = fg_prefix_write_begin(p, err)))
             return rc;
         fg_store_kv_write_req r = {k, 0, 0, 0, p->ident_bytes, FG_PREFIX_IDENT_SIZE};
@@ -377,7 +399,7 @@ static int check_ident(fg_prefix *p, fg_err *err)
     if (rc)
         return fg_err_set(err, rc, "--prefix-cache %s: %s", p->dir, err->msg);
     if (memcmp(p->buf, p->ident_bytes, KEYED_BYTES) || info.kv_page_size != p->page_size)
-        return ident_mismatch(p, &have, err);
+        return ident_mismatch(p, &have, info.kv_page_size, err);
     return FG_OK;
 }
 

@@ -20,34 +20,11 @@
 
 #define DEFAULT_PAGE_TOKENS 16u
 
-/* A store that holds weights (a converted model: -m's own, a copy of it, any other) is not a
- * prefix cache, and fg_prefix_open would write its identity page into it before refusing it:
- * refuse it here, untouched. A store that cannot be opened is left to fg_prefix_open to name. */
-static int not_a_model(const char *dir, fg_err *err)
-{
-    char id[4096];
-    fg_store *s;
-    fg_store_info info;
-    fg_err e;
-    snprintf(id, sizeof id, "%s/store.id", dir);
-    if (access(id, F_OK) || fg_store_open(dir, FG_STORE_RDONLY, NULL, &s, &e))
-        return FG_OK;
-    int rc = fg_store_info_get(s, &info, &e);
-    fg_store_close(s);
-    if (rc == FG_OK && (info.n_tensors || info.n_weight_files))
-        return fg_err_set(err, FG_ERR_STORE_FOREIGN, "--prefix-cache %s: a store of %" PRIu64
-                          " weight tensors (a model), not a prefix cache: use another "
-                          "directory", dir, info.n_tensors);
-    return FG_OK;
-}
-
 int fg_runner_prefix_open(fg_engine *e, const fg_run_opts *o, fg_prefix **out, fg_err *err)
 {
     fg_prefix_ident id;
     uint32_t G = o->prefix_page_tokens ? o->prefix_page_tokens : DEFAULT_PAGE_TOKENS;
-    int rc = not_a_model(o->prefix_cache, err);
-    if (rc == FG_OK)
-        rc = fg_engine_prefix_ident(e, G, &id, err);
+    int rc = fg_engine_prefix_ident(e, G, &id, err);
     fg_prefix_opts po = {o->prefix_budget, 0};
     if (rc == FG_OK)
         rc = fg_prefix_open(o->prefix_cache, &id, &po, out, err);

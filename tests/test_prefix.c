@@ -394,6 +394,22 @@ START_TEST(identity_refused)
     FILE *f = fopen(tu_path("junk"), "w");
     fclose(f);
     ck_assert_int_ne(fg_prefix_open(tu_path(""), &a, NULL, &p, &err), FG_OK);
+    /* a KV store of another page size and no identity (another program's): refused, untouched */
+    fg_store_opts so = {0};
+    so.kv_page_size = 8192;
+    so.kv_pages_per_file = 16;
+    fg_store *s;
+    ck_assert_int_eq(fg_store_create(tu_path("kv"), &so, &s, &err), FG_OK);
+    fg_store_close(s);
+    ck_assert_int_eq(fg_prefix_open(tu_path("kv"), &a, NULL, &p, &err), FG_ERR_STORE_FOREIGN);
+    ck_assert_msg(strstr(err.msg, "a KV store of 8192-byte pages (0 in use) without a prefix "
+                                  "cache's identity"), "%s", err.msg);
+    fg_store_info info;
+    ck_assert_int_eq(fg_store_open(tu_path("kv"), FG_STORE_RDONLY, NULL, &s, &err), FG_OK);
+    ck_assert_int_eq(fg_store_info_get(s, &info, &err), FG_OK);
+    ck_assert_uint_eq(info.kv_used, 0);
+    ck_assert_uint_eq(info.n_kv_files, 0);
+    fg_store_close(s);
 }
 END_TEST
 
