@@ -35,6 +35,7 @@
 
 #include "backend.h"
 #include "calib_int.h"
+#include "fg_file.h"
 #include "fg_progress.h"
 #include "pager.h"
 #include "policy_search.h"
@@ -699,16 +700,16 @@ int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *c, 
 int fg_calib_load(const char *path, fg_calib *c, fg_err *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
+    fg_err e;
+    FILE *f = fg_fopen_regular(path, &e); /* a directory or a FIFO is named, not read */
     if (!f)
-        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
-                          "calibration file %s", path);
+        return fg_err_set(err, e.code, "calibration file %s", e.msg);
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf, f);
-    int bad = ferror(f), big = !feof(f);
+    int bad = ferror(f) ? errno : 0, big = !feof(f);
     fclose(f);
     if (bad)
-        return fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+        return fg_err_sys(err, FG_ERR_IO, bad, "calibration file %s", path);
     if (big)
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: over 64 KiB: not a calibration file", path);
     return fg_calib_parse(buf, n, path, c, err);

@@ -228,6 +228,12 @@ echo "--backend sim ok ('$gpu')"
 # ---- 6. a calibration far off the measured times: the summary says so and names the command
 "$INFER" calibrate --quick --threads 1 --calibration cal.json > /dev/null 2>&1 ||
   { echo "fg-infer calibrate failed"; exit 1; }
+# a calibration that is a directory or a FIFO is named at once (a FIFO's open blocked forever)
+mkdir -p caldir && rm -f calfifo && mkfifo calfifo
+expect_fail 1 timeout 20 "$INFER" -m tiny -p hi --max-new-tokens 2 --policy auto --calibration caldir
+[[ "$err" == *"calibration file caldir: a directory, not a regular file" ]] || { echo "calibration dir: $err"; exit 1; }
+expect_fail 1 timeout 20 "$INFER" -m tiny -p hi --max-new-tokens 2 --policy auto --calibration calfifo
+[[ "$err" == *"calibration file calfifo: a FIFO, not a regular file" ]] || { echo "calibration FIFO: $err"; exit 1; }
 # a fixed placement on the device is priced under --dry-run (the device measured for it), with
 # its link traffic; a run does not measure the device for a figure
 dry=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --percent 50 50 100 0 100 0 \
