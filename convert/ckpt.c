@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "ckpt_int.h"
 
 typedef struct ckfile {
@@ -84,16 +85,12 @@ static int add_file(fg_ckpt *ck, const char *dir, const char *name, fg_err *err)
 static int parse_file(fg_ckpt *ck, uint32_t i, parse_fn parse, const char *npy_name, fg_err *err)
 {
     ckfile *f = &ck->files[i];
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno, "%s: open",
-                          f->path);
+    int fd, rc = fg_open_regular(f->path, O_RDONLY, &fd, err); /* a FIFO is not waited on */
+    if (rc)
+        return rc;
     struct stat st;
-    int rc = FG_OK;
     if (fstat(fd, &st) != 0)
         rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: stat", f->path);
-    else if (!S_ISREG(st.st_mode))
-        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a regular file", f->path);
     if (rc == FG_OK) {
         f->size = (uint64_t)st.st_size;
         ck_src src = {.fd = fd, .size = f->size, .label = f->path};
@@ -256,8 +253,8 @@ static int open_single(fg_ckpt *ck, const char *dir, const char *name, parse_fn 
 static int has_npy_magic(const char *path)
 {
     char m[6];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    if (fg_open_regular(path, O_RDONLY, &fd, NULL))
         return 0;
     ssize_t r = pread(fd, m, 6, 0);
     close(fd);
@@ -449,9 +446,9 @@ int fg_ckpt_meta(const fg_ckpt *ck, uint32_t i, const char **key, const char **v
 static int reopen(const char *path, uint64_t size, int *fd, fg_err *err)
 {
     struct stat st;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0)
-        return fg_err_sys(err, FG_ERR_IO, errno, "%s: open", path);
+    int rc = fg_open_regular(path, O_RDONLY, fd, err);
+    if (rc)
+        return rc;
     if (fstat(*fd, &st) != 0 || (uint64_t)st.st_size != size) {
         close(*fd);
         return fg_err_set(err, FG_ERR_TRUNCATED, "%s: file changed size since the checkpoint was "
@@ -482,13 +479,13 @@ int fg_ckpt_read(const fg_ckpt *ck, uint32_t i, uint64_t first_elem, uint64_t n_
 
 int fg_ckpt_hash_path(const char *path, uint64_t *out, fg_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fg_err_sys(err, FG_ERR_IO, errno, "%s: open", path);
+    int fd, rc = fg_open_regular(path, O_RDONLY, &fd, err);
+    if (rc)
+        return rc;
     enum { BUF = 1 << 20 };
     uint8_t *buf = malloc(BUF);
     XXH3_state_t *st = XXH3_createState();
-    int rc = buf && st ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    rc = buf && st ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
         XXH3_64bits_reset(st);
     for (;;) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "convert_int.h"
 #include "quant.h"
 
@@ -136,9 +137,9 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
     for (uint32_t d = 1; d < t->n_dims; d++)
         c.cols *= t->dims[d];
     rc = fg_store_file_path(s, t->file_id, 0, c.path, sizeof c.path);
-    if (rc == FG_OK && (c.fd = open(c.path, O_RDONLY | O_CLOEXEC)) < 0)
-        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open it", c.path);
-    else if (rc)
+    if (rc == FG_OK)
+        rc = fg_open_regular(c.path, O_RDONLY, &c.fd, err);
+    else
         rc = fg_err_set(err, rc, "%s: tensor '%s': no path for weight file %u", fg_store_dir(s),
                         name, t->file_id);
     fgc_tensor_src src = {t->name, t->name, t->digest, t->n_dims,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fg_file.h"
 #include "convert.h"
 #include "convert_int.h"
 #include "fg_progress.h"
@@ -123,13 +124,10 @@ int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (optional && errno == ENOENT)
-            return FG_OK;
-        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
-                          "%s: cannot open", path);
-    }
+    FILE *f;
+    int rc0 = fg_fopen_regular(path, &f, err); /* a FIFO or a directory is named, not read */
+    if (rc0)
+        return optional && rc0 == FG_ERR_NOT_FOUND ? FG_OK : rc0;
     char *buf = NULL;
     size_t len = 0, cap = 0, n;
     int rc = FG_OK;

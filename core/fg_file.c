@@ -20,42 +20,40 @@ const char *fg_file_kind(unsigned mode)
     }
 }
 
-int fg_open_regular(const char *path, int flags, fg_err *err)
+int fg_open_regular(const char *path, int flags, int *fd, fg_err *err)
 {
-    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        fg_err_sys(err, e == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, e, "%s", path);
-        return -1;
-    }
+    *fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (*fd < 0)
+        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
+                          "%s: cannot open", path);
     struct stat st;
-    if (fstat(fd, &st)) {
-        int e = errno;
-        close(fd);
-        fg_err_sys(err, FG_ERR_IO, e, "%s", path);
-        return -1;
+    int rc = FG_OK;
+    if (fstat(*fd, &st))
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
+    else if (!S_ISREG(st.st_mode))
+        rc = fg_err_set(err, FG_ERR_IO, "%s: %s, not a regular file", path,
+                        fg_file_kind(st.st_mode));
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+        return rc;
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        fg_err_set(err, FG_ERR_IO, "%s: %s, not a regular file", path, fg_file_kind(st.st_mode));
-        return -1;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (!(flags & O_NONBLOCK) && fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    return fd;
+    int fl = fcntl(*fd, F_GETFL);
+    if (!(flags & O_NONBLOCK) && fl >= 0) /* io_uring honours it even on a regular file */
+        fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
+    return FG_OK;
 }
 
-FILE *fg_fopen_regular(const char *path, fg_err *err)
+int fg_fopen_regular(const char *path, FILE **f, fg_err *err)
 {
-    int fd = fg_open_regular(path, O_RDONLY, err);
-    if (fd < 0)
-        return NULL;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        int e = errno;
+    int fd;
+    *f = NULL;
+    int rc = fg_open_regular(path, O_RDONLY, &fd, err);
+    if (rc)
+        return rc;
+    if (!(*f = fdopen(fd, "rb"))) {
+        rc = fg_err_sys(err, FG_ERR_NOMEM, errno, "%s: cannot open", path);
         close(fd);
-        fg_err_sys(err, FG_ERR_NOMEM, e, "%s", path);
     }
-    return f;
+    return rc;
 }

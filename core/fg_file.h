@@ -19,13 +19,13 @@
 extern "C" {
 #endif
 
-/* open(path, flags | O_CLOEXEC) of a regular file: the descriptor, or -1 with err set
- * (FG_ERR_NOT_FOUND for a missing path, FG_ERR_IO with the errno otherwise; "PATH: a FIFO, not
- * a regular file" and the like for other kinds). Flags that create (O_CREAT) are the caller's
- * business: the check applies to what the path names after the open. */
-int fg_open_regular(const char *path, int flags, fg_err *err);
-/* The same as a stdio stream opened "rb"; NULL with err set. */
-FILE *fg_fopen_regular(const char *path, fg_err *err);
+/* open(path, flags | O_CLOEXEC) of a regular file into *fd: FG_OK, or the status with err set
+ * and *fd = -1 (FG_ERR_NOT_FOUND for a missing path, FG_ERR_IO otherwise: "PATH: cannot open:
+ * strerror", "PATH: a FIFO, not a regular file" and the like). With O_CREAT the check applies
+ * to what the path names after the open. */
+int fg_open_regular(const char *path, int flags, int *fd, fg_err *err);
+/* The same as a stdio stream opened "rb" into *f (NULL on error). */
+int fg_fopen_regular(const char *path, FILE **f, fg_err *err);
 /* What a stat mode names, for messages: "a directory", "a FIFO", ... ("a regular file"). */
 const char *fg_file_kind(unsigned mode);
 

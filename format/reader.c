@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "fg_bytes.h"
 #include "fgt_int.h"
 
@@ -645,19 +646,14 @@ int fg_fgt_open_mem(const void *buf, size_t len, const char *label, unsigned fla
 
 int fg_fgt_open(const char *path, unsigned flags, fg_fgt_reader **out, fg_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno,
-                          "%s: cannot open", path);
+    int fd, rc = fg_open_regular(path, O_RDONLY, &fd, err); /* a FIFO is refused, not waited on */
+    if (rc)
+        return rc;
     struct stat st;
     if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
         return fg_err_sys(err, FG_ERR_IO, e, "%s: stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size < FG_FGT_HEADER_SIZE) {
         close(fd);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_file.h"
 #include "model_int.h"
 
 static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
@@ -220,9 +221,10 @@ int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hp
 
 int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "%s", path);
+    FILE *f;
+    int rc0 = fg_fopen_regular(path, &f, err); /* a FIFO or a directory is named, not read */
+    if (rc0)
+        return rc0;
     char *buf = malloc(FGM_CONFIG_MAX_BYTES + 1);
     size_t n = buf ? fread(buf, 1, FGM_CONFIG_MAX_BYTES + 1, f) : 0;
     int ioerr = ferror(f);

@@ -701,8 +701,8 @@ int fg_calib_load(const char *path, fg_calib *c, fg_err *err)
 {
     memset(c, 0, sizeof *c);
     fg_err e;
-    FILE *f = fg_fopen_regular(path, &e); /* a directory or a FIFO is named, not read */
-    if (!f)
+    FILE *f; /* a directory or a FIFO is named, not read */
+    if (fg_fopen_regular(path, &f, &e))
         return fg_err_set(err, e.code, "calibration file %s", e.msg);
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf, f);

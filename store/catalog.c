@@ -27,6 +27,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fg_file.h"
 #include "fg_bytes.h"
 #include "store_int.h"
 
@@ -112,15 +113,17 @@ static int fd_read(void *ctx, void *buf, size_t n, uint64_t off)
  * error that says to reindex, never a SIGBUS inside LMDB. */
 static int check_data_file(fg_store *s, const char *data, fg_err *err)
 {
-    int fd = open(data, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fg_err_sys(err, errno == EACCES ? FG_ERR_STORE_READONLY : FG_ERR_IO, errno,
-                          "%s: cannot open", data);
+    fg_err oe;
+    int fd; /* not a regular file (a FIFO is not waited on): damaged, below */
+    if (fg_open_regular(data, O_RDONLY, &fd, &oe) && oe.sys_errno)
+        return fg_err_sys(err, oe.sys_errno == EACCES ? FG_ERR_STORE_READONLY : FG_ERR_IO,
+                          oe.sys_errno, "%s: cannot open", data);
     struct stat sb;
     char why[256] = "";
-    int bad = fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
+    int bad = fd < 0 || fstat(fd, &sb) ||
               cat_file_check(fd_read, &fd, (uint64_t)sb.st_size, why, sizeof why);
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (bad)
         return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: damaged catalog (%s): rebuild it from "
                           "the store's files with fg-inspect --reindex %s", data,

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "fg_bytes.h"
 #include "store_int.h"
 
@@ -132,18 +133,17 @@ static int kv_open_checked(fg_store *s, uint32_t id, int *fd, fg_err *err)
 {
     char path[4200];
     fg_store_file_path(s, id, 1, path, sizeof path);
-    *fd = open(path, (s->rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    if (*fd < 0) {
-        if (errno == ENOENT)
-            return fg_err_set(err, FG_ERR_STORE_MISSING, "%s: listed in the catalog but missing",
-                              path);
-        return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
-    }
+    int rc = fg_open_regular(path, s->rdonly ? O_RDONLY : O_RDWR, fd, err);
+    if (rc == FG_ERR_NOT_FOUND)
+        return fg_err_set(err, FG_ERR_STORE_MISSING, "%s: listed in the catalog but missing",
+                          path);
+    if (rc)
+        return rc;
     uint8_t h[KVF_HEADER_USED];
     size_t got;
     int e = io_read_all(s, *fd, h, sizeof h, 0, &got);
-    int rc = e ? io_read_fail(err, e, path, "reading the header", got, sizeof h)
-               : kvf_header_check(s, h, id, path, err);
+    rc = e ? io_read_fail(err, e, path, "reading the header", got, sizeof h)
+           : kvf_header_check(s, h, id, path, err);
     if (rc) {
         close(*fd);
         *fd = -1;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "fg_bytes.h"
 #include "store_int.h"
 
@@ -79,8 +80,11 @@ static int scan_weights(fg_store *s, scan *sc, uint32_t id, const char *path, fg
 
 static int scan_kv(fg_store *s, scan *sc, uint32_t id, const char *path, fg_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     uint8_t h[KVF_HEADER_USED];
+    int rc = fg_open_regular(path, O_RDONLY, &fd, err);
+    if (rc && rc != FG_ERR_NOT_FOUND) /* not a file the store made: left for the user to see */
+        return rc;
     if (fd < 0 || pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
         if (fd >= 0)
             close(fd);
@@ -88,7 +92,7 @@ static int scan_kv(fg_store *s, scan *sc, uint32_t id, const char *path, fg_err 
         return FG_OK;
     }
     close(fd);
-    int rc = kvf_header_check(s, h, id, path, err);
+    rc = kvf_header_check(s, h, id, path, err);
     if (rc == FG_ERR_BAD_MAGIC) {
         unlink(path);
         return FG_OK;

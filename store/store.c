@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_file.h"
 #include "fg_bytes.h"
 #include "store_int.h"
 
@@ -99,13 +100,12 @@ int store_id_read(const char *dir, fg_store *s, fg_err *err)
     char path[4200];
     snprintf(path, sizeof path, "%s/" STORE_ID_FILE, dir);
     uint8_t b[STORE_ID_SIZE];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store (no " STORE_ID_FILE
-                              ")", dir);
-        return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot open", path);
-    }
+    int fd, rc = fg_open_regular(path, O_RDONLY, &fd, err); /* a FIFO is named, not waited on */
+    if (rc == FG_ERR_NOT_FOUND)
+        return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "%s: not an fg store (no " STORE_ID_FILE
+                          ")", dir);
+    if (rc)
+        return rc;
     ssize_t n = pread(fd, b, sizeof b, 0);
     int e = errno;
     close(fd);
@@ -337,8 +337,8 @@ static int file_owner(fg_store *s, const char *path, int kv)
 {
     if (kv) {
         uint8_t b[KVF_HEADER_USED];
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        int fd;
+        if (fg_open_regular(path, O_RDONLY, &fd, NULL))
             return -1;
         ssize_t n = pread(fd, b, sizeof b, 0);
         close(fd);

@@ -208,7 +208,7 @@ START_TEST(bad_files_get_exact_errors)
 {
     expect_fail("bad_st_twice", FG_ERR_DUPLICATE, "tensor w.f32 appears twice (in "
                 "model-00001-of-00002.safetensors and model-00002-of-00002.safetensors)");
-    expect_fail("bad_st_noshard", FG_ERR_NOT_FOUND, "model-00002-of-00002.safetensors: open");
+    expect_fail("bad_st_noshard", FG_ERR_NOT_FOUND, "model-00002-of-00002.safetensors: cannot open");
     expect_fail("bad_st_overlap", FG_ERR_OVERLAP, "overlap in the data section");
     expect_fail("bad_st_dtype", FG_ERR_BAD_ENUM, "tensor w.f16: dtype I16 is not one fg reads");
     expect_fail("bad_st_shape", FG_ERR_SIZE_MISMATCH, "tensor w.f32: shape x dtype is 36 bytes");

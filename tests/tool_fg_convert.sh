@@ -20,6 +20,11 @@ done
 mkdir keep && echo precious > keep/file
 set +e; "$CONVERT" "$FIX/opt_tiny" -o keep --tokenizer "$TOK" 2>/dev/null; rc=$?; set -e
 [ $rc -eq 1 ] && [ "$(cat keep/file)" = precious ] || { echo "non-empty destination: rc=$rc"; exit 1; }
+# a FIFO where the checkpoint's config.json belongs is named, not waited on (a writer never comes)
+mkdir fifo_ck && cp "$FIX/opt_tiny/"*.safetensors fifo_ck/ && mkfifo fifo_ck/config.json
+set +e; err=$(timeout 20 "$CONVERT" fifo_ck -o out_fifo --tokenizer "$TOK" 2>&1); rc=$?; set -e
+[ $rc -eq 1 ] && [[ "$err" == *"fifo_ck/config.json: a FIFO, not a regular file" ]] && [ ! -e out_fifo ] ||
+  { echo "a FIFO config.json: rc=$rc $err"; exit 1; }
 echo "bad inputs: one line each, nothing left behind"
 
 # ---- a 300 MB checkpoint: vocab 50272 x hidden 1024 f32 embedding (206 MB) is the largest tensor

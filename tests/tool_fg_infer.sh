@@ -228,6 +228,12 @@ echo "--backend sim ok ('$gpu')"
 # ---- 6. a calibration far off the measured times: the summary says so and names the command
 "$INFER" calibrate --quick --threads 1 --calibration cal.json > /dev/null 2>&1 ||
   { echo "fg-infer calibrate failed"; exit 1; }
+# a FIFO in a store where one of its files belongs is named, not waited on
+for f in store.id catalog/data.mdb weights-000001.fgt; do
+  rm -rf fifo-store && cp -r tiny fifo-store && rm "fifo-store/$f" && mkfifo "fifo-store/$f"
+  expect_fail 1 timeout 20 "$INFER" -m fifo-store -p hi --max-new-tokens 2
+  [[ "$err" == *"fifo-store/$f"*"not a regular file"* ]] || { echo "a FIFO $f in the store: $err"; exit 1; }
+done
 # a calibration that is a directory or a FIFO is named at once (a FIFO's open blocked forever)
 mkdir -p caldir && rm -f calfifo && mkfifo calfifo
 expect_fail 1 timeout 20 "$INFER" -m tiny -p hi --max-new-tokens 2 --policy auto --calibration caldir

@@ -17,6 +17,10 @@ cmp "$WORK/in.txt" "$WORK/back.txt" || { echo "file round trip: $ids"; exit 1; }
 out=$("$TOK" --dir "$GPT2" --special "a<|endoftext|>")
 [ "$out" = "64 27 91 437 1659 5239 91 29" ] || { echo "special: $out"; exit 1; }
 set +e
+mkdir -p "$WORK/fifo" && mkfifo "$WORK/fifo/vocab.json" && cp "$GPT2/merges.txt" "$WORK/fifo/"
+err=$(timeout 20 "$TOK" --dir "$WORK/fifo" "x" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] && [[ "$err" == *"fifo/vocab.json: a FIFO, not a regular file" ]] ||
+  { echo "a FIFO vocab.json: rc=$rc $err"; exit 1; }
 err=$("$TOK" --dir "$WORK/nope" "x" 2>&1 >/dev/null); rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q "$WORK/nope/vocab.json" <<<"$err" || { echo "bad dir: rc=$rc $err"; exit 1; }

@@ -18,6 +18,7 @@
  * does. Errors name the file and the line (merges, JSON syntax) or key (vocab).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "fg_file.h"
 #include "tok_int.h"
 
 #include <errno.h>
@@ -333,17 +334,14 @@ static int read_file(const char *path, int optional, char **buf, size_t *len, fg
     *len = 0;
     if (!path)
         return FG_OK;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        if (errno == ENOENT && optional)
-            return FG_OK;
-        return fg_err_sys(err, errno == ENOENT ? FG_ERR_NOT_FOUND : FG_ERR_IO, errno, "%s", path);
-    }
+    FILE *fp;
+    int rc = fg_fopen_regular(path, &fp, err); /* a FIFO is named, not waited on */
+    if (rc)
+        return rc == FG_ERR_NOT_FOUND && optional ? FG_OK : rc;
     struct stat st;
-    int rc = FG_OK;
     size_t got;
-    if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode))
-        rc = fg_err_set(err, FG_ERR_IO, "%s: not a regular file", path);
+    if (fstat(fileno(fp), &st))
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: stat", path);
     else if (st.st_size > (1 << 30))
         rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than 1 GiB", path);
     else if (!(*buf = malloc((size_t)st.st_size + 1)))
