@@ -58,7 +58,8 @@ static void small_recs(uint8_t which, const uint8_t *p, size_t n)
         abort();
     if (which == 3 && rec_file_decode(&v, &f) == FG_OK && rec_file_encode(&f, out) != n)
         abort();
-    if (which == 4 && rec_meta_decode(&v, &batch, &d, &len) == FG_OK && len + 16 != n)
+    if (which == 4 && rec_meta_decode(&v, &batch, &d, &len) == FG_OK &&
+        (const uint8_t *)d + len != p + n)
         abort();
     if (which == 5 && n >= KV_KEY_SIZE) {
         fg_store_kv_key k;

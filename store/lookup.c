@@ -182,9 +182,11 @@ int fg_store_meta_get(fg_store *s, const char *key, void **data, size_t *len, fg
     const void *p;
     if (rc == FG_ERR_NOT_FOUND)
         fg_err_set(err, rc, "%s: no metadata '%s' in the store", s->dir, key);
-    else if (rc == FG_OK && rec_meta_decode(&v, &batch, &p, len))
-        rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: metadata '%s': damaged record", s->dir,
-                        key);
+    else if (rc == FG_OK && (rc = rec_meta_decode(&v, &batch, &p, len)))
+        rc = fg_err_set(err, rc == FG_ERR_CHECKSUM ? FG_ERR_CHECKSUM : FG_ERR_STORE_CATALOG,
+                        "%s: metadata '%s': %s in the catalog: rebuild it from the store's "
+                        "files with fg-inspect --reindex %s", s->dir, key,
+                        rc == FG_ERR_CHECKSUM ? "checksum mismatch" : "damaged record", s->dir);
     else if (rc == FG_OK && !(*data = malloc(*len ? *len : 1)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", s->dir);
     else if (rc == FG_OK && *len)
@@ -206,7 +208,11 @@ static int meta_step(void *ctx, const MDB_val *k, const MDB_val *v, fg_err *err)
     size_t kn = k->mv_size > FG_FGT_MAX_NAME ? FG_FGT_MAX_NAME : k->mv_size;
     memcpy(key, k->mv_data, kn);
     key[kn] = '\0';
-    return w->cb(w->ctx, key, v->mv_size >= 16 ? v->mv_size - 16 : 0);
+    uint64_t batch;
+    const void *d;
+    size_t len;
+    int rc = rec_meta_decode(v, &batch, &d, &len); /* a damaged value lists as its bytes */
+    return w->cb(w->ctx, key, rc == FG_OK || rc == FG_ERR_CHECKSUM ? len : v->mv_size);
 }
 
 int fg_store_meta_iter(fg_store *s, int (*cb)(void *ctx, const char *key, size_t len), void *ctx,

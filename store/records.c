@@ -222,28 +222,37 @@ void rec_free_key(uint32_t file_id, uint32_t slot, uint8_t out[FREE_KEY_SIZE])
     put_be32(out + 4, slot);
 }
 
+/* A metadata value: version 2 carries the blob's XXH3-64 (a damaged catalog page is caught when
+ * the blob is read, not handed to the tokenizer or the model's config); version 1 (stores made
+ * before) has none. */
 int rec_meta_encode(uint64_t batch, const void *data, size_t len, uint8_t **out, size_t *n)
 {
-    uint8_t *p = malloc(16 + len);
+    uint8_t *p = malloc(REC_META_HEADER + len);
     if (!p)
         return FG_ERR_NOMEM;
-    memset(p, 0, 16);
-    p[0] = REC_VERSION;
+    memset(p, 0, REC_META_HEADER);
+    p[0] = REC_META_VERSION;
     fg_put64(p + 8, batch);
+    fg_put64(p + 16, XXH3_64bits(data, len));
     if (len)
-        memcpy(p + 16, data, len);
+        memcpy(p + REC_META_HEADER, data, len);
     *out = p;
-    *n = 16 + len;
+    *n = REC_META_HEADER + len;
     return FG_OK;
 }
 
 int rec_meta_decode(const MDB_val *v, uint64_t *batch, const void **data, size_t *len)
 {
     const uint8_t *p = v->mv_data;
-    if (v->mv_size < 16 || p[0] != REC_VERSION)
+    size_t head = v->mv_size && p[0] == REC_META_VERSION ? REC_META_HEADER
+                  : v->mv_size && p[0] == REC_VERSION    ? 16
+                                                         : 0;
+    if (!head || v->mv_size < head)
         return FG_ERR_CORRUPT;
     *batch = fg_le64(p + 8);
-    *data = p + 16;
-    *len = v->mv_size - 16;
+    *data = p + head;
+    *len = v->mv_size - head;
+    if (head == REC_META_HEADER && fg_le64(p + 16) != XXH3_64bits(*data, *len))
+        return FG_ERR_CHECKSUM;
     return FG_OK;
 }

@@ -21,6 +21,8 @@
 #define KVP_MAGIC 0x504b4746u   /* "FGKP" */
 #define KVP_VERSION 1u
 #define REC_VERSION 1u          /* every catalog value starts with this byte */
+#define REC_META_VERSION 2u     /* a metadata value with its blob's checksum (SPEC "meta") */
+#define REC_META_HEADER 24u     /* its bytes before the blob */
 #define KV_KEY_SIZE 20u
 #define FREE_KEY_SIZE 8u
 #define FREE_DIRTY 1u           /* kv_free flag: the slot's header may still parse */

@@ -811,6 +811,45 @@ START_TEST(test_damaged_catalog)
 }
 END_TEST
 
+/* A metadata blob damaged inside the catalog (LMDB keeps no checksums) is caught when it is read
+ * (its record carries the blob's XXH3), verify names it, and reindex restores it from the weight
+ * file's copy. */
+START_TEST(test_meta_checksum)
+{
+    fg_store *s = make(NULL);
+    fg_store_batch *b;
+    static const char blob[] = "{\"tokenizer\": \"a blob whose one byte will change\"}";
+    OK(fg_store_batch_begin(s, &b, &g_err));
+    OK(st_put_tensor(b, "t.0", 4, 64, 4, &g_err));
+    OK(fg_store_batch_meta(b, "tok.json", blob, sizeof blob - 1, &g_err));
+    OK(fg_store_batch_commit(b, &g_err));
+    fg_store_close(s);
+    size_t n;
+    uint8_t *cat = read_file(tu_path("store/catalog/data.mdb"), &n);
+    uint8_t *at = memmem(cat, n, "will change", 11);
+    ck_assert_ptr_nonnull(at);
+    at[0] = 'W';
+    write_file(tu_path("store/catalog/data.mdb"), cat, n);
+    free(cat);
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    void *m;
+    size_t len;
+    ck_assert_int_eq(fg_store_meta_get(s, "tok.json", &m, &len, &g_err), FG_ERR_CHECKSUM);
+    ck_assert_msg(strstr(g_err.msg, "metadata 'tok.json': checksum mismatch in the catalog") &&
+                  strstr(g_err.msg, "--reindex"), "%s", g_err.msg);
+    ck_assert_int_ne(fg_store_verify(s, NULL, &g_err), FG_OK);
+    ck_assert_msg(strstr(g_err.msg, "tok.json"), "%s", g_err.msg);
+    fg_store_close(s);
+    OK(fg_store_reindex(g_dir, NULL, &g_err));
+    OK(fg_store_open(g_dir, FG_STORE_RDONLY, NULL, &s, &g_err));
+    OK(fg_store_meta_get(s, "tok.json", &m, &len, &g_err));
+    ck_assert_uint_eq(len, sizeof blob - 1);
+    ck_assert_int_eq(memcmp(m, blob, len), 0);
+    free(m);
+    fg_store_close(s);
+}
+END_TEST
+
 /* ---- LMDB map ---- */
 
 START_TEST(test_map_grows_then_fills)
@@ -1275,6 +1314,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_missing_and_foreign_files);
     tcase_add_test(tc, test_identity_and_shifted_offset);
     tcase_add_test(tc, test_damaged_catalog);
+    tcase_add_test(tc, test_meta_checksum);
     tcase_add_test(tc, test_short_read_messages);
     tcase_add_test(tc, test_map_grows_then_fills);
     tcase_add_test(tc, test_readonly_dir);
