@@ -280,9 +280,16 @@ static int dir_prepare(const char *dir, fg_err *err)
     if (errno != EEXIST)
         return fg_err_sys(err, errno == ENOSPC ? FG_ERR_NO_SPACE : FG_ERR_IO, errno,
                           "%s: cannot create the store", dir);
+    struct stat st;
+    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode) && stat(dir, &st))
+        return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot create the store there: a "
+                          "symbolic link to nothing", dir);
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return fg_err_set(err, FG_ERR_EXISTS, "%s: cannot create the store there: %s, not a "
+                          "directory", dir, fg_file_kind(st.st_mode));
     DIR *d = opendir(dir);
     if (!d)
-        return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot read", dir);
+        return fg_err_sys(err, FG_ERR_IO, errno, "%s: cannot read the directory", dir);
     struct dirent *e;
     int n = 0;
     while ((e = readdir(d)))
