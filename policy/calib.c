@@ -465,7 +465,7 @@ static int measure_overlap(fg_pager *p, uint32_t n, fg_backend *be, fg_calib *c,
     int rc = FG_OK;
     for (uint32_t i = 0; rc == FG_OK && i < n; i++)
         rc = fg_pager_evict(p, i, err);
-    double t_one, t_c, t_r = (double)n * CHUNK / c->disk_read;
+    double t_one = 0, t_c, t_r = (double)n * CHUNK / c->disk_read;
     if (rc == FG_OK)
         rc = gemm_loop(be, 1, &t_one, err);
     uint32_t count = t_one > 0 ? (uint32_t)(t_r / t_one) + 1 : 1;
