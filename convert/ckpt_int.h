@@ -46,6 +46,8 @@ typedef struct ck_list {
     uint32_t file;      /* file index stamped on every tensor added */
     char **meta;        /* safetensors __metadata__: key, value, key, value ... (owned) */
     uint32_t n_meta, meta_cap;
+    uint32_t *meta_slot; /* open-addressing index of the keys: pair number + 1, 0 = empty */
+    uint32_t n_slots;    /* a power of two, at least twice the pairs (0 before the first key) */
 } ck_list;
 
 void ck_list_free(ck_list *l);
@@ -53,6 +55,9 @@ void ck_list_free(ck_list *l);
  * n_elements and length with overflow checks. */
 int ck_list_add(ck_list *l, const char *name, size_t name_len, uint8_t dtype, uint32_t n_dims,
                 const uint64_t *dims, uint64_t offset, const char *label, fg_err *err);
+/* Append a __metadata__ pair (both copied) unless the key is already there: the first wins, as
+ * shards repeat their metadata. A hash index keeps it linear in the keys' bytes, whatever
+ * prefix they share. */
 int ck_list_add_meta(ck_list *l, const char *key, const char *value, fg_err *err);
 /* Sort helpers: FG_ERR_DUPLICATE naming the tensor when two share a name. */
 int ck_list_check_unique(const ck_list *l, const char *label, fg_err *err);

@@ -52,6 +52,7 @@ void ck_list_free(ck_list *l)
         free(l->meta[i]);
     free(l->t);
     free(l->meta);
+    free(l->meta_slot);
     memset(l, 0, sizeof *l);
 }
 
@@ -113,13 +114,53 @@ int ck_list_add(ck_list *l, const char *name, size_t name_len, uint8_t dtype, ui
     return FG_OK;
 }
 
+static uint32_t key_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static uint32_t *meta_slot(const ck_list *l, const char *key, uint32_t h)
+{
+    uint32_t mask = l->n_slots - 1;
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        uint32_t *s = &l->meta_slot[i];
+        if (*s == 0 || strcmp(l->meta[2 * (*s - 1)], key) == 0)
+            return s;
+    }
+}
+
+/* Keep the index at most half full: rebuild it at twice the size when one more pair would
+ * pass that. */
+static int meta_index_grow(ck_list *l)
+{
+    uint32_t pairs = l->n_meta / 2;
+    if (2 * (pairs + 1) <= l->n_slots)
+        return FG_OK;
+    uint32_t n = l->n_slots ? 2 * l->n_slots : 64;
+    uint32_t *slot = calloc(n, sizeof *slot);
+    if (!slot)
+        return FG_ERR_NOMEM;
+    free(l->meta_slot);
+    l->meta_slot = slot;
+    l->n_slots = n;
+    for (uint32_t i = 0; i < pairs; i++)
+        *meta_slot(l, l->meta[2 * i], key_hash(l->meta[2 * i])) = i + 1;
+    return FG_OK;
+}
+
 int ck_list_add_meta(ck_list *l, const char *key, const char *value, fg_err *err)
 {
-    for (uint32_t i = 0; i < l->n_meta; i += 2)
-        if (strcmp(l->meta[i], key) == 0)
-            return FG_OK; /* first wins (shards repeat their metadata) */
+    uint32_t h = key_hash(key);
+    if (l->n_slots && *meta_slot(l, key, h))
+        return FG_OK; /* first wins (shards repeat their metadata) */
     if (l->n_meta >= 2 * CK_MAX_META)
         return fg_err_set(err, FG_ERR_LIMIT, "more than %u __metadata__ entries", CK_MAX_META);
+    if (meta_index_grow(l))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory for metadata");
     if (l->n_meta + 2 > l->meta_cap) {
         uint32_t cap = l->meta_cap ? l->meta_cap * 2 : 16;
         char **nm = realloc(l->meta, (size_t)cap * sizeof *nm);
@@ -136,6 +177,7 @@ int ck_list_add_meta(ck_list *l, const char *key, const char *value, fg_err *err
     }
     l->meta[l->n_meta++] = k;
     l->meta[l->n_meta++] = v;
+    *meta_slot(l, k, h) = l->n_meta / 2;
     return FG_OK;
 }
 

@@ -585,6 +585,31 @@ START_TEST(unpickler_rules)
 }
 END_TEST
 
+/* __metadata__ keys: the first value of a key wins (shards repeat their metadata), the count is
+ * capped, and adding N keys costing O(N^2) key comparisons is gone: 4096 keys sharing an 8 KiB
+ * prefix took minutes that way (the tcase's 20 s timeout catches a return of it). */
+START_TEST(metadata_first_wins_linear)
+{
+    enum { PREFIX = 8192 };
+    char *key = malloc(PREFIX + 16);
+    memset(key, 'k', PREFIX);
+    ck_list l = {0};
+    fg_err err;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < CK_MAX_META; i++) {
+            snprintf(key + PREFIX, 16, "%u", i);
+            ck_assert_int_eq(ck_list_add_meta(&l, key, pass ? "second" : "first", &err), FG_OK);
+        }
+    ck_assert_uint_eq(l.n_meta, 2 * CK_MAX_META);
+    for (uint32_t i = 0; i < l.n_meta; i += 2)
+        ck_assert_str_eq(l.meta[i + 1], "first");
+    snprintf(key + PREFIX, 16, "%u", CK_MAX_META);
+    ck_assert_int_eq(ck_list_add_meta(&l, key, "v", &err), FG_ERR_LIMIT);
+    ck_list_free(&l);
+    free(key);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ckpt");
@@ -605,6 +630,10 @@ static Suite *suite(void)
     tcase_add_test(tc, f16_conversion);
     tcase_add_test(tc, unpickler_rules);
     suite_add_tcase(s, tc);
+    TCase *fast = tcase_create("fast");
+    tcase_set_timeout(fast, 20);
+    tcase_add_test(fast, metadata_first_wins_linear);
+    suite_add_tcase(s, fast);
     return s;
 }
 
