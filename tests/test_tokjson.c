@@ -597,6 +597,53 @@ START_TEST(load_errors)
 }
 END_TEST
 
+/* 60,000 added tokens sharing a prefix: loading, fg_tok_lookup and matching them in text take
+ * time bounded by the token length, not the token count (each was a scan of every added token:
+ * about 20 s of loading for 80,000); the longest token at a position wins, a repeated content
+ * keeps its first id. The tcase's 20 s timeout catches a return of the scans. */
+START_TEST(many_added_tokens)
+{
+    enum { N = 60000 };
+    size_t cap = (size_t)N * 64 + 4096, len = 0;
+    char *js = malloc(cap);
+    len += (size_t)snprintf(js + len, cap - len, "{" MODEL ", \"added_tokens\": [");
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(js + len, cap - len, "{\"content\": \"<|x%07d|>\", \"special\": "
+                                "true}, ", i);
+    len += (size_t)snprintf(js + len, cap - len, "{\"content\": \"<|x0000001|>ab\", \"special\": "
+                            "true}, {\"content\": \"<|x0000002|>\", \"special\": false}]}");
+    fg_tok *t;
+    fg_err err;
+    fg_tok_json_files f = {js, len, NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ck_assert_msg(fg_tok_load_json_mem(&f, &t, &err) == FG_OK, "%s", err.msg);
+    int32_t x1 = fg_tok_lookup(t, "<|x0000001|>", 12), x2 = fg_tok_lookup(t, "<|x0000002|>", 12);
+    int32_t x1ab = fg_tok_lookup(t, "<|x0000001|>ab", 14), last = fg_tok_lookup(t, "<|x0059999|>", 12);
+    ck_assert_int_ge(x1, 4);
+    ck_assert_int_eq(x2, x1 + 1); /* the repeat kept the first id */
+    ck_assert_int_eq(last, x1 + N - 2);
+    ck_assert_int_eq(x1ab, x1 + N - 1);
+    fg_tok_ids ids = {0};
+    enc(t, "<|x0000001|>ab<|x0000001|>a<|x0059999|>", FG_TOK_SPECIAL, &ids);
+    ck_assert_uint_eq(ids.n, 4);
+    ck_assert_int_eq(ids.ids[0], x1ab); /* the longest token at a position */
+    ck_assert_int_eq(ids.ids[1], x1);
+    ck_assert_int_eq(ids.ids[2], 0);
+    ck_assert_int_eq(ids.ids[3], last);
+    size_t n = 200000; /* every byte a candidate start, none a token */
+    char *lt = malloc(n + 1);
+    memset(lt, '<', n);
+    lt[n] = '\0';
+    ids.n = 0;
+    ck_assert_int_eq(fg_tok_encode(t, lt, n, FG_TOK_SPECIAL, &ids, NULL), FG_OK);
+    for (size_t i = 0; i < ids.n; i++)
+        ck_assert_int_lt(ids.ids[i], x1);
+    fg_tok_ids_free(&ids);
+    fg_tok_free(t);
+    free(lt);
+    free(js);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tokjson");
@@ -619,6 +666,10 @@ static Suite *suite(void)
     tcase_add_test(tr, long_runs);
     tcase_add_test(tr, load_errors);
     suite_add_tcase(s, tr);
+    TCase *tm = tcase_create("many");
+    tcase_set_timeout(tm, 20);
+    tcase_add_test(tm, many_added_tokens);
+    suite_add_tcase(s, tm);
     return s;
 }
 

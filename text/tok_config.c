@@ -27,10 +27,7 @@
 
 static int find_special(const fg_tok *t, const char *s, size_t len)
 {
-    for (size_t i = 0; i < t->n_special; i++)
-        if (t->special[i].len == len && memcmp(t->special_text.p + t->special[i].off, s, len) == 0)
-            return (int)i;
-    return -1;
+    return tok_strmap_get(&t->special_index, s, len);
 }
 
 static int push_special(fg_tok *t, const char *s, size_t len, int32_t id, int special)
@@ -45,7 +42,8 @@ static int push_special(fg_tok *t, const char *s, size_t len, int32_t id, int sp
     }
     uint32_t off;
     int rc = tok_arena_put(&t->special_text, s, len, &off);
-    if (rc)
+    if (rc || (rc = tok_strmap_put(&t->special_index, s, len, (int32_t)t->n_special, NULL)) ||
+        (rc = tok_trie_put(&t->added[0], (const unsigned char *)s, len, (int32_t)t->n_special)))
         return rc;
     t->special[t->n_special++] = (tok_special){off, (uint32_t)len, off, (uint32_t)len, id, (uint8_t)special, 0, 0, 0, 0};
     t->added_first[0][(unsigned char)s[0]] = 1;

@@ -254,17 +254,9 @@ size_t tok_find_added(const fg_tok *t, const unsigned char *s, size_t len, size_
     for (size_t i = from; i < len; i++) {
         if (!first[s[i]])
             continue;
-        size_t best = 0;
-        for (size_t j = 0; j < t->n_special; j++) {
-            const tok_special *sp = &t->special[j];
-            if (sp->normalized == set && sp->mlen > best && sp->mlen <= len - i &&
-                memcmp(t->special_text.p + sp->moff, s + i, sp->mlen) == 0) {
-                best = sp->mlen;
-                *k = j;
-            }
-        }
-        if (best) {
-            *mlen = best;
+        int32_t j = tok_trie_longest(&t->added[set], s + i, len - i, mlen);
+        if (j >= 0) {
+            *k = (size_t)j;
             return i;
         }
     }

@@ -44,6 +44,18 @@ int tok_pairmap_put(pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t mer
 const pairmap_ent *tok_pairmap_get(const pairmap *m, int32_t a, int32_t b);
 void tok_pairmap_free(pairmap *m);
 
+/* A byte trie of the added tokens' match texts, for leftmost-longest matching in time bounded by
+ * the longest token (not the number of tokens). Node 0 is the root; children are a linked list
+ * (child, next); k >= 0 where a token ends: its index in fg_tok.special, the first one added. */
+typedef struct trie_node { int32_t child, next, k; uint8_t byte; } trie_node;
+typedef struct trie { trie_node *n; size_t len, cap; } trie;
+/* Record that s[0..len) (len >= 1) matches token k unless a token already ends there. FG_OK,
+ * FG_ERR_NOMEM or FG_ERR_LIMIT. */
+int tok_trie_put(trie *tr, const unsigned char *s, size_t len, int32_t k);
+/* The longest token that s starts with: its k and *mlen; -1 when none. */
+int32_t tok_trie_longest(const trie *tr, const unsigned char *s, size_t len, size_t *mlen);
+void tok_trie_free(trie *tr);
+
 typedef struct wcache_ent { uint64_t hash; uint32_t off, len, ids_off, n_ids; } wcache_ent;
 typedef struct wcache {
     wcache_ent *ent;  /* [TOK_WCACHE_SLOTS]; len = UINT32_MAX marks an empty slot */
@@ -119,6 +131,7 @@ struct fg_tok {
     tok_special *special;     /* [n_special] added tokens matched before pre-tokenization */
     size_t n_special, special_cap;
     tok_arena special_text;
+    strmap special_index;     /* added token content -> its index in special (the first one) */
     int32_t role[FG_TOK_N_ROLES];
     int add_bos;
     pcre2_code *re;
@@ -145,6 +158,7 @@ struct fg_tok {
     tok_arena id_str;
     int n_normalized;         /* added tokens matched after the normalizer */
     uint8_t added_first[2][256];   /* [normalized] 1 when an added token's pattern starts so */
+    trie added[2];            /* [normalized] the added tokens' patterns */
     tok_level lvl[TOK_MAX_STEPS];
     tok_arena nbuf[2];        /* normalizer ping-pong */
     tok_level nlv;            /* normalizer Replace matches */

@@ -488,10 +488,7 @@ static int parse_model(jctx *c, json_t *m)
 
 static int find_added(const fg_tok *t, const char *s, size_t len)
 {
-    for (size_t i = 0; i < t->n_special; i++)
-        if (t->special[i].len == len && memcmp(t->special_text.p + t->special[i].off, s, len) == 0)
-            return (int)i;
-    return -1;
+    return tok_strmap_get(&t->special_index, s, len);
 }
 
 static int push_added(jctx *c, const char *s, size_t len, int32_t id, const uint8_t fl[5])
@@ -518,6 +515,10 @@ static int push_added(jctx *c, const char *s, size_t len, int32_t id, const uint
             return rc;
         mlen = (uint32_t)nl;
     }
+    if ((rc = tok_strmap_put(&t->special_index, s, len, (int32_t)t->n_special, NULL)) ||
+        (mlen && (rc = tok_trie_put(&t->added[fl[4]], (const unsigned char *)t->special_text.p + moff,
+                                    mlen, (int32_t)t->n_special))))
+        return rc;
     t->special[t->n_special++] = (tok_special){off, (uint32_t)len, moff, mlen, id, fl[0], fl[1],
                                                fl[2], fl[3], fl[4]};
     if (mlen)

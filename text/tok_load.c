@@ -283,6 +283,9 @@ void fg_tok_free(fg_tok *t)
     tok_pairmap_free(&t->merges);
     free(t->special);
     tok_arena_free(&t->special_text);
+    tok_strmap_free(&t->special_index);
+    tok_trie_free(&t->added[0]);
+    tok_trie_free(&t->added[1]);
     pcre2_match_data_free(t->md);
     pcre2_code_free(t->re);
     tok_wcache_free(&t->cache);
@@ -506,9 +509,10 @@ int fg_tok_token_bytes(const fg_tok *t, int32_t id, const char **bytes, size_t *
 int32_t fg_tok_lookup(const fg_tok *t, const char *token, size_t len)
 {
     int32_t id = tok_strmap_get(&t->vocab, token, len);
-    for (size_t i = 0; id < 0 && i < t->n_special; i++)  /* json classes: added tokens */
-        if (t->special[i].len == len && memcmp(t->special_text.p + t->special[i].off, token, len) == 0)
-            id = t->special[i].id;
+    if (id < 0) { /* json classes: added tokens */
+        int32_t k = tok_strmap_get(&t->special_index, token, len);
+        id = k >= 0 ? t->special[k].id : -1;
+    }
     return id;
 }
 

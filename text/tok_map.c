@@ -177,6 +177,69 @@ void tok_pairmap_free(pairmap *m)
     memset(m, 0, sizeof *m);
 }
 
+/* ---- trie */
+
+static int32_t trie_node_new(trie *tr, uint8_t byte)
+{
+    if (tr->len >= INT32_MAX)
+        return -1;
+    if (tr->len == tr->cap) {
+        size_t cap = tr->cap ? 2 * tr->cap : 256;
+        trie_node *n = realloc(tr->n, cap * sizeof *n);
+        if (!n)
+            return -1;
+        tr->n = n;
+        tr->cap = cap;
+    }
+    tr->n[tr->len] = (trie_node){-1, -1, -1, byte};
+    return (int32_t)tr->len++;
+}
+
+static int32_t trie_child(const trie *tr, int32_t at, uint8_t byte)
+{
+    int32_t c = tr->n[at].child;
+    while (c >= 0 && tr->n[c].byte != byte)
+        c = tr->n[c].next;
+    return c;
+}
+
+int tok_trie_put(trie *tr, const unsigned char *s, size_t len, int32_t k)
+{
+    if (!tr->len && trie_node_new(tr, 0) < 0)
+        return FG_ERR_NOMEM;
+    int32_t at = 0;
+    for (size_t i = 0; i < len; i++) {
+        int32_t c = trie_child(tr, at, s[i]);
+        if (c < 0) {
+            if ((c = trie_node_new(tr, s[i])) < 0)
+                return tr->len >= INT32_MAX ? FG_ERR_LIMIT : FG_ERR_NOMEM;
+            tr->n[c].next = tr->n[at].child;
+            tr->n[at].child = c;
+        }
+        at = c;
+    }
+    if (at && tr->n[at].k < 0)
+        tr->n[at].k = k;
+    return FG_OK;
+}
+
+int32_t tok_trie_longest(const trie *tr, const unsigned char *s, size_t len, size_t *mlen)
+{
+    int32_t best = -1, at = 0;
+    for (size_t i = 0; tr->len && i < len && (at = trie_child(tr, at, s[i])) >= 0; i++)
+        if (tr->n[at].k >= 0) {
+            best = tr->n[at].k;
+            *mlen = i + 1;
+        }
+    return best;
+}
+
+void tok_trie_free(trie *tr)
+{
+    free(tr->n);
+    memset(tr, 0, sizeof *tr);
+}
+
 /* ---- word cache */
 
 static void wcache_clear(wcache *c)
