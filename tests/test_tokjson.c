@@ -640,6 +640,16 @@ START_TEST(many_added_tokens)
     fg_tok_ids_free(&ids);
     fg_tok_free(t);
     free(lt);
+    /* one added token over 4096 bytes is refused by name (the text scan would cost text length x
+     * its length) */
+    len = (size_t)snprintf(js, cap, "{" MODEL ", \"added_tokens\": [{\"content\": \"<ok>\"}, "
+                           "{\"content\": \"");
+    memset(js + len, 'a', 4097);
+    len += 4097;
+    len += (size_t)snprintf(js + len, cap - len, "\"}]}");
+    fg_tok_json_files g = {js, len, NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ck_assert_int_eq(fg_tok_load_json_mem(&g, &t, &err), FG_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "added_tokens[1]: content over 4096 bytes"), "%s", err.msg);
     free(js);
 }
 END_TEST

@@ -77,7 +77,7 @@ int tok_add_token(fg_tok *t, const char *s, size_t len, int32_t forced, int spec
                   int32_t *id_out, const char *file, fg_err *err)
 {
     char q[200];
-    if (!s || len == 0 || len > 4096)
+    if (!s || len == 0 || len > FG_TOK_MAX_ADDED)
         return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: added token must be 1..4096 bytes", file);
     int k = find_special(t, s, len);
     if (k >= 0) {
@@ -121,7 +121,7 @@ int tok_add_token(fg_tok *t, const char *s, size_t len, int32_t forced, int spec
 
 int fg_tok_add_special(fg_tok *t, const char *content, size_t len, int32_t *id_out, fg_err *err)
 {
-    if (!t || !content || len == 0 || len > 4096)
+    if (!t || !content || len == 0 || len > FG_TOK_MAX_ADDED)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_tok_add_special: token must be 1..4096 bytes");
     int32_t id;
     int rc = tok_add_token(t, content, len, -1, 1, &id, "fg_tok_add_special", err);

@@ -546,6 +546,8 @@ static int added_entry(jctx *c, json_t *x, size_t i, int32_t *next_id)
     }
     const char *s = json_string_value(ct);
     size_t len = json_string_length(ct);
+    if (len > FG_TOK_MAX_ADDED) /* matching in text costs text length x token length */
+        return bad(c, FG_ERR_LIMIT, path, "content over " FG_TOK_MAX_ADDED_STR " bytes");
     if (len == 0 || find_added(t, s, len) >= 0)
         return FG_OK;  /* tokenizers ignores empty tokens; a repeat keeps its first id */
     int32_t id = tok_strmap_get(&t->vocab, s, len);

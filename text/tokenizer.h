@@ -39,6 +39,10 @@ typedef struct fg_tok fg_tok;
 
 /* Largest token id accepted in vocab.json or the config files (ids are dense-indexed). */
 #define FG_TOK_MAX_ID ((1 << 24) - 1)
+/* Longest added token accepted (tokenizer.json's added_tokens, the config files' tokens): the
+ * text scan for added tokens costs up to text length x token length. */
+#define FG_TOK_MAX_ADDED 4096
+#define FG_TOK_MAX_ADDED_STR "4096"
 
 /* The file set as memory buffers (the store keeps them as metadata blobs). Buffers are
  * borrowed for the duration of fg_tok_load_mem only; they need no NUL terminator. A NULL
