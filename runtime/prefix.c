@@ -43,6 +43,7 @@
 #include <xxhash.h>
 
 #include "fg_bytes.h"
+#include "fg_file.h"
 #include "prefix.h"
 #include "store.h"
 
@@ -275,8 +276,7 @@ static int sweep_half_made(const char *dir)
     int fd = -1;
     if (id) { /* a store.id someone holds is a live store (or one being made) */
         snprintf(path, sizeof path, "%s/store.id", dir);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+        if (fg_open_regular(path, O_RDONLY, &fd, NULL) || flock(fd, LOCK_EX | LOCK_NB)) {
             if (fd >= 0)
                 close(fd);
             return 0;
@@ -335,6 +335,11 @@ static int open_or_create(fg_prefix *p, fg_err *err)
         }
         if (cerr.code == FG_ERR_EXISTS && sweep_half_made(p->dir))
             continue;
+        if (tries >= 100 && rc == FG_ERR_IO) { /* unreadable (a FIFO as store.id): say so */
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return fg_err_set(err, rc, "--prefix-cache %s: %s", p->dir, why);
+        }
         if (tries >= 100) /* not creatable: report why */
             return fg_err_set(err, cerr.code, "--prefix-cache %s: %s", p->dir, cerr.msg);
         usleep(20000);
