@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fg_progress.h"
 #include "runner_prefix.h"
