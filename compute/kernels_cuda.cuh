@@ -1,0 +1,341 @@
+/* kernels_cuda.cuh - the CUDA backend's kernels (backend_cuda.cu, whose top comment says what
+ * each computes; compute/ops_ref.c is their definition).
+ *
+ * Device code only, in a header of its own so that tests/cudaemu/ can compile the same text for
+ * the host and run it under its emulated runtime (see tests/cudaemu/runtime.cc): what is written
+ * here must build both ways. Dynamic shared memory is declared with FG_DYNAMIC_SHARED, which the
+ * emulator defines for itself.
+ */
+#ifndef FG_KERNELS_CUDA_CUH
+#define FG_KERNELS_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+#ifndef FG_DYNAMIC_SHARED
+#define FG_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
+namespace {
+
+__device__ float block_sum(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    float r = 0.0f;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++)
+            r += sh[i];
+        sh[32] = r;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+__device__ float block_max(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = -INFINITY;
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++)
+            r = fmaxf(r, sh[i]);
+        sh[32] = r;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+__global__ void k_layernorm(const float *x, const float *g, const float *b, float *y, uint32_t n,
+                            float eps)
+{
+    __shared__ float sh[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += xr[i];
+    float mean = block_sum(s, sh) / (float)n;
+    float v = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        v += (xr[i] - mean) * (xr[i] - mean);
+    float inv = 1.0f / sqrtf(block_sum(v, sh) / (float)n + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = (xr[i] - mean) * inv * g[i] + b[i];
+}
+
+__global__ void k_rmsnorm(const float *x, const float *g, float *y, uint32_t n, float eps)
+{
+    __shared__ float sh[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += xr[i] * xr[i];
+    float inv = 1.0f / sqrtf(block_sum(s, sh) / (float)n + eps);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = g[i] * (xr[i] * inv);
+}
+
+__global__ void k_rope(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
+                       const int32_t *pos, const float *inv_freq, uint32_t half)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < (uint64_t)rows * half;
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t r = (uint32_t)(j / half), i = (uint32_t)(j % half);
+        float p = (float)(pos[r] > 0 ? pos[r] : 0), ang = p * inv_freq[i];
+        float c = (float)cos((double)ang), s = (float)sin((double)ang);
+        float *row = x + (size_t)r * n_heads * head_dim;
+        for (uint32_t h = 0; h < n_heads; h++) {
+            float *q = row + (size_t)h * head_dim;
+            float a = q[i], b = q[i + half];
+            q[i] = a * c - b * s;
+            q[i + half] = b * c + a * s;
+        }
+    }
+}
+
+__device__ float act1(int a, float x)
+{
+    switch (a) {
+    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case FG_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+__global__ void k_act(int a, float *x, const float *up, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+}
+
+__global__ void k_add(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+__global__ void k_scale(float *x, float s, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+/* ids[r] = argmax of row r of x [rows, n], one block of ARGMAX_T threads a row: each thread
+ * keeps the first strict maximum of its strided, increasing indices among non-NaN values, the
+ * tree keeps the greater, the lower index on a tie: fg_sample's sequential scan, whose only
+ * other case is a NaN at index 0, which no later value displaces. */
+#define ARGMAX_T 256
+__global__ void k_argmax(const float *x, uint32_t n, int32_t *ids)
+{
+    __shared__ float bv[ARGMAX_T];
+    __shared__ uint32_t bi[ARGMAX_T];
+    const float *v = x + (size_t)blockIdx.x * n;
+    float best = 0.0f;
+    uint32_t at = UINT32_MAX; /* none yet */
+    for (uint32_t i = threadIdx.x; i < n; i += ARGMAX_T)
+        if (!isnan(v[i]) && (at == UINT32_MAX || v[i] > best))
+            best = v[i], at = i;
+    bv[threadIdx.x] = best;
+    bi[threadIdx.x] = at;
+    __syncthreads();
+    for (uint32_t h = ARGMAX_T / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h) {
+            uint32_t j = threadIdx.x + h, a = bi[threadIdx.x], b = bi[j];
+            if (b != UINT32_MAX && (a == UINT32_MAX || bv[j] > bv[threadIdx.x] ||
+                                    (bv[j] == bv[threadIdx.x] && b < a))) {
+                bv[threadIdx.x] = bv[j];
+                bi[threadIdx.x] = b;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        ids[blockIdx.x] = isnan(v[0]) || bi[0] == UINT32_MAX ? 0 : (int32_t)bi[0];
+}
+
+/* y[r, first + c] += bias[first + c] for rows < m, c < cols (row stride ld) */
+__global__ void k_bias(float *y, const float *bias, uint32_t m, uint64_t cols, uint64_t ld,
+                       uint64_t first)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < (uint64_t)m * cols;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t r = i / cols, c = i % cols;
+        y[r * ld + first + c] += bias[first + c];
+    }
+}
+
+/* 16-bit <-> f32 */
+__global__ void k_to16(const float *x, void *out, size_t n, int bf16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (bf16) {
+            ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+        } else { /* saturated as the weights' decode is (fgq_sat16): an outlier past the
+                  * binary16 range stays finite instead of turning the logits to NaN */
+            float f = x[i];
+            f = f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f;
+            ((__half *)out)[i] = __float2half_rn(f);
+        }
+    }
+}
+
+__global__ void k_from16(const uint16_t *x, float *out, size_t n, int bf16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (bf16)
+            out[i] = __uint_as_float((uint32_t)x[i] << 16);
+        else
+            out[i] = __half2float(__ushort_as_half(x[i]));
+    }
+}
+
+/* out[i] = table[ids[i] - first] (width floats) for ids in [first, first + rows); with bad
+ * non-NULL an id outside [0, total) sets bad[0] and leaves its id in bad[1] (ids that live on
+ * the device are checked there: the host never sees them) */
+__global__ void k_gather(const float *table, uint64_t first, uint64_t rows, const int32_t *ids,
+                         uint32_t n, float *out, uint32_t width, uint64_t total, int32_t *bad)
+{
+    uint32_t i = blockIdx.x;
+    if (i >= n)
+        return;
+    if (bad && threadIdx.x == 0 && (ids[i] < 0 || (uint64_t)ids[i] >= total)) {
+        bad[0] = 1;
+        bad[1] = ids[i];
+    }
+    uint64_t id = (uint64_t)ids[i];
+    if (id < first || id >= first + rows)
+        return;
+    for (uint32_t c = threadIdx.x; c < width; c += blockDim.x)
+        out[(size_t)i * width + c] = table[(id - first) * width + c];
+}
+
+struct attn_k {
+    const float *q, *k, *v;
+    const uint8_t *valid;
+    float *out, *scores;     /* scores: [problems, ctx] */
+    uint32_t kv_stride, n_q, q_pos0, n_heads, head_dim, grp, window, ctx, j0;
+    float keep;
+};
+
+/* A float's bits as an unsigned key in the floats' order (-0 just below +0). */
+__device__ uint32_t ord_key(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+__device__ float key_float(uint32_t k)
+{
+    return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
+/* The k-th largest of the finite scores sc[0..n) (the largest T with at least k scores >= T),
+ * for the whole block: a radix select, the key's bits decided from the top, each by one count
+ * over the scores (32 passes of n / blockDim.x: the first version compared every score with
+ * every other, O(n^2)). */
+__device__ float kth_largest(const float *sc, uint32_t n, uint32_t k, float *sh)
+{
+    uint32_t key = 0;
+    for (int b = 31; b >= 0; b--) {
+        uint32_t cand = key | 1u << b;
+        float cnt = 0.0f;
+        for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+            float s = sc[t];
+            cnt += s != -INFINITY && s == s && ord_key(s) >= cand ? 1.0f : 0.0f;
+        }
+        if (block_sum(cnt, sh) >= (float)k) /* the same sum in every thread */
+            key = cand;
+    }
+    return key_float(key);
+}
+
+/* One (query i, head h) problem j = j0 + blockIdx.x (see the file's comment). */
+__global__ void k_attention(attn_k a)
+{
+    __shared__ float sh[33];
+    FG_DYNAMIC_SHARED(float, qs);
+    uint32_t j = a.j0 + blockIdx.x, i = j / a.n_heads, h = j % a.n_heads, d = a.head_dim;
+    uint32_t end = a.q_pos0 + i + 1, t0 = a.window && end > a.window ? end - a.window : 0;
+    uint32_t n = end - t0, width = a.n_heads * d;
+    const float *q = a.q + (size_t)i * width + (size_t)h * d;
+    const float *kb = a.k + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
+    const float *vb = a.v + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
+    float *o = a.out + (size_t)i * width + (size_t)h * d;
+    float *sc = a.scores + (size_t)blockIdx.x * a.ctx;
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+        qs[c] = q[c];
+    __syncthreads();
+    float mx = -INFINITY, nv = 0.0f;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+        float s = -INFINITY;
+        if (a.valid[t0 + t]) {
+            s = 0.0f;
+            for (uint32_t c = 0; c < d; c++)
+                s += qs[c] * kb[(size_t)t * a.kv_stride + c];
+            nv += 1.0f;
+        }
+        sc[t] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_max(mx, sh);
+    if (mx == -INFINITY) { /* every key masked: a padding query */
+        for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+            o[c] = 0.0f;
+        return;
+    }
+    if (a.keep > 0.0f && a.keep < 1.0f) {
+        uint32_t valid_n = (uint32_t)block_sum(nv, sh);
+        uint32_t k = (uint32_t)ceilf(a.keep * (float)valid_n);
+        k = k ? k : 1;
+        if (k < valid_n) {
+            float thr = kth_largest(sc, n, k, sh);
+            for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
+                if (sc[t] < thr)
+                    sc[t] = -INFINITY;
+            __syncthreads();
+        }
+    }
+    float sum = 0.0f;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+        float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
+        sc[t] = p;
+        sum += p;
+    }
+    float inv = 1.0f / block_sum(sum, sh); /* block_sum's barrier publishes sc */
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t t = 0; t < n; t++)
+            if (sc[t] != 0.0f)
+                acc += sc[t] * inv * vb[(size_t)t * a.kv_stride + c];
+        o[c] = acc;
+    }
+}
+
+} // namespace
+
+#endif

@@ -1,0 +1,184 @@
+/* cublas.cc - libcublas.so.<major> for the emulated runtime (runtime.cc): the five entry points
+ * compute/cublas_dl.c resolves, with cuBLAS's argument rules and its column-major GEMM.
+ *
+ * C = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n, C m x n, all column-major with
+ * leading dimensions lda, ldb, ldc; op N or T. Arguments are checked as cuBLAS documents
+ * (m, n, k >= 0; lda >= max(1, rows of A as stored); the same for B and C) and every operand's
+ * extent must lie inside one device allocation (cuBLAS would read or write past it silently).
+ * With beta == 0, C is not read (it may hold NaN). Scalars are host pointers (the default
+ * pointer mode), read at the call. GemmEx takes A and B as 16F, 16BF or 32F and C as 32F or
+ * the type of A and B, with CUBLAS_COMPUTE_32F (or its TF32/fast variants, computed in f32);
+ * other combinations are CUBLAS_STATUS_NOT_SUPPORTED, as in cuBLAS's table. The product is
+ * accumulated in f32, l = 0..k-1 in order, on the handle's stream.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fgemu_int.h"
+
+#define API extern "C" __attribute__((visibility("default")))
+
+struct cublasContext {
+    cudaStream_t stream;
+};
+
+namespace {
+
+struct gemm {
+    cublasOperation_t ta, tb;
+    int m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    cudaDataType at, bt, ct;
+    int lda, ldb, ldc;
+};
+
+size_t esize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
+float load(const void *p, cudaDataType t, size_t i)
+{
+    switch (t) {
+    case CUDA_R_32F: return ((const float *)p)[i];
+    case CUDA_R_16F: return __half2float(((const __half *)p)[i]);
+    default: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    }
+}
+
+void store(void *p, cudaDataType t, size_t i, float v)
+{
+    switch (t) {
+    case CUDA_R_32F: ((float *)p)[i] = v; break;
+    case CUDA_R_16F: ((__half *)p)[i] = __float2half_rn(v); break;
+    default: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    }
+}
+
+void run(void *arg)
+{
+    gemm *g = (gemm *)arg;
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++) {
+            float s = 0.0f;
+            for (int l = 0; l < g->k; l++) {
+                size_t ai = g->ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * g->lda
+                                                 : (size_t)l + (size_t)i * g->lda;
+                size_t bi = g->tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * g->ldb
+                                                 : (size_t)j + (size_t)l * g->ldb;
+                s += load(g->a, g->at, ai) * load(g->b, g->bt, bi);
+            }
+            size_t ci = (size_t)i + (size_t)j * g->ldc;
+            float v = g->alpha * s;
+            if (g->beta != 0.0f)
+                v += g->beta * load(g->c, g->ct, ci);
+            store(g->c, g->ct, ci, v);
+        }
+    delete g;
+}
+
+bool op_ok(cublasOperation_t o) { return o == CUBLAS_OP_N || o == CUBLAS_OP_T; }
+
+/* rows x cols column-major with leading dimension ld: its extent in bytes */
+bool inside(const void *p, int rows, int cols, int ld, size_t es, const char *what)
+{
+    if (rows == 0 || cols == 0)
+        return true;
+    size_t n = ((size_t)ld * (size_t)(cols - 1) + (size_t)rows) * es;
+    if (fgemu_device_range(p, n))
+        return true;
+    fprintf(stderr, "fgemu: cublas gemm: %s (%d x %d, ld %d) is not inside one device "
+            "allocation\n", what, rows, cols, ld);
+    return false;
+}
+
+cublasStatus_t submit(cublasHandle_t h, gemm g)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!op_ok(g.ta) || !op_ok(g.tb) || g.m < 0 || g.n < 0 || g.k < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int ar = g.ta == CUBLAS_OP_N ? g.m : g.k, ac = g.ta == CUBLAS_OP_N ? g.k : g.m;
+    int br = g.tb == CUBLAS_OP_N ? g.k : g.n, bc = g.tb == CUBLAS_OP_N ? g.n : g.k;
+    if (g.lda < (ar > 1 ? ar : 1) || g.ldb < (br > 1 ? br : 1) || g.ldc < (g.m > 1 ? g.m : 1)) {
+        fprintf(stderr, "fgemu: cublas gemm: a leading dimension is below its rows (m %d n %d "
+                "k %d lda %d ldb %d ldc %d)\n", g.m, g.n, g.k, g.lda, g.ldb, g.ldc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (g.m == 0 || g.n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    if (!inside(g.c, g.m, g.n, g.ldc, esize(g.ct), "C") ||
+        (g.k && (!inside(g.a, ar, ac, g.lda, esize(g.at), "A") ||
+                 !inside(g.b, br, bc, g.ldb, esize(g.bt), "B"))))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    fgemu_enqueue(h->stream, run, new gemm(g));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+API cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+    int n = 0;
+    if (!h)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    *h = new cublasContext{nullptr};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+API cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    cudaDeviceSynchronize();
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+API cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+API cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                  int m, int n, int k, const float *alpha, const float *a,
+                                  int lda, const float *b, int ldb, const float *beta, float *c,
+                                  int ldc)
+{
+    if (!alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return submit(h, gemm{ta, tb, m, n, k, *alpha, *beta, a, b, c, CUDA_R_32F, CUDA_R_32F,
+                          CUDA_R_32F, lda, ldb, ldc});
+}
+
+API cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                int m, int n, int k, const void *alpha, const void *a,
+                                cudaDataType at, int lda, const void *b, cudaDataType bt,
+                                int ldb, const void *beta, void *c, cudaDataType ct, int ldc,
+                                cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    if (!alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    bool f32 = compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+               compute == CUBLAS_COMPUTE_32F_FAST_16F || compute == CUBLAS_COMPUTE_32F_FAST_16BF;
+    bool types = at == bt && (at == CUDA_R_16F || at == CUDA_R_16BF || at == CUDA_R_32F) &&
+                 (ct == CUDA_R_32F || ct == at);
+    if (!f32 || !types) {
+        fprintf(stderr, "fgemu: cublasGemmEx: types %d x %d -> %d with compute type %d: not a "
+                "combination cuBLAS supports\n", (int)at, (int)bt, (int)ct, (int)compute);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return submit(h, gemm{ta, tb, m, n, k, *(const float *)alpha, *(const float *)beta, a, b, c,
+                          at, bt, ct, lda, ldb, ldc});
+}

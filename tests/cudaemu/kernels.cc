@@ -1,0 +1,74 @@
+/* kernels.cc - fg's CUDA kernels compiled for the host, for the emulated runtime (runtime.cc).
+ *
+ * The kernel headers are the ones nvcc compiles for the device; fgemu.h gives them the
+ * built-ins. The runtime finds a kernel by the name nvcc registers it under and checks that its
+ * parameters are spelled the same here; a kernel missing from the table below stops the launch
+ * with a message naming it. */
+#include <cxxabi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#define FGEMU_KERNEL_SIDE 1
+#include "fgemu.h"
+#include "fgemu_int.h"
+
+#include "kernels_cuda.cuh"
+#include "quant_kernels.cuh"
+
+namespace fgemu {
+namespace {
+
+/* "(float*, unsigned int)" for void(float*, unsigned int), without the anonymous namespace. */
+const char *params_of(const char *mangled)
+{
+    int st = 0;
+    char *d = abi::__cxa_demangle(mangled, nullptr, nullptr, &st);
+    if (!d)
+        return "?";
+    const char *p = strchr(d, '(');
+    return p ? p : d; /* kept for the table's life */
+}
+
+template <auto F, typename T = decltype(F)> struct def_of;
+template <auto F, typename... A> struct def_of<F, void (*)(A...)> {
+    typedef std::tuple<typename std::decay<A>::type...> pack_t;
+
+    template <size_t... I> static pack_t *copy(void **args, std::index_sequence<I...>)
+    {
+        return new pack_t(*(typename std::decay<A>::type *)args[I]...);
+    }
+    static void *pack(void **args) { return copy(args, std::index_sequence_for<A...>{}); }
+
+    template <size_t... I> static void call(const pack_t *p, std::index_sequence<I...>)
+    {
+        F(std::get<I>(*p)...);
+    }
+    static void run(const void *p) { call((const pack_t *)p, std::index_sequence_for<A...>{}); }
+    static void unpack(void *p) { delete (pack_t *)p; }
+
+    static kernel_def make(const char *name)
+    {
+        return {name, params_of(typeid(void(A...)).name()), pack, run, unpack};
+    }
+};
+
+#define K(f) def_of<f>::make(#f)
+
+} // namespace
+
+const kernel_def *kernels(size_t *n)
+{
+    static const kernel_def table[] = {
+        K(k_layernorm), K(k_rmsnorm), K(k_rope),   K(k_act),    K(k_add),
+        K(k_scale),     K(k_argmax),  K(k_bias),   K(k_to16),   K(k_from16),
+        K(k_gather),    K(k_attention), K(decode_kernel), K(encode_kernel),
+    };
+    *n = sizeof table / sizeof table[0];
+    return table;
+}
+
+} // namespace fgemu
