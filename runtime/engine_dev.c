@@ -61,10 +61,14 @@ int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err)
                           "free of %.1f", o->gpu_budget / GIB, free_b / GIB, total_b / GIB);
     uint64_t margin = 1ull << 30, b = o->gpu_budget ? o->gpu_budget
                                      : free_b > 2 * margin ? free_b - margin : free_b / 2;
+    if (b <= CUDA_SCRATCH && o->gpu_budget)
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f MiB: the CUDA backend "
+                          "keeps %.0f MiB for cuBLAS and its kernels' scratch", b / 1048576.0,
+                          CUDA_SCRATCH / 1048576.0);
     if (b <= CUDA_SCRATCH)
-        return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.2f GiB: the CUDA backend "
-                          "keeps %.2f GiB for cuBLAS and its kernels' scratch", b / GIB,
-                          CUDA_SCRATCH / GIB);
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--backend cuda: GPU %d has %.1f MiB free, "
+                          "and the CUDA backend keeps %.0f MiB for cuBLAS and its kernels' "
+                          "scratch", gpu_of(o), free_b / 1048576.0, CUDA_SCRATCH / 1048576.0);
     *out = b - CUDA_SCRATCH;
     return FG_OK;
 }

@@ -61,22 +61,34 @@ void store(void *p, cudaDataType t, size_t i, float v)
 void run(void *arg)
 {
     gemm *g = (gemm *)arg;
+    size_t k = (size_t)g->k;
+    /* op(A) row i and op(B) column j as contiguous floats: op(A)(i, l) is A[i + l lda] (N) or
+     * A[l + i lda] (T); op(B)(l, j) is B[l + j ldb] (N) or B[j + l ldb] (T) */
+    float *bt = (float *)malloc(sizeof(float) * (k ? k : 1) * (size_t)g->n);
+    float *ar = (float *)malloc(sizeof(float) * (k ? k : 1));
     for (int j = 0; j < g->n; j++)
-        for (int i = 0; i < g->m; i++) {
+        for (size_t l = 0; l < k; l++)
+            bt[(size_t)j * k + l] = load(g->b, g->bt, g->tb == CUBLAS_OP_N
+                                                          ? l + (size_t)j * g->ldb
+                                                          : (size_t)j + l * g->ldb);
+    for (int i = 0; i < g->m; i++) {
+        for (size_t l = 0; l < k; l++)
+            ar[l] = load(g->a, g->at, g->ta == CUBLAS_OP_N ? (size_t)i + l * g->lda
+                                                           : l + (size_t)i * g->lda);
+        for (int j = 0; j < g->n; j++) {
+            const float *bj = bt + (size_t)j * k;
             float s = 0.0f;
-            for (int l = 0; l < g->k; l++) {
-                size_t ai = g->ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * g->lda
-                                                 : (size_t)l + (size_t)i * g->lda;
-                size_t bi = g->tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * g->ldb
-                                                 : (size_t)j + (size_t)l * g->ldb;
-                s += load(g->a, g->at, ai) * load(g->b, g->bt, bi);
-            }
+            for (size_t l = 0; l < k; l++)
+                s += ar[l] * bj[l];
             size_t ci = (size_t)i + (size_t)j * g->ldc;
             float v = g->alpha * s;
             if (g->beta != 0.0f)
                 v += g->beta * load(g->c, g->ct, ci);
             store(g->c, g->ct, ci, v);
         }
+    }
+    free(ar);
+    free(bt);
     delete g;
 }
 

@@ -489,8 +489,8 @@ fgemu_fiber_start:
     .size fgemu_fiber_start, .-fgemu_fiber_start
 )");
 
-struct fiber {
-    void *sp;
+/* One CUDA thread of the running block. */
+struct cuthread {
     cthread ct;
     fstate st;
     unsigned mask; /* a warp exchange's */
@@ -498,12 +498,24 @@ struct fiber {
     uint64_t offer, got;
 };
 
+/* A fiber that runs the block's threads one after another, each to its end, until one stops at
+ * a barrier: that thread keeps the fiber, and the scheduler starts another fiber for the next
+ * thread. A kernel without barriers runs its whole block on one fiber without a switch; one
+ * with barriers ends with a fiber per thread. */
+struct runner {
+    void *sp;
+    int th;       /* the thread it runs */
+    bool ended;   /* no thread left to start */
+};
+
 struct block_run {
     const kernel_def *k;
     const void *args;
-    std::vector<fiber> f;
+    std::vector<cuthread> t;
+    std::vector<runner> rs;
+    size_t next;  /* the first thread not started */
     void *sched;
-    fiber *cur;
+    runner *cur;
 };
 
 static thread_local block_run *t_run;
@@ -522,8 +534,17 @@ extern "C" __attribute__((used)) void fgemu_fiber_main()
 {
     using namespace fgemu;
     block_run *r = t_run;
-    r->k->run(r->args);
-    r->cur->st = F_DONE;
+    while (r->next < r->t.size()) {
+        size_t i = r->next++;
+        runner *me = r->cur; /* the vector of runners may move while this one is parked */
+        me->th = (int)i;
+        cuthread &th = r->t[i];
+        th.st = F_RUN;
+        t_cur = &th.ct;
+        r->k->run(r->args);
+        r->t[(size_t)r->cur->th].st = F_DONE;
+    }
+    r->cur->ended = true;
     yield_to_sched(); /* never resumed */
     abort();
 }
@@ -558,50 +579,65 @@ static std::string block_name(const block_run &r)
 
 static void run_block(block_run &r)
 {
-    size_t n = r.f.size();
-    while (t_stacks.size() < n) {
-        char *st = (char *)mmap(nullptr, STACK, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (st == MAP_FAILED)
-            die("no memory for a fiber stack");
-        t_stacks.push_back(st);
-    }
+    size_t n = r.t.size();
     unsigned bx = t_block_dim.x, by = t_block_dim.y;
     for (size_t i = 0; i < n; i++) {
-        fiber &f = r.f[i];
-        f.ct.tid.x = (unsigned)(i % bx);
-        f.ct.tid.y = (unsigned)(i / bx % by);
-        f.ct.tid.z = (unsigned)(i / ((size_t)bx * by));
-        f.ct.lane = (unsigned)(i % 32);
-        f.ct.warp = (unsigned)(i / 32);
-        f.st = F_RUN;
-        f.sp = fiber_stack(t_stacks[i]);
+        cuthread &c = r.t[i];
+        c.ct.tid.x = (unsigned)(i % bx);
+        c.ct.tid.y = (unsigned)(i / bx % by);
+        c.ct.tid.z = (unsigned)(i / ((size_t)bx * by));
+        c.ct.lane = (unsigned)(i % 32);
+        c.ct.warp = (unsigned)(i / 32);
+        c.st = F_RUN; /* not started counts as able to run */
     }
+    r.next = 0;
+    r.rs.clear();
+    r.rs.reserve(n);
     for (;;) {
-        bool any = false;
-        for (size_t i = 0; i < n; i++) {
-            if (r.f[i].st != F_RUN)
-                continue;
-            any = true;
-            r.cur = &r.f[i];
-            t_cur = &r.f[i].ct;
-            fgemu_switch(&r.sched, r.f[i].sp);
-        }
-        (void)any;
-        /* everyone is done, at a block barrier or at a warp exchange */
-        size_t done = 0, bar = 0, warp = 0;
-        for (auto &f : r.f)
-            done += f.st == F_DONE, bar += f.st == F_BARRIER, warp += f.st == F_WARP;
+        /* run every runner whose thread can go on; start one more while threads are left */
+        bool ran;
+        do {
+            ran = false;
+            for (size_t j = 0; j < r.rs.size(); j++) {
+                runner &u = r.rs[j];
+                if (u.ended || r.t[(size_t)u.th].st != F_RUN)
+                    continue;
+                r.cur = &u;
+                t_cur = &r.t[(size_t)u.th].ct;
+                fgemu_switch(&r.sched, u.sp);
+                ran = true;
+            }
+            if (r.next < n) {
+                if (t_stacks.size() <= r.rs.size()) {
+                    char *st = (char *)mmap(nullptr, STACK, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                    if (st == MAP_FAILED)
+                        die("no memory for a fiber stack");
+                    t_stacks.push_back(st);
+                }
+                r.rs.push_back(runner{fiber_stack(t_stacks[r.rs.size()]), -1, false});
+                runner &u = r.rs.back();
+                r.cur = &u;
+                fgemu_switch(&r.sched, u.sp);
+                ran = true;
+            }
+        } while (ran && r.next < n);
+        /* every thread has started: each is done, at a block barrier or at a warp exchange */
+        size_t done = 0, bar = 0, runnable = 0;
+        for (auto &c : r.t)
+            done += c.st == F_DONE, bar += c.st == F_BARRIER, runnable += c.st == F_RUN;
         if (done == n)
             return;
+        if (runnable)
+            continue;
         bool moved = false;
         for (size_t w0 = 0; w0 < n; w0 += 32) { /* warp exchanges whose lanes have all come */
             size_t w1 = w0 + 32 < n ? w0 + 32 : n;
             unsigned mask = 0, at = 0, dead = 0;
             for (size_t i = w0; i < w1; i++) {
-                if (r.f[i].st == F_WARP)
-                    mask = r.f[i].mask, at |= 1u << (i - w0);
-                else if (r.f[i].st == F_DONE)
+                if (r.t[i].st == F_WARP)
+                    mask = r.t[i].mask, at |= 1u << (i - w0);
+                else if (r.t[i].st == F_DONE)
                     dead |= 1u << (i - w0);
             }
             if (!at)
@@ -616,16 +652,16 @@ static void run_block(block_run &r)
             if ((at & mask) != mask)
                 continue; /* some lanes are still at a block barrier: judged below */
             for (size_t i = w0; i < w1; i++) {
-                fiber &f = r.f[i];
-                if (f.st != F_WARP)
+                cuthread &c = r.t[i];
+                if (c.st != F_WARP)
                     continue;
-                if (f.mask != mask)
+                if (c.mask != mask)
                     die("%s: lanes of one warp shuffle with different masks",
                         block_name(r).c_str());
-                int s = f.src;
-                f.got = s >= 0 && s < 32 && ((mask >> s) & 1u) ? r.f[w0 + (size_t)s].offer
-                                                                  : f.offer;
-                f.st = F_RUN;
+                int sl = c.src;
+                c.got = sl >= 0 && sl < 32 && ((mask >> sl) & 1u) ? r.t[w0 + (size_t)sl].offer
+                                                                   : c.offer;
+                c.st = F_RUN;
             }
             moved = true;
         }
@@ -635,8 +671,8 @@ static void run_block(block_run &r)
             if (done)
                 die("%s: __syncthreads not reached by %zu of its %zu threads, which returned",
                     block_name(r).c_str(), done, n);
-            for (auto &f : r.f)
-                f.st = F_RUN;
+            for (auto &c : r.t)
+                c.st = F_RUN;
             continue;
         }
         die("%s: threads wait at __syncthreads while others wait at a warp shuffle",
@@ -646,13 +682,13 @@ static void run_block(block_run &r)
 
 void sync_block()
 {
-    t_run->cur->st = F_BARRIER;
+    t_run->t[(size_t)t_run->cur->th].st = F_BARRIER;
     yield_to_sched();
 }
 
 uint64_t warp_exchange(unsigned mask, uint64_t bits, int src_lane)
 {
-    fiber *f = t_run->cur;
+    cuthread *f = &t_run->t[(size_t)t_run->cur->th];
     if (!((mask >> f->ct.lane) & 1u))
         die("kernel %s: a shuffle by lane %u, which its mask 0x%08x leaves out",
             t_run->k->name, f->ct.lane, mask);
@@ -690,7 +726,7 @@ static void run_launch(const launch &L)
     block_run r;
     r.k = L.k;
     r.args = L.args;
-    r.f.resize(threads);
+    r.t.resize(threads);
     t_run = &r;
     t_block_dim = L.block;
     t_grid_dim = L.grid;
