@@ -17,7 +17,13 @@ struct kernel_def {
     void *(*pack)(void **args);         /* a heap copy of the arguments */
     void (*run)(const void *packed);    /* the kernel body, for the calling fiber */
     void (*unpack)(void *packed);       /* frees the copy */
+    /* the index of the first argument the GPU could not follow (a pointer to host memory that
+     * is not pinned: bad_arg in kernels.cc), its value in *at; -1 when none */
+    int (*check)(const void *packed, const void **at);
 };
+
+/* NULL, device memory or pinned host memory: what a kernel may be given. */
+bool pointer_ok(const void *p);
 
 const kernel_def *kernels(size_t *n);
 

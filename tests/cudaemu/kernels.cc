@@ -33,6 +33,19 @@ const char *params_of(const char *mangled)
     return p ? p : d; /* kept for the table's life */
 }
 
+/* A kernel argument the GPU could not follow: a pointer to memory that is neither the device's
+ * nor pinned (cudaHostAlloc, mapped into the device's address space); 0 when fine. */
+template <typename T> const void *bad_arg(const T &) { return nullptr; }
+template <typename T> const void *bad_arg(T *const &p) { return pointer_ok(p) ? nullptr : p; }
+const void *bad_arg(const attn_k &a)
+{
+    for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
+                          (const void *)a.valid, (const void *)a.out, (const void *)a.scores})
+        if (!pointer_ok(p))
+            return p;
+    return nullptr;
+}
+
 template <auto F, typename T = decltype(F)> struct def_of;
 template <auto F, typename... A> struct def_of<F, void (*)(A...)> {
     typedef std::tuple<typename std::decay<A>::type...> pack_t;
@@ -50,9 +63,22 @@ template <auto F, typename... A> struct def_of<F, void (*)(A...)> {
     static void run(const void *p) { call((const pack_t *)p, std::index_sequence_for<A...>{}); }
     static void unpack(void *p) { delete (pack_t *)p; }
 
+    template <size_t... I> static int first_bad(const pack_t *p, const void **at,
+                                                std::index_sequence<I...>)
+    {
+        int bad = -1;
+        (void)std::initializer_list<int>{
+            (bad < 0 && (*at = bad_arg(std::get<I>(*p))) ? bad = (int)I : 0)...};
+        return bad;
+    }
+    static int check(const void *p, const void **at)
+    {
+        return first_bad((const pack_t *)p, at, std::index_sequence_for<A...>{});
+    }
+
     static kernel_def make(const char *name)
     {
-        return {name, params_of(typeid(void(A...)).name()), pack, run, unpack};
+        return {name, params_of(typeid(void(A...)).name()), pack, run, unpack, check};
     }
 };
 

@@ -20,12 +20,20 @@
  *    memory are synchronous as the CUDA documentation describes them (host to device: after the
  *    stream's earlier work, before the call returns; device to host: the call returns when the
  *    copy has been made); copies between device and pinned memory (cudaHostAlloc) are not.
- *  - A kernel runs block after block on its stream's worker, one fiber per CUDA thread;
- *    __syncthreads and the shuffles are barriers; a barrier a thread of the block never reaches,
+ *  - A kernel runs block after block on its stream's worker, its threads on fibers (one for
+ *    all of them while none waits at a barrier; every other block starts them from the last,
+ *    so an order the code does not enforce differs between blocks); __syncthreads and the
+ *    shuffles are barriers; a barrier a thread of the block never reaches,
  *    a launch over CUDA's limits (1024 threads a block, 48 KiB of dynamic shared memory without
- *    opting in, grid y and z 65535) or a kernel missing from kernels.cc is reported.
+ *    opting in, grid y and z 65535), a kernel argument pointing to host memory that is not
+ *    pinned, or a kernel missing from kernels.cc is reported.
+ * What it cannot see: data races between a block's threads beyond the two start orders, the
+ * GPU's memory model, kernels reading pageable memory through a struct's pointer it does not
+ * know (bad_arg in kernels.cc knows attn_k's), tensor-core rounding, speed. gpu-check.sh is
+ * still the first thing to run on a GPU.
  * Environment: FGEMU_DEVICES (default 1; 0: no device), FGEMU_DEVICE_MEM (bytes the device has,
- * K/M/G suffixes, default 1G), FGEMU_NO_PKEY=1 (no protection key).
+ * K/M/G suffixes, default 1G), FGEMU_NO_PKEY=1 (no protection key), FGEMU_STATS=1 (launches
+ * per kernel at exit).
  */
 #define _GNU_SOURCE 1
 #include <cxxabi.h>
@@ -302,6 +310,12 @@ static cudaError_t mem_free(void *p, mem_kind kind)
     return cudaSuccess;
 }
 
+bool pointer_ok(const void *p)
+{
+    alloc a;
+    return !p || find(p, &a);
+}
+
 } // namespace fgemu
 
 API int fgemu_device_range(const void *p, size_t n)
@@ -514,6 +528,9 @@ struct block_run {
     std::vector<cuthread> t;
     std::vector<runner> rs;
     size_t next;  /* the first thread not started */
+    bool reverse; /* started from the last: a kernel whose threads need an order they are
+                     not given (a read of another thread's write without a barrier between)
+                     computes differently in one block and the next */
     void *sched;
     runner *cur;
 };
@@ -536,6 +553,8 @@ extern "C" __attribute__((used)) void fgemu_fiber_main()
     block_run *r = t_run;
     while (r->next < r->t.size()) {
         size_t i = r->next++;
+        if (r->reverse) /* every other block starts its threads from the last */
+            i = r->t.size() - 1 - i;
         runner *me = r->cur; /* the vector of runners may move while this one is parked */
         me->th = (int)i;
         cuthread &th = r->t[i];
@@ -591,6 +610,7 @@ static void run_block(block_run &r)
         c.st = F_RUN; /* not started counts as able to run */
     }
     r.next = 0;
+    r.reverse = (t_block_idx.x + t_block_idx.y + t_block_idx.z) & 1;
     r.rs.clear();
     r.rs.reserve(n);
     for (;;) {
@@ -894,6 +914,11 @@ API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, v
     }
     __atomic_fetch_add(&r->launches, 1, __ATOMIC_RELAXED);
     launch L{r->k, r->k->pack(args), grid, block, smem};
+    const void *at = nullptr;
+    int bad = r->k->check(L.args, &at);
+    if (bad >= 0)
+        die("kernel %s: argument %d points to host memory the GPU cannot reach (%p: not from "
+            "cudaMalloc or cudaHostAlloc)", r->name.c_str(), bad, at);
     enqueue(resolve(stream), [L] { run_launch(L); });
     return cudaSuccess;
 }
