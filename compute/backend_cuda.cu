@@ -26,7 +26,8 @@
  * while the previous piece multiplies (the compute stream waits on the upload's event; the slot
  * is reused only after the compute stream's event for its previous piece).
  *
- * Kernels (each has the scalar reference of compute/ops_ref.c as its definition): LayerNorm and
+ * Kernels (kernels_cuda.cuh, which tests/cudaemu also compiles for the host; each has the
+ * scalar reference of compute/ops_ref.c as its definition): LayerNorm and
  * RMSNorm one block a row; RoPE one thread per (row, frequency) with cos/sin in double as
  * ops_common.c; activations and add elementwise; attention one block per (query, head) over
  * scores in global scratch (causal, grouped-query, sliding window, top-k: the threshold is the

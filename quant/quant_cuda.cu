@@ -12,6 +12,7 @@
  *    run of G elements. A first version: correct, not tuned.
  * Failures found on the device (NaN/Inf, range) are reported through a small status block
  * allocated stream-ordered; encode therefore synchronises the stream.
+ * The kernels are in quant_kernels.cuh, which tests/cudaemu also compiles for the host.
  */
 #include <cuda_runtime.h>
 
