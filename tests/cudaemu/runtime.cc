@@ -923,6 +923,15 @@ API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, v
     return cudaSuccess;
 }
 
+/* The launch nvcc's stubs made before CUDA 13 (and any explicit cudaLaunchKernel). */
+API cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+                                 size_t smem, cudaStream_t stream)
+{
+    cudaKernel_t k;
+    cudaError_t e = __cudaGetKernel(&k, func);
+    return e != cudaSuccess ? e : __cudaLaunchKernel(k, grid, block, args, smem, stream);
+}
+
 API cudaError_t cudaGetLastError(void)
 {
     cudaError_t e = t_last;
