@@ -7,7 +7,8 @@
  *      cublasGemmEx over the same whole weight, for a prefill (M = 512) and a decode block
  *      (M = 64) shape, weights resident on the device; and the same Linear with its pieces in
  *      pinned RAM (uploaded while the previous piece multiplies) vs the H2D-bound ceiling.
- * usage: bench_gpu   (exits 77 without a GPU) */
+ * usage: bench_gpu [--smoke]   (exits 77 without a GPU; --smoke: every path on small shapes,
+ * figures meaningless, for the emulated runtime of tests/cudaemu to run it) */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -20,6 +21,11 @@
 #include "pager.h"
 
 #define MIB (1u << 20)
+
+/* the shapes: opt-6.7b's fc1 in 4 MiB pieces and 1 GiB of copies, or --smoke's */
+static uint32_t g_n = 16384, g_k = 4096, g_rows = 512, g_ms[2] = {512, 64};
+static uint64_t g_copy = 1024ull * MIB, g_chunk = 16 * MIB;
+static uint32_t g_chunks = 64;
 
 static void die(const char *what, const fg_err *err)
 {
@@ -168,7 +174,7 @@ static double cublas_tflops(const void *w, uint32_t n, uint32_t k, uint32_t m)
 
 static void linear_figures(fg_backend *be, double h2d_gbs)
 {
-    enum { N = 16384, K = 4096, ROWS = 512 }; /* opt-6.7b's fc1 shape, 4 MiB pieces */
+    const uint32_t N = g_n, K = g_k, ROWS = g_rows;
     fg_device *d = be->dev;
     fg_err err;
     pieces dev = {.n = N / ROWS, .k = K, .total = N}, pin = dev;
@@ -188,9 +194,8 @@ static void linear_figures(fg_backend *be, double h2d_gbs)
         d->iface->alloc(d, FG_BUFT_DEVICE, (size_t)512 * N * 4, &y, &err))
         die("alloc", &err);
     cudaMemset(x, 0, (size_t)512 * K * 4);
-    uint32_t ms[2] = {512, 64};
     for (int i = 0; i < 2; i++) {
-        uint32_t m = ms[i];
+        uint32_t m = g_ms[i];
         double got = backend_tflops(be, &dev, m, x, y), cub = cublas_tflops(whole, N, K, m);
         printf("linear %ux%ux%u F16, weights on the GPU:  %7.1f TFLOP/s   (cuBLAS alone %7.1f)\n",
                m, N, K, got, cub);
@@ -209,8 +214,16 @@ static void linear_figures(fg_backend *be, double h2d_gbs)
     cudaFree(whole);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--smoke") == 0) {
+        g_n = 1024, g_k = 256, g_rows = 128, g_ms[0] = 32, g_ms[1] = 8;
+        g_copy = 16 * MIB, g_chunk = MIB, g_chunks = 8;
+        printf("bench_gpu --smoke: small shapes, the figures mean nothing\n");
+    } else if (argc > 1) {
+        fprintf(stderr, "usage: bench_gpu [--smoke]\n");
+        return 2;
+    }
     fg_backend_cuda_opts o = {0, 0, FG_COMPUTE_F16, 0};
     fg_backend *be;
     fg_err err;
@@ -218,9 +231,8 @@ int main(void)
         printf("bench_gpu: skip: %s\n", err.msg);
         return 77;
     }
-    uint64_t n = 1024ull * MIB;
-    double h2d = memcpy_gbs(n), acq, pre;
-    pager_gbs(be, 64, 16 * MIB, &acq, &pre);
+    double h2d = memcpy_gbs(g_copy), acq, pre;
+    pager_gbs(be, g_chunks, g_chunk, &acq, &pre);
     printf("H2D: pager HOST -> DEVICE %6.1f GB/s acquired one by one, %6.1f GB/s prefetched "
            "(copy stream, events)   (pinned cudaMemcpy %6.1f GB/s)\n", acq, pre, h2d);
     linear_figures(be, h2d);
