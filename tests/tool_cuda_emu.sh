@@ -2,11 +2,13 @@
 # fg-infer --backend cuda end to end under the emulated CUDA runtime (tests/cudaemu, through
 # LD_LIBRARY_PATH): the shipped model's greedy continuation equals the CPU backend's with
 # everything on the GPU, with the weights on the GPU and the KV cache in RAM attended by the
-# CPU (--cpu-cache-compute), and with 4-bit weights streamed from RAM; a --gpu-budget below the
+# CPU (--cpu-cache-compute), and with 4-bit weights streamed from RAM; and as a pipeline of two
+# MPI ranks, each on its own (emulated) GPU, where the build has MPI; a --gpu-budget below the
 # backend's scratch and a machine without a device get one line and a non-zero exit.
-# Usage: tool_cuda_emu.sh CONVERT INFER ROOT WORK EMU_DIR. Skips (77) without the model.
+# Usage: tool_cuda_emu.sh CONVERT INFER ROOT WORK EMU_DIR [MPIRUN HAVE_MPI]. Skips (77) without
+# the model.
 set -euo pipefail
-CONVERT=$1 INFER=$2 ROOT=$3 WORK=$4 EMU=$5
+CONVERT=$1 INFER=$2 ROOT=$3 WORK=$4 EMU=$5 MPIRUN=${6:-} HAVE_MPI=${7:-OFF}
 MODEL=$ROOT/models/austen-opt
 [ -f "$MODEL/model.safetensors" ] || { echo "no shipped model"; exit 77; }
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
@@ -34,6 +36,15 @@ cache-in-RAM,CPU-attention --percent 100 0 0 100 100 0 --cpu-cache-compute
 weights-in-RAM --percent 0 100 100 0 100 0
 CASES
 done
+if [ "$HAVE_MPI" = ON ] && [ -n "$MPIRUN" ] && [ -x "$MPIRUN" ]; then
+  MPI=("$MPIRUN" --oversubscribe --bind-to none -x LD_LIBRARY_PATH -np 2)
+  [ "$(id -u)" -ne 0 ] || MPI+=(--allow-run-as-root)
+  want=$(gen austen cpu)
+  got=$(LD_LIBRARY_PATH=$EMU "${MPI[@]}" "$INFER" -m austen -p "$P" --max-new-tokens 12 --quiet \
+        --backend cuda "${fixed[@]}" --percent 100 0 100 0 100 0)
+  [ "$got" = "$want" ] || { printf 'two ranks on cuda gave\n%s\ncpu gave\n%s\n' "$got" "$want"; exit 1; }
+  echo "austen, two MPI ranks on cuda: same as the CPU"
+fi
 expect_fail() { # label pattern cmd...: a non-zero exit and one line matching pattern
   local label=$1 pat=$2; shift 2
   local out rc=0
