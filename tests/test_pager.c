@@ -951,7 +951,13 @@ START_TEST(t_write_behind)
         ck_assert_int_eq(fg_pager_release(p, &v, FG_PAGER_DIRTY | FG_PAGER_WRITE_BEHIND, &err),
                          FG_OK);
         check_ok(p);
-        ck_assert_int_eq(p->chunks[2].state, CS_WRITING_BACK); /* the release did not wait */
+        /* the release did not wait: the write is in flight, or it has already landed (or
+         * failed) and was reaped by the release's own progress step, which a fast file system
+         * allows (seen once under ASan on a loaded machine) */
+        const pchunk *wc = &p->chunks[2];
+        ck_assert_msg(wc->state == CS_WRITING_BACK ||
+                          (wc->state == CS_HOST && wc->dirty == (fail ? 1 : 0)),
+                      "fail %d: state %d dirty %d", fail, (int)wc->state, (int)wc->dirty);
         if (fail) {
             fg_pager_ticket tk;
             int rc = fg_pager_acquire(p, 2, FG_TIER_HOST, &v, &err);
