@@ -24,7 +24,7 @@ namespace fgemu {
 /* The running CUDA thread (one fiber). */
 struct cthread {
     uint3 tid;
-    unsigned lane, warp;
+    unsigned lane;
 };
 
 extern thread_local cthread *t_cur;   /* the fiber running on this worker */
@@ -50,16 +50,6 @@ template <typename T> T shfl_down(unsigned mask, T v, unsigned delta)
     return r;
 }
 
-template <typename T> T shfl_xor(unsigned mask, T v, int x)
-{
-    uint64_t b = 0;
-    memcpy(&b, &v, sizeof v);
-    b = warp_exchange(mask, b, (int)t_cur->lane ^ x);
-    T r;
-    memcpy(&r, &b, sizeof r);
-    return r;
-}
-
 } // namespace fgemu
 
 #ifdef FGEMU_KERNEL_SIDE /* kernels.cc: what the kernel headers see (not the runtime) */
@@ -76,7 +66,6 @@ template <typename T> T shfl_xor(unsigned mask, T v, int x)
 
 #define __syncthreads() fgemu::sync_block()
 #define __shfl_down_sync(mask, v, d) fgemu::shfl_down((mask), (v), (d))
-#define __shfl_xor_sync(mask, v, x) fgemu::shfl_xor((mask), (v), (x))
 
 /* Device intrinsics the toolkit declares for the device only. A stream's blocks run one at a
  * time and its fibers never preempt each other, but two streams' kernels may run at once, so
@@ -93,8 +82,6 @@ static inline float __uint_as_float(unsigned u)
     memcpy(&f, &u, 4);
     return f;
 }
-static inline int __float_as_int(float f) { return (int)__float_as_uint(f); }
-static inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
 /* Round to nearest: what a host float operation does (kernels.cc is built without FMA
  * contraction, as quant_cuda.cu is with --fmad=false). */
 static inline float __fadd_rn(float a, float b) { return a + b; }
@@ -103,10 +90,6 @@ template <typename T> static inline T atomicCAS(T *p, T cmp, T val)
 {
     __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return cmp;
-}
-template <typename T> static inline T atomicAdd(T *p, T v)
-{
-    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
 
 #endif /* FGEMU_KERNEL_SIDE */

@@ -9,8 +9,8 @@
 namespace fgemu {
 
 /* One kernel compiled for the host: its name, its parameters as the compiler spells them,
- * and how to copy a launch's arguments (the stub's frame dies when the launch returns) and
- * run one thread on the copy. */
+ * and how to copy a launch's arguments (they live in the frame of nvcc's generated launch
+ * function, gone when the launch returns) and run one thread on the copy. */
 struct kernel_def {
     const char *name;
     const char *params;                 /* demangled: "(float*, unsigned int)" */

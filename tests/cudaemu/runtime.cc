@@ -68,13 +68,18 @@ thread_local cthread *t_cur;
 thread_local dim3 t_block_idx, t_block_dim, t_grid_dim;
 thread_local void *t_dyn_shared;
 
+static void say(const char *fmt, va_list ap)
+{
+    fputs("fgemu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 [[noreturn]] static void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("fgemu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(fmt, ap);
     va_end(ap);
     abort();
 }
@@ -83,9 +88,7 @@ static void warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("fgemu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(fmt, ap);
     va_end(ap);
 }
 
@@ -245,7 +248,6 @@ static cudaError_t mem_new(void **out, size_t n, mem_kind kind)
             g_spare_bytes -= len;
         }
     }
-    char *b;
     if (!m) {
         m = (char *)mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                          -1, 0);
@@ -255,16 +257,14 @@ static cudaError_t mem_new(void **out, size_t n, mem_kind kind)
                 g_used -= body;
             return cudaErrorMemoryAllocation;
         }
-        b = m + pg;
         std::call_once(g_pkey_once, pkey_init);
         int prc = kind == MEM_DEVICE && g_pkey >= 0
-                      ? pkey_mprotect(b, body_pages, PROT_READ | PROT_WRITE, g_pkey)
-                      : mprotect(b, body_pages, PROT_READ | PROT_WRITE);
+                      ? pkey_mprotect(m + pg, body_pages, PROT_READ | PROT_WRITE, g_pkey)
+                      : mprotect(m + pg, body_pages, PROT_READ | PROT_WRITE);
         if (prc != 0)
             die("mprotect: %s", strerror(errno));
     }
-    b = m + pg;
-    char *p = b + body_pages - body; /* the end within 256 bytes of the guard page */
+    char *p = m + pg + body_pages - body; /* the end within 256 bytes of the guard page */
     if (kind == MEM_DEVICE) { /* never written reads as NaN: all of a small allocation, the
                                * first and last MiB of a large one (a pool: filling all of it
                                * would cost the pages of the whole device) */
@@ -316,15 +316,27 @@ bool pointer_ok(const void *p)
     return !p || find(p, &a);
 }
 
+/* Where p points: 0 pageable host memory, 1 pinned, 2 device; *a its allocation. */
+static int kind_of(const void *p, alloc *a)
+{
+    if (!find(p, a))
+        return 0;
+    return a->kind == MEM_DEVICE ? 2 : 1;
+}
+
+/* n bytes from p end inside a (p inside it) */
+static bool ends_inside(const alloc &a, const void *p, size_t n)
+{
+    return (uintptr_t)p + n <= (uintptr_t)a.ptr + a.size;
+}
+
 } // namespace fgemu
 
 API int fgemu_device_range(const void *p, size_t n)
 {
     using namespace fgemu;
     alloc a;
-    if (!find(p, &a) || a.kind != MEM_DEVICE)
-        return 0;
-    return (uintptr_t)p + n <= (uintptr_t)a.ptr + a.size;
+    return kind_of(p, &a) == 2 && ends_inside(a, p, n);
 }
 
 namespace fgemu {
@@ -606,7 +618,6 @@ static void run_block(block_run &r)
         c.ct.tid.y = (unsigned)(i / bx % by);
         c.ct.tid.z = (unsigned)(i / ((size_t)bx * by));
         c.ct.lane = (unsigned)(i % 32);
-        c.ct.warp = (unsigned)(i / 32);
         c.st = F_RUN; /* not started counts as able to run */
     }
     r.next = 0;
@@ -770,11 +781,13 @@ static void run_launch(const launch &L)
 struct reg {
     std::string name, params;
     const kernel_def *k;
+    bool same_params; /* nvcc's parameters are the host build's (judged at the first launch:
+                         a binary registers kernels it may never launch) */
     unsigned long launches;
 };
 
 static std::mutex g_reg_mu;
-static std::map<const void *, reg> g_reg; /* by host stub */
+static std::map<const void *, reg> g_reg; /* by the host function nvcc generates for it */
 
 static std::string strip_ns(const std::string &s)
 {
@@ -847,6 +860,7 @@ API void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun,
     for (size_t i = 0; i < n; i++)
         if (r.name == ks[i].name)
             r.k = &ks[i];
+    r.same_params = r.k && r.params == strip_ns(r.k->params);
     std::lock_guard<std::mutex> g(g_reg_mu);
     g_reg[(const void *)hostFun] = r;
 }
@@ -897,7 +911,7 @@ API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, v
         return ret(cudaErrorInvalidDeviceFunction);
     if (!r->k)
         die("kernel %s has no host build: add it to tests/cudaemu/kernels.cc", r->name.c_str());
-    if (r->params != strip_ns(r->k->params))
+    if (!r->same_params)
         die("kernel %s: nvcc registered it as %s, the host build is %s", r->name.c_str(),
             r->params.c_str(), r->k->params);
     size_t threads = (size_t)block.x * block.y * block.z;
@@ -923,7 +937,7 @@ API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, v
     return cudaSuccess;
 }
 
-/* The launch nvcc's stubs made before CUDA 13 (and any explicit cudaLaunchKernel). */
+/* The launch nvcc's generated host code made before CUDA 13 (and any explicit call). */
 API cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
                                  size_t smem, cudaStream_t stream)
 {
@@ -938,8 +952,6 @@ API cudaError_t cudaGetLastError(void)
     t_last = cudaSuccess;
     return e;
 }
-
-API cudaError_t cudaPeekAtLastError(void) { return t_last; }
 
 API const char *cudaGetErrorString(cudaError_t e)
 {
@@ -956,15 +968,11 @@ API const char *cudaGetErrorString(cudaError_t e)
     }
 }
 
-API const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
-
 static int device_count()
 {
     static int n = (int)env_size("FGEMU_DEVICES", 1);
     return n;
 }
-
-static thread_local int t_device = 0;
 
 API cudaError_t cudaGetDeviceCount(int *n)
 {
@@ -976,14 +984,7 @@ API cudaError_t cudaSetDevice(int d)
 {
     if (d < 0 || d >= device_count())
         return ret(device_count() ? cudaErrorInvalidDevice : cudaErrorNoDevice);
-    t_device = d;
-    return cudaSuccess;
-}
-
-API cudaError_t cudaGetDevice(int *d)
-{
-    *d = t_device;
-    return device_count() ? cudaSuccess : ret(cudaErrorNoDevice);
+    return cudaSuccess; /* the devices share one memory and one set of streams */
 }
 
 API cudaError_t cudaDeviceSynchronize(void)
@@ -1015,8 +1016,6 @@ API cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
     (void)flags;
     return ret(mem_new(p, n, MEM_PINNED));
 }
-
-API cudaError_t cudaMallocHost(void **p, size_t n) { return ret(mem_new(p, n, MEM_PINNED)); }
 
 API cudaError_t cudaFreeHost(void *p)
 {
@@ -1077,28 +1076,20 @@ API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p
     return cudaSuccess;
 }
 
-/* Device side of a copy: inside one allocation. */
-static bool check_dev(const void *p, size_t n, const char *what)
+/* Device side of a copy: p (kind_of's k, allocation a) starts n bytes inside one device
+ * allocation; otherwise says why. */
+static bool check_dev(int k, const alloc &a, const void *p, size_t n, const char *what)
 {
-    alloc a;
-    if (!find(p, &a) || a.kind != MEM_DEVICE) {
+    if (k != 2) {
         warn("%s: %p is not device memory", what, p);
         return false;
     }
-    if ((uintptr_t)p + n > (uintptr_t)a.ptr + a.size) {
+    if (!ends_inside(a, p, n)) {
         warn("%s: %zu bytes at %p overrun the %zu-byte allocation at %p", what, n, p, a.size,
              (void *)a.ptr);
         return false;
     }
     return true;
-}
-
-static int kind_of(const void *p)
-{
-    alloc a;
-    if (!find(p, &a))
-        return 0; /* pageable */
-    return a.kind == MEM_DEVICE ? 2 : 1;
 }
 
 static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
@@ -1108,13 +1099,15 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
         return cudaSuccess;
     if (!dst || !src)
         return ret(cudaErrorInvalidValue);
-    int kd = kind_of(dst), ks = kind_of(src);
+    alloc ad, as;
+    int kd = kind_of(dst, &ad), ks = kind_of(src, &as);
     if (kind == cudaMemcpyDefault)
         kind = ks == 2 ? (kd == 2 ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                        : (kd == 2 ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
     bool dev_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     bool dev_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    if ((dev_dst && !check_dev(dst, n, what)) || (dev_src && !check_dev(src, n, what)))
+    if ((dev_dst && !check_dev(kd, ad, dst, n, what)) ||
+        (dev_src && !check_dev(ks, as, src, n, what)))
         return ret(cudaErrorInvalidValue);
     if ((!dev_dst && kd == 2) || (!dev_src && ks == 2)) {
         warn("%s: a device pointer on the host side of a %s copy", what,
@@ -1153,7 +1146,8 @@ API cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     if (n == 0)
         return cudaSuccess;
-    if (!check_dev(p, n, "cudaMemsetAsync"))
+    alloc a;
+    if (!check_dev(kind_of(p, &a), a, p, n, "cudaMemsetAsync"))
         return ret(cudaErrorInvalidValue);
     enqueue(resolve(s), [p, v, n] { memset(p, v, n); });
     return cudaSuccess;
@@ -1179,8 +1173,6 @@ API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
     *out = s;
     return cudaSuccess;
 }
-
-API cudaError_t cudaStreamCreate(cudaStream_t *out) { return cudaStreamCreateWithFlags(out, 0); }
 
 API cudaError_t cudaStreamDestroy(cudaStream_t st)
 {
@@ -1229,8 +1221,6 @@ API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
     return cudaSuccess;
 }
 
-API cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
-
 API cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     if (!e)
@@ -1256,16 +1246,6 @@ API cudaError_t cudaEventSynchronize(cudaEvent_t e)
     if (e->s)
         wait_point(e->s, e->at);
     return cudaSuccess;
-}
-
-API cudaError_t cudaEventQuery(cudaEvent_t e)
-{
-    if (!e)
-        return ret(cudaErrorInvalidResourceHandle);
-    if (!e->s)
-        return cudaSuccess;
-    std::lock_guard<std::mutex> g(e->s->mu);
-    return e->s->done >= e->at ? cudaSuccess : cudaErrorNotReady;
 }
 
 API cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags)
