@@ -16,6 +16,7 @@
 
 extern "C" {
 #include "backend.h"
+#include "ops_scalar.h"
 }
 
 #ifndef FG_DYNAMIC_SHARED
@@ -99,26 +100,8 @@ __global__ void k_rope(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_
     for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < (uint64_t)rows * half;
          j += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t r = (uint32_t)(j / half), i = (uint32_t)(j % half);
-        float p = (float)(pos[r] > 0 ? pos[r] : 0), ang = p * inv_freq[i];
-        float c = (float)cos((double)ang), s = (float)sin((double)ang);
-        float *row = x + (size_t)r * n_heads * head_dim;
-        for (uint32_t h = 0; h < n_heads; h++) {
-            float *q = row + (size_t)h * head_dim;
-            float a = q[i], b = q[i + half];
-            q[i] = a * c - b * s;
-            q[i + half] = b * c + a * s;
-        }
-    }
-}
-
-__device__ float act1(int a, float x)
-{
-    switch (a) {
-    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case FG_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return x / (1.0f + expf(-x));
+        fgb_rope_pair(x + (size_t)r * n_heads * head_dim, n_heads, head_dim, i, half,
+                      (float)(pos[r] > 0 ? pos[r] : 0), inv_freq[i]);
     }
 }
 
@@ -126,7 +109,7 @@ __global__ void k_act(int a, float *x, const float *up, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+        x[i] = up ? fgb_act1(a, x[i]) * up[i] : fgb_act1(a, x[i]);
 }
 
 __global__ void k_add(float *y, const float *x, size_t n)

@@ -17,6 +17,7 @@
 #endif
 
 #include "backend_int.h"
+#include "ops_scalar.h"
 
 uint64_t fgb_quantum(const fg_wpiece *p)
 {
@@ -205,27 +206,8 @@ void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
     for (uint32_t r = 0; r < rows; r++) {
         float *row = x + (size_t)r * n_heads * head_dim;
         float pos = (float)(positions[r] > 0 ? positions[r] : 0);
-        for (uint32_t i = 0; i < half; i++) {
-            float ang = pos * inv_freq[i];
-            float c = (float)cos((double)ang), s = (float)sin((double)ang);
-            for (uint32_t h = 0; h < n_heads; h++) {
-                float *p = row + (size_t)h * head_dim;
-                float a = p[i], b = p[i + half];
-                p[i] = a * c - b * s;
-                p[i + half] = b * c + a * s;
-            }
-        }
-    }
-}
-
-static float act1(fg_act a, float x)
-{
-    switch (a) {
-    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
-    case FG_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return x / (1.0f + expf(-x));
+        for (uint32_t i = 0; i < half; i++)
+            fgb_rope_pair(row, n_heads, head_dim, i, half, pos, inv_freq[i]);
     }
 }
 
@@ -233,7 +215,7 @@ void fgb_act(fg_act a, float *x, const float *up, size_t n)
 {
     size_t i = 0;
 #ifdef __SSE__
-    /* ReLU four at a time: gcc -O2 compiled act1's x > 0 ? x : 0 to a compare and a branch,
+    /* ReLU four at a time: gcc -O2 compiled fgb_act1's x > 0 ? x : 0 to a compare and a branch,
      * mispredicted on half of the activations (3% of a 4-bit decode); MAXPS(x, 0) is it exactly
      * (NaN and -0 give the second operand, +0). The tail, and every other kind, below. */
     const __m128 z = _mm_setzero_ps();
@@ -243,7 +225,7 @@ void fgb_act(fg_act a, float *x, const float *up, size_t n)
     }
 #endif
     for (; i < n; i++)
-        x[i] = up ? act1(a, x[i]) * up[i] : act1(a, x[i]);
+        x[i] = up ? fgb_act1(a, x[i]) * up[i] : fgb_act1(a, x[i]);
 }
 
 /* ---- attention beside a host cache, for device backends ---- */

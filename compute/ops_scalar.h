@@ -1,0 +1,49 @@
+/* ops_scalar.h - scalar pieces of the ops that the CPU reference (ops_common.c) and the CUDA
+ * kernels (kernels_cuda.cuh) share, so the two compute one formula: an activation of one
+ * value, RoPE's rotation of one frequency of one row. FG_HD marks them host and device under
+ * nvcc (as quant_int.h's FGQ_HD does); the emulated runtime (tests/cudaemu) compiles them for
+ * the host like any C. */
+#ifndef FG_OPS_SCALAR_H
+#define FG_OPS_SCALAR_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#ifdef __CUDACC__
+#define FG_HD __host__ __device__
+#else
+#define FG_HD
+#endif
+
+/* fg_act a applied to x (SiLU for anything past GELU_TANH) */
+FG_HD static inline float fgb_act1(int a, float x)
+{
+    switch (a) {
+    case FG_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case FG_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+/* Frequency i of every head of one row (n_heads x head_dim floats) rotated by the angle
+ * pos * inv_freq_i, cos and sin in binary64: the pair (i, i + half) of the rotate-half
+ * layout. */
+FG_HD static inline void fgb_rope_pair(float *row, uint32_t n_heads, uint32_t head_dim,
+                                       uint32_t i, uint32_t half, float pos, float inv_freq_i)
+{
+    float ang = pos * inv_freq_i;
+    float c = (float)cos((double)ang), s = (float)sin((double)ang);
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *p = row + (size_t)h * head_dim;
+        float a = p[i], b = p[i + half];
+        p[i] = a * c - b * s;
+        p[i + half] = b * c + a * s;
+    }
+}
+
+#endif
