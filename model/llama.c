@@ -146,7 +146,6 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     hp->eos_id = hp->eos_ids[0];
     hp->norm = FG_NORM_RMS;
-    hp->norm_affine = 1;
     hp->act = FG_ACT_SILU;
     hp->gated = 1;
     hp->pos = FG_POS_ROPE;

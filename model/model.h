@@ -52,7 +52,6 @@ typedef struct fg_hparams {
     uint32_t embed_dim;     /* token embedding width (== hidden unless project_in/out exist) */
     fg_norm_kind norm;
     float norm_eps;
-    int norm_affine;        /* norms carry weights (and biases for LayerNorm) */
     fg_act act;             /* MLP activation */
     int gated;              /* MLP is down(act(gate(x)) * up(x)) */
     fg_pos_kind pos;

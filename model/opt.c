@@ -3,7 +3,7 @@
  * config.json: model_type "opt"; required vocab_size, hidden_size, num_hidden_layers, ffn_dim,
  * num_attention_heads, max_position_embeddings; word_embed_proj_dim (default hidden_size),
  * do_layer_norm_before (1), _remove_final_layer_norm (0), enable_bias (1),
- * layer_norm_elementwise_affine (1), tie_word_embeddings (1), activation_function "relu" (the
+ * layer_norm_elementwise_affine (1; false is refused), tie_word_embeddings (1), activation_function "relu" (the
  * default; "gelu" also runs), bos/eos/pad ids (2/2/1). LayerNorm eps is 1e-5 (OPT's value).
  *
  * Tensors (canonical names are OPTForCausalLM's): embed_tokens [vocab, word_embed_proj_dim];
@@ -45,13 +45,16 @@ static int parse_root(json_t *root, const char *label, fg_hparams *hp, fg_err *e
     if ((rc = fgm_uint(root, label, "word_embed_proj_dim", 0, FG_MODEL_MAX_DIM, &hp->embed_dim,
                        err)) < 0)
         return rc;
-    int pre, remove_final, bias;
+    int pre, remove_final, bias, affine;
     if ((rc = fgm_bool(root, label, "do_layer_norm_before", 1, &pre, err)) ||
         (rc = fgm_bool(root, label, "_remove_final_layer_norm", 0, &remove_final, err)) ||
         (rc = fgm_bool(root, label, "enable_bias", 1, &bias, err)) ||
-        (rc = fgm_bool(root, label, "layer_norm_elementwise_affine", 1, &hp->norm_affine, err)) ||
+        (rc = fgm_bool(root, label, "layer_norm_elementwise_affine", 1, &affine, err)) ||
         (rc = fgm_bool(root, label, "tie_word_embeddings", 1, &hp->tied_head, err)))
         return rc;
+    if (!affine)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key layer_norm_elementwise_affine: "
+                          "false (LayerNorms without weights) is not supported", label);
     uint32_t n;
     if ((rc = fgm_tokens(root, label, "bos_token_id", 2, &hp->bos_id, 1, &n, err)) ||
         (rc = fgm_tokens(root, label, "eos_token_id", 2, hp->eos_ids, FG_MODEL_MAX_EOS,
@@ -92,8 +95,7 @@ static void linear(fg_tensor_spec *o, uint32_t *n, const char *p, fg_role w, int
 
 static void norm(fg_tensor_spec *o, uint32_t *n, const fg_hparams *hp, const char *p)
 {
-    if (hp->norm_affine)
-        linear(o, n, p, FG_ROLE_NORM_W, 1, FG_ACCESS_SMALL, hp->hidden, 0);
+    linear(o, n, p, FG_ROLE_NORM_W, 1, FG_ACCESS_SMALL, hp->hidden, 0);
 }
 
 static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l, fg_tensor_spec *o)

@@ -53,9 +53,6 @@ int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err)
         return rc;
     rc = fg_model_config_parse(data, len, "model.config_json (store metadata)", hp, err);
     free(data);
-    if (rc == FG_OK && !hp->norm_affine)
-        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "config.json: norms without weights "
-                        "(layer_norm_elementwise_affine false) are not supported");
     return rc;
 }
 

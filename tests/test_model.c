@@ -134,6 +134,8 @@ START_TEST(opt_config_errors)
              "key activation_function: is \"silu\"; fg supports \"relu\", \"gelu\"");
     cfg_fail("{" BASE ",\"hidden_size\":8,\"enable_bias\":1}", FG_ERR_CORRUPT,
              "key enable_bias: must be true or false");
+    cfg_fail("{" BASE ",\"hidden_size\":8,\"layer_norm_elementwise_affine\":false}",
+             FG_ERR_UNSUPPORTED, "key layer_norm_elementwise_affine: false");
     cfg_fail("{\"model_type\":\"gpt2\"}", FG_ERR_UNSUPPORTED, "key model_type");
     cfg_fail("{" BASE ",\"hidden_size\":8,\"hidden_size\":8}", FG_ERR_CORRUPT, "invalid JSON");
     cfg_fail("[1]", FG_ERR_CORRUPT, "not a JSON object");
