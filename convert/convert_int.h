@@ -19,7 +19,7 @@ typedef struct fgc_job {
     fg_store *store;
     fg_store_batch *batch;
     uint64_t done, total, stored;
-    uint32_t tensors;
+    uint32_t tensors, skipped;
     double t0;
     uint16_t *f16;
     size_t f16_cap;
@@ -56,8 +56,10 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
 
 /* A checkpoint against the tensors hp implies (model_check.c): each present once under a
  * spelling the family accepts, with the expected shape and an F32/F16/BF16 dtype, and no other
- * tensor. map (fg_ckpt_count entries, may be NULL) receives each checkpoint tensor's index in
- * fg_model_tensors' list. Errors name the tensor and its file. */
+ * tensor but the family's derived buffers (fg_arch.derived). map (fg_ckpt_count entries, may be
+ * NULL) receives each checkpoint tensor's index in fg_model_tensors' list, FGC_SKIP for a derived
+ * buffer. Errors name the tensor and its file. */
+#define FGC_SKIP UINT32_MAX
 int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, uint32_t *map, fg_err *err);
 
 #endif

@@ -224,6 +224,7 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
         nftw(j->dst, j->created_dir ? rm_one : rm_below, 16, FTW_DEPTH | FTW_PHYS);
     if (rep) {
         rep->tensors = j->tensors;
+        rep->skipped = j->skipped;
         rep->source_bytes = j->done;
         rep->stored_bytes = j->stored;
         rep->seconds = fg_now() - j->t0;
@@ -277,7 +278,9 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         return rc;
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
     for (uint32_t i = 0; i < n; i++)
-        if (!spec[map[i]].fallback[0]) /* a tied LM head is the embedding: not stored */
+        if (map[i] == FGC_SKIP) /* derived from config.json (fg_arch.derived) */
+            j->skipped++;
+        else if (!spec[map[i]].fallback[0]) /* a tied LM head is the embedding: not stored */
             j->total += fg_ckpt_tensor_at(ck, i)->length;
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = 0;

@@ -1,7 +1,8 @@
 /* model_check.c - a checkpoint against the tensors its config.json implies (model/'s table):
  * every required tensor present (under any spelling the family accepts) exactly once with the
- * expected shape and a dtype fg converts, and no other tensor. The first problem is one line
- * naming the tensor and its file. */
+ * expected shape and a dtype fg converts, and no other tensor but the buffers the family derives
+ * from config.json itself (Llama's rotary_emb.inv_freq), whose shapes are checked and which are
+ * then skipped. The first problem is one line naming the tensor and its file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,17 @@ static int match_all(const fg_hparams *hp, const fg_ckpt *ck, const sspec *sorte
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor", t->path,
                               t->name, a->noun);
         const sspec *ss = bsearch(&key, sorted, n, sizeof *sorted, cmp_spec);
+        uint64_t len = !ss && a->derived ? a->derived(hp, key.s.name) : 0;
+        if (len) { /* a buffer fg derives from config.json: checked, then skipped */
+            fg_tensor_spec d = {.n_dims = 1, .dims = {len}};
+            snprintf(d.name, sizeof d.name, "%s", key.s.name);
+            int rc = check_one(t, &d, err);
+            if (rc)
+                return rc;
+            if (map)
+                map[i] = FGC_SKIP;
+            continue;
+        }
         if (!ss)
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
                               "config.json", t->path, t->name, a->noun);

@@ -19,7 +19,9 @@
  * ([heads*hd, hidden], [kv*hd, hidden] twice, [hidden, heads*hd]) and their biases where the
  * config has them, post_attention_layernorm.weight, mlp.{gate,up}_proj.weight [ffn, hidden],
  * mlp.down_proj.weight [hidden, ffn]; model.norm.weight; lm_head.weight [vocab, hidden]
- * (absent when tied: the embedding is used).
+ * (absent when tied: the embedding is used). model.layers.N.self_attn.rotary_emb.inv_freq
+ * [rot_dim / 2], which checkpoints written by transformers before 4.31 carry, is accepted and
+ * skipped (fg_arch.derived): the frequencies come from config.json, as in transformers since.
  */
 #include <stdio.h>
 #include <string.h>
@@ -248,9 +250,25 @@ static const char *canonical_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
+/* model.layers.N.self_attn.rotary_emb.inv_freq, N < layers: [rot_dim / 2] (transformers before
+ * 4.31 kept inv_freq a persistent buffer; later versions skip it on load, as fg does). */
+static uint64_t derived(const fg_hparams *hp, const char *name)
+{
+    static const char pre[] = "model.layers.", post[] = ".self_attn.rotary_emb.inv_freq";
+    if (strncmp(name, pre, sizeof pre - 1))
+        return 0;
+    const char *d = name + sizeof pre - 1, *p = d;
+    uint64_t layer = 0;
+    while (*p >= '0' && *p <= '9' && p - d < 8)
+        layer = layer * 10 + (uint64_t)(*p++ - '0');
+    if (p == d || (*d == '0' && p - d > 1) || strcmp(p, post) || layer >= hp->n_layers)
+        return 0;
+    return hp->rope.rot_dim / 2;
+}
+
 #define FAMILY(nm, noun, parse)                                                                \
     {nm, noun, parse, unit_tensors, canonical_name, fg_model_embed, fg_model_attn_pre,        \
-     fg_model_attn_core, fg_model_attn_post, fg_model_mlp, fg_model_head}
+     fg_model_attn_core, fg_model_attn_post, fg_model_mlp, fg_model_head, derived}
 
 const fg_arch fg_arch_llama = FAMILY("llama", "a Llama", parse_llama);
 const fg_arch fg_arch_mistral = FAMILY("mistral", "a Mistral", parse_mistral);

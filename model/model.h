@@ -159,6 +159,10 @@ typedef struct fg_arch {
                fg_model_ws *ws, fg_err *err);
     int (*head)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *hidden,
                 uint32_t n, float *logits, fg_model_ws *ws, fg_err *err);
+    /* A buffer a checkpoint may carry that fg derives from config.json itself, as transformers
+     * does (Llama's rotary_emb.inv_freq: Llama 2's hub checkpoints saved it): the element count
+     * of its one dimension, for a canonical name; 0 for any other name. NULL: none. */
+    uint64_t (*derived)(const fg_hparams *hp, const char *canonical);
 } fg_arch;
 
 /* ---- the table ---- */

@@ -811,6 +811,9 @@ START_TEST(llama2_f16_sharded) { layout_case("llama2-tiny-f16-sharded", "llama2-
 END_TEST
 START_TEST(llama2_f32) { layout_case("llama2-tiny-f32", "llama2-tiny"); }
 END_TEST
+/* pytorch_model.bin with rotary_emb.inv_freq buffers, as Llama 2's hub checkpoints */
+START_TEST(llama2_bin_inv_freq) { layout_case("llama2-tiny-f16-bin", "llama2-tiny"); }
+END_TEST
 START_TEST(llama3_tied_gqa_scaled) { layout_case("llama3-tiny-bf16", "llama3-tiny"); }
 END_TEST
 START_TEST(llama3_transformers5_config) { layout_case("llama3-tiny-hf5", "llama3-tiny"); }
@@ -868,6 +871,7 @@ static Suite *suite(void)
     tcase_add_test(tc, llama2_bf16);
     tcase_add_test(tc, llama2_f16_sharded);
     tcase_add_test(tc, llama2_f32);
+    tcase_add_test(tc, llama2_bin_inv_freq);
     tcase_add_test(tc, llama3_tied_gqa_scaled);
     tcase_add_test(tc, llama3_transformers5_config);
     tcase_add_test(tc, llama_linear_mqa);

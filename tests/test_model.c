@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt.h"
 #include "convert_int.h"
@@ -203,6 +204,102 @@ START_TEST(llama_family_configs)
 }
 END_TEST
 
+/* A Llama checkpoint written here as safetensors: every tensor config.json implies (zeros) and
+ * extra 1-D F32 tensors extra[0..n_extra) of extra_len elements each. */
+static const char *write_llama(const char *dir, const char *const *extra, uint32_t n_extra,
+                               uint64_t extra_len, fg_hparams *c)
+{
+    static const char cfg[] = "{\"model_type\":\"llama\",\"vocab_size\":16,\"hidden_size\":8,"
+                              "\"num_hidden_layers\":2,\"intermediate_size\":8,"
+                              "\"num_attention_heads\":2,\"max_position_embeddings\":32}";
+    char p[4096];
+    fg_err err;
+    snprintf(p, sizeof p, "%s", tu_path(dir));
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/config.json", tu_path(dir));
+    FILE *f = fopen(p, "w");
+    ck_assert(f && fputs(cfg, f) >= 0 && fclose(f) == 0);
+    ck_assert_int_eq(fg_model_config_parse(cfg, strlen(cfg), NULL, c, &err), FG_OK);
+    fg_tensor_spec *spec;
+    uint32_t n;
+    ck_assert_int_eq(fg_model_tensors(c, &spec, &n, &err), FG_OK);
+    char *hdr = malloc(1 << 16);
+    size_t k = (size_t)sprintf(hdr, "{");
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n + n_extra; i++) {
+        const char *name = i < n ? spec[i].name : extra[i - n];
+        uint64_t d0 = i < n ? spec[i].dims[0] : extra_len, d1 = i < n ? spec[i].dims[1] : 0;
+        uint32_t nd = i < n ? spec[i].n_dims : 1;
+        uint64_t bytes = (nd == 2 ? d0 * d1 * 2 : d0 * (i < n ? 2 : 4));
+        if (nd == 2)
+            k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"F16\",\"shape\":[%llu,%llu],",
+                                 i ? "," : "", name, (unsigned long long)d0,
+                                 (unsigned long long)d1);
+        else
+            k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu],",
+                                 i ? "," : "", name, i < n ? "F16" : "F32",
+                                 (unsigned long long)d0);
+        k += (size_t)sprintf(hdr + k, "\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                             (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    k += (size_t)sprintf(hdr + k, "}");
+    snprintf(p, sizeof p, "%s/model.safetensors", tu_path(dir));
+    f = fopen(p, "wb");
+    uint64_t hl = k;
+    char *zeros = calloc(1, off + 1);
+    ck_assert(f && fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, k, f) == k &&
+              fwrite(zeros, 1, off, f) == off && fclose(f) == 0);
+    free(zeros);
+    free(hdr);
+    free(spec);
+    return tu_path(dir);
+}
+
+static int check_llama(const char *dir, const char *const *extra, uint32_t n_extra,
+                       uint64_t len, uint32_t *skipped, fg_err *err)
+{
+    fg_hparams c;
+    const char *path = write_llama(dir, extra, n_extra, len, &c);
+    fg_ckpt *ck;
+    ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
+    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
+    int rc = fg_convert_check_ckpt(&c, ck, map, err);
+    *skipped = 0;
+    for (uint32_t i = 0; rc == FG_OK && i < fg_ckpt_count(ck); i++)
+        *skipped += map[i] == FGC_SKIP;
+    free(map);
+    fg_ckpt_close(ck);
+    return rc;
+}
+
+/* Llama 2's hub checkpoints carry each layer's rotary_emb.inv_freq (transformers < 4.31 saved
+ * the buffer): accepted with its shape checked ([head_dim / 2]) and skipped; the same name for a
+ * layer the config does not have, or spelled otherwise, is an unexpected tensor. */
+START_TEST(llama_inv_freq_buffers)
+{
+    tu_tmpdir_create();
+    static const char *const two[] = {"model.layers.0.self_attn.rotary_emb.inv_freq",
+                                      "layers.1.self_attn.rotary_emb.inv_freq"};
+    static const char *const past[] = {"model.layers.2.self_attn.rotary_emb.inv_freq"};
+    static const char *const zero[] = {"model.layers.01.self_attn.rotary_emb.inv_freq"};
+    static const char *const other[] = {"model.layers.0.self_attn.rotary_emb.cos_cached"};
+    uint32_t skipped;
+    fg_err err;
+    ck_assert_int_eq(check_llama("ok", two, 2, 2, &skipped, &err), FG_OK);
+    ck_assert_uint_eq(skipped, 2);
+    ck_assert_int_eq(check_llama("shape", two, 2, 4, &skipped, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "tensor model.layers.0.self_attn.rotary_emb.inv_freq has shape "
+                         "[4], config.json implies [2]"), "%s", err.msg);
+    ck_assert_int_eq(check_llama("past", past, 1, 2, &skipped, &err), FG_ERR_BAD_NAME);
+    ck_assert_msg(strstr(err.msg, "layers.2.self_attn.rotary_emb.inv_freq is not a Llama"), "%s",
+                  err.msg);
+    ck_assert_int_eq(check_llama("zero", zero, 1, 2, &skipped, &err), FG_ERR_BAD_NAME);
+    ck_assert_int_eq(check_llama("other", other, 1, 2, &skipped, &err), FG_ERR_BAD_NAME);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("model");
@@ -211,6 +308,7 @@ static Suite *suite(void)
     tcase_add_test(tc, opt_config_errors);
     tcase_add_test(tc, canonical_names);
     tcase_add_test(tc, llama_family_configs);
+    tcase_add_test(tc, llama_inv_freq_buffers);
     suite_add_tcase(s, tc);
     return s;
 }

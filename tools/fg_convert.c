@@ -237,9 +237,13 @@ int main(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
-        fprintf(stderr, "fg-convert: %u tensors, %s read, %s stored in %s (%.1f s, %s/s); "
+        char skipped[96] = "";
+        if (rep.skipped)
+            snprintf(skipped, sizeof skipped, " (%u buffers derived from config.json, such as "
+                     "rotary_emb.inv_freq, skipped)", rep.skipped);
+        fprintf(stderr, "fg-convert: %u tensors%s, %s read, %s stored in %s (%.1f s, %s/s); "
                 "peak RSS %s (%" PRIu64 " bytes)\n",
-                rep.tensors, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
+                rep.tensors, skipped, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
                 fg_fmt_bytes((double)rep.stored_bytes, b, sizeof b), out, rep.seconds,
                 fg_fmt_bytes(rep.seconds > 0 ? (double)rep.stored_bytes / rep.seconds : 0, r,
                              sizeof r), fg_fmt_bytes((double)rss, m, sizeof m), rss);
