@@ -198,6 +198,10 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"qwen2\"," L ",\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED,
              "key use_sliding_window");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{\"bits\":4,"
+             "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,
+             "key quantization_config: a checkpoint quantized by another tool (quant_method "
+             "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, qwen2)");
 #undef L
