@@ -101,24 +101,30 @@ static int parse_file(fg_ckpt *ck, uint32_t i, parse_fn parse, const char *npy_n
     return rc;
 }
 
-/* Read a small JSON file (index, config) into a jansson object. */
-static int load_json(const char *path, uint64_t max, json_t **out, fg_err *err)
+/* A small file's bytes (NUL-terminated) into *out: a regular file only (a FIFO is named, not
+ * waited on), at most max bytes. */
+static int read_small(const char *path, uint64_t max, char **out, size_t *len, fg_err *err)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "%s", path);
-    if ((uint64_t)st.st_size > max)
-        return fg_err_set(err, FG_ERR_LIMIT, "%s: %lld bytes (limit %llu)", path,
-                          (long long)st.st_size, (unsigned long long)max);
-    json_error_t je;
-    *out = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!*out)
-        return fg_err_set(err, FG_ERR_CORRUPT, "%s: invalid JSON: %s (line %d)", path, je.text,
-                          je.line);
-    if (!json_is_object(*out)) {
-        json_decref(*out);
-        return fg_err_set(err, FG_ERR_CORRUPT, "%s: not a JSON object", path);
+    FILE *f;
+    int rc = fg_fopen_regular(path, &f, err);
+    if (rc)
+        return rc;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    if (!buf)
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    else if (ferror(f))
+        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+    else if (n > max)
+        rc = fg_err_set(err, FG_ERR_LIMIT, "%s: over %llu bytes", path, (unsigned long long)max);
+    fclose(f);
+    if (rc) {
+        free(buf);
+        return rc;
     }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
     return FG_OK;
 }
 
@@ -127,55 +133,86 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int shard_name_ok(const char *s)
+int ck_shard_name_ok(const char *s)
 {
     return s[0] && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
            strlen(s) < 256;
 }
 
-/* Unique shard file names of weight_map, sorted. */
-static int shard_names(const char *ipath, json_t *wm, const char ***names, uint32_t *n,
-                       fg_err *err)
+void ck_index_free(ck_index *ix)
 {
+    free(ix->files);
+    json_decref(ix->root);
+    memset(ix, 0, sizeof *ix);
+}
+
+int ck_index_parse(const char *json, size_t len, const char *label, ck_index *ix, fg_err *err)
+{
+    memset(ix, 0, sizeof *ix);
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: invalid JSON: %s (line %d)", label, je.text,
+                          je.line);
+    ix->root = root;
+    json_t *wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
+    if (!json_is_object(wm)) {
+        const char *why = json_is_object(root) ? "no weight_map object" : "not a JSON object";
+        ck_index_free(ix);
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: %s", label, why);
+    }
+    ix->weight_map = wm;
     size_t cnt = json_object_size(wm);
     const char **v = malloc((cnt ? cnt : 1) * sizeof *v);
-    if (!v)
+    if (!v) {
+        ck_index_free(ix);
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    }
     const char *k;
-    json_t *s;
+    json_t *sv;
     size_t m = 0;
-    json_object_foreach(wm, k, s) {
-        if (!json_is_string(s) || !shard_name_ok(json_string_value(s))) {
+    json_object_foreach(wm, k, sv) {
+        if (!json_is_string(sv) || !ck_shard_name_ok(json_string_value(sv))) {
+            /* the message first: k lives in root */
+            int rc = fg_err_set(err, FG_ERR_BAD_NAME, "%s: weight_map entry %.200s does not name "
+                                "a shard file in this directory", label, k);
             free(v);
-            return fg_err_set(err, FG_ERR_BAD_NAME, "%s: weight_map entry %s does not name a shard "
-                              "file in this directory", ipath, k);
+            ck_index_free(ix);
+            return rc;
         }
-        v[m++] = json_string_value(s);
+        v[m++] = json_string_value(sv);
     }
     qsort(v, m, sizeof *v, cmp_str);
     uint32_t u = 0;
     for (size_t i = 0; i < m; i++)
         if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
             v[u++] = v[i];
-    *names = v;
-    *n = u;
+    ix->files = v;
+    ix->n_files = u;
     return FG_OK;
 }
 
+const char *ck_index_shard_of(const ck_index *ix, const char *tensor)
+{
+    json_t *s = json_object_get(ix->weight_map, tensor);
+    return s ? json_string_value(s) : NULL;
+}
+
 /* Every tensor found must be mapped to the shard it was found in, and every mapped tensor found. */
-static int check_index(fg_ckpt *ck, const char *ipath, json_t *wm, fg_err *err)
+static int check_index(fg_ckpt *ck, const char *ipath, const ck_index *ix, fg_err *err)
 {
     for (uint32_t i = 0; i < ck->list.n; i++) {
         const fg_ckpt_tensor *t = &ck->list.t[i];
-        json_t *s = json_object_get(wm, t->name);
+        const char *s = ck_index_shard_of(ix, t->name);
         const char *base = ck->files[t->file].base;
         if (!s)
             return fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor %s (in %s) is not listed in the "
                               "index", ipath, t->name, base);
-        if (strcmp(json_string_value(s), base) != 0)
+        if (strcmp(s, base) != 0)
             return fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor %s is in %s but the index maps it "
-                              "to %s", ipath, t->name, base, json_string_value(s));
+                              "to %s", ipath, t->name, base, s);
     }
+    json_t *wm = ix->weight_map;
     if (json_object_size(wm) == ck->list.n)
         return FG_OK;
     const char *k;
@@ -183,8 +220,8 @@ static int check_index(fg_ckpt *ck, const char *ipath, json_t *wm, fg_err *err)
     json_object_foreach(wm, k, s) {
         uint32_t idx;
         if (fg_ckpt_find(ck, k, &idx) != FG_OK)
-            return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s is mapped to %s, which does "
-                              "not hold it", ipath, k, json_string_value(s));
+            return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %.200s is mapped to %s, which "
+                              "does not hold it", ipath, k, json_string_value(s));
     }
     return FG_OK;
 }
@@ -217,27 +254,23 @@ static int build_index(fg_ckpt *ck, const char *dir, fg_err *err)
 static int open_sharded(fg_ckpt *ck, const char *dir, const char *index, parse_fn parse,
                         fg_err *err)
 {
-    char *ipath = join(dir, index);
-    json_t *root = NULL;
-    const char **names = NULL;
-    uint32_t n = 0;
-    int rc = ipath ? load_json(ipath, CK_INDEX_MAX_BYTES, &root, err)
+    char *ipath = join(dir, index), *text = NULL;
+    size_t len = 0;
+    ck_index ix = {0};
+    int rc = ipath ? read_small(ipath, CK_INDEX_MAX_BYTES, &text, &len, err)
                    : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    json_t *wm = root ? json_object_get(root, "weight_map") : NULL;
-    if (rc == FG_OK && !json_is_object(wm))
-        rc = fg_err_set(err, FG_ERR_CORRUPT, "%s: no weight_map object", ipath);
     if (rc == FG_OK)
-        rc = shard_names(ipath, wm, &names, &n, err);
-    for (uint32_t i = 0; i < n && rc == FG_OK; i++) {
-        if ((rc = add_file(ck, dir, names[i], err)) == FG_OK)
+        rc = ck_index_parse(text, len, ipath, &ix, err);
+    free(text);
+    for (uint32_t i = 0; i < ix.n_files && rc == FG_OK; i++) {
+        if ((rc = add_file(ck, dir, ix.files[i], err)) == FG_OK)
             rc = parse_file(ck, i, parse, NULL, err);
     }
     if (rc == FG_OK)
         rc = build_index(ck, dir, err);
     if (rc == FG_OK)
-        rc = check_index(ck, ipath, wm, err);
-    free(names);
-    json_decref(root);
+        rc = check_index(ck, ipath, &ix, err);
+    ck_index_free(&ix);
     free(ipath);
     return rc;
 }
@@ -318,7 +351,9 @@ static int detect_and_open(fg_ckpt *ck, const char *dir, fg_err *err)
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         char *p = join(dir, tab[i].file);
-        int found = p && is_file(p);
+        struct stat st; /* present under the name, of any kind: a FIFO or a directory is then
+                           refused by name when opened, not passed over */
+        int found = p && stat(p, &st) == 0;
         free(p);
         if (!found)
             continue;

@@ -66,6 +66,21 @@ int ck_list_check_unique(const ck_list *l, const char *label, fg_err *err);
 int ck_shape_bytes(uint32_t n_dims, const uint64_t *dims, size_t elsize, uint64_t *n_elem,
                    uint64_t *bytes);
 
+/* A sharded checkpoint's *.index.json: its weight_map (tensor -> shard file; every value a
+ * plain file name, no '/', not "." or "..") and the distinct shard files it names, sorted. */
+typedef struct ck_index {
+    void *root;         /* the parsed JSON (jansson), owned */
+    void *weight_map;   /* inside root */
+    const char **files; /* distinct shard names, sorted (strings inside root) */
+    uint32_t n_files;
+} ck_index;
+int ck_index_parse(const char *json, size_t len, const char *label, ck_index *ix, fg_err *err);
+/* The shard the index maps tensor to, or NULL. */
+const char *ck_index_shard_of(const ck_index *ix, const char *tensor);
+void ck_index_free(ck_index *ix);
+/* A shard name the index may give: a plain file name of this directory. */
+int ck_shard_name_ok(const char *s);
+
 /* ---- parsers ---- */
 /* safetensors: header + bounds of every tensor against src->size. */
 int ck_st_parse(const ck_src *src, ck_list *out, fg_err *err);

@@ -421,6 +421,18 @@ START_TEST(empty_dir_is_not_a_checkpoint)
 }
 END_TEST
 
+/* A FIFO in place of the index is named, not read (reading it would wait for a writer). */
+START_TEST(index_fifo_is_not_waited_on)
+{
+    ck_assert_int_eq(mkfifo(tu_path("model.safetensors.index.json"), 0644), 0);
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_int_ne(fg_ckpt_open(tu_path(""), &ck, &err), FG_OK);
+    ck_assert_msg(strstr(err.msg, "model.safetensors.index.json") && strstr(err.msg, "FIFO"),
+                  "%s", err.msg);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to)
 {
     FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
@@ -629,6 +641,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sparse_tensor_past_4gib);
     tcase_add_test(tc, f16_conversion);
     tcase_add_test(tc, unpickler_rules);
+    tcase_add_test(tc, index_fifo_is_not_waited_on);
     suite_add_tcase(s, tc);
     TCase *fast = tcase_create("fast");
     tcase_set_timeout(fast, 20);
