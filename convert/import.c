@@ -119,8 +119,11 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
     return rc ? rc : fg_store_batch_end_tensor(j->batch, err);
 }
 
-int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
-                  fg_err *err)
+/* The bytes of dir/file as metadata blob key; check (may be NULL) must accept them first. */
+static int meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
+                     int (*check)(const char *buf, size_t len, const char *path, void *ctx,
+                                  fg_err *err),
+                     void *ctx, fg_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -145,10 +148,26 @@ int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file
     if (rc == FG_OK && ferror(f))
         rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
     fclose(f);
+    if (rc == FG_OK && check)
+        rc = check(buf ? buf : "", len, path, ctx, err);
     if (rc == FG_OK)
         rc = fg_store_batch_meta(j->batch, key, buf, len, err);
     free(buf);
     return rc;
+}
+
+int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
+                  fg_err *err)
+{
+    return meta_file(j, key, dir, file, optional, NULL, NULL, err);
+}
+
+/* generation_config.json must parse (its eos_token_id is the engine's stop set) */
+static int check_generation(const char *buf, size_t len, const char *path, void *ctx,
+                            fg_err *err)
+{
+    fg_hparams hp = *(const fg_hparams *)ctx;
+    return fg_model_generation_config_parse(buf, len, path, &hp, err);
 }
 
 /* The tokenizer files of dir as store metadata: tokenizer.json (+ tokenizer_config.json and
@@ -322,6 +341,9 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         rc = fgc_begin(&j, dst, o, err);
         if (rc == FG_OK)
             rc = fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
+        if (rc == FG_OK)
+            rc = meta_file(&j, "model.generation_config_json", src, "generation_config.json", 1,
+                           check_generation, &hp, err);
         if (rc == FG_OK)
             rc = fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
         if (rc == FG_OK)

@@ -1,5 +1,6 @@
 /* fuzz_model_config.c - libFuzzer target for config.json through model/'s table: parse, and for
- * an accepted config build every unit's tensor list (bounded by the config limits). */
+ * an accepted config build every unit's tensor list (bounded by the config limits). The same
+ * bytes are also read as a generation_config.json over a fixed config (its stop set bounded). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -11,6 +12,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fg_hparams hp;
     fg_err err;
+    static const char base[] = "{\"model_type\":\"opt\",\"vocab_size\":64,\"hidden_size\":8,"
+                               "\"num_hidden_layers\":1,\"ffn_dim\":8,"
+                               "\"num_attention_heads\":2,\"max_position_embeddings\":16}";
+    if (fg_model_config_parse(base, sizeof base - 1, NULL, &hp, &err) != FG_OK)
+        abort();
+    if (fg_model_generation_config_parse((const char *)data, size, NULL, &hp, &err) == FG_OK &&
+        (hp.n_eos < 1 || hp.n_eos > FG_MODEL_MAX_EOS || hp.eos_id != hp.eos_ids[0]))
+        abort();
     if (fg_model_config_parse((const char *)data, size, "fuzz/config.json", &hp, &err) != FG_OK)
         return 0;
     fg_tensor_spec *spec;

@@ -229,6 +229,33 @@ int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hp
     return rc ? rc : fg_hparams_check(hp, err);
 }
 
+static int generation_eos(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    json_t *v = json_object_get(root, "eos_token_id");
+    if (!v || json_is_null(v))
+        return FG_OK; /* config.json's stand */
+    int32_t ids[FG_MODEL_MAX_EOS];
+    uint32_t n;
+    int rc = fgm_tokens(root, label, "eos_token_id", -1, ids, FG_MODEL_MAX_EOS, &n, err);
+    if (rc)
+        return rc;
+    memcpy(hp->eos_ids, ids, n * sizeof ids[0]);
+    hp->n_eos = n;
+    hp->eos_id = ids[0];
+    return FG_OK;
+}
+
+int fg_model_generation_config_parse(const char *json, size_t len, const char *label,
+                                     fg_hparams *hp, fg_err *err)
+{
+    fg_hparams h = *hp; /* *hp changes only on success */
+    int rc = fgm_parse(json, len, label ? label : "generation_config.json", generation_eos, &h,
+                       err);
+    if (rc == FG_OK)
+        *hp = h;
+    return rc;
+}
+
 int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err)
 {
     FILE *f;

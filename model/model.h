@@ -179,6 +179,12 @@ const char *fg_arch_names(void);
 int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hparams *hp,
                           fg_err *err);
 int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err);
+/* generation_config.json over a parsed config: its eos_token_id (an id or a list of up to
+ * FG_MODEL_MAX_EOS), when present and not null, replaces config.json's stop set, as
+ * transformers' generate() takes it from there (Qwen2.5 Instruct stops at <|im_end|> only by
+ * it). Other keys (sampling defaults) are not read. */
+int fg_model_generation_config_parse(const char *json, size_t len, const char *label,
+                                     fg_hparams *hp, fg_err *err);
 /* Sizes and divisibility of hp; messages name the field. */
 int fg_hparams_check(const fg_hparams *hp, fg_err *err);
 

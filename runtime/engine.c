@@ -53,6 +53,16 @@ int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err)
         return rc;
     rc = fg_model_config_parse(data, len, "model.config_json (store metadata)", hp, err);
     free(data);
+    if (rc) /* the stop set of transformers' generate(): generation_config.json's when it has one */
+        return rc;
+    rc = fg_store_meta_get(store, "model.generation_config_json", &data, &len, err);
+    if (rc == FG_ERR_NOT_FOUND)
+        return FG_OK;
+    if (rc)
+        return rc;
+    rc = fg_model_generation_config_parse(data, len, "model.generation_config_json (store "
+                                          "metadata)", hp, err);
+    free(data);
     return rc;
 }
 

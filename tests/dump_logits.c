@@ -2,11 +2,13 @@
  * tests/fixtures/sweep_configs.py to compare with transformers (a developer's tool, not a test:
  * it needs no fixture and checks nothing itself).
  *
- *   dump_logits STORE IDS.txt OUT PLACEMENT NGEN
+ *   dump_logits STORE IDS.txt OUT PLACEMENT NGEN [f32|int8]
  *
  * IDS.txt: one sequence of token ids a line (at most 16 lines of 1 to 200 ids). PLACEMENT: ram
  * (the default rule), disk (weights, KV cache and activations homed on disk), q4cache (4-bit KV
  * cache), sim (the simulated device: half the weights, the cache and the activations on it).
+ * The last argument is the Linear arithmetic (default f32; int8 as fg-infer's default for Q4/Q8
+ * weights grouped along the input axis).
  * Writes, all float32 little-endian with V = the model's vocabulary:
  *   OUT.logits   every sequence's logits [len][V], one after another, all sequences in one block
  *                (fg_engine_logits with every window at once)
@@ -53,8 +55,8 @@ static int put(const char *out, const char *ext, const void *p, size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6)
-        return die("usage", "dump_logits STORE IDS.txt OUT ram|disk|q4cache|sim NGEN");
+    if (argc != 6 && !(argc == 7 && (!strcmp(argv[6], "f32") || !strcmp(argv[6], "int8"))))
+        return die("usage", "dump_logits STORE IDS.txt OUT ram|disk|q4cache|sim NGEN [f32|int8]");
     const char *mode = argv[4];
     uint32_t ngen = (uint32_t)strtoul(argv[5], NULL, 10);
     static int32_t ids[MAX_SEQ][MAX_LEN];
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
     fg_engine_opts o = {0};
     o.policy = fg_policy_default();
     o.threads = 1;
+    o.compute = argc == 7 && !strcmp(argv[6], "int8") ? FG_COMPUTE_INT8 : FG_COMPUTE_F32;
     o.max_ctx = MAX_LEN + MAX_GEN;
     o.policy.gbs = n, o.policy.ngb = 1; /* every sequence in one block */
     if (!strcmp(mode, "disk")) {

@@ -208,6 +208,41 @@ START_TEST(llama_family_configs)
 }
 END_TEST
 
+/* generation_config.json's eos_token_id replaces config.json's stop set when present and not null;
+ * a malformed one is refused naming the key, and leaves the config as it was. */
+START_TEST(generation_config_eos)
+{
+    const char *cfg = "{\"model_type\":\"llama\",\"vocab_size\":64,\"hidden_size\":32,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":4,\"max_position_embeddings\":64,"
+                      "\"eos_token_id\":[5,6]}";
+    fg_hparams c;
+    fg_err err;
+    ck_assert_int_eq(fg_model_config_parse(cfg, strlen(cfg), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_eos == 2 && c.eos_ids[1] == 6);
+    const char *keep[] = {"{}", "{\"eos_token_id\":null,\"do_sample\":true}"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(fg_model_generation_config_parse(keep[i], strlen(keep[i]), NULL, &c, &err),
+                         FG_OK);
+        ck_assert(c.n_eos == 2 && c.eos_ids[0] == 5 && c.eos_id == 5);
+    }
+    const char *list = "{\"eos_token_id\":[9,10,11],\"temperature\":0.6}";
+    ck_assert_int_eq(fg_model_generation_config_parse(list, strlen(list), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_eos == 3 && c.eos_ids[2] == 11 && c.eos_id == 9);
+    const char *one = "{\"eos_token_id\":12}";
+    ck_assert_int_eq(fg_model_generation_config_parse(one, strlen(one), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_eos == 1 && c.eos_id == 12);
+    const char *bad[] = {"{\"eos_token_id\":\"x\"}", "{\"eos_token_id\":[1,null]}", "[1]", "{",
+                         "{\"eos_token_id\":[]}"};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_ne(fg_model_generation_config_parse(bad[i], strlen(bad[i]), NULL, &c, &err),
+                         FG_OK);
+        ck_assert_msg(strstr(err.msg, "generation_config.json"), "%s", err.msg);
+        ck_assert(c.n_eos == 1 && c.eos_id == 12);
+    }
+}
+END_TEST
+
 /* A Llama checkpoint written here as safetensors: every tensor config.json implies (zeros) and
  * extra 1-D F32 tensors extra[0..n_extra) of extra_len elements each. */
 static const char *write_llama(const char *dir, const char *const *extra, uint32_t n_extra,
@@ -313,6 +348,7 @@ static Suite *suite(void)
     tcase_add_test(tc, canonical_names);
     tcase_add_test(tc, llama_family_configs);
     tcase_add_test(tc, llama_inv_freq_buffers);
+    tcase_add_test(tc, generation_config_eos);
     suite_add_tcase(s, tc);
     return s;
 }

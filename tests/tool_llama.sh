@@ -31,3 +31,22 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
   grep -q "^model $family:" <<< "$info" || fail "$dir: fg-inspect does not show $family"
   echo "$dir: greedy tokens equal transformers'; $ppl"
 done
+
+# generation_config.json's eos_token_id is the stop set (as for transformers' generate(): Qwen2.5
+# Instruct stops at <|im_end|> only by it): made the second greedy token, the job stops there
+mkdir gen && cp "$FIX/llama3-tiny-bf16/"* gen/
+want=$(sed -n 's/^output: //p' "$FIX/llama3-tiny.ref/greedy.txt" | awk '{print $1 "," $2}')
+printf '{"eos_token_id": [7, %s], "do_sample": true}\n' "${want#*,}" > gen/generation_config.json
+"$CONVERT" gen -o gen.store --quiet || fail "generation_config.json: convert"
+text=$(sed -n 's/^prompt_text //p' "$FIX/llama3-tiny.ref/meta.txt")
+printf '{"id": "p", "prompt": "%s", "max_new_tokens": 20}\n' "$text" > in.jsonl
+rm -f out.jsonl
+"$INFER" -m gen.store --input in.jsonl --output out.jsonl --quiet --threads 1 ||
+  fail "generation_config.json: the job failed"
+grep -q "\"tokens\":\[$want\],\"finish_reason\":\"eos\"" out.jsonl ||
+  fail "generation_config.json's eos $want not honoured: $(cat out.jsonl)"
+printf '{"eos_token_id": "x"}\n' > gen/generation_config.json
+if "$CONVERT" gen -o gen2.store --quiet 2> err.txt; then fail "a bad generation_config.json converted"; fi
+grep -q 'generation_config.json: key eos_token_id' err.txt || fail "bad generation_config: $(cat err.txt)"
+[ ! -e gen2.store ] || fail "a refused conversion left gen2.store"
+echo "generation_config.json: eos_token_id honoured, a malformed one refused"
