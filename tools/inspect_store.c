@@ -148,7 +148,8 @@ static void show_info(const fg_store_info *i, int json)
            i->kv_dirty, i->kv_generation);
 }
 
-/* The model the store holds (its config.json through model/'s table) and tokenizer kind. */
+/* The model the store holds (its config.json through model/'s table, with the stop set of its
+ * generation_config.json when it has one) and tokenizer kind. */
 static void show_model(fg_store *s, int json)
 {
     void *cfg = NULL, *tk = NULL;
@@ -163,6 +164,21 @@ static void show_model(fg_store *s, int json)
         snprintf(tok, sizeof tok, "%.*s", (int)(tn < 31 ? tn : 31), (const char *)tk);
     fg_hparams hp;
     int rc = fg_model_config_parse(cfg, n, "model.config_json", &hp, &err);
+    void *gen = NULL;
+    size_t gn = 0;
+    int from_gen = 0; /* the stop set is generation_config.json's */
+    if (rc == FG_OK && fg_store_meta_get(s, "model.generation_config_json", &gen, &gn, &err) == 0) {
+        fg_hparams before = hp;
+        rc = fg_model_generation_config_parse(gen, gn, "model.generation_config_json", &hp, &err);
+        from_gen = rc == FG_OK && (before.n_eos != hp.n_eos ||
+                                   memcmp(before.eos_ids, hp.eos_ids, sizeof hp.eos_ids));
+    }
+    free(gen);
+    char eos[FG_MODEL_MAX_EOS * 12 + 1] = "";
+    size_t k = 0;
+    for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
+        k += (size_t)snprintf(eos + k, sizeof eos - k, "%s%d", k ? (json ? ", " : " ") : "",
+                              hp.eos_ids[i]);
     if (json && rc)
         printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
@@ -172,20 +188,21 @@ static void show_model(fg_store *s, int json)
         printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
                "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"ffn\": %u, "
                "\"vocab\": %u, \"max_positions\": %u, \"sliding_window\": %u, "
-               "\"tied_head\": %s, \"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden,
-               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size, hp.max_pos,
-               hp.sliding_window, hp.tied_head ? "true" : "false", tok);
+               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch,
+               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn,
+               hp.vocab_size, hp.max_pos, hp.sliding_window, hp.tied_head ? "true" : "false", eos,
+               tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
         static const char *sc[] = {"", ", linear scaling", ", llama3 scaling"};
         printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u, ffn %u, vocab %u, "
-               "positions %u (%s%s)%s%s; tokenizer %s\n", hp.arch, hp.n_layers, hp.hidden,
-               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size, hp.max_pos,
-               hp.pos == FG_POS_ROPE ? "rotary" : "learned",
+               "positions %u (%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch, hp.n_layers,
+               hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size,
+               hp.max_pos, hp.pos == FG_POS_ROPE ? "rotary" : "learned",
                hp.pos == FG_POS_ROPE ? sc[hp.rope.scaling] : "",
                hp.sliding_window ? ", sliding window" : "", hp.tied_head ? ", tied head" : "",
-               tok);
+               k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
     free(cfg);
     free(tk);
