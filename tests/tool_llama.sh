@@ -45,8 +45,9 @@ rm -f out.jsonl
   fail "generation_config.json: the job failed"
 grep -q "\"tokens\":\[$want\],\"finish_reason\":\"eos\"" out.jsonl ||
   fail "generation_config.json's eos $want not honoured: $(cat out.jsonl)"
-"$INSPECT" gen.store | grep -q "; stops at 7 ${want#*,} (generation_config.json);" ||
-  fail "fg-inspect does not show generation_config.json's stop set: $("$INSPECT" gen.store | grep '^model')"
+info=$("$INSPECT" gen.store) || fail "fg-inspect gen.store failed" # (no pipe: grep -q would
+grep -q "; stops at 7 ${want#*,} (generation_config.json);" <<< "$info" ||  # cut fg-inspect off)
+  fail "fg-inspect does not show generation_config.json's stop set: $(grep '^model' <<< "$info")"
 printf '{"eos_token_id": "x"}\n' > gen/generation_config.json
 if "$CONVERT" gen -o gen2.store --quiet 2> err.txt; then fail "a bad generation_config.json converted"; fi
 grep -q 'generation_config.json: key eos_token_id' err.txt || fail "bad generation_config: $(cat err.txt)"
