@@ -101,33 +101,6 @@ static int parse_file(fg_ckpt *ck, uint32_t i, parse_fn parse, const char *npy_n
     return rc;
 }
 
-/* A small file's bytes (NUL-terminated) into *out: a regular file only (a FIFO is named, not
- * waited on), at most max bytes. */
-static int read_small(const char *path, uint64_t max, char **out, size_t *len, fg_err *err)
-{
-    FILE *f;
-    int rc = fg_fopen_regular(path, &f, err);
-    if (rc)
-        return rc;
-    char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-    if (!buf)
-        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    else if (ferror(f))
-        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
-    else if (n > max)
-        rc = fg_err_set(err, FG_ERR_LIMIT, "%s: over %llu bytes", path, (unsigned long long)max);
-    fclose(f);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return FG_OK;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -257,7 +230,7 @@ static int open_sharded(fg_ckpt *ck, const char *dir, const char *index, parse_f
     char *ipath = join(dir, index), *text = NULL;
     size_t len = 0;
     ck_index ix = {0};
-    int rc = ipath ? read_small(ipath, CK_INDEX_MAX_BYTES, &text, &len, err)
+    int rc = ipath ? fg_read_regular(ipath, CK_INDEX_MAX_BYTES, &text, &len, err)
                    : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
         rc = ck_index_parse(text, len, ipath, &ix, err);

@@ -127,29 +127,13 @@ static int meta_file(fgc_job *j, const char *key, const char *dir, const char *f
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f;
-    int rc0 = fg_fopen_regular(path, &f, err); /* a FIFO or a directory is named, not read */
-    if (rc0)
-        return optional && rc0 == FG_ERR_NOT_FOUND ? FG_OK : rc0;
-    char *buf = NULL;
-    size_t len = 0, cap = 0, n;
-    int rc = FG_OK;
-    do {
-        if (cap - len < 65536 && grow((void **)&buf, &cap, cap ? cap * 2 : 1 << 16)) {
-            rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
-            break;
-        }
-        n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len > FG_STORE_META_MAX)
-            rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than %u bytes", path,
-                            FG_STORE_META_MAX);
-    } while (rc == FG_OK && n > 0);
-    if (rc == FG_OK && ferror(f))
-        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
-    fclose(f);
-    if (rc == FG_OK && check)
-        rc = check(buf ? buf : "", len, path, ctx, err);
+    char *buf;
+    size_t len;
+    int rc = fg_read_regular(path, FG_STORE_META_MAX, &buf, &len, err); /* a FIFO is named */
+    if (rc)
+        return optional && rc == FG_ERR_NOT_FOUND ? FG_OK : rc;
+    if (check)
+        rc = check(buf, len, path, ctx, err);
     if (rc == FG_OK)
         rc = fg_store_batch_meta(j->batch, key, buf, len, err);
     free(buf);

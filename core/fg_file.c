@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,4 +57,43 @@ int fg_fopen_regular(const char *path, FILE **f, fg_err *err)
         close(fd);
     }
     return rc;
+}
+
+int fg_read_regular(const char *path, size_t max, char **buf, size_t *len, fg_err *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f;
+    int rc = fg_fopen_regular(path, &f, err);
+    if (rc)
+        return rc;
+    char *b = NULL;
+    size_t n = 0, cap = 0, got = 1;
+    while (got && n <= max) { /* reads max + 1 bytes at most: one more says "too long" */
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 65536;
+            char *nb = realloc(b, (nc > max + 1 ? max + 1 : nc) + 1);
+            if (!nb) {
+                rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            b = nb;
+            cap = nc > max + 1 ? max + 1 : nc;
+        }
+        got = fread(b + n, 1, cap - n, f);
+        n += got;
+    }
+    if (rc == FG_OK && ferror(f))
+        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
+    else if (rc == FG_OK && n > max)
+        rc = fg_err_set(err, FG_ERR_LIMIT, "%s: larger than %zu bytes", path, max);
+    fclose(f);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return FG_OK;
 }

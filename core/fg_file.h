@@ -26,6 +26,11 @@ extern "C" {
 int fg_open_regular(const char *path, int flags, int *fd, fg_err *err);
 /* The same as a stdio stream opened "rb" into *f (NULL on error). */
 int fg_fopen_regular(const char *path, FILE **f, fg_err *err);
+/* The whole of a regular file of at most max bytes into *buf (malloc'd, NUL-terminated after the
+ * *len bytes): fg_open_regular's refusals, FG_ERR_LIMIT "PATH: larger than MAX bytes" for a
+ * longer file, FG_ERR_IO for a read error; *buf NULL on error. Memory grows with the file, not
+ * with max. */
+int fg_read_regular(const char *path, size_t max, char **buf, size_t *len, fg_err *err);
 /* What a stat mode names, for messages: "a directory", "a FIFO", ... ("a regular file"). */
 const char *fg_file_kind(unsigned mode);
 

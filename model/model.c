@@ -229,20 +229,16 @@ int fg_model_config_parse(const char *json, size_t len, const char *label, fg_hp
     return rc ? rc : fg_hparams_check(hp, err);
 }
 
+/* (hp is fg_model_generation_config_parse's copy: written freely, kept only on success) */
 static int generation_eos(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
 {
     json_t *v = json_object_get(root, "eos_token_id");
     if (!v || json_is_null(v))
         return FG_OK; /* config.json's stand */
-    int32_t ids[FG_MODEL_MAX_EOS];
-    uint32_t n;
-    int rc = fgm_tokens(root, label, "eos_token_id", -1, ids, FG_MODEL_MAX_EOS, &n, err);
-    if (rc)
-        return rc;
-    memcpy(hp->eos_ids, ids, n * sizeof ids[0]);
-    hp->n_eos = n;
-    hp->eos_id = ids[0];
-    return FG_OK;
+    int rc = fgm_tokens(root, label, "eos_token_id", -1, hp->eos_ids, FG_MODEL_MAX_EOS,
+                        &hp->n_eos, err);
+    hp->eos_id = hp->eos_ids[0];
+    return rc;
 }
 
 int fg_model_generation_config_parse(const char *json, size_t len, const char *label,
@@ -258,20 +254,10 @@ int fg_model_generation_config_parse(const char *json, size_t len, const char *l
 
 int fg_model_config_load(const char *path, fg_hparams *hp, fg_err *err)
 {
-    FILE *f;
-    int rc0 = fg_fopen_regular(path, &f, err); /* a FIFO or a directory is named, not read */
-    if (rc0)
-        return rc0;
-    char *buf = malloc(FGM_CONFIG_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, FGM_CONFIG_MAX_BYTES + 1, f) : 0;
-    int ioerr = ferror(f);
-    fclose(f);
-    int rc;
-    if (!buf)
-        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    else if (ioerr)
-        rc = fg_err_set(err, FG_ERR_IO, "%s: read error", path);
-    else
+    char *buf;
+    size_t n;
+    int rc = fg_read_regular(path, FGM_CONFIG_MAX_BYTES, &buf, &n, err); /* a FIFO is named */
+    if (rc == FG_OK)
         rc = fg_model_config_parse(buf, n, path, hp, err);
     free(buf);
     return rc;

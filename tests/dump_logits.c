@@ -112,27 +112,23 @@ int main(int argc, char **argv)
     const int32_t *win[MAX_SEQ];
     for (uint32_t i = 0; i < n; i++)
         win[i] = ids[i];
-    float *lg = calloc((size_t)total * V, 4), *one = calloc((size_t)total * V, 4);
+    /* all windows at once into [n][MAX_LEN][V], packed in place below (offsets only shrink) */
+    float *lg = calloc((size_t)n * MAX_LEN * V, 4), *one = calloc((size_t)total * V, 4);
     steps st = {calloc((size_t)n * (ngen ? ngen : 1) * V, 4), V, ngen};
     if (!lg || !one || !st.buf)
         return die("memory", "out of memory");
     double nll = 0;
     uint64_t cnt = 0;
-    /* all windows at once into [n][MAX_LEN][V], then packed */
-    float *wide = calloc((size_t)n * MAX_LEN * V, 4);
-    if (!wide)
-        return die("memory", "out of memory");
-    if (fg_engine_logits(eng, win, lens, n, &nll, &cnt, wide, (size_t)MAX_LEN * V, &err))
+    if (fg_engine_logits(eng, win, lens, n, &nll, &cnt, lg, (size_t)MAX_LEN * V, &err))
         return die("logits", err.msg);
     size_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
-        memcpy(lg + off, wide + (size_t)i * MAX_LEN * V, (size_t)lens[i] * V * 4);
+        memmove(lg + off, lg + (size_t)i * MAX_LEN * V, (size_t)lens[i] * V * 4);
         if (fg_engine_logits(eng, &win[i], &lens[i], 1, &nll, &cnt, one + off,
                              (size_t)lens[i] * V, &err))
             return die("logits", err.msg);
         off += (size_t)lens[i] * V;
     }
-    free(wide);
     int rc = put(argv[3], "logits", lg, off * 4) || put(argv[3], "single", one, off * 4);
     if (!rc && ngen) {
         static int32_t out[MAX_SEQ][MAX_GEN];

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "ckpt.h"
+#include "fg_bytes.h"
 #include "convert_int.h"
 #include "model.h"
 #include "testutil.h"
@@ -265,29 +266,27 @@ static const char *write_llama(const char *dir, const char *const *extra, uint32
     char *hdr = malloc(1 << 16);
     size_t k = (size_t)sprintf(hdr, "{");
     uint64_t off = 0;
-    for (uint32_t i = 0; i < n + n_extra; i++) {
+    for (uint32_t i = 0; i < n + n_extra; i++) { /* the model's F16, the extras F32 */
         const char *name = i < n ? spec[i].name : extra[i - n];
-        uint64_t d0 = i < n ? spec[i].dims[0] : extra_len, d1 = i < n ? spec[i].dims[1] : 0;
-        uint32_t nd = i < n ? spec[i].n_dims : 1;
-        uint64_t bytes = (nd == 2 ? d0 * d1 * 2 : d0 * (i < n ? 2 : 4));
-        if (nd == 2)
-            k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"F16\",\"shape\":[%llu,%llu],",
-                                 i ? "," : "", name, (unsigned long long)d0,
-                                 (unsigned long long)d1);
-        else
-            k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu],",
-                                 i ? "," : "", name, i < n ? "F16" : "F32",
-                                 (unsigned long long)d0);
-        k += (size_t)sprintf(hdr + k, "\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+        int two = i < n && spec[i].n_dims == 2;
+        uint64_t d0 = i < n ? spec[i].dims[0] : extra_len, d1 = two ? spec[i].dims[1] : 1;
+        uint64_t bytes = d0 * d1 * (i < n ? 2 : 4);
+        char shape[48];
+        snprintf(shape, sizeof shape, two ? "%llu,%llu" : "%llu", (unsigned long long)d0,
+                 (unsigned long long)d1);
+        k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
+                             "\"data_offsets\":[%llu,%llu]}", i ? "," : "", name,
+                             i < n ? "F16" : "F32", shape, (unsigned long long)off,
                              (unsigned long long)(off + bytes));
         off += bytes;
     }
     k += (size_t)sprintf(hdr + k, "}");
     snprintf(p, sizeof p, "%s/model.safetensors", tu_path(dir));
     f = fopen(p, "wb");
-    uint64_t hl = k;
+    uint8_t hl[8];
+    fg_put64(hl, k);
     char *zeros = calloc(1, off + 1);
-    ck_assert(f && fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, k, f) == k &&
+    ck_assert(f && fwrite(hl, 8, 1, f) == 1 && fwrite(hdr, 1, k, f) == k &&
               fwrite(zeros, 1, off, f) == off && fclose(f) == 0);
     free(zeros);
     free(hdr);
