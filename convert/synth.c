@@ -211,7 +211,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         const char *nm = spec[i].name;
         fg_role r = spec[i].role;
         c->tensor = i;
-        c->kind = r == FG_ROLE_NORM_W ? 1
+        c->kind = r == FG_ROLE_NORM_W || r == FG_ROLE_Q_NORM || r == FG_ROLE_K_NORM ? 1
                 : r == FG_ROLE_NORM_B || r == FG_ROLE_BQ || r == FG_ROLE_BK || r == FG_ROLE_BV ||
                   r == FG_ROLE_BO || r == FG_ROLE_B_UP || r == FG_ROLE_B_GATE ||
                   r == FG_ROLE_B_DOWN ? 2 : 0;

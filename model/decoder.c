@@ -1,8 +1,8 @@
 /* decoder.c - the generic decoder forward pass over backend ops (see model.h for the math) and
  * its workspace. Every family whose layers are "norm -> attention -> residual, norm -> MLP ->
- * residual" (pre- or post-norm) runs through here: OPT today; the Llama family needs only its
- * hyperparameters (RMSNorm, RoPE, gated SiLU, grouped-query and sliding-window attention are
- * switches of fg_hparams).
+ * residual" (pre- or post-norm) runs through here: OPT, and the Llama family through its
+ * hyperparameters alone (RMSNorm, RoPE, gated SiLU, grouped-query and sliding-window attention,
+ * Qwen3's per-head q/k norms are switches of fg_hparams).
  *
  * Memory: the workspace comes from the backend's device (fg_model_ws_create's dev and buft): on
  * a device backend its buffers are device memory the ops use in place, so a step's activations
@@ -204,6 +204,13 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
         rc = linear(be, x, w, FG_ROLE_WK, FG_ROLE_BK, ws->kbuf, n, kw, h, err);
     if (rc == FG_OK)
         rc = linear(be, x, w, FG_ROLE_WV, FG_ROLE_BV, ws->vbuf, n, kw, h, err);
+    if (rc == FG_OK && hp->qk_norm) { /* each head's row of head_dim values, in place */
+        rc = be->iface->rmsnorm(be, ws->q, w->f[FG_ROLE_Q_NORM], ws->q, n * hp->n_heads,
+                                hp->head_dim, hp->norm_eps, err);
+        if (rc == FG_OK)
+            rc = be->iface->rmsnorm(be, ws->kbuf, w->f[FG_ROLE_K_NORM], ws->kbuf,
+                                    n * hp->n_kv_heads, hp->head_dim, hp->norm_eps, err);
+    }
     if (rc == FG_OK && hp->pos == FG_POS_ROPE) {
         rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &hp->rope, err);
         if (rc == FG_OK)

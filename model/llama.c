@@ -1,16 +1,21 @@
 /* llama.c - the Llama family as table entries: Llama 2 and 3.x (model_type "llama"), Mistral
- * ("mistral") and Qwen2 / Qwen2.5 ("qwen2"), after transformers' modeling_llama.py,
- * modeling_mistral.py and modeling_qwen2.py.
+ * ("mistral"), Qwen2 / Qwen2.5 ("qwen2") and Qwen3 ("qwen3", the dense models), after
+ * transformers' modeling_llama.py, modeling_mistral.py, modeling_qwen2.py and modeling_qwen3.py.
  *
  * The three share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
  * grouped-query attention, then x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))); a final
  * RMSNorm and the LM head (tied to the embedding when tie_word_embeddings). They differ in
- * config keys and defaults only:
+ * config keys and defaults, and Qwen3 in one step of the layer:
  *   llama:   attention_bias / mlp_bias (default false), rope_scaling "linear" or "llama3",
  *            head_dim (default hidden / heads), tie_word_embeddings (default false);
  *   mistral: sliding_window (an integer, or null for none);
  *   qwen2:   biases on q/k/v (not o), use_sliding_window must be false (per-layer windows are
- *            not supported), tie_word_embeddings as given.
+ *            not supported), tie_word_embeddings as given;
+ *   qwen3:   an RMSNorm over each head of q and of k (weights self_attn.q_norm / k_norm
+ *            [head_dim], eps rms_norm_eps) between the projections and RoPE; attention_bias
+ *            (default false) on q/k/v and o alike, never an MLP bias; head_dim defaults to 128
+ *            as Qwen3Config's does (every published config names it); use_sliding_window as
+ *            qwen2.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
  * rope_parameters object, whichever the file has. hidden_act must be "silu".
  *
@@ -28,9 +33,9 @@
 
 #include "model_int.h"
 
-typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2 } family;
+typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_QWEN3 } family;
 
-static int sizes(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
 {
     const struct { const char *key; uint32_t *dst; uint32_t max; } req[] = {
         {"vocab_size", &hp->vocab_size, FG_MODEL_MAX_DIM},
@@ -44,17 +49,24 @@ static int sizes(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if ((rc = fgm_uint(root, label, req[i].key, 1, req[i].max, req[i].dst, err)))
             return rc;
-    hp->n_kv_heads = hp->n_heads;
+    /* absent: each config class's default (Mistral 8, Qwen 32); null: one per query head */
+    static const uint32_t kv_default[] = {[FAM_MISTRAL] = 8, [FAM_QWEN2] = 32, [FAM_QWEN3] = 32};
+    hp->n_kv_heads = json_object_get(root, "num_key_value_heads") || !kv_default[fam]
+                   ? hp->n_heads : kv_default[fam];
     if ((rc = fgm_uint(root, label, "num_key_value_heads", 0, FG_MODEL_MAX_DIM, &hp->n_kv_heads,
                        err)) < 0)
         return rc;
+    if (hp->n_heads % hp->n_kv_heads && !json_object_get(root, "num_key_value_heads"))
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: key num_key_value_heads: missing, and the "
+                          "family's default %u does not divide num_attention_heads %u",
+                          label, hp->n_kv_heads, hp->n_heads);
     if (hp->n_heads % hp->n_kv_heads)
         return fgm_key_err(err, label, "num_key_value_heads", "does not divide "
                            "num_attention_heads");
-    if (hp->hidden % hp->n_heads && !json_object_get(root, "head_dim"))
+    if (fam != FAM_QWEN3 && hp->hidden % hp->n_heads && !json_object_get(root, "head_dim"))
         return fgm_key_err(err, label, "num_attention_heads", "does not divide hidden_size "
                            "(and there is no head_dim)");
-    hp->head_dim = hp->hidden / hp->n_heads;
+    hp->head_dim = fam == FAM_QWEN3 ? 128 : hp->hidden / hp->n_heads;
     if ((rc = fgm_uint(root, label, "head_dim", 0, 1u << 16, &hp->head_dim, err)) < 0)
         return rc;
     if (hp->head_dim % 2)
@@ -110,12 +122,12 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
 
 static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
 {
-    int use = fam == FAM_MISTRAL, rc;
-    if (fam == FAM_QWEN2 && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
+    int use = fam == FAM_MISTRAL, rc, qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3;
+    if (qwen && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
-    if (fam == FAM_QWEN2 && use)
+    if (qwen && use)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key use_sliding_window: true is not "
-                          "supported (Qwen2's per-layer windows)", label);
+                          "supported (Qwen's per-layer windows)", label);
     if (!use)
         return FG_OK;
     rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2, &hp->sliding_window, err);
@@ -127,7 +139,7 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
 {
     static const char *const acts[] = {"silu"};
     int rc, act = 0, attn_bias = fam == FAM_QWEN2, mlp_bias = 0;
-    if ((rc = sizes(root, label, hp, err)) || (rc = rope(root, label, hp, err)) ||
+    if ((rc = sizes(root, label, fam, hp, err)) || (rc = rope(root, label, hp, err)) ||
         (rc = window(root, label, fam, hp, err)))
         return rc;
     if ((rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
@@ -136,13 +148,16 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
         (rc = fgm_bool(root, label, "tie_word_embeddings", 0, &hp->tied_head, err)))
         return rc;
-    if (fam == FAM_LLAMA && ((rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)) ||
-                             (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err))))
+    if ((fam == FAM_LLAMA || fam == FAM_QWEN3) &&
+        (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
+        return rc;
+    if (fam == FAM_LLAMA && (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err)))
         return rc;
     uint32_t n;
-    if ((rc = fgm_tokens(root, label, "bos_token_id", fam == FAM_QWEN2 ? -1 : 1, &hp->bos_id, 1,
+    int qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3; /* Qwen's classes default both to none */
+    if ((rc = fgm_tokens(root, label, "bos_token_id", qwen ? -1 : 1, &hp->bos_id, 1,
                          &n, err)) ||
-        (rc = fgm_tokens(root, label, "eos_token_id", 2, hp->eos_ids, FG_MODEL_MAX_EOS,
+        (rc = fgm_tokens(root, label, "eos_token_id", qwen ? -1 : 2, hp->eos_ids, FG_MODEL_MAX_EOS,
                          &hp->n_eos, err)) ||
         (rc = fgm_tokens(root, label, "pad_token_id", -1, &hp->pad_id, 1, &n, err)))
         return rc;
@@ -155,7 +170,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->rope.theta = 10000.0f;
     hp->pre_norm = hp->final_norm = 1;
     hp->qkv_bias = attn_bias;
-    hp->out_bias = fam == FAM_LLAMA && attn_bias;
+    hp->out_bias = (fam == FAM_LLAMA || fam == FAM_QWEN3) && attn_bias;
+    hp->qk_norm = fam == FAM_QWEN3;
     hp->mlp_bias = mlp_bias;
     return fgm_dtype(root, label, hp, err);
 }
@@ -173,6 +189,11 @@ static int root_qwen2(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
     return parse_family(r, l, hp, FAM_QWEN2, e);
 }
 
+static int root_qwen3(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return parse_family(r, l, hp, FAM_QWEN3, e);
+}
+
 static int parse_llama(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
 {
     return fgm_parse(j, n, l, root_llama, hp, e);
@@ -184,6 +205,10 @@ static int parse_mistral(const char *j, size_t n, const char *l, fg_hparams *hp,
 static int parse_qwen2(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
 {
     return fgm_parse(j, n, l, root_qwen2, hp, e);
+}
+static int parse_qwen3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_qwen3, hp, e);
 }
 
 static void proj(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *sub, const char *nm,
@@ -198,11 +223,12 @@ static void proj(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *sub, co
     }
 }
 
-static void norm(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *nm, uint64_t h)
+static void norm(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *nm, fg_role r,
+                 uint64_t h)
 {
     char name[FG_TENSOR_NAME_MAX];
     snprintf(name, sizeof name, "model.layers.%u.%s.weight", l, nm);
-    fgm_spec(o, n, name, FG_ROLE_NORM_W, FG_ACCESS_SMALL, h, 0);
+    fgm_spec(o, n, name, r, FG_ACCESS_SMALL, h, 0);
 }
 
 static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l, fg_tensor_spec *o)
@@ -216,14 +242,18 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
                  hp->vocab_size, h);
         break;
     case FG_UNIT_ATTN:
-        norm(o, &n, l, "input_layernorm", h);
+        norm(o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "self_attn", "q_proj", FG_ROLE_WQ, hp->qkv_bias, q, h);
         proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
+        if (hp->qk_norm) {
+            norm(o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, hp->head_dim);
+            norm(o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, hp->head_dim);
+        }
         break;
     case FG_UNIT_MLP:
-        norm(o, &n, l, "post_attention_layernorm", h);
+        norm(o, &n, l, "post_attention_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "up_proj", FG_ROLE_W_UP, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, f);
@@ -273,3 +303,4 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
 const fg_arch fg_arch_llama = FAMILY("llama", "a Llama", parse_llama);
 const fg_arch fg_arch_mistral = FAMILY("mistral", "a Mistral", parse_mistral);
 const fg_arch fg_arch_qwen2 = FAMILY("qwen2", "a Qwen2", parse_qwen2);
+const fg_arch fg_arch_qwen3 = FAMILY("qwen3", "a Qwen3", parse_qwen3);

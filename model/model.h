@@ -62,6 +62,8 @@ typedef struct fg_hparams {
     int final_norm;         /* a norm before the head */
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
+    int qk_norm;            /* RMSNorm (norm_eps) over each head's q and k, weights [head_dim],
+                             * after the projections and before RoPE (Qwen3) */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -77,6 +79,7 @@ typedef enum fg_role {
     FG_ROLE_WQ, FG_ROLE_BQ, FG_ROLE_WK, FG_ROLE_BK, FG_ROLE_WV, FG_ROLE_BV, FG_ROLE_WO, FG_ROLE_BO,
     FG_ROLE_W_UP, FG_ROLE_B_UP, FG_ROLE_W_GATE, FG_ROLE_B_GATE, FG_ROLE_W_DOWN, FG_ROLE_B_DOWN,
     FG_ROLE_PROJ_OUT, FG_ROLE_LM_HEAD,
+    FG_ROLE_Q_NORM, FG_ROLE_K_NORM, /* per-head q/k RMSNorm weights [head_dim] (hp->qk_norm) */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -219,12 +222,13 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
 /* ---- the generic decoder (model/decoder.c): the forward functions entries point at ----
  *   embed:     x = tok[id] (. proj_in^T) (+ pos[position + offset])
  *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)))
- *              q, k rotated (RoPE); q scaled by head_dim^-1/2 before the dot products
+ *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE); q scaled by
+ *              head_dim^-1/2 before the dot products
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
- *   pre:  norm (pre-norm) and the q/k/v projections (+ RoPE) of all of s's rows;
+ *   pre:  norm (pre-norm) and the q/k/v projections (+ q/k norms, RoPE) of all of s's rows;
  *   core: for the sequences of one batch (s; its hidden is not used), their new keys and
  *         values (workspace rows from row0) into the batch's cache, and attention into the
  *         context rows from row0;
@@ -247,6 +251,7 @@ extern const fg_arch fg_arch_opt;     /* model/opt.c */
 extern const fg_arch fg_arch_llama;   /* model/llama.c: Llama 2, 3.x */
 extern const fg_arch fg_arch_mistral; /* model/llama.c */
 extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
+extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
 
 #ifdef __cplusplus
 }

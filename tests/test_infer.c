@@ -399,6 +399,8 @@ START_TEST(prefill_gemm_llama3_bf16) { prefill_gemm_case("llama3-tiny-bf16", "ll
 END_TEST
 START_TEST(prefill_gemm_qwen2_bf16) { prefill_gemm_case("qwen2-tiny-bf16", "qwen2-tiny"); }
 END_TEST
+START_TEST(prefill_gemm_qwen3_bf16) { prefill_gemm_case("qwen3-tiny-bf16", "qwen3-tiny"); }
+END_TEST
 
 START_TEST(layout_safetensors) { layout_case("opt-tiny-safetensors", "opt-tiny"); }
 END_TEST
@@ -554,6 +556,8 @@ START_TEST(sim_placements_mistral) { sim_matrix("mistral-tiny", "mistral-tiny-bf
 END_TEST
 START_TEST(sim_placements_qwen2) { sim_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
 END_TEST
+START_TEST(sim_placements_qwen3) { sim_matrix("qwen3-tiny", "qwen3-tiny-bf16"); }
+END_TEST
 
 /* Bytes over the simulated link of generating up to max_new tokens for n copies of the
  * fixture prompt at `temperature` (0: greedy), with weights and activations homed on the GPU
@@ -672,6 +676,8 @@ END_TEST
 START_TEST(cuda_placements_mistral) { cuda_matrix("mistral-tiny", "mistral-tiny-bf16"); }
 END_TEST
 START_TEST(cuda_placements_qwen2) { cuda_matrix("qwen2-tiny", "qwen2-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_qwen3) { cuda_matrix("qwen3-tiny", "qwen3-tiny-bf16"); }
 END_TEST
 
 /* A GPU fraction without a device is refused, as is a budget the staging cannot fit in. */
@@ -824,6 +830,12 @@ START_TEST(mistral_sliding_window) { layout_case("mistral-tiny-bf16", "mistral-t
 END_TEST
 START_TEST(qwen2_biases_tied) { layout_case("qwen2-tiny-bf16", "qwen2-tiny"); }
 END_TEST
+/* Qwen3: per-head q/k RMSNorms, heads x head_dim != hidden; hub-style and transformers 5's
+ * own config.json (rope_parameters, layer_types) */
+START_TEST(qwen3_qk_norm) { layout_case("qwen3-tiny-bf16", "qwen3-tiny"); }
+END_TEST
+START_TEST(qwen3_transformers5_config) { layout_case("qwen3-tiny-hf5", "qwen3-tiny"); }
+END_TEST
 
 /* 4-bit weights (--compress-weight, from a BF16 checkpoint) on Llama 3 and Qwen2: a sanity
  * bound (measured: nmse 0.24 and 0.25, argmax agreement 0.45 and 0.52). These random models
@@ -833,6 +845,8 @@ END_TEST
 START_TEST(llama_q4_weights) { q4_case("llama3-tiny-bf16", "llama3-tiny", 0.35, 0.4); }
 END_TEST
 START_TEST(qwen2_q4_weights) { q4_case("qwen2-tiny-bf16", "qwen2-tiny", 0.35, 0.4); }
+END_TEST
+START_TEST(qwen3_q4_weights) { q4_case("qwen3-tiny-bf16", "qwen3-tiny", 0.35, 0.4); }
 END_TEST
 
 /* Every placement, schedule and batch split, and the KV cache on disk, for the window and the
@@ -845,6 +859,10 @@ START_TEST(llama3_placements) { placement_matrix("llama3-tiny", "llama3-tiny-bf1
 END_TEST
 START_TEST(qwen2_kv_on_disk) { kv_matrix("qwen2-tiny", "qwen2-tiny-bf16", 0.08); }
 END_TEST
+START_TEST(qwen3_placements) { placement_matrix("qwen3-tiny", "qwen3-tiny-bf16"); }
+END_TEST
+START_TEST(qwen3_kv_on_disk) { kv_matrix("qwen3-tiny", "qwen3-tiny-bf16", 0.08); }
+END_TEST
 
 static Suite *suite(void)
 {
@@ -856,6 +874,7 @@ static Suite *suite(void)
     tcase_add_test(tc, prefill_gemm_opt);
     tcase_add_test(tc, prefill_gemm_llama3_bf16);
     tcase_add_test(tc, prefill_gemm_qwen2_bf16);
+    tcase_add_test(tc, prefill_gemm_qwen3_bf16);
     tcase_add_test(tc, prefill_gemm_q4_int8);
     tcase_add_test(tc, layout_sharded);
     tcase_add_test(tc, layout_bin);
@@ -877,16 +896,22 @@ static Suite *suite(void)
     tcase_add_test(tc, llama_linear_mqa);
     tcase_add_test(tc, mistral_sliding_window);
     tcase_add_test(tc, qwen2_biases_tied);
+    tcase_add_test(tc, qwen3_qk_norm);
+    tcase_add_test(tc, qwen3_transformers5_config);
     tcase_add_test(tc, mistral_placements);
     tcase_add_test(tc, mistral_kv_on_disk);
     tcase_add_test(tc, llama3_placements);
     tcase_add_test(tc, qwen2_kv_on_disk);
+    tcase_add_test(tc, qwen3_placements);
+    tcase_add_test(tc, qwen3_kv_on_disk);
     tcase_add_test(tc, llama_q4_weights);
     tcase_add_test(tc, qwen2_q4_weights);
+    tcase_add_test(tc, qwen3_q4_weights);
     tcase_add_test(tc, sim_placements_opt);
     tcase_add_test(tc, sim_placements_llama3);
     tcase_add_test(tc, sim_placements_mistral);
     tcase_add_test(tc, sim_placements_qwen2);
+    tcase_add_test(tc, sim_placements_qwen3);
     tcase_add_test(tc, sim_bad_requests_are_refused);
     tcase_add_test(tc, sim_decode_moves_only_logits_opt);
     tcase_add_test(tc, sim_decode_moves_only_logits_llama3);
@@ -905,6 +930,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_llama3);
     tcase_add_test(tc, cuda_placements_mistral);
     tcase_add_test(tc, cuda_placements_qwen2);
+    tcase_add_test(tc, cuda_placements_qwen3);
     suite_add_tcase(s, tc);
     return s;
 }

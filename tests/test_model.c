@@ -182,12 +182,46 @@ START_TEST(llama_family_configs)
     ck_assert_int_eq(fg_model_config_parse(l3, strlen(l3), NULL, &c, &err), FG_OK);
     ck_assert(c.n_kv_heads == 2 && c.head_dim == 16 && c.tied_head && c.n_eos == 3 &&
               c.eos_ids[2] == 7 && c.rope.scaling == FG_ROPE_LLAMA3 && c.rope.orig_max_pos == 32);
-    const char *mis = "{\"model_type\":\"mistral\"," L ",\"sliding_window\":16}";
+    const char *mis = "{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":4,"
+                      "\"sliding_window\":16}";
     ck_assert_int_eq(fg_model_config_parse(mis, strlen(mis), NULL, &c, &err), FG_OK);
     ck_assert_uint_eq(c.sliding_window, 16);
-    const char *qw = "{\"model_type\":\"qwen2\"," L ",\"sliding_window\":null}";
+    ck_assert_uint_eq(c.n_kv_heads, 4); /* named: not MistralConfig's default 8 */
+    const char *mis8 = "{\"model_type\":\"mistral\",\"vocab_size\":64,\"hidden_size\":64,"
+                       "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                       "\"num_attention_heads\":16,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(mis8, strlen(mis8), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(c.n_kv_heads, 8); /* absent: MistralConfig's default */
+    const char *qw = "{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":null,"
+                     "\"sliding_window\":null}";
     ck_assert_int_eq(fg_model_config_parse(qw, strlen(qw), NULL, &c, &err), FG_OK);
     ck_assert(c.qkv_bias && !c.out_bias && !c.sliding_window && c.bos_id == -1);
+    ck_assert(c.n_kv_heads == 4 && c.eos_id == -1 && !c.qk_norm); /* null: one per head */
+    /* Qwen3: q/k norms, head_dim 128 unless named, attention_bias on all four projections */
+    const char *q3 = "{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":2,"
+                     "\"eos_token_id\":9}";
+    ck_assert_int_eq(fg_model_config_parse(q3, strlen(q3), NULL, &c, &err), FG_OK);
+    ck_assert(c.qk_norm && c.head_dim == 128 && !c.qkv_bias && !c.out_bias && !c.mlp_bias);
+    ck_assert(c.bos_id == -1 && c.eos_id == 9 && c.n_kv_heads == 2 && !c.sliding_window);
+    const char *q3b = "{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":2,"
+                      "\"head_dim\":16,\"attention_bias\":true,\"mlp_bias\":true}";
+    ck_assert_int_eq(fg_model_config_parse(q3b, strlen(q3b), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 16 && c.qkv_bias && c.out_bias && !c.mlp_bias);
+    fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
+    uint32_t nt = fg_model_unit_tensors(&c, 1, t), norms = 0;
+    for (uint32_t i = 0; i < nt; i++)
+        if (t[i].role == FG_ROLE_Q_NORM || t[i].role == FG_ROLE_K_NORM) {
+            ck_assert(t[i].n_dims == 1 && t[i].dims[0] == 16 && t[i].access == FG_ACCESS_SMALL);
+            norms++;
+        }
+    ck_assert_uint_eq(nt, 11); /* input norm, 4 weights, 4 biases, 2 q/k norms */
+    ck_assert_uint_eq(norms, 2);
+    ck_assert_str_eq(t[9].name, "model.layers.0.self_attn.q_norm.weight");
+    cfg_fail("{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":4,"
+             "\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED, "key use_sliding_window");
+    cfg_fail("{\"model_type\":\"qwen2\"," L "}", FG_ERR_CORRUPT,
+             "key num_key_value_heads: missing, and the family's default 32 does not divide "
+             "num_attention_heads 4");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"hidden_act\":\"gelu\"}", FG_ERR_UNSUPPORTED,
              "key hidden_act: is \"gelu\"");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
@@ -196,15 +230,15 @@ START_TEST(llama_family_configs)
              "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
              "key num_key_value_heads: does not divide");
-    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED,
-             "key use_sliding_window");
+    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
+             "\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED, "key use_sliding_window");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{\"bits\":4,"
              "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,
              "key quantization_config: a checkpoint quantized by another tool (quant_method "
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
-             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, qwen2)");
+             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, qwen2, qwen3)");
 #undef L
 }
 END_TEST

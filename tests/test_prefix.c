@@ -239,6 +239,8 @@ START_TEST(exact_mistral) { family_matrix("mistral-tiny-bf16"); }
 END_TEST
 START_TEST(exact_qwen2) { family_matrix("qwen2-tiny-bf16"); }
 END_TEST
+START_TEST(exact_qwen3) { family_matrix("qwen3-tiny-bf16"); }
+END_TEST
 
 /* The fixture prompt through a warm cache continues as transformers did. */
 static void fixture_greedy(const char *layout, const char *refname)
@@ -560,6 +562,7 @@ static Suite *suite(void)
     tcase_add_test(tc, exact_llama3);
     tcase_add_test(tc, exact_mistral);
     tcase_add_test(tc, exact_qwen2);
+    tcase_add_test(tc, exact_qwen3);
     tcase_add_test(tc, fixture_greedy_opt);
     tcase_add_test(tc, fixture_greedy_llama3);
     tcase_add_test(tc, identity_refused);

@@ -9,7 +9,8 @@ CONVERT=$1 INFER=$2 INSPECT=$3 FIX=$4 WORK=$5
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 fail() { echo "tool_llama: $*" >&2; exit 1; }
 for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
-         mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2; do
+         mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2 \
+         qwen3-tiny-hf5:qwen3-tiny:qwen3; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
