@@ -1,5 +1,5 @@
 /* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
- * Qwen2.5), written straight into a store for benchmarks (no checkpoint needed). The shape's
+ * Qwen2.5, Qwen3), written straight into a store for benchmarks (no checkpoint needed). The shape's
  * config.json is written and parsed by model/'s table, which lists the tensors. Values are
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
  * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
@@ -44,6 +44,12 @@ static const lshape k_llama[] = {
      ", \"use_sliding_window\": false, \"sliding_window\": 131072", 151643, 151645},
     {"qwen2.5-72b", "qwen2", 152064, 8192, 80, 64, 8, 29568, 32768, 1e6, 0, 1, 0,
      ", \"use_sliding_window\": false, \"sliding_window\": 131072", 151643, 151645},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1e6, 1, 0, 0,
+     ", \"head_dim\": 128, \"use_sliding_window\": false", 151643, 151645},
+    {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 12288, 40960, 1e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"use_sliding_window\": false", 151643, 151645},
+    {"qwen3-32b", "qwen3", 151936, 5120, 64, 64, 8, 25600, 40960, 1e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"use_sliding_window\": false", 151643, 151645},
 };
 
 static const shape k_shapes[] = {
@@ -179,7 +185,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
                           "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
                           "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
-                          "qwen2.5-7b, qwen2.5-72b (or opt-tiny, a test shape)", model);
+                          "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b (or opt-tiny, "
+                          "a test shape)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");
