@@ -99,15 +99,24 @@ typedef struct fg_attn_op {
 } fg_attn_op;
 
 /* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2) rotate
- * by position * inv_freq[i], inv_freq[i] = theta^(-2i/d), rescaled by `scaling`. */
-typedef enum fg_rope_scaling { FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3 } fg_rope_scaling;
+ * by position * inv_freq[i], inv_freq[i] = theta^(-2i/d), rescaled by `scaling`. YaRN also
+ * scales the rotated q and k by attn_factor (transformers multiplies cos and sin by it); the
+ * rope op does not: the model folds attn_factor^2 into q's scaling (the scores are what it
+ * changes), so the cached keys are the unscaled rotation. */
+typedef enum fg_rope_scaling {
+    FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3, FG_ROPE_YARN
+} fg_rope_scaling;
 typedef struct fg_rope {
     float theta;
     fg_rope_scaling scaling;
-    float factor;               /* linear: positions / factor; llama3: long wavelengths / factor */
+    float factor;               /* linear: positions / factor; llama3: long wavelengths / factor;
+                                 * yarn: interpolated frequencies / factor */
     float low_freq_factor, high_freq_factor; /* llama3 */
-    uint32_t orig_max_pos;      /* llama3: original_max_position_embeddings */
+    uint32_t orig_max_pos;      /* llama3, yarn: original_max_position_embeddings */
     uint32_t rot_dim;           /* dims rotated per head (= head_dim unless partial) */
+    float beta_fast, beta_slow; /* yarn: the ramp's bounds in rotations (32 and 1 by default) */
+    int truncate;               /* yarn: the ramp's bounds rounded outwards to whole dims */
+    float attn_factor;          /* yarn: q and k scale after the rotation */
 } fg_rope;
 /* inv_freq[0 .. rot_dim/2) as transformers computes it (f32). */
 void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);

@@ -168,10 +168,39 @@ void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float
 int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err)
 {
     if (!(r->theta > 0) || r->rot_dim == 0 || r->rot_dim > head_dim || r->rot_dim % 2 ||
-        ((r->scaling == FG_ROPE_LINEAR || r->scaling == FG_ROPE_LLAMA3) && !(r->factor > 0)))
+        (r->scaling != FG_ROPE_NONE && !(r->factor > 0)) ||
+        (r->scaling == FG_ROPE_YARN && !(r->beta_fast > 0 && r->beta_slow > 0 && r->orig_max_pos)))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "rope: theta %g, %u of %u dims, factor %g",
                           (double)r->theta, r->rot_dim, head_dim, (double)r->factor);
     return FG_OK;
+}
+
+/* The dim (of rot_dim) whose frequency turns `rotations` times over orig_max_pos positions. */
+static double yarn_dim(double rotations, const fg_rope *r)
+{
+    return (double)r->rot_dim * log((double)r->orig_max_pos / (rotations * 2.0 * M_PI)) /
+           (2.0 * log((double)r->theta));
+}
+
+/* transformers' _compute_yarn_parameters: below dim `lo` the frequencies are kept (extrapolated),
+ * past `hi` divided by factor (interpolated), with a linear ramp between. */
+static void yarn_inv_freq(const fg_rope *r, float *f)
+{
+    double lo = yarn_dim(r->beta_fast, r), hi = yarn_dim(r->beta_slow, r);
+    if (r->truncate) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
+    lo = lo > 0 ? lo : 0;
+    hi = hi < r->rot_dim - 1 ? hi : r->rot_dim - 1;
+    if (lo == hi)
+        hi += 0.001;
+    for (uint32_t i = 0; i < r->rot_dim / 2; i++) { /* f32 steps in transformers' order */
+        float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        float keep = 1.0f - ramp, pos = powf(r->theta, (float)(2 * i) / (float)r->rot_dim);
+        f[i] = 1.0f / (r->factor * pos) * (1.0f - keep) + 1.0f / pos * keep;
+    }
 }
 
 void fg_rope_inv_freq(const fg_rope *r, float *f)
@@ -196,6 +225,8 @@ void fg_rope_inv_freq(const fg_rope *r, float *f)
                 f[i] = (1.0f - s) * f[i] / r->factor + s * f[i];
             }
         }
+    } else if (r->scaling == FG_ROPE_YARN) {
+        yarn_inv_freq(r, f);
     }
 }
 

@@ -219,7 +219,10 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
     }
     if (rc)
         return rc;
-    return be->iface->scale(be, ws->q, 1.0f / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
+    /* YaRN scales the rotated q and k by attn_factor each: the scores by its square */
+    float a = hp->pos == FG_POS_ROPE && hp->rope.scaling == FG_ROPE_YARN ? hp->rope.attn_factor
+                                                                         : 1.0f;
+    return be->iface->scale(be, ws->q, a * a / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
 }
 
 /* Sequence b's cache inside the batch's. */

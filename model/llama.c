@@ -17,7 +17,9 @@
  *            as Qwen3Config's does (every published config names it); use_sliding_window as
  *            qwen2.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
- * rope_parameters object, whichever the file has. hidden_act must be "silu".
+ * rope_parameters object, whichever the file has: rope_type default, linear, llama3 or yarn
+ * (original_max_position_embeddings, where they need it, defaults to max_position_embeddings and
+ * yields to a top-level key, as transformers 5 settles it). hidden_act must be "silu".
  *
  * Tensors (canonical names are *ForCausalLM's): model.embed_tokens.weight [vocab, hidden];
  * per layer model.layers.N.input_layernorm.weight [hidden], self_attn.{q,k,v,o}_proj.weight
@@ -28,6 +30,7 @@
  * [rot_dim / 2], which checkpoints written by transformers before 4.31 carry, is accepted and
  * skipped (fg_arch.derived): the frequencies come from config.json, as in transformers since.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,6 +78,62 @@ static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg
     return FG_OK;
 }
 
+/* original_max_position_embeddings of llama3 and yarn, as transformers 5 settles it: a top-level
+ * key first (Phi-3 style files), then the rope object's, then max_position_embeddings. */
+static int orig_max_pos(json_t *root, json_t *s, const char *label, fg_hparams *hp, fg_err *err)
+{
+    static const char k[] = "original_max_position_embeddings";
+    hp->rope.orig_max_pos = hp->max_pos;
+    int rc = fgm_uint(json_object_get(root, k) ? root : s, label, k, 0, FG_MODEL_MAX_DIM,
+                      &hp->rope.orig_max_pos, err);
+    return rc < 0 ? rc : FG_OK;
+}
+
+/* YaRN's mscale: 1 + 0.1 m ln(scale), 1 for scale <= 1 */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* rope_type "yarn" (transformers' _compute_yarn_parameters): factor (null: max_position_embeddings
+ * / original), beta_fast / beta_slow (absent, null or 0: 32 / 1), truncate (absent: true),
+ * attention_factor (absent or null: from factor, and mscale / mscale_all_dim when both are set). */
+static int yarn(json_t *root, json_t *s, const char *label, const char *key, fg_hparams *hp,
+                fg_err *err)
+{
+    fg_rope *r = &hp->rope;
+    float m = 0, m_all = 0, af = 0;
+    int rc = orig_max_pos(root, s, label, hp, err);
+    if (rc)
+        return rc;
+    r->scaling = FG_ROPE_YARN;
+    r->beta_fast = 32.0f;
+    r->beta_slow = 1.0f;
+    json_t *f = json_object_get(s, "factor"), *t = json_object_get(s, "truncate");
+    if (json_is_null(f))
+        r->factor = (float)((double)hp->max_pos / r->orig_max_pos);
+    else if (fgm_float(s, label, "factor", 1e-6, 1e6, 1, &r->factor, NULL))
+        return fgm_key_err(err, label, key, "yarn needs factor, a positive number");
+    if (fgm_float(s, label, "beta_fast", 0, 1e6, 0, &r->beta_fast, NULL) < 0 ||
+        fgm_float(s, label, "beta_slow", 0, 1e6, 0, &r->beta_slow, NULL) < 0 ||
+        fgm_float(s, label, "mscale", 0, 1e6, 0, &m, NULL) < 0 ||
+        fgm_float(s, label, "mscale_all_dim", 0, 1e6, 0, &m_all, NULL) < 0 ||
+        (rc = fgm_float(s, label, "attention_factor", 1e-6, 1e6, 0, &af, NULL)) < 0 ||
+        (t && !json_is_boolean(t) && !json_is_null(t)))
+        return fgm_key_err(err, label, key, "yarn's beta_fast, beta_slow, mscale, mscale_all_dim "
+                           "must be numbers >= 0, attention_factor > 0, truncate true or false");
+    r->beta_fast = r->beta_fast > 0 ? r->beta_fast : 32.0f;
+    r->beta_slow = r->beta_slow > 0 ? r->beta_slow : 1.0f;
+    r->truncate = !t || json_is_true(t);
+    double a = yarn_mscale(r->factor, 1.0);
+    if (rc == FG_OK)
+        a = af;
+    else if (m > 0 && m_all > 0)
+        a = yarn_mscale(r->factor, m) / yarn_mscale(r->factor, m_all);
+    r->attn_factor = (float)a;
+    return FG_OK;
+}
+
 /* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object. */
 static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
 {
@@ -99,6 +158,8 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     const char *type = json_is_string(t) ? json_string_value(t) : NULL;
     if (!type || !strcmp(type, "default"))
         return type ? FG_OK : fgm_key_err(err, label, key, "rope_type missing");
+    if (!strcmp(type, "yarn"))
+        return yarn(root, s, label, key, hp, err);
     snprintf(sub, sizeof sub, "%s.factor", key);
     if (fgm_float(s, label, "factor", 1e-6, 1e6, 1, &hp->rope.factor, NULL))
         return fgm_key_err(err, label, sub, "must be a positive number");
@@ -108,16 +169,14 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     }
     if (strcmp(type, "llama3"))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s.rope_type: \"%.32s\" is not "
-                          "supported (default, linear, llama3)", label, key, type);
+                          "supported (default, linear, llama3, yarn)", label, key, type);
     hp->rope.scaling = FG_ROPE_LLAMA3;
     if (fgm_float(s, label, "low_freq_factor", 1e-6, 1e6, 1, &hp->rope.low_freq_factor, NULL) ||
         fgm_float(s, label, "high_freq_factor", 1e-6, 1e6, 1, &hp->rope.high_freq_factor, NULL) ||
-        !(hp->rope.high_freq_factor > hp->rope.low_freq_factor) ||
-        fgm_uint(s, label, "original_max_position_embeddings", 1, FG_MODEL_MAX_DIM,
-                 &hp->rope.orig_max_pos, NULL))
-        return fgm_key_err(err, label, key, "llama3 needs factor, low_freq_factor < "
-                           "high_freq_factor and original_max_position_embeddings");
-    return FG_OK;
+        !(hp->rope.high_freq_factor > hp->rope.low_freq_factor))
+        return fgm_key_err(err, label, key, "llama3 needs factor and low_freq_factor < "
+                           "high_freq_factor");
+    return orig_max_pos(root, s, label, hp, err);
 }
 
 static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)

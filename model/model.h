@@ -223,7 +223,7 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *   embed:     x = tok[id] (. proj_in^T) (+ pos[position + offset])
  *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)))
  *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE); q scaled by
- *              head_dim^-1/2 before the dot products
+ *              head_dim^-1/2 (and YaRN's attn_factor^2) before the dot products
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch

@@ -836,6 +836,11 @@ START_TEST(qwen3_qk_norm) { layout_case("qwen3-tiny-bf16", "qwen3-tiny"); }
 END_TEST
 START_TEST(qwen3_transformers5_config) { layout_case("qwen3-tiny-hf5", "qwen3-tiny"); }
 END_TEST
+/* YaRN (factor 4 over 128 original positions): ramped frequencies, q.k scaled by mscale^2 */
+START_TEST(qwen3_yarn) { layout_case("qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny"); }
+END_TEST
+START_TEST(sim_placements_yarn) { sim_matrix("qwen3-yarn-tiny", "qwen3-yarn-tiny-bf16"); }
+END_TEST
 
 /* 4-bit weights (--compress-weight, from a BF16 checkpoint) on Llama 3 and Qwen2: a sanity
  * bound (measured: nmse 0.24 and 0.25, argmax agreement 0.45 and 0.52). These random models
@@ -898,6 +903,8 @@ static Suite *suite(void)
     tcase_add_test(tc, qwen2_biases_tied);
     tcase_add_test(tc, qwen3_qk_norm);
     tcase_add_test(tc, qwen3_transformers5_config);
+    tcase_add_test(tc, qwen3_yarn);
+    tcase_add_test(tc, sim_placements_yarn);
     tcase_add_test(tc, mistral_placements);
     tcase_add_test(tc, mistral_kv_on_disk);
     tcase_add_test(tc, llama3_placements);

@@ -1,5 +1,6 @@
 /* test_model.c - model/'s table: config.json parsing (strict, errors name the key), the tensor
  * sets a config implies, canonical names, and checkpoints checked against them (convert/). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,8 +225,37 @@ START_TEST(llama_family_configs)
              "num_attention_heads 4");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"hidden_act\":\"gelu\"}", FG_ERR_UNSUPPORTED,
              "key hidden_act: is \"gelu\"");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"longrope\","
+             "\"factor\":4}}", FG_ERR_UNSUPPORTED, "rope_scaling.rope_type: \"longrope\"");
+    /* YaRN as Qwen's model cards enable it, and its defaults as transformers 5 takes them */
+    const char *y = "{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":2,"
+                    "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                    "\"original_max_position_embeddings\":16}}";
+    ck_assert_int_eq(fg_model_config_parse(y, strlen(y), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.scaling == FG_ROPE_YARN && c.rope.factor == 4.0f && c.rope.truncate &&
+              c.rope.orig_max_pos == 16 && c.rope.beta_fast == 32.0f && c.rope.beta_slow == 1.0f);
+    ck_assert_float_eq_tol(c.rope.attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    const char *y2 = "{\"model_type\":\"llama\"," L ",\"original_max_position_embeddings\":8,"
+                     "\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":null,"
+                     "\"rope_theta\":1e4,\"beta_fast\":null,\"beta_slow\":2,"
+                     "\"mscale\":0.707,\"mscale_all_dim\":1.0,\"truncate\":false,"
+                     "\"original_max_position_embeddings\":32}}";
+    ck_assert_int_eq(fg_model_config_parse(y2, strlen(y2), NULL, &c, &err), FG_OK);
+    /* the top-level original_max_position_embeddings wins; null factor: 64 / 8 */
+    ck_assert(c.rope.orig_max_pos == 8 && c.rope.factor == 8.0f && !c.rope.truncate &&
+              c.rope.beta_fast == 32.0f && c.rope.beta_slow == 2.0f);
+    ck_assert_float_eq_tol(c.rope.attn_factor, (0.0707 * log(8.0) + 1) / (0.1 * log(8.0) + 1),
+                           1e-6);
+    const char *y3 = "{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
+                     "\"factor\":2,\"attention_factor\":1.5}}";
+    ck_assert_int_eq(fg_model_config_parse(y3, strlen(y3), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.attn_factor == 1.5f && c.rope.orig_max_pos == 64);
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\"}}",
+             FG_ERR_CORRUPT, "key rope_scaling: yarn needs factor");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
-             "\"factor\":4}}", FG_ERR_UNSUPPORTED, "rope_scaling.rope_type: \"yarn\"");
+             "\"factor\":2,\"truncate\":1}}", FG_ERR_CORRUPT, "truncate true or false");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
+             "\"factor\":2,\"beta_fast\":-1}}", FG_ERR_CORRUPT, "must be numbers >= 0");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
              "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,

@@ -283,9 +283,15 @@ START_TEST(norms_rope_act_add_scale_every_backend)
     tu_randf(bb, W, 13, 1.0f);
     tu_randf(up, R * W, 14, 1.0f);
     int32_t pos[R] = {0, 1, 7, 300, -1};
-    fg_rope ropes[3] = {{10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D},
-                        {500000.0f, FG_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64, D},
-                        {10000.0f, FG_ROPE_LINEAR, 2.0f, 0, 0, 0, D - 6}};
+    fg_rope ropes[4] = {{.theta = 10000.0f, .rot_dim = D},
+                        {.theta = 500000.0f, .scaling = FG_ROPE_LLAMA3, .factor = 8.0f,
+                         .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .orig_max_pos = 64,
+                         .rot_dim = D},
+                        {.theta = 10000.0f, .scaling = FG_ROPE_LINEAR, .factor = 2.0f,
+                         .rot_dim = D - 6},
+                        {.theta = 1e6f, .scaling = FG_ROPE_YARN, .factor = 4.0f,
+                         .orig_max_pos = 128, .beta_fast = 32.0f, .beta_slow = 1.0f,
+                         .truncate = 1, .attn_factor = 1.1386f, .rot_dim = D}};
     for (int b = 0; b < nb; b++) {
         const fg_backend_iface *f = be[b]->iface;
         r->layernorm(NULL, x, g, bb, ref, R, W, 1e-5f, &err);
@@ -294,14 +300,14 @@ START_TEST(norms_rope_act_add_scale_every_backend)
         r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
         f->rmsnorm(be[b], x, g, y, R, W, 1e-6f, &err);
         ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s rmsnorm", f->name);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             memcpy(ref, x, sizeof x);
             memcpy(y, x, sizeof x);
             ck_assert_int_eq(r->rope(NULL, ref, R, H, D, pos, &ropes[k], &err), FG_OK);
             ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &ropes[k], &err), FG_OK);
             ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s rope %d", f->name, k);
         }
-        fg_rope odd = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D + 1};
+        fg_rope odd = {.theta = 10000.0f, .rot_dim = D + 1};
         ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &odd, &err), FG_ERR_INVALID_ARG);
         for (int a = FG_ACT_RELU; a <= FG_ACT_SILU; a++)
             for (int gated = 0; gated < 2; gated++) {
@@ -437,13 +443,42 @@ START_TEST(rope_matches_the_formula)
     tu_randf(x, D, 3, 1.0f);
     memcpy(y, x, sizeof x);
     int32_t p = 5;
-    fg_rope r = {10000.0f, FG_ROPE_NONE, 0, 0, 0, 0, D};
+    fg_rope r = {.theta = 10000.0f, .rot_dim = D};
     fg_err err;
     ck_assert_int_eq(fg_ops_ref.rope(NULL, y, 1, 1, D, &p, &r, &err), FG_OK);
     for (int i = 0; i < D / 2; i++) {
         double f = 1.0 / pow(10000.0, 2.0 * i / D), c = cos(p * f), s = sin(p * f);
         ck_assert(fabs(y[i] - (x[i] * c - x[i + D / 2] * s)) < 1e-5);
         ck_assert(fabs(y[i + D / 2] - (x[i + D / 2] * c + x[i] * s)) < 1e-5);
+    }
+}
+END_TEST
+
+/* YaRN's frequencies against transformers 5.24's _compute_yarn_parameters (head_dim 32): Qwen's
+ * model-card setting (factor 4, 128 original positions, theta 1e6), and the optional keys
+ * (beta_fast 16, beta_slow 2, truncate false, theta 1e4, factor 8 over 32); their
+ * attention_factor 1.13863 and 0.949561 are model/'s (test_model). */
+START_TEST(yarn_inv_freq_matches_transformers)
+{
+    static const float want[2][16] = {
+        {1, 0.342628419f, 0.111142464f, 0.0328078717f, 0.00790569466f, 0.00333380373f,
+         0.00140585331f, 0.000592843455f, 0.000250000012f, 0.000105424122f, 4.44569851e-05f,
+         1.87473561e-05f, 7.90569356e-06f, 3.33380353e-06f, 1.40585337e-06f, 5.92843435e-07f},
+        {1, 0.259310991f, 0.0395284705f, 0.0222284924f, 0.0125000002f, 0.0070292661f,
+         0.00395284733f, 0.00222284929f, 0.00124999997f, 0.000702926656f, 0.000395284733f,
+         0.000222284929f, 0.000125000006f, 7.02926627e-05f, 3.95284733e-05f, 2.22284925e-05f}};
+    const fg_rope r[2] = {{.theta = 1e6f, .scaling = FG_ROPE_YARN, .factor = 4.0f,
+                           .orig_max_pos = 128, .rot_dim = 32, .beta_fast = 32.0f,
+                           .beta_slow = 1.0f, .truncate = 1},
+                          {.theta = 1e4f, .scaling = FG_ROPE_YARN, .factor = 8.0f,
+                           .orig_max_pos = 32, .rot_dim = 32, .beta_fast = 16.0f,
+                           .beta_slow = 2.0f, .truncate = 0}};
+    for (int k = 0; k < 2; k++) {
+        float f[16];
+        fg_rope_inv_freq(&r[k], f);
+        for (int i = 0; i < 16; i++)
+            ck_assert_msg(fabsf(f[i] - want[k][i]) <= 2e-6f * want[k][i], "case %d dim %d: %.9g, "
+                          "transformers %.9g", k, i, (double)f[i], (double)want[k][i]);
     }
 }
 END_TEST
@@ -643,6 +678,7 @@ static Suite *suite(void)
     tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
     tcase_add_test(tc, relu_matches_its_formula_on_special_values);
     tcase_add_test(tc, rope_matches_the_formula);
+    tcase_add_test(tc, yarn_inv_freq_matches_transformers);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
     tcase_add_test(tc, memory_ops);
