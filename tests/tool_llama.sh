@@ -10,7 +10,7 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 fail() { echo "tool_llama: $*" >&2; exit 1; }
 for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2 \
-         qwen3-tiny-hf5:qwen3-tiny:qwen3; do
+         qwen3-tiny-hf5:qwen3-tiny:qwen3 qwen3-yarn-tiny-bf16:qwen3-yarn-tiny:qwen3; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -32,6 +32,12 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
   grep -q "^model $family:" <<< "$info" || fail "$dir: fg-inspect does not show $family"
   echo "$dir: greedy tokens equal transformers'; $ppl"
 done
+info=$("$INSPECT" qwen3-yarn-tiny-bf16.store) || fail "fg-inspect on the yarn store failed"
+grep -q '^model qwen3: .* x 32 with q/k norms, .*(rotary, yarn scaling)' <<< "$info" ||
+  fail "fg-inspect does not show Qwen3's q/k norms and YaRN: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" --json qwen3-yarn-tiny-bf16.store) || fail "fg-inspect --json failed"
+grep -q '"qk_norm": true, .*"rope_scaling": "yarn"' <<< "$info" ||
+  fail "fg-inspect --json: $(grep '"model"' <<< "$info")"
 
 # generation_config.json's eos_token_id is the stop set (as for transformers' generate(): Qwen2.5
 # Instruct stops at <|im_end|> only by it): made the second greedy token, the job stops there

@@ -179,6 +179,10 @@ static void show_model(fg_store *s, int json)
     for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
         k += (size_t)snprintf(eos + k, sizeof eos - k, "%s%d", k ? (json ? ", " : " ") : "",
                               hp.eos_ids[i]);
+    static const char *const sc[] = {"", "linear", "llama3", "yarn"};
+    const char *scaling = hp.pos != FG_POS_ROPE ? ""
+                        : (unsigned)hp.rope.scaling < sizeof sc / sizeof sc[0] ? sc[hp.rope.scaling]
+                                                                               : "?";
     if (json && rc)
         printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
@@ -186,21 +190,22 @@ static void show_model(fg_store *s, int json)
         printf("}");
     } else if (json) {
         printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
-               "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"ffn\": %u, "
-               "\"vocab\": %u, \"max_positions\": %u, \"sliding_window\": %u, "
-               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch,
-               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn,
-               hp.vocab_size, hp.max_pos, hp.sliding_window, hp.tied_head ? "true" : "false", eos,
-               tok);
+               "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
+               "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
+               "\"sliding_window\": %u, \"tied_head\": %s, \"eos_ids\": [%s], "
+               "\"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden, hp.n_heads,
+               hp.n_kv_heads, hp.head_dim, hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size,
+               hp.max_pos, *scaling ? scaling : "none",
+               hp.sliding_window, hp.tied_head ? "true" : "false", eos, tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
-        static const char *sc[] = {"", ", linear scaling", ", llama3 scaling"};
-        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u, ffn %u, vocab %u, "
-               "positions %u (%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch, hp.n_layers,
-               hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.ffn, hp.vocab_size,
-               hp.max_pos, hp.pos == FG_POS_ROPE ? "rotary" : "learned",
-               hp.pos == FG_POS_ROPE ? sc[hp.rope.scaling] : "",
+        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u, vocab %u, "
+               "positions %u (%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
+               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
+               hp.qk_norm ? " with q/k norms" : "", hp.ffn, hp.vocab_size, hp.max_pos,
+               hp.pos == FG_POS_ROPE ? "rotary" : "learned", *scaling ? ", " : "", scaling,
+               *scaling ? " scaling" : "",
                hp.sliding_window ? ", sliding window" : "", hp.tied_head ? ", tied head" : "",
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
