@@ -245,13 +245,14 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
                           "(%u tokens) or the cache width %u is not %u", row0,
                           (unsigned long long)row0 + (uint64_t)s->n_seq * s->n_new,
                           ws->max_tokens, kw, fg_model_kv_width(hp));
+    uint32_t window = fg_model_layer_window(hp, kv->layer);
     for (uint32_t b = 0; b < s->n_seq && rc == FG_OK; b++) {
         size_t r = (size_t)row0 + (size_t)b * s->n_new;
         fg_kv_view v = seq_kv(kv, b);
         rc = be->iface->kv_store(be, &v, s->pos0, ws->kbuf + r * kw, ws->vbuf + r * kw, s->n_new,
                                  err);
         fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
-                        hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->sliding_window,
+                        hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
                         ATTN_PARTS, ws->k_tmp, ws->v_tmp};
         if (rc == FG_OK)

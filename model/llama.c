@@ -9,13 +9,13 @@
  *   llama:   attention_bias / mlp_bias (default false), rope_scaling "linear" or "llama3",
  *            head_dim (default hidden / heads), tie_word_embeddings (default false);
  *   mistral: sliding_window (an integer, or null for none);
- *   qwen2:   biases on q/k/v (not o), use_sliding_window must be false (per-layer windows are
- *            not supported), tie_word_embeddings as given;
+ *   qwen2:   biases on q/k/v (not o), tie_word_embeddings as given; with use_sliding_window
+ *            true, sliding_window on the layers layer_types names "sliding_attention", or
+ *            without layer_types on layers from max_window_layers (default 28) on;
  *   qwen3:   an RMSNorm over each head of q and of k (weights self_attn.q_norm / k_norm
  *            [head_dim], eps rms_norm_eps) between the projections and RoPE; attention_bias
  *            (default false) on q/k/v and o alike, never an MLP bias; head_dim defaults to 128
- *            as Qwen3Config's does (every published config names it); use_sliding_window as
- *            qwen2.
+ *            as Qwen3Config's does (every published config names it); windows as qwen2.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
  * rope_parameters object, whichever the file has: rope_type default, linear, llama3 or yarn
  * (original_max_position_embeddings, where they need it, defaults to max_position_embeddings and
@@ -179,18 +179,48 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     return orig_max_pos(root, s, label, hp, err);
 }
 
+/* Qwen's per-layer windows (transformers' Qwen2Config / Qwen3Config): layer_types when the file
+ * has it ("full_attention" / "sliding_attention" per layer), else layers from max_window_layers
+ * (default 28) on are windowed. A windowed layer without a window is refused, as transformers
+ * refuses it. Sets hp->full_layers for the others. */
+static int qwen_layers(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    json_t *mwl = json_object_get(root, "max_window_layers");
+    json_t *lt = json_object_get(root, "layer_types");
+    json_int_t from = 28;
+    if (mwl && !json_is_null(mwl) &&
+        (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
+        return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
+    if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
+        return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        int windowed = hp->sliding_window && l >= from;
+        if (lt && !json_is_null(lt)) {
+            const char *t = json_string_value(json_array_get(lt, l));
+            if (!t || (strcmp(t, "full_attention") && strcmp(t, "sliding_attention")))
+                return fgm_key_err(err, label, "layer_types", "entries must be "
+                                   "\"full_attention\" or \"sliding_attention\"");
+            windowed = !strcmp(t, "sliding_attention");
+        }
+        if (windowed && !hp->sliding_window)
+            return fgm_key_err(err, label, "layer_types", "a sliding_attention layer needs "
+                               "use_sliding_window true and a sliding_window");
+        if (!windowed)
+            hp->full_layers[l / 64] |= 1ull << (l % 64);
+    }
+    return FG_OK;
+}
+
 static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
 {
     int use = fam == FAM_MISTRAL, rc, qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3;
+    memset(hp->full_layers, 0, sizeof hp->full_layers);
     if (qwen && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
-    if (qwen && use)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key use_sliding_window: true is not "
-                          "supported (Qwen's per-layer windows)", label);
-    if (!use)
-        return FG_OK;
-    rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2, &hp->sliding_window, err);
-    return rc < 0 ? rc : FG_OK;
+    if (use && (rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2,
+                              &hp->sliding_window, err)) < 0)
+        return rc;
+    return qwen ? qwen_layers(root, label, hp, err) : FG_OK;
 }
 
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,

@@ -332,6 +332,21 @@ uint32_t fg_model_kv_width(const fg_hparams *hp)
     return hp->n_kv_heads * hp->head_dim;
 }
 
+uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer)
+{
+    if (!hp->sliding_window || layer >= FG_MODEL_MAX_LAYERS)
+        return 0;
+    return (hp->full_layers[layer / 64] >> (layer % 64)) & 1 ? 0 : hp->sliding_window;
+}
+
+uint32_t fg_model_windowed_layers(const fg_hparams *hp)
+{
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        n += fg_model_layer_window(hp, l) != 0;
+    return n;
+}
+
 double fg_model_flops_per_token(const fg_hparams *hp)
 {
     double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;

@@ -58,6 +58,8 @@ typedef struct fg_hparams {
     uint32_t pos_offset;    /* learned: table row = position + offset (OPT: 2) */
     fg_rope rope;           /* rotary positions */
     uint32_t sliding_window;/* 0: attend the whole context */
+    uint64_t full_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l attends the whole context
+                             * even so (Qwen's max_window_layers / layer_types) */
     int pre_norm;           /* norm before each block (else after the residual) */
     int final_norm;         /* a norm before the head */
     int tied_head;          /* the LM head is the token embedding */
@@ -134,6 +136,7 @@ typedef struct fg_kv_batch {
     fg_codec codec;            /* F32, or Q4/Q8 along the row (--compress-cache) */
     size_t row_bytes;          /* fg_kv_row_bytes(codec, width) */
     uint32_t width, cap;       /* width = n_kv_heads * head_dim */
+    uint32_t layer;            /* whose cache: its attention window (fg_model_layer_window) */
 } fg_kv_batch;
 
 typedef struct fg_model_ws fg_model_ws;
@@ -199,6 +202,11 @@ uint32_t fg_model_unit_tensors(const fg_hparams *hp, uint32_t unit, fg_tensor_sp
 /* Every tensor a checkpoint of hp holds, in model order (units in order, each tensor once).
  * *out is malloc'd, owned by the caller (free()). */
 int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg_err *err);
+
+/* The keys layer `layer` attends (sliding_window, or 0 for the whole context). */
+uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
+/* How many layers attend through the window (0 without one). */
+uint32_t fg_model_windowed_layers(const fg_hparams *hp);
 
 /* The KV row: values per cached token per layer (K and V each). */
 uint32_t fg_model_kv_width(const fg_hparams *hp);

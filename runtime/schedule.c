@@ -62,12 +62,12 @@ static uint32_t batch_size(const fg_engine *e, const block *b, uint32_t k)
 static size_t tok_off(const fg_engine *e, uint32_t k) { return (size_t)k * e->gbs * e->max_ctx; }
 
 /* The KV cache of (batch k, layer) inside its acquired pager chunk (K rows, then V rows). */
-static fg_kv_batch kv_view(const fg_engine *e, void *chunk)
+static fg_kv_batch kv_view(const fg_engine *e, void *chunk, uint32_t layer)
 {
     size_t rows = (size_t)e->gbs * e->max_ctx, rb = e->plan.kv_row;
     uint8_t *base = chunk;
     return (fg_kv_batch){base, base + rows * rb, e->kv_codec, rb, fg_model_kv_width(&e->hp),
-                         e->max_ctx};
+                         e->max_ctx, layer};
 }
 
 /* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. The ops
@@ -93,7 +93,7 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
         return rc;
     if (k + 1 < k_end)
         fg_engine_kv_prefetch(e, k + 1, layer);
-    fg_kv_batch kv = kv_view(e, v.ptr);
+    fg_kv_batch kv = kv_view(e, v.ptr, layer);
     rc = e->arch->attn_core(e->be, &e->hp, s, &kv, row0, e->ws, err);
     return fg_engine_release(e, &v, FG_ENGINE_STORE, rc, err);
 }

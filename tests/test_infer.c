@@ -841,6 +841,22 @@ START_TEST(qwen3_yarn) { layout_case("qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny");
 END_TEST
 START_TEST(sim_placements_yarn) { sim_matrix("qwen3-yarn-tiny", "qwen3-yarn-tiny-bf16"); }
 END_TEST
+/* Qwen's per-layer windows: layer 0 attends everything, layer 1 the last 5 tokens (from
+ * max_window_layers, and from transformers 5's layer_types) */
+START_TEST(qwen2_layer_windows) { layout_case("qwen2-window-tiny-bf16", "qwen2-window-tiny"); }
+END_TEST
+START_TEST(qwen2_layer_types) { layout_case("qwen2-window-tiny-hf5", "qwen2-window-tiny"); }
+END_TEST
+START_TEST(qwen2_window_placements)
+{
+    placement_matrix("qwen2-window-tiny", "qwen2-window-tiny-bf16");
+}
+END_TEST
+START_TEST(sim_placements_windows)
+{
+    sim_matrix("qwen2-window-tiny", "qwen2-window-tiny-bf16");
+}
+END_TEST
 
 /* 4-bit weights (--compress-weight, from a BF16 checkpoint) on Llama 3 and Qwen2: a sanity
  * bound (measured: nmse 0.24 and 0.25, argmax agreement 0.45 and 0.52). These random models
@@ -905,6 +921,10 @@ static Suite *suite(void)
     tcase_add_test(tc, qwen3_transformers5_config);
     tcase_add_test(tc, qwen3_yarn);
     tcase_add_test(tc, sim_placements_yarn);
+    tcase_add_test(tc, qwen2_layer_windows);
+    tcase_add_test(tc, qwen2_layer_types);
+    tcase_add_test(tc, qwen2_window_placements);
+    tcase_add_test(tc, sim_placements_windows);
     tcase_add_test(tc, mistral_placements);
     tcase_add_test(tc, mistral_kv_on_disk);
     tcase_add_test(tc, llama3_placements);

@@ -218,8 +218,36 @@ START_TEST(llama_family_configs)
     ck_assert_uint_eq(nt, 11); /* input norm, 4 weights, 4 biases, 2 q/k norms */
     ck_assert_uint_eq(norms, 2);
     ck_assert_str_eq(t[9].name, "model.layers.0.self_attn.q_norm.weight");
+    /* Qwen's per-layer windows: from max_window_layers on, or as layer_types names them */
+    const char *w1 = "{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":4,"
+                     "\"use_sliding_window\":true,\"sliding_window\":5,\"max_window_layers\":1}";
+    ck_assert_int_eq(fg_model_config_parse(w1, strlen(w1), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_window(&c, 0) == 0 && fg_model_layer_window(&c, 1) == 5);
+    ck_assert_uint_eq(fg_model_windowed_layers(&c), 1);
+    const char *w2 = "{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
+                     "\"use_sliding_window\":true,\"sliding_window\":5,\"max_window_layers\":1,"
+                     "\"layer_types\":[\"sliding_attention\",\"full_attention\"]}";
+    ck_assert_int_eq(fg_model_config_parse(w2, strlen(w2), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_window(&c, 0) == 5 && fg_model_layer_window(&c, 1) == 0);
+    const char *w3 = "{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
+                     "\"use_sliding_window\":true,\"sliding_window\":5}";
+    ck_assert_int_eq(fg_model_config_parse(w3, strlen(w3), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(fg_model_windowed_layers(&c), 0); /* max_window_layers 28 > 2 layers */
+    const char *w4 = "{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":4,"
+                     "\"sliding_window\":3,\"max_window_layers\":1}"; /* not Mistral's key */
+    ck_assert_int_eq(fg_model_config_parse(w4, strlen(w4), NULL, &c, &err), FG_OK);
+    ck_assert_uint_eq(fg_model_windowed_layers(&c), 2);
+    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
+             "\"layer_types\":[\"sliding_attention\",\"full_attention\"]}", FG_ERR_CORRUPT,
+             "key layer_types: a sliding_attention layer needs use_sliding_window true");
+    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
+             "\"layer_types\":[\"full_attention\"]}", FG_ERR_CORRUPT,
+             "key layer_types: must be a list of one entry per layer");
     cfg_fail("{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":4,"
-             "\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED, "key use_sliding_window");
+             "\"layer_types\":[\"full_attention\",\"chunked_attention\"]}", FG_ERR_CORRUPT,
+             "key layer_types: entries must be");
+    cfg_fail("{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":4,"
+             "\"max_window_layers\":-1}", FG_ERR_CORRUPT, "key max_window_layers");
     cfg_fail("{\"model_type\":\"qwen2\"," L "}", FG_ERR_CORRUPT,
              "key num_key_value_heads: missing, and the family's default 32 does not divide "
              "num_attention_heads 4");
@@ -260,8 +288,7 @@ START_TEST(llama_family_configs)
              "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
              "key num_key_value_heads: does not divide");
-    cfg_fail("{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":4,"
-             "\"use_sliding_window\":true}", FG_ERR_UNSUPPORTED, "key use_sliding_window");
+
     cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{\"bits\":4,"
              "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,

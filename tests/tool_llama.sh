@@ -35,6 +35,10 @@ done
 info=$("$INSPECT" qwen3-yarn-tiny-bf16.store) || fail "fg-inspect on the yarn store failed"
 grep -q '^model qwen3: .* x 32 with q/k norms, .*(rotary, yarn scaling)' <<< "$info" ||
   fail "fg-inspect does not show Qwen3's q/k norms and YaRN: $(grep '^model' <<< "$info")"
+"$CONVERT" "$FIX/qwen2-window-tiny-hf5" -o window.store --quiet || fail "window: convert"
+info=$("$INSPECT" window.store) || fail "fg-inspect on the window store failed"
+grep -q '^model qwen2: .*, sliding window 5 on 1 of 2 layers' <<< "$info" ||
+  fail "fg-inspect does not show the per-layer window: $(grep '^model' <<< "$info")"
 info=$("$INSPECT" --json qwen3-yarn-tiny-bf16.store) || fail "fg-inspect --json failed"
 grep -q '"qk_norm": true, .*"rope_scaling": "yarn"' <<< "$info" ||
   fail "fg-inspect --json: $(grep '"model"' <<< "$info")"

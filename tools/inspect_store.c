@@ -183,6 +183,13 @@ static void show_model(fg_store *s, int json)
     const char *scaling = hp.pos != FG_POS_ROPE ? ""
                         : (unsigned)hp.rope.scaling < sizeof sc / sizeof sc[0] ? sc[hp.rope.scaling]
                                                                                : "?";
+    char window[64] = "";
+    uint32_t nw = rc ? 0 : fg_model_windowed_layers(&hp);
+    if (nw == hp.n_layers && nw)
+        snprintf(window, sizeof window, ", sliding window %u", hp.sliding_window);
+    else if (nw)
+        snprintf(window, sizeof window, ", sliding window %u on %u of %u layers",
+                 hp.sliding_window, nw, hp.n_layers);
     if (json && rc)
         printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
@@ -192,11 +199,11 @@ static void show_model(fg_store *s, int json)
         printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
                "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
                "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
-               "\"sliding_window\": %u, \"tied_head\": %s, \"eos_ids\": [%s], "
-               "\"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden, hp.n_heads,
-               hp.n_kv_heads, hp.head_dim, hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size,
-               hp.max_pos, *scaling ? scaling : "none",
-               hp.sliding_window, hp.tied_head ? "true" : "false", eos, tok);
+               "\"sliding_window\": %u, \"windowed_layers\": %u, \"tied_head\": %s, "
+               "\"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden,
+               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.qk_norm ? "true" : "false", hp.ffn,
+               hp.vocab_size, hp.max_pos, *scaling ? scaling : "none", hp.sliding_window,
+               fg_model_windowed_layers(&hp), hp.tied_head ? "true" : "false", eos, tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
@@ -206,7 +213,7 @@ static void show_model(fg_store *s, int json)
                hp.qk_norm ? " with q/k norms" : "", hp.ffn, hp.vocab_size, hp.max_pos,
                hp.pos == FG_POS_ROPE ? "rotary" : "learned", *scaling ? ", " : "", scaling,
                *scaling ? " scaling" : "",
-               hp.sliding_window ? ", sliding window" : "", hp.tied_head ? ", tied head" : "",
+               window, hp.tied_head ? ", tied head" : "",
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
     free(cfg);
