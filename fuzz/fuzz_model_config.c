@@ -1,9 +1,11 @@
 /* fuzz_model_config.c - libFuzzer target for config.json through model/'s table: parse, and for
  * an accepted config build every unit's tensor list (bounded by the config limits). The same
- * bytes are also read as a generation_config.json over a fixed config (its stop set bounded). */
+ * bytes are also read as a generation_config.json over a fixed config (its stop set bounded);
+ * an accepted config's per-layer windows are checked and its rotary frequencies computed. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backend_int.h"
 #include "model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,5 +31,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         free(spec);
     }
+    /* per-layer windows: never wider than the window, counted consistently */
+    uint32_t windowed = 0;
+    for (uint32_t l = 0; l < hp.n_layers; l++) {
+        uint32_t w = fg_model_layer_window(&hp, l);
+        if (w && w != hp.sliding_window)
+            abort();
+        windowed += w != 0;
+    }
+    if (windowed != fg_model_windowed_layers(&hp))
+        abort();
+    /* the rotary frequencies of an accepted config (yarn's ramp included) are computable */
+    float f[1u << 15];
+    if (hp.pos == FG_POS_ROPE && hp.rope.rot_dim / 2 <= sizeof f / sizeof f[0] &&
+        fgb_rope_check(&hp.rope, hp.head_dim, &err) == FG_OK)
+        fg_rope_inv_freq(&hp.rope, f);
     return 0;
 }
