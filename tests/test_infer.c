@@ -679,6 +679,13 @@ START_TEST(cuda_placements_qwen2) { cuda_matrix("qwen2-tiny", "qwen2-tiny-bf16")
 END_TEST
 START_TEST(cuda_placements_qwen3) { cuda_matrix("qwen3-tiny", "qwen3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_yarn) { cuda_matrix("qwen3-yarn-tiny", "qwen3-yarn-tiny-bf16"); }
+END_TEST
+START_TEST(cuda_placements_windows)
+{
+    cuda_matrix("qwen2-window-tiny", "qwen2-window-tiny-bf16");
+}
+END_TEST
 
 /* A GPU fraction without a device is refused, as is a budget the staging cannot fit in. */
 START_TEST(sim_bad_requests_are_refused)
@@ -958,6 +965,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_mistral);
     tcase_add_test(tc, cuda_placements_qwen2);
     tcase_add_test(tc, cuda_placements_qwen3);
+    tcase_add_test(tc, cuda_placements_yarn);
+    tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;
 }
