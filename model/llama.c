@@ -1,17 +1,21 @@
 /* llama.c - the Llama family as table entries: Llama 2 and 3.x (model_type "llama"), Mistral
- * ("mistral"), Qwen2 / Qwen2.5 ("qwen2") and Qwen3 ("qwen3", the dense models), after
- * transformers' modeling_llama.py, modeling_mistral.py, modeling_qwen2.py and modeling_qwen3.py.
+ * ("mistral"), Ministral ("ministral"), Qwen2 / Qwen2.5 ("qwen2") and Qwen3 ("qwen3", the dense
+ * models), after transformers' modeling_llama.py, modeling_mistral.py, modeling_ministral.py,
+ * modeling_qwen2.py and modeling_qwen3.py.
  *
- * The three share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
+ * They share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
  * grouped-query attention, then x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))); a final
  * RMSNorm and the LM head (tied to the embedding when tie_word_embeddings). They differ in
  * config keys and defaults, and Qwen3 in one step of the layer:
  *   llama:   attention_bias / mlp_bias (default false), rope_scaling "linear" or "llama3",
  *            head_dim (default hidden / heads), tie_word_embeddings (default false);
- *   mistral: sliding_window (an integer, or null for none);
+ *   mistral: sliding_window on every layer (an integer, null for none; absent 4096, as
+ *            MistralConfig);
+ *   ministral: Mistral with layer_types (default: every layer windowed when sliding_window);
  *   qwen2:   biases on q/k/v (not o), tie_word_embeddings as given; with use_sliding_window
- *            true, sliding_window on the layers layer_types names "sliding_attention", or
- *            without layer_types on layers from max_window_layers (default 28) on;
+ *            true, sliding_window (absent 4096) on the layers layer_types names
+ *            "sliding_attention", or without layer_types on layers from max_window_layers
+ *            (default 28) on;
  *   qwen3:   an RMSNorm over each head of q and of k (weights self_attn.q_norm / k_norm
  *            [head_dim], eps rms_norm_eps) between the projections and RoPE; attention_bias
  *            (default false) on q/k/v and o alike, never an MLP bias; head_dim defaults to 128
@@ -36,7 +40,7 @@
 
 #include "model_int.h"
 
-typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_QWEN3 } family;
+typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3 } family;
 
 static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
 {
@@ -53,7 +57,8 @@ static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg
         if ((rc = fgm_uint(root, label, req[i].key, 1, req[i].max, req[i].dst, err)))
             return rc;
     /* absent: each config class's default (Mistral 8, Qwen 32); null: one per query head */
-    static const uint32_t kv_default[] = {[FAM_MISTRAL] = 8, [FAM_QWEN2] = 32, [FAM_QWEN3] = 32};
+    static const uint32_t kv_default[] = {[FAM_MISTRAL] = 8, [FAM_MINISTRAL] = 8,
+                                          [FAM_QWEN2] = 32, [FAM_QWEN3] = 32};
     hp->n_kv_heads = json_object_get(root, "num_key_value_heads") || !kv_default[fam]
                    ? hp->n_heads : kv_default[fam];
     if ((rc = fgm_uint(root, label, "num_key_value_heads", 0, FG_MODEL_MAX_DIM, &hp->n_kv_heads,
@@ -179,15 +184,16 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     return orig_max_pos(root, s, label, hp, err);
 }
 
-/* Qwen's per-layer windows (transformers' Qwen2Config / Qwen3Config): layer_types when the file
- * has it ("full_attention" / "sliding_attention" per layer), else layers from max_window_layers
- * (default 28) on are windowed. A windowed layer without a window is refused, as transformers
- * refuses it. Sets hp->full_layers for the others. */
-static int qwen_layers(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+/* Per-layer windows (transformers' Qwen2Config, Qwen3Config, MinistralConfig): layer_types when
+ * the file has it ("full_attention" / "sliding_attention" per layer), else Qwen's layers from
+ * max_window_layers (default 28) on, or all of Ministral's, are windowed. A windowed layer
+ * without a window is refused, as transformers refuses it. Sets hp->full_layers for the others. */
+static int layer_windows(json_t *root, const char *label, family fam, fg_hparams *hp,
+                         fg_err *err)
 {
-    json_t *mwl = json_object_get(root, "max_window_layers");
+    json_t *mwl = fam == FAM_MINISTRAL ? NULL : json_object_get(root, "max_window_layers");
     json_t *lt = json_object_get(root, "layer_types");
-    json_int_t from = 28;
+    json_int_t from = fam == FAM_MINISTRAL ? 0 : 28;
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
@@ -211,16 +217,22 @@ static int qwen_layers(json_t *root, const char *label, fg_hparams *hp, fg_err *
     return FG_OK;
 }
 
+/* sliding_window: absent 4096 (every config class's default), null none; Qwen's only with
+ * use_sliding_window. Mistral windows every layer (its model ignores layer_types). */
 static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
 {
-    int use = fam == FAM_MISTRAL, rc, qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3;
+    int use = fam == FAM_MISTRAL || fam == FAM_MINISTRAL, rc;
+    int qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3;
     memset(hp->full_layers, 0, sizeof hp->full_layers);
+    hp->sliding_window = 0;
     if (qwen && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
+    if (use && !json_object_get(root, "sliding_window"))
+        hp->sliding_window = 4096;
     if (use && (rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2,
                               &hp->sliding_window, err)) < 0)
         return rc;
-    return qwen ? qwen_layers(root, label, hp, err) : FG_OK;
+    return qwen || fam == FAM_MINISTRAL ? layer_windows(root, label, fam, hp, err) : FG_OK;
 }
 
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
@@ -278,6 +290,10 @@ static int root_qwen2(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
     return parse_family(r, l, hp, FAM_QWEN2, e);
 }
 
+static int root_ministral(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return parse_family(r, l, hp, FAM_MINISTRAL, e);
+}
 static int root_qwen3(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
 {
     return parse_family(r, l, hp, FAM_QWEN3, e);
@@ -294,6 +310,10 @@ static int parse_mistral(const char *j, size_t n, const char *l, fg_hparams *hp,
 static int parse_qwen2(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
 {
     return fgm_parse(j, n, l, root_qwen2, hp, e);
+}
+static int parse_ministral(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_ministral, hp, e);
 }
 static int parse_qwen3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
 {
@@ -391,5 +411,6 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
 
 const fg_arch fg_arch_llama = FAMILY("llama", "a Llama", parse_llama);
 const fg_arch fg_arch_mistral = FAMILY("mistral", "a Mistral", parse_mistral);
+const fg_arch fg_arch_ministral = FAMILY("ministral", "a Ministral", parse_ministral);
 const fg_arch fg_arch_qwen2 = FAMILY("qwen2", "a Qwen2", parse_qwen2);
 const fg_arch fg_arch_qwen3 = FAMILY("qwen3", "a Qwen3", parse_qwen3);

@@ -258,6 +258,7 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
 extern const fg_arch fg_arch_opt;     /* model/opt.c */
 extern const fg_arch fg_arch_llama;   /* model/llama.c: Llama 2, 3.x */
 extern const fg_arch fg_arch_mistral; /* model/llama.c */
+extern const fg_arch fg_arch_ministral; /* model/llama.c: Mistral with per-layer windows */
 extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
 

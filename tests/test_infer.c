@@ -854,6 +854,11 @@ START_TEST(qwen2_layer_windows) { layout_case("qwen2-window-tiny-bf16", "qwen2-w
 END_TEST
 START_TEST(qwen2_layer_types) { layout_case("qwen2-window-tiny-hf5", "qwen2-window-tiny"); }
 END_TEST
+/* Ministral: Mistral's layer with layer_types (a window of 5 on layer 0 only) */
+START_TEST(ministral_layer_types) { layout_case("ministral-tiny-bf16", "ministral-tiny"); }
+END_TEST
+START_TEST(sim_placements_ministral) { sim_matrix("ministral-tiny", "ministral-tiny-bf16"); }
+END_TEST
 START_TEST(qwen2_window_placements)
 {
     placement_matrix("qwen2-window-tiny", "qwen2-window-tiny-bf16");
@@ -931,6 +936,8 @@ static Suite *suite(void)
     tcase_add_test(tc, qwen2_layer_windows);
     tcase_add_test(tc, qwen2_layer_types);
     tcase_add_test(tc, qwen2_window_placements);
+    tcase_add_test(tc, ministral_layer_types);
+    tcase_add_test(tc, sim_placements_ministral);
     tcase_add_test(tc, sim_placements_windows);
     tcase_add_test(tc, mistral_placements);
     tcase_add_test(tc, mistral_kv_on_disk);

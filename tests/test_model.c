@@ -193,6 +193,21 @@ START_TEST(llama_family_configs)
                        "\"num_attention_heads\":16,\"max_position_embeddings\":64}";
     ck_assert_int_eq(fg_model_config_parse(mis8, strlen(mis8), NULL, &c, &err), FG_OK);
     ck_assert_uint_eq(c.n_kv_heads, 8); /* absent: MistralConfig's default */
+    ck_assert_uint_eq(c.sliding_window, 4096); /* absent: MistralConfig's default too */
+    ck_assert_uint_eq(fg_model_windowed_layers(&c), 2);
+    const char *mis0 = "{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":4,"
+                       "\"sliding_window\":null}";
+    ck_assert_int_eq(fg_model_config_parse(mis0, strlen(mis0), NULL, &c, &err), FG_OK);
+    ck_assert(c.sliding_window == 0 && fg_model_windowed_layers(&c) == 0);
+    /* Ministral: Mistral's layer with layer_types (default: every layer windowed) */
+    const char *mn = "{\"model_type\":\"ministral\"," L ",\"num_key_value_heads\":4,"
+                     "\"sliding_window\":7,\"max_window_layers\":2}"; /* not its key */
+    ck_assert_int_eq(fg_model_config_parse(mn, strlen(mn), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_windowed_layers(&c) == 2 && c.bos_id == 1 && c.eos_id == 2 && !c.qkv_bias);
+    const char *mn2 = "{\"model_type\":\"ministral\"," L ",\"num_key_value_heads\":4,"
+                      "\"layer_types\":[\"full_attention\",\"sliding_attention\"]}";
+    ck_assert_int_eq(fg_model_config_parse(mn2, strlen(mn2), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_window(&c, 0) == 0 && fg_model_layer_window(&c, 1) == 4096);
     const char *qw = "{\"model_type\":\"qwen2\"," L ",\"num_key_value_heads\":null,"
                      "\"sliding_window\":null}";
     ck_assert_int_eq(fg_model_config_parse(qw, strlen(qw), NULL, &c, &err), FG_OK);
@@ -233,6 +248,10 @@ START_TEST(llama_family_configs)
                      "\"use_sliding_window\":true,\"sliding_window\":5}";
     ck_assert_int_eq(fg_model_config_parse(w3, strlen(w3), NULL, &c, &err), FG_OK);
     ck_assert_uint_eq(fg_model_windowed_layers(&c), 0); /* max_window_layers 28 > 2 layers */
+    const char *w5 = "{\"model_type\":\"qwen3\"," L ",\"num_key_value_heads\":4,"
+                     "\"use_sliding_window\":true,\"max_window_layers\":0}";
+    ck_assert_int_eq(fg_model_config_parse(w5, strlen(w5), NULL, &c, &err), FG_OK);
+    ck_assert(c.sliding_window == 4096 && fg_model_windowed_layers(&c) == 2); /* absent: 4096 */
     const char *w4 = "{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":4,"
                      "\"sliding_window\":3,\"max_window_layers\":1}"; /* not Mistral's key */
     ck_assert_int_eq(fg_model_config_parse(w4, strlen(w4), NULL, &c, &err), FG_OK);
@@ -295,7 +314,8 @@ START_TEST(llama_family_configs)
              "key quantization_config: a checkpoint quantized by another tool (quant_method "
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
-             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, qwen2, qwen3)");
+             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
+             "qwen2, qwen3)");
 #undef L
 }
 END_TEST

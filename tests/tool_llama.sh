@@ -10,7 +10,8 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 fail() { echo "tool_llama: $*" >&2; exit 1; }
 for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2 \
-         qwen3-tiny-hf5:qwen3-tiny:qwen3 qwen3-yarn-tiny-bf16:qwen3-yarn-tiny:qwen3; do
+         qwen3-tiny-hf5:qwen3-tiny:qwen3 qwen3-yarn-tiny-bf16:qwen3-yarn-tiny:qwen3 \
+         ministral-tiny-bf16:ministral-tiny:ministral; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
