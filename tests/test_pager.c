@@ -357,7 +357,11 @@ START_TEST(t_prefetch_dedup)
     ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &a, &err), FG_OK);
     ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &b, &err), FG_OK);
     ck_assert_uint_ne(a, 0);
-    ck_assert_uint_eq(a, b);
+    /* the second request joins the first, unless the first read has already landed (a loaded
+     * machine completes it between the two calls: seen once under ASan), when the chunk is
+     * resident and there is nothing to wait for */
+    ck_assert_msg(b == a || b == 0, "second prefetch: ticket %llu, the first's %llu",
+                  (unsigned long long)b, (unsigned long long)a);
     check_ok(p);
     ck_assert_int_eq(fg_pager_wait(p, a, &err), FG_OK);
     ck_assert_int_eq(fg_pager_prefetch(p, 2, FG_TIER_HOST, &c, &err), FG_OK);
