@@ -104,13 +104,15 @@ typedef struct fg_attn_op {
  * rope op does not: the model folds attn_factor^2 into q's scaling (the scores are what it
  * changes), so the cached keys are the unscaled rotation. */
 typedef enum fg_rope_scaling {
-    FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3, FG_ROPE_YARN
+    FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3, FG_ROPE_YARN,
+    FG_ROPE_DYNAMIC /* dynamic NTK: the default frequencies up to max_position_embeddings, the
+                     * only lengths it is run for (the engine refuses a longer context) */
 } fg_rope_scaling;
 typedef struct fg_rope {
     float theta;
     fg_rope_scaling scaling;
     float factor;               /* linear: positions / factor; llama3: long wavelengths / factor;
-                                 * yarn: interpolated frequencies / factor */
+                                 * yarn: interpolated frequencies / factor; dynamic: unused */
     float low_freq_factor, high_freq_factor; /* llama3 */
     uint32_t orig_max_pos;      /* llama3, yarn: original_max_position_embeddings */
     uint32_t rot_dim;           /* dims rotated per head (= head_dim unless partial) */

@@ -21,7 +21,8 @@
  *            (default false) on q/k/v and o alike, never an MLP bias; head_dim defaults to 128
  *            as Qwen3Config's does (every published config names it); windows as qwen2.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
- * rope_parameters object, whichever the file has: rope_type default, linear, llama3 or yarn
+ * rope_parameters object, whichever the file has: rope_type default, linear, dynamic (the default
+ * frequencies within max_position_embeddings, which bounds every fg context), llama3 or yarn
  * (original_max_position_embeddings, where they need it, defaults to max_position_embeddings and
  * yields to a top-level key, as transformers 5 settles it). hidden_act must be "silu".
  *
@@ -172,9 +173,16 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
         hp->rope.scaling = FG_ROPE_LINEAR;
         return FG_OK;
     }
+    /* Dynamic NTK rescales theta only once a sequence grows past max_position_embeddings
+     * (transformers' _compute_dynamic_ntk_parameters gives theta itself up to there), and the
+     * engine refuses a longer context for it: its frequencies are the default ones, exactly. */
+    if (!strcmp(type, "dynamic")) {
+        hp->rope.scaling = FG_ROPE_DYNAMIC;
+        return FG_OK;
+    }
     if (strcmp(type, "llama3"))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s.rope_type: \"%.32s\" is not "
-                          "supported (default, linear, llama3, yarn)", label, key, type);
+                          "supported (default, linear, dynamic, llama3, yarn)", label, key, type);
     hp->rope.scaling = FG_ROPE_LLAMA3;
     if (fgm_float(s, label, "low_freq_factor", 1e-6, 1e6, 1, &hp->rope.low_freq_factor, NULL) ||
         fgm_float(s, label, "high_freq_factor", 1e-6, 1e6, 1, &hp->rope.high_freq_factor, NULL) ||

@@ -614,6 +614,12 @@ static int check_opts(fg_engine *e, fg_err *err)
     if (e->max_ctx > e->hp.max_pos && e->hp.pos == FG_POS_LEARNED)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %u tokens exceeds the "
                           "model's %u positions", e->max_ctx, e->hp.max_pos);
+    /* dynamic NTK rescales theta past them, which fg does not (model/llama.c) */
+    if (e->max_ctx > e->hp.max_pos && e->hp.pos == FG_POS_ROPE &&
+        e->hp.rope.scaling == FG_ROPE_DYNAMIC)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "a context of %u tokens exceeds the model's "
+                          "%u positions, past which its dynamic rope_scaling would change the "
+                          "frequencies", e->max_ctx, e->hp.max_pos);
     for (uint32_t i = 0; p->compress_weight && i < e->n_tensors; i++)
         if (e->tensors[i].spec.n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4)
             return fg_err_set(err, FG_ERR_STATE, "--compress-weight: tensor '%s' is %s in %s "

@@ -297,6 +297,17 @@ START_TEST(llama_family_configs)
                      "\"factor\":2,\"attention_factor\":1.5}}";
     ck_assert_int_eq(fg_model_config_parse(y3, strlen(y3), NULL, &c, &err), FG_OK);
     ck_assert(c.rope.attn_factor == 1.5f && c.rope.orig_max_pos == 64);
+    const char *dyn = "{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"type\":\"dynamic\","
+                      "\"factor\":2.0}}";
+    ck_assert_int_eq(fg_model_config_parse(dyn, strlen(dyn), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.scaling == FG_ROPE_DYNAMIC && c.rope.theta == 10000.0f);
+    float f0[4], f1[4];
+    fg_rope_inv_freq(&c.rope, f0);
+    c.rope.scaling = FG_ROPE_NONE;
+    fg_rope_inv_freq(&c.rope, f1);
+    ck_assert(!memcmp(f0, f1, sizeof f0)); /* the default frequencies */
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"dynamic\"}}",
+             FG_ERR_CORRUPT, "key rope_scaling.factor: must be a positive number");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\"}}",
              FG_ERR_CORRUPT, "key rope_scaling: yarn needs factor");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","

@@ -65,3 +65,22 @@ if "$CONVERT" gen -o gen2.store --quiet 2> err.txt; then fail "a bad generation_
 grep -q 'generation_config.json: key eos_token_id' err.txt || fail "bad generation_config: $(cat err.txt)"
 [ ! -e gen2.store ] || fail "a refused conversion left gen2.store"
 echo "generation_config.json: eos_token_id honoured, a malformed one refused"
+
+# rope_scaling "dynamic" (NTK): the default frequencies within max_position_embeddings, so
+# llama2-tiny with it gives transformers' tokens; a context past them is refused
+mkdir dyn && cp "$FIX/llama2-tiny-bf16/"* dyn/
+sed -i 's/"rope_scaling": null/"rope_scaling": {"type": "dynamic", "factor": 2.0}/' dyn/config.json
+grep -q '"dynamic"' dyn/config.json || fail "dynamic: config.json not edited"
+"$CONVERT" dyn -o dyn.store --quiet || fail "dynamic: convert"
+text=$(sed -n 's/^prompt_text //p' "$FIX/llama2-tiny.ref/meta.txt")
+want=$(sed -n 's/^output: //p' "$FIX/llama2-tiny.ref/greedy.txt" | tr -s ' ' ',')
+printf '{"id": "p", "prompt": "%s", "max_new_tokens": 20}\n' "$text" > in.jsonl
+rm -f out.jsonl
+"$INFER" -m dyn.store --input in.jsonl --output out.jsonl --quiet --threads 1 ||
+  fail "dynamic: the job failed"
+got=$(sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' out.jsonl | tr -d ' ')
+[ "$got" = "$want" ] || fail "dynamic: tokens $got, transformers $want"
+if "$INFER" -m dyn.store -p "$text" --max-new-tokens 2 --max-context 200 --quiet \
+     > /dev/null 2> err.txt; then fail "dynamic: a context past the positions ran"; fi
+grep -q "exceeds the model's 128 positions" err.txt || fail "dynamic: $(cat err.txt)"
+echo "rope_scaling dynamic: transformers' tokens; a longer context refused"

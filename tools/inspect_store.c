@@ -179,7 +179,7 @@ static void show_model(fg_store *s, int json)
     for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
         k += (size_t)snprintf(eos + k, sizeof eos - k, "%s%d", k ? (json ? ", " : " ") : "",
                               hp.eos_ids[i]);
-    static const char *const sc[] = {"", "linear", "llama3", "yarn"};
+    static const char *const sc[] = {"", "linear", "llama3", "yarn", "dynamic"};
     const char *scaling = hp.pos != FG_POS_ROPE ? ""
                         : (unsigned)hp.rope.scaling < sizeof sc / sizeof sc[0] ? sc[hp.rope.scaling]
                                                                                : "?";
