@@ -43,7 +43,30 @@
 
 typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3 } family;
 
-static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
+/* Where the families differ: their transformers config class's defaults and switches. */
+typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN } window_kind;
+typedef struct traits {
+    uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
+    uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
+    int32_t bos, eos;    /* bos_token_id / eos_token_id when absent (-1: none) */
+    int qkv_bias;        /* q/k/v biases always (Qwen2) */
+    int attention_bias;  /* reads attention_bias: q/k/v and o biases */
+    int mlp_bias;        /* reads mlp_bias */
+    int qk_norm;         /* per-head q/k RMSNorms (Qwen3) */
+    /* sliding_window on: every layer; layer_types' (default every layer); with
+     * use_sliding_window, layer_types' or those from max_window_layers on */
+    window_kind windows;
+} traits;
+
+static const traits k_traits[] = {
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN},
+};
+
+static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     const struct { const char *key; uint32_t *dst; uint32_t max; } req[] = {
         {"vocab_size", &hp->vocab_size, FG_MODEL_MAX_DIM},
@@ -57,11 +80,9 @@ static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if ((rc = fgm_uint(root, label, req[i].key, 1, req[i].max, req[i].dst, err)))
             return rc;
-    /* absent: each config class's default (Mistral 8, Qwen 32); null: one per query head */
-    static const uint32_t kv_default[] = {[FAM_MISTRAL] = 8, [FAM_MINISTRAL] = 8,
-                                          [FAM_QWEN2] = 32, [FAM_QWEN3] = 32};
-    hp->n_kv_heads = json_object_get(root, "num_key_value_heads") || !kv_default[fam]
-                   ? hp->n_heads : kv_default[fam];
+    /* absent: the config class's default; null: one per query head */
+    hp->n_kv_heads = json_object_get(root, "num_key_value_heads") || !t->kv_heads
+                   ? hp->n_heads : t->kv_heads;
     if ((rc = fgm_uint(root, label, "num_key_value_heads", 0, FG_MODEL_MAX_DIM, &hp->n_kv_heads,
                        err)) < 0)
         return rc;
@@ -72,10 +93,10 @@ static int sizes(json_t *root, const char *label, family fam, fg_hparams *hp, fg
     if (hp->n_heads % hp->n_kv_heads)
         return fgm_key_err(err, label, "num_key_value_heads", "does not divide "
                            "num_attention_heads");
-    if (fam != FAM_QWEN3 && hp->hidden % hp->n_heads && !json_object_get(root, "head_dim"))
+    if (!t->head_dim && hp->hidden % hp->n_heads && !json_object_get(root, "head_dim"))
         return fgm_key_err(err, label, "num_attention_heads", "does not divide hidden_size "
                            "(and there is no head_dim)");
-    hp->head_dim = fam == FAM_QWEN3 ? 128 : hp->hidden / hp->n_heads;
+    hp->head_dim = t->head_dim ? t->head_dim : hp->hidden / hp->n_heads;
     if ((rc = fgm_uint(root, label, "head_dim", 0, 1u << 16, &hp->head_dim, err)) < 0)
         return rc;
     if (hp->head_dim % 2)
@@ -107,14 +128,12 @@ static double yarn_mscale(double scale, double m)
 static int yarn(json_t *root, json_t *s, const char *label, const char *key, fg_hparams *hp,
                 fg_err *err)
 {
-    fg_rope *r = &hp->rope;
+    fg_rope *r = &hp->rope; /* zeroed by fg_model_config_parse: beta_* 0 until read */
     float m = 0, m_all = 0, af = 0;
     int rc = orig_max_pos(root, s, label, hp, err);
     if (rc)
         return rc;
     r->scaling = FG_ROPE_YARN;
-    r->beta_fast = 32.0f;
-    r->beta_slow = 1.0f;
     json_t *f = json_object_get(s, "factor"), *t = json_object_get(s, "truncate");
     if (json_is_null(f))
         r->factor = (float)((double)hp->max_pos / r->orig_max_pos);
@@ -128,7 +147,7 @@ static int yarn(json_t *root, json_t *s, const char *label, const char *key, fg_
         (t && !json_is_boolean(t) && !json_is_null(t)))
         return fgm_key_err(err, label, key, "yarn's beta_fast, beta_slow, mscale, mscale_all_dim "
                            "must be numbers >= 0, attention_factor > 0, truncate true or false");
-    r->beta_fast = r->beta_fast > 0 ? r->beta_fast : 32.0f;
+    r->beta_fast = r->beta_fast > 0 ? r->beta_fast : 32.0f; /* absent, null or 0 */
     r->beta_slow = r->beta_slow > 0 ? r->beta_slow : 1.0f;
     r->truncate = !t || json_is_true(t);
     double a = yarn_mscale(r->factor, 1.0);
@@ -196,12 +215,13 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
  * the file has it ("full_attention" / "sliding_attention" per layer), else Qwen's layers from
  * max_window_layers (default 28) on, or all of Ministral's, are windowed. A windowed layer
  * without a window is refused, as transformers refuses it. Sets hp->full_layers for the others. */
-static int layer_windows(json_t *root, const char *label, family fam, fg_hparams *hp,
+static int layer_windows(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                          fg_err *err)
 {
-    json_t *mwl = fam == FAM_MINISTRAL ? NULL : json_object_get(root, "max_window_layers");
+    int qwen = t->windows == WIN_QWEN;
+    json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
-    json_int_t from = fam == FAM_MINISTRAL ? 0 : 28;
+    json_int_t from = qwen ? 28 : 0;
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
@@ -210,11 +230,11 @@ static int layer_windows(json_t *root, const char *label, family fam, fg_hparams
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         int windowed = hp->sliding_window && l >= from;
         if (lt && !json_is_null(lt)) {
-            const char *t = json_string_value(json_array_get(lt, l));
-            if (!t || (strcmp(t, "full_attention") && strcmp(t, "sliding_attention")))
+            const char *type = json_string_value(json_array_get(lt, l));
+            if (!type || (strcmp(type, "full_attention") && strcmp(type, "sliding_attention")))
                 return fgm_key_err(err, label, "layer_types", "entries must be "
                                    "\"full_attention\" or \"sliding_attention\"");
-            windowed = !strcmp(t, "sliding_attention");
+            windowed = !strcmp(type, "sliding_attention");
         }
         if (windowed && !hp->sliding_window)
             return fgm_key_err(err, label, "layer_types", "a sliding_attention layer needs "
@@ -226,30 +246,30 @@ static int layer_windows(json_t *root, const char *label, family fam, fg_hparams
 }
 
 /* sliding_window: absent 4096 (every config class's default), null none; Qwen's only with
- * use_sliding_window. Mistral windows every layer (its model ignores layer_types). */
-static int window(json_t *root, const char *label, family fam, fg_hparams *hp, fg_err *err)
+ * use_sliding_window. Mistral windows every layer (its model ignores layer_types). hp's window
+ * fields start zeroed (fg_model_config_parse). */
+static int window(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
-    int use = fam == FAM_MISTRAL || fam == FAM_MINISTRAL, rc;
-    int qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3;
-    memset(hp->full_layers, 0, sizeof hp->full_layers);
-    hp->sliding_window = 0;
-    if (qwen && (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
+    int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES, rc;
+    if (t->windows == WIN_QWEN &&
+        (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
     if (use && !json_object_get(root, "sliding_window"))
         hp->sliding_window = 4096;
     if (use && (rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2,
                               &hp->sliding_window, err)) < 0)
         return rc;
-    return qwen || fam == FAM_MINISTRAL ? layer_windows(root, label, fam, hp, err) : FG_OK;
+    return t->windows >= WIN_LAYER_TYPES ? layer_windows(root, label, t, hp, err) : FG_OK;
 }
 
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
                         fg_err *err)
 {
     static const char *const acts[] = {"silu"};
-    int rc, act = 0, attn_bias = fam == FAM_QWEN2, mlp_bias = 0;
-    if ((rc = sizes(root, label, fam, hp, err)) || (rc = rope(root, label, hp, err)) ||
-        (rc = window(root, label, fam, hp, err)))
+    const traits *t = &k_traits[fam];
+    int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
+    if ((rc = sizes(root, label, t, hp, err)) || (rc = rope(root, label, hp, err)) ||
+        (rc = window(root, label, t, hp, err)))
         return rc;
     if ((rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
         return rc;
@@ -257,16 +277,13 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
         (rc = fgm_bool(root, label, "tie_word_embeddings", 0, &hp->tied_head, err)))
         return rc;
-    if ((fam == FAM_LLAMA || fam == FAM_QWEN3) &&
-        (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
+    if (t->attention_bias && (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
         return rc;
-    if (fam == FAM_LLAMA && (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err)))
+    if (t->mlp_bias && (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err)))
         return rc;
     uint32_t n;
-    int qwen = fam == FAM_QWEN2 || fam == FAM_QWEN3; /* Qwen's classes default both to none */
-    if ((rc = fgm_tokens(root, label, "bos_token_id", qwen ? -1 : 1, &hp->bos_id, 1,
-                         &n, err)) ||
-        (rc = fgm_tokens(root, label, "eos_token_id", qwen ? -1 : 2, hp->eos_ids, FG_MODEL_MAX_EOS,
+    if ((rc = fgm_tokens(root, label, "bos_token_id", t->bos, &hp->bos_id, 1, &n, err)) ||
+        (rc = fgm_tokens(root, label, "eos_token_id", t->eos, hp->eos_ids, FG_MODEL_MAX_EOS,
                          &hp->n_eos, err)) ||
         (rc = fgm_tokens(root, label, "pad_token_id", -1, &hp->pad_id, 1, &n, err)))
         return rc;
@@ -279,53 +296,10 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->rope.theta = 10000.0f;
     hp->pre_norm = hp->final_norm = 1;
     hp->qkv_bias = attn_bias;
-    hp->out_bias = (fam == FAM_LLAMA || fam == FAM_QWEN3) && attn_bias;
-    hp->qk_norm = fam == FAM_QWEN3;
+    hp->out_bias = t->attention_bias && attn_bias;
+    hp->qk_norm = t->qk_norm;
     hp->mlp_bias = mlp_bias;
     return fgm_dtype(root, label, hp, err);
-}
-
-static int root_llama(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return parse_family(r, l, hp, FAM_LLAMA, e);
-}
-static int root_mistral(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return parse_family(r, l, hp, FAM_MISTRAL, e);
-}
-static int root_qwen2(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return parse_family(r, l, hp, FAM_QWEN2, e);
-}
-
-static int root_ministral(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return parse_family(r, l, hp, FAM_MINISTRAL, e);
-}
-static int root_qwen3(json_t *r, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return parse_family(r, l, hp, FAM_QWEN3, e);
-}
-
-static int parse_llama(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_llama, hp, e);
-}
-static int parse_mistral(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_mistral, hp, e);
-}
-static int parse_qwen2(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_qwen2, hp, e);
-}
-static int parse_ministral(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_ministral, hp, e);
-}
-static int parse_qwen3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_qwen3, hp, e);
 }
 
 static void proj(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *sub, const char *nm,
@@ -413,12 +387,23 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
     return hp->rope.rot_dim / 2;
 }
 
-#define FAMILY(nm, noun, parse)                                                                \
-    {nm, noun, parse, unit_tensors, canonical_name, fg_model_embed, fg_model_attn_pre,        \
-     fg_model_attn_core, fg_model_attn_post, fg_model_mlp, fg_model_head, derived}
+/* The table entry of family `fam` as fg_arch_<nm>, with its config parser (fg_arch's parser has
+ * no context argument, so each family gets its own two-line pair). */
+#define FAMILY(nm, noun, fam)                                                                  \
+    static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
+    {                                                                                          \
+        return parse_family(r, l, hp, fam, e);                                                 \
+    }                                                                                          \
+    static int parse_##nm(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)   \
+    {                                                                                          \
+        return fgm_parse(j, n, l, root_##nm, hp, e);                                           \
+    }                                                                                          \
+    const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, canonical_name,         \
+                                  fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
+                                  fg_model_attn_post, fg_model_mlp, fg_model_head, derived}
 
-const fg_arch fg_arch_llama = FAMILY("llama", "a Llama", parse_llama);
-const fg_arch fg_arch_mistral = FAMILY("mistral", "a Mistral", parse_mistral);
-const fg_arch fg_arch_ministral = FAMILY("ministral", "a Ministral", parse_ministral);
-const fg_arch fg_arch_qwen2 = FAMILY("qwen2", "a Qwen2", parse_qwen2);
-const fg_arch fg_arch_qwen3 = FAMILY("qwen3", "a Qwen3", parse_qwen3);
+FAMILY(llama, "a Llama", FAM_LLAMA);
+FAMILY(mistral, "a Mistral", FAM_MISTRAL);
+FAMILY(ministral, "a Ministral", FAM_MINISTRAL);
+FAMILY(qwen2, "a Qwen2", FAM_QWEN2);
+FAMILY(qwen3, "a Qwen3", FAM_QWEN3);
