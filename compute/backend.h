@@ -122,6 +122,8 @@ typedef struct fg_rope {
 } fg_rope;
 /* inv_freq[0 .. rot_dim/2) as transformers computes it (f32). */
 void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);
+/* The scaling's rope_type as config.json spells it ("none" for FG_ROPE_NONE); static string. */
+const char *fg_rope_scaling_name(fg_rope_scaling s);
 
 typedef enum fg_act { FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SILU } fg_act;
 

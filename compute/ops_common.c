@@ -203,6 +203,14 @@ static void yarn_inv_freq(const fg_rope *r, float *f)
     }
 }
 
+const char *fg_rope_scaling_name(fg_rope_scaling s)
+{
+    static const char *const names[] = {
+        [FG_ROPE_NONE] = "none", [FG_ROPE_LINEAR] = "linear", [FG_ROPE_LLAMA3] = "llama3",
+        [FG_ROPE_YARN] = "yarn", [FG_ROPE_DYNAMIC] = "dynamic"};
+    return (unsigned)s < sizeof names / sizeof names[0] && names[s] ? names[s] : "?";
+}
+
 void fg_rope_inv_freq(const fg_rope *r, float *f)
 {
     uint32_t half = r->rot_dim / 2;

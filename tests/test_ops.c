@@ -473,6 +473,9 @@ START_TEST(yarn_inv_freq_matches_transformers)
                           {.theta = 1e4f, .scaling = FG_ROPE_YARN, .factor = 8.0f,
                            .orig_max_pos = 32, .rot_dim = 32, .beta_fast = 16.0f,
                            .beta_slow = 2.0f, .truncate = 0}};
+    ck_assert_str_eq(fg_rope_scaling_name(FG_ROPE_YARN), "yarn");
+    ck_assert_str_eq(fg_rope_scaling_name(FG_ROPE_DYNAMIC), "dynamic");
+    ck_assert_str_eq(fg_rope_scaling_name((fg_rope_scaling)99), "?");
     for (int k = 0; k < 2; k++) {
         float f[16];
         fg_rope_inv_freq(&r[k], f);

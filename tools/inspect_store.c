@@ -179,10 +179,8 @@ static void show_model(fg_store *s, int json)
     for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
         k += (size_t)snprintf(eos + k, sizeof eos - k, "%s%d", k ? (json ? ", " : " ") : "",
                               hp.eos_ids[i]);
-    static const char *const sc[] = {"", "linear", "llama3", "yarn", "dynamic"};
-    const char *scaling = hp.pos != FG_POS_ROPE ? ""
-                        : (unsigned)hp.rope.scaling < sizeof sc / sizeof sc[0] ? sc[hp.rope.scaling]
-                                                                               : "?";
+    const char *scaling = hp.pos == FG_POS_ROPE && hp.rope.scaling != FG_ROPE_NONE
+                        ? fg_rope_scaling_name(hp.rope.scaling) : "";
     char window[64] = "";
     uint32_t nw = rc ? 0 : fg_model_windowed_layers(&hp);
     if (nw == hp.n_layers && nw)
@@ -203,7 +201,7 @@ static void show_model(fg_store *s, int json)
                "\"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden,
                hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.qk_norm ? "true" : "false", hp.ffn,
                hp.vocab_size, hp.max_pos, *scaling ? scaling : "none", hp.sliding_window,
-               fg_model_windowed_layers(&hp), hp.tied_head ? "true" : "false", eos, tok);
+               nw, hp.tied_head ? "true" : "false", eos, tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
