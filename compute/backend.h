@@ -98,16 +98,20 @@ typedef struct fg_attn_op {
     float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room each */
 } fg_attn_op;
 
-/* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2) rotate
- * by position * inv_freq[i], inv_freq[i] = theta^(-2i/d), rescaled by `scaling`. YaRN also
- * scales the rotated q and k by attn_factor (transformers multiplies cos and sin by it); the
- * rope op does not: the model folds attn_factor^2 into q's scaling (the scores are what it
- * changes), so the cached keys are the unscaled rotation. */
+/* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2, d =
+ * rot_dim, the dims past it pass unrotated) rotate by position * inv_freq[i], inv_freq[i] =
+ * theta^(-2i/d), rescaled by `scaling`. YaRN and LongRoPE also scale the rotated dims of q and
+ * k by attn_factor (transformers multiplies cos and sin by it, so the dims past rot_dim are not
+ * scaled); the model instead rotates q with rot_scale = attn_factor^2 (the scores are what it
+ * changes) and k with none, so the cached keys are the unscaled rotation. */
 typedef enum fg_rope_scaling {
     FG_ROPE_NONE = 0, FG_ROPE_LINEAR, FG_ROPE_LLAMA3, FG_ROPE_YARN,
-    FG_ROPE_DYNAMIC /* dynamic NTK: the default frequencies up to max_position_embeddings, the
-                     * only lengths it is run for (the engine refuses a longer context) */
+    FG_ROPE_DYNAMIC, /* dynamic NTK: the default frequencies up to max_position_embeddings, the
+                      * only lengths it is run for (the engine refuses a longer context) */
+    FG_ROPE_LONGROPE /* Phi-3's: each frequency divided by its own factor, short_factor's or
+                      * (use_long) long_factor's, and q, k scaled by attn_factor */
 } fg_rope_scaling;
+#define FG_ROPE_MAX_EXT 128 /* longrope: factors of at most 128 frequencies (rot_dim 256) */
 typedef struct fg_rope {
     float theta;
     fg_rope_scaling scaling;
@@ -118,7 +122,12 @@ typedef struct fg_rope {
     uint32_t rot_dim;           /* dims rotated per head (= head_dim unless partial) */
     float beta_fast, beta_slow; /* yarn: the ramp's bounds in rotations (32 and 1 by default) */
     int truncate;               /* yarn: the ramp's bounds rounded outwards to whole dims */
-    float attn_factor;          /* yarn: q and k scale after the rotation */
+    float attn_factor;          /* yarn, longrope: q and k scale after the rotation */
+    int use_long;               /* longrope: long_factor (the engine sets it for a context past
+                                 * orig_max_pos), else short_factor */
+    float short_factor[FG_ROPE_MAX_EXT], long_factor[FG_ROPE_MAX_EXT]; /* longrope: [rot_dim/2] */
+    float rot_scale;            /* the rotated dims come out times this (0: 1); the dims past
+                                 * rot_dim are left as they are */
 } fg_rope;
 /* inv_freq[0 .. rot_dim/2) as transformers computes it (f32). */
 void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);

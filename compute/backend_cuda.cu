@@ -538,7 +538,8 @@ static int cu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, ui
         rc = opnd(&o, f, half * 4, 1, 0, &df, err);
     if (rc == FG_OK && rows)
         k_rope<<<grid_of((size_t)rows * half, 128), 128, 0, o.c->cs>>>(
-            (float *)dx, rows, n_heads, head_dim, (const int32_t *)dp, (const float *)df, half);
+            (float *)dx, rows, n_heads, head_dim, (const int32_t *)dp, (const float *)df, half,
+            r->rot_scale > 0 ? r->rot_scale : 1.0f);
     rc = op_end(&o, rc, err); /* f is read by the upload before op_end returns */
     free(f);
     return rc;

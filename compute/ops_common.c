@@ -165,11 +165,23 @@ void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float
         y[i] = g[i] * (x[i] * inv);
 }
 
+/* LongRoPE's chosen list: rot_dim / 2 positive factors */
+static int longrope_ok(const fg_rope *r)
+{
+    const float *ext = r->use_long ? r->long_factor : r->short_factor;
+    for (uint32_t i = 0; i < r->rot_dim / 2 && i < FG_ROPE_MAX_EXT; i++)
+        if (!(ext[i] > 0))
+            return 0;
+    return r->rot_dim / 2 <= FG_ROPE_MAX_EXT;
+}
+
 int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err)
 {
+    int scaled = r->scaling != FG_ROPE_NONE && r->scaling != FG_ROPE_LONGROPE;
     if (!(r->theta > 0) || r->rot_dim == 0 || r->rot_dim > head_dim || r->rot_dim % 2 ||
-        (r->scaling != FG_ROPE_NONE && !(r->factor > 0)) ||
-        (r->scaling == FG_ROPE_YARN && !(r->beta_fast > 0 && r->beta_slow > 0 && r->orig_max_pos)))
+        (scaled && !(r->factor > 0)) || !(r->rot_scale >= 0) ||
+        (r->scaling == FG_ROPE_YARN && !(r->beta_fast > 0 && r->beta_slow > 0 && r->orig_max_pos)) ||
+        (r->scaling == FG_ROPE_LONGROPE && !longrope_ok(r)))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "rope: theta %g, %u of %u dims, factor %g",
                           (double)r->theta, r->rot_dim, head_dim, (double)r->factor);
     return FG_OK;
@@ -207,7 +219,7 @@ const char *fg_rope_scaling_name(fg_rope_scaling s)
 {
     static const char *const names[] = {
         [FG_ROPE_NONE] = "none", [FG_ROPE_LINEAR] = "linear", [FG_ROPE_LLAMA3] = "llama3",
-        [FG_ROPE_YARN] = "yarn", [FG_ROPE_DYNAMIC] = "dynamic"};
+        [FG_ROPE_YARN] = "yarn", [FG_ROPE_DYNAMIC] = "dynamic", [FG_ROPE_LONGROPE] = "longrope"};
     return (unsigned)s < sizeof names / sizeof names[0] && names[s] ? names[s] : "?";
 }
 
@@ -235,18 +247,22 @@ void fg_rope_inv_freq(const fg_rope *r, float *f)
         }
     } else if (r->scaling == FG_ROPE_YARN) {
         yarn_inv_freq(r, f);
+    } else if (r->scaling == FG_ROPE_LONGROPE) { /* _compute_longrope_parameters: 1 / (ext * pos) */
+        const float *ext = r->use_long ? r->long_factor : r->short_factor;
+        for (uint32_t i = 0; i < half && i < FG_ROPE_MAX_EXT; i++)
+            f[i] = 1.0f / (ext[i] * powf(r->theta, (float)(2 * i) / (float)r->rot_dim));
     }
 }
 
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
-                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim)
+                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim, float scale)
 {
     uint32_t half = rot_dim / 2;
     for (uint32_t r = 0; r < rows; r++) {
         float *row = x + (size_t)r * n_heads * head_dim;
         float pos = (float)(positions[r] > 0 ? positions[r] : 0);
         for (uint32_t i = 0; i < half; i++)
-            fgb_rope_pair(row, n_heads, head_dim, i, half, pos, inv_freq[i]);
+            fgb_rope_pair(row, n_heads, head_dim, i, half, pos, inv_freq[i], scale);
     }
 }
 

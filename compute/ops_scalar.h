@@ -34,10 +34,11 @@ FG_HD static inline float fgb_act1(int a, float x)
  * pos * inv_freq_i, cos and sin in binary64: the pair (i, i + half) of the rotate-half
  * layout. */
 FG_HD static inline void fgb_rope_pair(float *row, uint32_t n_heads, uint32_t head_dim,
-                                       uint32_t i, uint32_t half, float pos, float inv_freq_i)
+                                       uint32_t i, uint32_t half, float pos, float inv_freq_i,
+                                       float scale)
 {
     float ang = pos * inv_freq_i;
-    float c = (float)cos((double)ang), s = (float)sin((double)ang);
+    float c = (float)cos((double)ang) * scale, s = (float)sin((double)ang) * scale;
     for (uint32_t h = 0; h < n_heads; h++) {
         float *p = row + (size_t)h * head_dim;
         float a = p[i], b = p[i + half];

@@ -212,17 +212,19 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
                                     n * hp->n_kv_heads, hp->head_dim, hp->norm_eps, err);
     }
     if (rc == FG_OK && hp->pos == FG_POS_ROPE) {
-        rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &hp->rope, err);
+        /* YaRN and LongRoPE scale the rotated dims of q and k by attn_factor each: q's rotation
+         * carries its square (the dims past rot_dim keep theirs; the cached keys are plain) */
+        fg_rope rq = hp->rope;
+        int scaled = rq.scaling == FG_ROPE_YARN || rq.scaling == FG_ROPE_LONGROPE;
+        rq.rot_scale = scaled ? rq.attn_factor * rq.attn_factor : 1.0f;
+        rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &rq, err);
         if (rc == FG_OK)
             rc = be->iface->rope(be, ws->kbuf, n, hp->n_kv_heads, hp->head_dim, s->positions,
                                  &hp->rope, err);
     }
     if (rc)
         return rc;
-    /* YaRN scales the rotated q and k by attn_factor each: the scores by its square */
-    float a = hp->pos == FG_POS_ROPE && hp->rope.scaling == FG_ROPE_YARN ? hp->rope.attn_factor
-                                                                         : 1.0f;
-    return be->iface->scale(be, ws->q, a * a / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
+    return be->iface->scale(be, ws->q, 1.0f / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
 }
 
 /* Sequence b's cache inside the batch's. */

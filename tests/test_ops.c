@@ -283,7 +283,7 @@ START_TEST(norms_rope_act_add_scale_every_backend)
     tu_randf(bb, W, 13, 1.0f);
     tu_randf(up, R * W, 14, 1.0f);
     int32_t pos[R] = {0, 1, 7, 300, -1};
-    fg_rope ropes[4] = {{.theta = 10000.0f, .rot_dim = D},
+    fg_rope ropes[5] = {{.theta = 10000.0f, .rot_dim = D},
                         {.theta = 500000.0f, .scaling = FG_ROPE_LLAMA3, .factor = 8.0f,
                          .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .orig_max_pos = 64,
                          .rot_dim = D},
@@ -291,7 +291,10 @@ START_TEST(norms_rope_act_add_scale_every_backend)
                          .rot_dim = D - 6},
                         {.theta = 1e6f, .scaling = FG_ROPE_YARN, .factor = 4.0f,
                          .orig_max_pos = 128, .beta_fast = 32.0f, .beta_slow = 1.0f,
-                         .truncate = 1, .attn_factor = 1.1386f, .rot_dim = D}};
+                         .truncate = 1, .attn_factor = 1.1386f, .rot_dim = D},
+                        {.theta = 10000.0f, .scaling = FG_ROPE_LONGROPE, .rot_dim = D - 6,
+                         .use_long = 1, .long_factor = {1.5f, 2.5f, 4, 6, 9, 13},
+                         .rot_scale = 1.44f}};
     for (int b = 0; b < nb; b++) {
         const fg_backend_iface *f = be[b]->iface;
         r->layernorm(NULL, x, g, bb, ref, R, W, 1e-5f, &err);
@@ -300,7 +303,7 @@ START_TEST(norms_rope_act_add_scale_every_backend)
         r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
         f->rmsnorm(be[b], x, g, y, R, W, 1e-6f, &err);
         ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s rmsnorm", f->name);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 5; k++) {
             memcpy(ref, x, sizeof x);
             memcpy(y, x, sizeof x);
             ck_assert_int_eq(r->rope(NULL, ref, R, H, D, pos, &ropes[k], &err), FG_OK);
@@ -483,6 +486,47 @@ START_TEST(yarn_inv_freq_matches_transformers)
             ck_assert_msg(fabsf(f[i] - want[k][i]) <= 2e-6f * want[k][i], "case %d dim %d: %.9g, "
                           "transformers %.9g", k, i, (double)f[i], (double)want[k][i]);
     }
+}
+END_TEST
+
+/* LongRoPE's frequencies are the default ones divided by the chosen list's factors (transformers'
+ * _compute_longrope_parameters), and rot_scale multiplies the rotated dims alone: transformers
+ * scales cos and sin, so with partial rotary the dims past rot_dim keep their values. */
+START_TEST(longrope_and_rot_scale)
+{
+    enum { H = 2, D = 16, RD = 12 };
+    fg_rope r = {.theta = 10000.0f, .scaling = FG_ROPE_LONGROPE, .rot_dim = RD,
+                 .short_factor = {1, 1.25f, 2, 3, 5, 8}, .long_factor = {2, 4, 8, 16, 32, 64}};
+    float f[RD / 2];
+    ck_assert_str_eq(fg_rope_scaling_name(FG_ROPE_LONGROPE), "longrope");
+    for (int use_long = 0; use_long < 2; use_long++) {
+        r.use_long = use_long;
+        fg_rope_inv_freq(&r, f);
+        for (int i = 0; i < RD / 2; i++) {
+            float ext = use_long ? r.long_factor[i] : r.short_factor[i];
+            float want = 1.0f / (ext * powf(10000.0f, (float)(2 * i) / (float)RD));
+            ck_assert_msg(f[i] == want, "%d %d: %g, want %g", use_long, i, (double)f[i],
+                          (double)want);
+        }
+    }
+    float x[H * D], plain[H * D], scaled[H * D];
+    tu_randf(x, H * D, 21, 1.0f);
+    int32_t pos = 37;
+    fg_err err;
+    memcpy(plain, x, sizeof x);
+    memcpy(scaled, x, sizeof x);
+    ck_assert_int_eq(fg_ops_ref.rope(NULL, plain, 1, H, D, &pos, &r, &err), FG_OK);
+    r.rot_scale = 1.5f;
+    ck_assert_int_eq(fg_ops_ref.rope(NULL, scaled, 1, H, D, &pos, &r, &err), FG_OK);
+    for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++) {
+            int i = h * D + d;
+            float want = d < RD ? plain[i] * 1.5f : x[i];
+            ck_assert_msg(fabsf(scaled[i] - want) <= 1e-6f * fabsf(want) + 1e-7f,
+                          "head %d dim %d: %g, want %g", h, d, (double)scaled[i], (double)want);
+            if (d >= RD)
+                ck_assert(plain[i] == x[i]);
+        }
 }
 END_TEST
 
@@ -682,6 +726,7 @@ static Suite *suite(void)
     tcase_add_test(tc, relu_matches_its_formula_on_special_values);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, yarn_inv_freq_matches_transformers);
+    tcase_add_test(tc, longrope_and_rot_scale);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
     tcase_add_test(tc, memory_ops);
