@@ -54,12 +54,21 @@ int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err
 /* Commit (rc == FG_OK) or abort; removes a store directory this job created when failing. */
 int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
 
+/* Where a canonical tensor comes from: checkpoint tensor `index` (FGC_NONE: absent), its rows
+ * [row0, row0 + the spec's dims[0]) (row0 > 0 only for a part of a fused tensor). */
+#define FGC_NONE UINT32_MAX
+typedef struct fgc_source {
+    uint32_t index;
+    uint64_t row0;
+} fgc_source;
+
 /* A checkpoint against the tensors hp implies (model_check.c): each present once under a
- * spelling the family accepts, with the expected shape and an F32/F16/BF16 dtype, and no other
- * tensor but the family's derived buffers (fg_arch.derived). map (fg_ckpt_count entries, may be
- * NULL) receives each checkpoint tensor's index in fg_model_tensors' list, FGC_SKIP for a derived
- * buffer. Errors name the tensor and its file. */
-#define FGC_SKIP UINT32_MAX
-int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, uint32_t *map, fg_err *err);
+ * spelling the family accepts, or as a part of a fused tensor the family names (fg_arch.fused),
+ * with the expected shape and an F32/F16/BF16 dtype, and no other tensor but the family's
+ * derived buffers (fg_arch.derived). src (fg_model_tensors' count, may be NULL) receives where
+ * each spec comes from; *skipped (may be NULL) the derived buffers. Errors name the tensor and
+ * its file. */
+int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *src,
+                          uint32_t *skipped, fg_err *err);
 
 #endif

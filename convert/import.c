@@ -245,7 +245,8 @@ typedef struct ck_read_ctx {
     fgc_job *j;
     const fg_ckpt *ck;
     uint32_t index;
-    const char *name;
+    uint64_t first;   /* element of the checkpoint tensor the canonical one starts at (a part
+                         of a fused tensor starts past the parts before it) */
 } ck_read_ctx;
 
 static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
@@ -253,6 +254,7 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     ck_read_ctx *c = ctx;
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
+    first += c->first;
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
         return fg_ckpt_read(c->ck, c->index, first, n, out, err);
     if (grow(&c->j->raw, &c->j->raw_cap, n * es))
@@ -271,30 +273,32 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return FG_OK;
 }
 
+static uint64_t spec_elems(const fg_tensor_spec *s)
+{
+    return s->dims[0] * (s->n_dims > 1 ? s->dims[1] : 1);
+}
+
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
-                          const uint32_t *map, fg_err *err)
+                          const fgc_source *from, fg_err *err)
 {
     fg_tensor_spec *spec;
-    uint32_t n_spec, n = fg_ckpt_count(ck);
+    uint32_t n_spec;
     int rc = fg_model_tensors(hp, &spec, &n_spec, err);
     if (rc)
         return rc;
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
-    for (uint32_t i = 0; i < n; i++)
-        if (map[i] == FGC_SKIP) /* derived from config.json (fg_arch.derived) */
-            j->skipped++;
-        else if (!spec[map[i]].fallback[0]) /* a tied LM head is the embedding: not stored */
-            j->total += fg_ckpt_tensor_at(ck, i)->length;
+    for (uint32_t s = 0; s < n_spec; s++) /* a tied LM head is the embedding: not stored */
+        if (from[s].index != FGC_NONE && !spec[s].fallback[0])
+            j->total += spec_elems(&spec[s]) *
+                        fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, from[s].index)->dtype);
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
-        uint32_t i = 0;
-        while (i < n && map[i] != s)
-            i++;
-        if (i == n || spec[s].fallback[0])
+        uint32_t i = from[s].index;
+        if (i == FGC_NONE || spec[s].fallback[0])
             continue; /* tied LM head: the engine uses the embedding */
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
-        ck_read_ctx rc_ctx = {j, ck, i, t->name};
+        ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * (spec_elems(&spec[s]) / spec[s].dims[0])};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               t->dtype == FG_CKPT_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read,
@@ -316,13 +320,18 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     char cfg_path[4096];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
     fg_hparams hp;
-    uint32_t *map = calloc(fg_ckpt_count(ck) + 1, sizeof *map);
-    rc = map ? fg_model_config_load(cfg_path, &hp, err) : fg_err_set(err, FG_ERR_NOMEM, "oom");
+    fgc_source *from = NULL;
+    uint32_t skipped = 0;
+    rc = fg_model_config_load(cfg_path, &hp, err);
+    if (rc == FG_OK && !(from = calloc((size_t)fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS,
+                                       sizeof *from)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
-        rc = fg_convert_check_ckpt(&hp, ck, map, err);
+        rc = fg_convert_check_ckpt(&hp, ck, from, &skipped, err);
     fgc_job j;
     if (rc == FG_OK) {
         rc = fgc_begin(&j, dst, o, err);
+        j.skipped = skipped;
         if (rc == FG_OK)
             rc = fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
         if (rc == FG_OK)
@@ -331,10 +340,10 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         if (rc == FG_OK)
             rc = fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
         if (rc == FG_OK)
-            rc = import_tensors(&j, ck, &hp, map, err);
+            rc = import_tensors(&j, ck, &hp, from, err);
         rc = fgc_end(&j, rc, rep, err);
     }
-    free(map);
+    free(from);
     fg_ckpt_close(ck);
     return rc;
 }

@@ -1,8 +1,9 @@
 /* model_check.c - a checkpoint against the tensors its config.json implies (model/'s table):
- * every required tensor present (under any spelling the family accepts) exactly once with the
- * expected shape and a dtype fg converts, and no other tensor but the buffers the family derives
- * from config.json itself (Llama's rotary_emb.inv_freq), whose shapes are checked and which are
- * then skipped. The first problem is one line naming the tensor and its file. */
+ * every required tensor present (under any spelling the family accepts, or as a part of a fused
+ * tensor the family names, such as Phi-3's qkv_proj) exactly once with the expected shape and a
+ * dtype fg converts, and no other tensor but the buffers the family derives from config.json
+ * itself (Llama's rotary_emb.inv_freq), whose shapes are checked and which are then skipped. The
+ * first problem is one line naming the tensor and its file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,49 +48,98 @@ static int check_one(const fg_ckpt_tensor *t, const fg_tensor_spec *s, fg_err *e
     return FG_OK;
 }
 
-/* Match each checkpoint tensor to its spec (sorted copy); seen[] counts matches. */
-static int match_all(const fg_hparams *hp, const fg_ckpt *ck, const sspec *sorted, uint32_t n,
-                     uint32_t *seen, uint32_t *map, fg_err *err)
+typedef struct match {
+    const fg_hparams *hp;
+    const fg_arch *a;
+    const sspec *sorted;
+    uint32_t n;
+    uint32_t *seen;     /* [n] matches of each sorted spec */
+    fgc_source *src;    /* [n] in model order, or NULL */
+} match;
+
+static const sspec *find(const match *m, const char *name)
 {
-    const fg_arch *a = fg_model_arch(hp);
+    sspec key;
+    snprintf(key.s.name, sizeof key.s.name, "%s", name);
+    return bsearch(&key, m->sorted, m->n, sizeof *m->sorted, cmp_spec);
+}
+
+/* Spec ss comes from tensor i at row0. */
+static int take(const match *m, const sspec *ss, const fg_ckpt_tensor *t, uint32_t i,
+                uint64_t row0, fg_err *err)
+{
+    if (m->seen[ss - m->sorted]++)
+        return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
+                          t->path, t->name, ss->s.name);
+    if (m->src)
+        m->src[ss->orig] = (fgc_source){i, row0};
+    return FG_OK;
+}
+
+/* Tensor i holds the n_parts specs `parts` stacked along its rows: its shape must be theirs
+ * with the rows added up (the parts agree on every other dimension). */
+static int take_fused(const match *m, const fg_ckpt_tensor *t, uint32_t i,
+                      char (*parts)[FG_TENSOR_NAME_MAX], uint32_t n_parts, fg_err *err)
+{
+    const sspec *ss[FG_FUSED_MAX];
+    fg_tensor_spec whole = {.n_dims = 0};
+    for (uint32_t p = 0; p < n_parts; p++) {
+        if (!(ss[p] = find(m, parts[p])))
+            return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
+                              "config.json", t->path, t->name, m->a->noun);
+        const fg_tensor_spec *s = &ss[p]->s;
+        if (p && (s->n_dims != whole.n_dims || (s->n_dims > 1 && s->dims[1] != whole.dims[1])))
+            return fg_err_set(err, FG_ERR_CORRUPT, "%s: the parts of %s differ in shape",
+                              t->path, t->name); /* a family table mistake */
+        whole.n_dims = s->n_dims;
+        whole.dims[0] += s->dims[0];
+        whole.dims[1] = s->dims[1];
+    }
+    snprintf(whole.name, sizeof whole.name, "%s", t->name);
+    int rc = check_one(t, &whole, err);
+    for (uint64_t p = 0, row0 = 0; rc == FG_OK && p < n_parts; row0 += ss[p++]->s.dims[0])
+        rc = take(m, ss[p], t, i, row0, err);
+    return rc;
+}
+
+/* Match each checkpoint tensor to its spec (or specs, when fused); derived buffers counted in
+ * *skipped. */
+static int match_all(const match *m, const fg_ckpt *ck, uint32_t *skipped, fg_err *err)
+{
     for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
-        sspec key;
-        if (!a->canonical_name(t->name, key.s.name, sizeof key.s.name))
+        char name[FG_TENSOR_NAME_MAX], parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
+        if (!m->a->canonical_name(t->name, name, sizeof name))
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor", t->path,
-                              t->name, a->noun);
-        const sspec *ss = bsearch(&key, sorted, n, sizeof *sorted, cmp_spec);
-        uint64_t len = !ss && a->derived ? a->derived(hp, key.s.name) : 0;
+                              t->name, m->a->noun);
+        const sspec *ss = find(m, name);
+        uint64_t len = !ss && m->a->derived ? m->a->derived(m->hp, name) : 0;
+        uint32_t n_parts = !ss && !len && m->a->fused ? m->a->fused(m->hp, name, parts) : 0;
+        int rc;
         if (len) { /* a buffer fg derives from config.json: checked, then skipped */
             fg_tensor_spec d = {.n_dims = 1, .dims = {len}};
-            snprintf(d.name, sizeof d.name, "%s", key.s.name);
-            int rc = check_one(t, &d, err);
-            if (rc)
-                return rc;
-            if (map)
-                map[i] = FGC_SKIP;
-            continue;
+            snprintf(d.name, sizeof d.name, "%s", name);
+            rc = check_one(t, &d, err);
+            *skipped += rc == FG_OK;
+        } else if (n_parts) {
+            rc = take_fused(m, t, i, parts, n_parts, err);
+        } else if (!ss) {
+            rc = fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
+                            "config.json", t->path, t->name, m->a->noun);
+        } else if ((rc = check_one(t, &ss->s, err)) == FG_OK) {
+            rc = take(m, ss, t, i, 0, err);
         }
-        if (!ss)
-            return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
-                              "config.json", t->path, t->name, a->noun);
-        uint32_t k = (uint32_t)(ss - sorted);
-        if (seen[k]++)
-            return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
-                              t->path, t->name, ss->s.name);
-        int rc = check_one(t, &ss->s, err);
         if (rc)
             return rc;
-        if (map)
-            map[i] = ss->orig;
     }
     return FG_OK;
 }
 
-int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, uint32_t *map, fg_err *err)
+int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *src,
+                          uint32_t *skipped, fg_err *err)
 {
     fg_tensor_spec *exp;
-    uint32_t n;
+    uint32_t n, n_skipped = 0;
     int rc = fg_model_tensors(hp, &exp, &n, err);
     if (rc)
         return rc;
@@ -102,13 +152,18 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, uint32_t *map
     for (uint32_t k = 0; k < n; k++) {
         sorted[k].s = exp[k];
         sorted[k].orig = k;
+        if (src)
+            src[k] = (fgc_source){FGC_NONE, 0};
     }
     qsort(sorted, n, sizeof *sorted, cmp_spec);
-    rc = match_all(hp, ck, sorted, n, seen, map, err);
+    match m = {hp, fg_model_arch(hp), sorted, n, seen, src};
+    rc = match_all(&m, ck, &n_skipped, err);
     for (uint32_t k = 0; k < n && rc == FG_OK; k++)
         if (!seen[k] && !sorted[k].s.optional)
             rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s (required by config.json) is "
                             "missing", fg_ckpt_dir(ck), sorted[k].s.name);
+    if (skipped)
+        *skipped = n_skipped;
 out:
     free(seen);
     free(sorted);

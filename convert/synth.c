@@ -50,6 +50,10 @@ static const lshape k_llama[] = {
      ", \"head_dim\": 128, \"use_sliding_window\": false", 151643, 151645},
     {"qwen3-32b", "qwen3", 151936, 5120, 64, 64, 8, 25600, 40960, 1e6, 0, 0, 0,
      ", \"head_dim\": 128, \"use_sliding_window\": false", 151643, 151645},
+    {"phi-3-mini", "phi3", 32064, 3072, 32, 32, 32, 8192, 4096, 1e4, 0, 0, 2047,
+     ", \"original_max_position_embeddings\": 4096", 1, 32000},
+    {"phi-4", "phi3", 100352, 5120, 40, 40, 10, 17920, 16384, 2.5e5, 0, 0, 0,
+     ", \"original_max_position_embeddings\": 16384", 100257, 100265},
 };
 
 static const shape k_shapes[] = {
@@ -185,7 +189,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
                           "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
                           "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
-                          "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b (or opt-tiny, "
+                          "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b, phi-3-mini, "
+                          "phi-4 (or opt-tiny, "
                           "a test shape)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "

@@ -1,7 +1,8 @@
 /* llama.c - the Llama family as table entries: Llama 2 and 3.x (model_type "llama"), Mistral
- * ("mistral"), Ministral ("ministral"), Qwen2 / Qwen2.5 ("qwen2") and Qwen3 ("qwen3", the dense
- * models), after transformers' modeling_llama.py, modeling_mistral.py, modeling_ministral.py,
- * modeling_qwen2.py and modeling_qwen3.py.
+ * ("mistral"), Ministral ("ministral"), Qwen2 / Qwen2.5 ("qwen2"), Qwen3 ("qwen3", the dense
+ * models) and Phi-3 / Phi-3.5 / Phi-4 ("phi3"), after transformers' modeling_llama.py,
+ * modeling_mistral.py, modeling_ministral.py, modeling_qwen2.py, modeling_qwen3.py and
+ * modeling_phi3.py.
  *
  * They share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
  * grouped-query attention, then x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))); a final
@@ -19,7 +20,14 @@
  *   qwen3:   an RMSNorm over each head of q and of k (weights self_attn.q_norm / k_norm
  *            [head_dim], eps rms_norm_eps) between the projections and RoPE; attention_bias
  *            (default false) on q/k/v and o alike, never an MLP bias; head_dim defaults to 128
- *            as Qwen3Config's does (every published config names it); windows as qwen2.
+ *            as Qwen3Config's does (every published config names it); windows as qwen2;
+ *   phi3:    Phi3Config's defaults (eps 1e-5, bos 1, eos / pad 32000, no window unless
+ *            sliding_window names one, then on every layer); partial_rotary_factor (top-level or
+ *            in the rope object) rotates int(head_dim * factor) dims; rope types default and
+ *            longrope ("su", "yarn": its old names), whose short_factor / long_factor divide the
+ *            frequencies and whose attention factor scales the rotated dims of q and k; the
+ *            checkpoint's self_attn.qkv_proj and mlp.gate_up_proj hold q/k/v and gate/up stacked
+ *            by rows, which fg-convert stores apart under Llama's names (fg_arch.fused).
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
  * rope_parameters object, whichever the file has: rope_type default, linear, dynamic (the default
  * frequencies within max_position_embeddings, which bounds every fg context), llama3 or yarn
@@ -41,7 +49,7 @@
 
 #include "model_int.h"
 
-typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3 } family;
+typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
 typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN } window_kind;
@@ -56,14 +64,21 @@ typedef struct traits {
     /* sliding_window on: every layer; layer_types' (default every layer); with
      * use_sliding_window, layer_types' or those from max_window_layers on */
     window_kind windows;
+    uint32_t window;     /* sliding_window when absent (where windows are on) */
+    int32_t pad;         /* pad_token_id when absent */
+    float eps;           /* rms_norm_eps when absent */
+    /* Phi-3: partial_rotary_factor read; rope types default and longrope ("su" and "yarn" are
+     * its old names), original_max_position_embeddings the top-level key (default 4096) alone */
+    int phi;
 } traits;
 
 static const traits k_traits[] = {
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN},
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0},
+    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1},
 };
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
@@ -159,8 +174,83 @@ static int yarn(json_t *root, json_t *s, const char *label, const char *key, fg_
     return FG_OK;
 }
 
+/* partial_rotary_factor (Phi-3), top-level or in the rope object: the rotated dims are
+ * int(head_dim * factor), as transformers truncates them. */
+static int partial_rotary(json_t *root, json_t *s, const char *label, fg_hparams *hp,
+                          fg_err *err)
+{
+    static const char k[] = "partial_rotary_factor";
+    float f = 1.0f;
+    int rc = fgm_float(json_object_get(root, k) || !json_is_object(s) ? root : s, label, k,
+                       1e-6, 1, 0, &f, err);
+    if (rc < 0)
+        return rc;
+    hp->rope.rot_dim = (uint32_t)((double)hp->head_dim * f);
+    if (hp->rope.rot_dim < 2 || hp->rope.rot_dim % 2)
+        return fgm_key_err(err, label, k, "must leave an even number (>= 2) of rotated dims "
+                           "per head");
+    return FG_OK;
+}
+
+/* A list of n positive numbers into out (longrope's short_factor / long_factor). */
+static int factors(json_t *s, const char *label, const char *key, const char *sub, uint32_t n,
+                   float *out, fg_err *err)
+{
+    json_t *a = json_object_get(s, sub);
+    char k[64];
+    snprintf(k, sizeof k, "%s.%s", key, sub);
+    if (!json_is_array(a) || json_array_size(a) != n)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: key %s: longrope needs a list of %u numbers "
+                          "(rotated dims / 2)%s", label, k, n, n > FG_ROPE_MAX_EXT ? ", and fg "
+                          "takes at most 128" : "");
+    for (uint32_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        double x = json_is_number(v) ? json_number_value(v) : 0;
+        if (!(x > 0 && x < 1e9))
+            return fgm_key_err(err, label, k, "entries must be positive numbers");
+        out[i] = (float)x;
+    }
+    return FG_OK;
+}
+
+/* rope_type "longrope" (Phi-3's; transformers' _compute_longrope_parameters): short_factor and
+ * long_factor, one per rotated frequency; factor (absent or null: max_position_embeddings /
+ * original); attention_factor (absent or null: sqrt(1 + ln factor / ln original), 1 when factor
+ * <= 1). original_max_position_embeddings is Phi-3's top-level key (default 4096): Phi3Config
+ * puts it over the object's. Which list applies is the engine's choice (fg_rope.use_long). */
+static int longrope(json_t *root, json_t *s, const char *label, const char *key, fg_hparams *hp,
+                    fg_err *err)
+{
+    fg_rope *r = &hp->rope;
+    uint32_t n = r->rot_dim / 2;
+    int rc;
+    r->scaling = FG_ROPE_LONGROPE;
+    r->orig_max_pos = 4096;
+    if ((rc = fgm_uint(root, label, "original_max_position_embeddings", 0, FG_MODEL_MAX_DIM,
+                       &r->orig_max_pos, err)) < 0)
+        return rc;
+    if (r->orig_max_pos < 2)
+        return fgm_key_err(err, label, "original_max_position_embeddings", "must be >= 2");
+    if ((rc = factors(s, label, key, "short_factor", n, r->short_factor, err)) ||
+        (rc = factors(s, label, key, "long_factor", n, r->long_factor, err)))
+        return rc;
+    float af = 0;
+    r->factor = (float)((double)hp->max_pos / r->orig_max_pos);
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s.factor", key);
+    if (fgm_float(s, label, "factor", 1e-6, 1e6, 0, &r->factor, NULL) < 0)
+        return fgm_key_err(err, label, sub, "must be a positive number");
+    snprintf(sub, sizeof sub, "%s.attention_factor", key);
+    if ((rc = fgm_float(s, label, "attention_factor", 1e-6, 1e6, 0, &af, NULL)) < 0)
+        return fgm_key_err(err, label, sub, "must be a positive number");
+    double f = r->factor;
+    r->attn_factor = rc == FG_OK ? af
+                   : f <= 1 ? 1.0f : (float)sqrt(1 + log(f) / log((double)r->orig_max_pos));
+    return FG_OK;
+}
+
 /* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object. */
-static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     const char *key = json_object_get(root, "rope_parameters") ? "rope_parameters"
                                                                : "rope_scaling";
@@ -169,20 +259,28 @@ static int rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     int rc = fgm_float(root, label, "rope_theta", 1e-3, 1e12, 0, &hp->rope.theta, err);
     if (rc < 0)
         return rc;
+    if (s && !json_is_null(s) && !json_is_object(s))
+        return fgm_key_err(err, label, key, "must be an object or null");
+    if (t->phi && (rc = partial_rotary(root, s, label, hp, err)))
+        return rc;
     if (!s || json_is_null(s))
         return FG_OK;
-    if (!json_is_object(s))
-        return fgm_key_err(err, label, key, "must be an object or null");
     char sub[64];
     snprintf(sub, sizeof sub, "%s.rope_theta", key);
     if ((rc = fgm_float(s, label, "rope_theta", 1e-3, 1e12, 0, &hp->rope.theta, err)) < 0)
         return fg_err_set(err, rc, "%s: key %s: must be a positive number", label, sub);
-    json_t *t = json_object_get(s, "rope_type");
-    if (!t)
-        t = json_object_get(s, "type"); /* older files */
-    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+    json_t *ty = json_object_get(s, "rope_type");
+    if (!ty)
+        ty = json_object_get(s, "type"); /* older files */
+    const char *type = json_is_string(ty) ? json_string_value(ty) : NULL;
     if (!type || !strcmp(type, "default"))
-        return type ? FG_OK : fgm_key_err(err, label, key, "rope_type missing");
+        return type || t->phi ? FG_OK : fgm_key_err(err, label, key, "rope_type missing");
+    if (t->phi) { /* Phi3Config: "su" and "yarn" are longrope's old names; nothing else runs */
+        if (strcmp(type, "longrope") && strcmp(type, "su") && strcmp(type, "yarn"))
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s.rope_type: \"%.32s\" is not "
+                              "Phi-3's (default, longrope)", label, key, type);
+        return longrope(root, s, label, key, hp, err);
+    }
     if (!strcmp(type, "yarn"))
         return yarn(root, s, label, key, hp, err);
     snprintf(sub, sizeof sub, "%s.factor", key);
@@ -255,7 +353,7 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
         (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
     if (use && !json_object_get(root, "sliding_window"))
-        hp->sliding_window = 4096;
+        hp->sliding_window = t->window;
     if (use && (rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2,
                               &hp->sliding_window, err)) < 0)
         return rc;
@@ -268,12 +366,12 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     static const char *const acts[] = {"silu"};
     const traits *t = &k_traits[fam];
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
-    if ((rc = sizes(root, label, t, hp, err)) || (rc = rope(root, label, hp, err)) ||
+    if ((rc = sizes(root, label, t, hp, err)) || (rc = rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
     if ((rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
         return rc;
-    hp->norm_eps = 1e-6f;
+    hp->norm_eps = t->eps;
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
         (rc = fgm_bool(root, label, "tie_word_embeddings", 0, &hp->tied_head, err)))
         return rc;
@@ -285,7 +383,7 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     if ((rc = fgm_tokens(root, label, "bos_token_id", t->bos, &hp->bos_id, 1, &n, err)) ||
         (rc = fgm_tokens(root, label, "eos_token_id", t->eos, hp->eos_ids, FG_MODEL_MAX_EOS,
                          &hp->n_eos, err)) ||
-        (rc = fgm_tokens(root, label, "pad_token_id", -1, &hp->pad_id, 1, &n, err)))
+        (rc = fgm_tokens(root, label, "pad_token_id", t->pad, &hp->pad_id, 1, &n, err)))
         return rc;
     hp->eos_id = hp->eos_ids[0];
     hp->norm = FG_NORM_RMS;
@@ -371,25 +469,49 @@ static const char *canonical_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
-/* model.layers.N.self_attn.rotary_emb.inv_freq, N < layers: [rot_dim / 2] (transformers before
- * 4.31 kept inv_freq a persistent buffer; later versions skip it on load, as fg does). */
-static uint64_t derived(const fg_hparams *hp, const char *name)
+/* The layer of a canonical "model.layers.N.<post>" name (N < layers, no leading zero), or -1. */
+static int64_t layer_of(const fg_hparams *hp, const char *name, const char *post)
 {
-    static const char pre[] = "model.layers.", post[] = ".self_attn.rotary_emb.inv_freq";
+    static const char pre[] = "model.layers.";
     if (strncmp(name, pre, sizeof pre - 1))
-        return 0;
+        return -1;
     const char *d = name + sizeof pre - 1, *p = d;
     uint64_t layer = 0;
     while (*p >= '0' && *p <= '9' && p - d < 8)
         layer = layer * 10 + (uint64_t)(*p++ - '0');
     if (p == d || (*d == '0' && p - d > 1) || strcmp(p, post) || layer >= hp->n_layers)
-        return 0;
-    return hp->rope.rot_dim / 2;
+        return -1;
+    return (int64_t)layer;
+}
+
+/* model.layers.N.self_attn.rotary_emb.inv_freq, N < layers: [rot_dim / 2] (transformers before
+ * 4.31 kept inv_freq a persistent buffer; later versions skip it on load, as fg does). */
+static uint64_t derived(const fg_hparams *hp, const char *name)
+{
+    return layer_of(hp, name, ".self_attn.rotary_emb.inv_freq") < 0 ? 0 : hp->rope.rot_dim / 2;
+}
+
+/* Phi-3's fused projections: self_attn.qkv_proj holds q, k and v (Phi3Attention slices them in
+ * that order), mlp.gate_up_proj holds gate and up (Phi3MLP's chunk(2): gate first). */
+static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_TENSOR_NAME_MAX])
+{
+    static const char *const qkv[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    static const char *const gate_up[] = {"mlp.gate_proj", "mlp.up_proj"};
+    int64_t l = layer_of(hp, name, ".self_attn.qkv_proj.weight");
+    const char *const *v = qkv;
+    uint32_t n = 3;
+    if (l < 0 && (l = layer_of(hp, name, ".mlp.gate_up_proj.weight")) >= 0) {
+        v = gate_up;
+        n = 2;
+    }
+    for (uint32_t i = 0; l >= 0 && i < n; i++)
+        snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.%s.weight", (unsigned)l, v[i]);
+    return l < 0 ? 0 : n;
 }
 
 /* The table entry of family `fam` as fg_arch_<nm>, with its config parser (fg_arch's parser has
  * no context argument, so each family gets its own two-line pair). */
-#define FAMILY(nm, noun, fam)                                                                  \
+#define FAMILY(nm, noun, fam, fused)                                                           \
     static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
     {                                                                                          \
         return parse_family(r, l, hp, fam, e);                                                 \
@@ -400,10 +522,12 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
     }                                                                                          \
     const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, canonical_name,         \
                                   fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
-                                  fg_model_attn_post, fg_model_mlp, fg_model_head, derived}
+                                  fg_model_attn_post, fg_model_mlp, fg_model_head, derived,    \
+                                  fused}
 
-FAMILY(llama, "a Llama", FAM_LLAMA);
-FAMILY(mistral, "a Mistral", FAM_MISTRAL);
-FAMILY(ministral, "a Ministral", FAM_MINISTRAL);
-FAMILY(qwen2, "a Qwen2", FAM_QWEN2);
-FAMILY(qwen3, "a Qwen3", FAM_QWEN3);
+FAMILY(llama, "a Llama", FAM_LLAMA, NULL);
+FAMILY(mistral, "a Mistral", FAM_MISTRAL, NULL);
+FAMILY(ministral, "a Ministral", FAM_MINISTRAL, NULL);
+FAMILY(qwen2, "a Qwen2", FAM_QWEN2, NULL);
+FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
+FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);

@@ -169,7 +169,16 @@ typedef struct fg_arch {
      * does (Llama's rotary_emb.inv_freq: Llama 2's hub checkpoints saved it): the element count
      * of its one dimension, for a canonical name; 0 for any other name. NULL: none. */
     uint64_t (*derived)(const fg_hparams *hp, const char *canonical);
+    /* A checkpoint tensor that holds several canonical ones stacked along its first dimension
+     * (Phi-3's self_attn.qkv_proj is q_proj, k_proj, v_proj; mlp.gate_up_proj is gate_proj,
+     * up_proj), which fg-convert stores apart: for a canonical name, its parts' canonical names
+     * in row order into parts[0 .. FG_FUSED_MAX); returns how many, 0 for any other name.
+     * NULL: none. */
+    uint32_t (*fused)(const fg_hparams *hp, const char *canonical,
+                      char (*parts)[FG_TENSOR_NAME_MAX]);
 } fg_arch;
+
+#define FG_FUSED_MAX 4
 
 /* ---- the table ---- */
 
@@ -231,7 +240,7 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *   embed:     x = tok[id] (. proj_in^T) (+ pos[position + offset])
  *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)))
  *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE); q scaled by
- *              head_dim^-1/2 (and YaRN's attn_factor^2) before the dot products
+ *              head_dim^-1/2 (and YaRN's or LongRoPE's attn_factor^2) before the dot products
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch
@@ -261,6 +270,7 @@ extern const fg_arch fg_arch_mistral; /* model/llama.c */
 extern const fg_arch fg_arch_ministral; /* model/llama.c: Mistral with per-layer windows */
 extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
+extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */
 
 #ifdef __cplusplus
 }

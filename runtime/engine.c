@@ -640,6 +640,12 @@ static int engine_init(fg_engine *e, fg_err *err)
     e->max_ctx = e->o.max_ctx ? e->o.max_ctx : e->hp.max_pos;
     if ((rc = check_opts(e, err)))
         return rc;
+    /* LongRoPE's long factors for a context past the original positions, its short ones within
+     * them: transformers switches by the largest position a forward call sees, so the two agree
+     * for every run within the original positions and for a prompt already past them (a prompt
+     * within them that generation takes past differs; llama.cpp's rule is this one too) */
+    e->hp.rope.use_long = e->hp.rope.scaling == FG_ROPE_LONGROPE &&
+                          e->max_ctx > e->hp.rope.orig_max_pos;
     if (e->o.policy.compress_cache)
         e->kv_codec = fg_codec_quant(4, 64, 1);
     else

@@ -60,6 +60,8 @@ int fg_engine_prefix_ident(fg_engine *e, uint32_t page_tokens, fg_prefix_ident *
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, cfg, len);
     free(cfg);
+    if (e->hp.rope.use_long) /* LongRoPE's other frequencies rotate the cached keys otherwise */
+        XXH3_64bits_update(st, "longrope long_factor", 20);
     hash_ctx hc = {st};
     rc = fg_store_tensor_iter(e->store, hash_tensor, &hc, err);
     id->model = XXH3_64bits_digest(st);

@@ -40,25 +40,33 @@ static void check_opt(const char *name, int want, const char *needle)
     fg_hparams c;
     load_cfg(name, &c);
     fg_ckpt *ck = open_ok(name);
-    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
+    fgc_source *from = calloc((size_t)fg_model_n_units(&c) * FG_UNIT_MAX_TENSORS, sizeof *from);
     fg_err err;
-    int rc = fg_convert_check_ckpt(&c, ck, map, &err);
+    int rc = fg_convert_check_ckpt(&c, ck, from, NULL, &err);
     ck_assert_msg(rc == want, "%s: %d %s", name, rc, err.msg);
     if (needle)
         ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", name, err.msg, needle);
-    if (rc == FG_OK) { /* map[i] names the spec whose canonical name the tensor has */
+    if (rc == FG_OK) { /* each spec comes from the tensor of its canonical name, or is absent */
         fg_tensor_spec *spec;
-        uint32_t n;
+        uint32_t n, used = 0;
         ck_assert_int_eq(fg_model_tensors(&c, &spec, &n, &err), FG_OK);
-        for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
+        for (uint32_t s = 0; s < n; s++) {
             char buf[128];
-            ck_assert_uint_lt(map[i], n);
-            ck_assert_str_eq(fg_arch_opt.canonical_name(fg_ckpt_tensor_at(ck, i)->name, buf, sizeof buf),
-                             spec[map[i]].name);
+            if (from[s].index == FGC_NONE) {
+                ck_assert_msg(spec[s].optional, "%s missing", spec[s].name);
+                continue;
+            }
+            used++;
+            ck_assert_uint_lt(from[s].index, fg_ckpt_count(ck));
+            ck_assert_uint_eq(from[s].row0, 0);
+            ck_assert_str_eq(fg_arch_opt.canonical_name(
+                                 fg_ckpt_tensor_at(ck, from[s].index)->name, buf, sizeof buf),
+                             spec[s].name);
         }
+        ck_assert_uint_eq(used, fg_ckpt_count(ck));
         free(spec);
     }
-    free(map);
+    free(from);
     fg_ckpt_close(ck);
 }
 
@@ -314,6 +322,49 @@ START_TEST(llama_family_configs)
              "\"factor\":2,\"truncate\":1}}", FG_ERR_CORRUPT, "truncate true or false");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
              "\"factor\":2,\"beta_fast\":-1}}", FG_ERR_CORRUPT, "must be numbers >= 0");
+    /* Phi-3: Phi3Config's defaults (one KV head per head, eps 1e-5, bos 1, eos / pad 32000, no
+     * window unless named), partial rotary, LongRoPE ("su" and "yarn" are its old names) with
+     * original_max_position_embeddings top-level only (default 4096) */
+    const char *phi = "{\"model_type\":\"phi3\"," L "}";
+    ck_assert_int_eq(fg_model_config_parse(phi, strlen(phi), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_kv_heads == 4 && c.head_dim == 8 && c.rope.rot_dim == 8 && !c.sliding_window);
+    ck_assert(c.bos_id == 1 && c.eos_id == 32000 && c.pad_id == 32000 && c.norm_eps == 1e-5f);
+    ck_assert(c.rope.scaling == FG_ROPE_NONE && !c.qkv_bias && !c.mlp_bias && !c.tied_head);
+    const char *phl = "{\"model_type\":\"phi3\",\"vocab_size\":64,\"hidden_size\":64,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":4,\"max_position_embeddings\":16384,"
+                      "\"partial_rotary_factor\":0.75,\"sliding_window\":9,"
+                      "\"rope_scaling\":{\"type\":\"su\",\"original_max_position_embeddings\":8,"
+                      "\"short_factor\":[1,2,3,4,5,6],\"long_factor\":[2,3,4,5,6,7.5]}}";
+    ck_assert_int_eq(fg_model_config_parse(phl, strlen(phl), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.scaling == FG_ROPE_LONGROPE && c.rope.rot_dim == 12 && !c.rope.use_long);
+    ck_assert(c.rope.orig_max_pos == 4096 && c.rope.long_factor[5] == 7.5f);
+    /* the object's original_max_position_embeddings is not Phi-3's: factor 16384 / 4096 */
+    ck_assert(fabs(c.rope.attn_factor - sqrt(1 + log(4.0) / log(4096.0))) < 1e-6);
+    ck_assert(fg_model_windowed_layers(&c) == 2 && c.sliding_window == 9);
+    char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.1.self_attn.qkv_proj.weight", parts),
+                      3);
+    ck_assert_str_eq(parts[2], "model.layers.1.self_attn.v_proj.weight");
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.0.mlp.gate_up_proj.weight", parts), 2);
+    ck_assert_str_eq(parts[0], "model.layers.0.mlp.gate_proj.weight");
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.2.mlp.gate_up_proj.weight", parts), 0);
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.01.mlp.gate_up_proj.weight", parts), 0);
+    ck_assert(fg_arch_llama.fused == NULL);
+#define PHI "{\"model_type\":\"phi3\"," L
+    cfg_fail(PHI ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2}}",
+             FG_ERR_UNSUPPORTED, "\"linear\" is not Phi-3's (default, longrope)");
+    cfg_fail(PHI ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1,2],"
+             "\"long_factor\":[1,2,3,4]}}", FG_ERR_CORRUPT,
+             "key rope_scaling.short_factor: longrope needs a list of 4 numbers");
+    cfg_fail(PHI ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1,2,3,4],"
+             "\"long_factor\":[1,2,0,4]}}", FG_ERR_CORRUPT,
+             "key rope_scaling.long_factor: entries must be positive numbers");
+    cfg_fail(PHI ",\"partial_rotary_factor\":0.1}", FG_ERR_CORRUPT,
+             "key partial_rotary_factor: must leave an even number");
+    cfg_fail(PHI ",\"partial_rotary_factor\":1.5}", FG_ERR_CORRUPT,
+             "key partial_rotary_factor: must be a number in");
+#undef PHI
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
              "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
@@ -326,7 +377,7 @@ START_TEST(llama_family_configs)
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3)");
+             "qwen2, qwen3, phi3)");
 #undef L
 }
 END_TEST
@@ -366,14 +417,18 @@ START_TEST(generation_config_eos)
 }
 END_TEST
 
-/* A Llama checkpoint written here as safetensors: every tensor config.json implies (zeros) and
- * extra 1-D F32 tensors extra[0..n_extra) of extra_len elements each. */
-static const char *write_llama(const char *dir, const char *const *extra, uint32_t n_extra,
-                               uint64_t extra_len, fg_hparams *c)
+static const char k_llama_cfg[] = "{\"model_type\":\"llama\",\"vocab_size\":16,"
+                                 "\"hidden_size\":8,\"num_hidden_layers\":2,"
+                                 "\"intermediate_size\":8,\"num_attention_heads\":2,"
+                                 "\"max_position_embeddings\":32}";
+
+/* A checkpoint written here as safetensors (config cfg): every tensor config.json implies
+ * (zeros) but those whose names hold one of omit[] (NULL-terminated; NULL: none), and extra tensors
+ * extra[0..n_extra): "NAME" 1-D F32 of extra_len elements, "NAME@D0xD1" 2-D F16. */
+static const char *write_ckpt(const char *dir, const char *cfg, const char *const *omit,
+                              const char *const *extra, uint32_t n_extra, uint64_t extra_len,
+                              fg_hparams *c)
 {
-    static const char cfg[] = "{\"model_type\":\"llama\",\"vocab_size\":16,\"hidden_size\":8,"
-                              "\"num_hidden_layers\":2,\"intermediate_size\":8,"
-                              "\"num_attention_heads\":2,\"max_position_embeddings\":32}";
     char p[4096];
     fg_err err;
     snprintf(p, sizeof p, "%s", tu_path(dir));
@@ -389,16 +444,27 @@ static const char *write_llama(const char *dir, const char *const *extra, uint32
     size_t k = (size_t)sprintf(hdr, "{");
     uint64_t off = 0;
     for (uint32_t i = 0; i < n + n_extra; i++) { /* the model's F16, the extras F32 */
-        const char *name = i < n ? spec[i].name : extra[i - n];
-        int two = i < n && spec[i].n_dims == 2;
-        uint64_t d0 = i < n ? spec[i].dims[0] : extra_len, d1 = two ? spec[i].dims[1] : 1;
-        uint64_t bytes = d0 * d1 * (i < n ? 2 : 4);
+        char name[128];
+        snprintf(name, sizeof name, "%s", i < n ? spec[i].name : extra[i - n]);
+        char *at = strchr(name, '@');
+        unsigned long long e0 = 0, e1 = 0;
+        if (at && sscanf(at + 1, "%llux%llu", &e0, &e1) == 2)
+            *at = 0;
+        int drop = 0;
+        for (const char *const *o = omit; i < n && o && *o; o++)
+            drop |= strstr(name, *o) != NULL;
+        if (drop)
+            continue;
+        int two = (i < n && spec[i].n_dims == 2) || e1, f16 = i < n || e1;
+        uint64_t d0 = i < n ? spec[i].dims[0] : e1 ? e0 : extra_len;
+        uint64_t d1 = i < n ? (two ? spec[i].dims[1] : 1) : e1 ? e1 : 1;
+        uint64_t bytes = d0 * d1 * (f16 ? 2 : 4);
         char shape[48];
         snprintf(shape, sizeof shape, two ? "%llu,%llu" : "%llu", (unsigned long long)d0,
                  (unsigned long long)d1);
         k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
-                             "\"data_offsets\":[%llu,%llu]}", i ? "," : "", name,
-                             i < n ? "F16" : "F32", shape, (unsigned long long)off,
+                             "\"data_offsets\":[%llu,%llu]}", k > 1 ? "," : "", name,
+                             f16 ? "F16" : "F32", shape, (unsigned long long)off,
                              (unsigned long long)(off + bytes));
         off += bytes;
     }
@@ -420,15 +486,10 @@ static int check_llama(const char *dir, const char *const *extra, uint32_t n_ext
                        uint64_t len, uint32_t *skipped, fg_err *err)
 {
     fg_hparams c;
-    const char *path = write_llama(dir, extra, n_extra, len, &c);
+    const char *path = write_ckpt(dir, k_llama_cfg, NULL, extra, n_extra, len, &c);
     fg_ckpt *ck;
     ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
-    uint32_t *map = calloc(fg_ckpt_count(ck), sizeof *map);
-    int rc = fg_convert_check_ckpt(&c, ck, map, err);
-    *skipped = 0;
-    for (uint32_t i = 0; rc == FG_OK && i < fg_ckpt_count(ck); i++)
-        *skipped += map[i] == FGC_SKIP;
-    free(map);
+    int rc = fg_convert_check_ckpt(&c, ck, NULL, skipped, err);
     fg_ckpt_close(ck);
     return rc;
 }
@@ -460,11 +521,69 @@ START_TEST(llama_inv_freq_buffers)
 }
 END_TEST
 
+/* Phi-3's fused qkv_proj [q + 2 kv rows, hidden] and gate_up_proj [2 ffn, hidden] are taken
+ * apart: each part from its rows; a wrong row count is named with the shape the parts add up
+ * to; the same projection fused and split is a second spelling; a fused tensor of a layer the
+ * config does not have is not a Phi-3 tensor. */
+static int check_phi3(const char *dir, const char *const *omit, const char *const *extra,
+                      uint32_t n, fgc_source *src, fg_err *err)
+{
+    static const char cfg[] = "{\"model_type\":\"phi3\",\"vocab_size\":16,\"hidden_size\":8,"
+                              "\"num_hidden_layers\":1,\"intermediate_size\":6,"
+                              "\"num_attention_heads\":2,\"num_key_value_heads\":1,"
+                              "\"max_position_embeddings\":32}";
+    fg_hparams c;
+    const char *path = write_ckpt(dir, cfg, omit, extra, n, 0, &c);
+    fg_ckpt *ck;
+    ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
+    int rc = fg_convert_check_ckpt(&c, ck, src, NULL, err);
+    fg_ckpt_close(ck);
+    return rc;
+}
+
+START_TEST(phi3_fused_tensors)
+{
+    tu_tmpdir_create();
+    static const char *const fused[] = {"model.layers.0.self_attn.qkv_proj.weight@16x8",
+                                        "model.layers.0.mlp.gate_up_proj.weight@12x8"};
+    static const char *const short_qkv[] = {"model.layers.0.self_attn.qkv_proj.weight@15x8",
+                                            "model.layers.0.mlp.gate_up_proj.weight@12x8"};
+    static const char *const past[] = {"model.layers.0.self_attn.qkv_proj.weight@16x8",
+                                       "model.layers.0.mlp.gate_up_proj.weight@12x8",
+                                       "model.layers.1.mlp.gate_up_proj.weight@12x8"};
+    static const char *const split[] = {".q_proj", ".k_proj", ".v_proj", ".gate_proj", ".up_proj",
+                                        NULL};
+    static const char *const split_up[] = {".q_proj", ".k_proj", ".v_proj", ".gate_proj", NULL};
+    fgc_source src[16];
+    fg_err err;
+    /* q 8 rows, k 4, v 4 (2 heads, 1 KV head, head_dim 4); gate 6, up 6; the specs in the
+     * model's order: embed | norm, q, k, v, o | norm, gate, up, down | norm, lm_head */
+    ck_assert_int_eq(check_phi3("ok", split, fused, 2, src, &err), FG_OK);
+    ck_assert(src[2].index == src[3].index && src[3].index == src[4].index);
+    ck_assert(src[2].row0 == 0 && src[3].row0 == 8 && src[4].row0 == 12 && src[5].row0 == 0);
+    ck_assert(src[7].index == src[8].index && src[7].row0 == 0 && src[8].row0 == 6);
+    ck_assert(src[7].index != src[2].index && src[5].index != src[2].index);
+    ck_assert_int_eq(check_phi3("split", NULL, NULL, 0, src, &err), FG_OK); /* stored apart */
+    ck_assert(src[3].row0 == 0 && src[3].index != src[2].index);
+    ck_assert_int_eq(check_phi3("rows", split, short_qkv, 2, NULL, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "tensor model.layers.0.self_attn.qkv_proj.weight has shape "
+                         "[15, 8], config.json implies [16, 8]"), "%s", err.msg);
+    ck_assert_int_eq(check_phi3("twice", split_up, fused, 2, NULL, &err), FG_ERR_DUPLICATE);
+    ck_assert_msg(strstr(err.msg, "is a second spelling of model.layers.0.mlp.up_proj.weight"),
+                  "%s", err.msg);
+    ck_assert_int_eq(check_phi3("past", split, past, 3, NULL, &err), FG_ERR_BAD_NAME);
+    ck_assert_msg(strstr(err.msg, "layers.1.mlp.gate_up_proj.weight is not a Phi-3 tensor"), "%s",
+                  err.msg);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, opt_configs_and_tensor_sets);
+    tcase_add_test(tc, phi3_fused_tensors);
     tcase_add_test(tc, opt_config_errors);
     tcase_add_test(tc, canonical_names);
     tcase_add_test(tc, llama_family_configs);

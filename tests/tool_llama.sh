@@ -11,7 +11,9 @@ fail() { echo "tool_llama: $*" >&2; exit 1; }
 for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          mistral-tiny-bf16:mistral-tiny:mistral qwen2-tiny-bf16:qwen2-tiny:qwen2 \
          qwen3-tiny-hf5:qwen3-tiny:qwen3 qwen3-yarn-tiny-bf16:qwen3-yarn-tiny:qwen3 \
-         ministral-tiny-bf16:ministral-tiny:ministral; do
+         ministral-tiny-bf16:ministral-tiny:ministral phi3-tiny-hf5:phi3-tiny:phi3 \
+         phi3-longrope-tiny-bf16:phi3-longrope-tiny:phi3 \
+         phi3-longrope-short-tiny-bf16:phi3-longrope-short-tiny:phi3; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -40,6 +42,9 @@ grep -q '^model qwen3: .* x 32 with q/k norms, .*(rotary, yarn scaling)' <<< "$i
 info=$("$INSPECT" window.store) || fail "fg-inspect on the window store failed"
 grep -q '^model qwen2: .*, sliding window 5 on 1 of 2 layers' <<< "$info" ||
   fail "fg-inspect does not show the per-layer window: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" phi3-longrope-tiny-bf16.store) || fail "fg-inspect on the longrope store failed"
+grep -q '^model phi3: .*(rotary on 12 of 16 dims, longrope scaling), tied head' <<< "$info" ||
+  fail "fg-inspect does not show Phi-3's partial rotary and LongRoPE: $(grep '^model' <<< "$info")"
 info=$("$INSPECT" --json qwen3-yarn-tiny-bf16.store) || fail "fg-inspect --json failed"
 grep -q '"qk_norm": true, .*"rope_scaling": "yarn"' <<< "$info" ||
   fail "fg-inspect --json: $(grep '"model"' <<< "$info")"

@@ -197,19 +197,23 @@ static void show_model(fg_store *s, int json)
         printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
                "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
                "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
-               "\"sliding_window\": %u, \"windowed_layers\": %u, \"tied_head\": %s, "
-               "\"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch, hp.n_layers, hp.hidden,
-               hp.n_heads, hp.n_kv_heads, hp.head_dim, hp.qk_norm ? "true" : "false", hp.ffn,
-               hp.vocab_size, hp.max_pos, *scaling ? scaling : "none", hp.sliding_window,
-               nw, hp.tied_head ? "true" : "false", eos, tok);
+               "\"rotary_dims\": %u, \"sliding_window\": %u, \"windowed_layers\": %u, "
+               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch,
+               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
+               hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size, hp.max_pos,
+               *scaling ? scaling : "none", hp.pos == FG_POS_ROPE ? hp.rope.rot_dim : 0,
+               hp.sliding_window, nw, hp.tied_head ? "true" : "false", eos, tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
+        char part[48] = "";
+        if (hp.pos == FG_POS_ROPE && hp.rope.rot_dim < hp.head_dim)
+            snprintf(part, sizeof part, " on %u of %u dims", hp.rope.rot_dim, hp.head_dim);
         printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u, vocab %u, "
-               "positions %u (%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
+               "positions %u (%s%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
                hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
                hp.qk_norm ? " with q/k norms" : "", hp.ffn, hp.vocab_size, hp.max_pos,
-               hp.pos == FG_POS_ROPE ? "rotary" : "learned", *scaling ? ", " : "", scaling,
+               hp.pos == FG_POS_ROPE ? "rotary" : "learned", part, *scaling ? ", " : "", scaling,
                *scaling ? " scaling" : "",
                window, hp.tied_head ? ", tied head" : "",
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
