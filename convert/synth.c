@@ -54,6 +54,13 @@ static const lshape k_llama[] = {
      ", \"original_max_position_embeddings\": 4096", 1, 32000},
     {"phi-4", "phi3", 100352, 5120, 40, 40, 10, 17920, 16384, 2.5e5, 0, 0, 0,
      ", \"original_max_position_embeddings\": 16384", 100257, 100265},
+    {"gemma-3-1b", "gemma3_text", 262144, 1152, 26, 4, 1, 6912, 32768, 1e6, 1, 0, 512,
+     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
+    {"gemma-3-27b", "gemma3_text", 262208, 5376, 62, 32, 16, 21504, 131072, 1e6, 1, 0, 1024,
+     ", \"head_dim\": 128, \"query_pre_attn_scalar\": 168, \"rope_local_base_freq\": 10000.0, "
+     "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
 };
 
 static const shape k_shapes[] = {
@@ -190,7 +197,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                           "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
                           "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
                           "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b, phi-3-mini, "
-                          "phi-4 (or opt-tiny, "
+                          "phi-4, gemma-3-1b, gemma-3-27b (or opt-tiny, "
                           "a test shape)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "

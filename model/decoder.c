@@ -152,6 +152,8 @@ int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, con
                            rows, e, err);
     if (rc == FG_OK && w->w[FG_ROLE_PROJ_IN].f32)
         rc = linear(be, rows, w, FG_ROLE_PROJ_IN, -1, s->hidden, n, h, e, err);
+    if (rc == FG_OK && hp->embed_scale > 0) /* Gemma: sqrt(hidden), in f32 */
+        rc = be->iface->scale(be, s->hidden, hp->embed_scale, (size_t)n * h, err);
     if (rc || hp->pos != FG_POS_LEARNED)
         return rc;
     const float *pos = w->f[FG_ROLE_POS_EMBED];
@@ -177,12 +179,17 @@ static const float *block_in(fg_backend *be, const fg_hparams *hp, const fg_unit
     return ws->x_ln;
 }
 
-/* The residual: hidden += y, then the norm when post-norm. */
+/* The residual: hidden += y (y normalized first when the unit has a POST_NORM_W, Gemma's
+ * sandwich), then the norm when post-norm. y is the workspace's, overwritten. */
 static int block_out(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
-                     const float *y, fg_err *err)
+                     float *y, fg_err *err)
 {
     uint32_t n = s->n_seq * s->n_new;
-    int rc = be->iface->add(be, s->hidden, y, (size_t)n * hp->hidden, err);
+    int rc = FG_OK;
+    if (w->f[FG_ROLE_POST_NORM_W])
+        rc = norm(be, hp, y, w->f[FG_ROLE_POST_NORM_W], NULL, y, n, err);
+    if (rc == FG_OK)
+        rc = be->iface->add(be, s->hidden, y, (size_t)n * hp->hidden, err);
     if (rc == FG_OK && !hp->pre_norm)
         rc = norm(be, hp, s->hidden, w->f[FG_ROLE_NORM_W], w->f[FG_ROLE_NORM_B], s->hidden, n,
                   err);
@@ -214,17 +221,19 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
     if (rc == FG_OK && hp->pos == FG_POS_ROPE) {
         /* YaRN and LongRoPE scale the rotated dims of q and k by attn_factor each: q's rotation
          * carries its square (the dims past rot_dim keep theirs; the cached keys are plain) */
-        fg_rope rq = hp->rope;
+        const fg_rope *rk = fg_model_layer_rope(hp, w->layer);
+        fg_rope rq = *rk;
         int scaled = rq.scaling == FG_ROPE_YARN || rq.scaling == FG_ROPE_LONGROPE;
         rq.rot_scale = scaled ? rq.attn_factor * rq.attn_factor : 1.0f;
         rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &rq, err);
         if (rc == FG_OK)
-            rc = be->iface->rope(be, ws->kbuf, n, hp->n_kv_heads, hp->head_dim, s->positions,
-                                 &hp->rope, err);
+            rc = be->iface->rope(be, ws->kbuf, n, hp->n_kv_heads, hp->head_dim, s->positions, rk,
+                                 err);
     }
     if (rc)
         return rc;
-    return be->iface->scale(be, ws->q, 1.0f / sqrtf((float)hp->head_dim), (size_t)n * qw, err);
+    float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim);
+    return be->iface->scale(be, ws->q, scale, (size_t)n * qw, err);
 }
 
 /* Sequence b's cache inside the batch's. */

@@ -1,8 +1,8 @@
 /* llama.c - the Llama family as table entries: Llama 2 and 3.x (model_type "llama"), Mistral
  * ("mistral"), Ministral ("ministral"), Qwen2 / Qwen2.5 ("qwen2"), Qwen3 ("qwen3", the dense
- * models) and Phi-3 / Phi-3.5 / Phi-4 ("phi3"), after transformers' modeling_llama.py,
- * modeling_mistral.py, modeling_ministral.py, modeling_qwen2.py, modeling_qwen3.py and
- * modeling_phi3.py.
+ * models), Phi-3 / Phi-3.5 / Phi-4 ("phi3") and Gemma 3's text model ("gemma3_text"), after
+ * transformers' modeling_llama.py, modeling_mistral.py, modeling_ministral.py,
+ * modeling_qwen2.py, modeling_qwen3.py, modeling_phi3.py and modeling_gemma3.py.
  *
  * They share one layer: x += o(attn(rmsnorm(x))) with rotary positions (rotate-half) and
  * grouped-query attention, then x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))); a final
@@ -27,7 +27,15 @@
  *            longrope ("su", "yarn": its old names), whose short_factor / long_factor divide the
  *            frequencies and whose attention factor scales the rotated dims of q and k; the
  *            checkpoint's self_attn.qkv_proj and mlp.gate_up_proj hold q/k/v and gate/up stacked
- *            by rows, which fg-convert stores apart under Llama's names (fg_arch.fused).
+ *            by rows, which fg-convert stores apart under Llama's names (fg_arch.fused);
+ *   gemma3_text: Gemma3TextConfig's defaults (head_dim 256, 4 KV heads, bos 2, eos 1, pad 0,
+ *            tied); sandwich norms (post_attention_layernorm is the attention's output norm,
+ *            pre_ / post_feedforward_layernorm the MLP's) and q/k norms, all scaling by 1 + w
+ *            (the specs add 1 at load); embeddings times sqrt(hidden); q scaled by
+ *            query_pre_attn_scalar^-1/2; hidden_activation gelu_pytorch_tanh; sliding layers
+ *            (layer_types, or all but every sliding_window_pattern-th) windowed and rotated with
+ *            rope_local_base_freq, the full ones with rope_theta and rope_scaling (or
+ *            rope_parameters per layer type); soft-capping and bidirectional attention refused.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
  * rope_parameters object, whichever the file has: rope_type default, linear, dynamic (the default
  * frequencies within max_position_embeddings, which bounds every fg context), llama3 or yarn
@@ -49,10 +57,12 @@
 
 #include "model_int.h"
 
-typedef enum { FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3 } family;
+typedef enum {
+    FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3
+} family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
-typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN } window_kind;
+typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_GEMMA } window_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
@@ -70,15 +80,20 @@ typedef struct traits {
     /* Phi-3: partial_rotary_factor read; rope types default and longrope ("su" and "yarn" are
      * its old names), original_max_position_embeddings the top-level key (default 4096) alone */
     int phi;
+    /* Gemma 3: sandwich norms scaling by 1 + w, sqrt(hidden) embeddings, q/k norms,
+     * query_pre_attn_scalar, local rotary settings for the sliding layers, hidden_activation,
+     * tied embeddings by default */
+    int gemma;
 } traits;
 
 static const traits k_traits[] = {
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0},
-    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1},
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0},
+    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0},
+    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1},
 };
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
@@ -249,14 +264,50 @@ static int longrope(json_t *root, json_t *s, const char *label, const char *key,
     return FG_OK;
 }
 
+static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_key,
+                   const char *label, const traits *t, fg_hparams *hp, fg_err *err);
+
 /* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object. */
 static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     const char *key = json_object_get(root, "rope_parameters") ? "rope_parameters"
                                                                : "rope_scaling";
-    json_t *s = json_object_get(root, key);
+    return rope_in(root, json_object_get(root, key), key, "rope_theta", label, t, hp, err);
+}
+
+/* Gemma 3's two rotary settings: the full layers' (rope_theta, default 1e6, and rope_scaling) and
+ * the sliding layers' (rope_local_base_freq, default 1e4, no scaling), or transformers 5's
+ * rope_parameters with one object for each layer type. The local ones land in rope_local. */
+static int gemma_rope(json_t *root, const char *label, const traits *t, fg_hparams *hp,
+                      fg_err *err)
+{
+    json_t *rp = json_object_get(root, "rope_parameters");
+    int nested = json_is_object(rp) && (json_object_get(rp, "full_attention") ||
+                                        json_object_get(rp, "sliding_attention"));
+    hp->rope.theta = 10000.0f;
+    int rc = nested ? rope_in(root, json_object_get(rp, "sliding_attention"),
+                              "rope_parameters.sliding_attention", NULL, label, t, hp, err)
+                    : rope_in(root, NULL, "", "rope_local_base_freq", label, t, hp, err);
+    if (rc)
+        return rc;
+    hp->rope_local = hp->rope;
+    hp->local_rope = 1;
+    memset(&hp->rope, 0, sizeof hp->rope);
+    hp->rope.theta = 1e6f;
+    if (nested)
+        return rope_in(root, json_object_get(rp, "full_attention"),
+                       "rope_parameters.full_attention", NULL, label, t, hp, err);
+    return rope(root, label, t, hp, err);
+}
+
+/* The rope object s (NULL or null: none; named key in messages) -> hp->rope, theta from the
+ * top-level theta_key (when not NULL), then the object's rope_theta. */
+static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_key,
+                   const char *label, const traits *t, fg_hparams *hp, fg_err *err)
+{
     hp->rope.rot_dim = hp->head_dim;
-    int rc = fgm_float(root, label, "rope_theta", 1e-3, 1e12, 0, &hp->rope.theta, err);
+    int rc = theta_key ? fgm_float(root, label, theta_key, 1e-3, 1e12, 0, &hp->rope.theta, err)
+                       : FG_OK;
     if (rc < 0)
         return rc;
     if (s && !json_is_null(s) && !json_is_object(s))
@@ -316,17 +367,22 @@ static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp
 static int layer_windows(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                          fg_err *err)
 {
-    int qwen = t->windows == WIN_QWEN;
+    int qwen = t->windows == WIN_QWEN, gemma = t->windows == WIN_GEMMA;
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
     json_int_t from = qwen ? 28 : 0;
+    uint32_t pattern = 6; /* Gemma 3: every pattern-th layer full (sliding_window_pattern) */
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
+    if (gemma && fgm_uint(root, label, "sliding_window_pattern", 0, FG_MODEL_MAX_LAYERS, &pattern,
+                          err) < 0)
+        return FG_ERR_CORRUPT;
     if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
         return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        int windowed = hp->sliding_window && l >= from;
+        /* (Gemma's sliding layers are so even without a window: their local rotary) */
+        int windowed = gemma ? (l + 1) % pattern != 0 : hp->sliding_window && l >= from;
         if (lt && !json_is_null(lt)) {
             const char *type = json_string_value(json_array_get(lt, l));
             if (!type || (strcmp(type, "full_attention") && strcmp(type, "sliding_attention")))
@@ -334,7 +390,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                                    "\"full_attention\" or \"sliding_attention\"");
             windowed = !strcmp(type, "sliding_attention");
         }
-        if (windowed && !hp->sliding_window)
+        if (windowed && !hp->sliding_window && !gemma)
             return fgm_key_err(err, label, "layer_types", "a sliding_attention layer needs "
                                "use_sliding_window true and a sliding_window");
         if (!windowed)
@@ -348,7 +404,8 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
  * fields start zeroed (fg_model_config_parse). */
 static int window(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
-    int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES, rc;
+    int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA;
+    int rc;
     if (t->windows == WIN_QWEN &&
         (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
@@ -360,20 +417,52 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
     return t->windows >= WIN_LAYER_TYPES ? layer_windows(root, label, t, hp, err) : FG_OK;
 }
 
+/* Gemma 3's own keys (Gemma3TextConfig): hidden_activation (gelu_pytorch_tanh by default),
+ * query_pre_attn_scalar (256), no logit soft-capping (Gemma 2's: refused by key), causal
+ * attention only; embeddings times sqrt(hidden) in f32, sandwich norms scaling by 1 + w. */
+static int gemma(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    static const char *const acts[] = {"gelu_pytorch_tanh", "gelu"};
+    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                       "use_bidirectional_attention"};
+    int act = 0, rc;
+    float q = 256.0f;
+    if ((rc = fgm_enum(root, label, "hidden_activation", acts, 2, 0, &act, err)) < 0)
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(root, caps[i]);
+        if (v && !json_is_null(v) && !json_is_false(v))
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s: %s is not supported", label,
+                              caps[i], i < 2 ? "logit soft-capping (Gemma 2's)"
+                                             : "bidirectional attention (an embedding model)");
+    }
+    if ((rc = fgm_float(root, label, "query_pre_attn_scalar", 1e-6, 1e9, 0, &q, err)) < 0)
+        return rc;
+    hp->act = act ? FG_ACT_GELU : FG_ACT_GELU_TANH;
+    hp->attn_scale = (float)(1.0 / sqrt((double)q));
+    hp->embed_scale = (float)sqrt((double)hp->hidden);
+    hp->sandwich = hp->norm_plus_one = 1;
+    return FG_OK;
+}
+
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
                         fg_err *err)
 {
     static const char *const acts[] = {"silu"};
     const traits *t = &k_traits[fam];
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
-    if ((rc = sizes(root, label, t, hp, err)) || (rc = rope(root, label, t, hp, err)) ||
+    if ((rc = sizes(root, label, t, hp, err)) ||
+        (rc = t->gemma ? gemma_rope(root, label, t, hp, err) : rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
-    if ((rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
+    hp->act = FG_ACT_SILU;
+    if (t->gemma && (rc = gemma(root, label, hp, err)))
+        return rc;
+    if (!t->gemma && (rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
         return rc;
     hp->norm_eps = t->eps;
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
-        (rc = fgm_bool(root, label, "tie_word_embeddings", 0, &hp->tied_head, err)))
+        (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma, &hp->tied_head, err)))
         return rc;
     if (t->attention_bias && (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
         return rc;
@@ -387,7 +476,6 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     hp->eos_id = hp->eos_ids[0];
     hp->norm = FG_NORM_RMS;
-    hp->act = FG_ACT_SILU;
     hp->gated = 1;
     hp->pos = FG_POS_ROPE;
     if (!(hp->rope.theta > 0))
@@ -412,12 +500,20 @@ static void proj(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *sub, co
     }
 }
 
-static void norm(fg_tensor_spec *o, uint32_t *n, uint32_t l, const char *nm, fg_role r,
-                 uint64_t h)
+/* An RMSNorm's weight (Gemma's scale by 1 + w: the spec adds 1 to it) */
+static void norm_w(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, const char *name,
+                   fg_role r, uint64_t h)
+{
+    fgm_spec(o, n, name, r, FG_ACCESS_SMALL, h, 0);
+    o[*n - 1].add = hp->norm_plus_one ? 1.0f : 0.0f;
+}
+
+static void norm(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32_t l,
+                 const char *nm, fg_role r, uint64_t h)
 {
     char name[FG_TENSOR_NAME_MAX];
     snprintf(name, sizeof name, "model.layers.%u.%s.weight", l, nm);
-    fgm_spec(o, n, name, r, FG_ACCESS_SMALL, h, 0);
+    norm_w(hp, o, n, name, r, h);
 }
 
 static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l, fg_tensor_spec *o)
@@ -431,24 +527,29 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
                  hp->vocab_size, h);
         break;
     case FG_UNIT_ATTN:
-        norm(o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
+        norm(hp, o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "self_attn", "q_proj", FG_ROLE_WQ, hp->qkv_bias, q, h);
         proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
         if (hp->qk_norm) {
-            norm(o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, hp->head_dim);
-            norm(o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, hp->head_dim);
+            norm(hp, o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, hp->head_dim);
+            norm(hp, o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, hp->head_dim);
         }
+        if (hp->sandwich) /* Gemma: the attention's output norm */
+            norm(hp, o, &n, l, "post_attention_layernorm", FG_ROLE_POST_NORM_W, h);
         break;
     case FG_UNIT_MLP:
-        norm(o, &n, l, "post_attention_layernorm", FG_ROLE_NORM_W, h);
+        norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm",
+             FG_ROLE_NORM_W, h);
         proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "up_proj", FG_ROLE_W_UP, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, f);
+        if (hp->sandwich)
+            norm(hp, o, &n, l, "post_feedforward_layernorm", FG_ROLE_POST_NORM_W, h);
         break;
     case FG_UNIT_HEAD:
-        fgm_spec(o, &n, "model.norm.weight", FG_ROLE_NORM_W, FG_ACCESS_SMALL, h, 0);
+        norm_w(hp, o, &n, "model.norm.weight", FG_ROLE_NORM_W, h);
         fgm_spec(o, &n, "lm_head.weight", FG_ROLE_LM_HEAD, FG_ACCESS_STREAM, hp->vocab_size, h);
         if (hp->tied_head) {
             o[n - 1].optional = 1;
@@ -531,3 +632,4 @@ FAMILY(ministral, "a Ministral", FAM_MINISTRAL, NULL);
 FAMILY(qwen2, "a Qwen2", FAM_QWEN2, NULL);
 FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
+FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);

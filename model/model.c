@@ -16,7 +16,7 @@
 
 static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
                                           &fg_arch_ministral, &fg_arch_qwen2, &fg_arch_qwen3,
-                                          &fg_arch_phi3};
+                                          &fg_arch_phi3, &fg_arch_gemma3_text};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -338,6 +338,12 @@ uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer)
     if (!hp->sliding_window || layer >= FG_MODEL_MAX_LAYERS)
         return 0;
     return (hp->full_layers[layer / 64] >> (layer % 64)) & 1 ? 0 : hp->sliding_window;
+}
+
+const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer)
+{
+    int full = layer >= FG_MODEL_MAX_LAYERS || ((hp->full_layers[layer / 64] >> (layer % 64)) & 1);
+    return hp->local_rope && !full ? &hp->rope_local : &hp->rope;
 }
 
 uint32_t fg_model_windowed_layers(const fg_hparams *hp)

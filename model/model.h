@@ -65,7 +65,16 @@ typedef struct fg_hparams {
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
     int qk_norm;            /* RMSNorm (norm_eps) over each head's q and k, weights [head_dim],
-                             * after the projections and before RoPE (Qwen3) */
+                             * after the projections and before RoPE (Qwen3, Gemma 3) */
+    fg_rope rope_local;     /* the rotary settings of the layers that full_layers does not mark,
+                             * when local_rope (Gemma 3's sliding layers: rope_local_base_freq) */
+    int local_rope;
+    int sandwich;           /* Gemma: a norm after each block too (POST_NORM_W), and the MLP's
+                             * input norm its own (pre_feedforward_layernorm) */
+    int norm_plus_one;      /* Gemma: RMSNorms scale by 1 + w (fg_tensor_spec.add 1) */
+    float embed_scale;      /* the token embedding rows times this (Gemma: sqrt(hidden)); 0: 1 */
+    float attn_scale;       /* q's scale before the dot products (Gemma 3:
+                             * query_pre_attn_scalar^-1/2); 0: head_dim^-1/2 */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -82,6 +91,8 @@ typedef enum fg_role {
     FG_ROLE_W_UP, FG_ROLE_B_UP, FG_ROLE_W_GATE, FG_ROLE_B_GATE, FG_ROLE_W_DOWN, FG_ROLE_B_DOWN,
     FG_ROLE_PROJ_OUT, FG_ROLE_LM_HEAD,
     FG_ROLE_Q_NORM, FG_ROLE_K_NORM, /* per-head q/k RMSNorm weights [head_dim] (hp->qk_norm) */
+    FG_ROLE_POST_NORM_W,    /* a norm of the block's output before the residual (Gemma's
+                             * post_attention / post_feedforward_layernorm) */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -104,6 +115,8 @@ typedef struct fg_tensor_spec {
     uint64_t dims[2];
     int optional;                      /* a checkpoint may lack it (the tied LM head) */
     char fallback[FG_TENSOR_NAME_MAX]; /* used instead when absent ("" = none) */
+    float add;                         /* SMALL: added to every decoded value (Gemma's norms
+                                        * store w and scale by 1 + w) */
 } fg_tensor_spec;
 
 /* A unit's weights as the forward pass sees them, indexed by role: SMALL tensors as f32
@@ -112,6 +125,7 @@ typedef struct fg_unit_w {
     const float *f[FG_ROLE_COUNT];
     fg_weight w[FG_ROLE_COUNT];
     uint64_t rows[FG_ROLE_COUNT];      /* dims[0] of each tensor present */
+    uint32_t layer;                    /* the decoder layer of an ATTN or MLP unit */
 } fg_unit_w;
 
 /* One step of one batch: n_seq sequences, n_new new tokens each, at cache rows [pos0, pos0 +
@@ -214,6 +228,9 @@ int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg
 
 /* The keys layer `layer` attends (sliding_window, or 0 for the whole context). */
 uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
+/* The rotary settings of layer `layer`: rope_local for a layer full_layers does not mark when
+ * local_rope (Gemma 3's sliding layers), else rope. */
+const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
 
@@ -238,10 +255,14 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
 
 /* ---- the generic decoder (model/decoder.c): the forward functions entries point at ----
  *   embed:     x = tok[id] (. proj_in^T) (+ pos[position + offset])
- *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)))
- *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE); q scaled by
- *              head_dim^-1/2 (and YaRN's or LongRoPE's attn_factor^2) before the dot products
+ *   embed:     (times embed_scale when set: Gemma's sqrt(hidden))
+ *   attention: pre-norm:  x += o(attn(norm(x)));  post-norm: x = norm(x + o(attn(x)));
+ *              sandwich (POST_NORM_W present): x += post_norm(o(attn(norm(x))))
+ *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE, the layer's:
+ *              fg_model_layer_rope); q scaled by head_dim^-1/2 (or attn_scale) before the dot
+ *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
+ *              (sandwich: normalized by POST_NORM_W before the residual)
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
@@ -271,6 +292,7 @@ extern const fg_arch fg_arch_ministral; /* model/llama.c: Mistral with per-layer
 extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
 extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */
+extern const fg_arch fg_arch_gemma3_text; /* model/llama.c: Gemma 3 (text) */
 
 #ifdef __cplusplus
 }

@@ -507,7 +507,40 @@ static void piece_prefetch(void *ctx, uint32_t i)
 /* Decode tensor ti whole into dst (f32, of type e->buft): a SMALL tensor (norms, biases,
  * positions). On a device backend its chunks go to the backend's gather (decoded where they
  * are, uploaded raw when homed in RAM), else they are decoded here. */
+/* dst[0 .. n) += add (a SMALL tensor's fg_tensor_spec.add), on the backend when dst is its
+ * device's memory */
+static int add_const(fg_engine *e, float *dst, uint64_t n, float add, fg_err *err)
+{
+    if (e->buft == FG_BUFT_HOST) {
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] += add;
+        return FG_OK;
+    }
+    float *v = malloc(n * sizeof *v + 4);
+    if (!v)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = add;
+    int rc = e->be->iface->add(e->be, dst, v, n, err);
+    if (rc == FG_OK) /* the add may read v until the backend's queue drains */
+        rc = e->be->iface->sync(e->be, err);
+    free(v);
+    return rc;
+}
+
+static int materialize_raw(fg_engine *e, uint32_t ti, float *dst, fg_err *err);
+
+/* A SMALL tensor decoded to f32 at dst (host or device memory, the engine's buffer type), with
+ * its spec's constant added */
 static int materialize(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
+{
+    const wtensor *t = &e->tensors[ti];
+    int rc = materialize_raw(e, ti, dst, err);
+    uint64_t n = t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+    return rc == FG_OK && t->spec.add != 0 ? add_const(e, dst, n, t->spec.add, err) : rc;
+}
+
+static int materialize_raw(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
 {
     const wtensor *t = &e->tensors[ti];
     uint64_t cols = t->spec.n_dims > 1 ? t->spec.dims[1] : 1;
@@ -558,6 +591,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int 
 {
     const unit *un = &e->units[u];
     memset(w, 0, sizeof *w);
+    fg_model_unit_kind(&e->hp, u, &w->layer);
     for (uint32_t i = 0; i < un->n_t; i++) {
         const wtensor *t = &e->tensors[un->t[i]];
         fg_role r = t->group == u ? t->spec.role : FG_ROLE_LM_HEAD; /* a tied head */

@@ -681,6 +681,8 @@ START_TEST(cuda_placements_qwen3) { cuda_matrix("qwen3-tiny", "qwen3-tiny-bf16")
 END_TEST
 START_TEST(cuda_placements_yarn) { cuda_matrix("qwen3-yarn-tiny", "qwen3-yarn-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_phi3)
 {
     cuda_matrix("phi3-longrope-tiny", "phi3-longrope-tiny-bf16");
@@ -922,6 +924,20 @@ END_TEST
 /* its 4-bit cache gives nmse 0.0877 against the exact logits (measured, cache in RAM) */
 START_TEST(phi3_kv_on_disk) { kv_matrix("phi3-tiny", "phi3-tiny-bf16", 0.12); }
 END_TEST
+/* Gemma 3 (text): sandwich norms scaling by 1 + w, sqrt(hidden) embeddings, q/k norms,
+ * query_pre_attn_scalar, a window with the local rotary base on layer 0 and the global one
+ * (linear scaling) on layer 1; hub-style and as transformers 5 saves it (rope_parameters per
+ * layer type) */
+START_TEST(gemma3_sandwich_local_rope) { layout_case("gemma3-tiny-bf16", "gemma3-tiny"); }
+END_TEST
+START_TEST(gemma3_transformers5_config) { layout_case("gemma3-tiny-hf5", "gemma3-tiny"); }
+END_TEST
+START_TEST(gemma3_placements) { placement_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
+END_TEST
+START_TEST(gemma3_kv_on_disk) { kv_matrix("gemma3-tiny", "gemma3-tiny-bf16", 0.08); }
+END_TEST
+START_TEST(sim_placements_gemma3) { sim_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
+END_TEST
 START_TEST(sim_placements_phi3)
 {
     sim_matrix("phi3-longrope-tiny", "phi3-longrope-tiny-bf16");
@@ -983,6 +999,11 @@ static Suite *suite(void)
     tcase_add_test(tc, phi3_placements);
     tcase_add_test(tc, phi3_kv_on_disk);
     tcase_add_test(tc, sim_placements_phi3);
+    tcase_add_test(tc, gemma3_sandwich_local_rope);
+    tcase_add_test(tc, gemma3_transformers5_config);
+    tcase_add_test(tc, gemma3_placements);
+    tcase_add_test(tc, gemma3_kv_on_disk);
+    tcase_add_test(tc, sim_placements_gemma3);
     tcase_add_test(tc, llama_q4_weights);
     tcase_add_test(tc, qwen2_q4_weights);
     tcase_add_test(tc, qwen3_q4_weights);
@@ -1012,6 +1033,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_qwen3);
     tcase_add_test(tc, cuda_placements_yarn);
     tcase_add_test(tc, cuda_placements_phi3);
+    tcase_add_test(tc, cuda_placements_gemma3);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

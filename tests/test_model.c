@@ -365,6 +365,51 @@ START_TEST(llama_family_configs)
     cfg_fail(PHI ",\"partial_rotary_factor\":1.5}", FG_ERR_CORRUPT,
              "key partial_rotary_factor: must be a number in");
 #undef PHI
+    /* Gemma 3: Gemma3TextConfig's defaults (head_dim 256, 4 KV heads, bos 2 / eos 1 / pad 0,
+     * tied, gelu_pytorch_tanh, query_pre_attn_scalar 256, window 4096 on all but every 6th
+     * layer, rotary bases 1e6 global and 1e4 local), sandwich norms scaling by 1 + w */
+    const char *gm = "{\"model_type\":\"gemma3_text\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":7,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(gm, strlen(gm), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 256 && c.n_kv_heads == 4 && c.tied_head && c.qk_norm);
+    ck_assert(c.bos_id == 2 && c.eos_id == 1 && c.pad_id == 0 && c.act == FG_ACT_GELU_TANH);
+    ck_assert(c.sandwich && c.norm_plus_one && c.local_rope && c.sliding_window == 4096);
+    ck_assert(c.attn_scale == 1.0f / 16 && fabsf(c.embed_scale - sqrtf(32)) < 1e-6f);
+    ck_assert(c.rope.theta == 1e6f && c.rope_local.theta == 1e4f);
+    ck_assert(fg_model_windowed_layers(&c) == 6 && fg_model_layer_window(&c, 5) == 0);
+    ck_assert(fg_model_layer_rope(&c, 5) == &c.rope && fg_model_layer_rope(&c, 4) == &c.rope_local);
+    fg_tensor_spec gt[FG_UNIT_MAX_TENSORS];
+    uint32_t ng = fg_model_unit_tensors(&c, 2, gt), posts = 0; /* layer 0's MLP */
+    for (uint32_t i = 0; i < ng; i++) {
+        if (gt[i].role == FG_ROLE_NORM_W)
+            ck_assert_str_eq(gt[i].name, "model.layers.0.pre_feedforward_layernorm.weight");
+        if (gt[i].access == FG_ACCESS_SMALL)
+            ck_assert(gt[i].add == 1.0f);
+        posts += gt[i].role == FG_ROLE_POST_NORM_W;
+    }
+    ck_assert_uint_eq(posts, 1);
+    /* transformers 5's rope_parameters per layer type; a null window leaves the local rotary */
+    const char *gm5 = "{\"model_type\":\"gemma3_text\"," L ",\"head_dim\":8,"
+                      "\"sliding_window\":null,\"layer_types\":[\"full_attention\","
+                      "\"sliding_attention\"],\"rope_parameters\":{\"full_attention\":"
+                      "{\"rope_type\":\"linear\",\"factor\":8.0,\"rope_theta\":1e6},"
+                      "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":5e3}}}";
+    ck_assert_int_eq(fg_model_config_parse(gm5, strlen(gm5), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.scaling == FG_ROPE_LINEAR && c.rope.factor == 8.0f && c.rope.theta == 1e6f);
+    ck_assert(c.rope_local.scaling == FG_ROPE_NONE && c.rope_local.theta == 5e3f);
+    ck_assert(fg_model_windowed_layers(&c) == 0 && fg_model_layer_rope(&c, 1) == &c.rope_local);
+#define GM "{\"model_type\":\"gemma3_text\"," L ",\"head_dim\":8"
+    cfg_fail(GM ",\"final_logit_softcapping\":30.0}", FG_ERR_UNSUPPORTED,
+             "key final_logit_softcapping: logit soft-capping (Gemma 2's) is not supported");
+    cfg_fail(GM ",\"attn_logit_softcapping\":50.0}", FG_ERR_UNSUPPORTED,
+             "key attn_logit_softcapping");
+    cfg_fail(GM ",\"use_bidirectional_attention\":true}", FG_ERR_UNSUPPORTED,
+             "bidirectional attention");
+    cfg_fail(GM ",\"hidden_activation\":\"silu\"}", FG_ERR_UNSUPPORTED,
+             "key hidden_activation: is \"silu\"; fg supports \"gelu_pytorch_tanh\", \"gelu\"");
+    cfg_fail(GM ",\"query_pre_attn_scalar\":0}", FG_ERR_CORRUPT, "key query_pre_attn_scalar");
+#undef GM
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
              "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
@@ -377,7 +422,7 @@ START_TEST(llama_family_configs)
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3)");
+             "qwen2, qwen3, phi3, gemma3_text)");
 #undef L
 }
 END_TEST

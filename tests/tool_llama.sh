@@ -13,7 +13,8 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          qwen3-tiny-hf5:qwen3-tiny:qwen3 qwen3-yarn-tiny-bf16:qwen3-yarn-tiny:qwen3 \
          ministral-tiny-bf16:ministral-tiny:ministral phi3-tiny-hf5:phi3-tiny:phi3 \
          phi3-longrope-tiny-bf16:phi3-longrope-tiny:phi3 \
-         phi3-longrope-short-tiny-bf16:phi3-longrope-short-tiny:phi3; do
+         phi3-longrope-short-tiny-bf16:phi3-longrope-short-tiny:phi3 \
+         gemma3-tiny-hf5:gemma3-tiny:gemma3_text; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -45,6 +46,9 @@ grep -q '^model qwen2: .*, sliding window 5 on 1 of 2 layers' <<< "$info" ||
 info=$("$INSPECT" phi3-longrope-tiny-bf16.store) || fail "fg-inspect on the longrope store failed"
 grep -q '^model phi3: .*(rotary on 12 of 16 dims, longrope scaling), tied head' <<< "$info" ||
   fail "fg-inspect does not show Phi-3's partial rotary and LongRoPE: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" gemma3-tiny-hf5.store) || fail "fg-inspect on the Gemma 3 store failed"
+grep -q '^model gemma3_text: .*(rotary, linear scaling; sliding layers: base 10000, no scaling)' \
+  <<< "$info" || fail "fg-inspect does not show Gemma 3's two rotary settings: $(grep '^model' <<< "$info")"
 info=$("$INSPECT" --json qwen3-yarn-tiny-bf16.store) || fail "fg-inspect --json failed"
 grep -q '"qk_norm": true, .*"rope_scaling": "yarn"' <<< "$info" ||
   fail "fg-inspect --json: $(grep '"model"' <<< "$info")"

@@ -206,15 +206,19 @@ static void show_model(fg_store *s, int json)
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
-        char part[48] = "";
+        char part[48] = "", local[64] = "";
         if (hp.pos == FG_POS_ROPE && hp.rope.rot_dim < hp.head_dim)
             snprintf(part, sizeof part, " on %u of %u dims", hp.rope.rot_dim, hp.head_dim);
+        if (hp.local_rope) /* Gemma 3 */
+            snprintf(local, sizeof local, "; sliding layers: base %g, %s", hp.rope_local.theta,
+                     hp.rope_local.scaling ? fg_rope_scaling_name(hp.rope_local.scaling)
+                                           : "no scaling");
         printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u, vocab %u, "
-               "positions %u (%s%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
+               "positions %u (%s%s%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
                hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
                hp.qk_norm ? " with q/k norms" : "", hp.ffn, hp.vocab_size, hp.max_pos,
                hp.pos == FG_POS_ROPE ? "rotary" : "learned", part, *scaling ? ", " : "", scaling,
-               *scaling ? " scaling" : "",
+               *scaling ? " scaling" : "", local,
                window, hp.tied_head ? ", tied head" : "",
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
