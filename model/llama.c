@@ -381,7 +381,6 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
         return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        /* (Gemma's sliding layers are so even without a window: their local rotary) */
         int windowed = gemma ? (l + 1) % pattern != 0 : hp->sliding_window && l >= from;
         if (lt && !json_is_null(lt)) {
             const char *type = json_string_value(json_array_get(lt, l));
@@ -390,9 +389,11 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                                    "\"full_attention\" or \"sliding_attention\"");
             windowed = !strcmp(type, "sliding_attention");
         }
-        if (windowed && !hp->sliding_window && !gemma)
-            return fgm_key_err(err, label, "layer_types", "a sliding_attention layer needs "
-                               "use_sliding_window true and a sliding_window");
+        if (windowed && !hp->sliding_window) /* (transformers fails there too) */
+            return fgm_key_err(err, label, gemma ? "sliding_window" : "layer_types",
+                               gemma ? "null, but a layer is a sliding one"
+                                     : "a sliding_attention layer needs use_sliding_window "
+                                       "true and a sliding_window");
         if (!windowed)
             hp->full_layers[l / 64] |= 1ull << (l % 64);
     }

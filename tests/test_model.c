@@ -389,17 +389,20 @@ START_TEST(llama_family_configs)
         posts += gt[i].role == FG_ROLE_POST_NORM_W;
     }
     ck_assert_uint_eq(posts, 1);
-    /* transformers 5's rope_parameters per layer type; a null window leaves the local rotary */
+    /* transformers 5's rope_parameters per layer type */
     const char *gm5 = "{\"model_type\":\"gemma3_text\"," L ",\"head_dim\":8,"
-                      "\"sliding_window\":null,\"layer_types\":[\"full_attention\","
+                      "\"sliding_window\":3,\"layer_types\":[\"full_attention\","
                       "\"sliding_attention\"],\"rope_parameters\":{\"full_attention\":"
                       "{\"rope_type\":\"linear\",\"factor\":8.0,\"rope_theta\":1e6},"
                       "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":5e3}}}";
     ck_assert_int_eq(fg_model_config_parse(gm5, strlen(gm5), NULL, &c, &err), FG_OK);
     ck_assert(c.rope.scaling == FG_ROPE_LINEAR && c.rope.factor == 8.0f && c.rope.theta == 1e6f);
     ck_assert(c.rope_local.scaling == FG_ROPE_NONE && c.rope_local.theta == 5e3f);
-    ck_assert(fg_model_windowed_layers(&c) == 0 && fg_model_layer_rope(&c, 1) == &c.rope_local);
+    ck_assert(fg_model_windowed_layers(&c) == 1 && fg_model_layer_rope(&c, 1) == &c.rope_local);
+    ck_assert(fg_model_layer_window(&c, 1) == 3 && fg_model_layer_rope(&c, 0) == &c.rope);
 #define GM "{\"model_type\":\"gemma3_text\"," L ",\"head_dim\":8"
+    cfg_fail(GM ",\"sliding_window\":null}", FG_ERR_CORRUPT,
+             "key sliding_window: null, but a layer is a sliding one");
     cfg_fail(GM ",\"final_logit_softcapping\":30.0}", FG_ERR_UNSUPPORTED,
              "key final_logit_softcapping: logit soft-capping (Gemma 2's) is not supported");
     cfg_fail(GM ",\"attn_logit_softcapping\":50.0}", FG_ERR_UNSUPPORTED,
