@@ -40,6 +40,8 @@ typedef struct fg_convert_opts {
 typedef struct fg_convert_report {
     uint32_t tensors;
     uint32_t skipped; /* checkpoint buffers fg derives itself (rotary_emb.inv_freq), not stored */
+    uint32_t unused;  /* checkpoint tensors of parts fg does not run (a multimodal model's vision
+                         tower and projector), not stored */
     uint64_t source_bytes, stored_bytes;
     double seconds;
 } fg_convert_report;

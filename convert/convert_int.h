@@ -19,7 +19,7 @@ typedef struct fgc_job {
     fg_store *store;
     fg_store_batch *batch;
     uint64_t done, total, stored;
-    uint32_t tensors, skipped;
+    uint32_t tensors, skipped, unused;
     double t0;
     uint16_t *f16;
     size_t f16_cap;
@@ -62,13 +62,19 @@ typedef struct fgc_source {
     uint64_t row0;
 } fgc_source;
 
+/* Checkpoint tensors accepted and not stored: buffers fg derives from config.json
+ * (fg_arch.derived) and tensors of parts fg does not run (fg_arch.unused). */
+typedef struct fgc_skips {
+    uint32_t derived, unused;
+} fgc_skips;
+
 /* A checkpoint against the tensors hp implies (model_check.c): each present once under a
  * spelling the family accepts, or as a part of a fused tensor the family names (fg_arch.fused),
  * with the expected shape and an F32/F16/BF16 dtype, and no other tensor but the family's
- * derived buffers (fg_arch.derived). src (fg_model_tensors' count, may be NULL) receives where
- * each spec comes from; *skipped (may be NULL) the derived buffers. Errors name the tensor and
- * its file. */
+ * derived buffers (fg_arch.derived) and unused parts (fg_arch.unused). src (fg_model_tensors'
+ * count, may be NULL) receives where each spec comes from; *skips (may be NULL) what is accepted
+ * and not stored. Errors name the tensor and its file. */
 int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *src,
-                          uint32_t *skipped, fg_err *err);
+                          fgc_skips *skips, fg_err *err);
 
 #endif

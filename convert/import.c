@@ -228,6 +228,7 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
     if (rep) {
         rep->tensors = j->tensors;
         rep->skipped = j->skipped;
+        rep->unused = j->unused;
         rep->source_bytes = j->done;
         rep->stored_bytes = j->stored;
         rep->seconds = fg_now() - j->t0;
@@ -321,17 +322,18 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
     fg_hparams hp;
     fgc_source *from = NULL;
-    uint32_t skipped = 0;
+    fgc_skips skips = {0, 0};
     rc = fg_model_config_load(cfg_path, &hp, err);
     if (rc == FG_OK && !(from = calloc((size_t)fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS,
                                        sizeof *from)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
-        rc = fg_convert_check_ckpt(&hp, ck, from, &skipped, err);
+        rc = fg_convert_check_ckpt(&hp, ck, from, &skips, err);
     fgc_job j;
     if (rc == FG_OK) {
         rc = fgc_begin(&j, dst, o, err);
-        j.skipped = skipped;
+        j.skipped = skips.derived;
+        j.unused = skips.unused;
         if (rc == FG_OK)
             rc = fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
         if (rc == FG_OK)

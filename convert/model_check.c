@@ -102,9 +102,9 @@ static int take_fused(const match *m, const fg_ckpt_tensor *t, uint32_t i,
     return rc;
 }
 
-/* Match each checkpoint tensor to its spec (or specs, when fused); derived buffers counted in
- * *skipped. */
-static int match_all(const match *m, const fg_ckpt *ck, uint32_t *skipped, fg_err *err)
+/* Match each checkpoint tensor to its spec (or specs, when fused); derived buffers and unused
+ * tensors counted in *skips. */
+static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err *err)
 {
     for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
@@ -112,6 +112,10 @@ static int match_all(const match *m, const fg_ckpt *ck, uint32_t *skipped, fg_er
         if (!m->a->canonical_name(t->name, name, sizeof name))
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor", t->path,
                               t->name, m->a->noun);
+        if (m->a->unused && m->a->unused(m->hp, name)) { /* accepted unread */
+            skips->unused++;
+            continue;
+        }
         const sspec *ss = find(m, name);
         uint64_t len = !ss && m->a->derived ? m->a->derived(m->hp, name) : 0;
         uint32_t n_parts = !ss && !len && m->a->fused ? m->a->fused(m->hp, name, parts) : 0;
@@ -120,7 +124,7 @@ static int match_all(const match *m, const fg_ckpt *ck, uint32_t *skipped, fg_er
             fg_tensor_spec d = {.n_dims = 1, .dims = {len}};
             snprintf(d.name, sizeof d.name, "%s", name);
             rc = check_one(t, &d, err);
-            *skipped += rc == FG_OK;
+            skips->derived += rc == FG_OK;
         } else if (n_parts) {
             rc = take_fused(m, t, i, parts, n_parts, err);
         } else if (!ss) {
@@ -136,10 +140,11 @@ static int match_all(const match *m, const fg_ckpt *ck, uint32_t *skipped, fg_er
 }
 
 int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *src,
-                          uint32_t *skipped, fg_err *err)
+                          fgc_skips *skips, fg_err *err)
 {
     fg_tensor_spec *exp;
-    uint32_t n, n_skipped = 0;
+    uint32_t n;
+    fgc_skips sk = {0, 0};
     int rc = fg_model_tensors(hp, &exp, &n, err);
     if (rc)
         return rc;
@@ -157,13 +162,13 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
     }
     qsort(sorted, n, sizeof *sorted, cmp_spec);
     match m = {hp, fg_model_arch(hp), sorted, n, seen, src};
-    rc = match_all(&m, ck, &n_skipped, err);
+    rc = match_all(&m, ck, &sk, err);
     for (uint32_t k = 0; k < n && rc == FG_OK; k++)
         if (!seen[k] && !sorted[k].s.optional)
             rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s (required by config.json) is "
                             "missing", fg_ckpt_dir(ck), sorted[k].s.name);
-    if (skipped)
-        *skipped = n_skipped;
+    if (skips)
+        *skips = sk;
 out:
     free(seen);
     free(sorted);

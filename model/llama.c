@@ -29,7 +29,8 @@
  *            checkpoint's self_attn.qkv_proj and mlp.gate_up_proj hold q/k/v and gate/up stacked
  *            by rows, which fg-convert stores apart under Llama's names (fg_arch.fused);
  *   gemma3_text: Gemma3TextConfig's defaults (head_dim 256, 4 KV heads, bos 2, eos 1, pad 0,
- *            tied); sandwich norms (post_attention_layernorm is the attention's output norm,
+ *            tied, and the sizes when absent); the multimodal "gemma3" entry at the end reads its
+ *            text_config and text tensors; sandwich norms (post_attention_layernorm is the attention's output norm,
  *            pre_ / post_feedforward_layernorm the MLP's) and q/k norms, all scaling by 1 + w
  *            (the specs add 1 at load); embeddings times sqrt(hidden); q scaled by
  *            query_pre_attn_scalar^-1/2; hidden_activation gelu_pytorch_tanh; sliding layers
@@ -106,10 +107,15 @@ static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *h
         {"num_attention_heads", &hp->n_heads, FG_MODEL_MAX_DIM},
         {"max_position_embeddings", &hp->max_pos, FG_MODEL_MAX_DIM},
     };
+    /* Gemma3TextConfig's defaults: the hub's Gemma 3 4B-27B text_config names few keys */
+    static const uint32_t gemma_dflt[] = {262208, 2304, 26, 9216, 8, 131072};
     int rc;
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-        if ((rc = fgm_uint(root, label, req[i].key, 1, req[i].max, req[i].dst, err)))
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        if (t->gemma)
+            *req[i].dst = gemma_dflt[i];
+        if ((rc = fgm_uint(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err)) < 0)
             return rc;
+    }
     /* absent: the config class's default; null: one per query head */
     hp->n_kv_heads = json_object_get(root, "num_key_value_heads") || !t->kv_heads
                    ? hp->n_heads : t->kv_heads;
@@ -634,3 +640,74 @@ FAMILY(qwen2, "a Qwen2", FAM_QWEN2, NULL);
 FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
+
+/* ---- Gemma 3 multimodal (model_type "gemma3", Gemma3ForConditionalGeneration: 4B-27B): fg runs
+ * its text model. config.json's text_config is a gemma3_text config (its model_type, when
+ * named, must be that; keys it leaves out take Gemma3TextConfig's defaults); the top level's
+ * bos/eos/pad ids, tie_word_embeddings and dtype, when present, win. Tensors: the text model's
+ * under "model.language_model." (transformers 5) or "language_model.model." (the hub's files),
+ * the head as "lm_head." or "language_model.lm_head."; the vision tower and the projector are
+ * accepted unread (fg_arch.unused). */
+
+static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    json_t *tc = json_object_get(root, "text_config");
+    if (!json_is_object(tc))
+        return fgm_key_err(err, label, "text_config", "must be an object (the text model's "
+                           "config)");
+    json_t *mt = json_object_get(tc, "model_type");
+    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "gemma3_text")))
+        return fgm_key_err(err, label, "text_config.model_type", "must be \"gemma3_text\"");
+    char sub[160];
+    snprintf(sub, sizeof sub, "%.140s text_config", label ? label : "config.json");
+    int rc = parse_family(tc, sub, hp, FAM_GEMMA3, err);
+    uint32_t n;
+    if (rc == FG_OK)
+        rc = fgm_tokens(root, label, "bos_token_id", hp->bos_id, &hp->bos_id, 1, &n, err);
+    if (rc == FG_OK && json_object_get(root, "eos_token_id"))
+        rc = fgm_tokens(root, label, "eos_token_id", -1, hp->eos_ids, FG_MODEL_MAX_EOS,
+                        &hp->n_eos, err);
+    if (rc == FG_OK)
+        rc = fgm_tokens(root, label, "pad_token_id", hp->pad_id, &hp->pad_id, 1, &n, err);
+    if (rc == FG_OK)
+        rc = fgm_bool(root, label, "tie_word_embeddings", hp->tied_head, &hp->tied_head, err);
+    hp->eos_id = hp->eos_ids[0];
+    return rc ? rc : fgm_dtype(root, label, hp, err);
+}
+
+static int parse_gemma3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_gemma3, hp, e);
+}
+
+static const char *gemma3_name(const char *name, char *buf, size_t cap)
+{
+    static const struct { const char *from, *to; } k_map[] = {
+        {"model.language_model.", "model."}, {"language_model.model.", "model."},
+        {"language_model.lm_head.", "lm_head."}};
+    const char *to = "", *rest = name;
+    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++)
+        if (!strncmp(name, k_map[i].from, strlen(k_map[i].from))) {
+            to = k_map[i].to;
+            rest = name + strlen(k_map[i].from);
+            break;
+        }
+    int k = snprintf(buf, cap, "%s%s", to, rest);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
+static int gemma3_unused(const fg_hparams *hp, const char *name)
+{
+    static const char *const pre[] = {"model.vision_tower.", "vision_tower.",
+                                      "model.multi_modal_projector.", "multi_modal_projector."};
+    (void)hp;
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        if (!strncmp(name, pre[i], strlen(pre[i])))
+            return 1;
+    return 0;
+}
+
+const fg_arch fg_arch_gemma3 = {"gemma3", "a Gemma 3", parse_gemma3, unit_tensors, gemma3_name,
+                                fg_model_embed, fg_model_attn_pre, fg_model_attn_core,
+                                fg_model_attn_post, fg_model_mlp, fg_model_head, NULL, NULL,
+                                gemma3_unused};

@@ -190,6 +190,10 @@ typedef struct fg_arch {
      * NULL: none. */
     uint32_t (*fused)(const fg_hparams *hp, const char *canonical,
                       char (*parts)[FG_TENSOR_NAME_MAX]);
+    /* A checkpoint tensor of a part of the model fg does not run (a multimodal checkpoint's
+     * vision tower and projector: fg runs its text model): 1 for such a canonical name, which
+     * fg-convert then accepts unread and does not store. NULL: none. */
+    int (*unused)(const fg_hparams *hp, const char *canonical);
 } fg_arch;
 
 #define FG_FUSED_MAX 4
@@ -293,6 +297,7 @@ extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
 extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */
 extern const fg_arch fg_arch_gemma3_text; /* model/llama.c: Gemma 3 (text) */
+extern const fg_arch fg_arch_gemma3;  /* model/llama.c: Gemma 3 multimodal, its text model */
 
 #ifdef __cplusplus
 }

@@ -932,6 +932,13 @@ START_TEST(gemma3_sandwich_local_rope) { layout_case("gemma3-tiny-bf16", "gemma3
 END_TEST
 START_TEST(gemma3_transformers5_config) { layout_case("gemma3-tiny-hf5", "gemma3-tiny"); }
 END_TEST
+/* Gemma 3 4B-27B's checkpoint layout (Gemma3ForConditionalGeneration): the text model read from
+ * beside a vision tower and projector, as transformers 5 saves it and with the hub's names and
+ * config keys; the same logits */
+START_TEST(gemma3_multimodal_transformers5) { layout_case("gemma3-mm-tiny-hf5", "gemma3-tiny"); }
+END_TEST
+START_TEST(gemma3_multimodal_hub) { layout_case("gemma3-mm-tiny-hub", "gemma3-tiny"); }
+END_TEST
 START_TEST(gemma3_placements) { placement_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
 START_TEST(gemma3_kv_on_disk) { kv_matrix("gemma3-tiny", "gemma3-tiny-bf16", 0.08); }
@@ -1002,6 +1009,8 @@ static Suite *suite(void)
     tcase_add_test(tc, gemma3_sandwich_local_rope);
     tcase_add_test(tc, gemma3_transformers5_config);
     tcase_add_test(tc, gemma3_placements);
+    tcase_add_test(tc, gemma3_multimodal_transformers5);
+    tcase_add_test(tc, gemma3_multimodal_hub);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
     tcase_add_test(tc, llama_q4_weights);

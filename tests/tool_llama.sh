@@ -14,7 +14,7 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          ministral-tiny-bf16:ministral-tiny:ministral phi3-tiny-hf5:phi3-tiny:phi3 \
          phi3-longrope-tiny-bf16:phi3-longrope-tiny:phi3 \
          phi3-longrope-short-tiny-bf16:phi3-longrope-short-tiny:phi3 \
-         gemma3-tiny-hf5:gemma3-tiny:gemma3_text; do
+         gemma3-tiny-hf5:gemma3-tiny:gemma3_text gemma3-mm-tiny-hub:gemma3-tiny:gemma3; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -49,6 +49,10 @@ grep -q '^model phi3: .*(rotary on 12 of 16 dims, longrope scaling), tied head' 
 info=$("$INSPECT" gemma3-tiny-hf5.store) || fail "fg-inspect on the Gemma 3 store failed"
 grep -q '^model gemma3_text: .*(rotary, linear scaling; sliding layers: base 10000, no scaling)' \
   <<< "$info" || fail "fg-inspect does not show Gemma 3's two rotary settings: $(grep '^model' <<< "$info")"
+# a multimodal Gemma 3: the vision tower and projector are skipped, and fg-convert says so
+"$CONVERT" "$FIX/gemma3-mm-tiny-hf5" -o mm.store 2> mm.txt || fail "gemma3 mm: convert"
+grep -q '(34 tensors of the vision tower and projector skipped: fg runs the text model)' mm.txt ||
+  fail "fg-convert does not report the skipped vision tensors: $(cat mm.txt)"
 info=$("$INSPECT" --json qwen3-yarn-tiny-bf16.store) || fail "fg-inspect --json failed"
 grep -q '"qk_norm": true, .*"rope_scaling": "yarn"' <<< "$info" ||
   fail "fg-inspect --json: $(grep '"model"' <<< "$info")"
