@@ -322,6 +322,27 @@ START_TEST(llama_family_configs)
              "\"factor\":2,\"truncate\":1}}", FG_ERR_CORRUPT, "truncate true or false");
     cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"yarn\","
              "\"factor\":2,\"beta_fast\":-1}}", FG_ERR_CORRUPT, "must be numbers >= 0");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
+             "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
+             "key num_key_value_heads: does not divide");
+
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{\"bits\":4,"
+             "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,
+             "key quantization_config: a checkpoint quantized by another tool (quant_method "
+             "\"gptq\")");
+    cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
+             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
+             "qwen2, qwen3, phi3, gemma3_text, gemma3)");
+}
+END_TEST
+
+/* Phi-3's config.json (model/llama.c) */
+START_TEST(phi3_configs)
+{
+    fg_hparams c;
+    fg_err err;
     /* Phi-3: Phi3Config's defaults (one KV head per head, eps 1e-5, bos 1, eos / pad 32000, no
      * window unless named), partial rotary, LongRoPE ("su" and "yarn" are its old names) with
      * original_max_position_embeddings top-level only (default 4096) */
@@ -365,6 +386,14 @@ START_TEST(llama_family_configs)
     cfg_fail(PHI ",\"partial_rotary_factor\":1.5}", FG_ERR_CORRUPT,
              "key partial_rotary_factor: must be a number in");
 #undef PHI
+}
+END_TEST
+
+/* Gemma 3's: the text model's and the multimodal wrapper's */
+START_TEST(gemma3_configs)
+{
+    fg_hparams c;
+    fg_err err;
     /* Gemma 3: Gemma3TextConfig's defaults (head_dim 256, 4 KV heads, bos 2 / eos 1 / pad 0,
      * tied, gelu_pytorch_tanh, query_pre_attn_scalar 256, window 4096 on all but every 6th
      * layer, rotary bases 1e6 global and 1e4 local), sandwich norms scaling by 1 + w */
@@ -444,19 +473,6 @@ START_TEST(llama_family_configs)
              FG_ERR_CORRUPT, "key text_config.model_type: must be \"gemma3_text\"");
     cfg_fail("{\"model_type\":\"gemma3\",\"text_config\":{\"final_logit_softcapping\":30}}",
              FG_ERR_UNSUPPORTED, "text_config: key final_logit_softcapping");
-    cfg_fail("{\"model_type\":\"llama\"," L ",\"rope_scaling\":{\"rope_type\":\"llama3\","
-             "\"factor\":8}}", FG_ERR_CORRUPT, "key rope_scaling: llama3 needs");
-    cfg_fail("{\"model_type\":\"llama\"," L ",\"num_key_value_heads\":3}", FG_ERR_CORRUPT,
-             "key num_key_value_heads: does not divide");
-
-    cfg_fail("{\"model_type\":\"llama\"," L ",\"head_dim\":7}", FG_ERR_CORRUPT, "key head_dim");
-    cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{\"bits\":4,"
-             "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,
-             "key quantization_config: a checkpoint quantized by another tool (quant_method "
-             "\"gptq\")");
-    cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
-             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3, gemma3_text, gemma3)");
 #undef L
 }
 END_TEST
@@ -561,18 +577,27 @@ static const char *write_ckpt(const char *dir, const char *cfg, const char *cons
     return tu_path(dir);
 }
 
+/* write_ckpt, then the check of the checkpoint against its config (src and skips may be NULL) */
+static int check_written(const char *dir, const char *cfg, const char *const *omit,
+                         const char *const *extra, uint32_t n_extra, uint64_t len,
+                         fgc_source *src, fgc_skips *skips, fg_err *err)
+{
+    fg_hparams c;
+    const char *path = write_ckpt(dir, cfg, omit, extra, n_extra, len, &c);
+    fg_ckpt *ck;
+    ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
+    int rc = fg_convert_check_ckpt(&c, ck, src, skips, err);
+    fg_ckpt_close(ck);
+    return rc;
+}
+
 static int check_llama(const char *dir, const char *const *extra, uint32_t n_extra,
                        uint64_t len, uint32_t *skipped, fg_err *err)
 {
-    fg_hparams c;
-    const char *path = write_ckpt(dir, k_llama_cfg, NULL, extra, n_extra, len, &c);
-    fg_ckpt *ck;
-    ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
     fgc_skips sk = {0, 0};
-    int rc = fg_convert_check_ckpt(&c, ck, NULL, &sk, err);
+    int rc = check_written(dir, k_llama_cfg, NULL, extra, n_extra, len, NULL, &sk, err);
     *skipped = sk.derived;
     ck_assert_uint_eq(sk.unused, 0);
-    fg_ckpt_close(ck);
     return rc;
 }
 
@@ -614,13 +639,7 @@ static int check_phi3(const char *dir, const char *const *omit, const char *cons
                               "\"num_hidden_layers\":1,\"intermediate_size\":6,"
                               "\"num_attention_heads\":2,\"num_key_value_heads\":1,"
                               "\"max_position_embeddings\":32}";
-    fg_hparams c;
-    const char *path = write_ckpt(dir, cfg, omit, extra, n, 0, &c);
-    fg_ckpt *ck;
-    ck_assert_msg(fg_ckpt_open(path, &ck, err) == FG_OK, "%s", err->msg);
-    int rc = fg_convert_check_ckpt(&c, ck, src, NULL, err);
-    fg_ckpt_close(ck);
-    return rc;
+    return check_written(dir, cfg, omit, extra, n, 0, src, NULL, err);
 }
 
 START_TEST(phi3_fused_tensors)
@@ -666,6 +685,8 @@ static Suite *suite(void)
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, opt_configs_and_tensor_sets);
     tcase_add_test(tc, phi3_fused_tensors);
+    tcase_add_test(tc, phi3_configs);
+    tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);
     tcase_add_test(tc, canonical_names);
     tcase_add_test(tc, llama_family_configs);
