@@ -641,26 +641,41 @@ FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 
-/* ---- Gemma 3 multimodal (model_type "gemma3", Gemma3ForConditionalGeneration: 4B-27B): fg runs
- * its text model. config.json's text_config is a gemma3_text config (its model_type, when
- * named, must be that; keys it leaves out take Gemma3TextConfig's defaults); the top level's
- * bos/eos/pad ids, tie_word_embeddings and dtype, when present, win. Tensors: the text model's
- * under "model.language_model." (transformers 5) or "language_model.model." (the hub's files),
- * the head as "lm_head." or "language_model.lm_head."; the vision tower and the projector are
- * accepted unread (fg_arch.unused). */
+/* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B (model_type "gemma3",
+ * Gemma3ForConditionalGeneration) and Mistral Small 3.x (model_type "mistral3",
+ * Mistral3ForConditionalGeneration). config.json's text_config is the text model's config, read
+ * by its own entry (model_type, when absent, the wrapper's default: "gemma3_text" or "mistral";
+ * only those text types are accepted); the top level's bos/eos/pad ids and dtype, when present,
+ * win, and its tie_word_embeddings (default true) decides the head. Tensors: the text model's under "model.language_model."
+ * (transformers 5) or "language_model.model." (the hub's files), the head as "lm_head." or
+ * "language_model.lm_head."; the vision tower and the projector are accepted unread
+ * (fg_arch.unused). */
 
-static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+static int root_wrapped(json_t *root, const char *label, const char *type,
+                        const char *text_type, fg_hparams *hp, fg_err *err)
 {
     json_t *tc = json_object_get(root, "text_config");
     if (!json_is_object(tc))
         return fgm_key_err(err, label, "text_config", "must be an object (the text model's "
                            "config)");
     json_t *mt = json_object_get(tc, "model_type");
-    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "gemma3_text")))
-        return fgm_key_err(err, label, "text_config.model_type", "must be \"gemma3_text\"");
+    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), text_type))) {
+        char what[64];
+        snprintf(what, sizeof what, "must be \"%s\"", text_type);
+        return fgm_key_err(err, label, "text_config.model_type", what);
+    }
+    json_t *copy = json_deep_copy(tc);
+    char *txt = NULL;
+    if (copy && !json_object_set_new(copy, "model_type", json_string(text_type)))
+        txt = json_dumps(copy, JSON_COMPACT);
+    json_decref(copy);
+    if (!txt)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     char sub[160];
     snprintf(sub, sizeof sub, "%.140s text_config", label ? label : "config.json");
-    int rc = parse_family(tc, sub, hp, FAM_GEMMA3, err);
+    int rc = fg_model_config_parse(txt, strlen(txt), sub, hp, err);
+    free(txt);
+    snprintf(hp->arch, sizeof hp->arch, "%s", type); /* the tensors are named the wrapper's way */
     uint32_t n;
     if (rc == FG_OK)
         rc = fgm_tokens(root, label, "bos_token_id", hp->bos_id, &hp->bos_id, 1, &n, err);
@@ -669,10 +684,23 @@ static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *
                         &hp->n_eos, err);
     if (rc == FG_OK)
         rc = fgm_tokens(root, label, "pad_token_id", hp->pad_id, &hp->pad_id, 1, &n, err);
+    /* transformers 5 ties by the top level's key, true by default in both config classes, and
+     * still reads an lm_head.weight a checkpoint holds; fg's tied head is that too (optional,
+     * the embedding when absent) */
     if (rc == FG_OK)
-        rc = fgm_bool(root, label, "tie_word_embeddings", hp->tied_head, &hp->tied_head, err);
+        rc = fgm_bool(root, label, "tie_word_embeddings", 1, &hp->tied_head, err);
     hp->eos_id = hp->eos_ids[0];
     return rc ? rc : fgm_dtype(root, label, hp, err);
+}
+
+static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    return root_wrapped(root, label, "gemma3", "gemma3_text", hp, err);
+}
+
+static int root_mistral3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    return root_wrapped(root, label, "mistral3", "mistral", hp, err);
 }
 
 static int parse_gemma3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
@@ -680,7 +708,12 @@ static int parse_gemma3(const char *j, size_t n, const char *l, fg_hparams *hp, 
     return fgm_parse(j, n, l, root_gemma3, hp, e);
 }
 
-static const char *gemma3_name(const char *name, char *buf, size_t cap)
+static int parse_mistral3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
+{
+    return fgm_parse(j, n, l, root_mistral3, hp, e);
+}
+
+static const char *wrapped_name(const char *name, char *buf, size_t cap)
 {
     static const struct { const char *from, *to; } k_map[] = {
         {"model.language_model.", "model."}, {"language_model.model.", "model."},
@@ -696,7 +729,7 @@ static const char *gemma3_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
-static int gemma3_unused(const fg_hparams *hp, const char *name)
+static int wrapped_unused(const fg_hparams *hp, const char *name)
 {
     static const char *const pre[] = {"model.vision_tower.", "vision_tower.",
                                       "model.multi_modal_projector.", "multi_modal_projector."};
@@ -707,7 +740,11 @@ static int gemma3_unused(const fg_hparams *hp, const char *name)
     return 0;
 }
 
-const fg_arch fg_arch_gemma3 = {"gemma3", "a Gemma 3", parse_gemma3, unit_tensors, gemma3_name,
-                                fg_model_embed, fg_model_attn_pre, fg_model_attn_core,
-                                fg_model_attn_post, fg_model_mlp, fg_model_head, NULL, NULL,
-                                gemma3_unused};
+const fg_arch fg_arch_gemma3 = {"gemma3", "a Gemma 3", parse_gemma3, unit_tensors,
+                                wrapped_name, fg_model_embed, fg_model_attn_pre,
+                                fg_model_attn_core, fg_model_attn_post, fg_model_mlp,
+                                fg_model_head, NULL, NULL, wrapped_unused};
+const fg_arch fg_arch_mistral3 = {"mistral3", "a Mistral 3", parse_mistral3, unit_tensors,
+                                  wrapped_name, fg_model_embed, fg_model_attn_pre,
+                                  fg_model_attn_core, fg_model_attn_post, fg_model_mlp,
+                                  fg_model_head, NULL, NULL, wrapped_unused};

@@ -939,6 +939,15 @@ START_TEST(gemma3_multimodal_transformers5) { layout_case("gemma3-mm-tiny-hf5", 
 END_TEST
 START_TEST(gemma3_multimodal_hub) { layout_case("gemma3-mm-tiny-hub", "gemma3-tiny"); }
 END_TEST
+/* Mistral Small 3.x's (Mistral3ForConditionalGeneration, a Pixtral tower): mistral-tiny's text
+ * model, untied */
+START_TEST(mistral3_multimodal_transformers5)
+{
+    layout_case("mistral3-mm-tiny-hf5", "mistral-tiny");
+}
+END_TEST
+START_TEST(mistral3_multimodal_hub) { layout_case("mistral3-mm-tiny-hub", "mistral-tiny"); }
+END_TEST
 START_TEST(gemma3_placements) { placement_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
 START_TEST(gemma3_kv_on_disk) { kv_matrix("gemma3-tiny", "gemma3-tiny-bf16", 0.08); }
@@ -1011,6 +1020,8 @@ static Suite *suite(void)
     tcase_add_test(tc, gemma3_placements);
     tcase_add_test(tc, gemma3_multimodal_transformers5);
     tcase_add_test(tc, gemma3_multimodal_hub);
+    tcase_add_test(tc, mistral3_multimodal_transformers5);
+    tcase_add_test(tc, mistral3_multimodal_hub);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
     tcase_add_test(tc, llama_q4_weights);

@@ -334,7 +334,7 @@ START_TEST(llama_family_configs)
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3, gemma3_text, gemma3)");
+             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3)");
 }
 END_TEST
 
@@ -469,6 +469,18 @@ START_TEST(gemma3_configs)
     ck_assert(fg_arch_gemma3.unused(&c, "model.multi_modal_projector.mm_input_projection_weight"));
     ck_assert(!fg_arch_gemma3.unused(&c, "model.norm.weight"));
     cfg_fail("{\"model_type\":\"gemma3\"}", FG_ERR_CORRUPT, "key text_config: must be an object");
+    /* Mistral Small 3.x: a mistral text_config (model_type absent: mistral); the top level's
+     * tie_word_embeddings decides, true by default as in transformers 5 */
+    const char *m3 = "{\"model_type\":\"mistral3\",\"text_config\":{" L ",\"sliding_window\":null,"
+                     "\"num_key_value_heads\":4,\"tie_word_embeddings\":false}}";
+    ck_assert_int_eq(fg_model_config_parse(m3, strlen(m3), NULL, &c, &err), FG_OK);
+    ck_assert(!strcmp(c.arch, "mistral3") && c.tied_head && c.n_kv_heads == 4 && !c.sliding_window);
+    const char *m3u = "{\"model_type\":\"mistral3\",\"tie_word_embeddings\":false,"
+                      "\"text_config\":{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":2}}";
+    ck_assert_int_eq(fg_model_config_parse(m3u, strlen(m3u), NULL, &c, &err), FG_OK);
+    ck_assert(!c.tied_head && c.n_kv_heads == 2 && c.sliding_window == 4096);
+    cfg_fail("{\"model_type\":\"mistral3\",\"text_config\":{\"model_type\":\"gemma3_text\"}}",
+             FG_ERR_CORRUPT, "key text_config.model_type: must be \"mistral\"");
     cfg_fail("{\"model_type\":\"gemma3\",\"text_config\":{\"model_type\":\"llama\"}}",
              FG_ERR_CORRUPT, "key text_config.model_type: must be \"gemma3_text\"");
     cfg_fail("{\"model_type\":\"gemma3\",\"text_config\":{\"final_logit_softcapping\":30}}",
