@@ -128,6 +128,9 @@ typedef struct fg_rope {
     float short_factor[FG_ROPE_MAX_EXT], long_factor[FG_ROPE_MAX_EXT]; /* longrope: [rot_dim/2] */
     float rot_scale;            /* the rotated dims come out times this (0: 1); the dims past
                                  * rot_dim are left as they are */
+    float pos_beta;             /* > 0: a row at position p also times 1 + pos_beta ln(1 +
+                                 * floor(p / orig_max_pos)) (Llama 4's scaling of q, which
+                                 * Ministral 3 uses; the model sets it for q only) */
 } fg_rope;
 /* inv_freq[0 .. rot_dim/2) as transformers computes it (f32). */
 void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);

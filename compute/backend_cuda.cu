@@ -539,7 +539,7 @@ static int cu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, ui
     if (rc == FG_OK && rows)
         k_rope<<<grid_of((size_t)rows * half, 128), 128, 0, o.c->cs>>>(
             (float *)dx, rows, n_heads, head_dim, (const int32_t *)dp, (const float *)df, half,
-            r->rot_scale > 0 ? r->rot_scale : 1.0f);
+            r->rot_scale > 0 ? r->rot_scale : 1.0f, r->pos_beta, r->orig_max_pos);
     rc = op_end(&o, rc, err); /* f is read by the upload before op_end returns */
     free(f);
     return rc;

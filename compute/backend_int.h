@@ -55,7 +55,7 @@ int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, in
 
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps);
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
-                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim, float scale);
+                   const int32_t *positions, const float *inv_freq, const fg_rope *r);
 void fgb_act(fg_act a, float *x, const float *up, size_t n);
 int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err);
 

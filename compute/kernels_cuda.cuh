@@ -95,13 +95,15 @@ __global__ void k_rmsnorm(const float *x, const float *g, float *y, uint32_t n, 
 }
 
 __global__ void k_rope(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
-                       const int32_t *pos, const float *inv_freq, uint32_t half, float scale)
+                       const int32_t *pos, const float *inv_freq, uint32_t half, float scale,
+                       float beta, uint32_t orig)
 {
     for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < (uint64_t)rows * half;
          j += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t r = (uint32_t)(j / half), i = (uint32_t)(j % half);
-        fgb_rope_pair(x + (size_t)r * n_heads * head_dim, n_heads, head_dim, i, half,
-                      (float)(pos[r] > 0 ? pos[r] : 0), inv_freq[i], scale);
+        float p = (float)(pos[r] > 0 ? pos[r] : 0);
+        fgb_rope_pair(x + (size_t)r * n_heads * head_dim, n_heads, head_dim, i, half, p,
+                      inv_freq[i], fgb_rope_row_scale(scale, beta, orig, p));
     }
 }
 

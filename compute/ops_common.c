@@ -255,14 +255,17 @@ void fg_rope_inv_freq(const fg_rope *r, float *f)
 }
 
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
-                   const int32_t *positions, const float *inv_freq, uint32_t rot_dim, float scale)
+                   const int32_t *positions, const float *inv_freq, const fg_rope *rp)
 {
+    uint32_t rot_dim = rp->rot_dim;
+    float scale0 = rp->rot_scale > 0 ? rp->rot_scale : 1.0f;
     uint32_t half = rot_dim / 2;
     for (uint32_t r = 0; r < rows; r++) {
         float *row = x + (size_t)r * n_heads * head_dim;
         float pos = (float)(positions[r] > 0 ? positions[r] : 0);
+        float sc = fgb_rope_row_scale(scale0, rp->pos_beta, rp->orig_max_pos, pos);
         for (uint32_t i = 0; i < half; i++)
-            fgb_rope_pair(row, n_heads, head_dim, i, half, pos, inv_freq[i], scale);
+            fgb_rope_pair(row, n_heads, head_dim, i, half, pos, inv_freq[i], sc);
     }
 }
 

@@ -142,8 +142,7 @@ int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint
         return rc;
     float f[r->rot_dim / 2];
     fg_rope_inv_freq(r, f);
-    fgb_rope_rows(x, rows, n_heads, head_dim, positions, f, r->rot_dim,
-                  r->rot_scale > 0 ? r->rot_scale : 1.0f);
+    fgb_rope_rows(x, rows, n_heads, head_dim, positions, f, r);
     return FG_OK;
 }
 

@@ -33,6 +33,14 @@ FG_HD static inline float fgb_act1(int a, float x)
 /* Frequency i of every head of one row (n_heads x head_dim floats) rotated by the angle
  * pos * inv_freq_i, cos and sin in binary64: the pair (i, i + half) of the rotate-half
  * layout. */
+/* The factor a row at position pos comes out of the rotation times: scale, and with beta > 0
+ * Llama 4's position scaling of q, 1 + beta ln(1 + floor(pos / orig)) (Ministral 3) */
+FG_HD static inline float fgb_rope_row_scale(float scale, float beta, uint32_t orig, float pos)
+{
+    return beta > 0 && orig ? scale * (1.0f + beta * logf(1.0f + floorf(pos / (float)orig)))
+                            : scale;
+}
+
 FG_HD static inline void fgb_rope_pair(float *row, uint32_t n_heads, uint32_t head_dim,
                                        uint32_t i, uint32_t half, float pos, float inv_freq_i,
                                        float scale)

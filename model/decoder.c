@@ -225,6 +225,7 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
         fg_rope rq = *rk;
         int scaled = rq.scaling == FG_ROPE_YARN || rq.scaling == FG_ROPE_LONGROPE;
         rq.rot_scale = scaled ? rq.attn_factor * rq.attn_factor : 1.0f;
+        rq.pos_beta = hp->llama4_beta; /* q only */
         rc = be->iface->rope(be, ws->q, n, hp->n_heads, hp->head_dim, s->positions, &rq, err);
         if (rc == FG_OK)
             rc = be->iface->rope(be, ws->kbuf, n, hp->n_kv_heads, hp->head_dim, s->positions, rk,

@@ -13,6 +13,9 @@
  *   mistral: sliding_window on every layer (an integer, null for none; absent 4096, as
  *            MistralConfig);
  *   ministral: Mistral with layer_types (default: every layer windowed when sliding_window);
+ *   ministral3: Mistral with Ministral3Config's defaults (head_dim 128, pad 11, eps 1e-5, no
+ *            window unless named), YaRN by default, and the rope object's
+ *            llama_4_scaling_beta: q times 1 + beta ln(1 + floor(p / original positions));
  *   qwen2:   biases on q/k/v (not o), tie_word_embeddings as given; with use_sliding_window
  *            true, sliding_window (absent 4096) on the layers layer_types names
  *            "sliding_attention", or without layer_types on layers from max_window_layers
@@ -59,7 +62,8 @@
 #include "model_int.h"
 
 typedef enum {
-    FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3
+    FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
+    FAM_MINISTRAL3
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -85,16 +89,19 @@ typedef struct traits {
      * query_pre_attn_scalar, local rotary settings for the sliding layers, hidden_activation,
      * tied embeddings by default */
     int gemma;
+    /* Ministral 3: YaRN by default, rope's llama_4_scaling_beta read (hp->llama4_beta) */
+    int ministral3;
 } traits;
 
 static const traits k_traits[] = {
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0},
-    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0},
-    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1},
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0},
+    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0},
+    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0},
+    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1},
 };
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
@@ -273,12 +280,32 @@ static int longrope(json_t *root, json_t *s, const char *label, const char *key,
 static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_key,
                    const char *label, const traits *t, fg_hparams *hp, fg_err *err);
 
-/* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object. */
+/* rope_scaling (or rope_parameters) -> hp->rope; theta from rope_theta or the object.
+ * Ministral 3: without either, Ministral3Config's YaRN (factor 16 over 16384 positions, theta
+ * 1e6, llama_4_scaling_beta 0.1); its llama_4_scaling_beta read (hp->llama4_beta). */
 static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     const char *key = json_object_get(root, "rope_parameters") ? "rope_parameters"
                                                                : "rope_scaling";
-    return rope_in(root, json_object_get(root, key), key, "rope_theta", label, t, hp, err);
+    json_t *s = json_object_get(root, key), *dflt = NULL;
+    if (t->ministral3 && (!s || json_is_null(s)))
+        s = dflt = json_pack("{s:s, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f}", "rope_type", "yarn",
+                             "rope_theta", 1e6, "factor", 16.0,
+                             "original_max_position_embeddings", 16384, "beta_fast", 32.0,
+                             "beta_slow", 1.0, "mscale", 1.0, "mscale_all_dim", 1.0,
+                             "llama_4_scaling_beta", 0.1);
+    int rc = t->ministral3 && !s ? fg_err_set(err, FG_ERR_NOMEM, "out of memory")
+                                 : rope_in(root, s, key, "rope_theta", label, t, hp, err);
+    if (rc == FG_OK && t->ministral3 &&
+        (rc = fgm_float(s, label, "llama_4_scaling_beta", 0, 1e6, 0, &hp->llama4_beta, err)) < 0)
+        rc = fgm_key_err(err, label, key, "llama_4_scaling_beta must be a number >= 0");
+    else if (rc > 0)
+        rc = FG_OK;
+    if (rc == FG_OK && hp->llama4_beta > 0 && !hp->rope.orig_max_pos)
+        rc = fgm_key_err(err, label, key, "llama_4_scaling_beta needs "
+                         "original_max_position_embeddings (a llama3 or yarn rope_type)");
+    json_decref(dflt);
+    return rc;
 }
 
 /* Gemma 3's two rotary settings: the full layers' (rope_theta, default 1e6, and rope_scaling) and
@@ -640,30 +667,37 @@ FAMILY(qwen2, "a Qwen2", FAM_QWEN2, NULL);
 FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
+FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B (model_type "gemma3",
  * Gemma3ForConditionalGeneration) and Mistral Small 3.x (model_type "mistral3",
  * Mistral3ForConditionalGeneration). config.json's text_config is the text model's config, read
- * by its own entry (model_type, when absent, the wrapper's default: "gemma3_text" or "mistral";
- * only those text types are accepted); the top level's bos/eos/pad ids and dtype, when present,
+ * by its own entry (model_type, when absent, the wrapper's default: "gemma3_text", or
+ * "mistral" for mistral3, which also takes Ministral 3's "ministral3");  the top level's bos/eos/pad ids and dtype, when present,
  * win, and its tie_word_embeddings (default true) decides the head. Tensors: the text model's under "model.language_model."
  * (transformers 5) or "language_model.model." (the hub's files), the head as "lm_head." or
  * "language_model.lm_head."; the vision tower and the projector are accepted unread
  * (fg_arch.unused). */
 
 static int root_wrapped(json_t *root, const char *label, const char *type,
-                        const char *text_type, fg_hparams *hp, fg_err *err)
+                        const char *const *text_types, fg_hparams *hp, fg_err *err)
 {
     json_t *tc = json_object_get(root, "text_config");
     if (!json_is_object(tc))
         return fgm_key_err(err, label, "text_config", "must be an object (the text model's "
                            "config)");
     json_t *mt = json_object_get(tc, "model_type");
-    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), text_type))) {
+    const char *text_type = text_types[0]; /* the default */
+    int which = 0;
+    if (mt && fgm_enum(tc, label, "model_type", text_types, text_types[1] ? 2 : 1, 1, &which,
+                       NULL) != FG_OK) {
         char what[64];
-        snprintf(what, sizeof what, "must be \"%s\"", text_type);
+        snprintf(what, sizeof what, "must be \"%s\"%s%s%s", text_types[0],
+                 text_types[1] ? " or \"" : "", text_types[1] ? text_types[1] : "",
+                 text_types[1] ? "\"" : "");
         return fgm_key_err(err, label, "text_config.model_type", what);
     }
+    text_type = text_types[which];
     json_t *copy = json_deep_copy(tc);
     char *txt = NULL;
     if (copy && !json_object_set_new(copy, "model_type", json_string(text_type)))
@@ -695,12 +729,14 @@ static int root_wrapped(json_t *root, const char *label, const char *type,
 
 static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
 {
-    return root_wrapped(root, label, "gemma3", "gemma3_text", hp, err);
+    static const char *const text[] = {"gemma3_text", NULL};
+    return root_wrapped(root, label, "gemma3", text, hp, err);
 }
 
 static int root_mistral3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
 {
-    return root_wrapped(root, label, "mistral3", "mistral", hp, err);
+    static const char *const text[] = {"mistral", "ministral3"};
+    return root_wrapped(root, label, "mistral3", text, hp, err);
 }
 
 static int parse_gemma3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)

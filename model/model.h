@@ -73,6 +73,9 @@ typedef struct fg_hparams {
                              * input norm its own (pre_feedforward_layernorm) */
     int norm_plus_one;      /* Gemma: RMSNorms scale by 1 + w (fg_tensor_spec.add 1) */
     float embed_scale;      /* the token embedding rows times this (Gemma: sqrt(hidden)); 0: 1 */
+    float llama4_beta;      /* > 0: q at position p times 1 + beta ln(1 + floor(p /
+                             * rope.orig_max_pos)) after its rotation (Ministral 3's
+                             * llama_4_scaling_beta) */
     float attn_scale;       /* q's scale before the dot products (Gemma 3:
                              * query_pre_attn_scalar^-1/2); 0: head_dim^-1/2 */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
@@ -293,6 +296,7 @@ extern const fg_arch fg_arch_opt;     /* model/opt.c */
 extern const fg_arch fg_arch_llama;   /* model/llama.c: Llama 2, 3.x */
 extern const fg_arch fg_arch_mistral; /* model/llama.c */
 extern const fg_arch fg_arch_ministral; /* model/llama.c: Mistral with per-layer windows */
+extern const fg_arch fg_arch_ministral3; /* model/llama.c: Ministral 3 (YaRN, Llama 4 q scaling) */
 extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
 extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
 extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */

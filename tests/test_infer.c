@@ -683,6 +683,11 @@ START_TEST(cuda_placements_yarn) { cuda_matrix("qwen3-yarn-tiny", "qwen3-yarn-ti
 END_TEST
 START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_ministral3)
+{
+    cuda_matrix("ministral3-tiny", "ministral3-tiny-bf16");
+}
+END_TEST
 START_TEST(cuda_placements_phi3)
 {
     cuda_matrix("phi3-longrope-tiny", "phi3-longrope-tiny-bf16");
@@ -948,6 +953,22 @@ START_TEST(mistral3_multimodal_transformers5)
 END_TEST
 START_TEST(mistral3_multimodal_hub) { layout_case("mistral3-mm-tiny-hub", "mistral-tiny"); }
 END_TEST
+/* Ministral 3: YaRN and Llama 4's q scaling by position past original_max_position_embeddings
+ * (8 here: the prompts and generation cross several such spans) */
+START_TEST(ministral3_llama4_scaling) { layout_case("ministral3-tiny-bf16", "ministral3-tiny"); }
+END_TEST
+START_TEST(ministral3_transformers5_config)
+{
+    layout_case("ministral3-tiny-hf5", "ministral3-tiny");
+}
+END_TEST
+START_TEST(ministral3_placements) { placement_matrix("ministral3-tiny", "ministral3-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_ministral3)
+{
+    sim_matrix("ministral3-tiny", "ministral3-tiny-bf16");
+}
+END_TEST
 START_TEST(gemma3_placements) { placement_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
 START_TEST(gemma3_kv_on_disk) { kv_matrix("gemma3-tiny", "gemma3-tiny-bf16", 0.08); }
@@ -1022,6 +1043,10 @@ static Suite *suite(void)
     tcase_add_test(tc, gemma3_multimodal_hub);
     tcase_add_test(tc, mistral3_multimodal_transformers5);
     tcase_add_test(tc, mistral3_multimodal_hub);
+    tcase_add_test(tc, ministral3_llama4_scaling);
+    tcase_add_test(tc, ministral3_transformers5_config);
+    tcase_add_test(tc, ministral3_placements);
+    tcase_add_test(tc, sim_placements_ministral3);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
     tcase_add_test(tc, llama_q4_weights);
@@ -1054,6 +1079,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_yarn);
     tcase_add_test(tc, cuda_placements_phi3);
     tcase_add_test(tc, cuda_placements_gemma3);
+    tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

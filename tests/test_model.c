@@ -334,7 +334,7 @@ START_TEST(llama_family_configs)
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3)");
+             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3)");
 }
 END_TEST
 
@@ -480,7 +480,24 @@ START_TEST(gemma3_configs)
     ck_assert_int_eq(fg_model_config_parse(m3u, strlen(m3u), NULL, &c, &err), FG_OK);
     ck_assert(!c.tied_head && c.n_kv_heads == 2 && c.sliding_window == 4096);
     cfg_fail("{\"model_type\":\"mistral3\",\"text_config\":{\"model_type\":\"gemma3_text\"}}",
-             FG_ERR_CORRUPT, "key text_config.model_type: must be \"mistral\"");
+             FG_ERR_CORRUPT, "key text_config.model_type: must be \"mistral\" or \"ministral3\"");
+    /* Ministral 3: Ministral3Config's defaults, YaRN with Llama 4's q scaling when the file has
+     * no rope settings */
+    const char *mi3 = "{\"model_type\":\"ministral3\",\"vocab_size\":64,\"hidden_size\":64,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":16,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(mi3, strlen(mi3), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 128 && c.n_kv_heads == 8 && c.pad_id == 11 && c.norm_eps == 1e-5f);
+    ck_assert(c.rope.scaling == FG_ROPE_YARN && c.rope.factor == 16.0f && c.rope.theta == 1e6f);
+    ck_assert(c.rope.orig_max_pos == 16384 && c.rope.attn_factor == 1.0f);
+    ck_assert(c.llama4_beta == 0.1f && !c.sliding_window && !c.tied_head);
+    const char *mi3d = "{\"model_type\":\"ministral3\"," L ",\"num_key_value_heads\":4,"
+                       "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e4}}";
+    ck_assert_int_eq(fg_model_config_parse(mi3d, strlen(mi3d), NULL, &c, &err), FG_OK);
+    ck_assert(c.rope.scaling == FG_ROPE_NONE && c.llama4_beta == 0);
+    cfg_fail("{\"model_type\":\"ministral3\"," L ",\"num_key_value_heads\":4,\"rope_parameters\":"
+             "{\"rope_type\":\"default\",\"llama_4_scaling_beta\":0.1}}", FG_ERR_CORRUPT,
+             "llama_4_scaling_beta needs original_max_position_embeddings");
     cfg_fail("{\"model_type\":\"gemma3\",\"text_config\":{\"model_type\":\"llama\"}}",
              FG_ERR_CORRUPT, "key text_config.model_type: must be \"gemma3_text\"");
     cfg_fail("{\"model_type\":\"gemma3\",\"text_config\":{\"final_logit_softcapping\":30}}",
