@@ -1,7 +1,8 @@
 /* fuzz_model_config.c - libFuzzer target for config.json through model/'s table: parse, and for
  * an accepted config build every unit's tensor list (bounded by the config limits). The same
  * bytes are also read as a generation_config.json over a fixed config (its stop set bounded);
- * an accepted config's per-layer windows are checked and its rotary frequencies computed. */
+ * an accepted config's per-layer windows are checked and its rotary frequencies computed (both
+ * LongRoPE lists, Gemma 3's local settings), and a fused tensor's parts named. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -41,10 +42,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (windowed != fg_model_windowed_layers(&hp))
         abort();
-    /* the rotary frequencies of an accepted config (yarn's ramp included) are computable */
-    float f[1u << 15];
-    if (hp.pos == FG_POS_ROPE && hp.rope.rot_dim / 2 <= sizeof f / sizeof f[0] &&
-        fgb_rope_check(&hp.rope, hp.head_dim, &err) == FG_OK)
-        fg_rope_inv_freq(&hp.rope, f);
+    /* the rotary frequencies of an accepted config (yarn's ramp included) are computable; a
+     * LongRoPE config's two lists both pass the op's check (the parser validated them), and so
+     * do Gemma 3's local settings */
+    static float f[1u << 15];
+    for (int k = 0; hp.pos == FG_POS_ROPE && k < 3; k++) {
+        fg_rope r = k == 2 ? hp.rope_local : hp.rope;
+        if (k == 2 && !hp.local_rope)
+            break;
+        r.use_long = k == 1;
+        int ok = fgb_rope_check(&r, hp.head_dim, &err) == FG_OK;
+        if (!ok && r.scaling == FG_ROPE_LONGROPE)
+            abort();
+        if (ok && r.rot_dim / 2 <= sizeof f / sizeof f[0])
+            fg_rope_inv_freq(&r, f);
+    }
+    /* a fused tensor's parts are tensors of the model */
+    char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
+    const fg_arch *a = fg_model_arch(&hp);
+    if (a && a->fused && hp.n_layers &&
+        a->fused(&hp, "model.layers.0.self_attn.qkv_proj.weight", parts) != 3)
+        abort();
     return 0;
 }

@@ -669,47 +669,120 @@ FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 
-/* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B (model_type "gemma3",
- * Gemma3ForConditionalGeneration) and Mistral Small 3.x (model_type "mistral3",
- * Mistral3ForConditionalGeneration). config.json's text_config is the text model's config, read
- * by its own entry (model_type, when absent, the wrapper's default: "gemma3_text", or
- * "mistral" for mistral3, which also takes Ministral 3's "ministral3");  the top level's bos/eos/pad ids and dtype, when present,
- * win, and its tie_word_embeddings (default true) decides the head. Tensors: the text model's under "model.language_model."
- * (transformers 5) or "language_model.model." (the hub's files), the head as "lm_head." or
- * "language_model.lm_head."; the vision tower and the projector are accepted unread
- * (fg_arch.unused). */
+/* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
+ * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The
+ * text model's config is text_config (Qwen2.5-VL's hub files: the top level itself), read by the
+ * fg entry its model_type maps to (absent: the wrapper's first), with the keys it lacks taken
+ * from the wrapper config class's text defaults where they differ from that entry's; a rope
+ * type "mrope" (the VL models' multimodal positions: for text, every section sees the same
+ * position, so the frequencies are the default ones) reads as default. The top level's bos/eos/
+ * pad ids and dtype, when present, win; its tie_word_embeddings decides the head (transformers
+ * 5 ties there; absent: the class's default, or for the Qwen ones text_config's true, as
+ * transformers carries pre-5 files; fg uses an lm_head.weight a checkpoint holds either way,
+ * as transformers does). Tensors: the text model's under "model.language_model."
+ * (transformers 5), "language_model.model." (Gemma's and Mistral's hub files) or "model." (Qwen's),
+ * the head as "lm_head." or "language_model.lm_head."; the vision towers and projectors are
+ * accepted unread (fg_arch.unused). Known gap: the config classes' other text defaults are the
+ * fg entry's (the released configs name them). */
 
-static int root_wrapped(json_t *root, const char *label, const char *type,
-                        const char *const *text_types, fg_hparams *hp, fg_err *err)
+typedef struct wrapper {
+    const char *type;
+    const char *text[2][2];  /* text_config model_type -> the fg entry reading it ([0] default) */
+    const char *defaults;    /* JSON: the class's text defaults, for the first text type */
+    int flat;                /* text keys at the top level when there is no text_config */
+    int tie;                 /* tie_word_embeddings when the top level lacks it */
+} wrapper;
+
+static const wrapper k_wrappers[] = {
+    {"gemma3", {{"gemma3_text", "gemma3_text"}, {NULL, NULL}}, NULL, 0, 1},
+    /* (Mistral3Config's text defaults apply only without a text_config, which fg requires: a
+     * text_config object is its model_type's config, MistralConfig's defaults and all) */
+    {"mistral3", {{"mistral", "mistral"}, {"ministral3", "ministral3"}}, NULL, 0, 1},
+    {"qwen2_5_vl", {{"qwen2_5_vl_text", "qwen2"}, {NULL, NULL}},
+     "{\"vocab_size\":152064,\"hidden_size\":8192,\"intermediate_size\":29568,"
+     "\"num_hidden_layers\":80,\"num_attention_heads\":64,\"num_key_value_heads\":8,"
+     "\"max_position_embeddings\":32768,\"rms_norm_eps\":1e-05,\"max_window_layers\":80,"
+     "\"rope_theta\":1e6,\"bos_token_id\":151643,\"eos_token_id\":151645}", 1, -1},
+    {"qwen3_vl", {{"qwen3_vl_text", "qwen3"}, {NULL, NULL}},
+     "{\"vocab_size\":151936,\"hidden_size\":4096,\"intermediate_size\":22016,"
+     "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"max_position_embeddings\":128000,"
+     "\"rope_theta\":500000.0}", 0, -1},
+};
+
+/* rope_type / type "mrope" -> "default" in the rope object of the text config t (in place) */
+static void mrope_default(json_t *t)
+{
+    static const char *const keys[] = {"rope_scaling", "rope_parameters"};
+    for (int i = 0; i < 2; i++) {
+        json_t *o = json_object_get(t, keys[i]), *ty;
+        if (!json_is_object(o))
+            continue;
+        ty = json_object_get(o, "rope_type") ? json_object_get(o, "rope_type")
+                                              : json_object_get(o, "type");
+        if (json_is_string(ty) && !strcmp(json_string_value(ty), "mrope")) {
+            json_object_del(o, "type");
+            json_object_set_new(o, "rope_type", json_string("default"));
+        }
+    }
+}
+
+/* The text config of root as JSON bytes for the fg entry it maps to (*entry), or NULL with err
+ * set. The caller frees the bytes. */
+static char *text_config(json_t *root, const char *label, const wrapper *w, const char **entry,
+                         fg_err *err)
 {
     json_t *tc = json_object_get(root, "text_config");
-    if (!json_is_object(tc))
-        return fgm_key_err(err, label, "text_config", "must be an object (the text model's "
-                           "config)");
-    json_t *mt = json_object_get(tc, "model_type");
-    const char *text_type = text_types[0]; /* the default */
-    int which = 0;
-    if (mt && fgm_enum(tc, label, "model_type", text_types, text_types[1] ? 2 : 1, 1, &which,
-                       NULL) != FG_OK) {
-        char what[64];
-        snprintf(what, sizeof what, "must be \"%s\"%s%s%s", text_types[0],
-                 text_types[1] ? " or \"" : "", text_types[1] ? text_types[1] : "",
-                 text_types[1] ? "\"" : "");
-        return fgm_key_err(err, label, "text_config.model_type", what);
+    if (!json_is_object(tc) && !(w->flat && !tc)) {
+        fgm_key_err(err, label, "text_config", "must be an object (the text model's config)");
+        return NULL;
     }
-    text_type = text_types[which];
-    json_t *copy = json_deep_copy(tc);
+    json_t *mt = json_object_get(tc, "model_type");
+    int which = 0;
+    if (mt && (!json_is_string(mt) ||
+               (strcmp(json_string_value(mt), w->text[0][0]) &&
+                (!w->text[1][0] || strcmp(json_string_value(mt), w->text[1][0]) || !(which = 1))))) {
+        char what[96];
+        snprintf(what, sizeof what, "must be \"%s\"%s%s%s", w->text[0][0],
+                 w->text[1][0] ? " or \"" : "", w->text[1][0] ? w->text[1][0] : "",
+                 w->text[1][0] ? "\"" : "");
+        fgm_key_err(err, label, "text_config.model_type", what);
+        return NULL;
+    }
+    json_t *copy = json_deep_copy(tc ? tc : root);
+    json_t *dflt = w->defaults && !which ? json_loads(w->defaults, 0, NULL) : NULL;
     char *txt = NULL;
-    if (copy && !json_object_set_new(copy, "model_type", json_string(text_type)))
-        txt = json_dumps(copy, JSON_COMPACT);
+    if (copy && (!w->defaults || which || dflt)) {
+        if (!tc) { /* a flat file: the top level, less the other parts */
+            json_object_del(copy, "vision_config");
+            json_object_del(copy, "text_config");
+        }
+        if (dflt)
+            json_object_update_missing(copy, dflt);
+        mrope_default(copy);
+        *entry = w->text[which][1];
+        if (!json_object_set_new(copy, "model_type", json_string(*entry)))
+            txt = json_dumps(copy, JSON_COMPACT);
+    }
+    json_decref(dflt);
     json_decref(copy);
     if (!txt)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    return txt;
+}
+
+static int root_wrapped(json_t *root, const char *label, const wrapper *w, fg_hparams *hp,
+                        fg_err *err)
+{
+    const char *entry = NULL;
+    char *txt = text_config(root, label, w, &entry, err);
+    if (!txt)
+        return err ? err->code : FG_ERR_CORRUPT;
     char sub[160];
-    snprintf(sub, sizeof sub, "%.140s text_config", label ? label : "config.json");
+    json_t *tc = json_object_get(root, "text_config");
+    snprintf(sub, sizeof sub, "%.140s%s", label ? label : "config.json", tc ? " text_config" : "");
     int rc = fg_model_config_parse(txt, strlen(txt), sub, hp, err);
     free(txt);
-    snprintf(hp->arch, sizeof hp->arch, "%s", type); /* the tensors are named the wrapper's way */
+    snprintf(hp->arch, sizeof hp->arch, "%s", w->type); /* the tensors are named the wrapper's way */
     uint32_t n;
     if (rc == FG_OK)
         rc = fgm_tokens(root, label, "bos_token_id", hp->bos_id, &hp->bos_id, 1, &n, err);
@@ -718,36 +791,26 @@ static int root_wrapped(json_t *root, const char *label, const char *type,
                         &hp->n_eos, err);
     if (rc == FG_OK)
         rc = fgm_tokens(root, label, "pad_token_id", hp->pad_id, &hp->pad_id, 1, &n, err);
-    /* transformers 5 ties by the top level's key, true by default in both config classes, and
-     * still reads an lm_head.weight a checkpoint holds; fg's tied head is that too (optional,
-     * the embedding when absent) */
+    int tie = w->tie >= 0 ? w->tie : tc && json_is_true(json_object_get(tc, "tie_word_embeddings"));
     if (rc == FG_OK)
-        rc = fgm_bool(root, label, "tie_word_embeddings", 1, &hp->tied_head, err);
+        rc = fgm_bool(root, label, "tie_word_embeddings", tie, &hp->tied_head, err);
     hp->eos_id = hp->eos_ids[0];
     return rc ? rc : fgm_dtype(root, label, hp, err);
 }
 
-static int root_gemma3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
-{
-    static const char *const text[] = {"gemma3_text", NULL};
-    return root_wrapped(root, label, "gemma3", text, hp, err);
-}
-
-static int root_mistral3(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
-{
-    static const char *const text[] = {"mistral", "ministral3"};
-    return root_wrapped(root, label, "mistral3", text, hp, err);
-}
-
-static int parse_gemma3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_gemma3, hp, e);
-}
-
-static int parse_mistral3(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)
-{
-    return fgm_parse(j, n, l, root_mistral3, hp, e);
-}
+#define WRAPPER(nm, noun, i)                                                                   \
+    static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
+    {                                                                                          \
+        return root_wrapped(r, l, &k_wrappers[i], hp, e);                                      \
+    }                                                                                          \
+    static int parse_##nm(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)   \
+    {                                                                                          \
+        return fgm_parse(j, n, l, root_##nm, hp, e);                                           \
+    }                                                                                          \
+    const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, wrapped_name,           \
+                                  fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
+                                  fg_model_attn_post, fg_model_mlp, fg_model_head, NULL, NULL, \
+                                  wrapped_unused}
 
 static const char *wrapped_name(const char *name, char *buf, size_t cap)
 {
@@ -768,7 +831,8 @@ static const char *wrapped_name(const char *name, char *buf, size_t cap)
 static int wrapped_unused(const fg_hparams *hp, const char *name)
 {
     static const char *const pre[] = {"model.vision_tower.", "vision_tower.",
-                                      "model.multi_modal_projector.", "multi_modal_projector."};
+                                      "model.multi_modal_projector.", "multi_modal_projector.",
+                                      "model.visual.", "visual."};
     (void)hp;
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
         if (!strncmp(name, pre[i], strlen(pre[i])))
@@ -776,11 +840,7 @@ static int wrapped_unused(const fg_hparams *hp, const char *name)
     return 0;
 }
 
-const fg_arch fg_arch_gemma3 = {"gemma3", "a Gemma 3", parse_gemma3, unit_tensors,
-                                wrapped_name, fg_model_embed, fg_model_attn_pre,
-                                fg_model_attn_core, fg_model_attn_post, fg_model_mlp,
-                                fg_model_head, NULL, NULL, wrapped_unused};
-const fg_arch fg_arch_mistral3 = {"mistral3", "a Mistral 3", parse_mistral3, unit_tensors,
-                                  wrapped_name, fg_model_embed, fg_model_attn_pre,
-                                  fg_model_attn_core, fg_model_attn_post, fg_model_mlp,
-                                  fg_model_head, NULL, NULL, wrapped_unused};
+WRAPPER(gemma3, "a Gemma 3", 0);
+WRAPPER(mistral3, "a Mistral 3", 1);
+WRAPPER(qwen2_5_vl, "a Qwen2.5-VL", 2);
+WRAPPER(qwen3_vl, "a Qwen3-VL", 3);

@@ -303,6 +303,8 @@ extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */
 extern const fg_arch fg_arch_gemma3_text; /* model/llama.c: Gemma 3 (text) */
 extern const fg_arch fg_arch_gemma3;  /* model/llama.c: Gemma 3 multimodal, its text model */
 extern const fg_arch fg_arch_mistral3; /* model/llama.c: Mistral Small 3.x, its text model */
+extern const fg_arch fg_arch_qwen2_5_vl; /* model/llama.c: Qwen2.5-VL, its text model */
+extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its text model */
 
 #ifdef __cplusplus
 }

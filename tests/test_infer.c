@@ -953,6 +953,15 @@ START_TEST(mistral3_multimodal_transformers5)
 END_TEST
 START_TEST(mistral3_multimodal_hub) { layout_case("mistral3-mm-tiny-hub", "mistral-tiny"); }
 END_TEST
+/* Qwen2.5-VL's (its hub file flat: the text keys at the top level, rope_scaling mrope) and
+ * Qwen3-VL's: qwen2-tiny's and qwen3-tiny's text models; for text, every mrope section sees one
+ * position, so the frequencies are the default ones */
+START_TEST(qwen2_5_vl_transformers5) { layout_case("qwen2.5-vl-tiny-hf5", "qwen2-tiny"); }
+END_TEST
+START_TEST(qwen2_5_vl_flat_hub) { layout_case("qwen2.5-vl-tiny-hub", "qwen2-tiny"); }
+END_TEST
+START_TEST(qwen3_vl_transformers5) { layout_case("qwen3-vl-tiny-hf5", "qwen3-tiny"); }
+END_TEST
 /* Ministral 3: YaRN and Llama 4's q scaling by position past original_max_position_embeddings
  * (8 here: the prompts and generation cross several such spans) */
 START_TEST(ministral3_llama4_scaling) { layout_case("ministral3-tiny-bf16", "ministral3-tiny"); }
@@ -1043,6 +1052,9 @@ static Suite *suite(void)
     tcase_add_test(tc, gemma3_multimodal_hub);
     tcase_add_test(tc, mistral3_multimodal_transformers5);
     tcase_add_test(tc, mistral3_multimodal_hub);
+    tcase_add_test(tc, qwen2_5_vl_transformers5);
+    tcase_add_test(tc, qwen2_5_vl_flat_hub);
+    tcase_add_test(tc, qwen3_vl_transformers5);
     tcase_add_test(tc, ministral3_llama4_scaling);
     tcase_add_test(tc, ministral3_transformers5_config);
     tcase_add_test(tc, ministral3_placements);

@@ -334,7 +334,8 @@ START_TEST(llama_family_configs)
              "\"gptq\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3)");
+             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
+             "qwen2_5_vl, qwen3_vl)");
 }
 END_TEST
 
@@ -481,6 +482,27 @@ START_TEST(gemma3_configs)
     ck_assert(!c.tied_head && c.n_kv_heads == 2 && c.sliding_window == 4096);
     cfg_fail("{\"model_type\":\"mistral3\",\"text_config\":{\"model_type\":\"gemma3_text\"}}",
              FG_ERR_CORRUPT, "key text_config.model_type: must be \"mistral\" or \"ministral3\"");
+    /* Qwen2.5-VL as the hub ships it (flat, rope_scaling mrope, no kv heads named: the text
+     * class's 8; its theta 1e6 and max_window_layers 80); Qwen3-VL (theta 5e5 when absent);
+     * pre-5 files' text_config tie_word_embeddings true carries */
+    const char *qv2 = "{\"model_type\":\"qwen2_5_vl\",\"vocab_size\":64,\"hidden_size\":64,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":16,\"max_position_embeddings\":64,"
+                      "\"rope_scaling\":{\"type\":\"mrope\",\"mrope_section\":[1,1,0]},"
+                      "\"vision_config\":{\"depth\":32}}";
+    ck_assert_int_eq(fg_model_config_parse(qv2, strlen(qv2), NULL, &c, &err), FG_OK);
+    ck_assert(!strcmp(c.arch, "qwen2_5_vl") && c.n_kv_heads == 8 && c.rope.theta == 1e6f);
+    ck_assert(c.rope.scaling == FG_ROPE_NONE && c.qkv_bias && !c.tied_head && c.eos_id == 151645);
+    const char *q3v = "{\"model_type\":\"qwen3_vl\",\"text_config\":{\"model_type\":"
+                      "\"qwen3_vl_text\"," L ",\"num_key_value_heads\":2,\"tie_word_embeddings\":true,"
+                      "\"rope_scaling\":{\"rope_type\":\"default\",\"mrope_section\":[24,20,20],"
+                      "\"mrope_interleaved\":true}}}";
+    ck_assert_int_eq(fg_model_config_parse(q3v, strlen(q3v), NULL, &c, &err), FG_OK);
+    ck_assert(c.qk_norm && c.head_dim == 128 && c.rope.theta == 5e5f && c.tied_head);
+    char qn[FG_TENSOR_NAME_MAX];
+    ck_assert_str_eq(fg_arch_qwen3_vl.canonical_name("model.language_model.norm.weight", qn,
+                                                     sizeof qn), "model.norm.weight");
+    ck_assert(fg_arch_qwen3_vl.unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
     /* Ministral 3: Ministral3Config's defaults, YaRN with Llama 4's q scaling when the file has
      * no rope settings */
     const char *mi3 = "{\"model_type\":\"ministral3\",\"vocab_size\":64,\"hidden_size\":64,"
