@@ -188,6 +188,8 @@ static int block_out(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, c
     int rc = FG_OK;
     if (w->f[FG_ROLE_POST_NORM_W])
         rc = norm(be, hp, y, w->f[FG_ROLE_POST_NORM_W], NULL, y, n, err);
+    if (rc == FG_OK && hp->residual_scale > 0) /* Granite */
+        rc = be->iface->scale(be, y, hp->residual_scale, (size_t)n * hp->hidden, err);
     if (rc == FG_OK)
         rc = be->iface->add(be, s->hidden, y, (size_t)n * hp->hidden, err);
     if (rc == FG_OK && !hp->pre_norm)
@@ -325,5 +327,7 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
     if (rc == FG_OK)
         rc = linear(be, x, w, FG_ROLE_LM_HEAD, -1, logits, n, hp->vocab_size, e,
                     err);
+    if (rc == FG_OK && hp->logit_scale > 0) /* Granite: / logits_scaling */
+        rc = be->iface->scale(be, logits, hp->logit_scale, (size_t)n * hp->vocab_size, err);
     return rc;
 }

@@ -13,6 +13,8 @@
  *   mistral: sliding_window on every layer (an integer, null for none; absent 4096, as
  *            MistralConfig);
  *   ministral: Mistral with layer_types (default: every layer windowed when sliding_window);
+ *   granite: Llama with GraniteConfig's four multipliers (embeddings, q's scale itself, the
+ *            blocks' outputs before the residual, 1 / logits_scaling on the logits);
  *   ministral3: Mistral with Ministral3Config's defaults (head_dim 128, pad 11, eps 1e-5, no
  *            window unless named), YaRN by default, and the rope object's
  *            llama_4_scaling_beta: q times 1 + beta ln(1 + floor(p / original positions));
@@ -63,7 +65,7 @@
 
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
-    FAM_MINISTRAL3
+    FAM_MINISTRAL3, FAM_GRANITE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -91,17 +93,21 @@ typedef struct traits {
     int gemma;
     /* Ministral 3: YaRN by default, rope's llama_4_scaling_beta read (hp->llama4_beta) */
     int ministral3;
+    /* Granite: embedding_multiplier, attention_multiplier (q's scale itself), residual_multiplier,
+     * logits_scaling (the logits divided by it); each default 1 */
+    int granite;
 } traits;
 
 static const traits k_traits[] = {
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0},
-    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0},
-    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0},
-    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1},
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 0},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0, 0},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0, 0},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0},
+    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0, 0},
+    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0, 0},
+    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1, 0},
+    [FAM_GRANITE] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 1},
 };
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
@@ -479,6 +485,24 @@ static int gemma(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     return FG_OK;
 }
 
+/* Granite's four multipliers (GraniteConfig: each default 1; attention_multiplier replaces
+ * head_dim^-1/2 outright) */
+static int granite(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    float e = 1, a = 1, r = 1, l = 1;
+    int rc;
+    if ((rc = fgm_float(root, label, "embedding_multiplier", 1e-9, 1e9, 0, &e, err)) < 0 ||
+        (rc = fgm_float(root, label, "attention_multiplier", 1e-9, 1e9, 0, &a, err)) < 0 ||
+        (rc = fgm_float(root, label, "residual_multiplier", 1e-9, 1e9, 0, &r, err)) < 0 ||
+        (rc = fgm_float(root, label, "logits_scaling", 1e-9, 1e9, 0, &l, err)) < 0)
+        return rc;
+    hp->embed_scale = e;
+    hp->attn_scale = a;
+    hp->residual_scale = r;
+    hp->logit_scale = 1.0f / l;
+    return FG_OK;
+}
+
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
                         fg_err *err)
 {
@@ -491,6 +515,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     hp->act = FG_ACT_SILU;
     if (t->gemma && (rc = gemma(root, label, hp, err)))
+        return rc;
+    if (t->granite && (rc = granite(root, label, hp, err)))
         return rc;
     if (!t->gemma && (rc = fgm_enum(root, label, "hidden_act", acts, 1, 0, &act, err)) < 0)
         return rc;
@@ -668,6 +694,7 @@ FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
+FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

@@ -77,7 +77,11 @@ typedef struct fg_hparams {
                              * rope.orig_max_pos)) after its rotation (Ministral 3's
                              * llama_4_scaling_beta) */
     float attn_scale;       /* q's scale before the dot products (Gemma 3:
-                             * query_pre_attn_scalar^-1/2); 0: head_dim^-1/2 */
+                             * query_pre_attn_scalar^-1/2, Granite: attention_multiplier);
+                             * 0: head_dim^-1/2 */
+    float residual_scale;   /* a block's output times this before the residual add (Granite's
+                             * residual_multiplier); 0: 1 */
+    float logit_scale;      /* the logits times this (Granite: 1 / logits_scaling); 0: 1 */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -269,7 +273,9 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              fg_model_layer_rope); q scaled by head_dim^-1/2 (or attn_scale) before the dot
  *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
- *              (sandwich: normalized by POST_NORM_W before the residual)
+ *              (sandwich: normalized by POST_NORM_W before the residual; either block's output
+ *              times residual_scale when set)
+ *   head:      ... the logits times logit_scale when set
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
@@ -305,6 +311,7 @@ extern const fg_arch fg_arch_gemma3;  /* model/llama.c: Gemma 3 multimodal, its 
 extern const fg_arch fg_arch_mistral3; /* model/llama.c: Mistral Small 3.x, its text model */
 extern const fg_arch fg_arch_qwen2_5_vl; /* model/llama.c: Qwen2.5-VL, its text model */
 extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its text model */
+extern const fg_arch fg_arch_granite; /* model/llama.c: IBM Granite 3.x (dense) */
 
 #ifdef __cplusplus
 }

@@ -683,6 +683,8 @@ START_TEST(cuda_placements_yarn) { cuda_matrix("qwen3-yarn-tiny", "qwen3-yarn-ti
 END_TEST
 START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_granite) { cuda_matrix("granite-tiny", "granite-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_ministral3)
 {
     cuda_matrix("ministral3-tiny", "ministral3-tiny-bf16");
@@ -971,6 +973,13 @@ START_TEST(ministral3_transformers5_config)
     layout_case("ministral3-tiny-hf5", "ministral3-tiny");
 }
 END_TEST
+/* Granite 3.x: embedding, attention and residual multipliers, logits / logits_scaling */
+START_TEST(granite_multipliers) { layout_case("granite-tiny-bf16", "granite-tiny"); }
+END_TEST
+START_TEST(granite_transformers5_config) { layout_case("granite-tiny-hf5", "granite-tiny"); }
+END_TEST
+START_TEST(sim_placements_granite) { sim_matrix("granite-tiny", "granite-tiny-bf16"); }
+END_TEST
 START_TEST(ministral3_placements) { placement_matrix("ministral3-tiny", "ministral3-tiny-bf16"); }
 END_TEST
 START_TEST(sim_placements_ministral3)
@@ -1058,6 +1067,9 @@ static Suite *suite(void)
     tcase_add_test(tc, ministral3_llama4_scaling);
     tcase_add_test(tc, ministral3_transformers5_config);
     tcase_add_test(tc, ministral3_placements);
+    tcase_add_test(tc, granite_multipliers);
+    tcase_add_test(tc, granite_transformers5_config);
+    tcase_add_test(tc, sim_placements_granite);
     tcase_add_test(tc, sim_placements_ministral3);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
@@ -1092,6 +1104,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_phi3);
     tcase_add_test(tc, cuda_placements_gemma3);
     tcase_add_test(tc, cuda_placements_ministral3);
+    tcase_add_test(tc, cuda_placements_granite);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

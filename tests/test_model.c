@@ -335,7 +335,7 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl)");
+             "qwen2_5_vl, qwen3_vl, granite)");
 }
 END_TEST
 
@@ -503,6 +503,14 @@ START_TEST(gemma3_configs)
     ck_assert_str_eq(fg_arch_qwen3_vl.canonical_name("model.language_model.norm.weight", qn,
                                                      sizeof qn), "model.norm.weight");
     ck_assert(fg_arch_qwen3_vl.unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
+    /* Granite: the four multipliers, each 1 by default (attention_multiplier is q's scale) */
+    const char *gr = "{\"model_type\":\"granite\"," L ",\"embedding_multiplier\":12,"
+                     "\"residual_multiplier\":0.22,\"logits_scaling\":8}";
+    ck_assert_int_eq(fg_model_config_parse(gr, strlen(gr), NULL, &c, &err), FG_OK);
+    ck_assert(c.embed_scale == 12.0f && c.attn_scale == 1.0f && c.residual_scale == 0.22f);
+    ck_assert(c.logit_scale == 0.125f && c.bos_id == 1 && !c.tied_head);
+    cfg_fail("{\"model_type\":\"granite\"," L ",\"logits_scaling\":0}", FG_ERR_CORRUPT,
+             "key logits_scaling: must be a number in");
     /* Ministral 3: Ministral3Config's defaults, YaRN with Llama 4's q scaling when the file has
      * no rope settings */
     const char *mi3 = "{\"model_type\":\"ministral3\",\"vocab_size\":64,\"hidden_size\":64,"
