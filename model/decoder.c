@@ -220,10 +220,10 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
             rc = be->iface->rmsnorm(be, ws->kbuf, w->f[FG_ROLE_K_NORM], ws->kbuf,
                                     n * hp->n_kv_heads, hp->head_dim, hp->norm_eps, err);
     }
-    if (rc == FG_OK && hp->pos == FG_POS_ROPE) {
+    const fg_rope *rk = fg_model_layer_rope(hp, w->layer);
+    if (rc == FG_OK && hp->pos == FG_POS_ROPE && rk) { /* (SmolLM3's NoPE layers: none) */
         /* YaRN and LongRoPE scale the rotated dims of q and k by attn_factor each: q's rotation
          * carries its square (the dims past rot_dim keep theirs; the cached keys are plain) */
-        const fg_rope *rk = fg_model_layer_rope(hp, w->layer);
         fg_rope rq = *rk;
         int scaled = rq.scaling == FG_ROPE_YARN || rq.scaling == FG_ROPE_LONGROPE;
         rq.rot_scale = scaled ? rq.attn_factor * rq.attn_factor : 1.0f;

@@ -13,6 +13,9 @@
  *   mistral: sliding_window on every layer (an integer, null for none; absent 4096, as
  *            MistralConfig);
  *   ministral: Mistral with layer_types (default: every layer windowed when sliding_window);
+ *   smollm3: Llama with no rotary positions on the layers no_rope_layers marks 0 (default every
+ *            4th: no_rope_layer_interval), SmolLM3Config's defaults (4 KV heads, tied, bos
+ *            128000, eos 128001, pad 128004), windows as Qwen's but on the NoPE layers;
  *   granite: Llama with GraniteConfig's four multipliers (embeddings, q's scale itself, the
  *            blocks' outputs before the residual, 1 / logits_scaling on the logits);
  *   ministral3: Mistral with Ministral3Config's defaults (head_dim 128, pad 11, eps 1e-5, no
@@ -65,11 +68,11 @@
 
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
-    FAM_MINISTRAL3, FAM_GRANITE
+    FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
-typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_GEMMA } window_kind;
+typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_GEMMA, WIN_SMOL } window_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
@@ -96,18 +99,23 @@ typedef struct traits {
     /* Granite: embedding_multiplier, attention_multiplier (q's scale itself), residual_multiplier,
      * logits_scaling (the logits divided by it); each default 1 */
     int granite;
+    /* SmolLM3: no_rope_layers (0 = no rotary positions; default every no_rope_layer_interval-th,
+     * 4), windows only with use_sliding_window, on layer_types' or the NoPE layers */
+    int smol;
 } traits;
 
 static const traits k_traits[] = {
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 0},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0, 0},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0, 0},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0},
-    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0, 0},
-    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0, 0},
-    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1, 0},
-    [FAM_GRANITE] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 1},
+    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 0, 0},
+    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
+    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
+    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
+    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
+    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0, 0, 0},
+    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0, 0, 0},
+    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1, 0, 0},
+    [FAM_GRANITE] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 1, 0},
+    [FAM_SMOLLM3] = {4, 0, 128000, 128001, 0, 1, 1, 0, WIN_SMOL, 0, 128004, 1e-6f, 0, 0, 0, 0,
+                     1},
 };
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
@@ -407,6 +415,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                          fg_err *err)
 {
     int qwen = t->windows == WIN_QWEN, gemma = t->windows == WIN_GEMMA;
+    int smol = t->windows == WIN_SMOL; /* the NoPE layers (nope_layers, set first) */
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
     json_int_t from = qwen ? 28 : 0;
@@ -420,7 +429,9 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
         return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        int windowed = gemma ? (l + 1) % pattern != 0 : hp->sliding_window && l >= from;
+        int windowed = gemma ? (l + 1) % pattern != 0
+                     : smol ? hp->sliding_window && ((hp->nope_layers[l / 64] >> (l % 64)) & 1)
+                            : hp->sliding_window && l >= from;
         if (lt && !json_is_null(lt)) {
             const char *type = json_string_value(json_array_get(lt, l));
             if (!type || (strcmp(type, "full_attention") && strcmp(type, "sliding_attention")))
@@ -446,7 +457,7 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
 {
     int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA;
     int rc;
-    if (t->windows == WIN_QWEN &&
+    if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL) &&
         (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
     if (use && !json_object_get(root, "sliding_window"))
@@ -503,13 +514,35 @@ static int granite(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     return FG_OK;
 }
 
+/* SmolLM3's no_rope_layers: a list of one 0 (no rotary positions) or 1 per layer, or without it
+ * every no_rope_layer_interval-th layer (default 4) without; into hp->nope_layers */
+static int no_rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    json_t *v = json_object_get(root, "no_rope_layers");
+    uint32_t every = 4;
+    int rc = fgm_uint(root, label, "no_rope_layer_interval", 0, FG_MODEL_MAX_LAYERS, &every, err);
+    if (rc < 0)
+        return rc;
+    if (v && !json_is_null(v) && (!json_is_array(v) || json_array_size(v) != hp->n_layers))
+        return fgm_key_err(err, label, "no_rope_layers", "must be a list of one 0 or 1 per layer");
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        json_t *e = v && !json_is_null(v) ? json_array_get(v, l) : NULL;
+        if (e && (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > 1))
+            return fgm_key_err(err, label, "no_rope_layers", "entries must be 0 or 1");
+        int rope = e ? (int)json_integer_value(e) : (l + 1) % every != 0;
+        if (!rope)
+            hp->nope_layers[l / 64] |= 1ull << (l % 64);
+    }
+    return FG_OK;
+}
+
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
                         fg_err *err)
 {
     static const char *const acts[] = {"silu"};
     const traits *t = &k_traits[fam];
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
-    if ((rc = sizes(root, label, t, hp, err)) ||
+    if ((rc = sizes(root, label, t, hp, err)) || (t->smol && (rc = no_rope(root, label, hp, err))) ||
         (rc = t->gemma ? gemma_rope(root, label, t, hp, err) : rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
@@ -522,7 +555,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     hp->norm_eps = t->eps;
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
-        (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma, &hp->tied_head, err)))
+        (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma || t->smol, &hp->tied_head,
+                       err)))
         return rc;
     if (t->attention_bias && (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
         return rc;
@@ -695,6 +729,7 @@ FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
+FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

@@ -19,7 +19,7 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_phi3, &fg_arch_gemma3_text, &fg_arch_gemma3,
                                           &fg_arch_mistral3, &fg_arch_ministral3,
                                           &fg_arch_qwen2_5_vl, &fg_arch_qwen3_vl,
-                                          &fg_arch_granite};
+                                          &fg_arch_granite, &fg_arch_smollm3};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -345,7 +345,11 @@ uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer)
 
 const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer)
 {
-    int full = layer >= FG_MODEL_MAX_LAYERS || ((hp->full_layers[layer / 64] >> (layer % 64)) & 1);
+    if (layer >= FG_MODEL_MAX_LAYERS)
+        return &hp->rope;
+    if ((hp->nope_layers[layer / 64] >> (layer % 64)) & 1)
+        return NULL;
+    int full = (hp->full_layers[layer / 64] >> (layer % 64)) & 1;
     return hp->local_rope && !full ? &hp->rope_local : &hp->rope;
 }
 

@@ -66,6 +66,8 @@ typedef struct fg_hparams {
     int qkv_bias, out_bias, mlp_bias;
     int qk_norm;            /* RMSNorm (norm_eps) over each head's q and k, weights [head_dim],
                              * after the projections and before RoPE (Qwen3, Gemma 3) */
+    uint64_t nope_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l has no rotary positions
+                             * (SmolLM3's no_rope_layers 0) */
     fg_rope rope_local;     /* the rotary settings of the layers that full_layers does not mark,
                              * when local_rope (Gemma 3's sliding layers: rope_local_base_freq) */
     int local_rope;
@@ -239,8 +241,8 @@ int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg
 
 /* The keys layer `layer` attends (sliding_window, or 0 for the whole context). */
 uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
-/* The rotary settings of layer `layer`: rope_local for a layer full_layers does not mark when
- * local_rope (Gemma 3's sliding layers), else rope. */
+/* The rotary settings of layer `layer`: NULL for a layer without positions (nope_layers), rope_local
+ * for a layer full_layers does not mark when local_rope (Gemma 3's sliding layers), else rope. */
 const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
@@ -312,6 +314,7 @@ extern const fg_arch fg_arch_mistral3; /* model/llama.c: Mistral Small 3.x, its 
 extern const fg_arch fg_arch_qwen2_5_vl; /* model/llama.c: Qwen2.5-VL, its text model */
 extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its text model */
 extern const fg_arch fg_arch_granite; /* model/llama.c: IBM Granite 3.x (dense) */
+extern const fg_arch fg_arch_smollm3; /* model/llama.c: SmolLM3 (NoPE layers) */
 
 #ifdef __cplusplus
 }

@@ -685,6 +685,8 @@ START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf1
 END_TEST
 START_TEST(cuda_placements_granite) { cuda_matrix("granite-tiny", "granite-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_smollm3) { cuda_matrix("smollm3-tiny", "smollm3-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_ministral3)
 {
     cuda_matrix("ministral3-tiny", "ministral3-tiny-bf16");
@@ -980,6 +982,13 @@ START_TEST(granite_transformers5_config) { layout_case("granite-tiny-hf5", "gran
 END_TEST
 START_TEST(sim_placements_granite) { sim_matrix("granite-tiny", "granite-tiny-bf16"); }
 END_TEST
+/* SmolLM3: no rotary positions on layer 1 (no_rope_layers) */
+START_TEST(smollm3_nope_layers) { layout_case("smollm3-tiny-bf16", "smollm3-tiny"); }
+END_TEST
+START_TEST(smollm3_transformers5_config) { layout_case("smollm3-tiny-hf5", "smollm3-tiny"); }
+END_TEST
+START_TEST(smollm3_placements) { placement_matrix("smollm3-tiny", "smollm3-tiny-bf16"); }
+END_TEST
 START_TEST(ministral3_placements) { placement_matrix("ministral3-tiny", "ministral3-tiny-bf16"); }
 END_TEST
 START_TEST(sim_placements_ministral3)
@@ -1070,6 +1079,9 @@ static Suite *suite(void)
     tcase_add_test(tc, granite_multipliers);
     tcase_add_test(tc, granite_transformers5_config);
     tcase_add_test(tc, sim_placements_granite);
+    tcase_add_test(tc, smollm3_nope_layers);
+    tcase_add_test(tc, smollm3_transformers5_config);
+    tcase_add_test(tc, smollm3_placements);
     tcase_add_test(tc, sim_placements_ministral3);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
@@ -1105,6 +1117,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma3);
     tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_granite);
+    tcase_add_test(tc, cuda_placements_smollm3);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

@@ -335,7 +335,7 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl, granite)");
+             "qwen2_5_vl, qwen3_vl, granite, smollm3)");
 }
 END_TEST
 
@@ -503,6 +503,21 @@ START_TEST(gemma3_configs)
     ck_assert_str_eq(fg_arch_qwen3_vl.canonical_name("model.language_model.norm.weight", qn,
                                                      sizeof qn), "model.norm.weight");
     ck_assert(fg_arch_qwen3_vl.unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
+    /* SmolLM3: NoPE every 4th layer by default, or as no_rope_layers says */
+    const char *sm = "{\"model_type\":\"smollm3\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":8,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(sm, strlen(sm), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_kv_heads == 4 && c.tied_head && c.bos_id == 128000 && c.pad_id == 128004);
+    ck_assert(fg_model_layer_rope(&c, 3) == NULL && fg_model_layer_rope(&c, 7) == NULL);
+    ck_assert(fg_model_layer_rope(&c, 0) == &c.rope && fg_model_layer_rope(&c, 4) == &c.rope);
+    const char *sm2 = "{\"model_type\":\"smollm3\"," L ",\"no_rope_layers\":[0,1]}";
+    ck_assert_int_eq(fg_model_config_parse(sm2, strlen(sm2), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_rope(&c, 0) == NULL && fg_model_layer_rope(&c, 1) == &c.rope);
+    cfg_fail("{\"model_type\":\"smollm3\"," L ",\"no_rope_layers\":[1,2]}", FG_ERR_CORRUPT,
+             "key no_rope_layers: entries must be 0 or 1");
+    cfg_fail("{\"model_type\":\"smollm3\"," L ",\"no_rope_layers\":[1]}", FG_ERR_CORRUPT,
+             "key no_rope_layers: must be a list of one 0 or 1 per layer");
     /* Granite: the four multipliers, each 1 by default (attention_multiplier is q's scale) */
     const char *gr = "{\"model_type\":\"granite\"," L ",\"embedding_multiplier\":12,"
                      "\"residual_multiplier\":0.22,\"logits_scaling\":8}";
