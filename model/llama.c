@@ -37,14 +37,16 @@
  *            checkpoint's self_attn.qkv_proj and mlp.gate_up_proj hold q/k/v and gate/up stacked
  *            by rows, which fg-convert stores apart under Llama's names (fg_arch.fused);
  *   gemma3_text: Gemma3TextConfig's defaults (head_dim 256, 4 KV heads, bos 2, eos 1, pad 0,
- *            tied, and the sizes when absent); the multimodal "gemma3" entry at the end reads its
- *            text_config and text tensors; sandwich norms (post_attention_layernorm is the attention's output norm,
- *            pre_ / post_feedforward_layernorm the MLP's) and q/k norms, all scaling by 1 + w
+ *            tied, and the sizes when absent); sandwich norms (post_attention_layernorm is the
+ *            attention's output norm, pre_ / post_feedforward_layernorm the MLP's) and q/k
+ *            norms, all scaling by 1 + w
  *            (the specs add 1 at load); embeddings times sqrt(hidden); q scaled by
  *            query_pre_attn_scalar^-1/2; hidden_activation gelu_pytorch_tanh; sliding layers
  *            (layer_types, or all but every sliding_window_pattern-th) windowed and rotated with
  *            rope_local_base_freq, the full ones with rope_theta and rope_scaling (or
  *            rope_parameters per layer type); soft-capping and bidirectional attention refused.
+ * The multimodal checkpoints whose text model fg runs (gemma3, mistral3, qwen2_5_vl, qwen3_vl)
+ * are entries at the end of this file, reading their text_config through the entries above.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
  * rope_parameters object, whichever the file has: rope_type default, linear, dynamic (the default
  * frequencies within max_position_embeddings, which bounds every fg context), llama3 or yarn
@@ -310,11 +312,9 @@ static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp
                              "llama_4_scaling_beta", 0.1);
     int rc = t->ministral3 && !s ? fg_err_set(err, FG_ERR_NOMEM, "out of memory")
                                  : rope_in(root, s, key, "rope_theta", label, t, hp, err);
-    if (rc == FG_OK && t->ministral3 &&
-        (rc = fgm_float(s, label, "llama_4_scaling_beta", 0, 1e6, 0, &hp->llama4_beta, err)) < 0)
+    if (rc == FG_OK && t->ministral3 && /* absent (1): none */
+        fgm_float(s, label, "llama_4_scaling_beta", 0, 1e6, 0, &hp->llama4_beta, NULL) < 0)
         rc = fgm_key_err(err, label, key, "llama_4_scaling_beta must be a number >= 0");
-    else if (rc > 0)
-        rc = FG_OK;
     if (rc == FG_OK && hp->llama4_beta > 0 && !hp->rope.orig_max_pos)
         rc = fgm_key_err(err, label, key, "llama_4_scaling_beta needs "
                          "original_max_position_embeddings (a llama3 or yarn rope_type)");
@@ -542,7 +542,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     static const char *const acts[] = {"silu"};
     const traits *t = &k_traits[fam];
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
-    if ((rc = sizes(root, label, t, hp, err)) || (t->smol && (rc = no_rope(root, label, hp, err))) ||
+    if ((rc = sizes(root, label, t, hp, err)) ||
+        (t->smol && (rc = no_rope(root, label, hp, err))) ||
         (rc = t->gemma ? gemma_rope(root, label, t, hp, err) : rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
@@ -799,10 +800,13 @@ static char *text_config(json_t *root, const char *label, const wrapper *w, cons
         return NULL;
     }
     json_t *mt = json_object_get(tc, "model_type");
-    int which = 0;
-    if (mt && (!json_is_string(mt) ||
-               (strcmp(json_string_value(mt), w->text[0][0]) &&
-                (!w->text[1][0] || strcmp(json_string_value(mt), w->text[1][0]) || !(which = 1))))) {
+    int which = -1; /* the text type named (absent: the first) */
+    for (int i = 0; i < 2 && which < 0; i++)
+        if (w->text[i][0] && (mt ? json_is_string(mt) &&
+                                       !strcmp(json_string_value(mt), w->text[i][0])
+                                 : i == 0))
+            which = i;
+    if (which < 0) {
         char what[96];
         snprintf(what, sizeof what, "must be \"%s\"%s%s%s", w->text[0][0],
                  w->text[1][0] ? " or \"" : "", w->text[1][0] ? w->text[1][0] : "",
@@ -844,7 +848,7 @@ static int root_wrapped(json_t *root, const char *label, const wrapper *w, fg_hp
     snprintf(sub, sizeof sub, "%.140s%s", label ? label : "config.json", tc ? " text_config" : "");
     int rc = fg_model_config_parse(txt, strlen(txt), sub, hp, err);
     free(txt);
-    snprintf(hp->arch, sizeof hp->arch, "%s", w->type); /* the tensors are named the wrapper's way */
+    snprintf(hp->arch, sizeof hp->arch, "%s", w->type); /* its tensor names are the wrapper's */
     uint32_t n;
     if (rc == FG_OK)
         rc = fgm_tokens(root, label, "bos_token_id", hp->bos_id, &hp->bos_id, 1, &n, err);

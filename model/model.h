@@ -241,8 +241,9 @@ int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg
 
 /* The keys layer `layer` attends (sliding_window, or 0 for the whole context). */
 uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
-/* The rotary settings of layer `layer`: NULL for a layer without positions (nope_layers), rope_local
- * for a layer full_layers does not mark when local_rope (Gemma 3's sliding layers), else rope. */
+/* The rotary settings of layer `layer`: NULL for a layer without positions (nope_layers),
+ * rope_local for a layer full_layers does not mark when local_rope (Gemma 3's sliding layers),
+ * else rope. */
 const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
