@@ -168,11 +168,12 @@ int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, con
     return rc;
 }
 
-/* What a block reads: norm(hidden) into ws->x_ln when pre-norm, else hidden itself. */
+/* What a block reads: norm(hidden) into ws->x_ln when pre-norm, else (or without an input norm:
+ * OLMo 2) hidden itself. */
 static const float *block_in(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
                              const fg_step *s, fg_model_ws *ws, int *rc, fg_err *err)
 {
-    if (!hp->pre_norm)
+    if (!hp->pre_norm || !w->f[FG_ROLE_NORM_W])
         return s->hidden;
     *rc = norm(be, hp, s->hidden, w->f[FG_ROLE_NORM_W], w->f[FG_ROLE_NORM_B], ws->x_ln,
                s->n_seq * s->n_new, err);
@@ -213,12 +214,15 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
         rc = linear(be, x, w, FG_ROLE_WK, FG_ROLE_BK, ws->kbuf, n, kw, h, err);
     if (rc == FG_OK)
         rc = linear(be, x, w, FG_ROLE_WV, FG_ROLE_BV, ws->vbuf, n, kw, h, err);
-    if (rc == FG_OK && hp->qk_norm) { /* each head's row of head_dim values, in place */
-        rc = be->iface->rmsnorm(be, ws->q, w->f[FG_ROLE_Q_NORM], ws->q, n * hp->n_heads,
-                                hp->head_dim, hp->norm_eps, err);
+    if (rc == FG_OK && hp->qk_norm) { /* each head's row of head_dim values (2: each whole
+                                          * row), in place */
+        uint32_t qh = hp->qk_norm == 2 ? 1 : hp->n_heads;
+        uint32_t kh = hp->qk_norm == 2 ? 1 : hp->n_kv_heads;
+        rc = be->iface->rmsnorm(be, ws->q, w->f[FG_ROLE_Q_NORM], ws->q, n * qh, qw / qh,
+                                hp->norm_eps, err);
         if (rc == FG_OK)
-            rc = be->iface->rmsnorm(be, ws->kbuf, w->f[FG_ROLE_K_NORM], ws->kbuf,
-                                    n * hp->n_kv_heads, hp->head_dim, hp->norm_eps, err);
+            rc = be->iface->rmsnorm(be, ws->kbuf, w->f[FG_ROLE_K_NORM], ws->kbuf, n * kh,
+                                    kw / kh, hp->norm_eps, err);
     }
     const fg_rope *rk = fg_model_layer_rope(hp, w->layer);
     if (rc == FG_OK && hp->pos == FG_POS_ROPE && rk) { /* (SmolLM3's NoPE layers: none) */

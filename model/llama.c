@@ -13,6 +13,9 @@
  *   mistral: sliding_window on every layer (an integer, null for none; absent 4096, as
  *            MistralConfig);
  *   ministral: Mistral with layer_types (default: every layer windowed when sliding_window);
+ *   olmo2:   Llama's projections with an RMSNorm after each block only (post_attention_ and
+ *            post_feedforward_layernorm; no input norms), q_norm / k_norm over the whole q and
+ *            k projections, Olmo2Config's defaults (no BOS, eos 50279, pad 1, eps 1e-5);
  *   smollm3: Llama with no rotary positions on the layers no_rope_layers marks 0 (default every
  *            4th: no_rope_layer_interval), SmolLM3Config's defaults (4 KV heads, tied, bos
  *            128000, eos 128001, pad 128004), windows as Qwen's but on the NoPE layers;
@@ -70,7 +73,7 @@
 
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
-    FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3
+    FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -104,9 +107,13 @@ typedef struct traits {
     /* SmolLM3: no_rope_layers (0 = no rotary positions; default every no_rope_layer_interval-th,
      * 4), windows only with use_sliding_window, on layer_types' or the NoPE layers */
     int smol;
+    /* OLMo 2: an RMSNorm after each block only (no input norms), q/k norms over the whole
+     * projections */
+    int olmo2;
 } traits;
 
 static const traits k_traits[] = {
+    [FAM_OLMO2] = {0, 0, -1, 50279, 0, 1, 0, 2, WIN_NONE, 0, 1, 1e-5f, 0, 0, 0, 0, 0, 1},
     [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 0, 0},
     [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
     [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
@@ -579,6 +586,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     hp->qkv_bias = attn_bias;
     hp->out_bias = t->attention_bias && attn_bias;
     hp->qk_norm = t->qk_norm;
+    if (t->olmo2)
+        hp->sandwich = 2;
     hp->mlp_bias = mlp_bias;
     return fgm_dtype(root, label, hp, err);
 }
@@ -622,21 +631,25 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
                  hp->vocab_size, h);
         break;
     case FG_UNIT_ATTN:
-        norm(hp, o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
+        if (hp->sandwich != 2)
+            norm(hp, o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "self_attn", "q_proj", FG_ROLE_WQ, hp->qkv_bias, q, h);
         proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
-        if (hp->qk_norm) {
-            norm(hp, o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, hp->head_dim);
-            norm(hp, o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, hp->head_dim);
+        if (hp->qk_norm) { /* per head, or (2) over the whole projection */
+            uint64_t qn = hp->qk_norm == 2 ? q : hp->head_dim;
+            uint64_t kn = hp->qk_norm == 2 ? kv : hp->head_dim;
+            norm(hp, o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, qn);
+            norm(hp, o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, kn);
         }
-        if (hp->sandwich) /* Gemma: the attention's output norm */
+        if (hp->sandwich) /* Gemma, OLMo 2: the attention's output norm */
             norm(hp, o, &n, l, "post_attention_layernorm", FG_ROLE_POST_NORM_W, h);
         break;
     case FG_UNIT_MLP:
-        norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm",
-             FG_ROLE_NORM_W, h);
+        if (hp->sandwich != 2) /* (OLMo 2 has no input norm) */
+            norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm"
+                                            : "post_attention_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "up_proj", FG_ROLE_W_UP, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, f);
@@ -731,6 +744,7 @@ FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
+FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

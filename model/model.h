@@ -65,14 +65,17 @@ typedef struct fg_hparams {
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
     int qk_norm;            /* RMSNorm (norm_eps) over each head's q and k, weights [head_dim],
-                             * after the projections and before RoPE (Qwen3, Gemma 3) */
+                             * after the projections and before RoPE (Qwen3, Gemma 3); 2: over
+                             * the whole projection, weights [n_heads * head_dim] and [KV row]
+                             * (OLMo 2) */
     uint64_t nope_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l has no rotary positions
                              * (SmolLM3's no_rope_layers 0) */
     fg_rope rope_local;     /* the rotary settings of the layers that full_layers does not mark,
                              * when local_rope (Gemma 3's sliding layers: rope_local_base_freq) */
     int local_rope;
-    int sandwich;           /* Gemma: a norm after each block too (POST_NORM_W), and the MLP's
-                             * input norm its own (pre_feedforward_layernorm) */
+    int sandwich;           /* 1, Gemma: a norm after each block too (POST_NORM_W), and the MLP's
+                             * input norm its own (pre_feedforward_layernorm); 2, OLMo 2: the
+                             * norm after each block only (no input norms) */
     int norm_plus_one;      /* Gemma: RMSNorms scale by 1 + w (fg_tensor_spec.add 1) */
     float embed_scale;      /* the token embedding rows times this (Gemma: sqrt(hidden)); 0: 1 */
     float llama4_beta;      /* > 0: q at position p times 1 + beta ln(1 + floor(p /
@@ -316,6 +319,7 @@ extern const fg_arch fg_arch_qwen2_5_vl; /* model/llama.c: Qwen2.5-VL, its text 
 extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its text model */
 extern const fg_arch fg_arch_granite; /* model/llama.c: IBM Granite 3.x (dense) */
 extern const fg_arch fg_arch_smollm3; /* model/llama.c: SmolLM3 (NoPE layers) */
+extern const fg_arch fg_arch_olmo2;   /* model/llama.c: OLMo 2 (norms after the blocks) */
 
 #ifdef __cplusplus
 }

@@ -687,6 +687,8 @@ START_TEST(cuda_placements_granite) { cuda_matrix("granite-tiny", "granite-tiny-
 END_TEST
 START_TEST(cuda_placements_smollm3) { cuda_matrix("smollm3-tiny", "smollm3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_olmo2) { cuda_matrix("olmo2-tiny", "olmo2-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_ministral3)
 {
     cuda_matrix("ministral3-tiny", "ministral3-tiny-bf16");
@@ -982,6 +984,15 @@ START_TEST(granite_transformers5_config) { layout_case("granite-tiny-hf5", "gran
 END_TEST
 START_TEST(sim_placements_granite) { sim_matrix("granite-tiny", "granite-tiny-bf16"); }
 END_TEST
+/* OLMo 2: norms after the blocks only, q/k norms over the whole projections */
+START_TEST(olmo2_post_norms) { layout_case("olmo2-tiny-bf16", "olmo2-tiny"); }
+END_TEST
+START_TEST(olmo2_transformers5_config) { layout_case("olmo2-tiny-hf5", "olmo2-tiny"); }
+END_TEST
+START_TEST(olmo2_placements) { placement_matrix("olmo2-tiny", "olmo2-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_olmo2) { sim_matrix("olmo2-tiny", "olmo2-tiny-bf16"); }
+END_TEST
 /* SmolLM3: no rotary positions on layer 1 (no_rope_layers) */
 START_TEST(smollm3_nope_layers) { layout_case("smollm3-tiny-bf16", "smollm3-tiny"); }
 END_TEST
@@ -1080,6 +1091,10 @@ static Suite *suite(void)
     tcase_add_test(tc, granite_transformers5_config);
     tcase_add_test(tc, sim_placements_granite);
     tcase_add_test(tc, smollm3_nope_layers);
+    tcase_add_test(tc, olmo2_post_norms);
+    tcase_add_test(tc, olmo2_transformers5_config);
+    tcase_add_test(tc, olmo2_placements);
+    tcase_add_test(tc, sim_placements_olmo2);
     tcase_add_test(tc, smollm3_transformers5_config);
     tcase_add_test(tc, smollm3_placements);
     tcase_add_test(tc, sim_placements_ministral3);
@@ -1118,6 +1133,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_granite);
     tcase_add_test(tc, cuda_placements_smollm3);
+    tcase_add_test(tc, cuda_placements_olmo2);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

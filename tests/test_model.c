@@ -335,7 +335,7 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl, granite, smollm3)");
+             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2)");
 }
 END_TEST
 
@@ -503,6 +503,18 @@ START_TEST(gemma3_configs)
     ck_assert_str_eq(fg_arch_qwen3_vl.canonical_name("model.language_model.norm.weight", qn,
                                                      sizeof qn), "model.norm.weight");
     ck_assert(fg_arch_qwen3_vl.unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
+    /* OLMo 2: no input norms, q/k norms over the whole projections, Olmo2Config's ids */
+    const char *ol = "{\"model_type\":\"olmo2\"," L ",\"num_key_value_heads\":2}";
+    ck_assert_int_eq(fg_model_config_parse(ol, strlen(ol), NULL, &c, &err), FG_OK);
+    ck_assert(c.qk_norm == 2 && c.sandwich == 2 && c.bos_id == -1 && c.eos_id == 50279);
+    fg_tensor_spec ot[FG_UNIT_MAX_TENSORS];
+    uint32_t no = fg_model_unit_tensors(&c, 1, ot), whole = 0; /* layer 0's attention */
+    for (uint32_t i = 0; i < no; i++) {
+        ck_assert(ot[i].role != FG_ROLE_NORM_W);
+        if (ot[i].role == FG_ROLE_Q_NORM || ot[i].role == FG_ROLE_K_NORM)
+            whole += ot[i].dims[0] == (ot[i].role == FG_ROLE_Q_NORM ? 32u : 16u);
+    }
+    ck_assert_uint_eq(whole, 2);
     /* SmolLM3: NoPE every 4th layer by default, or as no_rope_layers says */
     const char *sm = "{\"model_type\":\"smollm3\",\"vocab_size\":64,\"hidden_size\":32,"
                      "\"num_hidden_layers\":8,\"intermediate_size\":48,"
