@@ -477,7 +477,8 @@ START_TEST(gemma3_configs)
     ck_assert_int_eq(fg_model_config_parse(m3, strlen(m3), NULL, &c, &err), FG_OK);
     ck_assert(!strcmp(c.arch, "mistral3") && c.tied_head && c.n_kv_heads == 4 && !c.sliding_window);
     const char *m3u = "{\"model_type\":\"mistral3\",\"tie_word_embeddings\":false,"
-                      "\"text_config\":{\"model_type\":\"mistral\"," L ",\"num_key_value_heads\":2}}";
+                      "\"text_config\":{\"model_type\":\"mistral\"," L ","
+                      "\"num_key_value_heads\":2}}";
     ck_assert_int_eq(fg_model_config_parse(m3u, strlen(m3u), NULL, &c, &err), FG_OK);
     ck_assert(!c.tied_head && c.n_kv_heads == 2 && c.sliding_window == 4096);
     cfg_fail("{\"model_type\":\"mistral3\",\"text_config\":{\"model_type\":\"gemma3_text\"}}",
@@ -494,7 +495,8 @@ START_TEST(gemma3_configs)
     ck_assert(!strcmp(c.arch, "qwen2_5_vl") && c.n_kv_heads == 8 && c.rope.theta == 1e6f);
     ck_assert(c.rope.scaling == FG_ROPE_NONE && c.qkv_bias && !c.tied_head && c.eos_id == 151645);
     const char *q3v = "{\"model_type\":\"qwen3_vl\",\"text_config\":{\"model_type\":"
-                      "\"qwen3_vl_text\"," L ",\"num_key_value_heads\":2,\"tie_word_embeddings\":true,"
+                      "\"qwen3_vl_text\"," L ",\"num_key_value_heads\":2,"
+                      "\"tie_word_embeddings\":true,"
                       "\"rope_scaling\":{\"rope_type\":\"default\",\"mrope_section\":[24,20,20],"
                       "\"mrope_interleaved\":true}}}";
     ck_assert_int_eq(fg_model_config_parse(q3v, strlen(q3v), NULL, &c, &err), FG_OK);
