@@ -112,20 +112,35 @@ typedef struct traits {
     int olmo2;
 } traits;
 
+/* Designated per field: a family names what is not zero (bos, eos, pad -1: none). */
+#define NO_IDS .bos = -1, .eos = -1, .pad = -1
 static const traits k_traits[] = {
-    [FAM_OLMO2] = {0, 0, -1, 50279, 0, 1, 0, 2, WIN_NONE, 0, 1, 1e-5f, 0, 0, 0, 0, 0, 1},
-    [FAM_LLAMA] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 0, 0},
-    [FAM_MISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_ALL, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
-    [FAM_MINISTRAL] = {8, 0, 1, 2, 0, 0, 0, 0, WIN_LAYER_TYPES, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
-    [FAM_QWEN2] = {32, 0, -1, -1, 1, 0, 0, 0, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
-    [FAM_QWEN3] = {32, 128, -1, -1, 0, 1, 0, 1, WIN_QWEN, 4096, -1, 1e-6f, 0, 0, 0, 0, 0},
-    [FAM_PHI3] = {0, 0, 1, 32000, 0, 0, 0, 0, WIN_ALL, 0, 32000, 1e-5f, 1, 0, 0, 0, 0},
-    [FAM_GEMMA3] = {4, 256, 2, 1, 0, 1, 0, 1, WIN_GEMMA, 4096, 0, 1e-6f, 0, 1, 0, 0, 0},
-    [FAM_MINISTRAL3] = {8, 128, 1, 2, 0, 0, 0, 0, WIN_ALL, 0, 11, 1e-5f, 0, 0, 1, 0, 0},
-    [FAM_GRANITE] = {0, 0, 1, 2, 0, 1, 1, 0, WIN_NONE, 0, -1, 1e-6f, 0, 0, 0, 1, 0},
-    [FAM_SMOLLM3] = {4, 0, 128000, 128001, 0, 1, 1, 0, WIN_SMOL, 0, 128004, 1e-6f, 0, 0, 0, 0,
-                     1},
+    [FAM_LLAMA] = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1, .mlp_bias = 1,
+                   .windows = WIN_NONE, .eps = 1e-6f},
+    [FAM_MISTRAL] = {.kv_heads = 8, .bos = 1, .eos = 2, .pad = -1, .windows = WIN_ALL,
+                     .window = 4096, .eps = 1e-6f},
+    [FAM_MINISTRAL] = {.kv_heads = 8, .bos = 1, .eos = 2, .pad = -1, .windows = WIN_LAYER_TYPES,
+                       .window = 4096, .eps = 1e-6f},
+    [FAM_QWEN2] = {.kv_heads = 32, NO_IDS, .qkv_bias = 1, .windows = WIN_QWEN, .window = 4096,
+                   .eps = 1e-6f},
+    [FAM_QWEN3] = {.kv_heads = 32, .head_dim = 128, NO_IDS, .attention_bias = 1, .qk_norm = 1,
+                   .windows = WIN_QWEN, .window = 4096, .eps = 1e-6f},
+    [FAM_PHI3] = {.bos = 1, .eos = 32000, .pad = 32000, .windows = WIN_ALL, .eps = 1e-5f,
+                  .phi = 1},
+    [FAM_GEMMA3] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
+                    .attention_bias = 1, .qk_norm = 1, .windows = WIN_GEMMA, .window = 4096,
+                    .eps = 1e-6f, .gemma = 1},
+    [FAM_MINISTRAL3] = {.kv_heads = 8, .head_dim = 128, .bos = 1, .eos = 2, .pad = 11,
+                        .windows = WIN_ALL, .eps = 1e-5f, .ministral3 = 1},
+    [FAM_GRANITE] = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1, .mlp_bias = 1,
+                     .windows = WIN_NONE, .eps = 1e-6f, .granite = 1},
+    [FAM_SMOLLM3] = {.kv_heads = 4, .bos = 128000, .eos = 128001, .pad = 128004,
+                     .attention_bias = 1, .mlp_bias = 1, .windows = WIN_SMOL, .eps = 1e-6f,
+                     .smol = 1},
+    [FAM_OLMO2] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1, .qk_norm = 2,
+                   .windows = WIN_NONE, .eps = 1e-5f, .olmo2 = 1},
 };
+#undef NO_IDS
 
 static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
@@ -718,21 +733,28 @@ static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_T
     return l < 0 ? 0 : n;
 }
 
-/* The table entry of family `fam` as fg_arch_<nm>, with its config parser (fg_arch's parser has
- * no context argument, so each family gets its own two-line pair). */
-#define FAMILY(nm, noun, fam, fused)                                                           \
+/* A table entry fg_arch_<nm>: its config parser pair (fg_arch's parser has no context argument,
+ * so each entry gets its own two-line pair, root_<nm> evaluating `root` over r, l, hp, e), its
+ * name hooks and the generic decoder's forward. FAMILY: a family above; WRAPPER: a multimodal
+ * checkpoint's text model (below). */
+#define ENTRY(nm, noun, root, name_fn, derived_fn, fused_fn, unused_fn)                        \
     static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
     {                                                                                          \
-        return parse_family(r, l, hp, fam, e);                                                 \
+        return root;                                                                           \
     }                                                                                          \
     static int parse_##nm(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)   \
     {                                                                                          \
         return fgm_parse(j, n, l, root_##nm, hp, e);                                           \
     }                                                                                          \
-    const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, canonical_name,         \
+    const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, name_fn,                \
                                   fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
-                                  fg_model_attn_post, fg_model_mlp, fg_model_head, derived,    \
-                                  fused}
+                                  fg_model_attn_post, fg_model_mlp, fg_model_head, derived_fn, \
+                                  fused_fn, unused_fn}
+#define FAMILY(nm, noun, fam, fused_fn)                                                        \
+    ENTRY(nm, noun, parse_family(r, l, hp, fam, e), canonical_name, derived, fused_fn, NULL)
+#define WRAPPER(nm, noun, i)                                                                   \
+    ENTRY(nm, noun, root_wrapped(r, l, &k_wrappers[i], hp, e), wrapped_name, NULL, NULL,       \
+          wrapped_unused)
 
 FAMILY(llama, "a Llama", FAM_LLAMA, NULL);
 FAMILY(mistral, "a Mistral", FAM_MISTRAL, NULL);
@@ -803,16 +825,15 @@ static void mrope_default(json_t *t)
     }
 }
 
-/* The text config of root as JSON bytes for the fg entry it maps to (*entry), or NULL with err
- * set. The caller frees the bytes. */
-static char *text_config(json_t *root, const char *label, const wrapper *w, const char **entry,
-                         fg_err *err)
+/* The text config of root as JSON bytes naming the fg entry that reads it (*txt, the caller's
+ * to free). */
+static int text_config(json_t *root, const char *label, const wrapper *w, char **txt,
+                       fg_err *err)
 {
     json_t *tc = json_object_get(root, "text_config");
-    if (!json_is_object(tc) && !(w->flat && !tc)) {
-        fgm_key_err(err, label, "text_config", "must be an object (the text model's config)");
-        return NULL;
-    }
+    if (!json_is_object(tc) && !(w->flat && !tc))
+        return fgm_key_err(err, label, "text_config", "must be an object (the text model's "
+                           "config)");
     json_t *mt = json_object_get(tc, "model_type");
     int which = -1; /* the text type named (absent: the first) */
     for (int i = 0; i < 2 && which < 0; i++)
@@ -825,12 +846,11 @@ static char *text_config(json_t *root, const char *label, const wrapper *w, cons
         snprintf(what, sizeof what, "must be \"%s\"%s%s%s", w->text[0][0],
                  w->text[1][0] ? " or \"" : "", w->text[1][0] ? w->text[1][0] : "",
                  w->text[1][0] ? "\"" : "");
-        fgm_key_err(err, label, "text_config.model_type", what);
-        return NULL;
+        return fgm_key_err(err, label, "text_config.model_type", what);
     }
     json_t *copy = json_deep_copy(tc ? tc : root);
     json_t *dflt = w->defaults && !which ? json_loads(w->defaults, 0, NULL) : NULL;
-    char *txt = NULL;
+    *txt = NULL;
     if (copy && (!w->defaults || which || dflt)) {
         if (!tc) { /* a flat file: the top level, less the other parts */
             json_object_del(copy, "vision_config");
@@ -839,28 +859,24 @@ static char *text_config(json_t *root, const char *label, const wrapper *w, cons
         if (dflt)
             json_object_update_missing(copy, dflt);
         mrope_default(copy);
-        *entry = w->text[which][1];
-        if (!json_object_set_new(copy, "model_type", json_string(*entry)))
-            txt = json_dumps(copy, JSON_COMPACT);
+        if (!json_object_set_new(copy, "model_type", json_string(w->text[which][1])))
+            *txt = json_dumps(copy, JSON_COMPACT);
     }
     json_decref(dflt);
     json_decref(copy);
-    if (!txt)
-        fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    return txt;
+    return *txt ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
 }
 
 static int root_wrapped(json_t *root, const char *label, const wrapper *w, fg_hparams *hp,
                         fg_err *err)
 {
-    const char *entry = NULL;
-    char *txt = text_config(root, label, w, &entry, err);
-    if (!txt)
-        return err ? err->code : FG_ERR_CORRUPT;
-    char sub[160];
+    char *txt, sub[160];
+    int rc = text_config(root, label, w, &txt, err);
+    if (rc)
+        return rc;
     json_t *tc = json_object_get(root, "text_config");
     snprintf(sub, sizeof sub, "%.140s%s", label ? label : "config.json", tc ? " text_config" : "");
-    int rc = fg_model_config_parse(txt, strlen(txt), sub, hp, err);
+    rc = fg_model_config_parse(txt, strlen(txt), sub, hp, err);
     free(txt);
     snprintf(hp->arch, sizeof hp->arch, "%s", w->type); /* its tensor names are the wrapper's */
     uint32_t n;
@@ -877,20 +893,6 @@ static int root_wrapped(json_t *root, const char *label, const wrapper *w, fg_hp
     hp->eos_id = hp->eos_ids[0];
     return rc ? rc : fgm_dtype(root, label, hp, err);
 }
-
-#define WRAPPER(nm, noun, i)                                                                   \
-    static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
-    {                                                                                          \
-        return root_wrapped(r, l, &k_wrappers[i], hp, e);                                      \
-    }                                                                                          \
-    static int parse_##nm(const char *j, size_t n, const char *l, fg_hparams *hp, fg_err *e)   \
-    {                                                                                          \
-        return fgm_parse(j, n, l, root_##nm, hp, e);                                           \
-    }                                                                                          \
-    const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, wrapped_name,           \
-                                  fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
-                                  fg_model_attn_post, fg_model_mlp, fg_model_head, NULL, NULL, \
-                                  wrapped_unused}
 
 static const char *wrapped_name(const char *name, char *buf, size_t cap)
 {
