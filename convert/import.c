@@ -274,11 +274,6 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return FG_OK;
 }
 
-static uint64_t spec_elems(const fg_tensor_spec *s)
-{
-    return s->dims[0] * (s->n_dims > 1 ? s->dims[1] : 1);
-}
-
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                           const fgc_source *from, fg_err *err)
 {
@@ -290,7 +285,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
     for (uint32_t s = 0; s < n_spec; s++) /* a tied LM head is the embedding: not stored */
         if (from[s].index != FGC_NONE && !spec[s].fallback[0])
-            j->total += spec_elems(&spec[s]) *
+            j->total += spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]) *
                         fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, from[s].index)->dtype);
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = from[s].index;
@@ -299,7 +294,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
-        ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * (spec_elems(&spec[s]) / spec[s].dims[0])};
+        ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s])};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               t->dtype == FG_CKPT_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read,

@@ -331,6 +331,11 @@ int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg
     return FG_OK;
 }
 
+uint64_t fg_tensor_spec_cols(const fg_tensor_spec *s)
+{
+    return s->n_dims > 1 ? s->dims[1] : 1;
+}
+
 uint32_t fg_model_kv_width(const fg_hparams *hp)
 {
     return hp->n_kv_heads * hp->head_dim;

@@ -131,6 +131,9 @@ typedef struct fg_tensor_spec {
                                         * store w and scale by 1 + w) */
 } fg_tensor_spec;
 
+/* Values per row of a tensor: dims[1], or 1 for a vector. */
+uint64_t fg_tensor_spec_cols(const fg_tensor_spec *s);
+
 /* A unit's weights as the forward pass sees them, indexed by role: SMALL tensors as f32
  * (NULL when absent), the others as typed weights (n_pieces 0 and f32 NULL when absent). */
 typedef struct fg_unit_w {

@@ -130,7 +130,7 @@ static void stage_view(fg_engine *e)
             continue; /* another stage's */
         weights += t->stored_bytes;
         for (uint32_t c = 0; c < t->n_chunks; c++) {
-            uint64_t f = t->chunks[c].n_rows * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+            uint64_t f = t->chunks[c].n_rows * fg_tensor_spec_cols(&t->spec);
             max_floats = f > max_floats ? f : max_floats;
         }
     }
@@ -487,7 +487,7 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
         return rc;
     const fg_fgt_chunk_info *ci = &t->chunks[i];
     *p = (fg_wpiece){v->ptr, (size_t)ci->length, t->codec, t->spec.n_dims,
-                     {t->spec.dims[0], t->spec.n_dims > 1 ? t->spec.dims[1] : 1},
+                     {t->spec.dims[0], fg_tensor_spec_cols(&t->spec)},
                      ci->first_row, ci->n_rows, v};
     return FG_OK;
 }
@@ -536,14 +536,14 @@ static int materialize(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
 {
     const wtensor *t = &e->tensors[ti];
     int rc = materialize_raw(e, ti, dst, err);
-    uint64_t n = t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+    uint64_t n = t->spec.dims[0] * fg_tensor_spec_cols(&t->spec);
     return rc == FG_OK && t->spec.add != 0 ? add_const(e, dst, n, t->spec.add, err) : rc;
 }
 
 static int materialize_raw(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
 {
     const wtensor *t = &e->tensors[ti];
-    uint64_t cols = t->spec.n_dims > 1 ? t->spec.dims[1] : 1;
+    uint64_t cols = fg_tensor_spec_cols(&t->spec);
     if (e->buft != FG_BUFT_HOST) {
         wsrc *s = &e->wsrc[ti];
         *s = (wsrc){e, (int)ti, {0}};
@@ -609,7 +609,7 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int 
             return rc;
         w->f[r] = dst;
         w->w[r].f32 = dst;
-        dst += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+        dst += t->spec.dims[0] * fg_tensor_spec_cols(&t->spec);
     }
     return FG_OK;
 }

@@ -100,7 +100,7 @@ static void unit_of(const fg_plan_weights *w, uint32_t u, fg_plan_unit *pu)
         if (t->group == u)
             pu->stored += t->stored;
         if (a == FG_ACCESS_SMALL)
-            pu->small_floats += t->spec.dims[0] * (t->spec.n_dims > 1 ? t->spec.dims[1] : 1);
+            pu->small_floats += t->spec.dims[0] * fg_tensor_spec_cols(&t->spec);
         if (a == FG_ACCESS_SMALL || a == FG_ACCESS_LINEAR) {
             pu->resident += t->stored;
             continue;
