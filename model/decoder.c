@@ -214,10 +214,10 @@ int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, 
         rc = linear(be, x, w, FG_ROLE_WK, FG_ROLE_BK, ws->kbuf, n, kw, h, err);
     if (rc == FG_OK)
         rc = linear(be, x, w, FG_ROLE_WV, FG_ROLE_BV, ws->vbuf, n, kw, h, err);
-    if (rc == FG_OK && hp->qk_norm) { /* each head's row of head_dim values (2: each whole
+    if (rc == FG_OK && hp->qk_norm) { /* each head's row of head_dim values (or each whole
                                           * row), in place */
-        uint32_t qh = hp->qk_norm == 2 ? 1 : hp->n_heads;
-        uint32_t kh = hp->qk_norm == 2 ? 1 : hp->n_kv_heads;
+        uint32_t qh = hp->qk_norm == FG_QK_NORM_WHOLE ? 1 : hp->n_heads;
+        uint32_t kh = hp->qk_norm == FG_QK_NORM_WHOLE ? 1 : hp->n_kv_heads;
         rc = be->iface->rmsnorm(be, ws->q, w->f[FG_ROLE_Q_NORM], ws->q, n * qh, qw / qh,
                                 hp->norm_eps, err);
         if (rc == FG_OK)

@@ -85,7 +85,7 @@ typedef struct traits {
     int qkv_bias;        /* q/k/v biases always (Qwen2) */
     int attention_bias;  /* reads attention_bias: q/k/v and o biases */
     int mlp_bias;        /* reads mlp_bias */
-    int qk_norm;         /* per-head q/k RMSNorms (Qwen3) */
+    int qk_norm;         /* q/k RMSNorms (fg_hparams.qk_norm's values) */
     /* sliding_window on: every layer; layer_types' (default every layer); with
      * use_sliding_window, layer_types' or those from max_window_layers on */
     window_kind windows;
@@ -123,13 +123,13 @@ static const traits k_traits[] = {
                        .window = 4096, .eps = 1e-6f},
     [FAM_QWEN2] = {.kv_heads = 32, NO_IDS, .qkv_bias = 1, .windows = WIN_QWEN, .window = 4096,
                    .eps = 1e-6f},
-    [FAM_QWEN3] = {.kv_heads = 32, .head_dim = 128, NO_IDS, .attention_bias = 1, .qk_norm = 1,
-                   .windows = WIN_QWEN, .window = 4096, .eps = 1e-6f},
+    [FAM_QWEN3] = {.kv_heads = 32, .head_dim = 128, NO_IDS, .attention_bias = 1,
+                   .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_QWEN, .window = 4096, .eps = 1e-6f},
     [FAM_PHI3] = {.bos = 1, .eos = 32000, .pad = 32000, .windows = WIN_ALL, .eps = 1e-5f,
                   .phi = 1},
     [FAM_GEMMA3] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
-                    .attention_bias = 1, .qk_norm = 1, .windows = WIN_GEMMA, .window = 4096,
-                    .eps = 1e-6f, .gemma = 1},
+                    .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_GEMMA,
+                    .window = 4096, .eps = 1e-6f, .gemma = 1},
     [FAM_MINISTRAL3] = {.kv_heads = 8, .head_dim = 128, .bos = 1, .eos = 2, .pad = 11,
                         .windows = WIN_ALL, .eps = 1e-5f, .ministral3 = 1},
     [FAM_GRANITE] = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1, .mlp_bias = 1,
@@ -137,8 +137,8 @@ static const traits k_traits[] = {
     [FAM_SMOLLM3] = {.kv_heads = 4, .bos = 128000, .eos = 128001, .pad = 128004,
                      .attention_bias = 1, .mlp_bias = 1, .windows = WIN_SMOL, .eps = 1e-6f,
                      .smol = 1},
-    [FAM_OLMO2] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1, .qk_norm = 2,
-                   .windows = WIN_NONE, .eps = 1e-5f, .olmo2 = 1},
+    [FAM_OLMO2] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
+                   .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE, .eps = 1e-5f, .olmo2 = 1},
 };
 #undef NO_IDS
 
@@ -514,7 +514,8 @@ static int gemma(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     hp->act = act ? FG_ACT_GELU : FG_ACT_GELU_TANH;
     hp->attn_scale = (float)(1.0 / sqrt((double)q));
     hp->embed_scale = (float)sqrt((double)hp->hidden);
-    hp->sandwich = hp->norm_plus_one = 1;
+    hp->sandwich = FG_SANDWICH_BOTH;
+    hp->norm_plus_one = 1;
     return FG_OK;
 }
 
@@ -602,7 +603,7 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     hp->out_bias = t->attention_bias && attn_bias;
     hp->qk_norm = t->qk_norm;
     if (t->olmo2)
-        hp->sandwich = 2;
+        hp->sandwich = FG_SANDWICH_AFTER;
     hp->mlp_bias = mlp_bias;
     return fgm_dtype(root, label, hp, err);
 }
@@ -646,15 +647,15 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
                  hp->vocab_size, h);
         break;
     case FG_UNIT_ATTN:
-        if (hp->sandwich != 2)
+        if (hp->sandwich != FG_SANDWICH_AFTER)
             norm(hp, o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "self_attn", "q_proj", FG_ROLE_WQ, hp->qkv_bias, q, h);
         proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
-        if (hp->qk_norm) { /* per head, or (2) over the whole projection */
-            uint64_t qn = hp->qk_norm == 2 ? q : hp->head_dim;
-            uint64_t kn = hp->qk_norm == 2 ? kv : hp->head_dim;
+        if (hp->qk_norm) { /* per head, or over the whole projection */
+            uint64_t qn = hp->qk_norm == FG_QK_NORM_WHOLE ? q : hp->head_dim;
+            uint64_t kn = hp->qk_norm == FG_QK_NORM_WHOLE ? kv : hp->head_dim;
             norm(hp, o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, qn);
             norm(hp, o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, kn);
         }
@@ -662,7 +663,7 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
             norm(hp, o, &n, l, "post_attention_layernorm", FG_ROLE_POST_NORM_W, h);
         break;
     case FG_UNIT_MLP:
-        if (hp->sandwich != 2) /* (OLMo 2 has no input norm) */
+        if (hp->sandwich != FG_SANDWICH_AFTER) /* (OLMo 2 has no input norm) */
             norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm"
                                             : "post_attention_layernorm", FG_ROLE_NORM_W, h);
         proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);

@@ -34,6 +34,10 @@ extern "C" {
 #endif
 
 typedef enum fg_norm_kind { FG_NORM_LAYER = 0, FG_NORM_RMS = 1 } fg_norm_kind;
+/* fg_hparams.qk_norm: none, each head's row (Qwen3, Gemma 3), the whole projection (OLMo 2) */
+enum { FG_QK_NORM_HEAD = 1, FG_QK_NORM_WHOLE = 2 };
+/* fg_hparams.sandwich: none, a norm before and after each block (Gemma), after only (OLMo 2) */
+enum { FG_SANDWICH_BOTH = 1, FG_SANDWICH_AFTER = 2 };
 typedef enum fg_pos_kind { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 } fg_pos_kind;
 
 #define FG_MODEL_MAX_LAYERS 1024u
@@ -64,18 +68,19 @@ typedef struct fg_hparams {
     int final_norm;         /* a norm before the head */
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
-    int qk_norm;            /* RMSNorm (norm_eps) over each head's q and k, weights [head_dim],
-                             * after the projections and before RoPE (Qwen3, Gemma 3); 2: over
-                             * the whole projection, weights [n_heads * head_dim] and [KV row]
-                             * (OLMo 2) */
+    int qk_norm;            /* RMSNorm (norm_eps) of q and k after the projections, before RoPE:
+                             * FG_QK_NORM_HEAD over each head, weights [head_dim];
+                             * FG_QK_NORM_WHOLE over each row, weights [n_heads * head_dim] and
+                             * [KV row] */
     uint64_t nope_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l has no rotary positions
                              * (SmolLM3's no_rope_layers 0) */
     fg_rope rope_local;     /* the rotary settings of the layers that full_layers does not mark,
                              * when local_rope (Gemma 3's sliding layers: rope_local_base_freq) */
     int local_rope;
-    int sandwich;           /* 1, Gemma: a norm after each block too (POST_NORM_W), and the MLP's
-                             * input norm its own (pre_feedforward_layernorm); 2, OLMo 2: the
-                             * norm after each block only (no input norms) */
+    int sandwich;           /* FG_SANDWICH_BOTH (Gemma): a norm after each block too
+                             * (POST_NORM_W), the MLP's input norm its own
+                             * (pre_feedforward_layernorm); FG_SANDWICH_AFTER (OLMo 2): the norm
+                             * after each block only (no input norms) */
     int norm_plus_one;      /* Gemma: RMSNorms scale by 1 + w (fg_tensor_spec.add 1) */
     float embed_scale;      /* the token embedding rows times this (Gemma: sqrt(hidden)); 0: 1 */
     float llama4_beta;      /* > 0: q at position p times 1 + beta ln(1 + floor(p /

@@ -508,7 +508,8 @@ START_TEST(gemma3_configs)
     /* OLMo 2: no input norms, q/k norms over the whole projections, Olmo2Config's ids */
     const char *ol = "{\"model_type\":\"olmo2\"," L ",\"num_key_value_heads\":2}";
     ck_assert_int_eq(fg_model_config_parse(ol, strlen(ol), NULL, &c, &err), FG_OK);
-    ck_assert(c.qk_norm == 2 && c.sandwich == 2 && c.bos_id == -1 && c.eos_id == 50279);
+    ck_assert(c.qk_norm == FG_QK_NORM_WHOLE && c.sandwich == FG_SANDWICH_AFTER);
+    ck_assert(c.bos_id == -1 && c.eos_id == 50279);
     fg_tensor_spec ot[FG_UNIT_MAX_TENSORS];
     uint32_t no = fg_model_unit_tensors(&c, 1, ot), whole = 0; /* layer 0's attention */
     for (uint32_t i = 0; i < no; i++) {
