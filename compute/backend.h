@@ -7,7 +7,8 @@
  *    object the pager's DEVICE tier uses;
  *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
- *    gelu-tanh, silu-gated), add, scale, argmax of rows (greedy sampling), KV encode, attention (causal, grouped-query, sliding
+ *    gelu-tanh, silu-gated), add, scale, argmax of rows (greedy sampling), scatter of rows
+ *    (a mixture of experts' outputs), KV encode, attention (causal, grouped-query, sliding
  *    window, top-k sparse, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
@@ -185,6 +186,14 @@ typedef struct fg_backend_iface {
      * answers 0. x and ids in host or device memory; n >= 1 */
     int (*argmax)(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
                   fg_err *err);
+    /* y[idx[i], :] = s[i] * x[i, :] (accumulate 0) or y[idx[i], :] += s[i] * x[i, :]
+     * (accumulate 1: the product rounded to f32, then added, as torch's index_add_ of a scaled
+     * tensor) for i < n, rows of `width` values: a mixture of experts' outputs into the rows of
+     * their tokens. y has y_rows rows (an idx past them or negative is refused; on CUDA idx in
+     * device memory is checked by the kernel, which reports the first it saw); the idx of one
+     * call are distinct. x, y in host or device memory, idx and s too */
+    int (*scatter)(fg_backend *be, float *y, uint32_t y_rows, const float *x, const int32_t *idx,
+                   const float *s, uint32_t n, uint32_t width, int accumulate, fg_err *err);
     /* rows [row, row + n) of the cache from k, v [n, width] f32 (encoded when quantized) */
     int (*kv_store)(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                     const float *v, uint32_t n, fg_err *err);

@@ -1,5 +1,7 @@
 /* backend_cpu.c - the CPU compute backend: Linear layers through OpenBLAS sgemm (fp32) on typed
- * weights decoded piece by piece, the small kernels from kernels_cpu.c and ops_common.c.
+ * weights decoded piece by piece, the small kernels from kernels_cpu.c and ops_common.c, and
+ * the scalar references themselves where SIMD gains nothing (RoPE, add, scale, argmax, scatter:
+ * ops_ref.c).
  * Synchronous: `sync` is a no-op. Its device is the host device (core/fg_device.h): host memory,
  * no pinned or device memory.
  *
@@ -770,7 +772,8 @@ static void cpu_destroy(fg_backend *be)
 static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
     cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, fgb_ref_rope, cpu_act, fgb_ref_add,
-    fgb_ref_scale, fgb_ref_argmax, cpu_kv_store, cpu_attention, cpu_stats, cpu_destroy,
+    fgb_ref_scale, fgb_ref_argmax, fgb_ref_scatter, cpu_kv_store, cpu_attention, cpu_stats,
+    cpu_destroy,
 };
 
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)

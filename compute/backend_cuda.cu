@@ -27,13 +27,17 @@
  * is reused only after the compute stream's event for its previous piece).
  *
  * Kernels (kernels_cuda.cuh, which tests/cudaemu also compiles for the host; each has the
- * scalar reference of compute/ops_ref.c as its definition): LayerNorm and
- * RMSNorm one block a row; RoPE one thread per (row, frequency) with cos/sin in double as
- * ops_common.c; activations and add elementwise; attention one block per (query, head) over
- * scores in global scratch (causal, grouped-query, sliding window, top-k: the threshold is the
- * largest score with at least k scores >= it, the k-th largest), a quantized cache decoded to f32
- * first; the 4-bit KV store encodes on the device (fg_quant_cuda_encode). A first version:
- * correct against the reference, not tuned (the top-k threshold is a 32-pass radix select).
+ * scalar reference of compute/ops_ref.c as its definition): LayerNorm and RMSNorm one block a
+ * row; RoPE one thread per (row, frequency) with cos/sin in double as ops_common.c; activations
+ * and add elementwise; argmax one block a row; scatter (a mixture of experts' rows into their
+ * tokens' rows) one block per row, the product rounded apart from the add (__fmul_rn) as in the
+ * reference, row indices checked on the host when they are host memory and by the kernel when
+ * they are device memory (the first bad one reported, as gather's device ids); attention one
+ * block per (query, head) over scores in global scratch (causal, grouped-query, sliding window,
+ * top-k: the threshold is the largest score with at least k scores >= it, the k-th largest), a
+ * quantized cache decoded to f32 first; the 4-bit KV store encodes on the device
+ * (fg_quant_cuda_encode). A first version: correct against the reference, not tuned (the top-k
+ * threshold is a 32-pass radix select).
  *
  * --cpu-cache-compute: attention whose cache is host memory runs on the CPU backend this one
  * keeps for it, beside the cache; its device operands (the engine's device workspace) come down
@@ -595,6 +599,47 @@ static int cu_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, 
     return op_end(&o, rc, err);
 }
 
+/* A mixture of experts' rows into their tokens' rows. y is in and out whatever accumulate is
+ * (the rows idx does not name keep their values). Host indices are checked here, before
+ * anything runs (a refused call leaves y as it was); indices in device memory are not read back
+ * over the link: the kernel skips a bad one and reports it in `bad` (two ints staged,
+ * downloaded by op_end), after the rows of the good ones are written. */
+static int cu_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x,
+                      const int32_t *idx, const float *s, uint32_t n, uint32_t width,
+                      int accumulate, fg_err *err)
+{
+    if (!n) /* nothing to scatter (a grid of no blocks is a launch error) */
+        return FG_OK;
+    int dev_idx = is_dev(idx);
+    for (uint32_t i = 0; !dev_idx && i < n; i++)
+        if (idx[i] < 0 || (uint32_t)idx[i] >= y_rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d (entry %u of %u) "
+                              "is outside y's %u rows", idx[i], i, n, y_rows);
+    op o = op_begin(be);
+    int32_t hbad[2] = {0, 0};
+    int32_t *bad = NULL;
+    void *dy, *dx, *di, *ds;
+    size_t row = (size_t)width * 4;
+    int rc = opnd(&o, y, (size_t)y_rows * row, 1, 1, &dy, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, x, (size_t)n * row, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, idx, (size_t)n * 4, 1, 0, &di, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, s, (size_t)n * 4, 1, 0, &ds, err);
+    if (rc == FG_OK && dev_idx && (rc = stage(&o, sizeof hbad, hbad, (void **)&bad, err)) == FG_OK)
+        rc = ck(cudaMemsetAsync(bad, 0, sizeof hbad, o.c->cs), "memset", err);
+    if (rc == FG_OK)
+        k_scatter<<<n, 128, 0, o.c->cs>>>((float *)dy, y_rows, (const float *)dx,
+                                          (const int32_t *)di, (const float *)ds, width,
+                                          accumulate, bad);
+    rc = op_end(&o, rc, err);
+    if (rc == FG_OK && hbad[0])
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d is outside y's %u rows "
+                        "(indices in device memory)", hbad[1], y_rows);
+    return rc;
+}
+
 /* ---- KV cache and attention ---- */
 
 /* Rows [row, row + n) of one cache array: in place when device memory (*at = row), else staged
@@ -788,7 +833,7 @@ static void cu_destroy(fg_backend *be)
 static const fg_backend_iface k_cuda = {
     "cuda", cu_sync, cu_reserve,
     cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add, cu_scale,
-    cu_argmax, cu_kv_store, cu_attention, cu_stats, cu_destroy,
+    cu_argmax, cu_scatter, cu_kv_store, cu_attention, cu_stats, cu_destroy,
 };
 
 static int visible(int ordinal, fg_err *err)

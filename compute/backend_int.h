@@ -52,6 +52,8 @@ int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
 int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err);
 int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
                    fg_err *err);
+int fgb_ref_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x, const int32_t *idx,
+                    const float *s, uint32_t n, uint32_t width, int accumulate, fg_err *err);
 
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps);
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,

@@ -411,6 +411,28 @@ static int sim_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n,
     return op_end(&o, rc, err);
 }
 
+/* A mixture of experts' rows into their tokens' rows: y is in and out whatever accumulate is
+ * (the rows idx does not name keep their values), so a host y crosses the link both ways. */
+static int sim_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x,
+                       const int32_t *idx, const float *s, uint32_t n, uint32_t width,
+                       int accumulate, fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    op o = op_begin(be);
+    void *dy, *dx, *di, *ds;
+    size_t row = (size_t)width * 4;
+    int rc = opnd(&o, y, (size_t)y_rows * row, 1, 1, &dy, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, x, (size_t)n * row, 1, 0, &dx, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, idx, (size_t)n * 4, 1, 0, &di, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, s, (size_t)n * 4, 1, 0, &ds, err);
+    if (rc == FG_OK)
+        rc = c->cpu->iface->scatter(c->cpu, dy, y_rows, dx, di, ds, n, width, accumulate, err);
+    return op_end(&o, rc, err);
+}
+
 /* ---- KV cache and attention ---- */
 
 /* One of the cache's K/V arrays for rows [row, row + n): device memory in place (the view
@@ -539,7 +561,7 @@ static void sim_destroy(fg_backend *be)
 static const fg_backend_iface k_sim_backend = {
     "sim", sim_sync, sim_reserve,
     sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add, sim_scale,
-    sim_argmax, sim_kv_store, sim_attention, sim_stats, sim_destroy,
+    sim_argmax, sim_scatter, sim_kv_store, sim_attention, sim_stats, sim_destroy,
 };
 
 int fg_backend_sim_create(const fg_backend_sim_opts *o, fg_backend **out, fg_err *err)

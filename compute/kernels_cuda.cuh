@@ -219,6 +219,30 @@ __global__ void k_gather(const float *table, uint64_t first, uint64_t rows, cons
         out[(size_t)i * width + c] = table[(id - first) * width + c];
 }
 
+/* y[idx[i], :] = s[i] * x[i, :] (accumulate 0) or += (accumulate 1), one block per i, threads
+ * over the width: the product rounded to f32 by __fmul_rn (never fused with the add, as in
+ * ops_ref.c), then added by __fadd_rn. An index outside [0, y_rows) writes nothing; with bad
+ * non-NULL the first block to see one sets bad[0] and leaves its index in bad[1] (indices in
+ * device memory are checked here, as k_gather's ids: the host never sees them) */
+__global__ void k_scatter(float *y, uint32_t y_rows, const float *x, const int32_t *idx,
+                          const float *s, uint32_t width, int accumulate, int32_t *bad)
+{
+    uint32_t i = blockIdx.x;
+    int32_t r = idx[i];
+    if (r < 0 || (uint32_t)r >= y_rows) {
+        if (bad && threadIdx.x == 0 && atomicCAS(&bad[0], 0, 1) == 0)
+            bad[1] = r;
+        return;
+    }
+    float si = s[i];
+    const float *xr = x + (size_t)i * width;
+    float *yr = y + (size_t)r * width;
+    for (uint32_t c = threadIdx.x; c < width; c += blockDim.x) {
+        float p = __fmul_rn(si, xr[c]);
+        yr[c] = accumulate ? __fadd_rn(yr[c], p) : p;
+    }
+}
+
 struct attn_k {
     const float *q, *k, *v;
     const uint8_t *valid;

@@ -4,6 +4,12 @@
  * These are the definitions: plain loops, one thread, no SIMD, the reference ISA for every
  * codec. tests/test_ops.c runs each op of every backend present against them on odd shapes.
  * Its device is the host device: host memory only.
+ *
+ * The ops: linear, gather, LayerNorm, RMSNorm, RoPE, activations, add, scale, argmax, scatter
+ * (a mixture of experts' rows back into their tokens' rows), KV store, attention. Where an op's
+ * arithmetic is specified step by step (scatter's product rounded before the add) the code
+ * keeps the steps apart whatever -ffp-contract the build uses: a fused multiply-add would round
+ * once and differ from torch and from the other backends in the last bit.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -188,6 +194,29 @@ int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, in
     return FG_OK;
 }
 
+/* y[idx[i], :] = s[i] * x[i, :], or += with accumulate, for i < n: the product rounded to f32
+ * (a volatile, so no compiler fuses it into the add), then added, as torch's index_add_ of a
+ * scaled tensor. Every index is checked before any row is written: a refused call leaves y as
+ * it was. With accumulate 0 a row's old values (NaN included) are replaced, not scaled by 0. */
+int fgb_ref_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x, const int32_t *idx,
+                    const float *s, uint32_t n, uint32_t width, int accumulate, fg_err *err)
+{
+    (void)be;
+    for (uint32_t i = 0; i < n; i++)
+        if (idx[i] < 0 || (uint32_t)idx[i] >= y_rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d (entry %u of %u) "
+                              "is outside y's %u rows", idx[i], i, n, y_rows);
+    for (uint32_t i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * width;
+        float *yr = y + (size_t)idx[i] * width;
+        for (uint32_t c = 0; c < width; c++) {
+            volatile float p = s[i] * xr[c];
+            yr[c] = accumulate ? yr[c] + p : p;
+        }
+    }
+    return FG_OK;
+}
+
 static int ref_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                         const float *v, uint32_t n, fg_err *err)
 {
@@ -227,7 +256,8 @@ static void ref_destroy(fg_backend *be)
 const fg_backend_iface fg_ops_ref = {
     "ref", ref_sync, ref_reserve,
     ref_linear, ref_gather, ref_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
-    fgb_ref_scale, fgb_ref_argmax, ref_kv_store, ref_attention, ref_stats, ref_destroy,
+    fgb_ref_scale, fgb_ref_argmax, fgb_ref_scatter, ref_kv_store, ref_attention, ref_stats,
+    ref_destroy,
 };
 
 int fg_backend_ref_create(fg_backend **out, fg_err *err)

@@ -408,6 +408,218 @@ START_TEST(argmax_matches_the_sampler_every_backend)
 }
 END_TEST
 
+/* ---- scatter (a mixture of experts' rows back into their tokens' rows) ---- */
+
+/* y[idx[i], :] = s[i] * x[i, :] (or +=) by its definition, written apart from the reference's
+ * code: the product correctly rounded to f32 (two floats' product is exact in double), then
+ * added in f32. */
+static void scatter_want(float *y, const float *x, const int32_t *idx, const float *s, uint32_t n,
+                         uint32_t width, int accumulate)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t c = 0; c < width; c++) {
+            float p = (float)((double)s[i] * x[(size_t)i * width + c]);
+            float *yc = &y[(size_t)idx[i] * width + c];
+            *yc = accumulate ? *yc + p : p;
+        }
+}
+
+/* The first of n floats whose bits differ (any NaN equals any NaN: a GPU's arithmetic gives
+ * the canonical one), or -1. */
+static long first_diff(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i])))
+            return (long)i;
+    return -1;
+}
+
+/* n bytes of src in d's device memory (or src itself when `dev` is 0). */
+static void *place(fg_device *d, int dev, const void *src, size_t n)
+{
+    fg_err err;
+    if (!dev)
+        return (void *)src;
+    void *p;
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, n, &p, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, p, FG_BUFT_DEVICE, src, FG_BUFT_HOST, n, NULL, &err),
+                     FG_OK);
+    return p;
+}
+
+static void unplace(fg_device *d, int dev, void *p)
+{
+    if (dev)
+        d->iface->free(d, FG_BUFT_DEVICE, p);
+}
+
+enum { SC_Y = 23, SC_W = 133, SC_N = 9 }; /* SC_W: a CUDA block's 128 threads and a few more */
+
+typedef struct scatter_io {
+    const float *y0, *x, *s, *want;
+    const int32_t *idx;
+    int accumulate;
+} scatter_io;
+
+/* One call with y, x, idx, s in device memory where bits 0..3 of `where` say so: rc, and y
+ * (downloaded) in got. */
+static int scatter_run(fg_backend *be, unsigned where, const scatter_io *io, float *got,
+                       fg_err *err)
+{
+    fg_device *d = be->dev;
+    size_t yb = SC_Y * SC_W * 4;
+    float *y = got;
+    if (where & 1)
+        y = place(d, 1, io->y0, yb);
+    else
+        memcpy(got, io->y0, yb);
+    const float *x = place(d, where & 2, io->x, SC_N * SC_W * 4);
+    const int32_t *idx = place(d, where & 4, io->idx, SC_N * 4);
+    const float *s = place(d, where & 8, io->s, SC_N * 4);
+    int rc = be->iface->scatter(be, y, SC_Y, x, idx, s, SC_N, SC_W, io->accumulate, err);
+    fg_err e2;
+    if (where & 1)
+        ck_assert_int_eq(d->iface->copy(d, got, FG_BUFT_HOST, y, FG_BUFT_DEVICE, yb, NULL, &e2),
+                         FG_OK);
+    unplace(d, where & 1, y);
+    unplace(d, where & 2, (void *)x);
+    unplace(d, where & 4, (void *)idx);
+    unplace(d, where & 8, (void *)s);
+    return rc;
+}
+
+/* A bad index (negative, then y's row count) in entry 4: refused with one line naming scatter.
+ * Host indices are checked before anything is written; indices in device memory (checked by
+ * the CUDA kernel) may let the good rows through, never a row the call does not name. */
+static void scatter_refusals(fg_backend *be, unsigned where, const scatter_io *io)
+{
+    static const int32_t bad[2] = {-1, SC_Y};
+    float got[SC_Y * SC_W];
+    for (int k = 0; k < 2; k++) {
+        int32_t idx[SC_N];
+        memcpy(idx, io->idx, sizeof idx);
+        idx[4] = bad[k];
+        scatter_io b = *io;
+        b.idx = idx;
+        fg_err err;
+        err.msg[0] = 0;
+        ck_assert_int_eq(scatter_run(be, where, &b, got, &err), FG_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(err.msg, "scatter") && !strchr(err.msg, '\n'), "%s: %s",
+                      be->iface->name, err.msg);
+        for (uint32_t r = 0; r < SC_Y; r++) {
+            int named = 0;
+            for (int i = 0; i < SC_N; i++)
+                named |= idx[i] == (int32_t)r && (where & 4);
+            if (!named)
+                ck_assert_msg(first_diff(got + r * SC_W, io->y0 + r * SC_W, SC_W) < 0,
+                              "%s, where %u, index %d: row %u written", be->iface->name, where,
+                              bad[k], r);
+        }
+    }
+}
+
+/* Every backend against the definition, bit for bit, with each operand in host or device
+ * memory (16 placements on a device backend), accumulate 0 and 1; the rows idx does not name
+ * keep their values (a NaN among them), a named row's NaN is replaced (0) or kept (1); n = 0
+ * does nothing; bad indices are refused. */
+START_TEST(scatter_every_backend_host_and_device_operands)
+{
+    static const int32_t idx[SC_N] = {3, 22, 0, 7, 15, 4, 11, 21, 9};
+    static const float s[SC_N] = {0.37f, -1.25f, 1.0f, 0.0f, 3.1f, -0.001f, 0.7071f, 1e-3f, 2.0f};
+    static float y0[SC_Y * SC_W], x[SC_N * SC_W], want[SC_Y * SC_W], got[SC_Y * SC_W];
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    tu_randf(y0, SC_Y * SC_W, 31, 2.0f);
+    tu_randf(x, SC_N * SC_W, 32, 3.0f);
+    y0[3 * SC_W + 5] = NAN; /* named: replaced, or kept by the add */
+    y0[5 * SC_W + 1] = NAN; /* not named */
+    /* the values tell a fused multiply-add from the rounded product and the add */
+    int fused_differs = 0;
+    for (int i = 0; i < SC_N; i++)
+        for (int c = 0; c < SC_W; c++) {
+            float yv = y0[idx[i] * SC_W + c], xv = x[i * SC_W + c];
+            float p = (float)((double)s[i] * xv), sum = yv + p, fused = fmaf(s[i], xv, yv);
+            fused_differs += !isnan(yv) && memcmp(&sum, &fused, 4) != 0;
+        }
+    ck_assert_int_gt(fused_differs, 10);
+    for (int acc = 0; acc < 2; acc++) {
+        memcpy(want, y0, sizeof want);
+        scatter_want(want, x, idx, s, SC_N, SC_W, acc);
+        ck_assert(isnan(want[3 * SC_W + 5]) == acc && isnan(want[5 * SC_W + 1]));
+        scatter_io io = {y0, x, s, want, idx, acc};
+        memcpy(got, y0, sizeof got);
+        ck_assert_int_eq(fg_ops_ref.scatter(NULL, got, SC_Y, x, idx, s, SC_N, SC_W, acc, &err),
+                         FG_OK);
+        ck_assert_int_lt(first_diff(got, want, SC_Y * SC_W), 0);
+        for (int b = 0; b < nb; b++) {
+            const char *name = be[b]->iface->name;
+            unsigned places = strcmp(be[b]->dev->iface->name, "host") ? 16 : 1;
+            for (unsigned where = 0; where < places; where++) {
+                memset(got, 0xff, sizeof got);
+                ck_assert_msg(scatter_run(be[b], where, &io, got, &err) == FG_OK, "%s: %s", name,
+                              err.msg);
+                long at = first_diff(got, want, SC_Y * SC_W);
+                ck_assert_msg(at < 0, "%s, accumulate %d, operands on the device %#x: y[%ld] = "
+                              "%a, want %a", name, acc, where, at, (double)got[at < 0 ? 0 : at],
+                              (double)want[at < 0 ? 0 : at]);
+                scatter_refusals(be[b], where, &io);
+            }
+            memcpy(got, y0, sizeof got); /* n = 0: nothing read, nothing written */
+            ck_assert_int_eq(be[b]->iface->scatter(be[b], got, SC_Y, NULL, NULL, NULL, 0, SC_W,
+                                                   acc, &err), FG_OK);
+            ck_assert_int_lt(first_diff(got, y0, SC_Y * SC_W), 0);
+        }
+    }
+    free_all(be, nb);
+}
+END_TEST
+
+/* The mixture-of-experts gather: the rows of the tokens routed to one expert taken from the
+ * activations (an fg_weight whose f32 is them, in host or device memory) by host-memory ids,
+ * into host or device memory, on every backend; an id past the tokens is refused. */
+START_TEST(gather_activation_rows_every_backend)
+{
+    enum { T = 11, W = 133, M = 6 };
+    const int32_t ids[M] = {5, 0, 10, 3, 7, 5};
+    static float act[T * W], want[M * W], out[M * W];
+    tu_randf(act, T * W, 41, 1.0f);
+    for (int m = 0; m < M; m++)
+        memcpy(want + m * W, act + ids[m] * W, W * 4);
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    for (int b = 0; b < nb; b++) {
+        fg_device *d = be[b]->dev;
+        const char *name = be[b]->iface->name;
+        int dev = strcmp(d->iface->name, "host") != 0;
+        for (int on_dev = 0; on_dev <= dev; on_dev++) {
+            fg_weight w = {place(d, on_dev, act, sizeof act), 0, NULL, NULL, NULL, NULL, NULL};
+            memset(out, 0xff, sizeof out);
+            ck_assert_msg(be[b]->iface->gather(be[b], &w, T, ids, M, out, W, &err) == FG_OK,
+                          "%s: %s", name, err.msg);
+            ck_assert_msg(!memcmp(out, want, sizeof out), "%s, activations on the device %d",
+                          name, on_dev);
+            if (on_dev) { /* into device memory too (the expert's input rows) */
+                float *dout = place(d, 1, out, sizeof out);
+                ck_assert_int_eq(be[b]->iface->gather(be[b], &w, T, ids, M, dout, W, &err),
+                                 FG_OK);
+                memset(out, 0xff, sizeof out);
+                ck_assert_int_eq(d->iface->copy(d, out, FG_BUFT_HOST, dout, FG_BUFT_DEVICE,
+                                                sizeof out, NULL, &err), FG_OK);
+                ck_assert_msg(!memcmp(out, want, sizeof out), "%s, device to device", name);
+                unplace(d, 1, dout);
+            }
+            int32_t bad[2] = {2, T};
+            ck_assert_int_eq(be[b]->iface->gather(be[b], &w, T, bad, 2, out, W, &err),
+                             FG_ERR_INVALID_ARG);
+            unplace(d, on_dev, (void *)w.f32);
+        }
+    }
+    free_all(be, nb);
+}
+END_TEST
+
 /* RoPE against a direct evaluation of transformers' formula (rotate-half, f32 inv_freq). */
 /* ReLU against its formula x > 0 ? x : 0 (times up when gated) on values that tell vector and
  * scalar code apart: NaN and -0 give +0, infinities, denormals; lengths not a multiple of 4. */
@@ -730,6 +942,8 @@ static Suite *suite(void)
     tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
     tcase_add_test(tc, cpu_small_ops_split_across_helpers);
     tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
+    tcase_add_test(tc, scatter_every_backend_host_and_device_operands);
+    tcase_add_test(tc, gather_activation_rows_every_backend);
     tcase_add_test(tc, relu_matches_its_formula_on_special_values);
     tcase_add_test(tc, rope_matches_the_formula);
     tcase_add_test(tc, yarn_inv_freq_matches_transformers);
