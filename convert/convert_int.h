@@ -43,6 +43,7 @@ typedef struct fgc_tensor_src {
                               bit: a BF16 checkpoint is stored as BF16) */
     int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
     void *ctx;
+    uint32_t blocks;       /* > 1: no chunk may straddle these equal blocks of rows */
 } fgc_tensor_src;
 
 fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem);
@@ -55,12 +56,18 @@ int fgc_begin(fgc_job *j, const char *dst, const fg_convert_opts *o, fg_err *err
 int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
 
 /* Where a canonical tensor comes from: checkpoint tensor `index` (FGC_NONE: absent), its rows
- * [row0, row0 + the spec's dims[0]) (row0 > 0 only for a part of a fused tensor). */
+ * [row0, row0 + the spec's dims[0]) (row0 > 0 only for a part of a fused tensor); or, index
+ * FGC_STACKED, one checkpoint tensor per block of its rows (fg_tensor_spec.blocks: an expert's
+ * weight each), parts[b] holding block b (malloc'd: fgc_sources_free). */
 #define FGC_NONE UINT32_MAX
+#define FGC_STACKED (UINT32_MAX - 1)
 typedef struct fgc_source {
     uint32_t index;
     uint64_t row0;
+    uint32_t *parts;
 } fgc_source;
+/* Frees what fg_convert_check_ckpt allocated in src[0 .. n) (the parts), not src. */
+void fgc_sources_free(fgc_source *src, uint32_t n);
 
 /* Checkpoint tensors accepted and not stored: buffers fg derives from config.json
  * (fg_arch.derived) and tensors of parts fg does not run (fg_arch.unused). */

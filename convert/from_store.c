@@ -118,6 +118,28 @@ static int st_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return FG_OK;
 }
 
+/* The blocks a model's tensor `name` keeps whole (fg_tensor_spec.blocks: a mixture's stacked
+ * experts), from the store's config; 0 for a store without a model or another tensor. */
+static uint32_t blocks_of(fg_store *s, const char *name)
+{
+    void *data;
+    size_t len;
+    fg_hparams hp;
+    fg_tensor_spec *spec = NULL;
+    uint32_t n = 0, blocks = 0;
+    fg_err e;
+    if (fg_store_meta_get(s, "model.config_json", &data, &len, &e) != FG_OK)
+        return 0;
+    if (fg_model_config_parse(data, len, "model.config_json", &hp, &e) == FG_OK && hp.n_experts &&
+        fg_model_tensors(&hp, &spec, &n, &e) == FG_OK)
+        for (uint32_t i = 0; i < n; i++)
+            if (!strcmp(spec[i].name, name))
+                blocks = spec[i].blocks;
+    free(spec);
+    free(data);
+    return blocks;
+}
+
 static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
 {
     fg_store_tensor *t;
@@ -146,7 +168,7 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
                           {t->n_dims ? t->dims[0] : 1, t->n_dims > 1 ? t->dims[1] : 1},
                           t->codec.id == FG_CODEC_F32 ? 4 : 2,
                           t->codec.id == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, st_read,
-                          &c};
+                          &c, t->n_dims > 1 ? blocks_of(s, name) : 0};
     if (rc == FG_OK && t->n_dims > 2)
         rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' has %u dimensions (at most 2 "
                         "convert)", fg_store_dir(s), name, t->n_dims);

@@ -66,6 +66,19 @@ static uint64_t rows_per_chunk(const fgc_job *j, const fg_codec *c, uint32_t n_d
     return r < rows ? r : rows;
 }
 
+/* A chunk's rows that stay inside one block of br rows (an expert is used alone: its weight is
+ * whole chunks): br when step reaches it, else the largest divisor of br within step that the
+ * codec's row quantum q divides (0: none) */
+static uint64_t block_step(uint64_t step, uint64_t br, uint64_t q)
+{
+    if (step >= br)
+        return br % q ? 0 : br;
+    for (uint64_t d = step; d >= 1; d--)
+        if (br % d == 0 && d % q == 0)
+            return d;
+    return 0;
+}
+
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
 {
     fg_codec c = fgc_codec_for(j->o, src->n_dims, src->elem);
@@ -78,6 +91,16 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
     for (uint32_t k = 1; k < src->n_dims; k++)
         cols *= src->dims[k];
     uint64_t step = rows_per_chunk(j, &c, src->n_dims, src->dims);
+    if (src->blocks > 1 && rows % src->blocks == 0) { /* an expert's rows in whole chunks */
+        uint64_t q = fg_codec_row_quantum(&c, src->n_dims);
+        step = block_step(step, rows / src->blocks, q ? q : 1);
+        if (!step)
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "tensor '%s': its %u blocks of %llu rows "
+                              "cannot be stored in whole chunks of %s (groups of %llu rows)",
+                              src->name, src->blocks,
+                              (unsigned long long)(rows / src->blocks), fg_codec_name(c.id),
+                              (unsigned long long)q);
+    }
     for (uint64_t r = 0; rc == FG_OK && r < rows && cols; r += step) {
         uint64_t n = rows - r < step ? rows - r : step, elems = n * cols;
         if (grow((void **)&j->f16, &j->f16_cap, elems * 2))
@@ -248,19 +271,40 @@ typedef struct ck_read_ctx {
     uint32_t index;
     uint64_t first;   /* element of the checkpoint tensor the canonical one starts at (a part
                          of a fused tensor starts past the parts before it) */
+    const uint32_t *parts; /* a stacked tensor: the checkpoint tensor of each block */
+    uint64_t block;   /* ... of this many elements */
 } ck_read_ctx;
+
+static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
+                       uint16_t *out, fg_err *err);
 
 static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
 {
     ck_read_ctx *c = ctx;
-    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
+    if (!c->parts)
+        return ck_read_one(c, c->index, first + c->first, n, out, err);
+    int rc = FG_OK;
+    while (n && rc == FG_OK) { /* block by block */
+        uint64_t b = first / c->block, at = first % c->block;
+        uint64_t k = c->block - at < n ? c->block - at : n;
+        rc = ck_read_one(c, c->parts[b], at, k, out, err);
+        first += k;
+        out += k;
+        n -= k;
+    }
+    return rc;
+}
+
+static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
+                       uint16_t *out, fg_err *err)
+{
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
-    first += c->first;
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
-        return fg_ckpt_read(c->ck, c->index, first, n, out, err);
+        return fg_ckpt_read(c->ck, index, first, n, out, err);
     if (grow(&c->j->raw, &c->j->raw_cap, n * es))
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
-    int rc = fg_ckpt_read(c->ck, c->index, first, n, c->j->raw, err);
+    int rc = fg_ckpt_read(c->ck, index, first, n, c->j->raw, err);
     if (rc)
         return rc;
     size_t bad = 0;
@@ -272,6 +316,12 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
         return fg_err_set(err, rc, "%s: tensor '%s' element %llu is not finite in F16",
                           t->path, t->name, (unsigned long long)(first + bad));
     return FG_OK;
+}
+
+/* The checkpoint tensor of a source (a stacked one's first block) */
+static uint32_t first_part(const fgc_source *s)
+{
+    return s->index == FGC_STACKED ? s->parts[0] : s->index;
 }
 
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
@@ -286,19 +336,34 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
     for (uint32_t s = 0; s < n_spec; s++) /* a tied LM head is the embedding: not stored */
         if (from[s].index != FGC_NONE && !spec[s].fallback[0])
             j->total += spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]) *
-                        fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, from[s].index)->dtype);
+                        fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, first_part(&from[s]))->dtype);
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = from[s].index;
         if (i == FGC_NONE || spec[s].fallback[0])
             continue; /* tied LM head: the engine uses the embedding */
-        const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+        const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, first_part(&from[s]));
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
-        ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s])};
+        /* a stacked tensor is stored in one 16-bit type: its blocks must agree on F16 / BF16 */
+        int bf16 = t->dtype == FG_CKPT_BF16;
+        for (uint32_t b = 0; i == FGC_STACKED && b < spec[s].blocks; b++) {
+            const fg_ckpt_tensor *p = fg_ckpt_tensor_at(ck, from[s].parts[b]);
+            if ((p->dtype == FG_CKPT_BF16) != bf16)
+                rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, %s is %s: the "
+                                "blocks of %s must be one of BF16 or the others",
+                                p->path, p->name, fg_ckpt_dtype_name(p->dtype), t->name,
+                                fg_ckpt_dtype_name(t->dtype), spec[s].name);
+        }
+        if (rc)
+            break;
+        ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
+                              i == FGC_STACKED ? from[s].parts : NULL,
+                              spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
+                                               fg_tensor_spec_cols(&spec[s]) : 0};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
-                              t->dtype == FG_CKPT_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read,
-                              &rc_ctx};
+                              bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
+                              spec[s].blocks};
         rc = fgc_write_tensor(j, &src, err);
         j->tensors += rc == FG_OK;
     }
@@ -340,6 +405,8 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
             rc = import_tensors(&j, ck, &hp, from, err);
         rc = fgc_end(&j, rc, rep, err);
     }
+    if (from)
+        fgc_sources_free(from, fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS);
     free(from);
     fg_ckpt_close(ck);
     return rc;

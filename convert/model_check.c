@@ -1,6 +1,7 @@
 /* model_check.c - a checkpoint against the tensors its config.json implies (model/'s table):
- * every required tensor present (under any spelling the family accepts, or as a part of a fused
- * tensor the family names, such as Phi-3's qkv_proj) exactly once with the expected shape and a
+ * every required tensor present (under any spelling the family accepts, as a part of a fused
+ * tensor the family names, such as Phi-3's qkv_proj, or as the blocks of a stacked one, such as
+ * a mixture's experts.E.gate_proj) exactly once with the expected shape and a
  * dtype fg converts, and no other tensor but the buffers the family derives from config.json
  * itself (Llama's rotary_emb.inv_freq), whose shapes are checked and which are then skipped. The
  * first problem is one line naming the tensor and its file. */
@@ -53,7 +54,8 @@ typedef struct match {
     const fg_arch *a;
     const sspec *sorted;
     uint32_t n;
-    uint32_t *seen;     /* [n] matches of each sorted spec */
+    uint32_t *seen;     /* [n] matches of each sorted spec (blocks of a stacked one) */
+    uint32_t **blk;     /* [n] a stacked spec's checkpoint tensor per block, or NULL */
     fgc_source *src;    /* [n] in model order, or NULL */
 } match;
 
@@ -72,7 +74,39 @@ static int take(const match *m, const sspec *ss, const fg_ckpt_tensor *t, uint32
         return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
                           t->path, t->name, ss->s.name);
     if (m->src)
-        m->src[ss->orig] = (fgc_source){i, row0};
+        m->src[ss->orig] = (fgc_source){i, row0, NULL};
+    return FG_OK;
+}
+
+/* Tensor i is block b of the stacked spec named `name`: one block's rows, the other dims. */
+static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const char *name,
+                      uint32_t b, fg_err *err)
+{
+    const sspec *ss = find(m, name);
+    size_t k = ss ? (size_t)(ss - m->sorted) : 0;
+    if (!ss || ss->s.blocks < 2 || b >= ss->s.blocks || ss->s.dims[0] % ss->s.blocks)
+        return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
+                          "config.json", t->path, t->name, m->a->noun);
+    fg_tensor_spec one = ss->s;
+    one.dims[0] /= ss->s.blocks;
+    snprintf(one.name, sizeof one.name, "%s", t->name);
+    int rc = check_one(t, &one, err);
+    if (rc)
+        return rc;
+    if (!m->blk[k] && m->seen[k])
+        return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
+                          t->path, t->name, ss->s.name);
+    if (!m->blk[k]) {
+        if (!(m->blk[k] = malloc(ss->s.blocks * sizeof *m->blk[k])))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        for (uint32_t j = 0; j < ss->s.blocks; j++)
+            m->blk[k][j] = FGC_NONE;
+    }
+    if (m->blk[k][b] != FGC_NONE)
+        return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of block "
+                          "%u of %s", t->path, t->name, b, ss->s.name);
+    m->blk[k][b] = i;
+    m->seen[k]++;
     return FG_OK;
 }
 
@@ -119,6 +153,9 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
         const sspec *ss = find(m, name);
         uint64_t len = !ss && m->a->derived ? m->a->derived(m->hp, name) : 0;
         uint32_t n_parts = !ss && !len && m->a->fused ? m->a->fused(m->hp, name, parts) : 0;
+        uint32_t block = 0;
+        int blk = !ss && !len && !n_parts && m->a->stacked &&
+                  m->a->stacked(m->hp, name, parts[0], &block);
         int rc;
         if (len) { /* a buffer fg derives from config.json: checked, then skipped */
             fg_tensor_spec d = {.n_dims = 1, .dims = {len}};
@@ -127,11 +164,16 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
             skips->derived += rc == FG_OK;
         } else if (n_parts) {
             rc = take_fused(m, t, i, parts, n_parts, err);
+        } else if (blk) {
+            rc = take_block(m, t, i, parts[0], block, err);
         } else if (!ss) {
             rc = fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
                             "config.json", t->path, t->name, m->a->noun);
         } else if ((rc = check_one(t, &ss->s, err)) == FG_OK) {
-            rc = take(m, ss, t, i, 0, err);
+            rc = m->blk[ss - m->sorted]
+                 ? fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of "
+                              "its blocks", t->path, t->name)
+                 : take(m, ss, t, i, 0, err);
         }
         if (rc)
             return rc;
@@ -150,7 +192,8 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
         return rc;
     sspec *sorted = malloc((size_t)n * sizeof *sorted + 1);
     uint32_t *seen = calloc(n + 1, sizeof *seen);
-    if (!sorted || !seen) {
+    uint32_t **blk = calloc(n + 1, sizeof *blk);
+    if (!sorted || !seen || !blk) {
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -158,20 +201,45 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
         sorted[k].s = exp[k];
         sorted[k].orig = k;
         if (src)
-            src[k] = (fgc_source){FGC_NONE, 0};
+            src[k] = (fgc_source){FGC_NONE, 0, NULL};
     }
     qsort(sorted, n, sizeof *sorted, cmp_spec);
-    match m = {hp, fg_model_arch(hp), sorted, n, seen, src};
+    match m = {hp, fg_model_arch(hp), sorted, n, seen, blk, src};
     rc = match_all(&m, ck, &sk, err);
-    for (uint32_t k = 0; k < n && rc == FG_OK; k++)
-        if (!seen[k] && !sorted[k].s.optional)
+    for (uint32_t k = 0; k < n && rc == FG_OK; k++) {
+        uint32_t b = 0;
+        while (blk[k] && b < sorted[k].s.blocks && blk[k][b] != FGC_NONE)
+            b++;
+        if (blk[k] && b < sorted[k].s.blocks)
+            rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: block %u of tensor %s (an expert's "
+                            "weight, required by config.json) is missing", fg_ckpt_dir(ck), b,
+                            sorted[k].s.name);
+        else if (!seen[k] && !sorted[k].s.optional)
             rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s (required by config.json) is "
                             "missing", fg_ckpt_dir(ck), sorted[k].s.name);
+        if (blk[k] && src && rc == FG_OK) { /* the parts go to the caller */
+            src[sorted[k].orig] = (fgc_source){FGC_STACKED, 0, blk[k]};
+            blk[k] = NULL;
+        }
+    }
     if (skips)
         *skips = sk;
+    if (rc && src)
+        fgc_sources_free(src, n);
 out:
+    for (uint32_t k = 0; blk && k < n; k++)
+        free(blk[k]);
+    free(blk);
     free(seen);
     free(sorted);
     free(exp);
     return rc;
+}
+
+void fgc_sources_free(fgc_source *src, uint32_t n)
+{
+    for (uint32_t k = 0; src && k < n; k++) {
+        free(src[k].parts);
+        src[k].parts = NULL;
+    }
 }

@@ -2,7 +2,12 @@
  * its workspace. Every family whose layers are "norm -> attention -> residual, norm -> MLP ->
  * residual" (pre- or post-norm) runs through here: OPT, and the Llama family through its
  * hyperparameters alone (RMSNorm, RoPE, gated SiLU, grouped-query and sliding-window attention,
- * Qwen3's per-head q/k norms are switches of fg_hparams).
+ * Qwen3's per-head q/k norms are switches of fg_hparams), and mixtures of experts: a unit with
+ * a router runs each token through its top_k experts, gathering the rows routed to one expert
+ * (backend gather), multiplying only that expert's rows of the stacked weights (a view of
+ * the pieces that hold them: an expert is whole stored chunks) and scattering the outputs back
+ * weighted (backend scatter); the routing itself is host code over the router's logits copied
+ * down (n x n_experts floats a step).
  *
  * Memory: the workspace comes from the backend's device (fg_model_ws_create's dev and buft): on
  * a device backend its buffers are device memory the ops use in place, so a step's activations
@@ -21,6 +26,7 @@
 #include "model.h"
 
 #define ATTN_PARTS 16 /* attention problems a backend may run at once (scratch regions) */
+#define MOE_MAX_PIECES 4096 /* stored chunks of one expert's weight (4 MiB chunks: 16 GiB) */
 
 struct fg_model_ws {
     uint32_t max_tokens, max_ctx;
@@ -33,16 +39,45 @@ struct fg_model_ws {
     float *scores;  /* [ATTN_PARTS][2 * max_ctx] */
     float *kbuf, *vbuf; /* [max_tokens, kv width]: new keys/values before they go to the cache */
     float *k_tmp, *v_tmp; /* [max_ctx, kv width]: a quantized cache decoded for attention */
+    /* a mixture of experts (hp->n_experts): in the workspace's memory */
+    float *ex, *ey;  /* [max_tokens, hidden]: an expert's rows in, out */
+    float *rlog;     /* [max_tokens, n_experts + 1]: router (and shared gate) logits */
+    /* ... and in host memory (routing is host code over the logits copied down) */
+    float *h_log;    /* [max_tokens, n_experts + 1] */
+    int32_t *sel;    /* [max_tokens, top_k]: each token's experts */
+    float *prob;     /* [max_tokens, top_k]: their weights */
+    int32_t *idx;    /* [max_tokens]: one expert's tokens, then the identity */
+    float *sv;       /* [max_tokens]: their weights */
+    int32_t *ident;  /* [max_tokens]: 0, 1, ... */
+    uint8_t *seen;   /* [max_tokens]: a token's row of the sum written */
+    uint64_t *prow;  /* [MOE_MAX_PIECES + 1]: an expert's piece rows */
 };
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* The widest MLP: dense, an expert, the shared expert. */
+static uint64_t ffn_max(const fg_hparams *hp)
+{
+    return maxz(hp->ffn, maxz(hp->n_experts ? hp->moe_ffn : 0, hp->shared_ffn));
+}
+
+/* A mixture of experts' buffers: the workspace's memory ([0]) and host memory ([1]). */
+static void moe_bytes(const fg_hparams *hp, uint64_t t, uint64_t out[2])
+{
+    uint64_t e = hp->n_experts + 1;
+    out[0] = hp->n_experts ? 4 * (t * hp->hidden * 2 + t * e) : 0;
+    out[1] = hp->n_experts ? 4 * (t * e + t * hp->top_k * 4 + t * 2) + t +
+                             8 * (MOE_MAX_PIECES + 1) : 0;
+}
+
 uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx)
 {
-    uint64_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim);
+    uint64_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim), moe[2];
     uint64_t qw = (uint64_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
-    return 4 * (t * wide * 2 + t * qw * 2 + t * hp->ffn * (hp->gated ? 2 : 1) +
-                ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2);
+    moe_bytes(hp, t, moe);
+    return 4 * (t * wide * 2 + t * qw * 2 + t * ffn_max(hp) * (hp->gated ? 2 : 1) +
+                ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2) +
+           moe[0] + moe[1];
 }
 
 /* n bytes of the workspace's memory into *p (host: malloc; else the device's) */
@@ -78,23 +113,41 @@ int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_c
     fg_model_ws *ws = calloc(1, sizeof *ws);
     if (!ws)
         return fg_err_set(err, FG_ERR_NOMEM, "model workspace: out of memory");
-    size_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim);
+    size_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim), f = ffn_max(hp);
     size_t qw = (size_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    size_t me = hp->n_experts ? t : 0, ne = hp->n_experts + 1;
     ws->max_tokens = max_tokens;
     ws->max_ctx = max_ctx;
     ws->dev = dev;
     ws->buft = buft;
     struct { float **p; size_t n; } b[] = {
         {&ws->x_ln, t * wide * 4}, {&ws->q, t * qw * 4}, {&ws->ctx, t * qw * 4},
-        {&ws->tmp, t * wide * 4}, {&ws->ffn, t * hp->ffn * 4},
-        {&ws->up, hp->gated ? t * hp->ffn * 4 : 0},
+        {&ws->tmp, t * wide * 4}, {&ws->ffn, t * f * 4},
+        {&ws->up, hp->gated ? t * f * 4 : 0},
         {&ws->scores, ATTN_PARTS * 2 * (size_t)max_ctx * 4},
         {&ws->kbuf, t * kw * 4}, {&ws->vbuf, t * kw * 4},
         {&ws->k_tmp, (size_t)max_ctx * kw * 4}, {&ws->v_tmp, (size_t)max_ctx * kw * 4},
+        {&ws->ex, me * hp->hidden * 4}, {&ws->ey, me * hp->hidden * 4},
+        {&ws->rlog, me * ne * 4},
     };
     for (size_t i = 0; rc == FG_OK && i < sizeof b / sizeof b[0]; i++)
         if (b[i].n)
             rc = ws_alloc(ws, b[i].n, b[i].p, err);
+    if (rc == FG_OK && me) { /* host memory whatever the workspace's */
+        ws->h_log = malloc(me * ne * 4);
+        ws->sel = malloc(me * hp->top_k * 4);
+        ws->prob = malloc(me * hp->top_k * 4);
+        ws->idx = malloc(me * hp->top_k * 4);
+        ws->sv = malloc(me * (hp->top_k + 1) * 4);
+        ws->ident = malloc(me * 4);
+        ws->seen = malloc(me);
+        ws->prow = malloc((MOE_MAX_PIECES + 1) * sizeof *ws->prow);
+        if (!ws->h_log || !ws->sel || !ws->prob || !ws->idx || !ws->sv || !ws->ident ||
+            !ws->seen || !ws->prow)
+            rc = FG_ERR_NOMEM;
+        for (size_t i = 0; rc == FG_OK && i < me; i++)
+            ws->ident[i] = (int32_t)i;
+    }
     if (rc) {
         fg_model_ws_free(ws);
         return fg_err_set(err, rc, "model workspace (%u tokens, context %u): out of %s memory",
@@ -109,9 +162,17 @@ void fg_model_ws_free(fg_model_ws *ws)
     if (!ws)
         return;
     float *b[] = {ws->x_ln, ws->q, ws->ctx, ws->tmp, ws->ffn, ws->up, ws->scores, ws->kbuf,
-                  ws->vbuf, ws->k_tmp, ws->v_tmp};
+                  ws->vbuf, ws->k_tmp, ws->v_tmp, ws->ex, ws->ey, ws->rlog};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         ws_release(ws, b[i]);
+    free(ws->h_log);
+    free(ws->sel);
+    free(ws->prob);
+    free(ws->idx);
+    free(ws->sv);
+    free(ws->ident);
+    free(ws->seen);
+    free(ws->prow);
     free(ws);
 }
 
@@ -289,14 +350,215 @@ int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
     return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
 }
 
+/* ---- a mixture of experts ---- */
+
+/* Rows [r0, r0 + rows) of a typed weight [*, cols] as a weight of its own: the f32 rows, or the
+ * pieces that hold exactly them (fg-convert stores no chunk across an expert's rows:
+ * fg_tensor_spec.blocks), renumbered from 0 through the ctx below. */
+typedef struct wslice {
+    const fg_weight *w;
+    uint32_t p0;
+    uint64_t r0, rows;
+} wslice;
+
+static int slice_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    const wslice *v = ctx;
+    int rc = v->w->acquire(v->w->ctx, v->p0 + i, p, err);
+    if (rc == FG_OK) {
+        p->first -= v->r0;
+        p->dims[0] = v->rows;
+    }
+    return rc;
+}
+
+static int slice_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    const wslice *v = ctx;
+    fg_wpiece q = *p; /* the owner's numbering (the caller may read p after: not changed) */
+    q.first += v->r0;
+    return v->w->release(v->w->ctx, &q, err);
+}
+
+static void slice_prefetch(void *ctx, uint32_t i)
+{
+    const wslice *v = ctx;
+    if (v->w->prefetch)
+        v->w->prefetch(v->w->ctx, v->p0 + i);
+}
+
+/* The piece of w that starts at row r (w->n_pieces when none does). */
+static uint32_t piece_at(const fg_weight *w, uint64_t r)
+{
+    uint32_t lo = 0, hi = w->n_pieces;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (w->piece_rows[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->n_pieces && w->piece_rows[lo] == r ? lo : w->n_pieces;
+}
+
+static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, wslice *v,
+                 fg_weight *out, uint64_t *prow, fg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (w->f32) {
+        out->f32 = w->f32 + r0 * cols;
+        return FG_OK;
+    }
+    uint32_t p0 = piece_at(w, r0);
+    uint32_t p1 = r0 + rows == w->piece_rows[w->n_pieces] ? w->n_pieces : piece_at(w, r0 + rows);
+    if (p0 >= w->n_pieces || p1 > w->n_pieces || p1 <= p0 || p1 - p0 > MOE_MAX_PIECES)
+        return fg_err_set(err, FG_ERR_CORRUPT, "an expert's rows %llu..%llu are not whole "
+                          "stored chunks (at most %u; convert the checkpoint with this "
+                          "fg-convert)", (unsigned long long)r0,
+                          (unsigned long long)(r0 + rows), MOE_MAX_PIECES);
+    for (uint32_t i = p0; i <= p1; i++)
+        prow[i - p0] = w->piece_rows[i] - r0;
+    *v = (wslice){w, p0, r0, rows};
+    *out = (fg_weight){NULL, p1 - p0, prow, slice_acquire, slice_release,
+                       w->prefetch ? slice_prefetch : NULL, v};
+    return FG_OK;
+}
+
+/* y [m, n] = x . (rows [r0, r0 + n) of w)^T */
+static int linear_rows(fg_backend *be, const float *x, const fg_weight *w, uint64_t r0,
+                       float *y, uint32_t m, uint32_t n, uint32_t k, uint64_t *prow, fg_err *err)
+{
+    wslice v;
+    fg_weight sw;
+    int rc = slice(w, r0, n, k, &v, &sw, prow, err);
+    return rc ? rc : be->iface->linear(be, x, &sw, NULL, y, m, n, k, err);
+}
+
+/* A token's top_k experts and weights from its router logits p (overwritten with the
+ * probabilities): transformers' softmax in f32, then torch.topk (the greatest first, equal
+ * ones by index), renormalized to sum 1 when norm_topk. */
+static void route(const fg_hparams *hp, float *p, int32_t *sel, float *prob)
+{
+    uint32_t e = hp->n_experts, k = hp->top_k;
+    float mx = p[0], sum = 0, top = 0;
+    for (uint32_t i = 1; i < e; i++)
+        mx = p[i] > mx ? p[i] : mx;
+    for (uint32_t i = 0; i < e; i++)
+        sum += (p[i] = expf(p[i] - mx));
+    for (uint32_t i = 0; i < e; i++)
+        p[i] /= sum;
+    for (uint32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (uint32_t i = 0; i < e; i++) {
+            int taken = 0;
+            for (uint32_t q = 0; q < j && !taken; q++)
+                taken = sel[q] == (int32_t)i;
+            if (!taken && (best < 0 || p[i] > p[best]))
+                best = (int32_t)i;
+        }
+        sel[j] = best;
+        top += (prob[j] = p[best]);
+    }
+    for (uint32_t j = 0; hp->norm_topk && j < k; j++)
+        prob[j] /= top;
+}
+
+/* x (the unit's input, normalized) -> ws->tmp: the sum of each token's experts (and the shared
+ * expert's share), expert by expert in index order as transformers' loop over the experts
+ * hit. Every token's row is written by its first expert (its top_k >= 1) and added to by the
+ * rest. Each expert's token list has its own stretch of ws->idx / ws->sv, so no op is waited
+ * for inside the unit (the router's sync waits for the previous unit's readers of them). */
+static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
+               uint32_t n, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
+    uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
+    int rc = linear(be, x, w, FG_ROLE_ROUTER, -1, ws->rlog, n, e, h, err);
+    if (rc == FG_OK && hp->shared_ffn) /* the shared expert's gate: column e */
+        rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
+    if (rc == FG_OK)
+        rc = be->iface->sync(be, err);
+    if (rc == FG_OK && ws->buft == FG_BUFT_HOST)
+        memcpy(ws->h_log, ws->rlog, (size_t)n * ne * 4);
+    else if (rc == FG_OK)
+        rc = ws->dev->iface->copy(ws->dev, ws->h_log, FG_BUFT_HOST, ws->rlog, ws->buft,
+                                  (uint64_t)n * ne * 4, NULL, err);
+    if (rc)
+        return rc;
+    for (uint32_t r = 0; r < n; r++)
+        route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
+    memset(ws->seen, 0, n);
+    size_t at = 0; /* where this expert's list starts */
+    for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++) {
+        uint32_t cnt = 0, first = 0;
+        int32_t *idx = ws->idx + at;
+        float *sv = ws->sv + at;
+        for (int pass = 0; pass < 2; pass++) /* the tokens it writes first, then the others */
+            for (uint32_t r = 0; r < n; r++)
+                for (uint32_t j = 0; j < k; j++)
+                    if (ws->sel[(size_t)r * k + j] == (int32_t)ex && ws->seen[r] == pass) {
+                        idx[cnt] = (int32_t)r;
+                        sv[cnt++] = ws->prob[(size_t)r * k + j];
+                        first += !pass;
+                    }
+        if (!cnt)
+            continue;
+        at += cnt;
+        for (uint32_t i = 0; i < first; i++)
+            ws->seen[idx[i]] = 1;
+        fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
+        rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
+        if (rc == FG_OK)
+            rc = linear_rows(be, ws->ex, &w->w[FG_ROLE_EXP_GATE], (uint64_t)ex * f, ws->ffn,
+                             cnt, f, h, ws->prow, err);
+        if (rc == FG_OK)
+            rc = linear_rows(be, ws->ex, &w->w[FG_ROLE_EXP_UP], (uint64_t)ex * f, ws->up, cnt,
+                             f, h, ws->prow, err);
+        if (rc == FG_OK)
+            rc = be->iface->act(be, hp->act, ws->ffn, ws->up, (size_t)cnt * f, err);
+        if (rc == FG_OK)
+            rc = linear_rows(be, ws->ffn, &w->w[FG_ROLE_EXP_DOWN], (uint64_t)ex * h, ws->ey,
+                             cnt, h, f, ws->prow, err);
+        if (rc == FG_OK && first)
+            rc = be->iface->scatter(be, ws->tmp, n, ws->ey, idx, sv, first, h, 0, err);
+        if (rc == FG_OK && cnt > first)
+            rc = be->iface->scatter(be, ws->tmp, n, ws->ey + (size_t)first * h, idx + first,
+                                    sv + first, cnt - first, h, 1, err);
+    }
+    if (rc || !hp->shared_ffn)
+        return rc;
+    uint32_t sf = hp->shared_ffn; /* + sigmoid(gate . x) * shared(x) */
+    float *sg = ws->sv + at;
+    for (uint32_t r = 0; r < n; r++)
+        sg[r] = 1.0f / (1.0f + expf(-ws->h_log[(size_t)n * e + r]));
+    rc = linear(be, x, w, FG_ROLE_W_GATE, -1, ws->ffn, n, sf, h, err);
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_W_UP, -1, ws->up, n, sf, h, err);
+    if (rc == FG_OK)
+        rc = be->iface->act(be, hp->act, ws->ffn, ws->up, (size_t)n * sf, err);
+    if (rc == FG_OK)
+        rc = linear(be, ws->ffn, w, FG_ROLE_W_DOWN, -1, ws->ey, n, h, sf, err);
+    if (rc == FG_OK)
+        rc = be->iface->scatter(be, ws->tmp, n, ws->ey, ws->ident, sg, n, h, 1, err);
+    return rc;
+}
+
 int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                  fg_model_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
     if (rc)
         return rc;
-    uint32_t n = s->n_seq * s->n_new, h = hp->hidden, f = hp->ffn;
+    uint32_t n = s->n_seq * s->n_new, h = hp->hidden;
+    uint32_t f = w->rows[FG_ROLE_W_UP] ? (uint32_t)w->rows[FG_ROLE_W_UP] : hp->ffn;
     const float *x = block_in(be, hp, w, s, ws, &rc, err);
+    int sparse = w->w[FG_ROLE_ROUTER].f32 || w->w[FG_ROLE_ROUTER].n_pieces;
+    if (rc == FG_OK && sparse && !hp->n_experts)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "a router without experts in the config");
+    if (rc == FG_OK && sparse) {
+        rc = moe(be, hp, w, x, n, ws, err);
+        return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
+    }
     if (rc == FG_OK && hp->gated) {
         rc = linear(be, x, w, FG_ROLE_W_GATE, FG_ROLE_B_GATE, ws->ffn, n, f, h, err);
         if (rc == FG_OK)

@@ -48,6 +48,13 @@
  *            (layer_types, or all but every sliding_window_pattern-th) windowed and rotated with
  *            rope_local_base_freq, the full ones with rope_theta and rope_scaling (or
  *            rope_parameters per layer type); soft-capping and bidirectional attention refused.
+ *   mixtral, qwen2_moe, qwen3_moe: Mistral's, Qwen2's and Qwen3's attention with a mixture of
+ *            experts as the MLP of the sparse layers (every Mixtral layer; Qwen's less
+ *            mlp_only_layers and those decoder_sparse_step skips): the router's softmax picks
+ *            num_experts_per_tok experts (renormalized: Mixtral, norm_topk_prob), Qwen2-MoE adds
+ *            a shared expert gated by sigmoid(shared_expert_gate . x); the checkpoint's
+ *            experts.E.<proj> tensors (Mixtral's block_sparse_moe.experts.E.w1/w3/w2) are the
+ *            blocks of one stacked tensor per projection (fg_arch.stacked, SPEC 15);
  * The multimodal checkpoints whose text model fg runs (gemma3, mistral3, qwen2_5_vl, qwen3_vl)
  * are entries at the end of this file, reading their text_config through the entries above.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
@@ -73,16 +80,23 @@
 
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
-    FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2
+    FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
+    FAM_QWEN3_MOE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
-typedef enum { WIN_NONE, WIN_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_GEMMA, WIN_SMOL } window_kind;
+typedef enum {
+    WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL
+} window_kind;
+/* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
+ * Qwen's with Qwen2-MoE's shared expert */
+typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED } moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
     int32_t bos, eos;    /* bos_token_id / eos_token_id when absent (-1: none) */
-    int qkv_bias;        /* q/k/v biases always (Qwen2) */
+    int qkv_bias;        /* q/k/v biases always (Qwen2), or by default when qkv_bias_key */
+    int qkv_bias_key;    /* reads qkv_bias: q/k/v biases (Qwen2-MoE) */
     int attention_bias;  /* reads attention_bias: q/k/v and o biases */
     int mlp_bias;        /* reads mlp_bias */
     int qk_norm;         /* q/k RMSNorms (fg_hparams.qk_norm's values) */
@@ -110,6 +124,8 @@ typedef struct traits {
     /* OLMo 2: an RMSNorm after each block only (no input norms), q/k norms over the whole
      * projections */
     int olmo2;
+    moe_kind moe;
+    uint32_t experts, top_k, moe_ffn, shared_ffn; /* the MoE keys' defaults */
 } traits;
 
 /* Designated per field: a family names what is not zero (bos, eos, pad -1: none). */
@@ -139,6 +155,15 @@ static const traits k_traits[] = {
                      .smol = 1},
     [FAM_OLMO2] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
                    .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE, .eps = 1e-5f, .olmo2 = 1},
+    [FAM_MIXTRAL] = {.kv_heads = 8, .bos = 1, .eos = 2, .pad = -1, .windows = WIN_ALL,
+                     .eps = 1e-5f, .moe = MOE_MIXTRAL, .experts = 8, .top_k = 2},
+    [FAM_QWEN2_MOE] = {.kv_heads = 16, NO_IDS, .qkv_bias = 1, .qkv_bias_key = 1,
+                       .windows = WIN_QWEN2_MOE, .window = 4096, .eps = 1e-6f,
+                       .moe = MOE_QWEN_SHARED, .experts = 60, .top_k = 4, .moe_ffn = 1408,
+                       .shared_ffn = 5632},
+    [FAM_QWEN3_MOE] = {.kv_heads = 4, NO_IDS, .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD,
+                       .windows = WIN_USE_ALL, .window = 4096, .eps = 1e-6f, .moe = MOE_QWEN,
+                       .experts = 128, .top_k = 8, .moe_ffn = 768},
 };
 #undef NO_IDS
 
@@ -436,7 +461,8 @@ static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_k
 static int layer_windows(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                          fg_err *err)
 {
-    int qwen = t->windows == WIN_QWEN, gemma = t->windows == WIN_GEMMA;
+    int qwen = t->windows == WIN_QWEN || t->windows == WIN_QWEN2_MOE;
+    int gemma = t->windows == WIN_GEMMA, qmoe = t->windows == WIN_QWEN2_MOE;
     int smol = t->windows == WIN_SMOL; /* the NoPE layers (nope_layers, set first) */
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
@@ -453,6 +479,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         int windowed = gemma ? (l + 1) % pattern != 0
                      : smol ? hp->sliding_window && ((hp->nope_layers[l / 64] >> (l % 64)) & 1)
+                     : qmoe ? hp->sliding_window && (l + 1) % 2 && l < from /* (sic) */
                             : hp->sliding_window && l >= from;
         if (lt && !json_is_null(lt)) {
             const char *type = json_string_value(json_array_get(lt, l));
@@ -479,7 +506,8 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
 {
     int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA;
     int rc;
-    if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL) &&
+    if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL || t->windows == WIN_USE_ALL ||
+         t->windows == WIN_QWEN2_MOE) &&
         (rc = fgm_bool(root, label, "use_sliding_window", 0, &use, err)))
         return rc;
     if (use && !json_object_get(root, "sliding_window"))
@@ -559,6 +587,75 @@ static int no_rope(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
     return FG_OK;
 }
 
+/* The layers of mlp_only_layers (a list of layer indices) and, with decoder_sparse_step k, all
+ * but every k-th are dense (Qwen2MoeDecoderLayer's rule) */
+static int dense_layers(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    uint32_t step = 1;
+    json_t *v = json_object_get(root, "mlp_only_layers");
+    int rc = fgm_uint(root, label, "decoder_sparse_step", 0, FG_MODEL_MAX_LAYERS, &step, err);
+    if (rc < 0)
+        return rc;
+    if (v && !json_is_null(v) && !json_is_array(v))
+        return fgm_key_err(err, label, "mlp_only_layers", "must be a list of layer indices");
+    for (size_t i = 0; v && i < json_array_size(v); i++) {
+        json_t *e = json_array_get(v, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 ||
+            json_integer_value(e) >= (json_int_t)hp->n_layers)
+            return fgm_key_err(err, label, "mlp_only_layers", "entries must be layer indices "
+                               "below num_hidden_layers");
+        uint32_t l = (uint32_t)json_integer_value(e);
+        hp->dense_layers[l / 64] |= 1ull << (l % 64);
+    }
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        if ((l + 1) % step)
+            hp->dense_layers[l / 64] |= 1ull << (l % 64);
+    return FG_OK;
+}
+
+/* A mixture of experts' keys: the experts (num_local_experts, Mixtral's, or num_experts:
+ * either spelling, the same value when both), num_experts_per_tok, the expert width (Mixtral:
+ * intermediate_size; Qwen: moe_intermediate_size, intermediate_size being the dense layers'),
+ * norm_topk_prob (Mixtral always renormalizes), Qwen2-MoE's shared_expert_intermediate_size. */
+static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
+{
+    static const char *const keys[] = {"num_local_experts", "num_experts"};
+    uint32_t v[2] = {0, 0};
+    int rc;
+    hp->n_experts = t->experts;
+    for (int i = 0; i < 2; i++) {
+        json_t *k = json_object_get(root, keys[i]);
+        if (k && json_is_integer(k) && json_integer_value(k) == 0 && t->moe != MOE_MIXTRAL) {
+            hp->n_experts = 0; /* Qwen: num_experts 0, every layer dense */
+            return FG_OK;
+        }
+        if ((rc = fgm_uint(root, label, keys[i], 0, FG_MODEL_MAX_EXPERTS, &v[i], err)) < 0)
+            return rc;
+    }
+    if (v[0] && v[1] && v[0] != v[1])
+        return fgm_key_err(err, label, "num_experts", "differs from num_local_experts");
+    hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : hp->n_experts;
+    hp->top_k = t->top_k;
+    hp->moe_ffn = t->moe == MOE_MIXTRAL ? hp->ffn : t->moe_ffn;
+    hp->shared_ffn = t->moe == MOE_QWEN_SHARED ? t->shared_ffn : 0;
+    hp->norm_topk = t->moe == MOE_MIXTRAL;
+    if ((rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
+                       err)) < 0)
+        return rc;
+    if (hp->top_k > hp->n_experts)
+        return fgm_key_err(err, label, "num_experts_per_tok", "exceeds the experts");
+    if (t->moe == MOE_MIXTRAL)
+        return FG_OK;
+    if ((rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
+                       err)) < 0 ||
+        (t->moe == MOE_QWEN_SHARED &&
+         (rc = fgm_uint(root, label, "shared_expert_intermediate_size", 0, FG_MODEL_MAX_DIM,
+                        &hp->shared_ffn, err)) < 0) ||
+        (rc = fgm_bool(root, label, "norm_topk_prob", 0, &hp->norm_topk, err)))
+        return rc;
+    return dense_layers(root, label, hp, err);
+}
+
 static int parse_family(json_t *root, const char *label, fg_hparams *hp, family fam,
                         fg_err *err)
 {
@@ -585,6 +682,10 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     if (t->attention_bias && (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
         return rc;
     if (t->mlp_bias && (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err)))
+        return rc;
+    if (t->qkv_bias_key && (rc = fgm_bool(root, label, "qkv_bias", 1, &attn_bias, err)))
+        return rc;
+    if (t->moe && (rc = moe(root, label, t, hp, err)))
         return rc;
     uint32_t n;
     if ((rc = fgm_tokens(root, label, "bos_token_id", t->bos, &hp->bos_id, 1, &n, err)) ||
@@ -636,6 +737,27 @@ static void norm(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32_t 
     norm_w(hp, o, n, name, r, h);
 }
 
+/* A sparse layer's MLP: the router, the experts' weights stacked by rows (fg-convert stacks a
+ * checkpoint's experts.E.<proj> tensors: fg_arch.stacked), Qwen2-MoE's shared expert and its
+ * gate */
+static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32_t l)
+{
+    uint64_t h = hp->hidden, e = hp->n_experts, f = hp->moe_ffn, sf = hp->shared_ffn;
+    proj(o, n, l, "mlp", "gate", FG_ROLE_ROUTER, 0, e, h);
+    proj(o, n, l, "mlp.experts", "gate_proj", FG_ROLE_EXP_GATE, 0, e * f, h);
+    o[*n - 1].blocks = hp->n_experts;
+    proj(o, n, l, "mlp.experts", "up_proj", FG_ROLE_EXP_UP, 0, e * f, h);
+    o[*n - 1].blocks = hp->n_experts;
+    proj(o, n, l, "mlp.experts", "down_proj", FG_ROLE_EXP_DOWN, 0, e * h, f);
+    o[*n - 1].blocks = hp->n_experts;
+    if (sf) {
+        proj(o, n, l, "mlp.shared_expert", "gate_proj", FG_ROLE_W_GATE, 0, sf, h);
+        proj(o, n, l, "mlp.shared_expert", "up_proj", FG_ROLE_W_UP, 0, sf, h);
+        proj(o, n, l, "mlp.shared_expert", "down_proj", FG_ROLE_W_DOWN, 0, h, sf);
+        proj(o, n, l, "mlp", "shared_expert_gate", FG_ROLE_SHARED_GATE, 0, 1, h);
+    }
+}
+
 static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l, fg_tensor_spec *o)
 {
     uint32_t n = 0;
@@ -666,6 +788,10 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
         if (hp->sandwich != FG_SANDWICH_AFTER) /* (OLMo 2 has no input norm) */
             norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm"
                                             : "post_attention_layernorm", FG_ROLE_NORM_W, h);
+        if (fg_model_layer_sparse(hp, l)) {
+            experts(hp, o, &n, l);
+            break;
+        }
         proj(o, &n, l, "mlp", "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "up_proj", FG_ROLE_W_UP, hp->mlp_bias, f, h);
         proj(o, &n, l, "mlp", "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, f);
@@ -734,11 +860,61 @@ static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_T
     return l < 0 ? 0 : n;
 }
 
+/* An expert's weight, model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight (N a sparse layer,
+ * E < n_experts): block E of model.layers.N.mlp.experts.<proj>.weight */
+static int stacked(const fg_hparams *hp, const char *name, char out[FG_TENSOR_NAME_MAX],
+                   uint32_t *block)
+{
+    static const char *const projs[] = {"gate_proj", "up_proj", "down_proj"};
+    static const char pre[] = "model.layers.";
+    unsigned l, e;
+    int at = 0;
+    char proj[16];
+    if (!hp->n_experts || strncmp(name, pre, sizeof pre - 1) ||
+        sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight%n", &l, &e, proj,
+               &at) != 3 || name[at] || l >= hp->n_layers || e >= hp->n_experts ||
+        !fg_model_layer_sparse(hp, l))
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        char canon[FG_TENSOR_NAME_MAX];
+        snprintf(canon, sizeof canon, "model.layers.%u.mlp.experts.%u.%s.weight", l, e,
+                 projs[i]);
+        if (!strcmp(canon, name)) { /* (no leading zeros, signs or spaces) */
+            snprintf(out, FG_TENSOR_NAME_MAX, "model.layers.%u.mlp.experts.%s.weight", l,
+                     projs[i]);
+            *block = e;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Mixtral's spelling: block_sparse_moe for mlp, its experts' w1 (gate), w2 (down), w3 (up) */
+static const char *mixtral_name(const char *name, char *buf, size_t cap)
+{
+    static const struct { const char *from, *to; } k_map[] = {
+        {".block_sparse_moe.", ".mlp."}, {".w1.weight", ".gate_proj.weight"},
+        {".w2.weight", ".down_proj.weight"}, {".w3.weight", ".up_proj.weight"}};
+    char tmp[FG_TENSOR_NAME_MAX * 2];
+    if (!canonical_name(name, tmp, sizeof tmp / 2))
+        return NULL;
+    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) {
+        char *at = strstr(tmp, k_map[i].from);
+        size_t nf = strlen(k_map[i].from), nt = strlen(k_map[i].to);
+        if (at && (i == 0 || (strstr(tmp, ".mlp.experts.") && !at[nf]))) {
+            memmove(at + nt, at + nf, strlen(at + nf) + 1);
+            memcpy(at, k_map[i].to, nt);
+        }
+    }
+    int k = snprintf(buf, cap, "%s", tmp);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
 /* A table entry fg_arch_<nm>: its config parser pair (fg_arch's parser has no context argument,
  * so each entry gets its own two-line pair, root_<nm> evaluating `root` over r, l, hp, e), its
  * name hooks and the generic decoder's forward. FAMILY: a family above; WRAPPER: a multimodal
  * checkpoint's text model (below). */
-#define ENTRY(nm, noun, root, name_fn, derived_fn, fused_fn, unused_fn)                        \
+#define ENTRY(nm, noun, root, name_fn, derived_fn, fused_fn, unused_fn, stacked_fn)            \
     static int root_##nm(json_t *r, const char *l, fg_hparams *hp, fg_err *e)                  \
     {                                                                                          \
         return root;                                                                           \
@@ -750,12 +926,13 @@ static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_T
     const fg_arch fg_arch_##nm = {#nm, noun, parse_##nm, unit_tensors, name_fn,                \
                                   fg_model_embed, fg_model_attn_pre, fg_model_attn_core,       \
                                   fg_model_attn_post, fg_model_mlp, fg_model_head, derived_fn, \
-                                  fused_fn, unused_fn}
+                                  fused_fn, stacked_fn, unused_fn}
 #define FAMILY(nm, noun, fam, fused_fn)                                                        \
-    ENTRY(nm, noun, parse_family(r, l, hp, fam, e), canonical_name, derived, fused_fn, NULL)
+    ENTRY(nm, noun, parse_family(r, l, hp, fam, e), canonical_name, derived, fused_fn, NULL,    \
+          stacked)
 #define WRAPPER(nm, noun, i)                                                                   \
     ENTRY(nm, noun, root_wrapped(r, l, &k_wrappers[i], hp, e), wrapped_name, NULL, NULL,       \
-          wrapped_unused)
+          wrapped_unused, NULL)
 
 FAMILY(llama, "a Llama", FAM_LLAMA, NULL);
 FAMILY(mistral, "a Mistral", FAM_MISTRAL, NULL);
@@ -768,6 +945,10 @@ FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
+FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, NULL);
+FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, NULL);
+ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name, derived, NULL,
+      NULL, stacked);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

@@ -19,7 +19,9 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_phi3, &fg_arch_gemma3_text, &fg_arch_gemma3,
                                           &fg_arch_mistral3, &fg_arch_ministral3,
                                           &fg_arch_qwen2_5_vl, &fg_arch_qwen3_vl,
-                                          &fg_arch_granite, &fg_arch_smollm3, &fg_arch_olmo2};
+                                          &fg_arch_granite, &fg_arch_smollm3, &fg_arch_olmo2,
+                                          &fg_arch_mixtral, &fg_arch_qwen2_moe,
+                                          &fg_arch_qwen3_moe};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -285,6 +287,13 @@ int fg_hparams_check(const fg_hparams *c, fg_err *err)
     if (c->pos == FG_POS_ROPE && (c->head_dim % 2 || !(c->rope.theta > 0)))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s config: RoPE needs an even head_dim and "
                           "rope_theta > 0", c->arch);
+    if (c->n_experts && (c->n_experts > FG_MODEL_MAX_EXPERTS || !c->top_k ||
+                         c->top_k > c->n_experts || !c->moe_ffn || c->moe_ffn > FG_MODEL_MAX_DIM ||
+                         c->shared_ffn > FG_MODEL_MAX_DIM))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s config: a mixture of %u experts (at most "
+                          "%u) of width %u routing each token to %u of them (at least 1) is not "
+                          "one fg runs", c->arch, c->n_experts, FG_MODEL_MAX_EXPERTS, c->moe_ffn,
+                          c->top_k);
     if (!fg_arch_find(c->arch))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "model_type \"%s\" is not a family fg runs "
                           "(%s)", c->arch, fg_arch_names());
@@ -358,6 +367,12 @@ const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer)
     return hp->local_rope && !full ? &hp->rope_local : &hp->rope;
 }
 
+int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer)
+{
+    return hp->n_experts && layer < FG_MODEL_MAX_LAYERS &&
+           !((hp->dense_layers[layer / 64] >> (layer % 64)) & 1);
+}
+
 uint32_t fg_model_windowed_layers(const fg_hparams *hp)
 {
     uint32_t n = 0;
@@ -370,9 +385,13 @@ double fg_model_flops_per_token(const fg_hparams *hp)
 {
     double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;
     double q = (double)hp->n_heads * hp->head_dim, kv = fg_model_kv_width(hp);
-    double layer = h * (2 * q + 2 * kv) + (hp->gated ? 3 : 2) * h * f;
+    double attn = h * (2 * q + 2 * kv), mlp = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++) /* a sparse MLP: its token's top_k experts */
+        mlp += !fg_model_layer_sparse(hp, l) ? (hp->gated ? 3 : 2) * h * f
+             : 3 * h * ((double)hp->top_k * hp->moe_ffn + hp->shared_ffn) +
+               h * ((double)hp->n_experts + (hp->shared_ffn ? 1 : 0));
     double proj = hp->embed_dim != hp->hidden ? 2 * h * e : 0;
-    return 2 * (hp->n_layers * layer + proj + (double)hp->vocab_size * e);
+    return 2 * (hp->n_layers * attn + mlp + proj + (double)hp->vocab_size * e);
 }
 
 void fg_model_positions(const uint8_t *valid, uint32_t n, int32_t *positions)

@@ -43,6 +43,7 @@ typedef enum fg_pos_kind { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 } fg_pos_kind;
 #define FG_MODEL_MAX_LAYERS 1024u
 #define FG_MODEL_MAX_DIM (1u << 20) /* any one of vocab/hidden/ffn/positions */
 #define FG_MODEL_MAX_EOS 8
+#define FG_MODEL_MAX_EXPERTS 1024u
 
 /* Generic hyperparameters (shapes in elements). */
 typedef struct fg_hparams {
@@ -92,6 +93,16 @@ typedef struct fg_hparams {
     float residual_scale;   /* a block's output times this before the residual add (Granite's
                              * residual_multiplier); 0: 1 */
     float logit_scale;      /* the logits times this (Granite: 1 / logits_scaling); 0: 1 */
+    /* a mixture of experts (Mixtral, Qwen MoE): the MLP of a sparse layer routes each token to
+     * top_k of n_experts gated MLPs of width moe_ffn by the softmax of a router's logits (the
+     * top_k probabilities renormalized to sum 1 when norm_topk) and sums their outputs weighted
+     * so; with shared_ffn, a gated MLP of that width over every token (the unit's W_GATE /
+     * W_UP / W_DOWN) adds its output times sigmoid(SHARED_GATE . x) (Qwen2-MoE) */
+    uint32_t n_experts;     /* 0: every MLP dense */
+    uint32_t top_k, moe_ffn, shared_ffn;
+    int norm_topk;
+    uint64_t dense_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l's MLP is dense even so
+                             * (width ffn: Qwen's mlp_only_layers, decoder_sparse_step) */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -110,6 +121,11 @@ typedef enum fg_role {
     FG_ROLE_Q_NORM, FG_ROLE_K_NORM, /* per-head q/k RMSNorm weights [head_dim] (hp->qk_norm) */
     FG_ROLE_POST_NORM_W,    /* a norm of the block's output before the residual (Gemma's
                              * post_attention / post_feedforward_layernorm) */
+    FG_ROLE_ROUTER,         /* a sparse MLP's router [n_experts, hidden] */
+    FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, /* the experts' gate and up weights stacked by rows:
+                             * [n_experts * moe_ffn, hidden], expert e rows e * moe_ffn on */
+    FG_ROLE_EXP_DOWN,       /* their down weights stacked: [n_experts * hidden, moe_ffn] */
+    FG_ROLE_SHARED_GATE,    /* the shared expert's gate [1, hidden] (Qwen2-MoE) */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -134,6 +150,9 @@ typedef struct fg_tensor_spec {
     char fallback[FG_TENSOR_NAME_MAX]; /* used instead when absent ("" = none) */
     float add;                         /* SMALL: added to every decoded value (Gemma's norms
                                         * store w and scale by 1 + w) */
+    uint32_t blocks;                   /* > 1: the rows are this many equal blocks (the
+                                        * experts of a stacked tensor), which a stored chunk
+                                        * may not straddle (each is used alone) */
 } fg_tensor_spec;
 
 /* Values per row of a tensor: dims[1], or 1 for a vector. */
@@ -210,6 +229,13 @@ typedef struct fg_arch {
      * NULL: none. */
     uint32_t (*fused)(const fg_hparams *hp, const char *canonical,
                       char (*parts)[FG_TENSOR_NAME_MAX]);
+    /* The inverse: a checkpoint tensor that is one block of a canonical tensor stacked from
+     * several (an expert's weight of a mixture of experts, which fg-convert stacks by rows into
+     * one tensor of fg_tensor_spec.blocks blocks): for a canonical name, the stacked tensor's
+     * name into `stacked` and the block's index into *block, returning 1; 0 for any other
+     * name. NULL: none. */
+    int (*stacked)(const fg_hparams *hp, const char *canonical,
+                   char stacked[FG_TENSOR_NAME_MAX], uint32_t *block);
     /* A checkpoint tensor of a part of the model fg does not run (a multimodal checkpoint's
      * vision tower and projector: fg runs its text model): 1 for such a canonical name, which
      * fg-convert then accepts unread and does not store. NULL: none. */
@@ -256,6 +282,8 @@ uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
  * rope_local for a layer full_layers does not mark when local_rope (Gemma 3's sliding layers),
  * else rope. */
 const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
+/* 1 when layer `layer`'s MLP is a mixture of experts. */
+int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
 
@@ -287,6 +315,10 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              fg_model_layer_rope); q scaled by head_dim^-1/2 (or attn_scale) before the dot
  *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
+ *              (a sparse layer: x += sum over the token's top_k experts e of p_e * expert_e(.),
+ *              p the router's softmax (renormalized over the top_k when norm_topk), summed in
+ *              the order of e as transformers' index_add_, plus sigmoid(shared_gate . x) *
+ *              shared(x) when shared_ffn)
  *              (sandwich: normalized by POST_NORM_W before the residual; either block's output
  *              times residual_scale when set)
  *   head:      ... the logits times logit_scale when set
@@ -328,6 +360,9 @@ extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its t
 extern const fg_arch fg_arch_granite; /* model/llama.c: IBM Granite 3.x (dense) */
 extern const fg_arch fg_arch_smollm3; /* model/llama.c: SmolLM3 (NoPE layers) */
 extern const fg_arch fg_arch_olmo2;   /* model/llama.c: OLMo 2 (norms after the blocks) */
+extern const fg_arch fg_arch_mixtral; /* model/llama.c: Mixtral (mixture of experts) */
+extern const fg_arch fg_arch_qwen2_moe; /* model/llama.c: Qwen1.5-MoE / Qwen2-MoE */
+extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
 
 #ifdef __cplusplus
 }

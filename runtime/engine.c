@@ -176,6 +176,19 @@ static int build_units(fg_engine *e, fg_err *err)
         for (uint32_t c = 0; c < t->n_chunks; c++)
             t->piece_rows[c] = t->chunks[c].first_row;
         t->piece_rows[t->n_chunks] = t->spec.dims[0];
+        /* a mixture's stacked experts are used one by one: each in whole chunks */
+        for (uint32_t b = 1, c = 0; t->spec.blocks > 1 && b < t->spec.blocks; b++) {
+            uint64_t row = t->spec.dims[0] / t->spec.blocks * b;
+            while (c < t->n_chunks && t->piece_rows[c] < row)
+                c++;
+            if (t->piece_rows[c] != row) {
+                rc = fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor '%s': a stored chunk straddles "
+                                "the rows of its blocks %u and %u (each expert must be whole "
+                                "chunks: convert the checkpoint with this fg-convert)",
+                                fg_store_dir(e->store), t->spec.name, b - 1, b);
+                break;
+            }
+        }
     }
     if (rc == FG_OK) {
         e->cap_tensors = e->n_tensors;

@@ -335,7 +335,7 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2)");
+             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe)");
 }
 END_TEST
 
@@ -768,12 +768,147 @@ START_TEST(phi3_fused_tensors)
 }
 END_TEST
 
+/* A mixture of experts' config.json: Mixtral's keys and defaults, Qwen's sparse layers and
+ * moe_intermediate_size, Qwen2-MoE's shared expert; the MLP unit's tensors (the experts stacked
+ * by rows in blocks); the refusals name the key. */
+#define L "\"vocab_size\":64,\"hidden_size\":32,\"num_hidden_layers\":2," \
+          "\"intermediate_size\":48,\"num_attention_heads\":4,\"max_position_embeddings\":64"
+START_TEST(moe_configs)
+{
+    fg_hparams c;
+    fg_err err;
+    const char *mx = "{\"model_type\":\"mixtral\"," L ",\"num_key_value_heads\":2}";
+    ck_assert_int_eq(fg_model_config_parse(mx, strlen(mx), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 8 && c.top_k == 2 && c.norm_topk && c.moe_ffn == c.ffn);
+    ck_assert(!c.shared_ffn && !c.sliding_window && c.norm_eps == 1e-5f);
+    ck_assert(fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
+    uint32_t n = fg_model_unit_tensors(&c, 2, t), blocks = 0; /* layer 0's MLP */
+    ck_assert_uint_eq(n, 5);
+    ck_assert(t[1].role == FG_ROLE_ROUTER && t[1].dims[0] == 8 && t[1].dims[1] == c.hidden);
+    for (uint32_t i = 2; i < 5; i++)
+        blocks += t[i].blocks == 8 && t[i].dims[0] == 8ull * (i == 4 ? c.hidden : c.ffn);
+    ck_assert_uint_eq(blocks, 3);
+    ck_assert_str_eq(t[2].name, "model.layers.0.mlp.experts.gate_proj.weight");
+    char buf[FG_TENSOR_NAME_MAX], st[FG_TENSOR_NAME_MAX];
+    uint32_t b = 0;
+    ck_assert_str_eq(fg_arch_mixtral.canonical_name("model.layers.1.block_sparse_moe.experts.7."
+                                                    "w3.weight", buf, sizeof buf),
+                     "model.layers.1.mlp.experts.7.up_proj.weight");
+    ck_assert(fg_arch_mixtral.stacked(&c, buf, st, &b) && b == 7);
+    ck_assert_str_eq(st, "model.layers.1.mlp.experts.up_proj.weight");
+    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.8.up_proj.weight", st,
+                                       &b));
+    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.07.up_proj.weight", st,
+                                       &b));
+    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.+7.up_proj.weight", st,
+                                       &b));
+    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.7.w3.weight", st, &b));
+    cfg_fail("{\"model_type\":\"mixtral\"," L ",\"num_key_value_heads\":2,"
+             "\"num_local_experts\":4,\"num_experts\":8}", FG_ERR_CORRUPT,
+             "key num_experts: differs from num_local_experts");
+    cfg_fail("{\"model_type\":\"mixtral\"," L ",\"num_key_value_heads\":2,\"num_local_experts\":2,"
+             "\"num_experts_per_tok\":3}", FG_ERR_CORRUPT,
+             "key num_experts_per_tok: exceeds the experts");
+    cfg_fail("{\"model_type\":\"mixtral\"," L ",\"num_key_value_heads\":2,"
+             "\"num_local_experts\":0}", FG_ERR_CORRUPT,
+             "key num_local_experts: must be an integer in [1, 1024]");
+    /* Qwen3-MoE: every decoder_sparse_step-th layer sparse, less mlp_only_layers */
+    const char *q3 = "{\"model_type\":\"qwen3_moe\"," L ",\"decoder_sparse_step\":2,"
+                     "\"moe_intermediate_size\":24,\"num_experts\":16}";
+    ck_assert_int_eq(fg_model_config_parse(q3, strlen(q3), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 16 && c.top_k == 8 && !c.norm_topk && c.moe_ffn == 24);
+    ck_assert(!fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 4); /* layer 0: dense */
+    ck_assert(t[1].role == FG_ROLE_W_GATE && t[1].dims[0] == c.ffn && !t[1].blocks);
+    ck_assert(!fg_arch_qwen3_moe.stacked(&c, "model.layers.0.mlp.experts.1.up_proj.weight", st,
+                                         &b)); /* a dense layer has no experts */
+    const char *q3b = "{\"model_type\":\"qwen3_moe\"," L ",\"mlp_only_layers\":[1],"
+                      "\"norm_topk_prob\":true}";
+    ck_assert_int_eq(fg_model_config_parse(q3b, strlen(q3b), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_sparse(&c, 0) && !fg_model_layer_sparse(&c, 1) && c.norm_topk);
+    cfg_fail("{\"model_type\":\"qwen3_moe\"," L ",\"mlp_only_layers\":[2]}", FG_ERR_CORRUPT,
+             "key mlp_only_layers: entries must be layer indices below num_hidden_layers");
+    /* Qwen2-MoE: q/k/v biases by default, the shared expert and its gate; num_experts 0 */
+    const char *q2 = "{\"model_type\":\"qwen2_moe\"," L ",\"num_key_value_heads\":2,"
+                     "\"shared_expert_intermediate_size\":40}";
+    ck_assert_int_eq(fg_model_config_parse(q2, strlen(q2), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 60 && c.top_k == 4 && c.shared_ffn == 40 && c.qkv_bias);
+    ck_assert(!c.out_bias && c.moe_ffn == 1408);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 9);
+    ck_assert(t[5].role == FG_ROLE_W_GATE && t[5].dims[0] == 40 && t[8].dims[0] == 1);
+    ck_assert_str_eq(t[8].name, "model.layers.0.mlp.shared_expert_gate.weight");
+    const char *q2d = "{\"model_type\":\"qwen2_moe\"," L ",\"num_key_value_heads\":2,"
+                      "\"num_experts\":0,\"qkv_bias\":false}";
+    ck_assert_int_eq(fg_model_config_parse(q2d, strlen(q2d), NULL, &c, &err), FG_OK);
+    ck_assert(!c.n_experts && !fg_model_layer_sparse(&c, 0) && !c.qkv_bias);
+}
+END_TEST
+#undef L
+
+/* A mixture's experts, one checkpoint tensor per expert and projection, are the blocks of one
+ * stacked tensor each: every block present once with an expert's shape; a missing one is named
+ * by its block, the whole tensor beside its blocks is a second spelling. */
+static int check_moe(const char *dir, const char *const *omit, const char *const *extra,
+                     uint32_t n, fgc_source *src, fg_err *err)
+{
+    static const char cfg[] = "{\"model_type\":\"qwen3_moe\",\"vocab_size\":16,\"hidden_size\":8,"
+                              "\"num_hidden_layers\":1,\"intermediate_size\":6,"
+                              "\"num_attention_heads\":2,\"num_key_value_heads\":1,"
+                              "\"head_dim\":4,\"max_position_embeddings\":32,"
+                              "\"num_experts\":2,\"num_experts_per_tok\":1,"
+                              "\"moe_intermediate_size\":4}";
+    return check_written(dir, cfg, omit, extra, n, 0, src, NULL, err);
+}
+
+START_TEST(moe_stacked_tensors)
+{
+    tu_tmpdir_create();
+    static const char *const stacked[] = {".experts.gate_proj", ".experts.up_proj",
+                                          ".experts.down_proj", NULL};
+    static const char *const gate[] = {".experts.gate_proj", NULL};
+#define EX(e, p, shape) "model.layers.0.mlp.experts." #e "." #p ".weight@" shape
+    static const char *const all[] = {EX(0, gate_proj, "4x8"), EX(1, gate_proj, "4x8"),
+                                      EX(0, up_proj, "4x8"), EX(1, up_proj, "4x8"),
+                                      EX(0, down_proj, "8x4"), EX(1, down_proj, "8x4")};
+    static const char *const bad_shape[] = {EX(0, gate_proj, "5x8"), EX(1, gate_proj, "4x8"),
+                                            EX(0, up_proj, "4x8"), EX(1, up_proj, "4x8"),
+                                            EX(0, down_proj, "8x4"), EX(1, down_proj, "8x4")};
+    static const char *const past[] = {EX(2, gate_proj, "4x8")};
+#undef EX
+    fgc_source src[16] = {{0, 0, NULL}}; /* 15 specs */
+    fg_err err;
+    /* embed | norm, q, k, v, o, q_norm, k_norm | norm, router, gate, up, down | norm, head */
+    ck_assert_int_eq(check_moe("ok", stacked, all, 6, src, &err), FG_OK);
+    for (int i = 10; i <= 12; i++)
+        ck_assert(src[i].index == FGC_STACKED && src[i].parts &&
+                  src[i].parts[0] != src[i].parts[1]);
+    fgc_sources_free(src, 15);
+    ck_assert_int_eq(check_moe("whole", NULL, NULL, 0, src, &err), FG_OK); /* stacked as given */
+    ck_assert(src[10].index != FGC_STACKED && !src[10].parts);
+    ck_assert_int_eq(check_moe("missing", stacked, all, 5, src, &err), FG_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(err.msg, "block 1 of tensor model.layers.0.mlp.experts.down_proj.weight"),
+                  "%s", err.msg);
+    ck_assert_int_eq(check_moe("shape", stacked, bad_shape, 6, NULL, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "experts.0.gate_proj.weight has shape [5, 8], config.json "
+                         "implies [4, 8]"), "%s", err.msg);
+    ck_assert_int_eq(check_moe("twice", gate + 1, all, 6, NULL, &err), FG_ERR_DUPLICATE);
+    ck_assert_msg(strstr(err.msg, "second spelling"), "%s", err.msg);
+    ck_assert_int_eq(check_moe("past", stacked, past, 1, NULL, &err), FG_ERR_BAD_NAME);
+    ck_assert_msg(strstr(err.msg, "experts.2.gate_proj.weight is not a Qwen3-MoE tensor"), "%s",
+                  err.msg);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, opt_configs_and_tensor_sets);
     tcase_add_test(tc, phi3_fused_tensors);
+    tcase_add_test(tc, moe_configs);
+    tcase_add_test(tc, moe_stacked_tensors);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);

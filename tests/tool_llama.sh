@@ -18,7 +18,9 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          mistral3-mm-tiny-hf5:mistral-tiny:mistral3 ministral3-tiny-hf5:ministral3-tiny:ministral3 \
          qwen2.5-vl-tiny-hub:qwen2-tiny:qwen2_5_vl qwen3-vl-tiny-hf5:qwen3-tiny:qwen3_vl \
          granite-tiny-hf5:granite-tiny:granite smollm3-tiny-hf5:smollm3-tiny:smollm3 \
-         olmo2-tiny-hf5:olmo2-tiny:olmo2; do
+         olmo2-tiny-hf5:olmo2-tiny:olmo2 mixtral-tiny-hf5:mixtral-tiny:mixtral \
+         qwen3-moe-tiny-bf16:qwen3-moe-tiny:qwen3_moe \
+         qwen2-moe-tiny-hf5:qwen2-moe-tiny:qwen2_moe; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
