@@ -46,11 +46,11 @@ struct fg_model_ws {
     float *h_log;    /* [max_tokens, n_experts + 1] */
     int32_t *sel;    /* [max_tokens, top_k]: each token's experts */
     float *prob;     /* [max_tokens, top_k]: their weights */
-    int32_t *idx;    /* [max_tokens]: one expert's tokens, then the identity */
-    float *sv;       /* [max_tokens]: their weights */
+    int32_t *idx;    /* [max_tokens, top_k]: the experts' token lists, one after another */
+    float *sv;       /* [max_tokens, top_k + 1]: their weights, then the shared expert's */
     int32_t *ident;  /* [max_tokens]: 0, 1, ... */
-    uint8_t *seen;   /* [max_tokens]: a token's row of the sum written */
-    uint64_t *prow;  /* [MOE_MAX_PIECES + 1]: an expert's piece rows */
+    uint32_t *nf, *at, *cur; /* [n_experts], [n_experts + 1], [2 * (n_experts + 1)]: lists() */
+    uint64_t *prow;  /* [3][MOE_MAX_PIECES + 1]: an expert's piece rows, gate, up, down */
 };
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
@@ -66,8 +66,8 @@ static void moe_bytes(const fg_hparams *hp, uint64_t t, uint64_t out[2])
 {
     uint64_t e = hp->n_experts + 1;
     out[0] = hp->n_experts ? 4 * (t * hp->hidden * 2 + t * e) : 0;
-    out[1] = hp->n_experts ? 4 * (t * e + t * hp->top_k * 4 + t * 2) + t +
-                             8 * (MOE_MAX_PIECES + 1) : 0;
+    out[1] = hp->n_experts ? 4 * (t * e + t * hp->top_k * 4 + t * 2 + e * 4) +
+                             8 * 3 * (MOE_MAX_PIECES + 1) : 0;
 }
 
 uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx)
@@ -140,10 +140,12 @@ int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_c
         ws->idx = malloc(me * hp->top_k * 4);
         ws->sv = malloc(me * (hp->top_k + 1) * 4);
         ws->ident = malloc(me * 4);
-        ws->seen = malloc(me);
-        ws->prow = malloc((MOE_MAX_PIECES + 1) * sizeof *ws->prow);
+        ws->nf = malloc(ne * 4 * 4); /* nf, at, cur */
+        ws->at = ws->nf ? ws->nf + ne : NULL;
+        ws->cur = ws->nf ? ws->at + ne : NULL;
+        ws->prow = malloc(3 * (MOE_MAX_PIECES + 1) * sizeof *ws->prow);
         if (!ws->h_log || !ws->sel || !ws->prob || !ws->idx || !ws->sv || !ws->ident ||
-            !ws->seen || !ws->prow)
+            !ws->nf || !ws->prow)
             rc = FG_ERR_NOMEM;
         for (size_t i = 0; rc == FG_OK && i < me; i++)
             ws->ident[i] = (int32_t)i;
@@ -171,7 +173,7 @@ void fg_model_ws_free(fg_model_ws *ws)
     free(ws->idx);
     free(ws->sv);
     free(ws->ident);
-    free(ws->seen);
+    free(ws->nf);
     free(ws->prow);
     free(ws);
 }
@@ -424,14 +426,27 @@ static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, 
     return FG_OK;
 }
 
-/* y [m, n] = x . (rows [r0, r0 + n) of w)^T */
-static int linear_rows(fg_backend *be, const float *x, const fg_weight *w, uint64_t r0,
-                       float *y, uint32_t m, uint32_t n, uint32_t k, uint64_t *prow, fg_err *err)
+/* The MLP's three weights and their biases (NULL: none); gate NULL for a plain MLP. */
+typedef struct mlp_w {
+    const fg_weight *gate, *up, *down;
+    const float *b_gate, *b_up, *b_down;
+} mlp_w;
+
+/* y [m, hidden] = down(act(gate(x)) * up(x)) or down(act(up(x))), f the inner width: the dense
+ * MLP, an expert (its rows of the stacked weights) and Qwen2-MoE's shared expert alike */
+static int mlp_core(fg_backend *be, const fg_hparams *hp, const mlp_w *mw, const float *x,
+                    uint32_t m, uint32_t f, float *y, fg_model_ws *ws, fg_err *err)
 {
-    wslice v;
-    fg_weight sw;
-    int rc = slice(w, r0, n, k, &v, &sw, prow, err);
-    return rc ? rc : be->iface->linear(be, x, &sw, NULL, y, m, n, k, err);
+    const fg_backend_iface *b = be->iface;
+    uint32_t h = hp->hidden;
+    int rc = FG_OK;
+    if (mw->gate)
+        rc = b->linear(be, x, mw->gate, mw->b_gate, ws->ffn, m, f, h, err);
+    if (rc == FG_OK)
+        rc = b->linear(be, x, mw->up, mw->b_up, mw->gate ? ws->up : ws->ffn, m, f, h, err);
+    if (rc == FG_OK)
+        rc = b->act(be, hp->act, ws->ffn, mw->gate ? ws->up : NULL, (size_t)m * f, err);
+    return rc ? rc : b->linear(be, ws->ffn, mw->down, mw->b_down, y, m, h, f, err);
 }
 
 /* A token's top_k experts and weights from its router logits p (overwritten with the
@@ -463,6 +478,44 @@ static void route(const fg_hparams *hp, float *p, int32_t *sel, float *prob)
         prob[j] /= top;
 }
 
+/* The n tokens' (expert, weight) choices (ws->sel, ws->prob) as one list per expert, experts in
+ * index order (a counting sort): expert e's tokens at ws->idx / ws->sv from ws->at[e], first
+ * ws->nf[e] tokens whose lowest expert e is (they assign their row of the sum), then the
+ * others (they add to it), each part in token order. */
+static void lists(const fg_hparams *hp, uint32_t n, fg_model_ws *ws)
+{
+    uint32_t e = hp->n_experts, k = hp->top_k, *nf = ws->nf, *at = ws->at;
+    memset(nf, 0, e * sizeof *nf);
+    memset(at, 0, (e + 1) * sizeof *at);
+    for (uint32_t r = 0; r < n; r++) {
+        const int32_t *sel = ws->sel + (size_t)r * k;
+        int32_t lo = sel[0];
+        for (uint32_t j = 1; j < k; j++)
+            lo = sel[j] < lo ? sel[j] : lo;
+        for (uint32_t j = 0; j < k; j++) /* at[] counts for now */
+            (sel[j] == lo ? nf : at)[sel[j]]++;
+    }
+    uint32_t run = 0;
+    for (uint32_t x = 0; x <= e; x++) { /* counts -> starts; cur: each part's next slot */
+        uint32_t c = x < e ? nf[x] + at[x] : 0;
+        at[x] = run;
+        ws->cur[2 * x] = run;
+        ws->cur[2 * x + 1] = run + (x < e ? nf[x] : 0);
+        run += c;
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        const int32_t *sel = ws->sel + (size_t)r * k;
+        int32_t lo = sel[0];
+        for (uint32_t j = 1; j < k; j++)
+            lo = sel[j] < lo ? sel[j] : lo;
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t slot = ws->cur[2 * sel[j] + (sel[j] != lo)]++;
+            ws->idx[slot] = (int32_t)r;
+            ws->sv[slot] = ws->prob[(size_t)r * k + j];
+        }
+    }
+}
+
 /* x (the unit's input, normalized) -> ws->tmp: the sum of each token's experts (and the shared
  * expert's share), expert by expert in index order as transformers' loop over the experts
  * hit. Every token's row is written by its first expert (its top_k >= 1) and added to by the
@@ -487,38 +540,25 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
         return rc;
     for (uint32_t r = 0; r < n; r++)
         route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
-    memset(ws->seen, 0, n);
-    size_t at = 0; /* where this expert's list starts */
+    lists(hp, n, ws);
     for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++) {
-        uint32_t cnt = 0, first = 0;
+        uint32_t at = ws->at[ex], cnt = ws->at[ex + 1] - at, first = ws->nf[ex];
         int32_t *idx = ws->idx + at;
         float *sv = ws->sv + at;
-        for (int pass = 0; pass < 2; pass++) /* the tokens it writes first, then the others */
-            for (uint32_t r = 0; r < n; r++)
-                for (uint32_t j = 0; j < k; j++)
-                    if (ws->sel[(size_t)r * k + j] == (int32_t)ex && ws->seen[r] == pass) {
-                        idx[cnt] = (int32_t)r;
-                        sv[cnt++] = ws->prob[(size_t)r * k + j];
-                        first += !pass;
-                    }
         if (!cnt)
             continue;
-        at += cnt;
-        for (uint32_t i = 0; i < first; i++)
-            ws->seen[idx[i]] = 1;
+        wslice v[3];
+        fg_weight sw[3];
+        const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
+        for (int i = 0; i < 3 && rc == FG_OK; i++) /* this expert's rows of each */
+            rc = slice(&w->w[roles[i]], (uint64_t)ex * (i < 2 ? f : h), i < 2 ? f : h,
+                       i < 2 ? h : f, &v[i], &sw[i], ws->prow + i * (MOE_MAX_PIECES + 1), err);
         fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
-        rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
+        mlp_w mw = {&sw[0], &sw[1], &sw[2], NULL, NULL, NULL};
         if (rc == FG_OK)
-            rc = linear_rows(be, ws->ex, &w->w[FG_ROLE_EXP_GATE], (uint64_t)ex * f, ws->ffn,
-                             cnt, f, h, ws->prow, err);
+            rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
         if (rc == FG_OK)
-            rc = linear_rows(be, ws->ex, &w->w[FG_ROLE_EXP_UP], (uint64_t)ex * f, ws->up, cnt,
-                             f, h, ws->prow, err);
-        if (rc == FG_OK)
-            rc = be->iface->act(be, hp->act, ws->ffn, ws->up, (size_t)cnt * f, err);
-        if (rc == FG_OK)
-            rc = linear_rows(be, ws->ffn, &w->w[FG_ROLE_EXP_DOWN], (uint64_t)ex * h, ws->ey,
-                             cnt, h, f, ws->prow, err);
+            rc = mlp_core(be, hp, &mw, ws->ex, cnt, f, ws->ey, ws, err);
         if (rc == FG_OK && first)
             rc = be->iface->scatter(be, ws->tmp, n, ws->ey, idx, sv, first, h, 0, err);
         if (rc == FG_OK && cnt > first)
@@ -527,20 +567,13 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     }
     if (rc || !hp->shared_ffn)
         return rc;
-    uint32_t sf = hp->shared_ffn; /* + sigmoid(gate . x) * shared(x) */
-    float *sg = ws->sv + at;
+    float *sg = ws->sv + (size_t)n * k; /* + sigmoid(gate . x) * shared(x) */
     for (uint32_t r = 0; r < n; r++)
         sg[r] = 1.0f / (1.0f + expf(-ws->h_log[(size_t)n * e + r]));
-    rc = linear(be, x, w, FG_ROLE_W_GATE, -1, ws->ffn, n, sf, h, err);
-    if (rc == FG_OK)
-        rc = linear(be, x, w, FG_ROLE_W_UP, -1, ws->up, n, sf, h, err);
-    if (rc == FG_OK)
-        rc = be->iface->act(be, hp->act, ws->ffn, ws->up, (size_t)n * sf, err);
-    if (rc == FG_OK)
-        rc = linear(be, ws->ffn, w, FG_ROLE_W_DOWN, -1, ws->ey, n, h, sf, err);
-    if (rc == FG_OK)
-        rc = be->iface->scatter(be, ws->tmp, n, ws->ey, ws->ident, sg, n, h, 1, err);
-    return rc;
+    mlp_w mw = {&w->w[FG_ROLE_W_GATE], &w->w[FG_ROLE_W_UP], &w->w[FG_ROLE_W_DOWN], NULL, NULL,
+                NULL};
+    rc = mlp_core(be, hp, &mw, x, n, hp->shared_ffn, ws->ey, ws, err);
+    return rc ? rc : be->iface->scatter(be, ws->tmp, n, ws->ey, ws->ident, sg, n, h, 1, err);
 }
 
 int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
@@ -549,7 +582,7 @@ int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const
     int rc = check_step(ws, s, ws->max_ctx, err);
     if (rc)
         return rc;
-    uint32_t n = s->n_seq * s->n_new, h = hp->hidden;
+    uint32_t n = s->n_seq * s->n_new;
     uint32_t f = w->rows[FG_ROLE_W_UP] ? (uint32_t)w->rows[FG_ROLE_W_UP] : hp->ffn;
     const float *x = block_in(be, hp, w, s, ws, &rc, err);
     int sparse = w->w[FG_ROLE_ROUTER].f32 || w->w[FG_ROLE_ROUTER].n_pieces;
@@ -557,19 +590,12 @@ int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "a router without experts in the config");
     if (rc == FG_OK && sparse) {
         rc = moe(be, hp, w, x, n, ws, err);
-        return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
-    }
-    if (rc == FG_OK && hp->gated) {
-        rc = linear(be, x, w, FG_ROLE_W_GATE, FG_ROLE_B_GATE, ws->ffn, n, f, h, err);
-        if (rc == FG_OK)
-            rc = linear(be, x, w, FG_ROLE_W_UP, FG_ROLE_B_UP, ws->up, n, f, h, err);
     } else if (rc == FG_OK) {
-        rc = linear(be, x, w, FG_ROLE_W_UP, FG_ROLE_B_UP, ws->ffn, n, f, h, err);
+        mlp_w mw = {hp->gated ? &w->w[FG_ROLE_W_GATE] : NULL, &w->w[FG_ROLE_W_UP],
+                    &w->w[FG_ROLE_W_DOWN], w->f[FG_ROLE_B_GATE], w->f[FG_ROLE_B_UP],
+                    w->f[FG_ROLE_B_DOWN]};
+        rc = mlp_core(be, hp, &mw, x, n, f, ws->tmp, ws, err);
     }
-    if (rc == FG_OK)
-        rc = be->iface->act(be, hp->act, ws->ffn, hp->gated ? ws->up : NULL, (size_t)n * f, err);
-    if (rc == FG_OK)
-        rc = linear(be, ws->ffn, w, FG_ROLE_W_DOWN, FG_ROLE_B_DOWN, ws->tmp, n, h, f, err);
     return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
 }
 
