@@ -820,19 +820,24 @@ static const char *canonical_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
-/* The layer of a canonical "model.layers.N.<post>" name (N < layers, no leading zero), or -1. */
+/* A decimal index at d (1 to 8 digits, no leading zero) into *v: the end of it, or NULL. */
+static const char *index_at(const char *d, uint64_t *v)
+{
+    const char *p = d;
+    *v = 0;
+    while (*p >= '0' && *p <= '9' && p - d < 8)
+        *v = *v * 10 + (uint64_t)(*p++ - '0');
+    return p == d || (*d == '0' && p - d > 1) ? NULL : p;
+}
+
+/* The layer of a canonical "model.layers.N.<post>" name (N < layers), or -1. */
 static int64_t layer_of(const fg_hparams *hp, const char *name, const char *post)
 {
     static const char pre[] = "model.layers.";
-    if (strncmp(name, pre, sizeof pre - 1))
-        return -1;
-    const char *d = name + sizeof pre - 1, *p = d;
-    uint64_t layer = 0;
-    while (*p >= '0' && *p <= '9' && p - d < 8)
-        layer = layer * 10 + (uint64_t)(*p++ - '0');
-    if (p == d || (*d == '0' && p - d > 1) || strcmp(p, post) || layer >= hp->n_layers)
-        return -1;
-    return (int64_t)layer;
+    uint64_t layer;
+    const char *p = strncmp(name, pre, sizeof pre - 1) ? NULL
+                  : index_at(name + sizeof pre - 1, &layer);
+    return !p || strcmp(p, post) || layer >= hp->n_layers ? -1 : (int64_t)layer;
 }
 
 /* model.layers.N.self_attn.rotary_emb.inv_freq, N < layers: [rot_dim / 2] (transformers before
@@ -865,27 +870,22 @@ static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_T
 static int stacked(const fg_hparams *hp, const char *name, char out[FG_TENSOR_NAME_MAX],
                    uint32_t *block)
 {
-    static const char *const projs[] = {"gate_proj", "up_proj", "down_proj"};
-    static const char pre[] = "model.layers.";
-    unsigned l, e;
-    int at = 0;
-    char proj[16];
-    if (!hp->n_experts || strncmp(name, pre, sizeof pre - 1) ||
-        sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight%n", &l, &e, proj,
-               &at) != 3 || name[at] || l >= hp->n_layers || e >= hp->n_experts ||
-        !fg_model_layer_sparse(hp, l))
+    static const char *const projs[] = {"gate_proj.weight", "up_proj.weight",
+                                        "down_proj.weight"};
+    static const char pre[] = "model.layers.", mid[] = ".mlp.experts.";
+    uint64_t l, e;
+    const char *p = strncmp(name, pre, sizeof pre - 1) ? NULL
+                  : index_at(name + sizeof pre - 1, &l);
+    if (!p || strncmp(p, mid, sizeof mid - 1) || !(p = index_at(p + sizeof mid - 1, &e)) ||
+        *p++ != '.' || l >= hp->n_layers || e >= hp->n_experts || !fg_model_layer_sparse(hp, l))
         return 0;
-    for (int i = 0; i < 3; i++) {
-        char canon[FG_TENSOR_NAME_MAX];
-        snprintf(canon, sizeof canon, "model.layers.%u.mlp.experts.%u.%s.weight", l, e,
-                 projs[i]);
-        if (!strcmp(canon, name)) { /* (no leading zeros, signs or spaces) */
-            snprintf(out, FG_TENSOR_NAME_MAX, "model.layers.%u.mlp.experts.%s.weight", l,
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(p, projs[i])) {
+            snprintf(out, FG_TENSOR_NAME_MAX, "model.layers.%u.mlp.experts.%s", (unsigned)l,
                      projs[i]);
-            *block = e;
+            *block = (uint32_t)e;
             return 1;
         }
-    }
     return 0;
 }
 
