@@ -118,29 +118,36 @@ static int st_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return FG_OK;
 }
 
-/* The blocks a model's tensor `name` keeps whole (fg_tensor_spec.blocks: a mixture's stacked
- * experts), from the store's config; 0 for a store without a model or another tensor. */
-static uint32_t blocks_of(fg_store *s, const char *name)
+/* The model's tensors, from the store's config, when it holds a mixture of experts (the
+ * tensors whose chunks must keep each expert whole); *spec NULL and *n 0 otherwise, or for a
+ * store without a model. */
+static void moe_specs(fg_store *s, fg_tensor_spec **spec, uint32_t *n)
 {
     void *data;
     size_t len;
     fg_hparams hp;
-    fg_tensor_spec *spec = NULL;
-    uint32_t n = 0, blocks = 0;
     fg_err e;
+    *spec = NULL;
+    *n = 0;
     if (fg_store_meta_get(s, "model.config_json", &data, &len, &e) != FG_OK)
-        return 0;
+        return;
     if (fg_model_config_parse(data, len, "model.config_json", &hp, &e) == FG_OK && hp.n_experts &&
-        fg_model_tensors(&hp, &spec, &n, &e) == FG_OK)
-        for (uint32_t i = 0; i < n; i++)
-            if (!strcmp(spec[i].name, name))
-                blocks = spec[i].blocks;
-    free(spec);
+        fg_model_tensors(&hp, spec, n, &e) != FG_OK)
+        *spec = NULL, *n = 0;
     free(data);
-    return blocks;
 }
 
-static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
+/* The blocks tensor `name` keeps whole (fg_tensor_spec.blocks), 0 for none. */
+static uint32_t blocks_of(const fg_tensor_spec *spec, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(spec[i].name, name))
+            return spec[i].blocks;
+    return 0;
+}
+
+static int copy_tensor(fgc_job *j, fg_store *s, const char *name, uint32_t blocks,
+                       fg_err *err)
 {
     fg_store_tensor *t;
     int rc = fg_store_tensor_get(s, name, &t, err);
@@ -168,7 +175,7 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, fg_err *err)
                           {t->n_dims ? t->dims[0] : 1, t->n_dims > 1 ? t->dims[1] : 1},
                           t->codec.id == FG_CODEC_F32 ? 4 : 2,
                           t->codec.id == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, st_read,
-                          &c, t->n_dims > 1 ? blocks_of(s, name) : 0};
+                          &c, t->n_dims > 1 ? blocks : 0};
     if (rc == FG_OK && t->n_dims > 2)
         rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' has %u dimensions (at most 2 "
                         "convert)", fg_store_dir(s), name, t->n_dims);
@@ -215,8 +222,12 @@ int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
         j.total = info.weight_bytes;
         for (uint32_t i = 0; rc == FG_OK && i < mk.n; i++)
             rc = copy_meta(&j, s, mk.v[i], err);
+        fg_tensor_spec *spec;
+        uint32_t n_spec;
+        moe_specs(s, &spec, &n_spec);
         for (uint32_t i = 0; rc == FG_OK && i < tn.n; i++)
-            rc = copy_tensor(&j, s, tn.v[i], err);
+            rc = copy_tensor(&j, s, tn.v[i], blocks_of(spec, n_spec, tn.v[i]), err);
+        free(spec);
         rc = fgc_end(&j, rc, rep, err);
     }
     free_names(&tn);
