@@ -344,18 +344,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, first_part(&from[s]));
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
-        /* a stacked tensor is stored in one 16-bit type: its blocks must agree on F16 / BF16 */
-        int bf16 = t->dtype == FG_CKPT_BF16;
-        for (uint32_t b = 0; i == FGC_STACKED && b < spec[s].blocks; b++) {
-            const fg_ckpt_tensor *p = fg_ckpt_tensor_at(ck, from[s].parts[b]);
-            if ((p->dtype == FG_CKPT_BF16) != bf16)
-                rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, %s is %s: the "
-                                "blocks of %s must be one of BF16 or the others",
-                                p->path, p->name, fg_ckpt_dtype_name(p->dtype), t->name,
-                                fg_ckpt_dtype_name(t->dtype), spec[s].name);
-        }
-        if (rc)
-            break;
+        int bf16 = t->dtype == FG_CKPT_BF16; /* (a stacked one's blocks agree: model_check.c) */
         ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *

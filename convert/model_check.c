@@ -57,6 +57,7 @@ typedef struct match {
     uint32_t *seen;     /* [n] matches of each sorted spec (blocks of a stacked one) */
     uint32_t **blk;     /* [n] a stacked spec's checkpoint tensor per block, or NULL */
     fgc_source *src;    /* [n] in model order, or NULL */
+    const fg_ckpt *ck;
 } match;
 
 static const sspec *find(const match *m, const char *name)
@@ -105,6 +106,18 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
     if (m->blk[k][b] != FGC_NONE)
         return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of block "
                           "%u of %s", t->path, t->name, b, ss->s.name);
+    /* one stored tensor, one 16-bit type: BF16 blocks, or F16/F32 ones, not both */
+    for (uint32_t j = 0; j < ss->s.blocks; j++) {
+        const fg_ckpt_tensor *o = m->blk[k][j] == FGC_NONE ? NULL
+                                : fg_ckpt_tensor_at(m->ck, m->blk[k][j]);
+        if (o && (o->dtype == FG_CKPT_BF16) != (t->dtype == FG_CKPT_BF16))
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, %s is %s: the "
+                              "blocks of %s must be one of BF16 or the others", t->path,
+                              t->name, fg_ckpt_dtype_name(t->dtype), o->name,
+                              fg_ckpt_dtype_name(o->dtype), ss->s.name);
+        if (o)
+            break;
+    }
     m->blk[k][b] = i;
     m->seen[k]++;
     return FG_OK;
@@ -204,7 +217,7 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
             src[k] = (fgc_source){FGC_NONE, 0, NULL};
     }
     qsort(sorted, n, sizeof *sorted, cmp_spec);
-    match m = {hp, fg_model_arch(hp), sorted, n, seen, blk, src};
+    match m = {hp, fg_model_arch(hp), sorted, n, seen, blk, src, ck};
     rc = match_all(&m, ck, &sk, err);
     for (uint32_t k = 0; k < n && rc == FG_OK; k++) {
         uint32_t b = 0;
