@@ -622,19 +622,16 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
     static const char *const keys[] = {"num_local_experts", "num_experts"};
     uint32_t v[2] = {0, 0};
     int rc;
-    hp->n_experts = t->experts;
     for (int i = 0; i < 2; i++) {
         json_t *k = json_object_get(root, keys[i]);
-        if (k && json_is_integer(k) && json_integer_value(k) == 0 && t->moe != MOE_MIXTRAL) {
-            hp->n_experts = 0; /* Qwen: num_experts 0, every layer dense */
-            return FG_OK;
-        }
+        if (k && json_is_integer(k) && json_integer_value(k) == 0 && t->moe != MOE_MIXTRAL)
+            return FG_OK; /* Qwen: num_experts 0, every layer dense (n_experts stays 0) */
         if ((rc = fgm_uint(root, label, keys[i], 0, FG_MODEL_MAX_EXPERTS, &v[i], err)) < 0)
             return rc;
     }
     if (v[0] && v[1] && v[0] != v[1])
         return fgm_key_err(err, label, "num_experts", "differs from num_local_experts");
-    hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : hp->n_experts;
+    hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : t->experts;
     hp->top_k = t->top_k;
     hp->moe_ffn = t->moe == MOE_MIXTRAL ? hp->ffn : t->moe_ffn;
     hp->shared_ffn = t->moe == MOE_QWEN_SHARED ? t->shared_ffn : 0;
