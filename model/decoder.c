@@ -426,6 +426,17 @@ static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, 
     return FG_OK;
 }
 
+/* Ask for the pieces of w's rows [r0, r0 + rows) to be read (best effort, no wait). */
+static void prefetch_rows(const fg_weight *w, uint64_t r0, uint64_t rows)
+{
+    if (w->f32 || !w->prefetch)
+        return;
+    uint32_t p0 = piece_at(w, r0);
+    uint32_t p1 = r0 + rows == w->piece_rows[w->n_pieces] ? w->n_pieces : piece_at(w, r0 + rows);
+    for (uint32_t i = p0; i < p1 && p1 <= w->n_pieces; i++)
+        w->prefetch(w->ctx, i);
+}
+
 /* The MLP's three weights and their biases (NULL: none); gate NULL for a plain MLP. */
 typedef struct mlp_w {
     const fg_weight *gate, *up, *down;
@@ -526,6 +537,7 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
 {
     uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
     uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
+    static const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
     int rc = linear(be, x, w, FG_ROLE_ROUTER, -1, ws->rlog, n, e, h, err);
     if (rc == FG_OK && hp->shared_ffn) /* the shared expert's gate: column e */
         rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
@@ -541,6 +553,14 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     for (uint32_t r = 0; r < n; r++)
         route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
     lists(hp, n, ws);
+    /* the chosen experts' chunks asked for at once, in the order they multiply: read at full
+     * queue depth, each while the experts before it compute (the engine prefetches a layer's
+     * experts with it only when a step's tokens are expected to choose most of them: an
+     * expert no token chose is never read) */
+    for (uint32_t ex = 0; ex < e; ex++)
+        for (int i = 0; i < 3 && ws->at[ex + 1] > ws->at[ex]; i++)
+            prefetch_rows(&w->w[roles[i]], (uint64_t)ex * (i < 2 ? f : h),
+                          i < 2 ? f : h);
     for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++) {
         uint32_t at = ws->at[ex], cnt = ws->at[ex + 1] - at, first = ws->nf[ex];
         int32_t *idx = ws->idx + at;
@@ -549,7 +569,6 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
             continue;
         wslice v[3];
         fg_weight sw[3];
-        const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
         for (int i = 0; i < 3 && rc == FG_OK; i++) /* this expert's rows of each */
             rc = slice(&w->w[roles[i]], (uint64_t)ex * (i < 2 ? f : h), i < 2 ? f : h,
                        i < 2 ? h : f, &v[i], &sw[i], ws->prow + i * (MOE_MAX_PIECES + 1), err);

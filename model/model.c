@@ -7,6 +7,7 @@
  * the key.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +372,13 @@ int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer)
 {
     return hp->n_experts && layer < FG_MODEL_MAX_LAYERS &&
            !((hp->dense_layers[layer / 64] >> (layer % 64)) & 1);
+}
+
+double fg_model_expert_share(const fg_hparams *hp, double tokens)
+{
+    if (!hp->n_experts || hp->top_k >= hp->n_experts)
+        return 1;
+    return tokens <= 0 ? 0 : 1 - pow(1 - (double)hp->top_k / hp->n_experts, tokens);
 }
 
 uint32_t fg_model_windowed_layers(const fg_hparams *hp)

@@ -284,6 +284,12 @@ uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);
 const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
 /* 1 when layer `layer`'s MLP is a mixture of experts. */
 int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer);
+/* The expected share of a sparse layer's experts that `tokens` routed tokens choose at least
+ * once, were each token's top_k drawn uniformly: 1 - (1 - top_k / n_experts)^tokens (1 for a
+ * dense model). What the engine reads of the experts homed on disk in a step (runtime/engine.c
+ * pages in only the experts routed to), and what the policy search prices. Real routers are
+ * skewed, so a real model touches fewer. */
+double fg_model_expert_share(const fg_hparams *hp, double tokens);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
 

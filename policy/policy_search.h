@@ -123,6 +123,8 @@ typedef struct fg_sweep_bytes {
     double gather;             /* GATHER tables (token embeddings): a gather stages each chunk
                                   holding one of its rows */
     uint32_t gather_chunks;    /* chunks of the GATHER tables, wherever homed */
+    double experts;            /* of lin, a mixture's stacked experts (a Linear call stages
+                                  only the chosen experts' pieces) */
 } fg_sweep_bytes;
 
 typedef struct fg_policy_model {
@@ -131,6 +133,8 @@ typedef struct fg_policy_model {
     fg_plan_weights w;         /* built from a store: the engine's own table (plan_model.h);
                                   pm.units points into it. Empty for a model given by hand */
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
+    uint64_t experts;          /* stored bytes of a mixture's stacked experts (FG_ROLE_EXP_*):
+                                  a step reads and stages only the chosen ones (engine.c) */
     fg_sweep_bytes sweep;      /* all of them as a device backend uploads them (wg 0) */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */

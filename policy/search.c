@@ -17,7 +17,11 @@
  *    (fresh chunks: nothing read) and each activation chunk once (used by every unit, the LRU
  *    keeps it). When the pool's streaming room holds everything homed on disk, nothing is read
  *    again after the prefill (the LRU keeps it). Predicted bytes are checked against the
- *    pager's counters (tests/test_policy.c).
+ *    pager's counters (tests/test_policy.c). A mixture's experts are read (and, on a device,
+ *    staged) only where chosen: of their bytes a step reads the share its tokens are expected
+ *    to choose under uniform routing (fg_model_expert_share), or all of them when the engine
+ *    prefetches them with their layer (runtime/policy.h fg_expert_paging); a q4 model's
+ *    decode term still counts every expert decoded (an overestimate: only the chosen are).
  * A step takes writes + max(compute, reads) + (1 - phi) min(compute, reads): write-backs block
  * the computing thread (the pager writes a dirty chunk when it evicts it) except the KV
  * cache's, which the engine writes behind (counted with the reads: see behind); reads overlap
@@ -70,6 +74,11 @@ typedef struct terms {
     int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
     double attn;         /* seconds per query x key x query width (the CPU's) */
     double kv_total, act_total, weights, n_units;
+    double experts;      /* of weights, a mixture's stacked experts */
+    double xr_pre, xr_dec; /* the share of them the engine reads off disk in the prefill, in a
+                              decode step (its prefetch rule: engine.c, policy.h) */
+    double xs_pre, xs_dec; /* ... and a Linear call stages: the chosen ones (a prefill batch's,
+                              the decode step's) */
     fg_sweep_bytes sweep; /* the weights' bytes a device backend uploads from host memory */
     double rd, wr;       /* seconds per byte read / written */
     double phi;          /* share of the shorter of reading and computing hidden (overlap) */
@@ -93,6 +102,15 @@ static double decode_extra(const fg_calib *c, int codec)
         return 0;
     double d = 1.0 / c->dec_q4 - 1.0 / c->dec_f16;
     return d > 0 ? d : 0;
+}
+
+/* The share of a mixture's experts homed on disk a step of `tokens` tokens reads: all when
+ * the engine prefetches them with their layer (--experts all, or most expected chosen), else
+ * the chosen ones (uniform routing: a real router's skew reads fewer). */
+static double read_share(const fg_hparams *hp, const fg_policy *p, double tokens)
+{
+    double s = fg_model_expert_share(hp, tokens);
+    return p->experts == FG_EXPERTS_ALL || s >= FG_EXPERTS_WHOLE ? 1 : s;
 }
 
 /* Reading overlaps computing by the calibrated share only when the pager prefetches
@@ -134,6 +152,11 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->kv_total = kind_total(pl, 1);
     t->act_total = kind_total(pl, 2);
     t->weights = (double)m->pm.weights;
+    t->experts = (double)m->experts;
+    t->xs_pre = fg_model_expert_share(hp, t->gbs * t->P);
+    t->xs_dec = fg_model_expert_share(hp, t->n);
+    t->xr_pre = read_share(hp, p, t->n * t->P);
+    t->xr_dec = read_share(hp, p, t->n);
     t->n_units = m->pm.n_units;
     t->sweep = m->sweep;
     t->rd = 1.0 / c->disk_read;
@@ -187,10 +210,11 @@ static void io_prefill(const terms *t, double rd[3], double wr[3])
 }
 
 /* The prefill reads every weight once whatever its home: the pool starts empty, and what is
- * homed in RAM (or on the GPU) is loaded by its first use. */
+ * homed in RAM (or on the GPU) is loaded by its first use; of a mixture's experts, the ones its
+ * tokens choose (all, with enough tokens). */
 static double cold_read(const terms *t)
 {
-    return t->weights * t->rd;
+    return (t->weights - t->experts * (1 - t->xr_pre)) * t->rd;
 }
 
 /* Of the writes wr, those written behind, overlapping compute like reads: the KV cache's,
@@ -207,7 +231,7 @@ static void behind(const terms *t, const double wr[3], double wb[3])
 static void io_decode(const terms *t, double rd[3], double wr[3])
 {
     double k = t->cached ? 0 : 1;
-    rd[0] = k * t->weights * t->rd, wr[0] = 0;
+    rd[0] = k * (t->weights - t->experts * (1 - t->xr_dec)) * t->rd, wr[0] = 0;
     rd[1] = k * t->kv_total * t->rd, wr[1] = k * t->kv_total * t->wr;
     rd[2] = wr[2] = 0;
 }
@@ -233,6 +257,7 @@ static void io_decode(const terms *t, double rd[3], double wr[3])
 typedef struct step {
     double lin, other, w_up, w_cold, up, down;
     double k_lin, k_kept, k_gather; /* uses of each kind of weight bytes (fg_sweep_bytes) */
+    double x_share;                 /* of the experts' bytes, the share a Linear call stages */
 } step;
 
 /* The share of a GATHER table's chunks holding at least one of r rows drawn at random. */
@@ -245,8 +270,8 @@ static double touched(const terms *t, double r)
 /* A step's weight bytes uploaded when sb (fg_policy_sweep_bytes) are off the GPU. */
 static double step_weights(const step *s, const fg_sweep_bytes *sb)
 {
-    return sb->lin * s->k_lin + sb->head + sb->small + sb->kept * s->k_kept +
-           sb->gather * s->k_gather;
+    return (sb->lin - sb->experts * (1 - s->x_share)) * s->k_lin + sb->head + sb->small +
+           sb->kept * s->k_kept + sb->gather * s->k_gather;
 }
 
 static void kv_link(const terms *t, double rows, double ctx_rows, step *s)
@@ -272,6 +297,7 @@ static void step_prefill(const fg_calib *c, const terms *t, int kv_host, int act
              t->n * t->f_head / fg_calib_dev_flops(t->dev, t->n);
     s->other = pairs * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
     s->k_lin = t->ngb, s->k_kept = 1, s->k_gather = t->ngb * touched(t, t->gbs * t->P);
+    s->x_share = t->xs_pre;
     s->w_up = step_weights(s, &t->sweep);
     s->w_cold = t->weights;
     /* a fresh cache or activation chunk homed on the GPU goes up once too (the pager makes it
@@ -298,6 +324,7 @@ static void step_decode(const fg_calib *c, const terms *t, int kv_host, step *s)
     s->lin = t->n * (t->f_lin + t->f_head) / fg_calib_dev_flops(t->dev, t->n);
     s->other = t->L * t->n * ctx * t->qw * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
     s->k_lin = 1, s->k_kept = 0, s->k_gather = touched(t, t->n);
+    s->x_share = t->xs_dec;
     s->w_up = step_weights(s, &t->sweep);
     if (kv_host)
         kv_link(t, 1, ctx, s);

@@ -167,8 +167,10 @@ int fg_stage_announce(fg_engine *e, fg_err *err);
 int fg_stage_serve(fg_engine *e, fg_err *err);
 
 /* engine.c */
-/* Start reading the units of the span at u (best effort). */
-void fg_engine_span_prefetch(fg_engine *e, uint32_t u);
+/* Start reading the units of the span at u (best effort), for a step of `tokens` tokens: a
+ * sparse MLP's experts only when they are expected to be mostly chosen (policy.h
+ * fg_expert_paging). */
+void fg_engine_span_prefetch(fg_engine *e, uint32_t u, uint64_t tokens);
 /* Prefetch the KV chunk of (batch k, layer) (best effort). */
 void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer);
 /* Acquire/release a pager chunk, counting the wait. release folds its error into rc. */

@@ -16,6 +16,16 @@ typedef enum fg_schedule_kind {
     FG_SCHEDULE_ROW = 1,    /* row by row: what Accelerate and DeepSpeed do (the baseline) */
 } fg_schedule_kind;
 
+/* How the engine pages a sparse MLP's experts homed off the GPU and RAM. */
+typedef enum fg_expert_paging {
+    FG_EXPERTS_ROUTED = 0, /* the default: a step whose tokens are expected to choose most of a
+                              layer's experts (fg_model_expert_share >= FG_EXPERTS_WHOLE) has them
+                              all prefetched with their layer, another reads only the experts
+                              its router chose, asked for at once right after the routing */
+    FG_EXPERTS_ALL = 1,    /* every expert prefetched with its layer, always (the dense way) */
+} fg_expert_paging;
+#define FG_EXPERTS_WHOLE 0.9
+
 typedef struct fg_policy {
     uint32_t gbs, ngb;          /* GPU batch size and number of GPU batches; 0 = the plan picks */
     int have_fractions;         /* 0: the plan places by its default rule */
@@ -27,6 +37,7 @@ typedef struct fg_policy {
     int overlap;                /* prefetch the next units' weights while computing */
     int cpu_attention;          /* attention where the KV cache lives in RAM (--cpu-cache-compute) */
     fg_schedule_kind schedule;
+    fg_expert_paging experts;
     uint64_t gpu_budget;        /* bytes of device memory the plan may use (0: no GPU: the plan
                                    refuses GPU fractions) */
 } fg_policy;

@@ -217,9 +217,11 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err
 }
 
 /* Load the span starting at u (one unit, or attention + MLP), after starting the prefetch of
- * what comes next in [u0, u1); w[0..n) receive the units' weights. */
-static int load_span(fg_engine *e, fg_unit_w *w, const sweep_args *a, uint32_t u, uint32_t *n,
-                     fg_err *err)
+ * what comes next in [u0, u1); w[0..n) receive the units' weights. tok: the tokens of this
+ * step over the range, then of the next step (what a span prefetched past the range's end
+ * computes), which decide whether a sparse MLP's experts are prefetched with it. */
+static int load_span(fg_engine *e, fg_unit_w *w, const sweep_args *a, uint32_t u,
+                     const uint64_t tok[2], uint32_t *n, fg_err *err)
 {
     double t0 = fg_now();
     *n = fg_plan_span(&e->pm, &e->o.policy, u);
@@ -228,7 +230,7 @@ static int load_span(fg_engine *e, fg_unit_w *w, const sweep_args *a, uint32_t u
     uint32_t len = a->u1 - a->u0;
     for (uint32_t d = 0, v = u + *n; e->o.policy.overlap && d < e->plan.ahead; d++) {
         uint32_t at = a->u0 + (v - a->u0) % len; /* the range repeats at the next step */
-        fg_engine_span_prefetch(e, at);
+        fg_engine_span_prefetch(e, at, tok[at <= u]);
         v = at + fg_plan_span(&e->pm, &e->o.policy, at);
     }
     /* the embedding span's SMALL tensors (OPT's learned positions: a whole table) are decoded
@@ -366,8 +368,11 @@ static int compute_span(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
 static int sweep(fg_engine *e, block *b, const sweep_args *a, fg_unit_w *last_head, fg_err *err)
 {
     fg_unit_w w[2];
+    uint32_t first = a->k0 * e->gbs, end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
+    uint64_t seqs = end > first ? end - first : 0;
+    uint64_t tok[2] = {a->i == 0 ? seqs * (b->P - b->s0) : seqs, seqs};
     for (uint32_t u = a->u0, n = 1; u < a->u1; u += n) {
-        int rc = load_span(e, w, a, u, &n, err);
+        int rc = load_span(e, w, a, u, tok, &n, err);
         if (rc == FG_OK)
             rc = compute_span(e, b, w, u, n, a, err);
         if (rc)

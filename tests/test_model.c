@@ -782,6 +782,10 @@ START_TEST(moe_configs)
     ck_assert(c.n_experts == 8 && c.top_k == 2 && c.norm_topk && c.moe_ffn == c.ffn);
     ck_assert(!c.shared_ffn && !c.sliding_window && c.norm_eps == 1e-5f);
     ck_assert(fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    /* the share of 8 experts top 2 chooses: a token 1/4, two 1 - (3/4)^2 */
+    ck_assert(fabs(fg_model_expert_share(&c, 1) - 0.25) < 1e-12);
+    ck_assert(fabs(fg_model_expert_share(&c, 2) - 0.4375) < 1e-12);
+    ck_assert(fg_model_expert_share(&c, 0) == 0 && fg_model_expert_share(&c, 64) > 0.9999);
     fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
     uint32_t n = fg_model_unit_tensors(&c, 2, t), blocks = 0; /* layer 0's MLP */
     ck_assert_uint_eq(n, 5);

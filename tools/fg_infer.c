@@ -72,6 +72,8 @@ static void usage(FILE *f)
           "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
+          "              --experts routed|all (a mixture of experts' weights off the GPU\n"
+          "              and RAM: read only the experts a step's tokens chose, or all)\n"
           "policy:       --policy auto|fixed (auto, the default without --percent,\n"
           "              --gpu-batch-size or --num-gpu-batches: FlexGen's cost model and LP\n"
           "              search over block, placement and cache compression; with a device\n"
@@ -215,7 +217,7 @@ static void parse_percent(args *a, char **argv, int *optind_io, int argc)
 
 enum {
     O_INPUT = 256, O_OUTPUT, O_RESUME, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_STOP,
-    O_PERCENT, O_GBS, O_NGB, O_SCHED, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
+    O_PERCENT, O_GBS, O_NGB, O_SCHED, O_EXPERTS, O_OVERLAP, O_NO_OVERLAP, O_SEP, O_CPUCACHE, O_BUDGET,
     O_THREADS, O_TRACE, O_VERIFY, O_QUIET, O_TEXT, O_WINDOW, O_MAXTOK, O_PLEN, O_GLEN, O_CTX,
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
@@ -278,6 +280,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
         if (strcmp(optarg, "zigzag") && strcmp(optarg, "row"))
             die("--schedule %s: expected zigzag or row", optarg);
         a->r.eo.policy.schedule = !strcmp(optarg, "row") ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
+        break;
+    case O_EXPERTS:
+        if (strcmp(optarg, "routed") && strcmp(optarg, "all"))
+            die("--experts %s: expected routed or all", optarg);
+        a->r.eo.policy.experts = !strcmp(optarg, "all") ? FG_EXPERTS_ALL : FG_EXPERTS_ROUTED;
         break;
     case O_OVERLAP: a->r.eo.policy.overlap = 1; break;
     case O_NO_OVERLAP: a->r.eo.policy.overlap = 0; break;
@@ -357,7 +364,8 @@ static void parse_args(args *a, int argc, char **argv)
         {"stop", required_argument, NULL, O_STOP}, {"percent", required_argument, NULL, O_PERCENT},
         {"gpu-batch-size", required_argument, NULL, O_GBS},
         {"num-gpu-batches", required_argument, NULL, O_NGB},
-        {"schedule", required_argument, NULL, O_SCHED}, {"overlap", no_argument, NULL, O_OVERLAP},
+        {"schedule", required_argument, NULL, O_SCHED},
+        {"experts", required_argument, NULL, O_EXPERTS}, {"overlap", no_argument, NULL, O_OVERLAP},
         {"no-overlap", no_argument, NULL, O_NO_OVERLAP}, {"sep-layer", optional_argument, NULL, O_SEP},
         {"cpu-cache-compute", no_argument, NULL, O_CPUCACHE},
         {"ram-budget", required_argument, NULL, O_BUDGET},
