@@ -1,5 +1,6 @@
 /* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
- * Qwen2.5, Qwen3), written straight into a store for benchmarks (no checkpoint needed). The shape's
+ * Qwen2.5, Qwen3, Phi, Gemma 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and Qwen3-MoE),
+ * written straight into a store for benchmarks (no checkpoint needed). The shape's
  * config.json is written and parsed by model/'s table, which lists the tensors. Values are
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
  * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
@@ -57,6 +58,26 @@ static const lshape k_llama[] = {
     {"gemma-3-1b", "gemma3_text", 262144, 1152, 26, 4, 1, 6912, 32768, 1e6, 1, 0, 512,
      ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
      "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
+    /* mixtures of experts: the experts' gate/up/down stacked as fg-convert stores them */
+    {"mixtral-8x7b", "mixtral", 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 0, 0, 0,
+     ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2", 1, 2},
+    {"qwen1.5-moe-a2.7b", "qwen2_moe", 151936, 2048, 24, 16, 16, 5632, 8192, 1e6, 0, 1, 0,
+     ", \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632, "
+     "\"num_experts\": 60, \"num_experts_per_tok\": 4, \"norm_topk_prob\": false, "
+     "\"use_sliding_window\": false", 151643, 151643},
+    {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 48, 32, 4, 6144, 40960, 1e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
+     "\"num_experts_per_tok\": 8, \"norm_topk_prob\": true, \"use_sliding_window\": false",
+     151643, 151645},
+    {"qwen3-235b-a22b", "qwen3_moe", 151936, 4096, 94, 64, 4, 12288, 40960, 1e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"moe_intermediate_size\": 1536, \"num_experts\": 128, "
+     "\"num_experts_per_tok\": 8, \"norm_topk_prob\": true, \"use_sliding_window\": false",
+     151643, 151645},
+    /* not a released size: Qwen3-MoE's layer at a 15 MB shape for tests (16 experts, top 4) */
+    {"qwen3-moe-tiny", "qwen3_moe", 50272, 64, 2, 4, 2, 128, 2048, 1e6, 0, 0, 0,
+     ", \"head_dim\": 16, \"moe_intermediate_size\": 32, \"num_experts\": 16, "
+     "\"num_experts_per_tok\": 4, \"norm_topk_prob\": true, \"use_sliding_window\": false",
+     2, 2},
     {"gemma-3-27b", "gemma3_text", 262208, 5376, 62, 32, 16, 21504, 131072, 1e6, 1, 0, 1024,
      ", \"head_dim\": 128, \"query_pre_attn_scalar\": 168, \"rope_local_base_freq\": 10000.0, "
      "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
@@ -197,8 +218,9 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                           "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
                           "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
                           "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b, phi-3-mini, "
-                          "phi-4, gemma-3-1b, gemma-3-27b (or opt-tiny, "
-                          "a test shape)", model);
+                          "phi-4, gemma-3-1b, gemma-3-27b, mixtral-8x7b, qwen1.5-moe-a2.7b, "
+                          "qwen3-30b-a3b, qwen3-235b-a22b (or opt-tiny, qwen3-moe-tiny: test "
+                          "shapes)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");

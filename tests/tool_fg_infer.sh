@@ -57,6 +57,22 @@ fi
 [ -n "$disk" ] && [ "$disk" -ge "$weights" ] || { echo "read only $disk of $weights bytes"; exit 1; }
 echo "budget 160 MiB, weights $weights bytes: peak RSS $rss bytes, $disk bytes read from disk"
 
+# ---- 2b. a mixture of experts on disk (synth qwen3-moe-tiny: 16 experts, top 4): one
+# sequence reads only the experts its tokens chose; the text is the same with --experts all
+"$CONVERT" synth --model qwen3-moe-tiny -o moe --tokenizer "$TOK" --seed 3 --quiet
+moe() { "$INFER" -m moe -p "It is a truth" --max-new-tokens 12 --percent 0 0 0 100 0 100 \
+          --gpu-batch-size 1 --num-gpu-batches 1 --experts "$1" 2>&1 >"moe-$1.txt"; }
+r_out=$(moe routed) a_out=$(moe all)
+cmp moe-routed.txt moe-all.txt || { echo "--experts routed and all differ"; exit 1; }
+r_disk=$(echo "$r_out" | sed -nE 's/.*read from disk [^(]*\(([0-9]+) bytes.*/\1/p')
+a_disk=$(echo "$a_out" | sed -nE 's/.*read from disk [^(]*\(([0-9]+) bytes.*/\1/p')
+[ -n "$r_disk" ] && [ -n "$a_disk" ] && [ "$r_disk" -lt "$a_disk" ] ||
+  { echo "--experts routed read $r_disk bytes, all $a_disk"; exit 1; }
+echo "qwen3-moe-tiny on disk, 12 tokens: $r_disk bytes read (--experts all: $a_disk)"
+expect_usage() { if "$@" 2>err.txt; then echo "accepted: $*"; exit 1; fi; }
+expect_usage "$INFER" -m moe -p x --experts some
+grep -q -- "--experts some: expected routed or all" err.txt || { cat err.txt; exit 1; }
+
 # ---- trace: Chrome trace events with load and compute spans
 "$INFER" -m tiny -p "Hello" --max-new-tokens 3 --trace trace.json --quiet > /dev/null
 head -c 40 trace.json | grep -q '"traceEvents"' && tail -c 4 trace.json | grep -q ']}' &&
