@@ -129,6 +129,12 @@ typedef enum fg_role {
     FG_ROLE_COUNT
 } fg_role;
 
+/* A mixture's stacked experts (a step reads only the chosen experts' rows). */
+static inline int fg_role_is_expert(fg_role r)
+{
+    return r == FG_ROLE_EXP_GATE || r == FG_ROLE_EXP_UP || r == FG_ROLE_EXP_DOWN;
+}
+
 /* How the engine hands a tensor to the forward pass. */
 typedef enum fg_access {
     FG_ACCESS_SMALL = 0, /* decoded whole to f32 when the unit loads (norms, biases, positions) */

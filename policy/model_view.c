@@ -12,12 +12,6 @@
 
 #define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
-static int is_expert(const fg_plan_tensor *t)
-{
-    fg_role r = t->spec.role;
-    return r == FG_ROLE_EXP_GATE || r == FG_ROLE_EXP_UP || r == FG_ROLE_EXP_DOWN;
-}
-
 /* Values of LINEAR/STREAM weights each unit decodes (a tensor it does not own streams). */
 static uint64_t linear_floats(const fg_plan_weights *w)
 {
@@ -72,7 +66,7 @@ void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *
             if (mid < wg)
                 continue;
             out->lin += len * uses_lin[ti];
-            out->experts += is_expert(t) ? len * uses_lin[ti] : 0;
+            out->experts += fg_role_is_expert(t->spec.role) ? len * uses_lin[ti] : 0;
             out->head += len * uses_head[ti];
             *(kept ? &out->kept : &out->small) += len * uses_small[ti];
             out->gather += gather ? len : 0;
@@ -113,7 +107,7 @@ int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
         m->pm.hp = &m->hp;
         m->linear_floats = linear_floats(&m->w);
         for (uint32_t i = 0; i < m->w.n_t; i++)
-            m->experts += is_expert(&m->w.t[i]) ? m->w.t[i].stored : 0;
+            m->experts += fg_role_is_expert(m->w.t[i].spec.role) ? m->w.t[i].stored : 0;
         fg_policy_sweep_bytes(m, 0, &m->sweep);
         codecs(&m->w, m);
     }

@@ -463,14 +463,6 @@ static int prefetch_chunk(fg_engine *e, const wtensor *t, uint32_t c)
                            : FG_OK;
 }
 
-/* A sparse MLP's stacked experts (model.h FG_ROLE_EXP_*), whose chunks a step reads only for
- * the experts its router chose (model/decoder.c asks for those right after routing). */
-static int is_expert(const wtensor *t)
-{
-    fg_role r = t->spec.role;
-    return r == FG_ROLE_EXP_GATE || r == FG_ROLE_EXP_UP || r == FG_ROLE_EXP_DOWN;
-}
-
 void fg_engine_span_prefetch(fg_engine *e, uint32_t u, uint64_t tokens)
 {
     uint32_t n = fg_plan_span(&e->pm, &e->o.policy, u);
@@ -482,9 +474,9 @@ void fg_engine_span_prefetch(fg_engine *e, uint32_t u, uint64_t tokens)
             const wtensor *t = &e->tensors[un->t[i]];
             /* a streamed tensor fetches each next chunk as it goes; the rows a gather needs
              * are known only then: prefetching them whole would read the table; so are the
-             * experts a few tokens choose */
-            uint32_t chunks = t->spec.access == FG_ACCESS_GATHER || (!experts && is_expert(t))
-                            ? 0
+             * experts a few tokens choose (model/decoder.c asks for them after routing) */
+            int later = !experts && fg_role_is_expert(t->spec.role);
+            uint32_t chunks = t->spec.access == FG_ACCESS_GATHER || later ? 0
                             : t->spec.access == FG_ACCESS_STREAM || t->group != u + k ? 1
                             : t->n_chunks;
             for (uint32_t c = 0; c < chunks; c++)
