@@ -5,7 +5,8 @@
  * config.json (every tensor present once, with the right shape), and writes a new store: every
  * weight as F16 (F32/BF16 converted, round to nearest even; a value that does not fit F16 is an
  * error naming the tensor), or, with compress_weight, every tensor of two or more dimensions as
- * 4-bit groups (quant/). Tensors are streamed chunk by chunk: memory stays bounded by a few
+ * 4-bit groups (quant/) but a mixture of experts' routers (model.h fg_role_stays_wide: kept in
+ * their 16-bit type). Tensors are streamed chunk by chunk: memory stays bounded by a few
  * chunk buffers whatever the checkpoint size. config.json and the tokenizer files become store
  * metadata ("config.json", "tokenizer.vocab_json", "tokenizer.merges_txt",
  * "tokenizer.config_json", "tokenizer.special_tokens_map_json"); every tensor records

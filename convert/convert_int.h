@@ -44,6 +44,7 @@ typedef struct fgc_tensor_src {
     int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
     void *ctx;
     uint32_t blocks;       /* > 1: no chunk may straddle these equal blocks of rows */
+    int wide;              /* kept 16-bit under --compress-weight (fg_role_stays_wide) */
 } fgc_tensor_src;
 
 fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem);

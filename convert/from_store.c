@@ -119,8 +119,8 @@ static int st_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
 }
 
 /* The model's tensors, from the store's config, when it holds a mixture of experts (the
- * tensors whose chunks must keep each expert whole); *spec NULL and *n 0 otherwise, or for a
- * store without a model. */
+ * tensors whose chunks must keep each expert whole, the routers kept 16-bit); *spec NULL and
+ * *n 0 otherwise, or for a store without a model. */
 static void moe_specs(fg_store *s, fg_tensor_spec **spec, uint32_t *n)
 {
     void *data;
@@ -137,18 +137,19 @@ static void moe_specs(fg_store *s, fg_tensor_spec **spec, uint32_t *n)
     free(data);
 }
 
-/* The blocks tensor `name` keeps whole (fg_tensor_spec.blocks), 0 for none. */
-static uint32_t blocks_of(const fg_tensor_spec *spec, uint32_t n, const char *name)
+/* The spec of tensor `name` (for its blocks and role), NULL for none. */
+static const fg_tensor_spec *spec_of(const fg_tensor_spec *spec, uint32_t n, const char *name)
 {
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(spec[i].name, name))
-            return spec[i].blocks;
-    return 0;
+            return &spec[i];
+    return NULL;
 }
 
-static int copy_tensor(fgc_job *j, fg_store *s, const char *name, uint32_t blocks,
+static int copy_tensor(fgc_job *j, fg_store *s, const char *name, const fg_tensor_spec *sp,
                        fg_err *err)
 {
+    uint32_t blocks = sp ? sp->blocks : 0;
     fg_store_tensor *t;
     int rc = fg_store_tensor_get(s, name, &t, err);
     if (rc)
@@ -175,7 +176,7 @@ static int copy_tensor(fgc_job *j, fg_store *s, const char *name, uint32_t block
                           {t->n_dims ? t->dims[0] : 1, t->n_dims > 1 ? t->dims[1] : 1},
                           t->codec.id == FG_CODEC_F32 ? 4 : 2,
                           t->codec.id == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16, st_read,
-                          &c, t->n_dims > 1 ? blocks : 0};
+                          &c, t->n_dims > 1 ? blocks : 0, sp && fg_role_stays_wide(sp->role)};
     if (rc == FG_OK && t->n_dims > 2)
         rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' has %u dimensions (at most 2 "
                         "convert)", fg_store_dir(s), name, t->n_dims);
@@ -226,7 +227,7 @@ int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
         uint32_t n_spec;
         moe_specs(s, &spec, &n_spec);
         for (uint32_t i = 0; rc == FG_OK && i < tn.n; i++)
-            rc = copy_tensor(&j, s, tn.v[i], blocks_of(spec, n_spec, tn.v[i]), err);
+            rc = copy_tensor(&j, s, tn.v[i], spec_of(spec, n_spec, tn.v[i]), err);
         free(spec);
         rc = fgc_end(&j, rc, rep, err);
     }

@@ -81,7 +81,9 @@ static uint64_t block_step(uint64_t step, uint64_t br, uint64_t q)
 
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
 {
-    fg_codec c = fgc_codec_for(j->o, src->n_dims, src->elem);
+    fg_codec c = src->wide ? fg_codec_float(src->elem == FG_CODEC_BF16 ? FG_CODEC_BF16
+                                                                        : FG_CODEC_F16)
+                           : fgc_codec_for(j->o, src->n_dims, src->elem);
     fg_fgt_tensor_desc d = {src->name, c, src->n_dims, src->dims, src->source_name,
                             src->source_hash};
     int rc = fg_store_batch_begin_tensor(j->batch, &d, err);
@@ -352,7 +354,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
-                              spec[s].blocks};
+                              spec[s].blocks, fg_role_stays_wide(spec[s].role)};
         rc = fgc_write_tensor(j, &src, err);
         j->tensors += rc == FG_OK;
     }

@@ -260,7 +260,7 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
                               c->bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, synth_read, c,
-                              spec[i].blocks};
+                              spec[i].blocks, fg_role_stays_wide(r)};
         rc = fgc_write_tensor(&j, &src, err);
         j.tensors += rc == FG_OK;
     }

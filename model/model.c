@@ -374,6 +374,16 @@ int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer)
            !((hp->dense_layers[layer / 64] >> (layer % 64)) & 1);
 }
 
+int fg_role_stays_wide(fg_role r)
+{
+    return r == FG_ROLE_ROUTER || r == FG_ROLE_SHARED_GATE;
+}
+
+int fg_role_is_expert(fg_role r)
+{
+    return r == FG_ROLE_EXP_GATE || r == FG_ROLE_EXP_UP || r == FG_ROLE_EXP_DOWN;
+}
+
 double fg_model_expert_share(const fg_hparams *hp, double tokens)
 {
     if (!hp->n_experts || hp->top_k >= hp->n_experts)

@@ -129,11 +129,14 @@ typedef enum fg_role {
     FG_ROLE_COUNT
 } fg_role;
 
+/* Kept in its 16-bit type when the weights are quantized (fg-convert --compress-weight, and
+ * what fg-infer --compress-weight takes for a 4-bit store): a mixture's router and Qwen2-MoE's
+ * shared-expert gate, a few KB a layer whose 4-bit error would send tokens near a tie to other
+ * experts (a discrete change of the output). */
+int fg_role_stays_wide(fg_role r);
+
 /* A mixture's stacked experts (a step reads only the chosen experts' rows). */
-static inline int fg_role_is_expert(fg_role r)
-{
-    return r == FG_ROLE_EXP_GATE || r == FG_ROLE_EXP_UP || r == FG_ROLE_EXP_DOWN;
-}
+int fg_role_is_expert(fg_role r);
 
 /* How the engine hands a tensor to the forward pass. */
 typedef enum fg_access {

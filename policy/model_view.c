@@ -86,7 +86,7 @@ static void codecs(const fg_plan_weights *w, fg_policy_model *m)
             continue;
         by_codec[w->t[i].codec.id & 31] += w->t[i].stored;
         all += w->t[i].stored;
-        m->all_q4 &= w->t[i].codec.id == FG_CODEC_Q4;
+        m->all_q4 &= w->t[i].codec.id == FG_CODEC_Q4 || fg_role_stays_wide(w->t[i].spec.role);
         if (w->t[i].codec.id == FG_CODEC_Q4 && w->t[i].codec.group_axis == 1)
             q4_in += w->t[i].stored;
     }

@@ -672,7 +672,8 @@ static int check_opts(fg_engine *e, fg_err *err)
                           "%u positions, past which its dynamic rope_scaling would change the "
                           "frequencies", e->max_ctx, e->hp.max_pos);
     for (uint32_t i = 0; p->compress_weight && i < e->n_tensors; i++)
-        if (e->tensors[i].spec.n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4)
+        if (e->tensors[i].spec.n_dims >= 2 && e->tensors[i].codec.id != FG_CODEC_Q4 &&
+            !fg_role_stays_wide(e->tensors[i].spec.role))
             return fg_err_set(err, FG_ERR_STATE, "--compress-weight: tensor '%s' is %s in %s "
                               "(quantize the store with fg-convert STORE -o STORE-q4 "
                               "--compress-weight)", e->tensors[i].spec.name,

@@ -169,9 +169,23 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
+/* Does the store hold a matrix --compress-weight would quantize (not Q4, not one the model
+ * keeps 16-bit: fg_role_stays_wide)? */
+typedef struct q4_need {
+    int need;
+    fg_tensor_spec *spec;
+    uint32_t n;
+} q4_need;
+
 static int not_q4(void *ctx, const fg_store_tensor *t)
 {
-    *(int *)ctx |= t->n_dims >= 2 && t->codec.id != FG_CODEC_Q4;
+    q4_need *q = ctx;
+    if (t->n_dims < 2 || t->codec.id == FG_CODEC_Q4)
+        return 0;
+    for (uint32_t i = 0; i < q->n; i++)
+        if (!strcmp(q->spec[i].name, t->name) && fg_role_stays_wide(q->spec[i].role))
+            return 0;
+    q->need = 1;
     return 0;
 }
 
@@ -202,8 +216,15 @@ static void sweep_stale(run *r, const char *dir)
  * that one instead (the source is closed first: one handle per store per process). */
 static int quantize_at_load(run *r, fg_err *err)
 {
-    int need = 0, rc = fg_store_tensor_iter(r->store, not_q4, &need, err);
-    if (rc || !need)
+    fg_hparams hp;
+    q4_need q = {0, NULL, 0};
+    int rc = fg_engine_read_config(r->store, &hp, err);
+    if (rc == FG_OK)
+        rc = fg_model_tensors(&hp, &q.spec, &q.n, err);
+    if (rc == FG_OK)
+        rc = fg_store_tensor_iter(r->store, not_q4, &q, err);
+    free(q.spec);
+    if (rc || !q.need)
         return rc;
     const char *od = fg_engine_offload_dir(&r->eo);
     sweep_stale(r, od);
