@@ -55,6 +55,10 @@
  *            a shared expert gated by sigmoid(shared_expert_gate . x); the checkpoint's
  *            experts.E.<proj> tensors (Mixtral's block_sparse_moe.experts.E.w1/w3/w2) are the
  *            blocks of one stacked tensor per projection (fg_arch.stacked, SPEC 15);
+ *   olmoe:   Llama's layer with OLMo 2's q/k norms over the whole projections and a mixture of
+ *            experts intermediate_size wide on every layer (Qwen's names, norm_topk_prob default
+ *            false), OlmoeConfig's defaults (64 experts, top 8, no BOS, eos 50279, pad 1, eps
+ *            1e-5); clip_qkv refused unless null;
  * The multimodal checkpoints whose text model fg runs (gemma3, mistral3, qwen2_5_vl, qwen3_vl)
  * are entries at the end of this file, reading their text_config through the entries above.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
@@ -81,7 +85,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE
+    FAM_QWEN3_MOE, FAM_OLMOE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -89,8 +93,8 @@ typedef enum {
     WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL
 } window_kind;
 /* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
- * Qwen's with Qwen2-MoE's shared expert */
-typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED } moe_kind;
+ * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob) */
+typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE } moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
@@ -164,6 +168,9 @@ static const traits k_traits[] = {
     [FAM_QWEN3_MOE] = {.kv_heads = 4, NO_IDS, .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD,
                        .windows = WIN_USE_ALL, .window = 4096, .eps = 1e-6f, .moe = MOE_QWEN,
                        .experts = 128, .top_k = 8, .moe_ffn = 768},
+    [FAM_OLMOE] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
+                   .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE, .eps = 1e-5f,
+                   .moe = MOE_OLMOE, .experts = 64, .top_k = 8},
 };
 #undef NO_IDS
 
@@ -624,7 +631,8 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
     int rc;
     for (int i = 0; i < 2; i++) {
         json_t *k = json_object_get(root, keys[i]);
-        if (k && json_is_integer(k) && json_integer_value(k) == 0 && t->moe != MOE_MIXTRAL)
+        if (k && json_is_integer(k) && json_integer_value(k) == 0 &&
+            (t->moe == MOE_QWEN || t->moe == MOE_QWEN_SHARED))
             return FG_OK; /* Qwen: num_experts 0, every layer dense (n_experts stays 0) */
         if ((rc = fgm_uint(root, label, keys[i], 0, FG_MODEL_MAX_EXPERTS, &v[i], err)) < 0)
             return rc;
@@ -633,7 +641,7 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
         return fgm_key_err(err, label, "num_experts", "differs from num_local_experts");
     hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : t->experts;
     hp->top_k = t->top_k;
-    hp->moe_ffn = t->moe == MOE_MIXTRAL ? hp->ffn : t->moe_ffn;
+    hp->moe_ffn = t->moe == MOE_MIXTRAL || t->moe == MOE_OLMOE ? hp->ffn : t->moe_ffn;
     hp->shared_ffn = t->moe == MOE_QWEN_SHARED ? t->shared_ffn : 0;
     hp->norm_topk = t->moe == MOE_MIXTRAL;
     if ((rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
@@ -643,6 +651,8 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
         return fgm_key_err(err, label, "num_experts_per_tok", "exceeds the experts");
     if (t->moe == MOE_MIXTRAL)
         return FG_OK;
+    if (t->moe == MOE_OLMOE) /* every layer sparse, the experts intermediate_size wide */
+        return fgm_bool(root, label, "norm_topk_prob", 0, &hp->norm_topk, err);
     if ((rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
                        err)) < 0 ||
         (t->moe == MOE_QWEN_SHARED &&
@@ -684,6 +694,10 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     if (t->moe && (rc = moe(root, label, t, hp, err)))
         return rc;
+    json_t *clip = json_object_get(root, "clip_qkv"); /* OLMo's; OLMoE's releases have null */
+    if (clip && !json_is_null(clip))
+        return fgm_key_err(err, label, "clip_qkv", "is not supported (q, k and v clamped): "
+                           "only null");
     uint32_t n;
     if ((rc = fgm_tokens(root, label, "bos_token_id", t->bos, &hp->bos_id, 1, &n, err)) ||
         (rc = fgm_tokens(root, label, "eos_token_id", t->eos, hp->eos_ids, FG_MODEL_MAX_EOS,
@@ -944,6 +958,7 @@ FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, NULL);
 FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, NULL);
+FAMILY(olmoe, "an OLMoE", FAM_OLMOE, NULL);
 ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name, derived, NULL,
       NULL, stacked);
 

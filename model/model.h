@@ -378,6 +378,7 @@ extern const fg_arch fg_arch_olmo2;   /* model/llama.c: OLMo 2 (norms after the 
 extern const fg_arch fg_arch_mixtral; /* model/llama.c: Mixtral (mixture of experts) */
 extern const fg_arch fg_arch_qwen2_moe; /* model/llama.c: Qwen1.5-MoE / Qwen2-MoE */
 extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
+extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts) */
 
 #ifdef __cplusplus
 }

@@ -771,6 +771,8 @@ START_TEST(cuda_placements_mixtral) /* (4-bit cache bound: sim_placements_mixtra
     device_matrix(FG_BACKEND_CUDA, "mixtral-tiny", "mixtral-tiny-bf16", 0.2);
 }
 END_TEST
+START_TEST(cuda_placements_olmoe) { cuda_matrix("olmoe-tiny", "olmoe-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_qwen2_moe)
 {
     device_matrix(FG_BACKEND_CUDA, "qwen2-moe-tiny", "qwen2-moe-tiny-bf16", 0.2);
@@ -1170,6 +1172,20 @@ START_TEST(sim_placements_qwen2_moe)
     device_matrix(FG_BACKEND_SIM, "qwen2-moe-tiny", "qwen2-moe-tiny-bf16", 0.2);
 }
 END_TEST
+/* OLMoE: 8 experts on every layer, top 3 as the softmax gives them; OLMo 2's whole-projection
+ * q/k norms inside Llama's pre-norm layer */
+START_TEST(olmoe_experts) { layout_case("olmoe-tiny-bf16", "olmoe-tiny"); }
+END_TEST
+START_TEST(olmoe_transformers5) { layout_case("olmoe-tiny-hf5", "olmoe-tiny"); }
+END_TEST
+START_TEST(olmoe_placements) { placement_matrix("olmoe-tiny", "olmoe-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_olmoe) { sim_matrix("olmoe-tiny", "olmoe-tiny-bf16"); }
+END_TEST
+START_TEST(experts_paged_olmoe) { experts_paged("olmoe-tiny", "olmoe-tiny-bf16"); }
+END_TEST
+START_TEST(olmoe_q4_weights) { moe_q4_case("olmoe-tiny-bf16", "olmoe-tiny", 0.4, 0.25); }
+END_TEST
 /* SmolLM3: no rotary positions on layer 1 (no_rope_layers) */
 START_TEST(smollm3_nope_layers) { layout_case("smollm3-tiny-bf16", "smollm3-tiny"); }
 END_TEST
@@ -1289,6 +1305,12 @@ static Suite *suite(void)
     tcase_add_test(tc, qwen3_moe_placements);
     tcase_add_test(tc, sim_placements_qwen3_moe);
     tcase_add_test(tc, qwen2_moe_shared_expert);
+    tcase_add_test(tc, olmoe_experts);
+    tcase_add_test(tc, olmoe_transformers5);
+    tcase_add_test(tc, olmoe_placements);
+    tcase_add_test(tc, sim_placements_olmoe);
+    tcase_add_test(tc, experts_paged_olmoe);
+    tcase_add_test(tc, olmoe_q4_weights);
     tcase_add_test(tc, qwen2_moe_transformers5);
     tcase_add_test(tc, qwen2_moe_placements);
     tcase_add_test(tc, sim_placements_qwen2_moe);
@@ -1331,6 +1353,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_olmo2);
     tcase_add_test(tc, cuda_placements_mixtral);
     tcase_add_test(tc, cuda_placements_qwen2_moe);
+    tcase_add_test(tc, cuda_placements_olmoe);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

@@ -335,7 +335,8 @@ START_TEST(llama_family_configs)
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe)");
+             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
+             "olmoe)");
 }
 END_TEST
 
@@ -846,6 +847,27 @@ START_TEST(moe_configs)
                       "\"num_experts\":0,\"qkv_bias\":false}";
     ck_assert_int_eq(fg_model_config_parse(q2d, strlen(q2d), NULL, &c, &err), FG_OK);
     ck_assert(!c.n_experts && !fg_model_layer_sparse(&c, 0) && !c.qkv_bias);
+    /* OLMoE: OlmoeConfig's defaults, experts intermediate_size wide on every layer, whole q/k
+     * norms; clip_qkv only null; num_experts 0 is no dense model here */
+    const char *oe = "{\"model_type\":\"olmoe\"," L ",\"clip_qkv\":null}";
+    ck_assert_int_eq(fg_model_config_parse(oe, strlen(oe), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 64 && c.top_k == 8 && !c.norm_topk && c.moe_ffn == c.ffn);
+    ck_assert(c.n_kv_heads == c.n_heads && c.eos_id == 50279 && c.bos_id < 0 && c.pad_id == 1);
+    ck_assert(c.qk_norm == FG_QK_NORM_WHOLE && !c.sandwich && c.norm_eps == 1e-5f);
+    ck_assert(fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 1, t), 7); /* layer 0's attention */
+    ck_assert(t[0].role == FG_ROLE_NORM_W && t[5].role == FG_ROLE_Q_NORM);
+    ck_assert_uint_eq(t[5].dims[0], (uint64_t)c.n_heads * c.head_dim);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 5);
+    ck_assert(t[1].role == FG_ROLE_ROUTER && t[2].blocks == 64);
+    const char *oe2 = "{\"model_type\":\"olmoe\"," L ",\"num_experts\":4,"
+                      "\"num_experts_per_tok\":2,\"norm_topk_prob\":true}";
+    ck_assert_int_eq(fg_model_config_parse(oe2, strlen(oe2), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 4 && c.top_k == 2 && c.norm_topk);
+    cfg_fail("{\"model_type\":\"olmoe\"," L ",\"clip_qkv\":8.0}", FG_ERR_CORRUPT,
+             "key clip_qkv: is not supported");
+    cfg_fail("{\"model_type\":\"olmoe\"," L ",\"num_experts\":0}", FG_ERR_CORRUPT,
+             "key num_experts: must be an integer in [1, 1024]");
 }
 END_TEST
 #undef L
