@@ -97,6 +97,8 @@ typedef struct fg_attn_op {
     size_t scratch_stride;
     uint32_t scratch_parts;
     float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room each */
+    float softcap;          /* > 0: each score s (q already scaled) becomes softcap *
+                             * tanh(s / softcap) before the softmax (Gemma 2); 0: none */
 } fg_attn_op;
 
 /* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2, d =
@@ -138,7 +140,10 @@ void fg_rope_inv_freq(const fg_rope *r, float *inv_freq);
 /* The scaling's rope_type as config.json spells it ("none" for FG_ROPE_NONE); static string. */
 const char *fg_rope_scaling_name(fg_rope_scaling s);
 
-typedef enum fg_act { FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SILU } fg_act;
+typedef enum fg_act {
+    FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SILU,
+    FG_ACT_TANH /* (Gemma 2's logit soft-capping: cap * tanh(x / cap)) */
+} fg_act;
 
 typedef struct fg_backend_stats {
     uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
@@ -323,6 +328,7 @@ typedef struct fg_attn_args {
     uint32_t scratch_parts;
     uint32_t n_kv_heads;   /* 0 = n_heads */
     uint32_t window;       /* 0 = none */
+    float softcap;         /* 0 = none (fg_attn_op.softcap) */
 } fg_attn_args;
 
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,

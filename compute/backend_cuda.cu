@@ -762,7 +762,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
         rc = ck(cudaMallocAsync(&sc, (size_t)batch * ctx * 4, o.c->cs), "cudaMallocAsync", err);
     attn_k p = {(const float *)dq, k, v, (const uint8_t *)dvalid, (float *)dout, (float *)sc,
                 a->kv.width, a->n_q, a->q_pos0, a->n_heads, a->head_dim,
-                a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep};
+                a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep, a->softcap};
     for (uint32_t j0 = 0; rc == FG_OK && j0 < problems; j0 += batch) {
         p.j0 = j0;
         uint32_t nb = problems - j0 < batch ? problems - j0 : batch;

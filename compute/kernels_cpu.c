@@ -376,6 +376,8 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int 
         else
             for (uint32_t t = 0; t < n; t++)
                 sc[t] = a->valid[t0 + t] ? dot(q, kb + t * a->kv_stride, d) : -INFINITY;
+        for (uint32_t t = 0; a->softcap > 0.0f && t < n; t++) /* Gemma 2: cap * tanh(s / cap) */
+            sc[t] = sc[t] != -INFINITY ? a->softcap * tanhf(sc[t] / a->softcap) : sc[t];
         for (uint32_t t = 0; t < n; t++)
             mx = sc[t] > mx ? sc[t] : mx;
         memset(o, 0, d * sizeof *o);

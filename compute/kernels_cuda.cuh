@@ -249,6 +249,7 @@ struct attn_k {
     float *out, *scores;     /* scores: [problems, ctx] */
     uint32_t kv_stride, n_q, q_pos0, n_heads, head_dim, grp, window, ctx, j0;
     float keep;
+    float softcap;           /* > 0: each score capped to softcap * tanh(s / softcap) */
 };
 
 /* A float's bits as an unsigned key in the floats' order (-0 just below +0). */
@@ -306,6 +307,8 @@ __global__ void k_attention(attn_k a)
             s = 0.0f;
             for (uint32_t c = 0; c < d; c++)
                 s += qs[c] * kb[(size_t)t * a.kv_stride + c];
+            if (a.softcap > 0.0f)
+                s = a.softcap * tanhf(s / a.softcap);
             nv += 1.0f;
         }
         sc[t] = s;

@@ -152,7 +152,7 @@ fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v)
 {
     return (fg_attn_args){a->q, k, v, a->kv.width, a->valid, a->n_q, a->q_pos0, a->n_heads,
                           a->head_dim, a->out, a->scratch, a->keep, a->scratch_stride,
-                          a->scratch_parts, a->n_kv_heads, a->window};
+                          a->scratch_parts, a->n_kv_heads, a->window, a->softcap};
 }
 
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps)

@@ -18,7 +18,7 @@
 #define FG_HD
 #endif
 
-/* fg_act a applied to x (SiLU for anything past GELU_TANH) */
+/* fg_act a applied to x (SiLU for an unknown one) */
 FG_HD static inline float fgb_act1(int a, float x)
 {
     switch (a) {
@@ -26,6 +26,7 @@ FG_HD static inline float fgb_act1(int a, float x)
     case FG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case FG_ACT_GELU_TANH:
         return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case FG_ACT_TANH: return tanhf(x);
     default: return x / (1.0f + expf(-x));
     }
 }

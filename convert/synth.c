@@ -1,5 +1,5 @@
 /* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
- * Qwen2.5, Qwen3, Phi, Gemma 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and Qwen3-MoE),
+ * Qwen2.5, Qwen3, Phi, Gemma 2 and 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and Qwen3-MoE),
  * written straight into a store for benchmarks (no checkpoint needed). The shape's
  * config.json is written and parsed by model/'s table, which lists the tensors. Values are
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
@@ -58,6 +58,14 @@ static const lshape k_llama[] = {
     {"gemma-3-1b", "gemma3_text", 262144, 1152, 26, 4, 1, 6912, 32768, 1e6, 1, 0, 512,
      ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
      "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
+    {"gemma-2-2b", "gemma2", 256000, 2304, 26, 8, 4, 9216, 8192, 1e4, 1, 0, 4096,
+     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "
+     "\"final_logit_softcapping\": 30.0", 2, 1},
+    {"gemma-2-9b", "gemma2", 256000, 3584, 42, 16, 8, 14336, 8192, 1e4, 1, 0, 4096,
+     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "
+     "\"final_logit_softcapping\": 30.0", 2, 1},
     /* mixtures of experts: the experts' gate/up/down stacked as fg-convert stores them */
     {"mixtral-8x7b", "mixtral", 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 0, 0, 0,
      ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2", 1, 2},
@@ -218,7 +226,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                           "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
                           "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
                           "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b, phi-3-mini, "
-                          "phi-4, gemma-3-1b, gemma-3-27b, mixtral-8x7b, qwen1.5-moe-a2.7b, "
+                          "phi-4, gemma-2-2b, gemma-2-9b, gemma-3-1b, gemma-3-27b, "
+                          "mixtral-8x7b, qwen1.5-moe-a2.7b, "
                           "qwen3-30b-a3b, qwen3-235b-a22b (or opt-tiny, qwen3-moe-tiny: test "
                           "shapes)", model);
     if (!o->tokenizer_dir)

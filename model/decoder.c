@@ -335,7 +335,7 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
         fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
                         hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
-                        ATTN_PARTS, ws->k_tmp, ws->v_tmp};
+                        ATTN_PARTS, ws->k_tmp, ws->v_tmp, hp->attn_softcap};
         if (rc == FG_OK)
             rc = be->iface->attention(be, &a, err);
     }
@@ -638,7 +638,14 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
     if (rc == FG_OK)
         rc = linear(be, x, w, FG_ROLE_LM_HEAD, -1, logits, n, hp->vocab_size, e,
                     err);
+    size_t m = (size_t)n * hp->vocab_size;
     if (rc == FG_OK && hp->logit_scale > 0) /* Granite: / logits_scaling */
-        rc = be->iface->scale(be, logits, hp->logit_scale, (size_t)n * hp->vocab_size, err);
+        rc = be->iface->scale(be, logits, hp->logit_scale, m, err);
+    if (rc == FG_OK && hp->final_softcap > 0) /* Gemma 2: cap * tanh(logits / cap) */
+        rc = be->iface->scale(be, logits, 1.0f / hp->final_softcap, m, err);
+    if (rc == FG_OK && hp->final_softcap > 0)
+        rc = be->iface->act(be, FG_ACT_TANH, logits, NULL, m, err);
+    if (rc == FG_OK && hp->final_softcap > 0)
+        rc = be->iface->scale(be, logits, hp->final_softcap, m, err);
     return rc;
 }

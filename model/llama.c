@@ -48,6 +48,11 @@
  *            (layer_types, or all but every sliding_window_pattern-th) windowed and rotated with
  *            rope_local_base_freq, the full ones with rope_theta and rope_scaling (or
  *            rope_parameters per layer type); soft-capping and bidirectional attention refused.
+ *   gemma2:  Gemma 3's layer without q/k norms or a local rotary base, every other layer sliding
+ *            (layer_types, default from layer 0), Gemma2Config's defaults (sliding_window 4096,
+ *            8192 positions), and logit soft-capping: each attention score and each logit
+ *            becomes cap * tanh(x / cap) (attn_logit_softcapping 50, final_logit_softcapping
+ *            30 by default; null: none);
  *   mixtral, qwen2_moe, qwen3_moe: Mistral's, Qwen2's and Qwen3's attention with a mixture of
  *            experts as the MLP of the sparse layers (every Mixtral layer; Qwen's less
  *            mlp_only_layers and those decoder_sparse_step skips): the router's softmax picks
@@ -85,7 +90,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -113,9 +118,10 @@ typedef struct traits {
     /* Phi-3: partial_rotary_factor read; rope types default and longrope ("su" and "yarn" are
      * its old names), original_max_position_embeddings the top-level key (default 4096) alone */
     int phi;
-    /* Gemma 3: sandwich norms scaling by 1 + w, sqrt(hidden) embeddings, q/k norms,
-     * query_pre_attn_scalar, local rotary settings for the sliding layers, hidden_activation,
-     * tied embeddings by default */
+    /* Gemma 2 (2) and 3 (3): sandwich norms scaling by 1 + w, sqrt(hidden) embeddings,
+     * query_pre_attn_scalar, hidden_activation, tied embeddings by default, every other layer
+     * (Gemma 3: 5 of 6) sliding; Gemma 3's local rotary settings for the sliding layers and q/k
+     * norms, Gemma 2's logit soft-capping */
     int gemma;
     /* Ministral 3: YaRN by default, rope's llama_4_scaling_beta read (hp->llama4_beta) */
     int ministral3;
@@ -149,7 +155,7 @@ static const traits k_traits[] = {
                   .phi = 1},
     [FAM_GEMMA3] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
                     .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_GEMMA,
-                    .window = 4096, .eps = 1e-6f, .gemma = 1},
+                    .window = 4096, .eps = 1e-6f, .gemma = 3},
     [FAM_MINISTRAL3] = {.kv_heads = 8, .head_dim = 128, .bos = 1, .eos = 2, .pad = 11,
                         .windows = WIN_ALL, .eps = 1e-5f, .ministral3 = 1},
     [FAM_GRANITE] = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1, .mlp_bias = 1,
@@ -171,6 +177,9 @@ static const traits k_traits[] = {
     [FAM_OLMOE] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
                    .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE, .eps = 1e-5f,
                    .moe = MOE_OLMOE, .experts = 64, .top_k = 8},
+    [FAM_GEMMA2] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
+                    .attention_bias = 1, .windows = WIN_GEMMA, .window = 4096, .eps = 1e-6f,
+                    .gemma = 2},
 };
 #undef NO_IDS
 
@@ -184,12 +193,14 @@ static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *h
         {"num_attention_heads", &hp->n_heads, FG_MODEL_MAX_DIM},
         {"max_position_embeddings", &hp->max_pos, FG_MODEL_MAX_DIM},
     };
-    /* Gemma3TextConfig's defaults: the hub's Gemma 3 4B-27B text_config names few keys */
-    static const uint32_t gemma_dflt[] = {262208, 2304, 26, 9216, 8, 131072};
+    /* Gemma3TextConfig's defaults (the hub's Gemma 3 4B-27B text_config names few keys), and
+     * Gemma2Config's */
+    static const uint32_t gemma_dflt[2][6] = {{262208, 2304, 26, 9216, 8, 131072},
+                                              {256000, 2304, 26, 9216, 8, 8192}};
     int rc;
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         if (t->gemma)
-            *req[i].dst = gemma_dflt[i];
+            *req[i].dst = gemma_dflt[t->gemma == 2][i];
         if ((rc = fgm_uint(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err)) < 0)
             return rc;
     }
@@ -474,12 +485,14 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
     json_int_t from = qwen ? 28 : 0;
-    uint32_t pattern = 6; /* Gemma 3: every pattern-th layer full (sliding_window_pattern) */
+    /* Gemma: every pattern-th layer full (Gemma 3's sliding_window_pattern; Gemma 2: every
+     * other, as Gemma2Config's layer_types default) */
+    uint32_t pattern = t->gemma == 2 ? 2 : 6;
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
-    if (gemma && fgm_uint(root, label, "sliding_window_pattern", 0, FG_MODEL_MAX_LAYERS, &pattern,
-                          err) < 0)
+    if (t->gemma == 3 && fgm_uint(root, label, "sliding_window_pattern", 0, FG_MODEL_MAX_LAYERS,
+                                  &pattern, err) < 0)
         return FG_ERR_CORRUPT;
     if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
         return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
@@ -525,23 +538,34 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
     return t->windows >= WIN_LAYER_TYPES ? layer_windows(root, label, t, hp, err) : FG_OK;
 }
 
-/* Gemma 3's own keys (Gemma3TextConfig): hidden_activation (gelu_pytorch_tanh by default),
- * query_pre_attn_scalar (256), no logit soft-capping (Gemma 2's: refused by key), causal
- * attention only; embeddings times sqrt(hidden) in f32, sandwich norms scaling by 1 + w. */
-static int gemma(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+/* Gemma's own keys (Gemma2Config, Gemma3TextConfig): hidden_activation (gelu_pytorch_tanh by
+ * default), query_pre_attn_scalar (256), causal attention only; embeddings times sqrt(hidden)
+ * in f32, sandwich norms scaling by 1 + w. Logit soft-capping: Gemma 2's
+ * attn_logit_softcapping (default 50) and final_logit_softcapping (default 30), null for none;
+ * refused in a Gemma 3 file (its model has none). */
+static int gemma(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     static const char *const acts[] = {"gelu_pytorch_tanh", "gelu"};
     static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping",
                                        "use_bidirectional_attention"};
+    float *cap[2] = {&hp->attn_softcap, &hp->final_softcap};
     int act = 0, rc;
     float q = 256.0f;
     if ((rc = fgm_enum(root, label, "hidden_activation", acts, 2, 0, &act, err)) < 0)
         return rc;
     for (int i = 0; i < 3; i++) {
         json_t *v = json_object_get(root, caps[i]);
+        if (i < 2 && t->gemma == 2) {
+            *cap[i] = i ? 30.0f : 50.0f;
+            if (v && json_is_null(v))
+                *cap[i] = 0;
+            else if ((rc = fgm_float(root, label, caps[i], 1e-6, 1e9, 0, cap[i], err)) < 0)
+                return rc;
+            continue;
+        }
         if (v && !json_is_null(v) && !json_is_false(v))
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s: %s is not supported", label,
-                              caps[i], i < 2 ? "logit soft-capping (Gemma 2's)"
+                              caps[i], i < 2 ? "logit soft-capping in a Gemma 3 (Gemma 2's)"
                                              : "bidirectional attention (an embedding model)");
     }
     if ((rc = fgm_float(root, label, "query_pre_attn_scalar", 1e-6, 1e9, 0, &q, err)) < 0)
@@ -671,11 +695,12 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
     if ((rc = sizes(root, label, t, hp, err)) ||
         (t->smol && (rc = no_rope(root, label, hp, err))) ||
-        (rc = t->gemma ? gemma_rope(root, label, t, hp, err) : rope(root, label, t, hp, err)) ||
+        (rc = t->gemma == 3 ? gemma_rope(root, label, t, hp, err)
+                            : rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
     hp->act = FG_ACT_SILU;
-    if (t->gemma && (rc = gemma(root, label, hp, err)))
+    if (t->gemma && (rc = gemma(root, label, t, hp, err)))
         return rc;
     if (t->granite && (rc = granite(root, label, hp, err)))
         return rc;
@@ -952,6 +977,7 @@ FAMILY(qwen2, "a Qwen2", FAM_QWEN2, NULL);
 FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
+FAMILY(gemma2, "a Gemma 2", FAM_GEMMA2, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);

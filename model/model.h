@@ -93,6 +93,9 @@ typedef struct fg_hparams {
     float residual_scale;   /* a block's output times this before the residual add (Granite's
                              * residual_multiplier); 0: 1 */
     float logit_scale;      /* the logits times this (Granite: 1 / logits_scaling); 0: 1 */
+    float attn_softcap;     /* > 0: attention scores s become cap * tanh(s / cap) (Gemma 2's
+                             * attn_logit_softcapping); 0: none */
+    float final_softcap;    /* > 0: the logits likewise (final_logit_softcapping) */
     /* a mixture of experts (Mixtral, Qwen MoE): the MLP of a sparse layer routes each token to
      * top_k of n_experts gated MLPs of width moe_ffn by the softmax of a router's logits (the
      * top_k probabilities renormalized to sum 1 when norm_topk) and sums their outputs weighted
@@ -328,7 +331,8 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              sandwich (POST_NORM_W present): x += post_norm(o(attn(norm(x))))
  *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE, the layer's:
  *              fg_model_layer_rope); q scaled by head_dim^-1/2 (or attn_scale) before the dot
- *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2
+ *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2; the
+ *              scores soft-capped when attn_softcap (Gemma 2)
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
  *              (a sparse layer: x += sum over the token's top_k experts e of p_e * expert_e(.),
  *              p the router's softmax (renormalized over the top_k when norm_topk), summed in
@@ -336,7 +340,7 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              shared(x) when shared_ffn)
  *              (sandwich: normalized by POST_NORM_W before the residual; either block's output
  *              times residual_scale when set)
- *   head:      ... the logits times logit_scale when set
+ *   head:      ... the logits times logit_scale when set, soft-capped when final_softcap
  *   head:      final norm, proj_out, x . lm_head^T
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
@@ -379,6 +383,7 @@ extern const fg_arch fg_arch_mixtral; /* model/llama.c: Mixtral (mixture of expe
 extern const fg_arch fg_arch_qwen2_moe; /* model/llama.c: Qwen1.5-MoE / Qwen2-MoE */
 extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
 extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts) */
+extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
 
 #ifdef __cplusplus
 }

@@ -760,6 +760,8 @@ START_TEST(cuda_placements_yarn) { cuda_matrix("qwen3-yarn-tiny", "qwen3-yarn-ti
 END_TEST
 START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_gemma2) { cuda_matrix("gemma2-tiny", "gemma2-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_granite) { cuda_matrix("granite-tiny", "granite-tiny-bf16"); }
 END_TEST
 START_TEST(cuda_placements_smollm3) { cuda_matrix("smollm3-tiny", "smollm3-tiny-bf16"); }
@@ -1206,6 +1208,18 @@ START_TEST(gemma3_kv_on_disk) { kv_matrix("gemma3-tiny", "gemma3-tiny-bf16", 0.0
 END_TEST
 START_TEST(sim_placements_gemma3) { sim_matrix("gemma3-tiny", "gemma3-tiny-bf16"); }
 END_TEST
+/* Gemma 2: soft-capped attention scores (cap 2) and logits (cap 6), every other layer
+ * windowed by Gemma2Config's default layer_types (hub-style: no layer_types key) */
+START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
+END_TEST
+START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
+END_TEST
+START_TEST(gemma2_placements) { placement_matrix("gemma2-tiny", "gemma2-tiny-bf16"); }
+END_TEST
+START_TEST(gemma2_kv_on_disk) { kv_matrix("gemma2-tiny", "gemma2-tiny-bf16", 0.08); }
+END_TEST
+START_TEST(sim_placements_gemma2) { sim_matrix("gemma2-tiny", "gemma2-tiny-bf16"); }
+END_TEST
 START_TEST(sim_placements_phi3)
 {
     sim_matrix("phi3-longrope-tiny", "phi3-longrope-tiny-bf16");
@@ -1317,6 +1331,11 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_ministral3);
     tcase_add_test(tc, gemma3_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma3);
+    tcase_add_test(tc, gemma2_softcap);
+    tcase_add_test(tc, gemma2_transformers5);
+    tcase_add_test(tc, gemma2_placements);
+    tcase_add_test(tc, gemma2_kv_on_disk);
+    tcase_add_test(tc, sim_placements_gemma2);
     tcase_add_test(tc, llama_q4_weights);
     tcase_add_test(tc, qwen2_q4_weights);
     tcase_add_test(tc, qwen3_q4_weights);
@@ -1347,6 +1366,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_yarn);
     tcase_add_test(tc, cuda_placements_phi3);
     tcase_add_test(tc, cuda_placements_gemma3);
+    tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_granite);
     tcase_add_test(tc, cuda_placements_smollm3);

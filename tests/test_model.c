@@ -336,7 +336,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe)");
+             "olmoe, gemma2)");
 }
 END_TEST
 
@@ -435,7 +435,8 @@ START_TEST(gemma3_configs)
     cfg_fail(GM ",\"sliding_window\":null}", FG_ERR_CORRUPT,
              "key sliding_window: null, but a layer is a sliding one");
     cfg_fail(GM ",\"final_logit_softcapping\":30.0}", FG_ERR_UNSUPPORTED,
-             "key final_logit_softcapping: logit soft-capping (Gemma 2's) is not supported");
+             "key final_logit_softcapping: logit soft-capping in a Gemma 3 (Gemma 2's) is not "
+             "supported");
     cfg_fail(GM ",\"attn_logit_softcapping\":50.0}", FG_ERR_UNSUPPORTED,
              "key attn_logit_softcapping");
     cfg_fail(GM ",\"use_bidirectional_attention\":true}", FG_ERR_UNSUPPORTED,
@@ -444,6 +445,27 @@ START_TEST(gemma3_configs)
              "key hidden_activation: is \"silu\"; fg supports \"gelu_pytorch_tanh\", \"gelu\"");
     cfg_fail(GM ",\"query_pre_attn_scalar\":0}", FG_ERR_CORRUPT, "key query_pre_attn_scalar");
 #undef GM
+    /* Gemma 2: Gemma2Config's defaults (8192 positions, window 4096 on every other layer from
+     * layer 0, caps 50 on the scores and 30 on the logits), no q/k norms or local rotary base;
+     * a null cap is none; sliding_window_pattern is Gemma 3's (not read) */
+    const char *g2 = "{\"model_type\":\"gemma2\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":5,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"sliding_window_pattern\":3}";
+    ck_assert_int_eq(fg_model_config_parse(g2, strlen(g2), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 256 && c.n_kv_heads == 4 && c.tied_head && !c.qk_norm);
+    ck_assert(c.max_pos == 8192 && c.sandwich && c.norm_plus_one && !c.local_rope);
+    ck_assert(c.attn_softcap == 50.0f && c.final_softcap == 30.0f && c.rope.theta == 1e4f);
+    ck_assert(fg_model_windowed_layers(&c) == 3 && fg_model_layer_window(&c, 0) == 4096);
+    ck_assert(fg_model_layer_window(&c, 1) == 0 && fg_model_layer_window(&c, 4) == 4096);
+    ck_assert(c.bos_id == 2 && c.eos_id == 1 && c.act == FG_ACT_GELU_TANH);
+    const char *g2n = "{\"model_type\":\"gemma2\"," L ",\"attn_logit_softcapping\":null,"
+                      "\"final_logit_softcapping\":12.5}";
+    ck_assert_int_eq(fg_model_config_parse(g2n, strlen(g2n), NULL, &c, &err), FG_OK);
+    ck_assert(c.attn_softcap == 0 && c.final_softcap == 12.5f);
+    cfg_fail("{\"model_type\":\"gemma2\"," L ",\"attn_logit_softcapping\":0}", FG_ERR_CORRUPT,
+             "key attn_logit_softcapping: must be a number");
+    cfg_fail("{\"model_type\":\"gemma2\"," L ",\"use_bidirectional_attention\":true}",
+             FG_ERR_UNSUPPORTED, "bidirectional attention");
     /* the multimodal wrapper: text_config as the hub's 4B names it (Gemma3TextConfig's defaults
      * for the rest), the top level's eos list and dtype */
     const char *mm = "{\"model_type\":\"gemma3\",\"eos_token_id\":[1,106],"
