@@ -56,6 +56,12 @@ grep -q '^model phi3: .*(rotary on 12 of 16 dims, longrope scaling), tied head' 
 info=$("$INSPECT" gemma3-tiny-hf5.store) || fail "fg-inspect on the Gemma 3 store failed"
 grep -q '^model gemma3_text: .*(rotary, linear scaling; sliding layers: base 10000, no scaling)' \
   <<< "$info" || fail "fg-inspect does not show Gemma 3's two rotary settings: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" qwen2-moe-tiny-hf5.store) || fail "fg-inspect on the Qwen2-MoE store failed"
+grep -q '^model qwen2_moe: .*, 6 experts (top 2) of 32 + a shared one on 2 of 2 layers' \
+  <<< "$info" || fail "fg-inspect does not show the experts: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" gemma2-tiny-bf16.store) || fail "fg-inspect on the Gemma 2 store failed"
+want='^model gemma2: .*sliding window 5 on 1 of 2 layers, .*soft-capped: scores 2, logits 6'
+grep -q "$want" <<< "$info" || fail "fg-inspect does not show Gemma 2's caps: $(grep '^model' <<< "$info")"
 # a multimodal Gemma 3: the vision tower and projector are skipped, and fg-convert says so
 "$CONVERT" "$FIX/gemma3-mm-tiny-hf5" -o mm.store 2> mm.txt || fail "gemma3 mm: convert"
 grep -q '(34 tensors of the vision tower and projector skipped: fg runs the text model)' mm.txt ||

@@ -188,6 +188,17 @@ static void show_model(fg_store *s, int json)
     else if (nw)
         snprintf(window, sizeof window, ", sliding window %u on %u of %u layers",
                  hp.sliding_window, nw, hp.n_layers);
+    uint32_t sparse = 0; /* a mixture of experts' sparse layers */
+    for (uint32_t l = 0; rc == FG_OK && l < hp.n_layers; l++)
+        sparse += fg_model_layer_sparse(&hp, l) != 0;
+    char moe[160] = "", caps[80] = "";
+    if (sparse)
+        snprintf(moe, sizeof moe, ", %u experts (top %u%s) of %u%s on %u of %u layers",
+                 hp.n_experts, hp.top_k, hp.norm_topk ? ", renormalized" : "", hp.moe_ffn,
+                 hp.shared_ffn ? " + a shared one" : "", sparse, hp.n_layers);
+    if (hp.attn_softcap > 0 || hp.final_softcap > 0)
+        snprintf(caps, sizeof caps, "; soft-capped: scores %g, logits %g", hp.attn_softcap,
+                 hp.final_softcap);
     if (json && rc)
         printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
@@ -198,11 +209,15 @@ static void show_model(fg_store *s, int json)
                "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
                "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
                "\"rotary_dims\": %u, \"sliding_window\": %u, \"windowed_layers\": %u, "
-               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\"}", hp.arch,
+               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\", "
+               "\"experts\": %u, \"top_k\": %u, \"expert_ffn\": %u, \"shared_ffn\": %u, "
+               "\"sparse_layers\": %u, \"attn_softcap\": %g, \"final_softcap\": %g}", hp.arch,
                hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
                hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size, hp.max_pos,
                *scaling ? scaling : "none", hp.pos == FG_POS_ROPE ? hp.rope.rot_dim : 0,
-               hp.sliding_window, nw, hp.tied_head ? "true" : "false", eos, tok);
+               hp.sliding_window, nw, hp.tied_head ? "true" : "false", eos, tok,
+               sparse ? hp.n_experts : 0, sparse ? hp.top_k : 0, sparse ? hp.moe_ffn : 0,
+               sparse ? hp.shared_ffn : 0, sparse, hp.attn_softcap, hp.final_softcap);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
@@ -213,13 +228,13 @@ static void show_model(fg_store *s, int json)
             snprintf(local, sizeof local, "; sliding layers: base %g, %s", hp.rope_local.theta,
                      hp.rope_local.scaling ? fg_rope_scaling_name(hp.rope_local.scaling)
                                            : "no scaling");
-        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u, vocab %u, "
-               "positions %u (%s%s%s%s%s%s)%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
+        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u%s, vocab %u, "
+               "positions %u (%s%s%s%s%s%s)%s%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
                hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
-               hp.qk_norm ? " with q/k norms" : "", hp.ffn, hp.vocab_size, hp.max_pos,
+               hp.qk_norm ? " with q/k norms" : "", hp.ffn, moe, hp.vocab_size, hp.max_pos,
                hp.pos == FG_POS_ROPE ? "rotary" : "learned", part, *scaling ? ", " : "", scaling,
                *scaling ? " scaling" : "", local,
-               window, hp.tied_head ? ", tied head" : "",
+               window, hp.tied_head ? ", tied head" : "", caps,
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
     free(cfg);
