@@ -106,8 +106,13 @@ int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
         m->pm = m->w.pm;
         m->pm.hp = &m->hp;
         m->linear_floats = linear_floats(&m->w);
-        for (uint32_t i = 0; i < m->w.n_t; i++)
-            m->experts += fg_role_is_expert(m->w.t[i].spec.role) ? m->w.t[i].stored : 0;
+        for (uint32_t i = 0; i < m->w.n_t; i++) {
+            const fg_tensor_spec *sp = &m->w.t[i].spec;
+            if (!fg_role_is_expert(sp->role))
+                continue;
+            m->experts += m->w.t[i].stored;
+            m->expert_floats += sp->dims[0] * (sp->n_dims > 1 ? sp->dims[1] : 1);
+        }
         fg_policy_sweep_bytes(m, 0, &m->sweep);
         codecs(&m->w, m);
     }

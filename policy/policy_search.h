@@ -135,6 +135,7 @@ typedef struct fg_policy_model {
     uint64_t linear_floats;    /* values of LINEAR/STREAM weights decoded per sweep */
     uint64_t experts;          /* stored bytes of a mixture's stacked experts (FG_ROLE_EXP_*):
                                   a step reads and stages only the chosen ones (engine.c) */
+    uint64_t expert_floats;    /* of linear_floats, the experts' (decoded only where chosen) */
     fg_sweep_bytes sweep;      /* all of them as a device backend uploads them (wg 0) */
     int codec;                 /* FG_CODEC_F32 / F16 / Q4 ... of the weight matrices (the most) */
     int all_q4;                /* every matrix is Q4: --compress-weight holds */

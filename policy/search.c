@@ -21,7 +21,7 @@
  *    staged) only where chosen: of their bytes a step reads the share its tokens are expected
  *    to choose under uniform routing (fg_model_expert_share), or all of them when the engine
  *    prefetches them with their layer (runtime/policy.h fg_expert_paging); a q4 model's
- *    decode term still counts every expert decoded (an overestimate: only the chosen are).
+ *    decode term counts the chosen experts' values alone.
  * A step takes writes + max(compute, reads) + (1 - phi) min(compute, reads): write-backs block
  * the computing thread (the pager writes a dirty chunk when it evicts it) except the KV
  * cache's, which the engine writes behind (counted with the reads: see behind); reads overlap
@@ -71,6 +71,8 @@ typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
+    double dec_pre, dec_dec; /* ... those a prefill batch, a decode step decodes (a mixture's
+                                chosen experts) */
     int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
     double attn;         /* seconds per query x key x query width (the CPU's) */
     double kv_total, act_total, weights, n_units;
@@ -157,6 +159,9 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->xs_dec = fg_model_expert_share(hp, t->n);
     t->xr_pre = read_share(hp, p, t->n * t->P);
     t->xr_dec = read_share(hp, p, t->n);
+    double per = t->int8 ? 0 : decode_extra(c, m->codec); /* the chosen experts are decoded */
+    t->dec_pre = t->dec_s - (double)m->expert_floats * (1 - t->xs_pre) * per;
+    t->dec_dec = t->dec_s - (double)m->expert_floats * (1 - t->xs_dec) * per;
     t->n_units = m->pm.n_units;
     t->sweep = m->sweep;
     t->rd = 1.0 / c->disk_read;
@@ -168,7 +173,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
         t->up = 1.0 / job->dev->up;
         t->down = 1.0 / job->dev->down;
         t->dev_attn = p->compress_cache ? job->dev->attn_q4_s : job->dev->attn_s;
-        t->dec_s = 0; /* measured on the run's codec */
+        t->dec_s = t->dec_pre = t->dec_dec = 0; /* measured on the run's codec */
         t->kv_tok = 2.0 * (double)pl->kv_row * t->L;
         t->act_row = 4.0 * hp->hidden;
         t->q_row = 4.0 * t->qw;
@@ -181,7 +186,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
 static double compute_prefill(const fg_calib *c, const terms *t)
 {
     double m = t->gbs * t->P;
-    double lin = m * t->f_lin / fg_calib_flops_at(c, t->int8, m) + t->dec_s;
+    double lin = m * t->f_lin / fg_calib_flops_at(c, t->int8, m) + t->dec_pre;
     double att = t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw * t->attn;
     return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops_at(c, t->int8, t->n);
 }
@@ -189,7 +194,7 @@ static double compute_prefill(const fg_calib *c, const terms *t)
 static double compute_decode(const fg_calib *c, const terms *t)
 {
     double ctx = t->P + t->G / 2;
-    return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->int8, t->n) + t->dec_s +
+    return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->int8, t->n) + t->dec_dec +
            t->L * t->n * ctx * t->qw * t->attn;
 }
 

@@ -633,6 +633,7 @@ START_TEST(moe_reads_chosen_experts)
     /* 2 layers x 3 stacked tensors x 4 experts of 32 x 64 BF16: one 4 KiB chunk each */
     ck_assert_uint_eq(m.experts, 2 * 3 * 4 * 4096);
     ck_assert_uint_eq(m.sweep.experts, m.experts);
+    ck_assert_uint_eq(m.expert_floats, 2 * 3 * 4 * 32 * 64);
     fg_calib c = calib_fixed();
     const uint32_t P = 8, G = 5, ctx = P + G;
     fg_policy p = fg_policy_default();
