@@ -58,14 +58,15 @@ static const lshape k_llama[] = {
     {"gemma-3-1b", "gemma3_text", 262144, 1152, 26, 4, 1, 6912, 32768, 1e6, 1, 0, 512,
      ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
      "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
-    {"gemma-2-2b", "gemma2", 256000, 2304, 26, 8, 4, 9216, 8192, 1e4, 1, 0, 4096,
-     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "
-     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "
-     "\"final_logit_softcapping\": 30.0", 2, 1},
-    {"gemma-2-9b", "gemma2", 256000, 3584, 42, 16, 8, 14336, 8192, 1e4, 1, 0, 4096,
-     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "
-     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "
-     "\"final_logit_softcapping\": 30.0", 2, 1},
+#define GEMMA2_KEYS                                                                             \
+    ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "                                   \
+    "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "          \
+    "\"final_logit_softcapping\": 30.0"
+    {"gemma-2-2b", "gemma2", 256000, 2304, 26, 8, 4, 9216, 8192, 1e4, 1, 0, 4096, GEMMA2_KEYS, 2,
+     1},
+    {"gemma-2-9b", "gemma2", 256000, 3584, 42, 16, 8, 14336, 8192, 1e4, 1, 0, 4096, GEMMA2_KEYS,
+     2, 1},
+#undef GEMMA2_KEYS
     /* mixtures of experts: the experts' gate/up/down stacked as fg-convert stores them */
     {"mixtral-8x7b", "mixtral", 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 0, 0, 0,
      ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2", 1, 2},

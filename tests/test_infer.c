@@ -833,18 +833,23 @@ END_TEST
 
 /* 4-bit weights against transformers' f32 logits, within the stated bounds (see the file's top
  * comment for OPT, llama_q4 for the Llama family). */
+static void q4_check(const char *store, const ref *r, const char *refname, int axis,
+                     double nmse, double agree)
+{
+    fg_engine_opts o = defaults();
+    o.policy.compress_weight = 1;
+    result res = check_logits(store, r, o);
+    fprintf(stderr, "%s q4 (g64, axis %d) vs transformers f32: nmse %.4g, max |diff| %.3g, "
+            "argmax agreement %.3f\n", refname, axis, res.nmse, res.max_diff, res.agree);
+    ck_assert_msg(res.nmse < nmse && res.agree >= agree, "%s q4: nmse %g, max diff %g, agreement "
+                  "%g", refname, res.nmse, res.max_diff, res.agree);
+}
+
 static void q4_case(const char *layout, const char *refname, double nmse, double agree)
 {
     ref r;
     load_ref(refname, &r);
-    const char *store = convert(layout, 1);
-    fg_engine_opts o = defaults();
-    o.policy.compress_weight = 1;
-    result res = check_logits(store, &r, o);
-    fprintf(stderr, "%s q4 (g64, axis 0) vs transformers f32: nmse %.4g, max |diff| %.3g, argmax "
-            "agreement %.3f\n", refname, res.nmse, res.max_diff, res.agree);
-    ck_assert_msg(res.nmse < nmse && res.agree >= agree, "%s q4: nmse %g, max diff %g, agreement "
-                  "%g", refname, res.nmse, res.max_diff, res.agree);
+    q4_check(convert(layout, 1), &r, refname, 0, nmse, agree);
     free(r.logits);
 }
 
@@ -874,13 +879,7 @@ static void moe_q4_case(const char *layout, const char *refname, double nmse, do
     ck_assert_int_eq(t->codec.id, FG_CODEC_Q4);
     fg_store_tensor_free(t);
     fg_store_close(st);
-    fg_engine_opts o = defaults();
-    o.policy.compress_weight = 1;
-    result res = check_logits(store, &r, o);
-    fprintf(stderr, "%s q4 (g64, axis 1) vs transformers f32: nmse %.4g, max |diff| %.3g, argmax "
-            "agreement %.3f\n", refname, res.nmse, res.max_diff, res.agree);
-    ck_assert_msg(res.nmse < nmse && res.agree >= agree, "%s q4: nmse %g, max diff %g, agreement "
-                  "%g", refname, res.nmse, res.max_diff, res.agree);
+    q4_check(store, &r, refname, 1, nmse, agree);
     free(r.logits);
 }
 START_TEST(mixtral_q4_weights)

@@ -451,6 +451,19 @@ END_TEST
 
 /* ---- a real store: the view equals the engine's, the engine opens under the answer ---- */
 
+/* Engine options for a test run: policy p, contexts of ctx, one thread, the offload dir the
+ * test's temp dir. */
+static fg_engine_opts test_opts(const fg_policy *p, uint32_t ctx)
+{
+    fg_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.policy = *p;
+    eo.max_ctx = ctx;
+    eo.threads = 1;
+    eo.offload_dir = tu_path("");
+    return eo;
+}
+
 /* The tiny OPT fixture converted into dir/NAME (F16, or bits 4/8 with groups along axis): the
  * open store into *st. */
 static void tiny_store_as(fg_store **st, const char *name, int bits, int axis)
@@ -506,13 +519,8 @@ START_TEST(store_view_matches_engine)
         job.ram_budget = ss.min_budget + (uint64_t)i * (all.total_host / 3);
         ck_assert_msg(fg_policy_search(&c, &m, &base, &job, &out, &pred, &ss, &err) == FG_OK,
                       "%s", err.msg);
-        fg_engine_opts eo;
-        memset(&eo, 0, sizeof eo);
-        eo.policy = out;
-        eo.max_ctx = 12;
+        fg_engine_opts eo = test_opts(&out, 12);
         eo.ram_budget = job.ram_budget;
-        eo.threads = 1;
-        eo.offload_dir = tu_path("");
         fg_engine *e;
         ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "budget %llu: %s",
                       (unsigned long long)job.ram_budget, err.msg);
@@ -572,12 +580,7 @@ START_TEST(predicted_io_is_the_pagers)
         fg_policy q = p;
         q.frac = (fg_pager_policy){{0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
         ck_assert_int_eq(fg_plan_make(&m.pm, &q, ctx, 0, &least, &err), FG_OK);
-        fg_engine_opts eo;
-        memset(&eo, 0, sizeof eo);
-        eo.policy = p;
-        eo.max_ctx = ctx;
-        eo.threads = 1;
-        eo.offload_dir = tu_path("");
+        fg_engine_opts eo = test_opts(&p, ctx);
         fg_plan pl;
         /* the smallest budget this placement fits (steps of 4 KiB) */
         for (eo.ram_budget = least.fixed + least.window - (FG_PLAN_AHEAD - 1) * least.max_span;
@@ -650,12 +653,7 @@ START_TEST(moe_reads_chosen_experts)
     double saved = (G - 1) * 0.5 * (double)m.experts;
     ck_assert_msg(fabs((double)(pa.read_bytes - pr.read_bytes) - saved) < 16, "%llu - %llu",
                   (unsigned long long)pa.read_bytes, (unsigned long long)pr.read_bytes);
-    fg_engine_opts eo;
-    memset(&eo, 0, sizeof eo);
-    eo.policy = p;
-    eo.max_ctx = ctx;
-    eo.threads = 1;
-    eo.offload_dir = tu_path("");
+    fg_engine_opts eo = test_opts(&p, ctx);
     fg_engine *e;
     ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
     int32_t prompt[8] = {5, 17, 33, 42, 61, 77, 90, 101}, out[8];
@@ -704,12 +702,7 @@ START_TEST(predicted_link_is_the_backends)
         p.gbs = 2, p.ngb = 2, p.have_fractions = 1, p.cpu_attention = (int)f[6];
         p.frac = (fg_pager_policy){{f[0], f[1], 1 - f[0] - f[1]}, {f[2], f[3], 1 - f[2] - f[3]},
                                    {f[4], f[5], 1 - f[4] - f[5]}};
-        fg_engine_opts eo;
-        memset(&eo, 0, sizeof eo);
-        eo.policy = p;
-        eo.max_ctx = ctx;
-        eo.threads = 1;
-        eo.offload_dir = tu_path("");
+        fg_engine_opts eo = test_opts(&p, ctx);
         eo.backend = FG_BACKEND_SIM;
         eo.gpu_budget = 64u << 20;
         fg_engine *e;
