@@ -183,20 +183,29 @@ static void timed_linear(double gbps, int no_overlap, const float *w, const floa
 
 /* A slow link: piece i + 1 uploads while piece i multiplies, so the wall time is well under
  * the copy time plus the compute time (both measured in the same run); without overlap it is
- * their sum. The link is set so the pieces' upload takes about as long as their multiply. */
+ * their sum. The link is set so the pieces' upload takes about as long as their multiply, as
+ * measured just before: when the machine's load changes between that measurement and the run
+ * (the compute several times faster, the copies then dominating), the ratio nears 1 however
+ * well they overlap, so the overlapped run is tried up to 3 times, each with its own
+ * measurement. */
 START_TEST(copies_overlap_compute)
 {
     enum { M = 1024, N = 1536, K = 1024, P = 6 };
     float *w = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
     tu_randf(w, (size_t)N * K, 7, 1.0f);
     tu_randf(x, (size_t)M * K, 8, 1.0f);
-    double wall[2], sum[2], c;
-    timed_linear(0, 0, w, x, M, N, K, P, &wall[0], &c); /* the compute time alone */
-    double gbps = (double)N * K * 4 / c / 1e9;
-    timed_linear(gbps, 0, w, x, M, N, K, P, &wall[0], &sum[0]);
+    double wall[2], sum[2], c, gbps = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        timed_linear(0, 0, w, x, M, N, K, P, &wall[0], &c); /* the compute time alone */
+        gbps = (double)N * K * 4 / c / 1e9;
+        timed_linear(gbps, 0, w, x, M, N, K, P, &wall[0], &sum[0]);
+        printf("copies_overlap_compute (link %.2f GB/s): overlapped %.3f s (copy + compute "
+               "%.3f s)\n", gbps, wall[0], sum[0]);
+        if (wall[0] < 0.85 * sum[0])
+            break;
+    }
     timed_linear(gbps, 1, w, x, M, N, K, P, &wall[1], &sum[1]);
-    printf("copies_overlap_compute (link %.2f GB/s): overlapped %.3f s (copy + compute %.3f s), "
-           "serial %.3f s (%.3f s)\n", gbps, wall[0], sum[0], wall[1], sum[1]);
+    printf("copies_overlap_compute: serial %.3f s (%.3f s)\n", wall[1], sum[1]);
     ck_assert_msg(wall[0] < 0.85 * sum[0], "overlapped: wall %.3f s, copy + compute %.3f s",
                   wall[0], sum[0]);
     ck_assert_msg(wall[1] > 0.95 * sum[1], "serial: wall %.3f s, copy + compute %.3f s", wall[1],

@@ -29,10 +29,13 @@ static int backends(fg_backend **out)
     /* the simulated device: every operand crosses its link (host memory staged per op) */
     fg_backend_sim_opts so = {2, FG_COMPUTE_F32, 64u << 20, 0, 0, 0};
     ck_assert_int_eq(fg_backend_sim_create(&so, &out[n++], &err), FG_OK);
-    /* the CUDA backend where a GPU is visible (F32 compute: the reference's bounds hold) */
+    /* the CUDA backend where a GPU is visible (F32 compute: the reference's bounds hold); under
+     * the emulated runtime (test_ops_emu: FG_TEST_EXPECT_CUDA) it must be there */
     fg_backend_cuda_opts co = {0, 2, FG_COMPUTE_F32, 0};
     if (fg_backend_cuda_create(&co, &out[n], &err) == FG_OK)
         n++;
+    else if (getenv("FG_TEST_EXPECT_CUDA"))
+        ck_abort_msg("the CUDA backend did not open under the emulated runtime: %s", err.msg);
     return n;
 }
 
