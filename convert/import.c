@@ -273,8 +273,9 @@ typedef struct ck_read_ctx {
     uint32_t index;
     uint64_t first;   /* element of the checkpoint tensor the canonical one starts at (a part
                          of a fused tensor starts past the parts before it) */
-    const uint32_t *parts; /* a stacked tensor: the checkpoint tensor of each block */
+    const fgc_part *parts; /* a stacked tensor: the checkpoint tensor and row of each block */
     uint64_t block;   /* ... of this many elements */
+    uint64_t cols;    /* elements of a row */
 } ck_read_ctx;
 
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
@@ -289,7 +290,7 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     while (n && rc == FG_OK) { /* block by block */
         uint64_t b = first / c->block, at = first % c->block;
         uint64_t k = c->block - at < n ? c->block - at : n;
-        rc = ck_read_one(c, c->parts[b], at, k, out, err);
+        rc = ck_read_one(c, c->parts[b].index, c->parts[b].row0 * c->cols + at, k, out, err);
         first += k;
         out += k;
         n -= k;
@@ -323,7 +324,7 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 /* The checkpoint tensor of a source (a stacked one's first block) */
 static uint32_t first_part(const fgc_source *s)
 {
-    return s->index == FGC_STACKED ? s->parts[0] : s->index;
+    return s->index == FGC_STACKED ? s->parts[0].index : s->index;
 }
 
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
@@ -350,7 +351,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
-                                               fg_tensor_spec_cols(&spec[s]) : 0};
+                                               fg_tensor_spec_cols(&spec[s]) : 0,
+                              fg_tensor_spec_cols(&spec[s])};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,

@@ -1,7 +1,8 @@
 /* model_check.c - a checkpoint against the tensors its config.json implies (model/'s table):
  * every required tensor present (under any spelling the family accepts, as a part of a fused
  * tensor the family names, such as Phi-3's qkv_proj, or as the blocks of a stacked one, such as
- * a mixture's experts.E.gate_proj) exactly once with the expected shape and a
+ * a mixture's experts.E.gate_proj, or every expert's blocks of one or more stacked ones, such as
+ * GraniteMoE's input_linear [experts, 2 x width, hidden]) exactly once with the expected shape and a
  * dtype fg converts, and no other tensor but the buffers the family derives from config.json
  * itself (Llama's rotary_emb.inv_freq), whose shapes are checked and which are then skipped. The
  * first problem is one line naming the tensor and its file. */
@@ -31,15 +32,16 @@ static void shape_str(char *buf, size_t cap, uint32_t nd, const uint64_t *d)
         snprintf(buf + k, cap - k, "]");
 }
 
-static int check_one(const fg_ckpt_tensor *t, const fg_tensor_spec *s, fg_err *err)
+/* t's shape must be dims[0 .. nd) and its dtype one fg converts. */
+static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dims, fg_err *err)
 {
-    int ok = t->n_dims == s->n_dims;
-    for (uint32_t d = 0; ok && d < s->n_dims; d++)
-        ok = t->dims[d] == s->dims[d];
+    int ok = t->n_dims == nd;
+    for (uint32_t d = 0; ok && d < nd; d++)
+        ok = t->dims[d] == dims[d];
     if (!ok) {
         char a[128], b[64];
         shape_str(a, sizeof a, t->n_dims, t->dims);
-        shape_str(b, sizeof b, s->n_dims, s->dims);
+        shape_str(b, sizeof b, nd, dims);
         return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor %s has shape %s, config.json "
                           "implies %s", t->path, t->name, a, b);
     }
@@ -49,13 +51,18 @@ static int check_one(const fg_ckpt_tensor *t, const fg_tensor_spec *s, fg_err *e
     return FG_OK;
 }
 
+static int check_one(const fg_ckpt_tensor *t, const fg_tensor_spec *s, fg_err *err)
+{
+    return check_shape(t, s->n_dims, s->dims, err);
+}
+
 typedef struct match {
     const fg_hparams *hp;
     const fg_arch *a;
     const sspec *sorted;
     uint32_t n;
     uint32_t *seen;     /* [n] matches of each sorted spec (blocks of a stacked one) */
-    uint32_t **blk;     /* [n] a stacked spec's checkpoint tensor per block, or NULL */
+    fgc_part **blk;     /* [n] a stacked spec's checkpoint tensor and row per block, or NULL */
     fgc_source *src;    /* [n] in model order, or NULL */
     const fg_ckpt *ck;
 } match;
@@ -79,6 +86,15 @@ static int take(const match *m, const sspec *ss, const fg_ckpt_tensor *t, uint32
     return FG_OK;
 }
 
+/* Room for a stacked spec's blocks, none found yet. */
+static fgc_part *new_blocks(uint32_t n)
+{
+    fgc_part *b = malloc(n * sizeof *b);
+    for (uint32_t j = 0; b && j < n; j++)
+        b[j] = (fgc_part){FGC_NONE, 0};
+    return b;
+}
+
 /* Tensor i is block b of the stacked spec named `name`: one block's rows, the other dims. */
 static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const char *name,
                       uint32_t b, fg_err *err)
@@ -97,19 +113,15 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
     if (!m->blk[k] && m->seen[k])
         return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
                           t->path, t->name, ss->s.name);
-    if (!m->blk[k]) {
-        if (!(m->blk[k] = malloc(ss->s.blocks * sizeof *m->blk[k])))
-            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        for (uint32_t j = 0; j < ss->s.blocks; j++)
-            m->blk[k][j] = FGC_NONE;
-    }
-    if (m->blk[k][b] != FGC_NONE)
+    if (!m->blk[k] && !(m->blk[k] = new_blocks(ss->s.blocks)))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (m->blk[k][b].index != FGC_NONE)
         return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of block "
                           "%u of %s", t->path, t->name, b, ss->s.name);
     /* one stored tensor, one 16-bit type: BF16 blocks, or F16/F32 ones, not both */
     for (uint32_t j = 0; j < ss->s.blocks; j++) {
-        const fg_ckpt_tensor *o = m->blk[k][j] == FGC_NONE ? NULL
-                                : fg_ckpt_tensor_at(m->ck, m->blk[k][j]);
+        const fg_ckpt_tensor *o = m->blk[k][j].index == FGC_NONE ? NULL
+                                : fg_ckpt_tensor_at(m->ck, m->blk[k][j].index);
         if (o && (o->dtype == FG_CKPT_BF16) != (t->dtype == FG_CKPT_BF16))
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, %s is %s: the "
                               "blocks of %s must be one of BF16 or the others", t->path,
@@ -118,9 +130,46 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
         if (o)
             break;
     }
-    m->blk[k][b] = i;
+    m->blk[k][b] = (fgc_part){i, 0};
     m->seen[k]++;
     return FG_OK;
+}
+
+/* Tensor i holds every expert of the stacked specs `parts`, [experts, rows, cols]: expert e's
+ * rows of each part, in part order (GraniteMoE's input_linear: gate then up; transformers 5's
+ * in-memory mlp.experts.gate_up_proj alike), so block e of part p is its rows e * rows + (the
+ * rows of the parts before p), read as [experts * rows, cols]. */
+static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
+                        char (*parts)[FG_TENSOR_NAME_MAX], uint32_t n_parts, fg_err *err)
+{
+    const sspec *ss[FG_FUSED_MAX];
+    uint64_t dims[3] = {0, 0, 0};
+    for (uint32_t p = 0; p < n_parts; p++) {
+        const fg_tensor_spec *s = (ss[p] = find(m, parts[p])) ? &ss[p]->s : NULL;
+        if (!s || s->blocks < 2 || s->dims[0] % s->blocks)
+            return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
+                              "config.json", t->path, t->name, m->a->noun);
+        if (p && (s->blocks != dims[0] || fg_tensor_spec_cols(s) != dims[2]))
+            return fg_err_set(err, FG_ERR_CORRUPT, "%s: the parts of %s differ in shape",
+                              t->path, t->name); /* a family table mistake */
+        dims[0] = s->blocks;
+        dims[1] += s->dims[0] / s->blocks;
+        dims[2] = fg_tensor_spec_cols(s);
+    }
+    int rc = check_shape(t, 3, dims, err);
+    for (uint64_t p = 0, off = 0; rc == FG_OK && p < n_parts; p++) {
+        size_t k = (size_t)(ss[p] - m->sorted);
+        if (m->seen[k])
+            return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
+                              t->path, t->name, ss[p]->s.name);
+        if (!(m->blk[k] = new_blocks(ss[p]->s.blocks)))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        for (uint64_t e = 0; e < dims[0]; e++)
+            m->blk[k][e] = (fgc_part){i, e * dims[1] + off};
+        m->seen[k] = ss[p]->s.blocks;
+        off += ss[p]->s.dims[0] / ss[p]->s.blocks;
+    }
+    return rc;
 }
 
 /* Tensor i holds the n_parts specs `parts` stacked along its rows: its shape must be theirs
@@ -175,6 +224,8 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
             snprintf(d.name, sizeof d.name, "%s", name);
             rc = check_one(t, &d, err);
             skips->derived += rc == FG_OK;
+        } else if (n_parts && t->n_dims == 3) { /* every expert's blocks of the parts */
+            rc = take_batched(m, t, i, parts, n_parts, err);
         } else if (n_parts) {
             rc = take_fused(m, t, i, parts, n_parts, err);
         } else if (blk) {
@@ -205,7 +256,7 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
         return rc;
     sspec *sorted = malloc((size_t)n * sizeof *sorted + 1);
     uint32_t *seen = calloc(n + 1, sizeof *seen);
-    uint32_t **blk = calloc(n + 1, sizeof *blk);
+    fgc_part **blk = calloc(n + 1, sizeof *blk);
     if (!sorted || !seen || !blk) {
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
         goto out;
@@ -221,7 +272,7 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
     rc = match_all(&m, ck, &sk, err);
     for (uint32_t k = 0; k < n && rc == FG_OK; k++) {
         uint32_t b = 0;
-        while (blk[k] && b < sorted[k].s.blocks && blk[k][b] != FGC_NONE)
+        while (blk[k] && b < sorted[k].s.blocks && blk[k][b].index != FGC_NONE)
             b++;
         if (blk[k] && b < sorted[k].s.blocks)
             rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: block %u of tensor %s (an expert's "
