@@ -2,9 +2,11 @@
  * an accepted config build every unit's tensor list (bounded by the config limits). The same
  * bytes are also read as a generation_config.json over a fixed config (its stop set bounded);
  * an accepted config's per-layer windows are checked and its rotary frequencies computed (both
- * LongRoPE lists, Gemma 3's local settings), and a fused tensor's parts named. */
+ * LongRoPE lists, Gemma 3's local settings), and a fused tensor's parts named and found among
+ * the model's tensors. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_int.h"
 #include "model.h"
@@ -25,13 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (fg_model_config_parse((const char *)data, size, "fuzz/config.json", &hp, &err) != FG_OK)
         return 0;
-    fg_tensor_spec *spec;
-    uint32_t n;
-    if (fg_model_tensors(&hp, &spec, &n, &err) == FG_OK) {
-        if (n < 2 || n > fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS)
-            abort();
-        free(spec);
-    }
+    fg_tensor_spec *spec = NULL;
+    uint32_t n = 0;
+    if (fg_model_tensors(&hp, &spec, &n, &err) == FG_OK &&
+        (n < 2 || n > fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS))
+        abort();
     /* per-layer windows: never wider than the window, counted consistently */
     uint32_t windowed = 0;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
@@ -57,11 +57,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ok && r.rot_dim / 2 <= sizeof f / sizeof f[0])
             fg_rope_inv_freq(&r, f);
     }
-    /* a fused tensor's parts are tensors of the model */
+    /* a fused tensor's parts are tensors of the model (Phi-3's q/k/v and gate/up, a mixture's
+     * every expert in one tensor) */
+    static const char *const fused[] = {"model.layers.0.self_attn.qkv_proj.weight",
+                                        "model.layers.0.mlp.gate_up_proj.weight",
+                                        "model.layers.0.mlp.experts.gate_up_proj",
+                                        "model.layers.0.mlp.experts.down_proj"};
     char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
     const fg_arch *a = fg_model_arch(&hp);
-    if (a && a->fused && hp.n_layers &&
-        a->fused(&hp, "model.layers.0.self_attn.qkv_proj.weight", parts) != 3)
-        abort();
+    for (size_t k = 0; spec && a && a->fused && k < sizeof fused / sizeof *fused; k++) {
+        uint32_t np = a->fused(&hp, fused[k], parts);
+        if (np > FG_FUSED_MAX)
+            abort();
+        for (uint32_t i = 0; i < np; i++) {
+            uint32_t j = 0;
+            while (j < n && strcmp(spec[j].name, parts[i]))
+                j++;
+            if (j == n)
+                abort();
+        }
+    }
+    free(spec);
     return 0;
 }

@@ -60,6 +60,14 @@
  *            a shared expert gated by sigmoid(shared_expert_gate . x); the checkpoint's
  *            experts.E.<proj> tensors (Mixtral's block_sparse_moe.experts.E.w1/w3/w2) are the
  *            blocks of one stacked tensor per projection (fg_arch.stacked, SPEC 15);
+ *   granitemoe: Granite's layer and multipliers with a mixture of experts intermediate_size
+ *            wide on every layer (GraniteMoeConfig's defaults: 8 experts, top 2, the softmax
+ *            over the top 2 logits, which is the renormalized top 2 of the softmax); the
+ *            checkpoint's block_sparse_moe.input_linear [experts, 2 x width, hidden] holds every
+ *            expert's gate and up rows, output_linear its down rows, router.layer the router;
+ *            the Mixtral and Qwen MoE entries read transformers 5's in-memory layout
+ *            (mlp.experts.gate_up_proj / down_proj, written with save_original_format=False)
+ *            the same way (fg_arch.fused, model_check.c);
  *   olmoe:   Llama's layer with OLMo 2's q/k norms over the whole projections and a mixture of
  *            experts intermediate_size wide on every layer (Qwen's names, norm_topk_prob default
  *            false), OlmoeConfig's defaults (64 experts, top 8, no BOS, eos 50279, pad 1, eps
@@ -90,7 +98,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -177,6 +185,9 @@ static const traits k_traits[] = {
     [FAM_OLMOE] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
                    .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE, .eps = 1e-5f,
                    .moe = MOE_OLMOE, .experts = 64, .top_k = 8},
+    [FAM_GRANITEMOE] = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1,
+                        .windows = WIN_NONE, .eps = 1e-6f, .granite = 1, .moe = MOE_MIXTRAL,
+                        .experts = 8, .top_k = 2},
     [FAM_GEMMA2] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
                     .attention_bias = 1, .windows = WIN_GEMMA, .window = 4096, .eps = 1e-6f,
                     .gemma = 2},
@@ -925,6 +936,54 @@ static int stacked(const fg_hparams *hp, const char *name, char out[FG_TENSOR_NA
     return 0;
 }
 
+/* Every expert of a sparse layer in one tensor, [experts, rows, cols], as transformers 5 holds
+ * them (and writes them with save_original_format=False) and GraniteMoE ships them:
+ * model.layers.N.mlp.experts.gate_up_proj holds each expert's gate then up rows,
+ * ...experts.down_proj its down rows (model_check.c take_batched). */
+static uint32_t moe_fused(const fg_hparams *hp, const char *name,
+                          char (*parts)[FG_TENSOR_NAME_MAX])
+{
+    static const char *const gate_up[] = {"gate_proj", "up_proj"}, *const down[] = {"down_proj"};
+    int64_t l = layer_of(hp, name, ".mlp.experts.gate_up_proj");
+    const char *const *v = gate_up;
+    uint32_t n = 2;
+    if (l < 0 && (l = layer_of(hp, name, ".mlp.experts.down_proj")) >= 0) {
+        v = down;
+        n = 1;
+    }
+    if (l < 0 || !fg_model_layer_sparse(hp, (uint32_t)l))
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.mlp.experts.%s.weight",
+                 (unsigned)l, v[i]);
+    return n;
+}
+
+/* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every
+ * expert's gate and up: transformers 5's mlp.experts.gate_up_proj) and output_linear (their
+ * down) */
+static const char *granitemoe_name(const char *name, char *buf, size_t cap)
+{
+    static const struct { const char *from, *to; } k_map[] = {
+        {".block_sparse_moe.router.layer.weight", ".mlp.gate.weight"},
+        {".block_sparse_moe.input_linear.weight", ".mlp.experts.gate_up_proj"},
+        {".block_sparse_moe.output_linear.weight", ".mlp.experts.down_proj"}};
+    char tmp[FG_TENSOR_NAME_MAX];
+    if (!canonical_name(name, tmp, sizeof tmp))
+        return NULL;
+    size_t n = strlen(tmp);
+    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) {
+        size_t nf = strlen(k_map[i].from);
+        if (n > nf && !strcmp(tmp + n - nf, k_map[i].from)) {
+            tmp[n - nf] = '\0';
+            int k = snprintf(buf, cap, "%s%s", tmp, k_map[i].to);
+            return k >= 0 && (size_t)k < cap ? buf : NULL;
+        }
+    }
+    int k = snprintf(buf, cap, "%s", tmp);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
 /* Mixtral's spelling: block_sparse_moe for mlp, its experts' w1 (gate), w2 (down), w3 (up) */
 static const char *mixtral_name(const char *name, char *buf, size_t cap)
 {
@@ -982,11 +1041,13 @@ FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
-FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, NULL);
-FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, NULL);
-FAMILY(olmoe, "an OLMoE", FAM_OLMOE, NULL);
-ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name, derived, NULL,
-      NULL, stacked);
+FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);
+FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, moe_fused);
+FAMILY(olmoe, "an OLMoE", FAM_OLMOE, moe_fused);
+ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name, derived,
+      moe_fused, NULL, stacked);
+ENTRY(granitemoe, "a GraniteMoE", parse_family(r, l, hp, FAM_GRANITEMOE, e), granitemoe_name,
+      derived, moe_fused, NULL, stacked);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

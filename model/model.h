@@ -384,6 +384,7 @@ extern const fg_arch fg_arch_qwen2_moe; /* model/llama.c: Qwen1.5-MoE / Qwen2-Mo
 extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
 extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts) */
 extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
+extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture of experts) */
 
 #ifdef __cplusplus
 }

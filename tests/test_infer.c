@@ -775,6 +775,11 @@ START_TEST(cuda_placements_mixtral) /* (4-bit cache bound: sim_placements_mixtra
 END_TEST
 START_TEST(cuda_placements_olmoe) { cuda_matrix("olmoe-tiny", "olmoe-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_granitemoe)
+{
+    cuda_matrix("granitemoe-tiny", "granitemoe-tiny-bf16");
+}
+END_TEST
 START_TEST(cuda_placements_qwen2_moe)
 {
     device_matrix(FG_BACKEND_CUDA, "qwen2-moe-tiny", "qwen2-moe-tiny-bf16", 0.2);
@@ -1173,6 +1178,25 @@ START_TEST(sim_placements_qwen2_moe)
     device_matrix(FG_BACKEND_SIM, "qwen2-moe-tiny", "qwen2-moe-tiny-bf16", 0.2);
 }
 END_TEST
+/* GraniteMoE: 4 experts, top 2, every expert of a layer in one checkpoint tensor
+ * (block_sparse_moe.input_linear / output_linear), Granite's multipliers */
+START_TEST(granitemoe_experts) { layout_case("granitemoe-tiny-bf16", "granitemoe-tiny"); }
+END_TEST
+START_TEST(granitemoe_transformers5) { layout_case("granitemoe-tiny-hf5", "granitemoe-tiny"); }
+END_TEST
+START_TEST(granitemoe_placements) { placement_matrix("granitemoe-tiny", "granitemoe-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_granitemoe) { sim_matrix("granitemoe-tiny", "granitemoe-tiny-bf16"); }
+END_TEST
+START_TEST(experts_paged_granitemoe)
+{
+    experts_paged("granitemoe-tiny", "granitemoe-tiny-bf16");
+}
+END_TEST
+/* Mixtral as transformers 5 holds it in memory (save_original_format=False): mlp.experts.
+ * gate_up_proj [4, 64, 64] and down_proj [4, 64, 32] */
+START_TEST(mixtral_transformers5_raw) { layout_case("mixtral-tiny-hf5-raw", "mixtral-tiny"); }
+END_TEST
 /* OLMoE: 8 experts on every layer, top 3 as the softmax gives them; OLMo 2's whole-projection
  * q/k norms inside Llama's pre-norm layer */
 START_TEST(olmoe_experts) { layout_case("olmoe-tiny-bf16", "olmoe-tiny"); }
@@ -1319,6 +1343,12 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_qwen3_moe);
     tcase_add_test(tc, qwen2_moe_shared_expert);
     tcase_add_test(tc, olmoe_experts);
+    tcase_add_test(tc, granitemoe_experts);
+    tcase_add_test(tc, granitemoe_transformers5);
+    tcase_add_test(tc, granitemoe_placements);
+    tcase_add_test(tc, sim_placements_granitemoe);
+    tcase_add_test(tc, experts_paged_granitemoe);
+    tcase_add_test(tc, mixtral_transformers5_raw);
     tcase_add_test(tc, olmoe_transformers5);
     tcase_add_test(tc, olmoe_placements);
     tcase_add_test(tc, sim_placements_olmoe);
@@ -1373,6 +1403,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_mixtral);
     tcase_add_test(tc, cuda_placements_qwen2_moe);
     tcase_add_test(tc, cuda_placements_olmoe);
+    tcase_add_test(tc, cuda_placements_granitemoe);
     tcase_add_test(tc, cuda_placements_windows);
     suite_add_tcase(s, tc);
     return s;

@@ -336,7 +336,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2)");
+             "olmoe, gemma2, granitemoe)");
 }
 END_TEST
 
@@ -631,7 +631,8 @@ static const char k_llama_cfg[] = "{\"model_type\":\"llama\",\"vocab_size\":16,"
 
 /* A checkpoint written here as safetensors (config cfg): every tensor config.json implies
  * (zeros) but those whose names hold one of omit[] (NULL-terminated; NULL: none), and extra tensors
- * extra[0..n_extra): "NAME" 1-D F32 of extra_len elements, "NAME@D0xD1" 2-D F16. */
+ * extra[0..n_extra): "NAME" 1-D F32 of extra_len elements, "NAME@D0xD1" 2-D F16,
+ * "NAME@D0xD1xD2" 3-D F16. */
 static const char *write_ckpt(const char *dir, const char *cfg, const char *const *omit,
                               const char *const *extra, uint32_t n_extra, uint64_t extra_len,
                               fg_hparams *c)
@@ -654,8 +655,8 @@ static const char *write_ckpt(const char *dir, const char *cfg, const char *cons
         char name[128];
         snprintf(name, sizeof name, "%s", i < n ? spec[i].name : extra[i - n]);
         char *at = strchr(name, '@');
-        unsigned long long e0 = 0, e1 = 0;
-        if (at && sscanf(at + 1, "%llux%llu", &e0, &e1) == 2)
+        unsigned long long e0 = 0, e1 = 0, e2 = 0;
+        if (at && sscanf(at + 1, "%llux%llux%llu", &e0, &e1, &e2) >= 2)
             *at = 0;
         int drop = 0;
         for (const char *const *o = omit; i < n && o && *o; o++)
@@ -665,10 +666,10 @@ static const char *write_ckpt(const char *dir, const char *cfg, const char *cons
         int two = (i < n && spec[i].n_dims == 2) || e1, f16 = i < n || e1;
         uint64_t d0 = i < n ? spec[i].dims[0] : e1 ? e0 : extra_len;
         uint64_t d1 = i < n ? (two ? spec[i].dims[1] : 1) : e1 ? e1 : 1;
-        uint64_t bytes = d0 * d1 * (f16 ? 2 : 4);
-        char shape[48];
-        snprintf(shape, sizeof shape, two ? "%llu,%llu" : "%llu", (unsigned long long)d0,
-                 (unsigned long long)d1);
+        uint64_t bytes = d0 * d1 * (e2 ? e2 : 1) * (f16 ? 2 : 4);
+        char shape[64];
+        snprintf(shape, sizeof shape, e2 ? "%llu,%llu,%llu" : two ? "%llu,%llu" : "%llu",
+                 (unsigned long long)d0, (unsigned long long)d1, e2);
         k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
                              "\"data_offsets\":[%llu,%llu]}", k > 1 ? "," : "", name,
                              f16 ? "F16" : "F32", shape, (unsigned long long)off,
@@ -869,6 +870,26 @@ START_TEST(moe_configs)
                       "\"num_experts\":0,\"qkv_bias\":false}";
     ck_assert_int_eq(fg_model_config_parse(q2d, strlen(q2d), NULL, &c, &err), FG_OK);
     ck_assert(!c.n_experts && !fg_model_layer_sparse(&c, 0) && !c.qkv_bias);
+    /* GraniteMoE: GraniteMoeConfig's defaults (8 experts, top 2 renormalized, each
+     * intermediate_size wide, on every layer), Granite's multipliers; its checkpoint names */
+    const char *gmo = "{\"model_type\":\"granitemoe\"," L ",\"residual_multiplier\":0.5}";
+    ck_assert_int_eq(fg_model_config_parse(gmo, strlen(gmo), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 8 && c.top_k == 2 && c.norm_topk && c.moe_ffn == c.ffn);
+    ck_assert(c.residual_scale == 0.5f && c.n_kv_heads == c.n_heads && !c.tied_head);
+    ck_assert(fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    char gn[FG_TENSOR_NAME_MAX], parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
+    ck_assert_str_eq(fg_arch_granitemoe.canonical_name(
+                         "model.layers.1.block_sparse_moe.router.layer.weight", gn, sizeof gn),
+                     "model.layers.1.mlp.gate.weight");
+    ck_assert_str_eq(fg_arch_granitemoe.canonical_name(
+                         "model.layers.1.block_sparse_moe.input_linear.weight", gn, sizeof gn),
+                     "model.layers.1.mlp.experts.gate_up_proj");
+    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, gn, parts), 2);
+    ck_assert_str_eq(parts[1], "model.layers.1.mlp.experts.up_proj.weight");
+    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, "model.layers.2.mlp.experts.down_proj",
+                                               parts), 0); /* past the layers */
+    ck_assert_uint_eq(fg_arch_mixtral.fused(&c, "model.layers.0.mlp.experts.down_proj", parts),
+                      1);
     /* OLMoE: OlmoeConfig's defaults, experts intermediate_size wide on every layer, whole q/k
      * norms; clip_qkv only null; num_experts 0 is no dense model here */
     const char *oe = "{\"model_type\":\"olmoe\"," L ",\"clip_qkv\":null}";
@@ -908,6 +929,43 @@ static int check_moe(const char *dir, const char *const *omit, const char *const
                               "\"moe_intermediate_size\":4}";
     return check_written(dir, cfg, omit, extra, n, 0, src, NULL, err);
 }
+
+/* Every expert of a layer in one tensor, [experts, rows, cols] (GraniteMoE's input_linear and
+ * output_linear, transformers 5's mlp.experts.gate_up_proj / down_proj): block e of each stacked
+ * spec comes from its rows e * rows + (the parts before it); a wrong shape, the same experts
+ * also one by one, or a missing down are one line each. */
+START_TEST(moe_batched_tensors)
+{
+    tu_tmpdir_create();
+    static const char *const stacked[] = {".experts.", NULL};
+    static const char *const ok[] = {"model.layers.0.mlp.experts.gate_up_proj@2x8x8",
+                                     "model.layers.0.mlp.experts.down_proj@2x8x4"};
+    static const char *const shape[] = {"model.layers.0.mlp.experts.gate_up_proj@2x6x8",
+                                        "model.layers.0.mlp.experts.down_proj@2x8x4"};
+    static const char *const twice[] = {"model.layers.0.mlp.experts.gate_up_proj@2x8x8",
+                                        "model.layers.0.mlp.experts.down_proj@2x8x4",
+                                        "model.layers.0.mlp.experts.1.up_proj.weight@4x8"};
+    fgc_source src[16] = {{0, 0, NULL}}; /* 15 specs */
+    fg_err err;
+    ck_assert_int_eq(check_moe("ok", stacked, ok, 2, src, &err), FG_OK);
+    /* gate (spec 10): rows 0 and 8; up (11): 4 and 12; down (12): 0 and 8, one tensor each */
+    ck_assert(src[10].index == FGC_STACKED && src[10].parts[0].row0 == 0 &&
+              src[10].parts[1].row0 == 8 && src[10].parts[0].index == src[11].parts[1].index);
+    ck_assert(src[11].parts[0].row0 == 4 && src[11].parts[1].row0 == 12);
+    ck_assert(src[12].parts[1].row0 == 8 && src[12].parts[0].index != src[10].parts[0].index);
+    fgc_sources_free(src, 15);
+    ck_assert_int_eq(check_moe("shape", stacked, shape, 2, NULL, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [2, 6, 8], config.json implies "
+                         "[2, 8, 8]"), "%s", err.msg);
+    ck_assert_int_eq(check_moe("twice", stacked, twice, 3, NULL, &err), FG_ERR_DUPLICATE);
+    ck_assert_msg(strstr(err.msg, "second spelling of block 1 of "
+                         "model.layers.0.mlp.experts.up_proj.weight"), "%s", err.msg);
+    ck_assert_int_eq(check_moe("nodown", stacked, ok, 1, NULL, &err), FG_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(err.msg, "tensor model.layers.0.mlp.experts.down_proj.weight "
+                         "(required by config.json) is missing"), "%s", err.msg);
+    tu_tmpdir_remove();
+}
+END_TEST
 
 START_TEST(moe_stacked_tensors)
 {
@@ -957,6 +1015,7 @@ static Suite *suite(void)
     tcase_add_test(tc, phi3_fused_tensors);
     tcase_add_test(tc, moe_configs);
     tcase_add_test(tc, moe_stacked_tensors);
+    tcase_add_test(tc, moe_batched_tensors);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);
