@@ -3,8 +3,8 @@
 # process on the same store and job:
 #  1. the same tokens (greedy, and seeded sampling) for 2 and 3 ranks, with the default and
 #     other micro-batch sizes, on OPT (synthetic: opt-tiny, and opt-125m whose 12 layers really
-#     split) and every Llama-family fixture, whose fixture prompt must also give transformers'
-#     greedy tokens; and on the simulated GPU (--backend sim) in two placements;
+#     split) and the Llama-family fixtures (two mixtures of experts among them), whose fixture
+#     prompt must also give transformers' greedy tokens; and on the simulated GPU (--backend sim) in two placements;
 #  2. a model larger than each rank's --ram-budget runs, each rank's peak RSS within its budget
 #     plus process overhead, and the ranks split the weights between them;
 #  3. a rank that fails (FG_DIST_FAULT=R:fail, or a --ram-budget too small on one rank given
@@ -62,10 +62,12 @@ same m125 6
 same tiny 20 --backend sim --gpu-budget 64M --percent 50 50 0 100 100 0 --cpu-cache-compute
 same tiny 20 --backend sim --gpu-budget 64M --percent 100 0 100 0 0 100
 # (qwen2-window-tiny: its window is on layer 1 only, so a stage that numbered its layers from
-# its own first one would attend wrongly)
+# its own first one would attend wrongly; the mixtures of experts: a follower's steps page the
+# chosen experts by its own token counts)
 for m in llama2-tiny-bf16:llama2-tiny llama3-tiny-bf16:llama3-tiny \
          mistral-tiny-bf16:mistral-tiny qwen2-tiny-bf16:qwen2-tiny \
-         qwen2-window-tiny-bf16:qwen2-window-tiny; do
+         qwen2-window-tiny-bf16:qwen2-window-tiny mixtral-tiny-bf16:mixtral-tiny \
+         qwen2-moe-tiny-bf16:qwen2-moe-tiny; do
   IFS=: read -r dir ref <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   same "$dir.store" 12
