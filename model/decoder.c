@@ -51,6 +51,8 @@ struct fg_model_ws {
     int32_t *ident;  /* [max_tokens]: 0, 1, ... */
     uint32_t *nf, *at, *cur; /* [n_experts], [n_experts + 1], [2 * (n_experts + 1)]: lists() */
     uint64_t *prow;  /* [3][MOE_MAX_PIECES + 1]: an expert's piece rows, gate, up, down */
+    fg_moe_stats moe_st[2]; /* sparse MLPs run: [0] steps of several new tokens a sequence
+                               (prefills), [1] of one (decode steps) */
 };
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
@@ -533,7 +535,7 @@ static void lists(const fg_hparams *hp, uint32_t n, fg_model_ws *ws)
  * rest. Each expert's token list has its own stretch of ws->idx / ws->sv, so no op is waited
  * for inside the unit (the router's sync waits for the previous unit's readers of them). */
 static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
-               uint32_t n, fg_model_ws *ws, fg_err *err)
+               uint32_t n, int decode, fg_model_ws *ws, fg_err *err)
 {
     uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
     uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
@@ -553,6 +555,11 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     for (uint32_t r = 0; r < n; r++)
         route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
     lists(hp, n, ws);
+    fg_moe_stats *ms = &ws->moe_st[decode != 0];
+    ms->units++;
+    ms->pairs += (uint64_t)n * k;
+    for (uint32_t ex = 0; ex < e; ex++)
+        ms->experts += ws->at[ex + 1] > ws->at[ex];
     /* the chosen experts' chunks asked for at once, in the order they multiply: read at full
      * queue depth, each while the experts before it compute (the engine prefetches a layer's
      * experts with it only when a step's tokens are expected to choose most of them: an
@@ -608,7 +615,7 @@ int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const
     if (rc == FG_OK && sparse && !hp->n_experts)
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "a router without experts in the config");
     if (rc == FG_OK && sparse) {
-        rc = moe(be, hp, w, x, n, ws, err);
+        rc = moe(be, hp, w, x, n, s->n_new == 1, ws, err);
     } else if (rc == FG_OK) {
         mlp_w mw = {hp->gated ? &w->w[FG_ROLE_W_GATE] : NULL, &w->w[FG_ROLE_W_UP],
                     &w->w[FG_ROLE_W_DOWN], w->f[FG_ROLE_B_GATE], w->f[FG_ROLE_B_UP],
@@ -648,4 +655,10 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
     if (rc == FG_OK && hp->final_softcap > 0)
         rc = be->iface->scale(be, logits, hp->final_softcap, m, err);
     return rc;
+}
+
+void fg_model_ws_moe_stats(const fg_model_ws *ws, fg_moe_stats out[2])
+{
+    out[0] = ws->moe_st[0];
+    out[1] = ws->moe_st[1];
 }

@@ -321,6 +321,13 @@ void fg_model_positions(const uint8_t *valid, uint32_t n, int32_t *positions);
 int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx,
                        fg_device *dev, fg_buft buft, fg_model_ws **out, fg_err *err);
 void fg_model_ws_free(fg_model_ws *ws);
+/* What a workspace's sparse MLPs ran: units (sparse layers x steps x batches), distinct
+ * experts computed and token-expert pairs routed, summed over the units. */
+typedef struct fg_moe_stats {
+    uint64_t units, experts, pairs;
+} fg_moe_stats;
+/* out[0]: steps of several new tokens a sequence (prefills), out[1]: of one (decode steps). */
+void fg_model_ws_moe_stats(const fg_model_ws *ws, fg_moe_stats out[2]);
 /* The bytes fg_model_ws_create allocates for these sizes (the plan counts them). */
 uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx);
 

@@ -799,6 +799,8 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     out->compute_s = e->compute_s;
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;
+    if (e->ws)
+        fg_model_ws_moe_stats(e->ws, out->moe);
 }
 
 void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,

@@ -165,6 +165,8 @@ typedef struct fg_engine_stats {
     uint64_t ram_peak_planned;       /* the plan's total_host */
     uint64_t link_bytes[2];          /* over the host <-> device link: [0] host -> device,
                                         [1] device -> host (0 on the CPU backend) */
+    fg_moe_stats moe[2];             /* a mixture of experts' sparse MLPs: [0] prefill steps,
+                                        [1] decode steps (model.h) */
 } fg_engine_stats;
 void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out);
 

@@ -551,7 +551,18 @@ static void summary(run *r)
         calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
     }
     fg_runner_prefix_summary(r->log, r->o, r->pfx, p);
-    double f = fg_model_flops_per_token(fg_engine_hparams(r->e));
+    const fg_hparams *hp = fg_engine_hparams(r->e);
+    if (st.moe[0].units || st.moe[1].units) { /* what the routers chose: experts computed */
+        fprintf(r->log, "         experts computed by a sparse layer, of %u:", hp->n_experts);
+        for (int k = 1; k >= 0; k--)
+            if (st.moe[k].units)
+                fprintf(r->log, "%s %.1f a %s step (%.1f tokens)", k || !st.moe[1].units ? ""
+                        : ",", (double)st.moe[k].experts / (double)st.moe[k].units,
+                        k ? "decode" : "prefill",
+                        (double)st.moe[k].pairs / (double)st.moe[k].units / hp->top_k);
+        fprintf(r->log, "\n");
+    }
+    double f = fg_model_flops_per_token(hp);
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
                 "per token)\n", (double)(p->tokens - p->prompts) * f / p->decode_s / 1e9, f / 1e9);

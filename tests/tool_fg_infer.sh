@@ -69,6 +69,9 @@ a_disk=$(echo "$a_out" | sed -nE 's/.*read from disk [^(]*\(([0-9]+) bytes.*/\1/
 [ -n "$r_disk" ] && [ -n "$a_disk" ] && [ "$r_disk" -lt "$a_disk" ] ||
   { echo "--experts routed read $r_disk bytes, all $a_disk"; exit 1; }
 echo "qwen3-moe-tiny on disk, 12 tokens: $r_disk bytes read (--experts all: $a_disk)"
+# the summary counts the experts the routers chose: a decode step's one token, its top 4
+grep -q "experts computed by a sparse layer, of 16: 4.0 a decode step (1.0 tokens)" \
+  <<< "$r_out" || { echo "no experts line: $r_out"; exit 1; }
 expect_usage() { if "$@" 2>err.txt; then echo "accepted: $*"; exit 1; fi; }
 expect_usage "$INFER" -m moe -p x --experts some
 grep -q -- "--experts some: expected routed or all" err.txt || { cat err.txt; exit 1; }
