@@ -961,13 +961,17 @@ static uint32_t moe_fused(const fg_hparams *hp, const char *name,
 
 /* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every
  * expert's gate and up: transformers 5's mlp.experts.gate_up_proj) and output_linear (their
- * down) */
+ * down), or transformers 5's own in-memory names under block_sparse_moe */
 static const char *granitemoe_name(const char *name, char *buf, size_t cap)
 {
     static const struct { const char *from, *to; } k_map[] = {
         {".block_sparse_moe.router.layer.weight", ".mlp.gate.weight"},
         {".block_sparse_moe.input_linear.weight", ".mlp.experts.gate_up_proj"},
-        {".block_sparse_moe.output_linear.weight", ".mlp.experts.down_proj"}};
+        {".block_sparse_moe.output_linear.weight", ".mlp.experts.down_proj"},
+        /* transformers 5's in-memory names (a state_dict saved with torch.save) */
+        {".block_sparse_moe.router.weight", ".mlp.gate.weight"},
+        {".block_sparse_moe.experts.gate_up_proj", ".mlp.experts.gate_up_proj"},
+        {".block_sparse_moe.experts.down_proj", ".mlp.experts.down_proj"}};
     char tmp[FG_TENSOR_NAME_MAX];
     if (!canonical_name(name, tmp, sizeof tmp))
         return NULL;
