@@ -198,6 +198,15 @@ static int take_fused(const match *m, const fg_ckpt_tensor *t, uint32_t i,
     return rc;
 }
 
+/* Is part `name` a stacked spec (its rows blocks: a mixture's experts)? Then its fused tensor
+ * holds every expert, [experts, rows, cols] (take_batched), never the parts one after another:
+ * a 2-D one is refused by its shape, not read in the wrong order. */
+static int stacked_part(const match *m, const char *name)
+{
+    const sspec *ss = find(m, name);
+    return ss && ss->s.blocks > 1;
+}
+
 /* Match each checkpoint tensor to its spec (or specs, when fused); derived buffers and unused
  * tensors counted in *skips. */
 static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err *err)
@@ -224,7 +233,7 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
             snprintf(d.name, sizeof d.name, "%s", name);
             rc = check_one(t, &d, err);
             skips->derived += rc == FG_OK;
-        } else if (n_parts && t->n_dims == 3) { /* every expert's blocks of the parts */
+        } else if (n_parts && stacked_part(m, parts[0])) { /* every expert's blocks */
             rc = take_batched(m, t, i, parts, n_parts, err);
         } else if (n_parts) {
             rc = take_fused(m, t, i, parts, n_parts, err);

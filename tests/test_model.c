@@ -942,6 +942,8 @@ START_TEST(moe_batched_tensors)
                                      "model.layers.0.mlp.experts.down_proj@2x8x4"};
     static const char *const shape[] = {"model.layers.0.mlp.experts.gate_up_proj@2x6x8",
                                         "model.layers.0.mlp.experts.down_proj@2x8x4"};
+    static const char *const flat[] = {"model.layers.0.mlp.experts.gate_up_proj@16x8",
+                                       "model.layers.0.mlp.experts.down_proj@2x8x4"};
     static const char *const twice[] = {"model.layers.0.mlp.experts.gate_up_proj@2x8x8",
                                         "model.layers.0.mlp.experts.down_proj@2x8x4",
                                         "model.layers.0.mlp.experts.1.up_proj.weight@4x8"};
@@ -956,6 +958,10 @@ START_TEST(moe_batched_tensors)
     fgc_sources_free(src, 15);
     ck_assert_int_eq(check_moe("shape", stacked, shape, 2, NULL, &err), FG_ERR_SIZE_MISMATCH);
     ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [2, 6, 8], config.json implies "
+                         "[2, 8, 8]"), "%s", err.msg);
+    /* the experts flattened into 2-D rows: refused by its shape, never read part after part */
+    ck_assert_int_eq(check_moe("flat", stacked, flat, 2, NULL, &err), FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [16, 8], config.json implies "
                          "[2, 8, 8]"), "%s", err.msg);
     ck_assert_int_eq(check_moe("twice", stacked, twice, 3, NULL, &err), FG_ERR_DUPLICATE);
     ck_assert_msg(strstr(err.msg, "second spelling of block 1 of "
