@@ -894,22 +894,42 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
     return layer_of(hp, name, ".self_attn.rotary_emb.inv_freq") < 0 ? 0 : hp->rope.rot_dim / 2;
 }
 
+/* A fused checkpoint tensor model.layers.N.<post> and the canonical tensors it holds, in row
+ * order: model.layers.N.<parts[i]>.weight. */
+typedef struct fuse_rule {
+    const char *post;
+    uint32_t n;
+    const char *parts[3];
+} fuse_rule;
+
+/* The parts of `name` by the first rule whose <post> it ends in (0: none); sparse: only in a
+ * sparse layer. */
+static uint32_t fuse_by(const fg_hparams *hp, const char *name, const fuse_rule *rules,
+                        size_t n_rules, int sparse, char (*parts)[FG_TENSOR_NAME_MAX])
+{
+    for (size_t r = 0; r < n_rules; r++) {
+        int64_t l = layer_of(hp, name, rules[r].post);
+        if (l < 0)
+            continue;
+        if (sparse && !fg_model_layer_sparse(hp, (uint32_t)l))
+            return 0;
+        for (uint32_t i = 0; i < rules[r].n; i++)
+            snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.%s.weight", (unsigned)l,
+                     rules[r].parts[i]);
+        return rules[r].n;
+    }
+    return 0;
+}
+
 /* Phi-3's fused projections: self_attn.qkv_proj holds q, k and v (Phi3Attention slices them in
  * that order), mlp.gate_up_proj holds gate and up (Phi3MLP's chunk(2): gate first). */
 static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_TENSOR_NAME_MAX])
 {
-    static const char *const qkv[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
-    static const char *const gate_up[] = {"mlp.gate_proj", "mlp.up_proj"};
-    int64_t l = layer_of(hp, name, ".self_attn.qkv_proj.weight");
-    const char *const *v = qkv;
-    uint32_t n = 3;
-    if (l < 0 && (l = layer_of(hp, name, ".mlp.gate_up_proj.weight")) >= 0) {
-        v = gate_up;
-        n = 2;
-    }
-    for (uint32_t i = 0; l >= 0 && i < n; i++)
-        snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.%s.weight", (unsigned)l, v[i]);
-    return l < 0 ? 0 : n;
+    static const fuse_rule k_rules[] = {
+        {".self_attn.qkv_proj.weight", 3,
+         {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+        {".mlp.gate_up_proj.weight", 2, {"mlp.gate_proj", "mlp.up_proj"}}};
+    return fuse_by(hp, name, k_rules, 2, 0, parts);
 }
 
 /* An expert's weight, model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight (N a sparse layer,
@@ -943,20 +963,10 @@ static int stacked(const fg_hparams *hp, const char *name, char out[FG_TENSOR_NA
 static uint32_t moe_fused(const fg_hparams *hp, const char *name,
                           char (*parts)[FG_TENSOR_NAME_MAX])
 {
-    static const char *const gate_up[] = {"gate_proj", "up_proj"}, *const down[] = {"down_proj"};
-    int64_t l = layer_of(hp, name, ".mlp.experts.gate_up_proj");
-    const char *const *v = gate_up;
-    uint32_t n = 2;
-    if (l < 0 && (l = layer_of(hp, name, ".mlp.experts.down_proj")) >= 0) {
-        v = down;
-        n = 1;
-    }
-    if (l < 0 || !fg_model_layer_sparse(hp, (uint32_t)l))
-        return 0;
-    for (uint32_t i = 0; i < n; i++)
-        snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.mlp.experts.%s.weight",
-                 (unsigned)l, v[i]);
-    return n;
+    static const fuse_rule k_rules[] = {
+        {".mlp.experts.gate_up_proj", 2, {"mlp.experts.gate_proj", "mlp.experts.up_proj"}},
+        {".mlp.experts.down_proj", 1, {"mlp.experts.down_proj"}}};
+    return fuse_by(hp, name, k_rules, 2, 1, parts);
 }
 
 /* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every
