@@ -610,17 +610,15 @@ static int cu_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x,
 {
     if (!n) /* nothing to scatter (a grid of no blocks is a launch error) */
         return FG_OK;
-    int dev_idx = is_dev(idx);
-    for (uint32_t i = 0; !dev_idx && i < n; i++)
-        if (idx[i] < 0 || (uint32_t)idx[i] >= y_rows)
-            return fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d (entry %u of %u) "
-                              "is outside y's %u rows", idx[i], i, n, y_rows);
+    int dev_idx = is_dev(idx), rc = dev_idx ? FG_OK : fgb_scatter_check(idx, n, y_rows, err);
+    if (rc)
+        return rc;
     op o = op_begin(be);
     int32_t hbad[2] = {0, 0};
     int32_t *bad = NULL;
     void *dy, *dx, *di, *ds;
     size_t row = (size_t)width * 4;
-    int rc = opnd(&o, y, (size_t)y_rows * row, 1, 1, &dy, err);
+    rc = opnd(&o, y, (size_t)y_rows * row, 1, 1, &dy, err);
     if (rc == FG_OK)
         rc = opnd(&o, x, (size_t)n * row, 1, 0, &dx, err);
     if (rc == FG_OK)

@@ -27,6 +27,8 @@ int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_i
 /* fg_attn_args for the kernels from an op whose rows are f32 at k, v. */
 fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v);
 int fgb_attn_check(const fg_attn_op *a, fg_err *err);
+/* scatter's row indices idx[0..n) (host memory) all within [0, y_rows)? */
+int fgb_scatter_check(const int32_t *idx, uint32_t n, uint32_t y_rows, fg_err *err);
 
 /* Host room a device backend grows and keeps for fgb_attention_on_host. */
 typedef struct fgb_room {

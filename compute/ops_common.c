@@ -135,6 +135,15 @@ int fgb_attn_check(const fg_attn_op *a, fg_err *err)
     return FG_OK;
 }
 
+int fgb_scatter_check(const int32_t *idx, uint32_t n, uint32_t y_rows, fg_err *err)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (idx[i] < 0 || (uint32_t)idx[i] >= y_rows)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d (entry %u of %u) "
+                              "is outside y's %u rows", idx[i], i, n, y_rows);
+    return FG_OK;
+}
+
 int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_isa isa,
                fg_err *err)
 {

@@ -202,11 +202,8 @@ int fgb_ref_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x, c
                     const float *s, uint32_t n, uint32_t width, int accumulate, fg_err *err)
 {
     (void)be;
-    for (uint32_t i = 0; i < n; i++)
-        if (idx[i] < 0 || (uint32_t)idx[i] >= y_rows)
-            return fg_err_set(err, FG_ERR_INVALID_ARG, "scatter: row index %d (entry %u of %u) "
-                              "is outside y's %u rows", idx[i], i, n, y_rows);
-    for (uint32_t i = 0; i < n; i++) {
+    int rc = fgb_scatter_check(idx, n, y_rows, err);
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
         const float *xr = x + (size_t)i * width;
         float *yr = y + (size_t)idx[i] * width;
         for (uint32_t c = 0; c < width; c++) {
@@ -214,7 +211,7 @@ int fgb_ref_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x, c
             yr[c] = accumulate ? yr[c] + p : p;
         }
     }
-    return FG_OK;
+    return rc;
 }
 
 static int ref_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,

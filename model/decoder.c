@@ -405,6 +405,17 @@ static uint32_t piece_at(const fg_weight *w, uint64_t r)
     return lo < w->n_pieces && w->piece_rows[lo] == r ? lo : w->n_pieces;
 }
 
+/* The pieces [*p0, *p1) of w that hold exactly its rows [r0, r0 + rows); 0 when no run of whole
+ * pieces does (at most MOE_MAX_PIECES). */
+static int piece_span(const fg_weight *w, uint64_t r0, uint64_t rows, uint32_t *p0,
+                      uint32_t *p1)
+{
+    *p0 = piece_at(w, r0);
+    *p1 = r0 + rows == w->piece_rows[w->n_pieces] ? w->n_pieces : piece_at(w, r0 + rows);
+    return *p0 < w->n_pieces && *p1 <= w->n_pieces && *p1 > *p0 &&
+           *p1 - *p0 <= MOE_MAX_PIECES;
+}
+
 static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, wslice *v,
                  fg_weight *out, uint64_t *prow, fg_err *err)
 {
@@ -413,9 +424,8 @@ static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, 
         out->f32 = w->f32 + r0 * cols;
         return FG_OK;
     }
-    uint32_t p0 = piece_at(w, r0);
-    uint32_t p1 = r0 + rows == w->piece_rows[w->n_pieces] ? w->n_pieces : piece_at(w, r0 + rows);
-    if (p0 >= w->n_pieces || p1 > w->n_pieces || p1 <= p0 || p1 - p0 > MOE_MAX_PIECES)
+    uint32_t p0, p1;
+    if (!piece_span(w, r0, rows, &p0, &p1))
         return fg_err_set(err, FG_ERR_CORRUPT, "an expert's rows %llu..%llu are not whole "
                           "stored chunks (at most %u; convert the checkpoint with this "
                           "fg-convert)", (unsigned long long)r0,
@@ -428,14 +438,14 @@ static int slice(const fg_weight *w, uint64_t r0, uint64_t rows, uint64_t cols, 
     return FG_OK;
 }
 
-/* Ask for the pieces of w's rows [r0, r0 + rows) to be read (best effort, no wait). */
+/* Ask for the pieces of w's rows [r0, r0 + rows) to be read (best effort, no wait; rows that
+ * are not whole pieces are left to slice's error). */
 static void prefetch_rows(const fg_weight *w, uint64_t r0, uint64_t rows)
 {
-    if (w->f32 || !w->prefetch)
+    uint32_t p0, p1;
+    if (w->f32 || !w->prefetch || !piece_span(w, r0, rows, &p0, &p1))
         return;
-    uint32_t p0 = piece_at(w, r0);
-    uint32_t p1 = r0 + rows == w->piece_rows[w->n_pieces] ? w->n_pieces : piece_at(w, r0 + rows);
-    for (uint32_t i = p0; i < p1 && p1 <= w->n_pieces; i++)
+    for (uint32_t i = p0; i < p1; i++)
         w->prefetch(w->ctx, i);
 }
 
@@ -491,6 +501,15 @@ static void route(const fg_hparams *hp, float *p, int32_t *sel, float *prob)
         prob[j] /= top;
 }
 
+/* The lowest of a token's k experts (the one that assigns its row of the sum). */
+static int32_t lowest(const int32_t *sel, uint32_t k)
+{
+    int32_t lo = sel[0];
+    for (uint32_t j = 1; j < k; j++)
+        lo = sel[j] < lo ? sel[j] : lo;
+    return lo;
+}
+
 /* The n tokens' (expert, weight) choices (ws->sel, ws->prob) as one list per expert, experts in
  * index order (a counting sort): expert e's tokens at ws->idx / ws->sv from ws->at[e], first
  * ws->nf[e] tokens whose lowest expert e is (they assign their row of the sum), then the
@@ -502,9 +521,7 @@ static void lists(const fg_hparams *hp, uint32_t n, fg_model_ws *ws)
     memset(at, 0, (e + 1) * sizeof *at);
     for (uint32_t r = 0; r < n; r++) {
         const int32_t *sel = ws->sel + (size_t)r * k;
-        int32_t lo = sel[0];
-        for (uint32_t j = 1; j < k; j++)
-            lo = sel[j] < lo ? sel[j] : lo;
+        int32_t lo = lowest(sel, k);
         for (uint32_t j = 0; j < k; j++) /* at[] counts for now */
             (sel[j] == lo ? nf : at)[sel[j]]++;
     }
@@ -518,9 +535,7 @@ static void lists(const fg_hparams *hp, uint32_t n, fg_model_ws *ws)
     }
     for (uint32_t r = 0; r < n; r++) {
         const int32_t *sel = ws->sel + (size_t)r * k;
-        int32_t lo = sel[0];
-        for (uint32_t j = 1; j < k; j++)
-            lo = sel[j] < lo ? sel[j] : lo;
+        int32_t lo = lowest(sel, k);
         for (uint32_t j = 0; j < k; j++) {
             uint32_t slot = ws->cur[2 * sel[j] + (sel[j] != lo)]++;
             ws->idx[slot] = (int32_t)r;
@@ -540,6 +555,7 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
     uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
     static const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
+    const uint64_t er[3] = {f, f, h}, ec[3] = {h, h, f}; /* an expert's rows, cols of each */
     int rc = linear(be, x, w, FG_ROLE_ROUTER, -1, ws->rlog, n, e, h, err);
     if (rc == FG_OK && hp->shared_ffn) /* the shared expert's gate: column e */
         rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
@@ -555,19 +571,20 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     for (uint32_t r = 0; r < n; r++)
         route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
     lists(hp, n, ws);
+    /* the chosen experts counted, and their chunks asked for at once, in the order they
+     * multiply: read at full queue depth, each while the experts before it compute (the engine
+     * prefetches a layer's experts with it only when a step's tokens are expected to choose
+     * most of them: an expert no token chose is never read) */
     fg_moe_stats *ms = &ws->moe_st[decode != 0];
     ms->units++;
     ms->pairs += (uint64_t)n * k;
-    for (uint32_t ex = 0; ex < e; ex++)
-        ms->experts += ws->at[ex + 1] > ws->at[ex];
-    /* the chosen experts' chunks asked for at once, in the order they multiply: read at full
-     * queue depth, each while the experts before it compute (the engine prefetches a layer's
-     * experts with it only when a step's tokens are expected to choose most of them: an
-     * expert no token chose is never read) */
-    for (uint32_t ex = 0; ex < e; ex++)
-        for (int i = 0; i < 3 && ws->at[ex + 1] > ws->at[ex]; i++)
-            prefetch_rows(&w->w[roles[i]], (uint64_t)ex * (i < 2 ? f : h),
-                          i < 2 ? f : h);
+    for (uint32_t ex = 0; ex < e; ex++) {
+        if (ws->at[ex + 1] == ws->at[ex])
+            continue;
+        ms->experts++;
+        for (int i = 0; i < 3; i++)
+            prefetch_rows(&w->w[roles[i]], ex * er[i], er[i]);
+    }
     for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++) {
         uint32_t at = ws->at[ex], cnt = ws->at[ex + 1] - at, first = ws->nf[ex];
         int32_t *idx = ws->idx + at;
@@ -577,8 +594,8 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
         wslice v[3];
         fg_weight sw[3];
         for (int i = 0; i < 3 && rc == FG_OK; i++) /* this expert's rows of each */
-            rc = slice(&w->w[roles[i]], (uint64_t)ex * (i < 2 ? f : h), i < 2 ? f : h,
-                       i < 2 ? h : f, &v[i], &sw[i], ws->prow + i * (MOE_MAX_PIECES + 1), err);
+            rc = slice(&w->w[roles[i]], ex * er[i], er[i], ec[i], &v[i], &sw[i],
+                       ws->prow + i * (MOE_MAX_PIECES + 1), err);
         fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
         mlp_w mw = {&sw[0], &sw[1], &sw[2], NULL, NULL, NULL};
         if (rc == FG_OK)

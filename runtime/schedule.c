@@ -59,6 +59,14 @@ static uint32_t batch_size(const fg_engine *e, const block *b, uint32_t k)
     return b->n - start < e->gbs ? b->n - start : e->gbs;
 }
 
+/* The sequences of batches [k0, k1): [*first, *end) of the block's. */
+static void seq_range(const fg_engine *e, const block *b, const sweep_args *a, uint32_t *first,
+                      uint32_t *end)
+{
+    *first = a->k0 * e->gbs;
+    *end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
+}
+
 static size_t tok_off(const fg_engine *e, uint32_t k) { return (size_t)k * e->gbs * e->max_ctx; }
 
 /* The KV cache of (batch k, layer) inside its acquired pager chunk (K rows, then V rows). */
@@ -288,7 +296,8 @@ static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
 static int block_step(fg_engine *e, const block *b, const sweep_args *a, fg_step *bs,
                       fg_err *err)
 {
-    uint32_t first = a->k0 * e->gbs, end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
+    uint32_t first, end;
+    seq_range(e, b, a, &first, &end);
     for (uint32_t q = first; q < end; q++) {
         size_t o = tok_off(e, q / e->gbs) + q % e->gbs;
         e->blk_ids[q - first] = e->ids[o];
@@ -368,7 +377,8 @@ static int compute_span(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
 static int sweep(fg_engine *e, block *b, const sweep_args *a, fg_unit_w *last_head, fg_err *err)
 {
     fg_unit_w w[2];
-    uint32_t first = a->k0 * e->gbs, end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
+    uint32_t first, end;
+    seq_range(e, b, a, &first, &end);
     uint64_t seqs = end > first ? end - first : 0;
     uint64_t tok[2] = {a->i == 0 ? seqs * (b->P - b->s0) : seqs, seqs};
     for (uint32_t u = a->u0, n = 1; u < a->u1; u += n) {
