@@ -57,10 +57,14 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
 int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
                      fg_convert_report *rep, fg_err *err);
 
-/* Deterministic random weights at a real OPT shape ("opt-125m" ... "opt-175b") straight into a
- * new store, for benchmarks; tokenizer files from o->tokenizer_dir (required). */
+/* Deterministic random weights at a real model's shape (fg_convert_synth_names) straight into
+ * a new store, for benchmarks; tokenizer files from o->tokenizer_dir (required). An unknown
+ * model is FG_ERR_INVALID_ARG. */
 int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg_convert_opts *o,
                      fg_convert_report *rep, fg_err *err);
+/* The shapes fg_convert_synth knows, ", "-separated into buf (cap bytes, NUL-terminated): the
+ * released ones, then the test shapes (the "-tiny" ones, not a released size) after " (tests: ". */
+void fg_convert_synth_names(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

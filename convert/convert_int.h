@@ -47,7 +47,9 @@ typedef struct fgc_tensor_src {
     int wide;              /* kept 16-bit under --compress-weight (fg_role_stays_wide) */
 } fgc_tensor_src;
 
-fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem);
+/* The stored codec of a tensor: F16 (BF16 kept), or with --compress-weight Q4/Q8 groups for
+ * one of two or more dimensions that is not kept wide (fg_role_stays_wide). */
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem, int wide);
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err);
 int fgc_meta_file(fgc_job *j, const char *key, const char *dir, const char *file, int optional,
                   fg_err *err);

@@ -137,15 +137,6 @@ static void moe_specs(fg_store *s, fg_tensor_spec **spec, uint32_t *n)
     free(data);
 }
 
-/* The spec of tensor `name` (for its blocks and role), NULL for none. */
-static const fg_tensor_spec *spec_of(const fg_tensor_spec *spec, uint32_t n, const char *name)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!strcmp(spec[i].name, name))
-            return &spec[i];
-    return NULL;
-}
-
 static int copy_tensor(fgc_job *j, fg_store *s, const char *name, const fg_tensor_spec *sp,
                        fg_err *err)
 {
@@ -227,7 +218,7 @@ int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
         uint32_t n_spec;
         moe_specs(s, &spec, &n_spec);
         for (uint32_t i = 0; rc == FG_OK && i < tn.n; i++)
-            rc = copy_tensor(&j, s, tn.v[i], spec_of(spec, n_spec, tn.v[i]), err);
+            rc = copy_tensor(&j, s, tn.v[i], fg_model_spec_find(spec, n_spec, tn.v[i]), err);
         free(spec);
         rc = fgc_end(&j, rc, rep, err);
     }

@@ -33,9 +33,9 @@ static int grow(void **p, size_t *cap, size_t need)
     return 0;
 }
 
-fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem)
+fg_codec fgc_codec_for(const fg_convert_opts *o, uint32_t n_dims, uint8_t elem, int wide)
 {
-    if (!o->compress_weight || n_dims < 2)
+    if (!o->compress_weight || n_dims < 2 || wide)
         return fg_codec_float(elem == FG_CODEC_BF16 ? FG_CODEC_BF16 : FG_CODEC_F16);
     unsigned axis = o->group_axis < 0 ? FG_CONVERT_DEFAULT_AXIS : (unsigned)o->group_axis;
     return fg_codec_quant(o->compress_weight == 8 ? 8 : 4, o->group_size ? o->group_size : 64,
@@ -81,9 +81,7 @@ static uint64_t block_step(uint64_t step, uint64_t br, uint64_t q)
 
 int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
 {
-    fg_codec c = src->wide ? fg_codec_float(src->elem == FG_CODEC_BF16 ? FG_CODEC_BF16
-                                                                        : FG_CODEC_F16)
-                           : fgc_codec_for(j->o, src->n_dims, src->elem);
+    fg_codec c = fgc_codec_for(j->o, src->n_dims, src->elem, src->wide);
     fg_fgt_tensor_desc d = {src->name, c, src->n_dims, src->dims, src->source_name,
                             src->source_hash};
     int rc = fg_store_batch_begin_tensor(j->batch, &d, err);

@@ -1,6 +1,6 @@
 /* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
- * Qwen2.5, Qwen3, Phi, Gemma 2 and 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and Qwen3-MoE),
- * written straight into a store for benchmarks (no checkpoint needed). The shape's
+ * Qwen2.5, Qwen3, Phi, Gemma 2 and 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and
+ * Qwen3-MoE), written straight into a store for benchmarks (no checkpoint needed). The shape's
  * config.json is written and parsed by model/'s table, which lists the tensors. Values are
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
  * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
@@ -211,6 +211,23 @@ static int write_config(fgc_job *j, const shape *s, const lshape *ls, fg_hparams
     return rc ? rc : fg_store_batch_meta(j->batch, "model.config_json", buf, (size_t)n, err);
 }
 
+void fg_convert_synth_names(char *buf, size_t cap)
+{
+    char names[2][1024] = {"", ""};
+    size_t k[2] = {0, 0};
+    size_t n_opt = sizeof k_shapes / sizeof k_shapes[0];
+    size_t n = n_opt + sizeof k_llama / sizeof k_llama[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = i < n_opt ? k_shapes[i].name : k_llama[i - n_opt].name;
+        size_t len = strlen(nm);
+        int t = len > 5 && !strcmp(nm + len - 5, "-tiny");
+        if (k[t] < sizeof names[t])
+            k[t] += (size_t)snprintf(names[t] + k[t], sizeof names[t] - k[t], "%s%s",
+                                     k[t] ? ", " : "", nm);
+    }
+    snprintf(buf, cap, "%s (tests: %s)", names[0], names[1]);
+}
+
 int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg_convert_opts *o,
                      fg_convert_report *rep, fg_err *err)
 {
@@ -222,15 +239,9 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
     for (size_t i = 0; i < sizeof k_llama / sizeof k_llama[0]; i++)
         if (!strcmp(model, k_llama[i].name))
             ls = &k_llama[i];
-    if (!s && !ls)
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: expected opt-125m, opt-350m, "
-                          "opt-1.3b, opt-2.7b, opt-6.7b, opt-13b, opt-30b, opt-66b, opt-175b, "
-                          "llama-2-7b, llama-3.2-1b, llama-3-8b, llama-3-70b, mistral-7b, "
-                          "qwen2.5-7b, qwen2.5-72b, qwen3-0.6b, qwen3-8b, qwen3-32b, phi-3-mini, "
-                          "phi-4, gemma-2-2b, gemma-2-9b, gemma-3-1b, gemma-3-27b, "
-                          "mixtral-8x7b, qwen1.5-moe-a2.7b, "
-                          "qwen3-30b-a3b, qwen3-235b-a22b (or opt-tiny, qwen3-moe-tiny: test "
-                          "shapes)", model);
+    if (!s && !ls) /* (the list is longer than a message: fg-convert --help prints it) */
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--model %s: not a shape fg-convert synth "
+                          "knows (fg-convert --help lists them)", model);
     if (!o->tokenizer_dir)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "synth needs --tokenizer DIR (vocab.json, "
                           "merges.txt)");

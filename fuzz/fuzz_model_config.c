@@ -6,7 +6,6 @@
  * the model's tensors. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend_int.h"
 #include "model.h"
@@ -69,13 +68,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t np = a->fused(&hp, fused[k], parts);
         if (np > FG_FUSED_MAX)
             abort();
-        for (uint32_t i = 0; i < np; i++) {
-            uint32_t j = 0;
-            while (j < n && strcmp(spec[j].name, parts[i]))
-                j++;
-            if (j == n)
+        for (uint32_t i = 0; i < np; i++)
+            if (!fg_model_spec_find(spec, n, parts[i]))
                 abort();
-        }
     }
     free(spec);
     return 0;

@@ -375,6 +375,15 @@ int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer)
            !((hp->dense_layers[layer / 64] >> (layer % 64)) & 1);
 }
 
+const fg_tensor_spec *fg_model_spec_find(const fg_tensor_spec *spec, uint32_t n,
+                                         const char *name)
+{
+    for (uint32_t i = 0; spec && i < n; i++)
+        if (!strcmp(spec[i].name, name))
+            return &spec[i];
+    return NULL;
+}
+
 int fg_role_stays_wide(fg_role r)
 {
     return r == FG_ROLE_ROUTER || r == FG_ROLE_SHARED_GATE;

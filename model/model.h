@@ -287,6 +287,9 @@ uint32_t fg_model_unit_tensors(const fg_hparams *hp, uint32_t unit, fg_tensor_sp
 /* Every tensor a checkpoint of hp holds, in model order (units in order, each tensor once).
  * *out is malloc'd, owned by the caller (free()). */
 int fg_model_tensors(const fg_hparams *hp, fg_tensor_spec **out, uint32_t *n, fg_err *err);
+/* The spec named `name` among spec[0 .. n), NULL when none is. */
+const fg_tensor_spec *fg_model_spec_find(const fg_tensor_spec *spec, uint32_t n,
+                                         const char *name);
 
 /* The keys layer `layer` attends (sliding_window, or 0 for the whole context). */
 uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer);

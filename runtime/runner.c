@@ -182,10 +182,8 @@ static int not_q4(void *ctx, const fg_store_tensor *t)
     q4_need *q = ctx;
     if (t->n_dims < 2 || t->codec.id == FG_CODEC_Q4)
         return 0;
-    for (uint32_t i = 0; i < q->n; i++)
-        if (!strcmp(q->spec[i].name, t->name) && fg_role_stays_wide(q->spec[i].role))
-            return 0;
-    q->need = 1;
+    const fg_tensor_spec *s = fg_model_spec_find(q->spec, q->n, t->name);
+    q->need |= !s || !fg_role_stays_wide(s->role);
     return 0;
 }
 
@@ -214,13 +212,10 @@ static void sweep_stale(run *r, const char *dir)
 
 /* --compress-weight on a store that is not 4-bit: quantize it into a temporary store and use
  * that one instead (the source is closed first: one handle per store per process). */
-static int quantize_at_load(run *r, fg_err *err)
+static int quantize_at_load(run *r, const fg_hparams *hp, fg_err *err)
 {
-    fg_hparams hp;
     q4_need q = {0, NULL, 0};
-    int rc = fg_engine_read_config(r->store, &hp, err);
-    if (rc == FG_OK)
-        rc = fg_model_tensors(&hp, &q.spec, &q.n, err);
+    int rc = fg_model_tensors(hp, &q.spec, &q.n, err);
     if (rc == FG_OK)
         rc = fg_store_tensor_iter(r->store, not_q4, &q, err);
     free(q.spec);
@@ -440,7 +435,7 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %" PRIu64 " tokens "
                           "exceeds the model's %u positions", (uint64_t)P + G, hp.max_pos);
     if (rc == FG_OK && r->eo.policy.compress_weight)
-        rc = quantize_at_load(r, err);
+        rc = quantize_at_load(r, &hp, err);
     if (!r->eo.max_ctx)
         r->eo.max_ctx = P + G;
     r->eo.gen_hint = G; /* a pipeline's split weighs the head by it */
@@ -554,12 +549,16 @@ static void summary(run *r)
     const fg_hparams *hp = fg_engine_hparams(r->e);
     if (st.moe[0].units || st.moe[1].units) { /* what the routers chose: experts computed */
         fprintf(r->log, "         experts computed by a sparse layer, of %u:", hp->n_experts);
-        for (int k = 1; k >= 0; k--)
-            if (st.moe[k].units)
-                fprintf(r->log, "%s %.1f a %s step (%.1f tokens)", k || !st.moe[1].units ? ""
-                        : ",", (double)st.moe[k].experts / (double)st.moe[k].units,
-                        k ? "decode" : "prefill",
-                        (double)st.moe[k].pairs / (double)st.moe[k].units / hp->top_k);
+        const char *sep = "";
+        for (int k = 1; k >= 0; k--) { /* decode steps, then prefills */
+            const fg_moe_stats *m = &st.moe[k];
+            if (!m->units)
+                continue;
+            fprintf(r->log, "%s %.1f a %s step (%.1f tokens)", sep,
+                    (double)m->experts / (double)m->units, k ? "decode" : "prefill",
+                    (double)m->pairs / (double)m->units / hp->top_k);
+            sep = ",";
+        }
         fprintf(r->log, "\n");
     }
     double f = fg_model_flops_per_token(hp);

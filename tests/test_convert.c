@@ -239,6 +239,11 @@ START_TEST(synth_has_real_shapes)
     fg_store_close(s);
     ck_assert_int_eq(fg_convert_synth("opt-9b", tu_path("x"), 5, &o, &rep, &err),
                      FG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "--model opt-9b: not a shape"), "%s", err.msg);
+    char names[2048];
+    fg_convert_synth_names(names, sizeof names); /* from the tables: every shape, tests last */
+    ck_assert_msg(strstr(names, "opt-175b") && strstr(names, "qwen3-30b-a3b") &&
+                  strstr(names, "(tests: opt-tiny, qwen3-moe-tiny)"), "%s", names);
 }
 END_TEST
 

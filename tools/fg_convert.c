@@ -29,8 +29,7 @@ static void usage(FILE *f)
 {
     fputs("usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
           "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
-          "       fg-convert synth --model opt-125m|opt-350m|opt-1.3b|...|opt-175b -o STORE\n"
-          "                  --tokenizer DIR [--seed N] [options]\n"
+          "       fg-convert synth --model SHAPE -o STORE --tokenizer DIR [--seed N] [options]\n"
           "options: --compress-weight (4-bit groups for every tensor of 2+ dims but a\n"
           "         mixture's routers, kept 16-bit)\n"
           "         --weight-bits 4|8 (the groups' code width; 8 implies --compress-weight)\n"
@@ -38,6 +37,9 @@ static void usage(FILE *f)
           "         --tokenizer DIR (vocab.json, merges.txt; default: the checkpoint dir)\n"
           "         --chunk-mib N (4)  --quiet\n",
           f);
+    char names[2048];
+    fg_convert_synth_names(names, sizeof names);
+    fprintf(f, "synth shapes: %s\n", names);
 }
 
 static volatile sig_atomic_t g_signal;
