@@ -7,9 +7,9 @@
  *    object the pager's DEVICE tier uses;
  *  - ops on f32 activations: linear on typed weights (F32/F16/BF16/Q4/Q8, whole or piece by
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
- *    gelu-tanh, silu-gated), add, scale, argmax of rows (greedy sampling), scatter of rows
- *    (a mixture of experts' outputs), KV encode, attention (causal, grouped-query, sliding
- *    window, top-k sparse, over an f32 or 4/8-bit cache).
+ *    gelu-tanh, silu-gated, tanh, gpt-oss's clamped SwiGLU), add, scale, argmax of rows (greedy
+ *    sampling), scatter of rows (a mixture of experts' outputs), KV encode, attention (causal,
+ *    grouped-query, sliding window, top-k sparse, soft-capped, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
  * pinned or device memory). A device backend fills the same table; every op has a scalar reference
@@ -142,8 +142,17 @@ const char *fg_rope_scaling_name(fg_rope_scaling s);
 
 typedef enum fg_act {
     FG_ACT_RELU = 0, FG_ACT_GELU, FG_ACT_GELU_TANH, FG_ACT_SILU,
-    FG_ACT_TANH /* (Gemma 2's logit soft-capping: cap * tanh(x / cap)) */
+    FG_ACT_TANH, /* (Gemma 2's logit soft-capping: cap * tanh(x / cap)) */
+    FG_ACT_SWIGLU_OAI /* gpt-oss's clamped SwiGLU, gated only (fg_act_fn) */
 } fg_act;
+/* An activation and its parameters. FG_ACT_SWIGLU_OAI (transformers' GptOssExperts) computes,
+ * in f32, g = min(gate, limit), u = clamp(up, -limit, limit), out = g * sigmoid(alpha * g) *
+ * (u + 1); alpha and limit are the config's swiglu_alpha (1.702) and swiglu_limit (7.0), unused
+ * by the other kinds. */
+typedef struct fg_act_fn {
+    fg_act kind;
+    float alpha, limit;
+} fg_act_fn;
 
 typedef struct fg_backend_stats {
     uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
@@ -179,8 +188,10 @@ typedef struct fg_backend_iface {
     /* x [rows, n_heads * head_dim] rotated in place; row r at positions[r] */
     int (*rope)(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
                 const int32_t *positions, const fg_rope *r, fg_err *err);
-    /* x = act(x) over n values; with up non-NULL x = act(x) * up (the gated MLP) */
-    int (*act)(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err);
+    /* x = act(x) over n values; with up non-NULL x = act(x) * up (the gated MLP), and for
+     * FG_ACT_SWIGLU_OAI x = g * sigmoid(alpha g) * (clamp(up) + 1) (fg_act_fn), which needs up
+     * (FG_ERR_INVALID_ARG without) */
+    int (*act)(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n, fg_err *err);
     /* y += x */
     int (*add)(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
     /* x *= s over n values (attention's query scaling, on the device where x lives) */

@@ -654,7 +654,7 @@ typedef struct small_job {
     size_t len;
     float eps;
     int rms;   /* norm_part: RMSNorm (else LayerNorm) */
-    fg_act act;
+    fg_act_fn act;
 } small_job;
 
 static void norm_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -709,9 +709,12 @@ static int cpu_rmsnorm(fg_backend *be, const float *x, const float *g, float *y,
     return run_small(be, norm_part, &j, (uint64_t)rows * n, rows > 1);
 }
 
-static int cpu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+static int cpu_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n,
+                   fg_err *err)
 {
-    (void)err;
+    int rc = fgb_act_check(a, up, err);
+    if (rc)
+        return rc;
     small_job j = {.y = x, .up = up, .len = n, .act = a};
     return run_small(be, act_part, &j, n, 1);
 }

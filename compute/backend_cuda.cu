@@ -549,15 +549,18 @@ static int cu_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, ui
     return rc;
 }
 
-static int cu_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+static int cu_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n, fg_err *err)
 {
+    int rc = fgb_act_check(a, up, err); /* before x is staged */
+    if (rc)
+        return rc;
     op o = op_begin(be);
     void *dx, *du;
-    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
     if (rc == FG_OK)
         rc = opnd(&o, up, n * 4, 1, 0, &du, err);
     if (rc == FG_OK && n)
-        k_act<<<grid_of(n, 256), 256, 0, o.c->cs>>>((int)a, (float *)dx, (const float *)du, n);
+        k_act<<<grid_of(n, 256), 256, 0, o.c->cs>>>(a, (float *)dx, (const float *)du, n);
     return op_end(&o, rc, err);
 }
 

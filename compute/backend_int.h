@@ -49,7 +49,7 @@ int fgb_ref_rmsnorm(fg_backend *be, const float *x, const float *g, float *y, ui
                     uint32_t n, float eps, fg_err *err);
 int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
                  const int32_t *positions, const fg_rope *r, fg_err *err);
-int fgb_ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err);
+int fgb_ref_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n, fg_err *err);
 int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
 int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err);
 int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
@@ -60,7 +60,9 @@ int fgb_ref_scatter(fg_backend *be, float *y, uint32_t y_rows, const float *x, c
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps);
 void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
                    const int32_t *positions, const float *inv_freq, const fg_rope *r);
-void fgb_act(fg_act a, float *x, const float *up, size_t n);
+void fgb_act(fg_act_fn a, float *x, const float *up, size_t n);
+/* The activation's operands refused before anything is staged: FG_ACT_SWIGLU_OAI needs up. */
+int fgb_act_check(fg_act_fn a, const float *up, fg_err *err);
 int fgb_rope_check(const fg_rope *r, uint32_t head_dim, fg_err *err);
 
 #endif

@@ -359,12 +359,16 @@ static int sim_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, u
     return op_end(&o, rc, err);
 }
 
-static int sim_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+static int sim_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n,
+                   fg_err *err)
 {
     sim_ctx *c = be->ctx;
+    int rc = fgb_act_check(a, up, err); /* before x is staged */
+    if (rc)
+        return rc;
     op o = op_begin(be);
     void *dx, *du;
-    int rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
+    rc = opnd(&o, x, n * 4, 1, 1, &dx, err);
     if (rc == FG_OK)
         rc = opnd(&o, up, n * 4, 1, 0, &du, err);
     if (rc == FG_OK)

@@ -107,11 +107,11 @@ __global__ void k_rope(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_
     }
 }
 
-__global__ void k_act(int a, float *x, const float *up, size_t n)
+__global__ void k_act(fg_act_fn a, float *x, const float *up, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        x[i] = up ? fgb_act1(a, x[i]) * up[i] : fgb_act1(a, x[i]);
+        x[i] = up ? fgb_act2(a, x[i], up[i]) : fgb_act1(a.kind, x[i]);
 }
 
 __global__ void k_add(float *y, const float *x, size_t n)

@@ -6,7 +6,8 @@
  * does in f32 (1 / theta^(arange(0, d, 2) / d)), then rescaled for llama3/linear scaling; the
  * angle is position * inv_freq in f32, cos/sin in double then rounded (torch computes them in
  * f32 on f32 angles; both round to within an ulp of each other, far below the 1e-3 logits
- * bound). GELU is the exact erf form, gelu-tanh the tanh approximation, SiLU x * sigmoid(x).
+ * bound). GELU is the exact erf form, gelu-tanh the tanh approximation, SiLU x * sigmoid(x);
+ * gpt-oss's clamped SwiGLU takes transformers' steps in f32 (ops_scalar.h fgb_act2).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -278,7 +279,15 @@ void fgb_rope_rows(float *x, uint32_t rows, uint32_t n_heads, uint32_t head_dim,
     }
 }
 
-void fgb_act(fg_act a, float *x, const float *up, size_t n)
+int fgb_act_check(fg_act_fn a, const float *up, fg_err *err)
+{
+    if (a.kind == FG_ACT_SWIGLU_OAI && !up)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "act: the clamped SwiGLU (gpt-oss) is gated "
+                          "only, and up is NULL");
+    return FG_OK;
+}
+
+void fgb_act(fg_act_fn a, float *x, const float *up, size_t n)
 {
     size_t i = 0;
 #ifdef __SSE__
@@ -286,13 +295,13 @@ void fgb_act(fg_act a, float *x, const float *up, size_t n)
      * mispredicted on half of the activations (3% of a 4-bit decode); MAXPS(x, 0) is it exactly
      * (NaN and -0 give the second operand, +0). The tail, and every other kind, below. */
     const __m128 z = _mm_setzero_ps();
-    for (; a == FG_ACT_RELU && i + 4 <= n; i += 4) {
+    for (; a.kind == FG_ACT_RELU && i + 4 <= n; i += 4) {
         __m128 v = _mm_max_ps(_mm_loadu_ps(x + i), z);
         _mm_storeu_ps(x + i, up ? _mm_mul_ps(v, _mm_loadu_ps(up + i)) : v);
     }
 #endif
     for (; i < n; i++)
-        x[i] = up ? fgb_act1(a, x[i]) * up[i] : fgb_act1(a, x[i]);
+        x[i] = up ? fgb_act2(a, x[i], up[i]) : fgb_act1(a.kind, x[i]);
 }
 
 /* ---- attention beside a host cache, for device backends ---- */

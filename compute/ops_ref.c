@@ -152,11 +152,13 @@ int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint
     return FG_OK;
 }
 
-int fgb_ref_act(fg_backend *be, fg_act a, float *x, const float *up, size_t n, fg_err *err)
+int fgb_ref_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n, fg_err *err)
 {
-    (void)be, (void)err;
-    fgb_act(a, x, up, n);
-    return FG_OK;
+    (void)be;
+    int rc = fgb_act_check(a, up, err);
+    if (rc == FG_OK)
+        fgb_act(a, x, up, n);
+    return rc;
 }
 
 int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)

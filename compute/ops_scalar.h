@@ -18,7 +18,8 @@
 #define FG_HD
 #endif
 
-/* fg_act a applied to x (SiLU for an unknown one) */
+/* fg_act a applied to x (SiLU for an unknown one, and for FG_ACT_SWIGLU_OAI, which is gated
+ * only: fgb_act2) */
 FG_HD static inline float fgb_act1(int a, float x)
 {
     switch (a) {
@@ -29,6 +30,19 @@ FG_HD static inline float fgb_act1(int a, float x)
     case FG_ACT_TANH: return tanhf(x);
     default: return x / (1.0f + expf(-x));
     }
+}
+
+/* The gated form, act(x) * up. gpt-oss's clamped SwiGLU in transformers' steps, all f32: the
+ * gate clamped from above only, up on both sides (comparisons, not fminf/fmaxf, so that a NaN
+ * passes through as torch.clamp lets it), glu = g * sigmoid(alpha g), then (u + 1) * glu. */
+FG_HD static inline float fgb_act2(fg_act_fn a, float x, float up)
+{
+    if (a.kind != FG_ACT_SWIGLU_OAI)
+        return fgb_act1(a.kind, x) * up;
+    float g = x > a.limit ? a.limit : x;
+    float u = up < -a.limit ? -a.limit : up > a.limit ? a.limit : up;
+    float glu = g * (1.0f / (1.0f + expf(-(g * a.alpha))));
+    return (u + 1.0f) * glu;
 }
 
 /* Frequency i of every head of one row (n_heads x head_dim floats) rotated by the angle

@@ -468,7 +468,8 @@ static int mlp_core(fg_backend *be, const fg_hparams *hp, const mlp_w *mw, const
     if (rc == FG_OK)
         rc = b->linear(be, x, mw->up, mw->b_up, mw->gate ? ws->up : ws->ffn, m, f, h, err);
     if (rc == FG_OK)
-        rc = b->act(be, hp->act, ws->ffn, mw->gate ? ws->up : NULL, (size_t)m * f, err);
+        rc = b->act(be, (fg_act_fn){hp->act, hp->act_alpha, hp->act_limit}, ws->ffn,
+                    mw->gate ? ws->up : NULL, (size_t)m * f, err);
     return rc ? rc : b->linear(be, ws->ffn, mw->down, mw->b_down, y, m, h, f, err);
 }
 
@@ -668,7 +669,7 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
     if (rc == FG_OK && hp->final_softcap > 0) /* Gemma 2: cap * tanh(logits / cap) */
         rc = be->iface->scale(be, logits, 1.0f / hp->final_softcap, m, err);
     if (rc == FG_OK && hp->final_softcap > 0)
-        rc = be->iface->act(be, FG_ACT_TANH, logits, NULL, m, err);
+        rc = be->iface->act(be, (fg_act_fn){FG_ACT_TANH, 0, 0}, logits, NULL, m, err);
     if (rc == FG_OK && hp->final_softcap > 0)
         rc = be->iface->scale(be, logits, hp->final_softcap, m, err);
     return rc;

@@ -58,6 +58,7 @@ typedef struct fg_hparams {
     fg_norm_kind norm;
     float norm_eps;
     fg_act act;             /* MLP activation */
+    float act_alpha, act_limit; /* FG_ACT_SWIGLU_OAI's (gpt-oss: swiglu_alpha, swiglu_limit) */
     int gated;              /* MLP is down(act(gate(x)) * up(x)) */
     fg_pos_kind pos;
     uint32_t pos_offset;    /* learned: table row = position + offset (OPT: 2) */

@@ -257,15 +257,15 @@ START_TEST(cpu_small_ops_split_across_helpers)
     ck_assert(!memcmp(y, one, N * 4));
     r->rmsnorm(NULL, x, g, ref, R, W, 1e-6f, &err);
     ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "rmsnorm nmse %g", tu_nmse(y, ref, N));
-    for (int a = FG_ACT_RELU; a <= FG_ACT_TANH; a++)
-        for (int gated = 0; gated < 2; gated++) {
+    for (int a = FG_ACT_RELU; a <= FG_ACT_SWIGLU_OAI; a++) /* the clamped SwiGLU gated only */
+        for (int gated = a == FG_ACT_SWIGLU_OAI; gated < 2; gated++) {
+            fg_act_fn fn = {(fg_act)a, 1.702f, 2.5f}; /* a limit inside x's +-3: the clamp bites */
             memcpy(y, x, N * 4), memcpy(one, x, N * 4), memcpy(ref, x, N * 4);
-            ck_assert_int_eq(f->act(be, (fg_act)a, y, gated ? up : NULL, N, &err), FG_OK);
+            ck_assert_int_eq(f->act(be, fn, y, gated ? up : NULL, N, &err), FG_OK);
             for (size_t i = 0; i < N; i += 4099)
-                f->act(be, (fg_act)a, one + i, gated ? up + i : NULL, N - i < 4099 ? N - i : 4099,
-                       &err);
+                f->act(be, fn, one + i, gated ? up + i : NULL, N - i < 4099 ? N - i : 4099, &err);
             ck_assert_msg(!memcmp(y, one, N * 4), "act %d gated %d: split differs", a, gated);
-            r->act(NULL, (fg_act)a, ref, gated ? up : NULL, N, &err);
+            r->act(NULL, fn, ref, gated ? up : NULL, N, &err);
             ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "act %d", a);
         }
     free(x), free(g), free(b), free(up), free(y), free(one), free(ref);
@@ -318,12 +318,13 @@ START_TEST(norms_rope_act_add_scale_every_backend)
         }
         fg_rope odd = {.theta = 10000.0f, .rot_dim = D + 1};
         ck_assert_int_eq(f->rope(be[b], y, R, H, D, pos, &odd, &err), FG_ERR_INVALID_ARG);
-        for (int a = FG_ACT_RELU; a <= FG_ACT_TANH; a++)
-            for (int gated = 0; gated < 2; gated++) {
+        for (int a = FG_ACT_RELU; a <= FG_ACT_SWIGLU_OAI; a++)
+            for (int gated = a == FG_ACT_SWIGLU_OAI; gated < 2; gated++) {
+                fg_act_fn fn = {(fg_act)a, 1.702f, 1.5f};
                 memcpy(ref, x, sizeof x);
                 memcpy(y, x, sizeof x);
-                r->act(NULL, (fg_act)a, ref, gated ? up : NULL, R * W, &err);
-                f->act(be[b], (fg_act)a, y, gated ? up : NULL, R * W, &err);
+                ck_assert_int_eq(r->act(NULL, fn, ref, gated ? up : NULL, R * W, &err), FG_OK);
+                ck_assert_int_eq(f->act(be[b], fn, y, gated ? up : NULL, R * W, &err), FG_OK);
                 ck_assert_msg(tu_nmse(y, ref, R * W) < 1e-12, "%s act %d", f->name, a);
             }
         memcpy(ref, x, sizeof x);
@@ -642,8 +643,8 @@ START_TEST(relu_matches_its_formula_on_special_values)
         for (uint32_t n = 1; n <= N; n += 3)
             for (int gated = 0; gated < 2; gated++) {
                 memcpy(y, x, sizeof x);
-                ck_assert_int_eq(be[b]->iface->act(be[b], FG_ACT_RELU, y, gated ? up : NULL, n,
-                                                   &err), FG_OK);
+                ck_assert_int_eq(be[b]->iface->act(be[b], (fg_act_fn){FG_ACT_RELU, 0, 0}, y,
+                                                   gated ? up : NULL, n, &err), FG_OK);
                 for (uint32_t i = 0; i < n; i++) {
                     float want = x[i] > 0.0f ? x[i] : 0.0f;
                     want = gated ? want * up[i] : want;
@@ -749,6 +750,74 @@ START_TEST(longrope_and_rot_scale)
             if (d >= RD)
                 ck_assert(plain[i] == x[i]);
         }
+}
+END_TEST
+
+/* ---- gpt-oss's clamped SwiGLU ---- */
+
+/* transformers' GptOssExperts._apply_gate in double: g = min(gate, limit), u = clamp(up, -limit,
+ * limit), g sigmoid(alpha g) (u + 1). */
+static double swiglu_oai_want(double x, double up, double alpha, double limit)
+{
+    double g = x > limit ? limit : x, u = up < -limit ? -limit : up > limit ? limit : up;
+    return g / (1.0 + exp(-alpha * g)) * (u + 1.0);
+}
+
+/* The clamped SwiGLU against its formula on every backend and the reference, for several
+ * (alpha, limit), gpt-oss's 1.702 and 7 among them: gates and ups drawn past +-limit on both
+ * sides (the clamps must bite: counted), infinite ones, values at the limits, a gate whose
+ * sigmoid underflows; from device memory as from host memory. Without up the op is refused,
+ * with one line, before it touches x. */
+START_TEST(swiglu_oai_matches_its_formula_every_backend)
+{
+    enum { N = 301 };
+    static const float al[][2] = {{1.702f, 7.0f}, {1.0f, 3.0f}, {0.5f, 1.25f}, {2.5f, 10.0f}};
+    fg_backend *be[4];
+    int nb = backends(be);
+    float x[N], up[N], y[N], ref[N], hy[N], dy[N];
+    tu_randf(x, N, 31, 14.0f);
+    tu_randf(up, N, 32, 14.0f);
+    x[0] = INFINITY, up[1] = INFINITY, up[2] = -INFINITY, x[3] = -60.0f;
+    x[4] = 7.0f, up[4] = -7.0f, x[5] = -7.0f, up[5] = 7.0f;
+    fg_err err;
+    for (size_t k = 0; k < sizeof al / sizeof al[0]; k++) {
+        fg_act_fn fn = {FG_ACT_SWIGLU_OAI, al[k][0], al[k][1]};
+        int over[3] = {0, 0, 0}; /* gates above limit, ups above it, ups below -limit */
+        for (int i = 0; i < N; i++)
+            over[0] += x[i] > fn.limit, over[1] += up[i] > fn.limit, over[2] += up[i] < -fn.limit;
+        ck_assert(over[0] > 10 && over[1] > 10 && over[2] > 10);
+        for (int b = -1; b < nb; b++) {
+            const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+            fg_backend *bx = b < 0 ? NULL : be[b];
+            memcpy(y, x, sizeof x);
+            ck_assert_msg(f->act(bx, fn, y, up, N, &err) == FG_OK, "%s", err.msg);
+            for (int i = 0; i < N; i++) {
+                double w = swiglu_oai_want(x[i], up[i], fn.alpha, fn.limit);
+                ck_assert_msg(fabs(y[i] - w) <= 1e-5 * fabs(w) + 1e-6, "%s alpha %g limit %g: "
+                              "gate %g up %g gave %g, want %g", f->name, (double)fn.alpha,
+                              (double)fn.limit, (double)x[i], (double)up[i], (double)y[i], w);
+            }
+            if (b < 0)
+                memcpy(ref, y, sizeof y);
+            else
+                ck_assert_msg(tu_nmse(y, ref, N) < 1e-12, "%s: %g", f->name, tu_nmse(y, ref, N));
+            memcpy(hy, y, sizeof y);
+            memcpy(y, x, sizeof x);
+            ck_assert_int_eq(f->act(bx, fn, y, NULL, N, &err), FG_ERR_INVALID_ARG);
+            ck_assert_msg(err.msg[0] && !strchr(err.msg, '\n'), "%s: '%s'", f->name, err.msg);
+            ck_assert_msg(!memcmp(y, x, sizeof x), "%s: a refused act wrote x", f->name);
+            fg_device *d = b < 0 ? NULL : be[b]->dev;
+            if (!d || !strcmp(d->iface->name, "host"))
+                continue;
+            float *px = place(d, 1, x, sizeof x), *pu = place(d, 1, up, sizeof up);
+            ck_assert_int_eq(f->act(bx, fn, px, pu, N, &err), FG_OK);
+            ck_assert_int_eq(d->iface->copy(d, dy, FG_BUFT_HOST, px, FG_BUFT_DEVICE, sizeof dy,
+                                            NULL, &err), FG_OK);
+            ck_assert_msg(!memcmp(dy, hy, sizeof dy), "%s: from device memory", f->name);
+            unplace(d, 1, px), unplace(d, 1, pu);
+        }
+    }
+    free_all(be, nb);
 }
 END_TEST
 
@@ -956,6 +1025,7 @@ static Suite *suite(void)
     tcase_add_test(tc, yarn_inv_freq_matches_transformers);
     tcase_add_test(tc, longrope_and_rot_scale);
     tcase_add_test(tc, attention_every_variant_every_backend);
+    tcase_add_test(tc, swiglu_oai_matches_its_formula_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
     tcase_add_test(tc, memory_ops);
     tcase_add_test(tc, par_dyn_runs_each_chunk_once);
