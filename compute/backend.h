@@ -9,7 +9,8 @@
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
  *    gelu-tanh, silu-gated, tanh, gpt-oss's clamped SwiGLU), add, scale, argmax of rows (greedy
  *    sampling), scatter of rows (a mixture of experts' outputs), KV encode, attention (causal,
- *    grouped-query, sliding window, top-k sparse, soft-capped, over an f32 or 4/8-bit cache).
+ *    grouped-query, sliding window, top-k sparse, soft-capped, with sinks, over an f32 or
+ *    4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
  * pinned or device memory). A device backend fills the same table; every op has a scalar reference
@@ -99,6 +100,12 @@ typedef struct fg_attn_op {
     float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room each */
     float softcap;          /* > 0: each score s (q already scaled) becomes softcap *
                              * tanh(s / softcap) before the softmax (Gemma 2); 0: none */
+    const float *sinks;     /* [n_heads] or NULL: each head's softmax also counts exp(sinks[h])
+                             * in its denominator, a key with no value (gpt-oss); memory of the
+                             * backend like q. With m = max(s_t, sinks[h]) the weights are
+                             * exp(s_t - m) / (sum_t exp(s_t - m) + exp(sinks[h] - m)), after
+                             * the soft-cap and the top-k, so they sum to less than 1; a query
+                             * whose keys are all masked still gets zeros */
 } fg_attn_op;
 
 /* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2, d =
@@ -340,6 +347,7 @@ typedef struct fg_attn_args {
     uint32_t n_kv_heads;   /* 0 = n_heads */
     uint32_t window;       /* 0 = none */
     float softcap;         /* 0 = none (fg_attn_op.softcap) */
+    const float *sinks;    /* [n_heads] or NULL (fg_attn_op.sinks) */
 } fg_attn_args;
 
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,

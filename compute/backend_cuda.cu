@@ -34,8 +34,8 @@
  * reference, row indices checked on the host when they are host memory and by the kernel when
  * they are device memory (the first bad one reported, as gather's device ids); attention one
  * block per (query, head) over scores in global scratch (causal, grouped-query, sliding window,
- * top-k: the threshold is the largest score with at least k scores >= it, the k-th largest), a
- * quantized cache decoded to f32 first; the 4-bit KV store encodes on the device
+ * soft-cap, sinks, top-k: the threshold is the largest score with at least k scores >= it, the
+ * k-th largest), a quantized cache decoded to f32 first; the 4-bit KV store encodes on the device
  * (fg_quant_cuda_encode). A first version: correct against the reference, not tuned (the top-k
  * threshold is a 32-pass radix select).
  *
@@ -749,10 +749,12 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     op o = op_begin(be);
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
     const float *k = NULL, *v = NULL;
-    void *dq, *dvalid, *dout, *sc = NULL;
+    void *dq, *dvalid, *dsinks = NULL, *dout, *sc = NULL;
     rc = opnd(&o, a->q, (size_t)a->n_q * qw * 4, 1, 0, &dq, err);
     if (rc == FG_OK)
         rc = opnd(&o, a->valid, a->kv.cap, 1, 0, &dvalid, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, a->sinks, (size_t)a->n_heads * 4, 1, 0, &dsinks, err);
     if (rc == FG_OK)
         rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &dout, err);
     if (rc == FG_OK)
@@ -763,7 +765,8 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
         rc = ck(cudaMallocAsync(&sc, (size_t)batch * ctx * 4, o.c->cs), "cudaMallocAsync", err);
     attn_k p = {(const float *)dq, k, v, (const uint8_t *)dvalid, (float *)dout, (float *)sc,
                 a->kv.width, a->n_q, a->q_pos0, a->n_heads, a->head_dim,
-                a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep, a->softcap};
+                a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep, a->softcap,
+                (const float *)dsinks};
     for (uint32_t j0 = 0; rc == FG_OK && j0 < problems; j0 += batch) {
         p.j0 = j0;
         uint32_t nb = problems - j0 < batch ? problems - j0 : batch;

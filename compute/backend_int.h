@@ -37,9 +37,9 @@ typedef struct fgb_room {
 } fgb_room;
 /* --cpu-cache-compute with the cache in host memory: attention on the CPU backend `cpu` beside
  * the cache. Operands for which on_device(d, p) holds (a device workspace's queries, output,
- * scratch and decode rows, the validity) go through `room` by d's copies: queries and validity
- * down, the output back up; the cache never crosses the link. Shared by the sim and CUDA
- * backends. */
+ * scratch and decode rows, the validity, the sinks) go through `room` by d's copies: queries,
+ * validity and sinks down, the output back up; the cache never crosses the link. Shared by the
+ * sim and CUDA backends. */
 int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
                           int (*on_device)(const fg_device *d, const void *p), fgb_room *room,
                           const fg_attn_op *a, fg_err *err);

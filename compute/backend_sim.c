@@ -509,6 +509,8 @@ static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
         d.kv.v = p;
     if (rc == FG_OK && (rc = opnd(&o, a->valid, a->kv.cap, 1, 0, &p, err)) == FG_OK)
         d.valid = p;
+    if (rc == FG_OK && (rc = opnd(&o, a->sinks, (size_t)a->n_heads * 4, 1, 0, &p, err)) == FG_OK)
+        d.sinks = p;
     if (rc == FG_OK && (rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &p, err)) == FG_OK)
         d.out = p;
     if (rc == FG_OK && (rc = opnd(&o, a->scratch, a->scratch_parts * a->scratch_stride * 4, 0, 0,

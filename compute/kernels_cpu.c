@@ -13,6 +13,11 @@
  * Sparse attention (keep < 1, FlexGen's top-k): only the ceil(keep * n_valid) keys with the
  * highest scores take part in the softmax, and only their v rows are read; the threshold is
  * found by sorting a copy of the scores (ties at the threshold are all kept).
+ * Sinks (gpt-oss): head h's softmax also counts exp(sinks[h]) in its denominator, a key with no
+ * value, so the weights sum to less than 1; the max subtracted is max(scores, sinks[h]) as in
+ * transformers' eager attention, which concatenates the sink to the scores (a sink far above
+ * the scores takes the mass without exp overflowing). It comes after the soft-cap and the top-k
+ * and takes no part in either; a padding query still gets zeros.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -385,11 +390,15 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int 
             continue; /* every key masked: a padding query */
         if (a->keep > 0.0f && a->keep < 1.0f)
             sparsify(a, n, sc);
+        float sink = a->sinks ? a->sinks[h] : -INFINITY;
+        mx = sink > mx ? sink : mx;
         for (uint32_t t = 0; t < n; t++) {
             float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
             sc[t] = p;
             sum += p;
         }
+        if (a->sinks) /* the sink's share of the denominator; its weight is dropped */
+            sum += expf(sink - mx);
         float inv = 1.0f / sum;
         if (blocked) {
             pv_avx2(o, vb, a->kv_stride, sc, inv, n, d);

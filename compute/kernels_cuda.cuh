@@ -250,6 +250,7 @@ struct attn_k {
     uint32_t kv_stride, n_q, q_pos0, n_heads, head_dim, grp, window, ctx, j0;
     float keep;
     float softcap;           /* > 0: each score capped to softcap * tanh(s / softcap) */
+    const float *sinks;      /* [n_heads] or NULL: exp(sinks[h]) joins head h's denominator */
 };
 
 /* A float's bits as an unsigned key in the floats' order (-0 just below +0). */
@@ -332,13 +333,17 @@ __global__ void k_attention(attn_k a)
             __syncthreads();
         }
     }
-    float sum = 0.0f;
+    float sink = a.sinks ? a.sinks[h] : -INFINITY, sum = 0.0f;
+    mx = sink > mx ? sink : mx; /* the max of the scores and the sink (kernels_cpu.c) */
     for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
         float p = sc[t] != -INFINITY ? expf(sc[t] - mx) : 0.0f;
         sc[t] = p;
         sum += p;
     }
-    float inv = 1.0f / block_sum(sum, sh); /* block_sum's barrier publishes sc */
+    sum = block_sum(sum, sh); /* block_sum's barrier publishes sc */
+    if (a.sinks) /* the sink's share of the denominator; its weight is dropped */
+        sum += expf(sink - mx);
+    float inv = 1.0f / sum;
     for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
         float acc = 0.0f;
         for (uint32_t t = 0; t < n; t++)

@@ -162,7 +162,7 @@ fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v)
 {
     return (fg_attn_args){a->q, k, v, a->kv.width, a->valid, a->n_q, a->q_pos0, a->n_heads,
                           a->head_dim, a->out, a->scratch, a->keep, a->scratch_stride,
-                          a->scratch_parts, a->n_kv_heads, a->window, a->softcap};
+                          a->scratch_parts, a->n_kv_heads, a->window, a->softcap, a->sinks};
 }
 
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps)
@@ -326,7 +326,10 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
     size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
     size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
                                                 : 0;
-    size_t need = 2 * qb + sb + 2 * tb + a->kv.cap;
+    size_t hb = a->sinks ? (size_t)a->n_heads * 4 : 0;
+    /* room: q, out, scratch, k_tmp, v_tmp, sinks (each a multiple of 4 bytes, so the floats
+     * stay aligned), then the validity bytes */
+    size_t need = 2 * qb + sb + 2 * tb + hb + a->kv.cap;
     if (need > room->cap) {
         uint8_t *r = realloc(room->p, need);
         if (!r)
@@ -336,11 +339,11 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
     }
     uint8_t *h = room->p;
     fg_attn_op x = *a;
-    void *p[6];
+    void *p[7];
     int rc = host_side(d, on_device, a->q, qb, 1, h, &p[0], err);
     if (rc == FG_OK)
-        rc = host_side(d, on_device, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb, &p[1],
-                       err);
+        rc = host_side(d, on_device, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb + hb,
+                       &p[1], err);
     if (rc == FG_OK)
         rc = host_side(d, on_device, a->out, qb, 0, h + qb, &p[2], err);
     if (rc == FG_OK)
@@ -349,9 +352,11 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
         rc = host_side(d, on_device, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
     if (rc == FG_OK && tb)
         rc = host_side(d, on_device, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
+    if (rc == FG_OK)
+        rc = host_side(d, on_device, a->sinks, hb, 1, h + 2 * qb + sb + 2 * tb, &p[6], err);
     if (rc)
         return rc;
-    x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3];
+    x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3], x.sinks = p[6];
     if (tb)
         x.k_tmp = p[4], x.v_tmp = p[5];
     rc = cpu->iface->attention(cpu, &x, err);

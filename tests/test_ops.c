@@ -823,12 +823,21 @@ END_TEST
 
 /* ---- KV encode + attention ---- */
 
+/* attention_case's sinks: none (NULL), of the scores' size (about +-1.3 here), or far above
+ * them on every other head (almost all the mass goes to the sink) */
+enum { SINK_NONE, SINK_SOME, SINK_HUGE };
+
+/* bits: 0 an f32 cache, else the quantized cache's (4 or 8) */
 static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh, uint32_t window,
-                           float keep, int q4, uint32_t nq, uint32_t pos0, float softcap)
+                           float keep, int bits, uint32_t nq, uint32_t pos0, float softcap,
+                           int sink)
 {
     enum { D = 16, CAP = 48, P = 4 };
     uint32_t kw = kvh * D, qw = heads * D, ctx = pos0 + nq;
-    fg_codec c = q4 ? fg_codec_quant(4, 16, 1) : fg_codec_float(FG_CODEC_F32);
+    fg_codec c = bits ? fg_codec_quant(bits, 16, 1) : fg_codec_float(FG_CODEC_F32);
+    float sinks[8];
+    for (uint32_t h = 0; h < heads && h < 8; h++)
+        sinks[h] = sink == SINK_HUGE && h % 2 ? 12.0f + (float)h : 0.6f * (float)h - 1.4f;
     size_t rb = fg_kv_row_bytes(&c, kw);
     uint8_t *kc = calloc(CAP, rb), *vc = calloc(CAP, rb), valid[CAP];
     float *k = malloc(ctx * kw * 4), *v = malloc(ctx * kw * 4), *q = malloc(nq * qw * 4);
@@ -848,13 +857,13 @@ static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh
         memset(vc, 0, CAP * rb);
         ck_assert_int_eq(f->kv_store(x, &kv, 0, k, v, ctx, &err), FG_OK);
         fg_attn_op a = {q, kv, valid, nq, pos0, heads, kvh, D, window, keep, b < 0 ? ref : out,
-                        sc, 2 * CAP, P, kt, vt, softcap};
+                        sc, 2 * CAP, P, kt, vt, softcap, sink ? sinks : NULL};
         ck_assert_msg(f->attention(x, &a, &err) == FG_OK, "%s", err.msg);
         if (b >= 0) {
             double e = tu_nmse(out, ref, nq * qw);
-            ck_assert_msg(e < 1e-10, "%s attention %u/%u heads, window %u, keep %g, q4 %d, "
-                          "softcap %g: %g", f->name, heads, kvh, window, (double)keep, q4,
-                          (double)softcap, e);
+            ck_assert_msg(e < 1e-10, "%s attention %u/%u heads, window %u, keep %g, %d-bit, "
+                          "softcap %g, sinks %d: %g", f->name, heads, kvh, window, (double)keep,
+                          bits, (double)softcap, sink, e);
         }
     }
     free(kc), free(vc), free(k), free(v), free(q), free(ref), free(out), free(sc), free(kt),
@@ -867,16 +876,166 @@ START_TEST(attention_every_variant_every_backend)
     int nb = backends(be);
     static const uint32_t hk[][2] = {{4, 4}, {6, 2}, {6, 3}, {4, 1}};
     for (size_t i = 0; i < sizeof hk / sizeof hk[0]; i++)
-        for (int q4 = 0; q4 < 2; q4++) {
-            attention_case(be, nb, hk[i][0], hk[i][1], 0, 0.0f, q4, 7, 0, 0);   /* prefill */
-            attention_case(be, nb, hk[i][0], hk[i][1], 5, 0.0f, q4, 9, 13, 0);  /* window */
-            attention_case(be, nb, hk[i][0], hk[i][1], 0, 0.5f, q4, 1, 30, 0);  /* sparse decode */
-            attention_case(be, nb, hk[i][0], hk[i][1], 3, 0.3f, q4, 20, 20, 0); /* both, threaded */
-            /* Gemma 2's soft-capped scores (a cap near the scores' size, so it bends them) */
-            attention_case(be, nb, hk[i][0], hk[i][1], 4, 0.0f, q4, 9, 13, 1.5f);
-            attention_case(be, nb, hk[i][0], hk[i][1], 0, 0.5f, q4, 1, 30, 1.5f);
+        for (int bits = 0; bits <= 8; bits += 4) {
+            uint32_t h = hk[i][0], kvh = hk[i][1];
+            if (bits < 8) {
+                attention_case(be, nb, h, kvh, 0, 0.0f, bits, 7, 0, 0, 0);   /* prefill */
+                attention_case(be, nb, h, kvh, 5, 0.0f, bits, 9, 13, 0, 0);  /* window */
+                attention_case(be, nb, h, kvh, 0, 0.5f, bits, 1, 30, 0, 0);  /* sparse decode */
+                attention_case(be, nb, h, kvh, 3, 0.3f, bits, 20, 20, 0, 0); /* both, threaded */
+                /* Gemma 2's soft-capped scores (a cap near the scores' size, so it bends them) */
+                attention_case(be, nb, h, kvh, 4, 0.0f, bits, 9, 13, 1.5f, 0);
+                attention_case(be, nb, h, kvh, 0, 0.5f, bits, 1, 30, 1.5f, 0);
+            }
+            /* gpt-oss's sinks with each of those, over f32, Q4 and Q8 caches */
+            attention_case(be, nb, h, kvh, 0, 0.0f, bits, 7, 0, 0, SINK_SOME);
+            attention_case(be, nb, h, kvh, 5, 0.0f, bits, 9, 13, 0, SINK_SOME);
+            attention_case(be, nb, h, kvh, 0, 0.5f, bits, 1, 30, 0, SINK_SOME);
+            attention_case(be, nb, h, kvh, 3, 0.3f, bits, 20, 20, 0, SINK_SOME);
+            attention_case(be, nb, h, kvh, 4, 0.0f, bits, 9, 13, 1.5f, SINK_SOME);
+            attention_case(be, nb, h, kvh, 0, 0.0f, bits, 7, 0, 0, SINK_HUGE);
+            attention_case(be, nb, h, kvh, 3, 0.3f, bits, 20, 20, 1.5f, SINK_HUGE);
         }
     free_all(be, nb);
+}
+END_TEST
+
+/* Head h's output by transformers' eager attention with sinks (modeling_gpt_oss.py), written
+ * out in double apart from the kernels: query i at cache position pos attends keys t <= pos
+ * with valid[t] (scores q.k, soft-capped when cap > 0); the sink is one more column of the
+ * softmax whose weight is dropped. A query with no valid key gets zeros. */
+static void sink_want(const float *q, const float *k, const float *v, const uint8_t *valid,
+                      uint32_t pos, uint32_t kw, uint32_t d, float cap, float sink, double *out)
+{
+    double s[64], m = -INFINITY, den = 0;
+    int any = 0;
+    for (uint32_t t = 0; t <= pos; t++) {
+        s[t] = 0;
+        for (uint32_t c = 0; c < d; c++)
+            s[t] += (double)q[c] * k[(size_t)t * kw + c];
+        s[t] = cap > 0 ? cap * tanh(s[t] / cap) : s[t];
+        if (valid[t] && s[t] > m)
+            m = s[t];
+        any |= valid[t];
+    }
+    for (uint32_t c = 0; c < d; c++)
+        out[c] = 0;
+    if (!any)
+        return;
+    m = sink > m ? sink : m;
+    for (uint32_t t = 0; t <= pos; t++)
+        den += valid[t] ? exp(s[t] - m) : 0;
+    den += exp(sink - m); /* exp(-inf) = 0: no sink */
+    for (uint32_t t = 0; t <= pos; t++)
+        for (uint32_t c = 0; valid[t] && c < d; c++)
+            out[c] += exp(s[t] - m) / den * v[(size_t)t * kw + c];
+}
+
+/* Sinks against sink_want on every backend and the reference: grouped heads, left padding (its
+ * queries get zeros, sink or not), a masked key, a sink near the scores, one far below, one so
+ * far above that exp(sink) overflows f32 (only the max taken with the sink keeps it finite), one
+ * of -inf (no sink: every backend's bits equal those of sinks = NULL); with and without a cap. */
+START_TEST(attention_sinks_match_the_formula)
+{
+    enum { H = 4, KVH = 2, D = 8, NQ = 10, CAP = 12, KW = KVH * D, QW = H * D };
+    fg_backend *be[4];
+    int nb = backends(be);
+    float q[NQ * QW], k[NQ * KW], v[NQ * KW], out[NQ * QW], plain[NQ * QW], sc[4 * 2 * CAP];
+    const float sinks[H] = {0.7f, -6.0f, 100.0f, -INFINITY}, none[H] = {-INFINITY, -INFINITY,
+                                                                        -INFINITY, -INFINITY};
+    uint8_t valid[CAP] = {0, 0, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+    tu_randf(q, NQ * QW, 41, 1.0f);
+    tu_randf(k, NQ * KW, 42, 1.0f);
+    tu_randf(v, NQ * KW, 43, 1.0f);
+    fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), KW * 4, KW, CAP};
+    fg_err err;
+    for (int capped = 0; capped < 2; capped++)
+        for (int b = -1; b < nb; b++) {
+            const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+            fg_backend *x = b < 0 ? NULL : be[b];
+            float cap = capped ? 2.0f : 0.0f;
+            fg_attn_op a = {q, kv, valid, NQ, 0, H, KVH, D, 0, 0, out, sc, 2 * CAP, 4, NULL,
+                            NULL, cap, sinks};
+            ck_assert_msg(f->attention(x, &a, &err) == FG_OK, "%s", err.msg);
+            for (uint32_t i = 0; i < NQ; i++)
+                for (uint32_t h = 0; h < H; h++) {
+                    double want[D];
+                    sink_want(q + i * QW + h * D, k + h / 2 * D, v + h / 2 * D, valid, i, KW, D,
+                              cap, sinks[h], want);
+                    for (uint32_t c = 0; c < D; c++) {
+                        float got = out[i * QW + h * D + c];
+                        ck_assert_msg(fabs(got - want[c]) <= 1e-5 * (1 + fabs(want[c])) &&
+                                      (i >= 3 || got == 0.0f), /* 0..2: padding, zeros */
+                                      "%s cap %g query %u head %u dim %u: %g, want %g", f->name,
+                                      (double)cap, i, h, c, (double)got, want[c]);
+                    }
+                }
+            a.sinks = NULL, a.out = plain;
+            ck_assert_int_eq(f->attention(x, &a, &err), FG_OK);
+            a.sinks = none, a.out = out;
+            ck_assert_int_eq(f->attention(x, &a, &err), FG_OK);
+            ck_assert_msg(!memcmp(out, plain, sizeof out), "%s: sinks of -inf differ from none",
+                          f->name);
+        }
+    free_all(be, nb);
+}
+END_TEST
+
+/* Sinks are an operand like q: in device memory they are used in place, in host memory staged
+ * (sim, CUDA), and attention beside a host cache (cpu_attention) brings them down to the host,
+ * whichever memory q and the validity are in. Every way gives the bits of the same backend
+ * with host sinks, and the CPU backend's within rounding (its bits when the CPU computes). */
+START_TEST(attention_sinks_device_memory_and_beside_the_cache)
+{
+    enum { H = 6, KVH = 2, D = 16, NQ = 3, POS = 17, CAP = 24, KW = KVH * D, QW = H * D };
+    fg_backend *be[4], *cpu;
+    fg_err err;
+    int nb = 0;
+    fg_backend_sim_opts so = {2, FG_COMPUTE_F32, 64u << 20, 0, 0, 0};
+    for (int beside = 0; beside < 2; beside++) {
+        so.cpu_attention = beside;
+        ck_assert_int_eq(fg_backend_sim_create(&so, &be[nb++], &err), FG_OK);
+        fg_backend_cuda_opts co = {0, 2, FG_COMPUTE_F32, beside};
+        if (fg_backend_cuda_create(&co, &be[nb], &err) == FG_OK)
+            nb++;
+    }
+    ck_assert_int_eq(fg_backend_cpu_create(2, &cpu, &err), FG_OK);
+    float q[NQ * QW], k[CAP * KW], v[CAP * KW], sinks[H], want[NQ * QW], o1[NQ * QW];
+    float o2[NQ * QW], sc[4 * 2 * CAP];
+    uint8_t valid[CAP];
+    tu_randf(q, NQ * QW, 51, 1.0f);
+    tu_randf(k, CAP * KW, 52, 1.0f);
+    tu_randf(v, CAP * KW, 53, 1.0f);
+    tu_randf(sinks, H, 54, 3.0f);
+    for (int t = 0; t < CAP; t++)
+        valid[t] = t >= 2 && t != 7;
+    fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), KW * 4, KW, CAP};
+    fg_attn_op a = {q, kv, valid, NQ, POS, H, KVH, D, 6, 0, want, sc, 2 * CAP, 4, NULL, NULL,
+                    0, sinks};
+    ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
+    for (int b = 0; b < nb; b++) {
+        fg_device *d = be[b]->dev;
+        fg_attn_op x = a;
+        x.out = o1;
+        ck_assert_msg(be[b]->iface->attention(be[b], &x, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(tu_nmse(o1, want, NQ * QW) < 1e-10, "%s (backend %d): %g",
+                      be[b]->iface->name, b, tu_nmse(o1, want, NQ * QW));
+        for (int where = 1; where < 4; where++) { /* bit 0: sinks, bit 1: q and valid */
+            x.sinks = place(d, where & 1, sinks, sizeof sinks);
+            x.q = place(d, where & 2, q, sizeof q);
+            x.valid = place(d, where & 2, valid, sizeof valid);
+            x.out = o2;
+            memset(o2, 0, sizeof o2);
+            ck_assert_msg(be[b]->iface->attention(be[b], &x, &err) == FG_OK, "%s", err.msg);
+            ck_assert_msg(!memcmp(o1, o2, sizeof o1), "%s (backend %d): operands %d differ",
+                          be[b]->iface->name, b, where);
+            unplace(d, where & 1, (void *)x.sinks);
+            unplace(d, where & 2, (void *)x.q);
+            unplace(d, where & 2, (void *)x.valid);
+        }
+    }
+    free_all(be, nb);
+    fg_backend_free(cpu);
 }
 END_TEST
 
@@ -1025,6 +1184,8 @@ static Suite *suite(void)
     tcase_add_test(tc, yarn_inv_freq_matches_transformers);
     tcase_add_test(tc, longrope_and_rot_scale);
     tcase_add_test(tc, attention_every_variant_every_backend);
+    tcase_add_test(tc, attention_sinks_match_the_formula);
+    tcase_add_test(tc, attention_sinks_device_memory_and_beside_the_cache);
     tcase_add_test(tc, swiglu_oai_matches_its_formula_every_backend);
     tcase_add_test(tc, gqa_and_window_match_their_definitions);
     tcase_add_test(tc, memory_ops);

@@ -40,7 +40,8 @@ template <typename T> const void *bad_arg(T *const &p) { return pointer_ok(p) ? 
 const void *bad_arg(const attn_k &a)
 {
     for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
-                          (const void *)a.valid, (const void *)a.out, (const void *)a.scores})
+                          (const void *)a.valid, (const void *)a.out, (const void *)a.scores,
+                          (const void *)a.sinks})
         if (!pointer_ok(p))
             return p;
     return nullptr;
