@@ -61,14 +61,17 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
 /* Where a canonical tensor comes from: checkpoint tensor `index` (FGC_NONE: absent), its rows
  * [row0, row0 + the spec's dims[0]) (row0 > 0 only for a part of a fused tensor); or, index
  * FGC_STACKED, its rows block by block (fg_tensor_spec.blocks: an expert's weight each), block
- * b from checkpoint tensor parts[b].index at its row parts[b].row0 (one tensor per expert: row
- * 0; a tensor of every expert, [experts, rows, cols] as GraniteMoE's input_linear: the expert's
- * rows of it, read as rows of [experts * rows, cols]) (malloc'd: fgc_sources_free). */
+ * b from checkpoint tensor parts[b].index: its element (r, c) (r < the block's rows, c < cols)
+ * at element first + r * rs + c * cs of that tensor, or with rs 0 its rows one after another
+ * from element first (one tensor per expert: first 0; a tensor of every expert, [experts,
+ * rows, cols] as GraniteMoE's input_linear: the expert's rows of it; gpt-oss's transposed,
+ * interleaved gate_up_proj: strided) (malloc'd: fgc_sources_free). */
 #define FGC_NONE UINT32_MAX
 #define FGC_STACKED (UINT32_MAX - 1)
 typedef struct fgc_part {
     uint32_t index;
-    uint64_t row0;
+    uint64_t first;
+    uint64_t rs, cs;
 } fgc_part;
 typedef struct fgc_source {
     uint32_t index;

@@ -91,7 +91,8 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
     for (uint32_t k = 1; k < src->n_dims; k++)
         cols *= src->dims[k];
     uint64_t step = rows_per_chunk(j, &c, src->n_dims, src->dims);
-    if (src->blocks > 1 && rows % src->blocks == 0) { /* an expert's rows in whole chunks */
+    /* an expert's rows in whole chunks (a vector, gpt-oss's experts' biases, is read whole) */
+    if (src->blocks > 1 && src->n_dims > 1 && rows % src->blocks == 0) {
         uint64_t q = fg_codec_row_quantum(&c, src->n_dims);
         step = block_step(step, rows / src->blocks, q ? q : 1);
         if (!step)
@@ -271,13 +272,46 @@ typedef struct ck_read_ctx {
     uint32_t index;
     uint64_t first;   /* element of the checkpoint tensor the canonical one starts at (a part
                          of a fused tensor starts past the parts before it) */
-    const fgc_part *parts; /* a stacked tensor: the checkpoint tensor and row of each block */
+    const fgc_part *parts; /* a stacked tensor: where each block is (fgc_part) */
     uint64_t block;   /* ... of this many elements */
     uint64_t cols;    /* elements of a row */
+    /* a strided block (gpt-oss's transposed experts): the span of the checkpoint tensor it
+     * spreads over, read once and picked from (the reads come block by block, in order) */
+    uint16_t *span;
+    uint64_t span_cap, span_lo, span_n;
+    uint32_t span_index;
 } ck_read_ctx;
 
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
                        uint16_t *out, fg_err *err);
+
+/* Elements [at, at + k) of a strided block p: its span read (once), then picked. */
+static int ck_read_strided(ck_read_ctx *c, const fgc_part *p, uint64_t at, uint64_t k,
+                           uint16_t *out, fg_err *err)
+{
+    uint64_t rows = c->block / c->cols;
+    uint64_t n = (rows - 1) * p->rs + (c->cols - 1) * p->cs + 1; /* first .. its last element */
+    if (c->span_index != p->index || c->span_lo != p->first || c->span_n != n) {
+        if (n > c->span_cap) {
+            uint16_t *b = realloc(c->span, n * sizeof *b);
+            if (!b)
+                return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'",
+                                  fg_ckpt_tensor_at(c->ck, p->index)->name);
+            c->span = b;
+            c->span_cap = n;
+        }
+        c->span_n = 0; /* invalid until read */
+        int rc = ck_read_one(c, p->index, p->first, n, c->span, err);
+        if (rc)
+            return rc;
+        c->span_index = p->index, c->span_lo = p->first, c->span_n = n;
+    }
+    for (uint64_t i = 0; i < k; i++) {
+        uint64_t r = (at + i) / c->cols, col = (at + i) % c->cols;
+        out[i] = c->span[r * p->rs + col * p->cs];
+    }
+    return FG_OK;
+}
 
 static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
 {
@@ -288,7 +322,9 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     while (n && rc == FG_OK) { /* block by block */
         uint64_t b = first / c->block, at = first % c->block;
         uint64_t k = c->block - at < n ? c->block - at : n;
-        rc = ck_read_one(c, c->parts[b].index, c->parts[b].row0 * c->cols + at, k, out, err);
+        const fgc_part *p = &c->parts[b];
+        rc = p->rs ? ck_read_strided(c, p, at, k, out, err)
+                   : ck_read_one(c, p->index, p->first + at, k, out, err);
         first += k;
         out += k;
         n -= k;
@@ -350,12 +386,13 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
                                                fg_tensor_spec_cols(&spec[s]) : 0,
-                              fg_tensor_spec_cols(&spec[s])};
+                              fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
                               spec[s].blocks, fg_role_stays_wide(spec[s].role)};
         rc = fgc_write_tensor(j, &src, err);
+        free(rc_ctx.span);
         j->tensors += rc == FG_OK;
     }
     free(spec);

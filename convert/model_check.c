@@ -91,7 +91,7 @@ static fgc_part *new_blocks(uint32_t n)
 {
     fgc_part *b = malloc(n * sizeof *b);
     for (uint32_t j = 0; b && j < n; j++)
-        b[j] = (fgc_part){FGC_NONE, 0};
+        b[j] = (fgc_part){FGC_NONE, 0, 0, 0};
     return b;
 }
 
@@ -130,7 +130,7 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
         if (o)
             break;
     }
-    m->blk[k][b] = (fgc_part){i, 0};
+    m->blk[k][b] = (fgc_part){i, 0, 0, 0};
     m->seen[k]++;
     return FG_OK;
 }
@@ -138,25 +138,36 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
 /* Tensor i holds every expert of the stacked specs `parts`, [experts, rows, cols]: expert e's
  * rows of each part, in part order (GraniteMoE's input_linear: gate then up; transformers 5's
  * in-memory mlp.experts.gate_up_proj alike), so block e of part p is its rows e * rows + (the
- * rows of the parts before p), read as [experts * rows, cols]. */
+ * rows of the parts before p), read as [experts * rows, cols]. layout (FG_FUSE_*): the parts'
+ * rows alternating (row r of part p is the block's row r * n_parts + p), each expert stored
+ * transposed, [experts, cols, rows] (gpt-oss's gate_up_proj; vectors, the experts' biases,
+ * [experts, rows]). */
 static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
-                        char (*parts)[FG_TENSOR_NAME_MAX], uint32_t n_parts, fg_err *err)
+                        char (*parts)[FG_TENSOR_NAME_MAX], uint32_t n_parts, uint32_t layout,
+                        fg_err *err)
 {
     const sspec *ss[FG_FUSED_MAX];
     uint64_t dims[3] = {0, 0, 0};
+    int vec = 0, inter = (layout & FG_FUSE_INTERLEAVED) != 0;
+    int trans = (layout & FG_FUSE_TRANSPOSED) != 0;
     for (uint32_t p = 0; p < n_parts; p++) {
         const fg_tensor_spec *s = (ss[p] = find(m, parts[p])) ? &ss[p]->s : NULL;
         if (!s || s->blocks < 2 || s->dims[0] % s->blocks)
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor for this "
                               "config.json", t->path, t->name, m->a->noun);
-        if (p && (s->blocks != dims[0] || fg_tensor_spec_cols(s) != dims[2]))
+        if (p && (s->blocks != dims[0] || fg_tensor_spec_cols(s) != dims[2] ||
+                  (s->n_dims == 1) != vec || (inter && s->dims[0] != ss[0]->s.dims[0])))
             return fg_err_set(err, FG_ERR_CORRUPT, "%s: the parts of %s differ in shape",
                               t->path, t->name); /* a family table mistake */
+        vec = s->n_dims == 1;
         dims[0] = s->blocks;
         dims[1] += s->dims[0] / s->blocks;
         dims[2] = fg_tensor_spec_cols(s);
     }
-    int rc = check_shape(t, 3, dims, err);
+    uint64_t want[3] = {dims[0], trans && !vec ? dims[2] : dims[1], trans && !vec ? dims[1]
+                                                                                  : dims[2]};
+    int rc = check_shape(t, vec ? 2 : 3, want, err);
+    uint64_t rows = dims[1], cols = dims[2];
     for (uint64_t p = 0, off = 0; rc == FG_OK && p < n_parts; p++) {
         size_t k = (size_t)(ss[p] - m->sorted);
         if (m->seen[k])
@@ -164,8 +175,15 @@ static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
                               t->path, t->name, ss[p]->s.name);
         if (!(m->blk[k] = new_blocks(ss[p]->s.blocks)))
             return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        for (uint64_t e = 0; e < dims[0]; e++)
-            m->blk[k][e] = (fgc_part){i, e * dims[1] + off};
+        /* the part's row r is the block's row r0 + r * step; its element (r, c) at
+         * e * rows * cols + that row * cols + c, or transposed c * rows + that row */
+        uint64_t r0 = inter ? p : off, step = inter ? n_parts : 1;
+        for (uint64_t e = 0; e < dims[0]; e++) {
+            uint64_t base = e * rows * cols;
+            m->blk[k][e] = trans ? (fgc_part){i, base + r0, step, rows}
+                         : step > 1 ? (fgc_part){i, base + r0 * cols, step * cols, 1}
+                                    : (fgc_part){i, base + r0 * cols, 0, 0};
+        }
         m->seen[k] = ss[p]->s.blocks;
         off += ss[p]->s.dims[0] / ss[p]->s.blocks;
     }
@@ -223,7 +241,9 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
         }
         const sspec *ss = find(m, name);
         uint64_t len = !ss && m->a->derived ? m->a->derived(m->hp, name) : 0;
-        uint32_t n_parts = !ss && !len && m->a->fused ? m->a->fused(m->hp, name, parts) : 0;
+        uint32_t layout = 0;
+        uint32_t n_parts = !ss && !len && m->a->fused ? m->a->fused(m->hp, name, parts, &layout)
+                                                      : 0;
         uint32_t block = 0;
         int blk = !ss && !len && !n_parts && m->a->stacked &&
                   m->a->stacked(m->hp, name, parts[0], &block);
@@ -234,7 +254,10 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
             rc = check_one(t, &d, err);
             skips->derived += rc == FG_OK;
         } else if (n_parts && stacked_part(m, parts[0])) { /* every expert's blocks */
-            rc = take_batched(m, t, i, parts, n_parts, err);
+            rc = take_batched(m, t, i, parts, n_parts, layout, err);
+        } else if (n_parts && layout) { /* (only experts are laid out otherwise) */
+            rc = fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor %s: a fused layout fg reads only "
+                            "for stacked experts", t->path, t->name); /* a family table mistake */
         } else if (n_parts) {
             rc = take_fused(m, t, i, parts, n_parts, err);
         } else if (blk) {

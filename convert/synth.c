@@ -82,6 +82,16 @@ static const lshape k_llama[] = {
      ", \"head_dim\": 128, \"moe_intermediate_size\": 1536, \"num_experts\": 128, "
      "\"num_experts_per_tok\": 8, \"norm_topk_prob\": true, \"use_sliding_window\": false",
      151643, 151645},
+#define GPT_OSS_KEYS(experts)                                                                   \
+    ", \"head_dim\": 64, \"num_local_experts\": " #experts ", \"num_experts_per_tok\": 4, "     \
+    "\"attention_bias\": true, \"swiglu_limit\": 7.0, \"rope_scaling\": {\"rope_type\": "       \
+    "\"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, \"truncate\": false, " \
+    "\"original_max_position_embeddings\": 4096}"
+    {"gpt-oss-20b", "gpt_oss", 201088, 2880, 24, 64, 8, 2880, 131072, 1.5e5, 0, 0, 128,
+     GPT_OSS_KEYS(32), 199998, 200002},
+    {"gpt-oss-120b", "gpt_oss", 201088, 2880, 36, 64, 8, 2880, 131072, 1.5e5, 0, 0, 128,
+     GPT_OSS_KEYS(128), 199998, 200002},
+#undef GPT_OSS_KEYS
     /* not a released size: Qwen3-MoE's layer at a 15 MB shape for tests (16 experts, top 4) */
     {"qwen3-moe-tiny", "qwen3_moe", 50272, 64, 2, 4, 2, 128, 2048, 1e6, 0, 0, 0,
      ", \"head_dim\": 16, \"moe_intermediate_size\": 32, \"num_experts\": 16, "
@@ -276,7 +286,9 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         c->kind = r == FG_ROLE_NORM_W || r == FG_ROLE_Q_NORM || r == FG_ROLE_K_NORM ? 1
                 : r == FG_ROLE_NORM_B || r == FG_ROLE_BQ || r == FG_ROLE_BK || r == FG_ROLE_BV ||
                   r == FG_ROLE_BO || r == FG_ROLE_B_UP || r == FG_ROLE_B_GATE ||
-                  r == FG_ROLE_B_DOWN ? 2 : 0;
+                  r == FG_ROLE_B_DOWN || r == FG_ROLE_SINKS || r == FG_ROLE_B_ROUTER ||
+                  r == FG_ROLE_EXP_B_GATE || r == FG_ROLE_EXP_B_UP || r == FG_ROLE_EXP_B_DOWN
+                ? 2 : 0;
         if (c->kind == 0)
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,

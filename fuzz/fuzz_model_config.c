@@ -61,12 +61,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const fused[] = {"model.layers.0.self_attn.qkv_proj.weight",
                                         "model.layers.0.mlp.gate_up_proj.weight",
                                         "model.layers.0.mlp.experts.gate_up_proj",
-                                        "model.layers.0.mlp.experts.down_proj"};
+                                        "model.layers.0.mlp.experts.down_proj",
+                                        "model.layers.0.mlp.experts.gate_up_proj_bias",
+                                        "model.layers.0.mlp.experts.down_proj_bias"};
     char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
     const fg_arch *a = fg_model_arch(&hp);
     for (size_t k = 0; spec && a && a->fused && k < sizeof fused / sizeof *fused; k++) {
-        uint32_t np = a->fused(&hp, fused[k], parts);
-        if (np > FG_FUSED_MAX)
+        uint32_t layout = 0;
+        uint32_t np = a->fused(&hp, fused[k], parts, &layout);
+        if (np > FG_FUSED_MAX || layout > (FG_FUSE_INTERLEAVED | FG_FUSE_TRANSPOSED))
             abort();
         for (uint32_t i = 0; i < np; i++)
             if (!fg_model_spec_find(spec, n, parts[i]))

@@ -316,8 +316,9 @@ static fg_kv_view seq_kv(const fg_kv_batch *kv, uint32_t b)
                         kv->width, kv->cap};
 }
 
-int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
-                       const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err)
+int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                       const fg_step *s, const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws,
+                       fg_err *err)
 {
     int rc = check_step(ws, s, kv->cap, err);
     if (rc)
@@ -337,7 +338,8 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
         fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
                         hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
-                        ATTN_PARTS, ws->k_tmp, ws->v_tmp, hp->attn_softcap};
+                        ATTN_PARTS, ws->k_tmp, ws->v_tmp, hp->attn_softcap,
+                        w->f[FG_ROLE_SINKS]};
         if (rc == FG_OK)
             rc = be->iface->attention(be, &a, err);
     }
@@ -556,8 +558,9 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
     uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
     static const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
+    static const fg_role broles[3] = {FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, FG_ROLE_EXP_B_DOWN};
     const uint64_t er[3] = {f, f, h}, ec[3] = {h, h, f}; /* an expert's rows, cols of each */
-    int rc = linear(be, x, w, FG_ROLE_ROUTER, -1, ws->rlog, n, e, h, err);
+    int rc = linear(be, x, w, FG_ROLE_ROUTER, FG_ROLE_B_ROUTER, ws->rlog, n, e, h, err);
     if (rc == FG_OK && hp->shared_ffn) /* the shared expert's gate: column e */
         rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
     if (rc == FG_OK)
@@ -598,7 +601,10 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
             rc = slice(&w->w[roles[i]], ex * er[i], er[i], ec[i], &v[i], &sw[i],
                        ws->prow + i * (MOE_MAX_PIECES + 1), err);
         fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
-        mlp_w mw = {&sw[0], &sw[1], &sw[2], NULL, NULL, NULL};
+        const float *eb[3] = {NULL, NULL, NULL}; /* its biases (gpt-oss) */
+        for (int i = 0; i < 3; i++)
+            eb[i] = w->f[broles[i]] ? w->f[broles[i]] + (size_t)ex * er[i] : NULL;
+        mlp_w mw = {&sw[0], &sw[1], &sw[2], eb[0], eb[1], eb[2]};
         if (rc == FG_OK)
             rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
         if (rc == FG_OK)

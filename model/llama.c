@@ -72,6 +72,16 @@
  *            experts intermediate_size wide on every layer (Qwen's names, norm_topk_prob default
  *            false), OlmoeConfig's defaults (64 experts, top 8, no BOS, eos 50279, pad 1, eps
  *            1e-5); clip_qkv refused unless null;
+ *   gpt_oss: Llama's layer with GptOssConfig's defaults (8 KV heads, head_dim 64, q/k/v/o
+ *            biases unless attention_bias false, eps 1e-5, every other layer sliding at 128,
+ *            YaRN factor 32 over 4096 positions untruncated, theta 150000), attention sinks
+ *            (self_attn.sinks: a logit per head each softmax counts), and a mixture of experts
+ *            intermediate_size wide on every layer (128, top 4) with a biased router
+ *            (mlp.router), the softmax of the top k logits, biased experts and the clamped
+ *            SwiGLU (swiglu_limit 7, swiglu_alpha 1.702: FG_ACT_SWIGLU_OAI); the checkpoint's
+ *            experts are x . W with gate and up columns alternating (mlp.experts.gate_up_proj
+ *            [experts, hidden, 2 x width]), which fg-convert reads transposed and de-interleaved
+ *            into the stacked experts (fg_arch.fused's layouts);
  * The multimodal checkpoints whose text model fg runs (gemma3, mistral3, qwen2_5_vl, qwen3_vl)
  * are entries at the end of this file, reading their text_config through the entries above.
  * Rotary settings are read from rope_theta / rope_scaling, or from transformers 5's
@@ -98,23 +108,25 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
 typedef enum {
-    WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL
+    WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL,
+    WIN_OSS /* layer_types, by default every other layer from layer 0 sliding (Gemma 2's) */
 } window_kind;
 /* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
- * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob) */
-typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE } moe_kind;
+ * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
+ * (Mixtral's with biases and the clamped SwiGLU) */
+typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS } moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
     int32_t bos, eos;    /* bos_token_id / eos_token_id when absent (-1: none) */
     int qkv_bias;        /* q/k/v biases always (Qwen2), or by default when qkv_bias_key */
     int qkv_bias_key;    /* reads qkv_bias: q/k/v biases (Qwen2-MoE) */
-    int attention_bias;  /* reads attention_bias: q/k/v and o biases */
+    int attention_bias;  /* reads attention_bias: q/k/v and o biases (2: true by default) */
     int mlp_bias;        /* reads mlp_bias */
     int qk_norm;         /* q/k RMSNorms (fg_hparams.qk_norm's values) */
     /* sliding_window on: every layer; layer_types' (default every layer); with
@@ -142,6 +154,9 @@ typedef struct traits {
     /* OLMo 2: an RMSNorm after each block only (no input norms), q/k norms over the whole
      * projections */
     int olmo2;
+    /* gpt-oss: attention sinks, YaRN by default (GptOssConfig's: factor 32 over 4096 positions,
+     * theta 150000, truncate false) */
+    int oss;
     moe_kind moe;
     uint32_t experts, top_k, moe_ffn, shared_ffn; /* the MoE keys' defaults */
 } traits;
@@ -191,6 +206,9 @@ static const traits k_traits[] = {
     [FAM_GEMMA2] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
                     .attention_bias = 1, .windows = WIN_GEMMA, .window = 4096, .eps = 1e-6f,
                     .gemma = 2},
+    [FAM_GPT_OSS] = {.kv_heads = 8, .head_dim = 64, NO_IDS, .attention_bias = 2,
+                     .windows = WIN_OSS, .window = 128, .eps = 1e-5f, .oss = 1, .moe = MOE_OSS,
+                     .experts = 128, .top_k = 4},
 };
 #undef NO_IDS
 
@@ -380,14 +398,21 @@ static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp
     const char *key = json_object_get(root, "rope_parameters") ? "rope_parameters"
                                                                : "rope_scaling";
     json_t *s = json_object_get(root, key), *dflt = NULL;
+    int own = t->ministral3 || t->oss; /* the config class's rope when the file has none */
     if (t->ministral3 && (!s || json_is_null(s)))
         s = dflt = json_pack("{s:s, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f}", "rope_type", "yarn",
                              "rope_theta", 1e6, "factor", 16.0,
                              "original_max_position_embeddings", 16384, "beta_fast", 32.0,
                              "beta_slow", 1.0, "mscale", 1.0, "mscale_all_dim", 1.0,
                              "llama_4_scaling_beta", 0.1);
-    int rc = t->ministral3 && !s ? fg_err_set(err, FG_ERR_NOMEM, "out of memory")
-                                 : rope_in(root, s, key, "rope_theta", label, t, hp, err);
+    else if (t->oss && (!s || json_is_null(s)))
+        s = dflt = json_pack("{s:s, s:f, s:i, s:f, s:f, s:b}", "rope_type", "yarn", "factor", 32.0,
+                             "original_max_position_embeddings", 4096, "beta_fast", 32.0,
+                             "beta_slow", 1.0, "truncate", 0);
+    if (t->oss)
+        hp->rope.theta = 150000.0f; /* GptOssConfig's default_theta */
+    int rc = own && !s ? fg_err_set(err, FG_ERR_NOMEM, "out of memory")
+                       : rope_in(root, s, key, "rope_theta", label, t, hp, err);
     if (rc == FG_OK && t->ministral3 && /* absent (1): none */
         fgm_float(s, label, "llama_4_scaling_beta", 0, 1e6, 0, &hp->llama4_beta, NULL) < 0)
         rc = fgm_key_err(err, label, key, "llama_4_scaling_beta must be a number >= 0");
@@ -491,14 +516,15 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                          fg_err *err)
 {
     int qwen = t->windows == WIN_QWEN || t->windows == WIN_QWEN2_MOE;
-    int gemma = t->windows == WIN_GEMMA, qmoe = t->windows == WIN_QWEN2_MOE;
+    int gemma = t->windows == WIN_GEMMA || t->windows == WIN_OSS;
+    int qmoe = t->windows == WIN_QWEN2_MOE;
     int smol = t->windows == WIN_SMOL; /* the NoPE layers (nope_layers, set first) */
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
     json_int_t from = qwen ? 28 : 0;
     /* Gemma: every pattern-th layer full (Gemma 3's sliding_window_pattern; Gemma 2: every
      * other, as Gemma2Config's layer_types default) */
-    uint32_t pattern = t->gemma == 2 ? 2 : 6;
+    uint32_t pattern = t->gemma == 2 || t->oss ? 2 : 6;
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
@@ -535,7 +561,8 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
  * fields start zeroed (fg_model_config_parse). */
 static int window(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
-    int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA;
+    int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA ||
+              t->windows == WIN_OSS;
     int rc;
     if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL || t->windows == WIN_USE_ALL ||
          t->windows == WIN_QWEN2_MOE) &&
@@ -659,6 +686,23 @@ static int dense_layers(json_t *root, const char *label, fg_hparams *hp, fg_err 
  * either spelling, the same value when both), num_experts_per_tok, the expert width (Mixtral:
  * intermediate_size; Qwen: moe_intermediate_size, intermediate_size being the dense layers'),
  * norm_topk_prob (Mixtral always renormalizes), Qwen2-MoE's shared_expert_intermediate_size. */
+/* gpt-oss's experts (GptOssConfig): biases on the router and the experts, and the clamped
+ * SwiGLU: gate clamped above and up on both sides at swiglu_limit (7), gate * sigmoid(
+ * swiglu_alpha (1.702) * gate) * (up + 1); the router's softmax over its top k logits (the
+ * renormalized top k of the softmax) */
+static int oss_experts(json_t *root, const char *label, fg_hparams *hp, fg_err *err)
+{
+    int rc;
+    hp->act = FG_ACT_SWIGLU_OAI;
+    hp->act_alpha = 1.702f;
+    hp->act_limit = 7.0f;
+    hp->moe_bias = 1;
+    if ((rc = fgm_float(root, label, "swiglu_alpha", 1e-6, 1e6, 0, &hp->act_alpha, err)) < 0 ||
+        (rc = fgm_float(root, label, "swiglu_limit", 1e-6, 1e9, 0, &hp->act_limit, err)) < 0)
+        return rc;
+    return FG_OK;
+}
+
 static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     static const char *const keys[] = {"num_local_experts", "num_experts"};
@@ -676,9 +720,10 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
         return fgm_key_err(err, label, "num_experts", "differs from num_local_experts");
     hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : t->experts;
     hp->top_k = t->top_k;
-    hp->moe_ffn = t->moe == MOE_MIXTRAL || t->moe == MOE_OLMOE ? hp->ffn : t->moe_ffn;
+    hp->moe_ffn = t->moe == MOE_MIXTRAL || t->moe == MOE_OLMOE || t->moe == MOE_OSS ? hp->ffn
+                                                                                  : t->moe_ffn;
     hp->shared_ffn = t->moe == MOE_QWEN_SHARED ? t->shared_ffn : 0;
-    hp->norm_topk = t->moe == MOE_MIXTRAL;
+    hp->norm_topk = t->moe == MOE_MIXTRAL || t->moe == MOE_OSS;
     if ((rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
                        err)) < 0)
         return rc;
@@ -686,6 +731,8 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
         return fgm_key_err(err, label, "num_experts_per_tok", "exceeds the experts");
     if (t->moe == MOE_MIXTRAL)
         return FG_OK;
+    if (t->moe == MOE_OSS)
+        return oss_experts(root, label, hp, err);
     if (t->moe == MOE_OLMOE) /* every layer sparse, the experts intermediate_size wide */
         return fgm_bool(root, label, "norm_topk_prob", 0, &hp->norm_topk, err);
     if ((rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
@@ -722,7 +769,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma || t->smol, &hp->tied_head,
                        err)))
         return rc;
-    if (t->attention_bias && (rc = fgm_bool(root, label, "attention_bias", 0, &attn_bias, err)))
+    if (t->attention_bias &&
+        (rc = fgm_bool(root, label, "attention_bias", t->attention_bias == 2, &attn_bias, err)))
         return rc;
     if (t->mlp_bias && (rc = fgm_bool(root, label, "mlp_bias", 0, &mlp_bias, err)))
         return rc;
@@ -730,6 +778,7 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     if (t->moe && (rc = moe(root, label, t, hp, err)))
         return rc;
+    hp->attn_sinks = t->oss;
     json_t *clip = json_object_get(root, "clip_qkv"); /* OLMo's; OLMoE's releases have null */
     if (clip && !json_is_null(clip))
         return fgm_key_err(err, label, "clip_qkv", "is not supported (q, k and v clamped): "
@@ -790,13 +839,25 @@ static void norm(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32_t 
 static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32_t l)
 {
     uint64_t h = hp->hidden, e = hp->n_experts, f = hp->moe_ffn, sf = hp->shared_ffn;
-    proj(o, n, l, "mlp", "gate", FG_ROLE_ROUTER, 0, e, h);
-    proj(o, n, l, "mlp.experts", "gate_proj", FG_ROLE_EXP_GATE, 0, e * f, h);
-    o[*n - 1].blocks = hp->n_experts;
-    proj(o, n, l, "mlp.experts", "up_proj", FG_ROLE_EXP_UP, 0, e * f, h);
-    o[*n - 1].blocks = hp->n_experts;
-    proj(o, n, l, "mlp.experts", "down_proj", FG_ROLE_EXP_DOWN, 0, e * h, f);
-    o[*n - 1].blocks = hp->n_experts;
+    static const char *const nm[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const fg_role wr[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
+    static const fg_role br[3] = {FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, FG_ROLE_EXP_B_DOWN};
+    const uint64_t rows[3] = {f, f, h}, cols[3] = {h, h, f};
+    char name[FG_TENSOR_NAME_MAX];
+    proj(o, n, l, "mlp", hp->moe_bias ? "router" : "gate", FG_ROLE_ROUTER, 0, e, h);
+    if (hp->moe_bias) { /* gpt-oss */
+        snprintf(name, sizeof name, "model.layers.%u.mlp.router.bias", l);
+        fgm_spec(o, n, name, FG_ROLE_B_ROUTER, FG_ACCESS_SMALL, e, 0);
+    }
+    for (int i = 0; i < 3; i++) { /* each expert a block of rows (its bias a block too) */
+        proj(o, n, l, "mlp.experts", nm[i], wr[i], 0, e * rows[i], cols[i]);
+        o[*n - 1].blocks = hp->n_experts;
+        if (!hp->moe_bias)
+            continue;
+        snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%s.bias", l, nm[i]);
+        fgm_spec(o, n, name, br[i], FG_ACCESS_SMALL, e * rows[i], 0);
+        o[*n - 1].blocks = hp->n_experts;
+    }
     if (sf) {
         proj(o, n, l, "mlp.shared_expert", "gate_proj", FG_ROLE_W_GATE, 0, sf, h);
         proj(o, n, l, "mlp.shared_expert", "up_proj", FG_ROLE_W_UP, 0, sf, h);
@@ -822,6 +883,11 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
         proj(o, &n, l, "self_attn", "k_proj", FG_ROLE_WK, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "v_proj", FG_ROLE_WV, hp->qkv_bias, kv, h);
         proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, hp->out_bias, h, q);
+        if (hp->attn_sinks) { /* gpt-oss */
+            char name[FG_TENSOR_NAME_MAX];
+            snprintf(name, sizeof name, "model.layers.%u.self_attn.sinks", l);
+            fgm_spec(o, &n, name, FG_ROLE_SINKS, FG_ACCESS_SMALL, hp->n_heads, 0);
+        }
         if (hp->qk_norm) { /* per head, or over the whole projection */
             uint64_t qn = hp->qk_norm == FG_QK_NORM_WHOLE ? q : hp->head_dim;
             uint64_t kn = hp->qk_norm == FG_QK_NORM_WHOLE ? kv : hp->head_dim;
@@ -895,17 +961,19 @@ static uint64_t derived(const fg_hparams *hp, const char *name)
 }
 
 /* A fused checkpoint tensor model.layers.N.<post> and the canonical tensors it holds, in row
- * order: model.layers.N.<parts[i]>.weight. */
+ * order: model.layers.N.<parts[i]>, laid out as `layout` says (FG_FUSE_*). */
 typedef struct fuse_rule {
     const char *post;
     uint32_t n;
     const char *parts[3];
+    uint32_t layout;
 } fuse_rule;
 
 /* The parts of `name` by the first rule whose <post> it ends in (0: none); sparse: only in a
  * sparse layer. */
 static uint32_t fuse_by(const fg_hparams *hp, const char *name, const fuse_rule *rules,
-                        size_t n_rules, int sparse, char (*parts)[FG_TENSOR_NAME_MAX])
+                        size_t n_rules, int sparse, char (*parts)[FG_TENSOR_NAME_MAX],
+                        uint32_t *layout)
 {
     for (size_t r = 0; r < n_rules; r++) {
         int64_t l = layer_of(hp, name, rules[r].post);
@@ -914,8 +982,10 @@ static uint32_t fuse_by(const fg_hparams *hp, const char *name, const fuse_rule 
         if (sparse && !fg_model_layer_sparse(hp, (uint32_t)l))
             return 0;
         for (uint32_t i = 0; i < rules[r].n; i++)
-            snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.%s.weight", (unsigned)l,
+            snprintf(parts[i], FG_TENSOR_NAME_MAX, "model.layers.%u.%s", (unsigned)l,
                      rules[r].parts[i]);
+        if (layout)
+            *layout = rules[r].layout;
         return rules[r].n;
     }
     return 0;
@@ -923,13 +993,14 @@ static uint32_t fuse_by(const fg_hparams *hp, const char *name, const fuse_rule 
 
 /* Phi-3's fused projections: self_attn.qkv_proj holds q, k and v (Phi3Attention slices them in
  * that order), mlp.gate_up_proj holds gate and up (Phi3MLP's chunk(2): gate first). */
-static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_TENSOR_NAME_MAX])
+static uint32_t fused(const fg_hparams *hp, const char *name, char (*parts)[FG_TENSOR_NAME_MAX],
+                      uint32_t *layout)
 {
     static const fuse_rule k_rules[] = {
         {".self_attn.qkv_proj.weight", 3,
-         {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
-        {".mlp.gate_up_proj.weight", 2, {"mlp.gate_proj", "mlp.up_proj"}}};
-    return fuse_by(hp, name, k_rules, 2, 0, parts);
+         {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}, 0},
+        {".mlp.gate_up_proj.weight", 2, {"mlp.gate_proj.weight", "mlp.up_proj.weight"}, 0}};
+    return fuse_by(hp, name, k_rules, 2, 0, parts, layout);
 }
 
 /* An expert's weight, model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight (N a sparse layer,
@@ -961,12 +1032,32 @@ static int stacked(const fg_hparams *hp, const char *name, char out[FG_TENSOR_NA
  * model.layers.N.mlp.experts.gate_up_proj holds each expert's gate then up rows,
  * ...experts.down_proj its down rows (model_check.c take_batched). */
 static uint32_t moe_fused(const fg_hparams *hp, const char *name,
-                          char (*parts)[FG_TENSOR_NAME_MAX])
+                          char (*parts)[FG_TENSOR_NAME_MAX], uint32_t *layout)
 {
     static const fuse_rule k_rules[] = {
-        {".mlp.experts.gate_up_proj", 2, {"mlp.experts.gate_proj", "mlp.experts.up_proj"}},
-        {".mlp.experts.down_proj", 1, {"mlp.experts.down_proj"}}};
-    return fuse_by(hp, name, k_rules, 2, 1, parts);
+        {".mlp.experts.gate_up_proj", 2,
+         {"mlp.experts.gate_proj.weight", "mlp.experts.up_proj.weight"}, 0},
+        {".mlp.experts.down_proj", 1, {"mlp.experts.down_proj.weight"}, 0}};
+    return fuse_by(hp, name, k_rules, 2, 1, parts, layout);
+}
+
+/* gpt-oss's experts, every expert of a layer in one tensor as x . W multiplies them:
+ * mlp.experts.gate_up_proj [experts, hidden, 2 x width], each expert's gate and up columns
+ * alternating (GptOssExperts: gate_up[..., ::2], gate_up[..., 1::2]), its bias
+ * gate_up_proj_bias [experts, 2 x width] alike, down_proj [experts, width, hidden] and
+ * down_proj_bias [experts, hidden] (model_check.c take_batched) */
+static uint32_t oss_fused(const fg_hparams *hp, const char *name,
+                          char (*parts)[FG_TENSOR_NAME_MAX], uint32_t *layout)
+{
+    static const fuse_rule k_rules[] = {
+        {".mlp.experts.gate_up_proj", 2,
+         {"mlp.experts.gate_proj.weight", "mlp.experts.up_proj.weight"},
+         FG_FUSE_INTERLEAVED | FG_FUSE_TRANSPOSED},
+        {".mlp.experts.gate_up_proj_bias", 2,
+         {"mlp.experts.gate_proj.bias", "mlp.experts.up_proj.bias"}, FG_FUSE_INTERLEAVED},
+        {".mlp.experts.down_proj", 1, {"mlp.experts.down_proj.weight"}, FG_FUSE_TRANSPOSED},
+        {".mlp.experts.down_proj_bias", 1, {"mlp.experts.down_proj.bias"}, 0}};
+    return fuse_by(hp, name, k_rules, 4, 1, parts, layout);
 }
 
 /* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every
@@ -1062,6 +1153,8 @@ ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name
       moe_fused, NULL, stacked);
 ENTRY(granitemoe, "a GraniteMoE", parse_family(r, l, hp, FAM_GRANITEMOE, e), granitemoe_name,
       derived, moe_fused, NULL, stacked);
+ENTRY(gpt_oss, "a gpt-oss", parse_family(r, l, hp, FAM_GPT_OSS, e), canonical_name, derived,
+      oss_fused, NULL, NULL);
 
 /* ---- multimodal checkpoints whose text model fg runs: Gemma 3 4B-27B ("gemma3"), Mistral Small
  * 3.x ("mistral3"), Qwen2.5-VL ("qwen2_5_vl") and Qwen3-VL ("qwen3_vl", the dense ones). The

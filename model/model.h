@@ -97,6 +97,7 @@ typedef struct fg_hparams {
     float attn_softcap;     /* > 0: attention scores s become cap * tanh(s / cap) (Gemma 2's
                              * attn_logit_softcapping); 0: none */
     float final_softcap;    /* > 0: the logits likewise (final_logit_softcapping) */
+    int attn_sinks;         /* each attention layer has sinks (FG_ROLE_SINKS: gpt-oss) */
     /* a mixture of experts (Mixtral, Qwen MoE): the MLP of a sparse layer routes each token to
      * top_k of n_experts gated MLPs of width moe_ffn by the softmax of a router's logits (the
      * top_k probabilities renormalized to sum 1 when norm_topk) and sums their outputs weighted
@@ -105,6 +106,7 @@ typedef struct fg_hparams {
     uint32_t n_experts;     /* 0: every MLP dense */
     uint32_t top_k, moe_ffn, shared_ffn;
     int norm_topk;
+    int moe_bias;           /* the router and the experts have biases (gpt-oss) */
     uint64_t dense_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l's MLP is dense even so
                              * (width ffn: Qwen's mlp_only_layers, decoder_sparse_step) */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
@@ -130,6 +132,12 @@ typedef enum fg_role {
                              * [n_experts * moe_ffn, hidden], expert e rows e * moe_ffn on */
     FG_ROLE_EXP_DOWN,       /* their down weights stacked: [n_experts * hidden, moe_ffn] */
     FG_ROLE_SHARED_GATE,    /* the shared expert's gate [1, hidden] (Qwen2-MoE) */
+    FG_ROLE_SINKS,          /* attention sinks [n_heads]: a logit per query head that its
+                             * softmax counts and that adds no value (gpt-oss) */
+    FG_ROLE_B_ROUTER,       /* the router's bias [n_experts] (gpt-oss) */
+    FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, /* the experts' biases stacked as their weights:
+                             * [n_experts * moe_ffn] (gpt-oss) */
+    FG_ROLE_EXP_B_DOWN,     /* [n_experts * hidden] */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -223,7 +231,7 @@ typedef struct fg_arch {
                  fg_model_ws *ws, fg_err *err);
     int (*attn_pre)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                     fg_model_ws *ws, fg_err *err);
-    int (*attn_core)(fg_backend *be, const fg_hparams *hp, const fg_step *s,
+    int (*attn_core)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                      const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err);
     int (*attn_post)(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                      fg_model_ws *ws, fg_err *err);
@@ -238,10 +246,11 @@ typedef struct fg_arch {
     /* A checkpoint tensor that holds several canonical ones stacked along its first dimension
      * (Phi-3's self_attn.qkv_proj is q_proj, k_proj, v_proj; mlp.gate_up_proj is gate_proj,
      * up_proj), which fg-convert stores apart: for a canonical name, its parts' canonical names
-     * in row order into parts[0 .. FG_FUSED_MAX); returns how many, 0 for any other name.
-     * NULL: none. */
+     * in row order into parts[0 .. FG_FUSED_MAX); returns how many, 0 for any other name;
+     * *layout (FG_FUSE_* flags, 0 for rows one part after another) says how they are laid
+     * out. NULL: none. */
     uint32_t (*fused)(const fg_hparams *hp, const char *canonical,
-                      char (*parts)[FG_TENSOR_NAME_MAX]);
+                      char (*parts)[FG_TENSOR_NAME_MAX], uint32_t *layout);
     /* The inverse: a checkpoint tensor that is one block of a canonical tensor stacked from
      * several (an expert's weight of a mixture of experts, which fg-convert stacks by rows into
      * one tensor of fg_tensor_spec.blocks blocks): for a canonical name, the stacked tensor's
@@ -256,6 +265,11 @@ typedef struct fg_arch {
 } fg_arch;
 
 #define FG_FUSED_MAX 4
+/* fg_arch.fused's layouts: the parts' rows alternate (row r of part p is row r * parts + p:
+ * gpt-oss's gate and up); each part (each expert's block of it) is stored transposed, [cols,
+ * rows], the weight x . W multiplies (gpt-oss's experts) */
+#define FG_FUSE_INTERLEAVED 1u
+#define FG_FUSE_TRANSPOSED 2u
 
 /* ---- the table ---- */
 
@@ -343,12 +357,14 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              q, k each head RMS-normalized (qk_norm), then rotated (RoPE, the layer's:
  *              fg_model_layer_rope); q scaled by head_dim^-1/2 (or attn_scale) before the dot
  *              products, its rotated dims also by YaRN's or LongRoPE's attn_factor^2; the
- *              scores soft-capped when attn_softcap (Gemma 2)
+ *              scores soft-capped when attn_softcap (Gemma 2); each head's softmax also
+ *              counting exp(SINKS[h]) when attn_sinks (gpt-oss)
  *   mlp:       pre-norm:  x += down(act(up(norm(x))))  or down(act(gate(.)) * up(.)) when gated
  *              (a sparse layer: x += sum over the token's top_k experts e of p_e * expert_e(.),
  *              p the router's softmax (renormalized over the top_k when norm_topk), summed in
  *              the order of e as transformers' index_add_, plus sigmoid(shared_gate . x) *
- *              shared(x) when shared_ffn)
+ *              shared(x) when shared_ffn; moe_bias: the router's and each expert's Linear
+ *              layers add their biases, gpt-oss's)
  *              (sandwich: normalized by POST_NORM_W before the residual; either block's output
  *              times residual_scale when set)
  *   head:      ... the logits times logit_scale when set, soft-capped when final_softcap
@@ -358,14 +374,15 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *   pre:  norm (pre-norm) and the q/k/v projections (+ q/k norms, RoPE) of all of s's rows;
  *   core: for the sequences of one batch (s; its hidden is not used), their new keys and
  *         values (workspace rows from row0) into the batch's cache, and attention into the
- *         context rows from row0;
+ *         context rows from row0 (w: the unit's, for its sinks);
  *   post: the output projection of the context, the residual into s->hidden, post-norm. */
 int fg_model_embed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                    fg_model_ws *ws, fg_err *err);
 int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                       fg_model_ws *ws, fg_err *err);
-int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_step *s,
-                       const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws, fg_err *err);
+int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                       const fg_step *s, const fg_kv_batch *kv, uint32_t row0, fg_model_ws *ws,
+                       fg_err *err);
 int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
                        const fg_step *s, fg_model_ws *ws, fg_err *err);
 int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
@@ -396,6 +413,7 @@ extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
 extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts) */
 extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
 extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture of experts) */
+extern const fg_arch fg_arch_gpt_oss;    /* model/llama.c: gpt-oss (sinks, biased experts) */
 
 #ifdef __cplusplus
 }

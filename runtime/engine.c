@@ -176,8 +176,10 @@ static int build_units(fg_engine *e, fg_err *err)
         for (uint32_t c = 0; c < t->n_chunks; c++)
             t->piece_rows[c] = t->chunks[c].first_row;
         t->piece_rows[t->n_chunks] = t->spec.dims[0];
-        /* a mixture's stacked experts are used one by one: each in whole chunks */
-        for (uint32_t b = 1, c = 0; t->spec.blocks > 1 && b < t->spec.blocks; b++) {
+        /* a mixture's stacked experts are used one by one: each in whole chunks (their biases,
+         * vectors, are decoded whole) */
+        for (uint32_t b = 1, c = 0; t->spec.blocks > 1 && t->spec.n_dims > 1 &&
+                                    b < t->spec.blocks; b++) {
             uint64_t row = t->spec.dims[0] / t->spec.blocks * b;
             while (c < t->n_chunks && t->piece_rows[c] < row)
                 c++;

@@ -92,8 +92,8 @@ static fg_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t 
 /* Attention core of batch k (its rows from workspace row row0): its KV chunk acquired (loaded
  * from disk when homed there; the next batch's prefetched meanwhile), used, released dirty
  * (and, homed on disk, written behind while the next batches compute). */
-static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, uint32_t k_end,
-                  uint32_t row0, fg_err *err)
+static int attend(fg_engine *e, const fg_unit_w *w, const fg_step *s, uint32_t k,
+                  uint32_t layer, uint32_t k_end, uint32_t row0, fg_err *err)
 {
     fg_pager_view v;
     int rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, layer), &v, err);
@@ -102,7 +102,7 @@ static int attend(fg_engine *e, const fg_step *s, uint32_t k, uint32_t layer, ui
     if (k + 1 < k_end)
         fg_engine_kv_prefetch(e, k + 1, layer);
     fg_kv_batch kv = kv_view(e, v.ptr, layer);
-    rc = e->arch->attn_core(e->be, &e->hp, s, &kv, row0, e->ws, err);
+    rc = e->arch->attn_core(e->be, &e->hp, w, s, &kv, row0, e->ws, err);
     return fg_engine_release(e, &v, FG_ENGINE_STORE, rc, err);
 }
 
@@ -276,7 +276,7 @@ static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
     case FG_UNIT_ATTN:
         rc = e->arch->attn_pre(e->be, &e->hp, w, &s, e->ws, err);
         if (rc == FG_OK)
-            rc = attend(e, &s, k, un->layer, a->k1, 0, err);
+            rc = attend(e, w, &s, k, un->layer, a->k1, 0, err);
         if (rc == FG_OK)
             rc = e->arch->attn_post(e->be, &e->hp, w, &s, e->ws, err);
         break;
@@ -324,7 +324,7 @@ static int decode_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, c
         rc = e->arch->attn_pre(e->be, &e->hp, w, bs, e->ws, err);
         for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++) {
             fg_step s = step_of(e, b, k, a->i, NULL);
-            rc = attend(e, &s, k, un->layer, a->k1, (k - a->k0) * e->gbs, err);
+            rc = attend(e, w, &s, k, un->layer, a->k1, (k - a->k0) * e->gbs, err);
         }
         if (rc == FG_OK)
             rc = e->arch->attn_post(e->be, &e->hp, w, bs, e->ws, err);

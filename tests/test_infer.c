@@ -762,6 +762,11 @@ START_TEST(cuda_placements_gemma3) { cuda_matrix("gemma3-tiny", "gemma3-tiny-bf1
 END_TEST
 START_TEST(cuda_placements_gemma2) { cuda_matrix("gemma2-tiny", "gemma2-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_gpt_oss)
+{
+    device_matrix(FG_BACKEND_CUDA, "gpt-oss-tiny", "gpt-oss-tiny-bf16", 0.25);
+}
+END_TEST
 START_TEST(cuda_placements_granite) { cuda_matrix("granite-tiny", "granite-tiny-bf16"); }
 END_TEST
 START_TEST(cuda_placements_smollm3) { cuda_matrix("smollm3-tiny", "smollm3-tiny-bf16"); }
@@ -875,7 +880,10 @@ static void moe_q4_case(const char *layout, const char *refname, double nmse, do
     fg_err err;
     ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &st, &err), FG_OK);
     fg_store_tensor *t;
-    ck_assert_int_eq(fg_store_tensor_get(st, "model.layers.0.mlp.gate.weight", &t, &err), FG_OK);
+    int oss = !strncmp(refname, "gpt-oss", 7); /* (its router's own name) */
+    ck_assert_int_eq(fg_store_tensor_get(st, oss ? "model.layers.0.mlp.router.weight"
+                                                 : "model.layers.0.mlp.gate.weight", &t, &err),
+                     FG_OK);
     ck_assert_msg(t->codec.id == FG_CODEC_BF16, "%s: the router is %s", refname,
                   fg_codec_name(t->codec.id));
     fg_store_tensor_free(t);
@@ -1233,6 +1241,28 @@ START_TEST(sim_placements_gemma3) { sim_matrix("gemma3-tiny", "gemma3-tiny-bf16"
 END_TEST
 /* Gemma 2: soft-capped attention scores (cap 2) and logits (cap 6), every other layer
  * windowed by Gemma2Config's default layer_types (hub-style: no layer_types key) */
+/* gpt-oss: attention sinks, every other layer sliding, YaRN without truncation; experts with
+ * biases and the clamped SwiGLU, stored x . W with gate and up columns alternating */
+START_TEST(gpt_oss_sinks_experts) { layout_case("gpt-oss-tiny-bf16", "gpt-oss-tiny"); }
+END_TEST
+START_TEST(gpt_oss_transformers5) { layout_case("gpt-oss-tiny-hf5", "gpt-oss-tiny"); }
+END_TEST
+START_TEST(gpt_oss_placements) { placement_matrix("gpt-oss-tiny", "gpt-oss-tiny-bf16"); }
+END_TEST
+/* (its 4-bit cache: nmse 0.175 measured, where the other fixtures stay under 0.08: YaRN's
+ * 1.3 on the scores sharpens this random model's attention, so a quantized key changes which
+ * keys dominate; the f32 cache placements match within 1e-3) */
+START_TEST(gpt_oss_kv_on_disk) { kv_matrix("gpt-oss-tiny", "gpt-oss-tiny-bf16", 0.25); }
+END_TEST
+START_TEST(sim_placements_gpt_oss)
+{
+    device_matrix(FG_BACKEND_SIM, "gpt-oss-tiny", "gpt-oss-tiny-bf16", 0.25);
+}
+END_TEST
+START_TEST(experts_paged_gpt_oss) { experts_paged("gpt-oss-tiny", "gpt-oss-tiny-bf16"); }
+END_TEST
+START_TEST(gpt_oss_q4_weights) { moe_q4_case("gpt-oss-tiny-bf16", "gpt-oss-tiny", 0.4, 0.25); }
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1365,6 +1395,13 @@ static Suite *suite(void)
     tcase_add_test(tc, gemma2_placements);
     tcase_add_test(tc, gemma2_kv_on_disk);
     tcase_add_test(tc, sim_placements_gemma2);
+    tcase_add_test(tc, gpt_oss_sinks_experts);
+    tcase_add_test(tc, gpt_oss_transformers5);
+    tcase_add_test(tc, gpt_oss_placements);
+    tcase_add_test(tc, gpt_oss_kv_on_disk);
+    tcase_add_test(tc, sim_placements_gpt_oss);
+    tcase_add_test(tc, experts_paged_gpt_oss);
+    tcase_add_test(tc, gpt_oss_q4_weights);
     tcase_add_test(tc, llama_q4_weights);
     tcase_add_test(tc, qwen2_q4_weights);
     tcase_add_test(tc, qwen3_q4_weights);
@@ -1396,6 +1433,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_phi3);
     tcase_add_test(tc, cuda_placements_gemma3);
     tcase_add_test(tc, cuda_placements_gemma2);
+    tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_granite);
     tcase_add_test(tc, cuda_placements_smollm3);

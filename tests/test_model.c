@@ -336,7 +336,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe)");
+             "olmoe, gemma2, granitemoe, gpt_oss)");
 }
 END_TEST
 
@@ -366,13 +366,17 @@ START_TEST(phi3_configs)
     ck_assert(fabs(c.rope.attn_factor - sqrt(1 + log(4.0) / log(4096.0))) < 1e-6);
     ck_assert(fg_model_windowed_layers(&c) == 2 && c.sliding_window == 9);
     char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.1.self_attn.qkv_proj.weight", parts),
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.1.self_attn.qkv_proj.weight", parts,
+                                         NULL),
                       3);
     ck_assert_str_eq(parts[2], "model.layers.1.self_attn.v_proj.weight");
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.0.mlp.gate_up_proj.weight", parts), 2);
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.0.mlp.gate_up_proj.weight", parts,
+                                         NULL), 2);
     ck_assert_str_eq(parts[0], "model.layers.0.mlp.gate_proj.weight");
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.2.mlp.gate_up_proj.weight", parts), 0);
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.01.mlp.gate_up_proj.weight", parts), 0);
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.2.mlp.gate_up_proj.weight", parts,
+                                         NULL), 0);
+    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.01.mlp.gate_up_proj.weight", parts,
+                                         NULL), 0);
     ck_assert(fg_arch_llama.fused == NULL);
 #define PHI "{\"model_type\":\"phi3\"," L
     cfg_fail(PHI ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2}}",
@@ -884,12 +888,14 @@ START_TEST(moe_configs)
     ck_assert_str_eq(fg_arch_granitemoe.canonical_name(
                          "model.layers.1.block_sparse_moe.input_linear.weight", gn, sizeof gn),
                      "model.layers.1.mlp.experts.gate_up_proj");
-    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, gn, parts), 2);
+    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, gn, parts, NULL), 2);
     ck_assert_str_eq(parts[1], "model.layers.1.mlp.experts.up_proj.weight");
     ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, "model.layers.2.mlp.experts.down_proj",
-                                               parts), 0); /* past the layers */
-    ck_assert_uint_eq(fg_arch_mixtral.fused(&c, "model.layers.0.mlp.experts.down_proj", parts),
-                      1);
+                                               parts, NULL), 0); /* past the layers */
+    uint32_t layout = 9;
+    ck_assert_uint_eq(fg_arch_mixtral.fused(&c, "model.layers.0.mlp.experts.down_proj", parts,
+                                            &layout), 1);
+    ck_assert_uint_eq(layout, 0);
     /* OLMoE: OlmoeConfig's defaults, experts intermediate_size wide on every layer, whole q/k
      * norms; clip_qkv only null; num_experts 0 is no dense model here */
     const char *oe = "{\"model_type\":\"olmoe\"," L ",\"clip_qkv\":null}";
@@ -934,6 +940,91 @@ static int check_moe(const char *dir, const char *const *omit, const char *const
  * output_linear, transformers 5's mlp.experts.gate_up_proj / down_proj): block e of each stacked
  * spec comes from its rows e * rows + (the parts before it); a wrong shape, the same experts
  * also one by one, or a missing down are one line each. */
+/* gpt-oss: GptOssConfig's defaults (q/k/v/o biases, sinks, every other layer sliding at 128,
+ * YaRN factor 32 over 4096 positions untruncated, theta 150000, 128 experts top 4 renormalized
+ * with biases, the clamped SwiGLU 1.702 / 7); its experts as transformers holds them, x . W:
+ * gate_up_proj [experts, hidden, 2 x width] with gate and up columns alternating, read strided;
+ * the untransposed shape refused by its shape. */
+START_TEST(gpt_oss_experts)
+{
+    fg_hparams c;
+    fg_err err;
+    fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
+    const char *d = "{\"model_type\":\"gpt_oss\",\"vocab_size\":64,\"hidden_size\":32,"
+                    "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":16,\"max_position_embeddings\":131072}";
+    ck_assert_int_eq(fg_model_config_parse(d, strlen(d), NULL, &c, &err), FG_OK);
+    ck_assert(c.qkv_bias && c.out_bias && c.attn_sinks && c.moe_bias && c.norm_topk);
+    ck_assert(c.n_kv_heads == 8 && c.head_dim == 64 && c.n_experts == 128 && c.top_k == 4);
+    ck_assert(c.moe_ffn == 48 && c.act == FG_ACT_SWIGLU_OAI);
+    ck_assert(c.act_alpha == 1.702f && c.act_limit == 7.0f);
+    ck_assert(c.rope.scaling == FG_ROPE_YARN && c.rope.factor == 32.0f && !c.rope.truncate);
+    ck_assert(c.rope.orig_max_pos == 4096 && c.rope.theta == 150000.0f);
+    ck_assert(fg_model_layer_window(&c, 0) == 128 && fg_model_layer_window(&c, 1) == 0);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 1, t), 10); /* layer 0's attention */
+    ck_assert(t[9].role == FG_ROLE_SINKS && t[9].dims[0] == 16 && t[8].role == FG_ROLE_BO);
+    ck_assert_str_eq(t[9].name, "model.layers.0.self_attn.sinks");
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 9);
+    ck_assert(t[1].role == FG_ROLE_ROUTER && t[2].role == FG_ROLE_B_ROUTER);
+    ck_assert(t[4].role == FG_ROLE_EXP_B_GATE && t[4].dims[0] == 128 * 48 && t[4].blocks == 128);
+    ck_assert(t[8].role == FG_ROLE_EXP_B_DOWN && t[8].dims[0] == 128 * 32);
+    ck_assert_str_eq(t[1].name, "model.layers.0.mlp.router.weight");
+    const char *g = "{\"model_type\":\"gpt_oss\",\"vocab_size\":64,\"hidden_size\":32,"
+                    "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":8,\"max_position_embeddings\":64,"
+                    "\"attention_bias\":false,\"swiglu_limit\":3.5,\"swiglu_alpha\":2,"
+                    "\"layer_types\":[\"full_attention\",\"sliding_attention\"],"
+                    "\"sliding_window\":8,\"rope_theta\":1000,\"num_local_experts\":8,"
+                    "\"rope_scaling\":null}";
+    ck_assert_int_eq(fg_model_config_parse(g, strlen(g), NULL, &c, &err), FG_OK);
+    ck_assert(!c.qkv_bias && !c.out_bias && c.act_limit == 3.5f && c.act_alpha == 2.0f);
+    ck_assert(fg_model_layer_window(&c, 0) == 0 && fg_model_layer_window(&c, 1) == 8);
+    ck_assert(c.n_experts == 8 && c.rope.theta == 1000.0f && c.rope.scaling == FG_ROPE_YARN);
+    cfg_fail("{\"model_type\":\"gpt_oss\",\"vocab_size\":64,\"hidden_size\":32,"
+             "\"num_hidden_layers\":2,\"intermediate_size\":48,\"num_attention_heads\":8,"
+             "\"max_position_embeddings\":64,\"swiglu_limit\":-1}", FG_ERR_CORRUPT,
+             "key swiglu_limit");
+    tu_tmpdir_create();
+    static const char *const cfg = "{\"model_type\":\"gpt_oss\",\"vocab_size\":16,"
+                                   "\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                   "\"intermediate_size\":6,\"num_attention_heads\":2,"
+                                   "\"num_key_value_heads\":1,\"head_dim\":4,"
+                                   "\"max_position_embeddings\":32,\"num_local_experts\":2,"
+                                   "\"num_experts_per_tok\":1}";
+    static const char *const omit[] = {".experts.", NULL};
+    static const char *const ok[] = {"model.layers.0.mlp.experts.gate_up_proj@2x8x12",
+                                     "model.layers.0.mlp.experts.gate_up_proj_bias@2x12",
+                                     "model.layers.0.mlp.experts.down_proj@2x6x8",
+                                     "model.layers.0.mlp.experts.down_proj_bias@2x8"};
+    static const char *const untransposed[] = {
+        "model.layers.0.mlp.experts.gate_up_proj@2x12x8",
+        "model.layers.0.mlp.experts.gate_up_proj_bias@2x12",
+        "model.layers.0.mlp.experts.down_proj@2x6x8",
+        "model.layers.0.mlp.experts.down_proj_bias@2x8"};
+    fgc_source src[24] = {{0, 0, NULL}}; /* 22 specs: embed | 10 | 9 | norm, head */
+    ck_assert_int_eq(check_written("oss", cfg, omit, ok, 4, 0, src, NULL, &err), FG_OK);
+    /* expert e's gate (spec 14): element (r, c) at e * 96 + 2r + 12c; up (16) one column on;
+     * down (18): e * 48 + r + 8c; the biases: gate (15) e * 12 + 2r, down (19) contiguous */
+    for (uint32_t e = 0; e < 2; e++) {
+        const fgc_part *gw = &src[14].parts[e], *uw = &src[16].parts[e];
+        const fgc_part *dw = &src[18].parts[e], *gb = &src[15].parts[e];
+        const fgc_part *db = &src[19].parts[e];
+        ck_assert(gw->first == e * 96 && gw->rs == 2 && gw->cs == 12);
+        ck_assert(uw->first == e * 96 + 1 && uw->rs == 2 && uw->cs == 12);
+        ck_assert(dw->first == e * 48 && dw->rs == 1 && dw->cs == 8);
+        ck_assert(gb->first == e * 12 && gb->rs == 2 && src[17].parts[e].first == e * 12 + 1);
+        ck_assert(db->first == e * 8 && db->rs == 0);
+    }
+    ck_assert(src[9].index != FGC_NONE && src[12].index != FGC_NONE); /* sinks, router bias */
+    fgc_sources_free(src, 22);
+    ck_assert_int_eq(check_written("oss-t", cfg, omit, untransposed, 4, 0, NULL, NULL, &err),
+                     FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [2, 12, 8], config.json implies "
+                         "[2, 8, 12]"), "%s", err.msg);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 START_TEST(moe_batched_tensors)
 {
     tu_tmpdir_create();
@@ -950,11 +1041,13 @@ START_TEST(moe_batched_tensors)
     fgc_source src[16] = {{0, 0, NULL}}; /* 15 specs */
     fg_err err;
     ck_assert_int_eq(check_moe("ok", stacked, ok, 2, src, &err), FG_OK);
-    /* gate (spec 10): rows 0 and 8; up (11): 4 and 12; down (12): 0 and 8, one tensor each */
-    ck_assert(src[10].index == FGC_STACKED && src[10].parts[0].row0 == 0 &&
-              src[10].parts[1].row0 == 8 && src[10].parts[0].index == src[11].parts[1].index);
-    ck_assert(src[11].parts[0].row0 == 4 && src[11].parts[1].row0 == 12);
-    ck_assert(src[12].parts[1].row0 == 8 && src[12].parts[0].index != src[10].parts[0].index);
+    /* gate (spec 10): rows 0 and 8 (elements 0 and 64); up (11): 4 and 12; down (12): 0 and 8
+     * (of 4 values), one tensor each, the rows contiguous (rs 0) */
+    ck_assert(src[10].index == FGC_STACKED && src[10].parts[0].first == 0 &&
+              src[10].parts[1].first == 64 && src[10].parts[0].index == src[11].parts[1].index);
+    ck_assert(src[11].parts[0].first == 32 && src[11].parts[1].first == 96);
+    ck_assert(src[12].parts[1].first == 32 && src[12].parts[0].index != src[10].parts[0].index);
+    ck_assert(!src[10].parts[1].rs && !src[11].parts[0].rs && !src[12].parts[1].rs);
     fgc_sources_free(src, 15);
     ck_assert_int_eq(check_moe("shape", stacked, shape, 2, NULL, &err), FG_ERR_SIZE_MISMATCH);
     ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [2, 6, 8], config.json implies "
@@ -994,7 +1087,7 @@ START_TEST(moe_stacked_tensors)
     ck_assert_int_eq(check_moe("ok", stacked, all, 6, src, &err), FG_OK);
     for (int i = 10; i <= 12; i++)
         ck_assert(src[i].index == FGC_STACKED && src[i].parts &&
-                  src[i].parts[0].index != src[i].parts[1].index && !src[i].parts[1].row0);
+                  src[i].parts[0].index != src[i].parts[1].index && !src[i].parts[1].first);
     fgc_sources_free(src, 15);
     ck_assert_int_eq(check_moe("whole", NULL, NULL, 0, src, &err), FG_OK); /* stacked as given */
     ck_assert(src[10].index != FGC_STACKED && !src[10].parts);
@@ -1022,6 +1115,7 @@ static Suite *suite(void)
     tcase_add_test(tc, moe_configs);
     tcase_add_test(tc, moe_stacked_tensors);
     tcase_add_test(tc, moe_batched_tensors);
+    tcase_add_test(tc, gpt_oss_experts);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);

@@ -22,7 +22,7 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          qwen3-moe-tiny-bf16:qwen3-moe-tiny:qwen3_moe \
          qwen2-moe-tiny-hf5:qwen2-moe-tiny:qwen2_moe olmoe-tiny-hf5:olmoe-tiny:olmoe \
          gemma2-tiny-bf16:gemma2-tiny:gemma2 granitemoe-tiny-hf5:granitemoe-tiny:granitemoe \
-         mixtral-tiny-hf5-raw:mixtral-tiny:mixtral; do
+         mixtral-tiny-hf5-raw:mixtral-tiny:mixtral gpt-oss-tiny-bf16:gpt-oss-tiny:gpt_oss; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -63,6 +63,10 @@ grep -q '^model qwen2_moe: .*, 6 experts (top 2) of 32 + a shared one on 2 of 2 
 info=$("$INSPECT" gemma2-tiny-bf16.store) || fail "fg-inspect on the Gemma 2 store failed"
 want='^model gemma2: .*sliding window 5 on 1 of 2 layers, .*soft-capped: scores 2, logits 6'
 grep -q "$want" <<< "$info" || fail "fg-inspect does not show Gemma 2's caps: $(grep '^model' <<< "$info")"
+info=$("$INSPECT" gpt-oss-tiny-bf16.store) || fail "fg-inspect on the gpt-oss store failed"
+want='^model gpt_oss: .*4 experts (top 2, renormalized) of 24, biased, clamped SwiGLU (limit 2, '
+want+='alpha 1.702) on 2 of 2 layers, .*; attention sinks;'
+grep -q "$want" <<< "$info" || fail "fg-inspect does not show gpt-oss's experts and sinks: $(grep '^model' <<< "$info")"
 # a multimodal Gemma 3: the vision tower and projector are skipped, and fg-convert says so
 "$CONVERT" "$FIX/gemma3-mm-tiny-hf5" -o mm.store 2> mm.txt || fail "gemma3 mm: convert"
 grep -q '(34 tensors of the vision tower and projector skipped: fg runs the text model)' mm.txt ||

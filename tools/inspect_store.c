@@ -191,14 +191,19 @@ static void show_model(fg_store *s, int json)
     uint32_t sparse = 0; /* a mixture of experts' sparse layers */
     for (uint32_t l = 0; rc == FG_OK && l < hp.n_layers; l++)
         sparse += fg_model_layer_sparse(&hp, l) != 0;
-    char moe[160] = "", caps[80] = "";
+    char moe[224] = "", caps[80] = "", glu[80] = "";
+    if (hp.act == FG_ACT_SWIGLU_OAI) /* gpt-oss */
+        snprintf(glu, sizeof glu, ", biased, clamped SwiGLU (limit %g, alpha %g)",
+                 hp.act_limit, hp.act_alpha);
     if (sparse)
-        snprintf(moe, sizeof moe, ", %u experts (top %u%s) of %u%s on %u of %u layers",
+        snprintf(moe, sizeof moe, ", %u experts (top %u%s) of %u%s%s on %u of %u layers",
                  hp.n_experts, hp.top_k, hp.norm_topk ? ", renormalized" : "", hp.moe_ffn,
-                 hp.shared_ffn ? " + a shared one" : "", sparse, hp.n_layers);
+                 hp.shared_ffn ? " + a shared one" : "", glu, sparse, hp.n_layers);
     if (hp.attn_softcap > 0 || hp.final_softcap > 0)
         snprintf(caps, sizeof caps, "; soft-capped: scores %g, logits %g", hp.attn_softcap,
                  hp.final_softcap);
+    else if (hp.attn_sinks)
+        snprintf(caps, sizeof caps, "; attention sinks");
     if (json && rc)
         printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
@@ -211,13 +216,16 @@ static void show_model(fg_store *s, int json)
                "\"rotary_dims\": %u, \"sliding_window\": %u, \"windowed_layers\": %u, "
                "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\", "
                "\"experts\": %u, \"top_k\": %u, \"expert_ffn\": %u, \"shared_ffn\": %u, "
-               "\"sparse_layers\": %u, \"attn_softcap\": %g, \"final_softcap\": %g}", hp.arch,
+               "\"sparse_layers\": %u, \"attn_softcap\": %g, \"final_softcap\": %g, "
+               "\"attn_sinks\": %s, \"swiglu_limit\": %g}", hp.arch,
                hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
                hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size, hp.max_pos,
                *scaling ? scaling : "none", hp.pos == FG_POS_ROPE ? hp.rope.rot_dim : 0,
                hp.sliding_window, nw, hp.tied_head ? "true" : "false", eos, tok,
                sparse ? hp.n_experts : 0, sparse ? hp.top_k : 0, sparse ? hp.moe_ffn : 0,
-               sparse ? hp.shared_ffn : 0, sparse, hp.attn_softcap, hp.final_softcap);
+               sparse ? hp.shared_ffn : 0, sparse, hp.attn_softcap, hp.final_softcap,
+               hp.attn_sinks ? "true" : "false",
+               hp.act == FG_ACT_SWIGLU_OAI ? hp.act_limit : 0.0);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
