@@ -54,6 +54,7 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_BF16 = 3,
     FG_CKPT_F64 = 4,
     FG_CKPT_I64 = 5,
+    FG_CKPT_U8 = 6,   /* bytes: gpt-oss's MXFP4 blocks and scales (fg-convert reads them as such) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,

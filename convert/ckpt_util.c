@@ -214,6 +214,7 @@ size_t fg_ckpt_dtype_size(uint8_t dtype)
     case FG_CKPT_BF16: return 2;
     case FG_CKPT_F64: return 8;
     case FG_CKPT_I64: return 8;
+    case FG_CKPT_U8: return 1;
     default: return 0;
     }
 }
@@ -226,6 +227,7 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_BF16: return "BF16";
     case FG_CKPT_F64: return "F64";
     case FG_CKPT_I64: return "I64";
+    case FG_CKPT_U8: return "U8";
     default: return "?";
     }
 }

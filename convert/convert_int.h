@@ -65,13 +65,17 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err);
  * at element first + r * rs + c * cs of that tensor, or with rs 0 its rows one after another
  * from element first (one tensor per expert: first 0; a tensor of every expert, [experts,
  * rows, cols] as GraniteMoE's input_linear: the expert's rows of it; gpt-oss's transposed,
- * interleaved gate_up_proj: strided) (malloc'd: fgc_sources_free). */
+ * interleaved gate_up_proj: strided) (malloc'd: fgc_sources_free). mxfp4: the elements are
+ * the values of an MXFP4 tensor (index: its _blocks, two a byte; scales: its _scales, one
+ * exponent a 32 values), counted as the values it holds. */
 #define FGC_NONE UINT32_MAX
 #define FGC_STACKED (UINT32_MAX - 1)
 typedef struct fgc_part {
     uint32_t index;
     uint64_t first;
     uint64_t rs, cs;
+    uint32_t scales;  /* MXFP4: the _scales tensor (FGC_NONE until matched) */
+    int mxfp4;
 } fgc_part;
 typedef struct fgc_source {
     uint32_t index;

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,43 @@ typedef struct ck_read_ctx {
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
                        uint16_t *out, fg_err *err);
 
+/* Values [first, first + n) of an MXFP4 tensor (p: its blocks and scales; first and n
+ * multiples of 32) as BF16: code x 2^(scale - 127), as transformers' dequantization (exact in
+ * BF16 but where a product falls below its normals, rounded to nearest even). */
+static int ck_read_mxfp4(ck_read_ctx *c, const fgc_part *p, uint64_t first, uint64_t n,
+                         uint16_t *out, fg_err *err)
+{
+    static const float lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    const fg_ckpt_tensor *st = fg_ckpt_tensor_at(c->ck, p->scales);
+    if (grow(&c->j->raw, &c->j->raw_cap, n / 2 + n / 32))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'",
+                          fg_ckpt_tensor_at(c->ck, p->index)->name);
+    uint8_t *codes = (uint8_t *)c->j->raw, *exps = codes + n / 2;
+    int rc = fg_ckpt_read(c->ck, p->index, first / 2, n / 2, codes, err);
+    if (rc == FG_OK)
+        rc = fg_ckpt_read(c->ck, p->scales, first / 32, n / 32, exps, err);
+    for (uint64_t g = 0; rc == FG_OK && g < n / 32; g++) {
+        if (exps[g] == 255) /* E8M0's NaN */
+            return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is 255 "
+                              "(NaN in E8M0)", st->path, st->name,
+                              (unsigned long long)(first / 32 + g));
+        for (uint32_t i = 0; i < 32; i++) {
+            uint8_t b = codes[g * 16 + i / 2];
+            float v = ldexpf(lut[i % 2 ? b >> 4 : b & 15], (int)exps[g] - 127);
+            uint32_t x;
+            memcpy(&x, &v, 4);
+            uint16_t h = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+            if ((h & 0x7f80u) == 0x7f80u) /* (only a scale of 128 or more gets there) */
+                return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu: its "
+                                  "scale %u makes a value infinite", st->path, st->name,
+                                  (unsigned long long)(first / 32 + g), exps[g]);
+            out[g * 32 + i] = h;
+        }
+    }
+    return rc;
+}
+
 /* Elements [at, at + k) of a strided block p: its span read (once), then picked. */
 static int ck_read_strided(ck_read_ctx *c, const fgc_part *p, uint64_t at, uint64_t k,
                            uint16_t *out, fg_err *err)
@@ -301,7 +339,8 @@ static int ck_read_strided(ck_read_ctx *c, const fgc_part *p, uint64_t at, uint6
             c->span_cap = n;
         }
         c->span_n = 0; /* invalid until read */
-        int rc = ck_read_one(c, p->index, p->first, n, c->span, err);
+        int rc = p->mxfp4 ? ck_read_mxfp4(c, p, p->first, n, c->span, err)
+                          : ck_read_one(c, p->index, p->first, n, c->span, err);
         if (rc)
             return rc;
         c->span_index = p->index, c->span_lo = p->first, c->span_n = n;
@@ -381,7 +420,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, first_part(&from[s]));
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
-        int bf16 = t->dtype == FG_CKPT_BF16; /* (a stacked one's blocks agree: model_check.c) */
+        /* (a stacked one's blocks agree: model_check.c; MXFP4 values are BF16's) */
+        int bf16 = t->dtype == FG_CKPT_BF16 || (i == FGC_STACKED && from[s].parts[0].mxfp4);
         ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *

@@ -33,7 +33,8 @@ static void shape_str(char *buf, size_t cap, uint32_t nd, const uint64_t *d)
 }
 
 /* t's shape must be dims[0 .. nd) and its dtype one fg converts. */
-static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dims, fg_err *err)
+/* t's shape is dims (FG_ERR_SIZE_MISMATCH naming both) */
+static int check_dims(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dims, fg_err *err)
 {
     int ok = t->n_dims == nd;
     for (uint32_t d = 0; ok && d < nd; d++)
@@ -45,6 +46,15 @@ static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dim
         return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor %s has shape %s, config.json "
                           "implies %s", t->path, t->name, a, b);
     }
+    return FG_OK;
+}
+
+/* ... and a dtype fg converts */
+static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dims, fg_err *err)
+{
+    int rc = check_dims(t, nd, dims, err);
+    if (rc)
+        return rc;
     if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16)
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s has dtype %s; fg converts F32, "
                           "F16 and BF16", t->path, t->name, fg_ckpt_dtype_name(t->dtype));
@@ -91,7 +101,7 @@ static fgc_part *new_blocks(uint32_t n)
 {
     fgc_part *b = malloc(n * sizeof *b);
     for (uint32_t j = 0; b && j < n; j++)
-        b[j] = (fgc_part){FGC_NONE, 0, 0, 0};
+        b[j] = (fgc_part){.index = FGC_NONE, .scales = FGC_NONE};
     return b;
 }
 
@@ -130,7 +140,7 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
         if (o)
             break;
     }
-    m->blk[k][b] = (fgc_part){i, 0, 0, 0};
+    m->blk[k][b] = (fgc_part){.index = i, .scales = FGC_NONE};
     m->seen[k]++;
     return FG_OK;
 }
@@ -141,7 +151,9 @@ static int take_block(const match *m, const fg_ckpt_tensor *t, uint32_t i, const
  * rows of the parts before p), read as [experts * rows, cols]. layout (FG_FUSE_*): the parts'
  * rows alternating (row r of part p is the block's row r * n_parts + p), each expert stored
  * transposed, [experts, cols, rows] (gpt-oss's gate_up_proj; vectors, the experts' biases,
- * [experts, rows]). */
+ * [experts, rows]); MXFP4, the values' codes [experts, rows, cols / 32, 16] bytes, or their
+ * scales [experts, rows, cols / 32] bytes (either may come first: the parts are made by the
+ * first, the scales' index kept beside). */
 static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
                         char (*parts)[FG_TENSOR_NAME_MAX], uint32_t n_parts, uint32_t layout,
                         fg_err *err)
@@ -149,7 +161,8 @@ static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
     const sspec *ss[FG_FUSED_MAX];
     uint64_t dims[3] = {0, 0, 0};
     int vec = 0, inter = (layout & FG_FUSE_INTERLEAVED) != 0;
-    int trans = (layout & FG_FUSE_TRANSPOSED) != 0;
+    int trans = (layout & FG_FUSE_TRANSPOSED) != 0, mx = (layout & FG_FUSE_MXFP4) != 0;
+    int scl = (layout & FG_FUSE_MXFP4_SCALES) != 0;
     for (uint32_t p = 0; p < n_parts; p++) {
         const fg_tensor_spec *s = (ss[p] = find(m, parts[p])) ? &ss[p]->s : NULL;
         if (!s || s->blocks < 2 || s->dims[0] % s->blocks)
@@ -164,27 +177,50 @@ static int take_batched(const match *m, const fg_ckpt_tensor *t, uint32_t i,
         dims[1] += s->dims[0] / s->blocks;
         dims[2] = fg_tensor_spec_cols(s);
     }
-    uint64_t want[3] = {dims[0], trans && !vec ? dims[2] : dims[1], trans && !vec ? dims[1]
-                                                                                  : dims[2]};
-    int rc = check_shape(t, vec ? 2 : 3, want, err);
     uint64_t rows = dims[1], cols = dims[2];
+    int rc;
+    if ((mx || scl) && (vec || trans || cols % 32))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s: MXFP4 needs rows of a "
+                          "multiple of 32 values (config.json implies %llu)", t->path, t->name,
+                          (unsigned long long)cols);
+    if (mx || scl) { /* bytes of codes or of exponents */
+        uint64_t want[4] = {dims[0], rows, cols / 32, 16};
+        rc = check_dims(t, mx ? 4 : 3, want, err);
+        if (rc == FG_OK && t->dtype != FG_CKPT_U8)
+            rc = fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s has dtype %s; MXFP4 %s are "
+                            "U8", t->path, t->name, fg_ckpt_dtype_name(t->dtype),
+                            mx ? "blocks" : "scales");
+    } else {
+        uint64_t want[3] = {dims[0], trans && !vec ? cols : rows, trans && !vec ? rows : cols};
+        rc = check_shape(t, vec ? 2 : 3, want, err);
+    }
     for (uint64_t p = 0, off = 0; rc == FG_OK && p < n_parts; p++) {
         size_t k = (size_t)(ss[p] - m->sorted);
-        if (m->seen[k])
+        if (m->seen[k] && !scl)
             return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s is a second spelling of %s",
                               t->path, t->name, ss[p]->s.name);
-        if (!(m->blk[k] = new_blocks(ss[p]->s.blocks)))
+        if (!m->blk[k] && !(m->blk[k] = new_blocks(ss[p]->s.blocks)))
             return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
         /* the part's row r is the block's row r0 + r * step; its element (r, c) at
          * e * rows * cols + that row * cols + c, or transposed c * rows + that row */
         uint64_t r0 = inter ? p : off, step = inter ? n_parts : 1;
         for (uint64_t e = 0; e < dims[0]; e++) {
+            fgc_part *b = &m->blk[k][e];
             uint64_t base = e * rows * cols;
-            m->blk[k][e] = trans ? (fgc_part){i, base + r0, step, rows}
-                         : step > 1 ? (fgc_part){i, base + r0 * cols, step * cols, 1}
-                                    : (fgc_part){i, base + r0 * cols, 0, 0};
+            if (scl && b->scales != FGC_NONE)
+                return fg_err_set(err, FG_ERR_DUPLICATE, "%s: tensor %s: a second spelling of "
+                                  "the MXFP4 scales of %s", t->path, t->name, ss[p]->s.name);
+            if (scl) {
+                b->scales = i;
+                continue;
+            }
+            uint32_t sc = b->scales;
+            *b = trans ? (fgc_part){i, base + r0, step, rows, sc, 0}
+               : step > 1 || mx ? (fgc_part){i, base + r0 * cols, step * cols, 1, sc, mx}
+                                : (fgc_part){i, base + r0 * cols, 0, 0, sc, 0};
         }
-        m->seen[k] = ss[p]->s.blocks;
+        if (!scl)
+            m->seen[k] = ss[p]->s.blocks;
         off += ss[p]->s.dims[0] / ss[p]->s.blocks;
     }
     return rc;
@@ -313,6 +349,13 @@ int fg_convert_check_ckpt(const fg_hparams *hp, const fg_ckpt *ck, fgc_source *s
         else if (!seen[k] && !sorted[k].s.optional)
             rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s (required by config.json) is "
                             "missing", fg_ckpt_dir(ck), sorted[k].s.name);
+        for (b = 0; rc == FG_OK && blk[k] && b < sorted[k].s.blocks; b++)
+            if ((blk[k][b].mxfp4 != 0) != (blk[k][b].scales != FGC_NONE))
+                rc = fg_err_set(err, FG_ERR_NOT_FOUND, "%s: the MXFP4 %s of tensor %s are "
+                                "missing (%s)", fg_ckpt_dir(ck),
+                                blk[k][b].mxfp4 ? "scales" : "blocks", sorted[k].s.name,
+                                fg_ckpt_tensor_at(ck, blk[k][b].mxfp4 ? blk[k][b].index
+                                                                      : blk[k][b].scales)->name);
         if (blk[k] && src && rc == FG_OK) { /* the parts go to the caller */
             src[sorted[k].orig] = (fgc_source){FGC_STACKED, 0, blk[k]};
             blk[k] = NULL;

@@ -36,7 +36,7 @@ static int st_dtype(const char *s, uint8_t *out)
 {
     static const struct { const char *name; uint8_t dt; } tab[] = {
         {"F32", FG_CKPT_F32}, {"F16", FG_CKPT_F16}, {"BF16", FG_CKPT_BF16},
-        {"F64", FG_CKPT_F64}, {"I64", FG_CKPT_I64},
+        {"F64", FG_CKPT_F64}, {"I64", FG_CKPT_I64}, {"U8", FG_CKPT_U8},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (strcmp(s, tab[i].name) == 0) {
@@ -87,7 +87,7 @@ static int st_tensor(const char *label, const char *name, json_t *v, uint64_t da
     uint8_t dt;
     if (st_dtype(json_string_value(jd), &dt))
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s: dtype %s is not one fg reads "
-                          "(F32, F16, BF16, F64, I64)", label, name, json_string_value(jd));
+                          "(F32, F16, BF16, F64, I64, U8)", label, name, json_string_value(jd));
     size_t nd = json_array_size(js);
     if (nd > FG_CKPT_MAX_DIMS)
         return fg_err_set(err, FG_ERR_LIMIT, "%s: tensor %s: %zu dims (limit %u)", label, name, nd,

@@ -1045,7 +1045,10 @@ static uint32_t moe_fused(const fg_hparams *hp, const char *name,
  * mlp.experts.gate_up_proj [experts, hidden, 2 x width], each expert's gate and up columns
  * alternating (GptOssExperts: gate_up[..., ::2], gate_up[..., 1::2]), its bias
  * gate_up_proj_bias [experts, 2 x width] alike, down_proj [experts, width, hidden] and
- * down_proj_bias [experts, hidden] (model_check.c take_batched) */
+ * down_proj_bias [experts, hidden] (model_check.c take_batched); or, as OpenAI ships them, in
+ * MXFP4: gate_up_proj_blocks [experts, 2 x width, hidden / 32, 16] (gate and up rows
+ * alternating) with gate_up_proj_scales [experts, 2 x width, hidden / 32], down_proj_blocks
+ * [experts, hidden, width / 32, 16] with down_proj_scales */
 static uint32_t oss_fused(const fg_hparams *hp, const char *name,
                           char (*parts)[FG_TENSOR_NAME_MAX], uint32_t *layout)
 {
@@ -1056,8 +1059,18 @@ static uint32_t oss_fused(const fg_hparams *hp, const char *name,
         {".mlp.experts.gate_up_proj_bias", 2,
          {"mlp.experts.gate_proj.bias", "mlp.experts.up_proj.bias"}, FG_FUSE_INTERLEAVED},
         {".mlp.experts.down_proj", 1, {"mlp.experts.down_proj.weight"}, FG_FUSE_TRANSPOSED},
-        {".mlp.experts.down_proj_bias", 1, {"mlp.experts.down_proj.bias"}, 0}};
-    return fuse_by(hp, name, k_rules, 4, 1, parts, layout);
+        {".mlp.experts.down_proj_bias", 1, {"mlp.experts.down_proj.bias"}, 0},
+        /* OpenAI's files: MXFP4, each expert's [rows, cols] as its model multiplies it */
+        {".mlp.experts.gate_up_proj_blocks", 2,
+         {"mlp.experts.gate_proj.weight", "mlp.experts.up_proj.weight"},
+         FG_FUSE_INTERLEAVED | FG_FUSE_MXFP4},
+        {".mlp.experts.gate_up_proj_scales", 2,
+         {"mlp.experts.gate_proj.weight", "mlp.experts.up_proj.weight"},
+         FG_FUSE_INTERLEAVED | FG_FUSE_MXFP4_SCALES},
+        {".mlp.experts.down_proj_blocks", 1, {"mlp.experts.down_proj.weight"}, FG_FUSE_MXFP4},
+        {".mlp.experts.down_proj_scales", 1, {"mlp.experts.down_proj.weight"},
+         FG_FUSE_MXFP4_SCALES}};
+    return fuse_by(hp, name, k_rules, sizeof k_rules / sizeof k_rules[0], 1, parts, layout);
 }
 
 /* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every

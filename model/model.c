@@ -212,10 +212,12 @@ static int model_type(json_t *root, const char *label, fg_hparams *hp, fg_err *e
                           "family fg runs (%s)", label, json_string_value(v), fg_arch_names());
     snprintf(hp->arch, sizeof hp->arch, "%s", json_string_value(v));
     /* GPTQ, AWQ, bitsandbytes, FP8...: tensors fg cannot read as weights; say so by the key
-     * rather than by the first packed tensor's name */
+     * rather than by the first packed tensor's name. gpt-oss's MXFP4 experts are read (as the
+     * 16-bit values they hold: fg-convert, model_check.c) */
     json_t *q = json_object_get(root, "quantization_config");
-    if (q && !json_is_null(q)) {
-        json_t *m = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
+    json_t *m = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
+    if (q && !json_is_null(q) && !(json_is_string(m) && !strcmp(json_string_value(m), "mxfp4") &&
+                                   !strcmp(hp->arch, "gpt_oss"))) {
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key quantization_config: a checkpoint "
                           "quantized by another tool (quant_method \"%.32s\") is not supported; "
                           "convert its F16/BF16/F32 original (--compress-weight for 4-bit)",

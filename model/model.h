@@ -267,9 +267,14 @@ typedef struct fg_arch {
 #define FG_FUSED_MAX 4
 /* fg_arch.fused's layouts: the parts' rows alternate (row r of part p is row r * parts + p:
  * gpt-oss's gate and up); each part (each expert's block of it) is stored transposed, [cols,
- * rows], the weight x . W multiplies (gpt-oss's experts) */
+ * rows], the weight x . W multiplies (gpt-oss's experts); MXFP4 (OpenAI's gpt-oss files): the
+ * tensor holds the parts' 4-bit E2M1 codes, [experts, rows, cols / 32, 16] bytes (two values a
+ * byte, the even one in the low nibble), and MXFP4_SCALES names its companion of E8M0
+ * exponents, [experts, rows, cols / 32] bytes (2^(e - 127) per 32 values of a row) */
 #define FG_FUSE_INTERLEAVED 1u
 #define FG_FUSE_TRANSPOSED 2u
+#define FG_FUSE_MXFP4 4u
+#define FG_FUSE_MXFP4_SCALES 8u
 
 /* ---- the table ---- */
 

@@ -1247,6 +1247,15 @@ START_TEST(gpt_oss_sinks_experts) { layout_case("gpt-oss-tiny-bf16", "gpt-oss-ti
 END_TEST
 START_TEST(gpt_oss_transformers5) { layout_case("gpt-oss-tiny-hf5", "gpt-oss-tiny"); }
 END_TEST
+/* as OpenAI ships it: the experts in MXFP4 (blocks and scales), read as the BF16 values they
+ * hold; transformers' logits from its own dequantization */
+START_TEST(gpt_oss_mxfp4) { layout_case("gpt-oss-mxfp4-tiny", "gpt-oss-mxfp4-tiny"); }
+END_TEST
+START_TEST(experts_paged_gpt_oss_mxfp4)
+{
+    experts_paged("gpt-oss-mxfp4-tiny", "gpt-oss-mxfp4-tiny");
+}
+END_TEST
 START_TEST(gpt_oss_placements) { placement_matrix("gpt-oss-tiny", "gpt-oss-tiny-bf16"); }
 END_TEST
 /* (its 4-bit cache: nmse 0.175 measured, where the other fixtures stay under 0.08: YaRN's
@@ -1397,6 +1406,8 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_gemma2);
     tcase_add_test(tc, gpt_oss_sinks_experts);
     tcase_add_test(tc, gpt_oss_transformers5);
+    tcase_add_test(tc, gpt_oss_mxfp4);
+    tcase_add_test(tc, experts_paged_gpt_oss_mxfp4);
     tcase_add_test(tc, gpt_oss_placements);
     tcase_add_test(tc, gpt_oss_kv_on_disk);
     tcase_add_test(tc, sim_placements_gpt_oss);

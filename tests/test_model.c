@@ -332,6 +332,9 @@ START_TEST(llama_family_configs)
              "\"quant_method\":\"gptq\"}}", FG_ERR_UNSUPPORTED,
              "key quantization_config: a checkpoint quantized by another tool (quant_method "
              "\"gptq\")");
+    /* (MXFP4 is read for gpt-oss's experts only) */
+    cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{"
+             "\"quant_method\":\"mxfp4\"}}", FG_ERR_UNSUPPORTED, "(quant_method \"mxfp4\")");
     cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
              "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
@@ -658,9 +661,9 @@ static const char *write_ckpt(const char *dir, const char *cfg, const char *cons
     for (uint32_t i = 0; i < n + n_extra; i++) { /* the model's F16, the extras F32 */
         char name[128];
         snprintf(name, sizeof name, "%s", i < n ? spec[i].name : extra[i - n]);
-        char *at = strchr(name, '@');
-        unsigned long long e0 = 0, e1 = 0, e2 = 0;
-        if (at && sscanf(at + 1, "%llux%llux%llu", &e0, &e1, &e2) >= 2)
+        char *at = strchr(name, '@'), *u8 = strstr(name, ":U8"); /* name@AxB[xC[xD]][:U8] */
+        unsigned long long e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+        if (at && sscanf(at + 1, "%llux%llux%llux%llu", &e0, &e1, &e2, &e3) >= 2)
             *at = 0;
         int drop = 0;
         for (const char *const *o = omit; i < n && o && *o; o++)
@@ -670,13 +673,14 @@ static const char *write_ckpt(const char *dir, const char *cfg, const char *cons
         int two = (i < n && spec[i].n_dims == 2) || e1, f16 = i < n || e1;
         uint64_t d0 = i < n ? spec[i].dims[0] : e1 ? e0 : extra_len;
         uint64_t d1 = i < n ? (two ? spec[i].dims[1] : 1) : e1 ? e1 : 1;
-        uint64_t bytes = d0 * d1 * (e2 ? e2 : 1) * (f16 ? 2 : 4);
-        char shape[64];
-        snprintf(shape, sizeof shape, e2 ? "%llu,%llu,%llu" : two ? "%llu,%llu" : "%llu",
-                 (unsigned long long)d0, (unsigned long long)d1, e2);
+        uint64_t bytes = d0 * d1 * (e2 ? e2 : 1) * (e3 ? e3 : 1) * (u8 ? 1 : f16 ? 2 : 4);
+        char shape[80];
+        snprintf(shape, sizeof shape, e3 ? "%llu,%llu,%llu,%llu" : e2 ? "%llu,%llu,%llu"
+                                      : two ? "%llu,%llu" : "%llu",
+                 (unsigned long long)d0, (unsigned long long)d1, e2, e3);
         k += (size_t)sprintf(hdr + k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
                              "\"data_offsets\":[%llu,%llu]}", k > 1 ? "," : "", name,
-                             f16 ? "F16" : "F32", shape, (unsigned long long)off,
+                             u8 ? "U8" : f16 ? "F16" : "F32", shape, (unsigned long long)off,
                              (unsigned long long)(off + bytes));
         off += bytes;
     }
@@ -1021,6 +1025,52 @@ START_TEST(gpt_oss_experts)
                      FG_ERR_SIZE_MISMATCH);
     ck_assert_msg(strstr(err.msg, "gate_up_proj has shape [2, 12, 8], config.json implies "
                          "[2, 8, 12]"), "%s", err.msg);
+    /* OpenAI's MXFP4 files: [experts, rows, cols / 32, 16] codes, [experts, rows, cols / 32]
+     * exponents, either first; the codes' rows as the model multiplies them (gate and up
+     * alternating); each needs the other, as U8 */
+    static const char *const mcfg = "{\"model_type\":\"gpt_oss\",\"vocab_size\":16,"
+                                    "\"hidden_size\":64,\"num_hidden_layers\":1,"
+                                    "\"intermediate_size\":32,\"num_attention_heads\":2,"
+                                    "\"num_key_value_heads\":1,\"head_dim\":4,"
+                                    "\"max_position_embeddings\":32,\"num_local_experts\":2,"
+                                    "\"num_experts_per_tok\":1,\"quantization_config\":"
+                                    "{\"quant_method\":\"mxfp4\"}}";
+#define MX(n, shape) "model.layers.0.mlp.experts." n "@" shape
+    static const char *const mx[] = {MX("gate_up_proj_scales", "2x64x2:U8"),
+                                     MX("gate_up_proj_blocks", "2x64x2x16:U8"),
+                                     MX("gate_up_proj_bias", "2x64"),
+                                     MX("down_proj_blocks", "2x64x1x16:U8"),
+                                     MX("down_proj_scales", "2x64x1:U8"),
+                                     MX("down_proj_bias", "2x64")};
+    static const char *const noscale[] = {MX("gate_up_proj_blocks", "2x64x2x16:U8"),
+                                          MX("gate_up_proj_bias", "2x64"),
+                                          MX("down_proj_blocks", "2x64x1x16:U8"),
+                                          MX("down_proj_scales", "2x64x1:U8"),
+                                          MX("down_proj_bias", "2x64")};
+    static const char *const f16[] = {MX("gate_up_proj_scales", "2x64x2:U8"),
+                                      MX("gate_up_proj_blocks", "2x64x2x16"),
+                                      MX("gate_up_proj_bias", "2x64"),
+                                      MX("down_proj_blocks", "2x64x1x16:U8"),
+                                      MX("down_proj_scales", "2x64x1:U8"),
+                                      MX("down_proj_bias", "2x64")};
+#undef MX
+    ck_assert_int_eq(check_written("mx", mcfg, omit, mx, 6, 0, src, NULL, &err), FG_OK);
+    for (uint32_t e = 0; e < 2; e++) { /* up: the odd rows of 64 values; down: contiguous */
+        const fgc_part *u = &src[16].parts[e], *dn = &src[18].parts[e];
+        ck_assert(u->mxfp4 && u->first == e * 4096 + 64 && u->rs == 128 && u->cs == 1);
+        ck_assert(u->scales != FGC_NONE && u->scales != u->index);
+        ck_assert(dn->mxfp4 && dn->first == e * 2048 && dn->rs == 32 && dn->scales != FGC_NONE);
+    }
+    fgc_sources_free(src, 22);
+    ck_assert_int_eq(check_written("mx-noscale", mcfg, omit, noscale, 5, 0, NULL, NULL, &err),
+                     FG_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(err.msg, "the MXFP4 scales of tensor "
+                         "model.layers.0.mlp.experts.gate_proj.weight are missing "
+                         "(model.layers.0.mlp.experts.gate_up_proj_blocks)"), "%s", err.msg);
+    ck_assert_int_eq(check_written("mx-f16", mcfg, omit, f16, 6, 0, NULL, NULL, &err),
+                     FG_ERR_BAD_ENUM);
+    ck_assert_msg(strstr(err.msg, "gate_up_proj_blocks has dtype F16; MXFP4 blocks are U8"),
+                  "%s", err.msg);
     tu_tmpdir_remove();
 }
 END_TEST
