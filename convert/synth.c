@@ -58,6 +58,10 @@ static const lshape k_llama[] = {
     {"gemma-3-1b", "gemma3_text", 262144, 1152, 26, 4, 1, 6912, 32768, 1e6, 1, 0, 512,
      ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
      "\"hidden_activation\": \"gelu_pytorch_tanh\"", 2, 1},
+    {"gemma-2b", "gemma", 256000, 2048, 18, 8, 1, 16384, 8192, 1e4, 1, 0, 0,
+     ", \"head_dim\": 256", 2, 1},
+    {"gemma-7b", "gemma", 256000, 3072, 28, 16, 16, 24576, 8192, 1e4, 1, 0, 0,
+     ", \"head_dim\": 256", 2, 1},
 #define GEMMA2_KEYS                                                                             \
     ", \"head_dim\": 256, \"query_pre_attn_scalar\": 256, "                                   \
     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 50.0, "          \
@@ -192,12 +196,12 @@ static int llama_config(const lshape *s, char *buf, size_t cap)
                     "\"num_hidden_layers\": %u, \"num_attention_heads\": %u, "
                     "\"num_key_value_heads\": %u, \"intermediate_size\": %u, "
                     "\"max_position_embeddings\": %u, \"rope_theta\": %.1f, "
-                    "\"rms_norm_eps\": 1e-05, \"hidden_act\": \"silu\", "
+                    "\"rms_norm_eps\": 1e-05, \"hidden_act\": \"%s\", "
                     "\"tie_word_embeddings\": %s, \"bos_token_id\": %d, \"eos_token_id\": %d, "
                     "\"torch_dtype\": \"bfloat16\", \"fg_synthetic\": true%s%s}\n",
                     s->type, s->vocab, s->hidden, s->layers, s->heads, s->kv_heads, s->ffn,
-                    s->max_pos, s->theta, s->tied ? "true" : "false", s->bos, s->eos, window,
-                    s->extra);
+                    s->max_pos, s->theta, strcmp(s->type, "gemma") ? "silu" : "gelu",
+                    s->tied ? "true" : "false", s->bos, s->eos, window, s->extra);
 }
 
 /* config.json of the shape (s, or else ls) into the batch, and parsed into hp (one source of

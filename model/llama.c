@@ -48,6 +48,9 @@
  *            (layer_types, or all but every sliding_window_pattern-th) windowed and rotated with
  *            rope_local_base_freq, the full ones with rope_theta and rope_scaling (or
  *            rope_parameters per layer type); soft-capping and bidirectional attention refused.
+ *   gemma:   Gemma (1): Llama's layer with GemmaConfig's defaults (head_dim 256, tied, bos 2,
+ *            eos 1, pad 0, gemma-7b's sizes), RMSNorms scaling by 1 + w, embeddings times
+ *            sqrt(hidden), the tanh GELU (hidden_act, whose legacy "gelu" GemmaConfig takes so);
  *   gemma2:  Gemma 3's layer without q/k norms or a local rotary base, every other layer sliding
  *            (layer_types, default from layer 0), Gemma2Config's defaults (sliding_window 4096,
  *            8192 positions), and logit soft-capping: each attention score and each logit
@@ -108,7 +111,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -138,10 +141,11 @@ typedef struct traits {
     /* Phi-3: partial_rotary_factor read; rope types default and longrope ("su" and "yarn" are
      * its old names), original_max_position_embeddings the top-level key (default 4096) alone */
     int phi;
-    /* Gemma 2 (2) and 3 (3): sandwich norms scaling by 1 + w, sqrt(hidden) embeddings,
-     * query_pre_attn_scalar, hidden_activation, tied embeddings by default, every other layer
-     * (Gemma 3: 5 of 6) sliding; Gemma 3's local rotary settings for the sliding layers and q/k
-     * norms, Gemma 2's logit soft-capping */
+    /* Gemma (1), Gemma 2 (2) and 3 (3): RMSNorms scaling by 1 + w, sqrt(hidden) embeddings,
+     * GELU (tanh), tied embeddings by default; Gemma 2 and 3: sandwich norms,
+     * query_pre_attn_scalar, hidden_activation, every other layer (Gemma 3: 5 of 6) sliding;
+     * Gemma 3's local rotary settings for the sliding layers and q/k norms, Gemma 2's logit
+     * soft-capping */
     int gemma;
     /* Ministral 3: YaRN by default, rope's llama_4_scaling_beta read (hp->llama4_beta) */
     int ministral3;
@@ -206,6 +210,8 @@ static const traits k_traits[] = {
     [FAM_GEMMA2] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
                     .attention_bias = 1, .windows = WIN_GEMMA, .window = 4096, .eps = 1e-6f,
                     .gemma = 2},
+    [FAM_GEMMA] = {.head_dim = 256, .bos = 2, .eos = 1, .pad = 0, .attention_bias = 1,
+                   .windows = WIN_NONE, .eps = 1e-6f, .gemma = 1},
     [FAM_GPT_OSS] = {.kv_heads = 8, .head_dim = 64, NO_IDS, .attention_bias = 2,
                      .windows = WIN_OSS, .window = 128, .eps = 1e-5f, .oss = 1, .moe = MOE_OSS,
                      .experts = 128, .top_k = 4},
@@ -222,14 +228,15 @@ static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *h
         {"num_attention_heads", &hp->n_heads, FG_MODEL_MAX_DIM},
         {"max_position_embeddings", &hp->max_pos, FG_MODEL_MAX_DIM},
     };
-    /* Gemma3TextConfig's defaults (the hub's Gemma 3 4B-27B text_config names few keys), and
-     * Gemma2Config's */
-    static const uint32_t gemma_dflt[2][6] = {{262208, 2304, 26, 9216, 8, 131072},
-                                              {256000, 2304, 26, 9216, 8, 8192}};
+    /* GemmaConfig's defaults, Gemma2Config's and Gemma3TextConfig's (the hub's Gemma 3 4B-27B
+     * text_config names few keys) */
+    static const uint32_t gemma_dflt[3][6] = {{256000, 3072, 28, 24576, 16, 8192},
+                                              {256000, 2304, 26, 9216, 8, 8192},
+                                              {262208, 2304, 26, 9216, 8, 131072}};
     int rc;
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         if (t->gemma)
-            *req[i].dst = gemma_dflt[t->gemma == 2][i];
+            *req[i].dst = gemma_dflt[t->gemma - 1][i];
         if ((rc = fgm_uint(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err)) < 0)
             return rc;
     }
@@ -580,7 +587,8 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
  * default), query_pre_attn_scalar (256), causal attention only; embeddings times sqrt(hidden)
  * in f32, sandwich norms scaling by 1 + w. Logit soft-capping: Gemma 2's
  * attn_logit_softcapping (default 50) and final_logit_softcapping (default 30), null for none;
- * refused in a Gemma 3 file (its model has none). */
+ * refused in a Gemma 3 file (its model has none). Gemma (1, GemmaConfig): hidden_act, the
+ * embeddings' and norms' scaling, Llama's layer and q scale. */
 static int gemma(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     static const char *const acts[] = {"gelu_pytorch_tanh", "gelu"};
@@ -589,7 +597,10 @@ static int gemma(json_t *root, const char *label, const traits *t, fg_hparams *h
     float *cap[2] = {&hp->attn_softcap, &hp->final_softcap};
     int act = 0, rc;
     float q = 256.0f;
-    if ((rc = fgm_enum(root, label, "hidden_activation", acts, 2, 0, &act, err)) < 0)
+    /* Gemma (1): hidden_act, whose "gelu" (the released files') GemmaConfig takes for the tanh
+     * approximation; Gemma 2 and 3: hidden_activation */
+    if ((rc = fgm_enum(root, label, t->gemma == 1 ? "hidden_act" : "hidden_activation", acts, 2,
+                       0, &act, err)) < 0)
         return rc;
     for (int i = 0; i < 3; i++) {
         json_t *v = json_object_get(root, caps[i]);
@@ -603,16 +614,22 @@ static int gemma(json_t *root, const char *label, const traits *t, fg_hparams *h
         }
         if (v && !json_is_null(v) && !json_is_false(v))
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key %s: %s is not supported", label,
-                              caps[i], i < 2 ? "logit soft-capping in a Gemma 3 (Gemma 2's)"
-                                             : "bidirectional attention (an embedding model)");
+                              caps[i],
+                              i == 2 ? "bidirectional attention (an embedding model)"
+                              : t->gemma == 3 ? "logit soft-capping in a Gemma 3 (Gemma 2's)"
+                                              : "logit soft-capping in a Gemma (Gemma 2's)");
+    }
+    hp->embed_scale = (float)sqrt((double)hp->hidden);
+    hp->norm_plus_one = 1;
+    if (t->gemma == 1) { /* Llama's layer otherwise */
+        hp->act = FG_ACT_GELU_TANH;
+        return FG_OK;
     }
     if ((rc = fgm_float(root, label, "query_pre_attn_scalar", 1e-6, 1e9, 0, &q, err)) < 0)
         return rc;
     hp->act = act ? FG_ACT_GELU : FG_ACT_GELU_TANH;
     hp->attn_scale = (float)(1.0 / sqrt((double)q));
-    hp->embed_scale = (float)sqrt((double)hp->hidden);
     hp->sandwich = FG_SANDWICH_BOTH;
-    hp->norm_plus_one = 1;
     return FG_OK;
 }
 
@@ -1155,6 +1172,7 @@ FAMILY(qwen3, "a Qwen3", FAM_QWEN3, NULL);
 FAMILY(phi3, "a Phi-3", FAM_PHI3, fused);
 FAMILY(gemma3_text, "a Gemma 3", FAM_GEMMA3, NULL);
 FAMILY(gemma2, "a Gemma 2", FAM_GEMMA2, NULL);
+FAMILY(gemma, "a Gemma", FAM_GEMMA, NULL);
 FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);

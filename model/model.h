@@ -419,6 +419,7 @@ extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts)
 extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
 extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture of experts) */
 extern const fg_arch fg_arch_gpt_oss;    /* model/llama.c: gpt-oss (sinks, biased experts) */
+extern const fg_arch fg_arch_gemma;      /* model/llama.c: Gemma (1) */
 
 #ifdef __cplusplus
 }

@@ -335,11 +335,11 @@ START_TEST(llama_family_configs)
     /* (MXFP4 is read for gpt-oss's experts only) */
     cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{"
              "\"quant_method\":\"mxfp4\"}}", FG_ERR_UNSUPPORTED, "(quant_method \"mxfp4\")");
-    cfg_fail("{\"model_type\":\"gemma\"}", FG_ERR_UNSUPPORTED,
-             "key model_type: \"gemma\" is not a family fg runs (opt, llama, mistral, ministral, "
+    cfg_fail("{\"model_type\":\"gemma4\"}", FG_ERR_UNSUPPORTED,
+             "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss)");
+             "olmoe, gemma2, granitemoe, gpt_oss, gemma)");
 }
 END_TEST
 
@@ -473,6 +473,22 @@ START_TEST(gemma3_configs)
              "key attn_logit_softcapping: must be a number");
     cfg_fail("{\"model_type\":\"gemma2\"," L ",\"use_bidirectional_attention\":true}",
              FG_ERR_UNSUPPORTED, "bidirectional attention");
+    /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
+     * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
+     * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */
+    const char *g1 = "{\"model_type\":\"gemma\"," L ",\"hidden_act\":\"gelu\"}";
+    ck_assert_int_eq(fg_model_config_parse(g1, strlen(g1), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 256 && c.n_kv_heads == 4 && c.tied_head && !c.sandwich);
+    ck_assert(c.norm_plus_one && c.embed_scale == sqrtf(32.0f) && c.attn_scale == 0);
+    ck_assert(c.act == FG_ACT_GELU_TANH && c.bos_id == 2 && c.eos_id == 1 && c.pad_id == 0);
+    ck_assert(!fg_model_windowed_layers(&c) && !c.attn_softcap && !c.qkv_bias);
+    const char *g1d = "{\"model_type\":\"gemma\"}"; /* every size GemmaConfig's: gemma-7b */
+    ck_assert_int_eq(fg_model_config_parse(g1d, strlen(g1d), NULL, &c, &err), FG_OK);
+    ck_assert(c.hidden == 3072 && c.n_layers == 28 && c.ffn == 24576 && c.n_kv_heads == 16);
+    cfg_fail("{\"model_type\":\"gemma\"," L ",\"hidden_act\":\"silu\"}", FG_ERR_UNSUPPORTED,
+             "key hidden_act");
+    cfg_fail("{\"model_type\":\"gemma\"," L ",\"final_logit_softcapping\":30}",
+             FG_ERR_UNSUPPORTED, "logit soft-capping in a Gemma (Gemma 2's)");
     /* the multimodal wrapper: text_config as the hub's 4B names it (Gemma3TextConfig's defaults
      * for the rest), the top level's eos list and dtype */
     const char *mm = "{\"model_type\":\"gemma3\",\"eos_token_id\":[1,106],"

@@ -23,7 +23,7 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          qwen2-moe-tiny-hf5:qwen2-moe-tiny:qwen2_moe olmoe-tiny-hf5:olmoe-tiny:olmoe \
          gemma2-tiny-bf16:gemma2-tiny:gemma2 granitemoe-tiny-hf5:granitemoe-tiny:granitemoe \
          mixtral-tiny-hf5-raw:mixtral-tiny:mixtral gpt-oss-tiny-bf16:gpt-oss-tiny:gpt_oss \
-         gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt_oss; do
+         gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt_oss gemma-tiny-hf5:gemma-tiny:gemma; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
