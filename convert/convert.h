@@ -45,6 +45,7 @@ typedef struct fg_convert_report {
                          tower and projector), not stored */
     uint64_t source_bytes, stored_bytes;
     double seconds;
+    int unused_mtp;   /* the unused tensors are multi-token prediction layers (GLM-4 MoE's) */
 } fg_convert_report;
 
 /* Convert the checkpoint at src into a new store at dst (missing or empty). */

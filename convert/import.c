@@ -254,6 +254,7 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
         rep->tensors = j->tensors;
         rep->skipped = j->skipped;
         rep->unused = j->unused;
+        rep->unused_mtp = 0; /* (import says) */
         rep->source_bytes = j->done;
         rep->stored_bytes = j->stored;
         rep->seconds = fg_now() - j->t0;
@@ -472,6 +473,8 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         if (rc == FG_OK)
             rc = import_tensors(&j, ck, &hp, from, err);
         rc = fgc_end(&j, rc, rep, err);
+        if (rep)
+            rep->unused_mtp = hp.mtp_layers > 0;
     }
     if (from)
         fgc_sources_free(from, fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS);

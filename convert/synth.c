@@ -86,6 +86,11 @@ static const lshape k_llama[] = {
      ", \"head_dim\": 128, \"moe_intermediate_size\": 1536, \"num_experts\": 128, "
      "\"num_experts_per_tok\": 8, \"norm_topk_prob\": true, \"use_sliding_window\": false",
      151643, 151645},
+    {"glm-4.5-air", "glm4_moe", 151552, 4096, 46, 96, 8, 10944, 131072, 1e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"partial_rotary_factor\": 0.5, \"attention_bias\": true, "
+     "\"n_routed_experts\": 128, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 1408, "
+     "\"n_shared_experts\": 1, \"first_k_dense_replace\": 1, \"routed_scaling_factor\": 1.0, "
+     "\"num_nextn_predict_layers\": 1", 151329, 151329},
 #define GPT_OSS_KEYS(experts)                                                                   \
     ", \"head_dim\": 64, \"num_local_experts\": " #experts ", \"num_experts_per_tok\": 4, "     \
     "\"attention_bias\": true, \"swiglu_limit\": 7.0, \"rope_scaling\": {\"rope_type\": "       \
@@ -291,7 +296,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                 : r == FG_ROLE_NORM_B || r == FG_ROLE_BQ || r == FG_ROLE_BK || r == FG_ROLE_BV ||
                   r == FG_ROLE_BO || r == FG_ROLE_B_UP || r == FG_ROLE_B_GATE ||
                   r == FG_ROLE_B_DOWN || r == FG_ROLE_SINKS || r == FG_ROLE_B_ROUTER ||
-                  r == FG_ROLE_EXP_B_GATE || r == FG_ROLE_EXP_B_UP || r == FG_ROLE_EXP_B_DOWN
+                  r == FG_ROLE_EXP_B_GATE || r == FG_ROLE_EXP_B_UP || r == FG_ROLE_EXP_B_DOWN ||
+                  r == FG_ROLE_ROUTER_CORR
                 ? 2 : 0;
         if (c->kind == 0)
             fill_block(c);

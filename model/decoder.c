@@ -475,33 +475,74 @@ static int mlp_core(fg_backend *be, const fg_hparams *hp, const mlp_w *mw, const
     return rc ? rc : b->linear(be, ws->ffn, mw->down, mw->b_down, y, m, h, f, err);
 }
 
-/* A token's top_k experts and weights from its router logits p (overwritten with the
- * probabilities): transformers' softmax in f32, then torch.topk (the greatest first, equal
- * ones by index), renormalized to sum 1 when norm_topk. */
-static void route(const fg_hparams *hp, float *p, int32_t *sel, float *prob)
+/* The greatest of x[0 .. n) not yet in sel[0 .. j) (equal ones: the lowest index), or -1. */
+static int32_t best_of(const float *x, uint32_t n, const int32_t *sel, uint32_t j)
+{
+    int32_t best = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int taken = x[i] == -INFINITY;
+        for (uint32_t q = 0; q < j && !taken; q++)
+            taken = sel[q] == (int32_t)i;
+        if (!taken && (best < 0 || x[i] > x[best]))
+            best = (int32_t)i;
+    }
+    return best;
+}
+
+/* A token's top_k experts and weights from its router logits p (overwritten with the scores):
+ * transformers' softmax in f32 (or, router_sigmoid, the sigmoid of each logit: GLM-4 MoE,
+ * DeepSeek-V3), then torch.topk (the greatest first, equal ones by index) of the scores, or
+ * with a choice bias corr (host memory; NULL: none) of score + corr[e] among the topk_group
+ * groups of experts whose two best such sums are greatest; each weighted by its score,
+ * renormalized to sum 1 when norm_topk (sigmoid: the sum + 1e-20, as transformers), times
+ * routed_scale when set. */
+static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *sel, float *prob)
 {
     uint32_t e = hp->n_experts, k = hp->top_k;
-    float mx = p[0], sum = 0, top = 0;
-    for (uint32_t i = 1; i < e; i++)
-        mx = p[i] > mx ? p[i] : mx;
-    for (uint32_t i = 0; i < e; i++)
-        sum += (p[i] = expf(p[i] - mx));
-    for (uint32_t i = 0; i < e; i++)
-        p[i] /= sum;
-    for (uint32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (uint32_t i = 0; i < e; i++) {
-            int taken = 0;
-            for (uint32_t q = 0; q < j && !taken; q++)
-                taken = sel[q] == (int32_t)i;
-            if (!taken && (best < 0 || p[i] > p[best]))
-                best = (int32_t)i;
-        }
-        sel[j] = best;
-        top += (prob[j] = p[best]);
+    float ch[FG_MODEL_MAX_EXPERTS], top = 0;
+    if (hp->router_sigmoid) {
+        for (uint32_t i = 0; i < e; i++)
+            p[i] = 1.0f / (1.0f + expf(-p[i]));
+    } else {
+        float mx = p[0], sum = 0;
+        for (uint32_t i = 1; i < e; i++)
+            mx = p[i] > mx ? p[i] : mx;
+        for (uint32_t i = 0; i < e; i++)
+            sum += (p[i] = expf(p[i] - mx));
+        for (uint32_t i = 0; i < e; i++)
+            p[i] /= sum;
     }
+    for (uint32_t i = 0; i < e; i++)
+        ch[i] = corr ? p[i] + corr[i] : p[i];
+    uint32_t ng = hp->n_group > 1 ? hp->n_group : 1, gs = e / ng;
+    if (ng > 1) { /* the topk_group groups by the sum of their two best; the rest out */
+        float gsc[FG_MODEL_MAX_EXPERTS];
+        int32_t gsel[FG_MODEL_MAX_EXPERTS], two[2];
+        for (uint32_t g = 0; g < ng; g++) {
+            two[0] = best_of(ch + g * gs, gs, two, 0);
+            two[1] = best_of(ch + g * gs, gs, two, 1);
+            gsc[g] = ch[g * gs + two[0]] + ch[g * gs + two[1]];
+        }
+        for (uint32_t j = 0; j < hp->topk_group; j++)
+            gsel[j] = best_of(gsc, ng, gsel, j);
+        for (uint32_t g = 0; g < ng; g++) {
+            int kept = 0;
+            for (uint32_t j = 0; j < hp->topk_group; j++)
+                kept |= gsel[j] == (int32_t)g;
+            for (uint32_t i = 0; !kept && i < gs; i++)
+                ch[g * gs + i] = -INFINITY;
+        }
+    }
+    for (uint32_t j = 0; j < k; j++) {
+        sel[j] = best_of(ch, e, sel, j);
+        top += (prob[j] = p[sel[j]]);
+    }
+    if (hp->router_sigmoid)
+        top += 1e-20f;
     for (uint32_t j = 0; hp->norm_topk && j < k; j++)
         prob[j] /= top;
+    for (uint32_t j = 0; hp->routed_scale > 0 && hp->routed_scale != 1.0f && j < k; j++)
+        prob[j] *= hp->routed_scale;
 }
 
 /* The lowest of a token's k experts (the one that assigns its row of the sum). */
@@ -556,24 +597,36 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
                uint32_t n, int decode, fg_model_ws *ws, fg_err *err)
 {
     uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
-    uint32_t ne = e + (hp->shared_ffn ? 1 : 0);
+    int gated = hp->shared_ffn && !hp->shared_plain; /* Qwen2-MoE's sigmoid(gate . x) */
+    uint32_t ne = e + (gated ? 1 : 0);
     static const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
     static const fg_role broles[3] = {FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, FG_ROLE_EXP_B_DOWN};
     const uint64_t er[3] = {f, f, h}, ec[3] = {h, h, f}; /* an expert's rows, cols of each */
     int rc = linear(be, x, w, FG_ROLE_ROUTER, FG_ROLE_B_ROUTER, ws->rlog, n, e, h, err);
-    if (rc == FG_OK && hp->shared_ffn) /* the shared expert's gate: column e */
+    if (rc == FG_OK && gated) /* the shared expert's gate: column e */
         rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
     if (rc == FG_OK)
         rc = be->iface->sync(be, err);
-    if (rc == FG_OK && ws->buft == FG_BUFT_HOST)
+    /* the logits to the host, and the router's choice bias (GLM), which the workspace's
+     * memory holds as every decoded vector */
+    float corr[FG_MODEL_MAX_EXPERTS];
+    const float *cb = w->f[FG_ROLE_ROUTER_CORR];
+    if (rc == FG_OK && ws->buft == FG_BUFT_HOST) {
         memcpy(ws->h_log, ws->rlog, (size_t)n * ne * 4);
-    else if (rc == FG_OK)
+        if (cb)
+            memcpy(corr, cb, (size_t)e * 4);
+    } else if (rc == FG_OK) {
         rc = ws->dev->iface->copy(ws->dev, ws->h_log, FG_BUFT_HOST, ws->rlog, ws->buft,
                                   (uint64_t)n * ne * 4, NULL, err);
+        if (rc == FG_OK && cb)
+            rc = ws->dev->iface->copy(ws->dev, corr, FG_BUFT_HOST, cb, ws->buft,
+                                      (uint64_t)e * 4, NULL, err);
+    }
     if (rc)
         return rc;
     for (uint32_t r = 0; r < n; r++)
-        route(hp, ws->h_log + (size_t)r * e, ws->sel + (size_t)r * k, ws->prob + (size_t)r * k);
+        route(hp, ws->h_log + (size_t)r * e, cb ? corr : NULL, ws->sel + (size_t)r * k,
+              ws->prob + (size_t)r * k);
     lists(hp, n, ws);
     /* the chosen experts counted, and their chunks asked for at once, in the order they
      * multiply: read at full queue depth, each while the experts before it compute (the engine
@@ -617,9 +670,9 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     }
     if (rc || !hp->shared_ffn)
         return rc;
-    float *sg = ws->sv + (size_t)n * k; /* + sigmoid(gate . x) * shared(x) */
+    float *sg = ws->sv + (size_t)n * k; /* + sigmoid(gate . x) * shared(x), or shared(x) */
     for (uint32_t r = 0; r < n; r++)
-        sg[r] = 1.0f / (1.0f + expf(-ws->h_log[(size_t)n * e + r]));
+        sg[r] = gated ? 1.0f / (1.0f + expf(-ws->h_log[(size_t)n * e + r])) : 1.0f;
     mlp_w mw = {&w->w[FG_ROLE_W_GATE], &w->w[FG_ROLE_W_UP], &w->w[FG_ROLE_W_DOWN], NULL, NULL,
                 NULL};
     rc = mlp_core(be, hp, &mw, x, n, hp->shared_ffn, ws->ey, ws, err);

@@ -75,6 +75,13 @@
  *            experts intermediate_size wide on every layer (Qwen's names, norm_topk_prob default
  *            false), OlmoeConfig's defaults (64 experts, top 8, no BOS, eos 50279, pad 1, eps
  *            1e-5); clip_qkv refused unless null;
+ *   glm4_moe: Llama's layer with Glm4MoeConfig's defaults (8 KV heads, eps 1e-5), biases on
+ *            q/k/v only (attention_bias), per-head q/k norms by use_qk_norm, half of each head
+ *            rotated (partial_rotary_factor 0.5), dense layers below first_k_dense_replace,
+ *            then experts chosen by DeepSeek-V3's router (sigmoid scores, the choice biased by
+ *            mlp.gate.e_score_correction_bias within groups: glm_experts) beside ungated shared
+ *            experts (mlp.shared_experts); the multi-token prediction layers after the last
+ *            accepted unread (fg_arch.unused);
  *   gpt_oss: Llama's layer with GptOssConfig's defaults (8 KV heads, head_dim 64, q/k/v/o
  *            biases unless attention_bias false, eps 1e-5, every other layer sliding at 128,
  *            YaRN factor 32 over 4096 positions untruncated, theta 150000), attention sinks
@@ -111,7 +118,7 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -122,7 +129,9 @@ typedef enum {
 /* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
  * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
  * (Mixtral's with biases and the clamped SwiGLU) */
-typedef enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS } moe_kind;
+typedef enum {
+    MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS, MOE_GLM
+} moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
     uint32_t head_dim;   /* head_dim when absent (0: hidden / heads) */
@@ -161,6 +170,9 @@ typedef struct traits {
     /* gpt-oss: attention sinks, YaRN by default (GptOssConfig's: factor 32 over 4096 positions,
      * theta 150000, truncate false) */
     int oss;
+    /* GLM-4 MoE: partial rotary (default half the head), q/k norms by use_qk_norm, biases on
+     * q/k/v only, its router (glm_experts), the multi-token prediction layers skipped */
+    int glm;
     moe_kind moe;
     uint32_t experts, top_k, moe_ffn, shared_ffn; /* the MoE keys' defaults */
 } traits;
@@ -210,6 +222,9 @@ static const traits k_traits[] = {
     [FAM_GEMMA2] = {.kv_heads = 4, .head_dim = 256, .bos = 2, .eos = 1, .pad = 0,
                     .attention_bias = 1, .windows = WIN_GEMMA, .window = 4096, .eps = 1e-6f,
                     .gemma = 2},
+    [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
+                      .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
+                      .moe_ffn = 1408},
     [FAM_GEMMA] = {.head_dim = 256, .bos = 2, .eos = 1, .pad = 0, .attention_bias = 1,
                    .windows = WIN_NONE, .eps = 1e-6f, .gemma = 1},
     [FAM_GPT_OSS] = {.kv_heads = 8, .head_dim = 64, NO_IDS, .attention_bias = 2,
@@ -319,13 +334,13 @@ static int yarn(json_t *root, json_t *s, const char *label, const char *key, fg_
     return FG_OK;
 }
 
-/* partial_rotary_factor (Phi-3), top-level or in the rope object: the rotated dims are
- * int(head_dim * factor), as transformers truncates them. */
-static int partial_rotary(json_t *root, json_t *s, const char *label, fg_hparams *hp,
-                          fg_err *err)
+/* partial_rotary_factor (Phi-3, GLM-4 MoE), top-level or in the rope object (absent: dflt): the
+ * rotated dims are int(head_dim * factor), as transformers truncates them. */
+static int partial_rotary(json_t *root, json_t *s, const char *label, float dflt,
+                          fg_hparams *hp, fg_err *err)
 {
     static const char k[] = "partial_rotary_factor";
-    float f = 1.0f;
+    float f = dflt;
     int rc = fgm_float(json_object_get(root, k) || !json_is_object(s) ? root : s, label, k,
                        1e-6, 1, 0, &f, err);
     if (rc < 0)
@@ -467,7 +482,8 @@ static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_k
         return rc;
     if (s && !json_is_null(s) && !json_is_object(s))
         return fgm_key_err(err, label, key, "must be an object or null");
-    if (t->phi && (rc = partial_rotary(root, s, label, hp, err)))
+    if ((t->phi || t->glm) &&
+        (rc = partial_rotary(root, s, label, t->glm ? 0.5f : 1.0f, hp, err)))
         return rc;
     if (!s || json_is_null(s))
         return FG_OK;
@@ -699,10 +715,6 @@ static int dense_layers(json_t *root, const char *label, fg_hparams *hp, fg_err 
     return FG_OK;
 }
 
-/* A mixture of experts' keys: the experts (num_local_experts, Mixtral's, or num_experts:
- * either spelling, the same value when both), num_experts_per_tok, the expert width (Mixtral:
- * intermediate_size; Qwen: moe_intermediate_size, intermediate_size being the dense layers'),
- * norm_topk_prob (Mixtral always renormalizes), Qwen2-MoE's shared_expert_intermediate_size. */
 /* gpt-oss's experts (GptOssConfig): biases on the router and the experts, and the clamped
  * SwiGLU: gate clamped above and up on both sides at swiglu_limit (7), gate * sigmoid(
  * swiglu_alpha (1.702) * gate) * (up + 1); the router's softmax over its top k logits (the
@@ -720,11 +732,66 @@ static int oss_experts(json_t *root, const char *label, fg_hparams *hp, fg_err *
     return FG_OK;
 }
 
+/* GLM-4 MoE's (Glm4MoeConfig; DeepSeek-V3's router): n_routed_experts (128) chosen by
+ * sigmoid scores plus e_score_correction_bias (a tensor), within the topk_group of n_group
+ * groups with the greatest sums of their two best (1 of 1), weighted by the plain scores,
+ * renormalized (norm_topk_prob, true) and times routed_scaling_factor (1); n_shared_experts
+ * (1) ungated shared experts moe_intermediate_size (1408) wide each; the first
+ * first_k_dense_replace (1) layers dense; num_nextn_predict_layers (1) multi-token prediction
+ * layers after the last, whose tensors fg skips. */
+static int glm_experts(json_t *root, const char *label, const traits *t, fg_hparams *hp,
+                       fg_err *err)
+{
+    uint32_t shared = 1, dense = 1;
+    int rc;
+    hp->n_experts = t->experts, hp->top_k = t->top_k, hp->moe_ffn = t->moe_ffn;
+    hp->n_group = hp->topk_group = 1, hp->routed_scale = 1.0f, hp->norm_topk = 1;
+    hp->mtp_layers = 1;
+    if ((rc = fgm_uint(root, label, "n_routed_experts", 0, FG_MODEL_MAX_EXPERTS, &hp->n_experts,
+                       err)) < 0 ||
+        (rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
+                       err)) < 0 ||
+        (rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
+                       err)) < 0 ||
+        (rc = fgm_count(root, label, "n_shared_experts", 64, &shared, err)) < 0 ||
+        (rc = fgm_count(root, label, "first_k_dense_replace", FG_MODEL_MAX_LAYERS, &dense,
+                        err)) < 0 ||
+        (rc = fgm_uint(root, label, "n_group", 0, FG_MODEL_MAX_EXPERTS, &hp->n_group, err)) < 0 ||
+        (rc = fgm_uint(root, label, "topk_group", 0, FG_MODEL_MAX_EXPERTS, &hp->topk_group,
+                       err)) < 0 ||
+        (rc = fgm_count(root, label, "num_nextn_predict_layers", 64, &hp->mtp_layers,
+                        err)) < 0 ||
+        (rc = fgm_float(root, label, "routed_scaling_factor", 1e-6, 1e6, 0, &hp->routed_scale,
+                        err)) < 0 ||
+        (rc = fgm_bool(root, label, "norm_topk_prob", 1, &hp->norm_topk, err)))
+        return rc;
+    if (hp->n_experts % hp->n_group || hp->n_experts / hp->n_group < 2)
+        return fgm_key_err(err, label, "n_group", "must divide n_routed_experts into groups of "
+                           "two or more");
+    if (hp->topk_group > hp->n_group)
+        return fgm_key_err(err, label, "topk_group", "exceeds n_group");
+    if (hp->top_k > hp->topk_group * (hp->n_experts / hp->n_group))
+        return fgm_key_err(err, label, "num_experts_per_tok", "exceeds the experts of "
+                           "topk_group groups");
+    hp->shared_ffn = hp->moe_ffn * shared;
+    hp->shared_plain = 1;
+    hp->router_sigmoid = 1;
+    for (uint32_t l = 0; l < hp->n_layers && l < dense; l++)
+        hp->dense_layers[l / 64] |= 1ull << (l % 64);
+    return FG_OK;
+}
+
+/* A mixture of experts' keys: the experts (num_local_experts, Mixtral's, or num_experts:
+ * either spelling, the same value when both), num_experts_per_tok, the expert width (Mixtral:
+ * intermediate_size; Qwen: moe_intermediate_size, intermediate_size being the dense layers'),
+ * norm_topk_prob (Mixtral always renormalizes), Qwen2-MoE's shared_expert_intermediate_size. */
 static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     static const char *const keys[] = {"num_local_experts", "num_experts"};
     uint32_t v[2] = {0, 0};
     int rc;
+    if (t->moe == MOE_GLM)
+        return glm_experts(root, label, t, hp, err);
     for (int i = 0; i < 2; i++) {
         json_t *k = json_object_get(root, keys[i]);
         if (k && json_is_integer(k) && json_integer_value(k) == 0 &&
@@ -814,8 +881,13 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->rope.theta = 10000.0f;
     hp->pre_norm = hp->final_norm = 1;
     hp->qkv_bias = attn_bias;
-    hp->out_bias = t->attention_bias && attn_bias;
+    hp->out_bias = t->attention_bias && attn_bias && !t->glm; /* (GLM: o has none) */
     hp->qk_norm = t->qk_norm;
+    int qkn = 0;
+    if (t->glm && (rc = fgm_bool(root, label, "use_qk_norm", 0, &qkn, err)))
+        return rc;
+    if (qkn)
+        hp->qk_norm = FG_QK_NORM_HEAD;
     if (t->olmo2)
         hp->sandwich = FG_SANDWICH_AFTER;
     hp->mlp_bias = mlp_bias;
@@ -866,6 +938,10 @@ static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32
         snprintf(name, sizeof name, "model.layers.%u.mlp.router.bias", l);
         fgm_spec(o, n, name, FG_ROLE_B_ROUTER, FG_ACCESS_SMALL, e, 0);
     }
+    if (hp->router_sigmoid) { /* GLM-4 MoE */
+        snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", l);
+        fgm_spec(o, n, name, FG_ROLE_ROUTER_CORR, FG_ACCESS_SMALL, e, 0);
+    }
     for (int i = 0; i < 3; i++) { /* each expert a block of rows (its bias a block too) */
         proj(o, n, l, "mlp.experts", nm[i], wr[i], 0, e * rows[i], cols[i]);
         o[*n - 1].blocks = hp->n_experts;
@@ -875,11 +951,13 @@ static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32
         fgm_spec(o, n, name, br[i], FG_ACCESS_SMALL, e * rows[i], 0);
         o[*n - 1].blocks = hp->n_experts;
     }
-    if (sf) {
-        proj(o, n, l, "mlp.shared_expert", "gate_proj", FG_ROLE_W_GATE, 0, sf, h);
-        proj(o, n, l, "mlp.shared_expert", "up_proj", FG_ROLE_W_UP, 0, sf, h);
-        proj(o, n, l, "mlp.shared_expert", "down_proj", FG_ROLE_W_DOWN, 0, h, sf);
-        proj(o, n, l, "mlp", "shared_expert_gate", FG_ROLE_SHARED_GATE, 0, 1, h);
+    const char *sh = hp->shared_plain ? "mlp.shared_experts" : "mlp.shared_expert";
+    if (sf) { /* Qwen2-MoE's gated shared expert, or GLM's shared experts */
+        proj(o, n, l, sh, "gate_proj", FG_ROLE_W_GATE, 0, sf, h);
+        proj(o, n, l, sh, "up_proj", FG_ROLE_W_UP, 0, sf, h);
+        proj(o, n, l, sh, "down_proj", FG_ROLE_W_DOWN, 0, h, sf);
+        if (!hp->shared_plain)
+            proj(o, n, l, "mlp", "shared_expert_gate", FG_ROLE_SHARED_GATE, 0, 1, h);
     }
 }
 
@@ -1119,6 +1197,18 @@ static const char *granitemoe_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
+/* GLM-4 MoE's multi-token prediction layers, model.layers.N.* for N in [layers, layers +
+ * num_nextn_predict_layers): a module transformers does not run either (its
+ * _keys_to_ignore_on_load_unexpected) */
+static int glm_unused(const fg_hparams *hp, const char *name)
+{
+    static const char pre[] = "model.layers.";
+    uint64_t l;
+    const char *p = strncmp(name, pre, sizeof pre - 1) ? NULL
+                  : index_at(name + sizeof pre - 1, &l);
+    return p && *p == '.' && l >= hp->n_layers && l < (uint64_t)hp->n_layers + hp->mtp_layers;
+}
+
 /* Mixtral's spelling: block_sparse_moe for mlp, its experts' w1 (gate), w2 (down), w3 (up) */
 static const char *mixtral_name(const char *name, char *buf, size_t cap)
 {
@@ -1184,6 +1274,8 @@ ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name
       moe_fused, NULL, stacked);
 ENTRY(granitemoe, "a GraniteMoE", parse_family(r, l, hp, FAM_GRANITEMOE, e), granitemoe_name,
       derived, moe_fused, NULL, stacked);
+ENTRY(glm4_moe, "a GLM-4 MoE", parse_family(r, l, hp, FAM_GLM4_MOE, e), canonical_name, derived,
+      moe_fused, glm_unused, stacked);
 ENTRY(gpt_oss, "a gpt-oss", parse_family(r, l, hp, FAM_GPT_OSS, e), canonical_name, derived,
       oss_fused, NULL, NULL);
 

@@ -24,7 +24,7 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_mixtral, &fg_arch_qwen2_moe,
                                           &fg_arch_qwen3_moe, &fg_arch_olmoe, &fg_arch_gemma2,
                                           &fg_arch_granitemoe, &fg_arch_gpt_oss,
-                                          &fg_arch_gemma};
+                                          &fg_arch_gemma, &fg_arch_glm4_moe};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -65,6 +65,22 @@ int fgm_uint(json_t *root, const char *label, const char *key, int required, uin
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)max) {
         char what[64];
         snprintf(what, sizeof what, "must be an integer in [1, %u]", max);
+        return fgm_key_err(err, label, key, what);
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return FG_OK;
+}
+
+int fgm_count(json_t *root, const char *label, const char *key, uint32_t max, uint32_t *out,
+              fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > (json_int_t)max) {
+        char what[64];
+        snprintf(what, sizeof what, "must be an integer in [0, %u]", max);
         return fgm_key_err(err, label, key, what);
     }
     *out = (uint32_t)json_integer_value(v);

@@ -106,6 +106,16 @@ typedef struct fg_hparams {
     uint32_t n_experts;     /* 0: every MLP dense */
     uint32_t top_k, moe_ffn, shared_ffn;
     int norm_topk;
+    int shared_plain;       /* the shared experts' output added whole (GLM-4 MoE: no gate) */
+    /* GLM-4 MoE's (DeepSeek-V3's) router: scores sigmoid(logits) (else the softmax); the top_k
+     * chosen by score + ROUTER_CORR[e] among the topk_group of n_group groups whose two best
+     * such sums are greatest; weighted by their plain scores (renormalized when norm_topk,
+     * the sum + 1e-20) times routed_scale */
+    int router_sigmoid;
+    uint32_t n_group, topk_group;
+    float routed_scale;     /* 0: 1 */
+    uint32_t mtp_layers;    /* layers past n_layers whose tensors a checkpoint may carry, unused
+                             * (GLM-4 MoE's multi-token prediction: num_nextn_predict_layers) */
     int moe_bias;           /* the router and the experts have biases (gpt-oss) */
     uint64_t dense_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l's MLP is dense even so
                              * (width ffn: Qwen's mlp_only_layers, decoder_sparse_step) */
@@ -138,6 +148,8 @@ typedef enum fg_role {
     FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, /* the experts' biases stacked as their weights:
                              * [n_experts * moe_ffn] (gpt-oss) */
     FG_ROLE_EXP_B_DOWN,     /* [n_experts * hidden] */
+    FG_ROLE_ROUTER_CORR,    /* the router's choice bias [n_experts] (GLM-4 MoE's
+                             * e_score_correction_bias: chooses, does not weigh) */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -420,6 +432,7 @@ extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
 extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture of experts) */
 extern const fg_arch fg_arch_gpt_oss;    /* model/llama.c: gpt-oss (sinks, biased experts) */
 extern const fg_arch fg_arch_gemma;      /* model/llama.c: Gemma (1) */
+extern const fg_arch fg_arch_glm4_moe;   /* model/llama.c: GLM-4.5 / 4.6 MoE */
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,9 @@
 int fgm_key_err(fg_err *err, const char *label, const char *key, const char *what);
 int fgm_uint(json_t *root, const char *label, const char *key, int required, uint32_t max,
              uint32_t *out, fg_err *err);
+/* ... an integer in [0, max] (absent or null: *out kept, returns 1) */
+int fgm_count(json_t *root, const char *label, const char *key, uint32_t max, uint32_t *out,
+              fg_err *err);
 int fgm_bool(json_t *root, const char *label, const char *key, int dflt, int *out, fg_err *err);
 int fgm_float(json_t *root, const char *label, const char *key, double lo, double hi, int required,
               float *out, fg_err *err);

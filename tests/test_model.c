@@ -339,7 +339,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss, gemma)");
+             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe)");
 }
 END_TEST
 
@@ -1091,6 +1091,55 @@ START_TEST(gpt_oss_experts)
 }
 END_TEST
 
+/* GLM-4 MoE: Glm4MoeConfig's defaults (128 routed experts top 8 by sigmoid scores, one shared
+ * expert, layer 0 dense, half the head rotated, biases on q/k/v only), its group and scaling
+ * keys checked; the multi-token prediction layer's tensors after the last layer skipped, one
+ * layer further refused */
+START_TEST(glm4_moe_configs)
+{
+    fg_hparams c;
+    fg_err err;
+    fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
+    const char *d = "{\"model_type\":\"glm4_moe\",\"vocab_size\":64,\"hidden_size\":64,"
+                    "\"num_hidden_layers\":3,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":8,\"max_position_embeddings\":128,"
+                    "\"attention_bias\":true}";
+    ck_assert_int_eq(fg_model_config_parse(d, strlen(d), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 128 && c.top_k == 8 && c.moe_ffn == 1408 && c.shared_ffn == 1408);
+    ck_assert(c.router_sigmoid && c.shared_plain && c.norm_topk && c.n_group == 1);
+    ck_assert(c.qkv_bias && !c.out_bias && !c.qk_norm && c.rope.rot_dim == 4);
+    ck_assert(!fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1) && c.mtp_layers == 1);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 4, t), 9); /* layer 1's MLP */
+    ck_assert(t[2].role == FG_ROLE_ROUTER_CORR && t[2].dims[0] == 128);
+    ck_assert_str_eq(t[2].name, "model.layers.1.mlp.gate.e_score_correction_bias");
+    ck_assert_str_eq(t[6].name, "model.layers.1.mlp.shared_experts.gate_proj.weight");
+    ck_assert(t[8].role == FG_ROLE_W_DOWN); /* no shared gate */
+    ck_assert(fg_arch_glm4_moe.unused(&c, "model.layers.3.eh_proj.weight"));
+    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.4.eh_proj.weight"));
+    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.2.eh_proj.weight"));
+    const char *g = "{\"model_type\":\"glm4_moe\",\"vocab_size\":64,\"hidden_size\":64,"
+                    "\"num_hidden_layers\":3,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":8,\"max_position_embeddings\":128,"
+                    "\"n_routed_experts\":16,\"num_experts_per_tok\":4,\"n_group\":4,"
+                    "\"topk_group\":2,\"routed_scaling_factor\":2.5,\"n_shared_experts\":0,"
+                    "\"first_k_dense_replace\":0,\"use_qk_norm\":true,"
+                    "\"partial_rotary_factor\":1.0,\"num_nextn_predict_layers\":0}";
+    ck_assert_int_eq(fg_model_config_parse(g, strlen(g), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_group == 4 && c.topk_group == 2 && c.routed_scale == 2.5f && !c.shared_ffn);
+    ck_assert(fg_model_layer_sparse(&c, 0) && c.qk_norm == FG_QK_NORM_HEAD && c.rope.rot_dim == 8);
+    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.3.eh_proj.weight"));
+#define G "{\"model_type\":\"glm4_moe\",\"vocab_size\":64,\"hidden_size\":64," \
+          "\"num_hidden_layers\":2,\"intermediate_size\":48,\"num_attention_heads\":8," \
+          "\"max_position_embeddings\":128,\"n_routed_experts\":16,\"num_experts_per_tok\":4"
+    cfg_fail(G ",\"n_group\":3}", FG_ERR_CORRUPT, "key n_group: must divide n_routed_experts");
+    cfg_fail(G ",\"n_group\":4,\"topk_group\":5}", FG_ERR_CORRUPT, "key topk_group: exceeds");
+    cfg_fail(G ",\"n_group\":8,\"topk_group\":1}", FG_ERR_CORRUPT,
+             "key num_experts_per_tok: exceeds the experts of topk_group groups");
+    cfg_fail(G ",\"routed_scaling_factor\":0}", FG_ERR_CORRUPT, "key routed_scaling_factor");
+#undef G
+}
+END_TEST
+
 START_TEST(moe_batched_tensors)
 {
     tu_tmpdir_create();
@@ -1182,6 +1231,7 @@ static Suite *suite(void)
     tcase_add_test(tc, moe_stacked_tensors);
     tcase_add_test(tc, moe_batched_tensors);
     tcase_add_test(tc, gpt_oss_experts);
+    tcase_add_test(tc, glm4_moe_configs);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);

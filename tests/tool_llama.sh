@@ -23,7 +23,8 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          qwen2-moe-tiny-hf5:qwen2-moe-tiny:qwen2_moe olmoe-tiny-hf5:olmoe-tiny:olmoe \
          gemma2-tiny-bf16:gemma2-tiny:gemma2 granitemoe-tiny-hf5:granitemoe-tiny:granitemoe \
          mixtral-tiny-hf5-raw:mixtral-tiny:mixtral gpt-oss-tiny-bf16:gpt-oss-tiny:gpt_oss \
-         gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt_oss gemma-tiny-hf5:gemma-tiny:gemma; do
+         gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt_oss gemma-tiny-hf5:gemma-tiny:gemma \
+         glm4-moe-tiny-bf16:glm4-moe-tiny:glm4_moe; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
@@ -68,6 +69,10 @@ info=$("$INSPECT" gpt-oss-tiny-bf16.store) || fail "fg-inspect on the gpt-oss st
 want='^model gpt_oss: .*4 experts (top 2, renormalized) of 24, biased, clamped SwiGLU (limit 2, '
 want+='alpha 1.702) on 2 of 2 layers, .*; attention sinks;'
 grep -q "$want" <<< "$info" || fail "fg-inspect does not show gpt-oss's experts and sinks: $(grep '^model' <<< "$info")"
+# GLM-4 MoE's multi-token prediction layer: skipped, and fg-convert says so
+"$CONVERT" "$FIX/glm4-moe-tiny-bf16" -o mtp.store 2> mtp.txt || fail "glm4 mtp: convert"
+grep -q '(6 tensors of the multi-token prediction layers skipped: fg runs the next-token model)' \
+  mtp.txt || fail "fg-convert does not report the skipped prediction layer: $(cat mtp.txt)"
 # a multimodal Gemma 3: the vision tower and projector are skipped, and fg-convert says so
 "$CONVERT" "$FIX/gemma3-mm-tiny-hf5" -o mm.store 2> mm.txt || fail "gemma3 mm: convert"
 grep -q '(34 tensors of the vision tower and projector skipped: fg runs the text model)' mm.txt ||

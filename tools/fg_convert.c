@@ -240,14 +240,17 @@ int main(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
-        char skipped[192] = "";
+        char skipped[224] = "";
         int k = 0;
         if (rep.skipped)
             k = snprintf(skipped, sizeof skipped, " (%u buffers derived from config.json, such "
                          "as rotary_emb.inv_freq, skipped)", rep.skipped);
         if (rep.unused && k >= 0 && (size_t)k < sizeof skipped)
-            snprintf(skipped + k, sizeof skipped - (size_t)k, " (%u tensors of the vision tower "
-                     "and projector skipped: fg runs the text model)", rep.unused);
+            snprintf(skipped + k, sizeof skipped - (size_t)k, " (%u tensors of the %s skipped: "
+                     "fg runs the %s)", rep.unused,
+                     rep.unused_mtp ? "multi-token prediction layers"
+                                    : "vision tower and projector",
+                     rep.unused_mtp ? "next-token model" : "text model");
         fprintf(stderr, "fg-convert: %u tensors%s, %s read, %s stored in %s (%.1f s, %s/s); "
                 "peak RSS %s (%" PRIu64 " bytes)\n",
                 rep.tensors, skipped, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
