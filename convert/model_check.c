@@ -271,7 +271,14 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
         if (!m->a->canonical_name(t->name, name, sizeof name))
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor", t->path,
                               t->name, m->a->noun);
-        if (m->a->unused && m->a->unused(m->hp, name)) { /* accepted unread */
+        int unused = m->a->unused ? m->a->unused(m->hp, name) : 0;
+        if (unused == 2 && t->n_elements) /* a part config.json makes empty */
+            return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor %s holds %llu values; "
+                              "config.json implies none", t->path, t->name,
+                              (unsigned long long)t->n_elements);
+        if (unused == 2)
+            continue; /* (nothing to skip) */
+        if (unused) { /* accepted unread */
             skips->unused++;
             continue;
         }

@@ -91,6 +91,9 @@ static const lshape k_llama[] = {
      "\"n_routed_experts\": 128, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 1408, "
      "\"n_shared_experts\": 1, \"first_k_dense_replace\": 1, \"routed_scaling_factor\": 1.0, "
      "\"num_nextn_predict_layers\": 1", 151329, 151329},
+    {"minimax-m2", "minimax_m2", 200064, 3072, 62, 48, 8, 1536, 196608, 5e6, 0, 0, 0,
+     ", \"head_dim\": 128, \"rotary_dim\": 64, \"num_local_experts\": 256, "
+     "\"num_experts_per_tok\": 8", 200034, 200020},
 #define GPT_OSS_KEYS(experts)                                                                   \
     ", \"head_dim\": 64, \"num_local_experts\": " #experts ", \"num_experts_per_tok\": 4, "     \
     "\"attention_bias\": true, \"swiglu_limit\": 7.0, \"rope_scaling\": {\"rope_type\": "       \

@@ -494,7 +494,7 @@ static int32_t best_of(const float *x, uint32_t n, const int32_t *sel, uint32_t 
  * DeepSeek-V3), then torch.topk (the greatest first, equal ones by index) of the scores, or
  * with a choice bias corr (host memory; NULL: none) of score + corr[e] among the topk_group
  * groups of experts whose two best such sums are greatest; each weighted by its score,
- * renormalized to sum 1 when norm_topk (sigmoid: the sum + 1e-20, as transformers), times
+ * renormalized to sum 1 when norm_topk (the sum + topk_eps: GLM's 1e-20), times
  * routed_scale when set. */
 static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *sel, float *prob)
 {
@@ -537,8 +537,7 @@ static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *se
         sel[j] = best_of(ch, e, sel, j);
         top += (prob[j] = p[sel[j]]);
     }
-    if (hp->router_sigmoid)
-        top += 1e-20f;
+    top += hp->topk_eps; /* (GLM's 1e-20) */
     for (uint32_t j = 0; hp->norm_topk && j < k; j++)
         prob[j] /= top;
     for (uint32_t j = 0; hp->routed_scale > 0 && hp->routed_scale != 1.0f && j < k; j++)

@@ -82,6 +82,10 @@
  *            mlp.gate.e_score_correction_bias within groups: glm_experts) beside ungated shared
  *            experts (mlp.shared_experts); the multi-token prediction layers after the last
  *            accepted unread (fg_arch.unused);
+ *   minimax_m2: Llama's layer without biases, MiniMaxM2Config's defaults (theta 5e6, head_dim
+ *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
+ *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
+ *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
  *   gpt_oss: Llama's layer with GptOssConfig's defaults (8 KV heads, head_dim 64, q/k/v/o
  *            biases unless attention_bias false, eps 1e-5, every other layer sliding at 128,
  *            YaRN factor 32 over 4096 positions untruncated, theta 150000), attention sinks
@@ -118,7 +122,8 @@
 typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
-    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE
+    FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
+    FAM_MINIMAX_M2
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -130,7 +135,7 @@ typedef enum {
  * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
  * (Mixtral's with biases and the clamped SwiGLU) */
 typedef enum {
-    MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS, MOE_GLM
+    MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS, MOE_GLM, MOE_MINIMAX
 } moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
@@ -173,6 +178,10 @@ typedef struct traits {
     /* GLM-4 MoE: partial rotary (default half the head), q/k norms by use_qk_norm, biases on
      * q/k/v only, its router (glm_experts), the multi-token prediction layers skipped */
     int glm;
+    /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
+     * all), its router (sigmoid scores, the choice bias, renormalized) */
+    int minimax;
+    float theta;         /* rope_theta when absent (0: 10000) */
     moe_kind moe;
     uint32_t experts, top_k, moe_ffn, shared_ffn; /* the MoE keys' defaults */
 } traits;
@@ -225,11 +234,15 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_MINIMAX_M2] = {.kv_heads = 8, .head_dim = 128, .bos = 200034, .eos = 200020,
+                        .pad = -1, .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE,
+                        .eps = 1e-6f, .minimax = 1, .theta = 5e6f, .moe = MOE_MINIMAX,
+                        .experts = 256, .top_k = 8},
     [FAM_GEMMA] = {.head_dim = 256, .bos = 2, .eos = 1, .pad = 0, .attention_bias = 1,
                    .windows = WIN_NONE, .eps = 1e-6f, .gemma = 1},
     [FAM_GPT_OSS] = {.kv_heads = 8, .head_dim = 64, NO_IDS, .attention_bias = 2,
-                     .windows = WIN_OSS, .window = 128, .eps = 1e-5f, .oss = 1, .moe = MOE_OSS,
-                     .experts = 128, .top_k = 4},
+                     .windows = WIN_OSS, .window = 128, .eps = 1e-5f, .oss = 1, .theta = 1.5e5f,
+                     .moe = MOE_OSS, .experts = 128, .top_k = 4},
 };
 #undef NO_IDS
 
@@ -346,9 +359,14 @@ static int partial_rotary(json_t *root, json_t *s, const char *label, float dflt
     if (rc < 0)
         return rc;
     hp->rope.rot_dim = (uint32_t)((double)hp->head_dim * f);
+    /* MiniMax-M2's released files: rotary_dim, which MiniMaxM2Config turns into the factor */
+    int dim = rc == 1 && json_object_get(root, "rotary_dim");
+    if (dim && (rc = fgm_uint(root, label, "rotary_dim", 0, hp->head_dim, &hp->rope.rot_dim,
+                              err)) < 0)
+        return rc;
     if (hp->rope.rot_dim < 2 || hp->rope.rot_dim % 2)
-        return fgm_key_err(err, label, k, "must leave an even number (>= 2) of rotated dims "
-                           "per head");
+        return fgm_key_err(err, label, dim ? "rotary_dim" : k, "must leave an even number "
+                           "(>= 2) of rotated dims per head");
     return FG_OK;
 }
 
@@ -431,8 +449,8 @@ static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp
         s = dflt = json_pack("{s:s, s:f, s:i, s:f, s:f, s:b}", "rope_type", "yarn", "factor", 32.0,
                              "original_max_position_embeddings", 4096, "beta_fast", 32.0,
                              "beta_slow", 1.0, "truncate", 0);
-    if (t->oss)
-        hp->rope.theta = 150000.0f; /* GptOssConfig's default_theta */
+    if (t->theta > 0)
+        hp->rope.theta = t->theta; /* the config class's default_theta (gpt-oss, MiniMax-M2) */
     int rc = own && !s ? fg_err_set(err, FG_ERR_NOMEM, "out of memory")
                        : rope_in(root, s, key, "rope_theta", label, t, hp, err);
     if (rc == FG_OK && t->ministral3 && /* absent (1): none */
@@ -482,7 +500,7 @@ static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_k
         return rc;
     if (s && !json_is_null(s) && !json_is_object(s))
         return fgm_key_err(err, label, key, "must be an object or null");
-    if ((t->phi || t->glm) &&
+    if ((t->phi || t->glm || t->minimax) &&
         (rc = partial_rotary(root, s, label, t->glm ? 0.5f : 1.0f, hp, err)))
         return rc;
     if (!s || json_is_null(s))
@@ -776,6 +794,7 @@ static int glm_experts(json_t *root, const char *label, const traits *t, fg_hpar
     hp->shared_ffn = hp->moe_ffn * shared;
     hp->shared_plain = 1;
     hp->router_sigmoid = 1;
+    hp->topk_eps = 1e-20f;
     for (uint32_t l = 0; l < hp->n_layers && l < dense; l++)
         hp->dense_layers[l / 64] |= 1ull << (l % 64);
     return FG_OK;
@@ -792,6 +811,8 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
     int rc;
     if (t->moe == MOE_GLM)
         return glm_experts(root, label, t, hp, err);
+    if (t->moe == MOE_MINIMAX) /* sigmoid scores, the choice bias, renormalized */
+        hp->router_sigmoid = 1, hp->n_group = hp->topk_group = 1;
     for (int i = 0; i < 2; i++) {
         json_t *k = json_object_get(root, keys[i]);
         if (k && json_is_integer(k) && json_integer_value(k) == 0 &&
@@ -804,16 +825,16 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
         return fgm_key_err(err, label, "num_experts", "differs from num_local_experts");
     hp->n_experts = v[0] ? v[0] : v[1] ? v[1] : t->experts;
     hp->top_k = t->top_k;
-    hp->moe_ffn = t->moe == MOE_MIXTRAL || t->moe == MOE_OLMOE || t->moe == MOE_OSS ? hp->ffn
-                                                                                  : t->moe_ffn;
+    hp->moe_ffn = t->moe == MOE_MIXTRAL || t->moe == MOE_OLMOE || t->moe == MOE_OSS ||
+                  t->moe == MOE_MINIMAX ? hp->ffn : t->moe_ffn;
     hp->shared_ffn = t->moe == MOE_QWEN_SHARED ? t->shared_ffn : 0;
-    hp->norm_topk = t->moe == MOE_MIXTRAL || t->moe == MOE_OSS;
+    hp->norm_topk = t->moe == MOE_MIXTRAL || t->moe == MOE_OSS || t->moe == MOE_MINIMAX;
     if ((rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
                        err)) < 0)
         return rc;
     if (hp->top_k > hp->n_experts)
         return fgm_key_err(err, label, "num_experts_per_tok", "exceeds the experts");
-    if (t->moe == MOE_MIXTRAL)
+    if (t->moe == MOE_MIXTRAL || t->moe == MOE_MINIMAX)
         return FG_OK;
     if (t->moe == MOE_OSS)
         return oss_experts(root, label, hp, err);
@@ -1199,13 +1220,17 @@ static const char *granitemoe_name(const char *name, char *buf, size_t cap)
 
 /* GLM-4 MoE's multi-token prediction layers, model.layers.N.* for N in [layers, layers +
  * num_nextn_predict_layers): a module transformers does not run either (its
- * _keys_to_ignore_on_load_unexpected) */
+ * _keys_to_ignore_on_load_unexpected); and with n_shared_experts 0, the shared experts of width
+ * 0 transformers still writes (empty: 2) */
 static int glm_unused(const fg_hparams *hp, const char *name)
 {
-    static const char pre[] = "model.layers.";
+    static const char pre[] = "model.layers.", sh[] = ".mlp.shared_experts.";
     uint64_t l;
     const char *p = strncmp(name, pre, sizeof pre - 1) ? NULL
                   : index_at(name + sizeof pre - 1, &l);
+    if (p && l < hp->n_layers && !hp->shared_ffn && fg_model_layer_sparse(hp, (uint32_t)l) &&
+        !strncmp(p, sh, sizeof sh - 1))
+        return 2;
     return p && *p == '.' && l >= hp->n_layers && l < (uint64_t)hp->n_layers + hp->mtp_layers;
 }
 
@@ -1227,6 +1252,22 @@ static const char *mixtral_name(const char *name, char *buf, size_t cap)
         }
     }
     int k = snprintf(buf, cap, "%s", tmp);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
+/* MiniMax-M2's spelling: Mixtral's, and its router's choice bias beside the router
+ * (block_sparse_moe.e_score_correction_bias, transformers' mlp.e_score_correction_bias) */
+static const char *minimax_name(const char *name, char *buf, size_t cap)
+{
+    static const char from[] = ".mlp.e_score_correction_bias";
+    char tmp[FG_TENSOR_NAME_MAX];
+    if (!mixtral_name(name, tmp, sizeof tmp))
+        return NULL;
+    size_t n = strlen(tmp), nf = sizeof from - 1;
+    int bias = n > nf && !strcmp(tmp + n - nf, from);
+    if (bias)
+        tmp[n - nf] = '\0';
+    int k = snprintf(buf, cap, "%s%s", tmp, bias ? ".mlp.gate.e_score_correction_bias" : "");
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
@@ -1273,6 +1314,8 @@ FAMILY(olmoe, "an OLMoE", FAM_OLMOE, moe_fused);
 ENTRY(mixtral, "a Mixtral", parse_family(r, l, hp, FAM_MIXTRAL, e), mixtral_name, derived,
       moe_fused, NULL, stacked);
 ENTRY(granitemoe, "a GraniteMoE", parse_family(r, l, hp, FAM_GRANITEMOE, e), granitemoe_name,
+      derived, moe_fused, NULL, stacked);
+ENTRY(minimax_m2, "a MiniMax-M2", parse_family(r, l, hp, FAM_MINIMAX_M2, e), minimax_name,
       derived, moe_fused, NULL, stacked);
 ENTRY(glm4_moe, "a GLM-4 MoE", parse_family(r, l, hp, FAM_GLM4_MOE, e), canonical_name, derived,
       moe_fused, glm_unused, stacked);

@@ -110,10 +110,11 @@ typedef struct fg_hparams {
     /* GLM-4 MoE's (DeepSeek-V3's) router: scores sigmoid(logits) (else the softmax); the top_k
      * chosen by score + ROUTER_CORR[e] among the topk_group of n_group groups whose two best
      * such sums are greatest; weighted by their plain scores (renormalized when norm_topk,
-     * the sum + 1e-20) times routed_scale */
+     * the sum + topk_eps) times routed_scale (MiniMax-M2: one group, no eps, no scale) */
     int router_sigmoid;
     uint32_t n_group, topk_group;
     float routed_scale;     /* 0: 1 */
+    float topk_eps;         /* added to the renormalizing sum (GLM: 1e-20) */
     uint32_t mtp_layers;    /* layers past n_layers whose tensors a checkpoint may carry, unused
                              * (GLM-4 MoE's multi-token prediction: num_nextn_predict_layers) */
     int moe_bias;           /* the router and the experts have biases (gpt-oss) */
@@ -272,7 +273,9 @@ typedef struct fg_arch {
                    char stacked[FG_TENSOR_NAME_MAX], uint32_t *block);
     /* A checkpoint tensor of a part of the model fg does not run (a multimodal checkpoint's
      * vision tower and projector: fg runs its text model): 1 for such a canonical name, which
-     * fg-convert then accepts unread and does not store. NULL: none. */
+     * fg-convert then accepts unread and does not store; 2 for a tensor of a part the config
+     * says is empty, accepted only when it holds no value (GLM's shared experts of width 0).
+     * NULL: none. */
     int (*unused)(const fg_hparams *hp, const char *canonical);
 } fg_arch;
 
@@ -433,6 +436,7 @@ extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture o
 extern const fg_arch fg_arch_gpt_oss;    /* model/llama.c: gpt-oss (sinks, biased experts) */
 extern const fg_arch fg_arch_gemma;      /* model/llama.c: Gemma (1) */
 extern const fg_arch fg_arch_glm4_moe;   /* model/llama.c: GLM-4.5 / 4.6 MoE */
+extern const fg_arch fg_arch_minimax_m2; /* model/llama.c: MiniMax-M2 */
 
 #ifdef __cplusplus
 }

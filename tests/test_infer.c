@@ -767,6 +767,11 @@ START_TEST(cuda_placements_glm4_moe)
     device_matrix(FG_BACKEND_CUDA, "glm4-moe-tiny", "glm4-moe-tiny-bf16", 0.25);
 }
 END_TEST
+START_TEST(cuda_placements_minimax_m2)
+{
+    device_matrix(FG_BACKEND_CUDA, "minimax-m2-tiny", "minimax-m2-tiny-bf16", 0.25);
+}
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1324,6 +1329,30 @@ START_TEST(glm4_moe_q4_weights) /* (nmse 0.468 measured: three layers, one more 
     moe_q4_case("glm4-moe-tiny-bf16", "glm4-moe-tiny", 0.6, 0.25);
 }
 END_TEST
+/* MiniMax-M2: whole-projection q/k norms, half of each head rotated
+ * (rotary_dim), sigmoid routing with the choice bias; the hub's Mixtral names, transformers 5's
+ * and its in-memory layout */
+START_TEST(minimax_m2_routing) { layout_case("minimax-m2-tiny-bf16", "minimax-m2-tiny"); }
+END_TEST
+START_TEST(minimax_m2_transformers5) { layout_case("minimax-m2-tiny-hf5", "minimax-m2-tiny"); }
+END_TEST
+START_TEST(minimax_m2_raw) { layout_case("minimax-m2-tiny-hf5-raw", "minimax-m2-tiny"); }
+END_TEST
+START_TEST(minimax_m2_placements)
+{
+    placement_matrix("minimax-m2-tiny", "minimax-m2-tiny-bf16");
+}
+END_TEST
+START_TEST(sim_placements_minimax_m2) /* (its 4-bit cache: nmse 0.168 measured) */
+{
+    device_matrix(FG_BACKEND_SIM, "minimax-m2-tiny", "minimax-m2-tiny-bf16", 0.25);
+}
+END_TEST
+START_TEST(experts_paged_minimax_m2)
+{
+    experts_paged("minimax-m2-tiny", "minimax-m2-tiny-bf16");
+}
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1457,6 +1486,12 @@ static Suite *suite(void)
     tcase_add_test(tc, sim_placements_glm4_moe);
     tcase_add_test(tc, experts_paged_glm4_moe);
     tcase_add_test(tc, glm4_moe_q4_weights);
+    tcase_add_test(tc, minimax_m2_routing);
+    tcase_add_test(tc, minimax_m2_transformers5);
+    tcase_add_test(tc, minimax_m2_raw);
+    tcase_add_test(tc, minimax_m2_placements);
+    tcase_add_test(tc, sim_placements_minimax_m2);
+    tcase_add_test(tc, experts_paged_minimax_m2);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1508,6 +1543,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_minimax_m2);
     tcase_add_test(tc, cuda_placements_glm4_moe);
     tcase_add_test(tc, cuda_placements_ministral3);
     tcase_add_test(tc, cuda_placements_granite);

@@ -339,7 +339,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe)");
+             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2)");
 }
 END_TEST
 
@@ -1136,7 +1136,56 @@ START_TEST(glm4_moe_configs)
     cfg_fail(G ",\"n_group\":8,\"topk_group\":1}", FG_ERR_CORRUPT,
              "key num_experts_per_tok: exceeds the experts of topk_group groups");
     cfg_fail(G ",\"routed_scaling_factor\":0}", FG_ERR_CORRUPT, "key routed_scaling_factor");
+    /* n_shared_experts 0: transformers still writes the shared experts, 0 wide: accepted
+     * empty, refused holding values */
+    tu_tmpdir_create();
+    static const char *const cfg = G ",\"n_shared_experts\":0,\"first_k_dense_replace\":1}";
+    static const char *const empty[] = {"model.layers.1.mlp.shared_experts.gate_proj.weight@0x64",
+                                        "model.layers.1.mlp.shared_experts.down_proj.weight@64x0"};
+    static const char *const full[] = {"model.layers.1.mlp.shared_experts.gate_proj.weight@8x64"};
+    ck_assert_int_eq(check_written("empty", cfg, NULL, empty, 2, 0, NULL, NULL, &err), FG_OK);
+    ck_assert_int_eq(check_written("full", cfg, NULL, full, 1, 0, NULL, NULL, &err),
+                     FG_ERR_SIZE_MISMATCH);
+    ck_assert_msg(strstr(err.msg, "shared_experts.gate_proj.weight holds 512 values; config.json "
+                         "implies none"), "%s", err.msg);
+    tu_tmpdir_remove();
 #undef G
+}
+END_TEST
+
+/* MiniMax-M2: MiniMaxM2Config's defaults (256 experts top 8 by sigmoid scores with the choice
+ * bias, theta 5e6, whole-projection q/k norms, head_dim 128), the released files' rotary_dim;
+ * the choice bias under its hub and transformers names */
+START_TEST(minimax_m2_configs)
+{
+    fg_hparams c;
+    fg_err err;
+    fg_tensor_spec t[FG_UNIT_MAX_TENSORS];
+    char nm[FG_TENSOR_NAME_MAX];
+    const char *d = "{\"model_type\":\"minimax_m2\",\"vocab_size\":64,\"hidden_size\":64,"
+                    "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":8,\"max_position_embeddings\":128,"
+                    "\"rotary_dim\":64}";
+    ck_assert_int_eq(fg_model_config_parse(d, strlen(d), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 256 && c.top_k == 8 && c.moe_ffn == 48 && c.router_sigmoid);
+    ck_assert(c.norm_topk && c.topk_eps == 0 && c.n_group == 1 && !c.shared_ffn);
+    ck_assert(c.head_dim == 128 && c.rope.rot_dim == 64 && c.rope.theta == 5e6f);
+    ck_assert(c.qk_norm == FG_QK_NORM_WHOLE && !c.qkv_bias && c.bos_id == 200034);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 6);
+    ck_assert(t[2].role == FG_ROLE_ROUTER_CORR);
+    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+                         "model.layers.1.block_sparse_moe.e_score_correction_bias", nm, sizeof nm),
+                     "model.layers.1.mlp.gate.e_score_correction_bias");
+    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+                         "model.layers.1.mlp.e_score_correction_bias", nm, sizeof nm),
+                     "model.layers.1.mlp.gate.e_score_correction_bias");
+    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+                         "model.layers.1.block_sparse_moe.experts.3.w2.weight", nm, sizeof nm),
+                     "model.layers.1.mlp.experts.3.down_proj.weight");
+    cfg_fail("{\"model_type\":\"minimax_m2\",\"vocab_size\":64,\"hidden_size\":64,"
+             "\"num_hidden_layers\":2,\"intermediate_size\":48,\"num_attention_heads\":8,"
+             "\"max_position_embeddings\":128,\"rotary_dim\":200}", FG_ERR_CORRUPT,
+             "key rotary_dim");
 }
 END_TEST
 
@@ -1232,6 +1281,7 @@ static Suite *suite(void)
     tcase_add_test(tc, moe_batched_tensors);
     tcase_add_test(tc, gpt_oss_experts);
     tcase_add_test(tc, glm4_moe_configs);
+    tcase_add_test(tc, minimax_m2_configs);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);
