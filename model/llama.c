@@ -16,6 +16,9 @@
  *   olmo2:   Llama's projections with an RMSNorm after each block only (post_attention_ and
  *            post_feedforward_layernorm; no input norms), q_norm / k_norm over the whole q and
  *            k projections, Olmo2Config's defaults (no BOS, eos 50279, pad 1, eps 1e-5);
+ *   olmo3:   OLMo 2's layer with Olmo3Config's sliding layers (layer_types, default 3 of every
+ *            4 from layer 0, window 4096) rotated unscaled with rope_theta (default 5e5), the
+ *            full ones with rope_scaling too (or rope_parameters per layer type, as Gemma 3);
  *   smollm3: Llama with no rotary positions on the layers no_rope_layers marks 0 (default every
  *            4th: no_rope_layer_interval), SmolLM3Config's defaults (4 KV heads, tied, bos
  *            128000, eos 128001, pad 128004), windows as Qwen's but on the NoPE layers;
@@ -123,7 +126,7 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2
+    FAM_MINIMAX_M2, FAM_OLMO3
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -172,6 +175,10 @@ typedef struct traits {
     /* OLMo 2: an RMSNorm after each block only (no input norms), q/k norms over the whole
      * projections */
     int olmo2;
+    /* OLMo 3: OLMo 2's layer with 3 of 4 layers sliding (layer_types, window 4096) and the
+     * sliding layers' rotary settings their own (rope_theta unscaled; rope_scaling the full
+     * layers'), as Gemma 3's two (gemma_rope) */
+    int olmo3;
     /* gpt-oss: attention sinks, YaRN by default (GptOssConfig's: factor 32 over 4096 positions,
      * theta 150000, truncate false) */
     int oss;
@@ -234,6 +241,9 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_OLMO3] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
+                   .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_GEMMA, .window = 4096,
+                   .eps = 1e-5f, .olmo2 = 1, .olmo3 = 1, .theta = 5e5f},
     [FAM_MINIMAX_M2] = {.kv_heads = 8, .head_dim = 128, .bos = 200034, .eos = 200020,
                         .pad = -1, .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_NONE,
                         .eps = 1e-6f, .minimax = 1, .theta = 5e6f, .moe = MOE_MINIMAX,
@@ -465,27 +475,34 @@ static int rope(json_t *root, const char *label, const traits *t, fg_hparams *hp
 
 /* Gemma 3's two rotary settings: the full layers' (rope_theta, default 1e6, and rope_scaling) and
  * the sliding layers' (rope_local_base_freq, default 1e4, no scaling), or transformers 5's
- * rope_parameters with one object for each layer type. The local ones land in rope_local. */
+ * rope_parameters with one object for each layer type. The local ones land in rope_local.
+ * OLMo 3's alike: rope_theta (default 5e5) for both, rope_scaling the full layers' only. */
 static int gemma_rope(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                       fg_err *err)
 {
     json_t *rp = json_object_get(root, "rope_parameters");
     int nested = json_is_object(rp) && (json_object_get(rp, "full_attention") ||
                                         json_object_get(rp, "sliding_attention"));
-    hp->rope.theta = 10000.0f;
+    hp->rope.theta = t->olmo3 ? 5e5f : 10000.0f;
     int rc = nested ? rope_in(root, json_object_get(rp, "sliding_attention"),
                               "rope_parameters.sliding_attention", NULL, label, t, hp, err)
-                    : rope_in(root, NULL, "", "rope_local_base_freq", label, t, hp, err);
+                    : rope_in(root, NULL, "", t->olmo3 ? "rope_theta" : "rope_local_base_freq",
+                              label, t, hp, err);
     if (rc)
         return rc;
     hp->rope_local = hp->rope;
     hp->local_rope = 1;
     memset(&hp->rope, 0, sizeof hp->rope);
-    hp->rope.theta = 1e6f;
-    if (nested)
-        return rope_in(root, json_object_get(rp, "full_attention"),
-                       "rope_parameters.full_attention", NULL, label, t, hp, err);
-    return rope(root, label, t, hp, err);
+    hp->rope.theta = 1e6f; /* (OLMo 3: traits.theta, which rope() sets) */
+    if (!nested)
+        return rope(root, label, t, hp, err);
+    rc = rope_in(root, json_object_get(rp, "full_attention"), "rope_parameters.full_attention",
+                 NULL, label, t, hp, err);
+    /* YaRN's truncate, as transformers 5.25 reads it for a file with an object per layer type:
+     * from the top level only (none there: true), never from the layer type's object */
+    json_t *tr = json_object_get(rp, "truncate");
+    hp->rope.truncate = hp->rope_local.truncate = !json_is_false(tr);
+    return rc;
 }
 
 /* The rope object s (NULL or null: none; named key in messages) -> hp->rope, theta from the
@@ -565,7 +582,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     json_int_t from = qwen ? 28 : 0;
     /* Gemma: every pattern-th layer full (Gemma 3's sliding_window_pattern; Gemma 2: every
      * other, as Gemma2Config's layer_types default) */
-    uint32_t pattern = t->gemma == 2 || t->oss ? 2 : 6;
+    uint32_t pattern = t->gemma == 2 || t->oss ? 2 : t->olmo3 ? 4 : 6;
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
@@ -858,8 +875,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     int rc, act = 0, attn_bias = t->qkv_bias, mlp_bias = 0;
     if ((rc = sizes(root, label, t, hp, err)) ||
         (t->smol && (rc = no_rope(root, label, hp, err))) ||
-        (rc = t->gemma == 3 ? gemma_rope(root, label, t, hp, err)
-                            : rope(root, label, t, hp, err)) ||
+        (rc = t->gemma == 3 || t->olmo3 ? gemma_rope(root, label, t, hp, err)
+                                        : rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)))
         return rc;
     hp->act = FG_ACT_SILU;
@@ -1308,6 +1325,7 @@ FAMILY(ministral3, "a Ministral 3", FAM_MINISTRAL3, NULL);
 FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
+FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);
 FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, moe_fused);
 FAMILY(olmoe, "an OLMoE", FAM_OLMOE, moe_fused);

@@ -772,6 +772,8 @@ START_TEST(cuda_placements_minimax_m2)
     device_matrix(FG_BACKEND_CUDA, "minimax-m2-tiny", "minimax-m2-tiny-bf16", 0.25);
 }
 END_TEST
+START_TEST(cuda_placements_olmo3) { cuda_matrix("olmo3-tiny", "olmo3-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1353,6 +1355,17 @@ START_TEST(experts_paged_minimax_m2)
     experts_paged("minimax-m2-tiny", "minimax-m2-tiny-bf16");
 }
 END_TEST
+/* OLMo 3: 3 of 4 layers sliding with plain rotary positions, the full one with YaRN */
+START_TEST(olmo3_layers) { layout_case("olmo3-tiny-bf16", "olmo3-tiny"); }
+END_TEST
+START_TEST(olmo3_transformers5) { layout_case("olmo3-tiny-hf5", "olmo3-tiny"); }
+END_TEST
+START_TEST(olmo3_placements) { placement_matrix("olmo3-tiny", "olmo3-tiny-bf16"); }
+END_TEST
+START_TEST(olmo3_kv_on_disk) { kv_matrix("olmo3-tiny", "olmo3-tiny-bf16", 0.08); }
+END_TEST
+START_TEST(sim_placements_olmo3) { sim_matrix("olmo3-tiny", "olmo3-tiny-bf16"); }
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1492,6 +1505,11 @@ static Suite *suite(void)
     tcase_add_test(tc, minimax_m2_placements);
     tcase_add_test(tc, sim_placements_minimax_m2);
     tcase_add_test(tc, experts_paged_minimax_m2);
+    tcase_add_test(tc, olmo3_layers);
+    tcase_add_test(tc, olmo3_transformers5);
+    tcase_add_test(tc, olmo3_placements);
+    tcase_add_test(tc, olmo3_kv_on_disk);
+    tcase_add_test(tc, sim_placements_olmo3);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1543,6 +1561,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_olmo3);
     tcase_add_test(tc, cuda_placements_minimax_m2);
     tcase_add_test(tc, cuda_placements_glm4_moe);
     tcase_add_test(tc, cuda_placements_ministral3);

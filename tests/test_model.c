@@ -339,7 +339,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2)");
+             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2, olmo3)");
 }
 END_TEST
 
@@ -1189,6 +1189,37 @@ START_TEST(minimax_m2_configs)
 }
 END_TEST
 
+/* OLMo 3: Olmo3Config's sliding layers (3 of every 4, window 4096) rotated with rope_theta
+ * (default 5e5) unscaled, rope_scaling the full layers' only; or nested rope_parameters */
+START_TEST(olmo3_configs)
+{
+    fg_hparams c;
+    fg_err err;
+    const char *d = "{\"model_type\":\"olmo3\",\"vocab_size\":64,\"hidden_size\":64,"
+                    "\"num_hidden_layers\":8,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":4,\"max_position_embeddings\":128,"
+                    "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":8,"
+                    "\"original_max_position_embeddings\":16}}";
+    ck_assert_int_eq(fg_model_config_parse(d, strlen(d), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_windowed_layers(&c) == 6 && fg_model_layer_window(&c, 0) == 4096);
+    ck_assert(fg_model_layer_window(&c, 3) == 0 && fg_model_layer_window(&c, 7) == 0);
+    ck_assert(c.local_rope && c.rope_local.theta == 5e5f && c.rope_local.scaling == FG_ROPE_NONE);
+    ck_assert(c.rope.theta == 5e5f && c.rope.scaling == FG_ROPE_YARN);
+    ck_assert(c.sandwich == FG_SANDWICH_AFTER && c.qk_norm == FG_QK_NORM_WHOLE);
+    ck_assert(c.eos_id == 50279);
+    const char *n = "{\"model_type\":\"olmo3\",\"vocab_size\":64,\"hidden_size\":64,"
+                    "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                    "\"num_attention_heads\":4,\"max_position_embeddings\":128,"
+                    "\"layer_types\":[\"full_attention\",\"sliding_attention\"],"
+                    "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\","
+                    "\"factor\":2,\"rope_theta\":1000},\"sliding_attention\":"
+                    "{\"rope_type\":\"default\",\"rope_theta\":1000}}}";
+    ck_assert_int_eq(fg_model_config_parse(n, strlen(n), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_window(&c, 0) == 0 && fg_model_layer_window(&c, 1) == 4096);
+    ck_assert(c.rope.scaling == FG_ROPE_LINEAR && c.rope_local.theta == 1000.0f);
+}
+END_TEST
+
 START_TEST(moe_batched_tensors)
 {
     tu_tmpdir_create();
@@ -1282,6 +1313,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gpt_oss_experts);
     tcase_add_test(tc, glm4_moe_configs);
     tcase_add_test(tc, minimax_m2_configs);
+    tcase_add_test(tc, olmo3_configs);
     tcase_add_test(tc, phi3_configs);
     tcase_add_test(tc, gemma3_configs);
     tcase_add_test(tc, opt_config_errors);
