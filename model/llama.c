@@ -89,6 +89,10 @@
  *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
  *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
  *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
+ *   dots1:   Qwen3's attention (per-head q/k norms, attention_bias on q/k/v/o) and GLM's MoE
+ *            with Dots1Config's defaults (norm_topk_prob false, no dense layers, the expert
+ *            counts required), windows on the layers from max_window_layers (62) on whenever
+ *            sliding_window (4096) is not null, or layer_types;
  *   gpt_oss: Llama's layer with GptOssConfig's defaults (8 KV heads, head_dim 64, q/k/v/o
  *            biases unless attention_bias false, eps 1e-5, every other layer sliding at 128,
  *            YaRN factor 32 over 4096 positions untruncated, theta 150000), attention sinks
@@ -126,13 +130,15 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2, FAM_OLMO3
+    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
 typedef enum {
     WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL,
-    WIN_OSS /* layer_types, by default every other layer from layer 0 sliding (Gemma 2's) */
+    WIN_OSS, /* layer_types, by default every other layer from layer 0 sliding (Gemma 2's) */
+    WIN_DOTS /* layer_types, by default the layers from max_window_layers (62) on, whenever
+              * sliding_window (4096) is not null (Dots1Config: no use_sliding_window) */
 } window_kind;
 /* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
  * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
@@ -185,6 +191,9 @@ typedef struct traits {
     /* GLM-4 MoE: partial rotary (default half the head), q/k norms by use_qk_norm, biases on
      * q/k/v only, its router (glm_experts), the multi-token prediction layers skipped */
     int glm;
+    /* dots.llm1: GLM's router with Dots1Config's defaults (norm_topk_prob false, no dense
+     * layers, the expert counts required), Qwen3's attention */
+    int dots;
     /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
      * all), its router (sigmoid scores, the choice bias, renormalized) */
     int minimax;
@@ -241,6 +250,9 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_DOTS1] = {.kv_heads = 32, NO_IDS, .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD,
+                   .windows = WIN_DOTS, .window = 4096, .eps = 1e-6f, .dots = 1, .moe = MOE_GLM,
+                   .moe_ffn = 1408},
     [FAM_OLMO3] = {.bos = -1, .eos = 50279, .pad = 1, .attention_bias = 1,
                    .qk_norm = FG_QK_NORM_WHOLE, .windows = WIN_GEMMA, .window = 4096,
                    .eps = 1e-5f, .olmo2 = 1, .olmo3 = 1, .theta = 5e5f},
@@ -573,13 +585,13 @@ static int rope_in(json_t *root, json_t *s, const char *key, const char *theta_k
 static int layer_windows(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                          fg_err *err)
 {
-    int qwen = t->windows == WIN_QWEN || t->windows == WIN_QWEN2_MOE;
+    int qwen = t->windows == WIN_QWEN || t->windows == WIN_QWEN2_MOE || t->windows == WIN_DOTS;
     int gemma = t->windows == WIN_GEMMA || t->windows == WIN_OSS;
     int qmoe = t->windows == WIN_QWEN2_MOE;
     int smol = t->windows == WIN_SMOL; /* the NoPE layers (nope_layers, set first) */
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
-    json_int_t from = qwen ? 28 : 0;
+    json_int_t from = t->windows == WIN_DOTS ? 62 : qwen ? 28 : 0;
     /* Gemma: every pattern-th layer full (Gemma 3's sliding_window_pattern; Gemma 2: every
      * other, as Gemma2Config's layer_types default) */
     uint32_t pattern = t->gemma == 2 || t->oss ? 2 : t->olmo3 ? 4 : 6;
@@ -620,7 +632,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
 static int window(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA ||
-              t->windows == WIN_OSS;
+              t->windows == WIN_OSS || t->windows == WIN_DOTS;
     int rc;
     if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL || t->windows == WIN_USE_ALL ||
          t->windows == WIN_QWEN2_MOE) &&
@@ -777,15 +789,18 @@ static int oss_experts(json_t *root, const char *label, fg_hparams *hp, fg_err *
 static int glm_experts(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                        fg_err *err)
 {
-    uint32_t shared = 1, dense = 1;
+    uint32_t shared = 1, dense = t->dots ? 0 : 1;
     int rc;
     hp->n_experts = t->experts, hp->top_k = t->top_k, hp->moe_ffn = t->moe_ffn;
-    hp->n_group = hp->topk_group = 1, hp->routed_scale = 1.0f, hp->norm_topk = 1;
-    hp->mtp_layers = 1;
-    if ((rc = fgm_uint(root, label, "n_routed_experts", 0, FG_MODEL_MAX_EXPERTS, &hp->n_experts,
-                       err)) < 0 ||
-        (rc = fgm_uint(root, label, "num_experts_per_tok", 0, FG_MODEL_MAX_EXPERTS, &hp->top_k,
-                       err)) < 0 ||
+    hp->n_group = hp->topk_group = 1, hp->routed_scale = 1.0f, hp->norm_topk = !t->dots;
+    hp->mtp_layers = t->dots ? 0 : 1;
+    /* (Dots1Config has no expert counts of its own: transformers fails without them) */
+    if (t->dots && !json_object_get(root, "n_shared_experts"))
+        return fgm_key_err(err, label, "n_shared_experts", "missing");
+    if ((rc = fgm_uint(root, label, "n_routed_experts", t->dots, FG_MODEL_MAX_EXPERTS,
+                       &hp->n_experts, err)) < 0 ||
+        (rc = fgm_uint(root, label, "num_experts_per_tok", t->dots, FG_MODEL_MAX_EXPERTS,
+                       &hp->top_k, err)) < 0 ||
         (rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
                        err)) < 0 ||
         (rc = fgm_count(root, label, "n_shared_experts", 64, &shared, err)) < 0 ||
@@ -798,7 +813,7 @@ static int glm_experts(json_t *root, const char *label, const traits *t, fg_hpar
                         err)) < 0 ||
         (rc = fgm_float(root, label, "routed_scaling_factor", 1e-6, 1e6, 0, &hp->routed_scale,
                         err)) < 0 ||
-        (rc = fgm_bool(root, label, "norm_topk_prob", 1, &hp->norm_topk, err)))
+        (rc = fgm_bool(root, label, "norm_topk_prob", hp->norm_topk, &hp->norm_topk, err)))
         return rc;
     if (hp->n_experts % hp->n_group || hp->n_experts / hp->n_group < 2)
         return fgm_key_err(err, label, "n_group", "must divide n_routed_experts into groups of "
@@ -1326,6 +1341,8 @@ FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
+ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,
+      moe_fused, glm_unused, stacked);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);
 FAMILY(qwen3_moe, "a Qwen3-MoE", FAM_QWEN3_MOE, moe_fused);
 FAMILY(olmoe, "an OLMoE", FAM_OLMOE, moe_fused);

@@ -774,6 +774,8 @@ START_TEST(cuda_placements_minimax_m2)
 END_TEST
 START_TEST(cuda_placements_olmo3) { cuda_matrix("olmo3-tiny", "olmo3-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_dots1) { cuda_matrix("dots1-tiny", "dots1-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1366,6 +1368,18 @@ START_TEST(olmo3_kv_on_disk) { kv_matrix("olmo3-tiny", "olmo3-tiny-bf16", 0.08);
 END_TEST
 START_TEST(sim_placements_olmo3) { sim_matrix("olmo3-tiny", "olmo3-tiny-bf16"); }
 END_TEST
+/* dots.llm1: Qwen3's attention with a window from max_window_layers on, GLM's router in 2
+ * groups, a shared expert, a dense layer 0 */
+START_TEST(dots1_routing) { layout_case("dots1-tiny-bf16", "dots1-tiny"); }
+END_TEST
+START_TEST(dots1_transformers5) { layout_case("dots1-tiny-hf5", "dots1-tiny"); }
+END_TEST
+START_TEST(dots1_placements) { placement_matrix("dots1-tiny", "dots1-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_dots1) { sim_matrix("dots1-tiny", "dots1-tiny-bf16"); }
+END_TEST
+START_TEST(experts_paged_dots1) { experts_paged("dots1-tiny", "dots1-tiny-bf16"); }
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1510,6 +1524,11 @@ static Suite *suite(void)
     tcase_add_test(tc, olmo3_placements);
     tcase_add_test(tc, olmo3_kv_on_disk);
     tcase_add_test(tc, sim_placements_olmo3);
+    tcase_add_test(tc, dots1_routing);
+    tcase_add_test(tc, dots1_transformers5);
+    tcase_add_test(tc, dots1_placements);
+    tcase_add_test(tc, sim_placements_dots1);
+    tcase_add_test(tc, experts_paged_dots1);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1561,6 +1580,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_dots1);
     tcase_add_test(tc, cuda_placements_olmo3);
     tcase_add_test(tc, cuda_placements_minimax_m2);
     tcase_add_test(tc, cuda_placements_glm4_moe);

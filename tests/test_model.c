@@ -339,7 +339,7 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
              "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
              "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2, olmo3)");
+             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2, olmo3, dots1)");
 }
 END_TEST
 
@@ -1136,6 +1136,21 @@ START_TEST(glm4_moe_configs)
     cfg_fail(G ",\"n_group\":8,\"topk_group\":1}", FG_ERR_CORRUPT,
              "key num_experts_per_tok: exceeds the experts of topk_group groups");
     cfg_fail(G ",\"routed_scaling_factor\":0}", FG_ERR_CORRUPT, "key routed_scaling_factor");
+    /* dots.llm1: Dots1Config's defaults (not renormalized, no dense layer, a window on the
+     * layers from 62 on), Qwen3's q/k norms, its expert counts required */
+    const char *d1 = "{\"model_type\":\"dots1\",\"vocab_size\":64,\"hidden_size\":64,"
+                     "\"num_hidden_layers\":64,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":8,\"max_position_embeddings\":128,"
+                     "\"n_routed_experts\":16,\"num_experts_per_tok\":4,"
+                     "\"n_shared_experts\":2,\"num_key_value_heads\":2}";
+    ck_assert_int_eq(fg_model_config_parse(d1, strlen(d1), NULL, &c, &err), FG_OK);
+    ck_assert(!c.norm_topk && fg_model_layer_sparse(&c, 0) && c.shared_ffn == 2 * 1408);
+    ck_assert(c.qk_norm == FG_QK_NORM_HEAD && c.router_sigmoid && c.shared_plain && !c.mtp_layers);
+    ck_assert(fg_model_layer_window(&c, 61) == 0 && fg_model_layer_window(&c, 62) == 4096);
+    cfg_fail("{\"model_type\":\"dots1\",\"vocab_size\":64,\"hidden_size\":64,"
+             "\"num_hidden_layers\":2,\"intermediate_size\":48,\"num_attention_heads\":8,"
+             "\"max_position_embeddings\":128,\"n_routed_experts\":16,\"num_key_value_heads\":2,"
+             "\"num_experts_per_tok\":4}", FG_ERR_CORRUPT, "key n_shared_experts: missing");
     /* n_shared_experts 0: transformers still writes the shared experts, 0 wide: accepted
      * empty, refused holding values */
     tu_tmpdir_create();
