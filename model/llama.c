@@ -89,6 +89,9 @@
  *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
  *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
  *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
+ *   seed_oss: Llama's layer with SeedOssConfig's defaults (head_dim 128, 8 KV heads, bos 0,
+ *            eos 2, pad 1, eps 1e-6), q/k/v biases by attention_bias (default true), o's by
+ *            attention_out_bias (default false);
  *   dots1:   Qwen3's attention (per-head q/k norms, attention_bias on q/k/v/o) and GLM's MoE
  *            with Dots1Config's defaults (norm_topk_prob false, no dense layers, the expert
  *            counts required), windows on the layers from max_window_layers (62) on whenever
@@ -130,7 +133,7 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1
+    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -194,6 +197,8 @@ typedef struct traits {
     /* dots.llm1: GLM's router with Dots1Config's defaults (norm_topk_prob false, no dense
      * layers, the expert counts required), Qwen3's attention */
     int dots;
+    /* Seed-OSS: o's bias by attention_out_bias (default false), q/k/v's by attention_bias */
+    int seed;
     /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
      * all), its router (sigmoid scores, the choice bias, renormalized) */
     int minimax;
@@ -250,6 +255,9 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_SEED_OSS] = {.kv_heads = 8, .head_dim = 128, .bos = 0, .eos = 2, .pad = 1,
+                      .attention_bias = 2, .mlp_bias = 1, .windows = WIN_NONE, .eps = 1e-6f,
+                      .seed = 1},
     [FAM_DOTS1] = {.kv_heads = 32, NO_IDS, .attention_bias = 1, .qk_norm = FG_QK_NORM_HEAD,
                    .windows = WIN_DOTS, .window = 4096, .eps = 1e-6f, .dots = 1, .moe = MOE_GLM,
                    .moe_ffn = 1408},
@@ -934,7 +942,9 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->rope.theta = 10000.0f;
     hp->pre_norm = hp->final_norm = 1;
     hp->qkv_bias = attn_bias;
-    hp->out_bias = t->attention_bias && attn_bias && !t->glm; /* (GLM: o has none) */
+    hp->out_bias = t->attention_bias && attn_bias && !t->glm && !t->seed; /* (GLM: o none) */
+    if (t->seed && (rc = fgm_bool(root, label, "attention_out_bias", 0, &hp->out_bias, err)))
+        return rc;
     hp->qk_norm = t->qk_norm;
     int qkn = 0;
     if (t->glm && (rc = fgm_bool(root, label, "use_qk_norm", 0, &qkn, err)))
@@ -1341,6 +1351,7 @@ FAMILY(granite, "a Granite", FAM_GRANITE, NULL);
 FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
+FAMILY(seed_oss, "a Seed-OSS", FAM_SEED_OSS, NULL);
 ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,
       moe_fused, glm_unused, stacked);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);

@@ -26,7 +26,7 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_granitemoe, &fg_arch_gpt_oss,
                                           &fg_arch_gemma, &fg_arch_glm4_moe,
                                           &fg_arch_minimax_m2, &fg_arch_olmo3,
-                                          &fg_arch_dots1};
+                                          &fg_arch_dots1, &fg_arch_seed_oss};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -44,7 +44,7 @@ const fg_arch *fg_model_arch(const fg_hparams *hp)
 
 const char *fg_arch_names(void)
 {
-    static char buf[256];
+    static char buf[1024]; /* (about 290 bytes for the 30 entries today) */
     if (!buf[0])
         for (size_t i = 0, k = 0; i < N_ARCH && k < sizeof buf; i++)
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", k_table[i]->name);
@@ -228,7 +228,8 @@ static int model_type(json_t *root, const char *label, fg_hparams *hp, fg_err *e
         return fgm_key_err(err, label, "model_type", "must be a string");
     if (!fg_arch_find(json_string_value(v)))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key model_type: \"%.40s\" is not a "
-                          "family fg runs (%s)", label, json_string_value(v), fg_arch_names());
+                          "family fg runs (fg-convert --help lists them)", label,
+                          json_string_value(v));
     snprintf(hp->arch, sizeof hp->arch, "%s", json_string_value(v));
     /* GPTQ, AWQ, bitsandbytes, FP8...: tensors fg cannot read as weights; say so by the key
      * rather than by the first packed tensor's name. gpt-oss's MXFP4 experts are read (as the
@@ -319,7 +320,7 @@ int fg_hparams_check(const fg_hparams *c, fg_err *err)
                           c->top_k);
     if (!fg_arch_find(c->arch))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "model_type \"%s\" is not a family fg runs "
-                          "(%s)", c->arch, fg_arch_names());
+                          "(fg-convert --help lists them)", c->arch);
     return FG_OK;
 }
 

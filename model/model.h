@@ -439,6 +439,7 @@ extern const fg_arch fg_arch_glm4_moe;   /* model/llama.c: GLM-4.5 / 4.6 MoE */
 extern const fg_arch fg_arch_minimax_m2; /* model/llama.c: MiniMax-M2 */
 extern const fg_arch fg_arch_olmo3;      /* model/llama.c: OLMo 3 */
 extern const fg_arch fg_arch_dots1;      /* model/llama.c: dots.llm1 */
+extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
 
 #ifdef __cplusplus
 }

@@ -335,11 +335,14 @@ START_TEST(llama_family_configs)
     /* (MXFP4 is read for gpt-oss's experts only) */
     cfg_fail("{\"model_type\":\"llama\"," L ",\"quantization_config\":{"
              "\"quant_method\":\"mxfp4\"}}", FG_ERR_UNSUPPORTED, "(quant_method \"mxfp4\")");
+    /* the list is fg-convert --help's (it outgrew an error message: fg_arch_names whole) */
     cfg_fail("{\"model_type\":\"gemma4\"}", FG_ERR_UNSUPPORTED,
-             "key model_type: \"gemma4\" is not a family fg runs (opt, llama, mistral, ministral, "
-             "qwen2, qwen3, phi3, gemma3_text, gemma3, mistral3, ministral3, "
-             "qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, qwen2_moe, qwen3_moe, "
-             "olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, minimax_m2, olmo3, dots1)");
+             "key model_type: \"gemma4\" is not a family fg runs (fg-convert --help lists them)");
+    ck_assert_str_eq(fg_arch_names(),
+                     "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
+                     "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
+                     "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
+                     "minimax_m2, olmo3, dots1, seed_oss");
 }
 END_TEST
 
@@ -473,6 +476,19 @@ START_TEST(gemma3_configs)
              "key attn_logit_softcapping: must be a number");
     cfg_fail("{\"model_type\":\"gemma2\"," L ",\"use_bidirectional_attention\":true}",
              FG_ERR_UNSUPPORTED, "bidirectional attention");
+    /* Seed-OSS: SeedOssConfig's defaults (q/k/v biases, none on o, head_dim 128, 8 KV heads) */
+    const char *so = "{\"model_type\":\"seed_oss\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":8,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(so, strlen(so), NULL, &c, &err), FG_OK);
+    ck_assert(c.qkv_bias && !c.out_bias && !c.mlp_bias && c.head_dim == 128 && c.n_kv_heads == 8);
+    ck_assert(c.bos_id == 0 && c.eos_id == 2 && c.pad_id == 1);
+    const char *so2 = "{\"model_type\":\"seed_oss\",\"vocab_size\":64,\"hidden_size\":32,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":8,\"max_position_embeddings\":64,"
+                      "\"attention_bias\":false,\"attention_out_bias\":true}";
+    ck_assert_int_eq(fg_model_config_parse(so2, strlen(so2), NULL, &c, &err), FG_OK);
+    ck_assert(!c.qkv_bias && c.out_bias);
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
      * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
      * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */

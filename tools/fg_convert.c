@@ -24,6 +24,7 @@
 
 #include "convert.h"
 #include "fg_progress.h"
+#include "model.h"
 
 static void usage(FILE *f)
 {
@@ -40,6 +41,7 @@ static void usage(FILE *f)
     char names[2048];
     fg_convert_synth_names(names, sizeof names);
     fprintf(f, "synth shapes: %s\n", names);
+    fprintf(f, "model families (config.json model_type): %s\n", fg_arch_names());
 }
 
 static volatile sig_atomic_t g_signal;
