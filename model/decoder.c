@@ -521,7 +521,8 @@ static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *se
         for (uint32_t g = 0; g < ng; g++) {
             two[0] = best_of(ch + g * gs, gs, two, 0);
             two[1] = best_of(ch + g * gs, gs, two, 1);
-            gsc[g] = ch[g * gs + two[0]] + ch[g * gs + two[1]];
+            gsc[g] = two[0] < 0 || two[1] < 0 ? -INFINITY /* (a non-finite choice bias) */
+                   : ch[g * gs + two[0]] + ch[g * gs + two[1]];
         }
         for (uint32_t j = 0; j < hp->topk_group; j++)
             gsel[j] = best_of(gsc, ng, gsel, j);
@@ -535,6 +536,8 @@ static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *se
     }
     for (uint32_t j = 0; j < k; j++) {
         sel[j] = best_of(ch, e, sel, j);
+        if (sel[j] < 0) /* every choice left -inf (a non-finite bias): by the scores alone */
+            sel[j] = best_of(p, e, sel, j);
         top += (prob[j] = p[sel[j]]);
     }
     top += hp->topk_eps; /* (GLM's 1e-20) */
