@@ -89,6 +89,10 @@
  *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
  *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
  *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
+ *   exaone4: OLMo 2's layer (norms after the blocks only) with per-head q/k norms and
+ *            Exaone4Config's defaults (KV heads 32, bos 0, eos 2, eps 1e-5); with sliding_window
+ *            (4096) set, all but every sliding_window_pattern-th (4, or the letters of "LLLG")
+ *            layer sliding (or layer_types) and the full ones without rotary positions;
  *   seed_oss: Llama's layer with SeedOssConfig's defaults (head_dim 128, 8 KV heads, bos 0,
  *            eos 2, pad 1, eps 1e-6), q/k/v biases by attention_bias (default true), o's by
  *            attention_out_bias (default false);
@@ -133,15 +137,17 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS
+    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
 typedef enum {
     WIN_NONE, WIN_ALL, WIN_USE_ALL, WIN_LAYER_TYPES, WIN_QWEN, WIN_QWEN2_MOE, WIN_GEMMA, WIN_SMOL,
     WIN_OSS, /* layer_types, by default every other layer from layer 0 sliding (Gemma 2's) */
-    WIN_DOTS /* layer_types, by default the layers from max_window_layers (62) on, whenever
-              * sliding_window (4096) is not null (Dots1Config: no use_sliding_window) */
+    WIN_DOTS, /* layer_types, by default the layers from max_window_layers (62) on, whenever
+               * sliding_window (4096) is not null (Dots1Config: no use_sliding_window) */
+    WIN_EXAONE /* layer_types, by default all but every sliding_window_pattern-th (4; or its
+                * letters, "LLLG": L local) while sliding_window (4096) is not null */
 } window_kind;
 /* a mixture of experts: none, Mixtral's keys, Qwen's (sparse layers, moe_intermediate_size),
  * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
@@ -199,6 +205,9 @@ typedef struct traits {
     int dots;
     /* Seed-OSS: o's bias by attention_out_bias (default false), q/k/v's by attention_bias */
     int seed;
+    /* EXAONE 4: OLMo 2's norms after the blocks with per-head q/k norms; with a window, the
+     * full layers without rotary positions (its "global NoPE") */
+    int exaone;
     /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
      * all), its router (sigmoid scores, the choice bias, renormalized) */
     int minimax;
@@ -255,6 +264,9 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_EXAONE4] = {.kv_heads = 32, .bos = 0, .eos = 2, .pad = -1,
+                     .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_EXAONE, .window = 4096,
+                     .eps = 1e-5f, .olmo2 = 1, .exaone = 1},
     [FAM_SEED_OSS] = {.kv_heads = 8, .head_dim = 128, .bos = 0, .eos = 2, .pad = 1,
                       .attention_bias = 2, .mlp_bias = 1, .windows = WIN_NONE, .eps = 1e-6f,
                       .seed = 1},
@@ -597,6 +609,9 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     int gemma = t->windows == WIN_GEMMA || t->windows == WIN_OSS;
     int qmoe = t->windows == WIN_QWEN2_MOE;
     int smol = t->windows == WIN_SMOL; /* the NoPE layers (nope_layers, set first) */
+    int exa = t->windows == WIN_EXAONE;
+    json_t *pat = exa ? json_object_get(root, "sliding_window_pattern") : NULL;
+    const char *letters = json_is_string(pat) ? json_string_value(pat) : NULL;
     json_t *mwl = qwen ? json_object_get(root, "max_window_layers") : NULL;
     json_t *lt = json_object_get(root, "layer_types");
     json_int_t from = t->windows == WIN_DOTS ? 62 : qwen ? 28 : 0;
@@ -606,13 +621,24 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
     if (mwl && !json_is_null(mwl) &&
         (!json_is_integer(mwl) || (from = json_integer_value(mwl)) < 0))
         return fgm_key_err(err, label, "max_window_layers", "must be an integer >= 0");
-    if (t->gemma == 3 && fgm_uint(root, label, "sliding_window_pattern", 0, FG_MODEL_MAX_LAYERS,
-                                  &pattern, err) < 0)
+    if (exa) /* (0, which transformers writes beside a null window: no sliding layer) */
+        pattern = 4;
+    if (exa && !letters &&
+        fgm_count(root, label, "sliding_window_pattern", FG_MODEL_MAX_LAYERS, &pattern, err) < 0)
         return FG_ERR_CORRUPT;
+    if (t->gemma == 3 &&
+        fgm_uint(root, label, "sliding_window_pattern", 0, FG_MODEL_MAX_LAYERS, &pattern,
+                 err) < 0)
+        return FG_ERR_CORRUPT;
+    if (letters && (!letters[0] || strspn(letters, "LG") != strlen(letters)))
+        return fgm_key_err(err, label, "sliding_window_pattern", "must be a count or letters "
+                           "L (local) and G (global)");
     if (lt && !json_is_null(lt) && (!json_is_array(lt) || json_array_size(lt) != hp->n_layers))
         return fgm_key_err(err, label, "layer_types", "must be a list of one entry per layer");
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        int windowed = gemma ? (l + 1) % pattern != 0
+        int windowed = exa ? hp->sliding_window && (letters ? letters[l % strlen(letters)] == 'L'
+                                                            : pattern && (l + 1) % pattern != 0)
+                     : gemma ? (l + 1) % pattern != 0
                      : smol ? hp->sliding_window && ((hp->nope_layers[l / 64] >> (l % 64)) & 1)
                      : qmoe ? hp->sliding_window && (l + 1) % 2 && l < from /* (sic) */
                             : hp->sliding_window && l >= from;
@@ -623,6 +649,8 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                                    "\"full_attention\" or \"sliding_attention\"");
             windowed = !strcmp(type, "sliding_attention");
         }
+        if (exa && !hp->sliding_window) /* (no window: every layer full, and rotated) */
+            windowed = 0;
         if (windowed && !hp->sliding_window) /* (transformers fails there too) */
             return fgm_key_err(err, label, gemma ? "sliding_window" : "layer_types",
                                gemma ? "null, but a layer is a sliding one"
@@ -630,6 +658,8 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
                                        "true and a sliding_window");
         if (!windowed)
             hp->full_layers[l / 64] |= 1ull << (l % 64);
+        if (exa && !windowed && hp->sliding_window) /* EXAONE 4's global NoPE */
+            hp->nope_layers[l / 64] |= 1ull << (l % 64);
     }
     return FG_OK;
 }
@@ -640,7 +670,7 @@ static int layer_windows(json_t *root, const char *label, const traits *t, fg_hp
 static int window(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     int use = t->windows == WIN_ALL || t->windows == WIN_LAYER_TYPES || t->windows == WIN_GEMMA ||
-              t->windows == WIN_OSS || t->windows == WIN_DOTS;
+              t->windows == WIN_OSS || t->windows == WIN_DOTS || t->windows == WIN_EXAONE;
     int rc;
     if ((t->windows == WIN_QWEN || t->windows == WIN_SMOL || t->windows == WIN_USE_ALL ||
          t->windows == WIN_QWEN2_MOE) &&
@@ -1352,6 +1382,7 @@ FAMILY(smollm3, "a SmolLM3", FAM_SMOLLM3, NULL);
 FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
 FAMILY(seed_oss, "a Seed-OSS", FAM_SEED_OSS, NULL);
+FAMILY(exaone4, "an EXAONE 4", FAM_EXAONE4, NULL);
 ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,
       moe_fused, glm_unused, stacked);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);

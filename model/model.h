@@ -440,6 +440,7 @@ extern const fg_arch fg_arch_minimax_m2; /* model/llama.c: MiniMax-M2 */
 extern const fg_arch fg_arch_olmo3;      /* model/llama.c: OLMo 3 */
 extern const fg_arch fg_arch_dots1;      /* model/llama.c: dots.llm1 */
 extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
+extern const fg_arch fg_arch_exaone4;    /* model/llama.c: EXAONE 4 */
 
 #ifdef __cplusplus
 }

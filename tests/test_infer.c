@@ -776,6 +776,8 @@ START_TEST(cuda_placements_olmo3) { cuda_matrix("olmo3-tiny", "olmo3-tiny-bf16")
 END_TEST
 START_TEST(cuda_placements_dots1) { cuda_matrix("dots1-tiny", "dots1-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_exaone4) { cuda_matrix("exaone4-tiny", "exaone4-tiny-bf16"); }
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1392,6 +1394,18 @@ START_TEST(sim_placements_seed_oss) /* (its 4-bit cache: nmse 0.081 measured) */
     device_matrix(FG_BACKEND_SIM, "seed-oss-tiny", "seed-oss-tiny-bf16", 0.12);
 }
 END_TEST
+/* EXAONE 4: norms after the blocks, per-head q/k norms, 3 of 4 layers sliding, the global one
+ * without rotary positions */
+START_TEST(exaone4_layers) { layout_case("exaone4-tiny-bf16", "exaone4-tiny"); }
+END_TEST
+START_TEST(exaone4_transformers5) { layout_case("exaone4-tiny-hf5", "exaone4-tiny"); }
+END_TEST
+START_TEST(exaone4_placements) { placement_matrix("exaone4-tiny", "exaone4-tiny-bf16"); }
+END_TEST
+START_TEST(exaone4_kv_on_disk) { kv_matrix("exaone4-tiny", "exaone4-tiny-bf16", 0.08); }
+END_TEST
+START_TEST(sim_placements_exaone4) { sim_matrix("exaone4-tiny", "exaone4-tiny-bf16"); }
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1545,6 +1559,11 @@ static Suite *suite(void)
     tcase_add_test(tc, seed_oss_transformers5);
     tcase_add_test(tc, seed_oss_placements);
     tcase_add_test(tc, sim_placements_seed_oss);
+    tcase_add_test(tc, exaone4_layers);
+    tcase_add_test(tc, exaone4_transformers5);
+    tcase_add_test(tc, exaone4_placements);
+    tcase_add_test(tc, exaone4_kv_on_disk);
+    tcase_add_test(tc, sim_placements_exaone4);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1596,6 +1615,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_exaone4);
     tcase_add_test(tc, cuda_placements_dots1);
     tcase_add_test(tc, cuda_placements_olmo3);
     tcase_add_test(tc, cuda_placements_minimax_m2);

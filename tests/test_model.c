@@ -342,7 +342,7 @@ START_TEST(llama_family_configs)
                      "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
                      "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
-                     "minimax_m2, olmo3, dots1, seed_oss");
+                     "minimax_m2, olmo3, dots1, seed_oss, exaone4");
 }
 END_TEST
 
@@ -489,6 +489,33 @@ START_TEST(gemma3_configs)
                       "\"attention_bias\":false,\"attention_out_bias\":true}";
     ck_assert_int_eq(fg_model_config_parse(so2, strlen(so2), NULL, &c, &err), FG_OK);
     ck_assert(!c.qkv_bias && c.out_bias);
+    /* EXAONE 4: every 4th layer global (full, no rotary positions) by default, or by the
+     * pattern's letters; without a window every layer full and rotated */
+    const char *ex = "{\"model_type\":\"exaone4\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":8,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+                     "\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(ex, strlen(ex), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_windowed_layers(&c) == 6 && fg_model_layer_window(&c, 3) == 0);
+    ck_assert(fg_model_layer_rope(&c, 3) == NULL && fg_model_layer_rope(&c, 2) != NULL);
+    ck_assert(c.sandwich == FG_SANDWICH_AFTER && c.qk_norm == FG_QK_NORM_HEAD);
+    const char *ex2 = "{\"model_type\":\"exaone4\",\"vocab_size\":64,\"hidden_size\":32,"
+                      "\"num_hidden_layers\":4,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+                      "\"max_position_embeddings\":64,\"sliding_window_pattern\":\"LG\"}";
+    ck_assert_int_eq(fg_model_config_parse(ex2, strlen(ex2), NULL, &c, &err), FG_OK);
+    ck_assert(fg_model_layer_window(&c, 0) == 4096 && fg_model_layer_window(&c, 1) == 0);
+    ck_assert(fg_model_layer_window(&c, 2) == 4096 && fg_model_layer_rope(&c, 3) == NULL);
+    const char *ex3 = "{\"model_type\":\"exaone4\",\"vocab_size\":64,\"hidden_size\":32,"
+                      "\"num_hidden_layers\":4,\"intermediate_size\":48,"
+                      "\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+                      "\"max_position_embeddings\":64,\"sliding_window\":null}";
+    ck_assert_int_eq(fg_model_config_parse(ex3, strlen(ex3), NULL, &c, &err), FG_OK);
+    ck_assert(!fg_model_windowed_layers(&c) && fg_model_layer_rope(&c, 3) != NULL);
+    cfg_fail("{\"model_type\":\"exaone4\",\"vocab_size\":64,\"hidden_size\":32,"
+             "\"num_hidden_layers\":4,\"intermediate_size\":48,\"num_attention_heads\":4,"
+             "\"num_key_value_heads\":2,\"max_position_embeddings\":64,"
+             "\"sliding_window_pattern\":\"LXG\"}", FG_ERR_CORRUPT, "key sliding_window_pattern");
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
      * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
      * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */
