@@ -282,6 +282,7 @@ typedef struct ck_read_ctx {
     uint16_t *span;
     uint64_t span_cap, span_lo, span_n;
     uint32_t span_index;
+    uint32_t perm_head, perm_rot; /* an interleaved rotary layout (fg_tensor_spec.perm_*) */
 } ck_read_ctx;
 
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
@@ -353,12 +354,31 @@ static int ck_read_strided(ck_read_ctx *c, const fgc_part *p, uint64_t at, uint6
     return FG_OK;
 }
 
+/* The checkpoint row that canonical row r is under an interleaved rotary layout: within each
+ * head, rotate-half's i-th of the first half of the rotated dims is the (2i)-th, of the second
+ * half the (2i + 1)-th; the dims past them stay. */
+static uint64_t perm_row(const ck_read_ctx *c, uint64_t r)
+{
+    uint64_t h = r / c->perm_head, d = r % c->perm_head, half = c->perm_rot / 2;
+    return h * c->perm_head + (d >= c->perm_rot ? d : d < half ? 2 * d : 2 * (d - half) + 1);
+}
+
 static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
 {
     ck_read_ctx *c = ctx;
+    int rc = FG_OK;
+    while (!c->parts && c->perm_head && n && rc == FG_OK) { /* row by row, reordered */
+        uint64_t r = first / c->cols, at = first % c->cols;
+        uint64_t k = c->cols - at < n ? c->cols - at : n;
+        rc = ck_read_one(c, c->index, c->first + perm_row(c, r) * c->cols + at, k, out, err);
+        first += k;
+        out += k;
+        n -= k;
+    }
+    if (!c->parts && c->perm_head)
+        return rc;
     if (!c->parts)
         return ck_read_one(c, c->index, first + c->first, n, out, err);
-    int rc = FG_OK;
     while (n && rc == FG_OK) { /* block by block */
         uint64_t b = first / c->block, at = first % c->block;
         uint64_t k = c->block - at < n ? c->block - at : n;
@@ -427,7 +447,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
                                                fg_tensor_spec_cols(&spec[s]) : 0,
-                              fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0};
+                              fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0,
+                              spec[s].perm_head, spec[s].perm_rot};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,

@@ -89,6 +89,10 @@
  *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
  *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
  *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
+ *   ernie4_5: Llama's layer with Ernie4_5Config's defaults (head_dim 128, 2 KV heads, tied,
+ *            bos 1, eos 2, pad 0, theta 5e5), use_bias on every Linear layer, and rotary
+ *            positions on (even, odd) pairs of dims, which fg-convert turns into rotate-half's
+ *            by reordering q's and k's rows (fg_tensor_spec.perm_*);
  *   exaone4: OLMo 2's layer (norms after the blocks only) with per-head q/k norms and
  *            Exaone4Config's defaults (KV heads 32, bos 0, eos 2, eps 1e-5); with sliding_window
  *            (4096) set, all but every sliding_window_pattern-th (4, or the letters of "LLLG")
@@ -137,7 +141,7 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4
+    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4, FAM_ERNIE45
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -208,6 +212,9 @@ typedef struct traits {
     /* EXAONE 4: OLMo 2's norms after the blocks with per-head q/k norms; with a window, the
      * full layers without rotary positions (its "global NoPE") */
     int exaone;
+    /* ERNIE 4.5: rotary positions on (even, odd) pairs (its q/k rows reordered at conversion:
+     * hp->rope_interleaved), use_bias for every Linear layer, tied embeddings by default */
+    int ernie;
     /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
      * all), its router (sigmoid scores, the choice bias, renormalized) */
     int minimax;
@@ -264,6 +271,8 @@ static const traits k_traits[] = {
     [FAM_GLM4_MOE] = {.kv_heads = 8, NO_IDS, .attention_bias = 1, .windows = WIN_NONE,
                       .eps = 1e-5f, .glm = 1, .moe = MOE_GLM, .experts = 128, .top_k = 8,
                       .moe_ffn = 1408},
+    [FAM_ERNIE45] = {.kv_heads = 2, .head_dim = 128, .bos = 1, .eos = 2, .pad = 0,
+                     .windows = WIN_NONE, .eps = 1e-5f, .ernie = 1, .theta = 5e5f},
     [FAM_EXAONE4] = {.kv_heads = 32, .bos = 0, .eos = 2, .pad = -1,
                      .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_EXAONE, .window = 4096,
                      .eps = 1e-5f, .olmo2 = 1, .exaone = 1},
@@ -941,8 +950,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         return rc;
     hp->norm_eps = t->eps;
     if ((rc = fgm_float(root, label, "rms_norm_eps", 0, 1, 0, &hp->norm_eps, err)) < 0 ||
-        (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma || t->smol, &hp->tied_head,
-                       err)))
+        (rc = fgm_bool(root, label, "tie_word_embeddings", t->gemma || t->smol || t->ernie,
+                       &hp->tied_head, err)))
         return rc;
     if (t->attention_bias &&
         (rc = fgm_bool(root, label, "attention_bias", t->attention_bias == 2, &attn_bias, err)))
@@ -975,6 +984,13 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
     hp->out_bias = t->attention_bias && attn_bias && !t->glm && !t->seed; /* (GLM: o none) */
     if (t->seed && (rc = fgm_bool(root, label, "attention_out_bias", 0, &hp->out_bias, err)))
         return rc;
+    if (t->ernie) { /* use_bias: every Linear layer's (q/k/v/o, gate/up/down) */
+        if ((rc = fgm_bool(root, label, "use_bias", 0, &hp->qkv_bias, err)))
+            return rc;
+        hp->out_bias = hp->qkv_bias;
+        mlp_bias = hp->qkv_bias;
+        hp->rope_interleaved = 1;
+    }
     hp->qk_norm = t->qk_norm;
     int qkn = 0;
     if (t->glm && (rc = fgm_bool(root, label, "use_qk_norm", 0, &qkn, err)))
@@ -1081,6 +1097,12 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
             uint64_t kn = hp->qk_norm == FG_QK_NORM_WHOLE ? kv : hp->head_dim;
             norm(hp, o, &n, l, "self_attn.q_norm", FG_ROLE_Q_NORM, qn);
             norm(hp, o, &n, l, "self_attn.k_norm", FG_ROLE_K_NORM, kn);
+        }
+        for (uint32_t i = 0; hp->rope_interleaved && i < n; i++) { /* (ERNIE 4.5) */
+            fg_role r = o[i].role; /* q's and k's rows, biases and norm weights, by heads */
+            if (r == FG_ROLE_WQ || r == FG_ROLE_BQ || r == FG_ROLE_WK || r == FG_ROLE_BK ||
+                r == FG_ROLE_Q_NORM || r == FG_ROLE_K_NORM)
+                o[i].perm_head = hp->head_dim, o[i].perm_rot = hp->rope.rot_dim;
         }
         if (hp->sandwich) /* Gemma, OLMo 2: the attention's output norm */
             norm(hp, o, &n, l, "post_attention_layernorm", FG_ROLE_POST_NORM_W, h);
@@ -1383,6 +1405,7 @@ FAMILY(olmo2, "an OLMo 2", FAM_OLMO2, NULL);
 FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
 FAMILY(seed_oss, "a Seed-OSS", FAM_SEED_OSS, NULL);
 FAMILY(exaone4, "an EXAONE 4", FAM_EXAONE4, NULL);
+FAMILY(ernie4_5, "an ERNIE 4.5", FAM_ERNIE45, NULL);
 ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,
       moe_fused, glm_unused, stacked);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);

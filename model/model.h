@@ -70,6 +70,9 @@ typedef struct fg_hparams {
     int final_norm;         /* a norm before the head */
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
+    int rope_interleaved;   /* the checkpoint rotates (even, odd) pairs of each head's dims:
+                             * its q/k rows are reordered at conversion (fg_tensor_spec.perm_*),
+                             * so the engine's rotate-half gives the same scores */
     int qk_norm;            /* RMSNorm (norm_eps) of q and k after the projections, before RoPE:
                              * FG_QK_NORM_HEAD over each head, weights [head_dim];
                              * FG_QK_NORM_WHOLE over each row, weights [n_heads * head_dim] and
@@ -187,6 +190,11 @@ typedef struct fg_tensor_spec {
     uint32_t blocks;                   /* > 1: the rows are this many equal blocks (the
                                         * experts of a stacked tensor), which a stored chunk
                                         * may not straddle (each is used alone) */
+    /* > 0: the checkpoint holds this tensor's rows (values, for a vector) in an interleaved
+     * rotary layout, each head of perm_head rows with its first perm_rot as (even, odd) pairs
+     * (ERNIE 4.5: rotate-every-two); fg-convert stores them in rotate-half's order (row i <
+     * perm_rot / 2 from row 2i, row perm_rot / 2 + i from 2i + 1), so the scores are the same */
+    uint32_t perm_head, perm_rot;
 } fg_tensor_spec;
 
 /* Values per row of a tensor: dims[1], or 1 for a vector. */
@@ -441,6 +449,7 @@ extern const fg_arch fg_arch_olmo3;      /* model/llama.c: OLMo 3 */
 extern const fg_arch fg_arch_dots1;      /* model/llama.c: dots.llm1 */
 extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
 extern const fg_arch fg_arch_exaone4;    /* model/llama.c: EXAONE 4 */
+extern const fg_arch fg_arch_ernie4_5;   /* model/llama.c: ERNIE 4.5 (dense) */
 
 #ifdef __cplusplus
 }

@@ -778,6 +778,11 @@ START_TEST(cuda_placements_dots1) { cuda_matrix("dots1-tiny", "dots1-tiny-bf16")
 END_TEST
 START_TEST(cuda_placements_exaone4) { cuda_matrix("exaone4-tiny", "exaone4-tiny-bf16"); }
 END_TEST
+START_TEST(cuda_placements_ernie4_5)
+{
+    device_matrix(FG_BACKEND_CUDA, "ernie4_5-tiny", "ernie4_5-tiny-bf16", 0.12);
+}
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1406,6 +1411,22 @@ START_TEST(exaone4_kv_on_disk) { kv_matrix("exaone4-tiny", "exaone4-tiny-bf16", 
 END_TEST
 START_TEST(sim_placements_exaone4) { sim_matrix("exaone4-tiny", "exaone4-tiny-bf16"); }
 END_TEST
+/* ERNIE 4.5: rotary positions on (even, odd) pairs, its q/k rows (and biases) reordered at
+ * conversion into rotate-half's layout; biases on every Linear layer */
+START_TEST(ernie4_5_pairs) { layout_case("ernie4_5-tiny-bf16", "ernie4_5-tiny"); }
+END_TEST
+START_TEST(ernie4_5_transformers5) { layout_case("ernie4_5-tiny-hf5", "ernie4_5-tiny"); }
+END_TEST
+START_TEST(ernie4_5_placements) { placement_matrix("ernie4_5-tiny", "ernie4_5-tiny-bf16"); }
+END_TEST
+/* (its 4-bit cache: nmse 0.084 measured) */
+START_TEST(ernie4_5_kv_on_disk) { kv_matrix("ernie4_5-tiny", "ernie4_5-tiny-bf16", 0.12); }
+END_TEST
+START_TEST(sim_placements_ernie4_5)
+{
+    device_matrix(FG_BACKEND_SIM, "ernie4_5-tiny", "ernie4_5-tiny-bf16", 0.12);
+}
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1564,6 +1585,11 @@ static Suite *suite(void)
     tcase_add_test(tc, exaone4_placements);
     tcase_add_test(tc, exaone4_kv_on_disk);
     tcase_add_test(tc, sim_placements_exaone4);
+    tcase_add_test(tc, ernie4_5_pairs);
+    tcase_add_test(tc, ernie4_5_transformers5);
+    tcase_add_test(tc, ernie4_5_placements);
+    tcase_add_test(tc, ernie4_5_kv_on_disk);
+    tcase_add_test(tc, sim_placements_ernie4_5);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1615,6 +1641,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_ernie4_5);
     tcase_add_test(tc, cuda_placements_exaone4);
     tcase_add_test(tc, cuda_placements_dots1);
     tcase_add_test(tc, cuda_placements_olmo3);

@@ -342,7 +342,7 @@ START_TEST(llama_family_configs)
                      "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
                      "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
-                     "minimax_m2, olmo3, dots1, seed_oss, exaone4");
+                     "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5");
 }
 END_TEST
 
@@ -516,6 +516,20 @@ START_TEST(gemma3_configs)
              "\"num_hidden_layers\":4,\"intermediate_size\":48,\"num_attention_heads\":4,"
              "\"num_key_value_heads\":2,\"max_position_embeddings\":64,"
              "\"sliding_window_pattern\":\"LXG\"}", FG_ERR_CORRUPT, "key sliding_window_pattern");
+    /* ERNIE 4.5: Ernie4_5Config's defaults (tied, head_dim 128, 2 KV heads, theta 5e5), use_bias
+     * on every Linear layer; q's and k's rows (and biases) reordered from (even, odd) pairs */
+    const char *er = "{\"model_type\":\"ernie4_5\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"max_position_embeddings\":64,"
+                     "\"use_bias\":true}";
+    ck_assert_int_eq(fg_model_config_parse(er, strlen(er), NULL, &c, &err), FG_OK);
+    ck_assert(c.tied_head && c.head_dim == 128 && c.n_kv_heads == 2 && c.rope.theta == 5e5f);
+    ck_assert(c.qkv_bias && c.out_bias && c.mlp_bias && c.rope_interleaved);
+    fg_tensor_spec es[FG_UNIT_MAX_TENSORS];
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 1, es), 9);
+    ck_assert(es[1].role == FG_ROLE_WQ && es[1].perm_head == 128 && es[1].perm_rot == 128);
+    ck_assert(es[2].role == FG_ROLE_BQ && es[2].perm_head == 128);
+    ck_assert(es[5].role == FG_ROLE_WV && !es[5].perm_head && !es[7].perm_head); /* v, o */
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
      * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
      * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */
