@@ -675,8 +675,8 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
     float *sg = ws->sv + (size_t)n * k; /* + sigmoid(gate . x) * shared(x), or shared(x) */
     for (uint32_t r = 0; r < n; r++)
         sg[r] = gated ? 1.0f / (1.0f + expf(-ws->h_log[(size_t)n * e + r])) : 1.0f;
-    mlp_w mw = {&w->w[FG_ROLE_W_GATE], &w->w[FG_ROLE_W_UP], &w->w[FG_ROLE_W_DOWN], NULL, NULL,
-                NULL};
+    mlp_w mw = {&w->w[FG_ROLE_W_GATE], &w->w[FG_ROLE_W_UP], &w->w[FG_ROLE_W_DOWN],
+                w->f[FG_ROLE_B_GATE], w->f[FG_ROLE_B_UP], w->f[FG_ROLE_B_DOWN]}; /* (ERNIE's) */
     rc = mlp_core(be, hp, &mw, x, n, hp->shared_ffn, ws->ey, ws, err);
     return rc ? rc : be->iface->scatter(be, ws->tmp, n, ws->ey, ws->ident, sg, n, h, 1, err);
 }
@@ -722,7 +722,7 @@ int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, cons
         x = ws->x_ln;
     }
     if (rc == FG_OK)
-        rc = linear(be, x, w, FG_ROLE_LM_HEAD, -1, logits, n, hp->vocab_size, e,
+        rc = linear(be, x, w, FG_ROLE_LM_HEAD, FG_ROLE_B_LM_HEAD, logits, n, hp->vocab_size, e,
                     err);
     size_t m = (size_t)n * hp->vocab_size;
     if (rc == FG_OK && hp->logit_scale > 0) /* Granite: / logits_scaling */

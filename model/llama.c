@@ -141,7 +141,8 @@ typedef enum {
     FAM_LLAMA, FAM_MISTRAL, FAM_MINISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_PHI3, FAM_GEMMA3,
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
-    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4, FAM_ERNIE45
+    FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4, FAM_ERNIE45,
+    FAM_ERNIE45_MOE
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -157,7 +158,8 @@ typedef enum {
  * Qwen's with Qwen2-MoE's shared expert, OLMoE's (Mixtral's with norm_topk_prob), gpt-oss's
  * (Mixtral's with biases and the clamped SwiGLU) */
 typedef enum {
-    MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS, MOE_GLM, MOE_MINIMAX
+    MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_QWEN_SHARED, MOE_OLMOE, MOE_OSS, MOE_GLM, MOE_MINIMAX,
+    MOE_ERNIE
 } moe_kind;
 typedef struct traits {
     uint32_t kv_heads;   /* num_key_value_heads when absent (0: one per query head) */
@@ -273,6 +275,9 @@ static const traits k_traits[] = {
                       .moe_ffn = 1408},
     [FAM_ERNIE45] = {.kv_heads = 2, .head_dim = 128, .bos = 1, .eos = 2, .pad = 0,
                      .windows = WIN_NONE, .eps = 1e-5f, .ernie = 1, .theta = 5e5f},
+    [FAM_ERNIE45_MOE] = {.kv_heads = 4, .bos = 1, .eos = 2, .pad = 0, .windows = WIN_NONE,
+                         .eps = 1e-5f, .ernie = 1, .theta = 5e5f, .moe = MOE_ERNIE,
+                         .experts = 64, .top_k = 6, .moe_ffn = 1536},
     [FAM_EXAONE4] = {.kv_heads = 32, .bos = 0, .eos = 2, .pad = -1,
                      .qk_norm = FG_QK_NORM_HEAD, .windows = WIN_EXAONE, .window = 4096,
                      .eps = 1e-5f, .olmo2 = 1, .exaone = 1},
@@ -873,6 +878,7 @@ static int glm_experts(json_t *root, const char *label, const traits *t, fg_hpar
     hp->shared_ffn = hp->moe_ffn * shared;
     hp->shared_plain = 1;
     hp->router_sigmoid = 1;
+    hp->router_corr = 1;
     hp->topk_eps = 1e-20f;
     for (uint32_t l = 0; l < hp->n_layers && l < dense; l++)
         hp->dense_layers[l / 64] |= 1ull << (l % 64);
@@ -883,6 +889,53 @@ static int glm_experts(json_t *root, const char *label, const traits *t, fg_hpar
  * either spelling, the same value when both), num_experts_per_tok, the expert width (Mixtral:
  * intermediate_size; Qwen: moe_intermediate_size, intermediate_size being the dense layers'),
  * norm_topk_prob (Mixtral always renormalizes), Qwen2-MoE's shared_expert_intermediate_size. */
+/* ERNIE 4.5's (Ernie4_5_MoeConfig): moe_num_experts (64) chosen by the softmax plus the
+ * router's choice bias (mlp.gate.moe_statics.e_score_correction_bias, [1, experts]), moe_k (6)
+ * of them weighted by their probabilities renormalized (divided by their sum, at least
+ * moe_norm_min, 1e-12: the sum itself for any real model); moe_num_shared_experts (2) ungated
+ * shared experts moe_intermediate_size (1536) wide each; the sparse layers those from
+ * moe_layer_start_index (1) to moe_layer_end_index (-1: the last) whose l + 1 is a multiple of
+ * moe_layer_interval (1) */
+static int ernie_experts(json_t *root, const char *label, const traits *t, fg_hparams *hp,
+                         fg_err *err)
+{
+    static const char *const keys[2][2] = {{"moe_num_experts", "num_experts"},
+                                           {"moe_k", "num_experts_per_tok"}};
+    uint32_t *dst[2] = {&hp->n_experts, &hp->top_k}, shared = 2, start = 1, every = 1;
+    int rc;
+    hp->n_experts = t->experts, hp->top_k = t->top_k, hp->moe_ffn = t->moe_ffn;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if ((rc = fgm_uint(root, label, keys[i][j], 0, FG_MODEL_MAX_EXPERTS, dst[i],
+                               err)) < 0)
+                return rc;
+    json_t *end = json_object_get(root, "moe_layer_end_index");
+    json_int_t last = json_is_integer(end) ? json_integer_value(end) : -1;
+    if ((end && !json_is_null(end) && !json_is_integer(end)) || last < -1)
+        return fgm_key_err(err, label, "moe_layer_end_index", "must be a layer index or -1");
+    if ((rc = fgm_uint(root, label, "moe_intermediate_size", 0, FG_MODEL_MAX_DIM, &hp->moe_ffn,
+                       err)) < 0 ||
+        (rc = fgm_count(root, label, "moe_num_shared_experts", 64, &shared, err)) < 0 ||
+        (rc = fgm_count(root, label, "moe_layer_start_index", FG_MODEL_MAX_LAYERS, &start,
+                        err)) < 0 ||
+        (rc = fgm_uint(root, label, "moe_layer_interval", 0, FG_MODEL_MAX_LAYERS, &every,
+                       err)) < 0)
+        return rc;
+    if (hp->top_k > hp->n_experts)
+        return fgm_key_err(err, label, "moe_k", "exceeds the experts");
+    if (last == -1)
+        last = (json_int_t)hp->n_layers - 1;
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        if ((l + 1) % every || l < start || (json_int_t)l > last)
+            hp->dense_layers[l / 64] |= 1ull << (l % 64);
+    hp->shared_ffn = hp->moe_ffn * shared;
+    hp->shared_plain = 1;
+    hp->norm_topk = 1;
+    hp->router_corr = 2;
+    hp->n_group = hp->topk_group = 1;
+    return FG_OK;
+}
+
 static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err)
 {
     static const char *const keys[] = {"num_local_experts", "num_experts"};
@@ -890,8 +943,10 @@ static int moe(json_t *root, const char *label, const traits *t, fg_hparams *hp,
     int rc;
     if (t->moe == MOE_GLM)
         return glm_experts(root, label, t, hp, err);
+    if (t->moe == MOE_ERNIE)
+        return ernie_experts(root, label, t, hp, err);
     if (t->moe == MOE_MINIMAX) /* sigmoid scores, the choice bias, renormalized */
-        hp->router_sigmoid = 1, hp->n_group = hp->topk_group = 1;
+        hp->router_sigmoid = 1, hp->router_corr = 1, hp->n_group = hp->topk_group = 1;
     for (int i = 0; i < 2; i++) {
         json_t *k = json_object_get(root, keys[i]);
         if (k && json_is_integer(k) && json_integer_value(k) == 0 &&
@@ -990,6 +1045,7 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->out_bias = hp->qkv_bias;
         mlp_bias = hp->qkv_bias;
         hp->rope_interleaved = 1;
+        hp->head_bias = hp->qkv_bias && t->moe; /* (Ernie4_5_MoeForCausalLM's lm_head) */
     }
     hp->qk_norm = t->qk_norm;
     int qkn = 0;
@@ -1047,9 +1103,11 @@ static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32
         snprintf(name, sizeof name, "model.layers.%u.mlp.router.bias", l);
         fgm_spec(o, n, name, FG_ROLE_B_ROUTER, FG_ACCESS_SMALL, e, 0);
     }
-    if (hp->router_sigmoid) { /* GLM-4 MoE */
-        snprintf(name, sizeof name, "model.layers.%u.mlp.gate.e_score_correction_bias", l);
-        fgm_spec(o, n, name, FG_ROLE_ROUTER_CORR, FG_ACCESS_SMALL, e, 0);
+    if (hp->router_corr) { /* GLM-4 MoE's, MiniMax-M2's; ERNIE 4.5's [1, experts] */
+        snprintf(name, sizeof name, "model.layers.%u.mlp.gate.%se_score_correction_bias", l,
+                 hp->router_corr == 2 ? "moe_statics." : "");
+        fgm_spec(o, n, name, FG_ROLE_ROUTER_CORR, FG_ACCESS_SMALL, hp->router_corr == 2 ? 1 : e,
+                 hp->router_corr == 2 ? e : 0);
     }
     for (int i = 0; i < 3; i++) { /* each expert a block of rows (its bias a block too) */
         proj(o, n, l, "mlp.experts", nm[i], wr[i], 0, e * rows[i], cols[i]);
@@ -1062,9 +1120,9 @@ static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32
     }
     const char *sh = hp->shared_plain ? "mlp.shared_experts" : "mlp.shared_expert";
     if (sf) { /* Qwen2-MoE's gated shared expert, or GLM's shared experts */
-        proj(o, n, l, sh, "gate_proj", FG_ROLE_W_GATE, 0, sf, h);
-        proj(o, n, l, sh, "up_proj", FG_ROLE_W_UP, 0, sf, h);
-        proj(o, n, l, sh, "down_proj", FG_ROLE_W_DOWN, 0, h, sf);
+        proj(o, n, l, sh, "gate_proj", FG_ROLE_W_GATE, hp->mlp_bias, sf, h); /* (ERNIE's) */
+        proj(o, n, l, sh, "up_proj", FG_ROLE_W_UP, hp->mlp_bias, sf, h);
+        proj(o, n, l, sh, "down_proj", FG_ROLE_W_DOWN, hp->mlp_bias, h, sf);
         if (!hp->shared_plain)
             proj(o, n, l, "mlp", "shared_expert_gate", FG_ROLE_SHARED_GATE, 0, 1, h);
     }
@@ -1128,6 +1186,8 @@ static uint32_t unit_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
             o[n - 1].optional = 1;
             snprintf(o[n - 1].fallback, sizeof o[n - 1].fallback, "model.embed_tokens.weight");
         }
+        if (hp->head_bias) /* (ERNIE 4.5 MoE's, beside a tied weight too) */
+            fgm_spec(o, &n, "lm_head.bias", FG_ROLE_B_LM_HEAD, FG_ACCESS_SMALL, hp->vocab_size, 0);
         break;
     }
     return n;
@@ -1365,6 +1425,23 @@ static const char *minimax_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
+/* ERNIE 4.5 MoE's hub spelling of the router's choice bias: mlp.moe_statics (transformers:
+ * mlp.gate.moe_statics) */
+static const char *ernie_name(const char *name, char *buf, size_t cap)
+{
+    static const char from[] = ".mlp.moe_statics.e_score_correction_bias";
+    char tmp[FG_TENSOR_NAME_MAX];
+    if (!canonical_name(name, tmp, sizeof tmp))
+        return NULL;
+    size_t n = strlen(tmp), nf = sizeof from - 1;
+    int hub = n > nf && !strcmp(tmp + n - nf, from);
+    if (hub)
+        tmp[n - nf] = '\0';
+    int k = snprintf(buf, cap, "%s%s", tmp,
+                     hub ? ".mlp.gate.moe_statics.e_score_correction_bias" : "");
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
 /* A table entry fg_arch_<nm>: its config parser pair (fg_arch's parser has no context argument,
  * so each entry gets its own two-line pair, root_<nm> evaluating `root` over r, l, hp, e), its
  * name hooks and the generic decoder's forward. FAMILY: a family above; WRAPPER: a multimodal
@@ -1406,6 +1483,8 @@ FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
 FAMILY(seed_oss, "a Seed-OSS", FAM_SEED_OSS, NULL);
 FAMILY(exaone4, "an EXAONE 4", FAM_EXAONE4, NULL);
 FAMILY(ernie4_5, "an ERNIE 4.5", FAM_ERNIE45, NULL);
+ENTRY(ernie4_5_moe, "an ERNIE 4.5 MoE", parse_family(r, l, hp, FAM_ERNIE45_MOE, e), ernie_name,
+      derived, moe_fused, glm_unused, stacked);
 ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,
       moe_fused, glm_unused, stacked);
 FAMILY(qwen2_moe, "a Qwen2-MoE", FAM_QWEN2_MOE, moe_fused);

@@ -27,7 +27,8 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_gemma, &fg_arch_glm4_moe,
                                           &fg_arch_minimax_m2, &fg_arch_olmo3,
                                           &fg_arch_dots1, &fg_arch_seed_oss,
-                                          &fg_arch_exaone4, &fg_arch_ernie4_5};
+                                          &fg_arch_exaone4, &fg_arch_ernie4_5,
+                                          &fg_arch_ernie4_5_moe};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)
@@ -409,7 +410,7 @@ const fg_tensor_spec *fg_model_spec_find(const fg_tensor_spec *spec, uint32_t n,
 
 int fg_role_stays_wide(fg_role r)
 {
-    return r == FG_ROLE_ROUTER || r == FG_ROLE_SHARED_GATE;
+    return r == FG_ROLE_ROUTER || r == FG_ROLE_SHARED_GATE || r == FG_ROLE_ROUTER_CORR;
 }
 
 int fg_role_is_expert(fg_role r)

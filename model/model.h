@@ -70,6 +70,7 @@ typedef struct fg_hparams {
     int final_norm;         /* a norm before the head */
     int tied_head;          /* the LM head is the token embedding */
     int qkv_bias, out_bias, mlp_bias;
+    int head_bias;          /* the LM head has a bias (FG_ROLE_B_LM_HEAD) */
     int rope_interleaved;   /* the checkpoint rotates (even, odd) pairs of each head's dims:
                              * its q/k rows are reordered at conversion (fg_tensor_spec.perm_*),
                              * so the engine's rotate-half gives the same scores */
@@ -118,6 +119,8 @@ typedef struct fg_hparams {
     uint32_t n_group, topk_group;
     float routed_scale;     /* 0: 1 */
     float topk_eps;         /* added to the renormalizing sum (GLM: 1e-20) */
+    int router_corr;        /* a choice bias (ROUTER_CORR): 1 [n_experts] (GLM, MiniMax-M2),
+                             * 2 [1, n_experts] (ERNIE 4.5 MoE's moe_statics) */
     uint32_t mtp_layers;    /* layers past n_layers whose tensors a checkpoint may carry, unused
                              * (GLM-4 MoE's multi-token prediction: num_nextn_predict_layers) */
     int moe_bias;           /* the router and the experts have biases (gpt-oss) */
@@ -154,13 +157,14 @@ typedef enum fg_role {
     FG_ROLE_EXP_B_DOWN,     /* [n_experts * hidden] */
     FG_ROLE_ROUTER_CORR,    /* the router's choice bias [n_experts] (GLM-4 MoE's
                              * e_score_correction_bias: chooses, does not weigh) */
+    FG_ROLE_B_LM_HEAD,      /* the LM head's bias [vocab] (ERNIE 4.5 MoE with use_bias) */
     FG_ROLE_COUNT
 } fg_role;
 
 /* Kept in its 16-bit type when the weights are quantized (fg-convert --compress-weight, and
- * what fg-infer --compress-weight takes for a 4-bit store): a mixture's router and Qwen2-MoE's
- * shared-expert gate, a few KB a layer whose 4-bit error would send tokens near a tie to other
- * experts (a discrete change of the output). */
+ * what fg-infer --compress-weight takes for a 4-bit store): a mixture's router, its choice
+ * bias and Qwen2-MoE's shared-expert gate, a few KB a layer whose 4-bit error would send
+ * tokens near a tie to other experts (a discrete change of the output). */
 int fg_role_stays_wide(fg_role r);
 
 /* A mixture's stacked experts (a step reads only the chosen experts' rows). */
@@ -450,6 +454,7 @@ extern const fg_arch fg_arch_dots1;      /* model/llama.c: dots.llm1 */
 extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
 extern const fg_arch fg_arch_exaone4;    /* model/llama.c: EXAONE 4 */
 extern const fg_arch fg_arch_ernie4_5;   /* model/llama.c: ERNIE 4.5 (dense) */
+extern const fg_arch fg_arch_ernie4_5_moe; /* model/llama.c: ERNIE 4.5 MoE */
 
 #ifdef __cplusplus
 }

@@ -783,6 +783,11 @@ START_TEST(cuda_placements_ernie4_5)
     device_matrix(FG_BACKEND_CUDA, "ernie4_5-tiny", "ernie4_5-tiny-bf16", 0.12);
 }
 END_TEST
+START_TEST(cuda_placements_ernie4_5_moe)
+{
+    device_matrix(FG_BACKEND_CUDA, "ernie4_5-moe-tiny", "ernie4_5-moe-tiny-bf16", 0.25);
+}
+END_TEST
 START_TEST(cuda_placements_gemma)
 {
     device_matrix(FG_BACKEND_CUDA, "gemma-tiny", "gemma-tiny-bf16", 0.15);
@@ -1427,6 +1432,30 @@ START_TEST(sim_placements_ernie4_5)
     device_matrix(FG_BACKEND_SIM, "ernie4_5-tiny", "ernie4_5-tiny-bf16", 0.12);
 }
 END_TEST
+/* ERNIE 4.5 MoE: its attention with the softmax router's choice bias ([1, experts]), a shared
+ * expert and the LM head's bias (use_bias) */
+START_TEST(ernie4_5_moe_routing) { layout_case("ernie4_5-moe-tiny-bf16", "ernie4_5-moe-tiny"); }
+END_TEST
+START_TEST(ernie4_5_moe_transformers5)
+{
+    layout_case("ernie4_5-moe-tiny-hf5", "ernie4_5-moe-tiny");
+}
+END_TEST
+START_TEST(ernie4_5_moe_placements)
+{
+    placement_matrix("ernie4_5-moe-tiny", "ernie4_5-moe-tiny-bf16");
+}
+END_TEST
+START_TEST(sim_placements_ernie4_5_moe)
+{
+    device_matrix(FG_BACKEND_SIM, "ernie4_5-moe-tiny", "ernie4_5-moe-tiny-bf16", 0.25);
+}
+END_TEST
+START_TEST(experts_paged_ernie4_5_moe)
+{
+    experts_paged("ernie4_5-moe-tiny", "ernie4_5-moe-tiny-bf16");
+}
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1590,6 +1619,11 @@ static Suite *suite(void)
     tcase_add_test(tc, ernie4_5_placements);
     tcase_add_test(tc, ernie4_5_kv_on_disk);
     tcase_add_test(tc, sim_placements_ernie4_5);
+    tcase_add_test(tc, ernie4_5_moe_routing);
+    tcase_add_test(tc, ernie4_5_moe_transformers5);
+    tcase_add_test(tc, ernie4_5_moe_placements);
+    tcase_add_test(tc, sim_placements_ernie4_5_moe);
+    tcase_add_test(tc, experts_paged_ernie4_5_moe);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);
@@ -1641,6 +1675,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, cuda_placements_gemma2);
     tcase_add_test(tc, cuda_placements_gpt_oss);
     tcase_add_test(tc, cuda_placements_gemma);
+    tcase_add_test(tc, cuda_placements_ernie4_5_moe);
     tcase_add_test(tc, cuda_placements_ernie4_5);
     tcase_add_test(tc, cuda_placements_exaone4);
     tcase_add_test(tc, cuda_placements_dots1);

@@ -342,7 +342,7 @@ START_TEST(llama_family_configs)
                      "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
                      "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
-                     "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5");
+                     "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5, ernie4_5_moe");
 }
 END_TEST
 
@@ -530,6 +530,21 @@ START_TEST(gemma3_configs)
     ck_assert(es[1].role == FG_ROLE_WQ && es[1].perm_head == 128 && es[1].perm_rot == 128);
     ck_assert(es[2].role == FG_ROLE_BQ && es[2].perm_head == 128);
     ck_assert(es[5].role == FG_ROLE_WV && !es[5].perm_head && !es[7].perm_head); /* v, o */
+    /* ERNIE 4.5 MoE: Ernie4_5_MoeConfig's defaults (64 experts, top 6, 2 shared, sparse from
+     * layer 1 to the last), the choice bias [1, experts], the head's bias with use_bias */
+    const char *em = "{\"model_type\":\"ernie4_5_moe\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":4,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"max_position_embeddings\":64,"
+                     "\"use_bias\":true,\"moe_layer_interval\":2}";
+    ck_assert_int_eq(fg_model_config_parse(em, strlen(em), NULL, &c, &err), FG_OK);
+    ck_assert(c.n_experts == 64 && c.top_k == 6 && c.shared_ffn == 2 * 1536 && c.shared_plain);
+    ck_assert(!fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
+    ck_assert(!fg_model_layer_sparse(&c, 2) && fg_model_layer_sparse(&c, 3));
+    ck_assert(c.router_corr == 2 && !c.router_sigmoid && c.head_bias && c.rope_interleaved);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 4, es), 12); /* layer 1's MLP */
+    ck_assert(es[2].role == FG_ROLE_ROUTER_CORR && es[2].dims[0] == 1 && es[2].dims[1] == 64);
+    ck_assert_uint_eq(fg_model_unit_tensors(&c, 9, es), 3); /* the head: norm, head, bias */
+    ck_assert(es[2].role == FG_ROLE_B_LM_HEAD && es[1].optional);
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
      * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
      * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */
