@@ -89,6 +89,11 @@
  *            128), OLMo 2's whole-projection q/k norms, rotary_dim (the released files') or
  *            partial_rotary_factor, and on every layer experts chosen by sigmoid scores plus
  *            the choice bias (GLM's router with one group), Mixtral's checkpoint names;
+ *   glm4:    GLM-4 (9B, 32B-0414): GLM-4 MoE's attention (q/k/v biases, half of each head
+ *            rotated) with the rotary on (even, odd) pairs (rows reordered at conversion, as
+ *            ERNIE 4.5's), Gemma's sandwich of plain RMSNorms under GLM's names (glm4_name), the
+ *            MLP's gate_up_proj fused as Phi-3's, Glm4Config's defaults (head_dim 128, 2 KV
+ *            heads, eps 1.5625e-7, pad 151329);
  *   ernie4_5: Llama's layer with Ernie4_5Config's defaults (head_dim 128, 2 KV heads, tied,
  *            bos 1, eos 2, pad 0, theta 5e5), use_bias on every Linear layer, and rotary
  *            positions on (even, odd) pairs of dims, which fg-convert turns into rotate-half's
@@ -142,7 +147,7 @@ typedef enum {
     FAM_MINISTRAL3, FAM_GRANITE, FAM_SMOLLM3, FAM_OLMO2, FAM_MIXTRAL, FAM_QWEN2_MOE,
     FAM_QWEN3_MOE, FAM_OLMOE, FAM_GEMMA2, FAM_GRANITEMOE, FAM_GPT_OSS, FAM_GEMMA, FAM_GLM4_MOE,
     FAM_MINIMAX_M2, FAM_OLMO3, FAM_DOTS1, FAM_SEED_OSS, FAM_EXAONE4, FAM_ERNIE45,
-    FAM_ERNIE45_MOE
+    FAM_ERNIE45_MOE, FAM_GLM4
 } family;
 
 /* Where the families differ: their transformers config class's defaults and switches. */
@@ -217,6 +222,11 @@ typedef struct traits {
     /* ERNIE 4.5: rotary positions on (even, odd) pairs (its q/k rows reordered at conversion:
      * hp->rope_interleaved), use_bias for every Linear layer, tied embeddings by default */
     int ernie;
+    /* GLM-4 (dense): GLM's attention (half of each head rotated, q/k/v biases) with its
+     * rotary on (even, odd) pairs, and sandwich norms (plain, not 1 + w) under its own names
+     * (glm4_name: post_self_attn_layernorm, post_attention_layernorm before the MLP,
+     * post_mlp_layernorm), the MLP's gate and up fused as Phi-3's */
+    int glm4;
     /* MiniMax-M2: partial rotary by the legacy rotary_dim (or partial_rotary_factor, default
      * all), its router (sigmoid scores, the choice bias, renormalized) */
     int minimax;
@@ -275,6 +285,9 @@ static const traits k_traits[] = {
                       .moe_ffn = 1408},
     [FAM_ERNIE45] = {.kv_heads = 2, .head_dim = 128, .bos = 1, .eos = 2, .pad = 0,
                      .windows = WIN_NONE, .eps = 1e-5f, .ernie = 1, .theta = 5e5f},
+    [FAM_GLM4] = {.kv_heads = 2, .head_dim = 128, .bos = -1, .eos = -1, .pad = 151329,
+                  .attention_bias = 2, .windows = WIN_NONE, .eps = 1.5625e-7f, .glm = 1,
+                  .glm4 = 1},
     [FAM_ERNIE45_MOE] = {.kv_heads = 4, .bos = 1, .eos = 2, .pad = 0, .windows = WIN_NONE,
                          .eps = 1e-5f, .ernie = 1, .theta = 5e5f, .moe = MOE_ERNIE,
                          .experts = 64, .top_k = 6, .moe_ffn = 1536},
@@ -1055,6 +1068,8 @@ static int parse_family(json_t *root, const char *label, fg_hparams *hp, family 
         hp->qk_norm = FG_QK_NORM_HEAD;
     if (t->olmo2)
         hp->sandwich = FG_SANDWICH_AFTER;
+    if (t->glm4) /* (plain norms: no 1 + w, no embedding scale) */
+        hp->sandwich = FG_SANDWICH_BOTH, hp->rope_interleaved = 1;
     hp->mlp_bias = mlp_bias;
     return fgm_dtype(root, label, hp, err);
 }
@@ -1442,6 +1457,31 @@ static const char *ernie_name(const char *name, char *buf, size_t cap)
     return k >= 0 && (size_t)k < cap ? buf : NULL;
 }
 
+/* GLM-4's spelling of the sandwich norms, as Gemma's canonical names: post_self_attn_layernorm
+ * (the attention's output norm), post_attention_layernorm (the MLP's input norm),
+ * post_mlp_layernorm (the MLP's output norm) */
+static const char *glm4_name(const char *name, char *buf, size_t cap)
+{
+    static const struct { const char *from, *to; } k_map[] = {
+        {".post_self_attn_layernorm.weight", ".post_attention_layernorm.weight"},
+        {".post_attention_layernorm.weight", ".pre_feedforward_layernorm.weight"},
+        {".post_mlp_layernorm.weight", ".post_feedforward_layernorm.weight"}};
+    char tmp[FG_TENSOR_NAME_MAX];
+    if (!canonical_name(name, tmp, sizeof tmp))
+        return NULL;
+    size_t n = strlen(tmp);
+    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) { /* (one suffix each) */
+        size_t nf = strlen(k_map[i].from);
+        if (n > nf && !strcmp(tmp + n - nf, k_map[i].from)) {
+            tmp[n - nf] = '\0';
+            int k = snprintf(buf, cap, "%s%s", tmp, k_map[i].to);
+            return k >= 0 && (size_t)k < cap ? buf : NULL;
+        }
+    }
+    int k = snprintf(buf, cap, "%s", tmp);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
 /* A table entry fg_arch_<nm>: its config parser pair (fg_arch's parser has no context argument,
  * so each entry gets its own two-line pair, root_<nm> evaluating `root` over r, l, hp, e), its
  * name hooks and the generic decoder's forward. FAMILY: a family above; WRAPPER: a multimodal
@@ -1483,6 +1523,8 @@ FAMILY(olmo3, "an OLMo 3", FAM_OLMO3, NULL);
 FAMILY(seed_oss, "a Seed-OSS", FAM_SEED_OSS, NULL);
 FAMILY(exaone4, "an EXAONE 4", FAM_EXAONE4, NULL);
 FAMILY(ernie4_5, "an ERNIE 4.5", FAM_ERNIE45, NULL);
+ENTRY(glm4, "a GLM-4", parse_family(r, l, hp, FAM_GLM4, e), glm4_name, derived, fused, NULL,
+      NULL);
 ENTRY(ernie4_5_moe, "an ERNIE 4.5 MoE", parse_family(r, l, hp, FAM_ERNIE45_MOE, e), ernie_name,
       derived, moe_fused, glm_unused, stacked);
 ENTRY(dots1, "a dots.llm1", parse_family(r, l, hp, FAM_DOTS1, e), canonical_name, derived,

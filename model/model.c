@@ -28,7 +28,7 @@ static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_
                                           &fg_arch_minimax_m2, &fg_arch_olmo3,
                                           &fg_arch_dots1, &fg_arch_seed_oss,
                                           &fg_arch_exaone4, &fg_arch_ernie4_5,
-                                          &fg_arch_ernie4_5_moe};
+                                          &fg_arch_ernie4_5_moe, &fg_arch_glm4};
 #define N_ARCH (sizeof k_table / sizeof k_table[0])
 
 const fg_arch *fg_arch_find(const char *model_type)

@@ -455,6 +455,7 @@ extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
 extern const fg_arch fg_arch_exaone4;    /* model/llama.c: EXAONE 4 */
 extern const fg_arch fg_arch_ernie4_5;   /* model/llama.c: ERNIE 4.5 (dense) */
 extern const fg_arch fg_arch_ernie4_5_moe; /* model/llama.c: ERNIE 4.5 MoE */
+extern const fg_arch fg_arch_glm4;       /* model/llama.c: GLM-4 (dense) */
 
 #ifdef __cplusplus
 }

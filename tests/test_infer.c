@@ -1456,6 +1456,16 @@ START_TEST(experts_paged_ernie4_5_moe)
     experts_paged("ernie4_5-moe-tiny", "ernie4_5-moe-tiny-bf16");
 }
 END_TEST
+/* GLM-4: half of each head rotated on (even, odd) pairs, sandwich norms under GLM's names,
+ * the MLP's gate and up fused */
+START_TEST(glm4_dense) { layout_case("glm4-tiny-bf16", "glm4-tiny"); }
+END_TEST
+START_TEST(glm4_transformers5) { layout_case("glm4-tiny-hf5", "glm4-tiny"); }
+END_TEST
+START_TEST(glm4_placements) { placement_matrix("glm4-tiny", "glm4-tiny-bf16"); }
+END_TEST
+START_TEST(sim_placements_glm4) { sim_matrix("glm4-tiny", "glm4-tiny-bf16"); }
+END_TEST
 START_TEST(gemma2_softcap) { layout_case("gemma2-tiny-bf16", "gemma2-tiny"); }
 END_TEST
 START_TEST(gemma2_transformers5) { layout_case("gemma2-tiny-hf5", "gemma2-tiny"); }
@@ -1624,6 +1634,10 @@ static Suite *suite(void)
     tcase_add_test(tc, ernie4_5_moe_placements);
     tcase_add_test(tc, sim_placements_ernie4_5_moe);
     tcase_add_test(tc, experts_paged_ernie4_5_moe);
+    tcase_add_test(tc, glm4_dense);
+    tcase_add_test(tc, glm4_transformers5);
+    tcase_add_test(tc, glm4_placements);
+    tcase_add_test(tc, sim_placements_glm4);
     tcase_add_test(tc, gemma_layers);
     tcase_add_test(tc, gemma_transformers5);
     tcase_add_test(tc, gemma_placements);

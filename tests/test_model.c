@@ -342,7 +342,8 @@ START_TEST(llama_family_configs)
                      "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
                      "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
-                     "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5, ernie4_5_moe");
+                     "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5, ernie4_5_moe, "
+                     "glm4");
 }
 END_TEST
 
@@ -545,6 +546,22 @@ START_TEST(gemma3_configs)
     ck_assert(es[2].role == FG_ROLE_ROUTER_CORR && es[2].dims[0] == 1 && es[2].dims[1] == 64);
     ck_assert_uint_eq(fg_model_unit_tensors(&c, 9, es), 3); /* the head: norm, head, bias */
     ck_assert(es[2].role == FG_ROLE_B_LM_HEAD && es[1].optional);
+    /* GLM-4 (dense): Glm4Config's defaults (half the head rotated, pairs, q/k/v biases and not
+     * o, plain sandwich norms under GLM's names, gate_up fused) */
+    const char *g4 = "{\"model_type\":\"glm4\",\"vocab_size\":64,\"hidden_size\":32,"
+                     "\"num_hidden_layers\":2,\"intermediate_size\":48,"
+                     "\"num_attention_heads\":4,\"max_position_embeddings\":64}";
+    ck_assert_int_eq(fg_model_config_parse(g4, strlen(g4), NULL, &c, &err), FG_OK);
+    ck_assert(c.head_dim == 128 && c.rope.rot_dim == 64 && c.rope_interleaved && c.qkv_bias);
+    ck_assert(!c.out_bias && c.sandwich == FG_SANDWICH_BOTH && !c.norm_plus_one);
+    ck_assert(c.pad_id == 151329 && c.n_kv_heads == 2 && c.norm_eps == 1.5625e-7f);
+    char gn4[FG_TENSOR_NAME_MAX];
+    ck_assert_str_eq(fg_arch_glm4.canonical_name("model.layers.0.post_attention_layernorm.weight",
+                                                 gn4, sizeof gn4),
+                     "model.layers.0.pre_feedforward_layernorm.weight");
+    ck_assert_str_eq(fg_arch_glm4.canonical_name("model.layers.0.post_mlp_layernorm.weight",
+                                                 gn4, sizeof gn4),
+                     "model.layers.0.post_feedforward_layernorm.weight");
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
      * Llama's layer (no sandwich, head_dim^-1/2), 1 + w norms, sqrt(hidden) embeddings, the
      * released files' hidden_act "gelu" as the tanh GELU; no caps, no window */

@@ -27,7 +27,8 @@ for m in llama2-tiny-bf16:llama2-tiny:llama llama3-tiny-bf16:llama3-tiny:llama \
          glm4-moe-tiny-bf16:glm4-moe-tiny:glm4_moe minimax-m2-tiny-bf16:minimax-m2-tiny:minimax_m2 \
          olmo3-tiny-hf5:olmo3-tiny:olmo3 dots1-tiny-bf16:dots1-tiny:dots1 \
          seed-oss-tiny-hf5:seed-oss-tiny:seed_oss exaone4-tiny-bf16:exaone4-tiny:exaone4 \
-         ernie4_5-tiny-bf16:ernie4_5-tiny:ernie4_5 ernie4_5-moe-tiny-hf5:ernie4_5-moe-tiny:ernie4_5_moe; do
+         ernie4_5-tiny-bf16:ernie4_5-tiny:ernie4_5 ernie4_5-moe-tiny-hf5:ernie4_5-moe-tiny:ernie4_5_moe \
+         glm4-tiny-bf16:glm4-tiny:glm4; do
   IFS=: read -r dir ref family <<< "$m"
   "$CONVERT" "$FIX/$dir" -o "$dir.store" --quiet || fail "$dir: convert"
   text=$(sed -n 's/^prompt_text //p' "$FIX/$ref.ref/meta.txt")
