@@ -340,7 +340,8 @@ START_TEST(llama_family_configs)
              "key model_type: \"gemma4\" is not a family fg runs (fg-convert --help lists them)");
     ck_assert_str_eq(fg_arch_names(),
                      "opt, llama, mistral, ministral, qwen2, qwen3, phi3, gemma3_text, gemma3, "
-                     "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, mixtral, "
+                     "mistral3, ministral3, qwen2_5_vl, qwen3_vl, granite, smollm3, olmo2, "
+                     "mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
                      "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5, ernie4_5_moe, "
                      "glm4");
