@@ -46,7 +46,7 @@ const fg_arch *fg_model_arch(const fg_hparams *hp)
 
 const char *fg_arch_names(void)
 {
-    static char buf[1024]; /* (about 330 bytes for the 33 entries of today) */
+    static char buf[1024]; /* (about 300 bytes for the 33 entries of today) */
     if (!buf[0])
         for (size_t i = 0, k = 0; i < N_ARCH && k < sizeof buf; i++)
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", k_table[i]->name);
