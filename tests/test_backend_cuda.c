@@ -282,15 +282,27 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
+/* Can a backend be made? Asked in a child (tu_probe): a context made here would not survive
+ * the fork of each test. */
+static int gpu_probe(char *msg, size_t cap)
 {
     fg_backend_cuda_opts o = {0, 1, FG_COMPUTE_F32, 0};
     fg_backend *be;
     fg_err err;
     if (fg_backend_cuda_create(&o, &be, &err) != FG_OK) {
-        printf("skip: %s\n", err.msg);
-        return 77;
+        snprintf(msg, cap, "%s", err.msg);
+        return 1;
     }
     fg_backend_free(be);
+    return 0;
+}
+
+int main(void)
+{
+    char msg[512];
+    if (tu_probe(gpu_probe, msg, sizeof msg) != 0) {
+        printf("skip: %s\n", msg);
+        return 77;
+    }
     return tu_run(suite());
 }

@@ -1709,13 +1709,27 @@ static Suite *cuda_suite(void)
     return s;
 }
 
-int main(void)
-{
 #ifdef FG_TEST_INFER_CUDA
+/* Is GPU 0 there? Asked in a child (tu_probe): a CUDA context made in this process would not
+ * survive the fork of each test ("initialization error" in every one). */
+static int gpu_probe(char *msg, size_t cap)
+{
     uint64_t free_b, total_b;
     fg_err err;
     if (fg_cuda_mem_info(0, &free_b, &total_b, &err)) {
-        printf("skip: %s\n", err.msg);
+        snprintf(msg, cap, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+#endif
+
+int main(void)
+{
+#ifdef FG_TEST_INFER_CUDA
+    char msg[512];
+    if (tu_probe(gpu_probe, msg, sizeof msg) != 0) {
+        printf("skip: %s\n", msg);
         return 77;
     }
     (void)suite;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_dir[4096];
@@ -63,6 +64,48 @@ int tu_run(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
+}
+
+int tu_probe(int (*probe)(char *msg, size_t cap), char *msg, size_t cap)
+{
+    int fd[2];
+    if (cap)
+        msg[0] = 0;
+    if (pipe(fd) != 0) {
+        snprintf(msg, cap, "tu_probe: pipe failed");
+        return 1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]), close(fd[1]);
+        snprintf(msg, cap, "tu_probe: fork failed");
+        return 1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        char m[512] = "";
+        int rc = probe(m, sizeof m);
+        ssize_t w = write(fd[1], m, strlen(m));
+        (void)w;
+        _exit(rc & 0xff);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (cap && got + 1 < cap && (r = read(fd[0], msg + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    if (cap)
+        msg[got] = 0;
+    close(fd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        ;
+    if (!WIFEXITED(st)) {
+        snprintf(msg, cap, "tu_probe: the probe died (signal %d)", WTERMSIG(st));
+        return 1;
+    }
+    return WEXITSTATUS(st);
 }
 
 void tu_randf(float *x, size_t n, uint64_t seed, float scale)

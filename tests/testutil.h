@@ -26,4 +26,10 @@ double tu_nmse(const float *a, const float *ref, size_t n);
 /* Run a suite in fork mode; returns the process exit status (0 when all pass). */
 int tu_run(Suite *s);
 
+/* Run probe in a child process and return what it returned (1 with a message when the child
+ * died), its message (up to cap bytes) copied into msg. For a check whose side effects must not
+ * reach the suite's parent: the CUDA runtime's context does not survive the fork of tu_run, so
+ * a main that asks "is there a GPU?" by creating one asks in a child. */
+int tu_probe(int (*probe)(char *msg, size_t cap), char *msg, size_t cap);
+
 #endif
