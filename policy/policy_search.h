@@ -169,6 +169,9 @@ typedef struct fg_policy_job {
                                       for (--max-context; 0: prompt_len + gen_len) */
     int ram_measured;              /* ram_budget is the RAM the machine has available, not a
                                       --ram-budget the user gave (errors say which) */
+    int attn_search;               /* a device: search where attention runs too (cpu_attention
+                                      0 and 1: on the device, or on the CPU where the KV cache
+                                      is in RAM, --cpu-cache-compute); 0: the base policy's */
 } fg_policy_job;
 
 typedef struct fg_prediction {

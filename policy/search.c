@@ -687,7 +687,11 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
             if (g * NGB[j] > cap)
                 continue;
             have_cap |= g * NGB[j] == cap;
-            for (int cc = 0; cc < 2; cc++) {
+            /* where attention runs: on the device first (FlexGen's default), so that a tie
+             * (the cache on the GPU, where the choice changes nothing) keeps it */
+            int searched = job->dev && job->attn_search;
+            for (int k = 0; k < (searched ? 4 : 2); k++) {
+                int cc = k % 2;
                 if (job->cache_choice >= 0 && cc != job->cache_choice)
                     continue;
                 fg_policy p = *base;
@@ -695,6 +699,8 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
                 p.ngb = NGB[j];
                 p.compress_cache = cc;
                 p.compress_weight = m->all_q4;
+                if (searched)
+                    p.cpu_attention = k / 2;
                 st->candidates++;
                 candidate(c, m, job, &p, budget, st, bs);
             }
@@ -737,10 +743,14 @@ static const char *tier_name(const double f[3])
 void fg_policy_describe(const fg_policy *p, char *buf, size_t cap)
 {
     char gpu[32] = "";
-    if (p->frac.w[0] > 0 || p->frac.c[0] > 0 || p->frac.h[0] > 0)
+    int dev = p->frac.w[0] > 0 || p->frac.c[0] > 0 || p->frac.h[0] > 0;
+    if (dev)
         snprintf(gpu, sizeof gpu, "GPU %.1f%% ", 100 * p->frac.w[0]);
+    /* with a device and the cache off it: where attention runs (--cpu-cache-compute) */
+    const char *attn = !dev || p->frac.c[0] > 0.5 ? ""
+                     : p->cpu_attention ? ", attention on the CPU" : ", attention on the GPU";
     snprintf(buf, cap, "block %u x %u (gbs x ngb), weights %sRAM %.1f%% disk %.1f%%, KV cache "
-             "%s%s, activations %s, weights %s", p->gbs, p->ngb, gpu, 100 * p->frac.w[1],
-             100 * p->frac.w[2], tier_name(p->frac.c), p->compress_cache ? " (4-bit)" : "",
+             "%s%s%s, activations %s, weights %s", p->gbs, p->ngb, gpu, 100 * p->frac.w[1],
+             100 * p->frac.w[2], tier_name(p->frac.c), p->compress_cache ? " (4-bit)" : "", attn,
              tier_name(p->frac.h), p->compress_weight ? "4-bit" : "as stored");
 }

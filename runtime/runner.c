@@ -359,7 +359,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
                          r->eo.ram_budget ? r->eo.ram_budget : mem_available(),
                          r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL,
                          disk_free(r), fg_engine_offload_dir(&r->eo), r->eo.max_ctx,
-                         !r->eo.ram_budget};
+                         !r->eo.ram_budget, on_dev && r->o->attn_search};
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();

@@ -48,6 +48,8 @@ typedef struct fg_run_opts {
     int policy_auto;                /* choose block, placement and cache compression (eo.policy
                                        keeps the schedule, overlap, sep_layer, sparsity) */
     int cache_choice;               /* auto: -1 search the 4-bit cache, 0 never, 1 always */
+    int attn_search;                /* auto on a device: search where attention runs too
+                                       (eo.policy.cpu_attention otherwise) */
     uint32_t max_block;             /* auto: at most this many sequences a block (0: 256) */
     const char *calibration;        /* calibration file (NULL: $XDG_CACHE_HOME/fg/...; missing
                                        or stale there: measured quickly and written) */

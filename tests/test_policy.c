@@ -352,6 +352,60 @@ START_TEST(search_beats_the_grid)
 }
 END_TEST
 
+/* attn_search: where the KV cache is off the GPU, the search puts attention on the CPU when
+ * the link is slow and the CPU's attention fast (FlexGen's --cpu-cache-compute case), on the
+ * device in the opposite case; without it the base policy's choice stays; searching both never
+ * predicts less than either alone (beyond the search's 2% preference for fewer batches). */
+START_TEST(search_places_attention)
+{
+    uint64_t s = 0x51ed2701u;
+    static rmodel r;
+    int cpu_picked = 0, dev_picked = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        random_model(&s, &r);
+        int slow_link = trial % 2;
+        fg_calib c = calib_fixed();
+        fg_calib_dev d = calib_dev_fixed();
+        c.attn_s = c.attn_q4_s = slow_link ? 1e-13 : 1e-6;
+        d.up = d.down = slow_link ? 1e7 : 1e13;
+        fg_policy base = fg_policy_default(), out, fixed;
+        base.gpu_budget = r.m.pm.weights / 4 + (1u << 20);
+        fg_policy_job job = {16 + (uint32_t)(rnd(&s) % 32), 4 + (uint32_t)(rnd(&s) % 8), 0, 0,
+                             0, 0, &d};
+        job.attn_search = 1;
+        fg_prediction pred, pf;
+        fg_search_stats st;
+        fg_err err;
+        int rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
+        if (rc == FG_ERR_NO_SPACE && st.min_gpu) { /* the device's least, and a quarter more */
+            base.gpu_budget = st.min_gpu + st.min_gpu / 4;
+            rc = fg_policy_search(&c, &r.m, &base, &job, &out, &pred, &st, &err);
+        }
+        ck_assert_msg(rc == FG_OK, "%s", err.msg);
+        if (out.frac.c[0] < 0.5) {
+            ck_assert_int_eq(out.cpu_attention, slow_link);
+            cpu_picked += slow_link, dev_picked += !slow_link;
+        }
+        char line[256];
+        fg_policy_describe(&out, line, sizeof line);
+        ck_assert(out.frac.c[0] >= 0.5 || strstr(line, slow_link ? "attention on the CPU"
+                                                                  : "attention on the GPU"));
+        job.attn_search = 0;
+        for (int ca = 0; ca < 2; ca++) {
+            base.cpu_attention = ca;
+            ck_assert_msg(fg_policy_search(&c, &r.m, &base, &job, &fixed, &pf, NULL, &err) ==
+                          FG_OK, "%s", err.msg);
+            ck_assert_int_eq(fixed.cpu_attention, ca);
+            ck_assert_msg(pred.tok_s >= pf.tok_s * (1 - 0.021), "trial %d: searched %g tok/s, "
+                          "attention %s alone %g", trial, pred.tok_s, ca ? "CPU" : "GPU",
+                          pf.tok_s);
+        }
+    }
+    ck_assert_int_gt(cpu_picked, 0);
+    ck_assert_int_gt(dev_picked, 0);
+}
+END_TEST
+
 START_TEST(cost_model_orders)
 {
     fg_calib c = calib_fixed();
@@ -819,6 +873,7 @@ int main(void)
     tc = tcase_create("search");
     tcase_add_loop_test(tc, search_fits_every_budget, 0, 6);
     tcase_add_loop_test(tc, search_beats_the_grid, 0, 6);
+    tcase_add_test(tc, search_places_attention);
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);
     tcase_add_test(tc, predicted_io_is_the_pagers);

@@ -218,6 +218,19 @@ auto=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --gpu-
 sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 8 --backend sim --gpu-budget 24M 2>&1 >/dev/null)
 [[ "$sum" == *"policy auto: block"*"weights GPU "*"device sim: link"*"GB/s up"*"predicted link traffic: host -> device"* ]] ||
   { echo "--backend sim --policy auto: no device search in the summary: $sum"; exit 1; }
+# where attention runs is searched too (unless --cpu-cache-compute[=true|false] fixes it): over
+# a slow link, on the CPU where the cache is in RAM; the CPU's tokens either way
+slow=(-m tiny -p "hello there" --max-new-tokens 8 --backend sim --sim-link 0.05 --gpu-budget 24M)
+sum=$("$INFER" "${slow[@]}" 2>&1 >/dev/null)
+[[ "$sum" == *"policy auto: block"*"KV cache RAM, attention on the CPU"* ]] ||
+  { echo "--policy auto over a slow link: attention not on the CPU: $sum"; exit 1; }
+sum=$("$INFER" "${slow[@]}" --cpu-cache-compute=false 2>&1 >/dev/null)
+[[ "$sum" == *"policy auto: block"*"KV cache RAM, attention on the GPU"* ]] ||
+  { echo "--cpu-cache-compute=false: attention not on the GPU: $sum"; exit 1; }
+auto=$("$INFER" "${slow[@]}" --quiet)
+[ "$auto" = "$cpu" ] || { echo "--policy auto, attention on the CPU: '$auto', CPU '$cpu'"; exit 1; }
+expect_fail 2 "$INFER" -m tiny -p hi --backend sim --cpu-cache-compute=maybe
+expect_fail 2 "$INFER" -m tiny -p hi --cpu-cache-compute=false     # the CPU backend: always so
 expect_fail 1 "$INFER" -m tiny -p hi --backend sim --gpu-budget 2M
 [[ "$err" == *"--gpu-budget 2.0 MiB: no policy fits; the smallest block needs"* ]] ||
   { echo "a device budget too small for any block is not named: $err"; exit 1; }

@@ -36,7 +36,7 @@ typedef struct args {
     int ppl, calibrate;
     int policy;          /* -1 not given, 0 fixed, 1 auto */
     int placement;       /* --percent, --gpu-batch-size or --num-gpu-batches given */
-    int cpu_cache;       /* --cpu-cache-compute given */
+    int cpu_cache;       /* --cpu-cache-compute[=true|false]: 1, 0; -1 not given */
     uint32_t gen_len;
     const char *trace;
     double dist_timeout;  /* --dist-timeout: the pipeline's watchdog */
@@ -71,7 +71,8 @@ static void usage(FILE *f)
           "              weights, KV cache, activations; the rest goes to disk)\n"
           "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
-          "              --sep-layer[=true|false]  --cpu-cache-compute  --max-context N\n"
+          "              --sep-layer[=true|false]  --cpu-cache-compute[=true|false]\n"
+          "              --max-context N\n"
           "              --experts routed|all (a mixture of experts' weights off the GPU\n"
           "              and RAM: read only the experts a step's tokens chose, or all)\n"
           "policy:       --policy auto|fixed (auto, the default without --percent,\n"
@@ -94,8 +95,9 @@ static void usage(FILE *f)
           "device:       --backend cpu|sim|cuda (sim: a simulated GPU on the CPU)\n"
           "              --gpu-budget SIZE (device memory; default: CUDA's free memory less\n"
           "              1 GiB, sim 1G)  --sim-link GBPS (the simulated link's bandwidth)\n"
-          "              --cpu-cache-compute (with a device: attention on the CPU where the\n"
-          "              KV cache is in RAM)\n"
+          "              --cpu-cache-compute[=true|false] (with a device: attention on the\n"
+          "              CPU where the KV cache is in RAM; not given: --policy auto picks\n"
+          "              where it predicts faster, --policy fixed the device)\n"
           "prefix cache: --prefix-cache DIR (prompt prefixes' KV rows kept in a store there,\n"
           "              loaded instead of computed; shared prefixes of a job computed once)\n"
           "              --prefix-cache-budget SIZE (least recently used pages evicted past it)\n"
@@ -293,7 +295,11 @@ static void parse_one(args *a, int c, char **argv, int argc)
             die("--sep-layer %s: expected true or false", optarg);
         a->r.eo.policy.sep_layer = !optarg || !strcmp(optarg, "true");
         break;
-    case O_CPUCACHE: a->cpu_cache = 1; break; /* the CPU backend: always so */
+    case O_CPUCACHE: /* the CPU backend: always so */
+        if (optarg && strcmp(optarg, "true") && strcmp(optarg, "false"))
+            die("--cpu-cache-compute %s: expected true or false", optarg);
+        a->cpu_cache = !optarg || !strcmp(optarg, "true");
+        break;
     case O_BACKEND:
         if (strcmp(optarg, "cpu") && strcmp(optarg, "sim") && strcmp(optarg, "cuda"))
             die("--backend %s: expected cpu, sim or cuda", optarg);
@@ -367,7 +373,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"schedule", required_argument, NULL, O_SCHED},
         {"experts", required_argument, NULL, O_EXPERTS}, {"overlap", no_argument, NULL, O_OVERLAP},
         {"no-overlap", no_argument, NULL, O_NO_OVERLAP}, {"sep-layer", optional_argument, NULL, O_SEP},
-        {"cpu-cache-compute", no_argument, NULL, O_CPUCACHE},
+        {"cpu-cache-compute", optional_argument, NULL, O_CPUCACHE},
         {"ram-budget", required_argument, NULL, O_BUDGET},
         {"threads", required_argument, NULL, O_THREADS}, {"trace", required_argument, NULL, O_TRACE},
         {"verify", no_argument, NULL, O_VERIFY}, {"quiet", no_argument, NULL, O_QUIET},
@@ -395,6 +401,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
+    a->cpu_cache = -1;
     a->r.max_new = 32;
     a->r.sample.top_p = 1.0f;
     a->r.eo.policy = fg_policy_default();
@@ -416,8 +423,13 @@ static void parse_args(args *a, int argc, char **argv)
     if (a->policy == 1 && a->placement)
         die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
             "--num-gpu-batches, or use --policy fixed");
-    if (a->r.eo.backend != FG_BACKEND_CPU) /* FlexGen's: on the device unless asked */
-        a->r.eo.policy.cpu_attention = a->cpu_cache;
+    if (a->r.eo.backend != FG_BACKEND_CPU) { /* FlexGen's: on the device unless asked */
+        a->r.eo.policy.cpu_attention = a->cpu_cache == 1;
+        a->r.attn_search = a->cpu_cache < 0; /* --policy auto: where it predicts faster */
+    } else if (a->cpu_cache == 0) {
+        die("--cpu-cache-compute=false needs a device (--backend cuda or sim): the CPU "
+            "backend's attention is always on the CPU");
+    }
     if (a->r.eo.gpu_budget && a->r.eo.backend == FG_BACKEND_CPU)
         die("--gpu-budget needs a device: --backend cuda or sim");
     if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
