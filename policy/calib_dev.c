@@ -11,7 +11,10 @@
  *    costs: the backend uploads piece i + 1 while piece i multiplies), against the upload and
  *    the resident multiply alone: the share of the shorter hidden under the longer;
  *  - attention of one query over 2048 keys (32 heads of 64) in an f32 and a 4-bit cache on the
- *    device.
+ *    device (a decode step's), and of 256 queries over their causal prefix (a prefill's): a
+ *    GPU runs one (query, head) problem a block, so one query a sequence leaves most of it idle
+ *    (an H200: 3.9 ns a key and head of 64 at one query) while a prefill fills it; priced at
+ *    the decode's rate, opt-6.7b's prefill was predicted 3.9x slower than it ran.
  * The data the measurements compute on crosses the link once, as one row replicated on the
  * device (fill), so a slow simulated link is measured in seconds. Nothing is cached in a file:
  * the simulated device's link is a flag, a GPU is shared.
@@ -28,6 +31,7 @@
 #define K 2048u
 #define MAXM 256u
 #define ROUNDS 32
+#define PRE_Q 256u /* a prefill's queries (and keys) for its attention */
 
 typedef struct dbuf {
     fg_device *d;
@@ -240,10 +244,13 @@ static int measure_linear(fg_backend *be, int q4, int quick, fg_calib_dev *c, fg
 
 /* ---- attention ---- */
 
-static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *err)
+/* Attention of n_q queries at positions [ctx - n_q, ctx) over their causal prefix: *out the
+ * seconds per (query, key) pair and query width. */
+static int measure_attn(fg_backend *be, int q4, int quick, uint32_t n_q, uint32_t ctx,
+                        double *out, fg_err *err)
 {
     fg_device *d = be->dev;
-    const uint32_t heads = 32, hd = 64, width = heads * hd, ctx = 2048;
+    const uint32_t heads = 32, hd = 64, width = heads * hd;
     fg_codec codec = q4 ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F32);
     size_t rb = fg_kv_row_bytes(&codec, width), rows = (size_t)ctx * width * 4;
     dbuf k = {0}, v = {0}, rowsd = {0}, valid = {0}, q = {0}, o = {0}, sc = {0}, kt = {0},
@@ -258,7 +265,8 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
     }
     struct { dbuf *b; uint64_t n; } all[] = {
         {&k, (uint64_t)ctx * rb}, {&v, (uint64_t)ctx * rb}, {&rowsd, rows}, {&valid, ctx},
-        {&q, (uint64_t)width * 4}, {&o, (uint64_t)width * 4}, {&sc, 16 * 2 * (uint64_t)ctx * 4},
+        {&q, (uint64_t)n_q * width * 4}, {&o, (uint64_t)n_q * width * 4},
+        {&sc, 16 * 2 * (uint64_t)ctx * 4},
         {&kt, q4 ? rows : 0}, {&vt, q4 ? rows : 0}};
     for (size_t i = 0; rc == FG_OK && i < sizeof all / sizeof all[0]; i++)
         if (all[i].n)
@@ -268,11 +276,11 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
     if (rc == FG_OK)
         rc = up(d, valid.p, hvalid, ctx, err);
     if (rc == FG_OK)
-        rc = up(d, q.p, hrows, (uint64_t)width * 4, err);
+        rc = fill(d, q.p, hrows, (uint64_t)width * 4, (uint64_t)n_q * width * 4, err);
     fg_kv_view kv = {k.p, v.p, codec, rb, width, ctx};
     if (rc == FG_OK)
         rc = be->iface->kv_store(be, &kv, 0, rowsd.p, rowsd.p, ctx, err);
-    fg_attn_op a = {q.p, kv, valid.p, 1, ctx - 1, heads, heads, hd, 0, 0, o.p, sc.p,
+    fg_attn_op a = {q.p, kv, valid.p, n_q, ctx - n_q, heads, heads, hd, 0, 0, o.p, sc.p,
                     2 * (size_t)ctx, 16, kt.p, vt.p};
     double r[64], start = fg_now();
     int reps = 0;
@@ -283,8 +291,10 @@ static int measure_attn(fg_backend *be, int q4, int quick, double *out, fg_err *
             rc = be->iface->sync(be, err);
         r[reps++] = fg_now() - t0;
     }
+    /* the pairs: query i (position ctx - n_q + i) reads keys [0, ctx - n_q + i] */
+    double pairs = (double)n_q * (ctx - n_q) + (double)n_q * (n_q + 1) / 2;
     if (rc == FG_OK)
-        *out = fg_calib_median(r, reps) / ((double)ctx * width);
+        *out = fg_calib_median(r, reps) / (pairs * width);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dfree(all[i].b);
     free(hrows), free(hvalid);
@@ -300,9 +310,13 @@ int fg_calib_measure_device(fg_backend *be, int q4, int quick, fg_calib_dev *out
     if (rc == FG_OK)
         rc = measure_linear(be, q4, quick, out, err);
     if (rc == FG_OK)
-        rc = measure_attn(be, 0, quick, &out->attn_s, err);
+        rc = measure_attn(be, 0, quick, 1, 2048, &out->attn_s, err);
     if (rc == FG_OK)
-        rc = measure_attn(be, 1, quick, &out->attn_q4_s, err);
+        rc = measure_attn(be, 1, quick, 1, 2048, &out->attn_q4_s, err);
+    if (rc == FG_OK)
+        rc = measure_attn(be, 0, quick, PRE_Q, PRE_Q, &out->attn_pre_s, err);
+    if (rc == FG_OK)
+        rc = measure_attn(be, 1, quick, PRE_Q, PRE_Q, &out->attn_pre_q4_s, err);
     out->seconds = fg_now() - t0;
     return rc;
 }

@@ -90,7 +90,9 @@ typedef struct fg_calib_dev {
                                   codec (F16, or Q4 when q4) resident on the device, operands
                                   on the device: what a Linear homed on the GPU runs at */
     double attn_s, attn_q4_s;  /* attention over an f32 / 4-bit cache on the device: seconds
-                                  per query x key x query width */
+                                  per query x key x query width, one query a sequence (decode) */
+    double attn_pre_s, attn_pre_q4_s; /* the same in a prefill (256 queries over their causal
+                                  prefix); 0: unmeasured, the decode's figure stands in */
     double overlap;            /* share of the shorter of uploading a Linear's pieces and
                                   multiplying them hidden when the pieces are in host memory */
     double seconds;

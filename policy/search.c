@@ -91,6 +91,7 @@ typedef struct terms {
     const fg_calib_dev *dev;
     double up, down;     /* link seconds per byte */
     double dev_attn;     /* the device's attention: seconds per query x key x query width */
+    double dev_attn_pre; /* the same in a prefill (many queries a sequence) */
     double kv_tok;       /* bytes of one token's K and V rows in every layer */
     double act_row, q_row; /* bytes of one activation row (hidden f32), one query row (f32) */
     int cpu_attn, post_norm, learned_pos;
@@ -173,6 +174,9 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
         t->up = 1.0 / job->dev->up;
         t->down = 1.0 / job->dev->down;
         t->dev_attn = p->compress_cache ? job->dev->attn_q4_s : job->dev->attn_s;
+        t->dev_attn_pre = p->compress_cache ? job->dev->attn_pre_q4_s : job->dev->attn_pre_s;
+        if (t->dev_attn_pre <= 0)
+            t->dev_attn_pre = t->dev_attn;
         t->dec_s = t->dec_pre = t->dec_dec = 0; /* measured on the run's codec */
         t->kv_tok = 2.0 * (double)pl->kv_row * t->L;
         t->act_row = 4.0 * hp->hidden;
@@ -300,7 +304,7 @@ static void step_prefill(const fg_calib *c, const terms *t, int kv_host, int act
     double m = t->gbs * t->P, pairs = t->ngb * t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw;
     s->lin = t->ngb * m * t->f_lin / fg_calib_dev_flops(t->dev, m) +
              t->n * t->f_head / fg_calib_dev_flops(t->dev, t->n);
-    s->other = pairs * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
+    s->other = pairs * (kv_host && t->cpu_attn ? t->attn : t->dev_attn_pre);
     s->k_lin = t->ngb, s->k_kept = 1, s->k_gather = t->ngb * touched(t, t->gbs * t->P);
     s->x_share = t->xs_pre;
     s->w_up = step_weights(s, &t->sweep);
