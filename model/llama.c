@@ -1358,12 +1358,39 @@ static uint32_t oss_fused(const fg_hparams *hp, const char *name,
     return fuse_by(hp, name, k_rules, sizeof k_rules / sizeof k_rules[0], 1, parts, layout);
 }
 
+/* A suffix spelling: the first of map's suffixes that ends base's name (canonical_name's,
+ * Mixtral's ...) replaced by its own; other names as base gives them. */
+typedef struct suffix_rule {
+    const char *from, *to;
+} suffix_rule;
+
+static const char *map_suffix(const char *(*base)(const char *, char *, size_t),
+                              const char *name, const suffix_rule *map, size_t n_map, char *buf,
+                              size_t cap)
+{
+    char tmp[FG_TENSOR_NAME_MAX];
+    if (!base(name, tmp, sizeof tmp))
+        return NULL;
+    size_t n = strlen(tmp);
+    const char *to = "";
+    for (size_t i = 0; i < n_map; i++) {
+        size_t nf = strlen(map[i].from);
+        if (n > nf && !strcmp(tmp + n - nf, map[i].from)) {
+            tmp[n - nf] = '\0';
+            to = map[i].to;
+            break;
+        }
+    }
+    int k = snprintf(buf, cap, "%s%s", tmp, to);
+    return k >= 0 && (size_t)k < cap ? buf : NULL;
+}
+
 /* GraniteMoE's spelling: block_sparse_moe.router.layer (the router), input_linear (every
  * expert's gate and up: transformers 5's mlp.experts.gate_up_proj) and output_linear (their
  * down), or transformers 5's own in-memory names under block_sparse_moe */
 static const char *granitemoe_name(const char *name, char *buf, size_t cap)
 {
-    static const struct { const char *from, *to; } k_map[] = {
+    static const suffix_rule k_map[] = {
         {".block_sparse_moe.router.layer.weight", ".mlp.gate.weight"},
         {".block_sparse_moe.input_linear.weight", ".mlp.experts.gate_up_proj"},
         {".block_sparse_moe.output_linear.weight", ".mlp.experts.down_proj"},
@@ -1371,20 +1398,7 @@ static const char *granitemoe_name(const char *name, char *buf, size_t cap)
         {".block_sparse_moe.router.weight", ".mlp.gate.weight"},
         {".block_sparse_moe.experts.gate_up_proj", ".mlp.experts.gate_up_proj"},
         {".block_sparse_moe.experts.down_proj", ".mlp.experts.down_proj"}};
-    char tmp[FG_TENSOR_NAME_MAX];
-    if (!canonical_name(name, tmp, sizeof tmp))
-        return NULL;
-    size_t n = strlen(tmp);
-    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) {
-        size_t nf = strlen(k_map[i].from);
-        if (n > nf && !strcmp(tmp + n - nf, k_map[i].from)) {
-            tmp[n - nf] = '\0';
-            int k = snprintf(buf, cap, "%s%s", tmp, k_map[i].to);
-            return k >= 0 && (size_t)k < cap ? buf : NULL;
-        }
-    }
-    int k = snprintf(buf, cap, "%s", tmp);
-    return k >= 0 && (size_t)k < cap ? buf : NULL;
+    return map_suffix(canonical_name, name, k_map, sizeof k_map / sizeof k_map[0], buf, cap);
 }
 
 /* GLM-4 MoE's multi-token prediction layers, model.layers.N.* for N in [layers, layers +
@@ -1428,58 +1442,30 @@ static const char *mixtral_name(const char *name, char *buf, size_t cap)
  * (block_sparse_moe.e_score_correction_bias, transformers' mlp.e_score_correction_bias) */
 static const char *minimax_name(const char *name, char *buf, size_t cap)
 {
-    static const char from[] = ".mlp.e_score_correction_bias";
-    char tmp[FG_TENSOR_NAME_MAX];
-    if (!mixtral_name(name, tmp, sizeof tmp))
-        return NULL;
-    size_t n = strlen(tmp), nf = sizeof from - 1;
-    int bias = n > nf && !strcmp(tmp + n - nf, from);
-    if (bias)
-        tmp[n - nf] = '\0';
-    int k = snprintf(buf, cap, "%s%s", tmp, bias ? ".mlp.gate.e_score_correction_bias" : "");
-    return k >= 0 && (size_t)k < cap ? buf : NULL;
+    static const suffix_rule k_map[] = {
+        {".mlp.e_score_correction_bias", ".mlp.gate.e_score_correction_bias"}};
+    return map_suffix(mixtral_name, name, k_map, 1, buf, cap);
 }
 
 /* ERNIE 4.5 MoE's hub spelling of the router's choice bias: mlp.moe_statics (transformers:
  * mlp.gate.moe_statics) */
 static const char *ernie_name(const char *name, char *buf, size_t cap)
 {
-    static const char from[] = ".mlp.moe_statics.e_score_correction_bias";
-    char tmp[FG_TENSOR_NAME_MAX];
-    if (!canonical_name(name, tmp, sizeof tmp))
-        return NULL;
-    size_t n = strlen(tmp), nf = sizeof from - 1;
-    int hub = n > nf && !strcmp(tmp + n - nf, from);
-    if (hub)
-        tmp[n - nf] = '\0';
-    int k = snprintf(buf, cap, "%s%s", tmp,
-                     hub ? ".mlp.gate.moe_statics.e_score_correction_bias" : "");
-    return k >= 0 && (size_t)k < cap ? buf : NULL;
+    static const suffix_rule k_map[] = {{".mlp.moe_statics.e_score_correction_bias",
+                                         ".mlp.gate.moe_statics.e_score_correction_bias"}};
+    return map_suffix(canonical_name, name, k_map, 1, buf, cap);
 }
 
 /* GLM-4's spelling of the sandwich norms, as Gemma's canonical names: post_self_attn_layernorm
  * (the attention's output norm), post_attention_layernorm (the MLP's input norm),
- * post_mlp_layernorm (the MLP's output norm) */
+ * post_mlp_layernorm (the MLP's output norm); one suffix each, so the first match is the one */
 static const char *glm4_name(const char *name, char *buf, size_t cap)
 {
-    static const struct { const char *from, *to; } k_map[] = {
+    static const suffix_rule k_map[] = {
         {".post_self_attn_layernorm.weight", ".post_attention_layernorm.weight"},
         {".post_attention_layernorm.weight", ".pre_feedforward_layernorm.weight"},
         {".post_mlp_layernorm.weight", ".post_feedforward_layernorm.weight"}};
-    char tmp[FG_TENSOR_NAME_MAX];
-    if (!canonical_name(name, tmp, sizeof tmp))
-        return NULL;
-    size_t n = strlen(tmp);
-    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) { /* (one suffix each) */
-        size_t nf = strlen(k_map[i].from);
-        if (n > nf && !strcmp(tmp + n - nf, k_map[i].from)) {
-            tmp[n - nf] = '\0';
-            int k = snprintf(buf, cap, "%s%s", tmp, k_map[i].to);
-            return k >= 0 && (size_t)k < cap ? buf : NULL;
-        }
-    }
-    int k = snprintf(buf, cap, "%s", tmp);
-    return k >= 0 && (size_t)k < cap ? buf : NULL;
+    return map_suffix(canonical_name, name, k_map, sizeof k_map / sizeof k_map[0], buf, cap);
 }
 
 /* A table entry fg_arch_<nm>: its config parser pair (fg_arch's parser has no context argument,
