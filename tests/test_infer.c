@@ -539,6 +539,28 @@ static void device_matrix(fg_backend_kind kind, const char *refname, const char 
             ck_assert_msg(st.pager.peak[FG_TIER_DEVICE] > 0, "sim case %zu: nothing on the GPU", i);
         if (!m[i].q4_cache)
             check_greedy(store, &r, o);
+        if (kind != FG_BACKEND_CUDA || i != 3) /* weights half resident, half streamed */
+            continue;
+        /* --compute f16 on the GPU: GEMM inputs in the weights' 16-bit type (F16, or BF16 for
+         * BF16 weights: its range), f32 sums. Measured under tests/cudaemu (placements 0 and 3
+         * alike): F16 stores max diff 0.0042 (opt) and 0.011 (llama2, nmse 1.1e-6); BF16 stores
+         * nmse 1.7e-5 .. 1.9e-4 for dense families (BF16's 8-bit mantissa on the activations),
+         * up to 0.018 where a router's near-tie flips an expert (dots1, glm4_moe), teacher-
+         * forced argmaxes agreeing at 0.90 (mixtral) and above. So: every
+         * case within 0.05 nmse (a transposed or misread weight gives about 1); where no argmax
+         * flipped, within 1e-3; F16 stores within 2e-2 and the same greedy tokens (BF16 ones
+         * not: llama3, phi3, ernie4_5 and olmoe part from transformers' greedy text by token 15
+         * while no teacher-forced argmax flips) */
+        o.compute = FG_COMPUTE_F16;
+        res = check_logits_st(store, &r, o, &st);
+        int f16_store = !strstr(layout, "bf16");
+        ck_assert_msg(res.nmse < 0.05 && res.agree >= 0.85 &&
+                          (res.agree < 1.0 || res.nmse < 1e-3) &&
+                          (!f16_store || (res.max_diff < 2e-2 && res.agree == 1.0)),
+                      "cuda f16 case %zu: max diff %g agree %g nmse %g", i, res.max_diff,
+                      res.agree, res.nmse);
+        if (f16_store)
+            check_greedy(store, &r, o);
     }
     free(r.logits);
 }
