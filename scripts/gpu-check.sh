@@ -9,7 +9,9 @@
 #     generation 32, the block and placement --policy auto picks (the device measured at
 #     start, its line printed with the prediction), beside FlexGen's T4 (16 GB) opt-6.7b figure,
 #     and opt-6.7b again with attention over a cache in RAM placed the other way (GPU or CPU);
-#   - opt-30b in 4-bit when the disk has room and the time allows.
+#   - opt-30b in 4-bit when the disk has room and the time allows;
+#   opt-6.7b's auto run is traced (--trace: WORKDIR/trace-opt-6.7b.json, copied to $OUT when
+#   set) for where its prefill's time goes.
 # Put its whole output in the closing note of the work it checks.
 # The GPU machines lent here are bare and offline (CUDA, a compiler, CMake; no LMDB, liburing,
 # OpenBLAS, GLPK, Check ...): run scripts/gpu-deps.sh on this side first and carry .gpu-deps
@@ -120,7 +122,11 @@ if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
     [ -d "$STORES/$m" ] || timeout 120 "$WORK/fg-convert" synth --model "$m" -o "$STORES/$m" \
       --tokenizer "$tok" --quiet || { say "$m: synth failed"; fail=1; continue; }
     say "$m: $(du -sh "$STORES/$m" | cut -f1) of weights"
-    run_model "$m" "$STORES/$m"
+    # opt-6.7b's run traced (units' loads and computes, Chrome trace events): where its time goes
+    trace=()
+    [ "$m" = opt-6.7b ] && trace=(--trace "$WORK/trace-$m.json")
+    run_model "$m" "$STORES/$m" "${trace[@]}"
+    [ "$m" = opt-6.7b ] && keep "trace-$m.json"
     if [ "$m" = opt-6.7b ]; then
       echo "  (FlexGen on a T4 with 16 GB, opt-6.7b, prompt 512, gen 32: 25.26 tok/s)"
       # where attention over a cache in RAM runs, the other way than auto chose: the measured
