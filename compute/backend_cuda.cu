@@ -13,8 +13,14 @@
  * Operands: a pointer an op receives is device memory (cudaPointerGetAttributes says so) and
  * used in place, or host memory, which the op stages in stream-ordered allocations
  * (cudaMallocAsync on the compute stream): inputs uploaded before the kernels, outputs
- * downloaded after, then the compute stream is synchronized (ops are synchronous for their
- * caller, whose host code reads the outputs next).
+ * downloaded after, then the compute stream is synchronized (the caller's host code reads the
+ * outputs next and may reuse the inputs). An op whose operands are all device memory returns
+ * with its kernels queued: the device object orders every copy after the compute stream
+ * (fg_device_cuda_order_after), so what the pager or the engine copies out sees them done and
+ * what it copies in waits for them; the Linear's pieces and the gather's are still waited for
+ * before their owner gets them back (released), and a kernel's fault shows at the next
+ * synchronization. (Each op used to wait for its kernels; what that cost on a GPU is not yet
+ * measured: gpu-check.sh's next run.)
  *
  * Linear: y[m, n] = x[m, k] W^T + b, W in pieces. Column-major cuBLAS sees row-major W [rows, k]
  * as W^T, so each piece is gemm(T, N, rows, m, k) into y's columns [first, first + rows) with
@@ -203,7 +209,11 @@ static int op_end(op *o, int rc, fg_err *err)
         }
         cudaFreeAsync(s->dev, o->c->cs);
     }
-    int r2 = ck(cudaStreamSynchronize(o->c->cs), "compute stream", rc ? NULL : err);
+    /* the caller reads host outputs and may reuse host inputs next: those wait; an op whose
+     * operands are all device memory stays queued (the device's copies are ordered after the
+     * compute stream: fg_device_cuda_order_after) */
+    int r2 = rc || o->n ? ck(cudaStreamSynchronize(o->c->cs), "compute stream", rc ? NULL : err)
+                        : FG_OK;
     o->n = 0;
     return rc ? rc : r2;
 }
@@ -807,6 +817,8 @@ static void cu_destroy(fg_backend *be)
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c) {
         cudaSetDevice(c->ordinal);
+        if (be->dev) /* the device (the pager may keep it) no longer orders after c->cs */
+            fg_device_cuda_order_after(be->dev, NULL, NULL);
         if (c->cs)
             cudaStreamSynchronize(c->cs);
         if (c->us)
@@ -908,6 +920,8 @@ extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend 
     rc = fg_device_cuda_create(o->device, &be->dev, err);
     if (rc == FG_OK)
         rc = ctx_init(c, o, err);
+    if (rc == FG_OK)
+        rc = fg_device_cuda_order_after(be->dev, c->cs, err);
     if (rc) {
         cu_destroy(be);
         return rc;

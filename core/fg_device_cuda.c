@@ -2,6 +2,7 @@
  * when the build has CUDA. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "fg_device_cuda.h"
@@ -15,6 +16,9 @@ typedef struct cuda_dev {
     cudaStream_t copy;       /* the asynchronous copies' stream (the pager's prefetches) */
     cudaStream_t now;        /* the synchronous copies' stream: not queued behind `copy` */
     uint64_t link[2];        /* bytes copied host -> device, device -> host (atomics) */
+    pthread_mutex_t mu;      /* guards after and fence (copies come from several threads) */
+    cudaStream_t after;      /* every copy waits for the work queued here so far (NULL: none) */
+    cudaEvent_t fence;       /* recorded on `after`, waited on by the copy's stream */
 } cuda_dev;
 
 static const fg_device_iface k_cuda;
@@ -64,7 +68,17 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     cuda_dev *c = d->ctx;
     cudaSetDevice(c->ordinal);
     cudaStream_t s = ev ? c->copy : c->now;
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&c->mu);
+    if (c->after) { /* after what the compute stream has queued: it may read or write these */
+        e = cudaEventRecord(c->fence, c->after);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(s, c->fence, 0);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (e != cudaSuccess)
+        return cu_fail(err, e, "ordering a copy after the compute stream", n);
+    e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
     if (e != cudaSuccess)
         return cu_fail(err, e, "cudaMemcpyAsync", n);
     if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
@@ -116,6 +130,9 @@ static void d_destroy(fg_device *d)
         cudaSetDevice(c->ordinal);
         cudaStreamDestroy(c->copy);
         cudaStreamDestroy(c->now);
+        if (c->fence)
+            cudaEventDestroy(c->fence);
+        pthread_mutex_destroy(&c->mu);
         free(c);
     }
     free(d);
@@ -159,6 +176,7 @@ int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err)
     }
     c->ordinal = ordinal;
     c->refs = 1;
+    pthread_mutex_init(&c->mu, NULL);
     d->iface = &k_cuda;
     d->ctx = c;
     *out = d;
@@ -166,6 +184,20 @@ int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err)
 }
 
 int fg_device_is_cuda(const fg_device *d) { return d && d->iface == &k_cuda; }
+
+int fg_device_cuda_order_after(fg_device *d, void *stream, fg_err *err)
+{
+    cuda_dev *c = d->ctx;
+    cudaSetDevice(c->ordinal);
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&c->mu);
+    if (stream && !c->fence)
+        e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        c->after = (cudaStream_t)stream;
+    pthread_mutex_unlock(&c->mu);
+    return e == cudaSuccess ? FG_OK : cu_fail(err, e, "cudaEventCreate", 0);
+}
 
 
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2])

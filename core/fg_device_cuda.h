@@ -6,8 +6,10 @@
  * unless told to): a copy given an event pointer goes on the copy stream, records a CUDA event
  * after it and returns, and event_wait synchronizes and frees it; one without goes on a second
  * stream, synchronized before the call returns, so it does not wait behind the prefetches queued
- * on the copy stream (fg_device.h: the caller completes the copies it depends on). Reference-counted (retain), so the pager's DEVICE tier and the backend share one
- * device and its counters. Every call sets the device's ordinal first (a process may hold
+ * on the copy stream (fg_device.h: the caller completes the copies it depends on). With the
+ * compute backend's stream named (fg_device_cuda_order_after), every copy also waits for the
+ * kernels queued there before it. Reference-counted (retain), so the pager's DEVICE tier and
+ * the backend share one device and its counters. Every call sets the device's ordinal first (a process may hold
  * several: pipeline ranks on one host). Bytes crossing the link through copy() are counted.
  */
 #ifndef FG_DEVICE_CUDA_H
@@ -25,6 +27,13 @@ extern "C" {
  * GPU of that ordinal is visible, FG_ERR_IO naming the CUDA error otherwise. */
 int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err);
 int fg_device_is_cuda(const fg_device *d);
+/* Order every later copy() of d (either stream) after the work queued on `stream` (a
+ * cudaStream_t) at the time of the copy: a copy out of device memory sees what the kernels
+ * queued before it wrote, a copy into device memory waits for the kernels queued before it that
+ * may still read what it overwrites. So the compute backend's ops need not synchronize their
+ * stream when they stage nothing for the host. NULL: no order (the backend's stream is going).
+ * One stream per device. */
+int fg_device_cuda_order_after(fg_device *d, void *stream, fg_err *err);
 /* Bytes copy() moved host -> device ([0]) and device -> host ([1]) so far. */
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2]);
 
