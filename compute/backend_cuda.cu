@@ -43,7 +43,8 @@
  * tokens' rows) one block per row, the product rounded apart from the add (__fmul_rn) as in the
  * reference, row indices checked on the host when they are host memory and by the kernel when
  * they are device memory (the first bad one reported, as gather's device ids); attention one
- * block per (query, head) over scores in global scratch (causal, grouped-query, sliding window,
+ * block of 256 threads per (query, head) over scores in global scratch, V's weighted sum split
+ * over the keys by groups of head_dim threads (causal, grouped-query, sliding window,
  * soft-cap, sinks, top-k: the threshold is the largest score with at least k scores >= it, the
  * k-th largest), a quantized cache decoded to f32 first; the 4-bit KV store encodes on the device
  * (fg_quant_cuda_encode). A first version: correct against the reference, not tuned (the top-k
@@ -752,6 +753,9 @@ static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, con
     return rc;
 }
 
+/* k_attention's block: q's head and the V sums' groups in its shared memory */
+#define ATTN_THREADS 256
+
 static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
 {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
@@ -786,7 +790,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     for (uint32_t j0 = 0; rc == FG_OK && j0 < problems; j0 += batch) {
         p.j0 = j0;
         uint32_t nb = problems - j0 < batch ? problems - j0 : batch;
-        k_attention<<<nb, 128, a->head_dim * 4, o.c->cs>>>(p);
+        k_attention<<<nb, ATTN_THREADS, (a->head_dim + ATTN_THREADS) * 4, o.c->cs>>>(p);
     }
     if (sc)
         cudaFreeAsync(sc, o.c->cs);

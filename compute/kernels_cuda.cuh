@@ -344,6 +344,29 @@ __global__ void k_attention(attn_k a)
     if (a.sinks) /* the sink's share of the denominator; its weight is dropped */
         sum += expf(sink - mx);
     float inv = 1.0f / sum;
+    /* the weighted sum of V: with d <= blockDim, g = blockDim / d groups of d threads each sum
+     * every g-th key (a decode's one query a sequence leaves few blocks: its keys are what is
+     * left to split), then the first group adds the groups' sums in group order */
+    uint32_t g = d <= blockDim.x ? blockDim.x / d : 1, grp = threadIdx.x / d;
+    float *part = qs + d; /* [g][d] beside q */
+    if (g > 1) {
+        uint32_t c = threadIdx.x % d;
+        float acc = 0.0f;
+        if (grp < g)
+            for (uint32_t t = grp; t < n; t += g)
+                if (sc[t] != 0.0f)
+                    acc += sc[t] * inv * vb[(size_t)t * a.kv_stride + c];
+        if (grp < g)
+            part[grp * d + c] = acc;
+        __syncthreads();
+        if (grp == 0) {
+            float tot = part[c];
+            for (uint32_t k = 1; k < g; k++)
+                tot += part[k * d + c];
+            o[c] = tot;
+        }
+        return;
+    }
     for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
         float acc = 0.0f;
         for (uint32_t t = 0; t < n; t++)
