@@ -367,6 +367,10 @@ static int compute_span(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, 
         if (rc == FG_OK && e->units[u + j].kind == FG_UNIT_HEAD && !b->scoring)
             rc = head_range(e, b, &w[j], a, err);
     }
+    /* a traced span ends when its kernels are done, not queued (a device backend's ops on
+     * device memory return queued): the trace is for where the time goes */
+    if (rc == FG_OK && e->o.trace_path && e->buft != FG_BUFT_HOST)
+        rc = e->be->iface->sync(e->be, err);
     e->compute_s += fg_now() - t0;
     fg_engine_span(e, "compute", t0, (int32_t)u, a->k1 - a->k0 == 1 ? (int32_t)a->k0 : -1,
                    (int32_t)a->i);
