@@ -827,12 +827,16 @@ END_TEST
  * them on every other head (almost all the mass goes to the sink) */
 enum { SINK_NONE, SINK_SOME, SINK_HUGE };
 
+/* attention_case's head_dim (16 unless a test sets another) */
+static uint32_t g_attn_d = 16;
+
 /* bits: 0 an f32 cache, else the quantized cache's (4 or 8) */
 static void attention_case(fg_backend **be, int nb, uint32_t heads, uint32_t kvh, uint32_t window,
                            float keep, int bits, uint32_t nq, uint32_t pos0, float softcap,
                            int sink)
 {
-    enum { D = 16, CAP = 48, P = 4 };
+    enum { CAP = 48, P = 4 };
+    const uint32_t D = g_attn_d;
     uint32_t kw = kvh * D, qw = heads * D, ctx = pos0 + nq;
     fg_codec c = bits ? fg_codec_quant(bits, 16, 1) : fg_codec_float(FG_CODEC_F32);
     float sinks[8];
@@ -896,6 +900,27 @@ START_TEST(attention_every_variant_every_backend)
             attention_case(be, nb, h, kvh, 0, 0.0f, bits, 7, 0, 0, SINK_HUGE);
             attention_case(be, nb, h, kvh, 3, 0.3f, bits, 20, 20, 1.5f, SINK_HUGE);
         }
+    free_all(be, nb);
+}
+END_TEST
+
+/* Head dims beside the 16 above: the CUDA kernel sums V over the keys in blockDim / head_dim
+ * groups of threads (96: two groups and idle threads; 256: one group; 320: more dims than
+ * threads, each thread several) */
+START_TEST(attention_head_dims_every_backend)
+{
+    fg_backend *be[4];
+    int nb = backends(be);
+    static const uint32_t dims[] = {96, 256, 320};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        g_attn_d = dims[i];
+        for (int bits = 0; bits <= 4; bits += 4) {
+            attention_case(be, nb, 4, 2, 0, 0.0f, bits, 7, 0, 0, 0);        /* prefill */
+            attention_case(be, nb, 4, 2, 0, 0.0f, bits, 1, 30, 0, 0);       /* decode */
+            attention_case(be, nb, 4, 2, 5, 0.5f, bits, 9, 13, 1.5f, SINK_SOME);
+        }
+    }
+    g_attn_d = 16;
     free_all(be, nb);
 }
 END_TEST
@@ -1184,6 +1209,7 @@ static Suite *suite(void)
     tcase_add_test(tc, yarn_inv_freq_matches_transformers);
     tcase_add_test(tc, longrope_and_rot_scale);
     tcase_add_test(tc, attention_every_variant_every_backend);
+    tcase_add_test(tc, attention_head_dims_every_backend);
     tcase_add_test(tc, attention_sinks_match_the_formula);
     tcase_add_test(tc, attention_sinks_device_memory_and_beside_the_cache);
     tcase_add_test(tc, swiglu_oai_matches_its_formula_every_backend);
