@@ -350,7 +350,7 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
         rc = cast_x(c, &p, x, m, k, have16, err);
     if (rc == FG_OK)
         rc = gemm_piece(c, &p, data, x, bias, y, m, n, k, err);
-    if (rc == FG_OK)
+    if (rc == FG_OK && !dev) /* the slot is free again once this GEMM has read it */
         rc = ck(cudaEventRecord(s->done, c->cs), "event", err);
     /* the owner's bytes: host ones free once uploaded (after a failure too, while a queued
      * upload may still read them); device ones at once, the GEMM queued: whatever next writes
