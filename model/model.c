@@ -60,35 +60,33 @@ int fgm_key_err(fg_err *err, const char *label, const char *key, const char *wha
     return fg_err_set(err, FG_ERR_CORRUPT, "%s: key %s: %s", label, key, what);
 }
 
-int fgm_uint(json_t *root, const char *label, const char *key, int required, uint32_t max,
-             uint32_t *out, fg_err *err)
+/* An integer key in [min, max] into *out: 1 when absent or null (unless required). */
+static int int_key(json_t *root, const char *label, const char *key, int required,
+                   uint32_t min, uint32_t max, uint32_t *out, fg_err *err)
 {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v))
         return required ? fgm_key_err(err, label, key, "missing") : 1;
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)max) {
+    if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)min ||
+        json_integer_value(v) > (json_int_t)max) {
         char what[64];
-        snprintf(what, sizeof what, "must be an integer in [1, %u]", max);
+        snprintf(what, sizeof what, "must be an integer in [%u, %u]", min, max);
         return fgm_key_err(err, label, key, what);
     }
     *out = (uint32_t)json_integer_value(v);
     return FG_OK;
 }
 
+int fgm_uint(json_t *root, const char *label, const char *key, int required, uint32_t max,
+             uint32_t *out, fg_err *err)
+{
+    return int_key(root, label, key, required, 1, max, out, err);
+}
+
 int fgm_count(json_t *root, const char *label, const char *key, uint32_t max, uint32_t *out,
               fg_err *err)
 {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v))
-        return 1;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        json_integer_value(v) > (json_int_t)max) {
-        char what[64];
-        snprintf(what, sizeof what, "must be an integer in [0, %u]", max);
-        return fgm_key_err(err, label, key, what);
-    }
-    *out = (uint32_t)json_integer_value(v);
-    return FG_OK;
+    return int_key(root, label, key, 0, 0, max, out, err);
 }
 
 int fgm_bool(json_t *root, const char *label, const char *key, int dflt, int *out, fg_err *err)
