@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fg_json.h"
 #include "fg_file.h"
 #include "ckpt_int.h"
 
@@ -123,7 +124,7 @@ int ck_index_parse(const char *json, size_t len, const char *label, ck_index *ix
 {
     memset(ix, 0, sizeof *ix);
     json_error_t je;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = fg_json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: invalid JSON: %s (line %d)", label, je.text,
                           je.line);

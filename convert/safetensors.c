@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_json.h"
 #include "ckpt_int.h"
 #include "fg_bytes.h"
 
@@ -203,7 +204,7 @@ int ck_st_parse(const ck_src *src, ck_list *out, fg_err *err)
                           "(byte 8 is 0x%02x)", src->label, first);
     }
     json_error_t je;
-    json_t *root = json_loadb(h, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = fg_json_loadb(h, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     free(h);
     if (!root)
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: safetensors header is not valid JSON: %s "

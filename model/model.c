@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_json.h"
 #include "fg_file.h"
 #include "model_int.h"
 
@@ -194,7 +195,7 @@ int fgm_parse(const char *json, size_t len, const char *label,
         return fg_err_set(err, FG_ERR_LIMIT, "%s: %zu bytes (limit %u)", label, len,
                           FGM_CONFIG_MAX_BYTES);
     json_error_t je;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = fg_json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: invalid JSON: %s (line %d)", label, je.text,
                           je.line);

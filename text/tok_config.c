@@ -18,6 +18,7 @@
  * added_tokens carry them (tok_json.c). With a tokenizer.json the model's vocabulary is left
  * alone: a new token only gets an id, a string and a place in the match list.
  */
+#include "fg_json.h"
 #include "tok_int.h"
 
 #include <stdlib.h>
@@ -242,7 +243,7 @@ static int load_decoder(fg_tok *t, json_t *root, const char *file, fg_err *err)
 int tok_load_config(fg_tok *t, const void *buf, size_t len, const char *file, fg_err *err)
 {
     json_error_t je;
-    json_t *root = json_loadb(buf, len, 0, &je);
+    json_t *root = fg_json_loadb(buf, len, 0, &je);
     if (!root)
         return tok_json_error(err, FG_ERR_TOK_JSON, file, je.line, je.column, je.text);
     int rc = FG_OK;

@@ -25,6 +25,7 @@
  * In these classes t->vocab holds the model's vocabulary only (the BPE model never sees added
  * tokens); added tokens live in t->special with their flags.
  */
+#include "fg_json.h"
 #include "tok_int.h"
 
 #include <stdio.h>
@@ -727,7 +728,7 @@ static int parse_post(jctx *c, json_t *o, const char *path)
 int tok_load_json(fg_tok *t, const char *buf, size_t len, const char *name, fg_err *err)
 {
     json_error_t je;
-    json_t *root = json_loadb(buf, len, 0, &je);
+    json_t *root = fg_json_loadb(buf, len, 0, &je);
     if (!root)
         return tok_json_error(err, FG_ERR_TOK_JSON, name, je.line, je.column, je.text);
     jctx c = {t, name, err};

@@ -18,6 +18,7 @@
  * does. Errors name the file and the line (merges, JSON syntax) or key (vocab).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "fg_json.h"
 #include "fg_file.h"
 #include "tok_int.h"
 
@@ -169,7 +170,7 @@ int tok_json_error(fg_err *err, int code, const char *file, int line, int column
 static int load_vocab(fg_tok *t, const void *buf, size_t len, const char *name, fg_err *err)
 {
     json_error_t je;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = fg_json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return tok_json_error(err,
                               json_error_code(&je) == json_error_duplicate_key ? FG_ERR_TOK_VOCAB
