@@ -15,10 +15,11 @@ double fg_now(void)
 
 const char *fg_fmt_bytes(double b, char *buf, int n)
 {
-    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    /* binary units: budgets and sizes are given in them (512M = 512 MiB) */
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (b >= 1000.0 && i < 4) {
-        b /= 1000.0;
+    while (b >= 1024.0 && i < 4) {
+        b /= 1024.0;
         i++;
     }
     snprintf(buf, (size_t)n, i ? "%.1f %s" : "%.0f %s", b, u[i]);

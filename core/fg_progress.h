@@ -29,7 +29,7 @@ void fg_progress_end(fg_progress *p);
 
 /* Monotonic seconds. */
 double fg_now(void);
-/* "1.5 GB", "320 MB", "12 KB" into buf. */
+/* "1.5 GiB", "320.0 MiB", "12.0 KiB" (binary units, one decimal) into buf. */
 const char *fg_fmt_bytes(double bytes, char *buf, int n);
 
 #ifdef __cplusplus

@@ -130,7 +130,7 @@ if unshare --user --map-root-user --mount sh -c 'mount -t tmpfs -o size=1m tmpfs
              --offload-dir small --quiet' "$INFER" 2>&1 >/dev/null)
   rc=$?
   set -e
-  [ $rc -eq 1 ] && [[ "$err" == *"--offload-dir small: the KV cache and activations homed on disk need"*"1.0 MB free"* ]] ||
+  [ $rc -eq 1 ] && [[ "$err" == *"--offload-dir small: the KV cache and activations homed on disk need"*"1.0 MiB free"* ]] ||
     { echo "a full offload dir: exit $rc, '$err'"; exit 1; }
   echo "full offload dir refused: $err"
 else
