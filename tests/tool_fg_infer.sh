@@ -246,7 +246,7 @@ cp=$("$INFER" -m tiny -p "hello there, how are you today" --max-new-tokens 5 --d
   { echo "--dry-run --input planned context '$ci', -p with its longest prompt '$cp'"; exit 1; }
 huge=$("$INFER" -m tiny --gpu-batch-size 4096 --num-gpu-batches 64 --dry-run) ||
   { echo "--dry-run of a plan larger than RAM failed"; exit 1; }
-[[ "$huge" == *"total RAM"*"GB"* ]] || { echo "--dry-run printed no plan: $huge"; exit 1; }
+[[ "$huge" == *"total RAM"*"GiB"* ]] || { echo "--dry-run printed no plan: $huge"; exit 1; }
 # the same run for real, no --ram-budget: refused at open as more than the machine has (was an
 # allocation failure of the pager's pool naming no flag)
 expect_fail 1 "$INFER" -m tiny --prompt-len 8 --gen-len 2 --gpu-batch-size 4096 --num-gpu-batches 4096
