@@ -168,6 +168,12 @@ struct fg_tok {
     tok_cand *heap; size_t heap_cap;
 };
 
+/* 1 when id (>= 0) names a token; ids past the vocabulary or in its holes do not. */
+static inline int tok_has_token(const fg_tok *t, int32_t id)
+{
+    return id < t->n_ids && t->id_len[id] != UINT32_MAX;
+}
+
 /* GPT-2's bytes_to_unicode: byte -> code point, and the inverse (-1 for other code points). */
 uint32_t tok_byte_to_cp(uint8_t b);
 int tok_cp_to_byte(uint32_t cp);
