@@ -117,14 +117,20 @@ typedef struct fg_tok_bytes { char *data; size_t len, cap; } fg_tok_bytes;
 void fg_tok_ids_free(fg_tok_ids *v);
 void fg_tok_bytes_free(fg_tok_bytes *v);
 
-/* Encode flags.
+/* Encode flags. FG_TOK_SPECIAL | FG_TOK_ADD_BOS is transformers' tokenizer(text)["input_ids"]
+ * (what a prompt needs); 0 is the `tokenizers` library's encode(text, add_special_tokens=False)
+ * with special tokens split as text (encode_special_tokens = true).
  * FG_TOK_SPECIAL: match special tokens in the text (leftmost-longest). gpt2-bpe matches no
  *   added token without it; the tokenizer.json classes always match their non-special added
  *   tokens, as `tokenizers` does (the flag off is its encode_special_tokens = true).
- * FG_TOK_ADD_BOS: add the special tokens of the sequence: gpt2-bpe prepends the BOS id when
- *   the config defines one; the tokenizer.json classes add what the post-processor's single
- *   template (or add_bos_token / add_eos_token) puts around the text, like
- *   encode(text, add_special_tokens=True). */
+ * FG_TOK_ADD_BOS: encode as transformers does, adding the special tokens of the sequence:
+ *   gpt2-bpe prepends the BOS id when the config defines one; the tokenizer.json classes add
+ *   what the post-processor's single template (or add_bos_token / add_eos_token) puts around
+ *   the text, and where tokenizer_config.json's tokenizer_class is one whose transformers
+ *   __init__ rebuilds the pipeline (LlamaTokenizer: Metaspace per legacy / add_prefix_space
+ *   instead of the file's normalizer; GPT2Tokenizer: GPT-2's ByteLevel), encode with that
+ *   pipeline, as transformers 5 does (Llama 2: " Hello" and "<s>Hello" differ from the
+ *   `tokenizers` library's ids; text/tok_json.c). */
 #define FG_TOK_SPECIAL 1u
 #define FG_TOK_ADD_BOS 2u
 
