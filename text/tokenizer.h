@@ -16,7 +16,10 @@
  * round-trips: decode(encode(s)) == s, including invalid UTF-8.
  * The tokenizer.json classes run the file's own pipeline (added tokens, normalizer,
  * pre-tokenizer, BPE model, post-processor; decoder chain for decode) as `tokenizers` does;
- * text/tok_json.c lists what is supported and SPEC.md section 14 the rules.
+ * text/tok_json.c lists what is supported and SPEC.md section 14 the rules. Prompts
+ * (FG_TOK_SPECIAL | FG_TOK_ADD_BOS) tokenize as transformers' tokenizer(text) does, which for
+ * some tokenizer_class values means the pipeline transformers rebuilds (see FG_TOK_ADD_BOS).
+ * tests/test_realtok.c checks both views on the published files of ten models.
  *
  * Lifecycle: fg_tok_load_* -> fg_tok_encode / fg_tok_decode ... -> fg_tok_free.
  * Threads: a tokenizer keeps a word cache and scratch, so encode on one fg_tok must not run on
