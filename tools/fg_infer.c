@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "fg_version.h"
 #include "runner.h"
 
 typedef struct args {
@@ -526,6 +527,8 @@ static void link_line(fg_dist *d, const args *a, const fg_run_report *rep)
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-infer"))
+        return 0;
     args a;
     fg_err err;
     fg_dist *d = NULL;
