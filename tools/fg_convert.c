@@ -1,4 +1,4 @@
-/* fg-convert - import a checkpoint into a store, or synthesize one (see README "fg-convert").
+/* fg-convert - import a checkpoint into a store, or synthesize one (see docs/usage.md).
  *
  *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--weight-bits 4|8] [--group-size N]
  *              [--group-axis 0|1]

@@ -1,4 +1,4 @@
-/* fg-infer - generate with a model held in a store (see README "fg-infer").
+/* fg-infer - generate with a model held in a store (see docs/usage.md).
  *
  *   fg-infer -m STORE -p PROMPT                      print a continuation
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
