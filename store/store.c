@@ -396,6 +396,9 @@ static int recover_files(fg_store *s, fg_err *err)
             continue;
         }
         file_rec f;
+        uint32_t owner = metafile_parse(e->d_name); /* a batch's metadata file */
+        if (owner && !listed(s, t, owner, &f))
+            removed += unlink(path) == 0;
         if (!id)
             continue;
         if (listed(s, t, id, &f)) {

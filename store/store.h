@@ -35,7 +35,8 @@ extern "C" {
 #define FG_STORE_KV_HEADER_SIZE 128u          /* bytes of header at the start of each KV page */
 #define FG_STORE_KV_PAGE_MIN 4096u
 #define FG_STORE_KV_PAGE_MAX (64u << 20)
-#define FG_STORE_META_MAX FG_FGT_MAX_BLOB     /* bytes in one metadata blob */
+#define FG_STORE_META_MAX (1u << 30)         /* bytes in one metadata value */
+#define FG_STORE_META_INLINE FG_FGT_MAX_BLOB  /* larger values are files of their own (SPEC "meta") */
 
 /* File I/O the store performs on its own files (KV pages, KV file headers, store.id, fsyncs).
  * POSIX conventions: -1 and errno on failure; pwrite may return a short count. Tests replace
