@@ -263,7 +263,9 @@ int rec_meta_decode_ref(const MDB_val *v, uint64_t *batch, const void **data, si
     const uint8_t *p = v->mv_data;
     if (v->mv_size == REC_META_FILE_SIZE && p[0] == REC_META_FILE_VERSION) {
         metaref r = {fg_le32(p + 24), fg_le32(p + 28), fg_le64(p + 32), fg_le64(p + 16)};
-        if (!r.owner || r.owner > STORE_MAX_FILES || r.len > FG_STORE_META_MAX)
+        static const uint8_t zero[7];
+        if (memcmp(p + 1, zero, 7) || !r.owner || r.owner > STORE_MAX_FILES ||
+            r.len > FG_STORE_META_MAX)
             return FG_ERR_CORRUPT;
         *batch = fg_le64(p + 8);
         *data = NULL;
