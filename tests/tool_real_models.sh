@@ -26,7 +26,9 @@ for ref in "$TINY"/*.ref; do
     if [ -f "$REAL/$name/$f.xz" ]; then xz -dc "$REAL/$name/$f.xz" > "$ck/$f"
     elif [ -f "$REAL/$name/$f" ]; then cp "$REAL/$name/$f" "$ck/$f"; fi
   done
-  "$CONVERT" "$ck" -o "$name.store" --quiet || fail "$name: fg-convert"
+  if ! "$CONVERT" "$ck" -o "$name.store" --quiet; then
+    miss "$name: fg-convert failed" && rm -rf "$ck" && n=$((n + 1)) && continue
+  fi
   want_prompt=$(sed -n 's/^prompt: //p' "$ref/greedy.txt")
   want=$(sed -n 's/^output: //p' "$ref/greedy.txt")
   got=$("$TOKENIZE" --dir "$ck" -f "$ref/prompt.txt" | tr -s ' \n' '  ' | sed 's/ *$//') ||
