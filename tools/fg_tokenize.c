@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_version.h"
 #include "tokenizer.h"
 
 #ifndef FG_GPT2_DIR
@@ -163,6 +164,8 @@ static int do_encode(fg_tok *tok, const char *text, size_t len, unsigned flags)
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-tokenize"))
+        return 0;
     static const struct option opts[] = {
         {"dir", required_argument, 0, 'd'}, {"special", no_argument, 0, 's'},
         {"bos", no_argument, 0, 'b'},       {"decode", no_argument, 0, 'D'},
