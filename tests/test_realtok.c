@@ -1,6 +1,6 @@
 /* test_realtok.c - fg's tokenizer on the REAL corpus (tests/fixtures/real/<org>__<name>/, the
  * published tokenizer files of Llama 2, Llama 3.2, Mistral v0.3, Mixtral, TinyLlama, Phi-3,
- * phi-4, Qwen2.5, Qwen3 and OLMo 2; sources in tokenizer_sources.tsv) against what
+ * phi-4, Qwen2.5, Qwen3, OLMo 1 and OLMo 2; sources in tokenizer_sources.tsv) against what
  * tests/fixtures/make_real_tok_fixtures.py recorded with `tokenizers` and transformers:
  *   raw mode     fg_tok_encode(flags 0)  == tokenizers encode(add_special_tokens=False) with
  *                special tokens split as text (encode_special_tokens = True)
@@ -8,6 +8,7 @@
  *                AutoTokenizer.from_pretrained(dir)(text)["input_ids"]
  *   decode       fg_tok_decode(prompt ids) == tokenizers' decode, special tokens kept and
  *                skipped; ids past the vocabulary decode as nothing (issue 38).
+ * Then config.json's model_type deciding the class, as in transformers (model_type_decides).
  * The corpus is unpacked (FILE.xz -> FILE) into the build tree by tests/unpack_real_tok.sh, a
  * ctest fixture this test requires; the directory comes in argv[1] or FG_REAL_TOK_DIR. Every
  * tokenizer x text is compared; the first mismatches are printed, and any fails the test. */
@@ -256,6 +257,70 @@ START_TEST(real_corpus)
 }
 END_TEST
 
+/* config.json's model_type overrules tokenizer_class as in transformers 5: a Phi-3 checkpoint
+ * (model_type phi3) loads its tokenizer.json as it is (legacy Prepend normalizer), while the
+ * bare tokenizer files name LlamaTokenizer, whose rebuilt Metaspace pipeline gives other ids.
+ * Expected ids: transformers 5.25 AutoTokenizer on the Phi-3 files with and without a
+ * config.json {"model_type": "phi3"}. */
+static void enc_eq(fg_tok *t, const char *text, const int32_t *want, size_t n)
+{
+    fg_tok_ids got = {0};
+    ck_assert_int_eq(fg_tok_encode(t, text, strlen(text), FG_TOK_SPECIAL | FG_TOK_ADD_BOS, &got, NULL), FG_OK);
+    ck_assert_msg(got.n == n && memcmp(got.ids, want, n * sizeof *want) == 0,
+                  "\"%s\": %zu ids, first %d", text, got.n, got.n ? got.ids[0] : -1);
+    fg_tok_ids_free(&got);
+}
+
+START_TEST(model_type_decides)
+{
+    char dir[1024], path[1100];
+    size_t jl, cl;
+    snprintf(dir, sizeof dir, "%s/microsoft__Phi-3-mini", real_dir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    char *js = slurp(path, &jl);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *cfg = slurp(path, &cl);
+    static const int32_t file1[3] = {29871, 15043, 3186}, llama1[2] = {15043, 3186};
+    static const int32_t file2[4] = {32010, 6324, 32007, 32001}, llama2[4] = {32010, 18567, 32007, 32001};
+    const char *chat = "<|user|>\nHi<|end|>\n<|assistant|>";
+    fg_tok *t;
+    fg_err err;
+    for (int phi3 = 0; phi3 < 2; phi3++) {
+        fg_tok_json_files f = {js, jl, NULL, cfg, cl, NULL, NULL, 0, NULL, phi3 ? "phi3" : NULL};
+        ck_assert_msg(fg_tok_load_json_mem(&f, &t, &err) == FG_OK, "%s", err.msg);
+        enc_eq(t, " Hello world", phi3 ? file1 : llama1, phi3 ? 3 : 2);
+        enc_eq(t, chat, phi3 ? file2 : llama2, 4);
+        fg_tok_free(t);
+    }
+    /* the same through a checkpoint directory's config.json; a broken one is named */
+    char tmp[] = "/tmp/fg_realtok_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    const char *files[3][2] = {{"tokenizer.json", js}, {"tokenizer_config.json", cfg},
+                               {"config.json", "{\"model_type\": \"phi3\", \"vocab_size\": 32064}"}};
+    size_t lens[3] = {jl, cl, strlen(files[2][1])};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i][0]);
+        FILE *fp = fopen(path, "wb");
+        ck_assert(fp && fwrite(files[i][1], 1, lens[i], fp) == lens[i] && fclose(fp) == 0);
+    }
+    ck_assert_msg(fg_tok_load_dir(tmp, &t, &err) == FG_OK, "%s", err.msg);
+    enc_eq(t, " Hello world", file1, 3);
+    fg_tok_free(t);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    FILE *fp = fopen(path, "wb");
+    ck_assert(fp && fputs("{\"model_type\": ", fp) >= 0 && fclose(fp) == 0);
+    ck_assert_int_eq(fg_tok_load_dir(tmp, &t, &err), FG_ERR_TOK_JSON);
+    ck_assert_ptr_nonnull(strstr(err.msg, "config.json"));
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i][0]);
+        unlink(path);
+    }
+    rmdir(tmp);
+    free(js);
+    free(cfg);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -264,6 +329,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("corpus");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, real_corpus);
+    tcase_add_test(tc, model_type_decides);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

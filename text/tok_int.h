@@ -160,6 +160,7 @@ struct fg_tok {
      * "transformers' view"); then has_hf is 1 and hf_norm / hf_pre hold that pipeline,
      * swapped in for the encode. */
     int cfg_class;                 /* TOK_HF_* */
+    int model_file_view;           /* config.json's model_type maps to TokenizersBackend */
     int cfg_legacy, cfg_prefix_space;  /* -1 absent, 0, 1 */
     int has_hf, n_hf_norm, n_hf_pre;
     tok_step hf_norm[TOK_MAX_STEPS], hf_pre[TOK_MAX_STEPS];
@@ -236,6 +237,9 @@ int tok_set_str(fg_tok *t, int32_t id, const char *s, size_t len);
  * pipeline (tok_json.c, "transformers' view"); TOK_HF_NONE for any other (the file's pipeline
  * is transformers' too). */
 enum { TOK_HF_NONE, TOK_HF_LLAMA, TOK_HF_GPT2 };
+/* 1 when transformers 5 loads the tokenizer.json of this config.json model_type as it is
+ * (its registered tokenizer is TokenizersBackend), whatever tokenizer_class says. */
+int tok_hf_file_model(const char *model_type);
 /* Build t's transformers view from cfg_class (called by tok_json_finish). */
 int tok_hf_build(fg_tok *t, fg_err *err);
 /* Swap the file's normalizer and pre-tokenizer with transformers' view (has_hf only). */

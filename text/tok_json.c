@@ -943,7 +943,10 @@ void tok_json_free(fg_tok *t)
  *   GPT2Tokenizer    (phi-4, GPT-2): no normalizer; ByteLevel(add_prefix_space from the config,
  *                    absent = false) with GPT-2's regex; only for a byte-level file.
  * Qwen2Tokenizer rebuilds exactly the pipeline Qwen's files carry (NFC, Split + ByteLevel), so
- * it needs nothing here. The BPE model settings the classes pass (byte_fallback, fuse_unk) are
+ * it needs nothing here. config.json's model_type can overrule tokenizer_class: transformers
+ * loads the file as it is for the model types whose registered tokenizer is TokenizersBackend
+ * (tok_hf_file_model: Mistral, Mixtral, Phi-3, phi-4 (model_type phi3), OLMo 2, Granite), so a
+ * Mixtral or Phi-3 checkpoint keeps its file's legacy normalizer. The BPE model settings the classes pass (byte_fallback, fuse_unk) are
  * those of the files they are published with; the decoder is the file's.
  */
 
@@ -1014,9 +1017,25 @@ static int gpt2_view(fg_tok *t, fg_err *err)
     return tok_regex_compile(gpt2, sizeof gpt2 - 1, 0, &st->re, &st->md, "GPT2Tokenizer", err);
 }
 
+int tok_hf_file_model(const char *mt)
+{
+    /* transformers 5.25's TOKENIZER_MAPPING_NAMES entries "TokenizersBackend" (or
+     * MistralCommonBackend, which falls back to it) among the families fg runs, and the model
+     * types it lists as having an incorrect hub tokenizer_class (phi3, phimoe) */
+    static const char *const file[] = {"mistral", "mixtral", "ministral", "ministral3", "mistral3",
+                                       "phi3", "phi3_v", "phimoe", "olmo2", "olmo3", "granite",
+                                       "granitemoe", "granitemoeshared", "granitemoehybrid"};
+    for (size_t i = 0; mt && i < sizeof file / sizeof *file; i++)
+        if (strcmp(mt, file[i]) == 0)
+            return 1;
+    return 0;
+}
+
 int tok_hf_build(fg_tok *t, fg_err *err)
 {
     int rc = FG_OK;
+    if (t->model_file_view)
+        return FG_OK;
     if (t->cfg_class == TOK_HF_LLAMA && t->cls == TOK_SPBPE)
         rc = llama_view(t, err);
     else if (t->cfg_class == TOK_HF_GPT2 && t->cls == TOK_BYTELEVEL)

@@ -77,6 +77,10 @@ typedef struct fg_tok_json_files {
     const void *tokenizer_json; size_t tokenizer_len; const char *tokenizer_name;
     const void *config_json;    size_t config_len;    const char *config_name;
     const void *special_json;   size_t special_len;   const char *special_name;
+    /* config.json's "model_type" (NUL-terminated; NULL = unknown): transformers picks the
+     * tokenizer class by it too (mistral, mixtral, phi3, olmo2, ...: the file as it is, whatever
+     * tokenizer_class says; see FG_TOK_ADD_BOS). Borrowed like the buffers. */
+    const char *model_type;
 } fg_tok_json_files;
 
 /* Build a "bytelevel-bpe" or "sentencepiece-bpe" tokenizer from tokenizer.json, then apply
@@ -93,7 +97,9 @@ int fg_tok_load_json_mem(const fg_tok_json_files *files, fg_tok **out, fg_err *e
 int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
                            const char *special_path, fg_tok **out, fg_err *err);
 
-/* DIR/tokenizer.json with DIR/tokenizer_config.json and DIR/special_tokens_map.json if present. */
+/* DIR/tokenizer.json with DIR/tokenizer_config.json and DIR/special_tokens_map.json if present,
+ * and DIR/config.json's "model_type" when that file is there (a config.json fg cannot read as
+ * JSON is an error naming it). */
 int fg_tok_load_json_dir(const char *dir, fg_tok **out, fg_err *err);
 
 /* "gpt2-bpe", "bytelevel-bpe" or "sentencepiece-bpe"; a static string. */
@@ -133,7 +139,8 @@ void fg_tok_bytes_free(fg_tok_bytes *v);
  *   __init__ rebuilds the pipeline (LlamaTokenizer: Metaspace per legacy / add_prefix_space
  *   instead of the file's normalizer; GPT2Tokenizer: GPT-2's ByteLevel), encode with that
  *   pipeline, as transformers 5 does (Llama 2: " Hello" and "<s>Hello" differ from the
- *   `tokenizers` library's ids; text/tok_json.c). */
+ *   `tokenizers` library's ids), unless config.json's model_type makes transformers load the
+ *   file as it is (Mistral, Mixtral, Phi-3, OLMo 2, ...; text/tok_json.c). */
 #define FG_TOK_SPECIAL 1u
 #define FG_TOK_ADD_BOS 2u
 
