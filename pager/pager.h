@@ -137,7 +137,8 @@ int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *f, fg_pag
 /* ---- DEVICE tier: a device object (core/fg_device.h), the same one a compute backend on that
  * device uses. The pager allocates its whole DEVICE budget at open (FG_BUFT_DEVICE), copies
  * chunks with copy() between its HOST pool and that region, and asks for its HOST pool as
- * FG_BUFT_PINNED first (mmap + mlock when the device has no pinned memory). ---- */
+ * FG_BUFT_PINNED first (else an mmap reservation whose granules are mlocked as first used).
+ * ---- */
 typedef fg_device fg_pager_device; /* the name the pager's API used before the device object */
 
 /* A simulated device: DEVICE buffers in plain host memory, so tests exercise all three tiers
@@ -187,7 +188,8 @@ typedef struct fg_pager_config {
     void *label_ctx;
 } fg_pager_config;
 
-/* Create a pager: allocates the HOST pool (budget[HOST] bytes, once) and the DEVICE pool.
+/* Create a pager: reserves the HOST pool (budget[HOST] bytes of address space; memory arrives
+ * with use, never past the budget: a budget is a ceiling) and allocates the DEVICE pool.
  * On success *out is owned by the caller until fg_pager_close; on failure every object the
  * config handed over (io, device) has been destroyed. */
 int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err);

@@ -268,7 +268,13 @@ START_TEST(t_budget_is_ceiling)
     ck_assert_uint_gt(st.host_committed, 0);
     ck_assert_msg(st.host_committed <= (16u << 20), "committed %llu bytes",
                   (unsigned long long)st.host_committed);
-    ck_assert_msg(hwm - before < 48u * 1024, "peak RSS grew by %llu kB for %llu bytes of chunks",
+    uint64_t allow_kb = 48u * 1024;
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan writes the shadow (1/8) of a heap allocation: the devices' 2 GiB aligned_alloc */
+    if (_i)
+        allow_kb += (gib2 / 8) >> 10;
+#endif
+    ck_assert_msg(hwm - before < allow_kb, "peak RSS grew by %llu kB for %llu bytes of chunks",
                   (unsigned long long)(hwm - before), (unsigned long long)f.size);
     const char *rb = strstr(st.engine, "registered buffers, "); /* "N of M ops fixed" */
     unsigned fixed = 0, ops = 0;
