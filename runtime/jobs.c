@@ -508,6 +508,12 @@ static int parse_job(const char *text, size_t len, const char *file, size_t line
     return rc;
 }
 
+void fg_job_clear(fg_job *j)
+{
+    if (j)
+        job_free(j);
+}
+
 void fg_jobs_free(fg_job_list *l)
 {
     if (!l)

@@ -63,6 +63,9 @@ typedef struct fg_job_list {
     size_t n;
 } fg_job_list;
 
+/* Free the strings of one job and zero it (a job moved out of a list). */
+void fg_job_clear(fg_job *j);
+
 /* Free every job of *l and reset it to empty; NULL and an empty list are accepted. */
 void fg_jobs_free(fg_job_list *l);
 

@@ -58,6 +58,15 @@ typedef struct fg_run_opts {
                                        (prefix.h); NULL: none */
     uint64_t prefix_budget;         /* --prefix-cache-budget: bytes of cache pages (0: no bound) */
     uint32_t prefix_page_tokens;    /* --prefix-page-tokens: tokens a cache page (0: 16) */
+    int no_special_in_prompt;       /* prompts: special tokens' text split as text (default:
+                                       matched, as transformers' tokenizer(text) does) */
+    int prompt_ids;                 /* JOBS: results carry "prompt_ids" */
+    int ignore_eos;                 /* generate max_new tokens whatever the model emits
+                                       (SYNTHETIC always does, as FlexGen's benchmark) */
+    int allow_lossy;                /* policy_auto may choose a lossy compression (4-bit KV
+                                       cache, 4-bit weights, sparse attention) */
+    volatile const int *interrupt;  /* JOBS: non-zero (set by a SIGINT handler) stops the job
+                                       between blocks: rep.interrupted, rep.saved */
     int quiet;                      /* no progress, notices or summary */
     FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */
     FILE *log;                      /* progress, notices, summary (NULL: stderr) */
@@ -77,6 +86,8 @@ typedef struct fg_run_report {
     double shared_s;
     uint64_t pred_read, pred_write;  /* predicted disk traffic of one block, bytes */
     uint64_t pred_up, pred_down;     /* ... and link traffic (a device backend), bytes */
+    int interrupted;                 /* JOBS: stopped by opts.interrupt (fg_run: FG_ERR_STATE) */
+    uint64_t saved;                  /* JOBS: result lines in the output when the run ended */
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG

@@ -66,10 +66,19 @@ static void usage(FILE *f)
           "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
           "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n"
           "generation:   --max-new-tokens N (32)  --temperature F (0 = greedy)  --top-k N\n"
-          "              --top-p F  --seed N  --stop STR (repeatable)\n"
+          "              --top-p F  --seed N  --stop STR (repeatable)  --ignore-eos (always\n"
+          "              max-new-tokens; --prompt-len runs always do, as FlexGen's benchmark)\n"
+          "prompts:      encoded as transformers' tokenizer(text): special tokens written in\n"
+          "              the text are matched, BOS added as the tokenizer's post-processor does;\n"
+          "              --no-special-in-prompt splits special tokens' text as ordinary text\n"
+          "jobs:         each input line {\"id\", \"prompt\", \"max_new_tokens\", \"stop\", \"meta\"};\n"
+          "              a line that cannot fit the context gets an \"error\" result line and\n"
+          "              the job goes on; --prompt-ids adds the prompt's ids to each result;\n"
+          "              --input - reads standard input (a pipe or a file); Ctrl-C stops after\n"
+          "              the current block and prints the --resume command\n"
           "placement:    --percent WG WC CG CC HG HC (FlexGen: GPU and CPU percentages of\n"
           "              weights, KV cache, activations; the rest goes to disk)\n"
-          "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
+          "              --ram-budget SIZE (at most the RAM available now)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer[=true|false]  --cpu-cache-compute[=true|false]\n"
           "              --max-context N\n"
@@ -80,10 +89,16 @@ static void usage(FILE *f)
           "              search over block, placement and cache compression; with a device\n"
           "              its GPU share too, priced by a measurement of the device at start)\n"
           "              --calibration FILE (default $XDG_CACHE_HOME/fg/calibration.json)\n"
-          "              --max-block N (auto: at most N sequences a block)\n"
+          "              --max-block N (auto: at most N sequences a block)  --num-prompts N\n"
+          "              (--prompt-len runs: the job's prompts; auto picks the block within it)\n"
+          "              --allow-lossy (auto may choose the 4-bit KV cache; without it, only\n"
+          "              --compress-cache, --compress-weight, --attn-sparsity turn them on)\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
           "              past tokens)  --compress-weight (4-bit weights: the store's, or\n"
           "              quantized at load from an F16 store into a temporary store)\n"
+          "sizes:        SIZE is bytes with K, M, G or T, binary whichever way it is written:\n"
+          "              512M = 512MB = 512MiB = 512 x 2^20 bytes, 1G = 1GB = 1GiB (as free -h\n"
+          "              and ls -h count); printed as MiB and GiB\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan of the run these flags make, and\n"
           "              stop; nothing is allocated)\n"
@@ -224,7 +239,7 @@ enum {
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
     O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
-    O_DIST_TIMEOUT, O_MICRO,
+    O_DIST_TIMEOUT, O_MICRO, O_NO_SPECIAL, O_PROMPT_IDS, O_IGNORE_EOS, O_ALLOW_LOSSY,
 };
 
 /* The option getopt refused, as typed: argv[optind - 1], except for a short option inside a
@@ -352,6 +367,10 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_MICRO:
         a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
         break;
+    case O_NO_SPECIAL: a->r.no_special_in_prompt = 1; break;
+    case O_PROMPT_IDS: a->r.prompt_ids = 1; break;
+    case O_IGNORE_EOS: a->r.ignore_eos = 1; break;
+    case O_ALLOW_LOSSY: a->r.allow_lossy = 1; break;
     case 'h': usage(stdout); exit(0);
     default:
         die("bad option or missing value: %s (see fg-infer --help)", bad_opt(argv));
@@ -398,6 +417,10 @@ static void parse_args(args *a, int argc, char **argv)
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
         {"micro-batch", required_argument, NULL, O_MICRO},
+        {"no-special-in-prompt", no_argument, NULL, O_NO_SPECIAL},
+        {"prompt-ids", no_argument, NULL, O_PROMPT_IDS},
+        {"ignore-eos", no_argument, NULL, O_IGNORE_EOS},
+        {"allow-lossy", no_argument, NULL, O_ALLOW_LOSSY},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
