@@ -271,12 +271,48 @@ static int quantize_at_load(run *r, const fg_hparams *hp, fg_err *err)
     return rc;
 }
 
+/* A -m that is not a store, said as what it is: missing, a Hugging Face checkpoint directory
+ * (convert it first), a GGUF file (not read yet). FG_OK when it may be a store. */
+static int model_path_check(const char *m, fg_err *err)
+{
+    struct stat st;
+    char p[4200];
+    if (stat(m, &st))
+        return errno == ENOENT ? fg_err_set(err, FG_ERR_NOT_FOUND, "-m %s: does not exist", m)
+                               : fg_err_sys(err, FG_ERR_IO, errno, "-m %s", m);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(p, sizeof p, "%s/store.id", m);
+        if (access(p, F_OK) == 0)
+            return FG_OK;
+        snprintf(p, sizeof p, "%s/config.json", m);
+        if (access(p, F_OK) == 0)
+            return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a Hugging Face checkpoint "
+                              "directory, not an fg store: convert it first (fg-convert %s -o "
+                              "STORE), then fg-infer -m STORE", m, m);
+        return FG_OK; /* fg_store_open says what is missing */
+    }
+    char magic[4] = {0};
+    FILE *f = fopen(m, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    size_t n = strlen(m);
+    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || (n > 5 && !strcmp(m + n - 5, ".gguf")))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, which fg does not read "
+                          "yet: convert the model's Hugging Face checkpoint (config.json and "
+                          "*.safetensors) with fg-convert DIR -o STORE", m);
+    return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a file, not an fg store (a directory "
+                      "written by fg-convert)", m);
+}
+
 /* The store, its config (first: a store without one is not a finished conversion, which is
  * what to say rather than blame its tokenizer) and its tokenizer. */
 static int open_store(run *r, fg_err *err)
 {
     fg_hparams hp;
-    int rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
+    int rc = model_path_check(r->o->model, err);
+    if (rc == FG_OK)
+        rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
     if (rc == FG_OK)
         rc = fg_engine_read_config(r->store, &hp, err);
     r->max_pos = rc == FG_OK ? hp.max_pos : 0;

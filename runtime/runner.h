@@ -9,6 +9,7 @@
 #ifndef FG_RUNNER_H
 #define FG_RUNNER_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -65,7 +66,7 @@ typedef struct fg_run_opts {
                                        (SYNTHETIC always does, as FlexGen's benchmark) */
     int allow_lossy;                /* policy_auto may choose a lossy compression (4-bit KV
                                        cache, 4-bit weights, sparse attention) */
-    volatile const int *interrupt;  /* JOBS: non-zero (set by a SIGINT handler) stops the job
+    const volatile sig_atomic_t *interrupt; /* JOBS: non-zero (set by a SIGINT handler) stops the job
                                        between blocks: rep.interrupted, rep.saved */
     int quiet;                      /* no progress, notices or summary */
     FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "runner.h"
@@ -40,9 +41,61 @@ typedef struct args {
     uint32_t gen_len;
     const char *trace;
     double dist_timeout;  /* --dist-timeout: the pipeline's watchdog */
+    const char *sampling; /* the first of --top-k, --top-p, --seed given (NULL: none) */
 } args;
 
 static int g_rank; /* under mpirun: only rank 0 prints usage errors */
+
+/* Ctrl-C during a job: the first asks the runner to stop after the block it is generating
+ * (every appended block is durable), the second ends the process at once. */
+static volatile sig_atomic_t g_interrupt;
+
+static void on_sigint(int sig)
+{
+    static const char msg[] = "\nfg-infer: stopping after this block (Ctrl-C again to stop at "
+                              "once; what is saved stays saved)\n";
+    if (g_interrupt) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_interrupt = 1;
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* argv[i] as the shell reads it back: bare when only safe bytes, else single-quoted. */
+static void put_arg(FILE *f, const char *s)
+{
+    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        "_./=:,+-@%") == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++)
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    fputc('\'', f);
+}
+
+/* The interrupted job's one line: results saved, and the command that continues it. */
+static void interrupted_line(int argc, char **argv, const args *a, const fg_run_report *rep)
+{
+    int has_resume = 0;
+    fprintf(stderr, "fg-infer: interrupted: %" PRIu64 " results saved in %s; continue with: ",
+            rep->saved, a->r.output);
+    for (int i = 0; i < argc; i++) {
+        has_resume |= !strcmp(argv[i], "--resume");
+        if (i)
+            fputc(' ', stderr);
+        put_arg(stderr, argv[i]);
+    }
+    fprintf(stderr, "%s%s\n", has_resume ? "" : " --resume",
+            !strcmp(a->r.input, "-") ? " < (the same input)" : "");
+}
 
 /* A usage error: one line, exit 2. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -124,8 +177,9 @@ static void usage(FILE *f)
           f);
 }
 
-/* A byte count such as 512M or 4G (K/M/G/T are powers of 1024; "iB"/"B" may follow): a whole
- * number of bytes from 1 MiB up to 2^62 (no fraction of a byte, no inf, no wrap). */
+/* A byte count such as 512M or 4G: K/M/G/T are powers of 1024 however written (512M, 512MB,
+ * 512MiB, 512mb: 512 MiB, as free -h and ls -h count), a whole number of bytes from 1 MiB up
+ * to 2^62 (no fraction of a byte, no inf, no wrap). */
 /* What strtod and strtoull would take but a flag value may not be: leading space, a sign where
  * none belongs, hex ("0x10"), or no digit at all. Decimal digits and '.' only (and 'e' after
  * them), so "12abc", "nan", "inf" and "0x10" are refused rather than half-read. */
@@ -146,16 +200,14 @@ static uint64_t parse_size(const char *flag, const char *s)
         die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
     double v = strtod(s, &end);
     double mult = 1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1024.0; end++; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    /* K, M, G, T in either case, then "i", "B", "iB" (either case) or nothing: all binary */
+    const char *units = "kmgt", *u = *end ? strchr(units, *end | 0x20) : NULL;
+    if (u) {
+        mult = ldexp(1.0, 10 * (int)(u - units + 1));
+        end++;
+        end += (*end | 0x20) == 'i';
     }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    double bytes = v * mult;
+    end += (*end | 0x20) == 'b' && end > s && end[-1] != '.';    double bytes = v * mult;
     if (errno || end == s || *end || !isfinite(v) || bytes != floor(bytes) ||
         bytes < 1024.0 * 1024 || bytes > 4611686018427387904.0)
         die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
@@ -268,9 +320,18 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_RESUME: a->r.resume = 1; break;
     case O_MAXNEW: a->r.max_new = (uint32_t)parse_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
     case O_TEMP: a->r.sample.temperature = parse_f32("--temperature", optarg); break;
-    case O_TOPK: a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30); break;
-    case O_TOPP: a->r.sample.top_p = parse_f32("--top-p", optarg); break;
-    case O_SEED: a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX); break;
+    case O_TOPK:
+        a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30);
+        a->sampling = a->sampling ? a->sampling : "--top-k";
+        break;
+    case O_TOPP:
+        a->r.sample.top_p = parse_f32("--top-p", optarg);
+        a->sampling = a->sampling ? a->sampling : "--top-p";
+        break;
+    case O_SEED:
+        a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX);
+        a->sampling = a->sampling ? a->sampling : "--seed";
+        break;
     case O_STOP:
         if (a->r.n_stops == FG_RUN_MAX_STOPS || !*optarg)
             die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
@@ -480,12 +541,21 @@ static void parse_args(args *a, int argc, char **argv)
         die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
     if (dry && !modes)
         modes = 1; /* the plan alone: sized for --max-context or the model's context */
+    if (modes == 1 && a->r.input && !a->r.output && !dry)
+        die("--input %s needs --output FILE (where the results go; - for standard output)",
+            a->r.input);
+    if (a->r.output && !a->r.input)
+        die("--output %s needs --input FILE (the JSONL prompts; - for standard input)",
+            a->r.output);
     if (modes != 1 || (a->r.input && !a->r.output && !dry) || (a->r.output && !a->r.input) ||
         (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
         die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
     fg_err err;
     if (fg_sample_check(&a->r.sample, &err))
         die("%s", err.msg);
+    if (a->sampling && a->r.sample.temperature == 0.0f && !a->r.quiet && !g_rank)
+        fprintf(stderr, "fg-infer: warning: %s has no effect at temperature 0 (greedy: the most "
+                "likely token every step); give --temperature to sample\n", a->sampling);
     if (a->gen_len)
         a->r.max_new = a->gen_len;
     a->r.eo.trace_path = a->trace;
@@ -565,13 +635,23 @@ int main(int argc, char **argv)
     a.r.eo.link = fg_dist_link(d);
     fg_run_report rep = {0};
     char trace[4096];
+    if (a.r.mode == FG_RUN_JOBS && g_rank == 0) {
+        a.r.interrupt = &g_interrupt;
+        signal(SIGINT, on_sigint);
+    }
     if (g_rank > 0) {
         a.r.eo.notice = a.r.quiet ? NULL : follower_notice;
         snprintf(trace, sizeof trace, "%s.rank%d", a.trace ? a.trace : "", g_rank);
         a.r.eo.trace_path = a.trace ? trace : NULL; /* rank 0's file, then one per rank */
         if (fg_stage_follow(a.r.model, &a.r.eo, a.r.eo.link, &err))
             fail(d, &err);
-    } else if (fg_run(&a.r, &rep, &err) || fg_stage_quit(a.r.eo.link, &err)) {
+    } else if (fg_run(&a.r, &rep, &err)) {
+        if (!rep.interrupted)
+            fail(d, &err);
+        interrupted_line(argc, argv, &a, &rep);
+        fg_stage_quit(a.r.eo.link, &err);
+        fg_dist_abort(d, 130);
+    } else if (fg_stage_quit(a.r.eo.link, &err)) {
         fail(d, &err);
     }
     if (fflush(stdout) || ferror(stdout)) {
