@@ -55,7 +55,7 @@ typedef struct run {
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
     uint32_t max_pos;      /* the model's positions (open_store) */
-    char policy_line[256]; /* policy_auto: what the search chose */
+    char policy_line[400]; /* policy_auto: what the search chose */
     char dev_line[512];    /* ... and the device's calibration it priced with */
     char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
@@ -434,8 +434,10 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_write = pred.write_bytes;
         r->rep.pred_up = pred.up_bytes;
         r->rep.pred_down = pred.down_bytes;
-        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
-                 "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
+        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s%s (%u LPs, %u feasible, "
+                 "%.0f ms)", d, r->o->cache_choice == 0 ? "; lossless only (--allow-lossy lets "
+                 "it choose the 4-bit KV cache)" : r->o->cache_choice < 0 ? "; lossy allowed "
+                 "(--allow-lossy)" : "", st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
     fg_policy_model_free(&m);
     return rc;
@@ -696,33 +698,41 @@ static int run_prompt(run *r, fg_err *err)
     return rc;
 }
 
+/* FlexGen's benchmark: random prompts of prompt_len ids, each generating exactly gen_len
+ * tokens (EOS ignored, as FlexGen's benchmark does). --num-prompts N fixes the job: N prompts
+ * in blocks of the engine's size (the search picks that block within N); without it the job
+ * is one block, of whatever size the policy gives. */
 static int run_synthetic(run *r, fg_err *err)
 {
     uint32_t P = r->o->prompt_len, G = r->o->max_new;
     int rc = open_store(r, err);
     if (rc == FG_OK)
-        rc = open_engine(r, P, G, 0, err);
+        rc = open_engine(r, P, G, r->o->num_prompts, err);
     if (rc)
         return rc;
-    uint32_t n = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
-    fg_gen_seq *seqs = calloc(n, sizeof *seqs);
-    int32_t *ids = malloc((size_t)n * P * sizeof *ids), *out = malloc((size_t)n * G * sizeof *out);
+    uint32_t bs = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
+    uint64_t N = r->o->num_prompts ? r->o->num_prompts : bs;
+    fg_gen_seq *seqs = calloc(bs, sizeof *seqs);
+    int32_t *ids = malloc((size_t)bs * P * sizeof *ids), *out = malloc((size_t)bs * G * sizeof *out);
     if (!seqs || !ids || !out) {
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
         goto done;
     }
     fg_rng rng;
     fg_rng_seed(&rng, r->o->sample.seed, 99);
-    for (uint32_t i = 0; i < n; i++) {
-        for (uint32_t t = 0; t < P; t++)
-            ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
-        seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i, out + (size_t)i * G,
-                               0, 0, 1}; /* exactly gen_len tokens, as FlexGen's benchmark */
-    }
     tick_ctx tc = {{0}, 0};
     double t0 = fg_now();
-    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, (uint64_t)n * G, r->o->quiet);
-    rc = generate(r, seqs, n, NULL, &tc, err);
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, N * G, r->o->quiet);
+    for (uint64_t i0 = 0; rc == FG_OK && i0 < N; i0 += bs) {
+        uint32_t n = N - i0 < bs ? (uint32_t)(N - i0) : bs;
+        for (uint32_t i = 0; i < n; i++) {
+            for (uint32_t t = 0; t < P; t++)
+                ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
+            seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i0 + i,
+                                   out + (size_t)i * G, 0, 0, 1};
+        }
+        rc = generate(r, seqs, n, NULL, &tc, err);
+    }
     fg_progress_end(&tc.bar);
     r->rep.total_s = fg_now() - t0;
     if (rc == FG_OK)

@@ -42,13 +42,16 @@ typedef struct fg_run_opts {
     const char *input, *output;     /* JOBS ("-" = stdin / stdout) */
     int resume;
     uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */
+    uint32_t num_prompts;           /* SYNTHETIC: prompts in the job (0: one block); the
+                                       policy search chooses a block of at most that many */
     const char *text;               /* PPL */
     uint32_t window;                /* PPL: tokens per window (0: the model's context) */
     uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */
     /* the policy search (policy/policy_search.h) */
     int policy_auto;                /* choose block, placement and cache compression (eo.policy
                                        keeps the schedule, overlap, sep_layer, sparsity) */
-    int cache_choice;               /* auto: -1 search the 4-bit cache, 0 never, 1 always */
+    int cache_choice;               /* auto: -1 search the 4-bit cache (--allow-lossy), 0 never
+                                       (the default: auto turns on nothing lossy), 1 always */
     int attn_search;                /* auto on a device: search where attention runs too
                                        (eo.policy.cpu_attention otherwise) */
     uint32_t max_block;             /* auto: at most this many sequences a block (0: 256) */

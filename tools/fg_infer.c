@@ -291,7 +291,7 @@ enum {
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
     O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
-    O_DIST_TIMEOUT, O_MICRO, O_NO_SPECIAL, O_PROMPT_IDS, O_IGNORE_EOS, O_ALLOW_LOSSY,
+    O_DIST_TIMEOUT, O_MICRO, O_NUM_PROMPTS, O_NO_SPECIAL, O_PROMPT_IDS, O_IGNORE_EOS, O_ALLOW_LOSSY,
 };
 
 /* The option getopt refused, as typed: argv[optind - 1], except for a short option inside a
@@ -429,6 +429,9 @@ static void parse_one(args *a, int c, char **argv, int argc)
         a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
         break;
     case O_NO_SPECIAL: a->r.no_special_in_prompt = 1; break;
+    case O_NUM_PROMPTS:
+        a->r.num_prompts = (uint32_t)parse_uint("--num-prompts", optarg, 1, 1u << 30);
+        break;
     case O_PROMPT_IDS: a->r.prompt_ids = 1; break;
     case O_IGNORE_EOS: a->r.ignore_eos = 1; break;
     case O_ALLOW_LOSSY: a->r.allow_lossy = 1; break;
@@ -479,6 +482,7 @@ static void parse_args(args *a, int argc, char **argv)
         {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
         {"micro-batch", required_argument, NULL, O_MICRO},
         {"no-special-in-prompt", no_argument, NULL, O_NO_SPECIAL},
+        {"num-prompts", required_argument, NULL, O_NUM_PROMPTS},
         {"prompt-ids", no_argument, NULL, O_PROMPT_IDS},
         {"ignore-eos", no_argument, NULL, O_IGNORE_EOS},
         {"allow-lossy", no_argument, NULL, O_ALLOW_LOSSY},
@@ -519,7 +523,11 @@ static void parse_args(args *a, int argc, char **argv)
     if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
         die("--sim-link belongs to --backend sim");
     a->r.policy_auto = a->policy == 1 || (a->policy == -1 && !a->placement);
-    a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : -1;
+    /* auto never turns on a lossy compression by itself: the 4-bit cache only when asked
+     * (--compress-cache) or allowed (--allow-lossy); weights and sparsity are never its choice */
+    a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : a->r.allow_lossy ? -1 : 0;
+    if (a->r.num_prompts && !a->r.prompt_len)
+        die("--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts are its lines)");
     if (a->calibrate) {
         a->r.mode = FG_RUN_CALIBRATE;
         return;
