@@ -248,6 +248,15 @@ static void check_greedy(const char *store, const ref *r, fg_engine_opts o)
         ck_assert(eos);
     else
         ck_assert_uint_eq(n, r->n_greedy);
+    /* ignore_eos (--ignore-eos, synthetic runs): transformers' whole output, an EOS inside it
+     * (gemma3-tiny's has two) a token like any other */
+    fg_gen_seq all = {r->prompt, r->n_prompt, r->n_greedy, {0, 0, 1, 0}, 0, out, 0, 0, 1};
+    ck_assert_msg(fg_engine_generate(x.e, &all, 1, NULL, &st, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(all.n_out, r->n_greedy);
+    ck_assert_int_eq(all.finish, FG_FINISH_LENGTH);
+    for (uint32_t i = 0; i < r->n_greedy; i++)
+        ck_assert_msg(out[i] == r->greedy[i], "ignore_eos: token %u: %d vs %d", i, out[i],
+                      r->greedy[i]);
     eng_close(&x);
 }
 
