@@ -6,11 +6,22 @@
  * writes), which replaces the source for the run and whose names are removed as soon as the
  * engine holds its files open.
  *
- * A JSONL job streams: a first pass over the input (when it can be read twice) tokenizes every
- * pending prompt only to size the context and the progress total, keeping nothing; the second
- * pass reads one block of prompts at a time, generates it, appends its results (one write and
- * an fdatasync), and frees it. Memory is the block plus one hash entry per id, whatever the
- * number of prompts. From a pipe there is one pass: the context is --max-context, or the model's.
+ * A JSONL job streams: a first pass over the input (when it can be read twice: a file, or a
+ * file on stdin) tokenizes every pending prompt only to size the context (the longest prompt
+ * plus the largest generation of the lines that fit) and the progress total, keeping nothing;
+ * the second pass reads one block of prompts at a time, packs a block of those that fit the
+ * context together, generates it, appends its results (one write and an fdatasync), and frees
+ * it; a line that cannot fit gets its error result line and the job goes on (the JSONL jobs
+ * section below). Memory is the block plus one hash entry per id, whatever the number of
+ * prompts. From a pipe there is one pass: the context is --max-context, or the model's. A job
+ * that ends with a prompt read but not answered is an error, never a silent success; Ctrl-C
+ * (opts.interrupt) stops it between blocks, reported in rep.interrupted and rep.saved.
+ *
+ * Prompts are encoded as transformers' tokenizer(text) does (special tokens written in the
+ * text matched, the post-processor's BOS added) unless --no-special-in-prompt. An id past the
+ * tokenizer's vocabulary decodes as nothing. --prompt-len runs generate exactly gen_len tokens
+ * (EOS ignored, as FlexGen's benchmark), for --num-prompts prompts when given. --policy auto
+ * chooses a lossy compression (the 4-bit cache) only when allowed (--allow-lossy).
  *
  * --policy auto (policy/policy_search.h) chooses the block, the placement and the cache's
  * compression just before the engine opens, from the machine's calibration (the cache's file,
