@@ -16,7 +16,8 @@
 #     single object.
 # tests/install/symbols.sh checks both with nm (ctest install_symbols).
 #
-# Installed: lib/libfg.so.MAJOR.MINOR.PATCH (+ soname link libfg.so.MAJOR and libfg.so),
+# Installed: bin/ (fg-convert, fg-infer, fg-inspect, fg-sample, fg-tokenize),
+# lib/libfg.so.MAJOR.MINOR.PATCH (+ soname link libfg.so.MAJOR and libfg.so),
 # lib/libfg.a, include/fg/<public headers>, lib/pkgconfig/fg.pc, lib/cmake/fg/ (fgConfig.cmake,
 # fgConfigVersion.cmake, fgTargets*.cmake: targets fg::fg and fg::fg_static).
 include(GNUInstallDirs)
@@ -54,7 +55,7 @@ endif()
 # next to the including file in include/fg/; programs write #include <fg/engine.h>.
 # tests/install/install.sh checks that each compiles alone (C, and C++ when there is a C++
 # compiler) and that none includes a header missing from include/fg/.
-set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h format/fgt.h quant/quant.h store/store.h pager/pager.h
+set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h core/fg_version.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h compute/backend.h compute/sample.h model/model.h runtime/policy.h
     runtime/plan.h runtime/plan_model.h runtime/stage.h runtime/engine.h runtime/prefix.h
     runtime/jobs.h runtime/runner.h policy/policy_search.h)
@@ -77,11 +78,18 @@ set(FG_DEP_INSTALL fg::dep_xxhash fg::dep_lmdb fg::dep_uring fg::dep_openblas fg
     fg::dep_pcre2 fg::dep_utf8proc fg::dep_glpk m Threads::Threads)
 set(FG_PC_REQUIRES_PRIVATE "libxxhash, lmdb, liburing, openblas, jansson, libpcre2-8, libutf8proc")
 set(FG_PC_LIBS_PRIVATE "-lglpk -lm -pthread") # GLPK has no pkg-config file
+# libfg.a's users link the static CUDA runtime: a program that never touches a GPU then needs no
+# libcudart.so at run time (cudart_static opens the driver only when first called, and reports
+# "no device" where there is none). libfg.so keeps the shared runtime (the tests' emulated CUDA
+# runtime stands in for it).
+set(FG_STATIC_DEP_LIBS ${FG_DEP_LIBS})
+set(FG_STATIC_DEP_INSTALL ${FG_DEP_INSTALL})
 if(FG_HAVE_CUDA) # nvcc's host code also needs the C++ runtime (static guards, unwinding)
   list(APPEND FG_DEP_LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++)
-  list(APPEND FG_DEP_INSTALL CUDA::cudart ${CMAKE_DL_LIBS} stdc++)
+  list(APPEND FG_STATIC_DEP_LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt stdc++)
+  list(APPEND FG_STATIC_DEP_INSTALL CUDA::cudart_static ${CMAKE_DL_LIBS} rt stdc++)
   set(FG_PC_LIBS_PRIVATE
-      "-L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl -lstdc++ ${FG_PC_LIBS_PRIVATE}")
+      "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt -lstdc++ ${FG_PC_LIBS_PRIVATE}")
 endif()
 
 # ---- libfg.so
@@ -118,10 +126,10 @@ add_custom_command(
   COMMENT "Linking the objects of libfg.a into one, fg_ names global")
 add_library(fg_static STATIC ${FG_STATIC_OBJ})
 set_target_properties(fg_static PROPERTIES OUTPUT_NAME fg LINKER_LANGUAGE C EXPORT_NAME fg_static)
-foreach(dep IN LISTS FG_DEP_LIBS)
+foreach(dep IN LISTS FG_STATIC_DEP_LIBS)
   target_link_libraries(fg_static INTERFACE $<BUILD_INTERFACE:${dep}>)
 endforeach()
-foreach(dep IN LISTS FG_DEP_INSTALL)
+foreach(dep IN LISTS FG_STATIC_DEP_INSTALL)
   target_link_libraries(fg_static INTERFACE $<INSTALL_INTERFACE:${dep}>)
 endforeach()
 target_include_directories(fg_static INTERFACE $<BUILD_INTERFACE:${FG_BUILD_INCLUDE}>
@@ -132,6 +140,13 @@ install(TARGETS fg fg_static EXPORT fgTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${FG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fg)
+# The tools, linked against the module libraries (no libfg.so at run time); with CUDA they load
+# the CUDA runtime, which may lie outside the loader's paths.
+set(FG_TOOLS fg-convert fg-infer fg-inspect fg-sample fg-tokenize)
+if(FG_HAVE_CUDA)
+  set_target_properties(${FG_TOOLS} PROPERTIES INSTALL_RPATH ${CUDAToolkit_LIBRARY_DIR})
+endif()
+install(TARGETS ${FG_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(FG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fg)
 install(EXPORT fgTargets NAMESPACE fg:: DESTINATION ${FG_CMAKE_DIR})
 configure_package_config_file(cmake/fgConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/fgConfig.cmake

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -351,14 +352,38 @@ static int detect_and_open(fg_ckpt *ck, const char *dir, fg_err *err)
     return rc;
 }
 
+/* A file where a checkpoint directory was expected: a GGUF file (llama.cpp's, by its magic or
+ * its name) is said to be one, since users reach for it first; anything else is "not a
+ * directory" with what is wanted instead. */
+static int not_a_dir(const char *path, const struct stat *st, fg_err *err)
+{
+    char magic[4] = {0};
+    FILE *f = S_ISREG(st->st_mode) ? fopen(path, "rb") : NULL;
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f)
+        fclose(f);
+    size_t n = strlen(path);
+    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || (n > 5 && !strcasecmp(path + n - 5, ".gguf")))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: a GGUF file: fg does not read GGUF yet; "
+                          "convert the Hugging Face checkpoint directory it was made from "
+                          "(config.json, *.safetensors)", path);
+    return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a directory (a checkpoint is a directory "
+                      "with config.json and its *.safetensors, pytorch_model*.bin or *.npy)",
+                      path);
+}
+
 int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err)
 {
     *out = NULL;
     struct stat st;
-    if (!dir || stat(dir, &st) != 0)
-        return fg_err_sys(err, FG_ERR_NOT_FOUND, errno, "%s", dir ? dir : "(null)");
+    if (!dir || stat(dir, &st) != 0) {
+        int e = dir ? errno : ENOENT;
+        return e == ENOENT ? fg_err_set(err, FG_ERR_NOT_FOUND, "%s does not exist",
+                                        dir ? dir : "(null)")
+                           : fg_err_sys(err, FG_ERR_NOT_FOUND, e, "%s", dir);
+    }
     if (!S_ISDIR(st.st_mode))
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a directory", dir);
+        return not_a_dir(dir, &st, err);
     fg_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = strdup(dir))) {
         free(ck);

@@ -188,6 +188,11 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int json = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
+    if (!json && access(path, F_OK) != 0) /* name the file today's checkpoints carry */
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: no tokenizer.json (fg reads the checkpoint's "
+                          "tokenizer from it: save it beside config.json with the tokenizer's "
+                          "save_pretrained, or name its directory with --tokenizer DIR)", dir);
     fg_tok *tok = NULL;
     int rc = json ? fg_tok_load_json_dir(dir, &tok, err) : fg_tok_load_dir(dir, &tok, err);
     if (rc)

@@ -334,7 +334,10 @@ static int sizes(json_t *root, const char *label, const traits *t, fg_hparams *h
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         if (t->gemma)
             *req[i].dst = gemma_dflt[t->gemma - 1][i];
-        if ((rc = fgm_uint(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err)) < 0)
+        rc = req[i].dst == &hp->max_pos /* a bound: rotary positions size nothing */
+           ? fgm_limit(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err)
+           : fgm_uint(root, label, req[i].key, !t->gemma, req[i].max, req[i].dst, err);
+        if (rc < 0)
             return rc;
     }
     /* absent: the config class's default; null: one per query head */
@@ -705,8 +708,8 @@ static int window(json_t *root, const char *label, const traits *t, fg_hparams *
         return rc;
     if (use && !json_object_get(root, "sliding_window"))
         hp->sliding_window = t->window;
-    if (use && (rc = fgm_uint(root, label, "sliding_window", 0, UINT32_MAX / 2,
-                              &hp->sliding_window, err)) < 0)
+    if (use && (rc = fgm_limit(root, label, "sliding_window", 0, UINT32_MAX / 2,
+                               &hp->sliding_window, err)) < 0)
         return rc;
     return t->windows >= WIN_LAYER_TYPES ? layer_windows(root, label, t, hp, err) : FG_OK;
 }

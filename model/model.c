@@ -1,10 +1,12 @@
 /* model.c - the architecture table, config.json dispatch, units and tensor lists, and the
  * strict JSON helpers the family files share (model_int.h).
  *
- * Parsing is strict where a wrong value would silently build a wrong model: integers must be
- * JSON integers in range, booleans JSON booleans, strings from the supported set. Keys a family
- * does not use are ignored, as transformers does. Every error is one line naming the file and
- * the key.
+ * Parsing is strict where a wrong value would silently build a wrong model: shapes must be
+ * JSON integers in range, booleans JSON booleans, strings from the supported set. What Python's
+ * json module and transformers accept is accepted: null for an optional key is the key absent
+ * (its default), 1e-05 is a float, a bound (max_position_embeddings, sliding_window) may be a
+ * whole real or an integer past int64 (clamped: fgm_limit), and keys a family does not use are
+ * ignored. Every error is one line naming the file and the key.
  */
 #include <errno.h>
 #include <math.h>
@@ -90,10 +92,28 @@ int fgm_count(json_t *root, const char *label, const char *key, uint32_t max, ui
     return int_key(root, label, key, 0, 0, max, out, err);
 }
 
+/* A bound rather than a shape (max_position_embeddings, sliding_window): nothing is sized from
+ * it exactly, so a whole number written as a real (32768.0, or an integer past int64 that
+ * fg_json_loadb reads as a real) is taken, and one above max is clamped to max (fg's own limit
+ * on any context is lower). A fraction, a negative or a non-number is refused naming the key. */
+int fgm_limit(json_t *root, const char *label, const char *key, int required, uint32_t max,
+              uint32_t *out, fg_err *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return required ? fgm_key_err(err, label, key, "missing") : 1;
+    double d = json_is_number(v) ? json_number_value(v) : -1;
+    if (!(d >= 1) || d != floor(d))
+        return fgm_key_err(err, label, key, "must be a whole number >= 1");
+    *out = d > max ? max : (uint32_t)d;
+    return FG_OK;
+}
+
+/* absent or null: dflt (transformers reads a null flag as unset: the class default) */
 int fgm_bool(json_t *root, const char *label, const char *key, int dflt, int *out, fg_err *err)
 {
     json_t *v = json_object_get(root, key);
-    if (!v) {
+    if (!v || json_is_null(v)) {
         *out = dflt;
         return FG_OK;
     }

@@ -16,6 +16,10 @@ int fgm_uint(json_t *root, const char *label, const char *key, int required, uin
 /* ... an integer in [0, max] (absent or null: *out kept, returns 1) */
 int fgm_count(json_t *root, const char *label, const char *key, uint32_t max, uint32_t *out,
               fg_err *err);
+/* A bound (not a shape): an integer or whole real >= 1, clamped to max (absent or null: 1) */
+int fgm_limit(json_t *root, const char *label, const char *key, int required, uint32_t max,
+              uint32_t *out, fg_err *err);
+/* true or false (absent or null: dflt) */
 int fgm_bool(json_t *root, const char *label, const char *key, int dflt, int *out, fg_err *err);
 int fgm_float(json_t *root, const char *label, const char *key, double lo, double hi, int required,
               float *out, fg_err *err);

@@ -81,8 +81,13 @@ typedef struct fg_pager_io_methods {
      * refuses it (the pager then falls back to the pread engine for that file). */
     int (*open)(fg_pager_io *io, const char *path, int writable, int *handle, fg_err *err);
     void (*close)(fg_pager_io *io, int handle);
-    /* Optional (NULL): register [base, base+len) for zero-copy fixed-buffer I/O. */
-    int (*register_memory)(fg_pager_io *io, void *base, size_t len, fg_err *err);
+    /* Optional (NULL): [base, base+len) is the pool I/O buffers come from, in granules of
+     * `granule` bytes (at most 8192 of them); nothing is registered yet. */
+    int (*register_memory)(fg_pager_io *io, void *base, size_t len, size_t granule, fg_err *err);
+    /* Required with register_memory: granules g and g+1 are committed; register the piece
+     * [g * granule, (g + 2) * granule) (clipped to the pool) for zero-copy fixed-buffer I/O of
+     * ops that lie inside it. Called at most once per g. */
+    int (*register_piece)(fg_pager_io *io, unsigned g, fg_err *err);
     /* Queue one op; the caller never has more than depth() ops outstanding. */
     int (*submit)(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err);
     /* Reap up to max completions into done[], blocking until at least min are available
@@ -292,6 +297,8 @@ typedef struct fg_pager_stats {
     uint64_t inflight_sum;      /* sum over submits of the ops in flight after it (mean depth) */
     uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O or uploads */
     uint64_t async_uploads;     /* HOST -> DEVICE copies started without waiting for them */
+    uint64_t host_committed;    /* bytes of the HOST pool committed so far (first used,
+                                   locked, registered): grows with use, never past budget */
     int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
     int device_present;
     unsigned fallback_files;    /* files read through the pread engine (O_DIRECT refused) */

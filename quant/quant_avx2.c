@@ -5,7 +5,8 @@
  *  - codes: (x - m) / s with VSUBPS/VDIVPS (IEEE, like the scalar ops), VROUNDPS to nearest even
  *    (= rintf), clamp, truncate; Q4 pairs are packed with VPMADDUBSW (c0 * 1 + c1 * 16) then
  *    VPACKUSWB, so one 16-byte store holds 32 codes;
- *  - dequantization: nibbles split with AND/shift, interleaved with PUNPCKL/HBW into t order,
+ *  - dequantization (quant_x86_dec.h, shared with quant_avx512.c): nibbles split with AND/shift,
+ *    interleaved with PUNPCKL/HBW into t order,
  *    widened with VPMOVZXBD, converted, then VMULPS and VADDPS (no FMA: m + code*s rounds twice);
  *  - F16 output clamps to +-65504 with MIN/MAX operand order that lets NaN through, then
  *    VCVTPS2PH with round-to-nearest-even;
@@ -114,99 +115,26 @@ static inline __m256 deq8(__m128i c8, __m256 m, __m256 s)
     return _mm256_add_ps(m, _mm256_mul_ps(f, s));
 }
 
-/* 32 codes of a block starting at t = i, as two 16-byte vectors in t order. */
-static inline void load32(const uint8_t *codes, uint32_t i, const fgq_params *p, __m128i *c0,
-                          __m128i *c1)
-{
-    if (p->bits == 8) {
-        *c0 = _mm_loadu_si128((const __m128i *)(codes + i));
-        *c1 = _mm_loadu_si128((const __m128i *)(codes + i + 16));
-        return;
-    }
-    const __m128i f = _mm_set1_epi8(0x0F);
-    __m128i b = _mm_loadu_si128((const __m128i *)(codes + i / 2));
-    __m128i lo = _mm_and_si128(b, f), hi = _mm_and_si128(_mm_srli_epi16(b, 4), f);
-    if (p->hi_first) {
-        __m128i t = lo;
-        lo = hi;
-        hi = t;
-    }
-    *c0 = _mm_unpacklo_epi8(lo, hi);
-    *c1 = _mm_unpackhi_epi8(lo, hi);
-}
-
-/* Stored min and scale broadcast; F16 through VCVTPH2PS (bit-identical to fgq_h2f). */
-static inline void read_ms8(const uint8_t *grp, const fgq_params *p, __m256 *m, __m256 *s)
-{
-    if (p->f16scale) {
-        int w;
-        memcpy(&w, grp, 4);
-        __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128(w));
-        *m = _mm256_broadcastss_ps(ms);
-        *s = _mm256_broadcastss_ps(_mm_shuffle_ps(ms, ms, 1));
-    } else {
-        *m = _mm256_set1_ps(fgq_bitsf(fg_le32(grp)));
-        *s = _mm256_set1_ps(fgq_bitsf(fg_le32(grp + 4)));
-    }
-}
-
-static inline void dec_group_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y)
-{
-    __m256 m, s;
-    read_ms8(grp, p, &m, &s);
-    const uint8_t *codes = grp + p->hdr;
-    uint32_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m128i c0, c1;
-        load32(codes, i, p, &c0, &c1);
-        _mm256_storeu_ps(y + i, deq8(c0, m, s));
-        _mm256_storeu_ps(y + i + 8, deq8(_mm_srli_si128(c0, 8), m, s));
-        _mm256_storeu_ps(y + i + 16, deq8(c1, m, s));
-        _mm256_storeu_ps(y + i + 24, deq8(_mm_srli_si128(c1, 8), m, s));
-    }
-    if (i < n)
-        fgq_ref_dec_f32(grp, n, p, y, i);
-}
-
 static inline __m128i to_f16_sat(__m256 y)
 {
     y = _mm256_max_ps(_mm256_set1_ps(-FGQ_F16_MAX), _mm256_min_ps(_mm256_set1_ps(FGQ_F16_MAX), y));
     return _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
 }
 
-static inline void dec_group_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y)
-{
-    __m256 m, s;
-    read_ms8(grp, p, &m, &s);
-    const uint8_t *codes = grp + p->hdr;
-    uint32_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m128i c0, c1;
-        load32(codes, i, p, &c0, &c1);
-        _mm_storeu_si128((__m128i *)(y + i), to_f16_sat(deq8(c0, m, s)));
-        _mm_storeu_si128((__m128i *)(y + i + 8), to_f16_sat(deq8(_mm_srli_si128(c0, 8), m, s)));
-        _mm_storeu_si128((__m128i *)(y + i + 16), to_f16_sat(deq8(c1, m, s)));
-        _mm_storeu_si128((__m128i *)(y + i + 24), to_f16_sat(deq8(_mm_srli_si128(c1, 8), m, s)));
-    }
-    if (i < n)
-        fgq_ref_dec_f16(grp, n, p, y, i);
-}
-
-static void avx2_dec_f32(const uint8_t *grp, uint64_t n, const fgq_params *p, float *y)
-{
-    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
-        dec_group_f32(grp, p->G, p, y);
-    if (n)
-        dec_group_f32(grp, (uint32_t)n, p, y);
-}
-
-static void avx2_dec_f16(const uint8_t *grp, uint64_t n, const fgq_params *p, uint16_t *y)
-{
-    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
-        dec_group_f16(grp, p->G, p, y);
-    if (n)
-        dec_group_f16(grp, (uint32_t)n, p, y);
-}
+#define QX_V __m256
+#define QX_SET1 _mm256_set1_ps
+#define QX_BCAST _mm256_broadcastss_ps
+#define QX_STORE16_F32(y, c, m, s)                                                                 \
+    do {                                                                                           \
+        _mm256_storeu_ps((y), deq8((c), (m), (s)));                                                \
+        _mm256_storeu_ps((y) + 8, deq8(_mm_srli_si128((c), 8), (m), (s)));                         \
+    } while (0)
+#define QX_STORE16_F16(y, c, m, s)                                                                 \
+    do {                                                                                           \
+        _mm_storeu_si128((__m128i *)(y), to_f16_sat(deq8((c), (m), (s))));                         \
+        _mm_storeu_si128((__m128i *)((y) + 8), to_f16_sat(deq8(_mm_srli_si128((c), 8), (m), (s)))); \
+    } while (0)
+#include "quant_x86_dec.h"
 
 static void avx2_f2h_sat(const float *f, uint16_t *h, size_t n)
 {
@@ -432,8 +360,8 @@ const fgq_kernels fgq_kernels_avx2 = {
     .isa = FG_QUANT_ISA_AVX2,
     .minmax = avx2_minmax,
     .codes = avx2_codes,
-    .dec_f32 = avx2_dec_f32,
-    .dec_f16 = avx2_dec_f16,
+    .dec_f32 = qx_dec_f32,
+    .dec_f16 = qx_dec_f16,
     .dec_rows_f32 = fgq_avx2_dec_rows_f32,
     .dec_rows_f16 = fgq_avx2_dec_rows_f16,
     .h2f = avx2_h2f,

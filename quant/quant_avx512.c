@@ -4,9 +4,9 @@
  * The quant_avx2.c algorithm 16 lanes wide, bit-identical to quant_ref.c:
  *  - codes: VSUBPS, VDIVPS, VRNDSCALEPS to nearest even, clamp, truncate, VPMOVDB narrows 16
  *    codes to bytes; Q4 pairs packed with VPMADDUBSW then VPMOVWB;
- *  - dequantization: nibbles interleaved into t order in 128-bit registers, VPMOVZXBD widens 16
- *    codes at once, VMULPS then VADDPS (no FMA), 64-byte stores; F16 output clamps to +-65504
- *    (NaN passes) and narrows with VCVTPS2PH round-to-nearest-even.
+ *  - dequantization: quant_x86_dec.h's group decoder (shared with quant_avx2.c) with VPMOVZXBD
+ *    widening 16 codes at once, VMULPS then VADDPS (no FMA), 64-byte stores; F16 output clamps
+ *    to +-65504 (NaN passes) and narrows with VCVTPS2PH round-to-nearest-even.
  * Blocks of 32 elements run here; group tails use the scalar reference pieces.
  */
 #include <immintrin.h>
@@ -76,95 +76,19 @@ static inline __m512 deq16(__m128i c16, __m512 m, __m512 s)
     return _mm512_add_ps(m, _mm512_mul_ps(f, s));
 }
 
-/* 32 codes from t = i as two 16-byte vectors in t order. */
-static inline void load32(const uint8_t *codes, uint32_t i, const fgq_params *p, __m128i *c0,
-                          __m128i *c1)
-{
-    if (p->bits == 8) {
-        *c0 = _mm_loadu_si128((const __m128i *)(codes + i));
-        *c1 = _mm_loadu_si128((const __m128i *)(codes + i + 16));
-        return;
-    }
-    const __m128i f = _mm_set1_epi8(0x0F);
-    __m128i b = _mm_loadu_si128((const __m128i *)(codes + i / 2));
-    __m128i lo = _mm_and_si128(b, f), hi = _mm_and_si128(_mm_srli_epi16(b, 4), f);
-    if (p->hi_first) {
-        __m128i t = lo;
-        lo = hi;
-        hi = t;
-    }
-    *c0 = _mm_unpacklo_epi8(lo, hi);
-    *c1 = _mm_unpackhi_epi8(lo, hi);
-}
-
-/* Stored min and scale broadcast; F16 through VCVTPH2PS (bit-identical to fgq_h2f). */
-static inline void read_ms16(const uint8_t *grp, const fgq_params *p, __m512 *m, __m512 *s)
-{
-    if (p->f16scale) {
-        int w;
-        memcpy(&w, grp, 4);
-        __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128(w));
-        *m = _mm512_broadcastss_ps(ms);
-        *s = _mm512_broadcastss_ps(_mm_shuffle_ps(ms, ms, 1));
-    } else {
-        *m = _mm512_set1_ps(fgq_bitsf(fg_le32(grp)));
-        *s = _mm512_set1_ps(fgq_bitsf(fg_le32(grp + 4)));
-    }
-}
-
-static inline void dec_group_f32(const uint8_t *grp, uint32_t n, const fgq_params *p, float *y)
-{
-    __m512 m, s;
-    read_ms16(grp, p, &m, &s);
-    const uint8_t *codes = grp + p->hdr;
-    uint32_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m128i c0, c1;
-        load32(codes, i, p, &c0, &c1);
-        _mm512_storeu_ps(y + i, deq16(c0, m, s));
-        _mm512_storeu_ps(y + i + 16, deq16(c1, m, s));
-    }
-    if (i < n)
-        fgq_ref_dec_f32(grp, n, p, y, i);
-}
-
 static inline __m256i to_f16_sat(__m512 y)
 {
     y = _mm512_max_ps(_mm512_set1_ps(-FGQ_F16_MAX), _mm512_min_ps(_mm512_set1_ps(FGQ_F16_MAX), y));
     return _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
 }
 
-static inline void dec_group_f16(const uint8_t *grp, uint32_t n, const fgq_params *p, uint16_t *y)
-{
-    __m512 m, s;
-    read_ms16(grp, p, &m, &s);
-    const uint8_t *codes = grp + p->hdr;
-    uint32_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m128i c0, c1;
-        load32(codes, i, p, &c0, &c1);
-        _mm256_storeu_si256((__m256i *)(y + i), to_f16_sat(deq16(c0, m, s)));
-        _mm256_storeu_si256((__m256i *)(y + i + 16), to_f16_sat(deq16(c1, m, s)));
-    }
-    if (i < n)
-        fgq_ref_dec_f16(grp, n, p, y, i);
-}
-
-static void avx512_dec_f32(const uint8_t *grp, uint64_t n, const fgq_params *p, float *y)
-{
-    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
-        dec_group_f32(grp, p->G, p, y);
-    if (n)
-        dec_group_f32(grp, (uint32_t)n, p, y);
-}
-
-static void avx512_dec_f16(const uint8_t *grp, uint64_t n, const fgq_params *p, uint16_t *y)
-{
-    for (; n >= p->G; n -= p->G, grp += p->gbytes, y += p->G)
-        dec_group_f16(grp, p->G, p, y);
-    if (n)
-        dec_group_f16(grp, (uint32_t)n, p, y);
-}
+#define QX_V __m512
+#define QX_SET1 _mm512_set1_ps
+#define QX_BCAST _mm512_broadcastss_ps
+#define QX_STORE16_F32(y, c, m, s) _mm512_storeu_ps((y), deq16((c), (m), (s)))
+#define QX_STORE16_F16(y, c, m, s) \
+    _mm256_storeu_si256((__m256i *)(y), to_f16_sat(deq16((c), (m), (s))))
+#include "quant_x86_dec.h"
 
 static void avx512_f2h_sat(const float *f, uint16_t *h, size_t n)
 {
@@ -199,8 +123,8 @@ const fgq_kernels fgq_kernels_avx512 = {
     .isa = FG_QUANT_ISA_AVX512,
     .minmax = avx512_minmax,
     .codes = avx512_codes,
-    .dec_f32 = avx512_dec_f32,
-    .dec_f16 = avx512_dec_f16,
+    .dec_f32 = qx_dec_f32,
+    .dec_f16 = qx_dec_f16,
     .dec_rows_f32 = fgq_avx2_dec_rows_f32,
     .dec_rows_f16 = fgq_avx2_dec_rows_f16,
     .h2f = avx512_h2f,

@@ -500,8 +500,13 @@ const char *fg_tok_class(const fg_tok *t)
 
 int fg_tok_token_bytes(const fg_tok *t, int32_t id, const char **bytes, size_t *len)
 {
-    if (id < 0 || id >= t->n_ids || t->id_len[id] == NO_TOKEN)
+    if (id < 0)
         return FG_ERR_TOK_BAD_ID;
+    if (!tok_has_token(t, id)) {  /* past the vocabulary: nothing, as in fg_tok_decode */
+        *bytes = "";
+        *len = 0;
+        return FG_OK;
+    }
     *bytes = t->id_bytes.p + t->id_off[id];
     *len = t->id_len[id];
     return FG_OK;

@@ -117,14 +117,20 @@ typedef struct fg_tok_bytes { char *data; size_t len, cap; } fg_tok_bytes;
 void fg_tok_ids_free(fg_tok_ids *v);
 void fg_tok_bytes_free(fg_tok_bytes *v);
 
-/* Encode flags.
+/* Encode flags. FG_TOK_SPECIAL | FG_TOK_ADD_BOS is transformers' tokenizer(text)["input_ids"]
+ * (what a prompt needs); 0 is the `tokenizers` library's encode(text, add_special_tokens=False)
+ * with special tokens split as text (encode_special_tokens = true).
  * FG_TOK_SPECIAL: match special tokens in the text (leftmost-longest). gpt2-bpe matches no
  *   added token without it; the tokenizer.json classes always match their non-special added
  *   tokens, as `tokenizers` does (the flag off is its encode_special_tokens = true).
- * FG_TOK_ADD_BOS: add the special tokens of the sequence: gpt2-bpe prepends the BOS id when
- *   the config defines one; the tokenizer.json classes add what the post-processor's single
- *   template (or add_bos_token / add_eos_token) puts around the text, like
- *   encode(text, add_special_tokens=True). */
+ * FG_TOK_ADD_BOS: encode as transformers does, adding the special tokens of the sequence:
+ *   gpt2-bpe prepends the BOS id when the config defines one; the tokenizer.json classes add
+ *   what the post-processor's single template (or add_bos_token / add_eos_token) puts around
+ *   the text, and where tokenizer_config.json's tokenizer_class is one whose transformers
+ *   __init__ rebuilds the pipeline (LlamaTokenizer: Metaspace per legacy / add_prefix_space
+ *   instead of the file's normalizer; GPT2Tokenizer: GPT-2's ByteLevel), encode with that
+ *   pipeline, as transformers 5 does (Llama 2: " Hello" and "<s>Hello" differ from the
+ *   `tokenizers` library's ids; text/tok_json.c). */
 #define FG_TOK_SPECIAL 1u
 #define FG_TOK_ADD_BOS 2u
 
@@ -141,15 +147,20 @@ int fg_tok_encode(fg_tok *tok, const void *text, size_t len, unsigned flags, fg_
 #define FG_TOK_REPLACE_INVALID 2u
 
 /* Append the bytes of ids[0..n) to *out (no terminator): the tokens' bytes concatenated for
- * gpt2-bpe, the decoder chain's text for the tokenizer.json classes. Errors: FG_ERR_TOK_BAD_ID
- * (naming the index and id; out->len unchanged), FG_ERR_NOMEM. */
+ * gpt2-bpe, the decoder chain's text for the tokenizer.json classes. An id >= 0 that names no
+ * token decodes as nothing, as in `tokenizers` and transformers: a model's embedding may have
+ * more rows than its tokenizer has tokens (Qwen2.5: 151,936 rows for 151,665 tokens; Phi-3,
+ * OLMo 2), and a sampled id past the vocabulary must not end a job. A negative id is no id at
+ * all (tokenizers takes u32 ids and refuses it too): FG_ERR_TOK_BAD_ID naming the index and id,
+ * out->len unchanged. Other errors: FG_ERR_NOMEM. */
 int fg_tok_decode(const fg_tok *tok, const int32_t *ids, size_t n, unsigned flags,
                   fg_tok_bytes *out, fg_err *err);
 
 /* The bytes of one token, for streaming output: *bytes stays valid until fg_tok_free. For the
  * tokenizer.json classes, the token decoded alone by the decoder chain minus its context rules
  * (Strip, Metaspace's first-token rule): "\u2581the" gives " the", "<0x0A>" a newline.
- * Returns FG_ERR_TOK_BAD_ID for an id with no token. */
+ * An id >= 0 with no token (see fg_tok_decode) gives FG_OK and zero bytes (*bytes = "");
+ * a negative id returns FG_ERR_TOK_BAD_ID. */
 int fg_tok_token_bytes(const fg_tok *tok, int32_t id, const char **bytes, size_t *len);
 
 /* Id of a token given as its vocabulary string (byte-level form, e.g. "\u0120the", or

@@ -1,4 +1,4 @@
-/* fg-convert - import a checkpoint into a store, or synthesize one (see README "fg-convert").
+/* fg-convert - import a checkpoint into a store, or synthesize one (see docs/usage.md).
  *
  *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--weight-bits 4|8] [--group-size N]
  *              [--group-axis 0|1]
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "fg_version.h"
 #include "fg_progress.h"
 #include "model.h"
 
@@ -148,6 +149,8 @@ static void catch_signals(const char *out)
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-convert"))
+        return 0;
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'}, {"model", required_argument, NULL, 'M'},
         {"seed", required_argument, NULL, 's'}, {"compress-weight", no_argument, NULL, 'c'},

@@ -1,4 +1,4 @@
-/* fg-infer - generate with a model held in a store (see README "fg-infer").
+/* fg-infer - generate with a model held in a store (see docs/usage.md).
  *
  *   fg-infer -m STORE -p PROMPT                      print a continuation
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "dist.h"
+#include "fg_version.h"
 #include "runner.h"
 
 typedef struct args {
@@ -631,6 +632,8 @@ static void link_line(fg_dist *d, const args *a, const fg_run_report *rep)
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-infer"))
+        return 0;
     args a;
     fg_err err;
     fg_dist *d = NULL;

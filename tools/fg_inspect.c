@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fgt.h"
+#include "fg_version.h"
 #include "inspect_prefix.h"
 #include "inspect_store.h"
 #include "inspect_util.h"
@@ -26,7 +27,8 @@ static void usage(FILE *f)
                "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
                "  --no-chunks  list tensors only\n"
                "  --reindex    rebuild the store's catalog from its files (a damaged or lost\n"
-               "               catalog), then show the store; needs write access\n");
+               "               catalog), then show the store; needs write access\n"
+               "  --version    the version and the build's features\n");
 }
 
 static void json_str(const char *s) { iu_json_str(s); }
@@ -233,6 +235,8 @@ static int inspect(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-inspect"))
+        return 0;
     int rc = inspect(argc, argv);
     if (fflush(stdout) || ferror(stdout)) { /* text nobody received is a failure */
         fprintf(stderr, "fg-inspect: stdout: write error: %s\n",

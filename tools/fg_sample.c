@@ -5,7 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_version.h"
 #include "fgt.h"
+
+static const char usage[] =
+    "usage: fg-sample OUT.fgt\n"
+    "Writes a small .fgt file (fg's tensor container, SPEC.md) holding one tensor of each codec\n"
+    "(F16, F32, BF16, 4-bit and 8-bit groups) and some metadata, with deterministic contents, so\n"
+    "the format can be seen without a model: fg-inspect OUT.fgt lists it.\n"
+    "  -h, --help     this text\n"
+    "  --version      the version and the build's features\n";
 
 static uint32_t rng(uint64_t *s)
 {
@@ -44,8 +53,14 @@ static int add(fg_fgt_writer *w, const char *name, fg_codec codec, uint32_t n_di
 
 int main(int argc, char **argv)
 {
+    if (fg_version_flag(argc, argv, "fg-sample"))
+        return 0;
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage, stdout);
+        return 0;
+    }
     if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: fg-sample OUT.fgt\n");
+        fputs(usage, stderr);
         return 2;
     }
     fg_fgt_writer *w;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The installed package as another project uses it (ctest install_package):
-#  1. cmake --install the build tree into a temporary prefix; the layout is complete and the
+#  1. cmake --install the build tree into a temporary prefix; the layout is complete (the five
+#     tools in bin/, each answering --version) and the
 #     public headers compile alone (C, and C++ when a C++ compiler is given), include only one
 #     another and no private *_int.h; a C++ program links fg_ functions (extern "C") from
 #     libfg.so and from libfg.a;
@@ -42,6 +43,12 @@ for h in $headers; do
   fi
 done
 step "installed $(wc -w <<<"$headers") headers in $P/include/fg; each compiles alone as C${CXX:+ and C++}"
+for t in fg-convert fg-infer fg-inspect fg-sample fg-tokenize; do
+  [ -x "$P/bin/$t" ] || die "$P/bin/$t was not installed"
+  v=$("$P/bin/$t" --version) || die "$P/bin/$t --version failed"
+  [[ "$v" == "$t $VERSION (git "*"features: CUDA "* ]] || die "$t --version printed '$v'"
+done
+step "installed the five tools in $P/bin; each prints its --version"
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 [ "$(pkg-config --modversion fg)" = "$VERSION" ] || die "pkg-config --modversion fg: $(pkg-config --modversion fg)"
 static_libs=$(pkg-config --libs --static fg | sed -E 's/-lfg( |$)/-l:libfg.a\1/')
@@ -78,6 +85,8 @@ for ex in matvec generate; do
     die "cc $ex.c with pkg-config --static failed"
   readelf -d pc_$ex | grep -q 'NEEDED.*libfg\.so\.'"$major" || die "pc_$ex does not load libfg.so.$major"
   ! readelf -d pcs_$ex | grep -q 'NEEDED.*libfg' || die "pcs_$ex is not linked with libfg.a"
+  # a static link needs no CUDA runtime library at run time (it links the static one)
+  ! readelf -d pcs_$ex | grep -q 'NEEDED.*libcudart' || die "pcs_$ex needs libcudart.so at run time"
 done
 step "built with pkg-config: shared and --static"
 cmake -S "$ROOT/tests/install/consumer" -B consumer -DCMAKE_C_COMPILER="$CC" \
