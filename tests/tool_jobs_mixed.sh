@@ -6,11 +6,13 @@
 # tokens and prompt ids equal to the reference's.
 # The grid: the full one (block sizes 1..64 x weights/KV cache/activations on RAM or disk x
 # the simulated device) would be 64 x 9 runs of about 20 s each on 2 cores; this samples it
-# deterministically: 6 runs covering the ends (1 and 64), sizes that are not powers of two,
-# gbs x ngb shapes, each of the 8 RAM/disk placements once or more, the simulated device, a
-# regular file on stdin, and --max-context 450 below the job's longest prompt + largest
-# generation (600), which packs the blocks (and gives the lines over 450 their error lines,
-# in the reference too).
+# deterministically: 8 runs (about 140 s on 2 idle cores) covering the block sizes 1, 12, 18,
+# 23, 37 and 64 (the ends, sizes that are not powers of two, gbs x ngb shapes), six of the
+# eight RAM/disk placements (all in RAM, all on disk, weights + KV cache on disk, weights +
+# activations on disk, KV cache + activations on disk, the weights' RAM/disk split of the
+# default), the simulated device, a regular file on stdin, and --max-context 450 below the
+# job's longest prompt + largest generation (600), which packs the blocks (and gives the lines
+# over 450 their error lines, in the reference too).
 set -euo pipefail
 CONVERT=$1 INFER=$2 TOK=$3 WORK=$4
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
@@ -55,8 +57,7 @@ run() { # name gbs ngb percent... [-- extra flags]
 }
 run b64-ram     16 4 --percent 0 100 0 100 0 100
 run b37-disk    37 1 --percent 0 0 0 0 0 0
-run b12-kvdisk   4 3 --percent 0 100 0 0 0 100
-run b5-wdisk     5 1 --percent 0 0 0 100 0 0
+run b12-wkvdisk  4 3 --percent 0 0 0 0 0 100
 run b23-sim     23 1 --percent 0 100 0 100 0 100 --backend sim
 # a regular file on standard input (issue 38 (3): it used to run 0 prompts and exit 0)
 t=$SECONDS
