@@ -86,6 +86,11 @@ static void put_arg(FILE *f, const char *s)
 static void interrupted_line(int argc, char **argv, const args *a, const fg_run_report *rep)
 {
     int has_resume = 0;
+    if (!strcmp(a->r.output, "-")) { /* nothing to read back: say so rather than a command */
+        fprintf(stderr, "fg-infer: interrupted: %" PRIu64 " results written to standard output "
+                "(--resume needs --output FILE)\n", rep->saved);
+        return;
+    }
     fprintf(stderr, "fg-infer: interrupted: %" PRIu64 " results saved in %s; continue with: ",
             rep->saved, a->r.output);
     for (int i = 0; i < argc; i++) {
