@@ -714,6 +714,16 @@ static int engine_init(fg_engine *e, fg_err *err)
     e->ngb = e->plan.ngb;
     if (e->o.plan_only)
         return FG_OK;
+    /* a budget is a ceiling the run may reach: one above what the kernel can give now would
+     * end in a failed allocation or the OOM killer hours in, so it is refused here */
+    uint64_t now = e->o.ram_budget ? fg_engine_mem_available() : 0;
+    if (now && e->o.ram_budget > now) {
+        char b[32], a[32];
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %s is more than the %s of RAM "
+                          "available now (MemAvailable in /proc/meminfo): give at most that",
+                          fg_fmt_bytes((double)e->o.ram_budget, b, sizeof b),
+                          fg_fmt_bytes((double)now, a, sizeof a));
+    }
     uint64_t avail = e->o.ram_budget ? 0 : fg_engine_mem_available();
     if (avail && e->plan.total_host > avail)
         return fg_err_set(err, FG_ERR_NO_SPACE, "the plan needs %.1f GiB of RAM (block %u x %u, "
