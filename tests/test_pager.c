@@ -11,6 +11,7 @@
  * engine (FG_FAULT_NO_DIRECT), since some kernels let tmpfs accept O_DIRECT.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -230,8 +231,9 @@ static uint64_t status_kb(const char *name)
 }
 
 /* A budget is a ceiling, not an allocation (issue 38 item 5): a pager with 2 GiB HOST (and,
- * by row, 2 GiB DEVICE on the plain simulated device or on compute/'s accelerator, whose
- * PINNED host memory then backs the HOST pool) holding a few MiB peaks at tens of MiB of RSS;
+ * by row, 2 GiB DEVICE on the plain simulated device or on compute/'s accelerator, both of
+ * which pin the HOST pool's granules as they are used) holding a few MiB peaks at tens of MiB
+ * of RSS, with a few MiB pinned;
  * on the base commit the pool was mlocked and registered whole at open (2 GiB resident).
  * Every read still goes through a registered buffer. */
 START_TEST(t_budget_is_ceiling)
@@ -268,6 +270,8 @@ START_TEST(t_budget_is_ceiling)
     ck_assert_uint_gt(st.host_committed, 0);
     ck_assert_msg(st.host_committed <= (16u << 20), "committed %llu bytes",
                   (unsigned long long)st.host_committed);
+    if (_i) /* the devices pin in place: what is committed, no more */
+        ck_assert_uint_eq(st.host_pinned, st.host_committed);
     uint64_t allow_kb = 48u * 1024;
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan writes the shadow (1/8) of a heap allocation: the devices' 2 GiB aligned_alloc */
@@ -283,6 +287,91 @@ START_TEST(t_budget_is_ceiling)
     fg_pager_close(p);
     if (_i == 2)
         sim_done();
+    unlink(f.path);
+}
+END_TEST
+
+/* Pinned memory is a ceiling too (issue 38 item 5 on a GPU: --backend cuda --ram-budget 64G
+ * pinned 64 GiB at open). On the plain simulated device, which has pinned memory and checks
+ * its rules as the CUDA runtime does (device.c: overlapping pins refused, copies naming
+ * unpinned memory PINNED refused, all counted): a pager with 2 GiB HOST holding a few MiB, its
+ * chunks uploaded (acquired on the device and prefetched there) and brought back. Rows:
+ *  0  the device pins in place: pinned memory grows with use (a few MiB, what the pool
+ *     committed), every upload names PINNED memory that is pinned, close unpins all of it.
+ *     On the base commit this device's PINNED allocation held the whole 2 GiB.
+ *  1  the same device without the pin entry: the old behaviour, one PINNED allocation of the
+ *     whole budget.
+ *  2  pins refused past 2 MiB (an OS short of lockable memory): a notice, the granules past it
+ *     copied as plain host memory, every chunk intact. */
+START_TEST(t_pinned_is_ceiling)
+{
+    const uint64_t gib2 = 2ull << 30;
+    fg_err err;
+    char name[64];
+    snprintf(name, sizeof name, "fgpager-pinned-%d.bin", (int)getpid());
+    dfile f;
+    make_file(&f, path_in(g_dir, name), 24, 41);
+    static fg_device_iface no_pin;
+    fg_device *dev;
+    ck_assert_int_eq(fg_pager_device_host_create(&dev, &err), FG_OK);
+    if (_i == 1) {
+        no_pin = *dev->iface;
+        no_pin.pin = NULL;
+        no_pin.unpin = NULL;
+        dev->iface = &no_pin;
+    }
+    if (_i == 2)
+        fg_pager_device_host_pin_limit(dev, 2u << 20);
+    fg_device *watch = dev->iface->retain(dev);
+    fg_pager_config c = {{0, gib2, 64 << 20}, 8, 1 << 20, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY | FG_PAGER_NO_CUDA, NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket tk[24];
+    for (uint32_t i = 0; i < f.n; i++) { /* half acquired on the device, half prefetched */
+        fg_pager_view v;
+        if (i % 2)
+            ck_assert_msg(fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err) == FG_OK, "%s",
+                          err.msg);
+        else
+            ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err) == FG_OK &&
+                          fg_pager_release(p, &v, 0, &err) == FG_OK, "chunk %u: %s", i, err.msg);
+        check_ok(p);
+    }
+    for (uint32_t i = 0; i < f.n; i++) {
+        if (i % 2)
+            ck_assert_msg(fg_pager_wait(p, tk[i], &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg);
+        expect_chunk(p, &f, i, i, FG_TIER_DEVICE); /* on the device from HOST again */
+        expect_chunk(p, &f, i, i, FG_TIER_HOST);
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    fg_pager_device_stats ds;
+    fg_pager_device_host_stats(watch, &ds);
+    ck_assert_uint_eq(ds.misuse, 0);
+    ck_assert_uint_gt(st.moved[FG_TIER_HOST][FG_TIER_DEVICE], 0);
+    ck_assert_uint_eq(ds.pinned, st.host_pinned);
+    if (_i == 1) {
+        ck_assert_uint_ge(ds.pinned_peak, gib2);
+        ck_assert_uint_eq(st.host_pinned, gib2);
+    } else {
+        ck_assert_uint_gt(st.host_pinned, 0);
+        ck_assert_uint_le(st.host_pinned, st.host_committed);
+        ck_assert_msg(ds.pinned_peak <= (_i == 2 ? 2u << 20 : 8u << 20), "pinned %llu bytes",
+                      (unsigned long long)ds.pinned_peak);
+        ck_assert_uint_gt(ds.pinned_copies, 0);
+    }
+    if (_i == 2) {
+        ck_assert_msg(strstr(st.notice, "not pinned past") != NULL, "%s", st.notice);
+        ck_assert_uint_lt(st.host_pinned, st.host_committed);
+    }
+    fg_pager_close(p);
+    fg_pager_device_host_stats(watch, &ds);
+    ck_assert_uint_eq(ds.pinned, 0); /* unpinned (or freed) at close */
+    ck_assert_uint_eq(ds.misuse, 0);
+    fg_device_free(watch);
     unlink(f.path);
 }
 END_TEST
@@ -1191,6 +1280,61 @@ START_TEST(t_cuda)
 }
 END_TEST
 
+/* The CUDA device pins the HOST pool granule by granule (cudaHostRegister) as it is used: with
+ * 2 GiB HOST, a few MiB pinned (on the base commit: cudaHostAlloc of all 2 GiB at open), the
+ * prefetched uploads asynchronous and intact. Under the emulated runtime (test_pager under
+ * tests/cudaemu) its counters say the same from the runtime's side: the bytes registered are
+ * the pool's pinned bytes, no asynchronous copy was staged through pageable memory (the device
+ * splits a copy across two registrations), and close unregisters everything. */
+START_TEST(t_cuda_pinned)
+{
+    fg_err err;
+    fg_pager_device *dev;
+    if (fg_pager_device_cuda_create(&dev, &err) != FG_OK)
+        return; /* no GPU here (t_cuda checks the refusal) */
+    typedef void (*stats_fn)(size_t *, size_t *, unsigned long long *);
+    stats_fn emu = (stats_fn)dlsym(RTLD_DEFAULT, "fgemu_pinned_stats");
+    size_t now0 = 0, now = 0, peak = 0;
+    unsigned long long staged0 = 0, staged = 0;
+    if (emu)
+        emu(&now0, &peak, &staged0);
+    char name[64];
+    snprintf(name, sizeof name, "fgpager-cupin-%d.bin", (int)getpid());
+    dfile f;
+    make_file(&f, path_in(g_dir, name), 24, 43);
+    fg_pager_config c = {{0, 2ull << 30, 64 << 20}, 8, 1 << 20, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY, NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket tk[24];
+    for (uint32_t i = 0; i < f.n; i++)
+        ck_assert_msg(fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err) == FG_OK, "%s",
+                      err.msg);
+    for (uint32_t i = 0; i < f.n; i++) {
+        ck_assert_msg(fg_pager_wait(p, tk[i], &err) == FG_OK, "%s", err.msg);
+        expect_chunk(p, &f, i, i, FG_TIER_HOST); /* DEVICE -> HOST */
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_gt(st.async_uploads, 0);
+    ck_assert_uint_gt(st.host_pinned, 0);
+    ck_assert_msg(st.host_pinned <= (8u << 20), "pinned %llu bytes of 2 GiB",
+                  (unsigned long long)st.host_pinned);
+    if (emu) {
+        emu(&now, &peak, &staged);
+        ck_assert_uint_eq(now - now0, st.host_pinned);
+        ck_assert_uint_eq(staged, staged0);
+    }
+    fg_pager_close(p);
+    if (emu) {
+        emu(&now, &peak, &staged);
+        ck_assert_uint_eq(now, now0);
+    }
+    unlink(f.path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pager");
@@ -1200,6 +1344,7 @@ int main(void)
     tcase_add_loop_test(tc, t_engines_tiers, 0, ENG_COUNT);
     tcase_add_test(tc, t_fgt_file);
     tcase_add_loop_test(tc, t_budget_is_ceiling, 0, 3);
+    tcase_add_loop_test(tc, t_pinned_is_ceiling, 0, 3);
     tcase_add_test(tc, t_fresh_and_memory_only);
     tcase_add_loop_test(tc, t_random_budgets, 0, 4);
     tcase_add_test(tc, t_async_uploads);
@@ -1218,6 +1363,7 @@ int main(void)
     tcase_add_test(tc, t_streaming_spares_homed);
     tcase_add_test(tc, t_bad_input);
     tcase_add_test(tc, t_cuda);
+    tcase_add_test(tc, t_cuda_pinned);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
