@@ -160,7 +160,9 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     pthread_mutex_unlock(&c->mu);
     if (e != cudaSuccess)
         return cu_fail(err, e, "ordering a copy after the compute stream", n);
-    const char *host = st == FG_BUFT_PINNED ? src : dt == FG_BUFT_PINNED ? dst : NULL;
+    /* the host side (named PINNED or not: the engine copies pager views as HOST) */
+    const char *host = (dt == FG_BUFT_DEVICE) == (st == FG_BUFT_DEVICE) ? NULL
+                       : dt == FG_BUFT_DEVICE ? src : dst;
     for (uint64_t done = 0, k; done < n; done += k) { /* one copy per pinned range */
         k = host ? pinned_run(c, host + done, n - done) : n;
         e = cudaMemcpyAsync((char *)dst + done, (const char *)src + done, k,

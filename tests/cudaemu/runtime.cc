@@ -39,7 +39,7 @@
  * staged, so a test can see pinned memory grow with use and copies meant to overlap do.
  * Environment: FGEMU_DEVICES (default 1; 0: no device), FGEMU_DEVICE_MEM (bytes the device has,
  * K/M/G suffixes, default 1G), FGEMU_NO_PKEY=1 (no protection key), FGEMU_STATS=1 (launches
- * per kernel at exit).
+ * per kernel, pinned host memory at most and the staged copies, at exit).
  */
 #define _GNU_SOURCE 1
 #include <cxxabi.h>
@@ -856,6 +856,10 @@ __attribute__((destructor)) static void stats()
     std::lock_guard<std::mutex> g(g_reg_mu);
     for (auto &e : g_reg)
         fprintf(stderr, "fgemu: %-16s %lu launches\n", e.second.name.c_str(), e.second.launches);
+    std::lock_guard<std::mutex> m(g_mem_mu);
+    fprintf(stderr, "fgemu: pinned host memory: %.1f MiB at most, %.1f MiB at exit; %llu "
+            "asynchronous copies staged\n", g_pinned_peak / 1048576.0, g_pinned / 1048576.0,
+            g_staged);
 }
 
 } // namespace fgemu
