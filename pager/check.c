@@ -74,7 +74,7 @@ static int check_committed(const fg_pager *p, fg_err *err)
         uint64_t n = h->size - (uint64_t)g * h->granule < h->granule
                          ? h->size - (uint64_t)g * h->granule : h->granule;
         uint8_t c = h->committed[g];
-        if (c && !(c & FG_GRAN_COMMITTED))
+        if ((c && !(c & FG_GRAN_COMMITTED)) || ((c & FG_GRAN_PIN_START) && !(c & FG_GRAN_PINNED)))
             return fg_err_set(err, FG_ERR_CORRUPT, "I11: granule %u pinned or registered, "
                               "not committed", g);
         sum += c ? n : 0;

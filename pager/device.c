@@ -144,6 +144,7 @@ static int s_pin(fg_device *d, void *p, uint64_t len, fg_err *err)
                               "the limit of %llu", (unsigned long long)len,
                               (unsigned long long)h->limit)
                  : range_add(h, p, len, 0, err);
+    h->st.pins += rc == FG_OK;
     pthread_mutex_unlock(&h->mu);
     return rc;
 }

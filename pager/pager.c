@@ -55,8 +55,8 @@
  *  I10 Every HOST extent a chunk holds lies in committed granules of the pool (pool.c): the
  *      pool's memory arrives with first use, and committed bytes (the granules' sum, what can
  *      be resident) never exceed budget[HOST]. A budget is a ceiling, never an allocation.
- *  I11 Pinned granules (the device's pin entry, one call per granule as it is committed) are
- *      committed granules, their bytes never exceed the committed bytes, and the pool's
+ *  I11 Pinned granules (the device's pin entry, in runs of granules as they are committed,
+ *      pool.c) are committed granules, their bytes never exceed the committed bytes, and the pool's
  *      pinned_bytes is their sum: on a GPU the budget is a ceiling for pinned memory too. A
  *      HOST extent is handed to the device's copies as PINNED only when every granule it spans
  *      is pinned (or the pool is one PINNED allocation, a device without pin): those copies are

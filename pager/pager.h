@@ -149,6 +149,7 @@ typedef fg_device fg_pager_device; /* the name the pager's API used before the d
 int fg_pager_device_host_create(fg_device **out, fg_err *err);
 typedef struct fg_pager_device_stats {
     uint64_t pinned, pinned_peak; /* bytes pinned now, at most (PINNED allocations and pins) */
+    uint64_t pins;                /* pin() calls that pinned a range */
     uint64_t pinned_copies;       /* copies whose host side was named PINNED (all pinned) */
     uint64_t misuse;              /* overlapping pins, unpins of nothing, copies naming
                                      unpinned memory PINNED: 0 in a correct program */

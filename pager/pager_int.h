@@ -41,7 +41,11 @@ uint64_t fg_arena_free_bytes(const fg_arena *a);
  * like MMAP and pinned granule by granule through the device's pin entry. */
 enum { FG_POOL_MMAP = 0, FG_POOL_LOCKED = 1, FG_POOL_PINNED = 2, FG_POOL_PIN_LAZY = 3 };
 /* committed[g] bits */
-enum { FG_GRAN_COMMITTED = 1, FG_GRAN_REGISTERED = 2, FG_GRAN_PINNED = 4 };
+enum { FG_GRAN_COMMITTED = 1, FG_GRAN_REGISTERED = 2, FG_GRAN_PINNED = 4, FG_GRAN_PIN_START = 8 };
+/* A pinned run (one pin() range of whole granules, pool.c) is at least (when granules are
+ * smaller) and at most this many bytes. */
+#define FG_POOL_PIN_RUN_MIN (8ull << 20)
+#define FG_POOL_PIN_RUN_MAX (256ull << 20)
 
 typedef struct fg_hostpool {
     uint8_t *base;            /* [size] bytes of address space */
@@ -51,6 +55,7 @@ typedef struct fg_hostpool {
     uint8_t *committed;       /* [n_gran]: FG_GRAN_* bits (0: not yet committed) */
     uint64_t committed_bytes; /* sum of committed granules' bytes, <= size */
     uint64_t pinned_bytes;    /* sum of FG_GRAN_PINNED granules' bytes, <= committed_bytes */
+    uint32_t pinned_gran;     /* FG_GRAN_PINNED granules */
     int how;                  /* FG_POOL_*: how granules committed from now on are held */
     int lock;                 /* mlock granules when not pinning them */
     int registered;           /* the engine takes pieces for fixed-buffer I/O */

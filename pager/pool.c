@@ -10,13 +10,17 @@
  * (engine piece g spans granules g and g + 1, so every op, <= io_block <= one granule, lies in
  * one registered piece). Committed memory only grows (bounded by the budget): the steady state
  * makes no system call. Untouched pages of a granule cost nothing until touched. When the
- * device pins memory in place (its optional pin entry: cudaHostRegister) a granule is pinned
+ * device pins memory in place (its optional pin entry: cudaHostRegister) granules are pinned
  * through it when committed, instead of mlock'ed (pinning locks the pages), and unpinned at
  * close after the device's copies are complete: on a GPU the budget is a ceiling for pinned
- * memory too. Each granule is its own pinned range, so an extent across two is two ranges: the
- * device splits such a copy (fg_device.h), and fg_hostpool_buft names an extent PINNED only when
- * every granule it spans is pinned (a refusal to pin, as an OS short of lockable memory gives,
- * leaves the rest of the pool locked or plain, copied synchronously, with a notice). A device
+ * memory too. They are pinned in runs, one pin() range each, as long as the pinned memory so
+ * far (at most FG_POOL_PIN_RUN_MAX): a copy whose host range spans two ranges is staged by the
+ * CUDA driver, synchronously, unless split (the device's copy splits it, fg_device.h; a caller
+ * copying a view with cudaMemcpyAsync itself does not), so few runs keep few extents across
+ * two, at the price of pinning up to twice the span used (never past the budget). An extent is
+ * named PINNED only when every granule it spans is pinned (fg_hostpool_buft: a refusal to pin,
+ * as an OS short of lockable memory gives, leaves the rest of the pool locked or plain, copied
+ * synchronously, with a notice). A device
  * with pinned memory but no pin entry gets the pool as one allocation of it (the whole budget
  * resident from open), its granules committed (registered) with use all the same.
  *
@@ -241,29 +245,60 @@ void fg_hostpool_attach(fg_hostpool *h, fg_pager_io *io, char *note, size_t note
         snprintf(note, note_n, "pager: HOST pool not registered with the engine (%s)", e.msg);
 }
 
-/* Pin granule g's n bytes through the device (a page-aligned length: the range's tail page is
- * mapped, see map_huge_aligned); a refusal leaves the rest of the pool locked or plain. */
-static void pin_one(fg_hostpool *h, uint32_t g, uint64_t off, uint64_t n, char *note,
-                    size_t note_n)
+static uint64_t gran_bytes(const fg_hostpool *h, uint32_t g)
+{
+    uint64_t off = (uint64_t)g * h->granule;
+    return h->size - off < h->granule ? h->size - off : h->granule;
+}
+
+/* The run of uncommitted granules [*lo, *hi) around g that is pinned as one range: up from g,
+ * then down, to as many granules as are pinned already (a run doubles the pinned memory: few
+ * runs, so few extents span two of them; a copy across two is split, fg_device.h), at least
+ * FG_POOL_PIN_RUN_MIN and at most FG_POOL_PIN_RUN_MAX bytes (or one granule). */
+static void pin_run(const fg_hostpool *h, uint32_t g, uint32_t *lo, uint32_t *hi)
+{
+    uint64_t cap = FG_POOL_PIN_RUN_MAX / h->granule, least = FG_POOL_PIN_RUN_MIN / h->granule;
+    uint64_t want = h->pinned_gran < cap ? h->pinned_gran : cap;
+    want = want > least ? want : least > 1 ? least : 1;
+    *lo = g;
+    *hi = g + 1;
+    while (*hi - *lo < want && *hi < h->n_gran && !h->committed[*hi])
+        (*hi)++;
+    while (*hi - *lo < want && *lo > 0 && !h->committed[*lo - 1])
+        (*lo)--;
+}
+
+/* Pin the run around granule g through the device (a page-aligned length: the range's tail
+ * page is mapped, see map_huge_aligned) and commit its granules; a refusal leaves g and the
+ * rest of the pool locked or plain. 1 when pinned. */
+static int pin_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
 {
     fg_err e;
+    uint32_t lo, hi;
+    pin_run(h, g, &lo, &hi);
+    uint64_t off = (uint64_t)lo * h->granule, n = 0;
+    for (uint32_t k = lo; k < hi; k++)
+        n += gran_bytes(h, k);
     if (h->pin_dev->iface->pin(h->pin_dev, h->base + off, (n + FG_PAGE - 1) & ~(FG_PAGE - 1),
-                               &e) == FG_OK) {
-        h->committed[g] |= FG_GRAN_PINNED;
-        h->pinned_bytes += n;
-        return;
+                               &e) != FG_OK) {
+        snprintf(note, note_n, "pager: HOST pool not pinned past %.1f MiB (%s); copies from the "
+                 "rest are synchronous", h->pinned_bytes / 1048576.0, e.msg);
+        h->how = h->lock ? FG_POOL_LOCKED : FG_POOL_MMAP;
+        return 0;
     }
-    snprintf(note, note_n, "pager: HOST pool not pinned past %.1f MiB (%s); copies from the "
-             "rest are synchronous", h->pinned_bytes / 1048576.0, e.msg);
-    h->how = h->lock ? FG_POOL_LOCKED : FG_POOL_MMAP;
+    for (uint32_t k = lo; k < hi; k++)
+        h->committed[k] = FG_GRAN_COMMITTED | FG_GRAN_PINNED | (k == lo ? FG_GRAN_PIN_START : 0);
+    h->pinned_bytes += n;
+    h->committed_bytes += n;
+    h->pinned_gran += hi - lo;
+    return 1;
 }
 
 static void commit_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
 {
-    uint64_t off = (uint64_t)g * h->granule;
-    uint64_t n = h->size - off < h->granule ? h->size - off : h->granule;
-    if (h->how == FG_POOL_PIN_LAZY) /* pinning locks the pages too */
-        pin_one(h, g, off, n, note, note_n);
+    uint64_t off = (uint64_t)g * h->granule, n = gran_bytes(h, g);
+    if (h->how == FG_POOL_PIN_LAZY && pin_one(h, g, note, note_n)) /* pinning locks too */
+        return;
     if (h->how == FG_POOL_LOCKED && mlock(h->base + off, n) != 0) {
         snprintf(note, note_n, "pager: HOST pool not locked past %.1f MiB (mlock: %s)",
                  h->committed_bytes / 1048576.0, strerror(errno));
@@ -321,7 +356,7 @@ void fg_hostpool_close(fg_hostpool *h, fg_device *dev)
     if (h->pinned_bytes) { /* the copies through pinned memory complete before it is unpinned */
         h->pin_dev->iface->sync(h->pin_dev, NULL);
         for (uint32_t g = 0; g < h->n_gran; g++)
-            if (h->committed[g] & FG_GRAN_PINNED)
+            if (h->committed[g] & FG_GRAN_PIN_START)
                 h->pin_dev->iface->unpin(h->pin_dev, h->base + (uint64_t)g * h->granule);
     }
     if (h->base && h->how == FG_POOL_PINNED)
