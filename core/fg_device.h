@@ -22,7 +22,8 @@
  *
  * Implementations: the host device (core/fg_device.c); the CUDA device (core/fg_device_cuda.c:
  * a copy stream, events), which the CUDA backend and a pager given no device both use; the
- * pager's plain simulated device (pager/device.c, synchronous copies); the simulated
+ * pager's plain simulated device (pager/device.c, synchronous copies, pinned memory whose
+ * rules it checks and counts); the simulated
  * accelerator of the sim backend (compute/device_sim.c: memory host code cannot touch, a
  * copy-engine thread). A backend shares its device with the pager through `retain`.
  * Thread-safety: alloc/free/copy may be called from one thread at a time per device.
