@@ -23,7 +23,11 @@
  * own). While several transfers cross the link each gets its share of the bandwidth (1/k of it
  * for k transfers on the link when it starts: an approximation of the two DMA engines of a GPU
  * sharing PCIe). PINNED buffers are ordinary host memory (a simulated link needs no page
- * locking).
+ * locking), but the rules of pinned memory are kept as a GPU's driver keeps them: PINNED
+ * allocations and the ranges pin() registers in place (cudaHostRegister's part) are recorded,
+ * a pin overlapping a pinned range is refused, and a copy that names as PINNED host memory not
+ * all pinned (adjacent ranges allowed) is refused (a GPU would stage it, synchronously: a
+ * silent loss of overlap).
  *
  * The device is reference-counted (retain/destroy) so a backend and the pager share one arena:
  * the backend tells device pointers from host ones by the address range.
@@ -59,6 +63,8 @@ typedef struct job {
 
 typedef struct ext { uint64_t off, len; } ext;
 
+typedef struct pinned { uintptr_t at; uint64_t len; int alloc; } pinned;
+
 enum { LANE_COPY, LANE_UPLOAD, N_LANES };
 
 /* A stream: its queue, worker thread and sequence numbers. */
@@ -83,6 +89,8 @@ typedef struct sim_dev {
     int on_link;             /* transfers crossing the link now (the engine's, inline ones) */
     ext *used;               /* allocated extents, sorted by offset */
     uint32_t n_used, cap_used;
+    pinned *pin;             /* PINNED allocations and pin() ranges, sorted by address */
+    uint32_t n_pin, cap_pin;
     fg_device_sim_stats st;
 } sim_dev;
 
@@ -166,14 +174,106 @@ static int ext_insert(sim_dev *s, uint32_t at, ext e)
     return 0;
 }
 
+/* ---- pinned host memory: sorted, disjoint ranges (s->mu held) ---- */
+
+/* Index of the first pinned range ending after p. */
+static uint32_t pin_find(const sim_dev *s, uintptr_t p)
+{
+    uint32_t lo = 0, hi = s->n_pin;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (s->pin[mid].at + s->pin[mid].len <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int pin_add(sim_dev *s, void *p, uint64_t n, int alloc, fg_err *err)
+{
+    uint32_t i = pin_find(s, (uintptr_t)p);
+    if (i < s->n_pin && s->pin[i].at < (uintptr_t)p + n)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: pinning %llu bytes at %p:"
+                          " overlaps a pinned range", (unsigned long long)n, p);
+    if (s->n_pin == s->cap_pin) {
+        uint32_t cap = s->cap_pin ? 2 * s->cap_pin : 64;
+        pinned *r = realloc(s->pin, cap * sizeof *r);
+        if (!r)
+            return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
+        s->pin = r;
+        s->cap_pin = cap;
+    }
+    memmove(&s->pin[i + 1], &s->pin[i], (s->n_pin - i) * sizeof *s->pin);
+    s->pin[i] = (pinned){(uintptr_t)p, n, alloc};
+    s->n_pin++;
+    return FG_OK;
+}
+
+static void pin_del(sim_dev *s, const void *p, int alloc)
+{
+    uint32_t i = pin_find(s, (uintptr_t)p);
+    if (i < s->n_pin && s->pin[i].at == (uintptr_t)p && s->pin[i].alloc == alloc) {
+        memmove(&s->pin[i], &s->pin[i + 1], (s->n_pin - i - 1) * sizeof *s->pin);
+        s->n_pin--;
+    }
+}
+
+/* [p, p + n) lies in pinned ranges (adjacent ones allowed). */
+static int all_pinned(const sim_dev *s, const void *p, uint64_t n)
+{
+    uintptr_t a = (uintptr_t)p, end = a + n;
+    for (uint32_t i = pin_find(s, a); a < end; i++) {
+        if (i == s->n_pin || s->pin[i].at > a)
+            return 0;
+        a = s->pin[i].at + s->pin[i].len;
+    }
+    return 1;
+}
+
+static int d_pin(fg_device *d, void *p, uint64_t len, fg_err *err)
+{
+    sim_dev *s = d->ctx;
+    pthread_mutex_lock(&s->mu);
+    int rc = pin_add(s, p, len, 0, err);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void d_unpin(fg_device *d, void *p)
+{
+    sim_dev *s = d->ctx;
+    pthread_mutex_lock(&s->mu);
+    pin_del(s, p, 0);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- allocation ---- */
+
+static int host_alloc(sim_dev *s, fg_buft t, uint64_t n, void **ptr, fg_err *err)
+{
+    uint64_t len = n ? (n + 4095) & ~(uint64_t)4095 : 4096;
+    *ptr = aligned_alloc(4096, len);
+    if (!*ptr)
+        return fg_err_set(err, FG_ERR_NOMEM, "simulated device: cannot allocate %llu bytes of "
+                          "host memory", (unsigned long long)n);
+    if (t != FG_BUFT_PINNED)
+        return FG_OK;
+    pthread_mutex_lock(&s->mu);
+    int rc = pin_add(s, *ptr, len, 1, err);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        free(*ptr);
+        *ptr = NULL;
+    }
+    return rc;
+}
+
 static int d_alloc(fg_device *d, fg_buft t, uint64_t n, void **ptr, fg_err *err)
 {
     sim_dev *s = d->ctx;
-    if (t != FG_BUFT_DEVICE) {
-        *ptr = aligned_alloc(4096, n ? (n + 4095) & ~(uint64_t)4095 : 4096);
-        return *ptr ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "simulated device: cannot allocate "
-                                         "%llu bytes of host memory", (unsigned long long)n);
-    }
+    if (t != FG_BUFT_DEVICE)
+        return host_alloc(s, t, n, ptr, err);
     uint64_t len = n ? (n + UNIT - 1) / UNIT * UNIT : UNIT, at = 0;
     pthread_mutex_lock(&s->mu);
     uint32_t i = 0;
@@ -199,6 +299,11 @@ static void d_free(fg_device *d, fg_buft t, void *ptr)
     if (!ptr)
         return;
     if (t != FG_BUFT_DEVICE) {
+        if (t == FG_BUFT_PINNED) {
+            pthread_mutex_lock(&s->mu);
+            pin_del(s, ptr, 1);
+            pthread_mutex_unlock(&s->mu);
+        }
         free(ptr);
         return;
     }
@@ -294,6 +399,16 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
 {
     sim_dev *s = d->ctx;
     int dd = dt == FG_BUFT_DEVICE, sd = st == FG_BUFT_DEVICE;
+    const void *host = st == FG_BUFT_PINNED ? src : dt == FG_BUFT_PINNED ? dst : NULL;
+    if (host) {
+        pthread_mutex_lock(&s->mu);
+        int ok = all_pinned(s, host, n);
+        pthread_mutex_unlock(&s->mu);
+        if (!ok)
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: a copy names %llu "
+                              "bytes at %p as pinned host memory, and they are not all pinned",
+                              (unsigned long long)n, host);
+    }
     return ev ? copy_async(s, &s->lanes[LANE_COPY], dst, dd, src, sd, n, ev, err)
               : copy_now(s, dst, dd, src, sd, n, err);
 }
@@ -357,6 +472,7 @@ static void sim_free(sim_dev *s)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s->used);
+    free(s->pin);
     free(s);
 }
 
@@ -390,7 +506,7 @@ static fg_device *d_retain(fg_device *d)
 }
 
 static const fg_device_iface k_sim = {
-    "sim", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain,
+    "sim", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain, d_pin, d_unpin,
 };
 
 int fg_device_sim_create(uint64_t capacity, double link_gbps, fg_device **out, fg_err *err)

@@ -12,9 +12,18 @@
  * and rows do not wait behind the pager's prefetches), so a caller first completes, by their
  * events, the copies whose bytes it reads or overwrites.
  *
+ * Pinning (optional: pin/unpin NULL where a device has none): pin makes [p, p + len) of host
+ * memory the caller already owns PINNED in place (page-locked and known to the device:
+ * cudaHostRegister), so a pool can reserve address space and pin it piece by piece as it fills
+ * instead of allocating its whole budget pinned. Pinned ranges must not overlap; each is
+ * unpinned, whole and by its start, before its memory goes (after the copies through it are
+ * complete). A copy may name as PINNED a range made of adjacent pinned ranges (or lying in one
+ * PINNED allocation): the device splits it where it must, and it is asynchronous all the same.
+ *
  * Implementations: the host device (core/fg_device.c); the CUDA device (core/fg_device_cuda.c:
  * a copy stream, events), which the CUDA backend and a pager given no device both use; the
- * pager's plain simulated device (pager/device.c, synchronous copies); the simulated
+ * pager's plain simulated device (pager/device.c, synchronous copies, pinned memory whose
+ * rules it checks and counts); the simulated
  * accelerator of the sim backend (compute/device_sim.c: memory host code cannot touch, a
  * copy-engine thread). A backend shares its device with the pager through `retain`.
  * Thread-safety: alloc/free/copy may be called from one thread at a time per device.
@@ -54,6 +63,10 @@ typedef struct fg_device_iface {
     /* optional (NULL: not shared): another handle on the same device and memory, destroyed
      * separately (the pager and a backend share a simulated device's arena this way) */
     fg_device *(*retain)(fg_device *d);
+    /* optional (NULL: no pinning in place; see "Pinning" above): pin [p, p + len) (page-aligned,
+     * not overlapping a pinned range); FG_ERR_NOMEM when the device or the OS refuses */
+    int (*pin)(fg_device *d, void *p, uint64_t len, fg_err *err);
+    void (*unpin)(fg_device *d, void *p); /* p: the start given to pin */
 } fg_device_iface;
 
 struct fg_device {

@@ -4,12 +4,18 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fg_device_cuda.h"
 
 struct fg_event {
     cudaEvent_t e;
 };
+
+typedef struct pinned_range {
+    uintptr_t at;
+    uint64_t len;
+} pinned_range;
 
 typedef struct cuda_dev {
     int ordinal, refs;
@@ -19,6 +25,8 @@ typedef struct cuda_dev {
     pthread_mutex_t mu;      /* guards after and fence (copies come from several threads) */
     cudaStream_t after;      /* every copy waits for the work queued here so far (NULL: none) */
     cudaEvent_t fence;       /* recorded on `after`, waited on by the copy's stream */
+    pinned_range *pins;      /* pin()'s ranges (cudaHostRegister), sorted; guarded by mu */
+    uint32_t n_pins, cap_pins;
 } cuda_dev;
 
 static const fg_device_iface k_cuda;
@@ -62,6 +70,80 @@ static void d_free(fg_device *d, fg_buft t, void *ptr)
         free(ptr);
 }
 
+/* Index of the first pinned range ending after p (c->mu held). */
+static uint32_t pin_find(const cuda_dev *c, uintptr_t p)
+{
+    uint32_t lo = 0, hi = c->n_pins;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->pins[mid].at + c->pins[mid].len <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Bytes of [p, p + n) a single copy may take: up to the end of the pinned range p lies in (a
+ * copy spanning two registrations would be staged through pageable memory, synchronously);
+ * all n when p lies in none (cudaHostAlloc memory). */
+static uint64_t pinned_run(cuda_dev *c, const char *p, uint64_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    uint32_t i = pin_find(c, (uintptr_t)p);
+    if (i < c->n_pins && c->pins[i].at <= (uintptr_t)p &&
+        (uintptr_t)p + n > c->pins[i].at + c->pins[i].len)
+        n = c->pins[i].at + c->pins[i].len - (uintptr_t)p;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+/* cudaHostRegister outside the lock (it pins pages: not quick), then the range is recorded. */
+static int d_pin(fg_device *d, void *p, uint64_t len, fg_err *err)
+{
+    cuda_dev *c = d->ctx;
+    cudaSetDevice(c->ordinal);
+    cudaError_t e = cudaHostRegister(p, len, cudaHostRegisterDefault);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* a refusal is not sticky */
+        return fg_err_set(err, FG_ERR_NOMEM, "cuda: cudaHostRegister of %llu bytes at %p: %s",
+                          (unsigned long long)len, p, cudaGetErrorString(e));
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->n_pins == c->cap_pins) {
+        uint32_t cap = c->cap_pins ? 2 * c->cap_pins : 64;
+        pinned_range *r = realloc(c->pins, cap * sizeof *r);
+        if (!r) {
+            pthread_mutex_unlock(&c->mu);
+            cudaHostUnregister(p);
+            return fg_err_set(err, FG_ERR_NOMEM, "cuda: out of memory");
+        }
+        c->pins = r;
+        c->cap_pins = cap;
+    }
+    uint32_t i = pin_find(c, (uintptr_t)p);
+    memmove(&c->pins[i + 1], &c->pins[i], (c->n_pins - i) * sizeof *c->pins);
+    c->pins[i] = (pinned_range){(uintptr_t)p, len};
+    c->n_pins++;
+    pthread_mutex_unlock(&c->mu);
+    return FG_OK;
+}
+
+static void d_unpin(fg_device *d, void *p)
+{
+    cuda_dev *c = d->ctx;
+    cudaSetDevice(c->ordinal);
+    pthread_mutex_lock(&c->mu);
+    uint32_t i = pin_find(c, (uintptr_t)p);
+    if (i < c->n_pins && c->pins[i].at == (uintptr_t)p) {
+        memmove(&c->pins[i], &c->pins[i + 1], (c->n_pins - i - 1) * sizeof *c->pins);
+        c->n_pins--;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
 static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft st, uint64_t n,
                   fg_event **ev, fg_err *err)
 {
@@ -78,9 +160,16 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     pthread_mutex_unlock(&c->mu);
     if (e != cudaSuccess)
         return cu_fail(err, e, "ordering a copy after the compute stream", n);
-    e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
-    if (e != cudaSuccess)
-        return cu_fail(err, e, "cudaMemcpyAsync", n);
+    /* the host side (named PINNED or not: the engine copies pager views as HOST) */
+    const char *host = (dt == FG_BUFT_DEVICE) == (st == FG_BUFT_DEVICE) ? NULL
+                       : dt == FG_BUFT_DEVICE ? src : dst;
+    for (uint64_t done = 0, k; done < n; done += k) { /* one copy per pinned range */
+        k = host ? pinned_run(c, host + done, n - done) : n;
+        e = cudaMemcpyAsync((char *)dst + done, (const char *)src + done, k,
+                            cudaMemcpyDefault, s);
+        if (e != cudaSuccess)
+            return cu_fail(err, e, "cudaMemcpyAsync", k);
+    }
     if ((dt == FG_BUFT_DEVICE) != (st == FG_BUFT_DEVICE))
         __atomic_add_fetch(&c->link[dt == FG_BUFT_DEVICE ? 0 : 1], n, __ATOMIC_RELAXED);
     if (!ev)
@@ -133,6 +222,7 @@ static void d_destroy(fg_device *d)
         if (c->fence)
             cudaEventDestroy(c->fence);
         pthread_mutex_destroy(&c->mu);
+        free(c->pins);
         free(c);
     }
     free(d);
@@ -149,7 +239,7 @@ static fg_device *d_retain(fg_device *d)
 }
 
 static const fg_device_iface k_cuda = {
-    "cuda", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain,
+    "cuda", d_alloc, d_free, d_copy, d_event_wait, d_sync, d_destroy, d_retain, d_pin, d_unpin,
 };
 
 int fg_device_cuda_create(int ordinal, fg_device **out, fg_err *err)

@@ -1,7 +1,11 @@
 /* fg_device_cuda.h - the CUDA device object (fg_device.h): one implementation for the CUDA
  * compute backend and the pager used on its own (built only with CUDA: FG_HAVE_CUDA).
  *
- * Memory: DEVICE with cudaMalloc, PINNED with cudaHostAlloc, HOST page-aligned. Copies run on
+ * Memory: DEVICE with cudaMalloc, PINNED with cudaHostAlloc, HOST page-aligned; pin/unpin
+ * (fg_device.h) register host memory in place (cudaHostRegister / cudaHostUnregister) and keep
+ * the ranges, so a copy whose host side spans several registrations is issued as one
+ * cudaMemcpyAsync per range (one that spanned them would be staged, synchronously), whatever
+ * type it names that side (the engine names the pager's views HOST). Copies run on
  * the device's own streams (non-blocking, so the backend's compute stream never waits on them
  * unless told to): a copy given an event pointer goes on the copy stream, records a CUDA event
  * after it and returns, and event_wait synchronizes and frees it; one without goes on a second

@@ -69,11 +69,21 @@ static int check_tier(const fg_pager *p, int t, fg_err *err)
 static int check_committed(const fg_pager *p, fg_err *err)
 {
     const fg_hostpool *h = &p->hp;
-    uint64_t sum = 0;
-    for (uint32_t g = 0; g < h->n_gran; g++)
-        if (h->committed[g])
-            sum += h->size - (uint64_t)g * h->granule < h->granule
-                       ? h->size - (uint64_t)g * h->granule : h->granule;
+    uint64_t sum = 0, pinned = 0;
+    for (uint32_t g = 0; g < h->n_gran; g++) {
+        uint64_t n = h->size - (uint64_t)g * h->granule < h->granule
+                         ? h->size - (uint64_t)g * h->granule : h->granule;
+        uint8_t c = h->committed[g];
+        if ((c && !(c & FG_GRAN_COMMITTED)) || ((c & FG_GRAN_PIN_START) && !(c & FG_GRAN_PINNED)))
+            return fg_err_set(err, FG_ERR_CORRUPT, "I11: granule %u pinned or registered, "
+                              "not committed", g);
+        sum += c ? n : 0;
+        pinned += c & FG_GRAN_PINNED ? n : 0;
+    }
+    if (pinned != h->pinned_bytes || pinned > sum || (pinned && !h->pin_dev))
+        return fg_err_set(err, FG_ERR_CORRUPT, "I11: %llu bytes pinned, granules say %llu "
+                          "(%llu committed)", (unsigned long long)h->pinned_bytes,
+                          (unsigned long long)pinned, (unsigned long long)sum);
     if (sum != h->committed_bytes || sum > p->cfg.budget[FG_TIER_HOST])
         return fg_err_set(err, FG_ERR_CORRUPT, "I10: %llu bytes committed, granules say %llu, "
                           "budget %llu", (unsigned long long)h->committed_bytes,

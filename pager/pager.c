@@ -55,6 +55,12 @@
  *  I10 Every HOST extent a chunk holds lies in committed granules of the pool (pool.c): the
  *      pool's memory arrives with first use, and committed bytes (the granules' sum, what can
  *      be resident) never exceed budget[HOST]. A budget is a ceiling, never an allocation.
+ *  I11 Pinned granules (the device's pin entry, in runs of granules as they are committed,
+ *      pool.c) are committed granules, their bytes never exceed the committed bytes, and the pool's
+ *      pinned_bytes is their sum: on a GPU the budget is a ceiling for pinned memory too. A
+ *      HOST extent is handed to the device's copies as PINNED only when every granule it spans
+ *      is pinned (or the pool is one PINNED allocation, a device without pin): those copies are
+ *      asynchronous, the others synchronous.
  *
  * Transitions each have one function (t_*); nothing else assigns state. Loads are split into
  * io_block-sized ops and fed to the engine from a FIFO of chunks with queued bytes as slots
@@ -128,7 +134,11 @@ static uint64_t now_ns(void)
 static int device_present(const fg_pager *p) { return p->dev_base != NULL; }
 
 /* The HOST pool's buffer type, for the device's copies. */
-static fg_buft host_buft(const fg_pager *p) { return p->hp.how == FG_POOL_PINNED ? FG_BUFT_PINNED : FG_BUFT_HOST; }
+/* The buffer type of the HOST extent [off, off+len), for the device's copies (I11). */
+static fg_buft host_buft(const fg_pager *p, uint64_t off, uint64_t len)
+{
+    return fg_hostpool_buft(&p->hp, off, len);
+}
 
 /* "pager chunk 7", or "tensor 'w' chunk 3 (pager chunk 7)" with the caller's label. */
 static const char *chunk_name(const fg_pager *p, uint32_t id, char *buf, size_t n)
@@ -584,8 +594,8 @@ static int t_to_device(fg_pager *p, uint32_t id, int async, fg_err *err)
         return rc;
     fg_event *ev = NULL;
     rc = p->dev->iface->copy(p->dev, (char *)p->dev_base + off, FG_BUFT_DEVICE,
-                             p->hp.base + c->host_off, host_buft(p), c->d.padded,
-                             async ? &ev : NULL, err);
+                             p->hp.base + c->host_off, host_buft(p, c->host_off, c->d.padded),
+                             c->d.padded, async ? &ev : NULL, err);
     if (rc) {
         fg_arena_free(&p->arena[FG_TIER_DEVICE], off, c->d.padded);
         return rc;
@@ -647,7 +657,7 @@ static int t_to_host(fg_pager *p, uint32_t id, fg_err *err)
     int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &off, err);
     if (rc)
         return rc;
-    rc = p->dev->iface->copy(p->dev, p->hp.base + off, host_buft(p),
+    rc = p->dev->iface->copy(p->dev, p->hp.base + off, host_buft(p, off, c->d.padded),
                              (char *)p->dev_base + c->dev_off, FG_BUFT_DEVICE, c->d.padded, NULL,
                              err);
     if (rc) {
@@ -1200,7 +1210,8 @@ void fg_pager_stats_get(const fg_pager *p, fg_pager_stats *out)
         out->budget[t] = p->arena[t].size;
     }
     out->host_committed = p->hp.committed_bytes;
-    out->host_locked = p->hp.how != FG_POOL_MMAP;
+    out->host_pinned = p->hp.how == FG_POOL_PINNED ? p->hp.size : p->hp.pinned_bytes;
+    out->host_locked = p->hp.how != FG_POOL_MMAP || p->hp.pinned_bytes;
     out->device_present = device_present(p);
     const char *d = p->io->m->describe ? p->io->m->describe(p->io) : p->io->m->name;
     snprintf(out->engine, sizeof out->engine, "%s", d);

@@ -135,15 +135,29 @@ int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *f, fg_pag
                              fg_err *err);
 
 /* ---- DEVICE tier: a device object (core/fg_device.h), the same one a compute backend on that
- * device uses. The pager allocates its whole DEVICE budget at open (FG_BUFT_DEVICE), copies
- * chunks with copy() between its HOST pool and that region, and asks for its HOST pool as
- * FG_BUFT_PINNED first (else an mmap reservation whose granules are mlocked as first used).
+ * device uses. The pager allocates its whole DEVICE budget at open (FG_BUFT_DEVICE) and copies
+ * chunks with copy() between its HOST pool and that region. Its HOST pool is an mmap
+ * reservation whose granules are pinned through the device's pin entry as first used (a budget
+ * is a ceiling for pinned memory too); a device with PINNED memory but no pin entry gets the
+ * whole pool as one FG_BUFT_PINNED allocation; with neither, granules are mlocked as first used.
  * ---- */
 typedef fg_device fg_pager_device; /* the name the pager's API used before the device object */
 
 /* A simulated device: DEVICE buffers in plain host memory, so tests exercise all three tiers
- * without a GPU (no PINNED memory). Caller owns *out until handed to fg_pager_open. */
+ * without a GPU; PINNED allocations and pin/unpin are recorded and checked (device.c). Caller
+ * owns *out until handed to fg_pager_open. */
 int fg_pager_device_host_create(fg_device **out, fg_err *err);
+typedef struct fg_pager_device_stats {
+    uint64_t pinned, pinned_peak; /* bytes pinned now, at most (PINNED allocations and pins) */
+    uint64_t pins;                /* pin() calls that pinned a range */
+    uint64_t pinned_copies;       /* copies whose host side was named PINNED (all pinned) */
+    uint64_t misuse;              /* overlapping pins, unpins of nothing, copies naming
+                                     unpinned memory PINNED: 0 in a correct program */
+} fg_pager_device_stats;
+/* The simulated device's counters (zeros for another device). */
+void fg_pager_device_host_stats(const fg_device *d, fg_pager_device_stats *out);
+/* pin() refuses once `bytes` would be pinned (0: no limit), as an OS short of lockable memory. */
+void fg_pager_device_host_pin_limit(fg_device *d, uint64_t bytes);
 /* The CUDA device (GPU 0; core/fg_device_cuda.h, the CUDA backend's): cudaMalloc, cudaHostAlloc,
  * copies on its copy stream with events, so prefetched uploads overlap the caller.
  * FG_ERR_UNSUPPORTED when built without CUDA or with no GPU. */
@@ -301,7 +315,10 @@ typedef struct fg_pager_stats {
     uint64_t async_uploads;     /* HOST -> DEVICE copies started without waiting for them */
     uint64_t host_committed;    /* bytes of the HOST pool committed so far (first used,
                                    locked, registered): grows with use, never past budget */
-    int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
+    uint64_t host_pinned;       /* bytes of the HOST pool pinned by the device: its granules
+                                   pinned with use (the device's pin entry), <= host_committed;
+                                   the whole budget for a device without pin (cudaHostAlloc) */
+    int host_locked;            /* HOST pool is mlock'ed or pinned (cudaHostRegister/Alloc) */
     int device_present;
     unsigned fallback_files;    /* files read through the pread engine (O_DIRECT refused) */
     int sticky;                 /* fg_status of the sticky error, 0 when none */

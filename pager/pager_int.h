@@ -36,29 +36,46 @@ uint64_t fg_arena_free_bytes(const fg_arena *a);
 
 /* ---- the HOST pool's memory (pool.c): reserved at open, committed granule by granule ---- */
 #define FG_POOL_MAX_GRANULES 8192u
-enum { FG_POOL_MMAP = 0, FG_POOL_LOCKED = 1, FG_POOL_PINNED = 2 };
+/* How the pool's memory is held: MMAP plain; LOCKED mlock'ed granule by granule; PINNED one
+ * allocation of the device's pinned memory, whole (a device without pin); PIN_LAZY reserved
+ * like MMAP and pinned granule by granule through the device's pin entry. */
+enum { FG_POOL_MMAP = 0, FG_POOL_LOCKED = 1, FG_POOL_PINNED = 2, FG_POOL_PIN_LAZY = 3 };
+/* committed[g] bits */
+enum { FG_GRAN_COMMITTED = 1, FG_GRAN_REGISTERED = 2, FG_GRAN_PINNED = 4, FG_GRAN_PIN_START = 8 };
+/* A pinned run (one pin() range of whole granules, pool.c) is at least (when granules are
+ * smaller) and at most this many bytes. */
+#define FG_POOL_PIN_RUN_MIN (8ull << 20)
+#define FG_POOL_PIN_RUN_MAX (256ull << 20)
 
 typedef struct fg_hostpool {
     uint8_t *base;            /* [size] bytes of address space */
     uint64_t size;            /* the HOST budget */
     uint64_t granule;         /* bytes per granule */
     uint32_t n_gran;
-    uint8_t *committed;       /* [n_gran]: 0 not yet, 1 committed, 2 and registered (piece) */
+    uint8_t *committed;       /* [n_gran]: FG_GRAN_* bits (0: not yet committed) */
     uint64_t committed_bytes; /* sum of committed granules' bytes, <= size */
-    int how;                  /* FG_POOL_*: PINNED = the device's pinned memory, whole */
+    uint64_t pinned_bytes;    /* sum of FG_GRAN_PINNED granules' bytes, <= committed_bytes */
+    uint32_t pinned_gran;     /* FG_GRAN_PINNED granules */
+    int how;                  /* FG_POOL_*: how granules committed from now on are held */
+    int lock;                 /* mlock granules when not pinning them */
     int registered;           /* the engine takes pieces for fixed-buffer I/O */
+    fg_device *pin_dev;       /* the device that pinned the FG_GRAN_PINNED granules */
     fg_pager_io *io;
 } fg_hostpool;
 
-/* Reserve the pool (the device's PINNED memory when dev offers it). A message that is not an
+/* Reserve the pool: address space pinned granule by granule when dev has a pin entry, else
+ * the device's PINNED memory whole when dev offers it, else mmap. A message that is not an
  * error (a refusal worked around) goes to note[note_n]. */
 int fg_hostpool_open(fg_hostpool *h, fg_device *dev, uint64_t size, uint64_t io_block, int lock,
                      char *note, size_t note_n, fg_err *err);
 void fg_hostpool_attach(fg_hostpool *h, fg_pager_io *io, char *note, size_t note_n);
-/* Commit the granules [off, off+len) covers (plus one): never fails; a refusal to lock or to
+/* Commit the granules [off, off+len) covers (plus one): never fails; a refusal to pin, lock or
  * register is written to note and the pool goes on without. */
 void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n);
-void fg_hostpool_close(fg_hostpool *h, fg_device *dev); /* dev: the one given to open */
+/* The buffer type of [off, off+len) for the device's copies: PINNED when all of it is pinned. */
+fg_buft fg_hostpool_buft(const fg_hostpool *h, uint64_t off, uint64_t len);
+/* Unpins (after the device's copies complete) and frees; dev: the one given to open. */
+void fg_hostpool_close(fg_hostpool *h, fg_device *dev);
 
 /* ---- chunk states (pager.c "State machine") ---- */
 typedef enum chunk_state {

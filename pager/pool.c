@@ -10,9 +10,19 @@
  * (engine piece g spans granules g and g + 1, so every op, <= io_block <= one granule, lies in
  * one registered piece). Committed memory only grows (bounded by the budget): the steady state
  * makes no system call. Untouched pages of a granule cost nothing until touched. When the
- * device offers pinned memory the pool is one allocation of it instead (cudaHostAlloc cannot
- * grow in place, so on a GPU the whole budget is resident from open: a known limit, SPEC
- * "Pager"); its granules are committed (registered) with use all the same.
+ * device pins memory in place (its optional pin entry: cudaHostRegister) granules are pinned
+ * through it when committed, instead of mlock'ed (pinning locks the pages), and unpinned at
+ * close after the device's copies are complete: on a GPU the budget is a ceiling for pinned
+ * memory too. They are pinned in runs, one pin() range each, as long as the pinned memory so
+ * far (at most FG_POOL_PIN_RUN_MAX): a copy whose host range spans two ranges is staged by the
+ * CUDA driver, synchronously, unless split (the device's copy splits it, fg_device.h; a caller
+ * copying a view with cudaMemcpyAsync itself does not), so few runs keep few extents across
+ * two, at the price of pinning up to twice the span used (never past the budget). An extent is
+ * named PINNED only when every granule it spans is pinned (fg_hostpool_buft: a refusal to pin,
+ * as an OS short of lockable memory gives, leaves the rest of the pool locked or plain, copied
+ * synchronously, with a notice). A device
+ * with pinned memory but no pin entry gets the pool as one allocation of it (the whole budget
+ * resident from open), its granules committed (registered) with use all the same.
  *
  * Inside a pool, fg_arena hands out page-granular extents first-fit from a sorted, coalesced
  * free list (O(free extents) per call; the list stays short because chunks of a stream have
@@ -202,7 +212,7 @@ int fg_hostpool_open(fg_hostpool *h, fg_device *dev, uint64_t size, uint64_t io_
     h->committed = calloc(h->n_gran, 1);
     if (!h->committed)
         return fg_err_set(err, FG_ERR_NOMEM, "pager: out of memory");
-    if (dev) {
+    if (dev && !dev->iface->pin) { /* pinned memory only whole: allocate it so */
         fg_err perr;
         int rc = dev->iface->alloc(dev, FG_BUFT_PINNED, size, (void **)&h->base, &perr);
         if (rc == FG_OK) {
@@ -218,7 +228,9 @@ int fg_hostpool_open(fg_hostpool *h, fg_device *dev, uint64_t size, uint64_t io_
     if (!h->base)
         return fg_err_sys(err, FG_ERR_NOMEM, errno, "pager: HOST budget of %.1f MiB: cannot "
                           "reserve its address space", size / 1048576.0);
-    h->how = lock ? FG_POOL_LOCKED : FG_POOL_MMAP;
+    h->how = dev && dev->iface->pin ? FG_POOL_PIN_LAZY : lock ? FG_POOL_LOCKED : FG_POOL_MMAP;
+    h->pin_dev = h->how == FG_POOL_PIN_LAZY ? dev : NULL;
+    h->lock = lock;
     return FG_OK;
 }
 
@@ -233,16 +245,66 @@ void fg_hostpool_attach(fg_hostpool *h, fg_pager_io *io, char *note, size_t note
         snprintf(note, note_n, "pager: HOST pool not registered with the engine (%s)", e.msg);
 }
 
-static void commit_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
+static uint64_t gran_bytes(const fg_hostpool *h, uint32_t g)
 {
     uint64_t off = (uint64_t)g * h->granule;
-    uint64_t n = h->size - off < h->granule ? h->size - off : h->granule;
+    return h->size - off < h->granule ? h->size - off : h->granule;
+}
+
+/* The run of uncommitted granules [*lo, *hi) around g that is pinned as one range: up from g,
+ * then down, to as many granules as are pinned already (a run doubles the pinned memory: few
+ * runs, so few extents span two of them; a copy across two is split, fg_device.h), at least
+ * FG_POOL_PIN_RUN_MIN and at most FG_POOL_PIN_RUN_MAX bytes (or one granule). */
+static void pin_run(const fg_hostpool *h, uint32_t g, uint32_t *lo, uint32_t *hi)
+{
+    uint64_t cap = FG_POOL_PIN_RUN_MAX / h->granule, least = FG_POOL_PIN_RUN_MIN / h->granule;
+    uint64_t want = h->pinned_gran < cap ? h->pinned_gran : cap;
+    want = want > least ? want : least > 1 ? least : 1;
+    *lo = g;
+    *hi = g + 1;
+    while (*hi - *lo < want && *hi < h->n_gran && !h->committed[*hi])
+        (*hi)++;
+    while (*hi - *lo < want && *lo > 0 && !h->committed[*lo - 1])
+        (*lo)--;
+}
+
+/* Pin the run around granule g through the device (a page-aligned length: the range's tail
+ * page is mapped, see map_huge_aligned) and commit its granules; a refusal leaves g and the
+ * rest of the pool locked or plain. 1 when pinned. */
+static int pin_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
+{
+    fg_err e;
+    uint32_t lo, hi;
+    pin_run(h, g, &lo, &hi);
+    uint64_t off = (uint64_t)lo * h->granule, n = 0;
+    for (uint32_t k = lo; k < hi; k++)
+        n += gran_bytes(h, k);
+    if (h->pin_dev->iface->pin(h->pin_dev, h->base + off, (n + FG_PAGE - 1) & ~(FG_PAGE - 1),
+                               &e) != FG_OK) {
+        snprintf(note, note_n, "pager: HOST pool not pinned past %.1f MiB (%s); copies from the "
+                 "rest are synchronous", h->pinned_bytes / 1048576.0, e.msg);
+        h->how = h->lock ? FG_POOL_LOCKED : FG_POOL_MMAP;
+        return 0;
+    }
+    for (uint32_t k = lo; k < hi; k++)
+        h->committed[k] = FG_GRAN_COMMITTED | FG_GRAN_PINNED | (k == lo ? FG_GRAN_PIN_START : 0);
+    h->pinned_bytes += n;
+    h->committed_bytes += n;
+    h->pinned_gran += hi - lo;
+    return 1;
+}
+
+static void commit_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
+{
+    uint64_t off = (uint64_t)g * h->granule, n = gran_bytes(h, g);
+    if (h->how == FG_POOL_PIN_LAZY && pin_one(h, g, note, note_n)) /* pinning locks too */
+        return;
     if (h->how == FG_POOL_LOCKED && mlock(h->base + off, n) != 0) {
         snprintf(note, note_n, "pager: HOST pool not locked past %.1f MiB (mlock: %s)",
                  h->committed_bytes / 1048576.0, strerror(errno));
         h->how = FG_POOL_MMAP; /* unlocked from here on; what is locked stays locked */
     }
-    h->committed[g] = 1;
+    h->committed[g] |= FG_GRAN_COMMITTED;
     h->committed_bytes += n;
 }
 
@@ -251,7 +313,9 @@ static void commit_one(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
 static void register_piece(fg_hostpool *h, uint32_t g, char *note, size_t note_n)
 {
     fg_err e;
-    if (!h->registered || h->committed[g] != 1 || (g + 1 < h->n_gran && !h->committed[g + 1]))
+    uint8_t c = h->committed[g];
+    if (!h->registered || !(c & FG_GRAN_COMMITTED) || (c & FG_GRAN_REGISTERED) ||
+        (g + 1 < h->n_gran && !h->committed[g + 1]))
         return;
     if (h->io->m->register_piece(h->io, g, &e) != FG_OK) {
         snprintf(note, note_n, "pager: HOST pool piece %u not registered with the engine (%s)",
@@ -259,7 +323,7 @@ static void register_piece(fg_hostpool *h, uint32_t g, char *note, size_t note_n
         h->registered = 0;
         return;
     }
-    h->committed[g] = 2;
+    h->committed[g] |= FG_GRAN_REGISTERED;
 }
 
 void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n)
@@ -275,8 +339,26 @@ void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, 
         register_piece(h, g, note, note_n);
 }
 
+fg_buft fg_hostpool_buft(const fg_hostpool *h, uint64_t off, uint64_t len)
+{
+    if (h->how == FG_POOL_PINNED)
+        return FG_BUFT_PINNED;
+    if (!h->pinned_bytes || len == 0)
+        return FG_BUFT_HOST;
+    for (uint64_t g = off / h->granule; g <= (off + len - 1) / h->granule; g++)
+        if (!(h->committed[g] & FG_GRAN_PINNED))
+            return FG_BUFT_HOST; /* past a refusal to pin: a synchronous copy */
+    return FG_BUFT_PINNED;
+}
+
 void fg_hostpool_close(fg_hostpool *h, fg_device *dev)
 {
+    if (h->pinned_bytes) { /* the copies through pinned memory complete before it is unpinned */
+        h->pin_dev->iface->sync(h->pin_dev, NULL);
+        for (uint32_t g = 0; g < h->n_gran; g++)
+            if (h->committed[g] & FG_GRAN_PIN_START)
+                h->pin_dev->iface->unpin(h->pin_dev, h->base + (uint64_t)g * h->granule);
+    }
     if (h->base && h->how == FG_POOL_PINNED)
         dev->iface->free(dev, FG_BUFT_PINNED, h->base);
     else if (h->base)

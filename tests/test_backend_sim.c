@@ -287,6 +287,53 @@ START_TEST(a_full_device_and_bad_copies_are_refused)
 }
 END_TEST
 
+/* Pinned host memory keeps a GPU's rules: pin registers host memory in place (adjacent ranges
+ * fine, an overlapping one refused, as cudaHostRegister refuses it), a copy may name as PINNED
+ * memory that is all pinned (across adjacent ranges too, asynchronously) or in a PINNED
+ * allocation, and naming anything else PINNED is refused; unpinned, it is refused again. */
+START_TEST(pinned_memory_rules)
+{
+    fg_device *d;
+    fg_err err;
+    ck_assert_int_eq(fg_device_sim_create(1 << 20, 0, &d, &err), FG_OK);
+    ck_assert_ptr_nonnull(d->iface->pin);
+    uint8_t *h = aligned_alloc(4096, 4 * 4096), *back = calloc(1, 3 * 4096);
+    for (int i = 0; i < 4 * 4096; i++)
+        h[i] = (uint8_t)(i * 13 + 5);
+    void *dv, *pa;
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, 3 * 4096, &dv, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dv, FG_BUFT_DEVICE, h, FG_BUFT_PINNED, 4096, NULL, &err),
+                     FG_ERR_INVALID_ARG); /* not pinned yet */
+    ck_assert_int_eq(d->iface->pin(d, h, 2 * 4096, &err), FG_OK);
+    ck_assert_int_eq(d->iface->pin(d, h + 4096, 2 * 4096, &err), FG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "overlaps"));
+    ck_assert_int_eq(d->iface->pin(d, h + 2 * 4096, 4096, &err), FG_OK); /* adjacent */
+    fg_event *ev;
+    ck_assert_int_eq(d->iface->copy(d, dv, FG_BUFT_DEVICE, h, FG_BUFT_PINNED, 3 * 4096, &ev,
+                                    &err), FG_OK); /* across two ranges */
+    ck_assert_int_eq(d->iface->event_wait(d, ev, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, dv, FG_BUFT_DEVICE, h + 4096, FG_BUFT_PINNED, 3 * 4096,
+                                    NULL, &err), FG_ERR_INVALID_ARG); /* past the pinned */
+    ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_PINNED, 3 * 4096, &pa, &err), FG_OK);
+    ck_assert_int_eq(d->iface->copy(d, pa, FG_BUFT_PINNED, dv, FG_BUFT_DEVICE, 3 * 4096, NULL,
+                                    &err), FG_OK);
+    ck_assert_int_eq(memcmp(pa, h, 3 * 4096), 0);
+    d->iface->unpin(d, h);
+    ck_assert_int_eq(d->iface->copy(d, back, FG_BUFT_PINNED, dv, FG_BUFT_DEVICE, 4096, NULL,
+                                    &err), FG_ERR_INVALID_ARG);
+    ck_assert_int_eq(d->iface->copy(d, h + 2 * 4096, FG_BUFT_PINNED, dv, FG_BUFT_DEVICE, 4096,
+                                    NULL, &err), FG_OK);
+    d->iface->unpin(d, h + 2 * 4096);
+    ck_assert_int_eq(d->iface->pin(d, h, 4 * 4096, &err), FG_OK); /* all of it free again */
+    d->iface->unpin(d, h);
+    d->iface->free(d, FG_BUFT_PINNED, pa);
+    d->iface->free(d, FG_BUFT_DEVICE, dv);
+    fg_device_free(d);
+    free(h);
+    free(back);
+}
+END_TEST
+
 /* The streams: with 4 MiB queued on the copy engine over a 20 MB/s link (about 0.2 s), a
  * synchronous copy (the engine's ids and positions) and an upload on the upload stream (the
  * backend's weight pieces) do not wait behind it, and each lands its bytes; sync waits for all. */
@@ -348,6 +395,7 @@ static Suite *suite(void)
     tcase_add_test(tc, copies_overlap_compute);
     tcase_add_test(tc, attention_runs_where_the_cache_lives);
     tcase_add_test(tc, a_full_device_and_bad_copies_are_refused);
+    tcase_add_test(tc, pinned_memory_rules);
     tcase_add_test(tc, synchronous_copies_and_uploads_pass_the_queue);
     suite_add_tcase(s, tc);
     return s;

@@ -11,6 +11,7 @@
  * engine (FG_FAULT_NO_DIRECT), since some kernels let tmpfs accept O_DIRECT.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -230,8 +231,9 @@ static uint64_t status_kb(const char *name)
 }
 
 /* A budget is a ceiling, not an allocation (issue 38 item 5): a pager with 2 GiB HOST (and,
- * by row, 2 GiB DEVICE on the plain simulated device or on compute/'s accelerator, whose
- * PINNED host memory then backs the HOST pool) holding a few MiB peaks at tens of MiB of RSS;
+ * by row, 2 GiB DEVICE on the plain simulated device or on compute/'s accelerator, both of
+ * which pin the HOST pool's granules as they are used) holding a few MiB peaks at tens of MiB
+ * of RSS, with a few MiB pinned;
  * on the base commit the pool was mlocked and registered whole at open (2 GiB resident).
  * Every read still goes through a registered buffer. */
 START_TEST(t_budget_is_ceiling)
@@ -268,6 +270,8 @@ START_TEST(t_budget_is_ceiling)
     ck_assert_uint_gt(st.host_committed, 0);
     ck_assert_msg(st.host_committed <= (16u << 20), "committed %llu bytes",
                   (unsigned long long)st.host_committed);
+    if (_i) /* the devices pin in place: what is committed, no more */
+        ck_assert_uint_eq(st.host_pinned, st.host_committed);
     uint64_t allow_kb = 48u * 1024;
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan writes the shadow (1/8) of a heap allocation: the devices' 2 GiB aligned_alloc */
@@ -284,6 +288,154 @@ START_TEST(t_budget_is_ceiling)
     if (_i == 2)
         sim_done();
     unlink(f.path);
+}
+END_TEST
+
+/* Pinned memory is a ceiling too (issue 38 item 5 on a GPU: --backend cuda --ram-budget 64G
+ * pinned 64 GiB at open). On the plain simulated device, which has pinned memory and checks
+ * its rules as the CUDA runtime does (device.c: overlapping pins refused, copies naming
+ * unpinned memory PINNED refused, all counted): a pager with 2 GiB HOST holding a few MiB, its
+ * chunks uploaded (acquired on the device and prefetched there) and brought back. Rows:
+ *  0  the device pins in place: pinned memory grows with use (a few MiB, what the pool
+ *     committed), every upload names PINNED memory that is pinned, close unpins all of it.
+ *     On the base commit this device's PINNED allocation held the whole 2 GiB.
+ *  1  the same device without the pin entry: the old behaviour, one PINNED allocation of the
+ *     whole budget.
+ *  2  pins refused (an OS short of lockable memory): a notice, the pool plain (locked where
+ *     mlock is allowed), its extents copied as plain host memory, every chunk intact
+ *     (t_pool_pin_runs refuses part way). */
+START_TEST(t_pinned_is_ceiling)
+{
+    const uint64_t gib2 = 2ull << 30;
+    fg_err err;
+    char name[64];
+    snprintf(name, sizeof name, "fgpager-pinned-%d.bin", (int)getpid());
+    dfile f;
+    make_file(&f, path_in(g_dir, name), 24, 41);
+    static fg_device_iface no_pin;
+    fg_device *dev;
+    ck_assert_int_eq(fg_pager_device_host_create(&dev, &err), FG_OK);
+    if (_i == 1) {
+        no_pin = *dev->iface;
+        no_pin.pin = NULL;
+        no_pin.unpin = NULL;
+        dev->iface = &no_pin;
+    }
+    if (_i == 2)
+        fg_pager_device_host_pin_limit(dev, 1u << 20);
+    fg_device *watch = dev->iface->retain(dev);
+    fg_pager_config c = {{0, gib2, 64 << 20}, 8, 1 << 20, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY | FG_PAGER_NO_CUDA | (_i == 2 ? FG_PAGER_NO_MLOCK : 0),
+                         NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket tk[24];
+    for (uint32_t i = 0; i < f.n; i++) { /* half acquired on the device, half prefetched */
+        fg_pager_view v;
+        if (i % 2)
+            ck_assert_msg(fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err) == FG_OK, "%s",
+                          err.msg);
+        else
+            ck_assert_msg(fg_pager_acquire(p, i, FG_TIER_DEVICE, &v, &err) == FG_OK &&
+                          fg_pager_release(p, &v, 0, &err) == FG_OK, "chunk %u: %s", i, err.msg);
+        check_ok(p);
+    }
+    for (uint32_t i = 0; i < f.n; i++) {
+        if (i % 2)
+            ck_assert_msg(fg_pager_wait(p, tk[i], &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_pager_evict(p, i, &err) == FG_OK, "%s", err.msg);
+        expect_chunk(p, &f, i, i, FG_TIER_DEVICE); /* on the device from HOST again */
+        expect_chunk(p, &f, i, i, FG_TIER_HOST);
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    fg_pager_device_stats ds;
+    fg_pager_device_host_stats(watch, &ds);
+    ck_assert_uint_eq(ds.misuse, 0);
+    ck_assert_uint_gt(st.moved[FG_TIER_HOST][FG_TIER_DEVICE], 0);
+    ck_assert_uint_eq(ds.pinned, st.host_pinned);
+    if (_i == 1) {
+        ck_assert_uint_ge(ds.pinned_peak, gib2);
+        ck_assert_uint_eq(st.host_pinned, gib2);
+    } else if (_i == 0) {
+        ck_assert_uint_gt(st.host_pinned, 0);
+        ck_assert_uint_le(st.host_pinned, st.host_committed);
+        ck_assert_msg(ds.pinned_peak <= (16u << 20), "pinned %llu bytes",
+                      (unsigned long long)ds.pinned_peak);
+        ck_assert_uint_gt(ds.pinned_copies, 0);
+    } else {
+        ck_assert_msg(strstr(st.notice, "not pinned past") != NULL, "%s", st.notice);
+        ck_assert_uint_eq(st.host_pinned, 0);
+        ck_assert_uint_eq(ds.pinned_copies, 0);
+        ck_assert_uint_gt(st.host_committed, 0);
+        ck_assert_int_eq(st.host_locked, 0); /* plain (FG_PAGER_NO_MLOCK) */
+    }
+    fg_pager_close(p);
+    fg_pager_device_host_stats(watch, &ds);
+    ck_assert_uint_eq(ds.pinned, 0); /* unpinned (or freed) at close */
+    ck_assert_uint_eq(ds.misuse, 0);
+    fg_device_free(watch);
+    unlink(f.path);
+}
+END_TEST
+
+/* The pool pins in runs (pool.c): 4 MiB extents taken one after the other over 96 MiB from
+ * the bottom of a 2 GiB pool (2 MiB granules) and over 32 MiB from its top pin at most about
+ * twice the span used in a handful of pin() ranges, so few extents span two ranges; each
+ * extent is named PINNED; close unpins every range. Row 1: pins refused past 40 MiB: a notice,
+ * the extents in pinned runs PINNED, the others (and one across the last run's end) HOST. */
+START_TEST(t_pool_pin_runs)
+{
+    fg_err err;
+    fg_device *dev;
+    ck_assert_int_eq(fg_pager_device_host_create(&dev, &err), FG_OK);
+    if (_i)
+        fg_pager_device_host_pin_limit(dev, 40u << 20);
+    fg_hostpool h;
+    char note[160] = "";
+    const uint64_t size = 2ull << 30, ext = (4u << 20) - 3 * 4096;
+    ck_assert_int_eq(fg_hostpool_open(&h, dev, size, 1 << 20, 0, note, sizeof note, &err), FG_OK);
+    ck_assert_int_eq(h.how, FG_POOL_PIN_LAZY);
+    ck_assert_uint_eq(h.granule, 2u << 20);
+    unsigned across = 0, n = 0, plain = 0;
+    for (int side = 0; side < 2; side++)
+        for (uint64_t k = 0; k * ext < (side ? 32u << 20 : 96u << 20); k++, n++) {
+            uint64_t off = side ? size - (k + 1) * ext : k * ext;
+            fg_hostpool_commit(&h, off, ext, note, sizeof note);
+            int pinned = 1;
+            for (uint64_t g = off / h.granule; g <= (off + ext - 1) / h.granule; g++)
+                pinned &= (h.committed[g] & FG_GRAN_PINNED) != 0;
+            ck_assert_int_eq(fg_hostpool_buft(&h, off, ext),
+                             pinned ? FG_BUFT_PINNED : FG_BUFT_HOST);
+            plain += !pinned;
+            for (uint64_t g = off / h.granule + 1; g <= (off + ext - 1) / h.granule; g++)
+                across += (h.committed[g] & FG_GRAN_PIN_START) != 0;
+        }
+    fg_pager_device_stats ds;
+    fg_pager_device_host_stats(dev, &ds);
+    ck_assert_uint_eq(ds.misuse, 0);
+    ck_assert_uint_eq(ds.pinned, h.pinned_bytes);
+    if (_i) {
+        ck_assert_msg(strstr(note, "not pinned past 32.0 MiB") != NULL, "%s", note);
+        ck_assert_uint_eq(h.pinned_bytes, 32u << 20);
+        ck_assert_uint_gt(plain, 0);
+        ck_assert_uint_lt(plain, n);
+        ck_assert_uint_gt(h.committed_bytes, h.pinned_bytes);
+    } else {
+        ck_assert_str_eq(note, "");
+        ck_assert_uint_eq(plain, 0);
+        ck_assert_uint_eq(h.pinned_bytes, h.committed_bytes);
+    }
+    ck_assert_msg(h.pinned_bytes <= 2 * (128u << 20) + 4 * h.granule, "pinned %llu bytes",
+                  (unsigned long long)h.pinned_bytes);
+    ck_assert_msg(ds.pins <= 16, "%llu pin ranges", (unsigned long long)ds.pins);
+    ck_assert_msg(across <= ds.pins, "%u of %u extents across two pin ranges", across, n);
+    fg_hostpool_close(&h, dev);
+    fg_pager_device_host_stats(dev, &ds);
+    ck_assert_uint_eq(ds.pinned, 0);
+    ck_assert_uint_eq(ds.misuse, 0);
+    fg_device_free(dev);
 }
 END_TEST
 
@@ -1191,6 +1343,61 @@ START_TEST(t_cuda)
 }
 END_TEST
 
+/* The CUDA device pins the HOST pool granule by granule (cudaHostRegister) as it is used: with
+ * 2 GiB HOST, a few MiB pinned (on the base commit: cudaHostAlloc of all 2 GiB at open), the
+ * prefetched uploads asynchronous and intact. Under the emulated runtime (test_pager under
+ * tests/cudaemu) its counters say the same from the runtime's side: the bytes registered are
+ * the pool's pinned bytes, no asynchronous copy was staged through pageable memory (the device
+ * splits a copy across two registrations), and close unregisters everything. */
+START_TEST(t_cuda_pinned)
+{
+    fg_err err;
+    fg_pager_device *dev;
+    if (fg_pager_device_cuda_create(&dev, &err) != FG_OK)
+        return; /* no GPU here (t_cuda checks the refusal) */
+    typedef void (*stats_fn)(size_t *, size_t *, unsigned long long *);
+    stats_fn emu = (stats_fn)dlsym(RTLD_DEFAULT, "fgemu_pinned_stats");
+    size_t now0 = 0, now = 0, peak = 0;
+    unsigned long long staged0 = 0, staged = 0;
+    if (emu)
+        emu(&now0, &peak, &staged0);
+    char name[64];
+    snprintf(name, sizeof name, "fgpager-cupin-%d.bin", (int)getpid());
+    dfile f;
+    make_file(&f, path_in(g_dir, name), 24, 43);
+    fg_pager_config c = {{0, 2ull << 30, 64 << 20}, 8, 1 << 20, FG_PAGER_ENGINE_URING, NULL, dev,
+                         FG_PAGER_VERIFY, NULL, NULL};
+    fg_pager *p;
+    ck_assert_msg(fg_pager_open(&c, &p, &err) == FG_OK, "%s", err.msg);
+    reg_file(p, &f, 0, FG_CHUNK_WEIGHT, 0);
+    fg_pager_ticket tk[24];
+    for (uint32_t i = 0; i < f.n; i++)
+        ck_assert_msg(fg_pager_prefetch(p, i, FG_TIER_DEVICE, &tk[i], &err) == FG_OK, "%s",
+                      err.msg);
+    for (uint32_t i = 0; i < f.n; i++) {
+        ck_assert_msg(fg_pager_wait(p, tk[i], &err) == FG_OK, "%s", err.msg);
+        expect_chunk(p, &f, i, i, FG_TIER_HOST); /* DEVICE -> HOST */
+    }
+    fg_pager_stats st;
+    fg_pager_stats_get(p, &st);
+    ck_assert_uint_gt(st.async_uploads, 0);
+    ck_assert_uint_gt(st.host_pinned, 0);
+    ck_assert_msg(st.host_pinned <= (16u << 20), "pinned %llu bytes of 2 GiB",
+                  (unsigned long long)st.host_pinned);
+    if (emu) {
+        emu(&now, &peak, &staged);
+        ck_assert_uint_eq(now - now0, st.host_pinned);
+        ck_assert_uint_eq(staged, staged0);
+    }
+    fg_pager_close(p);
+    if (emu) {
+        emu(&now, &peak, &staged);
+        ck_assert_uint_eq(now, now0);
+    }
+    unlink(f.path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pager");
@@ -1200,6 +1407,8 @@ int main(void)
     tcase_add_loop_test(tc, t_engines_tiers, 0, ENG_COUNT);
     tcase_add_test(tc, t_fgt_file);
     tcase_add_loop_test(tc, t_budget_is_ceiling, 0, 3);
+    tcase_add_loop_test(tc, t_pinned_is_ceiling, 0, 3);
+    tcase_add_loop_test(tc, t_pool_pin_runs, 0, 2);
     tcase_add_test(tc, t_fresh_and_memory_only);
     tcase_add_loop_test(tc, t_random_budgets, 0, 4);
     tcase_add_test(tc, t_async_uploads);
@@ -1218,6 +1427,7 @@ int main(void)
     tcase_add_test(tc, t_streaming_spares_homed);
     tcase_add_test(tc, t_bad_input);
     tcase_add_test(tc, t_cuda);
+    tcase_add_test(tc, t_cuda_pinned);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

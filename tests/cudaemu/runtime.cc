@@ -31,9 +31,15 @@
  * GPU's memory model, kernels reading pageable memory through a struct's pointer it does not
  * know (bad_arg in kernels.cc knows attn_k's), tensor-core rounding, speed. gpu-check.sh is
  * still the first thing to run on a GPU.
+ * Pinned host memory is cudaHostAlloc's or the caller's registered in place (cudaHostRegister,
+ * cudaHostUnregister, with the runtime's errors for an overlapping registration and an
+ * unregister of what is not one); a host range counts as pinned only when all of it lies in
+ * one allocation or registration (the driver stages any other, across two registrations too),
+ * and fgemu_pinned_stats says how many bytes are pinned and how many asynchronous copies were
+ * staged, so a test can see pinned memory grow with use and copies meant to overlap do.
  * Environment: FGEMU_DEVICES (default 1; 0: no device), FGEMU_DEVICE_MEM (bytes the device has,
  * K/M/G suffixes, default 1G), FGEMU_NO_PKEY=1 (no protection key), FGEMU_STATS=1 (launches
- * per kernel at exit).
+ * per kernel, pinned host memory at most and the staged copies, at exit).
  */
 #define _GNU_SOURCE 1
 #include <cxxabi.h>
@@ -175,7 +181,9 @@ struct device_access {
 
 /* ------------------------------------------------------------------ memory */
 
-enum mem_kind { MEM_DEVICE, MEM_PINNED };
+/* MEM_REGISTERED: the caller's memory, page-locked in place by cudaHostRegister (no mapping
+ * of ours: map is NULL). */
+enum mem_kind { MEM_DEVICE, MEM_PINNED, MEM_REGISTERED };
 
 struct alloc {
     char *ptr;
@@ -184,6 +192,12 @@ struct alloc {
     size_t map_len;
     mem_kind kind;
 };
+
+/* Host memory pinned now and at most (cudaHostAlloc and cudaHostRegister bytes), and the
+ * asynchronous copies whose host side was not all in one pinned range (staged, so
+ * synchronous: the overlap a program meant to have is lost); fgemu_pinned_stats. */
+static size_t g_pinned, g_pinned_peak;
+static unsigned long long g_staged;
 
 static std::mutex g_mem_mu;
 static std::map<uintptr_t, alloc> g_mem; /* by ptr */
@@ -279,6 +293,8 @@ static cudaError_t mem_new(void **out, size_t n, mem_kind kind)
     }
     std::lock_guard<std::mutex> g(g_mem_mu);
     g_mem[(uintptr_t)p] = alloc{p, n, m, len, kind};
+    if (kind == MEM_PINNED && (g_pinned += n) > g_pinned_peak)
+        g_pinned_peak = g_pinned;
     *out = p;
     return cudaSuccess;
 }
@@ -293,13 +309,15 @@ static cudaError_t mem_free(void *p, mem_kind kind)
         auto it = g_mem.find((uintptr_t)p);
         if (it == g_mem.end() || it->second.kind != kind) {
             warn("free of %p, which is not the start of a live %s allocation", p,
-                 kind == MEM_DEVICE ? "device" : "pinned");
+                 kind == MEM_DEVICE ? "device" : "pinned (cudaHostAlloc)");
             return cudaErrorInvalidValue;
         }
         a = it->second;
         g_mem.erase(it);
         if (kind == MEM_DEVICE)
             g_used -= (a.size + 255) / 256 * 256;
+        else
+            g_pinned -= a.size;
         if (g_spare_bytes + a.map_len <= SPARE_MAX) {
             g_spare.emplace(std::make_pair(a.map_len, (int)kind), a.map);
             g_spare_bytes += a.map_len;
@@ -337,6 +355,17 @@ API int fgemu_device_range(const void *p, size_t n)
     using namespace fgemu;
     alloc a;
     return kind_of(p, &a) == 2 && ends_inside(a, p, n);
+}
+
+/* Host bytes pinned now and at most (cudaHostAlloc + cudaHostRegister), and the asynchronous
+ * host <-> device copies the emulated driver staged (host side not all in one pinned range). */
+API void fgemu_pinned_stats(size_t *now, size_t *peak, unsigned long long *staged)
+{
+    using namespace fgemu;
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    *now = g_pinned;
+    *peak = g_pinned_peak;
+    *staged = g_staged;
 }
 
 namespace fgemu {
@@ -827,6 +856,10 @@ __attribute__((destructor)) static void stats()
     std::lock_guard<std::mutex> g(g_reg_mu);
     for (auto &e : g_reg)
         fprintf(stderr, "fgemu: %-16s %lu launches\n", e.second.name.c_str(), e.second.launches);
+    std::lock_guard<std::mutex> m(g_mem_mu);
+    fprintf(stderr, "fgemu: pinned host memory: %.1f MiB at most, %.1f MiB at exit; %llu "
+            "asynchronous copies staged\n", g_pinned_peak / 1048576.0, g_pinned / 1048576.0,
+            g_staged);
 }
 
 } // namespace fgemu
@@ -964,6 +997,10 @@ API const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorHostMemoryAlreadyRegistered:
+        return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered:
+        return "pointer does not correspond to a registered memory region";
     default: return "unknown error (emulated runtime)";
     }
 }
@@ -1023,6 +1060,59 @@ API cudaError_t cudaFreeHost(void *p)
     return ret(mem_free(p, MEM_PINNED));
 }
 
+/* Page-lock the caller's [p, p + n) in place. As the runtime: a range overlapping pinned
+ * memory is cudaErrorHostMemoryAlreadyRegistered, one overlapping device memory or empty is
+ * cudaErrorInvalidValue; its pages must be mapped (they are touched, as pinning faults them in:
+ * an unmapped one is reported and refused). */
+API cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+    (void)flags;
+    if (!p || n == 0)
+        return ret(cudaErrorInvalidValue);
+    uintptr_t a = (uintptr_t)p, pg = page(), lo = a & ~(pg - 1);
+    std::vector<unsigned char> in((a + n - lo + pg - 1) / pg);
+    if (mincore((void *)lo, a + n - lo, in.data()) != 0 && errno == ENOMEM) {
+        warn("cudaHostRegister(%p, %zu): not all of it is mapped memory", p, n);
+        return ret(cudaErrorInvalidValue);
+    }
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    auto it = g_mem.lower_bound(a);
+    if (it != g_mem.begin())
+        --it;
+    for (; it != g_mem.end() && (uintptr_t)it->second.ptr < a + n; ++it) {
+        const alloc &x = it->second;
+        if ((uintptr_t)x.ptr + (x.size ? x.size : 1) <= a)
+            continue;
+        if (x.kind == MEM_DEVICE) {
+            warn("cudaHostRegister(%p, %zu): overlaps device memory at %p", p, n, (void *)x.ptr);
+            return ret(cudaErrorInvalidValue);
+        }
+        warn("cudaHostRegister(%p, %zu): overlaps pinned memory at %p (%zu bytes)", p, n,
+             (void *)x.ptr, x.size);
+        return ret(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    g_mem[a] = alloc{(char *)p, n, nullptr, 0, MEM_REGISTERED};
+    if ((g_pinned += n) > g_pinned_peak)
+        g_pinned_peak = g_pinned;
+    return cudaSuccess;
+}
+
+/* The start of a registration, and only that: anything else is
+ * cudaErrorHostMemoryNotRegistered. Waits for the device (copies through it may be in flight). */
+API cudaError_t cudaHostUnregister(void *p)
+{
+    sync_all();
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    auto it = g_mem.find((uintptr_t)p);
+    if (!p || it == g_mem.end() || it->second.kind != MEM_REGISTERED) {
+        warn("cudaHostUnregister(%p): not the start of a registered range", p);
+        return ret(cudaErrorHostMemoryNotRegistered);
+    }
+    g_pinned -= it->second.size;
+    g_mem.erase(it);
+    return cudaSuccess;
+}
+
 API cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
 {
     (void)s; /* ready at once: later work on any stream may use it, as the pool allows */
@@ -1067,7 +1157,7 @@ API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p
         a->type = x.kind == MEM_DEVICE ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
         a->device = 0;
         a->devicePointer = (void *)p;
-        a->hostPointer = x.kind == MEM_PINNED ? (void *)p : nullptr;
+        a->hostPointer = x.kind != MEM_DEVICE ? (void *)p : nullptr;
     } else {
         a->type = cudaMemoryTypeUnregistered;
         a->device = -2;
@@ -1114,7 +1204,17 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
              kind == cudaMemcpyHostToDevice ? "host-to-device" : "device-to-host");
         return ret(cudaErrorInvalidValue);
     }
+    /* host memory pinned only where the whole range lies in one pinned allocation or
+     * registration: the driver stages any other (across two registrations too) */
+    if (!dev_dst && kd == 1 && !ends_inside(ad, dst, n))
+        kd = 0;
+    if (!dev_src && ks == 1 && !ends_inside(as, src, n))
+        ks = 0;
     bool pageable = (!dev_dst && kd == 0) || (!dev_src && ks == 0);
+    if (pageable && !sync_call && kind != cudaMemcpyHostToHost) {
+        std::lock_guard<std::mutex> g(g_mem_mu);
+        g_staged++;
+    }
     if (sync_call || (pageable && kind == cudaMemcpyHostToDevice)) {
         /* after the stream's earlier work, before returning */
         if (sync_call)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,6 +239,77 @@ START_TEST(cublas_rules)
 }
 END_TEST
 
+typedef void (*pinned_stats_fn)(size_t *now, size_t *peak, unsigned long long *staged);
+
+/* cudaHostRegister / cudaHostUnregister as the runtime has them: an overlapping registration,
+ * an unregister of what is not one, a cudaFreeHost of a registration and a registration of
+ * unmapped memory fail with the runtime's errors; adjacent registrations are fine; pinned bytes
+ * are counted; an asynchronous copy from a range not all in one registration (across two, or
+ * from memory never registered) is staged, and counted, while one inside a registration is not;
+ * bytes arrive either way. */
+START_TEST(host_register_rules)
+{
+    pinned_stats_fn stats = (pinned_stats_fn)dlsym(RTLD_DEFAULT, "fgemu_pinned_stats");
+    ck_assert_ptr_nonnull(stats);
+    const size_t k64 = 64 << 10;
+    unsigned char *a = aligned_alloc(4096, 3 * k64), *back = malloc(2 * k64), *d = NULL;
+    for (size_t i = 0; i < 3 * k64; i++)
+        a[i] = (unsigned char)(i * 7 + 1);
+    size_t now0, now, peak;
+    unsigned long long staged0, staged;
+    stats(&now0, &peak, &staged0);
+    ck_assert_int_eq(cudaHostRegister(a, k64, cudaHostRegisterDefault), cudaSuccess);
+    ck_assert_int_eq(cudaHostRegister(a + k64 / 2, k64, cudaHostRegisterDefault),
+                     cudaErrorHostMemoryAlreadyRegistered);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorHostMemoryAlreadyRegistered);
+    ck_assert_int_eq(cudaHostRegister(a + k64, k64, cudaHostRegisterDefault), cudaSuccess);
+    stats(&now, &peak, &staged);
+    ck_assert_uint_eq(now - now0, 2 * k64);
+    ck_assert_int_eq(cudaFreeHost(a + k64), cudaErrorInvalidValue);
+    cudaGetLastError();
+
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&d, 2 * k64), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d, a, k64, cudaMemcpyHostToDevice, s), cudaSuccess);
+    stats(&now, &peak, &staged);
+    ck_assert_uint_eq(staged, staged0); /* inside one registration: asynchronous */
+    ck_assert_int_eq(cudaMemcpyAsync(d + k64, a + k64 / 2, k64, cudaMemcpyDefault, s),
+                     cudaSuccess);
+    stats(&now, &peak, &staged);
+    ck_assert_uint_eq(staged, staged0 + 1); /* across two registrations: staged */
+    ck_assert_int_eq(cudaMemcpyAsync(d, a + 2 * k64, 4096, cudaMemcpyHostToDevice, s),
+                     cudaSuccess);
+    stats(&now, &peak, &staged);
+    ck_assert_uint_eq(staged, staged0 + 2); /* never registered: staged */
+    ck_assert_int_eq(cudaMemcpyAsync(back, d, 2 * k64, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_int_eq(memcmp(back, a + 2 * k64, 4096), 0);
+    ck_assert_int_eq(memcmp(back + 4096, a + 4096, k64 - 4096), 0);
+    ck_assert_int_eq(memcmp(back + k64, a + k64 / 2, k64), 0);
+
+    ck_assert_int_eq(cudaHostUnregister(a + 4096), cudaErrorHostMemoryNotRegistered);
+    ck_assert_int_eq(cudaHostUnregister(a), cudaSuccess);
+    ck_assert_int_eq(cudaHostUnregister(a), cudaErrorHostMemoryNotRegistered);
+    ck_assert_int_eq(cudaHostUnregister(a + k64), cudaSuccess);
+    cudaGetLastError();
+    stats(&now, &peak, &staged);
+    ck_assert_uint_eq(now, now0);
+    ck_assert_uint_ge(peak, now0 + 2 * k64);
+
+    void *gone = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(gone, MAP_FAILED);
+    munmap(gone, 8192);
+    ck_assert_int_eq(cudaHostRegister(gone, 8192, cudaHostRegisterDefault),
+                     cudaErrorInvalidValue);
+    cudaGetLastError();
+    cudaFree(d);
+    cudaStreamDestroy(s);
+    free(a);
+    free(back);
+}
+END_TEST
+
 int main(void)
 {
     if (!dlsym(RTLD_DEFAULT, "fgemu_device_range")) {
@@ -250,6 +322,7 @@ int main(void)
     tcase_add_test(tc, host_touching_device_memory_dies);
     tcase_add_test(tc, event_orders_streams);
     tcase_add_test(tc, cublas_rules);
+    tcase_add_test(tc, host_register_rules);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
