@@ -1,6 +1,7 @@
 /* fuzz_store_records.c - libFuzzer target for the store's decoders of bytes it did not write
  * in this process: KV page headers and KV file headers (read from page files) and every
- * catalog record encoding (a damaged catalog must give an error, never a bad read). The first
+ * catalog record encoding (a damaged catalog must give an error, never a bad read), and the
+ * reference to a metadata file that part 0 of a batch carries (fg.store.metafile.<key>). The first
  * input byte picks the decoder; the rest is its input. Decoded records are re-encoded where
  * an encoder exists and must round-trip. */
 #define _GNU_SOURCE
@@ -58,9 +59,22 @@ static void small_recs(uint8_t which, const uint8_t *p, size_t n)
         abort();
     if (which == 3 && rec_file_decode(&v, &f) == FG_OK && rec_file_encode(&f, out) != n)
         abort();
-    if (which == 4 && rec_meta_decode(&v, &batch, &d, &len) == FG_OK &&
-        (const uint8_t *)d + len != p + n)
-        abort();
+    metaref r;
+    uint8_t fr[REC_META_FILE_SIZE], ref[METAREF_SIZE];
+    if (which == 4 && rec_meta_decode_ref(&v, &batch, &d, &len, &r) == FG_OK) {
+        if (d && (const uint8_t *)d + len != p + n)
+            abort();
+        if (!d) { /* a value kept in a file: the record is the one its fields encode */
+            rec_meta_file_encode(batch, &r, fr);
+            if (n != sizeof fr || memcmp(fr, p, n) || len != r.len)
+                abort();
+        }
+    }
+    if (which == 4 && metaref_decode(p, n, 1, &r) == FG_OK) { /* part 0's reference */
+        metaref_encode(&r, ref);
+        if (n != sizeof ref || memcmp(ref, p, n))
+            abort();
+    }
     if (which == 5 && n >= KV_KEY_SIZE) {
         fg_store_kv_key k;
         uint8_t back[KV_KEY_SIZE];

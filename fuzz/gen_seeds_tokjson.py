@@ -7,7 +7,9 @@ fuzz_tokjson_load inputs are tokenizer.json, tokenizer_config.json and special_t
 joined by NUL bytes (the last two optional). The seeds are the fixture tokenizers of
 tests/fixtures/tokjson cut down to their first 400 tokens (and the merges among them), each in
 its own layout and with the other steps swapped in: every normalizer, pre-tokenizer, Split
-behavior, decoder and post-processor fg reads, plus a few it refuses. fuzz_tokjson_encode seeds
+behavior, decoder and post-processor fg reads, plus a few it refuses, and with the
+tokenizer_config.json of real models (tests/fixtures/real), whose tokenizer_class makes fg build
+transformers' pipeline. fuzz_tokjson_encode seeds
 are strings from the fixtures' cases plus invalid UTF-8. The committed corpora also hold inputs that
 libFuzzer found new coverage with (merged with -merge=1; load inputs under 3 KB only)."""
 import copy
@@ -95,6 +97,21 @@ def main():
             size, rest = c.split(b"\n", 1)
             with open(os.path.join(OUT, "tokjson_encode", "%s_%03d" % (name, i)), "wb") as f:
                 f.write(rest[:int(size)])
+    # the real configs' shapes (tests/fixtures/real): the pipeline transformers' class builds
+    # (LlamaTokenizer with legacy true / false, add_bos false; GPT2Tokenizer with a prefix space)
+    real = os.path.join(ROOT, "tests", "fixtures", "real")
+    for base, cfgs in (("llama2", [("meta-llama__Llama-2-7b-hf", None),
+                                   ("mistralai__Mixtral-8x7B-v0.1", None),
+                                   ("microsoft__Phi-3-mini", None)]),
+                       ("qwen2", [(None, b'{"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": true}'),
+                                  (None, b'{"tokenizer_class": "GPT2TokenizerFast", "add_prefix_space": false}')])):
+        small = cut(json.load(open(os.path.join(FIX, base, "tokenizer.json"), encoding="utf-8")))
+        for k, (d, cfg) in enumerate(cfgs):
+            if d:
+                cfg = open(os.path.join(real, d, "tokenizer_config.json"), "rb").read()
+            write(os.path.join(OUT, "tokjson_load", "%s_realcfg%d" % (base, k)),
+                  [json.dumps(small, ensure_ascii=False).encode(), cfg])
+            n += 1
     for i, s in enumerate([b"\xff\xfe", b"a\xc3(b\xe2\x82", b"\xed\xa0\x80 x", b"\xf4\x90\x80\x80",
                            b"\xc0\xaf<tab>\t ", b"\xe2\x96\x81\xe2\x96 Lady Russell"]):
         with open(os.path.join(OUT, "tokjson_encode", "invalid_%d" % i), "wb") as f:

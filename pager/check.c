@@ -65,6 +65,32 @@ static int check_tier(const fg_pager *p, int t, fg_err *err)
     return FG_OK;
 }
 
+/* I10: HOST memory is committed where used, and never past the budget. */
+static int check_committed(const fg_pager *p, fg_err *err)
+{
+    const fg_hostpool *h = &p->hp;
+    uint64_t sum = 0;
+    for (uint32_t g = 0; g < h->n_gran; g++)
+        if (h->committed[g])
+            sum += h->size - (uint64_t)g * h->granule < h->granule
+                       ? h->size - (uint64_t)g * h->granule : h->granule;
+    if (sum != h->committed_bytes || sum > p->cfg.budget[FG_TIER_HOST])
+        return fg_err_set(err, FG_ERR_CORRUPT, "I10: %llu bytes committed, granules say %llu, "
+                          "budget %llu", (unsigned long long)h->committed_bytes,
+                          (unsigned long long)sum,
+                          (unsigned long long)p->cfg.budget[FG_TIER_HOST]);
+    fg_extent e;
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        if (!holds(&p->chunks[i], FG_TIER_HOST, &e))
+            continue;
+        for (uint64_t g = e.off / h->granule; g <= (e.off + e.len - 1) / h->granule; g++)
+            if (!h->committed[g])
+                return fg_err_set(err, FG_ERR_CORRUPT, "I10: chunk %u holds HOST bytes in "
+                                  "granule %llu, not committed", i, (unsigned long long)g);
+    }
+    return FG_OK;
+}
+
 static int check_chunk(const fg_pager *p, uint32_t i, uint64_t *pending, uint32_t *uploading,
                        fg_err *err)
 {
@@ -97,6 +123,8 @@ int fg_pager_check(const fg_pager *p, fg_err *err)
     uint32_t uploading = 0;
     for (int t = FG_TIER_HOST; t < FG_TIER_COUNT && rc == FG_OK; t++)
         rc = check_tier(p, t, err);
+    if (rc == FG_OK)
+        rc = check_committed(p, err);
     for (uint32_t i = 0; i < p->n_chunks && rc == FG_OK; i++)
         rc = check_chunk(p, i, &pending, &uploading, err);
     if (rc == FG_OK && uploading != p->uploading)

@@ -45,12 +45,18 @@ static void f_close(fg_pager_io *io, int handle)
     f->inner->m->close(f->inner, handle);
 }
 
-static int f_register(fg_pager_io *io, void *base, size_t len, fg_err *err)
+static int f_register(fg_pager_io *io, void *base, size_t len, size_t granule, fg_err *err)
 {
     fault_io *f = (fault_io *)io;
     if (!f->inner->m->register_memory)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "no buffer registration");
-    return f->inner->m->register_memory(f->inner, base, len, err);
+    return f->inner->m->register_memory(f->inner, base, len, granule, err);
+}
+
+static int f_register_piece(fg_pager_io *io, unsigned g, fg_err *err)
+{
+    fault_io *f = (fault_io *)io;
+    return f->inner->m->register_piece(f->inner, g, err);
 }
 
 static void inject(fault_io *f, uint64_t user, int64_t res)
@@ -154,7 +160,7 @@ static void f_destroy(fg_pager_io *io)
 }
 
 static const fg_pager_io_methods fault_methods = {
-    "fault", f_open, f_close, f_register, f_submit, f_reap, f_depth, f_describe, f_destroy,
+    "fault", f_open, f_close, f_register, f_register_piece, f_submit, f_reap, f_depth, f_describe, f_destroy,
 };
 
 int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *fc, fg_pager_io **out,

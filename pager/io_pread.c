@@ -127,7 +127,7 @@ static void p_destroy(fg_pager_io *io)
 }
 
 static const fg_pager_io_methods pread_methods = {
-    "pread", p_open, p_close, NULL, p_submit, p_reap, p_depth, p_describe, p_destroy,
+    "pread", p_open, p_close, NULL, NULL, p_submit, p_reap, p_depth, p_describe, p_destroy,
 };
 
 int fg_pager_io_pread_create(unsigned queue_depth, int use_direct, fg_pager_io **out, fg_err *err)

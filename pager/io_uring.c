@@ -2,10 +2,13 @@
  *
  * Files are opened with O_DIRECT and installed in a sparse registered-file table, so each
  * SQE names a table slot (IOSQE_FIXED_FILE) and the kernel skips the fget/fput per op.
- * register_memory registers the HOST pool (in pieces of at most 1 GiB, the kernel's limit per
- * iovec); ops whose buffer lies inside one piece use READ_FIXED/WRITE_FIXED, which skips
- * pinning pages per op. When registration is refused (RLIMIT_MEMLOCK) ops fall back to plain
- * READ/WRITE and describe() says so. Each submit is pushed to the kernel at once, so a
+ * register_memory makes a sparse buffer table with one slot per granule of the HOST pool, and
+ * register_piece fills slot g with granules g and g + 1 once the pager has committed them (the
+ * pool's memory arrives with use: registering pins pages, so registering the whole budget at
+ * open would make it resident). An op lies inside the piece of the granule it starts in, and
+ * uses READ_FIXED/WRITE_FIXED, which skips pinning pages per op; the index is computed, not
+ * searched. When registration is refused (RLIMIT_MEMLOCK, a kernel without sparse tables) ops
+ * fall back to plain READ/WRITE and describe() says so. Each submit is pushed to the kernel at once, so a
  * prefetch starts moving data before the caller returns to its compute.
  */
 #define _GNU_SOURCE
@@ -21,16 +24,18 @@
 #include "pager_int.h"
 
 #define MAX_FILES 256
-#define MAX_BUFS 64
-#define REG_PIECE (1ull << 30)
+#define MAX_BUFS 8192 /* FG_POOL_MAX_GRANULES; the kernel takes up to 16384 */
+#define REG_PIECE (1ull << 30) /* the kernel's limit per registered buffer */
 
 typedef struct uring_io {
     fg_pager_io base;
     struct io_uring ring;
     unsigned depth;
     int fds[MAX_FILES]; /* -1 = free slot */
-    struct iovec bufs[MAX_BUFS];
-    unsigned n_bufs;
+    char *pool;          /* register_memory's base; NULL: no table */
+    size_t pool_len, granule;
+    size_t *piece_len;   /* [n_slots]: bytes of registered piece g, 0 = not registered */
+    unsigned n_slots, n_bufs; /* table slots; pieces registered */
     int files_registered;
     uint64_t ops, fixed_ops; /* submitted; of them through a registered buffer */
     char desc[96];
@@ -75,35 +80,56 @@ static void u_close(fg_pager_io *io, int handle)
     u->fds[handle] = -1;
 }
 
-static int u_register_memory(fg_pager_io *io, void *base, size_t len, fg_err *err)
+static int u_register_memory(fg_pager_io *io, void *base, size_t len, size_t granule,
+                             fg_err *err)
 {
     uring_io *u = (uring_io *)io;
-    if (u->n_bufs)
-        io_uring_unregister_buffers(&u->ring);
-    u->n_bufs = 0;
-    for (size_t off = 0; off < len && u->n_bufs < MAX_BUFS; off += REG_PIECE) {
-        size_t n = len - off < REG_PIECE ? len - off : REG_PIECE;
-        u->bufs[u->n_bufs++] = (struct iovec){(char *)base + off, n};
-    }
-    int r = io_uring_register_buffers(&u->ring, u->bufs, u->n_bufs);
+    unsigned n = (unsigned)((len + granule - 1) / granule);
+    if (u->pool || n == 0 || n > MAX_BUFS || 2 * granule > REG_PIECE)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "io_uring: %u pieces of %zu bytes", n,
+                          granule);
+    u->piece_len = calloc(n, sizeof *u->piece_len);
+    if (!u->piece_len)
+        return fg_err_set(err, FG_ERR_NOMEM, "io_uring engine: out of memory");
+    int r = io_uring_register_buffers_sparse(&u->ring, n);
     if (r < 0) {
-        u->n_bufs = 0;
-        return fg_err_sys(err, FG_ERR_UNSUPPORTED, -r, "io_uring_register_buffers (%zu bytes)",
-                          len);
+        free(u->piece_len);
+        u->piece_len = NULL;
+        return fg_err_sys(err, FG_ERR_UNSUPPORTED, -r, "io_uring_register_buffers_sparse(%u)", n);
     }
+    u->pool = base;
+    u->pool_len = len;
+    u->granule = granule;
+    u->n_slots = n;
     return FG_OK;
 }
 
-/* Index of the registered buffer holding [p, p+n), or -1. */
+static int u_register_piece(fg_pager_io *io, unsigned g, fg_err *err)
+{
+    uring_io *u = (uring_io *)io;
+    if (!u->pool || g >= u->n_slots)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "io_uring: no buffer slot %u", g);
+    size_t off = (size_t)g * u->granule;
+    size_t n = u->pool_len - off < 2 * u->granule ? u->pool_len - off : 2 * u->granule;
+    struct iovec iov = {u->pool + off, n};
+    int r = io_uring_register_buffers_update_tag(&u->ring, g, &iov, NULL, 1);
+    if (r < 0)
+        return fg_err_sys(err, FG_ERR_UNSUPPORTED, -r, "io_uring_register_buffers_update_tag"
+                          "(%u, %zu bytes)", g, n);
+    u->piece_len[g] = n;
+    u->n_bufs++;
+    return FG_OK;
+}
+
+/* Index of the registered piece holding [p, p+n) (that of the granule p lies in), or -1. */
 static int fixed_index(const uring_io *u, const void *p, uint64_t n)
 {
     const char *c = p;
-    for (unsigned i = 0; i < u->n_bufs; i++) {
-        const char *b = u->bufs[i].iov_base;
-        if (c >= b && c + n <= b + u->bufs[i].iov_len)
-            return (int)i;
-    }
-    return -1;
+    if (!u->n_bufs || c < u->pool || c >= u->pool + u->pool_len)
+        return -1;
+    size_t g = (size_t)(c - u->pool) / u->granule;
+    size_t end = g * u->granule + u->piece_len[g];
+    return u->piece_len[g] && (size_t)(c - u->pool) + n <= end ? (int)g : -1;
 }
 
 static int u_submit(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err)
@@ -181,11 +207,12 @@ static void u_destroy(fg_pager_io *io)
         if (u->fds[i] >= 0)
             close(u->fds[i]);
     io_uring_queue_exit(&u->ring);
+    free(u->piece_len);
     free(u);
 }
 
 static const fg_pager_io_methods uring_methods = {
-    "io_uring", u_open, u_close, u_register_memory, u_submit, u_reap, u_depth, u_describe,
+    "io_uring", u_open, u_close, u_register_memory, u_register_piece, u_submit, u_reap, u_depth, u_describe,
     u_destroy,
 };
 

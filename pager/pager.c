@@ -52,6 +52,9 @@
  *  I7  dirty implies the chunk's file is writable and the chunk is HOST, UPLOADING or DEVICE.
  *  I8  home DEVICE implies the DEVICE tier is present.
  *  I9  The count of UPLOADING chunks is the pager's `uploading`.
+ *  I10 Every HOST extent a chunk holds lies in committed granules of the pool (pool.c): the
+ *      pool's memory arrives with first use, and committed bytes (the granules' sum, what can
+ *      be resident) never exceed budget[HOST]. A budget is a ceiling, never an allocation.
  *
  * Transitions each have one function (t_*); nothing else assigns state. Loads are split into
  * io_block-sized ops and fed to the engine from a FIFO of chunks with queued bytes as slots
@@ -125,7 +128,7 @@ static uint64_t now_ns(void)
 static int device_present(const fg_pager *p) { return p->dev_base != NULL; }
 
 /* The HOST pool's buffer type, for the device's copies. */
-static fg_buft host_buft(const fg_pager *p) { return p->host_how == 2 ? FG_BUFT_PINNED : FG_BUFT_HOST; }
+static fg_buft host_buft(const fg_pager *p) { return p->hp.how == FG_POOL_PINNED ? FG_BUFT_PINNED : FG_BUFT_HOST; }
 
 /* "pager chunk 7", or "tensor 'w' chunk 3 (pager chunk 7)" with the caller's label. */
 static const char *chunk_name(const fg_pager *p, uint32_t id, char *buf, size_t n)
@@ -190,9 +193,14 @@ static int open_device(fg_pager *p, fg_err *err)
         fg_pager_device_cuda_create(&p->dev, NULL);
     if (!p->dev || !n)
         return FG_OK;
-    int rc = p->dev->iface->alloc(p->dev, FG_BUFT_DEVICE, n, &p->dev_base, err);
-    if (rc)
+    fg_err e;
+    int rc = p->dev->iface->alloc(p->dev, FG_BUFT_DEVICE, n, &p->dev_base, &e);
+    if (rc) { /* one line naming the tier and its budget */
         p->dev_base = NULL;
+        fg_err_set(err, rc, "pager: DEVICE budget of %.1f MiB: %s", n / 1048576.0, e.msg);
+        if (err)
+            err->sys_errno = e.sys_errno;
+    }
     return rc;
 }
 
@@ -210,19 +218,28 @@ static int check_config(const fg_pager_config *c, fg_err *err)
     return FG_OK;
 }
 
+/* A notice from pool.c, printed here (pool.c calls nothing in pager.c). */
+static void pool_note(fg_pager *p, const char *note)
+{
+    if (note[0])
+        fg_pager_notice(p, "%s", note);
+}
+
 static int open_pools(fg_pager *p, fg_err *err)
 {
-    int rc = fg_pager_host_pool(p, err);
+    char note[160] = "";
+    fg_hostpool *h = &p->hp;
+    int rc = fg_hostpool_open(h, p->dev, p->cfg.budget[FG_TIER_HOST], p->cfg.io_block,
+                              !(p->cfg.flags & FG_PAGER_NO_MLOCK), note, sizeof note, err);
+    pool_note(p, note);
     if (rc)
         return rc;
     if (fg_arena_init(&p->arena[FG_TIER_HOST], p->cfg.budget[FG_TIER_HOST]) ||
         fg_arena_init(&p->arena[FG_TIER_DEVICE], p->dev_base ? p->cfg.budget[FG_TIER_DEVICE] : 0))
         return fg_err_set(err, FG_ERR_NOMEM, "pager: out of memory");
-    if (p->io->m->register_memory) {
-        fg_err e2;
-        if (p->io->m->register_memory(p->io, p->host_base, p->cfg.budget[FG_TIER_HOST], &e2))
-            fg_pager_notice(p, "pager: HOST pool not registered with the engine (%s)", e2.msg);
-    }
+    note[0] = '\0';
+    fg_hostpool_attach(h, p->io, note, sizeof note);
+    pool_note(p, note);
     p->depth = p->io->m->depth(p->io);
     p->ops = calloc(p->depth, sizeof *p->ops);
     p->free_ops = calloc(p->depth, sizeof *p->free_ops);
@@ -281,7 +298,7 @@ void fg_pager_close(fg_pager *p)
         p->io->m->destroy(p->io);
     fg_arena_fini(&p->arena[FG_TIER_HOST]);
     fg_arena_fini(&p->arena[FG_TIER_DEVICE]);
-    fg_pager_host_pool_free(p);
+    fg_hostpool_close(&p->hp, p->dev);
     if (p->dev_base)
         p->dev->iface->free(p->dev, FG_BUFT_DEVICE, p->dev_base);
     if (p->dev)
@@ -417,7 +434,7 @@ static void dequeue_head(fg_pager *p)
 
 static uint8_t *chunk_xfer_buf(fg_pager *p, const pchunk *c)
 {
-    return c->xfer ? c->xfer : p->host_base + c->host_off;
+    return c->xfer ? c->xfer : p->hp.base + c->host_off;
 }
 
 /* Submit one op of [off, off+len) of chunk id; a failure to submit is an I/O failure. */
@@ -529,7 +546,7 @@ static int t_load_begin(fg_pager *p, uint32_t id, fg_tier target, fg_err *err)
     if (rc)
         return rc;
     if (c->fresh) { /* nothing was ever written: no read, zeros */
-        memset(p->host_base + c->host_off, 0, c->d.padded);
+        memset(p->hp.base + c->host_off, 0, c->d.padded);
         c->state = CS_LOADING;
         c->used = 0;
         c->lru = ++p->tick;
@@ -567,7 +584,7 @@ static int t_to_device(fg_pager *p, uint32_t id, int async, fg_err *err)
         return rc;
     fg_event *ev = NULL;
     rc = p->dev->iface->copy(p->dev, (char *)p->dev_base + off, FG_BUFT_DEVICE,
-                             p->host_base + c->host_off, host_buft(p), c->d.padded,
+                             p->hp.base + c->host_off, host_buft(p), c->d.padded,
                              async ? &ev : NULL, err);
     if (rc) {
         fg_arena_free(&p->arena[FG_TIER_DEVICE], off, c->d.padded);
@@ -630,7 +647,7 @@ static int t_to_host(fg_pager *p, uint32_t id, fg_err *err)
     int rc = make_room(p, FG_TIER_HOST, c->d.padded, c->home == FG_TIER_HOST, &off, err);
     if (rc)
         return rc;
-    rc = p->dev->iface->copy(p->dev, p->host_base + off, host_buft(p),
+    rc = p->dev->iface->copy(p->dev, p->hp.base + off, host_buft(p),
                              (char *)p->dev_base + c->dev_off, FG_BUFT_DEVICE, c->d.padded, NULL,
                              err);
     if (rc) {
@@ -653,7 +670,7 @@ static void t_load_done(fg_pager *p, uint32_t id)
     c->state = CS_HOST;
     int check = !c->fresh && !(p->cfg.flags & FG_PAGER_NO_VERIFY) && c->d.has_xxh3 &&
                 !((p->cfg.flags & FG_PAGER_VERIFY_ONCE) && c->verified);
-    if (check && fg_pager_xxh3(p->host_base + c->host_off, c->d.length) != c->d.xxh3) {
+    if (check && fg_pager_xxh3(p->hp.base + c->host_off, c->d.length) != c->d.xxh3) {
         fg_err e;
         char name[256];
         fg_err_set(&e, FG_ERR_CHECKSUM, "%s: %s at offset %llu (%llu bytes): checksum mismatch: "
@@ -859,14 +876,14 @@ static int write_back(fg_pager *p, uint32_t id, fg_err *err)
 {
     pchunk *c = &p->chunks[id];
     if (c->state == CS_HOST)
-        return write_chunk(p, id, p->host_base + c->host_off, err);
+        return write_chunk(p, id, p->hp.base + c->host_off, err);
     uint64_t off;
     c->hold++;
     int rc = make_room(p, FG_TIER_HOST, c->d.padded, 0, &off, err); /* a staging buffer */
     c->hold--;
     if (rc)
         return rc;
-    uint8_t *stage = p->host_base + off;
+    uint8_t *stage = p->hp.base + off;
     rc = p->dev->iface->copy(p->dev, stage, FG_BUFT_HOST, (char *)p->dev_base + c->dev_off,
                              FG_BUFT_DEVICE, c->d.padded, NULL, err);
     if (rc == FG_OK) {
@@ -927,7 +944,7 @@ static int evict_one(fg_pager *p, uint32_t id, fg_err *err)
     if (c->dirty && c->state == CS_DEVICE)
         rc = t_to_host(p, id, err);
     else if (c->dirty)
-        rc = write_chunk(p, id, p->host_base + c->host_off, err);
+        rc = write_chunk(p, id, p->hp.base + c->host_off, err);
     c->hold--;
     if (rc == FG_OK && !c->dirty)
         t_drop(p, c);
@@ -967,6 +984,11 @@ static int make_room(fg_pager *p, fg_tier t, uint64_t len, int homed, uint64_t *
         int rc = evict_one(p, v, err);
         if (rc)
             return rc;
+    }
+    if (t == FG_TIER_HOST) { /* memory arrives with first use (I10) */
+        char note[160] = "";
+        fg_hostpool_commit(&p->hp, *off, len, note, sizeof note);
+        pool_note(p, note);
     }
     return FG_OK;
 }
@@ -1106,7 +1128,7 @@ static int acquire_call(fg_pager *p, uint32_t id, fg_tier tier, fg_pager_view *v
     c->pin_tier = (uint8_t)tier;
     c->lru = ++p->tick;
     *view = (fg_pager_view){
-        tier == FG_TIER_HOST ? (void *)(p->host_base + c->host_off)
+        tier == FG_TIER_HOST ? (void *)(p->hp.base + c->host_off)
                              : (void *)((char *)p->dev_base + c->dev_off),
         c->d.length, c->d.padded, c->d.tag, c->d.codec, tier, id};
     return FG_OK;
@@ -1130,7 +1152,7 @@ static int release_call(fg_pager *p, const fg_pager_view *v, unsigned flags, fg_
     c->lru = ++p->tick;
     if ((flags & FG_PAGER_WRITE_BEHIND) && c->dirty && !c->pins && c->state == CS_HOST &&
         p->files[c->d.file].io && !p->sticky.code)
-        t_write_begin(p, v->id, p->host_base + c->host_off); /* store it while others compute */
+        t_write_begin(p, v->id, p->hp.base + c->host_off); /* store it while others compute */
     progress(p);
     return FG_OK;
 }
@@ -1177,7 +1199,8 @@ void fg_pager_stats_get(const fg_pager *p, fg_pager_stats *out)
         out->peak[t] = p->arena[t].peak;
         out->budget[t] = p->arena[t].size;
     }
-    out->host_locked = p->host_how != 0;
+    out->host_committed = p->hp.committed_bytes;
+    out->host_locked = p->hp.how != FG_POOL_MMAP;
     out->device_present = device_present(p);
     const char *d = p->io->m->describe ? p->io->m->describe(p->io) : p->io->m->name;
     snprintf(out->engine, sizeof out->engine, "%s", d);

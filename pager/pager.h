@@ -81,8 +81,13 @@ typedef struct fg_pager_io_methods {
      * refuses it (the pager then falls back to the pread engine for that file). */
     int (*open)(fg_pager_io *io, const char *path, int writable, int *handle, fg_err *err);
     void (*close)(fg_pager_io *io, int handle);
-    /* Optional (NULL): register [base, base+len) for zero-copy fixed-buffer I/O. */
-    int (*register_memory)(fg_pager_io *io, void *base, size_t len, fg_err *err);
+    /* Optional (NULL): [base, base+len) is the pool I/O buffers come from, in granules of
+     * `granule` bytes (at most 8192 of them); nothing is registered yet. */
+    int (*register_memory)(fg_pager_io *io, void *base, size_t len, size_t granule, fg_err *err);
+    /* Required with register_memory: granules g and g+1 are committed; register the piece
+     * [g * granule, (g + 2) * granule) (clipped to the pool) for zero-copy fixed-buffer I/O of
+     * ops that lie inside it. Called at most once per g. */
+    int (*register_piece)(fg_pager_io *io, unsigned g, fg_err *err);
     /* Queue one op; the caller never has more than depth() ops outstanding. */
     int (*submit)(fg_pager_io *io, const fg_pager_io_op *op, fg_err *err);
     /* Reap up to max completions into done[], blocking until at least min are available
@@ -132,7 +137,8 @@ int fg_pager_io_fault_create(fg_pager_io *inner, const fg_pager_fault *f, fg_pag
 /* ---- DEVICE tier: a device object (core/fg_device.h), the same one a compute backend on that
  * device uses. The pager allocates its whole DEVICE budget at open (FG_BUFT_DEVICE), copies
  * chunks with copy() between its HOST pool and that region, and asks for its HOST pool as
- * FG_BUFT_PINNED first (mmap + mlock when the device has no pinned memory). ---- */
+ * FG_BUFT_PINNED first (else an mmap reservation whose granules are mlocked as first used).
+ * ---- */
 typedef fg_device fg_pager_device; /* the name the pager's API used before the device object */
 
 /* A simulated device: DEVICE buffers in plain host memory, so tests exercise all three tiers
@@ -182,7 +188,8 @@ typedef struct fg_pager_config {
     void *label_ctx;
 } fg_pager_config;
 
-/* Create a pager: allocates the HOST pool (budget[HOST] bytes, once) and the DEVICE pool.
+/* Create a pager: reserves the HOST pool (budget[HOST] bytes of address space; memory arrives
+ * with use, never past the budget: a budget is a ceiling) and allocates the DEVICE pool.
  * On success *out is owned by the caller until fg_pager_close; on failure every object the
  * config handed over (io, device) has been destroyed. */
 int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err);
@@ -292,6 +299,8 @@ typedef struct fg_pager_stats {
     uint64_t inflight_sum;      /* sum over submits of the ops in flight after it (mean depth) */
     uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O or uploads */
     uint64_t async_uploads;     /* HOST -> DEVICE copies started without waiting for them */
+    uint64_t host_committed;    /* bytes of the HOST pool committed so far (first used,
+                                   locked, registered): grows with use, never past budget */
     int host_locked;            /* HOST pool is mlock'ed or cudaHostAlloc'ed */
     int device_present;
     unsigned fallback_files;    /* files read through the pread engine (O_DIRECT refused) */

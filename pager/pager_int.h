@@ -34,6 +34,32 @@ int fg_arena_alloc_in(fg_arena *a, uint64_t len, uint64_t lo, uint64_t hi, int h
 int fg_arena_free(fg_arena *a, uint64_t off, uint64_t len);
 uint64_t fg_arena_free_bytes(const fg_arena *a);
 
+/* ---- the HOST pool's memory (pool.c): reserved at open, committed granule by granule ---- */
+#define FG_POOL_MAX_GRANULES 8192u
+enum { FG_POOL_MMAP = 0, FG_POOL_LOCKED = 1, FG_POOL_PINNED = 2 };
+
+typedef struct fg_hostpool {
+    uint8_t *base;            /* [size] bytes of address space */
+    uint64_t size;            /* the HOST budget */
+    uint64_t granule;         /* bytes per granule */
+    uint32_t n_gran;
+    uint8_t *committed;       /* [n_gran]: 0 not yet, 1 committed, 2 and registered (piece) */
+    uint64_t committed_bytes; /* sum of committed granules' bytes, <= size */
+    int how;                  /* FG_POOL_*: PINNED = the device's pinned memory, whole */
+    int registered;           /* the engine takes pieces for fixed-buffer I/O */
+    fg_pager_io *io;
+} fg_hostpool;
+
+/* Reserve the pool (the device's PINNED memory when dev offers it). A message that is not an
+ * error (a refusal worked around) goes to note[note_n]. */
+int fg_hostpool_open(fg_hostpool *h, fg_device *dev, uint64_t size, uint64_t io_block, int lock,
+                     char *note, size_t note_n, fg_err *err);
+void fg_hostpool_attach(fg_hostpool *h, fg_pager_io *io, char *note, size_t note_n);
+/* Commit the granules [off, off+len) covers (plus one): never fails; a refusal to lock or to
+ * register is written to note and the pool goes on without. */
+void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n);
+void fg_hostpool_close(fg_hostpool *h, fg_device *dev); /* dev: the one given to open */
+
 /* ---- chunk states (pager.c "State machine") ---- */
 typedef enum chunk_state {
     CS_DISK = 0,
@@ -92,8 +118,7 @@ struct fg_pager {
     fg_pager_io *io;       /* primary engine */
     fg_pager_io *fallback; /* pread engine for files that refuse O_DIRECT (lazy) */
     fg_device *dev;
-    uint8_t *host_base;    /* HOST pool */
-    int host_how;          /* 0 mmap, 1 mmap+mlock, 2 the device's PINNED memory */
+    fg_hostpool hp;        /* HOST pool */
     void *dev_base;        /* DEVICE pool (backend pointer) */
     fg_arena arena[FG_TIER_COUNT]; /* [HOST], [DEVICE] used */
     uint64_t split[FG_TIER_COUNT]; /* pool bytes [0, split) for chunks homed in the tier,
@@ -120,10 +145,6 @@ struct fg_pager {
 uint64_t fg_pager_xxh3(const void *p, size_t n);
 uint64_t fg_pager_xxh3_ref(const void *p, size_t n);
 uint64_t fg_pager_xxh3_avx2(const void *p, size_t n);
-
-/* pool.c: HOST pool allocation */
-int fg_pager_host_pool(fg_pager *p, fg_err *err);
-void fg_pager_host_pool_free(fg_pager *p);
 
 void fg_pager_notice(fg_pager *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

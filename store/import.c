@@ -5,7 +5,9 @@
  * format/'s writer (a new file, "part", starts at a tensor boundary once the current one passes
  * max_file_bytes). At commit:
  *   1. each part gets its identity metadata (fg.store.uuid, file_id, batch, part, parts; the
- *      batch's metadata blobs go into part 0 as fg.store.meta.<key>) and is published by
+ *      batch's metadata blobs go into part 0 as fg.store.meta.<key>, or, over
+ *      FG_STORE_META_INLINE, are written and fdatasynced as files of their own first, part 0
+ *      holding fg.store.metafile.<key>, see metafile.c) and is published by
  *      fg_fgt_writer_finish: data fdatasync, index, superblock, fdatasync, directory fsync;
  *   2. each part is reopened with the validating reader and its catalog records are built
  *      from what the file says (the same code reindex runs, so both give the same records);
@@ -35,6 +37,7 @@ typedef struct bmeta {
     char *key;
     void *data;
     size_t len;
+    int in_file;    /* its metafile was written (removed again if the batch fails) */
 } bmeta;
 
 struct fg_store_batch {
@@ -121,6 +124,10 @@ static void batch_free(fg_store_batch *b, int remove_files)
         }
     }
     for (size_t i = 0; i < b->n_meta; i++) {
+        if (remove_files && b->meta[i].in_file) {
+            metaref r = {b->parts[0].file_id, (uint32_t)i, 0, 0};
+            metafile_remove(s, &r);
+        }
         free(b->meta[i].key);
         free(b->meta[i].data);
     }
@@ -266,6 +273,10 @@ int fg_store_batch_meta(fg_store_batch *b, const char *key, const void *data, si
     if (len > FG_STORE_META_MAX)
         return fg_err_set(err, FG_ERR_LIMIT, "%s: metadata '%s' is %zu bytes (limit %u)",
                           b->s->dir, key, len, FG_STORE_META_MAX);
+    if (len > FG_STORE_META_INLINE && kn + strlen(STORE_METAFILE_PREFIX) > FG_FGT_MAX_NAME)
+        return fg_err_set(err, FG_ERR_BAD_NAME, "%s: metadata key '%.64s' of a value over %u "
+                          "bytes is longer than %zu bytes", b->s->dir, key, FG_STORE_META_INLINE,
+                          FG_FGT_MAX_NAME - strlen(STORE_METAFILE_PREFIX));
     for (size_t i = 0; i < b->n_meta; i++)
         if (!strcmp(b->meta[i].key, key))
             return fg_err_set(err, FG_ERR_DUPLICATE, "%s: metadata '%s' set twice in one batch",
@@ -285,11 +296,33 @@ int fg_store_batch_meta(fg_store_batch *b, const char *key, const void *data, si
     if (len)
         memcpy(m->data, data, len);
     m->len = len;
+    m->in_file = 0;
     b->n_meta++;
     return FG_OK;
 }
 
 /* ---- commit ---- */
+
+/* Metadata value m into part 0: inline, or its own file (written and fdatasynced before part
+ * 0 is published, whose directory fsync then makes its name durable) and a reference. */
+static int part_meta(fg_store_batch *b, size_t m, fg_err *err)
+{
+    bmeta *v = &b->meta[m];
+    char key[FG_FGT_MAX_NAME + 1];
+    if (v->len <= FG_STORE_META_INLINE) {
+        snprintf(key, sizeof key, STORE_META_PREFIX "%s", v->key);
+        return fg_fgt_writer_meta_bytes(b->parts[0].w, key, v->data, v->len, err);
+    }
+    metaref r = {b->parts[0].file_id, (uint32_t)m, v->len, 0};
+    int rc = metafile_write(b->s, v->key, v->data, &r, err);
+    if (rc)
+        return rc;
+    v->in_file = 1;
+    uint8_t ref[METAREF_SIZE];
+    metaref_encode(&r, ref);
+    snprintf(key, sizeof key, STORE_METAFILE_PREFIX "%s", v->key);
+    return fg_fgt_writer_meta_bytes(b->parts[0].w, key, ref, sizeof ref, err);
+}
 
 /* Step 1 for one part: identity metadata, then publish. */
 static int part_publish(fg_store_batch *b, size_t i, fg_err *err)
@@ -305,11 +338,8 @@ static int part_publish(fg_store_batch *b, size_t i, fg_err *err)
         rc = fg_fgt_writer_meta_u64(w, "fg.store.part", i, err);
     if (!rc)
         rc = fg_fgt_writer_meta_u64(w, "fg.store.parts", b->n_parts, err);
-    for (size_t m = 0; i == 0 && !rc && m < b->n_meta; m++) {
-        char key[FG_FGT_MAX_NAME + 1];
-        snprintf(key, sizeof key, STORE_META_PREFIX "%s", b->meta[m].key);
-        rc = fg_fgt_writer_meta_bytes(w, key, b->meta[m].data, b->meta[m].len, err);
-    }
+    for (size_t m = 0; i == 0 && !rc && m < b->n_meta; m++)
+        rc = part_meta(b, m, err);
     if (rc)
         return rc;
     p->w = NULL; /* finish frees the writer whether or not it succeeds */
@@ -457,10 +487,17 @@ static int put_tensor(fg_store *s, MDB_txn *t, const fg_fgt_reader *r, uint32_t 
     return mrc ? cat_fail(s, err, mrc, "writing a tensor record") : FG_OK;
 }
 
-/* Metadata blob of batch `batch`: replaces a value from an older batch, never a newer one. */
-static int put_meta(fg_store *s, MDB_txn *t, const fg_meta_info *m, uint64_t batch, fg_err *err)
+/* Metadata blob of batch `batch`: replaces a value from an older batch, never a newer one.
+ * A fg.store.metafile.<key> reference (owner: this file) becomes a version 3 record. */
+static int put_meta(fg_store *s, MDB_txn *t, const fg_meta_info *m, uint64_t batch,
+                    uint32_t owner, fg_err *err)
 {
-    const char *key = m->key + strlen(STORE_META_PREFIX);
+    int in_file = !strncmp(m->key, STORE_METAFILE_PREFIX, strlen(STORE_METAFILE_PREFIX));
+    const char *key = m->key + strlen(in_file ? STORE_METAFILE_PREFIX : STORE_META_PREFIX);
+    metaref ref;
+    if (in_file && metaref_decode(m->data, m->len, owner, &ref))
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: weights-%06u.fgt: metadata '%s': bad file "
+                          "reference", s->dir, owner, key);
     MDB_val old;
     uint64_t old_batch;
     const void *od;
@@ -470,6 +507,11 @@ static int put_meta(fg_store *s, MDB_txn *t, const fg_meta_info *m, uint64_t bat
         return FG_OK;
     if (rc && rc != FG_ERR_NOT_FOUND)
         return rc;
+    if (in_file) {
+        uint8_t fr[REC_META_FILE_SIZE];
+        rec_meta_file_encode(batch, &ref, fr);
+        return cat_put(s, t, s->db_meta, key, strlen(key), fr, sizeof fr, err);
+    }
     uint8_t *rec;
     size_t n;
     if (rec_meta_encode(batch, m->data, m->len, &rec, &n))
@@ -499,8 +541,10 @@ int weights_index_file(fg_store *s, MDB_txn *t, const fg_fgt_reader *r, uint32_t
     for (uint32_t i = 0; !rc && i < fg_fgt_meta_count(r); i++) {
         fg_meta_info m;
         fg_fgt_meta(r, i, &m);
-        if (!strncmp(m.key, STORE_META_PREFIX, plen) && m.type == FG_META_BYTES)
-            rc = put_meta(s, t, &m, f.batch, err);
+        if ((!strncmp(m.key, STORE_META_PREFIX, plen) ||
+             !strncmp(m.key, STORE_METAFILE_PREFIX, strlen(STORE_METAFILE_PREFIX))) &&
+            m.type == FG_META_BYTES)
+            rc = put_meta(s, t, &m, f.batch, file_id, err);
     }
     return rc;
 }

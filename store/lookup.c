@@ -180,13 +180,16 @@ int fg_store_meta_get(fg_store *s, const char *key, void **data, size_t *len, fg
     rc = cat_get(s, t, s->db_meta, key, n, &v, err);
     uint64_t batch;
     const void *p;
+    metaref ref;
     if (rc == FG_ERR_NOT_FOUND)
         fg_err_set(err, rc, "%s: no metadata '%s' in the store", s->dir, key);
-    else if (rc == FG_OK && (rc = rec_meta_decode(&v, &batch, &p, len)))
+    else if (rc == FG_OK && (rc = rec_meta_decode_ref(&v, &batch, &p, len, &ref)))
         rc = fg_err_set(err, rc == FG_ERR_CHECKSUM ? FG_ERR_CHECKSUM : FG_ERR_STORE_CATALOG,
                         "%s: metadata '%s': %s in the catalog: rebuild it from the store's "
                         "files with fg-inspect --reindex %s", s->dir, key,
                         rc == FG_ERR_CHECKSUM ? "checksum mismatch" : "damaged record", s->dir);
+    else if (rc == FG_OK && !p) /* a value kept in a file of its own */
+        rc = metafile_read(s, key, &ref, data, err);
     else if (rc == FG_OK && !(*data = malloc(*len ? *len : 1)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", s->dir);
     else if (rc == FG_OK && *len)

@@ -241,9 +241,39 @@ int rec_meta_encode(uint64_t batch, const void *data, size_t len, uint8_t **out,
     return FG_OK;
 }
 
+void rec_meta_file_encode(uint64_t batch, const metaref *r, uint8_t out[REC_META_FILE_SIZE])
+{
+    memset(out, 0, REC_META_FILE_SIZE);
+    out[0] = REC_META_FILE_VERSION;
+    fg_put64(out + 8, batch);
+    fg_put64(out + 16, r->xxh3);
+    fg_put32(out + 24, r->owner);
+    fg_put32(out + 28, r->k);
+    fg_put64(out + 32, r->len);
+}
+
 int rec_meta_decode(const MDB_val *v, uint64_t *batch, const void **data, size_t *len)
 {
+    return rec_meta_decode_ref(v, batch, data, len, NULL);
+}
+
+int rec_meta_decode_ref(const MDB_val *v, uint64_t *batch, const void **data, size_t *len,
+                        metaref *ref)
+{
     const uint8_t *p = v->mv_data;
+    if (v->mv_size == REC_META_FILE_SIZE && p[0] == REC_META_FILE_VERSION) {
+        metaref r = {fg_le32(p + 24), fg_le32(p + 28), fg_le64(p + 32), fg_le64(p + 16)};
+        static const uint8_t zero[7];
+        if (memcmp(p + 1, zero, 7) || !r.owner || r.owner > STORE_MAX_FILES ||
+            r.len > FG_STORE_META_MAX)
+            return FG_ERR_CORRUPT;
+        *batch = fg_le64(p + 8);
+        *data = NULL;
+        *len = (size_t)r.len;
+        if (ref)
+            *ref = r;
+        return FG_OK;
+    }
     size_t head = v->mv_size && p[0] == REC_META_VERSION ? REC_META_HEADER
                   : v->mv_size && p[0] == REC_VERSION    ? 16
                                                          : 0;

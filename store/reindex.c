@@ -8,8 +8,10 @@
  *   - KV page files: every slot's header is read; a slot whose header and payload checksums
  *     hold is a candidate, the highest generation per key wins and is mapped, every other slot
  *     goes to kv_free (dirty when its header still parses).
- * Files without a valid header or of an incomplete batch are leftovers and are removed; a file
- * of another store stops reindex with FG_ERR_STORE_FOREIGN naming it.
+ * Files without a valid header or of an incomplete batch are leftovers and are removed, and so
+ * is a metadata file (meta-NNNNNN-K.blob) whose owner weight file is not indexed; a file of
+ * another store stops reindex with FG_ERR_STORE_FOREIGN naming it. A metadata file's record
+ * comes from its owner's fg.store.metafile.<key> reference, like every other record.
  *
  * Verify reads the catalog in one snapshot and checks every checksum in every listed file
  * (chunk XXH3s through the .fgt reader, KV page header and payload checksums), that each file
@@ -165,6 +167,28 @@ static void drop_incomplete(fg_store *s, scan *sc)
     sc->n_w = out;
 }
 
+/* Metadata files whose owner weight file was not kept are leftovers of a batch that never
+ * committed (or was dropped above). */
+static void drop_orphan_metafiles(fg_store *s, const scan *sc)
+{
+    DIR *d = opendir(s->dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint32_t owner = metafile_parse(e->d_name);
+        int kept = 0;
+        for (size_t i = 0; owner && i < sc->n_w && !kept; i++)
+            kept = sc->w[i].id == owner;
+        if (owner && !kept) {
+            char path[4200];
+            store_path(s, path, sizeof path, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
 /* ---- KV page files ---- */
 
 typedef struct kv_ctx {
@@ -298,6 +322,7 @@ int fg_store_reindex(const char *dir, const fg_store_opts *o, fg_err *err)
         if (sc.n_w)
             qsort(sc.w, sc.n_w, sizeof *sc.w, cmp_wfile);
         drop_incomplete(s, &sc);
+        drop_orphan_metafiles(s, &sc);
         rc = cat_write(s, reindex_txn, &sc, err);
     }
     scan_free(&sc);

@@ -6,7 +6,8 @@
  *   2. No file of ours outside the catalog: a weights-/kv- file the catalog does not list was
  *      left by a batch or KV-file creation that never committed; it is removed when it has no
  *      valid header or carries this store's id. A file with another store's id is left alone
- *      (verify reports it as foreign).
+ *      (verify reports it as foreign). A meta-NNNNNN-K.blob whose owner weights-NNNNNN.fgt is
+ *      not listed is a leftover of such a batch too, and is removed.
  *   3. A KV file is no longer than its committed slot count (an uncommitted extension is cut).
  *   4. No free KV slot is dirty: headers of slots freed or reserved before the crash are wiped
  *      (kv.c), so reindex can never resurrect a freed or uncommitted page.
@@ -396,6 +397,9 @@ static int recover_files(fg_store *s, fg_err *err)
             continue;
         }
         file_rec f;
+        uint32_t owner = metafile_parse(e->d_name); /* a batch's metadata file */
+        if (owner && !listed(s, t, owner, &f))
+            removed += unlink(path) == 0;
         if (!id)
             continue;
         if (listed(s, t, id, &f)) {

@@ -35,7 +35,8 @@ extern "C" {
 #define FG_STORE_KV_HEADER_SIZE 128u          /* bytes of header at the start of each KV page */
 #define FG_STORE_KV_PAGE_MIN 4096u
 #define FG_STORE_KV_PAGE_MAX (64u << 20)
-#define FG_STORE_META_MAX FG_FGT_MAX_BLOB     /* bytes in one metadata blob */
+#define FG_STORE_META_MAX (1u << 30)         /* bytes in one metadata value */
+#define FG_STORE_META_INLINE FG_FGT_MAX_BLOB  /* larger values are files of their own (SPEC "meta") */
 
 /* File I/O the store performs on its own files (KV pages, KV file headers, store.id, fsyncs).
  * POSIX conventions: -1 and errno on failure; pwrite may return a short count. Tests replace
@@ -144,7 +145,10 @@ int fg_store_file_iter(fg_store *s, int (*cb)(void *ctx, const fg_store_file *f)
                        fg_err *err);
 
 /* ---- model metadata (config, tokenizer files): named blobs ---- */
-/* *data is a malloc'd copy the caller frees. FG_ERR_NOT_FOUND when absent. */
+/* *data is a malloc'd copy the caller frees. FG_ERR_NOT_FOUND when absent. Values up to
+ * FG_STORE_META_INLINE live in the catalog; larger ones (up to FG_STORE_META_MAX) in a
+ * checksummed file of their own (SPEC "meta"): a damaged one is FG_ERR_CHECKSUM, a missing one
+ * FG_ERR_STORE_MISSING, with one line naming the key and the file. */
 int fg_store_meta_get(fg_store *s, const char *key, void **data, size_t *len, fg_err *err);
 int fg_store_meta_iter(fg_store *s, int (*cb)(void *ctx, const char *key, size_t len), void *ctx,
                        fg_err *err);
@@ -159,7 +163,9 @@ int fg_store_batch_begin_tensor(fg_store_batch *b, const fg_fgt_tensor_desc *d, 
 int fg_store_batch_add_chunk(fg_store_batch *b, uint64_t n_rows, const void *data, size_t len,
                              fg_err *err);
 int fg_store_batch_end_tensor(fg_store_batch *b, fg_err *err);
-/* Set metadata blob key (replaces an earlier batch's value at commit). Copies its input. */
+/* Set metadata blob key (replaces an earlier batch's value at commit). Copies its input.
+ * len <= FG_STORE_META_MAX (1 GiB; FG_ERR_LIMIT otherwise); a value over FG_STORE_META_INLINE
+ * is written to its own file at commit, before the catalog commit that makes it visible. */
 int fg_store_batch_meta(fg_store_batch *b, const char *key, const void *data, size_t len,
                         fg_err *err);
 /* Publish the batch's files (fdatasync), then commit the catalog. Frees b either way; on

@@ -23,6 +23,9 @@
 #define REC_VERSION 1u          /* every catalog value starts with this byte */
 #define REC_META_VERSION 2u     /* a metadata value with its blob's checksum (SPEC "meta") */
 #define REC_META_HEADER 24u     /* its bytes before the blob */
+#define REC_META_FILE_VERSION 3u /* a metadata value kept in a file (metafile.c) */
+#define REC_META_FILE_SIZE 40u
+#define STORE_METAFILE_PREFIX "fg.store.metafile."
 #define KV_KEY_SIZE 20u
 #define FREE_KEY_SIZE 8u
 #define FREE_DIRTY 1u           /* kv_free flag: the slot's header may still parse */
@@ -116,6 +119,14 @@ typedef int (*lc_read_fn)(void *ctx, void *buf, size_t n, uint64_t off);
  * reason in why ("main tree: page 9 says it is page 0 (overwritten or zeroed)"). */
 int cat_file_check(lc_read_fn rd, void *ctx, uint64_t size, char *why, size_t why_n);
 
+/* A metadata value kept in a file (metafile.c). */
+typedef struct metaref {
+    uint32_t owner;  /* the batch's part-0 weight file id */
+    uint32_t k;      /* index of the value in its batch */
+    uint64_t len;    /* payload bytes */
+    uint64_t xxh3;   /* of the payload */
+} metaref;
+
 /* ---- records.c: catalog value encodings ---- */
 typedef struct file_rec {
     uint8_t kind;          /* 1 weights, 2 kv */
@@ -140,10 +151,28 @@ int rec_kv_decode(const MDB_val *v, fg_store_kv_page *p);
 void rec_free_key(uint32_t file_id, uint32_t slot, uint8_t out[FREE_KEY_SIZE]);
 /* Meta record: header + blob; *out heap. */
 int rec_meta_encode(uint64_t batch, const void *data, size_t len, uint8_t **out, size_t *n);
+/* A value in a file: the 40-byte version 3 record. */
+void rec_meta_file_encode(uint64_t batch, const metaref *r, uint8_t out[REC_META_FILE_SIZE]);
+/* Inline values: *data points into v. A version 3 record: *data = NULL, *len its length, and
+ * ref (may be NULL) receives the reference. */
 int rec_meta_decode(const MDB_val *v, uint64_t *batch, const void **data, size_t *len);
+int rec_meta_decode_ref(const MDB_val *v, uint64_t *batch, const void **data, size_t *len,
+                        metaref *ref);
 void rec_tensor_chunks(const MDB_val *v, const fg_store_tensor *t, fg_fgt_chunk_info *out);
 /* Tensor digest: XXH3-64 over the chunk checksums (8 bytes LE each). */
 uint64_t rec_tensor_digest(const fg_fgt_chunk_info *c, uint32_t n);
+
+/* ---- metafile.c: a metadata value over FG_STORE_META_INLINE, as a file ---- */
+#define METAREF_SIZE 24u /* part 0's fg.store.metafile.<key>: u32 k, u32 0, u64 len, u64 xxh3 */
+void metafile_name(uint32_t owner, uint32_t k, char *buf, size_t n); /* "meta-000004-0.blob" */
+uint32_t metafile_parse(const char *name); /* its owner file id, 0 when not a metafile name */
+/* Write the file of r (owner, k, len set; xxh3 computed) and fdatasync it. */
+int metafile_write(fg_store *s, const char *key, const void *data, metaref *r, fg_err *err);
+void metafile_remove(const fg_store *s, const metaref *r);
+/* Read and check the file of r: *data (may be NULL: check only) is malloc'd for the caller. */
+int metafile_read(fg_store *s, const char *key, const metaref *r, void **data, fg_err *err);
+void metaref_encode(const metaref *r, uint8_t out[METAREF_SIZE]);
+int metaref_decode(const void *in, size_t n, uint32_t owner, metaref *r);
 
 /* ---- import.c ---- */
 #define STORE_META_PREFIX "fg.store.meta."

@@ -7,7 +7,9 @@
  *      generation match the files record, and each tensor of the file has a catalog record that
  *      names this file and index and repeats its codec, shape and chunk table exactly, and the
  *      catalog has no tensor record beyond those;
- *   V3 metadata: each blob of a part-0 file whose batch the catalog record names is identical;
+ *   V3 metadata: each blob of a part-0 file whose batch the catalog record names is identical
+ *      (a reference to a metadata file: the same reference); every metadata file the catalog
+ *      names has an intact header and its payload's XXH3 (V3b);
  *   V4 KV: each mapped page's header and payload checksums hold and name the key, slot and
  *      generation of its record; every slot of every page file is mapped or free, never both;
  *   V5 no file of another store sits in the directory (a leftover of ours is only counted).
@@ -57,20 +59,27 @@ static int tensor_matches(const fg_store_tensor *c, const fg_fgt_reader *r, uint
 static int verify_meta(vstate *vs, const fg_fgt_reader *r, uint64_t batch, const char *path,
                        fg_err *err)
 {
-    size_t plen = strlen(STORE_META_PREFIX);
+    size_t plen = strlen(STORE_META_PREFIX), flen = strlen(STORE_METAFILE_PREFIX);
     for (uint32_t i = 0; i < fg_fgt_meta_count(r); i++) {
         fg_meta_info m;
         fg_fgt_meta(r, i, &m);
-        if (strncmp(m.key, STORE_META_PREFIX, plen) || m.type != FG_META_BYTES)
+        int in_file = !strncmp(m.key, STORE_METAFILE_PREFIX, flen);
+        if ((strncmp(m.key, STORE_META_PREFIX, plen) && !in_file) || m.type != FG_META_BYTES)
             continue;
-        const char *key = m.key + plen;
+        const char *key = m.key + (in_file ? flen : plen);
         MDB_val v;
         uint64_t b;
         const void *d;
         size_t len;
+        metaref cref = {0}, fref = {0};
         int rc = cat_get(vs->s, vs->t, vs->s->db_meta, key, strlen(key), &v, err);
-        if (rc || rec_meta_decode(&v, &b, &d, &len) || b < batch ||
-            (b == batch && (len != m.len || memcmp(d, m.data, len))))
+        int same = 0;
+        if (!rc && rec_meta_decode_ref(&v, &b, &d, &len, &cref) == FG_OK && in_file)
+            same = !d && metaref_decode(m.data, m.len, cref.owner, &fref) == FG_OK &&
+                   !memcmp(&cref, &fref, sizeof cref);
+        else if (!rc)
+            same = d && len == m.len && !memcmp(d, m.data, len);
+        if (rc || rec_meta_decode(&v, &b, &d, &len) || b < batch || (b == batch && !same))
             return fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: metadata '%s' of batch %llu is "
                               "missing from the catalog or differs", path, key,
                               (unsigned long long)batch);
@@ -111,6 +120,31 @@ static int verify_weights(vstate *vs, uint32_t id, const file_rec *f, fg_err *er
     }
     if (!rc && f->part == 0)
         rc = verify_meta(vs, r, f->batch, path, err);
+    return rc;
+}
+
+/* V3b: every metadata value kept in a file reads back whole. */
+static int verify_metafiles(vstate *vs, fg_err *err)
+{
+    MDB_cursor *c;
+    int mrc = mdb_cursor_open(vs->t, vs->s->db_meta, &c);
+    if (mrc)
+        return cat_fail(vs->s, err, mrc, "reading metadata records");
+    MDB_val k, v;
+    int rc = FG_OK;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc && mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        char key[FG_FGT_MAX_NAME + 1];
+        size_t kn = k.mv_size > FG_FGT_MAX_NAME ? FG_FGT_MAX_NAME : k.mv_size, len;
+        memcpy(key, k.mv_data, kn);
+        key[kn] = '\0';
+        uint64_t b;
+        const void *d;
+        metaref ref;
+        if (rec_meta_decode_ref(&v, &b, &d, &len, &ref) == FG_OK && !d)
+            rc = metafile_read(vs->s, key, &ref, NULL, err);
+    }
+    mdb_cursor_close(c);
     return rc;
 }
 
@@ -244,6 +278,10 @@ static int verify_strays(vstate *vs, fg_err *err)
         uint32_t id = store_parse_name(e->d_name, &kv);
         uint8_t k[4];
         MDB_val v;
+        uint32_t owner = metafile_parse(e->d_name); /* a leftover: its weight file unlisted */
+        rec_file_key(owner, k);
+        if (owner && cat_get(vs->s, vs->t, vs->s->db_files, k, 4, &v, NULL) != FG_OK)
+            vs->rep->orphan_files++;
         rec_file_key(id, k);
         if (!id || cat_get(vs->s, vs->t, vs->s->db_files, k, 4, &v, NULL) == FG_OK)
             continue;
@@ -279,6 +317,8 @@ int fg_store_verify(fg_store *s, fg_store_verify_report *rep, fg_err *err)
     if (!rc && mdb_stat(vs.t, s->db_tensors, &st) == 0 && st.ms_entries != vs.rep->tensors)
         rc = fg_err_set(err, FG_ERR_STORE_CATALOG, "%s: catalog lists %zu tensors, its files hold "
                         "%llu", s->dir, st.ms_entries, (unsigned long long)vs.rep->tensors);
+    if (!rc)
+        rc = verify_metafiles(&vs, err);
     if (!rc)
         rc = verify_kv_pages(&vs, err);
     if (!rc)

@@ -1,13 +1,16 @@
 /* store_sample - test helper: create a small store at argv[1] (3 tensors over 2 weight files,
- * 2 metadata blobs, 5 KV pages of 2 jobs) for the fg-inspect end-to-end test. */
+ * 2 metadata blobs, 5 KV pages of 2 jobs) for the fg-inspect end-to-end test. With a second
+ * argument "big", a second batch replaces tokenizer.json by a value of FG_STORE_META_INLINE +
+ * 4096 bytes (a metadata file of its own, meta-000004-0.blob). */
 #include <stdio.h>
+#include <string.h>
 
 #include "store_testlib.h"
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: store_sample DIR\n");
+    if (argc != 2 && (argc != 3 || strcmp(argv[2], "big"))) {
+        fprintf(stderr, "usage: store_sample DIR [big]\n");
         return 2;
     }
     fg_store_opts o = {.kv_page_size = 8192, .max_file_bytes = 16384};
@@ -30,6 +33,17 @@ int main(int argc, char **argv)
         fg_store_batch_commit(b, &err) || fg_store_kv_write(s, 5, r, NULL, &err)) {
         fprintf(stderr, "store_sample: %s\n", err.msg);
         return 1;
+    }
+    if (argc == 3) {
+        size_t n = FG_STORE_META_INLINE + 4096;
+        uint8_t *v = malloc(n);
+        tu_fill(v, n, 38);
+        if (!v || fg_store_batch_begin(s, &b, &err) ||
+            fg_store_batch_meta(b, "tokenizer.json", v, n, &err) || fg_store_batch_commit(b, &err)) {
+            fprintf(stderr, "store_sample: %s\n", v ? err.msg : "out of memory");
+            return 1;
+        }
+        free(v);
     }
     fg_store_close(s);
     return 0;

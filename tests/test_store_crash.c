@@ -1,13 +1,16 @@
 /* test_store_crash.c - crash safety of store/, tested for real.
  *
  * Each trial forks a writer that opens the store (running crash recovery itself) and loops over
- * random operations: batches of tensors (rotated over several weight files), KV page writes
+ * random operations: batches of tensors (rotated over several weight files; one in six also
+ * carries a metadata value over FG_STORE_META_INLINE, a file of its own), KV page writes
  * (copy-on-write rewrites of random keys) and KV frees. The parent SIGKILLs it after a random
  * delay, then checks, first through a read-only handle (no recovery) and then through a
  * writable one (after recovery):
  *   - the store opens and fg_store_verify passes;
  *   - every visible tensor holds exactly the bytes written for its name, and every batch is
  *     visible whole or not at all (names carry the batch size: "b<trial>.<op>.<i>of<n>");
+ *   - every visible large metadata value reads back whole (its bytes derive from its first
+ *     line, which names its batch) and its batch is visible: no half-visible value;
  *   - every mapped KV page reads back with valid checksums and the payload written for its key
  *     and token range;
  * and every 8th trial also deletes the catalog, reindexes, and compares every answer.
@@ -41,6 +44,7 @@ typedef struct shared {
 } shared;
 
 static shared *g_sh;
+static uint64_t g_big_seen; /* large metadata values found whole after kills */
 static char g_dir[4096];
 static fg_err g_err;
 
@@ -56,6 +60,28 @@ static uint64_t rnd(uint64_t *s)
                        fprintf(stderr, "\n"); exit(1); } while (0)
 
 /* ---- the writer (child) ---- */
+
+/* A large metadata value: "trial T op O n N\n" then bytes derived from that line. */
+static uint8_t *big_value(size_t len, int trial, uint64_t op, int n)
+{
+    uint8_t *v = malloc(len);
+    if (!v)
+        return NULL;
+    int h = snprintf((char *)v, 64, "trial %d op %" PRIu64 " n %d\n", trial, op, n);
+    tu_fill(v + h, len - (size_t)h, XXH3_64bits(v, (size_t)h));
+    return v;
+}
+
+static int op_big_meta(fg_store_batch *b, uint64_t *rng, int trial, uint64_t op, int n)
+{
+    size_t len = FG_STORE_META_INLINE + 1 + rnd(rng) % 65536;
+    uint8_t *v = big_value(len, trial, op, n);
+    char key[32];
+    snprintf(key, sizeof key, "big.%d", (int)(rnd(rng) % 2));
+    int rc = v ? fg_store_batch_meta(b, key, v, len, &g_err) : -1;
+    free(v);
+    return rc;
+}
 
 static int op_import(fg_store *s, uint64_t *rng, int trial, uint64_t op)
 {
@@ -75,7 +101,8 @@ static int op_import(fg_store *s, uint64_t *rng, int trial, uint64_t op)
     char key[64], val[64];
     snprintf(key, sizeof key, "cfg.%d", (int)(rnd(rng) % 4));
     snprintf(val, sizeof val, "trial %d op %" PRIu64, trial, op);
-    if (fg_store_batch_meta(b, key, val, strlen(val), &g_err)) {
+    if (fg_store_batch_meta(b, key, val, strlen(val), &g_err) ||
+        (rnd(rng) % 6 == 0 && op_big_meta(b, rng, trial, op, n))) {
         fg_store_batch_abort(b);
         return -1;
     }
@@ -197,6 +224,43 @@ static int check_page(void *ctx, const fg_store_kv_page *p)
     return 0;
 }
 
+typedef struct mcheck {
+    fg_store *s;
+    int trial;
+    uint64_t big;
+} mcheck;
+
+static int check_meta(void *ctx, const char *key, size_t len)
+{
+    mcheck *c = ctx;
+    int trial = c->trial, t, n;
+    if (strncmp(key, "big.", 4))
+        return 0;
+    void *m;
+    size_t got;
+    if (fg_store_meta_get(c->s, key, &m, &got, &g_err))
+        FAIL("metadata '%s' unreadable: %s", key, g_err.msg);
+    uint64_t op;
+    char head[64];
+    snprintf(head, sizeof head, "%.*s", (int)(got < 63 ? got : 63), (char *)m);
+    if (got != len || sscanf(head, "trial %d op %" SCNu64 " n %d", &t, &op, &n) != 3)
+        FAIL("metadata '%s': %zu bytes, listed %zu, begins '%.20s'", key, got, len, head);
+    uint8_t *want = big_value(got, t, op, n);
+    if (!want || memcmp(m, want, got))
+        FAIL("metadata '%s' (trial %d op %" PRIu64 "): wrong contents", key, t, op);
+    free(want);
+    free(m);
+    char name[96];
+    fg_store_tensor *ten;
+    snprintf(name, sizeof name, "b%d.%" PRIu64 ".0of%d", t, op, n);
+    if (fg_store_tensor_get(c->s, name, &ten, &g_err))
+        FAIL("metadata '%s' visible, its batch's tensor %s not: %s", key, name, g_err.msg);
+    fg_store_tensor_free(ten);
+    c->big++;
+    g_big_seen++;
+    return 0;
+}
+
 static void check_store(int trial, unsigned flags, uint64_t *tensors, uint64_t *pages)
 {
     fg_store *s;
@@ -211,6 +275,9 @@ static void check_store(int trial, unsigned flags, uint64_t *tensors, uint64_t *
     if (fg_store_tensor_iter(s, check_tensor, &tc, &g_err))
         FAIL("tensor iteration: %s", g_err.msg);
     batch_close(&tc);
+    mcheck mc = {s, trial, 0};
+    if (fg_store_meta_iter(s, check_meta, &mc, &g_err))
+        FAIL("metadata iteration: %s", g_err.msg);
     kcheck kc = {s, trial, 0};
     if (fg_store_kv_iter(s, UINT64_MAX, check_page, &kc, &g_err))
         FAIL("KV iteration: %s", g_err.msg);
@@ -347,6 +414,7 @@ int main(int argc, char **argv)
            pages);
     for (int p = 0; p < PH_N; p++)
         printf(" %s %" PRIu64 "%s", ph_name[p], kills[p], p + 1 < PH_N ? "," : "\n");
+    printf("large metadata values checked whole: %" PRIu64 "\n", g_big_seen);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%.*s'", (int)(strlen(g_dir) - 6), g_dir);
     return system(cmd) ? 1 : 0;

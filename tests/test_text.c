@@ -279,7 +279,12 @@ START_TEST(gpt2_basics)
     ck_assert_int_eq(fg_tok_token_bytes(t, 262, &b, &n), FG_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert_int_eq(memcmp(b, " the", 4), 0);
-    ck_assert_int_eq(fg_tok_token_bytes(t, 50257, &b, &n), FG_ERR_TOK_BAD_ID);
+    /* an id past the vocabulary is nothing (issue 38: embedding rows beyond the tokens) */
+    ck_assert_int_eq(fg_tok_token_bytes(t, 50257, &b, &n), FG_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(fg_tok_token_bytes(t, INT32_MAX, &b, &n), FG_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(fg_tok_token_bytes(t, -1, &b, &n), FG_ERR_TOK_BAD_ID);
     ck_assert_int_eq(fg_tok_special_id(t, FG_TOK_BOS), -1);
     ck_assert_int_eq(fg_tok_adds_bos(t), 0);
     fg_tok_ids ids = {0};
@@ -295,14 +300,22 @@ START_TEST(gpt2_basics)
     fg_tok_ids ids2 = {0};
     ck_assert_int_eq(fg_tok_encode(m, "Hello world", 11, 0, &ids2, NULL), 0);
     ck_assert_int_eq(memcmp(ids.ids, ids2.ids, 2 * sizeof(int32_t)), 0);
-    /* decode: bad ids are refused with the index and id, output untouched */
+    /* decode: ids past the vocabulary decode as nothing; a negative id is refused with the
+     * index and id, output untouched */
     fg_tok_bytes out = {0};
     int32_t bad[3] = {15496, 50257, 995};
-    ck_assert_int_eq(fg_tok_decode(t, bad, 3, 0, &out, &err), FG_ERR_TOK_BAD_ID);
-    ck_assert_ptr_nonnull(strstr(err.msg, "ids[1] = 50257"));
-    ck_assert_uint_eq(out.len, 0);
+    ck_assert_msg(fg_tok_decode(t, bad, 3, 0, &out, &err) == FG_OK, "%s", err.msg);
+    ck_assert_uint_eq(out.len, 11);
+    ck_assert_int_eq(memcmp(out.data, "Hello world", 11), 0);
+    bad[1] = INT32_MAX;
+    ck_assert_int_eq(fg_tok_decode(t, bad + 1, 1, FG_TOK_SKIP_SPECIAL, &out, &err), FG_OK);
+    ck_assert_uint_eq(out.len, 11);
+    out.len = 0;
     bad[1] = -1;
     ck_assert_int_eq(fg_tok_decode(t, bad, 3, 0, &out, &err), FG_ERR_TOK_BAD_ID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "ids[1] = -1"));
+    ck_assert_uint_eq(out.len, 0);
+    fg_tok_bytes_free(&out);
     fg_tok_ids_free(&ids);
     fg_tok_ids_free(&ids2);
     free(v);

@@ -310,6 +310,49 @@ START_TEST(roles_and_templates)
 }
 END_TEST
 
+/* Issue 38: ids past the vocabulary (embedding rows beyond the tokens: Qwen2.5, Phi-3, OLMo 2)
+ * decode as nothing, as in tokenizers, where they are dropped before the decoder chain: so an
+ * unknown first id leaves the next token first (Strip / Metaspace apply to it). Negative ids
+ * are refused, naming the index. */
+static void dec_eq(fg_tok *t, const int32_t *ids, size_t n, unsigned flags, const char *want)
+{
+    fg_tok_bytes out = {0};
+    fg_err err;
+    ck_assert_msg(fg_tok_decode(t, ids, n, flags, &out, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(out.len == strlen(want) && (out.len == 0 || memcmp(out.data, want, out.len) == 0),
+                  "decode: got \"%.*s\", want \"%s\"", (int)out.len, out.data ? out.data : "", want);
+    fg_tok_bytes_free(&out);
+}
+
+START_TEST(ids_past_vocab)
+{
+    fg_tok *l2 = load("llama2"), *l3 = load("llama3");
+    int32_t v2 = fg_tok_vocab_size(l2), v3 = fg_tok_vocab_size(l3);
+    int32_t the2 = fg_tok_lookup(l2, "\xe2\x96\x81the", 6), the3 = fg_tok_lookup(l3, "\xc4\xa0the", 5);
+    int32_t a[3] = {v2, the2, INT32_MAX}, b[3] = {the2, v2 + 271, the2}, c[2] = {the3, v3 + 5};
+    dec_eq(l2, a, 3, 0, "the");
+    dec_eq(l2, a, 3, FG_TOK_SKIP_SPECIAL | FG_TOK_REPLACE_INVALID, "the");
+    dec_eq(l2, b, 3, 0, "the the");
+    dec_eq(l2, a, 1, 0, "");
+    dec_eq(l3, c, 2, 0, " the");
+    dec_eq(l3, c, 2, FG_TOK_REPLACE_INVALID, " the");
+    const char *p;
+    size_t n = 99;
+    ck_assert_int_eq(fg_tok_token_bytes(l3, v3 + 5, &p, &n), FG_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(fg_tok_token_bytes(l2, -3, &p, &n), FG_ERR_TOK_BAD_ID);
+    ck_assert_int_eq(fg_tok_is_special(l2, v2 + 1), 0);
+    fg_tok_bytes out = {0};
+    fg_err err;
+    c[1] = -7;
+    ck_assert_int_eq(fg_tok_decode(l3, c, 2, 0, &out, &err), FG_ERR_TOK_BAD_ID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "ids[1] = -7"));
+    ck_assert_uint_eq(out.len, 0);
+    fg_tok_free(l2);
+    fg_tok_free(l3);
+}
+END_TEST
+
 /* add_bos_token / add_eos_token in tokenizer_config.json replace the template (transformers'
  * update_post_processor). */
 START_TEST(config_overrides_template)
@@ -670,6 +713,7 @@ static Suite *suite(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, roles_and_templates);
     tcase_add_test(tr, config_overrides_template);
+    tcase_add_test(tr, ids_past_vocab);
     tcase_add_test(tr, load_dir_choice);
     tcase_add_test(tr, invalid_utf8);
     tcase_add_test(tr, sp_cut_exact);

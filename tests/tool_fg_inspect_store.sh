@@ -101,4 +101,20 @@ else
   out=$("$INSPECT" --verify "$S" 2>&1) || { echo "read-only: $out"; exit 1; }
   chmod 755 "$S" "$S/catalog"
 fi
+# a metadata value over 16 MiB: a checksummed file of its own, read by --verify
+S2=$WORK/store-big
+"$SAMPLE" "$S2" big
+out=$("$INSPECT" --verify "$S2")
+grep -Eq 'tokenizer.json +16781312 bytes' <<<"$out" || { echo "big meta: $out"; exit 1; }
+grep -q 'verify: ok: 4 files' <<<"$out" || { echo "big verify: $out"; exit 1; }
+B=$S2/meta-000004-0.blob
+[ -f "$B" ] || { echo "no $B: $(ls "$S2")"; exit 1; }
+old=$(od -An -tu1 -j9000000 -N1 "$B" | tr -d ' ')
+printf "\\x$(printf %02x $(( (old + 1) % 256 )))" | dd of="$B" bs=1 seek=9000000 conv=notrunc status=none
+set +e
+err=$("$INSPECT" --verify "$S2" 2>&1 >/dev/null); rc=$?
+set -e
+[ $rc -eq 1 ] && [ "$(wc -l <<<"$err")" -eq 1 ] &&
+  grep -q "meta-000004-0.blob: metadata 'tokenizer.json': checksum mismatch" <<<"$err" ||
+  { echo "big meta flipped: rc=$rc $err"; exit 1; }
 echo "fg-inspect store end-to-end ok"

@@ -8,6 +8,8 @@
  *   added_tokens_decoder                         object "id" -> {"content": s, "special": b}
  *   add_bos_token                                boolean (OPT: true, prepend BOS)
  *   add_eos_token                                boolean (tokenizer.json classes only)
+ *   tokenizer_class, legacy, add_prefix_space    (tokenizer.json classes only) the pipeline
+ *                                                transformers builds (tok_json.c)
  * A key of the wrong type is an error naming the file and key, never silently skipped. The two
  * files share the schema; special_tokens_map.json is read second, so its roles win.
  *
@@ -240,6 +242,28 @@ static int load_decoder(fg_tok *t, json_t *root, const char *file, fg_err *err)
     return FG_OK;
 }
 
+/* The keys transformers' tokenizer classes build their pipeline from (tok_json.c, "transformers'
+ * view"): tokenizer_class, legacy, add_prefix_space. Values of another type count as absent, as
+ * Python's truthiness would make most of them mean something else entirely. */
+static void hf_class_keys(fg_tok *t, json_t *root)
+{
+    static const struct { const char *name; int cls; } classes[] = {
+        {"LlamaTokenizer", TOK_HF_LLAMA}, {"LlamaTokenizerFast", TOK_HF_LLAMA},
+        {"GPT2Tokenizer", TOK_HF_GPT2},   {"GPT2TokenizerFast", TOK_HF_GPT2}};
+    json_t *c = json_object_get(root, "tokenizer_class"), *lg = json_object_get(root, "legacy"),
+           *ps = json_object_get(root, "add_prefix_space");
+    if (json_is_string(c)) {
+        t->cfg_class = TOK_HF_NONE;
+        for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+            if (strcmp(json_string_value(c), classes[i].name) == 0)
+                t->cfg_class = classes[i].cls;
+    }
+    if (json_is_boolean(lg))
+        t->cfg_legacy = json_is_true(lg);
+    if (json_is_boolean(ps))
+        t->cfg_prefix_space = json_is_true(ps);
+}
+
 int tok_load_config(fg_tok *t, const void *buf, size_t len, const char *file, fg_err *err)
 {
     json_error_t je;
@@ -259,6 +283,7 @@ int tok_load_config(fg_tok *t, const void *buf, size_t len, const char *file, fg
             t->cfg_add_bos = json_is_true(bos);
         if (json_is_boolean(eos))
             t->cfg_add_eos = json_is_true(eos);
+        hf_class_keys(t, root);
     } else if (json_is_boolean(bos))
         t->add_bos = json_is_true(bos);
     if (!rc)

@@ -15,7 +15,9 @@
  * Where `tokenizers` turns ill-formed UTF-8 into U+FFFD (ByteLevel: String::from_utf8_lossy;
  * ByteFallback: one U+FFFD per byte of an invalid run), fg keeps the raw bytes, so streamed
  * output can be reassembled; FG_TOK_REPLACE_INVALID asks for exactly the replacement text.
- * Ids that name no token are an error (tokenizers skips them silently).
+ * An id that names no token (one past the vocabulary: models such as Qwen2.5 or Phi-3 have more
+ * embedding rows than tokens) is left out before the chain runs, as tokenizers' id_to_token
+ * filter does; fg_tok_decode has already refused negative ids.
  */
 #include "tok_int.h"
 
@@ -293,14 +295,10 @@ int tok_json_token_alone(const fg_tok *t, int32_t id, tok_arena *out)
 int tok_json_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
                     fg_tok_bytes *out, fg_err *err)
 {
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= t->n_ids || t->id_len[ids[i]] == UINT32_MAX)
-            return fg_err_set(err, FG_ERR_TOK_BAD_ID, "fg_tok_decode: ids[%zu] = %d is not a token (vocabulary size %d)",
-                              i, ids[i], t->n_ids);
     plist l[2] = {{{0}}, {{0}}}, *res = NULL;
     int rc = FG_OK;
-    for (size_t i = 0; i < n && !rc; i++)
-        if (!((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[ids[i]]))
+    for (size_t i = 0; i < n && !rc; i++)  /* ids without a token: left out, as tokenizers does */
+        if (tok_has_token(t, ids[i]) && !((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[ids[i]]))
             rc = piece(&l[0], t->id_str.p + t->id_soff[ids[i]], t->id_slen[ids[i]]);
     if (!rc)
         rc = run_chain(t, l, flags, 0, &res);

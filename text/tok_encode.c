@@ -306,17 +306,16 @@ int fg_tok_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
 {
     if (!t || !out || (!ids && n))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_tok_decode: NULL argument");
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0)
+            return fg_err_set(err, FG_ERR_TOK_BAD_ID, "fg_tok_decode: ids[%zu] = %d is negative (token ids are 0 or more)",
+                              i, ids[i]);
     if (t->cls != TOK_GPT2 && !(t->fast_decode && !(flags & FG_TOK_REPLACE_INVALID)))
         return tok_json_decode(t, ids, n, flags, out, err);  /* else: the bytes concatenated */
     size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (id < 0 || id >= t->n_ids || t->id_len[id] == UINT32_MAX)
-            return fg_err_set(err, FG_ERR_TOK_BAD_ID, "fg_tok_decode: ids[%zu] = %d is not a token (vocabulary size %d)",
-                              i, id, t->n_ids);
-        if (!((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[id]))
-            total += t->id_len[id];
-    }
+    for (size_t i = 0; i < n; i++)  /* an id without a token decodes as nothing */
+        if (tok_has_token(t, ids[i]) && !((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[ids[i]]))
+            total += t->id_len[ids[i]];
     if (total == 0)
         return FG_OK;
     if (out->len + total > out->cap) {
@@ -331,7 +330,7 @@ int fg_tok_decode(const fg_tok *t, const int32_t *ids, size_t n, unsigned flags,
     }
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if ((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[id])
+        if (!tok_has_token(t, id) || ((flags & FG_TOK_SKIP_SPECIAL) && t->id_special[id]))
             continue;
         memcpy(out->data + out->len, t->id_bytes.p + t->id_off[id], t->id_len[id]);
         out->len += t->id_len[id];

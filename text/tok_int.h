@@ -154,6 +154,18 @@ struct fg_tok {
     int32_t *post_pre, *post_suf;  /* ids the single template puts before / after $A */
     size_t n_post_pre, n_post_suf;
     int cfg_add_bos, cfg_add_eos;  /* tokenizer_config.json add_bos/eos_token: -1 absent, 0, 1 */
+    /* transformers' view of the file (encode with FG_TOK_ADD_BOS): tokenizer_config.json's
+     * tokenizer_class, legacy and add_prefix_space. transformers 5 rebuilds the normalizer and
+     * pre-tokenizer of some classes from these keys, whatever tokenizer.json says (tok_json.c,
+     * "transformers' view"); then has_hf is 1 and hf_norm / hf_pre hold that pipeline,
+     * swapped in for the encode. */
+    int cfg_class;                 /* TOK_HF_* */
+    int model_file_view;           /* config.json's model_type maps to TokenizersBackend */
+    int cfg_legacy, cfg_prefix_space;  /* -1 absent, 0, 1 */
+    int has_hf, n_hf_norm, n_hf_pre;
+    tok_step hf_norm[TOK_MAX_STEPS], hf_pre[TOK_MAX_STEPS];
+    trie hf_added;                 /* added[1] for that view: normalized tokens as its (empty) */
+    uint8_t hf_first[256];         /* normalizer writes them, and their first bytes */
     uint32_t *id_soff, *id_slen;   /* [id_cap] token string (vocab key / added content), json only */
     tok_arena id_str;
     int n_normalized;         /* added tokens matched after the normalizer */
@@ -167,6 +179,12 @@ struct fg_tok {
     tok_sym *sym; size_t sym_cap;     /* encode scratch */
     tok_cand *heap; size_t heap_cap;
 };
+
+/* 1 when id (>= 0) names a token; ids past the vocabulary or in its holes do not. */
+static inline int tok_has_token(const fg_tok *t, int32_t id)
+{
+    return id < t->n_ids && t->id_len[id] != UINT32_MAX;
+}
 
 /* GPT-2's bytes_to_unicode: byte -> code point, and the inverse (-1 for other code points). */
 uint32_t tok_byte_to_cp(uint8_t b);
@@ -215,6 +233,17 @@ size_t tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 size_t tok_bytelevel_bytes(const char *s, size_t len, char *out);
 /* Set id's token string (json classes). */
 int tok_set_str(fg_tok *t, int32_t id, const char *s, size_t len);
+/* tokenizer_config.json "tokenizer_class" values whose transformers __init__ rebuilds the
+ * pipeline (tok_json.c, "transformers' view"); TOK_HF_NONE for any other (the file's pipeline
+ * is transformers' too). */
+enum { TOK_HF_NONE, TOK_HF_LLAMA, TOK_HF_GPT2 };
+/* 1 when transformers 5 loads the tokenizer.json of this config.json model_type as it is
+ * (its registered tokenizer is TokenizersBackend), whatever tokenizer_class says. */
+int tok_hf_file_model(const char *model_type);
+/* Build t's transformers view from cfg_class (called by tok_json_finish). */
+int tok_hf_build(fg_tok *t, fg_err *err);
+/* Swap the file's normalizer and pre-tokenizer with transformers' view (has_hf only). */
+void tok_hf_swap(fg_tok *t);
 /* Free everything the json loader added to t. */
 void tok_json_free(fg_tok *t);
 /* Load tokenizer.json into a fresh t (roles -1 already). */

@@ -735,7 +735,7 @@ int tok_load_json(fg_tok *t, const char *buf, size_t len, const char *name, fg_e
     int rc = FG_OK;
     t->cls = TOK_SPBPE;
     t->unk_id = -1;
-    t->cfg_add_bos = t->cfg_add_eos = -1;
+    t->cfg_add_bos = t->cfg_add_eos = t->cfg_legacy = t->cfg_prefix_space = -1;
     if (!json_is_object(root))
         rc = fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: expected a JSON object", name);
     else if (!json_object_get(root, "model"))
@@ -883,7 +883,8 @@ int tok_json_finish(fg_tok *t, const char *name, fg_err *err)
     t->fast_decode = t->n_dec == 1 && t->dec[0].kind == ST_D_BYTELEVEL;
     t->sp_cut = sp_cuttable(t);
     model_tables(t);
-    return id_bytes_all(t, err);
+    int rc = tok_hf_build(t, err);
+    return rc ? rc : id_bytes_all(t, err);
 }
 
 static void step_free(tok_step *st)
@@ -902,6 +903,11 @@ void tok_json_free(fg_tok *t)
         step_free(&t->pre[i]);
     for (int i = 0; i < t->n_dec; i++)
         step_free(&t->dec[i]);
+    for (int i = 0; i < t->n_hf_norm; i++)
+        step_free(&t->hf_norm[i]);
+    for (int i = 0; i < t->n_hf_pre; i++)
+        step_free(&t->hf_pre[i]);
+    tok_trie_free(&t->hf_added);
     for (int i = 0; i < TOK_MAX_STEPS; i++) {
         tok_arena_free(&t->lvl[i].buf);
         free(t->lvl[i].r);
@@ -916,4 +922,128 @@ void tok_json_free(fg_tok *t)
     free(t->id_slen);
     free(t->post_pre);
     free(t->post_suf);
+}
+
+/* ---- transformers' view: the pipeline transformers 5 builds for the tokenizer_class that
+ * tokenizer_config.json names, used by fg_tok_encode with FG_TOK_ADD_BOS (prompts must tokenize as
+ * transformers' tokenizer(text) does).
+ *
+ * transformers 5 loads tokenizer.json as it is (the `tokenizers` library's view, fg_tok_encode
+ * without FG_TOK_ADD_BOS) only for PreTrainedTokenizerFast / TokenizersBackend and classes
+ * without an __init__ of their own. Others take the vocabulary, merges, added tokens and
+ * post-processor from the file but build the normalizer and pre-tokenizer in __init__:
+ *   LlamaTokenizer   (Llama 2, TinyLlama, Mistral, Mixtral, Phi-3): no normalizer; Metaspace
+ *                    ("\u2581", split = false) with prepend_scheme from add_prefix_space
+ *                    (absent = true) and legacy (absent = false): "never" when
+ *                    add_prefix_space is false, else "first" unless legacy is true ("always").
+ *                    The published Llama 2 file's legacy normalizer (Prepend "\u2581" +
+ *                    Replace " ") instead gives " Hello" two leading "\u2581" and prefixes
+ *                    every piece between special tokens: "<s>Hello" -> [1, 15043] in
+ *                    `tokenizers`, [1, 10994] in transformers.
+ *   GPT2Tokenizer    (phi-4, GPT-2): no normalizer; ByteLevel(add_prefix_space from the config,
+ *                    absent = false) with GPT-2's regex; only for a byte-level file.
+ * Qwen2Tokenizer rebuilds exactly the pipeline Qwen's files carry (NFC, Split + ByteLevel), so
+ * it needs nothing here. config.json's model_type can overrule tokenizer_class: transformers
+ * loads the file as it is for the model types whose registered tokenizer is TokenizersBackend
+ * (tok_hf_file_model: Mistral, Mixtral, Phi-3, phi-4 (model_type phi3), OLMo 2, Granite), so a
+ * Mixtral or Phi-3 checkpoint keeps its file's legacy normalizer. The BPE model settings the classes pass (byte_fallback, fuse_unk) are
+ * those of the files they are published with; the decoder is the file's.
+ */
+
+static void steps_swap(tok_step *a, int *na, tok_step *b, int *nb)
+{
+    int n = *na > *nb ? *na : *nb, k = *na;
+    for (int i = 0; i < n; i++) {
+        tok_step x = a[i];
+        a[i] = b[i];
+        b[i] = x;
+    }
+    *na = *nb;
+    *nb = k;
+}
+
+void tok_hf_swap(fg_tok *t)
+{
+    steps_swap(t->norm, &t->n_norm, t->hf_norm, &t->n_hf_norm);
+    steps_swap(t->pre, &t->n_pre, t->hf_pre, &t->n_hf_pre);
+    trie tr = t->added[1];
+    t->added[1] = t->hf_added;
+    t->hf_added = tr;
+    uint8_t first[256];
+    memcpy(first, t->added_first[1], 256);
+    memcpy(t->added_first[1], t->hf_first, 256);
+    memcpy(t->hf_first, first, 256);
+}
+
+/* Added tokens with normalized = true are matched after the normalizer, as it writes them; the
+ * views built here have none, so there they are matched as their content. */
+static int hf_added_tokens(fg_tok *t)
+{
+    for (size_t k = 0; k < t->n_special; k++) {
+        const tok_special *sp = &t->special[k];
+        const unsigned char *s = (const unsigned char *)t->special_text.p + sp->off;
+        if (!sp->normalized)
+            continue;
+        int rc = tok_trie_put(&t->hf_added, s, sp->len, (int32_t)k);
+        if (rc)
+            return rc;
+        t->hf_first[s[0]] = 1;
+    }
+    return FG_OK;
+}
+
+static int llama_view(fg_tok *t, fg_err *err)
+{
+    tok_step *st = &t->hf_pre[t->n_hf_pre++];
+    memset(st, 0, sizeof *st);
+    st->kind = ST_METASPACE;
+    st->split = 0;
+    st->scheme = t->cfg_prefix_space == 0 ? PREPEND_NEVER
+               : t->cfg_legacy == 1      ? PREPEND_ALWAYS : PREPEND_FIRST;
+    if (!(st->a = malloc(4)))
+        return fg_err_set(err, FG_ERR_NOMEM, "tokenizer: out of memory");
+    memcpy(st->a, "\xe2\x96\x81", 4);
+    st->a_len = 3;
+    return FG_OK;
+}
+
+static int gpt2_view(fg_tok *t, fg_err *err)
+{
+    static const char gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    tok_step *st = &t->hf_pre[t->n_hf_pre++];
+    memset(st, 0, sizeof *st);
+    st->kind = ST_BYTELEVEL;
+    st->prefix_space = t->cfg_prefix_space == 1;
+    return tok_regex_compile(gpt2, sizeof gpt2 - 1, 0, &st->re, &st->md, "GPT2Tokenizer", err);
+}
+
+int tok_hf_file_model(const char *mt)
+{
+    /* transformers 5.25's TOKENIZER_MAPPING_NAMES entries "TokenizersBackend" (or
+     * MistralCommonBackend, which falls back to it) among the families fg runs, and the model
+     * types it lists as having an incorrect hub tokenizer_class (phi3, phimoe) */
+    static const char *const file[] = {"mistral", "mixtral", "ministral", "ministral3", "mistral3",
+                                       "phi3", "phi3_v", "phimoe", "olmo2", "olmo3", "granite",
+                                       "granitemoe", "granitemoeshared", "granitemoehybrid"};
+    for (size_t i = 0; mt && i < sizeof file / sizeof *file; i++)
+        if (strcmp(mt, file[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int tok_hf_build(fg_tok *t, fg_err *err)
+{
+    int rc = FG_OK;
+    if (t->model_file_view)
+        return FG_OK;
+    if (t->cfg_class == TOK_HF_LLAMA && t->cls == TOK_SPBPE)
+        rc = llama_view(t, err);
+    else if (t->cfg_class == TOK_HF_GPT2 && t->cls == TOK_BYTELEVEL)
+        rc = gpt2_view(t, err);
+    else
+        return FG_OK;
+    if (!rc && (rc = hf_added_tokens(t)))
+        rc = fg_err_set(err, rc, "tokenizer: %s", fg_strerror(rc));
+    t->has_hf = rc == FG_OK;
+    return rc;
 }

@@ -411,16 +411,43 @@ static int load_gpt2_dir(const char *dir, fg_tok **out, fg_err *err)
     return rc;
 }
 
+static int load_json_files(const char *tokenizer_path, const char *config_path,
+                           const char *special_path, const char *model_type, fg_tok **out,
+                           fg_err *err);
+
+/* config.json's "model_type" into mt[cap] ("" when the file or the key is absent). */
+static int model_type_of(const char *path, char *mt, size_t cap, fg_err *err)
+{
+    char *buf;
+    size_t len;
+    mt[0] = '\0';
+    int rc = read_file(path, 1, &buf, &len, err);
+    if (rc || !buf)
+        return rc;
+    json_error_t je;
+    json_t *root = fg_json_loadb(buf, len, 0, &je);
+    free(buf);
+    if (!root)
+        return tok_json_error(err, FG_ERR_TOK_JSON, path, je.line, je.column, je.text);
+    json_t *v = json_object_get(root, "model_type");
+    if (json_is_string(v))
+        snprintf(mt, cap, "%s", json_string_value(v));
+    json_decref(root);
+    return FG_OK;
+}
+
 int fg_tok_load_json_dir(const char *dir, fg_tok **out, fg_err *err)
 {
-    static const char *names[3] = {"tokenizer.json", "tokenizer_config.json",
-                                   "special_tokens_map.json"};
-    char *p[3] = {NULL, NULL, NULL};
+    static const char *names[4] = {"tokenizer.json", "tokenizer_config.json",
+                                   "special_tokens_map.json", "config.json"};
+    char *p[4] = {NULL, NULL, NULL, NULL}, mt[64];
     *out = NULL;
-    int rc = dir_paths(dir, names, 3, p, err);
+    int rc = dir_paths(dir, names, 4, p, err);
     if (!rc)
-        rc = fg_tok_load_json_files(p[0], p[1], p[2], out, err);
-    for (int i = 0; i < 3; i++)
+        rc = model_type_of(p[3], mt, sizeof mt, err);
+    if (!rc)
+        rc = load_json_files(p[0], p[1], p[2], mt[0] ? mt : NULL, out, err);
+    for (int i = 0; i < 4; i++)
         free(p[i]);
     return rc;
 }
@@ -452,6 +479,7 @@ int fg_tok_load_json_mem(const fg_tok_json_files *f, fg_tok **out, fg_err *err)
     for (int r = 0; r < FG_TOK_N_ROLES; r++)
         t->role[r] = -1;
     const char *name = or_default(f->tokenizer_name, "tokenizer.json");
+    t->model_file_view = tok_hf_file_model(f->model_type);
     int rc = tok_load_json(t, f->tokenizer_json, f->tokenizer_len, name, err);
     if (!rc && f->config_json)
         rc = tok_load_config(t, f->config_json, f->config_len,
@@ -472,6 +500,13 @@ int fg_tok_load_json_mem(const fg_tok_json_files *f, fg_tok **out, fg_err *err)
 int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
                            const char *special_path, fg_tok **out, fg_err *err)
 {
+    return load_json_files(tokenizer_path, config_path, special_path, NULL, out, err);
+}
+
+static int load_json_files(const char *tokenizer_path, const char *config_path,
+                           const char *special_path, const char *model_type, fg_tok **out,
+                           fg_err *err)
+{
     *out = NULL;
     char *b[3] = {NULL, NULL, NULL};
     size_t n[3];
@@ -482,7 +517,7 @@ int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
         rc = read_file(special_path, 1, &b[2], &n[2], err);
     if (!rc) {
         fg_tok_json_files f = {b[0], n[0], tokenizer_path, b[1], n[1], config_path,
-                               b[2], n[2], special_path};
+                               b[2], n[2], special_path, model_type};
         rc = fg_tok_load_json_mem(&f, out, err);
     }
     for (int i = 0; i < 3; i++)
@@ -500,8 +535,13 @@ const char *fg_tok_class(const fg_tok *t)
 
 int fg_tok_token_bytes(const fg_tok *t, int32_t id, const char **bytes, size_t *len)
 {
-    if (id < 0 || id >= t->n_ids || t->id_len[id] == NO_TOKEN)
+    if (id < 0)
         return FG_ERR_TOK_BAD_ID;
+    if (!tok_has_token(t, id)) {  /* past the vocabulary: nothing, as in fg_tok_decode */
+        *bytes = "";
+        *len = 0;
+        return FG_OK;
+    }
     *bytes = t->id_bytes.p + t->id_off[id];
     *len = t->id_len[id];
     return FG_OK;

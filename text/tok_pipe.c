@@ -496,7 +496,23 @@ static int gap_normalize(fg_tok *t, const unsigned char *s, size_t len, int orig
     return split_added(t, ns, nl, 1, flags, origin, gap_pretok, out);
 }
 
+static int encode_view(fg_tok *t, const unsigned char *s, size_t len, unsigned flags, fg_tok_ids *out);
+
+/* FG_TOK_ADD_BOS asks for transformers' tokenizer(text): its view of the pipeline when the
+ * config's tokenizer_class rebuilds it (tok_json.c), swapped in for this encode only. The word
+ * cache stays valid: it maps model pieces to ids, and the model is the same in both views. */
 int tok_json_encode(fg_tok *t, const unsigned char *s, size_t len, unsigned flags, fg_tok_ids *out)
+{
+    int hf = (flags & FG_TOK_ADD_BOS) && t->has_hf;
+    if (hf)
+        tok_hf_swap(t);
+    int rc = encode_view(t, s, len, flags, out);
+    if (hf)
+        tok_hf_swap(t);
+    return rc;
+}
+
+static int encode_view(fg_tok *t, const unsigned char *s, size_t len, unsigned flags, fg_tok_ids *out)
 {
     int rc;
     if ((flags & FG_TOK_ADD_BOS) && t->n_post_pre && (rc = tok_ids_reserve(out, t->n_post_pre)))

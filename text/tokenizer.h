@@ -16,7 +16,10 @@
  * round-trips: decode(encode(s)) == s, including invalid UTF-8.
  * The tokenizer.json classes run the file's own pipeline (added tokens, normalizer,
  * pre-tokenizer, BPE model, post-processor; decoder chain for decode) as `tokenizers` does;
- * text/tok_json.c lists what is supported and SPEC.md section 14 the rules.
+ * text/tok_json.c lists what is supported and SPEC.md section 14 the rules. Prompts
+ * (FG_TOK_SPECIAL | FG_TOK_ADD_BOS) tokenize as transformers' tokenizer(text) does, which for
+ * some tokenizer_class values means the pipeline transformers rebuilds (see FG_TOK_ADD_BOS).
+ * tests/test_realtok.c checks both views on the published files of ten models.
  *
  * Lifecycle: fg_tok_load_* -> fg_tok_encode / fg_tok_decode ... -> fg_tok_free.
  * Threads: a tokenizer keeps a word cache and scratch, so encode on one fg_tok must not run on
@@ -74,6 +77,10 @@ typedef struct fg_tok_json_files {
     const void *tokenizer_json; size_t tokenizer_len; const char *tokenizer_name;
     const void *config_json;    size_t config_len;    const char *config_name;
     const void *special_json;   size_t special_len;   const char *special_name;
+    /* config.json's "model_type" (NUL-terminated; NULL = unknown): transformers picks the
+     * tokenizer class by it too (mistral, mixtral, phi3, olmo2, ...: the file as it is, whatever
+     * tokenizer_class says; see FG_TOK_ADD_BOS). Borrowed like the buffers. */
+    const char *model_type;
 } fg_tok_json_files;
 
 /* Build a "bytelevel-bpe" or "sentencepiece-bpe" tokenizer from tokenizer.json, then apply
@@ -90,7 +97,9 @@ int fg_tok_load_json_mem(const fg_tok_json_files *files, fg_tok **out, fg_err *e
 int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
                            const char *special_path, fg_tok **out, fg_err *err);
 
-/* DIR/tokenizer.json with DIR/tokenizer_config.json and DIR/special_tokens_map.json if present. */
+/* DIR/tokenizer.json with DIR/tokenizer_config.json and DIR/special_tokens_map.json if present,
+ * and DIR/config.json's "model_type" when that file is there (a config.json fg cannot read as
+ * JSON is an error naming it). */
 int fg_tok_load_json_dir(const char *dir, fg_tok **out, fg_err *err);
 
 /* "gpt2-bpe", "bytelevel-bpe" or "sentencepiece-bpe"; a static string. */
@@ -117,14 +126,21 @@ typedef struct fg_tok_bytes { char *data; size_t len, cap; } fg_tok_bytes;
 void fg_tok_ids_free(fg_tok_ids *v);
 void fg_tok_bytes_free(fg_tok_bytes *v);
 
-/* Encode flags.
+/* Encode flags. FG_TOK_SPECIAL | FG_TOK_ADD_BOS is transformers' tokenizer(text)["input_ids"]
+ * (what a prompt needs); 0 is the `tokenizers` library's encode(text, add_special_tokens=False)
+ * with special tokens split as text (encode_special_tokens = true).
  * FG_TOK_SPECIAL: match special tokens in the text (leftmost-longest). gpt2-bpe matches no
  *   added token without it; the tokenizer.json classes always match their non-special added
  *   tokens, as `tokenizers` does (the flag off is its encode_special_tokens = true).
- * FG_TOK_ADD_BOS: add the special tokens of the sequence: gpt2-bpe prepends the BOS id when
- *   the config defines one; the tokenizer.json classes add what the post-processor's single
- *   template (or add_bos_token / add_eos_token) puts around the text, like
- *   encode(text, add_special_tokens=True). */
+ * FG_TOK_ADD_BOS: encode as transformers does, adding the special tokens of the sequence:
+ *   gpt2-bpe prepends the BOS id when the config defines one; the tokenizer.json classes add
+ *   what the post-processor's single template (or add_bos_token / add_eos_token) puts around
+ *   the text, and where tokenizer_config.json's tokenizer_class is one whose transformers
+ *   __init__ rebuilds the pipeline (LlamaTokenizer: Metaspace per legacy / add_prefix_space
+ *   instead of the file's normalizer; GPT2Tokenizer: GPT-2's ByteLevel), encode with that
+ *   pipeline, as transformers 5 does (Llama 2: " Hello" and "<s>Hello" differ from the
+ *   `tokenizers` library's ids), unless config.json's model_type makes transformers load the
+ *   file as it is (Mistral, Mixtral, Phi-3, OLMo 2, ...; text/tok_json.c). */
 #define FG_TOK_SPECIAL 1u
 #define FG_TOK_ADD_BOS 2u
 
@@ -141,15 +157,20 @@ int fg_tok_encode(fg_tok *tok, const void *text, size_t len, unsigned flags, fg_
 #define FG_TOK_REPLACE_INVALID 2u
 
 /* Append the bytes of ids[0..n) to *out (no terminator): the tokens' bytes concatenated for
- * gpt2-bpe, the decoder chain's text for the tokenizer.json classes. Errors: FG_ERR_TOK_BAD_ID
- * (naming the index and id; out->len unchanged), FG_ERR_NOMEM. */
+ * gpt2-bpe, the decoder chain's text for the tokenizer.json classes. An id >= 0 that names no
+ * token decodes as nothing, as in `tokenizers` and transformers: a model's embedding may have
+ * more rows than its tokenizer has tokens (Qwen2.5: 151,936 rows for 151,665 tokens; Phi-3,
+ * OLMo 2), and a sampled id past the vocabulary must not end a job. A negative id is no id at
+ * all (tokenizers takes u32 ids and refuses it too): FG_ERR_TOK_BAD_ID naming the index and id,
+ * out->len unchanged. Other errors: FG_ERR_NOMEM. */
 int fg_tok_decode(const fg_tok *tok, const int32_t *ids, size_t n, unsigned flags,
                   fg_tok_bytes *out, fg_err *err);
 
 /* The bytes of one token, for streaming output: *bytes stays valid until fg_tok_free. For the
  * tokenizer.json classes, the token decoded alone by the decoder chain minus its context rules
  * (Strip, Metaspace's first-token rule): "\u2581the" gives " the", "<0x0A>" a newline.
- * Returns FG_ERR_TOK_BAD_ID for an id with no token. */
+ * An id >= 0 with no token (see fg_tok_decode) gives FG_OK and zero bytes (*bytes = "");
+ * a negative id returns FG_ERR_TOK_BAD_ID. */
 int fg_tok_token_bytes(const fg_tok *tok, int32_t id, const char **bytes, size_t *len);
 
 /* Id of a token given as its vocabulary string (byte-level form, e.g. "\u0120the", or

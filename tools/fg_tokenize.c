@@ -1,6 +1,11 @@
 /* fg-tokenize - encode text to token ids or decode ids to text with a checkpoint's tokenizer
- * (vocab.json + merges.txt [+ tokenizer_config.json, special_tokens_map.json] in one directory).
- * A thin main over text/tokenizer.h. Exit 0 ok, 1 bad input, 2 bad usage. */
+ * (tokenizer.json, or vocab.json + merges.txt, [+ tokenizer_config.json,
+ * special_tokens_map.json] in one directory). A thin main over text/tokenizer.h.
+ * Encoding defaults to what transformers' tokenizer(text) gives: special tokens in the text are
+ * matched and the post-processor's BOS/EOS are added (FG_TOK_SPECIAL | FG_TOK_ADD_BOS);
+ * --raw is tokenizers' encode(text, add_special_tokens=False) with special tokens split as text.
+ * Decoding: an id past the vocabulary decodes as nothing (as transformers does); a negative or
+ * non-numeric id is an error naming its index. Exit 0 ok, 1 bad input, 2 bad usage. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -16,13 +21,17 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fg-tokenize [--dir DIR] [--special] [--bos] [TEXT... | -f FILE]\n"
+    fprintf(f, "usage: fg-tokenize [--dir DIR] [--raw | --no-special | --no-bos] [TEXT... | -f FILE]\n"
                "       fg-tokenize [--dir DIR] --decode [--skip-special] [ID...]\n"
                "  --dir DIR       tokenizer files (default %s)\n"
-               "  --special       match special tokens such as </s> in the text\n"
-               "  --bos           prepend the BOS id when the config defines one\n"
+               "  --no-special    split special tokens such as <|eot_id|> in the text as text\n"
+               "  --no-bos        add no BOS/EOS (the tokenizer's post-processor or add_bos_token)\n"
+               "  --raw           both: the ids of the text alone (the default before issue 38)\n"
+               "                  (by default the ids are transformers' tokenizer(text)[\"input_ids\"];\n"
+               "                  --special and --bos are accepted and are the default)\n"
                "  -f FILE         encode the bytes of FILE ('-' = stdin; default when no TEXT)\n"
-               "  --decode        read ids (arguments or stdin) and write their bytes\n"
+               "  --decode        read ids (arguments or stdin) and write their bytes; an id\n"
+               "                  past the vocabulary decodes as nothing\n"
                "  --skip-special  with --decode, leave special tokens out\n",
             FG_GPT2_DIR);
 }
@@ -54,6 +63,46 @@ static char *slurp(FILE *f, size_t *len)
     return b;
 }
 
+static int push_id(fg_tok_ids *v, int32_t id)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 256;
+        int32_t *ni = realloc(v->ids, cap * sizeof *v->ids);
+        if (!ni)
+            return -1;
+        v->ids = ni;
+        v->cap = cap;
+    }
+    v->ids[v->n++] = id;
+    return 0;
+}
+
+#define ID_SEP " \n\t,\r"
+
+/* Parse the id word s (wl bytes, at index v->n) and append it; 0, or the exit code after one
+ * line naming the index: 2 for a word that is not a number, 1 for a number that is no id. */
+static int parse_id(const char *s, int wl, fg_tok_ids *v)
+{
+    char *end;
+    int show = wl < 40 ? wl : 40;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || end != s + wl) {
+        fprintf(stderr, "fg-tokenize: --decode: ids[%zu] = \"%.*s\": not an id\n", v->n, show, s);
+        return 2;
+    }
+    if (x < 0 || errno || x > INT32_MAX) {
+        fprintf(stderr, "fg-tokenize: --decode: ids[%zu] = %.*s is not a token id (%s)\n", v->n,
+                show, s, x < 0 ? "ids are 0 or more" : "ids are at most 2147483647");
+        return 1;
+    }
+    if (push_id(v, (int32_t)x)) {
+        fprintf(stderr, "fg-tokenize: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
 static int read_ids(int argc, char **argv, fg_tok_ids *v)
 {
     size_t len = 0;
@@ -62,47 +111,23 @@ static int read_ids(int argc, char **argv, fg_tok_ids *v)
         fprintf(stderr, "fg-tokenize: stdin: %s\n", strerror(errno));
         return 1;
     }
-    for (int i = 0; ; i++) {
+    int rc = 0;
+    for (int i = 0; !rc; i++) {
         const char *s = argc ? (i < argc ? argv[i] : NULL) : (i == 0 ? in : NULL);
         if (!s)
             break;
-        for (char *end; *s;) {
-            errno = 0;
-            long v2 = strtol(s, &end, 10);
-            if (*s == ' ' || *s == '\n' || *s == '\t' || *s == ',' || *s == '\r') {
+        while (*s && !rc) {
+            if (strchr(ID_SEP, *s)) {
                 s++;
                 continue;
             }
-            int wl = (int)strcspn(s, " \n\t,\r"); /* the word at fault, on one line */
-            if (end == s || (*end && !strchr(" \n\t,\r", *end))) {
-                fprintf(stderr, "fg-tokenize: --decode: not an id: \"%.*s\"\n",
-                        wl < 40 ? wl : 40, s);
-                free(in);
-                return 2;
-            }
-            if (errno || v2 < INT32_MIN || v2 > INT32_MAX) {
-                fprintf(stderr, "fg-tokenize: --decode: %.*s is not a token id\n",
-                        wl < 40 ? wl : 40, s);
-                free(in);
-                return 1;
-            }
-            if (v->n == v->cap) {
-                size_t cap = v->cap ? 2 * v->cap : 256;
-                int32_t *ni = realloc(v->ids, cap * sizeof *v->ids);
-                if (!ni) {
-                    fprintf(stderr, "fg-tokenize: out of memory\n");
-                    free(in);
-                    return 1;
-                }
-                v->ids = ni;
-                v->cap = cap;
-            }
-            v->ids[v->n++] = (int32_t)v2;
-            s = end;
+            int wl = (int)strcspn(s, ID_SEP);  /* the word at fault, on one line */
+            rc = parse_id(s, wl, v);
+            s += wl;
         }
     }
     free(in);
-    return 0;
+    return rc;
 }
 
 static int do_decode(fg_tok *tok, int argc, char **argv, unsigned flags)
@@ -144,9 +169,11 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"dir", required_argument, 0, 'd'}, {"special", no_argument, 0, 's'},
         {"bos", no_argument, 0, 'b'},       {"decode", no_argument, 0, 'D'},
-        {"skip-special", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"skip-special", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'},
+        {"no-special", no_argument, 0, 'S'}, {"no-bos", no_argument, 0, 'B'},
+        {"raw", no_argument, 0, 'r'},       {0, 0, 0, 0}};
     const char *dir = FG_GPT2_DIR, *file = NULL;
-    unsigned eflags = 0, dflags = 0;
+    unsigned eflags = FG_TOK_SPECIAL | FG_TOK_ADD_BOS, dflags = 0;
     int decode = 0, c;
     opterr = 0; /* one line of our own, not getopt's and the usage */
     while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
@@ -154,12 +181,18 @@ int main(int argc, char **argv)
         case 'd': dir = optarg; break;
         case 's': eflags |= FG_TOK_SPECIAL; break;
         case 'b': eflags |= FG_TOK_ADD_BOS; break;
+        case 'S': eflags &= ~FG_TOK_SPECIAL; break;
+        case 'B': eflags &= ~FG_TOK_ADD_BOS; break;
+        case 'r': eflags = 0; break;
         case 'D': decode = 1; break;
         case 'k': dflags |= FG_TOK_SKIP_SPECIAL; break;
         case 'f': file = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
+            if (optopt >= '0' && optopt <= '9')  /* "-5" among the ids */
+                fprintf(stderr, "fg-tokenize: --decode: -%c...: a negative number is not a token "
+                        "id (ids are 0 or more; ids after -- are read as ids)\n", optopt);
+            else if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
                 fprintf(stderr, "fg-tokenize: bad option or missing value: -%c (see "
                         "fg-tokenize --help)\n", optopt);
             else
