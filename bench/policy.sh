@@ -5,7 +5,9 @@
 # tok/s (the median of REPS interleaved runs, and each run) and the cost model's prediction,
 # auto's ratio to the best grid point (target >= 0.95), and the median |predicted - measured| /
 # measured over every run (target <= 15%).
-# The machine's calibration (fg-infer calibrate) is made first when there is none.
+# The machine's calibration (fg-infer calibrate) is made first when there is none. Auto runs
+# with --allow-lossy: the grid has a 4-bit cache point, and auto may choose one too (without
+# the flag, since issue 38, auto turns nothing lossy on by itself).
 # With DEVICE=sim (or cuda) the budgets are the GPU's (--gpu-budget: the percentage of the
 # weights plus RESERVE MiB for the engine's device buffers; RAM unlimited) and the grid places
 # on the device: the default rule (weights on the GPU first), the weights' share that fits on
@@ -74,7 +76,7 @@ for MODEL in "${MODELS[@]}"; do
             "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent $wg $wc 0 100 100 0"
             "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent $wg $wc 0 100 100 0 --cpu-cache-compute"
             "$FIX --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 100 100 0 100 0"
-            "$DEV --max-block $BLOCK")
+            "$DEV --max-block $BLOCK --allow-lossy")
     else
     FIX=(--policy fixed --ram-budget "$budget")
     labels=("${quarter}x1 rule" "${BLOCK}x1 rule" "${half}x2 rule" "${quarter}x4 rule"
@@ -87,7 +89,7 @@ for MODEL in "${MODELS[@]}"; do
           "${FIX[*]} --gpu-batch-size $half --num-gpu-batches 2 --percent 0 $wr 0 100 0 100"
           "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 $wr 0 100 0 100 --compress-cache"
           "${FIX[*]} --gpu-batch-size $BLOCK --num-gpu-batches 1 --percent 0 0 0 100 0 100"
-          "--ram-budget $budget --max-block $BLOCK")
+          "--ram-budget $budget --max-block $BLOCK --allow-lossy")
     fi
     n=${#labels[@]}
     declare -A TPS=() PRED=() POL=()

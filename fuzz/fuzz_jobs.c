@@ -1,7 +1,8 @@
 /* fuzz_jobs.c - libFuzzer target for the JSONL job reader (tools/jobs.c): the input is a whole
  * job file. An odd first byte feeds it through a pipe (validated as it streams, when it fits
  * the pipe), an even one through a memfd (a seekable file: validated by a first pass). Every
- * job handed out is checked against the documented field rules. */
+ * job handed out is checked against the documented field rules, an integer id's literal and
+ * the meta text (found in the line's own bytes by jobs.c's raw member scanner) included. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +40,12 @@ static void check_job(const fg_job *j)
     for (int i = 0; i < j->n_stops; i++)
         if (!j->stops[i] || !*j->stops[i])
             abort();
+    /* an integer id is kept as its literal (results write it back unquoted): -?[0-9]+ */
+    const char *d = j->id + (j->id[0] == '-');
+    if (j->id_is_int && (!*d || d[strspn(d, "0123456789")]))
+        abort();
+    if (j->meta && (!*j->meta || strchr(j->meta, '\n')))
+        abort(); /* meta is one JSON value's text, spliced into one result line */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

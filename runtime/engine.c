@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "engine_int.h"
+#include "fg_json.h"
 #include "fg_progress.h"
 #include "quant.h"
 
@@ -81,6 +82,25 @@ static int meta(fg_store *store, const char *key, int optional, void **data, siz
     return rc;
 }
 
+/* config.json's top-level "model_type" into buf (empty when the store has no readable one):
+ * transformers picks a tokenizer.json's class by it too (SPEC §14, the two encode views). */
+static void store_model_type(fg_store *store, char *buf, size_t cap)
+{
+    void *data = NULL;
+    size_t len = 0;
+    fg_err e2;
+    buf[0] = 0;
+    if (fg_store_meta_get(store, "model.config_json", &data, &len, &e2) != FG_OK)
+        return;
+    json_error_t je;
+    json_t *root = fg_json_loadb(data, len, 0, &je);
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    if (mt && strlen(mt) < cap)
+        memcpy(buf, mt, strlen(mt) + 1);
+    json_decref(root);
+    free(data);
+}
+
 /* SPEC T1: tokenizer.model names the class; gpt2-bpe reads vocab.json + merges.txt, the
  * tokenizer.json classes read tokenizer.json; the config files are optional for both. */
 int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
@@ -105,7 +125,10 @@ int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
         if (!json || i == 0 || i >= 3)
             rc = meta(store, keys[i], i >= 3, &d[i], &n[i], err);
     if (rc == FG_OK && json) {
-        fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4]};
+        char mt[64];
+        store_model_type(store, mt, sizeof mt);
+        fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4],
+                               mt[0] ? mt : NULL};
         rc = fg_tok_load_json_mem(&f, out, err);
     } else if (rc == FG_OK) {
         fg_tok_files f = {d[1], n[1], keys[1], d[2], n[2], keys[2], d[3], n[3], keys[3],
@@ -714,6 +737,16 @@ static int engine_init(fg_engine *e, fg_err *err)
     e->ngb = e->plan.ngb;
     if (e->o.plan_only)
         return FG_OK;
+    /* a budget is a ceiling the run may reach: one above what the kernel can give now would
+     * end in a failed allocation or the OOM killer hours in, so it is refused here */
+    uint64_t now = e->o.ram_budget ? fg_engine_mem_available() : 0;
+    if (now && e->o.ram_budget > now) {
+        char b[32], a[32];
+        return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %s is more than the %s of RAM "
+                          "available now (MemAvailable in /proc/meminfo): give at most that",
+                          fg_fmt_bytes((double)e->o.ram_budget, b, sizeof b),
+                          fg_fmt_bytes((double)now, a, sizeof a));
+    }
     uint64_t avail = e->o.ram_budget ? 0 : fg_engine_mem_available();
     if (avail && e->plan.total_host > avail)
         return fg_err_set(err, FG_ERR_NO_SPACE, "the plan needs %.1f GiB of RAM (block %u x %u, "

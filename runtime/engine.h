@@ -105,6 +105,7 @@ typedef struct fg_gen_seq {
     int32_t *out;            /* [max_new], caller-owned */
     uint32_t n_out;          /* tokens produced */
     int finish;              /* FG_FINISH_* */
+    int ignore_eos;          /* an EOS id is a token like any other: max_new tokens always */
 } fg_gen_seq;
 
 /* Asked after every new token of a sequence: non-zero stops it with FG_FINISH_STOP. */

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "jobs.h"
+#include "fg_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -164,6 +165,11 @@ typedef struct lread {
     uint64_t start;   /* offset of the current line */
     uint64_t off;     /* offset of the next byte */
     size_t lineno;
+    int positional;   /* a regular file: read with pread from base + off, never moving the
+                       * descriptor's offset, which a dup of stdin shares with every other
+                       * reader of it (a second reader's pass must not move this one's) */
+    uint64_t base;    /* the descriptor's offset when the reader began (stdin may start
+                       * part-way into its file) */
 } lread;
 
 static void lread_init(lread *lr, int fd, size_t max)
@@ -177,6 +183,10 @@ static void lread_init(lread *lr, int fd, size_t max)
     lr->nl = 0;
     lr->start = lr->off = 0;
     lr->lineno = 0;
+    struct stat st;
+    off_t at = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? lseek(fd, 0, SEEK_CUR) : -1;
+    lr->positional = at >= 0;
+    lr->base = at >= 0 ? (uint64_t)at : 0;
 }
 
 static int lread_keep(lread *lr, const char *p, size_t n)
@@ -211,7 +221,10 @@ static int lread_next(lread *lr)
         if (lr->rpos == lr->rlen) {
             if (lr->eof)
                 return lr->off > lr->start ? (lr->lineno++, 1) : 0;
-            ssize_t n = read(lr->fd, lr->rbuf, sizeof lr->rbuf);
+            /* the buffer is used up: the next byte is at off */
+            ssize_t n = lr->positional ? pread(lr->fd, lr->rbuf, sizeof lr->rbuf,
+                                               (off_t)(lr->base + lr->off))
+                                       : read(lr->fd, lr->rbuf, sizeof lr->rbuf);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0)
@@ -237,8 +250,8 @@ static int lread_next(lread *lr)
 
 static int lread_rewind(lread *lr)
 {
-    if (lseek(lr->fd, 0, SEEK_SET) < 0)
-        return -errno;
+    if (!lr->positional)
+        return -ESPIPE;
     lr->rpos = lr->rlen = 0;
     lr->eof = 0;
     lr->off = lr->start = 0;
@@ -265,16 +278,110 @@ static const char *clip(const char *s, char out[48])
     return out;
 }
 
-static char *id_text(json_t *v)
+/* ---- raw member text -------------------------------------------------------------------
+ * The id and "meta" come back in the result exactly as the line wrote them (an integer id of
+ * any size stays that integer, meta any JSON value byte for byte), so their spans are found in
+ * the line's own text. The line has already been parsed as valid JSON; this only skips values. */
+
+static size_t skip_ws(const char *s, size_t n, size_t i)
 {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+        i++;
+    return i;
+}
+
+/* End of the JSON value starting at s[i] (valid JSON assumed); n when it runs off. */
+static size_t skip_value(const char *s, size_t n, size_t i)
+{
+    int depth = 0;
+    do {
+        if (i >= n)
+            return n;
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i++)
+                i += s[i] == '\\';
+            i++;
+        } else if (c == '{' || c == '[') {
+            depth++, i++;
+        } else if (c == '}' || c == ']') {
+            depth--, i++;
+        } else if (depth > 0) {
+            i++; /* ':' ',' whitespace and scalars inside a container */
+        } else {
+            while (i < n && !strchr(",}] \t\r\n", s[i]))
+                i++;
+        }
+    } while (depth > 0);
+    return i;
+}
+
+/* The text of member key (written without escapes) of the object s[0, n): 1 and its span, or
+ * 0 when absent (or its name written with escapes: the caller falls back to the parsed value). */
+static int raw_member(const char *s, size_t n, const char *key, const char **v, size_t *vn)
+{
+    size_t i = skip_ws(s, n, 0), klen = strlen(key);
+    if (i >= n || s[i] != '{')
+        return 0;
+    for (i = skip_ws(s, n, i + 1); i < n && s[i] == '"';) {
+        size_t k0 = i + 1, k1 = skip_value(s, n, i) - 1;
+        i = skip_ws(s, n, skip_ws(s, n, k1 + 1) + 1); /* past ':' */
+        size_t end = skip_value(s, n, i);
+        if (k1 - k0 == klen && !memcmp(s + k0, key, klen)) {
+            *v = s + i;
+            *vn = end - i;
+            return 1;
+        }
+        i = skip_ws(s, n, end);
+        i = i < n && s[i] == ',' ? skip_ws(s, n, i + 1) : n;
+    }
+    return 0;
+}
+
+/* An integer literal (what JSON allows: no fraction, no exponent). */
+static int int_literal(const char *s, size_t n)
+{
+    size_t i = n && s[0] == '-';
+    if (i == n)
+        return 0;
+    for (; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* The id as text (*is_int: it was a JSON integer, kept as written, of any size), or NULL when
+ * it is not a non-empty string or an integer. */
+static char *id_text(json_t *v, const char *line, size_t len, int *is_int)
+{
+    const char *raw;
+    size_t rn;
+    *is_int = 0;
+    if (line && raw_member(line, len, "id", &raw, &rn) && raw[0] != '"') {
+        if (!int_literal(raw, rn) || rn > 4096)
+            return NULL; /* a real, or NaN that the loader made a string */
+        *is_int = 1;
+        return strndup(raw, rn);
+    }
     if (json_is_string(v) && *json_string_value(v))
         return strdup(json_string_value(v));
     if (json_is_integer(v)) {
         char buf[32];
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        *is_int = 1;
         return strdup(buf);
     }
     return NULL;
+}
+
+/* "meta" as written (compact JSON when its name was escaped); NULL on no memory. */
+static char *meta_text(json_t *v, const char *line, size_t len)
+{
+    const char *raw;
+    size_t rn;
+    if (raw_member(line, len, "meta", &raw, &rn))
+        return strndup(raw, rn);
+    return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 }
 
 typedef struct where {
@@ -350,22 +457,27 @@ static void job_free(fg_job *j)
 {
     free(j->id);
     free(j->prompt);
+    free(j->meta);
     for (int i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     memset(j, 0, sizeof *j);
 }
 
-static int parse_fields(json_t *o, fg_job *j, where *w, fg_err *err)
+static int parse_fields(json_t *o, const char *line, size_t len, fg_job *j, where *w,
+                        fg_err *err)
 {
     if (!json_is_object(o))
         return bad(err, w, "not a JSON object%s", "");
     json_t *idv = json_object_get(o, "id"), *p = json_object_get(o, "prompt");
     if (!idv)
         return bad(err, w, "\"id\" is missing%s", "");
-    if (!(j->id = id_text(idv)))
+    if (!(j->id = id_text(idv, line, len, &j->id_is_int)))
         return bad(err, w, "\"id\" must be a non-empty string or an integer%s", "");
     w->id = j->id;
     int rc = check_keys(o, w, err);
+    json_t *meta = json_object_get(o, "meta");
+    if (rc == FG_OK && meta && !(j->meta = meta_text(meta, line, len)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "%s:%zu: out of memory", w->file, w->line);
     if (rc == FG_OK && !json_is_string(p))
         rc = bad(err, w, "\"prompt\" (a string) is %s", p ? "not a string" : "missing");
     if (rc == FG_OK && !(j->prompt = strdup(json_string_value(p))))
@@ -385,15 +497,21 @@ static int parse_job(const char *text, size_t len, const char *file, size_t line
     j->line = line;
     where w = {file, line, NULL};
     json_error_t je;
-    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *o = fg_json_loadb(text, len, JSON_REJECT_DUPLICATES, &je); /* as Python reads it */
     if (!o)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s:%zu: not valid JSON: %s (column %d)", file,
                           line, je.text, je.column);
-    int rc = parse_fields(o, j, &w, err);
+    int rc = parse_fields(o, text, len, j, &w, err);
     json_decref(o);
     if (rc)
         job_free(j);
     return rc;
+}
+
+void fg_job_clear(fg_job *j)
+{
+    if (j)
+        job_free(j);
 }
 
 void fg_jobs_free(fg_job_list *l)
@@ -655,24 +773,67 @@ static char *utf8_sanitize(const char *s)
     return out;
 }
 
+static json_t *int_array(const int32_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Every member but the id and meta (spliced in as written: result_line). */
 static json_t *result_json(const fg_job_result *r)
 {
-    json_t *toks = json_array();
-    for (size_t i = 0; toks && i < r->n_tokens; i++)
-        json_array_append_new(toks, json_integer(r->tokens[i]));
+    if (r->error)
+        return json_pack("{s:{s:s, s:s}, s:I}", "error", "type",
+                         r->error_type ? r->error_type : "error", "message", r->error,
+                         "prompt_tokens", (json_int_t)r->prompt_tokens);
+    json_t *toks = int_array(r->tokens, r->n_tokens);
+    json_t *pids = r->prompt_ids ? int_array(r->prompt_ids, r->prompt_tokens) : NULL;
     char *text = utf8_sanitize(r->text);
-    if (!text || !toks) {
+    if (!text || !toks || (r->prompt_ids && !pids)) {
         json_decref(toks);
+        json_decref(pids);
         free(text);
         return NULL;
     }
-    json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:I, s:{s:I, s:f}}", "id",
-                                         r->job->id, "text", text, "tokens", toks,
-                                         "finish_reason", r->finish, "prompt_tokens",
-                                         (json_int_t)r->prompt_tokens, "timing", "block",
-                                         (json_int_t)r->block, "block_seconds", r->seconds);
+    json_t *o = json_pack("{s:s, s:o, s:s, s:I, s:{s:I, s:f}}", "text", text, "tokens", toks,
+                          "finish_reason", r->finish, "prompt_tokens",
+                          (json_int_t)r->prompt_tokens, "timing", "block",
+                          (json_int_t)r->block, "block_seconds", r->seconds);
     free(text); /* json_pack took toks, on failure too */
+    if (o && pids && json_object_set_new(o, "prompt_ids", pids)) {
+        json_decref(o);
+        return NULL;
+    }
+    if (!o)
+        json_decref(pids);
     return o;
+}
+
+/* One result line: {"id": ID as the input wrote it, the members, "meta": META}\n to m. */
+static int result_line(FILE *m, const fg_job_result *r)
+{
+    json_t *o = result_json(r);
+    char *body = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)
+                   : NULL;
+    json_decref(o);
+    json_t *ids = r->job->id_is_int ? NULL : json_string(r->job->id);
+    char *id = ids ? json_dumps(ids, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    json_decref(ids);
+    int ok = body && (id || r->job->id_is_int);
+    if (ok) {
+        size_t bl = strlen(body); /* "{...}": its members are body[1, bl - 1) */
+        fprintf(m, "{\"id\":%s%s%.*s%s%s}\n", id ? id : r->job->id, bl > 2 ? "," : "",
+                (int)(bl - 2), body + 1, r->job->meta ? ",\"meta\":" : "",
+                r->job->meta ? r->job->meta : "");
+    }
+    free(body);
+    free(id);
+    return ok ? 0 : -1;
 }
 
 /* The results as one buffer of lines (*buf malloc'd, owned by the caller). */
@@ -684,13 +845,7 @@ static int encode_results(const char *name, const fg_job_result *r, size_t n, ch
     if (!m)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
-        json_t *o = result_json(&r[i]);
-        char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        json_decref(o);
-        if (s)
-            fprintf(m, "%s\n", s);
-        free(s);
-        if (!s) {
+        if (result_line(m, &r[i])) {
             fclose(m);
             free(*buf);
             *buf = NULL;
@@ -707,20 +862,25 @@ static int encode_results(const char *name, const fg_job_result *r, size_t n, ch
     return FG_OK;
 }
 
-/* Is this line a result fg wrote? Returns its id (malloc'd) or NULL. */
+/* Is this line a result fg wrote (generated text, or an error line)? Returns its id (malloc'd)
+ * or NULL. Read as Python would (an integer id of any size). */
 static char *result_id(const char *s, size_t n)
 {
-    json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, NULL);
+    json_t *o = fg_json_loadb(s, n, JSON_REJECT_DUPLICATES, NULL);
     char *id = NULL;
     json_t *f = json_object_get(o, "finish_reason"), *t = json_object_get(o, "tokens");
+    json_t *e = json_object_get(o, "error");
     int ok = json_is_object(o) && json_is_string(json_object_get(o, "text")) &&
              json_is_array(t) && json_is_string(f);
     ok = ok && (!strcmp(json_string_value(f), "length") || !strcmp(json_string_value(f), "eos") ||
                 !strcmp(json_string_value(f), "stop"));
     for (size_t i = 0; ok && i < json_array_size(t); i++)
         ok = json_is_integer(json_array_get(t, i));
+    ok = ok || (json_is_object(o) && json_is_object(e) &&
+                json_is_string(json_object_get(e, "message")));
+    int is_int;
     if (ok)
-        id = id_text(json_object_get(o, "id"));
+        id = id_text(json_object_get(o, "id"), s, n, &is_int);
     json_decref(o);
     return id;
 }
@@ -860,6 +1020,7 @@ static int scan_file(fg_job_output *o, scan *s, fg_err *err)
     if (!lr)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", o->path);
     lread_init(lr, o->fd, FG_JOB_MAX_RESULT_LINE);
+    lr->base = 0; /* the whole results file */
     int n, rc = FG_OK;
     while (rc == FG_OK && (n = lread_next(lr)) == 1) {
         int ok = line_is_result(lr, &o->done);
@@ -944,6 +1105,7 @@ static int split_lines(fg_job_output *o, int tmp, const char *tmpname, int afd,
     if (!lr)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", o->path);
     lread_init(lr, o->fd, FG_JOB_MAX_RESULT_LINE);
+    lr->base = 0; /* the whole results file */
     int n = lread_rewind(lr), rc = FG_OK;
     if (n < 0)
         rc = fg_err_sys(err, FG_ERR_IO, -n, "%s: seek", o->path);

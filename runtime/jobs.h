@@ -2,7 +2,8 @@
  *
  * Input (JSONL): one JSON object per line:
  *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),
- *    "stop": [string, ...] or string (optional), "meta": any value (optional, ignored)}
+ *    "stop": [string, ...] or string (optional), "meta": any value (optional, echoed)}
+ * Lines are read as Python's json module reads them (fg_json_loadb: integers of any size, NaN).
  * Every field's type is checked: an id is a non-empty string or an integer (compared as text:
  * "7" and 7 are the same id); max_new_tokens an integer in 1..FG_JOB_MAX_NEW_TOKENS (no
  * fractions, exponents, strings or wrap); stop one non-empty string or an array of at most
@@ -12,9 +13,14 @@
  * mark at the start are skipped. A line is at most FG_JOB_MAX_LINE bytes. Every error is one line
  * "FILE:LINE: prompt "ID": what" (the id when the line got that far).
  *
- * Output (JSONL): one object per finished prompt, {"id": string, "text": string, "tokens": [int],
- * "finish_reason": "length"|"eos"|"stop", "prompt_tokens": int, "timing": {...}}, appended one
- * block per write and made durable with fdatasync (regular files) before the next block starts.
+ * Output (JSONL): one object per finished prompt, {"id": string or integer (as the input wrote
+ * it: an integer id, of any size, comes back as that integer), "text": string, "tokens": [int],
+ * "finish_reason": "length"|"eos"|"stop", "prompt_tokens": int, "prompt_ids": [int] (when
+ * asked), "timing": {...}, "meta": the input's meta, byte for byte (when it had one)}; a prompt
+ * that could not run gets {"id": ..., "error": {"type": string, "message": string},
+ * "prompt_tokens": int, "meta": ...} instead, and the job goes on (an error line is a result:
+ * resume does not run it again). Appended one block per write and made durable with fdatasync
+ * (regular files) before the next block starts.
  *
  * Lifecycle of a run (what the runner does):
  *   fg_job_reader_open(input) -> fg_job_output_open(output, resume) ->
@@ -41,8 +47,10 @@ extern "C" {
 #define FG_JOB_MAX_LINE (64u << 20)      /* bytes in one input line */
 
 typedef struct fg_job {
-    char *id;          /* the input id as text (integers as written, in decimal) */
+    char *id;          /* the input id as text (an integer as written, of any size) */
+    int id_is_int;     /* the id was a JSON integer: results write it back unquoted */
     char *prompt;
+    char *meta;        /* the "meta" value's JSON text as the line wrote it, or NULL */
     int64_t max_new;   /* 1..FG_JOB_MAX_NEW_TOKENS, or -1: use the command's default */
     char *stops[FG_JOB_MAX_STOPS];
     int n_stops;
@@ -54,6 +62,9 @@ typedef struct fg_job_list {
     fg_job *jobs;      /* [n], owned by the list */
     size_t n;
 } fg_job_list;
+
+/* Free the strings of one job and zero it (a job moved out of a list). */
+void fg_job_clear(fg_job *j);
 
 /* Free every job of *l and reset it to empty; NULL and an empty list are accepted. */
 void fg_jobs_free(fg_job_list *l);
@@ -111,6 +122,10 @@ typedef struct fg_job_result {
     const char *finish;  /* "length", "eos" or "stop" */
     double seconds;      /* wall time of the block that produced it */
     uint32_t block;
+    const char *error;     /* non-NULL: the prompt could not run; this message (one line) and
+                            * error_type are written instead of text, tokens and finish_reason */
+    const char *error_type; /* e.g. "context_length_exceeded", "invalid_prompt" */
+    const int32_t *prompt_ids; /* non-NULL: written as "prompt_ids" ([prompt_tokens] ids) */
 } fg_job_result;
 
 /* Append results as JSON lines in one write (retried over short writes), then fdatasync when the

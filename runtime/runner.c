@@ -6,11 +6,22 @@
  * writes), which replaces the source for the run and whose names are removed as soon as the
  * engine holds its files open.
  *
- * A JSONL job streams: a first pass over the input (when it can be read twice) tokenizes every
- * pending prompt only to size the context and the progress total, keeping nothing; the second
- * pass reads one block of prompts at a time, generates it, appends its results (one write and
- * an fdatasync), and frees it. Memory is the block plus one hash entry per id, whatever the
- * number of prompts. From a pipe there is one pass: the context is --max-context, or the model's.
+ * A JSONL job streams: a first pass over the input (when it can be read twice: a file, or a
+ * file on stdin) tokenizes every pending prompt only to size the context (the longest prompt
+ * plus the largest generation of the lines that fit) and the progress total, keeping nothing;
+ * the second pass reads one block of prompts at a time, packs a block of those that fit the
+ * context together, generates it, appends its results (one write and an fdatasync), and frees
+ * it; a line that cannot fit gets its error result line and the job goes on (the JSONL jobs
+ * section below). Memory is the block plus one hash entry per id, whatever the number of
+ * prompts. From a pipe there is one pass: the context is --max-context, or the model's. A job
+ * that ends with a prompt read but not answered is an error, never a silent success; Ctrl-C
+ * (opts.interrupt) stops it between blocks, reported in rep.interrupted and rep.saved.
+ *
+ * Prompts are encoded as transformers' tokenizer(text) does (special tokens written in the
+ * text matched, the post-processor's BOS added) unless --no-special-in-prompt. An id past the
+ * tokenizer's vocabulary decodes as nothing. --prompt-len runs generate exactly gen_len tokens
+ * (EOS ignored, as FlexGen's benchmark), for --num-prompts prompts when given. --policy auto
+ * chooses a lossy compression (the 4-bit cache) only when allowed (--allow-lossy).
  *
  * --policy auto (policy/policy_search.h) chooses the block, the placement and the cache's
  * compression just before the engine opens, from the machine's calibration (the cache's file,
@@ -54,7 +65,8 @@ typedef struct run {
     fg_prefix *pfx;        /* --prefix-cache, or NULL */
     char tmp_store[4096];  /* a store quantized at load, removed once the engine is open */
     fg_run_report rep;
-    char policy_line[256]; /* policy_auto: what the search chose */
+    uint32_t max_pos;      /* the model's positions (open_store) */
+    char policy_line[400]; /* policy_auto: what the search chose */
     char dev_line[512];    /* ... and the device's calibration it priced with */
     char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
 } run;
@@ -86,12 +98,20 @@ static void bytes_progress(void *ctx, uint64_t done, uint64_t total)
     fg_progress_update(p, done);
 }
 
-/* Token ids of text (BOS first when asked and the model has one); *ids owned by the caller. */
-static int encode(run *r, const char *text, int bos, int32_t **ids, uint32_t *n, const char *what,
-                  fg_err *err)
+/* How prompts are encoded: as transformers' tokenizer(text) does by default (special tokens
+ * written in the text matched, the post-processor's BOS added); --no-special-in-prompt splits
+ * special tokens' text as ordinary text (the BOS still added). */
+static unsigned prompt_flags(const run *r)
+{
+    return FG_TOK_ADD_BOS | (r->o->no_special_in_prompt ? 0u : FG_TOK_SPECIAL);
+}
+
+/* Token ids of text under the FG_TOK_* flags; *ids owned by the caller. */
+static int encode(run *r, const char *text, unsigned flags, int32_t **ids, uint32_t *n,
+                  const char *what, fg_err *err)
 {
     fg_tok_ids v = {0};
-    int rc = fg_tok_encode(r->tok, text, strlen(text), bos ? FG_TOK_ADD_BOS : 0, &v, err);
+    int rc = fg_tok_encode(r->tok, text, strlen(text), flags, &v, err);
     if (rc) {
         char m[FG_ERR_MSG_MAX];
         snprintf(m, sizeof m, "%s", err->msg);
@@ -107,11 +127,24 @@ static int encode(run *r, const char *text, int bos, int32_t **ids, uint32_t *n,
     return FG_OK;
 }
 
-/* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set). */
+/* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set). An id
+ * past the tokenizer's vocabulary (a model's padded embedding rows: Qwen2.5 has 151,936 for
+ * 151,665 tokens) decodes as nothing, as transformers does; the caller keeps it in tokens. */
 static char *decode(fg_tok *tok, const int32_t *ids, uint32_t n, fg_err *err)
 {
     fg_tok_bytes b = {0};
-    if (fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, err)) {
+    int32_t *kept = NULL;
+    int rc = fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, err);
+    if (rc == FG_ERR_TOK_BAD_ID && (kept = malloc((size_t)n * sizeof *kept + 1))) {
+        uint32_t k = 0, V = (uint32_t)fg_tok_vocab_size(tok);
+        for (uint32_t i = 0; i < n; i++)
+            if (ids[i] >= 0 && (uint32_t)ids[i] < V)
+                kept[k++] = ids[i];
+        fg_tok_bytes_free(&b);
+        rc = fg_tok_decode(tok, kept, k, FG_TOK_SKIP_SPECIAL, &b, err);
+        free(kept);
+    }
+    if (rc) {
         fg_tok_bytes_free(&b);
         return NULL;
     }
@@ -249,14 +282,51 @@ static int quantize_at_load(run *r, const fg_hparams *hp, fg_err *err)
     return rc;
 }
 
+/* A -m that is not a store, said as what it is: missing, a Hugging Face checkpoint directory
+ * (convert it first), a GGUF file (not read yet). FG_OK when it may be a store. */
+static int model_path_check(const char *m, fg_err *err)
+{
+    struct stat st;
+    char p[4200];
+    if (stat(m, &st))
+        return errno == ENOENT ? fg_err_set(err, FG_ERR_NOT_FOUND, "-m %s: does not exist", m)
+                               : fg_err_sys(err, FG_ERR_IO, errno, "-m %s", m);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(p, sizeof p, "%s/store.id", m);
+        if (access(p, F_OK) == 0)
+            return FG_OK;
+        snprintf(p, sizeof p, "%s/config.json", m);
+        if (access(p, F_OK) == 0)
+            return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a Hugging Face checkpoint "
+                              "directory, not an fg store: convert it first (fg-convert %s -o "
+                              "STORE), then fg-infer -m STORE", m, m);
+        return FG_OK; /* fg_store_open says what is missing */
+    }
+    char magic[4] = {0};
+    FILE *f = fopen(m, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    size_t n = strlen(m);
+    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || (n > 5 && !strcmp(m + n - 5, ".gguf")))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, which fg does not read "
+                          "yet: convert the model's Hugging Face checkpoint (config.json and "
+                          "*.safetensors) with fg-convert DIR -o STORE", m);
+    return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a file, not an fg store (a directory "
+                      "written by fg-convert)", m);
+}
+
 /* The store, its config (first: a store without one is not a finished conversion, which is
  * what to say rather than blame its tokenizer) and its tokenizer. */
 static int open_store(run *r, fg_err *err)
 {
     fg_hparams hp;
-    int rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
+    int rc = model_path_check(r->o->model, err);
+    if (rc == FG_OK)
+        rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
     if (rc == FG_OK)
         rc = fg_engine_read_config(r->store, &hp, err);
+    r->max_pos = rc == FG_OK ? hp.max_pos : 0;
     if (rc == FG_OK && (rc = fg_engine_read_tokenizer(r->store, &r->tok, err)) &&
         strncmp(err->msg, r->o->model, strlen(r->o->model))) { /* "tokenizer.vocab_json:1:..." */
         char m[FG_ERR_MSG_MAX];
@@ -375,8 +445,10 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
         r->rep.pred_write = pred.write_bytes;
         r->rep.pred_up = pred.up_bytes;
         r->rep.pred_down = pred.down_bytes;
-        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s (%u LPs, %u feasible, "
-                 "%.0f ms)", d, st.lps, st.feasible, (fg_now() - t0) * 1e3);
+        snprintf(r->policy_line, sizeof r->policy_line, "auto: %s%s (%u LPs, %u feasible, "
+                 "%.0f ms)", d, r->o->cache_choice == 0 ? "; lossless only (--allow-lossy lets "
+                 "it choose the 4-bit KV cache)" : r->o->cache_choice < 0 ? "; lossy allowed "
+                 "(--allow-lossy)" : "", st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
     fg_policy_model_free(&m);
     return rc;
@@ -603,12 +675,12 @@ static int run_prompt(run *r, fg_err *err)
     uint32_t n = 0;
     int rc = open_store(r, err);
     if (rc == FG_OK)
-        rc = encode(r, r->o->prompt, 1, &ids, &n, "-p", err);
+        rc = encode(r, r->o->prompt, prompt_flags(r), &ids, &n, "-p", err);
     if (rc == FG_OK)
         rc = open_engine(r, n, r->o->max_new, 1, err);
     if (rc == FG_OK && !(out = malloc((size_t)r->o->max_new * sizeof *out)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    fg_gen_seq s = {ids, n, r->o->max_new, r->o->sample, 0, out, 0, 0};
+    fg_gen_seq s = {ids, n, r->o->max_new, r->o->sample, 0, out, 0, 0, r->o->ignore_eos};
     const char *const *sv = r->o->stops;
     stops st = {r->tok, &sv, &r->o->n_stops};
     tick_ctx tc = {{0}, 0};
@@ -637,33 +709,41 @@ static int run_prompt(run *r, fg_err *err)
     return rc;
 }
 
+/* FlexGen's benchmark: random prompts of prompt_len ids, each generating exactly gen_len
+ * tokens (EOS ignored, as FlexGen's benchmark does). --num-prompts N fixes the job: N prompts
+ * in blocks of the engine's size (the search picks that block within N); without it the job
+ * is one block, of whatever size the policy gives. */
 static int run_synthetic(run *r, fg_err *err)
 {
     uint32_t P = r->o->prompt_len, G = r->o->max_new;
     int rc = open_store(r, err);
     if (rc == FG_OK)
-        rc = open_engine(r, P, G, 0, err);
+        rc = open_engine(r, P, G, r->o->num_prompts, err);
     if (rc)
         return rc;
-    uint32_t n = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
-    fg_gen_seq *seqs = calloc(n, sizeof *seqs);
-    int32_t *ids = malloc((size_t)n * P * sizeof *ids), *out = malloc((size_t)n * G * sizeof *out);
+    uint32_t bs = fg_engine_block_size(r->e), V = fg_engine_hparams(r->e)->vocab_size;
+    uint64_t N = r->o->num_prompts ? r->o->num_prompts : bs;
+    fg_gen_seq *seqs = calloc(bs, sizeof *seqs);
+    int32_t *ids = malloc((size_t)bs * P * sizeof *ids), *out = malloc((size_t)bs * G * sizeof *out);
     if (!seqs || !ids || !out) {
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
         goto done;
     }
     fg_rng rng;
     fg_rng_seed(&rng, r->o->sample.seed, 99);
-    for (uint32_t i = 0; i < n; i++) {
-        for (uint32_t t = 0; t < P; t++)
-            ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
-        seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i, out + (size_t)i * G,
-                               0, 0};
-    }
     tick_ctx tc = {{0}, 0};
     double t0 = fg_now();
-    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, (uint64_t)n * G, r->o->quiet);
-    rc = generate(r, seqs, n, NULL, &tc, err);
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, N * G, r->o->quiet);
+    for (uint64_t i0 = 0; rc == FG_OK && i0 < N; i0 += bs) {
+        uint32_t n = N - i0 < bs ? (uint32_t)(N - i0) : bs;
+        for (uint32_t i = 0; i < n; i++) {
+            for (uint32_t t = 0; t < P; t++)
+                ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
+            seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i0 + i,
+                                   out + (size_t)i * G, 0, 0, 1};
+        }
+        rc = generate(r, seqs, n, NULL, &tc, err);
+    }
     fg_progress_end(&tc.bar);
     r->rep.total_s = fg_now() - t0;
     if (rc == FG_OK)
@@ -675,15 +755,41 @@ done:
     return rc;
 }
 
-/* ---- JSONL jobs ---- */
+/* ---- JSONL jobs ----
+ *
+ * A block needs its longest prompt plus its largest max_new_tokens (prompts are left-padded to
+ * the longest and every sequence decodes the same steps: schedule.c). A file's job is sized by
+ * its first pass to maxP + maxG (the longest prompt and the largest generation of the lines
+ * that fit), capped by --max-context or the model's positions, so a block may be any mix of
+ * its lines. Where the cap cuts that (or from a pipe, sized before any prompt is read), blocks
+ * are packed: prompts read and tokenized wait in a queue of one block, and each block takes
+ * from it, in input order, every prompt that keeps its longest prompt + largest generation
+ * within the engine's context; the rest wait for the next block. Every line that fits the
+ * context on its own runs, whatever the mix and the block size; a line that cannot fit (or has
+ * no tokens) gets its own error result line and the job goes on. Results are appended a block
+ * at a time, so they can come out of input order: the ids say which is which.
+ */
+
+typedef struct pend {
+    fg_job job;         /* moved out of the reader's block */
+    int32_t *ids;
+    uint32_t n, mn;     /* prompt tokens, new tokens */
+} pend;
 
 typedef struct jobs_run {
     fg_job_reader *rd;
     fg_job_output *outp;
-    fg_job_list block;
+    fg_job_list block;       /* the reader's last block (its jobs move to q) */
+    pend *q;                 /* [block size] read and tokenized, waiting */
+    size_t nq;
+    int eof;                 /* the reader is finished */
+    pend *blk;               /* [block size] the block being generated */
+    uint32_t nb;
     fg_gen_seq *seqs;        /* [block size] */
     const char *const **sv;  /* [block size] stop strings */
     int *sn;
+    uint64_t appended;       /* result lines this run appended (error lines included) */
+    uint64_t errors;         /* ... of which error lines */
 } jobs_run;
 
 static uint32_t job_max_new(const run *r, const fg_job *j)
@@ -697,49 +803,75 @@ static void what_of(const run *r, const fg_job *j, char *buf, size_t cap)
 }
 
 /* The context a prompt + generation must fit: --max-context, else the model's positions. */
-static int context_limit(run *r, uint32_t *limit, const char **what, fg_err *err)
+static uint32_t context_limit(const run *r)
 {
-    fg_hparams hp;
-    int rc = fg_engine_read_config(r->store, &hp, err);
-    *limit = r->eo.max_ctx && r->eo.max_ctx < hp.max_pos ? r->eo.max_ctx : hp.max_pos;
-    *what = r->eo.max_ctx && r->eo.max_ctx < hp.max_pos ? "--max-context" : "the model's positions";
-    return rc;
+    return r->eo.max_ctx && r->eo.max_ctx < r->max_pos ? r->eo.max_ctx : r->max_pos;
 }
 
-/* First pass: the longest prompt + generation and the total of new tokens of what is pending;
- * a prompt that cannot fit the context is named here, by its line and id, not by the engine
- * later as "prompt + generation of N tokens" of no prompt in particular. */
-static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t *total,
-                     fg_err *err)
+/* Tokenize job j for a context of ctx: FG_OK with *ids set (owned by the caller), or 1 with
+ * msg and *type saying why the line gets an error result instead (no tokens, or more than ctx
+ * with its generation); other codes are failures of the run. */
+static int prep_job(run *r, const fg_job *j, uint32_t ctx, int32_t **ids, uint32_t *n,
+                    char *msg, size_t cap, const char **type, fg_err *err)
+{
+    char what[160];
+    uint32_t mn = job_max_new(r, j);
+    what_of(r, j, what, sizeof what);
+    *ids = NULL;
+    *n = 0;
+    int rc = encode(r, j->prompt, prompt_flags(r), ids, n, "", err);
+    if (rc == FG_ERR_INVALID_ARG) { /* "": the prompt is empty (no BOS either) */
+        snprintf(msg, cap, "%s", err->msg + 2);
+        *type = "invalid_prompt";
+        return 1;
+    }
+    if (rc) {
+        char m[FG_ERR_MSG_MAX];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return fg_err_set(err, rc, "%s%s", what, m);
+    }
+    if ((uint64_t)*n + mn <= ctx)
+        return FG_OK;
+    if ((uint64_t)*n + mn > r->max_pos)
+        snprintf(msg, cap, "%u prompt tokens + %u new exceed the model's %u positions", *n, mn,
+                 r->max_pos);
+    else
+        snprintf(msg, cap, "%u prompt tokens + %u new exceed the context of %u (--max-context)",
+                 *n, mn, ctx);
+    free(*ids);
+    *ids = NULL;
+    *type = "context_length_exceeded";
+    return 1;
+}
+
+/* First pass over a file: the longest prompt (*maxP) and largest generation (*maxG) of the
+ * pending lines that fit the context limit, and their new tokens in all (the progress bar's
+ * total). Lines that do not fit are left for their error lines in the run. */
+static int size_jobs(run *r, const fg_job_output *done, uint32_t *maxP, uint32_t *maxG,
+                     uint64_t *total, fg_err *err)
 {
     fg_job_reader *rd = NULL;
     fg_job_list l = {0};
-    uint32_t limit;
-    const char *lim_what;
-    int rc = context_limit(r, &limit, &lim_what, err);
-    if (rc == FG_OK)
-        rc = fg_job_reader_open(r->o->input, &rd, err);
-    *ctx = 0;
+    uint32_t limit = context_limit(r);
+    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    *maxP = *maxG = 0;
     *total = 0;
     while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
         for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
             int32_t *ids;
             uint32_t n;
-            char what[160];
-            what_of(r, &l.jobs[i], what, sizeof what);
-            rc = encode(r, l.jobs[i].prompt, 1, &ids, &n, what, err);
-            if (rc == FG_OK && (uint64_t)n + job_max_new(r, &l.jobs[i]) > limit) {
-                rc = fg_err_set(err, FG_ERR_INVALID_ARG, "%s: %u prompt tokens + %u new exceed "
-                                "the context of %u (%s)", what, n, job_max_new(r, &l.jobs[i]),
-                                limit, lim_what);
-                free(ids);
+            char msg[256];
+            const char *type;
+            rc = prep_job(r, &l.jobs[i], limit, &ids, &n, msg, sizeof msg, &type, err);
+            free(ids);
+            if (rc == 1) {
+                rc = FG_OK;
+                continue;
             }
-            if (rc == FG_OK) {
-                uint64_t need = (uint64_t)n + job_max_new(r, &l.jobs[i]);
-                *ctx = need > *ctx ? (uint32_t)(need < UINT32_MAX ? need : UINT32_MAX) : *ctx;
-                *total += job_max_new(r, &l.jobs[i]);
-                free(ids);
-            }
+            uint32_t mn = job_max_new(r, &l.jobs[i]);
+            *maxP = n > *maxP ? n : *maxP;
+            *maxG = mn > *maxG ? mn : *maxG;
+            *total += mn;
         }
     }
     fg_jobs_free(&l);
@@ -747,32 +879,142 @@ static int size_jobs(run *r, const fg_job_output *done, uint32_t *ctx, uint64_t 
     return rc;
 }
 
-/* The engine's prompt and generation lengths for a file whose longest prompt + generation is
- * ctx: the generation is --max-new-tokens, or half of ctx when that is shorter. */
-static void jobs_shape(const run *r, uint32_t ctx, uint32_t *P, uint32_t *G)
+/* The engine's prompt and generation lengths (its context: P + G) for a file whose fitting
+ * lines have prompts up to maxP and generations up to maxG under the limit; 0, 0 (the limit:
+ * open_engine) from a pipe. */
+static void jobs_shape(uint32_t maxP, uint32_t maxG, uint32_t limit, uint32_t *P, uint32_t *G)
 {
-    *G = r->o->max_new < ctx ? r->o->max_new : ctx / 2;
-    *P = ctx - *G;
+    if (!maxP) {
+        *P = *G = 0;
+    } else if ((uint64_t)maxP + maxG <= limit) {
+        *P = maxP;
+        *G = maxG;
+    } else { /* packed blocks (jobs_run) */
+        *G = maxG < limit / 2 ? maxG : limit / 2;
+        *P = limit - *G;
+    }
 }
 
-/* Results of the block's n sequences, in one append. */
-static int emit_block(run *r, jobs_run *j, uint32_t n, uint32_t blk, double seconds, fg_err *err)
+/* Append one error result line for job (taken by the call: freed). */
+static int emit_error(run *r, jobs_run *j, fg_job *job, uint32_t n, const char *msg,
+                      const char *type, fg_err *err)
 {
+    fg_job_result res = {0};
+    res.job = job;
+    res.prompt_tokens = n;
+    res.error = msg;
+    res.error_type = type;
+    res.finish = "length";
+    int rc = fg_job_output_append(j->outp, &res, 1, err);
+    if (rc == FG_OK && !r->o->quiet) {
+        char c[48];
+        snprintf(c, sizeof c, "%.40s", job->id);
+        fprintf(r->log, "\rfg-infer: %s:%zu: prompt \"%s\": %s (an error line in %s; the job "
+                "goes on)\n", r->o->input, job->line, c, msg, r->o->output);
+    }
+    j->appended += rc == FG_OK;
+    j->errors += rc == FG_OK;
+    fg_job_clear(job);
+    return rc;
+}
+
+/* Read and tokenize until the queue holds a block (or the input ends); lines that cannot run
+ * get their error lines here. */
+static int refill(run *r, jobs_run *j, uint32_t bs, uint32_t ctx, fg_err *err)
+{
+    int rc = FG_OK;
+    while (rc == FG_OK && !j->eof && j->nq < bs) {
+        if ((rc = fg_job_reader_next(j->rd, j->outp, bs - j->nq, &j->block, err)))
+            break;
+        j->eof = j->block.n == 0;
+        for (size_t i = 0; rc == FG_OK && i < j->block.n; i++) {
+            pend *p = &j->q[j->nq];
+            char msg[256];
+            const char *type;
+            p->job = j->block.jobs[i]; /* moved: the reader's copy is zeroed */
+            memset(&j->block.jobs[i], 0, sizeof j->block.jobs[i]);
+            p->mn = job_max_new(r, &p->job);
+            rc = prep_job(r, &p->job, ctx, &p->ids, &p->n, msg, sizeof msg, &type, err);
+            if (rc == 1)
+                rc = emit_error(r, j, &p->job, p->n, msg, type, err);
+            else if (rc == FG_OK)
+                j->nq++;
+            else
+                fg_job_clear(&p->job);
+        }
+    }
+    return rc;
+}
+
+/* Move into j->blk, in queue order, the waiting prompts that together keep the longest prompt
+ * + the largest generation within ctx (the first always fits: refill checked it alone). */
+static void pack_block(jobs_run *j, uint32_t bs, uint32_t ctx)
+{
+    uint32_t P = 0, G = 0;
+    size_t keep = 0;
+    j->nb = 0;
+    for (size_t i = 0; i < j->nq; i++) {
+        pend *p = &j->q[i];
+        uint32_t P2 = p->n > P ? p->n : P, G2 = p->mn > G ? p->mn : G;
+        if (j->nb < bs && (uint64_t)P2 + G2 <= ctx) {
+            j->blk[j->nb++] = *p;
+            P = P2, G = G2;
+        } else {
+            j->q[keep++] = *p;
+        }
+    }
+    j->nq = keep;
+}
+
+/* The block's sequences (their outputs allocated; freed by free_block). */
+static int fill_block(run *r, jobs_run *j, fg_err *err)
+{
+    for (uint32_t i = 0; i < j->nb; i++) {
+        pend *p = &j->blk[i];
+        int32_t *out = malloc((size_t)p->mn * sizeof *out);
+        /* the sampler's stream is the input line: a resumed job draws the same numbers */
+        j->seqs[i] = (fg_gen_seq){p->ids, p->n, p->mn, r->o->sample, p->job.line - 1, out, 0,
+                                  0, r->o->ignore_eos};
+        if (!out)
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        j->sv[i] = (const char *const *)p->job.stops;
+        j->sn[i] = p->job.n_stops;
+    }
+    return FG_OK;
+}
+
+static void free_block(jobs_run *j)
+{
+    for (uint32_t i = 0; i < j->nb; i++) {
+        free(j->blk[i].ids);
+        free(j->seqs[i].out);
+        fg_job_clear(&j->blk[i].job);
+        j->seqs[i] = (fg_gen_seq){0};
+    }
+    j->nb = 0;
+}
+
+/* Results of the block, in one append. */
+static int emit_block(run *r, jobs_run *j, uint32_t blk, double seconds, fg_err *err)
+{
+    uint32_t n = j->nb;
     fg_job_result *res = calloc(n + 1, sizeof *res);
     char **texts = calloc(n + 1, sizeof *texts);
     int rc = res && texts ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
         const fg_gen_seq *s = &j->seqs[i];
-        const fg_job *job = &j->block.jobs[i];
+        const fg_job *job = &j->blk[i].job;
         if (!(texts[i] = decode(r->tok, s->out, s->n_out, err)))
             rc = FG_ERR_NOMEM;
         else
             cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
         res[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
                                  finish_name(s->finish), seconds, blk};
+        res[i].prompt_ids = r->o->prompt_ids ? s->prompt : NULL;
     }
     if (rc == FG_OK)
         rc = fg_job_output_append(j->outp, res, n, err);
+    j->appended += rc == FG_OK ? n : 0;
     for (uint32_t i = 0; texts && i < n; i++)
         free(texts[i]);
     free(texts);
@@ -780,57 +1022,18 @@ static int emit_block(run *r, jobs_run *j, uint32_t n, uint32_t blk, double seco
     return rc;
 }
 
-/* Tokenize the block's prompts into seqs (freed by free_block). */
-static int fill_block(run *r, jobs_run *j, fg_err *err)
-{
-    for (size_t i = 0; i < j->block.n; i++) {
-        const fg_job *job = &j->block.jobs[i];
-        char what[160];
-        int32_t *ids;
-        uint32_t n, mn = job_max_new(r, job);
-        what_of(r, job, what, sizeof what);
-        int rc = encode(r, job->prompt, 1, &ids, &n, what, err);
-        if (rc)
-            return rc;
-        uint32_t ctx = fg_engine_plan(r->e)->max_ctx; /* from a pipe, sized before any prompt */
-        if ((uint64_t)n + mn > ctx) {
-            free(ids);
-            return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: %u prompt tokens + %u new exceed "
-                              "the context of %u", what, n, mn, ctx);
-        }
-        int32_t *out = malloc((size_t)mn * sizeof *out);
-        /* the sampler's stream is the input line: a resumed job draws the same numbers */
-        j->seqs[i] = (fg_gen_seq){ids, n, mn, r->o->sample, job->line - 1, out, 0, 0};
-        if (!out)
-            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        j->sv[i] = (const char *const *)job->stops;
-        j->sn[i] = job->n_stops;
-    }
-    return FG_OK;
-}
-
-static void free_block(jobs_run *j, uint32_t bs)
-{
-    for (uint32_t i = 0; j->seqs && i < bs; i++) {
-        free((void *)j->seqs[i].prompt);
-        free(j->seqs[i].out);
-        j->seqs[i] = (fg_gen_seq){0};
-    }
-}
-
-/* --prefix-cache: the pending prompts' shared prefixes computed once, before the blocks. */
+/* --prefix-cache: the pending prompts' shared prefixes computed once, before the blocks (lines
+ * that will get error lines are left out). */
 static int share_jobs(run *r, const fg_job_output *done, fg_err *err)
 {
     fg_job_reader *rd;
     fg_job_list l = {0};
     int32_t **ids = NULL;
-    uint32_t *lens = NULL;
+    uint32_t *lens = NULL, ctx = fg_engine_plan(r->e)->max_ctx;
     size_t n = 0, cap = 0;
     int rc = fg_job_reader_open(r->o->input, &rd, err);
     while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
         for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
-            char what[160];
-            what_of(r, &l.jobs[i], what, sizeof what);
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;
                 int32_t **ni = realloc(ids, cap * sizeof *ids);
@@ -842,8 +1045,11 @@ static int share_jobs(run *r, const fg_job_output *done, fg_err *err)
                     break;
                 }
             }
-            if ((rc = encode(r, l.jobs[i].prompt, 1, &ids[n], &lens[n], what, err)) == FG_OK)
-                n++;
+            char msg[256];
+            const char *type;
+            rc = prep_job(r, &l.jobs[i], ctx, &ids[n], &lens[n], msg, sizeof msg, &type, err);
+            n += rc == FG_OK;
+            rc = rc == 1 ? FG_OK : rc;
         }
     }
     fg_jobs_free(&l);
@@ -858,13 +1064,24 @@ static int share_jobs(run *r, const fg_job_output *done, fg_err *err)
     return rc;
 }
 
+/* Ctrl-C (fg_run_opts.interrupt) is honoured between blocks: what is appended is durable. */
+static int interrupted(run *r, fg_err *err)
+{
+    if (!r->o->interrupt || !*r->o->interrupt)
+        return FG_OK;
+    r->rep.interrupted = 1;
+    return fg_err_set(err, FG_ERR_STATE, "interrupted");
+}
+
 static int jobs_loop(run *r, jobs_run *j, uint64_t total, fg_err *err)
 {
-    uint32_t bs = fg_engine_block_size(r->e);
+    uint32_t bs = fg_engine_block_size(r->e), ctx = fg_engine_plan(r->e)->max_ctx;
+    j->q = calloc(bs, sizeof *j->q);
+    j->blk = calloc(bs, sizeof *j->blk);
     j->seqs = calloc(bs, sizeof *j->seqs);
     j->sv = calloc(bs, sizeof *j->sv);
     j->sn = calloc(bs, sizeof *j->sn);
-    if (!j->seqs || !j->sv || !j->sn)
+    if (!j->q || !j->blk || !j->seqs || !j->sv || !j->sn)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     stops st = {r->tok, j->sv, j->sn};
     tick_ctx tc = {{0}, 0};
@@ -872,19 +1089,48 @@ static int jobs_loop(run *r, jobs_run *j, uint64_t total, fg_err *err)
     double t0 = fg_now();
     int rc = FG_OK;
     for (uint32_t blk = 0; rc == FG_OK; blk++) {
-        if ((rc = fg_job_reader_next(j->rd, j->outp, bs, &j->block, err)) || !j->block.n)
+        if ((rc = interrupted(r, err)) || (rc = refill(r, j, bs, ctx, err)) || !j->nq)
             break;
         double tb = fg_now();
+        pack_block(j, bs, ctx);
         rc = fill_block(r, j, err);
         if (rc == FG_OK)
-            rc = generate(r, j->seqs, (uint32_t)j->block.n, &st, &tc, err);
+            rc = generate(r, j->seqs, j->nb, &st, &tc, err);
         if (rc == FG_OK)
-            rc = emit_block(r, j, (uint32_t)j->block.n, blk, fg_now() - tb, err);
-        free_block(j, bs);
+            rc = emit_block(r, j, blk, fg_now() - tb, err);
+        free_block(j);
     }
     fg_progress_end(&tc.bar);
     r->rep.total_s = fg_now() - t0;
     return rc;
+}
+
+/* What was read must have been answered: a job never ends with prompts silently unread. */
+static int check_answered(run *r, jobs_run *j, size_t n_done, fg_err *err)
+{
+    size_t total;
+    fg_job_reader_count(j->rd, NULL, &total, NULL, NULL);
+    if (n_done + j->appended == total)
+        return FG_OK;
+    return fg_err_set(err, FG_ERR_CORRUPT, "%s: %zu prompts read, %zu answered (%zu already "
+                      "in %s): nothing should be left", r->o->input, total,
+                      (size_t)(n_done + j->appended), n_done, r->o->output);
+}
+
+static void free_jobs_run(jobs_run *j)
+{
+    free_block(j);
+    for (size_t i = 0; i < j->nq; i++) {
+        free(j->q[i].ids);
+        fg_job_clear(&j->q[i].job);
+    }
+    fg_jobs_free(&j->block);
+    free(j->q);
+    free(j->blk);
+    free(j->seqs);
+    free(j->sv);
+    free(j->sn);
+    fg_job_reader_close(j->rd);
 }
 
 static int run_jobs(run *r, fg_err *err)
@@ -903,36 +1149,40 @@ static int run_jobs(run *r, fg_err *err)
         fprintf(r->log, "fg-infer: resuming: %zu results already in %s%s%s\n", info.n_results,
                 r->o->output, info.aside_path[0] ? "; damaged lines moved to " : "",
                 info.aside_path);
+    if (rc == FG_OK && !complete && !r->o->quiet && isatty(0) && !strcmp(r->o->input, "-"))
+        fprintf(r->log, "fg-infer: reading JSONL prompts from the terminal (end with Ctrl-D)\n");
     if (rc == FG_OK && complete && n_done == total) {
         if (!r->o->quiet)
             fprintf(r->log, "fg-infer: nothing to do: every prompt of %s is in %s\n",
                     r->o->input, r->o->output);
         goto done;
     }
-    uint32_t ctx = 0;
+    uint32_t maxP = 0, maxG = 0, P, G;
     uint64_t new_tokens = 0;
     if (rc == FG_OK)
         rc = open_store(r, err);
     if (rc == FG_OK && complete) /* a file: size the run by its prompts */
-        rc = size_jobs(r, j.outp, &ctx, &new_tokens, err);
-    uint32_t P, G;
-    jobs_shape(r, ctx, &P, &G);
+        rc = size_jobs(r, j.outp, &maxP, &maxG, &new_tokens, err);
+    if (rc == FG_OK && complete && !maxP) /* every line gets an error line: a tiny engine */
+        maxP = maxG = 1;
+    jobs_shape(maxP, maxG, r->max_pos ? context_limit(r) : 0, &P, &G);
     if (rc == FG_OK)
         rc = open_engine(r, P, G, complete ? (uint32_t)(total - n_done) : 0, err);
     if (rc == FG_OK && r->pfx && complete)
         rc = share_jobs(r, j.outp, err);
     if (rc == FG_OK)
         rc = jobs_loop(r, &j, new_tokens, err);
+    if (rc == FG_OK)
+        rc = check_answered(r, &j, n_done, err);
     r->rep.total_s += r->rep.shared_s; /* the shared pass ran before the loop's clock */
     if (rc == FG_OK)
         summary(r);
+    if (rc == FG_OK && j.errors && !r->o->quiet)
+        fprintf(r->log, "fg-infer: %" PRIu64 " of the prompts could not run: their error lines "
+                "are in %s\n", j.errors, r->o->output);
 done:
-    free_block(&j, 0);
-    fg_jobs_free(&j.block);
-    free(j.seqs);
-    free(j.sv);
-    free(j.sn);
-    fg_job_reader_close(j.rd);
+    r->rep.saved = j.outp ? fg_job_output_count(j.outp) : 0;
+    free_jobs_run(&j);
     fg_err cerr;
     int rc2 = fg_job_output_close(j.outp, &cerr);
     if (rc == FG_OK && rc2) {
@@ -1039,7 +1289,7 @@ static int run_ppl(run *r, fg_err *err)
     if (rc == FG_OK && !text[0])
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--text %s: the file is empty", r->o->text);
     if (rc == FG_OK)
-        rc = encode(r, text, 0, &ids, &n, r->o->text, err);
+        rc = encode(r, text, 0, &ids, &n, r->o->text, err); /* the text as text */
     free(text);
     if (rc == FG_OK && (rc = fg_engine_read_config(r->store, &hp, err)) == FG_OK && !W)
         W = hp.max_pos;
@@ -1085,22 +1335,22 @@ static int run_dry(run *r, fg_err *err)
     if (rc == FG_OK && r->o->prompt) {
         int32_t *ids = NULL;
         uint32_t n = 0;
-        rc = encode(r, r->o->prompt, 1, &ids, &n, "-p", err);
+        rc = encode(r, r->o->prompt, prompt_flags(r), &ids, &n, "-p", err);
         free(ids);
         P = n, G = r->o->max_new;
     } else if (rc == FG_OK && r->o->input) {
         fg_job_reader *rd = NULL;
         size_t total = 0;
         int complete = 0;
-        uint32_t ctx = 0;
+        uint32_t maxP = 0, maxG = 0;
         uint64_t new_tokens = 0;
         rc = fg_job_reader_open(r->o->input, &rd, err);
         if (rc == FG_OK)
             fg_job_reader_count(rd, NULL, &total, NULL, &complete);
         fg_job_reader_close(rd);
         if (rc == FG_OK && complete)
-            rc = size_jobs(r, NULL, &ctx, &new_tokens, err);
-        jobs_shape(r, ctx, &P, &G);
+            rc = size_jobs(r, NULL, &maxP, &maxG, &new_tokens, err);
+        jobs_shape(maxP, maxG, context_limit(r), &P, &G);
         seqs = complete ? (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX) : 0;
     }
     if (rc == FG_OK)

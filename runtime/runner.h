@@ -9,6 +9,7 @@
 #ifndef FG_RUNNER_H
 #define FG_RUNNER_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -41,13 +42,16 @@ typedef struct fg_run_opts {
     const char *input, *output;     /* JOBS ("-" = stdin / stdout) */
     int resume;
     uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */
+    uint32_t num_prompts;           /* SYNTHETIC: prompts in the job (0: one block); the
+                                       policy search chooses a block of at most that many */
     const char *text;               /* PPL */
     uint32_t window;                /* PPL: tokens per window (0: the model's context) */
     uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */
     /* the policy search (policy/policy_search.h) */
     int policy_auto;                /* choose block, placement and cache compression (eo.policy
                                        keeps the schedule, overlap, sep_layer, sparsity) */
-    int cache_choice;               /* auto: -1 search the 4-bit cache, 0 never, 1 always */
+    int cache_choice;               /* auto: -1 search the 4-bit cache (--allow-lossy), 0 never
+                                       (the default: auto turns on nothing lossy), 1 always */
     int attn_search;                /* auto on a device: search where attention runs too
                                        (eo.policy.cpu_attention otherwise) */
     uint32_t max_block;             /* auto: at most this many sequences a block (0: 256) */
@@ -58,6 +62,15 @@ typedef struct fg_run_opts {
                                        (prefix.h); NULL: none */
     uint64_t prefix_budget;         /* --prefix-cache-budget: bytes of cache pages (0: no bound) */
     uint32_t prefix_page_tokens;    /* --prefix-page-tokens: tokens a cache page (0: 16) */
+    int no_special_in_prompt;       /* prompts: special tokens' text split as text (default:
+                                       matched, as transformers' tokenizer(text) does) */
+    int prompt_ids;                 /* JOBS: results carry "prompt_ids" */
+    int ignore_eos;                 /* generate max_new tokens whatever the model emits
+                                       (SYNTHETIC always does, as FlexGen's benchmark) */
+    int allow_lossy;                /* policy_auto may choose a lossy compression (4-bit KV
+                                       cache, 4-bit weights, sparse attention) */
+    const volatile sig_atomic_t *interrupt; /* JOBS: non-zero (set by a SIGINT handler) stops the job
+                                       between blocks: rep.interrupted, rep.saved */
     int quiet;                      /* no progress, notices or summary */
     FILE *out;                      /* generated text, perplexity, plan (NULL: stdout) */
     FILE *log;                      /* progress, notices, summary (NULL: stderr) */
@@ -77,6 +90,8 @@ typedef struct fg_run_report {
     double shared_s;
     uint64_t pred_read, pred_write;  /* predicted disk traffic of one block, bytes */
     uint64_t pred_up, pred_down;     /* ... and link traffic (a device backend), bytes */
+    int interrupted;                 /* JOBS: stopped by opts.interrupt (fg_run: FG_ERR_STATE) */
+    uint64_t saved;                  /* JOBS: result lines in the output when the run ended */
 } fg_run_report;
 
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG

@@ -210,7 +210,7 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err
             break;
         if (q->finish == FG_FINISH_NONE) {
             q->out[q->n_out++] = next;
-            if (is_eos(&e->hp, next))
+            if (!q->ignore_eos && is_eos(&e->hp, next))
                 q->finish = FG_FINISH_EOS;
             else if (h && h->stop && h->stop(h->stop_ctx, s, q->out, q->n_out))
                 q->finish = FG_FINISH_STOP;

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "convert.h"
 #include "engine.h"
@@ -248,6 +250,14 @@ static void check_greedy(const char *store, const ref *r, fg_engine_opts o)
         ck_assert(eos);
     else
         ck_assert_uint_eq(n, r->n_greedy);
+    /* ignore_eos (--ignore-eos, synthetic runs) changes nothing for a run without an EOS */
+    fg_gen_seq all = {r->prompt, r->n_prompt, r->n_greedy, {0, 0, 1, 0}, 0, out, 0, 0, 1};
+    ck_assert_msg(fg_engine_generate(x.e, &all, 1, NULL, &st, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(all.n_out, r->n_greedy);
+    ck_assert_int_eq(all.finish, FG_FINISH_LENGTH);
+    for (uint32_t i = 0; i < r->n_greedy; i++)
+        ck_assert_msg(out[i] == r->greedy[i], "ignore_eos: token %u: %d vs %d", i, out[i],
+                      r->greedy[i]);
     eng_close(&x);
 }
 
@@ -400,6 +410,71 @@ END_TEST
 START_TEST(prefill_gemm_qwen2_bf16) { prefill_gemm_case("qwen2-tiny-bf16", "qwen2-tiny"); }
 END_TEST
 START_TEST(prefill_gemm_qwen3_bf16) { prefill_gemm_case("qwen3-tiny-bf16", "qwen3-tiny"); }
+END_TEST
+
+/* Copy src's text file to dst with the first `from` replaced by `to`. */
+static void copy_edit(const char *src, const char *dst, const char *from, const char *to)
+{
+    FILE *f = fopen(src, "rb");
+    ck_assert_msg(f != NULL, "%s", src);
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *at = strstr(buf, from);
+    ck_assert_msg(at != NULL, "%s: no %s", src, from);
+    f = fopen(dst, "wb");
+    ck_assert(f != NULL);
+    fprintf(f, "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* issue 38 (8): ignore_eos. The opt-tiny checkpoint with its EOS id made the third token of
+ * transformers' greedy output: without ignore_eos generation stops there (finish EOS, 3
+ * tokens); with it the whole reference comes out, the EOS a token like any other. */
+START_TEST(ignore_eos_generates_past_eos)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    char dir[4096], src[4200], dst[4200], to[64], tok[4096];
+    snprintf(dir, sizeof dir, "%s", tu_path("eos-ckpt"));
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    const char *fix = FG_FIXTURE_DIR "/opt/opt-tiny-safetensors";
+    snprintf(to, sizeof to, "\"eos_token_id\": %d", r.greedy[2]);
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "generation_config.json" : "config.json";
+        snprintf(src, sizeof src, "%s/%s", fix, name);
+        snprintf(dst, sizeof dst, "%s/%s", dir, name);
+        copy_edit(src, dst, "\"eos_token_id\": 2", to);
+    }
+    snprintf(src, sizeof src, "%s/model.safetensors", fix);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    ck_assert_int_eq(symlink(src, dst), 0);
+    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
+    fg_convert_opts co = {0, 64, -1, tok, 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    const char *store = tu_path("eos-store");
+    ck_assert_msg(fg_convert_import(dir, store, &co, &rep, &err) == 0, "%s", err.msg);
+    fg_engine_opts o = defaults();
+    o.max_ctx = 64;
+    eng x;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(fg_engine_hparams(x.e)->eos_id, r.greedy[2]);
+    int32_t out[64];
+    for (int ignore = 0; ignore < 2; ignore++) {
+        fg_gen_seq s = {r.prompt, r.n_prompt, r.n_greedy, {0, 0, 1, 0}, 0, out, 0, 0, ignore};
+        fg_gen_stats st;
+        ck_assert_msg(fg_engine_generate(x.e, &s, 1, NULL, &st, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(s.n_out, ignore ? r.n_greedy : 3);
+        ck_assert_int_eq(s.finish, ignore ? FG_FINISH_LENGTH : FG_FINISH_EOS);
+        for (uint32_t i = 0; i < s.n_out; i++)
+            ck_assert_msg(out[i] == r.greedy[i], "ignore_eos %d: token %u: %d vs %d", ignore, i,
+                          out[i], r.greedy[i]);
+    }
+    eng_close(&x);
+    free(r.logits);
+}
 END_TEST
 
 START_TEST(layout_safetensors) { layout_case("opt-tiny-safetensors", "opt-tiny"); }
@@ -1511,6 +1586,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, layout_safetensors);
+    tcase_add_test(tc, ignore_eos_generates_past_eos);
     tcase_add_test(tc, prefill_gemm_opt);
     tcase_add_test(tc, prefill_gemm_llama3_bf16);
     tcase_add_test(tc, prefill_gemm_qwen2_bf16);

@@ -122,8 +122,12 @@ static const struct {
     {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":-1}", "max_new_tokens", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":\"5\"}", "max_new_tokens", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":null}", "max_new_tokens", -1},
-    {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":NaN}", "in.jsonl:1: not valid JSON", -1},
-    {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":99999999999999999999999}", "JSON", -1},
+    /* lines load as Python's json reads them (fg_json_loadb); the key refuses such a value */
+    {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":NaN}", "in.jsonl:1: prompt \"a\": \"max_new", -1},
+    {"{\"id\":\"a\",\"prompt\":\"x\",\"max_new_tokens\":99999999999999999999999}", "max_new_tokens",
+     -1},
+    {"{\"id\":1e3,\"prompt\":\"x\"}", "\"id\" must be", -1},
+    {"{\"id\":NaN,\"prompt\":\"x\"}", "\"id\" must be", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"stop\":[\"\"]}", "\"stop\" strings", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"stop\":[1]}", "\"stop\" strings", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"stop\":\"\"}", "\"stop\" strings", -1},
@@ -333,6 +337,105 @@ START_TEST(resume_skips_done_and_cuts_torn_line)
 }
 END_TEST
 
+/* issue 38 (3): stdin redirected from a regular file. Every reader of "-" is a dup of fd 0 and
+ * shares its offset: a second reader's pass (the runner's sizing pass) used to leave the first
+ * at the end of the file, so the job ran 0 prompts and exited 0. Also: stdin starting part-way
+ * into its file is read from there. */
+START_TEST(stdin_regular_file_two_readers)
+{
+    const char *in = tu_path("in.jsonl");
+    put(in, "{\"id\":\"skip\",\"prompt\":\"not this\"}\n"
+            "{\"id\":\"a\",\"prompt\":\"1\"}\n{\"id\":\"b\",\"prompt\":\"2\"}\n");
+    int saved = dup(0), fd = open(in, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(dup2(fd, 0), 0);
+    close(fd);
+    off_t first = (off_t)strlen("{\"id\":\"skip\",\"prompt\":\"not this\"}\n");
+    ck_assert_int_eq(lseek(0, first, SEEK_SET), first); /* past the first line */
+    fg_job_reader *r1, *r2;
+    fg_err err;
+    ck_assert_msg(fg_job_reader_open("-", &r1, &err) == 0, "%s", err.msg);
+    ck_assert_msg(fg_job_reader_open("-", &r2, &err) == 0, "%s", err.msg);
+    fg_job_list b = {0};
+    size_t n2 = 0, n1 = 0;
+    while (fg_job_reader_next(r2, NULL, 1, &b, &err) == 0 && b.n)
+        n2 += b.n; /* the second reader's whole pass */
+    ck_assert_int_eq(fg_job_reader_next(r1, NULL, 8, &b, &err), 0);
+    n1 = b.n;
+    ck_assert_uint_eq(n2, 2);
+    ck_assert_uint_eq(n1, 2);
+    ck_assert_str_eq(b.jobs[0].id, "a");
+    fg_jobs_free(&b);
+    fg_job_reader_close(r1);
+    fg_job_reader_close(r2);
+    /* an empty regular file on stdin is an error, not zero prompts */
+    put(in, "");
+    fd = open(in, O_RDONLY);
+    ck_assert_int_eq(dup2(fd, 0), 0);
+    close(fd);
+    ck_assert_int_eq(fg_job_reader_open("-", &r1, &err), FG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "stdin: no prompts"), "%s", err.msg);
+    dup2(saved, 0);
+    close(saved);
+}
+END_TEST
+
+/* issue 38 (7): integer ids come back as integers as written (a huge one too), meta is echoed
+ * byte for byte, an error line is a result (resume skips it), and resume reads all of them. */
+START_TEST(ids_meta_and_error_lines)
+{
+    const char *in = tu_path("in.jsonl"), *out = tu_path("out.jsonl");
+    put(in, "{\"id\": 7, \"prompt\": \"x\", \"meta\": {\"k\": [1, 2.5e3, \"\\u00e9\"], \"n\": null}}\n"
+            "{\"id\": 123456789012345678901234567890, \"prompt\": \"y\", \"meta\": 5}\n"
+            "{\"id\": -3, \"prompt\": \"z\"}\n{\"id\": \"s\", \"prompt\": \"w\", \"meta\": \"m\"}\n");
+    for (int pass = 0; pass < 2; pass++) {
+        fg_job_reader *r;
+        fg_job_output *o;
+        fg_err err;
+        ck_assert_msg(fg_job_reader_open(in, &r, &err) == 0, "%s", err.msg);
+        ck_assert_msg(fg_job_output_open(out, pass ? FG_JOB_RESUME : 0, &o, NULL, &err) == 0,
+                      "%s", err.msg);
+        fg_job_list b = {0};
+        ck_assert_int_eq(fg_job_reader_next(r, o, 8, &b, &err), 0);
+        ck_assert_uint_eq(b.n, pass ? 0 : 4);
+        if (!pass) {
+            ck_assert_str_eq(b.jobs[1].id, "123456789012345678901234567890");
+            ck_assert(b.jobs[0].id_is_int && b.jobs[1].id_is_int && !b.jobs[3].id_is_int);
+            ck_assert_str_eq(b.jobs[0].meta, "{\"k\": [1, 2.5e3, \"\\u00e9\"], \"n\": null}");
+            ck_assert_ptr_null(b.jobs[2].meta);
+            int32_t pids[2] = {2, 9};
+            fg_job_result rs[4];
+            for (int i = 0; i < 4; i++)
+                rs[i] = res(&b.jobs[i], "t");
+            rs[0].prompt_ids = pids;
+            rs[0].prompt_tokens = 2;
+            rs[2].error = "4 prompt tokens + 9 new exceed the model's 8 positions";
+            rs[2].error_type = "context_length_exceeded";
+            ck_assert_int_eq(fg_job_output_append(o, rs, 4, &err), 0);
+        }
+        ck_assert_uint_eq(fg_job_output_count(o), 4);
+        fg_jobs_free(&b);
+        ck_assert_int_eq(fg_job_output_close(o, &err), 0);
+        fg_job_reader_close(r);
+    }
+    char *buf = slurp(out, NULL);
+    static const char *const want[] = {
+        "{\"id\":7,\"text\":\"t\",\"tokens\":[5,6],\"finish_reason\":\"length\",\"prompt_tokens\":2,"
+        "\"timing\":{\"block\":0,\"block_seconds\":0.5},\"prompt_ids\":[2,9],"
+        "\"meta\":{\"k\": [1, 2.5e3, \"\\u00e9\"], \"n\": null}}\n",
+        "\n{\"id\":123456789012345678901234567890,\"text\":\"t\",",
+        "\"meta\":5}\n",
+        "\n{\"id\":-3,\"error\":{\"type\":\"context_length_exceeded\",\"message\":\"4 prompt tokens"
+        " + 9 new exceed the model's 8 positions\"},\"prompt_tokens\":1}\n",
+        "\n{\"id\":\"s\",\"text\":\"t\",",
+        "\"meta\":\"m\"}\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(buf, want[i]), "%s not in:\n%s", want[i], buf);
+    free(buf);
+}
+END_TEST
+
 /* The runner's loop over the new API: read blocks not yet done, append, resume. */
 START_TEST(runner_loop_resumes)
 {
@@ -377,7 +480,7 @@ START_TEST(runner_loop_resumes)
     ck_assert_int_eq(line_count(buf), 10);
     for (int i = 0; i < 10; i++) {
         char want[64];
-        snprintf(want, sizeof want, "{\"id\":\"%d\",\"text\":\"p%d\"", i, i);
+        snprintf(want, sizeof want, "{\"id\":%d,\"text\":\"p%d\"", i, i); /* an integer */
         ck_assert_msg(strstr(buf, want), "%s missing", want);
     }
     free(buf);
@@ -661,6 +764,8 @@ static Suite *suite(void)
     tcase_add_test(tc, streams_100k_prompts_in_bounded_memory);
     tcase_add_test(tc, resume_skips_done_and_cuts_torn_line);
     tcase_add_test(tc, runner_loop_resumes);
+    tcase_add_test(tc, stdin_regular_file_two_readers);
+    tcase_add_test(tc, ids_meta_and_error_lines);
     tcase_add_test(tc, resume_keeps_lines_after_damage);
     tcase_add_test(tc, resume_refuses_foreign_file_untouched);
     tcase_add_test(tc, resume_completes_last_newline);

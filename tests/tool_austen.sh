@@ -22,4 +22,17 @@ done
 out=$("$INFER" -m austen -p "It is a truth universally acknowledged" --max-new-tokens 20 \
       --percent 0 0 0 100 0 100 2>&1)
 echo "$out" | grep -q "read from disk" || { echo "$out"; exit 1; }
+# issue 38 (4): prompts encode as transformers' tokenizer(text) does: special tokens written in
+# the text matched, BOS added (the ids transformers 5 gave for these texts with
+# AutoTokenizer.from_pretrained("models/austen-opt")); --no-special-in-prompt splits them as text
+printf '%s\n' '{"id": 1, "prompt": "Hello</s>world"}' '{"id": 2, "prompt": "<pad>It is</s>"}' > sp.jsonl
+"$INFER" -m austen --input sp.jsonl --output sp.out --prompt-ids --max-new-tokens 1 --quiet
+"$INFER" -m austen --input sp.jsonl --output sp-text.out --prompt-ids --max-new-tokens 1 --quiet \
+  --no-special-in-prompt
+ids() { grep "^{\"id\":$2," "$1" | sed -nE 's/.*"prompt_ids":(\[[^]]*\]).*/\1/p'; }
+[ "$(ids sp.out 1)" = "[2,43,512,82,2,3955]" ] && [ "$(ids sp.out 2)" = "[2,1,924,368,2]" ] ||
+  { echo "prompt ids differ from transformers': $(ids sp.out 1) $(ids sp.out 2)"; exit 1; }
+[ "$(ids sp-text.out 1)" = "[2,43,512,82,31,18,86,33,3955]" ] ||
+  { echo "--no-special-in-prompt: $(ids sp-text.out 1)"; exit 1; }
+echo "prompt ids equal transformers' tokenizer(text)"
 echo "austen model ok"

@@ -176,12 +176,21 @@ expect_fail 1 "$INFER" ppl -m tiny --text adir
 expect_fail 1 "$INFER" ppl -m tiny --text nul.txt
 [[ $err == *"--text nul.txt: a NUL byte at offset 1"* ]] || { echo "--text NUL: $err"; exit 1; }
 expect_fail 1 "$INFER" ppl -m tiny --text empty.txt
-# a JSONL prompt longer than the context is named by line and id, from a file and a pipe
+# a JSONL prompt longer than the context is named by line and id, from a file, a pipe and a
+# file on stdin; since issue 38 (2) it gets an error result line and the job goes on (exit 0,
+# the other prompt answered) where the whole job used to stop with no results
 printf '{"id": "ok", "prompt": "hi"}\n{"id": "long", "prompt": "%s"}\n' "$(printf 'x %.0s' $(seq 300))" > long.jsonl
-expect_fail 1 "$INFER" -m tiny --input long.jsonl --output long-out.jsonl --max-context 64
-[[ $err == *'long.jsonl:2: prompt "long": '*"exceed the context of 64"* ]] || { echo "long prompt: $err"; exit 1; }
-set +e; err=$("$INFER" -m tiny --input - --output long-out2.jsonl --max-context 64 < long.jsonl 2>&1 >/dev/null); rc=$?; set -e
-[ $rc -eq 1 ] && [[ $err == *'-:2: prompt "long": '* ]] || { echo "long prompt from a pipe: $rc $err"; exit 1; }
+long_ok() { # stderr, results file, input name
+  [[ $1 == *"$3:2: prompt \"long\": "*"exceed the context of 64"* ]] &&
+    grep -q '^{"id":"long","error":{"type":"context_length_exceeded","message":"[0-9]* prompt tokens + 32 new exceed the context of 64 (--max-context)"}' "$2" &&
+    grep -q '^{"id":"ok","text":' "$2" && [ "$(wc -l < "$2")" -eq 2 ]
+}
+err=$("$INFER" -m tiny --input long.jsonl --output long-out.jsonl --max-context 64 2>&1 >/dev/null)
+long_ok "$err" long-out.jsonl long.jsonl || { echo "long prompt: $err"; cat long-out.jsonl; exit 1; }
+err=$(cat long.jsonl | "$INFER" -m tiny --input - --output long-out2.jsonl --max-context 64 2>&1 >/dev/null)
+long_ok "$err" long-out2.jsonl - || { echo "long prompt from a pipe: $err"; exit 1; }
+err=$("$INFER" -m tiny --input - --output long-out3.jsonl --max-context 64 < long.jsonl 2>&1 >/dev/null)
+long_ok "$err" long-out3.jsonl - || { echo "long prompt from a file on stdin: $err"; exit 1; }
 # --prefix-cache naming a model store is refused, and the store is left byte for byte
 cp -r tiny tiny-copy && sum=$(cat tiny-copy/catalog/data.mdb tiny-copy/*.fgt | md5sum)
 expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 2 --prefix-cache tiny-copy
@@ -290,4 +299,72 @@ sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration slow.js
 sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration cal.json 2>&1 >/dev/null)
 [[ "$sum" == *"predicted: prefill"* && "$sum" != *"than predicted"* ]] ||
   { echo "a fresh calibration priced a short run 1.5x off, or printed no prediction: $sum"; exit 1; }
+# ---- issue 38: what a new user meets at the door
+# (3) an empty file on stdin is an error, not a silent success of 0 prompts
+: > empty.jsonl
+expect_fail 1 "$INFER" -m tiny --input - --output empty-out.jsonl < empty.jsonl
+[[ $err == *"stdin: no prompts"* ]] || { echo "empty stdin: $err"; exit 1; }
+# (5) a budget above what the machine has is refused naming both
+expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 1024T
+[[ $err == *"--ram-budget 1024.0 TiB is more than the"*"available now (MemAvailable"* ]] || { echo "budget above MemAvailable: $err"; exit 1; }
+# (6) sizes are binary however written; -m and --input/--output say what is wrong
+plan_budget() { "$INFER" -m tiny -p hi --ram-budget "$1" --dry-run --policy fixed | sed -nE 's/^ *budget +(.*)$/\1/p'; }
+for sz in 512M 512MB 512MiB 512mb 512mib 0.5G 0.5GiB 536870912; do
+  [ "$(plan_budget $sz)" = "512.0 MiB (536870912 bytes)" ] || { echo "--ram-budget $sz: $(plan_budget $sz)"; exit 1; }
+done
+help=$("$INFER" --help)
+[[ $help == *"512M = 512MB = 512MiB"* ]] || { echo "--help does not say sizes are binary"; exit 1; }
+expect_fail 1 "$INFER" -m nosuch -p hi
+[[ $err == *"-m nosuch: does not exist"* ]] || { echo "-m nosuch: $err"; exit 1; }
+mkdir -p hfdir && echo '{"model_type": "opt"}' > hfdir/config.json && : > hfdir/model.safetensors
+expect_fail 1 "$INFER" -m hfdir -p hi
+[[ $err == *"-m hfdir: a Hugging Face checkpoint directory"*"fg-convert hfdir -o STORE"* ]] || { echo "-m on an HF dir: $err"; exit 1; }
+printf 'GGUF\003\000\000\000' > model.gguf
+expect_fail 1 "$INFER" -m model.gguf -p hi
+[[ $err == *"-m model.gguf: a GGUF file, which fg does not read yet"*"fg-convert"* ]] || { echo "-m on GGUF: $err"; exit 1; }
+expect_fail 2 "$INFER" -m tiny --input long.jsonl
+[[ $err == *"--input long.jsonl needs --output FILE"* ]] || { echo "--input alone: $err"; exit 1; }
+expect_fail 2 "$INFER" -m tiny --output x.jsonl
+[[ $err == *"--output x.jsonl needs --input FILE"* ]] || { echo "--output alone: $err"; exit 1; }
+# (7) ids as given (a huge integer too), meta echoed, a warning for sampling flags at
+# temperature 0, Ctrl-C: one line with the results saved and the --resume command
+printf '%s\n' '{"id": 12345678901234567890123, "prompt": "a", "meta": {"row": [1, "x"]}}' \
+  '{"id": 5, "prompt": "b", "max_new_tokens": 2}' '{"id": "s", "prompt": "c", "meta": null}' > ids.jsonl
+"$INFER" -m tiny --input ids.jsonl --output ids-out.jsonl --max-new-tokens 3 --quiet
+grep -q '^{"id":12345678901234567890123,"text":.*,"meta":{"row": \[1, "x"\]}}$' ids-out.jsonl &&
+  grep -q '^{"id":5,"text":' ids-out.jsonl && grep -q '^{"id":"s",.*"meta":null}$' ids-out.jsonl ||
+  { echo "ids or meta not as given:"; cat ids-out.jsonl; exit 1; }
+"$INFER" -m tiny --input ids.jsonl --output ids-out.jsonl --resume 2>&1 | grep -q "nothing to do" ||
+  { echo "resume did not read back the integer ids"; exit 1; }
+warn=$("$INFER" -m tiny -p hi --max-new-tokens 1 --top-k 5 2>&1 >/dev/null)
+[[ $warn == *"warning: --top-k has no effect at temperature 0"* ]] || { echo "no temperature-0 warning: $warn"; exit 1; }
+warn=$("$INFER" -m tiny -p hi --max-new-tokens 1 --top-k 5 --temperature 0.5 2>&1 >/dev/null)
+[[ $warn != *"warning"* ]] || { echo "a warning at temperature 0.5: $warn"; exit 1; }
+for i in $(seq 1 40); do printf '{"id": "q%d", "prompt": "Question %d is"}\n' "$i" "$i"; done > int.jsonl
+IARGS=(-m tiny --input int.jsonl --max-new-tokens 64 --policy fixed --gpu-batch-size 1 --num-gpu-batches 1)
+"$INFER" "${IARGS[@]}" --output int-full.jsonl --quiet
+"$INFER" "${IARGS[@]}" --output 'int part.jsonl' 2> int.err & pid=$!
+for _ in $(seq 1 600); do [ -s 'int part.jsonl' ] && break; sleep 0.02; done
+kill -INT $pid; set +e; wait $pid; rc=$?; set -e
+line=$(grep "interrupted:" int.err || true)
+[ $rc -eq 130 ] && [[ $line == *"results saved in int part.jsonl; continue with: "*"--output 'int part.jsonl'"*" --resume" ]] ||
+  { echo "Ctrl-C: exit $rc, $(cat int.err)"; exit 1; }
+saved=$(echo "$line" | sed -nE 's/.*interrupted: ([0-9]+) results saved.*/\1/p')
+[ "$saved" -eq "$(wc -l < 'int part.jsonl')" ] && [ "$saved" -lt 40 ] || { echo "saved $saved, file $(wc -l < 'int part.jsonl')"; exit 1; }
+eval "${line#*continue with: }" --quiet   # the printed command, as printed
+diff <(key int-full.jsonl) <(key 'int part.jsonl') || { echo "resumed after Ctrl-C differs"; exit 1; }
+echo "Ctrl-C after $saved results, resumed with the printed command: identical"
+# (8) the benchmark runs the job asked for: --num-prompts fixes it, auto picks the block within
+# it and turns nothing lossy on by itself; exactly gen_len tokens a prompt
+sum=$("$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 3 2>&1 >/dev/null)
+blk=$(echo "$sum" | sed -nE 's/.*block ([0-9]+) x ([0-9]+) \(gbs x ngb\), schedule.*/\1 \2/p')
+[ -n "$blk" ] && [ $((${blk% *} * ${blk#* })) -le 3 ] && [[ $sum == *"summary: 15 tokens generated"* ]] &&
+  [[ $sum == *"lossless only (--allow-lossy"* ]] || { echo "--num-prompts 3: $sum"; exit 1; }
+sum=$("$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 7 --policy fixed --gpu-batch-size 2 \
+      --num-gpu-batches 2 2>&1 >/dev/null)
+[[ $sum == *"summary: 35 tokens generated"* ]] || { echo "--num-prompts 7 in blocks of 4: $sum"; exit 1; }
+sum=$("$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 3 --allow-lossy 2>&1 >/dev/null)
+[[ $sum == *"lossy allowed (--allow-lossy)"* ]] || { echo "--allow-lossy: $sum"; exit 1; }
+expect_fail 2 "$INFER" -m tiny -p hi --num-prompts 3
+echo "issue 38 door checks ok"
 echo "fg-infer end-to-end ok"

@@ -8,7 +8,9 @@
 #   2. fg-tokenize encodes the prompt text (a chat model's template rendering, special tokens in
 #      it) to the ids transformers' tokenizer(text) gave,
 #   3. the engine's greedy tokens from those ids are transformers' (dump_logits),
-#   4. fg-infer runs the prompt text as a JSONL job and returns the same tokens.
+#   4. fg-infer runs the prompt text as a JSONL job and returns the same prompt ids and tokens,
+#      and encodes a text whose ids depend on the tokenizer class (config.json's model_type) as
+#      fg-tokenize does on the checkpoint directory.
 # A model whose tokenizer the corpus lacks (meta.txt "tokenizer none": Gemma 1/2/3, SmolLM2) is
 # converted with GPT-2's tokenizer and checked for 1 and 3 only.
 # usage: tool_real_models.sh FG-CONVERT FG-INFER FG-TOKENIZE DUMP-LOGITS TINY REAL GPT2 WORKDIR
@@ -55,11 +57,22 @@ for ref in "$TINY"/*.ref; do
   text=$(sed -n 's/^prompt_text_json //p' "$ref/meta.txt")
   printf '{"id": "p", "prompt": %s, "max_new_tokens": %s}\n' "$text" "$(wc -w <<< "$want")" \
     > in.jsonl
+  # a text whose ids depend on the tokenizer class transformers picks (config.json's model_type
+  # over tokenizer_config.json's class: a LlamaTokenizer rebuild or the file as it is): the
+  # store's prompts must be encoded as fg-tokenize encodes the checkpoint directory
+  tricky=' Hello  world<s>x</s> <unk>\n\nA  b'
+  printf '{"id": "t", "prompt": "%s", "max_new_tokens": 1}\n' "${tricky//$'\n'/\\n}" >> in.jsonl
+  want_tricky=$(printf '%b' "$tricky" | "$TOKENIZE" --dir "$ck" -f - | tr -s ' \n' '  ' | sed 's/ *$//')
   rm -f out.jsonl
-  "$INFER" -m "$name.store" --input in.jsonl --output out.jsonl --quiet --threads 1 ||
-    miss "$name: the job failed"
-  got=$(sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' out.jsonl | tr -d ' ' | tr ',' ' ')
+  "$INFER" -m "$name.store" --input in.jsonl --output out.jsonl --quiet --threads 1 \
+    --prompt-ids || miss "$name: the job failed"
+  got=$(grep '"id": *"p"' out.jsonl | sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' | tr -d ' ' | tr ',' ' ')
   [ "$got" = "$want" ] || miss "$name: fg-infer's job gave $got, transformers $want"
+  got=$(grep '"id": *"p"' out.jsonl | sed -n 's/.*"prompt_ids": *\[\([0-9, ]*\)\].*/\1/p' | tr -d ' ' | tr ',' ' ')
+  [ "$got" = "$want_prompt" ] || miss "$name: fg-infer's prompt ids $got, transformers $want_prompt"
+  got=$(grep '"id": *"t"' out.jsonl | sed -n 's/.*"prompt_ids": *\[\([0-9, ]*\)\].*/\1/p' | tr -d ' ' | tr ',' ' ')
+  [ "$got" = "$want_tricky" ] ||
+    miss "$name: fg-infer encoded the tricky text as $got, fg-tokenize on the checkpoint as $want_tricky"
   echo "$name: checked"
   rm -rf "$ck" "$name.store"
   n=$((n + 1))

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "fg_version.h"
@@ -41,9 +42,66 @@ typedef struct args {
     uint32_t gen_len;
     const char *trace;
     double dist_timeout;  /* --dist-timeout: the pipeline's watchdog */
+    const char *sampling; /* the first of --top-k, --top-p, --seed given (NULL: none) */
 } args;
 
 static int g_rank; /* under mpirun: only rank 0 prints usage errors */
+
+/* Ctrl-C during a job: the first asks the runner to stop after the block it is generating
+ * (every appended block is durable), the second ends the process at once. */
+static volatile sig_atomic_t g_interrupt;
+
+static void on_sigint(int sig)
+{
+    static const char msg[] = "\nfg-infer: stopping after this block (Ctrl-C again to stop at "
+                              "once; what is saved stays saved)\n";
+    if (g_interrupt) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_interrupt = 1;
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* argv[i] as the shell reads it back: bare when only safe bytes, else single-quoted. */
+static void put_arg(FILE *f, const char *s)
+{
+    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        "_./=:,+-@%") == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++)
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    fputc('\'', f);
+}
+
+/* The interrupted job's one line: results saved, and the command that continues it. */
+static void interrupted_line(int argc, char **argv, const args *a, const fg_run_report *rep)
+{
+    int has_resume = 0;
+    if (!strcmp(a->r.output, "-")) { /* nothing to read back: say so rather than a command */
+        fprintf(stderr, "fg-infer: interrupted: %" PRIu64 " results written to standard output "
+                "(--resume needs --output FILE)\n", rep->saved);
+        return;
+    }
+    fprintf(stderr, "fg-infer: interrupted: %" PRIu64 " results saved in %s; continue with: ",
+            rep->saved, a->r.output);
+    for (int i = 0; i < argc; i++) {
+        has_resume |= !strcmp(argv[i], "--resume");
+        if (i)
+            fputc(' ', stderr);
+        put_arg(stderr, argv[i]);
+    }
+    fprintf(stderr, "%s%s\n", has_resume ? "" : " --resume",
+            !strcmp(a->r.input, "-") ? " < (the same input)" : "");
+}
 
 /* A usage error: one line, exit 2. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -67,10 +125,22 @@ static void usage(FILE *f)
           "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
           "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n"
           "generation:   --max-new-tokens N (32)  --temperature F (0 = greedy)  --top-k N\n"
-          "              --top-p F  --seed N  --stop STR (repeatable)\n"
+          "              --top-p F  --seed N (--top-k, --top-p, --seed act from --temperature\n"
+          "              above 0)  --stop STR (repeatable)  --ignore-eos (always\n"
+          "              max-new-tokens; --prompt-len runs always do, as FlexGen's benchmark)\n"
+          "prompts:      encoded as transformers' tokenizer(text): special tokens written in\n"
+          "              the text are matched, BOS added as the tokenizer's post-processor does;\n"
+          "              --no-special-in-prompt splits special tokens' text as ordinary text\n"
+          "jobs:         each input line {\"id\", \"prompt\", \"max_new_tokens\", \"stop\", \"meta\"};\n"
+          "              a line that cannot fit the context gets an \"error\" result line and\n"
+          "              the job goes on; --prompt-ids adds the prompt's ids to each result;\n"
+          "              --input - reads standard input (a pipe or a file); an input with\n"
+          "              no prompt is an error (exit 1), never a run of 0; results come a\n"
+          "              block at a time, so not always in input order (ids as given, meta\n"
+          "              echoed); Ctrl-C stops after the block and prints the --resume command\n"
           "placement:    --percent WG WC CG CC HG HC (FlexGen: GPU and CPU percentages of\n"
           "              weights, KV cache, activations; the rest goes to disk)\n"
-          "              --ram-budget SIZE (e.g. 512M, 4G)  --gpu-batch-size N\n"
+          "              --ram-budget SIZE (at most the RAM available now)  --gpu-batch-size N\n"
           "              --num-gpu-batches N  --schedule zigzag|row  --overlap / --no-overlap\n"
           "              --sep-layer[=true|false]  --cpu-cache-compute[=true|false]\n"
           "              --max-context N\n"
@@ -78,13 +148,20 @@ static void usage(FILE *f)
           "              and RAM: read only the experts a step's tokens chose, or all)\n"
           "policy:       --policy auto|fixed (auto, the default without --percent,\n"
           "              --gpu-batch-size or --num-gpu-batches: FlexGen's cost model and LP\n"
-          "              search over block, placement and cache compression; with a device\n"
+          "              search over block and placement (and the 4-bit cache with\n"
+          "              --allow-lossy); with a device\n"
           "              its GPU share too, priced by a measurement of the device at start)\n"
           "              --calibration FILE (default $XDG_CACHE_HOME/fg/calibration.json)\n"
-          "              --max-block N (auto: at most N sequences a block)\n"
+          "              --max-block N (auto: at most N sequences a block)  --num-prompts N\n"
+          "              (--prompt-len runs: the job's prompts; auto picks the block within it)\n"
+          "              --allow-lossy (auto may choose the 4-bit KV cache; without it, only\n"
+          "              --compress-cache, --compress-weight, --attn-sparsity turn them on)\n"
           "compression:  --compress-cache (4-bit KV cache)  --attn-sparsity F (keep the top F of\n"
           "              past tokens)  --compress-weight (4-bit weights: the store's, or\n"
           "              quantized at load from an F16 store into a temporary store)\n"
+          "sizes:        SIZE is bytes with K, M, G or T, binary whichever way it is written:\n"
+          "              512M = 512MB = 512MiB = 512 x 2^20 bytes, 1G = 1GB = 1GiB (as free -h\n"
+          "              and ls -h count); printed as MiB and GiB\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
           "              --dry-run (print the memory plan of the run these flags make, and\n"
           "              stop; nothing is allocated)\n"
@@ -110,8 +187,9 @@ static void usage(FILE *f)
           f);
 }
 
-/* A byte count such as 512M or 4G (K/M/G/T are powers of 1024; "iB"/"B" may follow): a whole
- * number of bytes from 1 MiB up to 2^62 (no fraction of a byte, no inf, no wrap). */
+/* A byte count such as 512M or 4G: K/M/G/T are powers of 1024 however written (512M, 512MB,
+ * 512MiB, 512mb: 512 MiB, as free -h and ls -h count), a whole number of bytes from 1 MiB up
+ * to 2^62 (no fraction of a byte, no inf, no wrap). */
 /* What strtod and strtoull would take but a flag value may not be: leading space, a sign where
  * none belongs, hex ("0x10"), or no digit at all. Decimal digits and '.' only (and 'e' after
  * them), so "12abc", "nan", "inf" and "0x10" are refused rather than half-read. */
@@ -132,16 +210,14 @@ static uint64_t parse_size(const char *flag, const char *s)
         die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
     double v = strtod(s, &end);
     double mult = 1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1024.0; end++; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    /* K, M, G, T in either case, then "i", "B", "iB" (either case) or nothing: all binary */
+    const char *units = "kmgt", *u = *end ? strchr(units, *end | 0x20) : NULL;
+    if (u) {
+        mult = ldexp(1.0, 10 * (int)(u - units + 1));
+        end++;
+        end += (*end | 0x20) == 'i';
     }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    double bytes = v * mult;
+    end += (*end | 0x20) == 'b' && end > s && end[-1] != '.';    double bytes = v * mult;
     if (errno || end == s || *end || !isfinite(v) || bytes != floor(bytes) ||
         bytes < 1024.0 * 1024 || bytes > 4611686018427387904.0)
         die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
@@ -225,7 +301,7 @@ enum {
     O_COMPRESS_W, O_COMPRESS_C, O_SPARSITY, O_OFFLOAD, O_NO_VERIFY, O_DRY_RUN,
     O_POLICY, O_CALIB, O_MAXBLOCK, O_QUICK, O_COMPUTE, O_BACKEND, O_GPU_BUDGET, O_SIM_LINK,
     O_PFX, O_PFX_BUDGET, O_PFX_PAGE,
-    O_DIST_TIMEOUT, O_MICRO,
+    O_DIST_TIMEOUT, O_MICRO, O_NUM_PROMPTS, O_NO_SPECIAL, O_PROMPT_IDS, O_IGNORE_EOS, O_ALLOW_LOSSY,
 };
 
 /* The option getopt refused, as typed: argv[optind - 1], except for a short option inside a
@@ -254,9 +330,18 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_RESUME: a->r.resume = 1; break;
     case O_MAXNEW: a->r.max_new = (uint32_t)parse_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
     case O_TEMP: a->r.sample.temperature = parse_f32("--temperature", optarg); break;
-    case O_TOPK: a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30); break;
-    case O_TOPP: a->r.sample.top_p = parse_f32("--top-p", optarg); break;
-    case O_SEED: a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX); break;
+    case O_TOPK:
+        a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30);
+        a->sampling = a->sampling ? a->sampling : "--top-k";
+        break;
+    case O_TOPP:
+        a->r.sample.top_p = parse_f32("--top-p", optarg);
+        a->sampling = a->sampling ? a->sampling : "--top-p";
+        break;
+    case O_SEED:
+        a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX);
+        a->sampling = a->sampling ? a->sampling : "--seed";
+        break;
     case O_STOP:
         if (a->r.n_stops == FG_RUN_MAX_STOPS || !*optarg)
             die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
@@ -353,6 +438,13 @@ static void parse_one(args *a, int c, char **argv, int argc)
     case O_MICRO:
         a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
         break;
+    case O_NO_SPECIAL: a->r.no_special_in_prompt = 1; break;
+    case O_NUM_PROMPTS:
+        a->r.num_prompts = (uint32_t)parse_uint("--num-prompts", optarg, 1, 1u << 30);
+        break;
+    case O_PROMPT_IDS: a->r.prompt_ids = 1; break;
+    case O_IGNORE_EOS: a->r.ignore_eos = 1; break;
+    case O_ALLOW_LOSSY: a->r.allow_lossy = 1; break;
     case 'h': usage(stdout); exit(0);
     default:
         die("bad option or missing value: %s (see fg-infer --help)", bad_opt(argv));
@@ -399,6 +491,11 @@ static void parse_args(args *a, int argc, char **argv)
         {"max-block", required_argument, NULL, O_MAXBLOCK}, {"quick", no_argument, NULL, O_QUICK},
         {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
         {"micro-batch", required_argument, NULL, O_MICRO},
+        {"no-special-in-prompt", no_argument, NULL, O_NO_SPECIAL},
+        {"num-prompts", required_argument, NULL, O_NUM_PROMPTS},
+        {"prompt-ids", no_argument, NULL, O_PROMPT_IDS},
+        {"ignore-eos", no_argument, NULL, O_IGNORE_EOS},
+        {"allow-lossy", no_argument, NULL, O_ALLOW_LOSSY},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -436,7 +533,11 @@ static void parse_args(args *a, int argc, char **argv)
     if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
         die("--sim-link belongs to --backend sim");
     a->r.policy_auto = a->policy == 1 || (a->policy == -1 && !a->placement);
-    a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : -1;
+    /* auto never turns on a lossy compression by itself: the 4-bit cache only when asked
+     * (--compress-cache) or allowed (--allow-lossy); weights and sparsity are never its choice */
+    a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : a->r.allow_lossy ? -1 : 0;
+    if (a->r.num_prompts && !a->r.prompt_len)
+        die("--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts are its lines)");
     if (a->calibrate) {
         a->r.mode = FG_RUN_CALIBRATE;
         return;
@@ -458,12 +559,21 @@ static void parse_args(args *a, int argc, char **argv)
         die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
     if (dry && !modes)
         modes = 1; /* the plan alone: sized for --max-context or the model's context */
+    if (modes == 1 && a->r.input && !a->r.output && !dry)
+        die("--input %s needs --output FILE (where the results go; - for standard output)",
+            a->r.input);
+    if (a->r.output && !a->r.input)
+        die("--output %s needs --input FILE (the JSONL prompts; - for standard input)",
+            a->r.output);
     if (modes != 1 || (a->r.input && !a->r.output && !dry) || (a->r.output && !a->r.input) ||
         (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
         die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
     fg_err err;
     if (fg_sample_check(&a->r.sample, &err))
         die("%s", err.msg);
+    if (a->sampling && a->r.sample.temperature == 0.0f && !a->r.quiet && !g_rank)
+        fprintf(stderr, "fg-infer: warning: %s has no effect at temperature 0 (greedy: the most "
+                "likely token every step); give --temperature to sample\n", a->sampling);
     if (a->gen_len)
         a->r.max_new = a->gen_len;
     a->r.eo.trace_path = a->trace;
@@ -545,13 +655,23 @@ int main(int argc, char **argv)
     a.r.eo.link = fg_dist_link(d);
     fg_run_report rep = {0};
     char trace[4096];
+    if (a.r.mode == FG_RUN_JOBS && g_rank == 0) {
+        a.r.interrupt = &g_interrupt;
+        signal(SIGINT, on_sigint);
+    }
     if (g_rank > 0) {
         a.r.eo.notice = a.r.quiet ? NULL : follower_notice;
         snprintf(trace, sizeof trace, "%s.rank%d", a.trace ? a.trace : "", g_rank);
         a.r.eo.trace_path = a.trace ? trace : NULL; /* rank 0's file, then one per rank */
         if (fg_stage_follow(a.r.model, &a.r.eo, a.r.eo.link, &err))
             fail(d, &err);
-    } else if (fg_run(&a.r, &rep, &err) || fg_stage_quit(a.r.eo.link, &err)) {
+    } else if (fg_run(&a.r, &rep, &err)) {
+        if (!rep.interrupted)
+            fail(d, &err);
+        interrupted_line(argc, argv, &a, &rep);
+        fg_stage_quit(a.r.eo.link, &err);
+        fg_dist_abort(d, 130);
+    } else if (fg_stage_quit(a.r.eo.link, &err)) {
         fail(d, &err);
     }
     if (fflush(stdout) || ferror(stdout)) {
