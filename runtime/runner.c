@@ -128,23 +128,12 @@ static int encode(run *r, const char *text, unsigned flags, int32_t **ids, uint3
 }
 
 /* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set). An id
- * past the tokenizer's vocabulary (a model's padded embedding rows: Qwen2.5 has 151,936 for
- * 151,665 tokens) decodes as nothing, as transformers does; the caller keeps it in tokens. */
+ * past the tokenizer's vocabulary (a model's padded embedding rows) decodes as nothing
+ * (fg_tok_decode); the caller keeps it in tokens. */
 static char *decode(fg_tok *tok, const int32_t *ids, uint32_t n, fg_err *err)
 {
     fg_tok_bytes b = {0};
-    int32_t *kept = NULL;
-    int rc = fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, err);
-    if (rc == FG_ERR_TOK_BAD_ID && (kept = malloc((size_t)n * sizeof *kept + 1))) {
-        uint32_t k = 0, V = (uint32_t)fg_tok_vocab_size(tok);
-        for (uint32_t i = 0; i < n; i++)
-            if (ids[i] >= 0 && (uint32_t)ids[i] < V)
-                kept[k++] = ids[i];
-        fg_tok_bytes_free(&b);
-        rc = fg_tok_decode(tok, kept, k, FG_TOK_SKIP_SPECIAL, &b, err);
-        free(kept);
-    }
-    if (rc) {
+    if (fg_tok_decode(tok, ids, n, FG_TOK_SKIP_SPECIAL, &b, err)) {
         fg_tok_bytes_free(&b);
         return NULL;
     }
