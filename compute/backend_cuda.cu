@@ -129,6 +129,7 @@ typedef struct cuda_ctx {
     size_t x16_cap;
     fgb_room room;            /* host room of attention beside a host cache (grown, kept) */
     fg_backend_stats st;
+    fg_device *dev;           /* the backend's device: its pinned runs (upload()) */
 } cuda_ctx;
 
 typedef struct staged {
@@ -145,6 +146,21 @@ typedef struct op {
 static int ck(cudaError_t e, const char *what, fg_err *err)
 {
     return e == cudaSuccess ? FG_OK : cu_fail(err, e, what);
+}
+
+/* Host -> device on stream s, one cudaMemcpyAsync per pinned run of the host side (a copy
+ * spanning two of the pager's registrations would be staged, synchronously, by the driver). */
+static int upload(cuda_ctx *c, void *dst, const void *src, size_t n, cudaStream_t s,
+                  const char *what, fg_err *err)
+{
+    for (size_t done = 0, k; done < n; done += k) {
+        k = (size_t)fg_device_cuda_pinned_run(c->dev, (const char *)src + done, n - done);
+        int rc = ck(cudaMemcpyAsync((char *)dst + done, (const char *)src + done, k,
+                                    cudaMemcpyHostToDevice, s), what, err);
+        if (rc)
+            return rc;
+    }
+    return FG_OK;
 }
 
 static int ckb(cublasStatus_t s, const char *what, fg_err *err)
@@ -184,7 +200,7 @@ static int opnd(op *o, const void *p, size_t n, int in, int out, void **dp, fg_e
     }
     int rc = stage(o, n, out ? (void *)p : NULL, dp, err);
     if (rc == FG_OK && in && n) {
-        rc = ck(cudaMemcpyAsync(*dp, p, n, cudaMemcpyHostToDevice, o->c->cs), "upload", err);
+        rc = upload(o->c, *dp, p, n, o->c->cs, "upload", err);
         o->c->st.link_bytes[0] += n;
     }
     return rc;
@@ -335,8 +351,7 @@ static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const fl
         if (rc == FG_OK)
             rc = ck(cudaStreamWaitEvent(copy, s->done, 0), "wait", err);
         if (rc == FG_OK) {
-            rc = ck(cudaMemcpyAsync(s->buf, p.data, p.len, cudaMemcpyHostToDevice, copy),
-                    "weight upload", err);
+            rc = upload(c, s->buf, p.data, p.len, copy, "weight upload", err);
             queued = rc == FG_OK;
         }
         c->st.link_bytes[0] += p.len;
@@ -437,8 +452,7 @@ static int gather_piece(fg_backend *be, const fg_weight *w, uint32_t i, const in
     if (rc == FG_OK && !is_dev(p.data)) {
         rc = grow(c, &c->sl[0].buf, &c->sl[0].cap, p.len, err);
         if (rc == FG_OK)
-            rc = ck(cudaMemcpyAsync(c->sl[0].buf, p.data, p.len, cudaMemcpyHostToDevice, c->cs),
-                    "upload", err);
+            rc = upload(c, c->sl[0].buf, p.data, p.len, c->cs, "upload", err);
         c->st.link_bytes[0] += p.len;
         data = c->sl[0].buf;
     }
@@ -928,6 +942,7 @@ extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend 
     c->compute = o->compute;
     c->cpu_attention = o->cpu_attention;
     rc = fg_device_cuda_create(o->device, &be->dev, err);
+    c->dev = be->dev;
     if (rc == FG_OK)
         rc = ctx_init(c, o, err);
     if (rc == FG_OK)

@@ -290,6 +290,11 @@ int fg_device_cuda_order_after(fg_device *d, void *stream, fg_err *err)
 }
 
 
+uint64_t fg_device_cuda_pinned_run(fg_device *d, const void *p, uint64_t n)
+{
+    return pinned_run(d->ctx, p, n);
+}
+
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2])
 {
     cuda_dev *c = d->ctx;

@@ -40,6 +40,11 @@ int fg_device_is_cuda(const fg_device *d);
 int fg_device_cuda_order_after(fg_device *d, void *stream, fg_err *err);
 /* Bytes copy() moved host -> device ([0]) and device -> host ([1]) so far. */
 void fg_device_cuda_link(const fg_device *d, uint64_t out[2]);
+/* Bytes of host memory [p, p + n) that one cudaMemcpyAsync may take without being staged by the
+ * driver: up to the end of the pinned range (the pager's cudaHostRegister'ed runs) p lies in, or
+ * all n when it lies in none. A caller copying pager views itself (the CUDA backend's weight
+ * uploads) issues one copy per run, as the device's copy() does. */
+uint64_t fg_device_cuda_pinned_run(fg_device *d, const void *p, uint64_t n);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,15 @@ cache-in-RAM,CPU-attention --percent 100 0 0 100 100 0 --cpu-cache-compute
 weights-in-RAM --percent 0 100 100 0 100 0
 CASES
 done
+# weights homed in RAM: the backend uploads the pager's views itself, and each upload must stay
+# inside one pinned run of the HOST pool (pinned granule by granule): a copy across a run's
+# end is staged by the driver, synchronously, and the upload no longer overlaps compute
+stats=$(FGEMU_STATS=1 LD_LIBRARY_PATH=$EMU "$INFER" -m austen -p "$P" --max-new-tokens 12 --quiet \
+        --backend cuda "${fixed[@]}" --percent 0 100 100 0 100 0 --ram-budget 2G 2>&1 >/dev/null |
+        grep 'fgemu: pinned host memory')
+[[ "$stats" == *", 0 of them across a pinned range's end"* ]] ||
+  { echo "weights-in-RAM uploads crossed a pinned range's end: $stats"; exit 1; }
+echo "weights-in-RAM uploads: none across a pinned range ($stats)"
 if [ "$HAVE_MPI" = ON ] && [ -n "$MPIRUN" ] && [ -x "$MPIRUN" ]; then
   MPI=("$MPIRUN" --oversubscribe --bind-to none -x LD_LIBRARY_PATH -np 2)
   [ "$(id -u)" -ne 0 ] || MPI+=(--allow-run-as-root)

@@ -198,6 +198,9 @@ struct alloc {
  * synchronous: the overlap a program meant to have is lost); fgemu_pinned_stats. */
 static size_t g_pinned, g_pinned_peak;
 static unsigned long long g_staged;
+/* of those, copies whose host side started in one pinned range and ran past its end (a caller
+ * that should have split the copy at the range boundary) */
+static unsigned long long g_straddled;
 
 static std::mutex g_mem_mu;
 static std::map<uintptr_t, alloc> g_mem; /* by ptr */
@@ -858,8 +861,8 @@ __attribute__((destructor)) static void stats()
         fprintf(stderr, "fgemu: %-16s %lu launches\n", e.second.name.c_str(), e.second.launches);
     std::lock_guard<std::mutex> m(g_mem_mu);
     fprintf(stderr, "fgemu: pinned host memory: %.1f MiB at most, %.1f MiB at exit; %llu "
-            "asynchronous copies staged\n", g_pinned_peak / 1048576.0, g_pinned / 1048576.0,
-            g_staged);
+            "asynchronous copies staged, %llu of them across a pinned range's end\n",
+            g_pinned_peak / 1048576.0, g_pinned / 1048576.0, g_staged, g_straddled);
 }
 
 } // namespace fgemu
@@ -1206,14 +1209,16 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     }
     /* host memory pinned only where the whole range lies in one pinned allocation or
      * registration: the driver stages any other (across two registrations too) */
+    bool straddles = false;
     if (!dev_dst && kd == 1 && !ends_inside(ad, dst, n))
-        kd = 0;
+        kd = 0, straddles = true;
     if (!dev_src && ks == 1 && !ends_inside(as, src, n))
-        ks = 0;
+        ks = 0, straddles = true;
     bool pageable = (!dev_dst && kd == 0) || (!dev_src && ks == 0);
     if (pageable && !sync_call && kind != cudaMemcpyHostToHost) {
         std::lock_guard<std::mutex> g(g_mem_mu);
         g_staged++;
+        g_straddled += straddles;
     }
     if (sync_call || (pageable && kind == cudaMemcpyHostToDevice)) {
         /* after the stream's earlier work, before returning */
