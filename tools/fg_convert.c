@@ -37,7 +37,7 @@ static void usage(FILE *f)
           "         --weight-bits 4|8 (the groups' code width; 8 implies --compress-weight)\n"
           "         --group-size N (64)  --group-axis 0|1 (0: output channels)\n"
           "         --tokenizer DIR (vocab.json, merges.txt; default: the checkpoint dir)\n"
-          "         --chunk-mib N (4)  --quiet\n",
+          "         --chunk-mib N (4)  --quiet  --version\n",
           f);
     char names[2048];
     fg_convert_synth_names(names, sizeof names);

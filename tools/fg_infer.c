@@ -163,6 +163,7 @@ static void usage(FILE *f)
           "              512M = 512MB = 512MiB = 512 x 2^20 bytes, 1G = 1GB = 1GiB (as free -h\n"
           "              and ls -h count); printed as MiB and GiB\n"
           "other:        --threads N  --trace FILE (Chrome trace events)  --no-verify  --quiet\n"
+          "              --version (the commit it was built from, the build's features)\n"
           "              --dry-run (print the memory plan of the run these flags make, and\n"
           "              stop; nothing is allocated)\n"
           "              --compute int8|f32|f16 (int8, the default: integer dot products on\n"

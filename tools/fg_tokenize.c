@@ -32,7 +32,8 @@ static void usage(FILE *f)
                "  -f FILE         encode the bytes of FILE ('-' = stdin; default when no TEXT)\n"
                "  --decode        read ids (arguments or stdin) and write their bytes; an id\n"
                "                  past the vocabulary decodes as nothing\n"
-               "  --skip-special  with --decode, leave special tokens out\n",
+               "  --skip-special  with --decode, leave special tokens out\n"
+               "  --version       the commit it was built from, the build's features\n",
             FG_GPT2_DIR);
 }
 
