@@ -43,6 +43,7 @@
 
 #include "backend_int.h"
 #include "fg_progress.h"
+#include "fg_ranges.h"
 
 #define UNIT 256u
 #define GIVE_BACK (64u << 20)
@@ -63,7 +64,6 @@ typedef struct job {
 
 typedef struct ext { uint64_t off, len; } ext;
 
-typedef struct pinned { uintptr_t at; uint64_t len; int alloc; } pinned;
 
 enum { LANE_COPY, LANE_UPLOAD, N_LANES };
 
@@ -89,8 +89,7 @@ typedef struct sim_dev {
     int on_link;             /* transfers crossing the link now (the engine's, inline ones) */
     ext *used;               /* allocated extents, sorted by offset */
     uint32_t n_used, cap_used;
-    pinned *pin;             /* PINNED allocations and pin() ranges, sorted by address */
-    uint32_t n_pin, cap_pin;
+    fg_ranges pin;           /* PINNED allocations (tag 1) and pin() ranges (tag 0) */
     fg_device_sim_stats st;
 } sim_dev;
 
@@ -176,59 +175,13 @@ static int ext_insert(sim_dev *s, uint32_t at, ext e)
 
 /* ---- pinned host memory: sorted, disjoint ranges (s->mu held) ---- */
 
-/* Index of the first pinned range ending after p. */
-static uint32_t pin_find(const sim_dev *s, uintptr_t p)
-{
-    uint32_t lo = 0, hi = s->n_pin;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (s->pin[mid].at + s->pin[mid].len <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static int pin_add(sim_dev *s, void *p, uint64_t n, int alloc, fg_err *err)
 {
-    uint32_t i = pin_find(s, (uintptr_t)p);
-    if (i < s->n_pin && s->pin[i].at < (uintptr_t)p + n)
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: pinning %llu bytes at %p:"
-                          " overlaps a pinned range", (unsigned long long)n, p);
-    if (s->n_pin == s->cap_pin) {
-        uint32_t cap = s->cap_pin ? 2 * s->cap_pin : 64;
-        pinned *r = realloc(s->pin, cap * sizeof *r);
-        if (!r)
-            return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
-        s->pin = r;
-        s->cap_pin = cap;
-    }
-    memmove(&s->pin[i + 1], &s->pin[i], (s->n_pin - i) * sizeof *s->pin);
-    s->pin[i] = (pinned){(uintptr_t)p, n, alloc};
-    s->n_pin++;
-    return FG_OK;
-}
-
-static void pin_del(sim_dev *s, const void *p, int alloc)
-{
-    uint32_t i = pin_find(s, (uintptr_t)p);
-    if (i < s->n_pin && s->pin[i].at == (uintptr_t)p && s->pin[i].alloc == alloc) {
-        memmove(&s->pin[i], &s->pin[i + 1], (s->n_pin - i - 1) * sizeof *s->pin);
-        s->n_pin--;
-    }
-}
-
-/* [p, p + n) lies in pinned ranges (adjacent ones allowed). */
-static int all_pinned(const sim_dev *s, const void *p, uint64_t n)
-{
-    uintptr_t a = (uintptr_t)p, end = a + n;
-    for (uint32_t i = pin_find(s, a); a < end; i++) {
-        if (i == s->n_pin || s->pin[i].at > a)
-            return 0;
-        a = s->pin[i].at + s->pin[i].len;
-    }
-    return 1;
+    int rc = fg_ranges_add(&s->pin, (uintptr_t)p, n, alloc);
+    if (rc == FG_ERR_INVALID_ARG)
+        return fg_err_set(err, rc, "simulated device: pinning %llu bytes at %p: overlaps a "
+                          "pinned range", (unsigned long long)n, p);
+    return rc ? fg_err_set(err, rc, "simulated device: out of memory") : FG_OK;
 }
 
 static int d_pin(fg_device *d, void *p, uint64_t len, fg_err *err)
@@ -244,7 +197,7 @@ static void d_unpin(fg_device *d, void *p)
 {
     sim_dev *s = d->ctx;
     pthread_mutex_lock(&s->mu);
-    pin_del(s, p, 0);
+    fg_ranges_del(&s->pin, (uintptr_t)p, 0, NULL);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -301,7 +254,7 @@ static void d_free(fg_device *d, fg_buft t, void *ptr)
     if (t != FG_BUFT_DEVICE) {
         if (t == FG_BUFT_PINNED) {
             pthread_mutex_lock(&s->mu);
-            pin_del(s, ptr, 1);
+            fg_ranges_del(&s->pin, (uintptr_t)ptr, 1, NULL);
             pthread_mutex_unlock(&s->mu);
         }
         free(ptr);
@@ -402,7 +355,7 @@ static int d_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     const void *host = st == FG_BUFT_PINNED ? src : dt == FG_BUFT_PINNED ? dst : NULL;
     if (host) {
         pthread_mutex_lock(&s->mu);
-        int ok = all_pinned(s, host, n);
+        int ok = fg_ranges_cover(&s->pin, (uintptr_t)host, n);
         pthread_mutex_unlock(&s->mu);
         if (!ok)
             return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: a copy names %llu "
@@ -472,7 +425,7 @@ static void sim_free(sim_dev *s)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s->used);
-    free(s->pin);
+    fg_ranges_free(&s->pin);
     free(s);
 }
 

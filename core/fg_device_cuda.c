@@ -7,15 +7,12 @@
 #include <string.h>
 
 #include "fg_device_cuda.h"
+#include "fg_ranges.h"
 
 struct fg_event {
     cudaEvent_t e;
 };
 
-typedef struct pinned_range {
-    uintptr_t at;
-    uint64_t len;
-} pinned_range;
 
 typedef struct cuda_dev {
     int ordinal, refs;
@@ -25,8 +22,7 @@ typedef struct cuda_dev {
     pthread_mutex_t mu;      /* guards after and fence (copies come from several threads) */
     cudaStream_t after;      /* every copy waits for the work queued here so far (NULL: none) */
     cudaEvent_t fence;       /* recorded on `after`, waited on by the copy's stream */
-    pinned_range *pins;      /* pin()'s ranges (cudaHostRegister), sorted; guarded by mu */
-    uint32_t n_pins, cap_pins;
+    fg_ranges pins;          /* pin()'s ranges (cudaHostRegister); guarded by mu */
 } cuda_dev;
 
 static const fg_device_iface k_cuda;
@@ -70,30 +66,13 @@ static void d_free(fg_device *d, fg_buft t, void *ptr)
         free(ptr);
 }
 
-/* Index of the first pinned range ending after p (c->mu held). */
-static uint32_t pin_find(const cuda_dev *c, uintptr_t p)
-{
-    uint32_t lo = 0, hi = c->n_pins;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (c->pins[mid].at + c->pins[mid].len <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Bytes of [p, p + n) a single copy may take: up to the end of the pinned range p lies in (a
  * copy spanning two registrations would be staged through pageable memory, synchronously);
  * all n when p lies in none (cudaHostAlloc memory). */
 static uint64_t pinned_run(cuda_dev *c, const char *p, uint64_t n)
 {
     pthread_mutex_lock(&c->mu);
-    uint32_t i = pin_find(c, (uintptr_t)p);
-    if (i < c->n_pins && c->pins[i].at <= (uintptr_t)p &&
-        (uintptr_t)p + n > c->pins[i].at + c->pins[i].len)
-        n = c->pins[i].at + c->pins[i].len - (uintptr_t)p;
+    n = fg_ranges_run(&c->pins, (uintptr_t)p, n);
     pthread_mutex_unlock(&c->mu);
     return n;
 }
@@ -110,22 +89,12 @@ static int d_pin(fg_device *d, void *p, uint64_t len, fg_err *err)
                           (unsigned long long)len, p, cudaGetErrorString(e));
     }
     pthread_mutex_lock(&c->mu);
-    if (c->n_pins == c->cap_pins) {
-        uint32_t cap = c->cap_pins ? 2 * c->cap_pins : 64;
-        pinned_range *r = realloc(c->pins, cap * sizeof *r);
-        if (!r) {
-            pthread_mutex_unlock(&c->mu);
-            cudaHostUnregister(p);
-            return fg_err_set(err, FG_ERR_NOMEM, "cuda: out of memory");
-        }
-        c->pins = r;
-        c->cap_pins = cap;
-    }
-    uint32_t i = pin_find(c, (uintptr_t)p);
-    memmove(&c->pins[i + 1], &c->pins[i], (c->n_pins - i) * sizeof *c->pins);
-    c->pins[i] = (pinned_range){(uintptr_t)p, len};
-    c->n_pins++;
+    int rc = fg_ranges_add(&c->pins, (uintptr_t)p, len, 0);
     pthread_mutex_unlock(&c->mu);
+    if (rc) { /* no memory to record it (cudaHostRegister already refused an overlap) */
+        cudaHostUnregister(p);
+        return fg_err_set(err, rc, "cuda: recording a pinned range: %s", fg_strerror(rc));
+    }
     return FG_OK;
 }
 
@@ -134,11 +103,7 @@ static void d_unpin(fg_device *d, void *p)
     cuda_dev *c = d->ctx;
     cudaSetDevice(c->ordinal);
     pthread_mutex_lock(&c->mu);
-    uint32_t i = pin_find(c, (uintptr_t)p);
-    if (i < c->n_pins && c->pins[i].at == (uintptr_t)p) {
-        memmove(&c->pins[i], &c->pins[i + 1], (c->n_pins - i - 1) * sizeof *c->pins);
-        c->n_pins--;
-    }
+    fg_ranges_del(&c->pins, (uintptr_t)p, -1, NULL);
     pthread_mutex_unlock(&c->mu);
     if (cudaHostUnregister(p) != cudaSuccess)
         cudaGetLastError();
@@ -222,7 +187,7 @@ static void d_destroy(fg_device *d)
         if (c->fence)
             cudaEventDestroy(c->fence);
         pthread_mutex_destroy(&c->mu);
-        free(c->pins);
+        fg_ranges_free(&c->pins);
         free(c);
     }
     free(d);

@@ -21,58 +21,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_ranges.h"
 #include "pager_int.h"
-
-typedef struct pin_range {
-    uintptr_t at;
-    uint64_t len;
-    int alloc; /* a PINNED allocation (free), not a pin (unpin) */
-} pin_range;
 
 typedef struct sim_host {
     pthread_mutex_t mu;
-    pin_range *r; /* sorted by `at`, disjoint */
-    uint32_t n, cap;
+    fg_ranges r;    /* PINNED allocations (tag 1) and pins (tag 0) */
     uint64_t limit; /* pin() refuses past this many pinned bytes (0: no limit) */
     int refs;       /* handles (retain) */
     fg_pager_device_stats st;
 } sim_host;
 
-/* Index of the first range ending after p (mu held). */
-static uint32_t range_find(const sim_host *h, uintptr_t p)
-{
-    uint32_t lo = 0, hi = h->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (h->r[mid].at + h->r[mid].len <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Record [p, p + n) pinned; FG_ERR_INVALID_ARG when it overlaps a pinned range (mu held). */
 static int range_add(sim_host *h, void *p, uint64_t n, int alloc, fg_err *err)
 {
-    uint32_t i = range_find(h, (uintptr_t)p);
-    if (i < h->n && h->r[i].at < (uintptr_t)p + n) {
+    int rc = fg_ranges_add(&h->r, (uintptr_t)p, n, alloc);
+    if (rc == FG_ERR_INVALID_ARG) {
         h->st.misuse++;
-        return fg_err_set(err, FG_ERR_INVALID_ARG, "simulated device: pinning %llu bytes at %p: "
-                          "overlaps a pinned range (cudaErrorHostMemoryAlreadyRegistered)",
+        return fg_err_set(err, rc, "simulated device: pinning %llu bytes at %p: overlaps a "
+                          "pinned range (cudaErrorHostMemoryAlreadyRegistered)",
                           (unsigned long long)n, p);
     }
-    if (h->n == h->cap) {
-        uint32_t cap = h->cap ? 2 * h->cap : 64;
-        pin_range *r = realloc(h->r, cap * sizeof *r);
-        if (!r)
-            return fg_err_set(err, FG_ERR_NOMEM, "simulated device: out of memory");
-        h->r = r;
-        h->cap = cap;
-    }
-    memmove(&h->r[i + 1], &h->r[i], (h->n - i) * sizeof *h->r);
-    h->r[i] = (pin_range){(uintptr_t)p, n, alloc};
-    h->n++;
+    if (rc)
+        return fg_err_set(err, rc, "simulated device: out of memory");
     h->st.pinned += n;
     h->st.pinned_peak = h->st.pinned > h->st.pinned_peak ? h->st.pinned : h->st.pinned_peak;
     return FG_OK;
@@ -81,26 +52,12 @@ static int range_add(sim_host *h, void *p, uint64_t n, int alloc, fg_err *err)
 /* Forget the range starting at p; 0 when there is none of that kind (misuse; mu held). */
 static int range_del(sim_host *h, const void *p, int alloc)
 {
-    uint32_t i = range_find(h, (uintptr_t)p);
-    if (i == h->n || h->r[i].at != (uintptr_t)p || h->r[i].alloc != alloc) {
+    uint64_t len;
+    if (!fg_ranges_del(&h->r, (uintptr_t)p, alloc, &len)) {
         h->st.misuse++;
         return 0;
     }
-    h->st.pinned -= h->r[i].len;
-    memmove(&h->r[i], &h->r[i + 1], (h->n - i - 1) * sizeof *h->r);
-    h->n--;
-    return 1;
-}
-
-/* [p, p + n) lies in pinned ranges, adjacent ones allowed (mu held). */
-static int all_pinned(const sim_host *h, const void *p, uint64_t n)
-{
-    uintptr_t a = (uintptr_t)p, end = a + n;
-    for (uint32_t i = range_find(h, a); a < end; i++) {
-        if (i == h->n || h->r[i].at > a)
-            return 0;
-        a = h->r[i].at + h->r[i].len;
-    }
+    h->st.pinned -= len;
     return 1;
 }
 
@@ -163,7 +120,7 @@ static int s_copy(fg_device *d, void *dst, fg_buft dt, const void *src, fg_buft 
     sim_host *h = d->ctx;
     const void *host = st == FG_BUFT_PINNED ? src : dt == FG_BUFT_PINNED ? dst : NULL;
     pthread_mutex_lock(&h->mu);
-    int ok = !host || all_pinned(h, host, n);
+    int ok = !host || fg_ranges_cover(&h->r, (uintptr_t)host, n);
     h->st.misuse += !ok;
     h->st.pinned_copies += host && ok;
     pthread_mutex_unlock(&h->mu);
@@ -199,7 +156,7 @@ static void s_destroy(fg_device *d)
     if (!last)
         return;
     pthread_mutex_destroy(&h->mu);
-    free(h->r);
+    fg_ranges_free(&h->r);
     free(h);
 }
 
