@@ -40,28 +40,6 @@ static void put(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* The whole file, NUL-terminated (malloc'd); *n its size. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s", path);
-    char *buf = NULL;
-    size_t cap = 0, len = 0, r;
-    do {
-        if (len + 4096 + 1 > cap) {
-            cap = cap * 2 + 8192;
-            buf = realloc(buf, cap);
-        }
-        r = fread(buf + len, 1, 4096, f);
-        len += r;
-    } while (r);
-    fclose(f);
-    buf[len] = '\0';
-    if (n)
-        *n = len;
-    return buf;
-}
-
 static int line_count(const char *s)
 {
     int n = 0;
@@ -324,13 +302,13 @@ START_TEST(resume_skips_done_and_cuts_torn_line)
     fg_job_result r2 = {&l.jobs[1], "two", toks, 1, 1, "eos", 0.1, 1};
     ck_assert_int_eq(fg_jobs_append(fd, out, &r2, 1, &err), 0);
     close(fd);
-    char *buf = slurp(out, NULL);
+    char *buf = tu_slurp(out, NULL);
     ck_assert_msg(strstr(buf, "\"text\":\"caf\\u00E9 \\uFFFD\""), "%s", buf); /* torn UTF-8 */
     ck_assert_msg(strstr(buf, "\"id\":\"b\",\"text\":\"two\""), "%s", buf);
     ck_assert_ptr_null(strstr(buf, "par"));
     free(buf);
     /* the torn bytes were moved aside, not deleted */
-    buf = slurp(tu_path("out.jsonl.damaged"), NULL);
+    buf = tu_slurp(tu_path("out.jsonl.damaged"), NULL);
     ck_assert_str_eq(buf, "{\"id\": \"b\", \"text\": \"par\n");
     free(buf);
     fg_jobs_free(&l);
@@ -418,7 +396,7 @@ START_TEST(ids_meta_and_error_lines)
         ck_assert_int_eq(fg_job_output_close(o, &err), 0);
         fg_job_reader_close(r);
     }
-    char *buf = slurp(out, NULL);
+    char *buf = tu_slurp(out, NULL);
     static const char *const want[] = {
         "{\"id\":7,\"text\":\"t\",\"tokens\":[5,6],\"finish_reason\":\"length\",\"prompt_tokens\":2,"
         "\"timing\":{\"block\":0,\"block_seconds\":0.5},\"prompt_ids\":[2,9],"
@@ -476,7 +454,7 @@ START_TEST(runner_loop_resumes)
         ck_assert_int_eq(fg_job_output_close(o, &err), 0);
         fg_job_reader_close(r);
     }
-    char *buf = slurp(out, NULL);
+    char *buf = tu_slurp(out, NULL);
     ck_assert_int_eq(line_count(buf), 10);
     for (int i = 0; i < 10; i++) {
         char want[64];
@@ -525,11 +503,11 @@ START_TEST(resume_keeps_lines_after_damage)
     struct stat lst;
     ck_assert_int_eq(lstat(tu_path("link.jsonl"), &lst), 0);
     ck_assert(S_ISLNK(lst.st_mode));
-    char *buf = slurp(out, NULL), want[1024];
+    char *buf = tu_slurp(out, NULL), want[1024];
     snprintf(want, sizeof want, "%s%s%s{\"id\":\"d\",\"text\":\"dee\"", a, b, c);
     ck_assert_msg(!strncmp(buf, want, strlen(want)) && line_count(buf) == 4, "%s", buf);
     free(buf);
-    buf = slurp(info.aside_path, NULL);
+    buf = tu_slurp(info.aside_path, NULL);
     snprintf(want, sizeof want, "{\"id\":\"x\",\"text\":\"ga\x01rbage\n\n%s\n", torn);
     ck_assert_str_eq(buf, want);
     free(buf);
@@ -551,7 +529,7 @@ static void check_refused_untouched(const char *content, size_t len)
     ck_assert_msg(strstr(err.msg, out) && strstr(err.msg, "not an fg results file"), "%s",
                   err.msg);
     size_t n;
-    char *buf = slurp(out, &n);
+    char *buf = tu_slurp(out, &n);
     ck_assert_uint_eq(n, len);
     ck_assert(memcmp(buf, content, len) == 0);
     free(buf);
@@ -601,7 +579,7 @@ START_TEST(resume_completes_last_newline)
     fg_job_result rb = res(&b, "bee");
     ck_assert_int_eq(fg_job_output_append(o, &rb, 1, &err), 0);
     ck_assert_int_eq(fg_job_output_close(o, &err), 0);
-    char *buf = slurp(out, NULL);
+    char *buf = tu_slurp(out, NULL);
     ck_assert_int_eq(line_count(buf), 2);
     ck_assert(!strncmp(buf, a, strlen(a)) && buf[strlen(a)] == '\n');
     free(buf);

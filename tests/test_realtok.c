@@ -26,21 +26,6 @@
 
 static const char *real_dir = FG_REAL_TOK_DIR;
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s (is the real_tok_unpack fixture run?)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ck_assert(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* ---- the case file (format in make_real_tok_fixtures.py) */
 
 typedef struct rcase {
@@ -204,7 +189,7 @@ static int check_dir(const char *name)
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/%s/tokenizer_cases.txt", real_dir, name);
-    char *buf = slurp(path, &len);
+    char *buf = tu_slurp(path, &len);
     rcase *cases;
     size_t n = parse(buf, &cases);
     fg_tok *t;
@@ -277,9 +262,9 @@ START_TEST(model_type_decides)
     size_t jl, cl;
     snprintf(dir, sizeof dir, "%s/microsoft__Phi-3-mini", real_dir);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    char *js = slurp(path, &jl);
+    char *js = tu_slurp(path, &jl);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    char *cfg = slurp(path, &cl);
+    char *cfg = tu_slurp(path, &cl);
     static const int32_t file1[3] = {29871, 15043, 3186}, llama1[2] = {15043, 3186};
     static const int32_t file2[4] = {32010, 6324, 32007, 32001}, llama2[4] = {32010, 18567, 32007, 32001};
     const char *chat = "<|user|>\nHi<|end|>\n<|assistant|>";

@@ -17,21 +17,6 @@
 #define GPT2_DIR FG_SOURCE_DIR "/data/gpt2-tokenizer"
 #define FIX_DIR FG_SOURCE_DIR "/tests/fixtures/tokenizer"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ck_assert(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static fg_tok *gpt2(void)
 {
     fg_tok *t;
@@ -99,7 +84,7 @@ static void check_case(fg_tok *t, const fcase *c, size_t k, unsigned flags)
 static void run_fixture(const char *file, int special)
 {
     size_t len;
-    char *buf = slurp(file, &len);
+    char *buf = tu_slurp(file, &len);
     fcase *cases;
     size_t n = parse_cases(buf, len, &cases);
     fg_tok *t = gpt2();
@@ -150,7 +135,7 @@ static int one_piece(fg_tok *t, char first, uint32_t cp)
 START_TEST(codepoint_classes)
 {
     size_t len;
-    char *buf = slurp(FIX_DIR "/gpt2_classes.txt", &len);
+    char *buf = tu_slurp(FIX_DIR "/gpt2_classes.txt", &len);
     fg_tok *t = gpt2();
     size_t checked = 0, bad = 0;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
@@ -239,7 +224,7 @@ START_TEST(long_inputs)
         s[i] = (char)(0x80 | (i % 64));
     roundtrip(t, s, n);
     size_t alen;
-    char *austen = slurp(FG_SOURCE_DIR "/data/austen/persuasion.txt", &alen);
+    char *austen = tu_slurp(FG_SOURCE_DIR "/data/austen/persuasion.txt", &alen);
     roundtrip(t, austen, alen);
     free(austen);
     free(s);
@@ -294,7 +279,7 @@ START_TEST(gpt2_basics)
     ck_assert_int_eq(ids.ids[1], 995);
     /* loading from memory gives the same tokenizer as from files */
     size_t vl, ml;
-    char *v = slurp(GPT2_DIR "/vocab.json", &vl), *mg = slurp(GPT2_DIR "/merges.txt", &ml);
+    char *v = tu_slurp(GPT2_DIR "/vocab.json", &vl), *mg = tu_slurp(GPT2_DIR "/merges.txt", &ml);
     fg_tok_files f = {.vocab_json = v, .vocab_len = vl, .merges_txt = mg, .merges_len = ml};
     ck_assert_msg(fg_tok_load_mem(&f, &m, &err) == FG_OK, "%s", err.msg);
     fg_tok_ids ids2 = {0};
@@ -398,7 +383,7 @@ END_TEST
 START_TEST(opt_style_vocab)
 {
     size_t vl, ml;
-    char *v = slurp(GPT2_DIR "/vocab.json", &vl), *mg = slurp(GPT2_DIR "/merges.txt", &ml);
+    char *v = tu_slurp(GPT2_DIR "/vocab.json", &vl), *mg = tu_slurp(GPT2_DIR "/merges.txt", &ml);
     json_t *src = json_loadb(v, vl, 0, NULL), *dst = json_object();
     const char *key;
     json_t *val;

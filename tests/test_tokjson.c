@@ -16,21 +16,6 @@
 
 #define FIX FG_SOURCE_DIR "/tests/fixtures/tokjson"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ck_assert(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static fg_tok *load(const char *name)
 {
     char dir[512];
@@ -204,7 +189,7 @@ static void run_fixture(const char *name, const char *cls, size_t min_cases)
     char path[512];
     size_t len;
     snprintf(path, sizeof path, "%s/%s/cases.txt", FIX, name);
-    char *buf = slurp(path, &len);
+    char *buf = tu_slurp(path, &len);
     jcase *cases;
     size_t n = parse(buf, len, &cases), n_text = 0;
     fg_tok *t = load(name);
@@ -358,7 +343,7 @@ END_TEST
 START_TEST(config_overrides_template)
 {
     size_t jl;
-    char *js = slurp(FIX "/llama2/tokenizer.json", &jl);
+    char *js = tu_slurp(FIX "/llama2/tokenizer.json", &jl);
     const char *cfg[3] = {"{\"add_bos_token\": false, \"bos_token\": \"<s>\"}",
                           "{\"add_eos_token\": true, \"eos_token\": \"</s>\"}",
                           "{\"add_eos_token\": true}"};
@@ -390,7 +375,7 @@ END_TEST
 static void copy_file(const char *from, const char *to)
 {
     size_t n;
-    char *b = slurp(from, &n);
+    char *b = tu_slurp(from, &n);
     FILE *f = fopen(to, "wb");
     ck_assert(f && fwrite(b, 1, n, f) == n);
     fclose(f);
@@ -483,7 +468,7 @@ END_TEST
 START_TEST(sp_cut_exact)
 {
     size_t len;
-    char *text = slurp(FG_SOURCE_DIR "/data/austen/persuasion.txt", &len);
+    char *text = tu_slurp(FG_SOURCE_DIR "/data/austen/persuasion.txt", &len);
     static const char *names[2] = {"llama2", "mistral"};
     for (int k = 0; k < 2; k++) {
         fg_tok *t = load(names[k]);

@@ -126,3 +126,26 @@ double tu_nmse(const float *a, const float *ref, size_t n)
     }
     return den > 0 ? num / den : num;
 }
+
+char *tu_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *buf = NULL;
+    size_t cap = 0, n = 0, r;
+    do {
+        if (n + 65536 + 1 > cap) {
+            cap = cap * 2 + 65536 + 1;
+            buf = realloc(buf, cap);
+            ck_assert_msg(buf != NULL, "%s: out of memory", path);
+        }
+        r = fread(buf + n, 1, 65536, f);
+        n += r;
+    } while (r);
+    ck_assert_msg(!ferror(f), "%s: read error", path);
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}

@@ -14,6 +14,10 @@ void tu_tmpdir_remove(void);
 /* path = tmpdir + "/" + name, in a static rotating buffer. */
 const char *tu_path(const char *name);
 
+/* The whole file at path, NUL-terminated (malloc'd; the caller frees it), its size in *len when
+ * len is not NULL; fails the test when it cannot be read. */
+char *tu_slurp(const char *path, size_t *len);
+
 /* Deterministic bytes for tests. */
 void tu_fill(void *p, size_t n, uint64_t seed);
 
