@@ -101,6 +101,17 @@ rc=$?
 [ $rc = 77 ] && { say "no GPU visible: stopping (nothing below can run)"; exit 1; }
 [ $rc = 0 ] || fail=1
 
+# the pinned HOST pool is a ceiling too (pinned as used, cudaHostRegister): a 16 GiB RAM budget
+# on the shipped model must not pin (and make resident) 16 GiB; base c9043ee did
+if [ -f "$ROOT/models/austen-opt/model.safetensors" ]; then
+  "$WORK/fg-convert" "$ROOT/models/austen-opt" -o "$WORK/austen" --quiet &&
+  rss=$( { /usr/bin/time -f "%M" "$WORK/fg-infer" -m "$WORK/austen" --backend cuda \
+           --ram-budget 16G --percent 0 100 100 0 100 0 --gpu-batch-size 1 --num-gpu-batches 1 \
+           -p hi --max-new-tokens 4 --quiet > /dev/null; } 2>&1 | tail -1)
+  say "pinned pool: fg-infer --backend cuda --ram-budget 16G on the shipped model: peak RSS ${rss:-?} KiB"
+  [ -n "$rss" ] && [ "$rss" -lt 1048576 ] || fail=1
+fi
+
 if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
   STORES=$WORK/stores
   mkdir -p "$STORES"
