@@ -68,4 +68,10 @@ static inline int fg_align_up_u64(uint64_t v, uint64_t align, uint64_t *out)
     return 0;
 }
 
+/* Bytes in a MiB, as a double: for sizes in messages ("%.1f MiB", bytes / FG_MIB). */
+#define FG_MIB (1024.0 * 1024.0)
+
+/* x rounded up to a 4 KiB page (the pager's and the .fgt format's alignment); x < 2^64 - 4095. */
+static inline uint64_t fg_page_up(uint64_t x) { return (x + 4095) & ~4095ull; }
+
 #endif

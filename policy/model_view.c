@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "engine.h"
 #include "policy_search.h"
 
-#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
 /* Values of LINEAR/STREAM weights each unit decodes (a tensor it does not own streams). */
 static uint64_t linear_floats(const fg_plan_weights *w)
@@ -60,7 +60,7 @@ void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *
         if (gather)
             out->gather_chunks += t->n_chunks;
         for (uint32_t c = 0; c < t->n_chunks; c++) {
-            double len = (double)t->chunks[c].length, padded = (double)PAGE_UP(t->chunks[c].length);
+            double len = (double)t->chunks[c].length, padded = (double)fg_page_up(t->chunks[c].length);
             double mid = total[g] > 0 ? (before[g] + padded / 2) / total[g] : 0;
             before[g] += padded;
             if (mid < wg)

@@ -61,10 +61,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "fg_progress.h"
 #include "policy_search.h"
 
-#define MB (1024.0 * 1024.0)
 
 /* Rates and sizes shared by the terms. */
 typedef struct terms {
@@ -722,17 +722,17 @@ int fg_policy_search(const fg_calib *c, const fg_policy_model *m, const fg_polic
     if (!b->found && st->min_gpu && !st->min_budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.1f MiB: no policy fits; the "
                           "smallest block needs %.1f MiB of the device (--gpu-budget %.0fM)",
-                          (double)base->gpu_budget / MB, (double)st->min_gpu / MB,
-                          ceil((double)st->min_gpu / MB));
+                          (double)base->gpu_budget / FG_MIB, (double)st->min_gpu / FG_MIB,
+                          ceil((double)st->min_gpu / FG_MIB));
     if (!b->found && job->ram_measured)
         return fg_err_set(err, FG_ERR_NO_SPACE, "no policy fits the %.0f MiB of RAM available "
                           "(90%% of MemAvailable); the smallest block needs %.0f MiB",
-                          (double)job->ram_budget / MB, (double)st->min_budget / MB);
+                          (double)job->ram_budget / FG_MIB, (double)st->min_budget / FG_MIB);
     if (!b->found)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB: no policy fits; the "
                           "smallest block needs %.0f MiB (--ram-budget %.0fM)",
-                          (double)job->ram_budget / MB, (double)st->min_budget / MB,
-                          ceil((double)st->min_budget / MB));
+                          (double)job->ram_budget / FG_MIB, (double)st->min_budget / FG_MIB,
+                          ceil((double)st->min_budget / FG_MIB));
     *out = b->p;
     if (pred)
         *pred = b->pred;

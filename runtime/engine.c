@@ -31,14 +31,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fg_bytes.h"
 #include "engine_int.h"
 #include "fg_json.h"
 #include "fg_progress.h"
 #include "quant.h"
 
-#define MB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
 /* ---- metadata ---- */
 
@@ -261,7 +260,7 @@ static int register_chunks(fg_engine *e, fg_err *err)
         }
         for (uint32_t c = 0; rc == FG_OK && c < t->n_chunks; c++) {
             const fg_fgt_chunk_info *ci = &t->chunks[c];
-            fg_pager_chunk_desc d = {files[k], ci->offset, ci->length, PAGE_UP(ci->length),
+            fg_pager_chunk_desc d = {files[k], ci->offset, ci->length, fg_page_up(ci->length),
                                      ci->xxh3, 1, ((uint64_t)i << 32) | c, t->codec,
                                      FG_CHUNK_WEIGHT, t->group};
             uint32_t id;
@@ -672,7 +671,7 @@ static int alloc_buffers(fg_engine *e, fg_err *err)
     e->pos = calloc(e->ngb * tok, 4);
     if (!e->wsrc || !e->valid || !e->ids || !e->pos || !e->blk_ids || !e->blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
-                          "planned)", p->total_host / MB);
+                          "planned)", p->total_host / FG_MIB);
     int rc = fg_engine_buffers_dev(e, err); /* the workspace, rows and logits: engine_dev.c */
     if (rc == FG_OK)
         rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);

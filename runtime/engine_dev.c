@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "engine_int.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define MB (1024.0 * 1024.0)
 /* Of a CUDA --gpu-budget, what the plan does not count: cuBLAS's workspace, attention's score
  * batches (64 MiB), the backend's upload slots and 16-bit activations. */
 #define CUDA_SCRATCH (256ull << 20)
@@ -194,7 +194,7 @@ int fg_engine_buf_alloc(fg_engine *e, uint64_t n, void **p, fg_err *err)
     if (e->buft == FG_BUFT_HOST) {
         *p = malloc(n ? n : 1);
         return *p ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's "
-                                       "buffers (%.0f MiB planned)", e->plan.total_host / MB);
+                                       "buffers (%.0f MiB planned)", e->plan.total_host / FG_MIB);
     }
     fg_device *d = e->be->dev;
     int rc = d->iface->alloc(d, FG_BUFT_DEVICE, n ? n : 1, p, err);

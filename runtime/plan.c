@@ -11,12 +11,11 @@
  */
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "fg_progress.h"
 #include "plan.h"
 #include "quant.h"
 
-#define MB (1024.0 * 1024.0)
-#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 #define PREFETCH_AHEAD FG_PLAN_AHEAD
 
 fg_policy fg_policy_default(void)
@@ -108,8 +107,8 @@ static void chunks(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     uint32_t width = fg_model_kv_width(hp);
     fg_codec q = fg_codec_quant(4, 64, 1);
     pl->kv_row = p->compress_cache ? fg_kv_row_bytes(&q, width) : (uint64_t)width * 4;
-    pl->kv_chunk = PAGE_UP(2 * (uint64_t)pl->gbs * pl->max_ctx * pl->kv_row);
-    pl->act_chunk = PAGE_UP((uint64_t)pl->gbs * pl->max_ctx * hp->hidden * 4);
+    pl->kv_chunk = fg_page_up(2 * (uint64_t)pl->gbs * pl->max_ctx * pl->kv_row);
+    pl->act_chunk = fg_page_up((uint64_t)pl->gbs * pl->max_ctx * hp->hidden * 4);
 }
 
 static uint64_t least(const fg_plan *pl)
@@ -231,7 +230,7 @@ static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small: a device "
                           "backend keeps %.0f MiB of engine buffers and per-op staging for gbs "
                           "%u x ngb %u",
-                          p->gpu_budget / MB, pl->dev_reserve / MB, pl->gbs, pl->ngb);
+                          p->gpu_budget / FG_MIB, pl->dev_reserve / FG_MIB, pl->gbs, pl->ngb);
     pl->dev_pool = (p->gpu_budget - pl->dev_reserve) & ~(uint64_t)4095;
     return FG_OK;
 }
@@ -250,8 +249,8 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small: this model "
                           "needs %.0f MiB of buffers for gbs %u x ngb %u plus %.0f MiB to stream "
                           "weights, KV cache and activations (at least %.0f MiB)",
-                          ram_budget / MB, pl->fixed / MB, pl->gbs, pl->ngb, pl->window / MB,
-                          (pl->fixed + pl->window) / MB);
+                          ram_budget / FG_MIB, pl->fixed / FG_MIB, pl->gbs, pl->ngb, pl->window / FG_MIB,
+                          (pl->fixed + pl->window) / FG_MIB);
     uint64_t kv = (uint64_t)pl->ngb * kv_layers(m) * pl->kv_chunk;
     uint64_t act = (uint64_t)pl->ngb * pl->act_chunk;
     uint64_t host = ram_budget ? ram_budget - pl->fixed : m->weights + kv + act + pl->window;
@@ -275,16 +274,16 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
         return fg_err_set(err, FG_ERR_NO_SPACE, "--gpu-budget %.0f MiB is too small for this "
                           "placement: it homes %.0f MiB on the GPU beside %.0f MiB of per-op "
                           "staging (at least %.0f MiB, or lower --percent's GPU shares)",
-                          p->gpu_budget / MB, dev / MB, pl->dev_reserve / MB,
-                          (pl->dev_reserve + dev) / MB + 1);
+                          p->gpu_budget / FG_MIB, dev / FG_MIB, pl->dev_reserve / FG_MIB,
+                          (pl->dev_reserve + dev) / FG_MIB + 1);
     if (ram_budget && homed + pl->window > host)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for this "
                           "placement: it homes %.0f MiB in RAM (weights %.0f, KV cache %.0f, "
                           "activations %.0f) and streams through %.0f MiB, beside %.0f MiB of "
                           "buffers for gbs %u x ngb %u (at least %.0f MiB, or lower --percent's "
-                          "RAM shares)", ram_budget / MB, homed / MB, pl->homed[0] / MB,
-                          pl->homed[1] / MB, pl->homed[2] / MB, pl->window / MB, pl->fixed / MB,
-                          pl->gbs, pl->ngb, (pl->fixed + homed + pl->window) / MB);
+                          "RAM shares)", ram_budget / FG_MIB, homed / FG_MIB, pl->homed[0] / FG_MIB,
+                          pl->homed[1] / FG_MIB, pl->homed[2] / FG_MIB, pl->window / FG_MIB, pl->fixed / FG_MIB,
+                          pl->gbs, pl->ngb, (pl->fixed + homed + pl->window) / FG_MIB);
     /* no budget: the pool holds what is homed in RAM plus the window */
     pl->pool = ram_budget ? host : homed + pl->window;
     pl->total_host = pl->fixed + pl->pool;

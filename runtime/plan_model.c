@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "plan_model.h"
 
-#define PAGE_UP(x) (((x) + 4095) & ~4095ull)
 
 static int find(const fg_plan_weights *w, const char *name)
 {
@@ -47,7 +47,7 @@ static int fill(fg_plan_tensor *t, const fg_store_tensor *st, fg_err *err)
     uint64_t cols = st->n_dims > 1 ? st->dims[1] : 1;
     for (uint32_t c = 0; c < st->n_chunks; c++) {
         t->chunks[c] = st->chunks[c];
-        t->stored += PAGE_UP(st->chunks[c].length);
+        t->stored += fg_page_up(st->chunks[c].length);
         uint64_t f = st->chunks[c].n_rows * cols;
         t->max_floats = f > t->max_floats ? f : t->max_floats;
     }
@@ -106,7 +106,7 @@ static void unit_of(const fg_plan_weights *w, uint32_t u, fg_plan_unit *pu)
             continue;
         }
         for (uint32_t c = 0; c < t->n_chunks; c++) {
-            uint64_t b = PAGE_UP(t->chunks[c].length);
+            uint64_t b = fg_page_up(t->chunks[c].length);
             pu->stream_chunk = b > pu->stream_chunk ? b : pu->stream_chunk;
         }
     }
@@ -127,7 +127,7 @@ static int chunk_list(fg_plan_weights *w, fg_err *err)
         w->unit_first[u] = (uint32_t)k;
         for (uint32_t i = 0; i < w->n_t; i++)
             for (uint32_t c = 0; w->t[i].group == u && c < w->t[i].n_chunks; c++)
-                w->chunk[k++] = PAGE_UP(w->t[i].chunks[c].length);
+                w->chunk[k++] = fg_page_up(w->t[i].chunks[c].length);
     }
     w->unit_first[w->pm.n_units] = (uint32_t)k;
     w->pm.chunk = w->chunk;

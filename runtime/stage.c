@@ -25,11 +25,11 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "fg_bytes.h"
 #include "engine_int.h"
 #include "fg_progress.h"
 
 #define MSG_MAGIC 0x53504746u /* "FGPS" */
-#define MB (1024.0 * 1024.0)
 
 /* ---- the split ---- */
 
@@ -163,7 +163,7 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
     if (e->link_bytes >= budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
                           "%d: its link to the next stage alone needs %.0f MiB for gbs %u x ngb "
-                          "%u", budget / MB, e->link->rank, e->link_bytes / MB, p.gbs, p.ngb);
+                          "%u", budget / FG_MIB, e->link->rank, e->link_bytes / FG_MIB, p.gbs, p.ngb);
     return fg_plan_make(&e->pm, &p, e->max_ctx, budget - e->link_bytes, &e->plan, err);
 }
 
@@ -290,7 +290,7 @@ static void follower_line(fg_engine *e)
              "bytes; plan %s + link buffers %.1f MiB), read from disk %s (%llu bytes), compute "
              "%.2f s, waited for weights %.2f s", e->link->rank, e->l0, e->l1 - 1, e->gbs,
              e->ngb, fg_fmt_bytes((double)rss, peak, sizeof peak), (unsigned long long)rss,
-             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan), e->link_bytes / MB,
+             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan), e->link_bytes / FG_MIB,
              fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], rd, sizeof rd),
              (unsigned long long)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], st.compute_s,
              st.load_wait_s);
