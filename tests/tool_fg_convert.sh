@@ -110,7 +110,7 @@ usage_fail "--seed belongs to fg-convert synth" "$FIX/opt_tiny" -o out-usage --s
 usage_fail "--model belongs to fg-convert synth" "$FIX/opt_tiny" -o out-usage --model opt-125m
 usage_fail "--group-size needs" "$FIX/opt_tiny" -o out-usage --group-size 32
 usage_fail "-o given twice" "$FIX/opt_tiny" -o out-usage -o out-usage2
-usage_fail "-o is empty" "$FIX/opt_tiny" -o ""
+usage_fail "-o: an empty value" "$FIX/opt_tiny" -o ""
 usage_fail "synth needs --tokenizer" synth --model opt-tiny -o out-usage
 usage_fail "value: -z " "$FIX/opt_tiny" -zz -o out-usage
 echo "hostile flags: exit 2, one line each"

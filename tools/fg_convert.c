@@ -26,6 +26,7 @@
 #include "fg_version.h"
 #include "fg_progress.h"
 #include "model.h"
+#include "tool_args.h"
 
 static void usage(FILE *f)
 {
@@ -55,41 +56,6 @@ static void progress(void *ctx, uint64_t done, uint64_t total)
         die_of_signal(p);
     p->total = total;
     fg_progress_update(p, done);
-}
-
-static uint64_t num(const char *flag, const char *s, uint64_t lo, uint64_t hi)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!(*s >= '0' && *s <= '9') || errno || *end || v < lo || v > hi) { /* no " 5", "+5" */
-        fprintf(stderr, "fg-convert: %s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]\n",
-                flag, s, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
-/* A path flag given twice with different values, or empty, is a usage error. */
-static const char *once(const char *flag, const char *prev, const char *v)
-{
-    if ((prev && strcmp(prev, v)) || !*v) {
-        fprintf(stderr, "fg-convert: %s %s\n", flag, *v ? "given twice" : "is empty");
-        exit(2);
-    }
-    return v;
-}
-
-/* The option getopt refused, as typed (a short one inside a cluster: -z of -zz). */
-static const char *bad_opt(char **argv)
-{
-    static char buf[3];
-    const char *t = argv[optind - 1];
-    if ((t[0] == '-' && t[1] == '-') || optopt <= 0 || optopt >= 256 ||
-        (t[0] == '-' && strchr(t + 1, optopt)))
-        return t;
-    snprintf(buf, sizeof buf, "-%c", optopt);
-    return buf;
 }
 
 /* ---- SIGINT, SIGTERM, SIGHUP: no half store left behind ----
@@ -151,6 +117,7 @@ int main(int argc, char **argv)
 {
     if (fg_version_flag(argc, argv, "fg-convert"))
         return 0;
+    ta_init("fg-convert", 0);
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'}, {"model", required_argument, NULL, 'M'},
         {"seed", required_argument, NULL, 's'}, {"compress-weight", no_argument, NULL, 'c'},
@@ -170,26 +137,26 @@ int main(int argc, char **argv)
     }
     while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': out = once("-o", out, optarg); break;
-        case 'M': model = once("--model", model, optarg); break;
-        case 's': seed = num("--seed", optarg, 0, UINT64_MAX); seed_given = 1; break;
+        case 'o': out = ta_once("-o", out, optarg, 0); break;
+        case 'M': model = ta_once("--model", model, optarg, 0); break;
+        case 's': seed = ta_uint("--seed", optarg, 0, UINT64_MAX); seed_given = 1; break;
         case 'c': o.compress_weight = 1; break;
         case 'b':
-            bits = (int)num("--weight-bits", optarg, 4, 8);
+            bits = (int)ta_uint("--weight-bits", optarg, 4, 8);
             if (bits != 4 && bits != 8) {
                 fprintf(stderr, "fg-convert: --weight-bits %s: expected 4 or 8\n", optarg);
                 return 2;
             }
             break;
-        case 'g': o.group_size = (uint32_t)num("--group-size", optarg, 8, 4096); break;
-        case 'a': o.group_axis = (int)num("--group-axis", optarg, 0, 1); break;
-        case 't': o.tokenizer_dir = once("--tokenizer", o.tokenizer_dir, optarg); break;
-        case 'k': o.chunk_bytes = num("--chunk-mib", optarg, 1, 1024) << 20; break;
+        case 'g': o.group_size = (uint32_t)ta_uint("--group-size", optarg, 8, 4096); break;
+        case 'a': o.group_axis = (int)ta_uint("--group-axis", optarg, 0, 1); break;
+        case 't': o.tokenizer_dir = ta_once("--tokenizer", o.tokenizer_dir, optarg, 0); break;
+        case 'k': o.chunk_bytes = ta_uint("--chunk-mib", optarg, 1, 1024) << 20; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "fg-convert: bad option or missing value: %s (see fg-convert --help)\n",
-                    bad_opt(argv));
+                    ta_bad_opt(argv));
             return 2;
         }
     }

@@ -32,6 +32,7 @@
 #include "dist.h"
 #include "fg_version.h"
 #include "runner.h"
+#include "tool_args.h"
 
 typedef struct args {
     fg_run_opts r;
@@ -104,19 +105,6 @@ static void interrupted_line(int argc, char **argv, const args *a, const fg_run_
 }
 
 /* A usage error: one line, exit 2. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    if (g_rank)
-        exit(2);
-    va_start(ap, fmt);
-    fputs("fg-infer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(2);
-}
 
 static void usage(FILE *f)
 {
@@ -188,83 +176,6 @@ static void usage(FILE *f)
           f);
 }
 
-/* A byte count such as 512M or 4G: K/M/G/T are powers of 1024 however written (512M, 512MB,
- * 512MiB, 512mb: 512 MiB, as free -h and ls -h count), a whole number of bytes from 1 MiB up
- * to 2^62 (no fraction of a byte, no inf, no wrap). */
-/* What strtod and strtoull would take but a flag value may not be: leading space, a sign where
- * none belongs, hex ("0x10"), or no digit at all. Decimal digits and '.' only (and 'e' after
- * them), so "12abc", "nan", "inf" and "0x10" are refused rather than half-read. */
-static int plain_number(const char *s, int sign_ok)
-{
-    if (sign_ok && *s == '-')
-        s++;
-    if (!(*s >= '0' && *s <= '9') && !(*s == '.' && s[1] >= '0' && s[1] <= '9'))
-        return 0;
-    return !strpbrk(s, "xX");
-}
-
-static uint64_t parse_size(const char *flag, const char *s)
-{
-    char *end;
-    errno = 0;
-    if (!plain_number(s, 0))
-        die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
-    double v = strtod(s, &end);
-    double mult = 1;
-    /* K, M, G, T in either case, then "i", "B", "iB" (either case) or nothing: all binary */
-    const char *units = "kmgt", *u = *end ? strchr(units, *end | 0x20) : NULL;
-    if (u) {
-        mult = ldexp(1.0, 10 * (int)(u - units + 1));
-        end++;
-        end += (*end | 0x20) == 'i';
-    }
-    end += (*end | 0x20) == 'b' && end > s && end[-1] != '.';    double bytes = v * mult;
-    if (errno || end == s || *end || !isfinite(v) || bytes != floor(bytes) ||
-        bytes < 1024.0 * 1024 || bytes > 4611686018427387904.0)
-        die("%s %s: expected a whole number of bytes from 1M to 4E, such as 512M or 4G", flag, s);
-    return (uint64_t)bytes;
-}
-
-static uint64_t parse_uint(const char *flag, const char *s, uint64_t lo, uint64_t hi)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!(*s >= '0' && *s <= '9') || errno || *end || v < lo || v > hi) /* no " 5", "+5", "-1" */
-        die("%s %s: expected an integer in [%" PRIu64 ", %" PRIu64 "]", flag, s, lo, hi);
-    return v;
-}
-
-static double parse_float(const char *flag, const char *s)
-{
-    char *end;
-    errno = 0;
-    double v = plain_number(s, 1) ? strtod(s, &end) : NAN;
-    if (!plain_number(s, 1) || errno || *end || !isfinite(v))
-        die("%s %s: expected a number", flag, s);
-    return v;
-}
-
-/* A flag held as a float: a value past FLT_MAX would become inf (or be undefined) on the way. */
-static float parse_f32(const char *flag, const char *s)
-{
-    double v = parse_float(flag, s);
-    if (fabs(v) > FLT_MAX)
-        die("%s %s: out of range", flag, s);
-    return (float)v;
-}
-
-/* A flag naming one thing (the store, the prompt, a file) given twice with different values is
- * an error, not "the last one wins": --output a --output b must not quietly drop a. */
-static const char *once(const char *flag, const char *prev, const char *v)
-{
-    if (prev && strcmp(prev, v))
-        die("%s given twice ('%s' and '%s')", flag, prev, v);
-    if (!*v && strcmp(flag, "-p")) /* an empty prompt is BOS alone; an empty path is nothing */
-        die("%s: an empty value", flag);
-    return v;
-}
-
 /* FlexGen's --percent: six percentages; what GPU and CPU leave goes to disk. */
 static void parse_percent(args *a, char **argv, int *optind_io, int argc)
 {
@@ -272,13 +183,13 @@ static void parse_percent(args *a, char **argv, int *optind_io, int argc)
     int i0 = *optind_io - 1, eq = argv[i0] != optarg; /* --percent=WG WC ...: WG is in argv[i0] */
     for (int i = 0; i < 6; i++) {
         if (i0 + i >= argc)
-            die("--percent needs 6 numbers (WG WC CG CC HG HC)");
+            ta_die("--percent needs 6 numbers (WG WC CG CC HG HC)");
         if (i == 0 && eq)
-            v[0] = parse_float("--percent", optarg);
+            v[0] = ta_float("--percent", optarg);
         else
-            v[i] = parse_float("--percent", argv[i0 + i]);
+            v[i] = ta_float("--percent", argv[i0 + i]);
         if (v[i] < 0 || v[i] > 100)
-            die("--percent %s: each number is a percentage in [0, 100]",
+            ta_die("--percent %s: each number is a percentage in [0, 100]",
                 i == 0 && eq ? optarg : argv[i0 + i]);
     }
     *optind_io = i0 + 6;
@@ -286,7 +197,7 @@ static void parse_percent(args *a, char **argv, int *optind_io, int argc)
     const char *what[3] = {"weights", "KV cache", "activations"};
     for (int k = 0; k < 3; k++) {
         if (v[2 * k] + v[2 * k + 1] > 100)
-            die("--percent: the %s percentages %g + %g exceed 100", what[k], v[2 * k],
+            ta_die("--percent: the %s percentages %g + %g exceed 100", what[k], v[2 * k],
                 v[2 * k + 1]);
         dst[k][0] = v[2 * k] / 100;
         dst[k][1] = v[2 * k + 1] / 100;
@@ -305,150 +216,134 @@ enum {
     O_DIST_TIMEOUT, O_MICRO, O_NUM_PROMPTS, O_NO_SPECIAL, O_PROMPT_IDS, O_IGNORE_EOS, O_ALLOW_LOSSY,
 };
 
-/* The option getopt refused, as typed: argv[optind - 1], except for a short option inside a
- * cluster (the first z of -zz), where optind has not moved past the cluster yet. */
-static const char *bad_opt(char **argv)
-{
-    static char buf[3];
-    const char *t = argv[optind - 1];
-    if (t[0] == '-' && t[1] == '-')
-        return t;
-    if (t[0] == '-' && optopt > 0 && optopt < 256 && strchr(t + 1, optopt))
-        return t;
-    if (optopt <= 0 || optopt >= 256)
-        return t;
-    snprintf(buf, sizeof buf, "-%c", optopt);
-    return buf;
-}
-
 static void parse_one(args *a, int c, char **argv, int argc)
 {
     switch (c) {
-    case 'm': a->r.model = once("-m", a->r.model, optarg); break;
-    case 'p': a->r.prompt = once("-p", a->r.prompt, optarg); break;
-    case O_INPUT: a->r.input = once("--input", a->r.input, optarg); break;
-    case O_OUTPUT: a->r.output = once("--output", a->r.output, optarg); break;
+    case 'm': a->r.model = ta_once("-m", a->r.model, optarg, 0); break;
+    case 'p': a->r.prompt = ta_once("-p", a->r.prompt, optarg, 1); break;
+    case O_INPUT: a->r.input = ta_once("--input", a->r.input, optarg, 0); break;
+    case O_OUTPUT: a->r.output = ta_once("--output", a->r.output, optarg, 0); break;
     case O_RESUME: a->r.resume = 1; break;
-    case O_MAXNEW: a->r.max_new = (uint32_t)parse_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
-    case O_TEMP: a->r.sample.temperature = parse_f32("--temperature", optarg); break;
+    case O_MAXNEW: a->r.max_new = (uint32_t)ta_uint("--max-new-tokens", optarg, 1, 1 << 20); break;
+    case O_TEMP: a->r.sample.temperature = ta_f32("--temperature", optarg); break;
     case O_TOPK:
-        a->r.sample.top_k = (uint32_t)parse_uint("--top-k", optarg, 0, 1 << 30);
+        a->r.sample.top_k = (uint32_t)ta_uint("--top-k", optarg, 0, 1 << 30);
         a->sampling = a->sampling ? a->sampling : "--top-k";
         break;
     case O_TOPP:
-        a->r.sample.top_p = parse_f32("--top-p", optarg);
+        a->r.sample.top_p = ta_f32("--top-p", optarg);
         a->sampling = a->sampling ? a->sampling : "--top-p";
         break;
     case O_SEED:
-        a->r.sample.seed = parse_uint("--seed", optarg, 0, UINT64_MAX);
+        a->r.sample.seed = ta_uint("--seed", optarg, 0, UINT64_MAX);
         a->sampling = a->sampling ? a->sampling : "--seed";
         break;
     case O_STOP:
         if (a->r.n_stops == FG_RUN_MAX_STOPS || !*optarg)
-            die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
+            ta_die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
         a->r.stops[a->r.n_stops++] = optarg;
         break;
     case O_PERCENT: parse_percent(a, argv, &optind, argc); a->placement = 1; break;
     case O_GBS:
-        a->r.eo.policy.gbs = (uint32_t)parse_uint("--gpu-batch-size", optarg, 1, 4096);
+        a->r.eo.policy.gbs = (uint32_t)ta_uint("--gpu-batch-size", optarg, 1, 4096);
         a->placement = 1;
         break;
     case O_NGB:
-        a->r.eo.policy.ngb = (uint32_t)parse_uint("--num-gpu-batches", optarg, 1, 4096);
+        a->r.eo.policy.ngb = (uint32_t)ta_uint("--num-gpu-batches", optarg, 1, 4096);
         a->placement = 1;
         break;
     case O_POLICY:
         if (strcmp(optarg, "auto") && strcmp(optarg, "fixed"))
-            die("--policy %s: expected auto or fixed", optarg);
+            ta_die("--policy %s: expected auto or fixed", optarg);
         a->policy = !strcmp(optarg, "auto");
         break;
     case O_CALIB: a->r.calibration = optarg; break;
-    case O_MAXBLOCK: a->r.max_block = (uint32_t)parse_uint("--max-block", optarg, 1, 256); break;
+    case O_MAXBLOCK: a->r.max_block = (uint32_t)ta_uint("--max-block", optarg, 1, 256); break;
     case O_QUICK: a->r.calibrate_quick = 1; break;
     case O_SCHED:
         if (strcmp(optarg, "zigzag") && strcmp(optarg, "row"))
-            die("--schedule %s: expected zigzag or row", optarg);
+            ta_die("--schedule %s: expected zigzag or row", optarg);
         a->r.eo.policy.schedule = !strcmp(optarg, "row") ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
         break;
     case O_EXPERTS:
         if (strcmp(optarg, "routed") && strcmp(optarg, "all"))
-            die("--experts %s: expected routed or all", optarg);
+            ta_die("--experts %s: expected routed or all", optarg);
         a->r.eo.policy.experts = !strcmp(optarg, "all") ? FG_EXPERTS_ALL : FG_EXPERTS_ROUTED;
         break;
     case O_OVERLAP: a->r.eo.policy.overlap = 1; break;
     case O_NO_OVERLAP: a->r.eo.policy.overlap = 0; break;
     case O_SEP:
         if (optarg && strcmp(optarg, "true") && strcmp(optarg, "false"))
-            die("--sep-layer %s: expected true or false", optarg);
+            ta_die("--sep-layer %s: expected true or false", optarg);
         a->r.eo.policy.sep_layer = !optarg || !strcmp(optarg, "true");
         break;
     case O_CPUCACHE: /* the CPU backend: always so */
         if (optarg && strcmp(optarg, "true") && strcmp(optarg, "false"))
-            die("--cpu-cache-compute %s: expected true or false", optarg);
+            ta_die("--cpu-cache-compute %s: expected true or false", optarg);
         a->cpu_cache = !optarg || !strcmp(optarg, "true");
         break;
     case O_BACKEND:
         if (strcmp(optarg, "cpu") && strcmp(optarg, "sim") && strcmp(optarg, "cuda"))
-            die("--backend %s: expected cpu, sim or cuda", optarg);
+            ta_die("--backend %s: expected cpu, sim or cuda", optarg);
         a->r.eo.backend = !strcmp(optarg, "cuda") ? FG_BACKEND_CUDA
                         : !strcmp(optarg, "sim") ? FG_BACKEND_SIM : FG_BACKEND_CPU;
         break;
-    case O_GPU_BUDGET: a->r.eo.gpu_budget = parse_size("--gpu-budget", optarg); break;
+    case O_GPU_BUDGET: a->r.eo.gpu_budget = ta_size("--gpu-budget", optarg); break;
     case O_SIM_LINK:
-        a->r.eo.sim_link_gbps = parse_float("--sim-link", optarg);
+        a->r.eo.sim_link_gbps = ta_float("--sim-link", optarg);
         if (!(a->r.eo.sim_link_gbps > 0))
-            die("--sim-link %s: GB/s of the simulated link, above 0", optarg);
+            ta_die("--sim-link %s: GB/s of the simulated link, above 0", optarg);
         break;
-    case O_BUDGET: a->r.eo.ram_budget = parse_size("--ram-budget", optarg); break;
-    case O_THREADS: a->r.eo.threads = (int)parse_uint("--threads", optarg, 1, 1024); break;
-    case O_TRACE: a->trace = once("--trace", a->trace, optarg); break;
+    case O_BUDGET: a->r.eo.ram_budget = ta_size("--ram-budget", optarg); break;
+    case O_THREADS: a->r.eo.threads = (int)ta_uint("--threads", optarg, 1, 1024); break;
+    case O_TRACE: a->trace = ta_once("--trace", a->trace, optarg, 0); break;
     case O_VERIFY: a->r.eo.no_verify = 0; break; /* the default */
     case O_NO_VERIFY: a->r.eo.no_verify = 1; break;
     case O_DRY_RUN: a->r.mode = FG_RUN_DRY; break;
     case O_COMPUTE:
         if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "f16"))
-            die("--compute %s: expected f32, int8 or f16", optarg);
+            ta_die("--compute %s: expected f32, int8 or f16", optarg);
         a->r.eo.compute = !strcmp(optarg, "int8") ? FG_COMPUTE_INT8
                         : !strcmp(optarg, "f16") ? FG_COMPUTE_F16 : FG_COMPUTE_F32;
         break;
     case O_QUIET: a->r.quiet = 1; break;
-    case O_TEXT: a->r.text = once("--text", a->r.text, optarg); break;
-    case O_WINDOW: a->r.window = (uint32_t)parse_uint("--window", optarg, 2, 1 << 20); break;
-    case O_MAXTOK: a->r.max_tokens = parse_uint("--max-tokens", optarg, 1, UINT64_MAX); break;
-    case O_PLEN: a->r.prompt_len = (uint32_t)parse_uint("--prompt-len", optarg, 1, 1 << 20); break;
-    case O_GLEN: a->gen_len = (uint32_t)parse_uint("--gen-len", optarg, 1, 1 << 20); break;
-    case O_CTX: a->r.eo.max_ctx = (uint32_t)parse_uint("--max-context", optarg, 2, 1 << 20); break;
+    case O_TEXT: a->r.text = ta_once("--text", a->r.text, optarg, 0); break;
+    case O_WINDOW: a->r.window = (uint32_t)ta_uint("--window", optarg, 2, 1 << 20); break;
+    case O_MAXTOK: a->r.max_tokens = ta_uint("--max-tokens", optarg, 1, UINT64_MAX); break;
+    case O_PLEN: a->r.prompt_len = (uint32_t)ta_uint("--prompt-len", optarg, 1, 1 << 20); break;
+    case O_GLEN: a->gen_len = (uint32_t)ta_uint("--gen-len", optarg, 1, 1 << 20); break;
+    case O_CTX: a->r.eo.max_ctx = (uint32_t)ta_uint("--max-context", optarg, 2, 1 << 20); break;
     case O_COMPRESS_W: a->r.eo.policy.compress_weight = 1; break;
     case O_COMPRESS_C: a->r.eo.policy.compress_cache = 1; break;
     case O_OFFLOAD: a->r.eo.offload_dir = optarg; break;
-    case O_PFX: a->r.prefix_cache = once("--prefix-cache", a->r.prefix_cache, optarg); break;
-    case O_PFX_BUDGET: a->r.prefix_budget = parse_size("--prefix-cache-budget", optarg); break;
+    case O_PFX: a->r.prefix_cache = ta_once("--prefix-cache", a->r.prefix_cache, optarg, 0); break;
+    case O_PFX_BUDGET: a->r.prefix_budget = ta_size("--prefix-cache-budget", optarg); break;
     case O_PFX_PAGE:
-        a->r.prefix_page_tokens = (uint32_t)parse_uint("--prefix-page-tokens", optarg, 1, 4096);
+        a->r.prefix_page_tokens = (uint32_t)ta_uint("--prefix-page-tokens", optarg, 1, 4096);
         break;
     case O_SPARSITY:
-        a->r.eo.policy.attn_sparsity = parse_f32("--attn-sparsity", optarg);
+        a->r.eo.policy.attn_sparsity = ta_f32("--attn-sparsity", optarg);
         if (!(a->r.eo.policy.attn_sparsity > 0 && a->r.eo.policy.attn_sparsity <= 1))
-            die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
+            ta_die("--attn-sparsity %s: the fraction of past tokens kept, in (0, 1]", optarg);
         break;
     case O_DIST_TIMEOUT:
-        a->dist_timeout = parse_float("--dist-timeout", optarg);
+        a->dist_timeout = ta_float("--dist-timeout", optarg);
         if (!(a->dist_timeout > 0))
-            die("--dist-timeout %s: seconds, more than 0", optarg);
+            ta_die("--dist-timeout %s: seconds, more than 0", optarg);
         break;
     case O_MICRO:
-        a->r.eo.micro_batch = (uint32_t)parse_uint("--micro-batch", optarg, 1, 4096);
+        a->r.eo.micro_batch = (uint32_t)ta_uint("--micro-batch", optarg, 1, 4096);
         break;
     case O_NO_SPECIAL: a->r.no_special_in_prompt = 1; break;
     case O_NUM_PROMPTS:
-        a->r.num_prompts = (uint32_t)parse_uint("--num-prompts", optarg, 1, 1u << 30);
+        a->r.num_prompts = (uint32_t)ta_uint("--num-prompts", optarg, 1, 1u << 30);
         break;
     case O_PROMPT_IDS: a->r.prompt_ids = 1; break;
     case O_IGNORE_EOS: a->r.ignore_eos = 1; break;
     case O_ALLOW_LOSSY: a->r.allow_lossy = 1; break;
     case 'h': usage(stdout); exit(0);
     default:
-        die("bad option or missing value: %s (see fg-infer --help)", bad_opt(argv));
+        ta_die("bad option or missing value: %s (see fg-infer --help)", ta_bad_opt(argv));
     }
 }
 
@@ -518,38 +413,38 @@ static void parse_args(args *a, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1)
         parse_one(a, c, argv, argc);
     if (optind != argc)
-        die("unexpected argument '%s' (see --help)", argv[optind]);
+        ta_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (a->policy == 1 && a->placement)
-        die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
+        ta_die("--policy auto chooses the placement: drop --percent, --gpu-batch-size and "
             "--num-gpu-batches, or use --policy fixed");
     if (a->r.eo.backend != FG_BACKEND_CPU) { /* FlexGen's: on the device unless asked */
         a->r.eo.policy.cpu_attention = a->cpu_cache == 1;
         a->r.attn_search = a->cpu_cache < 0; /* --policy auto: where it predicts faster */
     } else if (a->cpu_cache == 0) {
-        die("--cpu-cache-compute=false needs a device (--backend cuda or sim): the CPU "
+        ta_die("--cpu-cache-compute=false needs a device (--backend cuda or sim): the CPU "
             "backend's attention is always on the CPU");
     }
     if (a->r.eo.gpu_budget && a->r.eo.backend == FG_BACKEND_CPU)
-        die("--gpu-budget needs a device: --backend cuda or sim");
+        ta_die("--gpu-budget needs a device: --backend cuda or sim");
     if (a->r.eo.sim_link_gbps > 0 && a->r.eo.backend != FG_BACKEND_SIM)
-        die("--sim-link belongs to --backend sim");
+        ta_die("--sim-link belongs to --backend sim");
     a->r.policy_auto = a->policy == 1 || (a->policy == -1 && !a->placement);
     /* auto never turns on a lossy compression by itself: the 4-bit cache only when asked
      * (--compress-cache) or allowed (--allow-lossy); weights and sparsity are never its choice */
     a->r.cache_choice = a->r.eo.policy.compress_cache ? 1 : a->r.allow_lossy ? -1 : 0;
     if (a->r.num_prompts && !a->r.prompt_len)
-        die("--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts are its lines)");
+        ta_die("--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts are its lines)");
     if (a->calibrate) {
         a->r.mode = FG_RUN_CALIBRATE;
         return;
     }
     if (a->r.calibrate_quick)
-        die("--quick belongs to fg-infer calibrate");
+        ta_die("--quick belongs to fg-infer calibrate");
     if (!a->ppl && (a->r.text || a->r.window || a->r.max_tokens)) /* not silently ignored */
-        die("%s belongs to fg-infer ppl", a->r.text ? "--text" : a->r.window ? "--window"
+        ta_die("%s belongs to fg-infer ppl", a->r.text ? "--text" : a->r.window ? "--window"
                                                                             : "--max-tokens");
     if (a->r.resume && !a->r.input)
-        die("--resume continues an --input/--output job");
+        ta_die("--resume continues an --input/--output job");
     if (!a->r.model) {
         fprintf(stderr, "fg-infer: -m STORE is required (see fg-infer --help)\n");
         exit(2);
@@ -557,21 +452,21 @@ static void parse_args(args *a, int argc, char **argv)
     int dry = a->r.mode == FG_RUN_DRY;
     int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl;
     if (dry && modes > 1)
-        die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
+        ta_die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
     if (dry && !modes)
         modes = 1; /* the plan alone: sized for --max-context or the model's context */
     if (modes == 1 && a->r.input && !a->r.output && !dry)
-        die("--input %s needs --output FILE (where the results go; - for standard output)",
+        ta_die("--input %s needs --output FILE (where the results go; - for standard output)",
             a->r.input);
     if (a->r.output && !a->r.input)
-        die("--output %s needs --input FILE (the JSONL prompts; - for standard input)",
+        ta_die("--output %s needs --input FILE (the JSONL prompts; - for standard input)",
             a->r.output);
     if (modes != 1 || (a->r.input && !a->r.output && !dry) || (a->r.output && !a->r.input) ||
         (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
-        die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
+        ta_die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
     fg_err err;
     if (fg_sample_check(&a->r.sample, &err))
-        die("%s", err.msg);
+        ta_die("%s", err.msg);
     if (a->sampling && a->r.sample.temperature == 0.0f && !a->r.quiet && !g_rank)
         fprintf(stderr, "fg-infer: warning: %s has no effect at temperature 0 (greedy: the most "
                 "likely token every step); give --temperature to sample\n", a->sampling);
@@ -588,15 +483,15 @@ static void parse_args(args *a, int argc, char **argv)
 static void pipeline_args(args *a, int size)
 {
     if (a->calibrate || a->ppl)
-        die("%s runs in one process, not under mpirun with %d ranks",
+        ta_die("%s runs in one process, not under mpirun with %d ranks",
             a->calibrate ? "calibrate" : "ppl", size);
     if (a->r.eo.policy.schedule == FG_SCHEDULE_ROW)
-        die("--schedule row: a pipeline of %d ranks runs its own micro-batch schedule", size);
+        ta_die("--schedule row: a pipeline of %d ranks runs its own micro-batch schedule", size);
     if (a->policy == 1)
-        die("--policy auto plans one process: under mpirun each rank places its own layers in "
+        ta_die("--policy auto plans one process: under mpirun each rank places its own layers in "
             "its own --ram-budget (drop --policy auto)");
     if (a->r.prefix_cache)
-        die("--prefix-cache runs in one process: a cache page holds every layer's rows and a "
+        ta_die("--prefix-cache runs in one process: a cache page holds every layer's rows and a "
             "pipeline stage has only its own (not under mpirun with %d ranks)", size);
     a->r.policy_auto = 0;
     /* --backend cuda: ranks on one machine take its GPUs in turn (the rank's index on its
@@ -648,6 +543,7 @@ int main(int argc, char **argv)
         fg_dist_abort(d, 1);
     }
     g_rank = fg_dist_rank(d);
+    ta_init("fg-infer", g_rank > 0); /* rank 0 alone says what is wrong with the flags */
     parse_args(&a, argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error with a message, not a kill */
     if (fg_dist_size(d) > 1)
