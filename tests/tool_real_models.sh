@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Published configs and tokenizers through the tools (issue 38): for each model of
 # tests/fixtures/real-tiny (make_real_fixtures.py: a published config.json shrunk, random bf16
-# weights, the published tokenizer files of tests/fixtures/real/<dir>), the checkpoint directory
-# is assembled as the hub has it (.xz files decompressed), and
+# weights) with the published generation config and tokenizer files of tests/fixtures/real/<dir>,
+# the checkpoint directory is assembled as the hub has it (.xz files decompressed), and
 #   1. fg-convert imports it (the vocabulary as published: Qwen's 151,936 embedding rows for
 #      151,665 tokens, phi-4's 100,352 for its 100,3xx),
 #   2. fg-tokenize encodes the prompt text (a chat model's template rendering, special tokens in
@@ -26,7 +26,7 @@ for ref in "$TINY"/*.ref; do
   ck=$name && rm -rf "$ck" "$name.store" && mkdir "$ck"
   cp "$TINY/$name/"*.json "$ck/"
   xz -dc "$TINY/$name/model.safetensors.xz" > "$ck/model.safetensors"
-  for f in tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model \
+  for f in generation_config.json tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model \
            vocab.json merges.txt added_tokens.json chat_template.jinja chat_template.json; do
     if [ -f "$REAL/$name/$f.xz" ]; then xz -dc "$REAL/$name/$f.xz" > "$ck/$f"
     elif [ -f "$REAL/$name/$f" ]; then cp "$REAL/$name/$f" "$ck/$f"; fi
