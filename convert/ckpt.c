@@ -355,15 +355,23 @@ static int detect_and_open(fg_ckpt *ck, const char *dir, fg_err *err)
 /* A file where a checkpoint directory was expected: a GGUF file (llama.cpp's, by its magic or
  * its name) is said to be one, since users reach for it first; anything else is "not a
  * directory" with what is wanted instead. */
-static int not_a_dir(const char *path, const struct stat *st, fg_err *err)
+int fg_ckpt_is_gguf(const char *path)
 {
+    size_t n = strlen(path);
+    if (n > 5 && !strcasecmp(path + n - 5, ".gguf"))
+        return 1;
+    struct stat st;
     char magic[4] = {0};
-    FILE *f = S_ISREG(st->st_mode) ? fopen(path, "rb") : NULL;
+    FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
     size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
     if (f)
         fclose(f);
-    size_t n = strlen(path);
-    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || (n > 5 && !strcasecmp(path + n - 5, ".gguf")))
+    return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+static int not_a_dir(const char *path, fg_err *err)
+{
+    if (fg_ckpt_is_gguf(path))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: a GGUF file: fg does not read GGUF yet; "
                           "convert the Hugging Face checkpoint directory it was made from "
                           "(config.json, *.safetensors)", path);
@@ -383,7 +391,7 @@ int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err)
                            : fg_err_sys(err, FG_ERR_NOT_FOUND, e, "%s", dir);
     }
     if (!S_ISDIR(st.st_mode))
-        return not_a_dir(dir, &st, err);
+        return not_a_dir(dir, err);
     fg_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = strdup(dir))) {
         free(ck);

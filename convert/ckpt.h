@@ -80,6 +80,10 @@ typedef struct fg_ckpt fg_ckpt;
  * FG_ERR_NOT_FOUND (no checkpoint, missing shard), and the parser errors of SPEC "Checkpoint
  * inputs" (FG_ERR_DISALLOWED for a refused pickle global/opcode or a compressed zip entry). */
 int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err);
+/* 1 when path names a llama.cpp GGUF file, which fg does not read yet: a name ending in .gguf
+ * (either case), or a regular file starting with the GGUF magic (only a regular file is opened,
+ * so a FIFO never blocks); else 0. For the one-line refusal fg-convert and fg-infer give. */
+int fg_ckpt_is_gguf(const char *path);
 
 /* Close every descriptor and free everything (NULL accepted). */
 void fg_ckpt_close(fg_ckpt *ck);

@@ -48,6 +48,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "convert.h"
 #include "fg_progress.h"
 #include "jobs.h"
@@ -291,13 +292,7 @@ static int model_path_check(const char *m, fg_err *err)
                               "STORE), then fg-infer -m STORE", m, m);
         return FG_OK; /* fg_store_open says what is missing */
     }
-    char magic[4] = {0};
-    FILE *f = fopen(m, "rb");
-    size_t got = f ? fread(magic, 1, 4, f) : 0;
-    if (f)
-        fclose(f);
-    size_t n = strlen(m);
-    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || (n > 5 && !strcmp(m + n - 5, ".gguf")))
+    if (fg_ckpt_is_gguf(m))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, which fg does not read "
                           "yet: convert the model's Hugging Face checkpoint (config.json and "
                           "*.safetensors) with fg-convert DIR -o STORE", m);
