@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A mixture of experts larger than its RAM budget, one sequence (--experts, runtime/policy.h):
+# A mixture of experts larger than its RAM budget, one sequence (--experts, engine/policy.h):
 # in one run, fg-infer reading only the experts each step's tokens chose (routed, the default)
 # against prefetching every expert with its layer (all, what the engine did before). For each
 # mode, runs of 1 and 1 + N new tokens from the same synthetic prompt: seconds per decode token

@@ -15,7 +15,7 @@
  * follows the same rules, so the sim exercises the same traffic: weight pieces, KV rows and activation
  * chunks homed in RAM cross the link exactly when they would cross PCIe, and what the engine
  * keeps on the device (its model workspace, the residual stream of a decode step, the head's
- * rows and logits: runtime/engine_dev.c) never does.
+ * rows and logits: engine/engine_dev.c) never does.
  *
  * Overlap: a piecewise Linear uploads piece i + 1 (asynchronously, on the device's upload
  * stream: fg_device_sim_upload, as the CUDA backend's own stream `us`) while piece i

@@ -1,4 +1,4 @@
-/* fuzz_prefix_pages.c - libFuzzer target for the prefix cache's page payloads (runtime/prefix.c):
+/* fuzz_prefix_pages.c - libFuzzer target for the prefix cache's page payloads (prefix/prefix.c):
  * the identity page and a meta page, both read back from a cache directory another process may
  * have written. The first input byte picks the decoder; an accepted value must re-encode to
  * the same bytes (identity) or keep its fields inside the documented ranges (meta). */

@@ -1,4 +1,4 @@
-/* fuzz_stage_msg.c - libFuzzer target for the pipeline's messages (runtime/stage_int.h), which
+/* fuzz_stage_msg.c - libFuzzer target for the pipeline's messages (engine/stage_int.h), which
  * come from another process, over a network between machines: the header, then an OPEN or a
  * BLOCK payload. An accepted BLOCK's lengths and ids must lie inside the message and add up. */
 #include <stdint.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed corpus for fuzz_stage_msg (runtime/stage_int.h): a valid message of each kind, little
+"""Seed corpus for fuzz_stage_msg (engine/stage_int.h): a valid message of each kind, little
 endian as on x86-64. The OPEN payload is an fg_stage_open of OPEN_BYTES (sizeof on the build's
 ABI: 136 on x86-64 Linux) with gbs 2, ngb 3, context 48. usage: gen_seeds_stage.py OUT_DIR"""
 import os

@@ -348,7 +348,7 @@ const fg_rope *fg_model_layer_rope(const fg_hparams *hp, uint32_t layer);
 int fg_model_layer_sparse(const fg_hparams *hp, uint32_t layer);
 /* The expected share of a sparse layer's experts that `tokens` routed tokens choose at least
  * once, were each token's top_k drawn uniformly: 1 - (1 - top_k / n_experts)^tokens (1 for a
- * dense model). What the engine reads of the experts homed on disk in a step (runtime/engine.c
+ * dense model). What the engine reads of the experts homed on disk in a step (engine/engine.c
  * pages in only the experts routed to), and what the policy search prices. Real routers are
  * skewed, so a real model touches fewer. */
 double fg_model_expert_share(const fg_hparams *hp, double tokens);

@@ -1,5 +1,5 @@
 /* model_view.c - the model as the policy search sees it (fg_policy_model): the table
- * runtime/plan_model.c builds for the engine (the same tensors, units, per-unit figures and
+ * engine/plan_model.c builds for the engine (the same tensors, units, per-unit figures and
  * weight chunks in pager order: one builder, so the plan the search evaluates is the plan the
  * engine allocates by and homes what the pager homes), plus what only the search needs: the
  * values decoded per sweep and the weights' codec.

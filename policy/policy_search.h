@@ -1,9 +1,9 @@
 /* policy_search.h - FlexGen's policy search for this engine: a calibration of the machine
  * measured through fg's own code paths, the cost model of the paper's Appendix A.3 adapted to
- * the engine's schedule (runtime/schedule.c), and the search: for each enumerated block
+ * the engine's schedule (engine/schedule.c), and the search: for each enumerated block
  * (gbs x ngb) and placement of the KV cache and activations, a linear program over the
  * placement fractions solved with GLPK, every answer checked against the memory plan
- * (runtime/plan.h) that the engine allocates by.
+ * (engine/plan.h) that the engine allocates by.
  *
  * Lifecycle: fg_calib_load (or fg_calib_measure + fg_calib_save) once; fg_policy_model_build
  * from a store; fg_policy_search / fg_policy_predict any number of times; fg_policy_model_free.

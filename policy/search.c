@@ -1,7 +1,7 @@
 /* search.c - the cost model and the policy search (policy_search.h).
  *
  * The cost model is the FlexGen paper's (Appendix A.3) adapted to what this engine does
- * (runtime/schedule.c). A block is n = gbs x ngb sequences, P prompt tokens, G new tokens: one
+ * (engine/schedule.c). A block is n = gbs x ngb sequences, P prompt tokens, G new tokens: one
  * prefill step then G - 1 decode steps, each sweeping the units once. Rates come from the
  * calibration (calib.c).
  *  - compute, prefill: batch by batch, every Linear at M = gbs * P rows (F_lin FLOPs a token at
@@ -20,7 +20,7 @@
  *    pager's counters (tests/test_policy.c). A mixture's experts are read (and, on a device,
  *    staged) only where chosen: of their bytes a step reads the share its tokens are expected
  *    to choose under uniform routing (fg_model_expert_share), or all of them when the engine
- *    prefetches them with their layer (runtime/policy.h fg_expert_paging); a q4 model's
+ *    prefetches them with their layer (engine/policy.h fg_expert_paging); a q4 model's
  *    decode term counts the chosen experts' values alone.
  * A step takes writes + max(compute, reads) + (1 - phi) min(compute, reads): write-backs block
  * the computing thread (the pager writes a dirty chunk when it evicts it) except the KV

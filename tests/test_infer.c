@@ -781,7 +781,7 @@ static uint64_t disk_of_generate(const char *store, const ref *r, uint32_t max_n
 }
 
 /* A mixture of experts with its weights on disk, one sequence: a decode step's token chooses
- * top_k experts a sparse layer, and the engine reads only those (runtime/engine.c prefetches a
+ * top_k experts a sparse layer, and the engine reads only those (engine/engine.c prefetches a
  * layer's experts with it only when a step's tokens are expected to choose most of them;
  * model/decoder.c asks for the chosen ones after routing). So a decode step reads at most
  * every weight but the n_experts - top_k experts no token chose, in every sparse layer, and

@@ -1,4 +1,4 @@
-/* test_plan.c - the memory plan's invariants (runtime/plan.h), as properties over random model
+/* test_plan.c - the memory plan's invariants (engine/plan.h), as properties over random model
  * shapes, policies and budgets: the plan adds up, fits its budget or says what would, keeps the
  * streaming window, is deterministic; and the default placement rule; and the homes the plan
  * counts are the ones a real pager gives the same chunks, so a plan never passes and then fails

@@ -1,4 +1,4 @@
-/* test_prefix.c - the prefix KV cache (runtime/prefix.h, prefix_kv.c, prefix_share.c).
+/* test_prefix.c - the prefix KV cache (prefix/prefix.h, prefix_kv.c, prefix_share.c).
  *
  * Exactness: a block of left-padded prompts sharing prefixes is generated without a cache, with
  * an empty cache (cold: the pages are saved) and again with the filled cache (warm: the pages

@@ -1,4 +1,4 @@
-/* test_stage.c - the pipeline's split of layers into stages (runtime/stage.h): against an
+/* test_stage.c - the pipeline's split of layers into stages (engine/stage.h): against an
  * exhaustive search over every split on random costs (the least largest stage, every stage
  * after the first with a layer, contiguous and covering), and the edges: one stage, as many
  * stages as layers + 1, too many stages, a heavy first stage left without layers.

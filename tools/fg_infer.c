@@ -8,11 +8,11 @@
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
  *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
  *
- * The main parses flags into fg_run_opts and calls the runner library (runtime/runner.h). Exit
+ * The main parses flags into fg_run_opts and calls the runner library (runner/runner.h). Exit
  * 0 on success, 1 on a runtime error (one line naming the file, flag or prompt at fault), 2 on
  * bad usage (a flag or value that cannot be right, before anything runs).
  *
- * Under mpirun (dist/dist.h, runtime/stage.h) rank 0 runs fg_run with the link in its engine
+ * Under mpirun (dist/dist.h, engine/stage.h) rank 0 runs fg_run with the link in its engine
  * options and the other ranks follow (fg_stage_follow); a rank that fails prints its one line,
  * prefixed with its rank, and ends every rank (fg_dist_abort).
  */

@@ -1,5 +1,5 @@
 /* inspect_prefix.c - fg-inspect's view of a prefix KV cache (a store whose KV pages hold
- * fg-infer --prefix-cache entries, runtime/prefix.h): its identity, entries, bytes and hits,
+ * fg-infer --prefix-cache entries, prefix/prefix.h): its identity, entries, bytes and hits,
  * as a table or JSON; --verify checks every page of the store first. */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* engine.c - an engine on a store: the model's tensors as runtime/plan_model.c finds them
+/* engine.c - an engine on a store: the model's tensors as engine/plan_model.c finds them
  * (model/'s table), every weight chunk registered with the pager (group = unit), the memory plan
  * (plan.c) made and every buffer sized from it, and the weight paths the schedules
  * (schedule.c) use.
@@ -173,7 +173,7 @@ static void stage_view(fg_engine *e)
     e->pm.kv_layers_off = e->hp.n_layers - (e->l1 - e->l0);
 }
 
-/* The tensors and units as runtime/plan_model.c finds them (the policy search sees the same
+/* The tensors and units as engine/plan_model.c finds them (the policy search sees the same
  * table): the engine takes its arrays and adds each tensor's piece rows. */
 static int build_units(fg_engine *e, fg_err *err)
 {

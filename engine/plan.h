@@ -1,6 +1,6 @@
 /* plan.h - the memory plan: a pure function (model sizes, policy, context, budget) -> every
  * byte the engine will allocate, per buffer and per tier, the block it runs and where each kind
- * of data is homed. The engine allocates by it (runtime/engine.c takes each size from the plan,
+ * of data is homed. The engine allocates by it (engine/engine.c takes each size from the plan,
  * never recomputes one) and the policy search evaluates candidate policies with it.
  *
  * Invariants (checked by tests/test_plan.c):

@@ -1,7 +1,7 @@
 /* plan_model.h - the model as the memory plan sees it, built from a store: every weight tensor
  * the engine registers with the pager (found unit by unit through model/'s table), the tensors
  * of each unit, and the per-unit figures fg_plan_make takes (plan.h). One builder for the
- * engine (runtime/engine.c allocates and registers by it) and the policy search (policy/
+ * engine (engine/engine.c allocates and registers by it) and the policy search (policy/
  * evaluates its candidates with it), so the two never disagree on a byte.
  *
  * How tensors are found: unit by unit in model/'s order; a name already added is reused (a tied

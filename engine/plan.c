@@ -94,7 +94,7 @@ static void buffers(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     pl->block_host = pl->block;
     pl->fixed = pl->small_f32 + pl->wdecode + pl->lscratch + pl->workspace + pl->head +
                 pl->block + pl->sampler;
-    if (p->gpu_budget) { /* runtime/engine_dev.c: only these stay in RAM */
+    if (p->gpu_budget) { /* engine/engine_dev.c: only these stay in RAM */
         pl->head_host = (uint64_t)pl->logit_rows * (hp->vocab_size + 1) * 4;
         pl->block_host = (uint64_t)pl->ngb * pl->gbs * ctx * 9 + bls * 8;
         pl->fixed = pl->head_host + pl->block_host + pl->sampler;
@@ -218,7 +218,7 @@ static void homes(const fg_plan_model *m, fg_plan *pl)
 
 /* The device's share: the engine's device-resident buffers (the model workspace, the head's
  * rows and logits, the SMALL tensors and their row indices, the block's rows, positions and
- * validity: runtime/engine_dev.c), a device backend's per-op staging (an activation chunk, a KV
+ * validity: engine/engine_dev.c), a device backend's per-op staging (an activation chunk, a KV
  * chunk, two weight pieces), the rest the pager's pool. */
 static int device(const fg_policy *p, fg_plan *pl, fg_err *err)
 {
