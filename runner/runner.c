@@ -14,8 +14,9 @@
  * tokenizer's vocabulary decodes as nothing. Stop strings are checked on the decoded text of
  * each sequence as it grows, and the text is cut at the first one.
  *
- * fg_run checks a --trace path before hours of generating; whatever fails, everything opened
- * is closed (the engine first: it writes the trace) and a temporary store removed.
+ * fg_run checks the options against one another first (fg_run_opts_check, runner_opts.c), and
+ * a --trace path before hours of generating; whatever fails, everything opened is closed (the
+ * engine first: it writes the trace) and a temporary store removed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -244,10 +245,12 @@ static int check_trace_path(const char *path, fg_err *err)
     return FG_OK;
 }
 
-/* The run o's mode makes. */
+/* The run o's mode (or its plan alone) makes. */
 static int dispatch(fgr_run *r, fg_err *err)
 {
     const fg_run_opts *o = r->o;
+    if (o->eo.plan_only && o->mode != FG_RUN_CALIBRATE)
+        return fgr_run_dry(r, err);
     switch (o->mode) {
     case FG_RUN_PROMPT: return fgr_run_prompt(r, err);
     case FG_RUN_JOBS: return fgr_run_jobs(r, err);
@@ -262,15 +265,18 @@ static int dispatch(fgr_run *r, fg_err *err)
 int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
 {
     fgr_run r;
+    fg_run_opts checked = *o;
     memset(&r, 0, sizeof r);
-    r.o = o;
+    r.o = &checked;
     r.eo = o->eo;
     r.out = o->out ? o->out : stdout;
     r.log = o->log ? o->log : stderr;
     r.eo.notice = notice;
     r.eo.notice_ctx = &r;
-    int rc = o->mode == FG_RUN_DRY || o->mode == FG_RUN_CALIBRATE
-                 ? FG_OK : check_trace_path(r.eo.trace_path, err);
+    int rc = fg_run_opts_check(&checked, err);
+    int runs = o->mode != FG_RUN_DRY && o->mode != FG_RUN_CALIBRATE && !o->eo.plan_only;
+    if (rc == FG_OK && runs) /* (a plan or a calibration writes no trace) */
+        rc = check_trace_path(r.eo.trace_path, err);
     if (rc == FG_OK)
         rc = dispatch(&r, err);
     fg_err cerr;

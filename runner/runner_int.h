@@ -3,6 +3,7 @@
  * The runner is split by concern (each file opens with its own design notes):
  *   runner.c          fg_run: the store, the tokenizer, the engine opened for a run's shape,
  *                     a block generated, the output written
+ *   runner_opts.c     fg_run_opts_check: the rules between options (what fg-infer refuses)
  *   runner_modes.c    the run modes: -p, synthetic, perplexity, the plan alone, calibration
  *   runner_jobs.c     JSONL jobs: sized, packed into blocks, answered, resumable
  *   runner_policy.c   the policy search's glue (--policy auto) and a fixed policy's prediction
