@@ -1,9 +1,11 @@
 /* test_runner_opts.c - the rules between a run's options belong to the libraries that own them
  * (issue 39, "thin tools"): fg_run_opts_check (runner/runner_opts.c) refuses what fg-infer
  * refuses, in the same words, for a library caller that sets fg_run_opts directly, and fg_run
- * refuses before it opens anything. One table row per rule, with the message it must give. */
+ * refuses before it opens anything; fg_convert_opts_check (convert/convert_opts.c) the same
+ * for fg-convert's group flags. One table row per rule, with the message it must give. */
 #include <string.h>
 
+#include "convert_opts.h"
 #include "runner.h"
 #include "stage.h"
 #include "testutil.h"
@@ -123,6 +125,24 @@ START_TEST(policy_default_settles)
 }
 END_TEST
 
+START_TEST(convert_group_flags)
+{
+    fg_convert_opts o = {0, 0, -1, NULL, 0, NULL, NULL};
+    fg_err err;
+    ck_assert_int_eq(fg_convert_opts_check(&o, &err), FG_OK);
+    o.group_size = 32;
+    ck_assert_int_eq(fg_convert_opts_check(&o, &err), FG_ERR_INVALID_ARG);
+    ck_assert_str_eq(err.msg, "--group-size needs --compress-weight or --weight-bits");
+    o.group_size = 0;
+    o.group_axis = 1;
+    ck_assert_int_eq(fg_convert_opts_check(&o, &err), FG_ERR_INVALID_ARG);
+    ck_assert_str_eq(err.msg, "--group-axis needs --compress-weight or --weight-bits");
+    o.compress_weight = 8;
+    o.group_size = 32;
+    ck_assert_int_eq(fg_convert_opts_check(&o, &err), FG_OK);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("runner_opts");
@@ -131,6 +151,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, run_rules_table, 0, n);
     tcase_add_loop_test(tc, fg_run_refuses_first, 0, n);
     tcase_add_test(tc, policy_default_settles);
+    tcase_add_test(tc, convert_group_flags);
     suite_add_tcase(s, tc);
     return s;
 }
