@@ -21,12 +21,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
