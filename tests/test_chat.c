@@ -210,6 +210,9 @@ START_TEST(limits_fail_the_render_with_a_message)
     char deep[4096] = "{{ ";
     for (int i = 0; i < 500; i++)
         strcat(deep, "(");
+    strcat(deep, "1");
+    for (int i = 0; i < 500; i++)
+        strcat(deep, ")");
     strcat(deep, " }}");
     fg_chat_template *t;
     ck_assert_int_ne(fg_chat_template_parse(deep, strlen(deep), &t, &e), FG_OK);

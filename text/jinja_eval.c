@@ -175,6 +175,7 @@ static jv *eval_collection(jctx *c, const jnode *n)
         jv *l = jv_list(c->a, n->nkids);
         for (size_t i = 0; i < n->nkids; i++)
             jv_list_push(c->a, l, jinja_eval(c, n->kids[i]));
+        l->tuple = n->s != NULL;
         return l;
     }
     jv *d = jv_dict(c->a);

@@ -9,6 +9,7 @@
  * Every name below is also in the parse-time tables, so a template naming anything else fails
  * at parse, naming it.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,6 +404,7 @@ static jv *pairs(jctx *c, const jv *d)
     jv *l = jv_list(c->a, d->u.l.n);
     for (size_t i = 0; i < d->u.l.n; i++) {
         jv *p = jv_list(c->a, 2);
+        p->tuple = 1;
         jv_list_push(c->a, p, d->u.l.items[i]);
         jv_list_push(c->a, p, d->vals[i]);
         jv_list_push(c->a, l, p);
@@ -762,14 +764,15 @@ static jv *f_number(const call *k, jv *x)
             return jv_float(k->c->a, x->u.f < 0 ? -x->u.f : x->u.f);
         ja_fail(k->c->a, k->line, "bad operand type for abs(): '%s'", jv_type_name(x));
     }
-    jv *prec = arg(k, 0, "precision");
+    jv *prec = arg(k, 0, "precision"), *method = str_arg(k, 1, "method");
     if (x->t != JV_INT && x->t != JV_FLOAT)
         ja_fail(k->c->a, k->line, "round needs a number");
     double f = x->t == JV_INT ? (double)x->u.i : x->u.f, m = 1;
     for (int64_t i = 0; prec && prec->t == JV_INT && i < prec->u.i && i < 15; i++)
         m *= 10;
-    double v = f * m;
-    v = v < 0 ? -(double)(int64_t)(-v + 0.5) : (double)(int64_t)(v + 0.5);
+    double v = f * m; /* Python's round(): halves to even */
+    v = method && jv_is_str(method, "floor") ? floor(v)
+      : method && jv_is_str(method, "ceil") ? ceil(v) : nearbyint(v);
     return jv_float(k->c->a, v / m);
 }
 

@@ -57,6 +57,7 @@ struct jv {
     jv **vals;         /* JV_DICT / JV_NS: values, parallel to u.l.items (the keys) */
     const char *name;  /* JV_UNDEF: the name that was missing (for messages), may be NULL */
     void *env;         /* JV_MACRO: the scope it was defined in (a jframe) */
+    int tuple;         /* JV_LIST: a Python tuple (prints as (a, b); items() pairs, (a, b)) */
 };
 
 jv *jv_undef(jarena *a, const char *name);

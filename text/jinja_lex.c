@@ -23,6 +23,7 @@ typedef struct lexer {
     size_t n, pos;
     int line;
     int line_starting;
+    int depth; /* open ( [ { inside the tag: a tag cannot end while one is open, as in Jinja */
     jtoks *out;
 } lexer;
 
@@ -216,7 +217,7 @@ static int lex_tag_token(lexer *L, char kind)
     char close = kind == '{' ? '}' : '%';
     int minus = p[0] == '-' && left >= 3 && p[1] == close && p[2] == '}';
     int plus = kind == '%' && p[0] == '+' && left >= 3 && p[1] == '%' && p[2] == '}';
-    if (minus || plus || (left >= 2 && p[0] == close && p[1] == '}')) {
+    if (!L->depth && (minus || plus || (left >= 2 && p[0] == close && p[1] == '}'))) {
         push(L, kind == '{' ? JT_VAR_END : JT_BLOCK_END, p, 0);
         L->pos += minus || plus ? 3 : 2;
         if (minus)
@@ -245,6 +246,10 @@ static int lex_tag_token(lexer *L, char kind)
             if (k <= left && !memcmp(p, ops[i], k)) {
                 push(L, JT_OP, ops[i], k);
                 L->pos += k;
+                if (strchr("([{", ops[i][0]) && k == 1)
+                    L->depth++;
+                else if (strchr(")]}", ops[i][0]) && k == 1 && --L->depth < 0)
+                    ja_fail(L->a, L->line, "unexpected '%c'", ops[i][0]);
                 return 0;
             }
         }
@@ -290,6 +295,7 @@ void jinja_lex(jarena *a, const char *src, size_t len, jtoks *out)
             continue;
         }
         push(&L, kind == '{' ? JT_VAR_BEGIN : JT_BLOCK_BEGIN, NULL, 0);
+        L.depth = 0;
         while (!lex_tag_token(&L, kind))
             ;
     }

@@ -151,6 +151,8 @@ static jnode *parse_list_or_tuple(parser *P, const char *close, int line)
     n->kids = items.v, n->nkids = items.n;
     if (!strcmp(close, ")") && items.n == 1 && !comma)
         return items.v[0]; /* parenthesized expression */
+    if (!strcmp(close, ")"))
+        n->s = "tuple";
     return n;
 }
 

@@ -210,7 +210,7 @@ int jv_equal(const jv *x, const jv *y)
             return (x->t == JV_INT ? x->u.i : x->u.b) == (y->t == JV_INT ? y->u.i : y->u.b);
         return num(x) == num(y);
     }
-    if (x->t != y->t)
+    if (x->t != y->t || (x->t == JV_LIST && x->tuple != y->tuple))
         return 0;
     switch (x->t) {
     case JV_UNDEF: case JV_NONE: return 1;
@@ -347,7 +347,7 @@ static void repr_str(jbuf *b, const char *p, size_t n)
 static void seq_repr(jbuf *b, const jv *v)
 {
     int dict = v->t == JV_DICT;
-    jb_put(b, dict ? "{" : "[", 1);
+    jb_put(b, dict ? "{" : v->tuple ? "(" : "[", 1);
     for (size_t i = 0; i < v->u.l.n; i++) {
         if (i)
             jb_puts(b, ", ");
@@ -357,7 +357,9 @@ static void seq_repr(jbuf *b, const jv *v)
             jv_repr(b, v->vals[i]);
         }
     }
-    jb_put(b, dict ? "}" : "]", 1);
+    if (v->tuple && v->u.l.n == 1)
+        jb_put(b, ",", 1);
+    jb_put(b, dict ? "}" : v->tuple ? ")" : "]", 1);
 }
 
 void jv_repr(jbuf *b, const jv *v)
