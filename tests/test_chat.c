@@ -44,12 +44,24 @@ static json_t *load_json(const char *path)
     return j;
 }
 
-static fg_chat_template *parse_file(const char *name)
+/* templates/<name>.jinja, or the chat_template of a tokenizer_config.json (config non-NULL) */
+static fg_chat_template *parse_file(const char *name, const char *config)
 {
     char path[1024];
-    snprintf(path, sizeof path, FIX "/templates/%s.jinja", name);
     size_t n;
-    char *src = slurp(path, &n);
+    char *src;
+    if (config) {
+        snprintf(path, sizeof path, FIX "/%s", config);
+        char *cfg = slurp(path, &n);
+        fg_err e = {0};
+        int rc = fg_chat_template_select(NULL, 0, NULL, 0, cfg, n, 0, &src, &e);
+        ck_assert_msg(rc == FG_OK, "%s: %s", path, e.msg);
+        n = strlen(src);
+        free(cfg);
+    } else {
+        snprintf(path, sizeof path, FIX "/templates/%s.jinja", name);
+        src = slurp(path, &n);
+    }
     fg_chat_template *t;
     fg_err e = {0};
     int rc = fg_chat_template_parse(src, n, &t, &e);
@@ -87,7 +99,7 @@ START_TEST(published_templates_render_as_transformers)
         const char *cs = json_string_value(json_object_get(row, "case"));
         if (strcmp(name, last)) {
             fg_chat_template_free(t);
-            t = parse_file(name);
+            t = parse_file(name, json_string_value(json_object_get(row, "config")));
             last = name;
             templates++;
         }
