@@ -12,11 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "chat.h"
+#include "convert.h"
+#include "store.h"
 #include "testutil.h"
 
 #define FIX FG_SOURCE_DIR "/tests/fixtures/chat"
@@ -279,6 +283,78 @@ START_TEST(template_is_selected_from_the_checkpoint_files)
 }
 END_TEST
 
+static void put_file(const char *dir, const char *name, const char *text, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(text, 1, n, f) == n);
+    fclose(f);
+}
+
+/* a tokenizer directory: GPT-2's files plus the given chat-template file */
+static const char *tok_dir(const char *sub, const char *file, const char *text, size_t n)
+{
+    const char *dir = tu_path(sub);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    const char *gpt2[] = {"vocab.json", "merges.txt"};
+    for (int i = 0; i < 2; i++) {
+        char src[4096];
+        snprintf(src, sizeof src, FG_SOURCE_DIR "/data/gpt2-tokenizer/%s", gpt2[i]);
+        size_t len;
+        char *b = slurp(src, &len);
+        put_file(dir, gpt2[i], b, len);
+        free(b);
+    }
+    put_file(dir, file, text, n);
+    return dir;
+}
+
+static int convert_with(const char *tok, const char *dst, fg_err *e)
+{
+    fg_convert_opts o = {0, 64, -1, tok, 0, NULL, NULL};
+    fg_convert_report rep;
+    return fg_convert_import(FG_SOURCE_DIR "/tests/fixtures/opt/opt-tiny-safetensors", dst, &o,
+                             &rep, e);
+}
+
+START_TEST(convert_stores_the_template_and_refuses_one_it_cannot_run)
+{
+    tu_tmpdir_create();
+    size_t n;
+    char *llama = slurp(FIX "/templates/meta-llama-Llama-3.1-8B-Instruct.jinja", &n);
+    const char *good = tok_dir("good", "chat_template.jinja", llama, n);
+    fg_err e = {0};
+    ck_assert_msg(convert_with(good, tu_path("s1"), &e) == FG_OK, "%s", e.msg);
+    fg_store *s;
+    ck_assert_int_eq(fg_store_open(tu_path("s1"), FG_STORE_RDONLY, NULL, &s, &e), FG_OK);
+    void *data;
+    size_t len;
+    ck_assert_int_eq(fg_store_meta_get(s, "tokenizer.chat_template_jinja", &data, &len, &e), FG_OK);
+    ck_assert(len == n && !memcmp(data, llama, n));
+    free(data);
+    fg_store_close(s);
+    free(llama);
+
+    const char *bad = "{{ bos_token }}\n{% for m in messages %}{{ m.content|wrap }}{% endfor %}";
+    const char *d = tok_dir("bad", "chat_template.jinja", bad, strlen(bad));
+    ck_assert_int_ne(convert_with(d, tu_path("s2"), &e), FG_OK);
+    char want[8192];
+    snprintf(want, sizeof want, "%s/chat_template.jinja: chat template line 2: filter 'wrap' is "
+             "not supported (fg's template interpreter cannot run it)", d);
+    ck_assert_str_eq(e.msg, want);
+    ck_assert_int_ne(access(tu_path("s2"), F_OK), 0); /* nothing left behind */
+
+    const char *cfg = "{\"chat_template\": \"{% include 'other.jinja' %}\"}";
+    d = tok_dir("badcfg", "tokenizer_config.json", cfg, strlen(cfg));
+    ck_assert_int_ne(convert_with(d, tu_path("s3"), &e), FG_OK);
+    snprintf(want, sizeof want, "%s/tokenizer_config.json: chat template line 1: statement "
+             "'include' is not supported (fg's template interpreter cannot run it)", d);
+    ck_assert_str_eq(e.msg, want);
+    tu_tmpdir_remove();
+}
+END_TEST
+
 int main(void)
 {
     setenv("TZ", "UTC", 1); /* the fixtures pin strftime_now to a UTC instant */
@@ -291,6 +367,7 @@ int main(void)
     tcase_add_test(tc, limits_fail_the_render_with_a_message);
     tcase_add_test(tc, bad_messages_are_refused);
     tcase_add_test(tc, template_is_selected_from_the_checkpoint_files);
+    tcase_add_test(tc, convert_stores_the_template_and_refuses_one_it_cannot_run);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

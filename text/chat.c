@@ -237,7 +237,7 @@ static int from_config_value(json_t *v, int want_tools, const char *file, char *
             pick = tpl;
     }
     if (!pick)
-        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: no chat template named \"default\"", file);
+        return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: no chat template named \"default\"", file);
     return dup_out(json_string_value(pick), json_string_length(pick), src, err);
 }
 

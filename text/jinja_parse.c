@@ -221,6 +221,8 @@ static jnode *parse_subscript(parser *P, jnode *obj, int line)
             break;
     }
     expect_op(P, "]");
+    if (!colons && !parts[0])
+        ja_fail(P->a, line, "expected an index inside '[]'");
     jnode *n = node(P, colons ? JN_SLICE : JN_GETITEM, line);
     n->a = obj, n->b = parts[0], n->c = parts[1], n->d = parts[2];
     return n;

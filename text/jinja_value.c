@@ -69,7 +69,10 @@ void ja_fail(jarena *a, int line, const char *fmt, ...)
     for (char *q = msg; *q; q++) /* one line */
         if (*q == '\n' || *q == '\r')
             *q = ' ';
-    fg_err_set(a->err, FG_ERR_INVALID_ARG, "chat template line %d: %s", line, msg);
+    if (line > 0)
+        fg_err_set(a->err, FG_ERR_INVALID_ARG, "chat template line %d: %s", line, msg);
+    else /* about the inputs, not a place in the template */
+        fg_err_set(a->err, FG_ERR_INVALID_ARG, "chat template: %s", msg);
     longjmp(*a->jb, 1);
 }
 
