@@ -28,7 +28,20 @@ static const char *const methods[] = {
     "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper", "lower",
     "title", "capitalize", "replace", "find", "rfind", "count", "join", "splitlines", "isdigit",
     "isalpha", "isspace", "isalnum", "removeprefix", "removesuffix", "items", "keys", "values",
-    "get", "index", "cycle", NULL};
+    "get", "index", "cycle",
+    /* mutators: parsed, refused when run, as transformers' ImmutableSandboxedEnvironment does */
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
+    "sort", "reverse", NULL};
+
+static int is_mutator(const char *name)
+{
+    static const char *const m[] = {"append", "extend", "insert", "pop", "remove", "clear",
+                                    "update", "setdefault", "popitem", "sort", "reverse", NULL};
+    for (int i = 0; m[i]; i++)
+        if (!strcmp(m[i], name))
+            return 1;
+    return 0;
+}
 
 static int in_table(const char *const *t, const char *name)
 {
@@ -456,6 +469,9 @@ jv *jinja_method(jctx *c, jv *obj, const char *name, jv **pos, size_t npos, cons
                  jv **kwv, size_t nkw, int line)
 {
     call k = {c, name, pos, npos, kwn, kwv, nkw, line};
+    if ((obj->t == JV_LIST || obj->t == JV_DICT) && is_mutator(name))
+        ja_fail(c->a, line, "access to attribute '%s' of '%s' object is unsafe (a chat template "
+                "may not change its inputs)", name, jv_type_name(obj));
     switch (obj->t) {
     case JV_STR: return str_method(&k, obj);
     case JV_DICT: return dict_method(&k, obj);
