@@ -318,6 +318,51 @@ static int convert_with(const char *tok, const char *dst, fg_err *e)
                              &rep, e);
 }
 
+/* the special tokens of each published tokenizer_config.json row are what transformers passed */
+START_TEST(special_tokens_are_read_as_transformers_passes_them)
+{
+    json_t *man = load_json(FIX "/manifest.json");
+    size_t i, checked = 0;
+    json_t *row;
+    json_array_foreach(json_object_get(man, "cases"), i, row) {
+        const char *config = json_string_value(json_object_get(row, "config"));
+        if (!config)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, FIX "/%s", config);
+        size_t n;
+        char *cfg = slurp(path, &n);
+        fg_chat_tokens tk;
+        fg_err e = {0};
+        ck_assert_msg(fg_chat_tokens_read(cfg, n, NULL, 0, &tk, &e) == FG_OK, "%s", e.msg);
+        json_t *kw = json_object_get(row, "kwargs");
+        const char *keys[] = {"bos_token", "eos_token", "pad_token", "unk_token"};
+        const char *got[] = {tk.bos, tk.eos, tk.pad, tk.unk};
+        for (int k = 0; k < 4; k++) {
+            const char *want = json_string_value(json_object_get(kw, keys[k]));
+            ck_assert_msg((!want && !got[k]) || (want && got[k] && !strcmp(want, got[k])),
+                          "%s %s: want %s got %s", config, keys[k], want, got[k]);
+        }
+        fg_chat_tokens_free(&tk);
+        free(cfg);
+        checked++;
+    }
+    ck_assert_uint_gt(checked, 0);
+    fg_chat_tokens tk;
+    fg_err e = {0};
+    const char *map = "{\"bos_token\": {\"content\": \"<s>\", \"lstrip\": false}, \"eos_token\": \"</s>\"}";
+    const char *cfg = "{\"eos_token\": \"<|eot|>\"}";
+    ck_assert_int_eq(fg_chat_tokens_read(cfg, strlen(cfg), map, strlen(map), &tk, &e), FG_OK);
+    ck_assert_str_eq(tk.bos, "<s>");
+    ck_assert_str_eq(tk.eos, "<|eot|>");
+    ck_assert_ptr_null(tk.pad);
+    fg_chat_tokens_free(&tk);
+    ck_assert_int_eq(fg_chat_tokens_read("[1]", 3, NULL, 0, &tk, &e), FG_ERR_TOK_CONFIG);
+    ck_assert_str_eq(e.msg, "tokenizer_config.json: not a JSON object");
+    json_decref(man);
+}
+END_TEST
+
 START_TEST(convert_stores_the_template_and_refuses_one_it_cannot_run)
 {
     tu_tmpdir_create();
@@ -368,6 +413,7 @@ int main(void)
     tcase_add_test(tc, bad_messages_are_refused);
     tcase_add_test(tc, template_is_selected_from_the_checkpoint_files);
     tcase_add_test(tc, convert_stores_the_template_and_refuses_one_it_cannot_run);
+    tcase_add_test(tc, special_tokens_are_read_as_transformers_passes_them);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -8,6 +8,7 @@
  * a message's reasoning (reasoning_content, thinking or reasoning, first non-null) is copied
  * to both "thinking" and "reasoning_content" (transformers' _alias_reasoning_fields).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -272,4 +273,64 @@ int fg_chat_template_select(const char *jinja, size_t jinja_len, const char *cha
     if (rc == FG_ERR_NOT_FOUND)
         return fg_err_set(err, FG_ERR_NOT_FOUND, "the checkpoint has no chat template");
     return rc;
+}
+
+static json_t *load_obj(const char *text, size_t len, const char *file, fg_err *err)
+{
+    json_error_t je;
+    json_t *j = fg_json_loadb(text, len, 0, &je);
+    if (!j)
+        fg_err_set(err, FG_ERR_TOK_JSON, "%s: %s (line %d, column %d)", file, je.text, je.line,
+                   je.column);
+    else if (!json_is_object(j)) {
+        json_decref(j);
+        j = NULL;
+        fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: not a JSON object", file);
+    }
+    return j;
+}
+
+/* key's token text in j: a string, or an AddedToken's "content"; NULL when absent or null */
+static const char *token_text(json_t *j, const char *key)
+{
+    json_t *v = j ? json_object_get(j, key) : NULL;
+    if (json_is_object(v))
+        v = json_object_get(v, "content");
+    return json_string_value(v);
+}
+
+int fg_chat_tokens_read(const char *tok_config, size_t tok_config_len, const char *special_map,
+                        size_t special_map_len, fg_chat_tokens *out, fg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    json_t *cfg = NULL, *map = NULL;
+    if (tok_config && !(cfg = load_obj(tok_config, tok_config_len, "tokenizer_config.json", err)))
+        return err ? err->code : FG_ERR_TOK_JSON;
+    if (special_map &&
+        !(map = load_obj(special_map, special_map_len, "special_tokens_map.json", err))) {
+        json_decref(cfg);
+        return err ? err->code : FG_ERR_TOK_JSON;
+    }
+    static const char *const keys[] = {"bos_token", "eos_token", "pad_token", "unk_token"};
+    char **dst[] = {&out->bos, &out->eos, &out->pad, &out->unk};
+    int rc = FG_OK;
+    for (int i = 0; i < 4 && rc == FG_OK; i++) {
+        const char *t = token_text(cfg, keys[i]);
+        t = t ? t : token_text(map, keys[i]);
+        if (t && !(*dst[i] = strdup(t)))
+            rc = fg_err_set(err, FG_ERR_NOMEM, "chat template: out of memory");
+    }
+    json_decref(cfg);
+    json_decref(map);
+    if (rc)
+        fg_chat_tokens_free(out);
+    return rc;
+}
+
+void fg_chat_tokens_free(fg_chat_tokens *t)
+{
+    if (!t)
+        return;
+    free(t->bos), free(t->eos), free(t->pad), free(t->unk);
+    memset(t, 0, sizeof *t);
 }

@@ -75,6 +75,16 @@ int fg_chat_template_select(const char *jinja, size_t jinja_len, const char *cha
                             size_t chat_json_len, const char *tok_config, size_t tok_config_len,
                             int want_tools, char **src, fg_err *err);
 
+/* The special tokens transformers passes a template (its special_tokens_map: bos_token,
+ * eos_token, pad_token, unk_token), read from tokenizer_config.json, else from
+ * special_tokens_map.json; a value is a string or an AddedToken object ({"content": ...}).
+ * Either buffer may be NULL (file absent). Absent tokens stay NULL. The strings are malloc'd:
+ * fg_chat_tokens_free releases them. Point fg_chat_opts' token fields at them. */
+typedef struct fg_chat_tokens { char *bos, *eos, *pad, *unk; } fg_chat_tokens;
+int fg_chat_tokens_read(const char *tok_config, size_t tok_config_len, const char *special_map,
+                        size_t special_map_len, fg_chat_tokens *out, fg_err *err);
+void fg_chat_tokens_free(fg_chat_tokens *t);
+
 #ifdef __cplusplus
 }
 #endif
