@@ -161,8 +161,9 @@ START_TEST(snippets_render_as_jinja)
         char *out = NULL;
         if (rc == FG_OK) {
             json_t *vars = json_object_get(row, "vars");
-            json_t *msgs = json_object_get(vars, "messages");
-            rc = render_row(t, msgs ? msgs : json_array(), vars, 0, 1768478400, &out, &e);
+            json_t *msgs = json_object_get(vars, "messages"), *none = json_array();
+            rc = render_row(t, msgs ? msgs : none, vars, 0, 1768478400, &out, &e);
+            json_decref(none);
             fg_chat_template_free(t);
         }
         if (!exp) {
