@@ -1,12 +1,12 @@
 /* jinja_int.h - private types of the chat-template interpreter (jinja_*.c, chat.c).
  *
  * A template is lexed (jinja_lex.c) into tokens, parsed (jinja_parse.c) into a tree of jnode,
- * and the tree is walked (jinja_eval.c, with filters/tests/methods in jinja_builtins.c and values
- * in jinja_value.c) to render text. Everything a parse or a render allocates comes from one
+ * and the tree is walked (jinja_eval.c; operators, tests and globals in jinja_ops.c, filters
+ * and methods in jinja_filters.c, values in jinja_value.c) to render text. Everything a parse or a render allocates comes from one
  * arena (jarena) with a byte ceiling, freed at once: values are immutable (except namespace()
  * objects, which templates assign through) and are shared freely, so there is no reference
- * counting. Errors unwind with longjmp to the entry point (jinja_parse / jinja_render), which
- * turns them into an fg_err naming the template line and the construct.
+ * counting. Errors unwind with longjmp to the entry point (chat.c's parse_guarded / render_guarded),
+ * which turns them into an fg_err naming the template line and the construct.
  */
 #ifndef FG_JINJA_INT_H
 #define FG_JINJA_INT_H
@@ -161,7 +161,7 @@ jv *jinja_eval(jctx *c, const jnode *n);
 jv *jctx_lookup(jctx *c, const char *name);
 void jctx_set(jctx *c, const char *name, jv *v);
 
-/* builtins (jinja_builtins.c): parse-time checks and render-time calls */
+/* builtins (jinja_ops.c, jinja_filters.c): parse-time checks and render-time calls */
 int jinja_has_filter(const char *name);
 int jinja_has_test(const char *name);
 int jinja_has_method(const char *name);
