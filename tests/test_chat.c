@@ -196,7 +196,7 @@ START_TEST(unsupported_constructs_fail_at_parse_naming_them)
     expect_parse_error("\n\n{% include 'x' %}", "chat template line 3: statement 'include' is not supported");
     expect_parse_error("{{ s.zfill(3) }}", "chat template line 1: method 'zfill' is not supported");
     expect_parse_error("{{ lipsum() }}", "chat template line 1: function 'lipsum' is not supported");
-    expect_parse_error("{% for x in y %}", "chat template line 1: unexpected end of template, expected 'else'");
+    expect_parse_error("{% for x in y %}", "chat template line 1: unexpected end of template, expected 'endfor'");
     expect_parse_error("{{ 'abc }}", "chat template line 1: unterminated string");
     expect_parse_error("{# open", "chat template line 1: missing end of comment tag");
 }

@@ -83,7 +83,17 @@ static jv *str_arg(const call *k, size_t i, const char *kw)
 }
 
 /* ---- strings ---- */
-static int py_space(unsigned char ch) { return ch == ' ' || (ch >= 9 && ch <= 13) || (ch >= 28 && ch <= 31); }
+static int py_space(unsigned char ch)
+{
+    return ch == ' ' || (ch >= 9 && ch <= 13) || (ch >= 28 && ch <= 31);
+}
+
+/* the n-byte code point at p is Python whitespace (ASCII ones, U+0085, U+00A0) */
+static int py_space_cp(const char *p, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (n == 1 && py_space(u[0])) || (n == 2 && u[0] == 0xC2 && (u[1] == 0x85 || u[1] == 0xA0));
+}
 
 static int in_chars(const jv *chars, const char *p, size_t n)
 {
@@ -116,8 +126,7 @@ static jv *strip(jctx *c, const jv *s, const jv *chars, int mode)
     size_t a = 0, b = s->u.s.n;
     while ((mode & 1) && a < b) {
         size_t n = cp_len_at(p + a, b - a);
-        int hit = chars ? in_chars(chars, p + a, n) : (n == 1 && py_space((unsigned char)p[a])) ||
-                  (n == 2 && (unsigned char)p[a] == 0xC2 && ((unsigned char)p[a + 1] == 0x85 || (unsigned char)p[a + 1] == 0xA0));
+        int hit = chars ? in_chars(chars, p + a, n) : py_space_cp(p + a, n);
         if (!hit)
             break;
         a += n;
@@ -125,8 +134,7 @@ static jv *strip(jctx *c, const jv *s, const jv *chars, int mode)
     while ((mode & 2) && b > a) {
         size_t st = cp_start_before(p, b);
         size_t n = b - st;
-        int hit = chars ? in_chars(chars, p + st, n) : (n == 1 && py_space((unsigned char)p[st])) ||
-                  (n == 2 && (unsigned char)p[st] == 0xC2 && ((unsigned char)p[st + 1] == 0x85 || (unsigned char)p[st + 1] == 0xA0));
+        int hit = chars ? in_chars(chars, p + st, n) : py_space_cp(p + st, n);
         if (!hit)
             break;
         b = st;
@@ -594,7 +602,8 @@ static jv *attr_path(const call *k, jv *x, const jv *attr)
     while (p < e) { /* "a.b" walks into nested dicts, as Jinja's make_attrgetter */
         const char *dot = memchr(p, '.', (size_t)(e - p));
         const char *q = dot ? dot : e;
-        x = jinja_getitem(k->c, x, jv_str_own(k->c->a, ja_strndup(k->c->a, p, (size_t)(q - p)), (size_t)(q - p)), k->line);
+        size_t n = (size_t)(q - p);
+        x = jinja_getitem(k->c, x, jv_str_own(k->c->a, ja_strndup(k->c->a, p, n), n), k->line);
         p = dot ? dot + 1 : e;
     }
     return x;
@@ -609,9 +618,11 @@ static jv *f_select(const call *k, jv *x, int by_attr, int keep)
     if (by_attr && !attr)
         ja_fail(k->c->a, k->line, "%s needs an attribute name", k->name);
     jv *test = k->npos > t0 ? k->pos[t0] : NULL;
-    if (test && (test->t != JV_STR || !jinja_has_test(ja_strndup(k->c->a, test->u.s.p, test->u.s.n))))
-        ja_fail(k->c->a, k->line, "%s: test is not supported", k->name);
+    if (test && test->t != JV_STR)
+        ja_fail(k->c->a, k->line, "%s: the test must be named by a string", k->name);
     const char *tn = test ? ja_strndup(k->c->a, test->u.s.p, test->u.s.n) : NULL;
+    if (tn && !jinja_has_test(tn))
+        ja_fail(k->c->a, k->line, "%s: test '%s' is not supported", k->name, tn);
     jv *out = jv_list(k->c->a, l->u.l.n);
     for (size_t i = 0; i < l->u.l.n; i++) {
         jv *v = attr ? attr_path(k, l->u.l.items[i], attr) : l->u.l.items[i];

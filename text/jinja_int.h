@@ -2,11 +2,12 @@
  *
  * A template is lexed (jinja_lex.c) into tokens, parsed (jinja_parse.c) into a tree of jnode,
  * and the tree is walked (jinja_eval.c; operators, tests and globals in jinja_ops.c, filters
- * and methods in jinja_filters.c, values in jinja_value.c) to render text. Everything a parse or a render allocates comes from one
- * arena (jarena) with a byte ceiling, freed at once: values are immutable (except namespace()
- * objects, which templates assign through) and are shared freely, so there is no reference
- * counting. Errors unwind with longjmp to the entry point (chat.c's parse_guarded / render_guarded),
- * which turns them into an fg_err naming the template line and the construct.
+ * and methods in jinja_filters.c, values in jinja_value.c) to render text. Everything a parse
+ * or a render allocates comes from one arena (jarena) with a byte ceiling, freed at once:
+ * values are immutable (except namespace() objects, which templates assign through) and are
+ * shared freely, so there is no reference counting. Errors unwind with longjmp to the entry
+ * point (chat.c's parse_guarded / render_guarded), which turns them into an fg_err naming the
+ * template line and the construct.
  */
 #ifndef FG_JINJA_INT_H
 #define FG_JINJA_INT_H

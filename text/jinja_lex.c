@@ -70,7 +70,15 @@ static char *normalize(jarena *a, const char *src, size_t len, size_t *out)
     return d;
 }
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int tag_start(const char *s, size_t i)
+{
+    return s[i] == '{' && (s[i + 1] == '{' || s[i + 1] == '%' || s[i + 1] == '#');
+}
 
 /* Data up to the next tag start; applies "-" and lstrip_blocks to it. Returns the tag kind
  * ('{', '%', '#') or 0 at the end of the source. */
@@ -78,7 +86,7 @@ static char lex_data(lexer *L)
 {
     const char *s = L->s;
     size_t i = L->pos;
-    while (i + 1 < L->n && !(s[i] == '{' && (s[i + 1] == '{' || s[i + 1] == '%' || s[i + 1] == '#')))
+    while (i + 1 < L->n && !tag_start(s, i))
         i++;
     if (i + 1 >= L->n)
         i = L->n;
@@ -107,6 +115,19 @@ static char lex_data(lexer *L)
     if (dn)
         L->line_starting = d[dn - 1] == '\n';
     return kind;
+}
+
+static size_t utf8_encode(uint32_t cp, unsigned char *u)
+{
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        return 1;
+    }
+    size_t n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    for (size_t i = n - 1; i > 0; i--, cp >>= 6)
+        u[i] = (unsigned char)(0x80 | (cp & 63));
+    u[0] = (unsigned char)((n == 2 ? 0xC0 : n == 3 ? 0xE0 : 0xF0) | cp);
+    return n;
 }
 
 static void lex_string(lexer *L)
@@ -138,11 +159,7 @@ static void lex_string(lexer *L)
             if (end != hex + nd || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
                 ja_fail(L->a, L->line, "bad \\%c escape in a string", e);
             unsigned char u[4];
-            size_t un = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-            if (un == 1) u[0] = (unsigned char)cp;
-            else if (un == 2) { u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 63); }
-            else if (un == 3) { u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 63); u[2] = 0x80 | (cp & 63); }
-            else { u[0] = 0xF0 | (cp >> 18); u[1] = 0x80 | ((cp >> 12) & 63); u[2] = 0x80 | ((cp >> 6) & 63); u[3] = 0x80 | (cp & 63); }
+            size_t un = utf8_encode((uint32_t)cp, u);
             jb_put(&b, (const char *)u, un);
             i += (size_t)nd;
         } else if (e == '\n') {

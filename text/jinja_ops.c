@@ -12,7 +12,10 @@
 #include "jinja_int.h"
 
 static int is_num(const jv *v) { return v->t == JV_INT || v->t == JV_FLOAT || v->t == JV_BOOL; }
-static double num(const jv *v) { return v->t == JV_FLOAT ? v->u.f : (double)(v->t == JV_INT ? v->u.i : v->u.b); }
+static double num(const jv *v)
+{
+    return v->t == JV_FLOAT ? v->u.f : (double)(v->t == JV_INT ? v->u.i : v->u.b);
+}
 static int64_t ival(const jv *v) { return v->t == JV_INT ? v->u.i : v->u.b; }
 
 static _Noreturn void undefined_fail(jctx *c, const jv *v, int line)
@@ -96,7 +99,9 @@ jv *jinja_getitem(jctx *c, jv *obj, jv *key, int line)
         undefined_fail(c, obj, line);
     if (obj->t == JV_DICT || obj->t == JV_NS) {
         jv *v = jv_dict_getv(obj, key);
-        return v ? v : jv_undef(c->a, key->t == JV_STR ? ja_strndup(c->a, key->u.s.p, key->u.s.n) : NULL);
+        if (v)
+            return v;
+        return jv_undef(c->a, key->t == JV_STR ? ja_strndup(c->a, key->u.s.p, key->u.s.n) : NULL);
     }
     if (key->t == JV_STR)
         return jinja_getattr(c, obj, ja_strndup(c->a, key->u.s.p, key->u.s.n), line);
@@ -220,7 +225,10 @@ static jv *arith(jctx *c, char op, jv *x, jv *y, int line)
     case '*': return jv_float(c->a, a * b);
     case '/': return jv_float(c->a, a / b);
     case 'f': return jv_float(c->a, floor(a / b));
-    case '%': { double m = fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return jv_float(c->a, m); }
+    case '%': {
+        double m = fmod(a, b);
+        return jv_float(c->a, m != 0 && ((m < 0) != (b < 0)) ? m + b : m);
+    }
     default: return jv_float(c->a, pow(a, b));
     }
 ovf:
@@ -256,7 +264,8 @@ static int contains(jctx *c, jv *x, jv *y, int line)
 {
     if (y->t == JV_STR) {
         if (x->t != JV_STR)
-            ja_fail(c->a, line, "'in <string>' requires string as left operand, not %s", jv_type_name(x));
+            ja_fail(c->a, line, "'in <string>' requires string as left operand, not %s",
+                    jv_type_name(x));
         if (!x->u.s.n)
             return 1;
         for (size_t i = 0; i + x->u.s.n <= y->u.s.n; i++)
@@ -367,7 +376,8 @@ int jinja_test(jctx *c, const char *name, jv *x, jv **args, size_t nargs, int li
     if (!strcmp(name, "none")) return t == JV_NONE;
     if (!strcmp(name, "string")) return t == JV_STR;
     if (!strcmp(name, "mapping")) return t == JV_DICT;
-    if (!strcmp(name, "iterable")) return t == JV_STR || t == JV_LIST || t == JV_DICT || t == JV_UNDEF;
+    if (!strcmp(name, "iterable"))
+        return t == JV_STR || t == JV_LIST || t == JV_DICT || t == JV_UNDEF;
     if (!strcmp(name, "sequence")) return t == JV_STR || t == JV_LIST || t == JV_DICT;
     if (!strcmp(name, "number")) return t == JV_INT || t == JV_FLOAT || t == JV_BOOL;
     if (!strcmp(name, "integer")) return t == JV_INT;

@@ -29,7 +29,13 @@ typedef struct parser {
 } parser;
 
 static const jtok *peek(parser *P) { return &P->t[P->i]; }
-static const jtok *next(parser *P) { const jtok *t = &P->t[P->i]; if (t->t != JT_EOF) P->i++; return t; }
+static const jtok *next(parser *P)
+{
+    const jtok *t = &P->t[P->i];
+    if (t->t != JT_EOF)
+        P->i++;
+    return t;
+}
 
 static int is_op(const jtok *t, const char *op)
 {
@@ -719,8 +725,12 @@ static jnode *parse_body(parser *P, const char *const *ends, const char **which)
     for (;;) {
         const jtok *t = peek(P);
         if (t->t == JT_EOF) {
-            if (ends)
-                ja_fail(P->a, t->line, "unexpected end of template, expected '%s'", ends[0]);
+            if (ends) { /* name the block's closing tag, the last of ends */
+                size_t k = 0;
+                while (ends[k + 1])
+                    k++;
+                ja_fail(P->a, t->line, "unexpected end of template, expected '%s'", ends[k]);
+            }
             break;
         }
         if (t->t == JT_DATA) {

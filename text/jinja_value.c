@@ -204,7 +204,10 @@ int jv_truthy(const jv *v)
 }
 
 static int is_num(const jv *v) { return v->t == JV_INT || v->t == JV_FLOAT || v->t == JV_BOOL; }
-static double num(const jv *v) { return v->t == JV_FLOAT ? v->u.f : (double)(v->t == JV_INT ? v->u.i : v->u.b); }
+static double num(const jv *v)
+{
+    return v->t == JV_FLOAT ? v->u.f : (double)(v->t == JV_INT ? v->u.i : v->u.b);
+}
 
 int jv_equal(const jv *x, const jv *y)
 {
