@@ -59,7 +59,7 @@ static void check_opt(const char *name, int want, const char *needle)
             used++;
             ck_assert_uint_lt(from[s].index, fg_ckpt_count(ck));
             ck_assert_uint_eq(from[s].row0, 0);
-            ck_assert_str_eq(fg_arch_opt.canonical_name(
+            ck_assert_str_eq(fg_arch_find("opt")->canonical_name(
                                  fg_ckpt_tensor_at(ck, from[s].index)->name, buf, sizeof buf),
                              spec[s].name);
         }
@@ -158,14 +158,14 @@ END_TEST
 START_TEST(canonical_names)
 {
     char b[96];
-    ck_assert_str_eq(fg_arch_opt.canonical_name("decoder.layer_norm.weight", b, sizeof b),
+    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("decoder.layer_norm.weight", b, sizeof b),
                      "model.decoder.final_layer_norm.weight");
-    ck_assert_str_eq(fg_arch_opt.canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
+    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
                      "model.decoder.layers.3.fc1.bias");
-    ck_assert_str_eq(fg_arch_opt.canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
+    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
                      "model.decoder.final_layer_norm.bias");
-    ck_assert_str_eq(fg_arch_opt.canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
-    ck_assert_ptr_null(fg_arch_opt.canonical_name("decoder.layers.3.fc1.bias", b, 8));
+    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
+    ck_assert_ptr_null(fg_arch_find("opt")->canonical_name("decoder.layers.3.fc1.bias", b, 8));
 }
 END_TEST
 
@@ -374,18 +374,18 @@ START_TEST(phi3_configs)
     ck_assert(fabs(c.rope.attn_factor - sqrt(1 + log(4.0) / log(4096.0))) < 1e-6);
     ck_assert(fg_model_windowed_layers(&c) == 2 && c.sliding_window == 9);
     char parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.1.self_attn.qkv_proj.weight", parts,
+    ck_assert_uint_eq(fg_arch_find("phi3")->fused(&c, "model.layers.1.self_attn.qkv_proj.weight", parts,
                                          NULL),
                       3);
     ck_assert_str_eq(parts[2], "model.layers.1.self_attn.v_proj.weight");
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.0.mlp.gate_up_proj.weight", parts,
+    ck_assert_uint_eq(fg_arch_find("phi3")->fused(&c, "model.layers.0.mlp.gate_up_proj.weight", parts,
                                          NULL), 2);
     ck_assert_str_eq(parts[0], "model.layers.0.mlp.gate_proj.weight");
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.2.mlp.gate_up_proj.weight", parts,
+    ck_assert_uint_eq(fg_arch_find("phi3")->fused(&c, "model.layers.2.mlp.gate_up_proj.weight", parts,
                                          NULL), 0);
-    ck_assert_uint_eq(fg_arch_phi3.fused(&c, "model.layers.01.mlp.gate_up_proj.weight", parts,
+    ck_assert_uint_eq(fg_arch_find("phi3")->fused(&c, "model.layers.01.mlp.gate_up_proj.weight", parts,
                                          NULL), 0);
-    ck_assert(fg_arch_llama.fused == NULL);
+    ck_assert(fg_arch_find("llama")->fused == NULL);
 #define PHI "{\"model_type\":\"phi3\"," L
     cfg_fail(PHI ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2}}",
              FG_ERR_UNSUPPORTED, "\"linear\" is not Phi-3's (default, longrope)");
@@ -557,10 +557,10 @@ START_TEST(gemma3_configs)
     ck_assert(!c.out_bias && c.sandwich == FG_SANDWICH_BOTH && !c.norm_plus_one);
     ck_assert(c.pad_id == 151329 && c.n_kv_heads == 2 && c.norm_eps == 1.5625e-7f);
     char gn4[FG_TENSOR_NAME_MAX];
-    ck_assert_str_eq(fg_arch_glm4.canonical_name("model.layers.0.post_attention_layernorm.weight",
+    ck_assert_str_eq(fg_arch_find("glm4")->canonical_name("model.layers.0.post_attention_layernorm.weight",
                                                  gn4, sizeof gn4),
                      "model.layers.0.pre_feedforward_layernorm.weight");
-    ck_assert_str_eq(fg_arch_glm4.canonical_name("model.layers.0.post_mlp_layernorm.weight",
+    ck_assert_str_eq(fg_arch_find("glm4")->canonical_name("model.layers.0.post_mlp_layernorm.weight",
                                                  gn4, sizeof gn4),
                      "model.layers.0.post_feedforward_layernorm.weight");
     /* Gemma (1): GemmaConfig's defaults (head_dim 256, KV heads = heads, tied, bos 2, eos 1),
@@ -595,16 +595,16 @@ START_TEST(gemma3_configs)
     ck_assert(c.rope.scaling == FG_ROPE_LINEAR && c.rope_local.theta == 1e4f);
     ck_assert(fg_model_windowed_layers(&c) == 34 - 5 && c.sliding_window == 1024);
     char nb[FG_TENSOR_NAME_MAX];
-    ck_assert_str_eq(fg_arch_gemma3.canonical_name("language_model.model.norm.weight", nb,
+    ck_assert_str_eq(fg_arch_find("gemma3")->canonical_name("language_model.model.norm.weight", nb,
                                                    sizeof nb), "model.norm.weight");
-    ck_assert_str_eq(fg_arch_gemma3.canonical_name("model.language_model.layers.3.mlp.up_proj."
+    ck_assert_str_eq(fg_arch_find("gemma3")->canonical_name("model.language_model.layers.3.mlp.up_proj."
                                                    "weight", nb, sizeof nb),
                      "model.layers.3.mlp.up_proj.weight");
-    ck_assert_str_eq(fg_arch_gemma3.canonical_name("language_model.lm_head.weight", nb, sizeof nb),
+    ck_assert_str_eq(fg_arch_find("gemma3")->canonical_name("language_model.lm_head.weight", nb, sizeof nb),
                      "lm_head.weight");
-    ck_assert(fg_arch_gemma3.unused(&c, "vision_tower.vision_model.post_layernorm.weight"));
-    ck_assert(fg_arch_gemma3.unused(&c, "model.multi_modal_projector.mm_input_projection_weight"));
-    ck_assert(!fg_arch_gemma3.unused(&c, "model.norm.weight"));
+    ck_assert(fg_arch_find("gemma3")->unused(&c, "vision_tower.vision_model.post_layernorm.weight"));
+    ck_assert(fg_arch_find("gemma3")->unused(&c, "model.multi_modal_projector.mm_input_projection_weight"));
+    ck_assert(!fg_arch_find("gemma3")->unused(&c, "model.norm.weight"));
     cfg_fail("{\"model_type\":\"gemma3\"}", FG_ERR_CORRUPT, "key text_config: must be an object");
     /* Mistral Small 3.x: a mistral text_config (model_type absent: mistral); the top level's
      * tie_word_embeddings decides, true by default as in transformers 5 */
@@ -638,9 +638,9 @@ START_TEST(gemma3_configs)
     ck_assert_int_eq(fg_model_config_parse(q3v, strlen(q3v), NULL, &c, &err), FG_OK);
     ck_assert(c.qk_norm && c.head_dim == 128 && c.rope.theta == 5e5f && c.tied_head);
     char qn[FG_TENSOR_NAME_MAX];
-    ck_assert_str_eq(fg_arch_qwen3_vl.canonical_name("model.language_model.norm.weight", qn,
+    ck_assert_str_eq(fg_arch_find("qwen3_vl")->canonical_name("model.language_model.norm.weight", qn,
                                                      sizeof qn), "model.norm.weight");
-    ck_assert(fg_arch_qwen3_vl.unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
+    ck_assert(fg_arch_find("qwen3_vl")->unused(&c, "model.visual.blocks.0.attn.qkv.weight"));
     /* OLMo 2: no input norms, q/k norms over the whole projections, Olmo2Config's ids */
     const char *ol = "{\"model_type\":\"olmo2\"," L ",\"num_key_value_heads\":2}";
     ck_assert_int_eq(fg_model_config_parse(ol, strlen(ol), NULL, &c, &err), FG_OK);
@@ -934,18 +934,18 @@ START_TEST(moe_configs)
     ck_assert_str_eq(t[2].name, "model.layers.0.mlp.experts.gate_proj.weight");
     char buf[FG_TENSOR_NAME_MAX], st[FG_TENSOR_NAME_MAX];
     uint32_t b = 0;
-    ck_assert_str_eq(fg_arch_mixtral.canonical_name("model.layers.1.block_sparse_moe.experts.7."
+    ck_assert_str_eq(fg_arch_find("mixtral")->canonical_name("model.layers.1.block_sparse_moe.experts.7."
                                                     "w3.weight", buf, sizeof buf),
                      "model.layers.1.mlp.experts.7.up_proj.weight");
-    ck_assert(fg_arch_mixtral.stacked(&c, buf, st, &b) && b == 7);
+    ck_assert(fg_arch_find("mixtral")->stacked(&c, buf, st, &b) && b == 7);
     ck_assert_str_eq(st, "model.layers.1.mlp.experts.up_proj.weight");
-    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.8.up_proj.weight", st,
+    ck_assert(!fg_arch_find("mixtral")->stacked(&c, "model.layers.1.mlp.experts.8.up_proj.weight", st,
                                        &b));
-    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.07.up_proj.weight", st,
+    ck_assert(!fg_arch_find("mixtral")->stacked(&c, "model.layers.1.mlp.experts.07.up_proj.weight", st,
                                        &b));
-    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.+7.up_proj.weight", st,
+    ck_assert(!fg_arch_find("mixtral")->stacked(&c, "model.layers.1.mlp.experts.+7.up_proj.weight", st,
                                        &b));
-    ck_assert(!fg_arch_mixtral.stacked(&c, "model.layers.1.mlp.experts.7.w3.weight", st, &b));
+    ck_assert(!fg_arch_find("mixtral")->stacked(&c, "model.layers.1.mlp.experts.7.w3.weight", st, &b));
     cfg_fail("{\"model_type\":\"mixtral\"," L ",\"num_key_value_heads\":2,"
              "\"num_local_experts\":4,\"num_experts\":8}", FG_ERR_CORRUPT,
              "key num_experts: differs from num_local_experts");
@@ -963,7 +963,7 @@ START_TEST(moe_configs)
     ck_assert(!fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
     ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 4); /* layer 0: dense */
     ck_assert(t[1].role == FG_ROLE_W_GATE && t[1].dims[0] == c.ffn && !t[1].blocks);
-    ck_assert(!fg_arch_qwen3_moe.stacked(&c, "model.layers.0.mlp.experts.1.up_proj.weight", st,
+    ck_assert(!fg_arch_find("qwen3_moe")->stacked(&c, "model.layers.0.mlp.experts.1.up_proj.weight", st,
                                          &b)); /* a dense layer has no experts */
     const char *q3b = "{\"model_type\":\"qwen3_moe\"," L ",\"mlp_only_layers\":[1],"
                       "\"norm_topk_prob\":true}";
@@ -992,18 +992,18 @@ START_TEST(moe_configs)
     ck_assert(c.residual_scale == 0.5f && c.n_kv_heads == c.n_heads && !c.tied_head);
     ck_assert(fg_model_layer_sparse(&c, 0) && fg_model_layer_sparse(&c, 1));
     char gn[FG_TENSOR_NAME_MAX], parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
-    ck_assert_str_eq(fg_arch_granitemoe.canonical_name(
+    ck_assert_str_eq(fg_arch_find("granitemoe")->canonical_name(
                          "model.layers.1.block_sparse_moe.router.layer.weight", gn, sizeof gn),
                      "model.layers.1.mlp.gate.weight");
-    ck_assert_str_eq(fg_arch_granitemoe.canonical_name(
+    ck_assert_str_eq(fg_arch_find("granitemoe")->canonical_name(
                          "model.layers.1.block_sparse_moe.input_linear.weight", gn, sizeof gn),
                      "model.layers.1.mlp.experts.gate_up_proj");
-    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, gn, parts, NULL), 2);
+    ck_assert_uint_eq(fg_arch_find("granitemoe")->fused(&c, gn, parts, NULL), 2);
     ck_assert_str_eq(parts[1], "model.layers.1.mlp.experts.up_proj.weight");
-    ck_assert_uint_eq(fg_arch_granitemoe.fused(&c, "model.layers.2.mlp.experts.down_proj",
+    ck_assert_uint_eq(fg_arch_find("granitemoe")->fused(&c, "model.layers.2.mlp.experts.down_proj",
                                                parts, NULL), 0); /* past the layers */
     uint32_t layout = 9;
-    ck_assert_uint_eq(fg_arch_mixtral.fused(&c, "model.layers.0.mlp.experts.down_proj", parts,
+    ck_assert_uint_eq(fg_arch_find("mixtral")->fused(&c, "model.layers.0.mlp.experts.down_proj", parts,
                                             &layout), 1);
     ck_assert_uint_eq(layout, 0);
     /* OLMoE: OlmoeConfig's defaults, experts intermediate_size wide on every layer, whole q/k
@@ -1204,9 +1204,9 @@ START_TEST(glm4_moe_configs)
     ck_assert_str_eq(t[2].name, "model.layers.1.mlp.gate.e_score_correction_bias");
     ck_assert_str_eq(t[6].name, "model.layers.1.mlp.shared_experts.gate_proj.weight");
     ck_assert(t[8].role == FG_ROLE_W_DOWN); /* no shared gate */
-    ck_assert(fg_arch_glm4_moe.unused(&c, "model.layers.3.eh_proj.weight"));
-    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.4.eh_proj.weight"));
-    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.2.eh_proj.weight"));
+    ck_assert(fg_arch_find("glm4_moe")->unused(&c, "model.layers.3.eh_proj.weight"));
+    ck_assert(!fg_arch_find("glm4_moe")->unused(&c, "model.layers.4.eh_proj.weight"));
+    ck_assert(!fg_arch_find("glm4_moe")->unused(&c, "model.layers.2.eh_proj.weight"));
     const char *g = "{\"model_type\":\"glm4_moe\",\"vocab_size\":64,\"hidden_size\":64,"
                     "\"num_hidden_layers\":3,\"intermediate_size\":48,"
                     "\"num_attention_heads\":8,\"max_position_embeddings\":128,"
@@ -1217,7 +1217,7 @@ START_TEST(glm4_moe_configs)
     ck_assert_int_eq(fg_model_config_parse(g, strlen(g), NULL, &c, &err), FG_OK);
     ck_assert(c.n_group == 4 && c.topk_group == 2 && c.routed_scale == 2.5f && !c.shared_ffn);
     ck_assert(fg_model_layer_sparse(&c, 0) && c.qk_norm == FG_QK_NORM_HEAD && c.rope.rot_dim == 8);
-    ck_assert(!fg_arch_glm4_moe.unused(&c, "model.layers.3.eh_proj.weight"));
+    ck_assert(!fg_arch_find("glm4_moe")->unused(&c, "model.layers.3.eh_proj.weight"));
 #define G "{\"model_type\":\"glm4_moe\",\"vocab_size\":64,\"hidden_size\":64," \
           "\"num_hidden_layers\":2,\"intermediate_size\":48,\"num_attention_heads\":8," \
           "\"max_position_embeddings\":128,\"n_routed_experts\":16,\"num_experts_per_tok\":4"
@@ -1278,13 +1278,13 @@ START_TEST(minimax_m2_configs)
     ck_assert(c.qk_norm == FG_QK_NORM_WHOLE && !c.qkv_bias && c.bos_id == 200034);
     ck_assert_uint_eq(fg_model_unit_tensors(&c, 2, t), 6);
     ck_assert(t[2].role == FG_ROLE_ROUTER_CORR);
-    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+    ck_assert_str_eq(fg_arch_find("minimax_m2")->canonical_name(
                          "model.layers.1.block_sparse_moe.e_score_correction_bias", nm, sizeof nm),
                      "model.layers.1.mlp.gate.e_score_correction_bias");
-    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+    ck_assert_str_eq(fg_arch_find("minimax_m2")->canonical_name(
                          "model.layers.1.mlp.e_score_correction_bias", nm, sizeof nm),
                      "model.layers.1.mlp.gate.e_score_correction_bias");
-    ck_assert_str_eq(fg_arch_minimax_m2.canonical_name(
+    ck_assert_str_eq(fg_arch_find("minimax_m2")->canonical_name(
                          "model.layers.1.block_sparse_moe.experts.3.w2.weight", nm, sizeof nm),
                      "model.layers.1.mlp.experts.3.down_proj.weight");
     cfg_fail("{\"model_type\":\"minimax_m2\",\"vocab_size\":64,\"hidden_size\":64,"
