@@ -157,15 +157,16 @@ END_TEST
 
 START_TEST(canonical_names)
 {
+    const fg_arch *opt = fg_arch_find("opt");
     char b[96];
-    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("decoder.layer_norm.weight", b, sizeof b),
+    ck_assert_str_eq(opt->canonical_name("decoder.layer_norm.weight", b, sizeof b),
                      "model.decoder.final_layer_norm.weight");
-    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
+    ck_assert_str_eq(opt->canonical_name("decoder.layers.3.fc1.bias", b, sizeof b),
                      "model.decoder.layers.3.fc1.bias");
-    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
+    ck_assert_str_eq(opt->canonical_name("model.decoder.final_layer_norm.bias", b, sizeof b),
                      "model.decoder.final_layer_norm.bias");
-    ck_assert_str_eq(fg_arch_find("opt")->canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
-    ck_assert_ptr_null(fg_arch_find("opt")->canonical_name("decoder.layers.3.fc1.bias", b, 8));
+    ck_assert_str_eq(opt->canonical_name("lm_head.weight", b, sizeof b), "lm_head.weight");
+    ck_assert_ptr_null(opt->canonical_name("decoder.layers.3.fc1.bias", b, 8));
 }
 END_TEST
 
