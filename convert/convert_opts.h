@@ -2,7 +2,6 @@
 #ifndef FG_CONVERT_OPTS_H
 #define FG_CONVERT_OPTS_H
 
-#include <stddef.h> /* convert.h uses size_t without including it */
 
 #include "convert.h"
 
