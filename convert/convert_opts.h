@@ -2,7 +2,6 @@
 #ifndef FG_CONVERT_OPTS_H
 #define FG_CONVERT_OPTS_H
 
-
 #include "convert.h"
 
 #ifdef __cplusplus
