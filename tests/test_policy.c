@@ -523,7 +523,7 @@ static fg_engine_opts test_opts(const fg_policy *p, uint32_t ctx)
 static void tiny_store_as(fg_store **st, fg_model **md, const char *name, int bits, int axis)
 {
     char src[4096], tok[4096];
-    snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
+    snprintf(src, sizeof src, "%s/opt/opt-tiny-safetensors", FG_FIXTURE_DIR);
     snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
     const char *dst = tu_path(name);
     fg_convert_opts co = {bits, 64, axis, tok, 4096, NULL, NULL};
@@ -684,7 +684,7 @@ START_TEST(moe_reads_chosen_experts)
 {
     tu_tmpdir_create();
     char src[4096];
-    snprintf(src, sizeof src, "%s/tests/fixtures/llama/mixtral-tiny-bf16", FG_SOURCE_DIR);
+    snprintf(src, sizeof src, "%s/llama/mixtral-tiny-bf16", FG_FIXTURE_DIR);
     const char *dst = tu_path("moe");
     fg_convert_opts co = {0, 64, -1, NULL, 4096, NULL, NULL};
     fg_convert_report rep;
