@@ -661,8 +661,13 @@ START_TEST(predicted_io_is_the_pagers)
                 (unsigned long long)pred.read_bytes, (unsigned long long)wr,
                 (unsigned long long)pred.write_bytes);
         /* reads within 5% (and a few chunks); writes: the last chunks still in the pool at the
-         * end are never written back, so the model may count a few more */
-        ck_assert(fabs((double)pred.read_bytes - (double)rd) <= 0.05 * (double)rd + 16384);
+         * end are never written back, so the model may count a few more. Under load the
+         * write-behind lags: a KV chunk still in the pool when it is needed again is neither
+         * written nor read back, so reads may fall short of the prediction by the writes that
+         * did not happen (never exceed it) */
+        double unwritten = pred.write_bytes > wr ? (double)(pred.write_bytes - wr) : 0;
+        ck_assert((double)rd <= (double)pred.read_bytes + 0.05 * (double)rd + 16384);
+        ck_assert((double)rd >= (double)pred.read_bytes - unwritten - 0.05 * (double)rd - 16384);
         ck_assert(wr <= pred.write_bytes + 16384);
         ck_assert((double)pred.write_bytes <= 1.3 * (double)wr + 16384);
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
