@@ -164,9 +164,6 @@ int fg_stage_ready(fg_engine *e, fg_err *err);
 /* Rank 0, once its engine is open: OPEN to the followers. */
 int fg_stage_announce(fg_engine *e, fg_err *err);
 
-/* schedule.c: a follower: run the blocks rank 0 sends until QUIT. */
-int fg_stage_serve(fg_engine *e, fg_err *err);
-
 /* engine.c */
 /* Start reading the units of the span at u (best effort), for a step of `tokens` tokens: a
  * sparse MLP's experts only when they are expected to be mostly chosen (policy.h
