@@ -159,7 +159,7 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
     fg_policy p = e->o.policy;
     p.gbs = e->plan.gbs;
     p.ngb = e->plan.ngb;
-    /* a device backend stages the rows it sends in host memory (e->stage_host) */
+    /* a device backend stages the rows it sends in host memory (e->sc.stage_host) */
     e->link_bytes = (p.ngb + 5 + (e->o.backend != FG_BACKEND_CPU)) * max_message(e, p.gbs, p.ngb);
     if (e->link_bytes >= budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
