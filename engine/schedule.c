@@ -28,6 +28,10 @@
  * With a prefix cache (prefix_kv.c) the prefill is chunked: the cached rows of every sequence
  * are loaded into its KV cache first and the prefill computes cache slots [s0, P) only, the
  * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode.
+ *
+ * A schedule sees the engine through one context, fg_sched (sched_int.h), and the engine's
+ * calls declared beside it; it never sees struct fg_engine, and nothing below calls back up
+ * into this file (engine.c's top comment has the order of the engine's files).
  */
 #include <math.h>
 #include <stdlib.h>
