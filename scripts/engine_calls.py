@@ -15,13 +15,14 @@ then walks the calls from a root (fg_engine_open) and prints:
 Three walks: from fg_engine_open (what opening the engine visits), from every function
 engine/'s files export (the whole engine), and the calls among engine/'s own files (the
 circle issue 39 names: engine.c, engine_dev.c, stage.c, schedule.c, prefix_kv.c).
-Usage: scripts/engine_calls.py [SOURCE_DIR] [--root FUNCTION] [-v]
-  -v lists the files and every climbing edge. Needs only Python 3. To measure an older commit:
-  git archive COMMIT | tar -x -C /tmp/old && cp cmake/floors.txt /tmp/old/cmake/ &&
-  scripts/engine_calls.py /tmp/old
+Usage: scripts/engine_calls.py [SOURCE_DIR] [--rev COMMIT] [--root FUNCTION] [-v]
+  --rev reads the commit's files (git show) instead of the work tree, with the floors of the
+  work tree's cmake/floors.txt (so an older commit is judged by today's floors: issue 39's
+  before is --rev 7bc1445). -v lists the files and every climbing edge. Needs only Python 3.
 """
 import os
 import re
+import subprocess
 import sys
 
 # engine/'s files top to bottom (each calls only files below it); files not listed sit below
@@ -55,9 +56,9 @@ def strip(text):
     return re.sub(r"^[ \t]*#[^\n]*(\\\n[^\n]*)*", "", text, flags=re.M)
 
 
-def functions(path):
-    """[(name, is_static, body)] of the top-level function definitions in path."""
-    text = strip(open(path, errors="replace").read())
+def functions(raw):
+    """[(name, is_static, body)] of the top-level function definitions in the C text raw."""
+    text = strip(raw)
     out, depth, start, i = [], 0, 0, 0
     while i < len(text):
         c = text[i]
@@ -81,20 +82,35 @@ def functions(path):
     return out
 
 
-def graph(src, rank):
-    defs, glob = {}, {}
+def sources(src, rev, rank):
+    """{folder/file: text} of the library folders' .c and .h: the tree at src, or commit rev."""
+    out = {}
+    if rev:
+        names = subprocess.run(["git", "-C", src, "ls-tree", "-r", "--name-only", rev],
+                               check=True, capture_output=True, text=True).stdout.split()
+        for rel in names:
+            d, _, fn = rel.partition("/")
+            if d in rank and "/" not in fn and fn.endswith((".c", ".h")):
+                out[rel] = subprocess.run(["git", "-C", src, "show", rev + ":" + rel],
+                                          check=True, capture_output=True,
+                                          text=True, errors="replace").stdout
+        return out
     for d in rank:
         p = os.path.join(src, d)
-        if not os.path.isdir(p):
-            continue
-        for fn in sorted(os.listdir(p)):
+        for fn in sorted(os.listdir(p)) if os.path.isdir(p) else []:
             if fn.endswith((".c", ".h")):
-                rel = d + "/" + fn
-                for name, static, body in functions(os.path.join(p, fn)):
-                    calls = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", body)) - KEYWORDS
-                    defs[(rel, name)] = calls
-                    if not static or fn.endswith(".h"):
-                        glob.setdefault(name, rel)
+                with open(os.path.join(p, fn), errors="replace") as f:
+                    out[d + "/" + fn] = f.read()
+    return out
+
+
+def graph(src, rev, rank):
+    defs, glob = {}, {}
+    for rel, text in sorted(sources(src, rev, rank).items()):
+        for name, static, body in functions(text):
+            defs[(rel, name)] = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", body)) - KEYWORDS
+            if not static or rel.endswith(".h"):
+                glob.setdefault(name, rel)
     return defs, glob
 
 
@@ -179,7 +195,11 @@ def report(label, seen, climbs, fedges, verbose):
 def main():
     argv = sys.argv[1:]
     verbose = "-v" in argv
-    root = None
+    root = rev = None
+    if "--rev" in argv:
+        rev = argv[argv.index("--rev") + 1]
+        argv.remove("--rev")
+        argv.remove(rev)
     if "--root" in argv:
         root = argv[argv.index("--root") + 1]
         argv.remove("--root")
@@ -187,7 +207,7 @@ def main():
     args = [a for a in argv if not a.startswith("-")]
     src = args[0] if args else "."
     rank = floors(src)
-    defs, glob = graph(src, rank)
+    defs, glob = graph(src, rev, rank)
     if root:
         start = resolve(defs, glob, "", root)
         if not start:
