@@ -1,18 +1,41 @@
 /* engine.c - an engine on a store: the model's tensors as engine/plan_model.c finds them
  * (model/'s table), every weight chunk registered with the pager (group = unit), the memory plan
- * (plan.c) made and every buffer sized from it, and the weight paths the schedules
- * (schedule.c) use.
+ * (plan.c) made and every buffer sized from it, and the calls the schedules (schedule.c) make
+ * for weights, KV and activation chunks (sched_int.h).
+ *
+ * The engine's files, top to bottom; a file calls only files below it (scripts/engine_calls.py
+ * counts the calls that climb: none), and the follower rank's life, which opens an engine and
+ * serves, is the runner's (runner/runner_follow.c), a floor above:
+ *
+ *    schedule.c    the schedules (generate, logits, a follower's serve) over one context,
+ *        |         fg_sched (sched_int.h): it never sees struct fg_engine
+ *    prefix_kv.c   the prefix cache's KV rows into and out of a block's KV chunks
+ *        |
+ *    engine.c      open and close, tensors and units, the pager, weights, the schedules' calls
+ *        |
+ *    engine_dev.c  the backend, the device budget, buffers on the device, copies over the link
+ *        |
+ *    stage.c       a pipeline stage: its split, its plan, its messages (send/receive hooks)
+ *        |
+ *    trace.c, plan_model.c, plan.c   trace events; the plan's view of the model; the plan
  *
  * Invariants:
- *  1. the engine allocates exactly the buffers the plan counts, with the plan's sizes (the
- *     pager's HOST pool gets plan.pool; the rest are plan.fixed; on a device backend the
- *     workspace, head, SMALL and block rows are device memory, counted in plan.dev_reserve:
- *     engine_dev.c);
- *  2. every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
- *     resident, its checksum checked unless no_verify), use, release;
- *  3. the engine knows roles and access kinds (model.h), never a family's tensor names;
- *  4. a pipeline stage (stage.h: opts.link) registers, plans and reads only its own units'
- *     tensors and its own layers' KV cache; the other stages' are looked up, never read.
+ *  E1  the engine allocates exactly the buffers the plan counts, with the plan's sizes (the
+ *      pager's HOST pool gets plan.pool; the rest are plan.fixed; on a device backend the
+ *      workspace, head, SMALL and block rows are device memory, counted in plan.dev_reserve:
+ *      engine_dev.c);
+ *  E2  every chunk of every tensor goes through the pager: acquire (disk -> HOST when not
+ *      resident, its checksum checked unless no_verify), use, release, on every path (release
+ *      folds its error into the caller's);
+ *  E3  the engine knows roles and access kinds (model.h), never a family's tensor names;
+ *  E4  a pipeline stage (stage.h: opts.link) registers, plans and reads only its own units'
+ *      tensors and its own layers' KV cache; the other stages' are looked up, never read;
+ *  E5  struct fg_engine (engine_int.h) is private to the files from prefix_kv.c down; the
+ *      schedules see fg_sched, bound once at open after every buffer exists (sched_bind):
+ *      what it copies (block, context, units, link, backend) is fixed from then on, and the
+ *      buffers it points at are the engine's, freed at close;
+ *  E6  the block (gbs x ngb), the context and the stage's layers are fixed at open: the plan
+ *      is made once, and every later call works within it.
  *
  * How weights reach the backend (fg_access): SMALL tensors (norms, biases, position tables) are
  * decoded to f32 when their unit loads (on a device backend by its gather, into device memory);
@@ -378,6 +401,30 @@ void fg_engine_kv_prefetch(fg_engine *e, uint32_t k, uint32_t layer)
     fg_pager_prefetch(e->pager, fg_engine_kv_id(e, k, layer), FG_TIER_DISK, &t, NULL);
 }
 
+int fg_engine_kv_acquire(fg_engine *e, uint32_t k, uint32_t layer, fg_pager_view *v, fg_err *err)
+{
+    return fg_engine_acquire(e, fg_engine_kv_id(e, k, layer), v, err);
+}
+
+fg_kv_batch fg_engine_kv_view(const fg_engine *e, void *chunk, uint32_t layer)
+{
+    size_t rows = (size_t)e->gbs * e->max_ctx, rb = e->plan.kv_row;
+    uint8_t *base = chunk;
+    return (fg_kv_batch){base, base + rows * rb, e->kv_codec, rb, fg_model_kv_width(&e->hp),
+                         e->max_ctx, layer};
+}
+
+int fg_engine_act_acquire(fg_engine *e, uint32_t k, fg_pager_view *v, fg_err *err)
+{
+    return fg_engine_acquire(e, e->act_first + k, v, err);
+}
+
+void fg_engine_act_prefetch(fg_engine *e, uint32_t k)
+{
+    fg_pager_ticket t;
+    fg_pager_prefetch(e->pager, e->act_first + k, FG_TIER_DISK, &t, NULL);
+}
+
 /* ---- weights ---- */
 
 static int prefetch_chunk(fg_engine *e, const wtensor *t, uint32_t c)
@@ -527,8 +574,11 @@ static int materialize_raw(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
     return FG_OK;
 }
 
-int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int decoded,
-                        fg_err *err)
+/* Load unit u's SMALL tensors into dst (f32) and fill w with every tensor's view. decoded: the
+ * unit's SMALL tensors are already at dst (the kept embedding span): only the pointers are
+ * set. */
+static int unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int decoded,
+                     fg_err *err)
 {
     const unit *un = &e->units[u];
     memset(w, 0, sizeof *w);
@@ -555,6 +605,27 @@ int fg_engine_unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int 
     return FG_OK;
 }
 
+uint32_t fg_engine_span_len(const fg_engine *e, uint32_t u)
+{
+    return fg_plan_span(&e->pm, &e->o.policy, u);
+}
+
+/* The embedding span's SMALL tensors (OPT's learned positions: a whole table) are decoded once
+ * into the front of small_f32 and kept; the other spans share the room after them. */
+int fg_engine_span_load(fg_engine *e, uint32_t u, uint32_t n, fg_unit_w *w, fg_err *err)
+{
+    int embed = e->units[u].kind == FG_UNIT_EMBED;
+    float *dst = e->small_f32 + (embed ? 0 : e->plan.small_keep / 4);
+    int rc = FG_OK;
+    for (uint32_t k = 0; rc == FG_OK && k < n; k++) {
+        rc = unit_load(e, u + k, &w[k], dst, embed && e->small_kept, err);
+        dst += e->plan_units[u + k].small_floats;
+    }
+    if (embed && rc == FG_OK)
+        e->small_kept = 1;
+    return rc;
+}
+
 /* ---- open / close ---- */
 
 static int alloc_buffers(fg_engine *e, fg_err *err)
@@ -564,21 +635,48 @@ static int alloc_buffers(fg_engine *e, fg_err *err)
     e->ws_rows = (uint32_t)(tok > bls ? tok : bls);
     e->ws_rows = e->ws_rows > p->logit_rows ? e->ws_rows : p->logit_rows;
     e->wsrc = calloc(e->n_tensors + 1, sizeof *e->wsrc);
-    e->blk_ids = malloc(bls * 4);
-    e->blk_pos = malloc(bls * 4);
-    e->valid = calloc(e->ngb * tok, 1);
-    e->ids = calloc(e->ngb * tok, 4);
-    e->pos = calloc(e->ngb * tok, 4);
-    if (!e->wsrc || !e->valid || !e->ids || !e->pos || !e->blk_ids || !e->blk_pos)
+    e->sc.blk_ids = malloc(bls * 4);
+    e->sc.blk_pos = malloc(bls * 4);
+    e->sc.valid = calloc(e->ngb * tok, 1);
+    e->sc.ids = calloc(e->ngb * tok, 4);
+    e->sc.pos = calloc(e->ngb * tok, 4);
+    if (!e->wsrc || !e->sc.valid || !e->sc.ids || !e->sc.pos || !e->sc.blk_ids || !e->sc.blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", p->total_host / FG_MIB);
     int rc = fg_engine_buffers_dev(e, err); /* the workspace, rows and logits: engine_dev.c */
     if (rc == FG_OK)
-        rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sampler, err);
+        rc = fg_sample_scratch_create(e->hp.vocab_size, &e->sc.sampler, err);
     if (rc == FG_OK)
         rc = e->be->iface->reserve(e->be, e->pm.max_chunk_floats, err);
     return rc;
 }
+
+/* What the schedules see (sched_int.h), once the buffers are allocated: copies of what is
+ * fixed from here on; the buffers are e->sc's own. */
+static void sched_bind(fg_engine *e)
+{
+    fg_sched *c = &e->sc;
+    c->e = e;
+    c->hp = &e->hp;
+    c->arch = e->arch;
+    c->be = e->be;
+    c->policy = &e->o.policy;
+    c->micro_batch = e->o.micro_batch;
+    c->sync_spans = e->o.trace_path && e->buft != FG_BUFT_HOST;
+    c->gbs = e->gbs;
+    c->ngb = e->ngb;
+    c->max_ctx = e->max_ctx;
+    c->logit_rows = e->plan.logit_rows;
+    c->ahead = e->plan.ahead;
+    c->units = e->units;
+    c->n_units = e->n_units;
+    c->link = e->link;
+    c->l0 = e->l0;
+    c->l1 = e->l1;
+    c->buft = e->buft;
+}
+
+fg_sched *fg_engine_sched(fg_engine *e) { return &e->sc; }
 
 static int check_opts(fg_engine *e, fg_err *err)
 {
@@ -651,9 +749,11 @@ static int engine_init(fg_engine *e, fg_err *err)
                           "context %u), more than the %.1f GiB available: a smaller "
                           "--gpu-batch-size or --num-gpu-batches, or less in RAM by --percent", e->plan.total_host / GIB, e->gbs, e->ngb,
                           e->max_ctx, avail / GIB);
-    if ((rc = fg_engine_backend_create(e, err)) || (rc = open_pager(e, err)))
+    if ((rc = fg_engine_backend_create(e, err)) || (rc = open_pager(e, err)) ||
+        (rc = alloc_buffers(e, err)))
         return rc;
-    return alloc_buffers(e, err);
+    sched_bind(e);
+    return FG_OK;
 }
 
 int fg_engine_open(const fg_model *model, const fg_engine_opts *o, fg_engine **out,
@@ -696,7 +796,7 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     fg_pager_close(e->pager);
     fg_engine_buffers_dev_free(e); /* before the device goes */
     fg_backend_free(e->be);
-    fg_sample_scratch_free(e->sampler);
+    fg_sample_scratch_free(e->sc.sampler);
     for (uint32_t i = 0; i < e->n_tensors; i++) {
         free(e->tensors[i].chunks);
         free(e->tensors[i].piece_rows);
@@ -707,11 +807,11 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->plan_chunk);
     free(e->plan_unit_first);
     free(e->wsrc);
-    free(e->blk_ids);
-    free(e->blk_pos);
-    free(e->valid);
-    free(e->ids);
-    free(e->pos);
+    free(e->sc.blk_ids);
+    free(e->sc.blk_pos);
+    free(e->sc.valid);
+    free(e->sc.ids);
+    free(e->sc.pos);
     free(e->spans);
     free(e);
     return rc;
@@ -731,11 +831,11 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     out->weight_bytes_panel = bs.panel_bytes;
     out->link_bytes[0] = bs.link_bytes[0];
     out->link_bytes[1] = bs.link_bytes[1];
-    out->compute_s = e->compute_s;
+    out->compute_s = e->sc.compute_s;
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;
-    if (e->ws)
-        fg_model_ws_moe_stats(e->ws, out->moe);
+    if (e->sc.ws)
+        fg_model_ws_moe_stats(e->sc.ws, out->moe);
 }
 
 void fg_engine_span(fg_engine *e, const char *name, double t0, int32_t u, int32_t batch,

@@ -21,7 +21,7 @@
  * is a synchronous copy of the device (fg_engine_up/down/dcopy, fg_engine_rows_copy,
  * fg_engine_small_bytes), counted in the backend's link_bytes; those do not queue behind the
  * pager's prefetch uploads (fg_device.h), so a cold pass's ids and positions are not held up. In a pipeline (stage.h) the rows a
- * stage sends come down into host room first (e->stage_host) and the rows it receives go up.
+ * stage sends come down into host room first (e->sc.stage_host) and the rows it receives go up.
  * On the CPU backend every buffer is host memory and the d_* twins alias the host arrays.
  */
 #include <stdlib.h>
@@ -227,26 +227,26 @@ static uint32_t small_rows(const fg_engine *e)
 static int twins(fg_engine *e, fg_err *err)
 {
     uint64_t tok = (uint64_t)e->gbs * e->max_ctx, bls = (uint64_t)e->gbs * e->ngb;
-    e->greedy_ids = malloc((uint64_t)e->plan.logit_rows * 4);
-    if (!e->greedy_ids)
+    e->sc.greedy_ids = malloc((uint64_t)e->plan.logit_rows * 4);
+    if (!e->sc.greedy_ids)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (e->buft == FG_BUFT_HOST) {
-        e->d_valid = e->valid;
-        e->d_pos = e->pos;
-        e->d_blk_pos = e->blk_pos;
-        e->logits_host = e->logits;
+        e->sc.d_valid = e->sc.valid;
+        e->sc.d_pos = e->sc.pos;
+        e->sc.d_blk_pos = e->sc.blk_pos;
+        e->sc.logits_host = e->sc.logits;
         return FG_OK;
     }
     e->n_small_rows = small_rows(e);
-    e->logits_host = malloc((uint64_t)e->plan.logit_rows * e->hp.vocab_size * 4);
+    e->sc.logits_host = malloc((uint64_t)e->plan.logit_rows * e->hp.vocab_size * 4);
     int32_t *iota = malloc((size_t)e->n_small_rows * 4);
-    int rc = e->logits_host && iota ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = e->sc.logits_host && iota ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK)
-        rc = fg_engine_buf_alloc(e, e->ngb * tok, (void **)&e->d_valid, err);
+        rc = fg_engine_buf_alloc(e, e->ngb * tok, (void **)&e->sc.d_valid, err);
     if (rc == FG_OK)
-        rc = fg_engine_buf_alloc(e, e->ngb * tok * 4, (void **)&e->d_pos, err);
+        rc = fg_engine_buf_alloc(e, e->ngb * tok * 4, (void **)&e->sc.d_pos, err);
     if (rc == FG_OK)
-        rc = fg_engine_buf_alloc(e, bls * 4, (void **)&e->d_blk_pos, err);
+        rc = fg_engine_buf_alloc(e, bls * 4, (void **)&e->sc.d_blk_pos, err);
     if (rc == FG_OK)
         rc = fg_engine_buf_alloc(e, (uint64_t)e->n_small_rows * 4, (void **)&e->small_rows, err);
     for (uint32_t i = 0; rc == FG_OK && i < e->n_small_rows; i++)
@@ -264,19 +264,19 @@ int fg_engine_buffers_dev(fg_engine *e, fg_err *err)
     e->small_kept = 0; /* nothing decoded into the new room yet */
     int rc = fg_engine_buf_alloc(e, p->small_f32 + 4, (void **)&e->small_f32, err);
     if (rc == FG_OK)
-        rc = fg_engine_buf_alloc(e, bls * h * 4, (void **)&e->blk_hidden, err);
+        rc = fg_engine_buf_alloc(e, bls * h * 4, (void **)&e->sc.blk_hidden, err);
     if (rc == FG_OK)
         rc = fg_engine_buf_alloc(e, (uint64_t)p->logit_rows * e->hp.vocab_size * 4,
-                                 (void **)&e->logits, err);
+                                 (void **)&e->sc.logits, err);
     if (rc == FG_OK)
-        rc = fg_engine_buf_alloc(e, (uint64_t)p->logit_rows * h * 4, (void **)&e->head_x, err);
+        rc = fg_engine_buf_alloc(e, (uint64_t)p->logit_rows * h * 4, (void **)&e->sc.head_x, err);
     if (rc == FG_OK)
         rc = twins(e, err);
     if (rc == FG_OK)
-        rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, e->be->dev, e->buft, &e->ws,
+        rc = fg_model_ws_create(&e->hp, e->ws_rows, e->max_ctx, e->be->dev, e->buft, &e->sc.ws,
                                 err);
     if (rc == FG_OK && e->link && e->buft == FG_BUFT_DEVICE &&
-        !(e->stage_host = malloc(fg_stage_max_rows(e))))
+        !(e->sc.stage_host = malloc(fg_stage_max_rows(e))))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     return rc;
 }
@@ -285,22 +285,22 @@ void fg_engine_buffers_dev_free(fg_engine *e)
 {
     if (!e->be)
         return;
-    fg_model_ws_free(e->ws);
-    e->ws = NULL;
-    free(e->stage_host);
-    e->stage_host = NULL;
-    free(e->greedy_ids);
-    e->greedy_ids = NULL;
-    void *b[] = {e->small_f32, e->blk_hidden, e->logits, e->head_x};
+    fg_model_ws_free(e->sc.ws);
+    e->sc.ws = NULL;
+    free(e->sc.stage_host);
+    e->sc.stage_host = NULL;
+    free(e->sc.greedy_ids);
+    e->sc.greedy_ids = NULL;
+    void *b[] = {e->small_f32, e->sc.blk_hidden, e->sc.logits, e->sc.head_x};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         fg_engine_buf_free(e, b[i]);
     if (e->buft != FG_BUFT_HOST) {
-        void *t[] = {e->d_valid, e->d_pos, e->d_blk_pos, e->small_rows};
+        void *t[] = {e->sc.d_valid, e->sc.d_pos, e->sc.d_blk_pos, e->small_rows};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             fg_engine_buf_free(e, t[i]);
-        free(e->logits_host);
+        free(e->sc.logits_host);
     }
-    e->small_f32 = e->logits = e->head_x = e->blk_hidden = e->logits_host = NULL;
-    e->d_valid = NULL;
-    e->d_pos = e->d_blk_pos = e->small_rows = NULL;
+    e->small_f32 = e->sc.logits = e->sc.head_x = e->sc.blk_hidden = e->sc.logits_host = NULL;
+    e->sc.d_valid = NULL;
+    e->sc.d_pos = e->sc.d_blk_pos = e->small_rows = NULL;
 }

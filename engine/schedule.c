@@ -28,12 +28,16 @@
  * With a prefix cache (prefix_kv.c) the prefill is chunked: the cached rows of every sequence
  * are loaded into its KV cache first and the prefill computes cache slots [s0, P) only, the
  * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode.
+ *
+ * A schedule sees the engine through one context, fg_sched (sched_int.h), and the engine's
+ * calls declared beside it; it never sees struct fg_engine, and nothing below calls back up
+ * into this file (engine.c's top comment has the order of the engine's files).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_int.h"
+#include "sched_int.h"
 #include "fg_progress.h"
 
 typedef struct block {
@@ -53,57 +57,48 @@ typedef struct sweep_args {
     uint32_t u0, u1;       /* units */
 } sweep_args;
 
-static uint32_t batch_size(const fg_engine *e, const block *b, uint32_t k)
+static uint32_t batch_size(const fg_sched *sc, const block *b, uint32_t k)
 {
-    uint32_t start = k * e->gbs;
-    return b->n - start < e->gbs ? b->n - start : e->gbs;
+    uint32_t start = k * sc->gbs;
+    return b->n - start < sc->gbs ? b->n - start : sc->gbs;
 }
 
 /* The sequences of batches [k0, k1): [*first, *end) of the block's. */
-static void seq_range(const fg_engine *e, const block *b, const sweep_args *a, uint32_t *first,
+static void seq_range(const fg_sched *sc, const block *b, const sweep_args *a, uint32_t *first,
                       uint32_t *end)
 {
-    *first = a->k0 * e->gbs;
-    *end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
+    *first = a->k0 * sc->gbs;
+    *end = a->k1 * sc->gbs < b->n ? a->k1 * sc->gbs : b->n;
 }
 
-static size_t tok_off(const fg_engine *e, uint32_t k) { return (size_t)k * e->gbs * e->max_ctx; }
-
-/* The KV cache of (batch k, layer) inside its acquired pager chunk (K rows, then V rows). */
-static fg_kv_batch kv_view(const fg_engine *e, void *chunk, uint32_t layer)
-{
-    size_t rows = (size_t)e->gbs * e->max_ctx, rb = e->plan.kv_row;
-    uint8_t *base = chunk;
-    return (fg_kv_batch){base, base + rows * rb, e->kv_codec, rb, fg_model_kv_width(&e->hp),
-                         e->max_ctx, layer};
-}
+static size_t tok_off(const fg_sched *sc, uint32_t k) { return (size_t)k * sc->gbs * sc->max_ctx; }
 
 /* The step of batch k: ids/positions laid out [nseq, n_new]; validity [nseq, max_ctx]. The ops
  * read the device twins of positions and validity; the ids (a gather's few rows) are uploaded
  * by the embedding's gather. */
-static fg_step step_of(const fg_engine *e, const block *b, uint32_t k, uint32_t i, void *hidden)
+static fg_step step_of(const fg_sched *sc, const block *b, uint32_t k, uint32_t i, void *hidden)
 {
-    size_t o = tok_off(e, k);
+    size_t o = tok_off(sc, k);
     uint32_t n_new = i == 0 ? b->P - b->s0 : 1, pos0 = i == 0 ? b->s0 : b->P + i - 1;
-    return (fg_step){batch_size(e, b, k), n_new, pos0, e->ids + o, e->d_pos + o, e->d_valid + o,
-                     hidden, e->o.policy.attn_sparsity, e->pos + o};
+    return (fg_step){batch_size(sc, b, k), n_new, pos0, sc->ids + o, sc->d_pos + o, sc->d_valid + o,
+                     hidden, sc->policy->attn_sparsity, sc->pos + o};
 }
 
 /* Attention core of batch k (its rows from workspace row row0): its KV chunk acquired (loaded
  * from disk when homed there; the next batch's prefetched meanwhile), used, released dirty
  * (and, homed on disk, written behind while the next batches compute). */
-static int attend(fg_engine *e, const fg_unit_w *w, const fg_step *s, uint32_t k,
+static int attend(fg_sched *sc, const fg_unit_w *w, const fg_step *s, uint32_t k,
                   uint32_t layer, uint32_t k_end, uint32_t row0, fg_err *err)
 {
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, layer), &v, err);
+    int rc = fg_engine_kv_acquire(sc->e, k, layer, &v, err);
     if (rc)
         return rc;
     if (k + 1 < k_end)
-        fg_engine_kv_prefetch(e, k + 1, layer);
-    fg_kv_batch kv = kv_view(e, v.ptr, layer);
-    rc = e->arch->attn_core(e->be, &e->hp, w, s, &kv, row0, e->ws, err);
-    return fg_engine_release(e, &v, FG_ENGINE_STORE, rc, err);
+        fg_engine_kv_prefetch(sc->e, k + 1, layer);
+    fg_kv_batch kv = fg_engine_kv_view(sc->e, v.ptr, layer);
+    rc = sc->arch->attn_core(sc->be, sc->hp, w, s, &kv, row0, sc->ws, err);
+    return fg_engine_release(sc->e, &v, FG_ENGINE_STORE, rc, err);
 }
 
 /* The prefill's ids and positions of slots [s0, P), [nseq, P - s0]; validity of the whole
@@ -112,22 +107,22 @@ static int attend(fg_engine *e, const fg_unit_w *w, const fg_step *s, uint32_t k
  * on is 1, because each decode step writes the row of position P + i and attention reads rows
  * only up to its query's position (causal), so a row is read only once it is a real token.
  * Hence no step uploads validity again. */
-static int setup_prompts(fg_engine *e, block *b, fg_err *err)
+static int setup_prompts(fg_sched *sc, block *b, fg_err *err)
 {
     uint32_t W = b->P - b->s0;
     for (uint32_t s = 0; s < b->n; s++) {
-        uint32_t k = s / e->gbs, r = s % e->gbs, pad = b->P - b->seqs[s].n_prompt;
-        size_t o = tok_off(e, k);
-        int32_t *ids = e->ids + o + (size_t)r * W, *pos = e->pos + o + (size_t)r * W;
-        uint8_t *valid = e->valid + o + (size_t)r * e->max_ctx;
-        memset(valid, 0, e->max_ctx);
+        uint32_t k = s / sc->gbs, r = s % sc->gbs, pad = b->P - b->seqs[s].n_prompt;
+        size_t o = tok_off(sc, k);
+        int32_t *ids = sc->ids + o + (size_t)r * W, *pos = sc->pos + o + (size_t)r * W;
+        uint8_t *valid = sc->valid + o + (size_t)r * sc->max_ctx;
+        memset(valid, 0, sc->max_ctx);
         for (uint32_t t = 0; t < b->P; t++) {
             if (t >= b->s0)
-                ids[t - b->s0] = t < pad ? (e->hp.pad_id >= 0 ? e->hp.pad_id : 0)
+                ids[t - b->s0] = t < pad ? (sc->hp->pad_id >= 0 ? sc->hp->pad_id : 0)
                                  : b->seqs[s].prompt[t - pad];
             valid[t] = t >= pad;
         }
-        memset(valid + b->P, 1, e->max_ctx - b->P);
+        memset(valid + b->P, 1, sc->max_ctx - b->P);
         /* rows are set up in order: row r's positions may spill into row r + 1's, not yet set */
         fg_model_positions(valid, b->P, pos);
         memmove(pos, pos + b->s0, (size_t)W * sizeof *pos);
@@ -135,10 +130,10 @@ static int setup_prompts(fg_engine *e, block *b, fg_err *err)
         b->seqs[s].n_out = 0;
         b->seqs[s].finish = FG_FINISH_NONE;
     }
-    size_t n = (size_t)b->nb * e->gbs * e->max_ctx;
-    e->blk_key = 0;
-    int rc = fg_engine_up(e, e->d_valid, e->valid, n, err);
-    return rc ? rc : fg_engine_up(e, e->d_pos, e->pos, n * 4, err);
+    size_t n = (size_t)b->nb * sc->gbs * sc->max_ctx;
+    sc->blk_key = 0;
+    int rc = fg_engine_up(sc->e, sc->d_valid, sc->valid, n, err);
+    return rc ? rc : fg_engine_up(sc->e, sc->d_pos, sc->pos, n * 4, err);
 }
 
 static int is_eos(const fg_hparams *hp, int32_t id)
@@ -152,14 +147,14 @@ static int is_eos(const fg_hparams *hp, int32_t id)
 /* Whether every live sequence of batch k draws its next token as the argmax of its logits
  * (temperature 0, fg_sample's greedy case, and no hook that reads the logits): then the
  * backend takes the argmax where the logits are and only the ids cross the link. */
-static int batch_greedy(const fg_engine *e, const block *b, uint32_t k, uint32_t nseq)
+static int batch_greedy(const fg_sched *sc, const block *b, uint32_t k, uint32_t nseq)
 {
     if (b->hooks && b->hooks->logits)
         return 0;
     for (uint32_t r = 0; r < nseq; r++) {
-        const fg_gen_seq *q = &b->seqs[k * e->gbs + r];
+        const fg_gen_seq *q = &b->seqs[k * sc->gbs + r];
         if (q->finish == FG_FINISH_NONE && q->sample.temperature != 0.0f &&
-            e->hp.vocab_size > 1)
+            sc->hp->vocab_size > 1)
             return 0;
     }
     return 1;
@@ -167,50 +162,50 @@ static int batch_greedy(const fg_engine *e, const block *b, uint32_t k, uint32_t
 
 /* The next token of live sequence s (batch row r, logits row `row`): from the argmax the
  * backend returned for a greedy batch, else sampled from its logits brought to the host. */
-static int next_token(fg_engine *e, block *b, uint32_t s, uint32_t row, int greedy,
+static int next_token(fg_sched *sc, block *b, uint32_t s, uint32_t row, int greedy,
                       int32_t *next, fg_err *err)
 {
     fg_gen_seq *q = &b->seqs[s];
     const fg_gen_hooks *h = b->hooks;
-    uint32_t V = e->hp.vocab_size;
+    uint32_t V = sc->hp->vocab_size;
     if (greedy) {
-        *next = e->greedy_ids[row];
+        *next = sc->greedy_ids[row];
         return FG_OK;
     }
-    float *lg = e->logits_host + (size_t)row * V;
-    int rc = fg_engine_down(e, lg, e->logits + (size_t)row * V, (size_t)V * 4, err);
+    float *lg = sc->logits_host + (size_t)row * V;
+    int rc = fg_engine_down(sc->e, lg, sc->logits + (size_t)row * V, (size_t)V * 4, err);
     if (rc)
         return rc;
     fg_rng rng;
     fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
     if (h && h->logits)
         h->logits(h->logits_ctx, s, q->n_out, lg, V);
-    *next = fg_sample(lg, V, &q->sample, &rng, e->sampler);
+    *next = fg_sample(lg, V, &q->sample, &rng, sc->sampler);
     return FG_OK;
 }
 
 /* After a step: the next token of each live sequence of batch k (its logits at row `row` + r),
  * then the next ids and positions (the validity of the new position is already set: see
  * setup_prompts). */
-static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err)
+static int advance(fg_sched *sc, block *b, uint32_t k, uint32_t row, fg_err *err)
 {
-    uint32_t nseq = batch_size(e, b, k), V = e->hp.vocab_size;
-    size_t o = tok_off(e, k);
+    uint32_t nseq = batch_size(sc, b, k), V = sc->hp->vocab_size;
+    size_t o = tok_off(sc, k);
     const fg_gen_hooks *h = b->hooks;
-    int greedy = batch_greedy(e, b, k, nseq), rc = FG_OK;
+    int greedy = batch_greedy(sc, b, k, nseq), rc = FG_OK;
     if (greedy)
-        rc = e->be->iface->argmax(e->be, e->logits + (size_t)row * V, nseq, V,
-                                  e->greedy_ids + row, err);
+        rc = sc->be->iface->argmax(sc->be, sc->logits + (size_t)row * V, nseq, V,
+                                  sc->greedy_ids + row, err);
     for (uint32_t r = 0; rc == FG_OK && r < nseq; r++) {
-        uint32_t s = k * e->gbs + r;
+        uint32_t s = k * sc->gbs + r;
         fg_gen_seq *q = &b->seqs[s];
-        int32_t next = e->hp.eos_id >= 0 ? e->hp.eos_id : 0;
+        int32_t next = sc->hp->eos_id >= 0 ? sc->hp->eos_id : 0;
         if (q->finish == FG_FINISH_NONE &&
-            (rc = next_token(e, b, s, row + r, greedy, &next, err)))
+            (rc = next_token(sc, b, s, row + r, greedy, &next, err)))
             break;
         if (q->finish == FG_FINISH_NONE) {
             q->out[q->n_out++] = next;
-            if (!q->ignore_eos && is_eos(&e->hp, next))
+            if (!q->ignore_eos && is_eos(sc->hp, next))
                 q->finish = FG_FINISH_EOS;
             else if (h && h->stop && h->stop(h->stop_ctx, s, q->out, q->n_out))
                 q->finish = FG_FINISH_STOP;
@@ -218,8 +213,8 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err
                 q->finish = FG_FINISH_LENGTH;
         }
         /* the token fed at step i + 1 sits at cache position P + i */
-        e->ids[o + r] = next;
-        e->pos[o + r] = ++b->last_pos[s];
+        sc->ids[o + r] = next;
+        sc->pos[o + r] = ++b->last_pos[s];
     }
     return rc;
 }
@@ -228,172 +223,160 @@ static int advance(fg_engine *e, block *b, uint32_t k, uint32_t row, fg_err *err
  * what comes next in [u0, u1); w[0..n) receive the units' weights. tok: the tokens of this
  * step over the range, then of the next step (what a span prefetched past the range's end
  * computes), which decide whether a sparse MLP's experts are prefetched with it. */
-static int load_span(fg_engine *e, fg_unit_w *w, const sweep_args *a, uint32_t u,
+static int load_span(fg_sched *sc, fg_unit_w *w, const sweep_args *a, uint32_t u,
                      const uint64_t tok[2], uint32_t *n, fg_err *err)
 {
     double t0 = fg_now();
-    *n = fg_plan_span(&e->pm, &e->o.policy, u);
-    if (e->units[u].kind == FG_UNIT_ATTN)
-        fg_engine_kv_prefetch(e, a->k0, e->units[u].layer);
+    *n = fg_engine_span_len(sc->e, u);
+    if (sc->units[u].kind == FG_UNIT_ATTN)
+        fg_engine_kv_prefetch(sc->e, a->k0, sc->units[u].layer);
     uint32_t len = a->u1 - a->u0;
-    for (uint32_t d = 0, v = u + *n; e->o.policy.overlap && d < e->plan.ahead; d++) {
+    for (uint32_t d = 0, v = u + *n; sc->policy->overlap && d < sc->ahead; d++) {
         uint32_t at = a->u0 + (v - a->u0) % len; /* the range repeats at the next step */
-        fg_engine_span_prefetch(e, at, tok[at <= u]);
-        v = at + fg_plan_span(&e->pm, &e->o.policy, at);
+        fg_engine_span_prefetch(sc->e, at, tok[at <= u]);
+        v = at + fg_engine_span_len(sc->e, at);
     }
-    /* the embedding span's SMALL tensors (OPT's learned positions: a whole table) are decoded
-     * once into the front of small_f32 and kept; the other spans share the room after them */
-    int embed = e->units[u].kind == FG_UNIT_EMBED;
-    float *dst = e->small_f32 + (embed ? 0 : e->plan.small_keep / 4);
-    int rc = FG_OK;
-    for (uint32_t k = 0; rc == FG_OK && k < *n; k++) {
-        rc = fg_engine_unit_load(e, u + k, &w[k], dst, embed && e->small_kept, err);
-        dst += e->plan_units[u + k].small_floats;
-    }
-    if (embed && rc == FG_OK)
-        e->small_kept = 1;
-    fg_engine_span(e, "load", t0, (int32_t)u, -1, (int32_t)a->i);
+    int rc = fg_engine_span_load(sc->e, u, *n, w, err);
+    fg_engine_span(sc->e, "load", t0, (int32_t)u, -1, (int32_t)a->i);
     return rc;
 }
 
 /* Prefill of unit u for batch k on its activations (acquired from the pager, the next batch's
  * prefetched; released dirty). */
-static int prefill_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, uint32_t k,
+static int prefill_unit(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t u, uint32_t k,
                         const sweep_args *a, fg_err *err)
 {
-    const unit *un = &e->units[u];
+    const fg_plan_unit_tensors *un = &sc->units[u];
     fg_pager_view hv;
-    int rc = fg_engine_acquire(e, e->act_first + k, &hv, err);
+    int rc = fg_engine_act_acquire(sc->e, k, &hv, err);
     if (rc)
         return rc;
-    if (k + 1 < a->k1) {
-        fg_pager_ticket t;
-        fg_pager_prefetch(e->pager, e->act_first + k + 1, FG_TIER_DISK, &t, NULL);
-    }
-    fg_step s = step_of(e, b, k, 0, hv.ptr);
+    if (k + 1 < a->k1)
+        fg_engine_act_prefetch(sc->e, k + 1);
+    fg_step s = step_of(sc, b, k, 0, hv.ptr);
     switch (un->kind) {
-    case FG_UNIT_EMBED: rc = e->arch->embed(e->be, &e->hp, w, &s, e->ws, err); break;
+    case FG_UNIT_EMBED: rc = sc->arch->embed(sc->be, sc->hp, w, &s, sc->ws, err); break;
     case FG_UNIT_ATTN:
-        rc = e->arch->attn_pre(e->be, &e->hp, w, &s, e->ws, err);
+        rc = sc->arch->attn_pre(sc->be, sc->hp, w, &s, sc->ws, err);
         if (rc == FG_OK)
-            rc = attend(e, w, &s, k, un->layer, a->k1, 0, err);
+            rc = attend(sc, w, &s, k, un->layer, a->k1, 0, err);
         if (rc == FG_OK)
-            rc = e->arch->attn_post(e->be, &e->hp, w, &s, e->ws, err);
+            rc = sc->arch->attn_post(sc->be, sc->hp, w, &s, sc->ws, err);
         break;
-    case FG_UNIT_MLP: rc = e->arch->mlp(e->be, &e->hp, w, &s, e->ws, err); break;
+    case FG_UNIT_MLP: rc = sc->arch->mlp(sc->be, sc->hp, w, &s, sc->ws, err); break;
     default: /* stage the last position of each sequence for the head (rows k * gbs + r) */
         for (uint32_t r = 0; rc == FG_OK && r < s.n_seq; r++)
-            rc = fg_engine_rows_copy(e, e->head_x + (size_t)(k * e->gbs + r) * e->hp.hidden,
-                                     s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * e->hp.hidden,
-                                     hv.tier, (size_t)e->hp.hidden * 4, err);
+            rc = fg_engine_rows_copy(sc->e, sc->head_x + (size_t)(k * sc->gbs + r) * sc->hp->hidden,
+                                     s.hidden + ((size_t)r * s.n_new + s.n_new - 1) * sc->hp->hidden,
+                                     hv.tier, (size_t)sc->hp->hidden * 4, err);
         break;
     }
-    return fg_engine_release(e, &hv, un->kind != FG_UNIT_HEAD, rc, err);
+    return fg_engine_release(sc->e, &hv, un->kind != FG_UNIT_HEAD, rc, err);
 }
 
 /* The decode step's rows of batches [k0, k1): sequence k0 * gbs + q at row q. The positions'
  * device twin is written once per (step, batches), not once per span. */
-static int block_step(fg_engine *e, const block *b, const sweep_args *a, fg_step *bs,
+static int block_step(fg_sched *sc, const block *b, const sweep_args *a, fg_step *bs,
                       fg_err *err)
 {
     uint32_t first, end;
-    seq_range(e, b, a, &first, &end);
+    seq_range(sc, b, a, &first, &end);
     for (uint32_t q = first; q < end; q++) {
-        size_t o = tok_off(e, q / e->gbs) + q % e->gbs;
-        e->blk_ids[q - first] = e->ids[o];
-        e->blk_pos[q - first] = e->pos[o];
+        size_t o = tok_off(sc, q / sc->gbs) + q % sc->gbs;
+        sc->blk_ids[q - first] = sc->ids[o];
+        sc->blk_pos[q - first] = sc->pos[o];
     }
-    *bs = (fg_step){end - first, 1, b->P + a->i - 1, e->blk_ids, e->d_blk_pos, NULL,
-                    e->blk_hidden, e->o.policy.attn_sparsity, e->blk_pos};
+    *bs = (fg_step){end - first, 1, b->P + a->i - 1, sc->blk_ids, sc->d_blk_pos, NULL,
+                    sc->blk_hidden, sc->policy->attn_sparsity, sc->blk_pos};
     uint64_t key = ((uint64_t)a->i << 40 | (uint64_t)a->k0 << 20 | a->k1) + 1;
-    if (key == e->blk_key)
+    if (key == sc->blk_key)
         return FG_OK;
-    e->blk_key = key;
-    return fg_engine_up(e, e->d_blk_pos, e->blk_pos, (size_t)(end - first) * 4, err);
+    sc->blk_key = key;
+    return fg_engine_up(sc->e, sc->d_blk_pos, sc->blk_pos, (size_t)(end - first) * 4, err);
 }
 
 /* Decode of unit u over the whole range at once (the head is done by head_range). */
-static int decode_unit(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, const fg_step *bs,
+static int decode_unit(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t u, const fg_step *bs,
                        const sweep_args *a, fg_err *err)
 {
-    const unit *un = &e->units[u];
+    const fg_plan_unit_tensors *un = &sc->units[u];
     int rc = FG_OK;
     switch (un->kind) {
-    case FG_UNIT_EMBED: rc = e->arch->embed(e->be, &e->hp, w, bs, e->ws, err); break;
+    case FG_UNIT_EMBED: rc = sc->arch->embed(sc->be, sc->hp, w, bs, sc->ws, err); break;
     case FG_UNIT_ATTN:
-        rc = e->arch->attn_pre(e->be, &e->hp, w, bs, e->ws, err);
+        rc = sc->arch->attn_pre(sc->be, sc->hp, w, bs, sc->ws, err);
         for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++) {
-            fg_step s = step_of(e, b, k, a->i, NULL);
-            rc = attend(e, w, &s, k, un->layer, a->k1, (k - a->k0) * e->gbs, err);
+            fg_step s = step_of(sc, b, k, a->i, NULL);
+            rc = attend(sc, w, &s, k, un->layer, a->k1, (k - a->k0) * sc->gbs, err);
         }
         if (rc == FG_OK)
-            rc = e->arch->attn_post(e->be, &e->hp, w, bs, e->ws, err);
+            rc = sc->arch->attn_post(sc->be, sc->hp, w, bs, sc->ws, err);
         break;
-    case FG_UNIT_MLP: rc = e->arch->mlp(e->be, &e->hp, w, bs, e->ws, err); break;
+    case FG_UNIT_MLP: rc = sc->arch->mlp(sc->be, sc->hp, w, bs, sc->ws, err); break;
     default: /* the rows for the head: one copy on the device */
-        rc = fg_engine_dcopy(e, e->head_x + (size_t)a->k0 * e->gbs * e->hp.hidden, bs->hidden,
-                             (size_t)bs->n_seq * e->hp.hidden * 4, err);
+        rc = fg_engine_dcopy(sc->e, sc->head_x + (size_t)a->k0 * sc->gbs * sc->hp->hidden, bs->hidden,
+                             (size_t)bs->n_seq * sc->hp->hidden * 4, err);
         break;
     }
     return rc;
 }
 
 /* The head over the staged rows of batches [k0, k1), then each batch samples. */
-static int head_range(fg_engine *e, block *b, const fg_unit_w *w, const sweep_args *a,
+static int head_range(fg_sched *sc, block *b, const fg_unit_w *w, const sweep_args *a,
                       fg_err *err)
 {
-    uint32_t first = a->k0 * e->gbs, end = a->k1 * e->gbs < b->n ? a->k1 * e->gbs : b->n;
-    int rc = e->arch->head(e->be, &e->hp, w, e->head_x + (size_t)first * e->hp.hidden,
-                           end - first, e->logits, e->ws, err);
+    uint32_t first = a->k0 * sc->gbs, end = a->k1 * sc->gbs < b->n ? a->k1 * sc->gbs : b->n;
+    int rc = sc->arch->head(sc->be, sc->hp, w, sc->head_x + (size_t)first * sc->hp->hidden,
+                           end - first, sc->logits, sc->ws, err);
     for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++)
-        rc = advance(e, b, k, (k - a->k0) * e->gbs, err);
+        rc = advance(sc, b, k, (k - a->k0) * sc->gbs, err);
     return rc;
 }
 
-static int compute_span(fg_engine *e, block *b, const fg_unit_w *w, uint32_t u, uint32_t n,
+static int compute_span(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t u, uint32_t n,
                         const sweep_args *a, fg_err *err)
 {
     double t0 = fg_now();
     int rc = FG_OK;
     fg_step bs = {0};
     if (a->i > 0)
-        rc = block_step(e, b, a, &bs, err);
+        rc = block_step(sc, b, a, &bs, err);
     for (uint32_t j = 0; rc == FG_OK && j < n; j++) {
         if (a->i > 0)
-            rc = decode_unit(e, b, &w[j], u + j, &bs, a, err);
+            rc = decode_unit(sc, b, &w[j], u + j, &bs, a, err);
         else
             for (uint32_t k = a->k0; rc == FG_OK && k < a->k1; k++)
-                rc = prefill_unit(e, b, &w[j], u + j, k, a, err);
-        if (rc == FG_OK && e->units[u + j].kind == FG_UNIT_HEAD && !b->scoring)
-            rc = head_range(e, b, &w[j], a, err);
+                rc = prefill_unit(sc, b, &w[j], u + j, k, a, err);
+        if (rc == FG_OK && sc->units[u + j].kind == FG_UNIT_HEAD && !b->scoring)
+            rc = head_range(sc, b, &w[j], a, err);
     }
     /* a traced span ends when its kernels are done, not queued (a device backend's ops on
      * device memory return queued): the trace is for where the time goes */
-    if (rc == FG_OK && e->o.trace_path && e->buft != FG_BUFT_HOST)
-        rc = e->be->iface->sync(e->be, err);
-    e->compute_s += fg_now() - t0;
-    fg_engine_span(e, "compute", t0, (int32_t)u, a->k1 - a->k0 == 1 ? (int32_t)a->k0 : -1,
+    if (rc == FG_OK && sc->sync_spans)
+        rc = sc->be->iface->sync(sc->be, err);
+    sc->compute_s += fg_now() - t0;
+    fg_engine_span(sc->e, "compute", t0, (int32_t)u, a->k1 - a->k0 == 1 ? (int32_t)a->k0 : -1,
                    (int32_t)a->i);
     return rc;
 }
 
 /* One token step over units [u0, u1) and batches [k0, k1): the loop both schedules share. */
-static int sweep(fg_engine *e, block *b, const sweep_args *a, fg_unit_w *last_head, fg_err *err)
+static int sweep(fg_sched *sc, block *b, const sweep_args *a, fg_unit_w *last_head, fg_err *err)
 {
     fg_unit_w w[2];
     uint32_t first, end;
-    seq_range(e, b, a, &first, &end);
+    seq_range(sc, b, a, &first, &end);
     uint64_t seqs = end > first ? end - first : 0;
     uint64_t tok[2] = {a->i == 0 ? seqs * (b->P - b->s0) : seqs, seqs};
     for (uint32_t u = a->u0, n = 1; u < a->u1; u += n) {
-        int rc = load_span(e, w, a, u, tok, &n, err);
+        int rc = load_span(sc, w, a, u, tok, &n, err);
         if (rc == FG_OK)
-            rc = compute_span(e, b, w, u, n, a, err);
+            rc = compute_span(sc, b, w, u, n, a, err);
         if (rc)
             return rc;
-        if (e->link && e->link->poll) /* a pipeline stage: its transfers move meanwhile */
-            e->link->poll(e->link->ctx);
-        if (last_head && e->units[u + n - 1].kind == FG_UNIT_HEAD)
+        if (sc->link && sc->link->poll) /* a pipeline stage: its transfers move meanwhile */
+            sc->link->poll(sc->link->ctx);
+        if (last_head && sc->units[u + n - 1].kind == FG_UNIT_HEAD)
             *last_head = w[n - 1];
     }
     return FG_OK;
@@ -427,13 +410,13 @@ static void end_step(const block *b, uint32_t i, double *t_step, fg_gen_stats *s
 
 /* Batches [k0, k1) through every step: zig-zag calls it once with all batches, row-by-row once
  * per batch. */
-static int run_batches(fg_engine *e, block *b, uint32_t k0, uint32_t k1, fg_gen_stats *st,
+static int run_batches(fg_sched *sc, block *b, uint32_t k0, uint32_t k1, fg_gen_stats *st,
                        fg_err *err)
 {
     double t_step = fg_now();
-    for (uint32_t i = 0; i < b->G && live(b, k0 * e->gbs, k1 * e->gbs); i++) {
-        sweep_args a = {i, k0, k1, 0, e->n_units};
-        int rc = sweep(e, b, &a, NULL, err);
+    for (uint32_t i = 0; i < b->G && live(b, k0 * sc->gbs, k1 * sc->gbs); i++) {
+        sweep_args a = {i, k0, k1, 0, sc->n_units};
+        int rc = sweep(sc, b, &a, NULL, err);
         if (rc)
             return rc;
         end_step(b, i, &t_step, st);
@@ -442,16 +425,16 @@ static int run_batches(fg_engine *e, block *b, uint32_t k0, uint32_t k1, fg_gen_
 }
 
 /* scoring: only the prompts must fit the context (nothing is generated) */
-static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, int scoring, block *b,
+static int check_block(fg_sched *sc, fg_gen_seq *seqs, uint32_t n, int scoring, block *b,
                        fg_err *err)
 {
-    if (n == 0 || n > e->gbs * e->ngb)
+    if (n == 0 || n > sc->gbs * sc->ngb)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "a block holds 1..%u sequences, not %u",
-                          e->gbs * e->ngb, n);
+                          sc->gbs * sc->ngb, n);
     memset(b, 0, sizeof *b);
     b->n = n;
     b->seqs = seqs;
-    b->nb = (n + e->gbs - 1) / e->gbs;
+    b->nb = (n + sc->gbs - 1) / sc->gbs;
     b->scoring = scoring;
     for (uint32_t s = 0; s < n; s++) {
         if (seqs[s].n_prompt == 0 || seqs[s].max_new == 0)
@@ -460,21 +443,22 @@ static int check_block(fg_engine *e, fg_gen_seq *seqs, uint32_t n, int scoring, 
         b->P = seqs[s].n_prompt > b->P ? seqs[s].n_prompt : b->P;
         b->G = seqs[s].max_new > b->G ? seqs[s].max_new : b->G;
     }
-    if ((uint64_t)b->P + (scoring ? 0 : b->G) > e->max_ctx)
+    if ((uint64_t)b->P + (scoring ? 0 : b->G) > sc->max_ctx)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt of %u tokens + %u new exceeds the "
                           "context of %u (--max-context, model limit %u)", b->P, b->G,
-                          e->max_ctx, e->hp.max_pos);
+                          sc->max_ctx, sc->hp->max_pos);
     return FG_OK;
 }
 
-static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err);
+static int stage_lead(fg_sched *sc, block *b, fg_gen_stats *st, fg_err *err);
 
 int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_hooks *hooks,
                        fg_gen_stats *st, fg_err *err)
 {
+    fg_sched *sc = fg_engine_sched(e);
     block b;
     memset(st, 0, sizeof *st);
-    int rc = check_block(e, seqs, n, 0, &b, err);
+    int rc = check_block(sc, seqs, n, 0, &b, err);
     if (rc)
         return rc;
     int32_t *last_pos = malloc((size_t)n * sizeof *last_pos);
@@ -484,24 +468,24 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     b.hooks = hooks;
     fg_pfx_block pb;
     double t0 = fg_now();
-    rc = fg_engine_prefix_load(e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
+    rc = fg_engine_prefix_load(sc->e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
     st->prefill_s += fg_now() - t0;
     if (rc == FG_OK)
-        rc = setup_prompts(e, &b, err);
-    if (rc == FG_OK && e->link)
-        rc = stage_lead(e, &b, st, err);
-    else if (rc == FG_OK && e->o.policy.schedule == FG_SCHEDULE_ROW)
+        rc = setup_prompts(sc, &b, err);
+    if (rc == FG_OK && sc->link)
+        rc = stage_lead(sc, &b, st, err);
+    else if (rc == FG_OK && sc->policy->schedule == FG_SCHEDULE_ROW)
         for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
-            rc = run_batches(e, &b, k, k + 1, st, err);
+            rc = run_batches(sc, &b, k, k + 1, st, err);
     else if (rc == FG_OK)
-        rc = run_batches(e, &b, 0, b.nb, st, err);
+        rc = run_batches(sc, &b, 0, b.nb, st, err);
     t0 = fg_now();
     if (rc == FG_OK) /* saving is prompt work: its time counts to the prefill */
-        rc = fg_engine_prefix_save(e, seqs, &pb, err);
+        rc = fg_engine_prefix_save(sc->e, seqs, &pb, err);
     st->prefill_s += fg_now() - t0;
     st->new_tokens = produced(&b);
     st->prompt_cached = pb.tok_cached;
-    st->prompt_computed = e->prefix ? pb.tok_computed : (uint64_t)0;
+    st->prompt_computed = pb.tok_computed; /* 0 without a cache */
     fg_pfx_block_free(&pb);
     free(last_pos);
     return rc;
@@ -511,31 +495,31 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
 
 /* The head over every position of batch k's windows in slices of logit_rows rows: accumulate
  * the NLL of each next id, and copy the logits out when asked. */
-static int score_batch(fg_engine *e, block *b, const fg_unit_w *w, uint32_t k, double *nll,
+static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k, double *nll,
                        uint64_t *count, float *out, size_t out_stride, fg_err *err)
 {
     fg_pager_view hv;
-    int rc = fg_engine_acquire(e, e->act_first + k, &hv, err);
+    int rc = fg_engine_act_acquire(sc->e, k, &hv, err);
     if (rc)
         return rc;
-    fg_step s = step_of(e, b, k, 0, hv.ptr);
-    uint32_t V = e->hp.vocab_size, L = e->plan.logit_rows;
+    fg_step s = step_of(sc, b, k, 0, hv.ptr);
+    uint32_t V = sc->hp->vocab_size, L = sc->logit_rows;
     for (uint32_t r = 0; rc == FG_OK && r < s.n_seq; r++) {
-        uint32_t seq = k * e->gbs + r;
+        uint32_t seq = k * sc->gbs + r;
         const fg_gen_seq *q = &b->seqs[seq];
         uint32_t pad = b->P - q->n_prompt;
         /* row pad + t holds window position t; it predicts position t + 1 */
         for (uint32_t t0 = 0; rc == FG_OK && t0 < q->n_prompt; t0 += L) {
             uint32_t m = q->n_prompt - t0 < L ? q->n_prompt - t0 : L;
-            rc = fg_engine_rows_copy(e, e->head_x,
-                                     s.hidden + ((size_t)r * b->P + pad + t0) * e->hp.hidden,
-                                     hv.tier, (size_t)m * e->hp.hidden * 4, err);
+            rc = fg_engine_rows_copy(sc->e, sc->head_x,
+                                     s.hidden + ((size_t)r * b->P + pad + t0) * sc->hp->hidden,
+                                     hv.tier, (size_t)m * sc->hp->hidden * 4, err);
             if (rc == FG_OK)
-                rc = e->arch->head(e->be, &e->hp, w, e->head_x, m, e->logits, e->ws, err);
+                rc = sc->arch->head(sc->be, sc->hp, w, sc->head_x, m, sc->logits, sc->ws, err);
             if (rc == FG_OK)
-                rc = fg_engine_down(e, e->logits_host, e->logits, (size_t)m * V * 4, err);
+                rc = fg_engine_down(sc->e, sc->logits_host, sc->logits, (size_t)m * V * 4, err);
             for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
-                const float *lg = e->logits_host + (size_t)j * V;
+                const float *lg = sc->logits_host + (size_t)j * V;
                 if (out)
                     memcpy(out + seq * out_stride + (size_t)(t0 + j) * V, lg, (size_t)V * 4);
                 if (t0 + j + 1 < q->n_prompt) {
@@ -545,16 +529,17 @@ static int score_batch(fg_engine *e, block *b, const fg_unit_w *w, uint32_t k, d
             }
         }
     }
-    return fg_engine_release(e, &hv, 0, rc, err);
+    return fg_engine_release(sc->e, &hv, 0, rc, err);
 }
 
 int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
                      uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
                      fg_err *err)
 {
-    if (e->link)
+    fg_sched *sc = fg_engine_sched(e);
+    if (sc->link)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "perplexity runs in one process, not as a "
-                          "pipeline of %d ranks", e->link->size);
+                          "pipeline of %d ranks", sc->link->size);
     fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
     int32_t *dummy = calloc(n + 1, sizeof *dummy), *last_pos = calloc(n + 1, sizeof *last_pos);
     int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -562,19 +547,19 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
         seqs[s] = (fg_gen_seq){windows[s], lens[s], 1, {0, 0, 1, 0}, s, &dummy[s], 0, 0};
     block b;
     if (rc == FG_OK)
-        rc = check_block(e, seqs, n, 1, &b, err);
+        rc = check_block(sc, seqs, n, 1, &b, err);
     fg_unit_w head;
     if (rc == FG_OK) {
         b.last_pos = last_pos;
-        rc = setup_prompts(e, &b, err);
-        sweep_args a = {0, 0, b.nb, 0, e->n_units};
+        rc = setup_prompts(sc, &b, err);
+        sweep_args a = {0, 0, b.nb, 0, sc->n_units};
         if (rc == FG_OK) /* the head unit loads last; its w stays valid */
-            rc = sweep(e, &b, &a, &head, err);
+            rc = sweep(sc, &b, &a, &head, err);
     }
     double dn = 0;
     uint64_t dc = 0;
     for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
-        rc = score_batch(e, &b, &head, k, nll ? nll : &dn, count ? count : &dc, out, out_stride,
+        rc = score_batch(sc, &b, &head, k, nll ? nll : &dn, count ? count : &dc, out, out_stride,
                          err);
     free(seqs);
     free(dummy);
@@ -603,147 +588,147 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
  */
 
 /* First unit of `layer` (the head's unit for layer == n_layers). */
-static uint32_t layer_unit(const fg_engine *e, uint32_t layer)
+static uint32_t layer_unit(const fg_sched *sc, uint32_t layer)
 {
-    for (uint32_t u = 0; u < e->n_units; u++)
-        if (e->units[u].kind == FG_UNIT_ATTN && e->units[u].layer == layer)
+    for (uint32_t u = 0; u < sc->n_units; u++)
+        if (sc->units[u].kind == FG_UNIT_ATTN && sc->units[u].layer == layer)
             return u;
-    return e->n_units - 1;
+    return sc->n_units - 1;
 }
 
-static int last_rank(const fg_engine *e) { return e->link->rank + 1 == e->link->size; }
+static int last_rank(const fg_sched *sc) { return sc->link->rank + 1 == sc->link->size; }
 
-static int forward_ctl(const fg_engine *e, const fg_stage_msg *h, const void *p, fg_err *err)
+static int forward_ctl(const fg_sched *sc, const fg_stage_msg *h, const void *p, fg_err *err)
 {
-    return last_rank(e) ? FG_OK
-                        : fg_stage_send(e->link, h->kind, h->step, h->batch, h->first, h->end,
+    return last_rank(sc) ? FG_OK
+                        : fg_stage_send(sc->link, h->kind, h->step, h->batch, h->first, h->end,
                                         p, h->bytes, err);
 }
 
 /* Sequences of batches [k0, k1). */
-static size_t group_rows(const fg_engine *e, const block *b, uint32_t k0, uint32_t k1)
+static size_t group_rows(const fg_sched *sc, const block *b, uint32_t k0, uint32_t k1)
 {
-    uint32_t end = k1 * e->gbs < b->n ? k1 * e->gbs : b->n;
-    return end - k0 * e->gbs;
+    uint32_t end = k1 * sc->gbs < b->n ? k1 * sc->gbs : b->n;
+    return end - k0 * sc->gbs;
 }
 
-/* Send n bytes of rows at src (of type st): device memory comes down into e->stage_host
+/* Send n bytes of rows at src (of type st): device memory comes down into sc->stage_host
  * first (the link copies host bytes). */
-static int send_rows(fg_engine *e, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
+static int send_rows(fg_sched *sc, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
                      const void *src, fg_buft st, size_t n, fg_err *err)
 {
     int rc = FG_OK;
     if (st == FG_BUFT_DEVICE) {
-        rc = fg_engine_xcopy(e, e->stage_host, FG_BUFT_HOST, src, st, n, err);
-        src = e->stage_host;
+        rc = fg_engine_xcopy(sc->e, sc->stage_host, FG_BUFT_HOST, src, st, n, err);
+        src = sc->stage_host;
     }
-    return rc ? rc : fg_stage_send(e->link, FG_MSG_DATA, i, k, k0, k1, src, n, err);
+    return rc ? rc : fg_stage_send(sc->link, FG_MSG_DATA, i, k, k0, k1, src, n, err);
 }
 
 /* The prefill's rows of batch k (all, or to rank 0 each sequence's last position). */
-static int send_prefill(fg_engine *e, const block *b, uint32_t k, uint32_t k0, uint32_t k1,
+static int send_prefill(fg_sched *sc, const block *b, uint32_t k, uint32_t k0, uint32_t k1,
                         fg_err *err)
 {
-    size_t nseq = batch_size(e, b, k), H = e->hp.hidden;
+    size_t nseq = batch_size(sc, b, k), H = sc->hp->hidden;
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    int rc = fg_engine_act_acquire(sc->e, k, &v, err);
     if (rc)
         return rc;
     const float *x = v.ptr;
     fg_buft xt = fg_engine_view_buft(&v);
-    if (last_rank(e)) { /* head_x is free on a follower: stage the last rows there */
+    if (last_rank(sc)) { /* head_x is free on a follower: stage the last rows there */
         for (size_t r = 0; rc == FG_OK && r < nseq; r++)
-            rc = fg_engine_xcopy(e, e->head_x + r * H, e->buft, x + (r * b->P + b->P - 1) * H,
+            rc = fg_engine_xcopy(sc->e, sc->head_x + r * H, sc->buft, x + (r * b->P + b->P - 1) * H,
                                  xt, H * 4, err);
         if (rc == FG_OK)
-            rc = send_rows(e, 0, k, k0, k1, e->head_x, e->buft, nseq * H * 4, err);
+            rc = send_rows(sc, 0, k, k0, k1, sc->head_x, sc->buft, nseq * H * 4, err);
     } else {
-        rc = send_rows(e, 0, k, k0, k1, x, xt, nseq * b->P * H * 4, err);
+        rc = send_rows(sc, 0, k, k0, k1, x, xt, nseq * b->P * H * 4, err);
     }
-    return fg_engine_release(e, &v, 0, rc, err);
+    return fg_engine_release(sc->e, &v, 0, rc, err);
 }
 
 /* Send group [k0, k1)'s rows after step i's sweep. */
-static int rows_send(fg_engine *e, const block *b, uint32_t i, uint32_t k0, uint32_t k1,
+static int rows_send(fg_sched *sc, const block *b, uint32_t i, uint32_t k0, uint32_t k1,
                      fg_err *err)
 {
     if (i > 0)
-        return send_rows(e, i, k0, k0, k1, e->blk_hidden, e->buft,
-                         group_rows(e, b, k0, k1) * e->hp.hidden * 4, err);
+        return send_rows(sc, i, k0, k0, k1, sc->blk_hidden, sc->buft,
+                         group_rows(sc, b, k0, k1) * sc->hp->hidden * 4, err);
     int rc = FG_OK;
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
-        rc = send_prefill(e, b, k, k0, k1, err);
+        rc = send_prefill(sc, b, k, k0, k1, err);
     return rc;
 }
 
 /* Put the rows of a DATA message where step h->step reads them (up to the device when that is
  * where they live). */
-static int rows_place(fg_engine *e, const block *b, const fg_stage_msg *h, const void *p,
+static int rows_place(fg_sched *sc, const block *b, const fg_stage_msg *h, const void *p,
                       fg_err *err)
 {
-    uint32_t k = h->batch, i = h->step, from_last = e->link->rank == 0;
+    uint32_t k = h->batch, i = h->step, from_last = sc->link->rank == 0;
     if (k < h->first || k >= h->end || h->end > b->nb || (i > 0 && k != h->first) ||
-        (uint64_t)b->P + i >= e->max_ctx)
+        (uint64_t)b->P + i >= sc->max_ctx)
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: rows for step %u batch %u of batches "
-                          "%u..%u of a block of %u batches", e->link->rank, i, k, h->first,
+                          "%u..%u of a block of %u batches", sc->link->rank, i, k, h->first,
                           h->end, b->nb);
-    size_t H = e->hp.hidden, nseq = i > 0 ? group_rows(e, b, k, h->end) : batch_size(e, b, k);
+    size_t H = sc->hp->hidden, nseq = i > 0 ? group_rows(sc, b, k, h->end) : batch_size(sc, b, k);
     size_t want = (i > 0 || from_last ? nseq : nseq * b->P) * H * 4;
     if (h->bytes != want)
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: step %u batch %u: %llu bytes of rows, "
-                          "expected %zu", e->link->rank, i, k, (unsigned long long)h->bytes, want);
+                          "expected %zu", sc->link->rank, i, k, (unsigned long long)h->bytes, want);
     if (i > 0)
-        return fg_engine_xcopy(e, e->blk_hidden, e->buft, p, FG_BUFT_HOST, want, err);
+        return fg_engine_xcopy(sc->e, sc->blk_hidden, sc->buft, p, FG_BUFT_HOST, want, err);
     fg_pager_view v;
-    int rc = fg_engine_acquire(e, e->act_first + k, &v, err);
+    int rc = fg_engine_act_acquire(sc->e, k, &v, err);
     if (rc)
         return rc;
     float *x = v.ptr;
     fg_buft xt = fg_engine_view_buft(&v);
     if (from_last)
         for (size_t r = 0; rc == FG_OK && r < nseq; r++)
-            rc = fg_engine_xcopy(e, x + (r * b->P + b->P - 1) * H, xt,
+            rc = fg_engine_xcopy(sc->e, x + (r * b->P + b->P - 1) * H, xt,
                                  (const float *)p + r * H, FG_BUFT_HOST, H * 4, err);
     else
-        rc = fg_engine_xcopy(e, x, xt, p, FG_BUFT_HOST, want, err);
-    return fg_engine_release(e, &v, 1, rc, err);
+        rc = fg_engine_xcopy(sc->e, x, xt, p, FG_BUFT_HOST, want, err);
+    return fg_engine_release(sc->e, &v, 1, rc, err);
 }
 
 /* The next DATA message, which must be for step i of group [k0, k1), batch k. */
-static int recv_rows(fg_engine *e, block *b, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
+static int recv_rows(fg_sched *sc, block *b, uint32_t i, uint32_t k, uint32_t k0, uint32_t k1,
                      fg_err *err)
 {
     fg_stage_msg h;
     const void *p;
-    int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+    int rc = fg_stage_recv(sc->link, 0, &h, &p, err);
     if (rc == FG_OK && (h.kind != FG_MSG_DATA || h.step != i || h.batch != k || h.first != k0 ||
                         h.end != k1))
         rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: expected the rows of step %u batch %u "
-                        "from rank %d, got message kind %u (step %u batch %u)", e->link->rank,
-                        i, k, e->link->size - 1, h.kind, h.step, h.batch);
-    return rc ? rc : rows_place(e, b, &h, p, err);
+                        "from rank %d, got message kind %u (step %u batch %u)", sc->link->rank,
+                        i, k, sc->link->size - 1, h.kind, h.step, h.batch);
+    return rc ? rc : rows_place(sc, b, &h, p, err);
 }
 
 /* Rank 0: step i of group [k0, k1) through the embedding and its layers, sent on. */
-static int lead_front(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+static int lead_front(fg_sched *sc, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
 {
-    sweep_args a = {i, k0, k1, 0, layer_unit(e, e->l1)};
-    int rc = sweep(e, b, &a, NULL, err);
-    return rc ? rc : rows_send(e, b, i, k0, k1, err);
+    sweep_args a = {i, k0, k1, 0, layer_unit(sc, sc->l1)};
+    int rc = sweep(sc, b, &a, NULL, err);
+    return rc ? rc : rows_send(sc, b, i, k0, k1, err);
 }
 
 /* Rank 0: the group's rows of step i back from the last rank: the head, then sampling. */
-static int lead_back(fg_engine *e, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
+static int lead_back(fg_sched *sc, block *b, uint32_t i, uint32_t k0, uint32_t k1, fg_err *err)
 {
     int rc = FG_OK;
     for (uint32_t k = k0; rc == FG_OK && k < (i == 0 ? k1 : k0 + 1); k++)
-        rc = recv_rows(e, b, i, k, k0, k1, err);
-    sweep_args a = {i, k0, k1, e->n_units - 1, e->n_units};
-    return rc ? rc : sweep(e, b, &a, NULL, err);
+        rc = recv_rows(sc, b, i, k, k0, k1, err);
+    sweep_args a = {i, k0, k1, sc->n_units - 1, sc->n_units};
+    return rc ? rc : sweep(sc, b, &a, NULL, err);
 }
 
 /* BLOCK: n, the prompt lengths [n], the prompts' ids one after another. */
-static int send_block(fg_engine *e, const block *b, fg_err *err)
+static int send_block(fg_sched *sc, const block *b, fg_err *err)
 {
     size_t n_ids = 0;
     for (uint32_t s = 0; s < b->n; s++)
@@ -757,27 +742,27 @@ static int send_block(fg_engine *e, const block *b, fg_err *err)
         memcpy(q, b->seqs[s].prompt, b->seqs[s].n_prompt * 4);
         q += b->seqs[s].n_prompt;
     }
-    int rc = fg_stage_send(e->link, FG_MSG_BLOCK, 0, 0, 0, 0, m, (1 + b->n + n_ids) * 4, err);
+    int rc = fg_stage_send(sc->link, FG_MSG_BLOCK, 0, 0, 0, 0, m, (1 + b->n + n_ids) * 4, err);
     free(m);
     return rc;
 }
 
 /* Batches a micro-batch holds. */
-static uint32_t group_size(const fg_engine *e, const block *b)
+static uint32_t group_size(const fg_sched *sc, const block *b)
 {
-    uint32_t g = e->o.micro_batch ? e->o.micro_batch
-                                  : (b->nb + (uint32_t)e->link->size - 1) / (uint32_t)e->link->size;
+    uint32_t g = sc->micro_batch ? sc->micro_batch
+                                  : (b->nb + (uint32_t)sc->link->size - 1) / (uint32_t)sc->link->size;
     return g ? g : 1;
 }
 
-static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
+static int stage_lead(fg_sched *sc, block *b, fg_gen_stats *st, fg_err *err)
 {
-    uint32_t g = group_size(e, b), ng = (b->nb + g - 1) / g;
+    uint32_t g = group_size(sc, b), ng = (b->nb + g - 1) / g;
     uint8_t *active = calloc(ng, 1);
-    int rc = active ? send_block(e, b, err) : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = active ? send_block(sc, b, err) : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     double t_step = fg_now();
     for (uint32_t j = 0; rc == FG_OK && j < ng; j++) {
-        rc = lead_front(e, b, 0, j * g, j * g + g < b->nb ? j * g + g : b->nb, err);
+        rc = lead_front(sc, b, 0, j * g, j * g + g < b->nb ? j * g + g : b->nb, err);
         active[j] = 1;
     }
     for (uint32_t i = 1, any = 1; rc == FG_OK && any; i++) {
@@ -786,26 +771,26 @@ static int stage_lead(fg_engine *e, block *b, fg_gen_stats *st, fg_err *err)
             uint32_t k0 = j * g, k1 = k0 + g < b->nb ? k0 + g : b->nb;
             if (!active[j])
                 continue;
-            rc = lead_back(e, b, i - 1, k0, k1, err);
-            active[j] = rc == FG_OK && i < b->G && live(b, k0 * e->gbs, k1 * e->gbs);
+            rc = lead_back(sc, b, i - 1, k0, k1, err);
+            active[j] = rc == FG_OK && i < b->G && live(b, k0 * sc->gbs, k1 * sc->gbs);
             if (active[j]) {
-                rc = lead_front(e, b, i, k0, k1, err);
+                rc = lead_front(sc, b, i, k0, k1, err);
                 any = 1;
             }
         }
         end_step(b, i - 1, &t_step, st);
     }
     free(active);
-    return rc ? rc : fg_stage_send(e->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);
+    return rc ? rc : fg_stage_send(sc->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);
 }
 
 /* A follower's block from its BLOCK message (ids copied into *ids, seqs into *seqs). */
-static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_gen_seq **seqs,
+static int parse_block(fg_sched *sc, const fg_stage_msg *h, const void *p, fg_gen_seq **seqs,
                        int32_t **ids, uint32_t *n, fg_err *err)
 {
     const uint32_t *lens;
     const int32_t *src;
-    int rc = fg_stage_block_parse(p, h->bytes, e->gbs * e->ngb, e->max_ctx, e->link->rank, n,
+    int rc = fg_stage_block_parse(p, h->bytes, sc->gbs * sc->ngb, sc->max_ctx, sc->link->rank, n,
                                   &lens, &src, err);
     if (rc)
         return rc;
@@ -822,59 +807,59 @@ static int parse_block(fg_engine *e, const fg_stage_msg *h, const void *p, fg_ge
 
 /* A follower after step i of batch k: the positions one process's advance writes (the token
  * itself only rank 0 knows, and only its embedding needs; validity is set from the start). */
-static void follow_advance(fg_engine *e, block *b, uint32_t k)
+static void follow_advance(fg_sched *sc, block *b, uint32_t k)
 {
-    size_t o = tok_off(e, k);
-    for (uint32_t r = 0; r < batch_size(e, b, k); r++)
-        e->pos[o + r] = ++b->last_pos[k * e->gbs + r];
+    size_t o = tok_off(sc, k);
+    for (uint32_t r = 0; r < batch_size(sc, b, k); r++)
+        sc->pos[o + r] = ++b->last_pos[k * sc->gbs + r];
 }
 
 /* One DATA message: its rows placed; once the group's rows are all in, this stage's units
  * swept over the group and the rows sent on. */
-static int serve_rows(fg_engine *e, block *b, const fg_stage_msg *h, const void *p, fg_err *err)
+static int serve_rows(fg_sched *sc, block *b, const fg_stage_msg *h, const void *p, fg_err *err)
 {
-    int rc = rows_place(e, b, h, p, err);
+    int rc = rows_place(sc, b, h, p, err);
     if (rc || (h->step == 0 && h->batch + 1 < h->end))
         return rc;
     uint32_t k0 = h->first, k1 = h->end;
-    sweep_args a = {h->step, k0, k1, layer_unit(e, e->l0), layer_unit(e, e->l1)};
-    rc = sweep(e, b, &a, NULL, err);
+    sweep_args a = {h->step, k0, k1, layer_unit(sc, sc->l0), layer_unit(sc, sc->l1)};
+    rc = sweep(sc, b, &a, NULL, err);
     if (rc == FG_OK)
-        rc = rows_send(e, b, h->step, k0, k1, err);
+        rc = rows_send(sc, b, h->step, k0, k1, err);
     for (uint32_t k = k0; rc == FG_OK && k < k1; k++)
-        follow_advance(e, b, k);
+        follow_advance(sc, b, k);
     return rc;
 }
 
-static int serve_block(fg_engine *e, const fg_stage_msg *bh, const void *bp, fg_err *err)
+static int serve_block(fg_sched *sc, const fg_stage_msg *bh, const void *bp, fg_err *err)
 {
     fg_gen_seq *seqs = NULL;
     int32_t *ids = NULL, *last_pos = NULL;
     uint32_t n;
     block b;
-    int rc = parse_block(e, bh, bp, &seqs, &ids, &n, err);
+    int rc = parse_block(sc, bh, bp, &seqs, &ids, &n, err);
     if (rc == FG_OK)
-        rc = forward_ctl(e, bh, bp, err);
+        rc = forward_ctl(sc, bh, bp, err);
     if (rc == FG_OK)
-        rc = check_block(e, seqs, n, 0, &b, err);
+        rc = check_block(sc, seqs, n, 0, &b, err);
     if (rc == FG_OK && !(last_pos = malloc((size_t)n * sizeof *last_pos)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     if (rc == FG_OK) {
         b.last_pos = last_pos;
-        rc = setup_prompts(e, &b, err);
+        rc = setup_prompts(sc, &b, err);
     }
     while (rc == FG_OK) {
         fg_stage_msg h;
         const void *p;
-        if ((rc = fg_stage_recv(e->link, 0, &h, &p, err)))
+        if ((rc = fg_stage_recv(sc->link, 0, &h, &p, err)))
             break;
         if (h.kind == FG_MSG_END) {
-            rc = forward_ctl(e, &h, p, err);
+            rc = forward_ctl(sc, &h, p, err);
             break;
         }
-        rc = h.kind == FG_MSG_DATA ? serve_rows(e, &b, &h, p, err)
+        rc = h.kind == FG_MSG_DATA ? serve_rows(sc, &b, &h, p, err)
                                    : fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u "
-                                                "inside a block", e->link->rank, h.kind);
+                                                "inside a block", sc->link->rank, h.kind);
     }
     free(seqs);
     free(ids);
@@ -884,17 +869,18 @@ static int serve_block(fg_engine *e, const fg_stage_msg *bh, const void *bp, fg_
 
 int fg_stage_serve(fg_engine *e, fg_err *err)
 {
+    fg_sched *sc = fg_engine_sched(e);
     for (;;) {
         fg_stage_msg h;
         const void *p;
-        int rc = fg_stage_recv(e->link, 0, &h, &p, err);
+        int rc = fg_stage_recv(sc->link, 0, &h, &p, err);
         if (rc == FG_OK && h.kind == FG_MSG_QUIT)
-            return forward_ctl(e, &h, p, err);
+            return forward_ctl(sc, &h, p, err);
         if (rc == FG_OK && h.kind != FG_MSG_BLOCK)
             rc = fg_err_set(err, FG_ERR_CORRUPT, "rank %d: message kind %u between blocks",
-                            e->link->rank, h.kind);
+                            sc->link->rank, h.kind);
         if (rc == FG_OK)
-            rc = serve_block(e, &h, p, err);
+            rc = serve_block(sc, &h, p, err);
         if (rc)
             return rc;
     }

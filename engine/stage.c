@@ -1,6 +1,8 @@
 /* stage.c - the engine as a pipeline stage (stage.h): which layers this rank runs, its plan, the
- * stage's messages, and a follower rank's life (open on rank 0's word, serve blocks, quit). The
- * schedules a stage runs are schedule.c's (fg_stage_serve and the lead's loop there).
+ * stage's messages, and a follower's first word from rank 0 (fg_stage_await: OPEN or QUIT). The
+ * schedules a stage runs are schedule.c's (fg_stage_serve and the lead's loop there); a follower
+ * rank's life (await, open its engine, serve, its closing line) is the runner's
+ * (runner/runner_follow.c), a floor above the engine.
  *
  * The split: each layer costs its share of the bytes a token step reads (a decode step on a
  * CPU is bound by reading the weights, from RAM or disk) plus its share of the FLOPs per token
@@ -23,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "fg_bytes.h"
 #include "engine_int.h"
@@ -158,7 +159,7 @@ int fg_stage_plan(fg_engine *e, fg_err *err)
     fg_policy p = e->o.policy;
     p.gbs = e->plan.gbs;
     p.ngb = e->plan.ngb;
-    /* a device backend stages the rows it sends in host memory (e->stage_host) */
+    /* a device backend stages the rows it sends in host memory (e->sc.stage_host) */
     e->link_bytes = (p.ngb + 5 + (e->o.backend != FG_BACKEND_CPU)) * max_message(e, p.gbs, p.ngb);
     if (e->link_bytes >= budget)
         return fg_err_set(err, FG_ERR_NO_SPACE, "--ram-budget %.0f MiB is too small for rank "
@@ -276,34 +277,15 @@ static int forward(const fg_link *l, const fg_stage_msg *h, const void *payload,
                          err);
 }
 
-static void follower_line(fg_engine *e)
-{
-    if (!e->o.notice)
-        return;
-    fg_engine_stats st;
-    fg_engine_stats_get(e, &st);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
-    char line[400], rd[32], plan[32], peak[32];
-    snprintf(line, sizeof line, "rank %d: layers %u-%u, block %u x %u; peak RSS %s (%llu "
-             "bytes; plan %s + link buffers %.1f MiB), read from disk %s (%llu bytes), compute "
-             "%.2f s, waited for weights %.2f s", e->link->rank, e->l0, e->l1 - 1, e->gbs,
-             e->ngb, fg_fmt_bytes((double)rss, peak, sizeof peak), (unsigned long long)rss,
-             fg_fmt_bytes((double)st.ram_peak_planned, plan, sizeof plan), e->link_bytes / FG_MIB,
-             fg_fmt_bytes((double)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], rd, sizeof rd),
-             (unsigned long long)st.pager.moved[FG_TIER_DISK][FG_TIER_HOST], st.compute_s,
-             st.load_wait_s);
-    e->o.notice(e->o.notice_ctx, line);
-}
-
-int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *link,
-                    fg_err *err)
+int fg_stage_await(const fg_link *link, fg_engine_opts *eo, int *quit, fg_err *err)
 {
     fg_stage_msg h;
     const void *p;
+    *quit = 0;
     /* rank 0 may take long before it opens (a job's first pass, quantizing): wait forever */
     int rc = fg_stage_recv(link, 1, &h, &p, err);
+    if (rc == FG_OK && h.kind == FG_MSG_QUIT)
+        *quit = 1;
     if (rc || h.kind == FG_MSG_QUIT)
         return rc ? rc : forward(link, &h, p, err);
     if (h.kind != FG_MSG_OPEN)
@@ -313,31 +295,22 @@ int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *l
     if ((rc = fg_stage_open_parse(p, h.bytes, link->rank, &m, err)) ||
         (rc = forward(link, &h, p, err)))
         return rc;
-    fg_engine_opts eo = *o;
-    eo.policy = m.policy;
+    eo->policy = m.policy;
     if (!m.have_fractions)
-        eo.policy.have_fractions = 0;
-    eo.max_ctx = m.max_ctx;
-    eo.gen_hint = m.gen_hint;
-    eo.compute = (fg_compute)m.compute;
-    eo.link = link;
-    fg_store *store = NULL;
-    fg_model *md = NULL;
-    fg_engine *e = NULL;
-    rc = fg_store_open(model, FG_STORE_RDONLY, NULL, &store, err);
-    if (rc == FG_OK)
-        rc = fg_model_open(store, &md, err);
-    if (rc == FG_OK)
-        rc = fg_engine_open(md, &eo, &e, err);
-    if (rc == FG_OK)
-        rc = fg_stage_serve(e, err);
-    if (rc == FG_OK)
-        follower_line(e);
-    fg_err cerr;
-    int rc2 = fg_engine_close(e, &cerr);
-    if (rc == FG_OK && rc2)
-        *err = cerr, rc = rc2;
-    fg_model_close(md);
-    fg_store_close(store);
-    return rc;
+        eo->policy.have_fractions = 0;
+    eo->max_ctx = m.max_ctx;
+    eo->gen_hint = m.gen_hint;
+    eo->compute = (fg_compute)m.compute;
+    eo->link = link;
+    return FG_OK;
+}
+
+void fg_stage_info_get(const fg_engine *e, fg_stage_info *out)
+{
+    out->rank = e->link ? e->link->rank : 0;
+    out->l0 = e->l0;
+    out->l1 = e->l1;
+    out->gbs = e->gbs;
+    out->ngb = e->ngb;
+    out->link_bytes = e->link_bytes;
 }

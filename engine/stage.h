@@ -56,13 +56,27 @@ typedef struct fg_link {
 int fg_stage_split(const double *cost, uint32_t layers, double base0, uint32_t n, uint32_t *first,
                    fg_err *err);
 
-/* A follower rank (rank > 0): open the store at `model`, wait for rank 0's OPEN, open an engine
- * over this rank's stage (o: this rank's budget, threads, offload dir, trace; the block and the
- * policy come from rank 0), run every block rank 0 sends until QUIT. notice (in o) receives one
- * line at the end with what this stage did. */
+/* A follower rank (rank > 0), before its engine opens: wait (forever: rank 0 may take long) for
+ * rank 0's first message and pass it on down the ring. OPEN: *eo (this rank's budget, threads,
+ * offload dir, trace) takes what rank 0 planned (the policy, the context, the compute mode) and
+ * the link; QUIT: *quit = 1 and eo is untouched. Anything else is FG_ERR_CORRUPT. The follower's
+ * whole life (open, serve, its closing line) is the runner's (runner_follow.h). */
 struct fg_engine_opts;
-int fg_stage_follow(const char *model, const struct fg_engine_opts *o, const fg_link *link,
-                    fg_err *err);
+struct fg_engine;
+int fg_stage_await(const fg_link *link, struct fg_engine_opts *eo, int *quit, fg_err *err);
+
+/* A follower's engine (opened on fg_stage_await's options): run every block rank 0 sends until
+ * QUIT. */
+int fg_stage_serve(struct fg_engine *e, fg_err *err);
+
+/* What this process's stage runs: layers [l0, l1) (every layer without a link), the block
+ * gbs x ngb, and the budget's share kept for the link's buffers. */
+typedef struct fg_stage_info {
+    int rank;
+    uint32_t l0, l1, gbs, ngb;
+    uint64_t link_bytes;
+} fg_stage_info;
+void fg_stage_info_get(const struct fg_engine *e, fg_stage_info *out);
 
 /* Rank 0, at the end of the run (whether or not an engine was opened): tell the followers to
  * finish. */

@@ -10,6 +10,7 @@
 
 #include "fg_error.h"
 #include "policy.h"
+#include "stage.h"
 
 /* A message: this header, then `bytes` of payload. OPEN: an fg_stage_open; BLOCK: n, the
  * prompt lengths [n], the prompts' ids one after another (uint32/int32, native order); DATA:
@@ -29,6 +30,13 @@ typedef struct fg_stage_open {
     int32_t compute;
     int32_t have_fractions;
 } fg_stage_open;
+
+/* Send one message over l (header, then `bytes` of payload). */
+int fg_stage_send(const fg_link *l, uint32_t kind, uint32_t step, uint32_t batch, uint32_t first,
+                  uint32_t end, const void *payload, size_t bytes, fg_err *err);
+/* The next message; *payload valid until the next receive. A malformed one is an error. */
+int fg_stage_recv(const fg_link *l, int forever, fg_stage_msg *h, const void **payload,
+                  fg_err *err);
 
 /* The header of buf[0..len) into *h and its payload; FG_ERR_CORRUPT naming `rank` and `from`
  * when it is not a whole message. */

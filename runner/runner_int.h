@@ -10,6 +10,7 @@
  *   runner_quant.c    quantize-at-load (--compress-weight on an F16 store)
  *   runner_summary.c  the summary after a run
  *   runner_prefix.c   the prefix cache's part of a run
+ *   runner_follow.c   a follower rank's life in a pipeline (fg_runner_follow, runner_follow.h)
  * Names here are fgr_ (internal to the library, not exported by libfg).
  */
 #ifndef FG_RUNNER_INT_H

@@ -16,7 +16,7 @@
  * or value that cannot be right, before anything runs).
  *
  * Under mpirun (dist/dist.h, engine/stage.h) rank 0 runs fg_run with the link in its engine
- * options and the other ranks follow (fg_stage_follow); a rank that fails prints its one line,
+ * options and the other ranks follow (fg_runner_follow); a rank that fails prints its one line,
  * prefixed with its rank, and ends every rank (fg_dist_abort).
  */
 #define _GNU_SOURCE
@@ -33,6 +33,7 @@
 #include "dist.h"
 #include "fg_version.h"
 #include "runner.h"
+#include "runner_follow.h"
 #include "tool_args.h"
 
 typedef struct args {
@@ -445,7 +446,7 @@ int main(int argc, char **argv)
         snprintf(trace, sizeof trace, "%s.rank%d", a->trace ? a->trace : "", g_rank);
         a->r.eo.trace_path = a->trace ? trace : NULL; /* rank 0's file, then one per rank */
         a->r.eo.plan_only = 0; /* --dry-run is rank 0's: a follower serves what it is sent */
-        if (fg_stage_follow(a->r.model, &a->r.eo, a->r.eo.link, &err))
+        if (fg_runner_follow(a->r.model, &a->r.eo, a->r.eo.link, &err))
             fail(d, &err);
     } else if (fg_run(&a->r, &rep, &err)) {
         if (!rep.interrupted)
