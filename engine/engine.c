@@ -687,7 +687,7 @@ static int check_opts(fg_engine *e, fg_err *err)
     if (e->max_ctx > e->hp.max_pos && e->hp.pos == FG_POS_LEARNED)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %u tokens exceeds the "
                           "model's %u positions", e->max_ctx, e->hp.max_pos);
-    /* dynamic NTK rescales theta past them, which fg does not (model/llama.c) */
+    /* dynamic NTK rescales theta past them, which fg does not (model/rope.c) */
     if (e->max_ctx > e->hp.max_pos && e->hp.pos == FG_POS_ROPE &&
         e->hp.rope.scaling == FG_ROPE_DYNAMIC)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "a context of %u tokens exceeds the model's "
