@@ -44,6 +44,7 @@ typedef enum fg_ckpt_kind {
     FG_CKPT_TORCH = 3,
     FG_CKPT_TORCH_SHARDED = 4,
     FG_CKPT_NUMPY = 5,
+    FG_CKPT_GGUF = 6,
 } fg_ckpt_kind;
 
 /* Source element types. F64 and I64 are listed (a checkpoint holding them still opens) but
@@ -55,6 +56,10 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_F64 = 4,
     FG_CKPT_I64 = 5,
     FG_CKPT_U8 = 6,   /* bytes: gpt-oss's MXFP4 blocks and scales (fg-convert reads them as such) */
+    /* GGUF blocks of 32 values (ggml's layout): fg_ckpt_dtype_size is 0 (a block is not a whole
+     * number of bytes per element); fg_ckpt_read takes whole blocks and copies their bytes */
+    FG_CKPT_Q8_0 = 7, /* an F16 scale + 32 int8 (34 bytes) */
+    FG_CKPT_Q4_0 = 8, /* an F16 scale + 32 4-bit values, offset 8 (18 bytes) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,

@@ -219,6 +219,14 @@ size_t fg_ckpt_dtype_size(uint8_t dtype)
     }
 }
 
+int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes)
+{
+    *elems = dtype == FG_CKPT_Q8_0 || dtype == FG_CKPT_Q4_0 ? 32 : fg_ckpt_dtype_size(dtype) ? 1 : 0;
+    *bytes = dtype == FG_CKPT_Q8_0 ? 34 : dtype == FG_CKPT_Q4_0 ? 18
+                                        : (uint32_t)fg_ckpt_dtype_size(dtype);
+    return *elems != 0;
+}
+
 const char *fg_ckpt_dtype_name(uint8_t dtype)
 {
     switch (dtype) {
@@ -228,6 +236,8 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_F64: return "F64";
     case FG_CKPT_I64: return "I64";
     case FG_CKPT_U8: return "U8";
+    case FG_CKPT_Q8_0: return "Q8_0";
+    case FG_CKPT_Q4_0: return "Q4_0";
     default: return "?";
     }
 }

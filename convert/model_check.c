@@ -55,7 +55,8 @@ static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dim
     int rc = check_dims(t, nd, dims, err);
     if (rc)
         return rc;
-    if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16)
+    if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16 &&
+        t->dtype != FG_CKPT_Q8_0 && t->dtype != FG_CKPT_Q4_0) /* (the last two: GGUF's) */
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s has dtype %s; fg converts F32, "
                           "F16 and BF16", t->path, t->name, fg_ckpt_dtype_name(t->dtype));
     return FG_OK;

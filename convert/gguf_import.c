@@ -1,0 +1,145 @@
+/* gguf_import.c - a GGUF file as an fg_ckpt: names, config.json and block types (see gguf.h).
+ *
+ * Design:
+ * - One model table. A GGUF file's metadata ({arch}.block_count, .embedding_length, ...) is
+ *   turned into the config.json keys model/ already reads (as transformers' config would have
+ *   them), and its tensor names into the Hugging Face names model/ expects; fg_model_config_parse
+ *   and fg_convert_check_ckpt then do all the checking they do for safetensors. A name no rule
+ *   maps is kept, so the check refuses it by its GGUF name.
+ * - llama.cpp's convert_hf_to_gguf.py permutes the Q and K rows of a `llama` architecture (per
+ *   head: rotate-half's halves interleaved, row 2i from row i, row 2i + 1 from row half + i),
+ *   which is exactly the model table's interleaved rotary layout (fg_tensor_spec.perm_*): the
+ *   config reports it, and fg-convert stores the rows back in rotate-half's order. qwen2 and
+ *   qwen3 are not permuted.
+ * - Types: F32, F16 and BF16 are listed as such (copied bit for bit, as from safetensors);
+ *   Q8_0 and Q4_0 as FG_CKPT_Q8_0 / Q4_0, whose blocks ck_gguf_read_f16 dequantizes exactly as
+ *   ggml's reference (an f32 product of the F16 scale and the integer) and rounds to F16 (to
+ *   nearest even: at most half an F16 ulp, 2^-11 relative, far below the 8- or 4-bit
+ *   quantization step). Other ggml types are refused at open, naming the tensor and its type.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fg_file.h"
+#include "gguf.h"
+
+/* GGUF name pieces -> Hugging Face's, per layer ("blk.N.<gguf>" -> "model.layers.N.<hf>") */
+static const struct { const char *gguf, *hf; } layer_names[] = {
+    {"attn_norm", "input_layernorm"},        {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},          {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},     {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},     {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},           {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+static const struct { const char *gguf, *hf; } top_names[] = {
+    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"},
+};
+
+/* name = "<stem>.weight" or "<stem>.bias": the stem's length and the suffix */
+static int split_suffix(const char *name, size_t *stem, const char **suffix)
+{
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight"))
+        *stem = n - 7, *suffix = name + n - 7;
+    else if (n > 5 && !strcmp(name + n - 5, ".bias"))
+        *stem = n - 5, *suffix = name + n - 5;
+    else
+        return 0;
+    return 1;
+}
+
+int ck_gguf_hf_name(const char *name, char *out, size_t cap)
+{
+    size_t stem;
+    const char *suf;
+    if (!split_suffix(name, &stem, &suf))
+        return 0;
+    for (size_t i = 0; i < sizeof top_names / sizeof top_names[0]; i++)
+        if (strlen(top_names[i].gguf) == stem && !strncmp(name, top_names[i].gguf, stem))
+            return snprintf(out, cap, "%s%s", top_names[i].hf, suf) < (int)cap;
+    unsigned layer;
+    int at = 0;
+    if (sscanf(name, "blk.%u.%n", &layer, &at) != 1 || at == 0 || name[4] == '+' ||
+        name[4] == '-' || (name[4] == '0' && name[5] != '.'))
+        return 0;
+    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++)
+        if (strlen(layer_names[i].gguf) == stem - (size_t)at &&
+            !strncmp(name + at, layer_names[i].gguf, stem - (size_t)at))
+            return snprintf(out, cap, "model.layers.%u.%s%s", layer, layer_names[i].hf, suf) <
+                   (int)cap;
+    return 0;
+}
+
+/* The ckpt dtype of a ggml type fg reads, else 0. */
+static uint8_t dtype_of(uint32_t type)
+{
+    switch (type) {
+    case CK_GGML_F32: return FG_CKPT_F32;
+    case CK_GGML_F16: return FG_CKPT_F16;
+    case CK_GGML_BF16: return FG_CKPT_BF16;
+    case CK_GGML_Q8_0: return FG_CKPT_Q8_0;
+    case CK_GGML_Q4_0: return FG_CKPT_Q4_0;
+    default: return 0;
+    }
+}
+
+int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
+{
+    for (uint32_t i = 0; i < g->n_ti; i++) {
+        const ck_gguf_ti *t = &g->ti[i];
+        uint8_t dt = dtype_of(t->type);
+        if (!dt)
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, which fg does not "
+                              "read yet (F32, F16, BF16, Q8_0 and Q4_0)", label, t->name,
+                              ck_ggml_type_name(t->type));
+        char hf[FG_CKPT_MAX_NAME + 64];
+        const char *name = ck_gguf_hf_name(t->name, hf, sizeof hf) ? hf : t->name;
+        uint64_t dims[CK_GGUF_MAX_DIMS];
+        for (uint32_t d = 0; d < t->n_dims; d++) /* ggml's ne[0] is the fastest-varying */
+            dims[d] = t->ne[t->n_dims - 1 - d];
+        int rc = ck_list_add(out, name, strlen(name), dt, t->n_dims, dims, g->data_off + t->offset,
+                             label, err);
+        if (rc)
+            return rc;
+        out->t[out->n - 1].length = t->bytes; /* (blocks: ck_list_add cannot size them) */
+    }
+    return FG_OK;
+}
+
+int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
+                     void **scratch, size_t *cap, fg_err *err)
+{
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    uint32_t be, bb;
+    ck_dtype_block(t->dtype, &be, &bb);
+    uint64_t b0 = first / be, b1 = (first + n + be - 1) / be, nb = b1 - b0;
+    size_t need = (size_t)(((nb * bb + 3) & ~3ull) + nb * be * sizeof(float));
+    if (*cap < need) {
+        void *p = realloc(*scratch, need);
+        if (!p)
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
+        *scratch = p, *cap = need;
+    }
+    uint8_t *raw = *scratch;
+    float *f = (float *)(void *)(raw + ((nb * bb + 3) & ~3ull)); /* (aligned for floats) */
+    int rc = fg_ckpt_read(ck, i, b0 * be, nb * be, raw, err);
+    if (rc)
+        return rc;
+    if (t->dtype == FG_CKPT_Q8_0)
+        ck_gguf_dequant_q8_0(raw, nb, f);
+    else
+        ck_gguf_dequant_q4_0(raw, nb, f);
+    size_t bad = 0;
+    if (fg_ckpt_to_f16(FG_CKPT_F32, f + (first - b0 * be), (size_t)n, out, &bad))
+        return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "
+                          "F16", t->path, t->name, (unsigned long long)(first + bad));
+    return FG_OK;
+}
