@@ -8,6 +8,8 @@
  *   - one .npy-format file per tensor, named by its state-dict key, with or without the
  *     ".npy" suffix, as FlexGen's download_opt_weights writes them     (FG_CKPT_NUMPY)
  * Detection tries them in that order (the index files win over a single file).
+ * A regular file instead of a directory is read as llama.cpp's GGUF (FG_CKPT_GGUF: gguf.h), its
+ * tensors listed under Hugging Face names.
  *
  * fg_ckpt_open parses every header (safetensors JSON, zip central directory + restricted
  * unpickler, .npy header) and validates every tensor's extent against its file before it
@@ -85,9 +87,9 @@ typedef struct fg_ckpt fg_ckpt;
  * FG_ERR_NOT_FOUND (no checkpoint, missing shard), and the parser errors of SPEC "Checkpoint
  * inputs" (FG_ERR_DISALLOWED for a refused pickle global/opcode or a compressed zip entry). */
 int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err);
-/* 1 when path names a llama.cpp GGUF file, which fg does not read yet: a name ending in .gguf
- * (either case), or a regular file starting with the GGUF magic (only a regular file is opened,
- * so a FIFO never blocks); else 0. For the one-line refusal fg-convert and fg-infer give. */
+/* 1 when path names a llama.cpp GGUF file: a name ending in .gguf (either case), or a regular
+ * file starting with the GGUF magic (only a regular file is opened, so a FIFO never blocks);
+ * else 0. fg_ckpt_open reads such a file; fg-infer says to convert it. */
 int fg_ckpt_is_gguf(const char *path);
 
 /* Close every descriptor and free everything (NULL accepted). */
