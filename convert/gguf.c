@@ -356,20 +356,20 @@ static int get_tis(cur *c, ck_gguf *g, uint64_t n, fg_err *err)
 static int get_header(cur *c, ck_gguf *g, uint64_t *n_ti, uint64_t *n_kv, fg_err *err)
 {
     uint8_t magic[4];
-    int rc = get(c, magic, 4, "the magic", err);
+    int rc = get(c, magic, 4, "the GGUF magic", err);
     if (rc == FG_OK && memcmp(magic, "GGUF", 4) != 0)
         return fg_err_set(err, FG_ERR_BAD_MAGIC, "%s: not a GGUF file (no GGUF magic)",
                           c->s->label);
     if (rc == FG_OK)
-        rc = get_u32(c, &g->version, "the version", err);
+        rc = get_u32(c, &g->version, "the GGUF version", err);
     if (rc == FG_OK && (g->version < 2 || g->version > 3))
         return fg_err_set(err, g->version >= 0x01000000 ? FG_ERR_BAD_ENDIAN : FG_ERR_VERSION,
                           "%s: GGUF version %u%s (fg reads versions 2 and 3)", c->s->label,
                           g->version, g->version >= 0x01000000 ? ", a big-endian file?" : "");
     if (rc == FG_OK)
-        rc = get_u64(c, n_ti, "the tensor count", err);
+        rc = get_u64(c, n_ti, "the GGUF tensor count", err);
     if (rc == FG_OK)
-        rc = get_u64(c, n_kv, "the metadata count", err);
+        rc = get_u64(c, n_kv, "the GGUF metadata count", err);
     return rc;
 }
 

@@ -91,7 +91,7 @@ static const struct hostile {
     {"bad magic", "raw:GGUX u32:3 u64:0 u64:0", FG_ERR_BAD_MAGIC, "not a GGUF file"},
     {"version 1", "raw:GGUF u32:1 u64:0 u64:0", FG_ERR_VERSION, "GGUF version 1 (fg reads"},
     {"big-endian", "raw:GGUF u32:0x03000000 u64:0 u64:0", FG_ERR_BAD_ENDIAN, "big-endian"},
-    {"truncated header", "raw:GGUF u32:3 u64:0", FG_ERR_TRUNCATED, "the metadata count at byte 16"},
+    {"truncated header", "raw:GGUF u32:3 u64:0", FG_ERR_TRUNCATED, "the GGUF metadata count at byte 16"},
     {"key/value count over the limit", HDR(0, 0x8000000000000000), FG_ERR_LIMIT,
      "9223372036854775808 metadata key/values (limit"},
     {"key/value count past the file", HDR(0, 1000) ARCH, FG_ERR_TRUNCATED,
