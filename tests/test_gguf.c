@@ -4,7 +4,7 @@
  *   - the metadata and tensor infos of a real file as gguf-py wrote them;
  *   - Q8_0 / Q4_0 dequantization bit for bit with gguf-py's (ggml's reference arithmetic);
  *   - a GGUF file converted stores exactly what its safetensors source converts to (the Q/K
- *     permutation of llama.cpp undone, names and config mapped), for F16, BF16 and qwen3;
+ *     permutation of llama.cpp undone, names and config mapped), for F16, BF16, qwen2, qwen3;
  *   - the engine's logits from GGUF stores against transformers' (F16/BF16 as close as from
  *     the safetensors source, Q8_0 and Q4_0 within the tolerances stated in the table).
  */
@@ -299,6 +299,7 @@ static const struct same_row { const char *gguf, *ckpt; uint32_t tensors; } same
     {"gguf/llama2-tiny-f16.gguf", "llama/llama2-tiny-f32", 21},
     {"gguf/llama2-tiny-bf16.gguf", "llama/llama2-tiny-bf16", 21},
     {"gguf/qwen3-tiny-bf16.gguf", "llama/qwen3-tiny-bf16", 24},
+    {"gguf/qwen2-tiny-bf16.gguf", "llama/qwen2-tiny-bf16", 26},
 };
 
 typedef struct cmp_ctx {
@@ -439,6 +440,7 @@ static const struct logit_row {
     {"gguf/llama2-tiny-f16.gguf", "llama/llama2-tiny-f32", "llama2-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/llama2-tiny-bf16.gguf", "llama/llama2-tiny-bf16", "llama2-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/qwen3-tiny-bf16.gguf", "llama/qwen3-tiny-bf16", "qwen3-tiny", NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/qwen2-tiny-bf16.gguf", "llama/qwen2-tiny-bf16", "qwen2-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/llama2-tiny-q8_0.gguf", "llama/llama2-tiny-f32", "llama2-tiny",
      "gguf/llama2-tiny-q8_0.logits.f32", 1e-5, 1, 5e-3, 0},
     {"gguf/llama2-tiny-q4_0.gguf", "llama/llama2-tiny-f32", "llama2-tiny",
