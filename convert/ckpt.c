@@ -371,30 +371,57 @@ int fg_ckpt_is_gguf(const char *path)
     return got == 4 && !memcmp(magic, "GGUF", 4);
 }
 
-/* A GGUF file (gguf.h): parsed and validated, its tensors listed under Hugging Face names. */
-static int open_gguf(fg_ckpt *ck, const char *path, fg_err *err)
+/* Part i of a GGUF checkpoint: parsed into *g, its split keys checked, its tensors listed. */
+static int gguf_part(fg_ckpt *ck, uint32_t i, ck_gguf *g, fg_err *err)
 {
-    ck->kind = FG_CKPT_GGUF;
-    if (!(ck->files = calloc(1, sizeof *ck->files)) || !(ck->files[0].path = strdup(path)) ||
-        !(ck->gguf = calloc(1, sizeof *ck->gguf)))
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    const char *slash = strrchr(ck->files[0].path, '/');
-    ck->files[0].base = slash ? (char *)slash + 1 : ck->files[0].path;
-    ck->n_files = 1;
-    int fd, rc = fg_open_regular(path, O_RDONLY, &fd, err);
+    ckfile *f = &ck->files[i];
+    int fd, rc = fg_open_regular(f->path, O_RDONLY, &fd, err);
     if (rc)
         return rc;
     struct stat st;
     if (fstat(fd, &st) != 0)
-        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: stat", path);
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: stat", f->path);
     if (rc == FG_OK) {
-        ck->files[0].size = (uint64_t)st.st_size;
-        ck_src src = {.fd = fd, .size = ck->files[0].size, .label = path};
-        rc = ck_gguf_parse(&src, ck->gguf, err);
+        f->size = (uint64_t)st.st_size;
+        ck_src src = {.fd = fd, .size = f->size, .label = f->path};
+        rc = ck_gguf_parse(&src, g, err);
     }
     close(fd);
     if (rc == FG_OK)
-        rc = ck_gguf_list(ck->gguf, path, &ck->list, err);
+        rc = ck_gguf_split_check(g, f->path, i, ck->n_files, err);
+    ck->list.file = i;
+    return rc ? rc : ck_gguf_list(g, f->path, &ck->list, err);
+}
+
+/* A GGUF file (gguf.h), or every part of a split one named by its first part
+ * (<prefix>-00001-of-0000N.gguf): parsed and validated, tensors under Hugging Face names. */
+static int open_gguf(fg_ckpt *ck, const char *path, fg_err *err)
+{
+    ck->kind = FG_CKPT_GGUF;
+    uint32_t part = 1, count = 1;
+    int split = ck_gguf_split_name(path, &part, &count);
+    if (split && (part != 1 || count > FG_CKPT_MAX_FILES))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: part %u of %u of a split GGUF file: name "
+                          "its first part (-00001-of-%05u.gguf)%s", path, part, count, count,
+                          count > FG_CKPT_MAX_FILES ? ", of at most 4096 parts" : "");
+    if (!(ck->files = calloc(count, sizeof *ck->files)) ||
+        !(ck->gguf = calloc(1, sizeof *ck->gguf)))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = FG_OK;
+    for (uint32_t i = 0; i < count && rc == FG_OK; i++, ck->n_files++) {
+        ckfile *f = &ck->files[i];
+        if (!(f->path = split ? ck_gguf_split_path(path, i + 1) : strdup(path)))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        const char *slash = strrchr(f->path, '/');
+        f->base = slash ? (char *)slash + 1 : f->path;
+    }
+    for (uint32_t i = 0; i < count && rc == FG_OK; i++) {
+        ck_gguf other = {0};
+        rc = gguf_part(ck, i, i ? &other : ck->gguf, err);
+        ck_gguf_free(&other);
+    }
+    if (rc == FG_OK && split)
+        rc = ck_gguf_split_total(ck->gguf, path, ck->list.n, err);
     return rc ? rc : build_index(ck, path, err);
 }
 

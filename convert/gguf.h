@@ -7,9 +7,10 @@
  * keys and duplicate tensor names are refused; tensors must lie inside the data section,
  * aligned, without overlapping. Strings and numeric scalars are copied into the ck_gguf; an
  * array is kept as (element type, count, offset in the file) and read on demand
- * (ck_gguf_arr_*), so a 150,000-token vocabulary costs nothing until it is asked for.
+ * later, so a 150,000-token vocabulary costs nothing until it is asked for.
  *
- * The glue (gguf_import.c) turns an open GGUF into what convert/ already knows: tensor names
+ * The glue (gguf_import.c) turns an open GGUF (one file, or the parts of a split one, each
+ * parsed on its own) into what convert/ already knows: tensor names
  * mapped onto the Hugging Face names the model table expects, config.json synthesized from the
  * metadata, Q8_0/Q4_0 blocks dequantized exactly as ggml's reference does.
  */
@@ -110,6 +111,16 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
  * rounded to F16 into out; *scratch (*cap bytes) is a buffer reused across calls (caller frees). */
 int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
                      void **scratch, size_t *cap, fg_err *err);
+/* Split files: *part and *count from a name "<prefix>-KKKKK-of-NNNNN.gguf" (1 <= K <= N),
+ * else 0; part k's path from the first's (malloc'd, NULL when out of memory); part i (0-based)
+ * of count: its split.no / split.count must say so (count 1: a file not named as a part must
+ * not have split.count > 1); split.tensors.count of the first part, when present, must be the
+ * tensors of all parts. */
+int ck_gguf_split_name(const char *path, uint32_t *part, uint32_t *count);
+char *ck_gguf_split_path(const char *first, uint32_t part);
+int ck_gguf_split_check(const ck_gguf *g, const char *label, uint32_t i, uint32_t count,
+                        fg_err *err);
+int ck_gguf_split_total(const ck_gguf *g, const char *label, uint32_t n, fg_err *err);
 /* The parsed header of a GGUF fg_ckpt (kind FG_CKPT_GGUF), else NULL (ckpt.c). */
 const ck_gguf *ck_gguf_of(const fg_ckpt *ck);
 

@@ -18,6 +18,7 @@
  *   quantization step). Other ggml types are refused at open, naming the tensor and its type.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -141,5 +142,70 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
     if (fg_ckpt_to_f16(FG_CKPT_F32, f + (first - b0 * be), (size_t)n, out, &bad))
         return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "
                           "F16", t->path, t->name, (unsigned long long)(first + bad));
+    return FG_OK;
+}
+
+/* ---- split files (llama.cpp's gguf-split and gguf-py: "<prefix>-00001-of-00003.gguf") ---- */
+
+/* The 5 digits at s as a number, or -1 */
+static long digits5(const char *s)
+{
+    long v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+int ck_gguf_split_name(const char *path, uint32_t *part, uint32_t *count)
+{
+    size_t n = strlen(path);
+    const char *t = n >= 20 ? path + n - 20 : NULL; /* "-KKKKK-of-NNNNN.gguf" */
+    if (!t || t[0] != '-' || memcmp(t + 6, "-of-", 4) || strcmp(t + 15, ".gguf"))
+        return 0;
+    long k = digits5(t + 1), c = digits5(t + 10);
+    if (k < 1 || c < 1 || k > c)
+        return 0;
+    *part = (uint32_t)k, *count = (uint32_t)c;
+    return 1;
+}
+
+char *ck_gguf_split_path(const char *first, uint32_t part)
+{
+    char *p = strdup(first);
+    if (p) {
+        char *d = p + strlen(p) - 19;
+        for (int i = 4; i >= 0; i--, part /= 10)
+            d[i] = (char)('0' + part % 10);
+    }
+    return p;
+}
+
+int ck_gguf_split_check(const ck_gguf *g, const char *label, uint32_t i, uint32_t count,
+                        fg_err *err)
+{
+    uint64_t no, n;
+    int has_no = ck_gguf_uint(g, "split.no", &no) == FG_OK;
+    int has_n = ck_gguf_uint(g, "split.count", &n) == FG_OK;
+    if (count == 1 && (!has_n || n <= 1))
+        return FG_OK;
+    if (count == 1)
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: metadata split.count is %llu: a part of a "
+                          "split GGUF file, but not named <prefix>-00001-of-%05llu.gguf", label,
+                          (unsigned long long)n, (unsigned long long)n);
+    if (!has_no || !has_n || no != i || n != count)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata split.no / split.count are not %u / "
+                          "%u (part %u of %u by its name)", label, i, count, i + 1, count);
+    return FG_OK;
+}
+
+int ck_gguf_split_total(const ck_gguf *g, const char *label, uint32_t n, fg_err *err)
+{
+    uint64_t want;
+    if (ck_gguf_uint(g, "split.tensors.count", &want) == FG_OK && want != n)
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: metadata split.tensors.count is %llu, the "
+                          "parts hold %u tensors", label, (unsigned long long)want, n);
     return FG_OK;
 }

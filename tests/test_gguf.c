@@ -42,7 +42,7 @@ static const char *fx(const char *rel)
 }
 
 /* ---- a tiny assembler for hostile files ----
- * Space-separated tokens: raw:TEXT (its bytes), u8:N u32:N u64:N (little-endian; N in C syntax),
+ * Space-separated tokens: raw:TEXT (its bytes), u8:N u16:N u32:N u64:N (little-endian; N in C syntax),
  * s:TEXT (a GGUF string: u64 length + bytes), pad (zeros to a multiple of 32), z:N (N zeros). */
 static uint8_t *assemble(const char *prog, size_t *len)
 {
@@ -61,6 +61,8 @@ static uint8_t *assemble(const char *prog, size_t *len)
             memcpy(p + n, arg, l), n += l;
         } else if (!strncmp(t, "u8:", 3)) {
             p[n++] = (uint8_t)v;
+        } else if (!strncmp(t, "u16:", 4)) {
+            fg_put16(p + n, (uint16_t)v), n += 2;
         } else if (!strncmp(t, "u32:", 4)) {
             fg_put32(p + n, (uint32_t)v), n += 4;
         } else if (!strncmp(t, "u64:", 4)) {
@@ -294,12 +296,17 @@ static const char *convert(const char *src, const char *tok, const char *name)
 }
 
 /* A GGUF file and the safetensors checkpoint it was written from store the same tensors, bit
- * for bit: names and config mapped, llama.cpp's Q/K permutation undone exactly. */
-static const struct same_row { const char *gguf, *ckpt; uint32_t tensors; } same_rows[] = {
+ * for bit: names and config mapped, llama.cpp's Q/K permutation undone exactly (and a split
+ * file the same as the whole one). */
+static const struct same_row { const char *gguf, *ckpt; uint32_t tensors; const char *other; }
+same_rows[] = {
     {"gguf/llama2-tiny-f16.gguf", "llama/llama2-tiny-f32", 21},
     {"gguf/llama2-tiny-bf16.gguf", "llama/llama2-tiny-bf16", 21},
     {"gguf/qwen3-tiny-bf16.gguf", "llama/qwen3-tiny-bf16", 24},
     {"gguf/qwen2-tiny-bf16.gguf", "llama/qwen2-tiny-bf16", 26},
+    /* split in 3 parts by gguf-py, against the single file */
+    {"gguf/llama2-tiny-q4_0-split-00001-of-00003.gguf", "llama/llama2-tiny-f32", 21,
+     "gguf/llama2-tiny-q4_0.gguf"},
 };
 
 typedef struct cmp_ctx {
@@ -350,7 +357,8 @@ START_TEST(test_same_store)
     const struct same_row *r = &same_rows[_i];
     const char *tok = fx(r->ckpt);
     const char *a = convert(fx(r->gguf), tok, "from-gguf");
-    const char *b = convert(tok, NULL, "from-safetensors");
+    const char *b = r->other ? convert(fx(r->other), tok, "from-other")
+                             : convert(tok, NULL, "from-safetensors");
     fg_store *sa, *sb;
     fg_err err;
     ck_assert_int_eq(fg_store_open(a, FG_STORE_RDONLY, NULL, &sa, &err), 0);
@@ -529,7 +537,8 @@ START_TEST(test_logits)
 END_TEST
 
 /* Files the reader accepts but the import refuses, in one line naming what. */
-static const struct refuse_row { const char *prog; int tok; const char *msg; } refuse_rows[] = {
+static const struct refuse_row { const char *prog; int tok; const char *msg, *fixture; }
+refuse_rows[] = {
     {NULL, 0, "fg does not read a GGUF file's tokenizer yet: name the directory of the model's "
               "tokenizer.json with --tokenizer DIR"},
     {HDR(1, 1) "s:general.architecture u32:8 s:gpt2 " TI_F32("token_embd.weight", 32, 0)
@@ -541,13 +550,18 @@ static const struct refuse_row { const char *prog; int tok; const char *msg; } r
     {HDR(1, 2) ARCH "s:llama.rope.scaling.type u32:8 s:yarn "
      "s:token_embd.weight u32:2 u64:32 u64:2 u32:0 u64:0 pad z:256", 1,
      "metadata llama.rope.scaling.type is 'yarn': fg does not map GGUF rope scaling yet"},
+    {NULL, 1, "part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)",
+     "gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf"},
+    {HDR(0, 2) ARCH "s:split.count u32:2 u16:3", 1, "metadata split.count is 3: a part of a "
+     "split GGUF file, but not named <prefix>-00001-of-00003.gguf"},
 };
 
 START_TEST(test_refuse)
 {
     const struct refuse_row *row = &refuse_rows[_i];
     char src[4096];
-    snprintf(src, sizeof src, "%s", row->prog ? tu_path("bad.gguf") : fx("gguf/llama2-tiny-f16.gguf"));
+    snprintf(src, sizeof src, "%s", row->prog ? tu_path("bad.gguf")
+                                   : fx(row->fixture ? row->fixture : "gguf/llama2-tiny-f16.gguf"));
     if (row->prog) {
         size_t n;
         uint8_t *p = assemble(row->prog, &n);
@@ -566,6 +580,37 @@ START_TEST(test_refuse)
 }
 END_TEST
 
+/* A split file with a part missing or from another file names the part. */
+START_TEST(test_split_parts)
+{
+    char from[128], to[4096];
+    for (int k = 1; k <= 3; k++) {
+        snprintf(from, sizeof from, "gguf/llama2-tiny-q4_0-split-%05d-of-00003.gguf", k);
+        snprintf(to, sizeof to, "m-%05d-of-00003.gguf", k);
+        size_t n;
+        char *b = tu_slurp(fx(from), &n);
+        FILE *f = fopen(tu_path(to), "wb");
+        ck_assert(f && fwrite(b, 1, n, f) == n && fclose(f) == 0);
+        free(b);
+    }
+    snprintf(to, sizeof to, "%s", tu_path("m-00001-of-00003.gguf"));
+    fg_ckpt *ck;
+    fg_err err;
+    ck_assert_msg(fg_ckpt_open(to, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(fg_ckpt_file_count(ck), 3);
+    ck_assert_uint_eq(fg_ckpt_count(ck), 21);
+    fg_ckpt_close(ck);
+    /* part 2 replaced by part 3: its split.no says so */
+    ck_assert_int_eq(rename(tu_path("m-00003-of-00003.gguf"), tu_path("m-00002-of-00003.gguf")), 0);
+    ck_assert_int_ne(fg_ckpt_open(to, &ck, &err), 0);
+    ck_assert_msg(strstr(err.msg, "m-00002-of-00003.gguf: metadata split.no / split.count are "
+                         "not 1 / 3 (part 2 of 3 by its name)"), "%s", err.msg);
+    ck_assert_int_eq(unlink(tu_path("m-00002-of-00003.gguf")), 0);
+    ck_assert_int_ne(fg_ckpt_open(to, &ck, &err), 0);
+    ck_assert_msg(strstr(err.msg, "m-00002-of-00003.gguf"), "%s", err.msg);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -576,6 +621,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_metadata);
     tcase_add_test(tc, test_names);
     tcase_add_loop_test(tc, test_dequant, 0, 2);
+    tcase_add_test(tc, test_split_parts);
     suite_add_tcase(s, tc);
     tc = tcase_create("import");
     tcase_add_checked_fixture(tc, setup, teardown);
