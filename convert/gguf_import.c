@@ -66,15 +66,22 @@ int ck_gguf_hf_name(const char *name, char *out, size_t cap)
     for (size_t i = 0; i < sizeof top_names / sizeof top_names[0]; i++)
         if (strlen(top_names[i].gguf) == stem && !strncmp(name, top_names[i].gguf, stem))
             return snprintf(out, cap, "%s%s", top_names[i].hf, suf) < (int)cap;
-    unsigned layer;
-    int at = 0;
-    if (sscanf(name, "blk.%u.%n", &layer, &at) != 1 || at == 0 || name[4] == '+' ||
-        name[4] == '-' || (name[4] == '0' && name[5] != '.'))
+    if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4]) ||
+        (name[4] == '0' && name[5] != '.'))
+        return 0;
+    const char *p = name + 4;
+    unsigned long layer = 0; /* decimal, no sign or leading zero, at most 2^20 */
+    while (isdigit((unsigned char)*p) && layer <= (1ul << 20))
+        layer = layer * 10 + (unsigned long)(*p++ - '0');
+    if (*p != '.' || layer > (1ul << 20))
+        return 0;
+    size_t at = (size_t)(p + 1 - name);
+    if (at > stem)
         return 0;
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++)
-        if (strlen(layer_names[i].gguf) == stem - (size_t)at &&
-            !strncmp(name + at, layer_names[i].gguf, stem - (size_t)at))
-            return snprintf(out, cap, "model.layers.%u.%s%s", layer, layer_names[i].hf, suf) <
+        if (strlen(layer_names[i].gguf) == stem - at &&
+            !strncmp(name + at, layer_names[i].gguf, stem - at))
+            return snprintf(out, cap, "model.layers.%lu.%s%s", layer, layer_names[i].hf, suf) <
                    (int)cap;
     return 0;
 }

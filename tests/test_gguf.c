@@ -233,7 +233,8 @@ START_TEST(test_names)
         {"blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"},
         {"rope_freqs.weight", NULL}, {"blk.01.attn_q.weight", NULL},
         {"blk.-1.attn_q.weight", NULL}, {"blk.1.attn_qq.weight", NULL},
-        {"blk.1.attn_q", NULL}, {"blk.x.attn_q.weight", NULL}, {"output.scale", NULL},
+        {"blk.1.attn_q", NULL}, {"blk. 1.attn_q.weight", NULL}, {"blk.+1.attn_q.weight", NULL},
+        {"blk.99999999999.attn_q.weight", NULL}, {"blk.x.attn_q.weight", NULL}, {"output.scale", NULL},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char out[256];
