@@ -58,10 +58,12 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_F64 = 4,
     FG_CKPT_I64 = 5,
     FG_CKPT_U8 = 6,   /* bytes: gpt-oss's MXFP4 blocks and scales (fg-convert reads them as such) */
-    /* GGUF blocks of 32 values (ggml's layout): fg_ckpt_dtype_size is 0 (a block is not a whole
+    /* GGUF blocks of 32 or 256 values (ggml's layout): fg_ckpt_dtype_size is 0 (a block is not a whole
      * number of bytes per element); fg_ckpt_read takes whole blocks and copies their bytes */
     FG_CKPT_Q8_0 = 7, /* an F16 scale + 32 int8 (34 bytes) */
     FG_CKPT_Q4_0 = 8, /* an F16 scale + 32 4-bit values, offset 8 (18 bytes) */
+    FG_CKPT_Q4_K = 9, /* blocks of 256: F16 scale and min, 8 6-bit sub-scales/mins, nibbles (144) */
+    FG_CKPT_Q6_K = 10, /* blocks of 256: 6-bit values, 16 int8 sub-scales, an F16 scale (210) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,

@@ -221,10 +221,21 @@ size_t fg_ckpt_dtype_size(uint8_t dtype)
 
 int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes)
 {
-    *elems = dtype == FG_CKPT_Q8_0 || dtype == FG_CKPT_Q4_0 ? 32 : fg_ckpt_dtype_size(dtype) ? 1 : 0;
-    *bytes = dtype == FG_CKPT_Q8_0 ? 34 : dtype == FG_CKPT_Q4_0 ? 18
-                                        : (uint32_t)fg_ckpt_dtype_size(dtype);
+    switch (dtype) {
+    case FG_CKPT_Q8_0: *elems = 32, *bytes = 34; break;
+    case FG_CKPT_Q4_0: *elems = 32, *bytes = 18; break;
+    case FG_CKPT_Q4_K: *elems = 256, *bytes = 144; break;
+    case FG_CKPT_Q6_K: *elems = 256, *bytes = 210; break;
+    default:
+        *bytes = (uint32_t)fg_ckpt_dtype_size(dtype);
+        *elems = *bytes ? 1 : 0;
+    }
     return *elems != 0;
+}
+
+int ck_dtype_is_block(uint8_t dtype)
+{
+    return dtype >= FG_CKPT_Q8_0 && dtype <= FG_CKPT_Q6_K;
 }
 
 const char *fg_ckpt_dtype_name(uint8_t dtype)
@@ -238,6 +249,8 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_U8: return "U8";
     case FG_CKPT_Q8_0: return "Q8_0";
     case FG_CKPT_Q4_0: return "Q4_0";
+    case FG_CKPT_Q4_K: return "Q4_K";
+    case FG_CKPT_Q6_K: return "Q6_K";
     default: return "?";
     }
 }

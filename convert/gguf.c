@@ -475,3 +475,55 @@ void ck_gguf_dequant_q4_0(const uint8_t *src, uint64_t n_blocks, float *dst)
         }
     }
 }
+
+/* Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) */
+static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+void ck_gguf_dequant_q4_k(const uint8_t *src, uint64_t n_blocks, float *dst)
+{
+    for (uint64_t b = 0; b < n_blocks; b++, src += 144) {
+        const float d = fg_f16_to_f32_1(fg_le16(src)), min = fg_f16_to_f32_1(fg_le16(src + 2));
+        const uint8_t *scales = src + 4, *q = src + 16;
+        for (int j = 0; j < 8; j += 2, q += 32) { /* 64 values: 32 low nibbles, 32 high ones */
+            uint8_t sc, m;
+            scale_min_k4(j, scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            scale_min_k4(j + 1, scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; l++)
+                *dst++ = d1 * (float)(q[l] & 0xf) - m1;
+            for (int l = 0; l < 32; l++)
+                *dst++ = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+void ck_gguf_dequant_q6_k(const uint8_t *src, uint64_t n_blocks, float *dst)
+{
+    for (uint64_t b = 0; b < n_blocks; b++, src += 210) {
+        const float d = fg_f16_to_f32_1(fg_le16(src + 208));
+        const uint8_t *ql = src, *qh = src + 128;
+        const int8_t *sc = (const int8_t *)(src + 192);
+        for (int n = 0; n < 256; n += 128, dst += 128, ql += 64, qh += 32, sc += 8)
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                dst[l] = d * sc[is] * (float)q1;
+                dst[l + 32] = d * sc[is + 2] * (float)q2;
+                dst[l + 64] = d * sc[is + 4] * (float)q3;
+                dst[l + 96] = d * sc[is + 6] * (float)q4;
+            }
+    }
+}

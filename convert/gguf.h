@@ -12,7 +12,7 @@
  * The glue (gguf_import.c) turns an open GGUF (one file, or the parts of a split one, each
  * parsed on its own) into what convert/ already knows: tensor names
  * mapped onto the Hugging Face names the model table expects, config.json synthesized from the
- * metadata, Q8_0/Q4_0 blocks dequantized exactly as ggml's reference does.
+ * metadata, Q8_0/Q4_0/Q4_K/Q6_K blocks dequantized exactly as ggml's reference does.
  */
 #ifndef FG_GGUF_H
 #define FG_GGUF_H
@@ -39,7 +39,10 @@ enum {
 
 /* ggml tensor types fg reads (the file's numbering); the others are recognised by their block
  * size so the file's layout is checked, and refused by name. */
-enum { CK_GGML_F32 = 0, CK_GGML_F16 = 1, CK_GGML_Q4_0 = 2, CK_GGML_Q8_0 = 8, CK_GGML_BF16 = 30 };
+enum {
+    CK_GGML_F32 = 0, CK_GGML_F16 = 1, CK_GGML_Q4_0 = 2, CK_GGML_Q8_0 = 8, CK_GGML_Q4_K = 12,
+    CK_GGML_Q6_K = 14, CK_GGML_BF16 = 30
+};
 
 typedef struct ck_gguf_kv {
     char *key;           /* owned, NUL-terminated */
@@ -93,10 +96,14 @@ const char *ck_gguf_str(const ck_gguf *g, const char *key); /* NULL: absent or n
 const char *ck_ggml_type_name(uint32_t type);
 int ck_ggml_block(uint32_t type, uint32_t *elems, uint32_t *bytes);
 
-/* ---- reference dequantization (ggml's dequantize_row_q8_0 / q4_0) ---- */
-/* n_blocks blocks of src into 32 * n_blocks floats, bit for bit as ggml computes them. */
+/* ---- reference dequantization (ggml's dequantize_row_q8_0, _q4_0, _q4_K, _q6_K) ---- */
+/* n_blocks blocks of src into (32 or 256) * n_blocks floats, as ggml's C computes them with each
+ * binary32 operation rounded in the order written (no fused multiply-add): bit for bit with
+ * gguf-py's numpy dequantization. */
 void ck_gguf_dequant_q8_0(const uint8_t *src, uint64_t n_blocks, float *dst);
 void ck_gguf_dequant_q4_0(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q4_k(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q6_k(const uint8_t *src, uint64_t n_blocks, float *dst);
 
 /* ---- glue (gguf_import.c) ---- */
 /* The Hugging Face name of GGUF tensor `name` (blk.3.attn_q.weight ->
@@ -107,7 +114,7 @@ int ck_gguf_hf_name(const char *name, char *out, size_t cap);
  * fg_ckpt's order (the slowest-varying first), offsets in the file; a ggml type fg does not read
  * is refused, named. */
 int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err);
-/* Elements [first, first + n) of Q8_0 / Q4_0 tensor i of ck, dequantized (ggml's reference) and
+/* Elements [first, first + n) of block-typed (ck_dtype_is_block) tensor i of ck, dequantized (ggml's reference) and
  * rounded to F16 into out; *scratch (*cap bytes) is a buffer reused across calls (caller frees). */
 int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
                      void **scratch, size_t *cap, fg_err *err);

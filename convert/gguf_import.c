@@ -12,10 +12,11 @@
  *   config reports it, and fg-convert stores the rows back in rotate-half's order. qwen2 and
  *   qwen3 are not permuted.
  * - Types: F32, F16 and BF16 are listed as such (copied bit for bit, as from safetensors);
- *   Q8_0 and Q4_0 as FG_CKPT_Q8_0 / Q4_0, whose blocks ck_gguf_read_f16 dequantizes exactly as
- *   ggml's reference (an f32 product of the F16 scale and the integer) and rounds to F16 (to
- *   nearest even: at most half an F16 ulp, 2^-11 relative, far below the 8- or 4-bit
- *   quantization step). Other ggml types are refused at open, naming the tensor and its type.
+ *   Q8_0, Q4_0, Q4_K and Q6_K as FG_CKPT_Q8_0 ... Q6_K, whose blocks ck_gguf_read_f16
+ *   dequantizes exactly as ggml's reference (f32 products of the F16 scales and the integers)
+ *   and rounds to F16 (to nearest even: at most half an F16 ulp, 2^-11 relative, far below the
+ *   quantization step; Q4_0's values are exact). Other ggml types are refused at open, naming
+ *   the tensor and its type.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -95,6 +96,8 @@ static uint8_t dtype_of(uint32_t type)
     case CK_GGML_BF16: return FG_CKPT_BF16;
     case CK_GGML_Q8_0: return FG_CKPT_Q8_0;
     case CK_GGML_Q4_0: return FG_CKPT_Q4_0;
+    case CK_GGML_Q4_K: return FG_CKPT_Q4_K;
+    case CK_GGML_Q6_K: return FG_CKPT_Q6_K;
     default: return 0;
     }
 }
@@ -106,7 +109,7 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
         uint8_t dt = dtype_of(t->type);
         if (!dt)
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, which fg does not "
-                              "read yet (F32, F16, BF16, Q8_0 and Q4_0)", label, t->name,
+                              "read yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", label, t->name,
                               ck_ggml_type_name(t->type));
         char hf[FG_CKPT_MAX_NAME + 64];
         const char *name = ck_gguf_hf_name(t->name, hf, sizeof hf) ? hf : t->name;
@@ -141,10 +144,12 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
     int rc = fg_ckpt_read(ck, i, b0 * be, nb * be, raw, err);
     if (rc)
         return rc;
-    if (t->dtype == FG_CKPT_Q8_0)
-        ck_gguf_dequant_q8_0(raw, nb, f);
-    else
-        ck_gguf_dequant_q4_0(raw, nb, f);
+    switch (t->dtype) {
+    case FG_CKPT_Q8_0: ck_gguf_dequant_q8_0(raw, nb, f); break;
+    case FG_CKPT_Q4_0: ck_gguf_dequant_q4_0(raw, nb, f); break;
+    case FG_CKPT_Q4_K: ck_gguf_dequant_q4_k(raw, nb, f); break;
+    default: ck_gguf_dequant_q6_k(raw, nb, f); break;
+    }
     size_t bad = 0;
     if (fg_ckpt_to_f16(FG_CKPT_F32, f + (first - b0 * be), (size_t)n, out, &bad))
         return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "

@@ -467,7 +467,7 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
-    if (t->dtype == FG_CKPT_Q8_0 || t->dtype == FG_CKPT_Q4_0) /* GGUF's blocks, dequantized */
+    if (ck_dtype_is_block(t->dtype)) /* GGUF's blocks, dequantized */
         return ck_gguf_read_f16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
         return fg_ckpt_read(c->ck, index, first, n, out, err);
