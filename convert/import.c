@@ -139,7 +139,7 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         if (rc == FG_OK)
             rc = fg_store_batch_add_chunk(j->batch, n, data, len, err);
         j->stored += len;
-        j->done += elems * src->src_elem_bytes;
+        j->done += elems * src->src_elem_bytes / (src->src_per ? src->src_per : 1);
         if (j->o->progress)
             j->o->progress(j->o->progress_ctx, j->done, j->total);
     }
@@ -493,6 +493,13 @@ static uint32_t first_part(const fgc_source *s)
     return s->index == FGC_STACKED ? s->parts[0].index : s->index;
 }
 
+/* Source bytes of n elements of dtype (GGUF's blocks: a share of their block's bytes) */
+static uint64_t src_bytes(uint8_t dtype, uint64_t n)
+{
+    uint32_t be, bb;
+    return ck_dtype_block(dtype, &be, &bb) ? n * bb / be : 0;
+}
+
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                           const fgc_source *from, fg_err *err)
 {
@@ -504,8 +511,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
     for (uint32_t s = 0; s < n_spec; s++) /* a tied LM head is the embedding: not stored */
         if (from[s].index != FGC_NONE && !spec[s].fallback[0])
-            j->total += spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]) *
-                        fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, first_part(&from[s]))->dtype);
+            j->total += src_bytes(fg_ckpt_tensor_at(ck, first_part(&from[s]))->dtype,
+                                  spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]));
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = from[s].index;
         if (i == FGC_NONE || spec[s].fallback[0])
@@ -522,9 +529,9 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                               fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0,
                               spec[s].perm_head, spec[s].perm_rot};
         fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
-                              {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
+                              {spec[s].dims[0], spec[s].dims[1]}, src_bytes(t->dtype, 1024),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
-                              spec[s].blocks, fg_role_stays_wide(spec[s].role)};
+                              spec[s].blocks, fg_role_stays_wide(spec[s].role), 1024};
         rc = fgc_write_tensor(j, &src, err);
         free(rc_ctx.span);
         j->tensors += rc == FG_OK;
