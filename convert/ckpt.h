@@ -78,7 +78,10 @@ typedef struct fg_ckpt_tensor {
     uint32_t file;         /* source file index */
     const char *path;      /* == fg_ckpt_file_path(ck, file) */
     uint64_t offset;       /* byte offset of element 0 in that file */
-    uint64_t length;       /* n_elements * fg_ckpt_dtype_size(dtype) */
+    uint64_t length;       /* n_elements * fg_ckpt_dtype_size(dtype) (GGUF's blocks: their bytes) */
+    const char *source;    /* the key in the file, for provenance: == name, but where the listing
+                            * renames (GGUF's "blk.0.attn_q.weight" is listed by its Hugging Face
+                            * name), followed by the GGUF type ("blk.0.attn_q.weight Q8_0") */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;

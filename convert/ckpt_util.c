@@ -46,8 +46,11 @@ void ck_list_free(ck_list *l)
 {
     if (!l)
         return;
-    for (uint32_t i = 0; i < l->n; i++)
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->t[i].source != l->t[i].name)
+            free((char *)l->t[i].source);
         free((char *)l->t[i].name);
+    }
     for (uint32_t i = 0; i < l->n_meta; i++)
         free(l->meta[i]);
     free(l->t);
@@ -109,7 +112,7 @@ int ck_list_add(ck_list *l, const char *name, size_t name_len, uint8_t dtype, ui
     char *copy = strndup(name, name_len);
     if (!copy)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
-    t.name = copy;
+    t.name = t.source = copy;
     l->t[l->n++] = t;
     return FG_OK;
 }

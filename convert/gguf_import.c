@@ -120,7 +120,12 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
                              label, err);
         if (rc)
             return rc;
-        out->t[out->n - 1].length = t->bytes; /* (blocks: ck_list_add cannot size them) */
+        fg_ckpt_tensor *o = &out->t[out->n - 1];
+        o->length = t->bytes; /* (blocks: ck_list_add cannot size them) */
+        char *src;
+        if (asprintf(&src, "%s %s", t->name, ck_ggml_type_name(t->type)) < 0)
+            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
+        o->source = src;
     }
     return FG_OK;
 }

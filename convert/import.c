@@ -528,7 +528,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                                                fg_tensor_spec_cols(&spec[s]) : 0,
                               fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0,
                               spec[s].perm_head, spec[s].perm_rot};
-        fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
+        fgc_tensor_src src = {spec[s].name, t->source, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, src_bytes(t->dtype, 1024),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
                               spec[s].blocks, fg_role_stays_wide(spec[s].role), 1024};

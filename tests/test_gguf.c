@@ -179,20 +179,25 @@ START_TEST(test_metadata)
     ck_assert_int_eq(fg_ckpt_kind_of(ck), FG_CKPT_GGUF);
     ck_assert_str_eq(fg_ckpt_kind_name(FG_CKPT_GGUF), "gguf");
     ck_assert_uint_eq(fg_ckpt_count(ck), 3 + 2 * 9);
-    static const struct { const char *name; uint8_t dtype; uint64_t d0, d1; } want[] = {
-        {"model.embed_tokens.weight", FG_CKPT_Q8_0, 512, 64},
-        {"lm_head.weight", FG_CKPT_Q8_0, 512, 64},
-        {"model.norm.weight", FG_CKPT_F32, 64, 0},
-        {"model.layers.1.self_attn.k_proj.weight", FG_CKPT_Q8_0, 64, 64},
-        {"model.layers.0.mlp.down_proj.weight", FG_CKPT_Q8_0, 64, 128},
-        {"model.layers.0.mlp.gate_proj.weight", FG_CKPT_Q8_0, 128, 64},
-        {"model.layers.1.post_attention_layernorm.weight", FG_CKPT_F32, 64, 0},
+    static const struct { const char *name, *source; uint8_t dtype; uint64_t d0, d1; } want[] = {
+        {"model.embed_tokens.weight", "token_embd.weight Q8_0", FG_CKPT_Q8_0, 512, 64},
+        {"lm_head.weight", "output.weight Q8_0", FG_CKPT_Q8_0, 512, 64},
+        {"model.norm.weight", "output_norm.weight F32", FG_CKPT_F32, 64, 0},
+        {"model.layers.1.self_attn.k_proj.weight", "blk.1.attn_k.weight Q8_0", FG_CKPT_Q8_0, 64,
+         64},
+        {"model.layers.0.mlp.down_proj.weight", "blk.0.ffn_down.weight Q8_0", FG_CKPT_Q8_0, 64,
+         128},
+        {"model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight Q8_0", FG_CKPT_Q8_0, 128,
+         64},
+        {"model.layers.1.post_attention_layernorm.weight", "blk.1.ffn_norm.weight F32",
+         FG_CKPT_F32, 64, 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         uint32_t k;
         ck_assert_msg(fg_ckpt_find(ck, want[i].name, &k) == 0, "%s", want[i].name);
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, k);
         ck_assert_int_eq(t->dtype, want[i].dtype);
+        ck_assert_str_eq(t->source, want[i].source); /* provenance: GGUF's name and type */
         ck_assert_uint_eq(t->dims[0], want[i].d0);
         ck_assert_uint_eq(t->dims[1], want[i].d1);
         ck_assert_uint_eq(t->length, t->dtype == FG_CKPT_F32 ? t->n_elements * 4
