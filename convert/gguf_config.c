@@ -4,8 +4,9 @@
  * llama.cpp permuted its Q/K rows. Each key below is the GGUF key (under "{arch}.") that
  * gives a config.json key, as convert_hf_to_gguf.py writes them; model/ then reads the result as
  * it reads any config.json, with the family's defaults for what is absent. What the mapping
- * cannot express yet is refused by name rather than guessed: rope scaling, a partial rotary
- * dimension, experts.
+ * cannot express yet is refused by name rather than guessed: rope scaling other than linear
+ * (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several ways), a
+ * partial rotary dimension, experts.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -91,9 +92,9 @@ static int refuse_unmapped(const ck_gguf *g, const char *arch, const char *label
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     const char *s = ck_gguf_str(g, key);
-    if (s && strcmp(s, "none") != 0)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is '%.40s': fg does not map "
-                          "GGUF rope scaling yet", label, key, s);
+    if (s && strcmp(s, "none") != 0 && strcmp(s, "linear") != 0)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is '%.40s': fg maps GGUF rope "
+                          "scaling 'linear' so far", label, key, s);
     snprintf(key, sizeof key, "%s.expert_count", arch);
     if (ck_gguf_get(g, key))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg does not map GGUF "
@@ -132,6 +133,24 @@ static int put_shapes(const fg_ckpt *ck, const char *label, json_t *cfg, fg_err 
     return FG_OK;
 }
 
+/* {arch}.rope.scaling.type "linear" (refuse_unmapped let no other through) with its factor */
+static int put_rope_scaling(const ck_gguf *g, const char *arch, const char *label, json_t *cfg,
+                            fg_err *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    const char *s = ck_gguf_str(g, key);
+    if (!s || strcmp(s, "linear") != 0)
+        return FG_OK;
+    double f;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+    if (ck_gguf_float(g, key, &f) != FG_OK || !(f >= 1))
+        return key_err(err, label, key, "must be a float >= 1 with linear rope scaling");
+    json_object_set_new(cfg, "rope_scaling",
+                        json_pack("{s:s, s:f}", "rope_type", "linear", "factor", f));
+    return FG_OK;
+}
+
 int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char **json,
                    size_t *len, int *interleaved, fg_err *err)
 {
@@ -154,6 +173,8 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char 
     int rc = refuse_unmapped(g, arch, label, err);
     if (rc == FG_OK)
         rc = put_numbers(g, arch, label, cfg, err);
+    if (rc == FG_OK)
+        rc = put_rope_scaling(g, arch, label, cfg, err);
     if (rc == FG_OK)
         rc = put_shapes(ck, label, cfg, err);
     if (rc == FG_OK && !(*json = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS)))

@@ -323,6 +323,7 @@ same_rows[] = {
     {"gguf/llama2-tiny-bf16.gguf", "llama/llama2-tiny-bf16", 21},
     {"gguf/qwen3-tiny-bf16.gguf", "llama/qwen3-tiny-bf16", 24},
     {"gguf/qwen2-tiny-bf16.gguf", "llama/qwen2-tiny-bf16", 26},
+    {"gguf/llama-linear-tiny-f16.gguf", "llama/llama-linear-tiny-f16", 21},
     /* split in 3 parts by gguf-py, against the single file */
     {"gguf/llama2-tiny-q4_0-split-00001-of-00003.gguf", "llama/llama2-tiny-f32", 21,
      "gguf/llama2-tiny-q4_0.gguf"},
@@ -469,6 +470,8 @@ static const struct logit_row {
     {"gguf/llama2-tiny-bf16.gguf", "llama/llama2-tiny-bf16", "llama2-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/qwen3-tiny-bf16.gguf", "llama/qwen3-tiny-bf16", "qwen3-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/qwen2-tiny-bf16.gguf", "llama/qwen2-tiny-bf16", "qwen2-tiny", NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/llama-linear-tiny-f16.gguf", "llama/llama-linear-tiny-f16", "llama-linear-tiny", NULL,
+     1e-6, 1, 1e-6, 1},
     {"gguf/llama2-tiny-q8_0.gguf", "llama/llama2-tiny-f32", "llama2-tiny",
      "gguf/llama2-tiny-q8_0.logits.f32", 1e-5, 1, 5e-3, 0},
     {"gguf/llama2-tiny-q4_0.gguf", "llama/llama2-tiny-f32", "llama2-tiny",
@@ -574,7 +577,7 @@ refuse_rows[] = {
      "metadata llama.block_count is missing"},
     {HDR(1, 2) ARCH "s:llama.rope.scaling.type u32:8 s:yarn "
      "s:token_embd.weight u32:2 u64:32 u64:2 u32:0 u64:0 pad z:256", 1,
-     "metadata llama.rope.scaling.type is 'yarn': fg does not map GGUF rope scaling yet"},
+     "metadata llama.rope.scaling.type is 'yarn': fg maps GGUF rope scaling 'linear' so far"},
     {NULL, 1, "part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)",
      "gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf"},
     {HDR(0, 2) ARCH "s:split.count u32:2 u16:3", 1, "metadata split.count is 3: a part of a "
