@@ -193,7 +193,8 @@ static int get_kvs(cur *c, ck_gguf *g, uint64_t n, fg_err *err)
         rc = get_kv(c, &g->kv[g->n_kv], err);
     if (rc)
         return rc;
-    qsort(g->kv, g->n_kv, sizeof *g->kv, cmp_kv);
+    if (g->n_kv) /* (qsort of NULL is undefined, even of nothing) */
+        qsort(g->kv, g->n_kv, sizeof *g->kv, cmp_kv);
     for (uint32_t i = 1; i < g->n_kv; i++)
         if (strcmp(g->kv[i - 1].key, g->kv[i].key) == 0)
             return fg_err_set(err, FG_ERR_DUPLICATE, "%s: metadata key %s appears twice",
