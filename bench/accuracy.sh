@@ -39,10 +39,12 @@ row "4-bit KV cache (g64 along the head dim)" f16 --compress-cache
 row "4-bit weights (g64, axis 0) + 4-bit KV cache" q4-g64-ax0 --compress-cache
 row "both + sparse attention keeping 10%" q4-g64-ax0 --compress-cache --attn-sparsity 0.1
 
-# The Llama-family test fixtures (tests/fixtures/llama: 2 layers, hidden 64, vocabulary 512,
-# random weights, BF16): no language model, so only the change against BF16 says anything.
-# Window 128 (their context), the first 20000 tokens.
-FIX=$ROOT/tests/fixtures/llama
+# The Llama-family test fixtures (2 layers, hidden 64, vocabulary 512, random weights, BF16): no
+# language model, so only the change against BF16 says anything. Window 128 (their context), the
+# first 20000 tokens. They are read whole from the build tree (tests/fixtures keeps one copy of
+# each file: cmake --build build --target fg_fixtures assembles them).
+FIX=${FIX:-$BIN/tests/fixtures/llama}
+[ -d "$FIX/llama2-tiny-bf16" ] || cmake --build "$BIN" --target fg_fixtures >/dev/null
 echo
 echo "| fixture (Persuasion, window 128, 20000 tokens) | BF16 | Q8 ax1 | Q8 ax1 int8 | Q4 ax1 | Q4 ax1 int8 |"
 echo "|---|---:|---:|---:|---:|---:|"

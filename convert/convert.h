@@ -21,6 +21,7 @@
 #ifndef FG_CONVERT_H
 #define FG_CONVERT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fg_error.h"

@@ -24,7 +24,8 @@ typedef enum fg_run_mode {
     FG_RUN_JOBS,       /* a JSONL job: input -> results */
     FG_RUN_SYNTHETIC,  /* one block of random prompts (FlexGen's benchmark runs) */
     FG_RUN_PPL,        /* perplexity of a text */
-    FG_RUN_DRY,        /* print the plan and stop */
+    FG_RUN_DRY,        /* print the plan of the run the fields describe and stop (or any mode
+                          with eo.plan_only) */
     FG_RUN_CALIBRATE,  /* measure this machine for the policy search, write the file */
 } fg_run_mode;
 
@@ -48,8 +49,13 @@ typedef struct fg_run_opts {
     uint32_t window;                /* PPL: tokens per window (0: the model's context) */
     uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */
     /* the policy search (policy/policy_search.h) */
-    int policy_auto;                /* choose block, placement and cache compression (eo.policy
-                                       keeps the schedule, overlap, sep_layer, sparsity) */
+    int policy_auto;                /* 1: choose block, placement and cache compression (eo.policy
+                                       keeps the schedule, overlap, sep_layer, sparsity); 0: the
+                                       fixed eo.policy; -1: auto unless placement_fixed (and
+                                       never in a pipeline): fg_run_opts_check settles it */
+    int placement_fixed;            /* the caller fixed the placement (fractions, gbs, ngb:
+                                       fg-infer's --percent, --gpu-batch-size,
+                                       --num-gpu-batches), which policy_auto 1 would overrule */
     int cache_choice;               /* auto: -1 search the 4-bit cache (--allow-lossy), 0 never
                                        (the default: auto turns on nothing lossy), 1 always */
     int attn_search;                /* auto on a device: search where attention runs too
@@ -94,8 +100,16 @@ typedef struct fg_run_report {
     uint64_t saved;                  /* JOBS: result lines in the output when the run ended */
 } fg_run_report;
 
+/* The rules between o's options, as fg-infer refuses its flags: FG_OK, or FG_ERR_INVALID_ARG
+ * with one line naming the flag at fault (e.g. "--sim-link belongs to --backend sim"). Settles
+ * what depends on others (policy_auto -1). eo.plan_only (--dry-run) plans o->mode's run
+ * instead of running it; FG_RUN_DRY plans the run its fields describe. With eo.link of more
+ * than one rank (a pipeline), also what a pipeline cannot run. fg_run calls it on its own copy;
+ * a caller may call it first to refuse before anything else. */
+int fg_run_opts_check(fg_run_opts *o, fg_err *err);
+
 /* Run o. rep (may be NULL) receives the figures. Errors: one line in err; FG_ERR_INVALID_ARG
- * for bad options, others as the lower floors report them. */
+ * for bad options (fg_run_opts_check), others as the lower floors report them. */
 int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err);
 
 #ifdef __cplusplus

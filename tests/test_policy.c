@@ -523,7 +523,7 @@ static fg_engine_opts test_opts(const fg_policy *p, uint32_t ctx)
 static void tiny_store_as(fg_store **st, fg_model **md, const char *name, int bits, int axis)
 {
     char src[4096], tok[4096];
-    snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
+    snprintf(src, sizeof src, "%s/opt/opt-tiny-safetensors", FG_FIXTURE_DIR);
     snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
     const char *dst = tu_path(name);
     fg_convert_opts co = {bits, 64, axis, tok, 4096, NULL, NULL};
@@ -661,8 +661,13 @@ START_TEST(predicted_io_is_the_pagers)
                 (unsigned long long)pred.read_bytes, (unsigned long long)wr,
                 (unsigned long long)pred.write_bytes);
         /* reads within 5% (and a few chunks); writes: the last chunks still in the pool at the
-         * end are never written back, so the model may count a few more */
-        ck_assert(fabs((double)pred.read_bytes - (double)rd) <= 0.05 * (double)rd + 16384);
+         * end are never written back, so the model may count a few more. Under load the
+         * write-behind lags: a KV chunk still in the pool when it is needed again is neither
+         * written nor read back, so reads may fall short of the prediction by the writes that
+         * did not happen (never exceed it) */
+        double unwritten = pred.write_bytes > wr ? (double)(pred.write_bytes - wr) : 0;
+        ck_assert((double)rd <= (double)pred.read_bytes + 0.05 * (double)rd + 16384);
+        ck_assert((double)rd >= (double)pred.read_bytes - unwritten - 0.05 * (double)rd - 16384);
         ck_assert(wr <= pred.write_bytes + 16384);
         ck_assert((double)pred.write_bytes <= 1.3 * (double)wr + 16384);
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
@@ -684,7 +689,7 @@ START_TEST(moe_reads_chosen_experts)
 {
     tu_tmpdir_create();
     char src[4096];
-    snprintf(src, sizeof src, "%s/tests/fixtures/llama/mixtral-tiny-bf16", FG_SOURCE_DIR);
+    snprintf(src, sizeof src, "%s/llama/mixtral-tiny-bf16", FG_FIXTURE_DIR);
     const char *dst = tu_path("moe");
     fg_convert_opts co = {0, 64, -1, NULL, 4096, NULL, NULL};
     fg_convert_report rep;

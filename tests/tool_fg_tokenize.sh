@@ -68,4 +68,13 @@ t 'ids[0] = "caf' 2 --decode
 t "negative number is not a token id" 2 --decode 1 -5
 set +e; err=$("$TOK" --dir "$GPT2" hello 2>&1 >/dev/full); rc=$?; set -e
 [ $rc -eq 1 ] && [[ $err == *"stdout: write error"* ]] || { echo ">/dev/full: rc=$rc $err"; exit 1; }
+# --help comes from the option table (tools/tool_args.c): every option is in it, with its value
+# name; a --help nobody received is a failure too (it was exit 0)
+help=$("$TOK" --help)
+for o in "--dir DIR" --no-special --no-bos --raw --special --bos "-f FILE" --decode \
+         --skip-special --version "-h, --help"; do
+  [[ $help == *"  $o "* ]] || { echo "--help does not list $o: $help"; exit 1; }
+done
+set +e; err=$("$TOK" --help 2>&1 >/dev/full); rc=$?; set -e
+[ $rc -eq 1 ] && [[ $err == *"stdout: write error"* ]] || { echo "--help >/dev/full: rc=$rc $err"; exit 1; }
 echo ok

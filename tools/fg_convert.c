@@ -6,14 +6,15 @@
  *   fg-convert STORE -o STORE2 --compress-weight [...]   (a store re-encoded, e.g. to 4-bit)
  *   fg-convert synth --model opt-1.3b -o STORE [--seed N] --tokenizer DIR [...]
  *
- * Exit 0 on success, 1 with a one-line error naming the file and tensor, 2 on bad usage.
+ * The flags come from one table (tool_args.h); the rules between them are the convert
+ * library's (fg_convert_opts_check), but for the synth word's own. Exit 0 on success, 1 with a
+ * one-line error naming the file and tensor, 2 on bad usage.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <signal.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,28 +24,11 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "convert_opts.h"
 #include "fg_version.h"
 #include "fg_progress.h"
 #include "model.h"
 #include "tool_args.h"
-
-static void usage(FILE *f)
-{
-    fputs("usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
-          "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
-          "       fg-convert synth --model SHAPE -o STORE --tokenizer DIR [--seed N] [options]\n"
-          "options: --compress-weight (4-bit groups for every tensor of 2+ dims but a\n"
-          "         mixture's routers, kept 16-bit)\n"
-          "         --weight-bits 4|8 (the groups' code width; 8 implies --compress-weight)\n"
-          "         --group-size N (64)  --group-axis 0|1 (0: output channels)\n"
-          "         --tokenizer DIR (vocab.json, merges.txt; default: the checkpoint dir)\n"
-          "         --chunk-mib N (4)  --quiet  --version\n",
-          f);
-    char names[2048];
-    fg_convert_synth_names(names, sizeof names);
-    fprintf(f, "synth shapes: %s\n", names);
-    fprintf(f, "model families (config.json model_type): %s\n", fg_arch_names());
-}
 
 static volatile sig_atomic_t g_signal;
 static void die_of_signal(fg_progress *bar);
@@ -113,93 +97,154 @@ static void catch_signals(const char *out)
     }
 }
 
+/* ---- the flags: one table (tool_args.h) ---- */
+
+typedef struct args {
+    fg_convert_opts o;
+    const char *out, *model;
+    uint64_t seed;
+    const char *seed_given;
+    int bits, quiet, synth;
+} args;
+
+static args g_a = {.o = {0, 0, -1, NULL, 0, NULL, NULL}};
+
+static void bits_fn(void *dst, const char *v, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int bits = (int)ta_uint("--weight-bits", v, 4, 8);
+    if (bits != 4 && bits != 8)
+        ta_die("--weight-bits %s: expected 4 or 8", v);
+    *(int *)dst = bits;
+}
+
+static void chunk_fn(void *dst, const char *v, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    *(uint64_t *)dst = ta_uint("--chunk-mib", v, 1, 1024) << 20;
+}
+
+static void epilog(FILE *f)
+{
+    char names[2048];
+    fg_convert_synth_names(names, sizeof names);
+    fprintf(f, "synth shapes: %s\n", names);
+    fprintf(f, "model families (config.json model_type): %s\n", fg_arch_names());
+}
+
+static ta_opt k_opts[] = {
+    {.kind = TA_SECTION, .name = "options"},
+    {.kind = TA_ONCE, .name = "output", .short_name = 'o', .dst = &g_a.out, .arg = "STORE",
+     .help = "the new store (a missing or empty directory)"},
+    {.kind = TA_FLAG, .name = "compress-weight", .dst = &g_a.o.compress_weight,
+     .size = sizeof(int), .val = 1, .help = "4-bit groups for every tensor of 2+ dims but a "
+     "mixture's routers, kept 16-bit"},
+    {.kind = TA_FN, .name = "weight-bits", .dst = &g_a.bits, .fn = bits_fn, .takes_value = 1,
+     .arg = "4|8", .help = "the groups' code width; 8 implies --compress-weight"},
+    {.kind = TA_UINT, .name = "group-size", .dst = &g_a.o.group_size, .size = 4, .lo = 8,
+     .hi = 4096, .arg = "N", .help = "values a group (64)"},
+    {.kind = TA_UINT, .name = "group-axis", .dst = &g_a.o.group_axis, .size = 4, .lo = 0,
+     .hi = 1, .arg = "0|1", .help = "0: output channels"},
+    {.kind = TA_ONCE, .name = "tokenizer", .dst = &g_a.o.tokenizer_dir, .arg = "DIR",
+     .help = "vocab.json, merges.txt; default: the checkpoint dir"},
+    {.kind = TA_FN, .name = "chunk-mib", .dst = &g_a.o.chunk_bytes, .fn = chunk_fn,
+     .takes_value = 1, .arg = "N", .help = "MiB a chunk (4)"},
+    {.kind = TA_ONCE, .name = "model", .dst = &g_a.model, .arg = "SHAPE",
+     .help = "synth: the shape (below)"},
+    {.kind = TA_UINT, .name = "seed", .dst = &g_a.seed, .size = 8, .lo = 0, .hi = UINT64_MAX,
+     .given = &g_a.seed_given, .arg = "N", .help = "synth: the weights' seed (0)"},
+    {.kind = TA_FLAG, .name = "quiet", .short_name = 'q', .dst = &g_a.quiet, .size = sizeof(int),
+     .val = 1, .help = "no progress or report"},
+    {.kind = TA_NOTE, .name = "version", .help = "the version and the build's features"},
+    {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
+    {0},
+};
+
+static const ta_cmd k_cmd = {
+    "fg-convert",
+    "usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
+    "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
+    "       fg-convert synth --model SHAPE -o STORE --tokenizer DIR [--seed N] [options]\n",
+    k_opts, "bad option or missing value:", 0, NULL, epilog,
+};
+
+/* The flags, and what would do nothing here (refused, not ignored); returns the checkpoint
+ * or store argument (NULL for synth). */
+static const char *parse_args(args *a, int argc, char **argv)
+{
+    a->synth = argc > 1 && !strcmp(argv[1], "synth");
+    if (a->synth) {
+        argv++;
+        argc--;
+    }
+    int first = ta_parse(&k_cmd, argc, argv);
+    if (!a->out || (a->synth ? (!a->model || first != argc) : first != argc - 1))
+        ta_die("%s (see fg-convert --help)", !a->out ? "-o STORE is required"
+               : a->synth ? "synth needs --model and no other argument"
+                          : "give one checkpoint directory");
+    if (!a->synth && (a->model || a->seed_given))
+        ta_die("%s belongs to fg-convert synth (see fg-convert --help)",
+               a->model ? "--model" : "--seed");
+    if (a->bits)
+        a->o.compress_weight = a->bits;
+    else if (a->o.compress_weight)
+        a->o.compress_weight = 4;
+    fg_err err;
+    if (fg_convert_opts_check(&a->o, &err))
+        ta_die("%s (see fg-convert --help)", err.msg);
+    if (a->synth && !a->o.tokenizer_dir)
+        ta_die("synth needs --tokenizer DIR (vocab.json, merges.txt)");
+    return a->synth ? NULL : argv[first];
+}
+
+/* The conversion's one line: tensors, what was skipped, bytes, time, peak RSS. */
+static void report(const fg_convert_report *rep, const char *out)
+{
+    char a[32], b[32], r[32], m[32];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+    char skipped[224] = "";
+    int k = 0;
+    if (rep->skipped)
+        k = snprintf(skipped, sizeof skipped, " (%u buffers derived from config.json, such "
+                     "as rotary_emb.inv_freq, skipped)", rep->skipped);
+    if (rep->unused && k >= 0 && (size_t)k < sizeof skipped)
+        snprintf(skipped + k, sizeof skipped - (size_t)k, " (%u tensors of the %s skipped: "
+                 "fg runs the %s)", rep->unused,
+                 rep->unused_mtp ? "multi-token prediction layers"
+                                 : "vision tower and projector",
+                 rep->unused_mtp ? "next-token model" : "text model");
+    fprintf(stderr, "fg-convert: %u tensors%s, %s read, %s stored in %s (%.1f s, %s/s); "
+            "peak RSS %s (%" PRIu64 " bytes)\n",
+            rep->tensors, skipped, fg_fmt_bytes((double)rep->source_bytes, a, sizeof a),
+            fg_fmt_bytes((double)rep->stored_bytes, b, sizeof b), out, rep->seconds,
+            fg_fmt_bytes(rep->seconds > 0 ? (double)rep->stored_bytes / rep->seconds : 0, r,
+                         sizeof r), fg_fmt_bytes((double)rss, m, sizeof m), rss);
+}
+
 int main(int argc, char **argv)
 {
     if (fg_version_flag(argc, argv, "fg-convert"))
         return 0;
     ta_init("fg-convert", 0);
-    static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"model", required_argument, NULL, 'M'},
-        {"seed", required_argument, NULL, 's'}, {"compress-weight", no_argument, NULL, 'c'},
-        {"group-size", required_argument, NULL, 'g'}, {"group-axis", required_argument, NULL, 'a'},
-        {"weight-bits", required_argument, NULL, 'b'}, {"tokenizer", required_argument, NULL, 't'},
-        {"chunk-mib", required_argument, NULL, 'k'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
-    };
-    fg_convert_opts o = {0, 0, -1, NULL, 0, NULL, NULL};
-    const char *out = NULL, *model = NULL;
-    uint64_t seed = 0;
-    opterr = 0;
-    int quiet = 0, c, bits = 0, seed_given = 0, synth = argc > 1 && !strcmp(argv[1], "synth");
-    if (synth) {
-        argv++;
-        argc--;
-    }
-    while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = ta_once("-o", out, optarg, 0); break;
-        case 'M': model = ta_once("--model", model, optarg, 0); break;
-        case 's': seed = ta_uint("--seed", optarg, 0, UINT64_MAX); seed_given = 1; break;
-        case 'c': o.compress_weight = 1; break;
-        case 'b':
-            bits = (int)ta_uint("--weight-bits", optarg, 4, 8);
-            if (bits != 4 && bits != 8) {
-                fprintf(stderr, "fg-convert: --weight-bits %s: expected 4 or 8\n", optarg);
-                return 2;
-            }
-            break;
-        case 'g': o.group_size = (uint32_t)ta_uint("--group-size", optarg, 8, 4096); break;
-        case 'a': o.group_axis = (int)ta_uint("--group-axis", optarg, 0, 1); break;
-        case 't': o.tokenizer_dir = ta_once("--tokenizer", o.tokenizer_dir, optarg, 0); break;
-        case 'k': o.chunk_bytes = ta_uint("--chunk-mib", optarg, 1, 1024) << 20; break;
-        case 'q': quiet = 1; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            fprintf(stderr, "fg-convert: bad option or missing value: %s (see fg-convert --help)\n",
-                    ta_bad_opt(argv));
-            return 2;
-        }
-    }
-    if (!out || (synth ? (!model || optind != argc) : optind != argc - 1)) {
-        fprintf(stderr, "fg-convert: %s (see fg-convert --help)\n",
-                !out ? "-o STORE is required" : synth ? "synth needs --model and no other argument"
-                                                      : "give one checkpoint directory");
-        return 2;
-    }
-    /* flags that would do nothing here are refused, not ignored */
-    const char *idle = !synth && model ? "--model" : !synth && seed_given ? "--seed"
-                     : !bits && !o.compress_weight && o.group_size ? "--group-size"
-                     : !bits && !o.compress_weight && o.group_axis >= 0 ? "--group-axis" : NULL;
-    if (idle) {
-        fprintf(stderr, "fg-convert: %s %s (see fg-convert --help)\n", idle,
-                idle[2] == 'g' ? "needs --compress-weight or --weight-bits"
-                               : "belongs to fg-convert synth");
-        return 2;
-    }
-    if (synth && !o.tokenizer_dir) {
-        fprintf(stderr, "fg-convert: synth needs --tokenizer DIR (vocab.json, merges.txt)\n");
-        return 2;
-    }
-    if (bits)
-        o.compress_weight = bits;
-    else if (o.compress_weight)
-        o.compress_weight = 4;
+    args *a = &g_a;
+    const char *src = parse_args(a, argc, argv);
     fg_progress bar;
-    fg_progress_begin(&bar, synth ? "synthesizing" : "converting", FG_UNIT_BYTES, 0, quiet);
-    o.progress = progress;
-    o.progress_ctx = &bar;
+    fg_progress_begin(&bar, a->synth ? "synthesizing" : "converting", FG_UNIT_BYTES, 0, a->quiet);
+    a->o.progress = progress;
+    a->o.progress_ctx = &bar;
     fg_convert_report rep;
     fg_err err;
     char id[4096];
     struct stat st;
-    int from_store = !synth && snprintf(id, sizeof id, "%s/store.id", argv[optind]) > 0 &&
-                     stat(id, &st) == 0;
-    catch_signals(out);
-    if (from_store && o.tokenizer_dir)
+    int from_store = src && snprintf(id, sizeof id, "%s/store.id", src) > 0 && stat(id, &st) == 0;
+    catch_signals(a->out);
+    if (from_store && a->o.tokenizer_dir)
         fprintf(stderr, "fg-convert: --tokenizer is ignored: the store's tokenizer is copied\n");
-    int rc = synth ? fg_convert_synth(model, out, seed, &o, &rep, &err)
-             : from_store ? fg_convert_store(argv[optind], out, &o, &rep, &err)
-                          : fg_convert_import(argv[optind], out, &o, &rep, &err);
+    int rc = a->synth ? fg_convert_synth(a->model, a->out, a->seed, &a->o, &rep, &err)
+             : from_store ? fg_convert_store(src, a->out, &a->o, &rep, &err)
+                          : fg_convert_import(src, a->out, &a->o, &rep, &err);
     if (rc && g_signal) /* the conversion removed what it made; say why it stopped */
         die_of_signal(&bar);
     fg_progress_end(&bar);
@@ -207,28 +252,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fg-convert: %s\n", err.msg);
         return 1;
     }
-    if (!quiet) {
-        char a[32], b[32], r[32], m[32];
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
-        char skipped[224] = "";
-        int k = 0;
-        if (rep.skipped)
-            k = snprintf(skipped, sizeof skipped, " (%u buffers derived from config.json, such "
-                         "as rotary_emb.inv_freq, skipped)", rep.skipped);
-        if (rep.unused && k >= 0 && (size_t)k < sizeof skipped)
-            snprintf(skipped + k, sizeof skipped - (size_t)k, " (%u tensors of the %s skipped: "
-                     "fg runs the %s)", rep.unused,
-                     rep.unused_mtp ? "multi-token prediction layers"
-                                    : "vision tower and projector",
-                     rep.unused_mtp ? "next-token model" : "text model");
-        fprintf(stderr, "fg-convert: %u tensors%s, %s read, %s stored in %s (%.1f s, %s/s); "
-                "peak RSS %s (%" PRIu64 " bytes)\n",
-                rep.tensors, skipped, fg_fmt_bytes((double)rep.source_bytes, a, sizeof a),
-                fg_fmt_bytes((double)rep.stored_bytes, b, sizeof b), out, rep.seconds,
-                fg_fmt_bytes(rep.seconds > 0 ? (double)rep.stored_bytes / rep.seconds : 0, r,
-                             sizeof r), fg_fmt_bytes((double)rss, m, sizeof m), rss);
-    }
+    if (!a->quiet)
+        report(&rep, a->out);
     return 0;
 }

@@ -5,7 +5,6 @@
  * 1 bad file or store, or output that could not be written (stdout full or closed), 2 bad
  * usage. */
 #include <errno.h>
-#include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,18 +17,7 @@
 #include "inspect_store.h"
 #include "inspect_util.h"
 #include "store.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR|CACHE_DIR\n"
-               "       fg-inspect --reindex [--json] [--verify] [--no-chunks] STORE_DIR\n"
-               "  --json       machine-readable output\n"
-               "  --verify     check every chunk checksum; exit 1 naming the first bad chunk\n"
-               "  --no-chunks  list tensors only\n"
-               "  --reindex    rebuild the store's catalog from its files (a damaged or lost\n"
-               "               catalog), then show the store; needs write access\n"
-               "  --version    the version and the build's features\n");
-}
+#include "tool_args.h"
 
 static void json_str(const char *s) { iu_json_str(s); }
 
@@ -149,82 +137,54 @@ static void print_json(const fg_fgt_reader *r, int chunks)
     printf("\n ]}\n");
 }
 
-static int inspect(int argc, char **argv)
+/* ---- the flags: one table (tool_args.h) ---- */
+
+static struct {
+    int json, verify, chunks, reindex;
+} g_a = {0, 0, 1, 0};
+
+static ta_opt k_opts[] = {
+    {.kind = TA_FLAG, .name = "json", .short_name = 'j', .dst = &g_a.json, .size = sizeof(int),
+     .val = 1, .help = "machine-readable output"},
+    {.kind = TA_FLAG, .name = "verify", .short_name = 'v', .dst = &g_a.verify,
+     .size = sizeof(int), .val = 1, .help = "check every chunk checksum; exit 1 naming the first "
+     "bad chunk"},
+    {.kind = TA_FLAG, .name = "no-chunks", .short_name = 'n', .dst = &g_a.chunks,
+     .size = sizeof(int), .val = 0, .help = "list tensors only"},
+    {.kind = TA_FLAG, .name = "reindex", .dst = &g_a.reindex, .size = sizeof(int), .val = 1,
+     .help = "rebuild the store's catalog from its files (a damaged or lost catalog), then show "
+     "the store; needs write access"},
+    {.kind = TA_NOTE, .name = "version", .help = "the version and the build's features"},
+    {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
+    {0},
+};
+
+static const ta_cmd k_cmd = {
+    "fg-inspect",
+    "usage: fg-inspect [--json] [--verify] [--no-chunks] FILE.fgt|STORE_DIR|CACHE_DIR\n"
+    "       fg-inspect --reindex [--json] [--verify] [--no-chunks] STORE_DIR\n",
+    k_opts, "unknown option", 1, NULL, NULL,
+};
+
+/* One .fgt file: its header, metadata, tensors (and chunks), after --verify's check. */
+static int inspect_file(const char *path)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"verify", no_argument, NULL, 'v'},
-        {"no-chunks", no_argument, NULL, 'n'},
-        {"reindex", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int json = 0, verify = 0, chunks = 1, reindex = 0, c;
-    opterr = 0; /* one line of our own, not getopt's and the usage */
-    while ((c = getopt_long(argc, argv, "jvnh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = 1; break;
-        case 'v': verify = 1; break;
-        case 'n': chunks = 0; break;
-        case 'r': reindex = 1; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
-                fprintf(stderr, "fg-inspect: unknown option -%c (see fg-inspect --help)\n", optopt);
-            else
-                fprintf(stderr, "fg-inspect: unknown option %s (see fg-inspect --help)\n",
-                        argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "fg-inspect: %s (see fg-inspect --help)\n",
-                optind == argc ? "give one FILE.fgt or store directory"
-                               : "give one FILE.fgt or store directory, not several");
-        return 2;
-    }
-    struct stat sb;
-    int is_dir = stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode);
-    if (reindex && !is_dir) {
-        fprintf(stderr, "fg-inspect: --reindex %s: not a store directory\n", argv[optind]);
-        return 2;
-    }
-    if (!is_dir && stat(argv[optind], &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a FIFO's open */
-        fprintf(stderr, "fg-inspect: %s: not a .fgt file or a store directory\n", argv[optind]);
-        return 1;                                                           /* would block */
-    }
-    if (reindex) {
-        fg_err err;
-        if (fg_store_reindex(argv[optind], NULL, &err)) {
-            fprintf(stderr, "fg-inspect: reindex failed: %s\n", err.msg);
-            return 1;
-        }
-        fprintf(stderr, "fg-inspect: %s: catalog rebuilt from the store's files\n", argv[optind]);
-    }
-    fg_prefix_info pinfo;
-    if (is_dir && is_prefix_cache(argv[optind], &pinfo)) /* fg-infer --prefix-cache DIR */
-        return inspect_prefix(argv[optind], &pinfo, json, verify);
-    if (is_dir)
-        return inspect_store(argv[optind], json, verify, chunks);
     fg_fgt_reader *r;
     fg_err err;
-    if (fg_fgt_open(argv[optind], 0, &r, &err)) {
+    if (fg_fgt_open(path, 0, &r, &err)) {
         fprintf(stderr, "fg-inspect: %s\n", err.msg);
         return 1;
     }
-    if (verify) {
-        int rc = fg_fgt_verify(r, NULL, NULL, &err);
-        if (rc) {
-            fprintf(stderr, "fg-inspect: verify failed: %s\n", err.msg);
-            fg_fgt_close(r);
-            return 1;
-        }
+    if (g_a.verify && fg_fgt_verify(r, NULL, NULL, &err)) {
+        fprintf(stderr, "fg-inspect: verify failed: %s\n", err.msg);
+        fg_fgt_close(r);
+        return 1;
     }
-    if (json)
-        print_json(r, chunks);
+    if (g_a.json)
+        print_json(r, g_a.chunks);
     else
-        print_text(r, chunks);
-    if (verify && !json) {
+        print_text(r, g_a.chunks);
+    if (g_a.verify && !g_a.json) {
         fg_fgt_file_info fi;
         fg_fgt_file(r, &fi);
         printf("\nverify: all %" PRIu64 " chunk checksums match\n", fi.n_chunks);
@@ -233,10 +193,43 @@ static int inspect(int argc, char **argv)
     return 0;
 }
 
+static int inspect(int argc, char **argv)
+{
+    int first = ta_parse(&k_cmd, argc, argv);
+    if (first != argc - 1)
+        ta_die("%s (see fg-inspect --help)", first == argc
+               ? "give one FILE.fgt or store directory"
+               : "give one FILE.fgt or store directory, not several");
+    const char *path = argv[first];
+    struct stat sb;
+    int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (g_a.reindex && !is_dir)
+        ta_die("--reindex %s: not a store directory", path);
+    if (!is_dir && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a FIFO's open would */
+        fprintf(stderr, "fg-inspect: %s: not a .fgt file or a store directory\n", path);
+        return 1;                                                  /* block */
+    }
+    if (g_a.reindex) {
+        fg_err err;
+        if (fg_store_reindex(path, NULL, &err)) {
+            fprintf(stderr, "fg-inspect: reindex failed: %s\n", err.msg);
+            return 1;
+        }
+        fprintf(stderr, "fg-inspect: %s: catalog rebuilt from the store's files\n", path);
+    }
+    fg_prefix_info pinfo;
+    if (is_dir && is_prefix_cache(path, &pinfo)) /* fg-infer --prefix-cache DIR */
+        return inspect_prefix(path, &pinfo, g_a.json, g_a.verify);
+    if (is_dir)
+        return inspect_store(path, g_a.json, g_a.verify, g_a.chunks);
+    return inspect_file(path);
+}
+
 int main(int argc, char **argv)
 {
     if (fg_version_flag(argc, argv, "fg-inspect"))
         return 0;
+    ta_init("fg-inspect", 0);
     int rc = inspect(argc, argv);
     if (fflush(stdout) || ferror(stdout)) { /* text nobody received is a failure */
         fprintf(stderr, "fg-inspect: stdout: write error: %s\n",

@@ -7,14 +7,23 @@
 
 #include "fg_version.h"
 #include "fgt.h"
+#include "tool_args.h"
 
-static const char usage[] =
+static ta_opt k_opts[] = {
+    {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
+    {.kind = TA_NOTE, .name = "version", .help = "the version and the build's features"},
+    {0},
+};
+
+/* Any other usage prints the whole text on stderr (bad == NULL): there is one operand. */
+static const ta_cmd k_cmd = {
+    "fg-sample",
     "usage: fg-sample OUT.fgt\n"
     "Writes a small .fgt file (fg's tensor container, SPEC.md) holding one tensor of each codec\n"
     "(F16, F32, BF16, 4-bit and 8-bit groups) and some metadata, with deterministic contents, so\n"
-    "the format can be seen without a model: fg-inspect OUT.fgt lists it.\n"
-    "  -h, --help     this text\n"
-    "  --version      the version and the build's features\n";
+    "the format can be seen without a model: fg-inspect OUT.fgt lists it.\n",
+    k_opts, NULL, 0, NULL, NULL,
+};
 
 static uint32_t rng(uint64_t *s)
 {
@@ -55,12 +64,10 @@ int main(int argc, char **argv)
 {
     if (fg_version_flag(argc, argv, "fg-sample"))
         return 0;
-    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        fputs(usage, stdout);
-        return 0;
-    }
-    if (argc != 2 || argv[1][0] == '-') {
-        fputs(usage, stderr);
+    ta_init("fg-sample", 0);
+    int first = argc == 2 ? ta_parse(&k_cmd, argc, argv) : 0;
+    if (argc != 2 || first != 1 || argv[1][0] == '-') {
+        ta_help(&k_cmd, stderr);
         return 2;
     }
     fg_fgt_writer *w;

@@ -7,35 +7,17 @@
  * Decoding: an id past the vocabulary decodes as nothing (as transformers does); a negative or
  * non-numeric id is an error naming its index. Exit 0 ok, 1 bad input, 2 bad usage. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fg_version.h"
 #include "tokenizer.h"
+#include "tool_args.h"
 
 #ifndef FG_GPT2_DIR
 #define FG_GPT2_DIR "data/gpt2-tokenizer"
 #endif
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: fg-tokenize [--dir DIR] [--raw | --no-special | --no-bos] [TEXT... | -f FILE]\n"
-               "       fg-tokenize [--dir DIR] --decode [--skip-special] [ID...]\n"
-               "  --dir DIR       tokenizer files (default %s)\n"
-               "  --no-special    split special tokens such as <|eot_id|> in the text as text\n"
-               "  --no-bos        add no BOS/EOS (the tokenizer's post-processor or add_bos_token)\n"
-               "  --raw           both: the ids of the text alone (the default before issue 38)\n"
-               "                  (by default the ids are transformers' tokenizer(text)[\"input_ids\"];\n"
-               "                  --special and --bos are accepted and are the default)\n"
-               "  -f FILE         encode the bytes of FILE ('-' = stdin; default when no TEXT)\n"
-               "  --decode        read ids (arguments or stdin) and write their bytes; an id\n"
-               "                  past the vocabulary decodes as nothing\n"
-               "  --skip-special  with --decode, leave special tokens out\n"
-               "  --version       the commit it was built from, the build's features\n",
-            FG_GPT2_DIR);
-}
 
 /* Read all of f; the buffer is NUL-terminated (not counted in *len). NULL with errno set on a
  * read error (a directory given to -f reads as EISDIR, not as no text) or no memory. */
@@ -163,76 +145,99 @@ static int do_encode(fg_tok *tok, const char *text, size_t len, unsigned flags)
     return 0;
 }
 
+/* ---- the flags: one table (tool_args.h) ---- */
+
+static struct {
+    const char *dir, *file;
+    unsigned eflags, dflags;
+    int decode;
+} g_a = {FG_GPT2_DIR, NULL, FG_TOK_SPECIAL | FG_TOK_ADD_BOS, 0, 0};
+
+#define BITS(k, n, f, v, h) {.kind = k, .name = n, .dst = &(f), .size = sizeof(f), .val = v, \
+                             .help = h}
+
+static ta_opt k_opts[] = {
+    {.kind = TA_STR, .name = "dir", .dst = &g_a.dir, .arg = "DIR",
+     .help = "tokenizer files (default " FG_GPT2_DIR ")"},
+    BITS(TA_ANDNOT, "no-special", g_a.eflags, FG_TOK_SPECIAL, "split special tokens such as "
+         "<|eot_id|> in the text as text"),
+    BITS(TA_ANDNOT, "no-bos", g_a.eflags, FG_TOK_ADD_BOS, "add no BOS/EOS (the tokenizer's "
+         "post-processor or add_bos_token)"),
+    BITS(TA_FLAG, "raw", g_a.eflags, 0, "both: the ids of the text alone (the default before "
+         "issue 38) (by default the ids are transformers' tokenizer(text)[\"input_ids\"]; "
+         "--special and --bos are accepted and are the default)"),
+    BITS(TA_OR, "special", g_a.eflags, FG_TOK_SPECIAL, "match special tokens in the text (the "
+         "default)"),
+    BITS(TA_OR, "bos", g_a.eflags, FG_TOK_ADD_BOS, "add the post-processor's BOS/EOS (the "
+         "default)"),
+    {.kind = TA_STR, .short_name = 'f', .dst = &g_a.file, .arg = "FILE",
+     .help = "encode the bytes of FILE ('-' = stdin; default when no TEXT)"},
+    BITS(TA_FLAG, "decode", g_a.decode, 1, "read ids (arguments or stdin) and write their bytes; "
+         "an id past the vocabulary decodes as nothing"),
+    BITS(TA_OR, "skip-special", g_a.dflags, FG_TOK_SKIP_SPECIAL, "with --decode, leave special "
+         "tokens out"),
+    {.kind = TA_NOTE, .name = "version", .help = "the commit it was built from, the build's "
+     "features"},
+    {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
+    {0},
+};
+
+/* "-5" among the ids: a negative number, said as such rather than as an unknown option. */
+static void negative_id(int optopt_, const char *option)
+{
+    (void)option;
+    if (optopt_ >= '0' && optopt_ <= '9')
+        ta_die("--decode: -%c...: a negative number is not a token id (ids are 0 or more; ids "
+               "after -- are read as ids)", optopt_);
+}
+
+static const ta_cmd k_cmd = {
+    "fg-tokenize",
+    "usage: fg-tokenize [--dir DIR] [--raw | --no-special | --no-bos] [TEXT... | -f FILE]\n"
+    "       fg-tokenize [--dir DIR] --decode [--skip-special] [ID...]\n",
+    k_opts, "bad option or missing value:", 1, negative_id, NULL,
+};
+
+/* Encode TEXT arguments (each its own line), or -f FILE / stdin as one text. */
+static int encode_input(fg_tok *tok, int n, char **texts)
+{
+    int rc = 0;
+    if (n && !g_a.file) {
+        for (int i = 0; i < n && !rc; i++)
+            rc = do_encode(tok, texts[i], strlen(texts[i]), g_a.eflags);
+        return rc;
+    }
+    const char *file = g_a.file;
+    FILE *f = !file || strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
+    size_t len = 0;
+    char *text = f ? slurp(f, &len) : NULL;
+    if (!text)
+        fprintf(stderr, "fg-tokenize: %s: %s\n", file && f != stdin ? file : "stdin",
+                strerror(errno));
+    rc = text ? do_encode(tok, text, len, g_a.eflags) : 1;
+    if (f && f != stdin)
+        fclose(f);
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (fg_version_flag(argc, argv, "fg-tokenize"))
         return 0;
-    static const struct option opts[] = {
-        {"dir", required_argument, 0, 'd'}, {"special", no_argument, 0, 's'},
-        {"bos", no_argument, 0, 'b'},       {"decode", no_argument, 0, 'D'},
-        {"skip-special", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'},
-        {"no-special", no_argument, 0, 'S'}, {"no-bos", no_argument, 0, 'B'},
-        {"raw", no_argument, 0, 'r'},       {0, 0, 0, 0}};
-    const char *dir = FG_GPT2_DIR, *file = NULL;
-    unsigned eflags = FG_TOK_SPECIAL | FG_TOK_ADD_BOS, dflags = 0;
-    int decode = 0, c;
-    opterr = 0; /* one line of our own, not getopt's and the usage */
-    while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': dir = optarg; break;
-        case 's': eflags |= FG_TOK_SPECIAL; break;
-        case 'b': eflags |= FG_TOK_ADD_BOS; break;
-        case 'S': eflags &= ~FG_TOK_SPECIAL; break;
-        case 'B': eflags &= ~FG_TOK_ADD_BOS; break;
-        case 'r': eflags = 0; break;
-        case 'D': decode = 1; break;
-        case 'k': dflags |= FG_TOK_SKIP_SPECIAL; break;
-        case 'f': file = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            if (optopt >= '0' && optopt <= '9')  /* "-5" among the ids */
-                fprintf(stderr, "fg-tokenize: --decode: -%c...: a negative number is not a token "
-                        "id (ids are 0 or more; ids after -- are read as ids)\n", optopt);
-            else if (optopt > 0 && optopt < 256 && argv[optind - 1][1] != '-')
-                fprintf(stderr, "fg-tokenize: bad option or missing value: -%c (see "
-                        "fg-tokenize --help)\n", optopt);
-            else
-                fprintf(stderr, "fg-tokenize: bad option or missing value: %s (see "
-                        "fg-tokenize --help)\n", argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (file && (decode || optind < argc)) { /* not one of them silently dropped */
-        fprintf(stderr, "fg-tokenize: -f %s: %s\n", file,
-                decode ? "--decode reads ids from arguments or stdin, not -f"
-                       : "give TEXT arguments or -f FILE, not both");
-        return 2;
-    }
+    ta_init("fg-tokenize", 0);
+    int first = ta_parse(&k_cmd, argc, argv);
+    if (g_a.file && (g_a.decode || first < argc)) /* not one of them silently dropped */
+        ta_die("-f %s: %s", g_a.file, g_a.decode ? "--decode reads ids from arguments or stdin, "
+               "not -f" : "give TEXT arguments or -f FILE, not both");
     fg_tok *tok;
     fg_err err;
-    if (fg_tok_load_dir(dir, &tok, &err)) {
+    if (fg_tok_load_dir(g_a.dir, &tok, &err)) {
         fprintf(stderr, "fg-tokenize: %s\n", err.msg);
         return 1;
     }
-    int rc;
-    if (decode) {
-        rc = do_decode(tok, argc - optind, argv + optind, dflags);
-    } else if (optind < argc && !file) {
-        rc = 0;
-        for (int i = optind; i < argc && !rc; i++)
-            rc = do_encode(tok, argv[i], strlen(argv[i]), eflags);
-    } else {
-        FILE *f = !file || strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-        size_t len = 0;
-        char *text = f ? slurp(f, &len) : NULL;
-        if (!text)
-            fprintf(stderr, "fg-tokenize: %s: %s\n", file && f != stdin ? file : "stdin",
-                    strerror(errno));
-        rc = text ? do_encode(tok, text, len, eflags) : 1;
-        if (f && f != stdin)
-            fclose(f);
-        free(text);
-    }
+    int rc = g_a.decode ? do_decode(tok, argc - first, argv + first, g_a.dflags)
+                        : encode_input(tok, argc - first, argv + first);
     fg_tok_free(tok);
     if (fflush(stdout) || ferror(stdout)) { /* ids nobody received are a failure */
         fprintf(stderr, "fg-tokenize: stdout: write error: %s\n",

@@ -148,6 +148,88 @@ static void show_info(const fg_store_info *i, int json)
            i->kv_dirty, i->kv_generation);
 }
 
+/* What the model line says beyond the shapes: a sliding window, a mixture's experts, soft caps
+ * or attention sinks, the stop ids (", "-separated for JSON). */
+typedef struct mdesc {
+    uint32_t nw, sparse;   /* windowed layers, a mixture of experts' sparse layers */
+    char eos[FG_MODEL_MAX_EOS * 12 + 1];
+    size_t n_eos;          /* bytes in eos (0: no stop id) */
+    const char *scaling;   /* the rotary scaling's name, or "" */
+    char window[64], moe[224], caps[80];
+} mdesc;
+
+static void describe(const fg_hparams *hp, int json, mdesc *d)
+{
+    memset(d, 0, sizeof *d);
+    for (uint32_t i = 0; i < hp->n_eos && hp->eos_ids[i] >= 0; i++)
+        d->n_eos += (size_t)snprintf(d->eos + d->n_eos, sizeof d->eos - d->n_eos, "%s%d",
+                                     d->n_eos ? (json ? ", " : " ") : "", hp->eos_ids[i]);
+    d->scaling = hp->pos == FG_POS_ROPE && hp->rope.scaling != FG_ROPE_NONE
+               ? fg_rope_scaling_name(hp->rope.scaling) : "";
+    d->nw = fg_model_windowed_layers(hp);
+    if (d->nw == hp->n_layers && d->nw)
+        snprintf(d->window, sizeof d->window, ", sliding window %u", hp->sliding_window);
+    else if (d->nw)
+        snprintf(d->window, sizeof d->window, ", sliding window %u on %u of %u layers",
+                 hp->sliding_window, d->nw, hp->n_layers);
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        d->sparse += fg_model_layer_sparse(hp, l) != 0;
+    char glu[80] = "";
+    if (hp->act == FG_ACT_SWIGLU_OAI) /* gpt-oss */
+        snprintf(glu, sizeof glu, ", biased, clamped SwiGLU (limit %g, alpha %g)",
+                 hp->act_limit, hp->act_alpha);
+    if (d->sparse)
+        snprintf(d->moe, sizeof d->moe, ", %u experts (top %u%s) of %u%s%s on %u of %u layers",
+                 hp->n_experts, hp->top_k, hp->norm_topk ? ", renormalized" : "", hp->moe_ffn,
+                 hp->shared_ffn ? " + a shared one" : "", glu, d->sparse, hp->n_layers);
+    if (hp->attn_softcap > 0 || hp->final_softcap > 0)
+        snprintf(d->caps, sizeof d->caps, "; soft-capped: scores %g, logits %g",
+                 hp->attn_softcap, hp->final_softcap);
+    else if (hp->attn_sinks)
+        snprintf(d->caps, sizeof d->caps, "; attention sinks");
+}
+
+static void model_json(const fg_hparams *hp, const mdesc *d, const char *tok)
+{
+    uint32_t sp = d->sparse;
+    printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
+           "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
+           "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
+           "\"rotary_dims\": %u, \"sliding_window\": %u, \"windowed_layers\": %u, "
+           "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\", "
+           "\"experts\": %u, \"top_k\": %u, \"expert_ffn\": %u, \"shared_ffn\": %u, "
+           "\"sparse_layers\": %u, \"attn_softcap\": %g, \"final_softcap\": %g, "
+           "\"attn_sinks\": %s, \"swiglu_limit\": %g}", hp->arch,
+           hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim,
+           hp->qk_norm ? "true" : "false", hp->ffn, hp->vocab_size, hp->max_pos,
+           *d->scaling ? d->scaling : "none", hp->pos == FG_POS_ROPE ? hp->rope.rot_dim : 0,
+           hp->sliding_window, d->nw, hp->tied_head ? "true" : "false", d->eos, tok,
+           sp ? hp->n_experts : 0, sp ? hp->top_k : 0, sp ? hp->moe_ffn : 0,
+           sp ? hp->shared_ffn : 0, sp, hp->attn_softcap, hp->final_softcap,
+           hp->attn_sinks ? "true" : "false",
+           hp->act == FG_ACT_SWIGLU_OAI ? hp->act_limit : 0.0);
+}
+
+static void model_text(const fg_hparams *hp, const mdesc *d, const char *tok, int from_gen)
+{
+    char part[48] = "", local[64] = "";
+    const char *scaling = d->scaling;
+    if (hp->pos == FG_POS_ROPE && hp->rope.rot_dim < hp->head_dim)
+        snprintf(part, sizeof part, " on %u of %u dims", hp->rope.rot_dim, hp->head_dim);
+    if (hp->local_rope) /* Gemma 3 */
+        snprintf(local, sizeof local, "; sliding layers: base %g, %s", hp->rope_local.theta,
+                 hp->rope_local.scaling ? fg_rope_scaling_name(hp->rope_local.scaling)
+                                        : "no scaling");
+    printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u%s, vocab %u, "
+           "positions %u (%s%s%s%s%s%s)%s%s%s; stops at %s%s; tokenizer %s\n", hp->arch,
+           hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim,
+           hp->qk_norm ? " with q/k norms" : "", hp->ffn, d->moe, hp->vocab_size, hp->max_pos,
+           hp->pos == FG_POS_ROPE ? "rotary" : "learned", part, *scaling ? ", " : "", scaling,
+           *scaling ? " scaling" : "", local, d->window, hp->tied_head ? ", tied head" : "",
+           d->caps, d->n_eos ? d->eos : "no id", from_gen ? " (generation_config.json)" : "",
+           tok);
+}
+
 /* The model the store holds (its config.json through model/'s table, with the stop set of its
  * generation_config.json when it has one) and tokenizer kind. */
 static void show_model(fg_store *s, int json)
@@ -164,84 +246,27 @@ static void show_model(fg_store *s, int json)
     char tok[32] = "none";
     if (tk)
         snprintf(tok, sizeof tok, "%.*s", (int)(tn < 31 ? tn : 31), (const char *)tk);
+    free(tk);
     fg_hparams hp;
+    mdesc d;
     memset(&hp, 0, sizeof hp);
-    if (rc == FG_OK)
+    if (rc == FG_OK) {
         hp = *fg_model_hparams(md);
+        describe(&hp, json, &d);
+    }
     int from_gen = rc == FG_OK && fg_model_stop_from_generation(md);
     fg_model_close(md);
-    char eos[FG_MODEL_MAX_EOS * 12 + 1] = "";
-    size_t k = 0;
-    for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
-        k += (size_t)snprintf(eos + k, sizeof eos - k, "%s%d", k ? (json ? ", " : " ") : "",
-                              hp.eos_ids[i]);
-    const char *scaling = hp.pos == FG_POS_ROPE && hp.rope.scaling != FG_ROPE_NONE
-                        ? fg_rope_scaling_name(hp.rope.scaling) : "";
-    char window[64] = "";
-    uint32_t nw = rc ? 0 : fg_model_windowed_layers(&hp);
-    if (nw == hp.n_layers && nw)
-        snprintf(window, sizeof window, ", sliding window %u", hp.sliding_window);
-    else if (nw)
-        snprintf(window, sizeof window, ", sliding window %u on %u of %u layers",
-                 hp.sliding_window, nw, hp.n_layers);
-    uint32_t sparse = 0; /* a mixture of experts' sparse layers */
-    for (uint32_t l = 0; rc == FG_OK && l < hp.n_layers; l++)
-        sparse += fg_model_layer_sparse(&hp, l) != 0;
-    char moe[224] = "", caps[80] = "", glu[80] = "";
-    if (hp.act == FG_ACT_SWIGLU_OAI) /* gpt-oss */
-        snprintf(glu, sizeof glu, ", biased, clamped SwiGLU (limit %g, alpha %g)",
-                 hp.act_limit, hp.act_alpha);
-    if (sparse)
-        snprintf(moe, sizeof moe, ", %u experts (top %u%s) of %u%s%s on %u of %u layers",
-                 hp.n_experts, hp.top_k, hp.norm_topk ? ", renormalized" : "", hp.moe_ffn,
-                 hp.shared_ffn ? " + a shared one" : "", glu, sparse, hp.n_layers);
-    if (hp.attn_softcap > 0 || hp.final_softcap > 0)
-        snprintf(caps, sizeof caps, "; soft-capped: scores %g, logits %g", hp.attn_softcap,
-                 hp.final_softcap);
-    else if (hp.attn_sinks)
-        snprintf(caps, sizeof caps, "; attention sinks");
-    if (json && rc)
-        printf(",\n \"model\": {\"error\": ");
     if (json && rc) {
+        printf(",\n \"model\": {\"error\": ");
         jstr(err.msg);
         printf("}");
     } else if (json) {
-        printf(",\n \"model\": {\"family\": \"%s\", \"layers\": %u, \"hidden\": %u, "
-               "\"heads\": %u, \"kv_heads\": %u, \"head_dim\": %u, \"qk_norm\": %s, "
-               "\"ffn\": %u, \"vocab\": %u, \"max_positions\": %u, \"rope_scaling\": \"%s\", "
-               "\"rotary_dims\": %u, \"sliding_window\": %u, \"windowed_layers\": %u, "
-               "\"tied_head\": %s, \"eos_ids\": [%s], \"tokenizer\": \"%s\", "
-               "\"experts\": %u, \"top_k\": %u, \"expert_ffn\": %u, \"shared_ffn\": %u, "
-               "\"sparse_layers\": %u, \"attn_softcap\": %g, \"final_softcap\": %g, "
-               "\"attn_sinks\": %s, \"swiglu_limit\": %g}", hp.arch,
-               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
-               hp.qk_norm ? "true" : "false", hp.ffn, hp.vocab_size, hp.max_pos,
-               *scaling ? scaling : "none", hp.pos == FG_POS_ROPE ? hp.rope.rot_dim : 0,
-               hp.sliding_window, nw, hp.tied_head ? "true" : "false", eos, tok,
-               sparse ? hp.n_experts : 0, sparse ? hp.top_k : 0, sparse ? hp.moe_ffn : 0,
-               sparse ? hp.shared_ffn : 0, sparse, hp.attn_softcap, hp.final_softcap,
-               hp.attn_sinks ? "true" : "false",
-               hp.act == FG_ACT_SWIGLU_OAI ? hp.act_limit : 0.0);
+        model_json(&hp, &d, tok);
     } else if (rc) {
         printf("model: %s\n", err.msg);
     } else {
-        char part[48] = "", local[64] = "";
-        if (hp.pos == FG_POS_ROPE && hp.rope.rot_dim < hp.head_dim)
-            snprintf(part, sizeof part, " on %u of %u dims", hp.rope.rot_dim, hp.head_dim);
-        if (hp.local_rope) /* Gemma 3 */
-            snprintf(local, sizeof local, "; sliding layers: base %g, %s", hp.rope_local.theta,
-                     hp.rope_local.scaling ? fg_rope_scaling_name(hp.rope_local.scaling)
-                                           : "no scaling");
-        printf("model %s: %u layers, hidden %u, heads %u (kv %u) x %u%s, ffn %u%s, vocab %u, "
-               "positions %u (%s%s%s%s%s%s)%s%s%s; stops at %s%s; tokenizer %s\n", hp.arch,
-               hp.n_layers, hp.hidden, hp.n_heads, hp.n_kv_heads, hp.head_dim,
-               hp.qk_norm ? " with q/k norms" : "", hp.ffn, moe, hp.vocab_size, hp.max_pos,
-               hp.pos == FG_POS_ROPE ? "rotary" : "learned", part, *scaling ? ", " : "", scaling,
-               *scaling ? " scaling" : "", local,
-               window, hp.tied_head ? ", tied head" : "", caps,
-               k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
+        model_text(&hp, &d, tok, from_gen);
     }
-    free(tk);
 }
 
 static int run(fg_store *s, int json, int verify, int chunks, fg_err *err)

@@ -1,0 +1,465 @@
+/* runner_jobs.c - a JSONL job: --input lines in, --output results out, resumable.
+ *
+ * A job streams: a first pass over the input (when it can be read twice: a file, or a file on
+ * stdin) tokenizes every pending prompt only to size the context (the longest prompt plus the
+ * largest generation of the lines that fit) and the progress total, keeping nothing; the
+ * second pass reads one block of prompts at a time, packs a block of those that fit the
+ * context together, generates it, appends its results (one write and an fdatasync), and frees
+ * it; a line that cannot fit gets its error result line and the job goes on. Memory is the
+ * block plus one hash entry per id, whatever the number of prompts. From a pipe there is one
+ * pass: the context is --max-context, or the model's. A job that ends with a prompt read but
+ * not answered is an error, never a silent success; Ctrl-C (opts.interrupt) stops it between
+ * blocks, reported in rep.interrupted and rep.saved. With --prefix-cache a file job first runs
+ * its shared-prefix pass (a third pass over the input: runner_prefix.c).
+ *
+ * --prompt-len runs generate exactly gen_len tokens (EOS ignored, as FlexGen's benchmark), for
+ * --num-prompts prompts when given: runner_modes.c.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner_int.h"
+
+static const char *finish_name(int f)
+{
+    return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
+}
+
+/* ---- JSONL jobs ----
+ *
+ * A block needs its longest prompt plus its largest max_new_tokens (prompts are left-padded to
+ * the longest and every sequence decodes the same steps: schedule.c). A file's job is sized by
+ * its first pass to maxP + maxG (the longest prompt and the largest generation of the lines
+ * that fit), capped by --max-context or the model's positions, so a block may be any mix of
+ * its lines. Where the cap cuts that (or from a pipe, sized before any prompt is read), blocks
+ * are packed: prompts read and tokenized wait in a queue of one block, and each block takes
+ * from it, in input order, every prompt that keeps its longest prompt + largest generation
+ * within the engine's context; the rest wait for the next block. Every line that fits the
+ * context on its own runs, whatever the mix and the block size; a line that cannot fit (or has
+ * no tokens) gets its own error result line and the job goes on. Results are appended a block
+ * at a time, so they can come out of input order: the ids say which is which.
+ */
+
+typedef struct pend {
+    fg_job job;         /* moved out of the reader's block */
+    int32_t *ids;
+    uint32_t n, mn;     /* prompt tokens, new tokens */
+} pend;
+
+typedef struct jobs_run {
+    fg_job_reader *rd;
+    fg_job_output *outp;
+    fg_job_list block;       /* the reader's last block (its jobs move to q) */
+    pend *q;                 /* [block size] read and tokenized, waiting */
+    size_t nq;
+    int eof;                 /* the reader is finished */
+    pend *blk;               /* [block size] the block being generated */
+    uint32_t nb;
+    fg_gen_seq *seqs;        /* [block size] */
+    const char *const **sv;  /* [block size] stop strings */
+    int *sn;
+    uint64_t appended;       /* result lines this run appended (error lines included) */
+    uint64_t errors;         /* ... of which error lines */
+} jobs_run;
+
+static uint32_t job_max_new(const fgr_run *r, const fg_job *j)
+{
+    return j->max_new > 0 ? (uint32_t)j->max_new : r->o->max_new;
+}
+
+static void what_of(const fgr_run *r, const fg_job *j, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%zu: prompt \"%.40s\"", r->o->input, j->line, j->id);
+}
+
+/* The context a prompt + generation must fit: --max-context, else the model's positions. */
+uint32_t fgr_context_limit(const fgr_run *r)
+{
+    return r->eo.max_ctx && r->eo.max_ctx < r->max_pos ? r->eo.max_ctx : r->max_pos;
+}
+
+/* Tokenize job j for a context of ctx: FG_OK with *ids set (owned by the caller), or 1 with
+ * msg and *type saying why the line gets an error result instead (no tokens, or more than ctx
+ * with its generation); other codes are failures of the run. */
+static int prep_job(fgr_run *r, const fg_job *j, uint32_t ctx, int32_t **ids, uint32_t *n,
+                    char *msg, size_t cap, const char **type, fg_err *err)
+{
+    char what[160];
+    uint32_t mn = job_max_new(r, j);
+    what_of(r, j, what, sizeof what);
+    *ids = NULL;
+    *n = 0;
+    int rc = fgr_encode(r, j->prompt, fgr_prompt_flags(r), ids, n, "", err);
+    if (rc == FG_ERR_INVALID_ARG) { /* "": the prompt is empty (no BOS either) */
+        snprintf(msg, cap, "%s", err->msg + 2);
+        *type = "invalid_prompt";
+        return 1;
+    }
+    if (rc) {
+        char m[FG_ERR_MSG_MAX];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return fg_err_set(err, rc, "%s%s", what, m);
+    }
+    if ((uint64_t)*n + mn <= ctx)
+        return FG_OK;
+    if ((uint64_t)*n + mn > r->max_pos)
+        snprintf(msg, cap, "%u prompt tokens + %u new exceed the model's %u positions", *n, mn,
+                 r->max_pos);
+    else
+        snprintf(msg, cap, "%u prompt tokens + %u new exceed the context of %u (--max-context)",
+                 *n, mn, ctx);
+    free(*ids);
+    *ids = NULL;
+    *type = "context_length_exceeded";
+    return 1;
+}
+
+/* First pass over a file: the longest prompt (*maxP) and largest generation (*maxG) of the
+ * pending lines that fit the context limit, and their new tokens in all (the progress bar's
+ * total). Lines that do not fit are left for their error lines in the run. */
+int fgr_size_jobs(fgr_run *r, const fg_job_output *done, uint32_t *maxP, uint32_t *maxG,
+                  uint64_t *total, fg_err *err)
+{
+    fg_job_reader *rd = NULL;
+    fg_job_list l = {0};
+    uint32_t limit = fgr_context_limit(r);
+    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    *maxP = *maxG = 0;
+    *total = 0;
+    while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
+        for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
+            int32_t *ids;
+            uint32_t n;
+            char msg[256];
+            const char *type;
+            rc = prep_job(r, &l.jobs[i], limit, &ids, &n, msg, sizeof msg, &type, err);
+            free(ids);
+            if (rc == 1) {
+                rc = FG_OK;
+                continue;
+            }
+            uint32_t mn = job_max_new(r, &l.jobs[i]);
+            *maxP = n > *maxP ? n : *maxP;
+            *maxG = mn > *maxG ? mn : *maxG;
+            *total += mn;
+        }
+    }
+    fg_jobs_free(&l);
+    fg_job_reader_close(rd);
+    return rc;
+}
+
+/* The engine's prompt and generation lengths (its context: P + G) for a file whose fitting
+ * lines have prompts up to maxP and generations up to maxG under the limit; 0, 0 (the limit:
+ * open_engine) from a pipe. */
+void fgr_jobs_shape(uint32_t maxP, uint32_t maxG, uint32_t limit, uint32_t *P, uint32_t *G)
+{
+    if (!maxP) {
+        *P = *G = 0;
+    } else if ((uint64_t)maxP + maxG <= limit) {
+        *P = maxP;
+        *G = maxG;
+    } else { /* packed blocks (jobs_run) */
+        *G = maxG < limit / 2 ? maxG : limit / 2;
+        *P = limit - *G;
+    }
+}
+
+/* Append one error result line for job (taken by the call: freed). */
+static int emit_error(fgr_run *r, jobs_run *j, fg_job *job, uint32_t n, const char *msg,
+                      const char *type, fg_err *err)
+{
+    fg_job_result res = {0};
+    res.job = job;
+    res.prompt_tokens = n;
+    res.error = msg;
+    res.error_type = type;
+    res.finish = "length";
+    int rc = fg_job_output_append(j->outp, &res, 1, err);
+    if (rc == FG_OK && !r->o->quiet) {
+        char c[48];
+        snprintf(c, sizeof c, "%.40s", job->id);
+        fprintf(r->log, "\rfg-infer: %s:%zu: prompt \"%s\": %s (an error line in %s; the job "
+                "goes on)\n", r->o->input, job->line, c, msg, r->o->output);
+    }
+    j->appended += rc == FG_OK;
+    j->errors += rc == FG_OK;
+    fg_job_clear(job);
+    return rc;
+}
+
+/* Read and tokenize until the queue holds a block (or the input ends); lines that cannot run
+ * get their error lines here. */
+static int refill(fgr_run *r, jobs_run *j, uint32_t bs, uint32_t ctx, fg_err *err)
+{
+    int rc = FG_OK;
+    while (rc == FG_OK && !j->eof && j->nq < bs) {
+        if ((rc = fg_job_reader_next(j->rd, j->outp, bs - j->nq, &j->block, err)))
+            break;
+        j->eof = j->block.n == 0;
+        for (size_t i = 0; rc == FG_OK && i < j->block.n; i++) {
+            pend *p = &j->q[j->nq];
+            char msg[256];
+            const char *type;
+            p->job = j->block.jobs[i]; /* moved: the reader's copy is zeroed */
+            memset(&j->block.jobs[i], 0, sizeof j->block.jobs[i]);
+            p->mn = job_max_new(r, &p->job);
+            rc = prep_job(r, &p->job, ctx, &p->ids, &p->n, msg, sizeof msg, &type, err);
+            if (rc == 1)
+                rc = emit_error(r, j, &p->job, p->n, msg, type, err);
+            else if (rc == FG_OK)
+                j->nq++;
+            else
+                fg_job_clear(&p->job);
+        }
+    }
+    return rc;
+}
+
+/* Move into j->blk, in queue order, the waiting prompts that together keep the longest prompt
+ * + the largest generation within ctx (the first always fits: refill checked it alone). */
+static void pack_block(jobs_run *j, uint32_t bs, uint32_t ctx)
+{
+    uint32_t P = 0, G = 0;
+    size_t keep = 0;
+    j->nb = 0;
+    for (size_t i = 0; i < j->nq; i++) {
+        pend *p = &j->q[i];
+        uint32_t P2 = p->n > P ? p->n : P, G2 = p->mn > G ? p->mn : G;
+        if (j->nb < bs && (uint64_t)P2 + G2 <= ctx) {
+            j->blk[j->nb++] = *p;
+            P = P2, G = G2;
+        } else {
+            j->q[keep++] = *p;
+        }
+    }
+    j->nq = keep;
+}
+
+/* The block's sequences (their outputs allocated; freed by free_block). */
+static int fill_block(fgr_run *r, jobs_run *j, fg_err *err)
+{
+    for (uint32_t i = 0; i < j->nb; i++) {
+        pend *p = &j->blk[i];
+        int32_t *out = malloc((size_t)p->mn * sizeof *out);
+        /* the sampler's stream is the input line: a resumed job draws the same numbers */
+        j->seqs[i] = (fg_gen_seq){p->ids, p->n, p->mn, r->o->sample, p->job.line - 1, out, 0,
+                                  0, r->o->ignore_eos};
+        if (!out)
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        j->sv[i] = (const char *const *)p->job.stops;
+        j->sn[i] = p->job.n_stops;
+    }
+    return FG_OK;
+}
+
+static void free_block(jobs_run *j)
+{
+    for (uint32_t i = 0; i < j->nb; i++) {
+        free(j->blk[i].ids);
+        free(j->seqs[i].out);
+        fg_job_clear(&j->blk[i].job);
+        j->seqs[i] = (fg_gen_seq){0};
+    }
+    j->nb = 0;
+}
+
+/* Results of the block, in one append. */
+static int emit_block(fgr_run *r, jobs_run *j, uint32_t blk, double seconds, fg_err *err)
+{
+    uint32_t n = j->nb;
+    fg_job_result *res = calloc(n + 1, sizeof *res);
+    char **texts = calloc(n + 1, sizeof *texts);
+    int rc = res && texts ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
+        const fg_gen_seq *s = &j->seqs[i];
+        const fg_job *job = &j->blk[i].job;
+        if (!(texts[i] = fgr_decode(r->tok, s->out, s->n_out, err)))
+            rc = FG_ERR_NOMEM;
+        else
+            fgr_cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
+        res[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
+                                 finish_name(s->finish), seconds, blk};
+        res[i].prompt_ids = r->o->prompt_ids ? s->prompt : NULL;
+    }
+    if (rc == FG_OK)
+        rc = fg_job_output_append(j->outp, res, n, err);
+    j->appended += rc == FG_OK ? n : 0;
+    for (uint32_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(res);
+    return rc;
+}
+
+/* --prefix-cache: the pending prompts' shared prefixes computed once, before the blocks (lines
+ * that will get error lines are left out). */
+static int share_jobs(fgr_run *r, const fg_job_output *done, fg_err *err)
+{
+    fg_job_reader *rd;
+    fg_job_list l = {0};
+    int32_t **ids = NULL;
+    uint32_t *lens = NULL, ctx = fg_engine_plan(r->e)->max_ctx;
+    size_t n = 0, cap = 0;
+    int rc = fg_job_reader_open(r->o->input, &rd, err);
+    while (rc == FG_OK && (rc = fg_job_reader_next(rd, done, 256, &l, err)) == FG_OK && l.n) {
+        for (size_t i = 0; rc == FG_OK && i < l.n; i++) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                int32_t **ni = realloc(ids, cap * sizeof *ids);
+                ids = ni ? ni : ids;
+                uint32_t *nl = ni ? realloc(lens, cap * sizeof *lens) : NULL;
+                lens = nl ? nl : lens;
+                if (!nl) {
+                    rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            }
+            char msg[256];
+            const char *type;
+            rc = prep_job(r, &l.jobs[i], ctx, &ids[n], &lens[n], msg, sizeof msg, &type, err);
+            n += rc == FG_OK;
+            rc = rc == 1 ? FG_OK : rc;
+        }
+    }
+    fg_jobs_free(&l);
+    fg_job_reader_close(rd);
+    if (rc == FG_OK)
+        rc = fg_runner_prefix_share(r->e, r->pfx, (const int32_t *const *)ids, lens, n, &r->rep,
+                                    err);
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(lens);
+    return rc;
+}
+
+/* Ctrl-C (fg_run_opts.interrupt) is honoured between blocks: what is appended is durable. */
+static int interrupted(fgr_run *r, fg_err *err)
+{
+    if (!r->o->interrupt || !*r->o->interrupt)
+        return FG_OK;
+    r->rep.interrupted = 1;
+    return fg_err_set(err, FG_ERR_STATE, "interrupted");
+}
+
+static int jobs_loop(fgr_run *r, jobs_run *j, uint64_t total, fg_err *err)
+{
+    uint32_t bs = fg_engine_block_size(r->e), ctx = fg_engine_plan(r->e)->max_ctx;
+    j->q = calloc(bs, sizeof *j->q);
+    j->blk = calloc(bs, sizeof *j->blk);
+    j->seqs = calloc(bs, sizeof *j->seqs);
+    j->sv = calloc(bs, sizeof *j->sv);
+    j->sn = calloc(bs, sizeof *j->sn);
+    if (!j->q || !j->blk || !j->seqs || !j->sv || !j->sn)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    fgr_stops st = {r->tok, j->sv, j->sn};
+    fgr_tick tc = {{0}, 0};
+    fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, total, r->o->quiet);
+    double t0 = fg_now();
+    int rc = FG_OK;
+    for (uint32_t blk = 0; rc == FG_OK; blk++) {
+        if ((rc = interrupted(r, err)) || (rc = refill(r, j, bs, ctx, err)) || !j->nq)
+            break;
+        double tb = fg_now();
+        pack_block(j, bs, ctx);
+        rc = fill_block(r, j, err);
+        if (rc == FG_OK)
+            rc = fgr_generate(r, j->seqs, j->nb, &st, &tc, err);
+        if (rc == FG_OK)
+            rc = emit_block(r, j, blk, fg_now() - tb, err);
+        free_block(j);
+    }
+    fg_progress_end(&tc.bar);
+    r->rep.total_s = fg_now() - t0;
+    return rc;
+}
+
+/* What was read must have been answered: a job never ends with prompts silently unread. */
+static int check_answered(fgr_run *r, jobs_run *j, size_t n_done, fg_err *err)
+{
+    size_t total;
+    fg_job_reader_count(j->rd, NULL, &total, NULL, NULL);
+    if (n_done + j->appended == total)
+        return FG_OK;
+    return fg_err_set(err, FG_ERR_CORRUPT, "%s: %zu prompts read, %zu answered (%zu already "
+                      "in %s): nothing should be left", r->o->input, total,
+                      (size_t)(n_done + j->appended), n_done, r->o->output);
+}
+
+static void free_jobs_run(jobs_run *j)
+{
+    free_block(j);
+    for (size_t i = 0; i < j->nq; i++) {
+        free(j->q[i].ids);
+        fg_job_clear(&j->q[i].job);
+    }
+    fg_jobs_free(&j->block);
+    free(j->q);
+    free(j->blk);
+    free(j->seqs);
+    free(j->sv);
+    free(j->sn);
+    fg_job_reader_close(j->rd);
+}
+
+int fgr_run_jobs(fgr_run *r, fg_err *err)
+{
+    jobs_run j = {0};
+    fg_job_output_info info;
+    int rc = fg_job_output_open(r->o->output, r->o->resume ? FG_JOB_RESUME : 0, &j.outp, &info,
+                                err);
+    if (rc == FG_OK)
+        rc = fg_job_reader_open(r->o->input, &j.rd, err);
+    size_t total = 0, n_done = 0;
+    int complete = 0;
+    if (rc == FG_OK)
+        fg_job_reader_count(j.rd, j.outp, &total, &n_done, &complete);
+    if (rc == FG_OK && !r->o->quiet && info.n_results)
+        fprintf(r->log, "fg-infer: resuming: %zu results already in %s%s%s\n", info.n_results,
+                r->o->output, info.aside_path[0] ? "; damaged lines moved to " : "",
+                info.aside_path);
+    if (rc == FG_OK && !complete && !r->o->quiet && isatty(0) && !strcmp(r->o->input, "-"))
+        fprintf(r->log, "fg-infer: reading JSONL prompts from the terminal (end with Ctrl-D)\n");
+    if (rc == FG_OK && complete && n_done == total) {
+        if (!r->o->quiet)
+            fprintf(r->log, "fg-infer: nothing to do: every prompt of %s is in %s\n",
+                    r->o->input, r->o->output);
+        goto done;
+    }
+    uint32_t maxP = 0, maxG = 0, P, G;
+    uint64_t new_tokens = 0;
+    if (rc == FG_OK)
+        rc = fgr_open_store(r, err);
+    if (rc == FG_OK && complete) /* a file: size the run by its prompts */
+        rc = fgr_size_jobs(r, j.outp, &maxP, &maxG, &new_tokens, err);
+    if (rc == FG_OK && complete && !maxP) /* every line gets an error line: a tiny engine */
+        maxP = maxG = 1;
+    fgr_jobs_shape(maxP, maxG, r->max_pos ? fgr_context_limit(r) : 0, &P, &G);
+    if (rc == FG_OK)
+        rc = fgr_open_engine(r, P, G, complete ? (uint32_t)(total - n_done) : 0, err);
+    if (rc == FG_OK && r->pfx && complete)
+        rc = share_jobs(r, j.outp, err);
+    if (rc == FG_OK)
+        rc = jobs_loop(r, &j, new_tokens, err);
+    if (rc == FG_OK)
+        rc = check_answered(r, &j, n_done, err);
+    r->rep.total_s += r->rep.shared_s; /* the shared pass ran before the loop's clock */
+    if (rc == FG_OK)
+        fgr_summary(r);
+    if (rc == FG_OK && j.errors && !r->o->quiet)
+        fprintf(r->log, "fg-infer: %" PRIu64 " of the prompts could not run: their error lines "
+                "are in %s\n", j.errors, r->o->output);
+done:
+    r->rep.saved = j.outp ? fg_job_output_count(j.outp) : 0;
+    free_jobs_run(&j);
+    fg_err cerr;
+    int rc2 = fg_job_output_close(j.outp, &cerr);
+    if (rc == FG_OK && rc2) {
+        *err = cerr;
+        rc = rc2;
+    }
+    return rc;
+}

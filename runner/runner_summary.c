@@ -1,0 +1,148 @@
+/* runner_summary.c - the lines after a run (not with --quiet): tokens and times, the block,
+ * memory, disk and pager traffic; a device's share and its link traffic; what the cost model
+ * predicted beside what was measured, and a line when the two differ by more than 1.5x (a
+ * calibration measured in a busy moment); the prefix cache's line; the experts a mixture's
+ * routers chose; the decode's GFLOP/s. Each part is its own function, in the order printed.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <sys/resource.h>
+
+#include "runner_int.h"
+
+/* A phase whose time is off the cost model's by more than 1.5x (and that took, or was predicted
+ * to take, a second or more: shorter ones are start-up and noise) gets a line that says so: a
+ * calibration measured in a busy moment prices every later plan wrong (a quick one on this
+ * machine once had the F16 GEMM at 77 GFLOP/s where 130 ran, and the prefill predicted at 1.9x
+ * its time) and --policy auto then chooses with it. */
+static void calib_off(const fgr_run *r, const char *phase, double predicted, double measured)
+{
+    double big = predicted > measured ? predicted : measured;
+    if (big < 1.0 || predicted <= 0 || measured <= 0)
+        return;
+    double f = measured / predicted;
+    if (f < 1.5 && f > 1 / 1.5)
+        return;
+    fprintf(r->log, "         calibration: the %s ran %.2fx %s than predicted; if that holds on "
+            "a quiet machine, measure it again: fg-infer calibrate%s%s\n", phase,
+            f > 1 ? f : 1 / f, f > 1 ? "slower" : "faster",
+            r->o->calibration ? " --calibration " : "",
+            r->o->calibration ? r->o->calibration : "");
+}
+
+/* Tokens and times, the block, memory, disk and the pager. */
+static void main_lines(const fgr_run *r, const fg_engine_stats *st, const fg_plan *pl)
+{
+    const fg_run_report *p = &r->rep;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char rd[32], wr[32], peak[32], plan[32], budget[32];
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+    uint64_t disk = st->pager.moved[FG_TIER_DISK][FG_TIER_HOST];
+    fprintf(r->log,
+            "summary: %" PRIu64 " tokens generated in %.2f s (prefill %.2f s, decode %.2f s): "
+            "%.2f tok/s\n"
+            "         block %u x %u (gbs x ngb), schedule %s; peak RSS %s (%" PRIu64 " bytes; "
+            "plan %s, budget %s)\n"
+            "         read from disk %s (%" PRIu64 " bytes), written %s (KV cache and "
+            "activations), pager hits %" PRIu64 " misses %" PRIu64 ", stalled %.2f s; %s\n",
+            p->tokens, p->total_s, p->prefill_s, p->decode_s,
+            p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0, pl->gbs, pl->ngb,
+            r->eo.policy.schedule == FG_SCHEDULE_ROW ? "row-by-row" : "zig-zag",
+            fg_fmt_bytes((double)rss, peak, sizeof peak), rss,
+            fg_fmt_bytes((double)st->ram_peak_planned, plan, sizeof plan),
+            r->eo.ram_budget ? fg_fmt_bytes((double)r->eo.ram_budget, budget, sizeof budget)
+                             : "none",
+            fg_fmt_bytes((double)disk, rd, sizeof rd), disk,
+            fg_fmt_bytes((double)st->pager.moved[FG_TIER_HOST][FG_TIER_DISK], wr, sizeof wr),
+            st->pager.hits, st->pager.misses, (double)st->pager.stall_ns * 1e-9, st->pager.engine);
+}
+
+/* A device backend: the GPU's share, and the link's traffic. */
+static void device_lines(const fgr_run *r, const fg_engine_stats *st, const fg_plan *pl)
+{
+    const fg_run_report *p = &r->rep;
+    char g[32], w[32], m[32];
+    fprintf(r->log, "         GPU: weights %.1f%%, KV cache %.1f%%, activations %.1f%%; "
+            "pool peak %s of %s; host -> device %s\n", 100 * pl->frac.w[0],
+            100 * pl->frac.c[0], 100 * pl->frac.h[0],
+            fg_fmt_bytes((double)st->pager.peak[FG_TIER_DEVICE], g, sizeof g),
+            fg_fmt_bytes((double)pl->dev_pool, w, sizeof w),
+            fg_fmt_bytes((double)st->pager.moved[FG_TIER_HOST][FG_TIER_DEVICE], m, sizeof m));
+    char up[32], dn[32], per[32];
+    uint64_t link = st->link_bytes[0] + st->link_bytes[1];
+    fprintf(r->log, "         link: host -> device %s (%" PRIu64 " bytes), device -> host "
+            "%s (%" PRIu64 " bytes); %s a generated token\n",
+            fg_fmt_bytes((double)st->link_bytes[0], up, sizeof up), st->link_bytes[0],
+            fg_fmt_bytes((double)st->link_bytes[1], dn, sizeof dn), st->link_bytes[1],
+            fg_fmt_bytes(p->tokens ? (double)link / (double)p->tokens : 0.0, per, sizeof per));
+}
+
+/* The cost model's figures for its block (full), times the blocks run, beside the measured. */
+static void predicted_lines(const fgr_run *r, const fg_plan *pl)
+{
+    const fg_run_report *p = &r->rep;
+    char rd[32], wr[32];
+    double nb = ceil((double)p->prompts / fg_engine_block_size(r->e));
+    nb = nb > 0 ? nb : 1;
+    if (r->calib_note[0])
+        fprintf(r->log, "         calibration: %s\n", r->calib_note);
+    fprintf(r->log, "         policy %s\n", r->policy_line);
+    if (r->dev_line[0])
+        fprintf(r->log, "         device %s\n", r->dev_line);
+    fprintf(r->log, "         predicted: prefill %.2f s, decode %.2f s, "
+            "%.2f tok/s; measured %.2f s, %.2f s, %.2f tok/s\n", nb * p->pred_prefill_s,
+            nb * p->pred_decode_s, p->pred_tok_s, p->prefill_s, p->decode_s,
+            p->total_s > 0 ? (double)p->tokens / p->total_s : 0.0);
+    fprintf(r->log, "         predicted disk traffic: read %s, written %s (measured above)\n",
+            fg_fmt_bytes(nb * (double)p->pred_read, rd, sizeof rd),
+            fg_fmt_bytes(nb * (double)p->pred_write, wr, sizeof wr));
+    if (pl->dev_pool)
+        fprintf(r->log, "         predicted link traffic: host -> device %s, device -> "
+                "host %s (measured above)\n",
+                fg_fmt_bytes(nb * (double)p->pred_up, rd, sizeof rd),
+                fg_fmt_bytes(nb * (double)p->pred_down, wr, sizeof wr));
+    calib_off(r, "prefill", nb * p->pred_prefill_s, p->prefill_s);
+    calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
+}
+
+/* What a mixture's routers chose: experts computed a step; then the decode's GFLOP/s. */
+static void model_lines(const fgr_run *r, const fg_engine_stats *st)
+{
+    const fg_run_report *p = &r->rep;
+    const fg_hparams *hp = fg_engine_hparams(r->e);
+    if (st->moe[0].units || st->moe[1].units) {
+        fprintf(r->log, "         experts computed by a sparse layer, of %u:", hp->n_experts);
+        const char *sep = "";
+        for (int k = 1; k >= 0; k--) { /* decode steps, then prefills */
+            const fg_moe_stats *m = &st->moe[k];
+            if (!m->units)
+                continue;
+            fprintf(r->log, "%s %.1f a %s step (%.1f tokens)", sep,
+                    (double)m->experts / (double)m->units, k ? "decode" : "prefill",
+                    (double)m->pairs / (double)m->units / hp->top_k);
+            sep = ",";
+        }
+        fprintf(r->log, "\n");
+    }
+    double f = fg_model_flops_per_token(hp);
+    if (p->decode_s > 0 && p->tokens > p->prompts)
+        fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "
+                "per token)\n", (double)(p->tokens - p->prompts) * f / p->decode_s / 1e9, f / 1e9);
+}
+
+void fgr_summary(fgr_run *r)
+{
+    if (r->o->quiet || !r->e)
+        return;
+    fg_engine_stats st;
+    fg_engine_stats_get(r->e, &st);
+    const fg_plan *pl = fg_engine_plan(r->e);
+    main_lines(r, &st, pl);
+    if (pl->dev_pool)
+        device_lines(r, &st, pl);
+    if (r->rep.predicted)
+        predicted_lines(r, pl);
+    fg_runner_prefix_summary(r->log, r->o, r->pfx, &r->rep);
+    model_lines(r, &st);
+}

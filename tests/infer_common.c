@@ -1,0 +1,278 @@
+/* infer_common.c - the shared part of the test_infer_*.c suites (see infer_common.h): a
+ * fixture's transformers reference, its checkpoint converted into a store, an engine over it and
+ * the checks of its logits and greedy tokens against the reference. Every check's failure
+ * message starts with the current case's name (infer_now). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer_common.h"
+
+/* Fixture families: tests/fixtures/opt (make_opt_fixtures.py) and tests/fixtures/llama
+ * (make_llama_fixtures.py: Llama 2/3, linear RoPE, Mistral, Qwen2, with their tokenizer.json). */
+const char *family_dir(const char *name)
+{
+    return strncmp(name, "opt", 3) ? FG_FIXTURE_DIR "/llama" : FG_FIXTURE_DIR "/opt";
+}
+
+static void setup(void) { tu_tmpdir_create(); }
+static void teardown(void) { tu_tmpdir_remove(); }
+
+const char *infer_now = "";
+
+const infer_case *infer_row(const infer_case *rows, int i)
+{
+    infer_now = rows[i].name;
+    printf("case %d: %s (%s, %s)\n", i, rows[i].name, rows[i].layout, rows[i].ref);
+    fflush(stdout);
+    return &rows[i];
+}
+
+TCase *infer_tcase(const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, timeout);
+    return tc;
+}
+
+static void read_ints(const char *path, int *out, int n)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", infer_now, path);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(fscanf(f, "%d", &out[i]), 1);
+    fclose(f);
+}
+
+static int read_line_ids(FILE *f, const char *key, int32_t *out)
+{
+    char line[4096];
+    ck_assert(fgets(line, sizeof line, f) != NULL);
+    ck_assert(!strncmp(line, key, strlen(key)));
+    int n = 0, off = (int)strlen(key), used;
+    while (sscanf(line + off, "%d%n", &out[n], &used) == 1) {
+        n++;
+        off += used;
+    }
+    return n;
+}
+
+/* meta.txt: vocab and the prompt text (Llama fixtures) */
+static void read_meta(const char *path, ref *r)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", infer_now, path);
+    char line[1024];
+    r->prompt_text[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "vocab ", 6))
+            r->vocab = (uint32_t)atoi(line + 6);
+        if (!strncmp(line, "prompt_text ", 12)) {
+            snprintf(r->prompt_text, sizeof r->prompt_text, "%s", line + 12);
+            r->prompt_text[strcspn(r->prompt_text, "\n")] = '\0';
+        }
+    }
+    fclose(f);
+}
+
+void load_ref(const char *name, ref *r)
+{
+    char p[4096];
+    const char *fix = family_dir(name);
+    r->dir = fix;
+    r->batch = 3, r->seq = 12;
+    snprintf(p, sizeof p, "%s/%s.ref/meta.txt", fix, name);
+    read_meta(p, r);
+    snprintf(p, sizeof p, "%s/%s.ref/ids.txt", fix, name);
+    read_ints(p, &r->ids[0][0], 36);
+    snprintf(p, sizeof p, "%s/%s.ref/mask.txt", fix, name);
+    read_ints(p, &r->mask[0][0], 36);
+    snprintf(p, sizeof p, "%s/%s.ref/logits.f32", fix, name);
+    FILE *f = fopen(p, "rb");
+    ck_assert(f != NULL);
+    r->logits = malloc((size_t)36 * r->vocab * 4);
+    ck_assert_int_eq(fread(r->logits, 4, 36 * r->vocab, f), 36 * r->vocab);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/%s.ref/greedy.txt", fix, name);
+    f = fopen(p, "r");
+    r->n_prompt = (uint32_t)read_line_ids(f, "prompt:", r->prompt);
+    r->n_greedy = (uint32_t)read_line_ids(f, "output:", r->greedy);
+    fclose(f);
+}
+
+/* Convert a fixture checkpoint (OPT ones take the GPT-2 tokenizer; the Llama family's have
+ * their tokenizer.json) into a store in the test's temp dir; q4 = 2: 4-bit grouped along the
+ * input axis (what the int8 kernels take). */
+const char *convert(const char *layout, int q4)
+{
+    static char dst[4096];
+    snprintf(dst, sizeof dst, "%s", tu_path(q4 ? "store-q4" : "store"));
+    char src[4096], tok[4096];
+    int opt = !strncmp(layout, "opt", 3);
+    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
+    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
+    fg_convert_opts o = {q4 != 0, 64, q4 == 2 ? 1 : -1, opt ? tok : NULL, 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s: %s", infer_now, layout,
+                  err.msg);
+    return dst;
+}
+
+uint32_t argmax(const float *x, uint32_t n)
+{
+    uint32_t b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+int eng_open(const char *dir, const fg_engine_opts *o, eng *x, fg_err *err)
+{
+    x->e = NULL;
+    x->m = NULL;
+    int rc = fg_store_open(dir, FG_STORE_RDONLY, NULL, &x->s, err);
+    if (rc == FG_OK && (rc = fg_model_open(x->s, &x->m, err)))
+        fg_store_close(x->s);
+    else if (rc == FG_OK && (rc = fg_engine_open(x->m, o, &x->e, err))) {
+        fg_model_close(x->m);
+        fg_store_close(x->s);
+    }
+    return rc;
+}
+
+void eng_close(eng *x)
+{
+    ck_assert_int_eq(fg_engine_close(x->e, NULL), FG_OK);
+    fg_model_close(x->m);
+    fg_store_close(x->s);
+}
+
+/* Logits of the fixture batch through an engine opened with o, against the reference; the
+ * engine's stats into *st when asked. */
+result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
+                              fg_engine_stats *st)
+{
+    eng x;
+    fg_err err;
+    o.max_ctx = 64;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s: %s", infer_now, err.msg);
+    int32_t seqs[3][12];
+    const int32_t *win[3];
+    uint32_t lens[3];
+    for (int b = 0; b < 3; b++) {
+        lens[b] = 0;
+        for (int t = 0; t < 12; t++)
+            if (r->mask[b][t])
+                seqs[b][lens[b]++] = r->ids[b][t];
+        win[b] = seqs[b];
+    }
+    uint32_t V = r->vocab;
+    float *out = calloc((size_t)3 * 12 * V, 4);
+    ck_assert_msg(fg_engine_logits(x.e, win, lens, 3, NULL, NULL, out, 12 * V, &err) == 0,
+                  "%s: %s", infer_now, err.msg);
+    result res = {0, 0, 0};
+    int n = 0, same = 0;
+    double num = 0, den = 0;
+    for (int b = 0; b < 3; b++) {
+        int pad = 12 - (int)lens[b];
+        for (uint32_t t = 0; t < lens[b]; t++) {
+            const float *mine = out + (b * 12 + t) * V;
+            const float *want = r->logits + (b * 12 + pad + t) * V;
+            for (uint32_t v = 0; v < V; v++) {
+                res.max_diff = fmax(res.max_diff, fabs(mine[v] - want[v]));
+                num += (mine[v] - want[v]) * (double)(mine[v] - want[v]);
+                den += (double)want[v] * want[v];
+            }
+            same += argmax(mine, V) == argmax(want, V);
+            n++;
+        }
+    }
+    res.agree = (double)same / n;
+    res.nmse = num / den;
+    free(out);
+    if (st)
+        fg_engine_stats_get(x.e, st);
+    eng_close(&x);
+    return res;
+}
+
+result check_logits(const char *store, const ref *r, fg_engine_opts o)
+{
+    return check_logits_st(store, r, o, NULL);
+}
+
+void check_greedy(const char *store, const ref *r, fg_engine_opts o)
+{
+    eng x;
+    fg_err err;
+    o.max_ctx = 64;
+    ck_assert_msg(eng_open(store, &o, &x, &err) == 0, "%s: %s", infer_now, err.msg);
+    int32_t out[64];
+    fg_gen_seq s = {r->prompt, r->n_prompt, r->n_greedy, {0, 0, 1, 0}, 0, out, 0, 0};
+    fg_gen_stats st;
+    ck_assert_msg(fg_engine_generate(x.e, &s, 1, NULL, &st, &err) == 0, "%s: %s", infer_now,
+                  err.msg);
+    /* transformers generated min_new_tokens, so EOS may appear inside its output; ours stops */
+    uint32_t n = s.n_out;
+    ck_assert_uint_ge(n, 1);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_msg(out[i] == r->greedy[i], "%s: token %u: %d vs %d", infer_now, i, out[i],
+                      r->greedy[i]);
+    const fg_hparams *hp = fg_engine_hparams(x.e);
+    int eos = 0;
+    for (uint32_t i = 0; i < hp->n_eos; i++)
+        eos |= out[n - 1] == hp->eos_ids[i];
+    if (s.finish == FG_FINISH_EOS)
+        ck_assert(eos);
+    else
+        ck_assert_uint_eq(n, r->n_greedy);
+    /* ignore_eos (--ignore-eos, synthetic runs) changes nothing for a run without an EOS */
+    fg_gen_seq all = {r->prompt, r->n_prompt, r->n_greedy, {0, 0, 1, 0}, 0, out, 0, 0, 1};
+    ck_assert_msg(fg_engine_generate(x.e, &all, 1, NULL, &st, &err) == 0, "%s: %s", infer_now,
+                  err.msg);
+    ck_assert_uint_eq(all.n_out, r->n_greedy);
+    ck_assert_int_eq(all.finish, FG_FINISH_LENGTH);
+    for (uint32_t i = 0; i < r->n_greedy; i++)
+        ck_assert_msg(out[i] == r->greedy[i], "%s: ignore_eos: token %u: %d vs %d", infer_now, i,
+                      out[i], r->greedy[i]);
+    eng_close(&x);
+}
+
+fg_engine_opts defaults(void)
+{
+    fg_engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.policy = fg_policy_default();
+    o.threads = 1;
+    return o;
+}
+
+/* The store's tokenizer (tokenizer.json) encodes the fixture's prompt text to the ids
+ * transformers' tokenizer gave, BOS as the family adds it. */
+void check_prompt_ids(const char *store, const ref *r)
+{
+    fg_store *s;
+    fg_model *m;
+    fg_tok *tok;
+    fg_err err;
+    fg_tok_ids ids = {0};
+    ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &s, &err), FG_OK);
+    ck_assert_msg(fg_model_open(s, &m, &err) == FG_OK, "%s: %s", infer_now, err.msg);
+    ck_assert_msg(fg_model_tokenizer(m, &tok, &err) == FG_OK, "%s: %s", infer_now, err.msg);
+    ck_assert_int_eq(fg_tok_encode(tok, r->prompt_text, strlen(r->prompt_text), FG_TOK_ADD_BOS,
+                                   &ids, &err), FG_OK);
+    ck_assert_msg(ids.n == r->n_prompt, "%s: %zu prompt ids, transformers' %u", infer_now, ids.n,
+                  r->n_prompt);
+    for (uint32_t i = 0; i < r->n_prompt; i++)
+        ck_assert_msg(ids.ids[i] == r->prompt[i], "%s: prompt id %u: %d vs %d", infer_now, i,
+                      ids.ids[i], r->prompt[i]);
+    fg_tok_ids_free(&ids);
+    fg_tok_free(tok);
+    fg_model_close(m);
+    fg_store_close(s);
+}
