@@ -31,6 +31,7 @@
 #include "fg_json.h"
 #include "fg_file.h"
 #include "ckpt_int.h"
+#include "gguf.h"
 
 typedef struct ckfile {
     char *path;
@@ -45,6 +46,7 @@ struct fg_ckpt {
     uint32_t n_files;
     ck_list list;
     uint32_t *sorted; /* tensor indices by name */
+    ck_gguf *gguf;    /* FG_CKPT_GGUF: the parsed header (metadata for the import glue) */
 };
 
 typedef int (*parse_fn)(const ck_src *src, ck_list *out, fg_err *err);
@@ -369,12 +371,64 @@ int fg_ckpt_is_gguf(const char *path)
     return got == 4 && !memcmp(magic, "GGUF", 4);
 }
 
+/* Part i of a GGUF checkpoint: parsed into *g, its split keys checked, its tensors listed. */
+static int gguf_part(fg_ckpt *ck, uint32_t i, ck_gguf *g, fg_err *err)
+{
+    ckfile *f = &ck->files[i];
+    int fd, rc = fg_open_regular(f->path, O_RDONLY, &fd, err);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        rc = fg_err_sys(err, FG_ERR_IO, errno, "%s: stat", f->path);
+    if (rc == FG_OK) {
+        f->size = (uint64_t)st.st_size;
+        ck_src src = {.fd = fd, .size = f->size, .label = f->path};
+        rc = ck_gguf_parse(&src, g, err);
+    }
+    close(fd);
+    if (rc == FG_OK)
+        rc = ck_gguf_split_check(g, f->path, i, ck->n_files, err);
+    ck->list.file = i;
+    return rc ? rc : ck_gguf_list(g, f->path, &ck->list, err);
+}
+
+/* A GGUF file (gguf.h), or every part of a split one named by its first part
+ * (<prefix>-00001-of-0000N.gguf): parsed and validated, tensors under Hugging Face names. */
+static int open_gguf(fg_ckpt *ck, const char *path, fg_err *err)
+{
+    ck->kind = FG_CKPT_GGUF;
+    uint32_t part = 1, count = 1;
+    int split = ck_gguf_split_name(path, &part, &count);
+    if (split && (part != 1 || count > FG_CKPT_MAX_FILES))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: part %u of %u of a split GGUF file: name "
+                          "its first part (-00001-of-%05u.gguf)%s", path, part, count, count,
+                          count > FG_CKPT_MAX_FILES ? ", of at most 4096 parts" : "");
+    if (!(ck->files = calloc(count, sizeof *ck->files)) ||
+        !(ck->gguf = calloc(1, sizeof *ck->gguf)))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = FG_OK;
+    for (uint32_t i = 0; i < count && rc == FG_OK; i++, ck->n_files++) {
+        ckfile *f = &ck->files[i];
+        if (!(f->path = split ? ck_gguf_split_path(path, i + 1) : strdup(path)))
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        const char *slash = strrchr(f->path, '/');
+        f->base = slash ? (char *)slash + 1 : f->path;
+    }
+    for (uint32_t i = 0; i < count && rc == FG_OK; i++) {
+        ck_gguf other = {0};
+        rc = gguf_part(ck, i, i ? &other : ck->gguf, err);
+        ck_gguf_free(&other);
+    }
+    if (rc == FG_OK && split)
+        rc = ck_gguf_split_total(ck->gguf, path, ck->list.n, err);
+    return rc ? rc : build_index(ck, path, err);
+}
+
+const ck_gguf *ck_gguf_of(const fg_ckpt *ck) { return ck->gguf; }
+
 static int not_a_dir(const char *path, fg_err *err)
 {
-    if (fg_ckpt_is_gguf(path))
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: a GGUF file: fg does not read GGUF yet; "
-                          "convert the Hugging Face checkpoint directory it was made from "
-                          "(config.json, *.safetensors)", path);
     return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: not a directory (a checkpoint is a directory "
                       "with config.json and its *.safetensors, pytorch_model*.bin or *.npy)",
                       path);
@@ -390,14 +444,15 @@ int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err)
                                         dir ? dir : "(null)")
                            : fg_err_sys(err, FG_ERR_NOT_FOUND, e, "%s", dir);
     }
-    if (!S_ISDIR(st.st_mode))
+    int gguf = S_ISREG(st.st_mode) && fg_ckpt_is_gguf(dir);
+    if (!S_ISDIR(st.st_mode) && !gguf)
         return not_a_dir(dir, err);
     fg_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = strdup(dir))) {
         free(ck);
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     }
-    int rc = detect_and_open(ck, dir, err);
+    int rc = gguf ? open_gguf(ck, dir, err) : detect_and_open(ck, dir, err);
     if (rc) {
         fg_ckpt_close(ck);
         return rc;
@@ -418,6 +473,8 @@ void fg_ckpt_close(fg_ckpt *ck)
     ck_list_free(&ck->list);
     free(ck->sorted);
     free(ck->dir);
+    ck_gguf_free(ck->gguf);
+    free(ck->gguf);
     free(ck);
 }
 
@@ -432,6 +489,7 @@ const char *fg_ckpt_kind_name(fg_ckpt_kind kind)
     case FG_CKPT_TORCH: return "torch";
     case FG_CKPT_TORCH_SHARDED: return "torch-sharded";
     case FG_CKPT_NUMPY: return "numpy";
+    case FG_CKPT_GGUF: return "gguf";
     default: return "?";
     }
 }
@@ -509,12 +567,18 @@ int fg_ckpt_read(const fg_ckpt *ck, uint32_t i, uint64_t first_elem, uint64_t n_
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: tensor %s: elements [%llu, +%llu) out of "
                           "range", t->path, t->name, (unsigned long long)first_elem,
                           (unsigned long long)n_elems);
-    size_t el = fg_ckpt_dtype_size(t->dtype);
+    uint32_t be, bb; /* a block of be elements in bb bytes (1 and the element size, but GGUF's) */
+    ck_dtype_block(t->dtype, &be, &bb);
+    if (be == 0 || first_elem % be || n_elems % be)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: tensor %s: elements [%llu, +%llu) are not "
+                          "whole blocks of %u", t->path, t->name, (unsigned long long)first_elem,
+                          (unsigned long long)n_elems, be);
     int fd, rc = reopen(t->path, ck->files[t->file].size, &fd, err);
     if (rc)
         return rc;
     ck_src src = {.fd = fd, .size = ck->files[t->file].size, .label = t->path};
-    rc = ck_src_read(&src, t->offset + first_elem * el, dst, (size_t)(n_elems * el), t->name, err);
+    rc = ck_src_read(&src, t->offset + first_elem / be * bb, dst, (size_t)(n_elems / be * bb),
+                     t->name, err);
     close(fd);
     return rc;
 }

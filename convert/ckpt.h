@@ -8,6 +8,8 @@
  *   - one .npy-format file per tensor, named by its state-dict key, with or without the
  *     ".npy" suffix, as FlexGen's download_opt_weights writes them     (FG_CKPT_NUMPY)
  * Detection tries them in that order (the index files win over a single file).
+ * A regular file instead of a directory is read as llama.cpp's GGUF (FG_CKPT_GGUF: gguf.h), its
+ * tensors listed under Hugging Face names.
  *
  * fg_ckpt_open parses every header (safetensors JSON, zip central directory + restricted
  * unpickler, .npy header) and validates every tensor's extent against its file before it
@@ -44,6 +46,7 @@ typedef enum fg_ckpt_kind {
     FG_CKPT_TORCH = 3,
     FG_CKPT_TORCH_SHARDED = 4,
     FG_CKPT_NUMPY = 5,
+    FG_CKPT_GGUF = 6,
 } fg_ckpt_kind;
 
 /* Source element types. F64 and I64 are listed (a checkpoint holding them still opens) but
@@ -55,6 +58,12 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_F64 = 4,
     FG_CKPT_I64 = 5,
     FG_CKPT_U8 = 6,   /* bytes: gpt-oss's MXFP4 blocks and scales (fg-convert reads them as such) */
+    /* GGUF blocks of 32 or 256 values (ggml's layout): fg_ckpt_dtype_size is 0 (a block is not a whole
+     * number of bytes per element); fg_ckpt_read takes whole blocks and copies their bytes */
+    FG_CKPT_Q8_0 = 7, /* an F16 scale + 32 int8 (34 bytes) */
+    FG_CKPT_Q4_0 = 8, /* an F16 scale + 32 4-bit values, offset 8 (18 bytes) */
+    FG_CKPT_Q4_K = 9, /* blocks of 256: F16 scale and min, 8 6-bit sub-scales/mins, nibbles (144) */
+    FG_CKPT_Q6_K = 10, /* blocks of 256: 6-bit values, 16 int8 sub-scales, an F16 scale (210) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,
@@ -69,7 +78,10 @@ typedef struct fg_ckpt_tensor {
     uint32_t file;         /* source file index */
     const char *path;      /* == fg_ckpt_file_path(ck, file) */
     uint64_t offset;       /* byte offset of element 0 in that file */
-    uint64_t length;       /* n_elements * fg_ckpt_dtype_size(dtype) */
+    uint64_t length;       /* n_elements * fg_ckpt_dtype_size(dtype) (GGUF's blocks: their bytes) */
+    const char *source;    /* the key in the file, for provenance: == name, but where the listing
+                            * renames (GGUF's "blk.0.attn_q.weight" is listed by its Hugging Face
+                            * name), followed by the GGUF type ("blk.0.attn_q.weight Q8_0") */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;
@@ -80,9 +92,9 @@ typedef struct fg_ckpt fg_ckpt;
  * FG_ERR_NOT_FOUND (no checkpoint, missing shard), and the parser errors of SPEC "Checkpoint
  * inputs" (FG_ERR_DISALLOWED for a refused pickle global/opcode or a compressed zip entry). */
 int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err);
-/* 1 when path names a llama.cpp GGUF file, which fg does not read yet: a name ending in .gguf
- * (either case), or a regular file starting with the GGUF magic (only a regular file is opened,
- * so a FIFO never blocks); else 0. For the one-line refusal fg-convert and fg-infer give. */
+/* 1 when path names a llama.cpp GGUF file: a name ending in .gguf (either case), or a regular
+ * file starting with the GGUF magic (only a regular file is opened, so a FIFO never blocks);
+ * else 0. fg_ckpt_open reads such a file; fg-infer says to convert it. */
 int fg_ckpt_is_gguf(const char *path);
 
 /* Close every descriptor and free everything (NULL accepted). */

@@ -46,8 +46,11 @@ void ck_list_free(ck_list *l)
 {
     if (!l)
         return;
-    for (uint32_t i = 0; i < l->n; i++)
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->t[i].source != l->t[i].name)
+            free((char *)l->t[i].source);
         free((char *)l->t[i].name);
+    }
     for (uint32_t i = 0; i < l->n_meta; i++)
         free(l->meta[i]);
     free(l->t);
@@ -109,7 +112,7 @@ int ck_list_add(ck_list *l, const char *name, size_t name_len, uint8_t dtype, ui
     char *copy = strndup(name, name_len);
     if (!copy)
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
-    t.name = copy;
+    t.name = t.source = copy;
     l->t[l->n++] = t;
     return FG_OK;
 }
@@ -219,6 +222,25 @@ size_t fg_ckpt_dtype_size(uint8_t dtype)
     }
 }
 
+int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes)
+{
+    switch (dtype) {
+    case FG_CKPT_Q8_0: *elems = 32, *bytes = 34; break;
+    case FG_CKPT_Q4_0: *elems = 32, *bytes = 18; break;
+    case FG_CKPT_Q4_K: *elems = 256, *bytes = 144; break;
+    case FG_CKPT_Q6_K: *elems = 256, *bytes = 210; break;
+    default:
+        *bytes = (uint32_t)fg_ckpt_dtype_size(dtype);
+        *elems = *bytes ? 1 : 0;
+    }
+    return *elems != 0;
+}
+
+int ck_dtype_is_block(uint8_t dtype)
+{
+    return dtype >= FG_CKPT_Q8_0 && dtype <= FG_CKPT_Q6_K;
+}
+
 const char *fg_ckpt_dtype_name(uint8_t dtype)
 {
     switch (dtype) {
@@ -228,6 +250,10 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_F64: return "F64";
     case FG_CKPT_I64: return "I64";
     case FG_CKPT_U8: return "U8";
+    case FG_CKPT_Q8_0: return "Q8_0";
+    case FG_CKPT_Q4_0: return "Q4_0";
+    case FG_CKPT_Q4_K: return "Q4_K";
+    case FG_CKPT_Q6_K: return "Q6_K";
     default: return "?";
     }
 }

@@ -38,13 +38,15 @@ typedef struct fgc_tensor_src {
     uint64_t source_hash;
     uint32_t n_dims;
     uint64_t dims[2];
-    size_t src_elem_bytes; /* for progress: source bytes per element */
+    size_t src_elem_bytes; /* for progress: source bytes per element (per src_per of them) */
     uint8_t elem;          /* what read produces: FG_CODEC_F16 or FG_CODEC_BF16 (kept bit for
                               bit: a BF16 checkpoint is stored as BF16) */
     int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
     void *ctx;
     uint32_t blocks;       /* > 1: no chunk may straddle these equal blocks of rows */
     int wide;              /* kept 16-bit under --compress-weight (fg_role_stays_wide) */
+    uint32_t src_per;      /* > 1: src_elem_bytes are the source bytes of this many elements
+                              (GGUF's blocks hold a fractional number of bytes per element) */
 } fgc_tensor_src;
 
 /* The stored codec of a tensor: F16 (BF16 kept), or with --compress-weight Q4/Q8 groups for

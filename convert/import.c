@@ -18,6 +18,7 @@
 #include "fg_file.h"
 #include "convert.h"
 #include "convert_int.h"
+#include "gguf.h"
 #include "fg_progress.h"
 #include "chat.h"
 #include "quant.h"
@@ -138,7 +139,7 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         if (rc == FG_OK)
             rc = fg_store_batch_add_chunk(j->batch, n, data, len, err);
         j->stored += len;
-        j->done += elems * src->src_elem_bytes;
+        j->done += elems * src->src_elem_bytes / (src->src_per ? src->src_per : 1);
         if (j->o->progress)
             j->o->progress(j->o->progress_ctx, j->done, j->total);
     }
@@ -466,6 +467,8 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
+    if (ck_dtype_is_block(t->dtype)) /* GGUF's blocks, dequantized */
+        return ck_gguf_read_f16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
         return fg_ckpt_read(c->ck, index, first, n, out, err);
     if (grow(&c->j->raw, &c->j->raw_cap, n * es))
@@ -490,6 +493,13 @@ static uint32_t first_part(const fgc_source *s)
     return s->index == FGC_STACKED ? s->parts[0].index : s->index;
 }
 
+/* Source bytes of n elements of dtype (GGUF's blocks: a share of their block's bytes) */
+static uint64_t src_bytes(uint8_t dtype, uint64_t n)
+{
+    uint32_t be, bb;
+    return ck_dtype_block(dtype, &be, &bb) ? n * bb / be : 0;
+}
+
 static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                           const fgc_source *from, fg_err *err)
 {
@@ -501,8 +511,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
     uint64_t hashes[FG_CKPT_MAX_FILES] = {0};
     for (uint32_t s = 0; s < n_spec; s++) /* a tied LM head is the embedding: not stored */
         if (from[s].index != FGC_NONE && !spec[s].fallback[0])
-            j->total += spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]) *
-                        fg_ckpt_dtype_size(fg_ckpt_tensor_at(ck, first_part(&from[s]))->dtype);
+            j->total += src_bytes(fg_ckpt_tensor_at(ck, first_part(&from[s]))->dtype,
+                                  spec[s].dims[0] * fg_tensor_spec_cols(&spec[s]));
     for (uint32_t s = 0; rc == FG_OK && s < n_spec; s++) {
         uint32_t i = from[s].index;
         if (i == FGC_NONE || spec[s].fallback[0])
@@ -518,15 +528,37 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                                                fg_tensor_spec_cols(&spec[s]) : 0,
                               fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0,
                               spec[s].perm_head, spec[s].perm_rot};
-        fgc_tensor_src src = {spec[s].name, t->name, hashes[t->file], spec[s].n_dims,
-                              {spec[s].dims[0], spec[s].dims[1]}, fg_ckpt_dtype_size(t->dtype),
+        fgc_tensor_src src = {spec[s].name, t->source, hashes[t->file], spec[s].n_dims,
+                              {spec[s].dims[0], spec[s].dims[1]}, src_bytes(t->dtype, 1024),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
-                              spec[s].blocks, fg_role_stays_wide(spec[s].role)};
+                              spec[s].blocks, fg_role_stays_wide(spec[s].role), 1024};
         rc = fgc_write_tensor(j, &src, err);
         free(rc_ctx.span);
         j->tensors += rc == FG_OK;
     }
     free(spec);
+    return rc;
+}
+
+/* hp from src/config.json, or for a GGUF file from its metadata (*json: the config.json
+ * synthesized, stored in its place; a GGUF file's tokenizer is not read yet: --tokenizer). */
+static int load_config(const fg_ckpt *ck, const char *src, const fg_convert_opts *o,
+                       fg_hparams *hp, char **json, size_t *len, fg_err *err)
+{
+    const ck_gguf *g = ck_gguf_of(ck);
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
+    if (!g)
+        return fg_model_config_load(cfg_path, hp, err);
+    if (!o->tokenizer_dir)
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: fg does not read a GGUF file's tokenizer "
+                          "yet: name the directory of the model's tokenizer.json with "
+                          "--tokenizer DIR", src);
+    int interleaved = 0;
+    int rc = ck_gguf_config(g, ck, src, json, len, &interleaved, err);
+    if (rc == FG_OK)
+        rc = fg_model_config_parse(*json, *len, src, hp, err);
+    hp->rope_interleaved |= interleaved; /* llama.cpp's Q/K row order, undone at conversion */
     return rc;
 }
 
@@ -537,12 +569,12 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     int rc = fg_ckpt_open(src, &ck, err);
     if (rc)
         return rc;
-    char cfg_path[4096];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
     fg_hparams hp;
     fgc_source *from = NULL;
     fgc_skips skips = {0, 0};
-    rc = fg_model_config_load(cfg_path, &hp, err);
+    char *cfg_json = NULL;
+    size_t cfg_len = 0;
+    rc = load_config(ck, src, o, &hp, &cfg_json, &cfg_len, err);
     if (rc == FG_OK && !(from = calloc((size_t)fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS,
                                        sizeof *from)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -554,8 +586,10 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         j.skipped = skips.derived;
         j.unused = skips.unused;
         if (rc == FG_OK)
-            rc = fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
-        if (rc == FG_OK)
+            rc = cfg_json ? fg_store_batch_meta(j.batch, "model.config_json", cfg_json, cfg_len,
+                                                err)
+                          : fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
+        if (rc == FG_OK && !cfg_json)
             rc = meta_file(&j, "model.generation_config_json", src, "generation_config.json", 1,
                            check_generation, &hp, err);
         if (rc == FG_OK)
@@ -569,6 +603,7 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     if (from)
         fgc_sources_free(from, fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS);
     free(from);
+    free(cfg_json);
     fg_ckpt_close(ck);
     return rc;
 }

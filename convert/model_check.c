@@ -12,6 +12,7 @@
 
 #include "convert.h"
 #include "convert_int.h"
+#include "ckpt_int.h"
 
 typedef struct sspec {
     fg_tensor_spec s;
@@ -55,7 +56,8 @@ static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dim
     int rc = check_dims(t, nd, dims, err);
     if (rc)
         return rc;
-    if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16)
+    if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16 &&
+        !ck_dtype_is_block(t->dtype)) /* (GGUF's blocks, dequantized) */
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s has dtype %s; fg converts F32, "
                           "F16 and BF16", t->path, t->name, fg_ckpt_dtype_name(t->dtype));
     return FG_OK;

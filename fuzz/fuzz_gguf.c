@@ -1,0 +1,54 @@
+/* fuzz_gguf.c - libFuzzer target for the GGUF reader (convert/gguf.c): the input is a whole
+ * GGUF file. What the parser accepts must keep its promises: every tensor inside the input, on
+ * the alignment, no two overlapping; the metadata getters, the name mapping, the listing as
+ * fg_ckpt tensors and the dequantization of the first Q8_0/Q4_0 blocks then run over it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void use_tensor(const ck_gguf *g, const ck_gguf_ti *t, const uint8_t *data, size_t size)
+{
+    uint64_t at = g->data_off + t->offset;
+    if (t->offset % g->alignment || at > size || t->bytes > size - at)
+        abort(); /* accepted data must lie inside the file, aligned */
+    char hf[FG_CKPT_MAX_NAME + 64];
+    ck_gguf_hf_name(t->name, hf, sizeof hf);
+    float out[64];
+    uint64_t blocks = t->bytes / (t->type == CK_GGML_Q8_0 ? 34 : 18);
+    blocks = blocks < 2 ? blocks : 2;
+    if (t->type == CK_GGML_Q8_0)
+        ck_gguf_dequant_q8_0(data + at, blocks, out);
+    if (t->type == CK_GGML_Q4_0)
+        ck_gguf_dequant_q4_0(data + at, blocks, out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ck_src src = {.mem = data, .fd = -1, .size = size, .label = "fuzz.gguf"};
+    ck_gguf g;
+    fg_err err;
+    if (ck_gguf_parse(&src, &g, &err) == FG_OK) {
+        uint64_t v;
+        double f;
+        (void)ck_gguf_str(&g, "general.architecture");
+        (void)ck_gguf_uint(&g, "llama.block_count", &v);
+        (void)ck_gguf_float(&g, "llama.rope.freq_base", &f);
+        if (g.n_ti && g.data_off > size)
+            abort();
+        uint64_t end = 0;
+        for (uint32_t i = 0; i < g.n_ti; i++) {
+            use_tensor(&g, &g.ti[i], data, size);
+            end = g.ti[i].offset + g.ti[i].bytes > end ? g.ti[i].offset + g.ti[i].bytes : end;
+        }
+        ck_list l = {0};
+        if (ck_gguf_list(&g, "fuzz.gguf", &l, &err) == FG_OK && l.n != g.n_ti)
+            abort();
+        ck_list_free(&l);
+    }
+    ck_gguf_free(&g);
+    return 0;
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# fg-convert FILE.gguf + fg-infer through the tools, on gguf-py's files (tests/fixtures/gguf):
+# the fixture prompt run as a job gives transformers' greedy tokens (F16, BF16, split Q4_0 as its
+# whole file), fg-inspect shows the family, and what is refused is refused in one line, nothing
+# left behind.
+# usage: tool_gguf.sh FG-CONVERT FG-INFER FG-INSPECT FIXTURES WORKDIR
+set -euo pipefail
+CONVERT=$1 INFER=$2 INSPECT=$3 FIX=$4 WORK=$5
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+fail() { echo "tool_gguf: $*" >&2; exit 1; }
+tokens() { # store prompt-text -> the job's tokens, comma-separated
+  printf '{"id": "p", "prompt": "%s", "max_new_tokens": 20}\n' "$2" > in.jsonl
+  rm -f out.jsonl
+  "$INFER" -m "$1" --input in.jsonl --output out.jsonl --quiet --threads 1 || fail "$1: the job failed"
+  sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' out.jsonl | tr -d ' '
+}
+for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llama2-tiny-bf16:llama2-tiny:llama \
+         qwen3-tiny-bf16:qwen3-tiny-bf16:qwen3-tiny:qwen3 qwen2-tiny-bf16:qwen2-tiny-bf16:qwen2-tiny:qwen2; do
+  IFS=: read -r file tok ref family <<< "$m"
+  "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.store" --tokenizer "$FIX/llama/$tok" --quiet ||
+    fail "$file: convert"
+  text=$(sed -n 's/^prompt_text //p' "$FIX/llama/$ref.ref/meta.txt")
+  want=$(sed -n 's/^output: //p' "$FIX/llama/$ref.ref/greedy.txt" | tr -s ' ' ',')
+  got=$(tokens "$file.store" "$text")
+  [ "$got" = "$want" ] || fail "$file: tokens $got, transformers $want"
+  info=$("$INSPECT" "$file.store") || fail "$file: fg-inspect failed"
+  grep -q "^model $family:" <<< "$info" || fail "$file: fg-inspect does not show $family"
+  echo "$file.gguf: greedy tokens equal transformers'"
+done
+text=$(sed -n 's/^prompt_text //p' "$FIX/llama/llama2-tiny.ref/meta.txt")
+for f in llama2-tiny-q4_0.gguf llama2-tiny-q4_0-split-00001-of-00003.gguf; do
+  "$CONVERT" "$FIX/gguf/$f" -o "$f.store" --tokenizer "$FIX/llama/llama2-tiny-f32" --quiet ||
+    fail "$f: convert"
+done
+[ "$(tokens llama2-tiny-q4_0.gguf.store "$text")" = \
+  "$(tokens llama2-tiny-q4_0-split-00001-of-00003.gguf.store "$text")" ] ||
+  fail "the split Q4_0 file does not generate what the whole one does"
+printf 'GGUF\003\000\000\000' > short.gguf && cp short.gguf renamed.bin
+for c in "$FIX/gguf/llama2-tiny-f16.gguf:fg does not read a GGUF file's tokenizer yet: name the directory of the model's tokenizer.json with --tokenizer DIR" \
+         "short.gguf:short.gguf: the GGUF tensor count at byte 8 runs past the end of the file" \
+         "renamed.bin:renamed.bin: the GGUF tensor count at byte 8" \
+         "$FIX/gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf:part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)"; do
+  src=${c%%:*} want=${c#*:}
+  set +e; err=$("$CONVERT" "$src" -o out_bad 2>&1); rc=$?; set -e
+  [ $rc -eq 1 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == *"$want"* ]] &&
+    [ ! -e out_bad ] || fail "$src: rc=$rc: $err (want '$want')"
+done
+echo "refused in one line each, nothing left behind"
