@@ -116,7 +116,7 @@ void fgr_cut_stop(char *text, const char *const *v, int n)
 }
 
 /* A -m that is not a store, said as what it is: missing, a Hugging Face checkpoint directory
- * (convert it first), a GGUF file (not read yet). FG_OK when it may be a store. */
+ * (convert it first), a GGUF file (convert it first). FG_OK when it may be a store. */
 static int model_path_check(const char *m, fg_err *err)
 {
     struct stat st;
@@ -136,9 +136,9 @@ static int model_path_check(const char *m, fg_err *err)
         return FG_OK; /* fg_store_open says what is missing */
     }
     if (fg_ckpt_is_gguf(m))
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, which fg does not read "
-                          "yet: convert the model's Hugging Face checkpoint (config.json and "
-                          "*.safetensors) with fg-convert DIR -o STORE", m);
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, not an fg store: convert "
+                          "it first (fg-convert %s -o STORE --tokenizer DIR), then fg-infer -m "
+                          "STORE", m, m);
     return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a file, not an fg store (a directory "
                       "written by fg-convert)", m);
 }

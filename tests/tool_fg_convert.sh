@@ -25,12 +25,13 @@ mkdir fifo_ck && cp "$FIX/opt_tiny/"*.safetensors fifo_ck/ && mkfifo fifo_ck/con
 set +e; err=$(timeout 20 "$CONVERT" fifo_ck -o out_fifo --tokenizer "$TOK" 2>&1); rc=$?; set -e
 [ $rc -eq 1 ] && [[ "$err" == *"fifo_ck/config.json: a FIFO, not a regular file" ]] && [ ! -e out_fifo ] ||
   { echo "a FIFO config.json: rc=$rc $err"; exit 1; }
-# what a new user tries first (issue 38): a path that is not there, a llama.cpp GGUF file, a Llama
+# what a new user tries first (issue 38): a path that is not there, a truncated GGUF file, a Llama
 # checkpoint without its tokenizer.json: one line each saying so, exit 1, nothing left behind
 printf 'GGUF\003\000\000\000' > model.gguf && cp model.gguf renamed.bin
 mkdir notok && cp "$FIX/../llama/llama2-tiny-bf16/"{config.json,model.safetensors} notok/
-for c in "nosuch:nosuch does not exist" "model.gguf:model.gguf: a GGUF file: fg does not read GGUF yet" \
-         "renamed.bin:renamed.bin: a GGUF file" "notok:notok: no tokenizer.json"; do
+for c in "nosuch:nosuch does not exist" \
+         "model.gguf:model.gguf: the GGUF tensor count at byte 8 runs past the end" \
+         "renamed.bin:renamed.bin: the GGUF tensor count at byte 8" "notok:notok: no tokenizer.json"; do
   src=${c%%:*} want=${c#*:}
   set +e; err=$("$CONVERT" "$src" -o out_user 2>&1); rc=$?; set -e
   [ $rc -eq 1 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == *"$want"* ]] &&

@@ -321,7 +321,7 @@ expect_fail 1 "$INFER" -m hfdir -p hi
 [[ $err == *"-m hfdir: a Hugging Face checkpoint directory"*"fg-convert hfdir -o STORE"* ]] || { echo "-m on an HF dir: $err"; exit 1; }
 printf 'GGUF\003\000\000\000' > model.gguf
 expect_fail 1 "$INFER" -m model.gguf -p hi
-[[ $err == *"-m model.gguf: a GGUF file, which fg does not read yet"*"fg-convert"* ]] || { echo "-m on GGUF: $err"; exit 1; }
+[[ $err == *"-m model.gguf: a GGUF file, not an fg store: convert it first (fg-convert model.gguf"* ]] || { echo "-m on GGUF: $err"; exit 1; }
 expect_fail 2 "$INFER" -m tiny --input long.jsonl
 [[ $err == *"--input long.jsonl needs --output FILE"* ]] || { echo "--input alone: $err"; exit 1; }
 expect_fail 2 "$INFER" -m tiny --output x.jsonl

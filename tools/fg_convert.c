@@ -1,8 +1,7 @@
 /* fg-convert - import a checkpoint into a store, or synthesize one (see docs/usage.md).
  *
- *   fg-convert CHECKPOINT_DIR -o STORE [--compress-weight] [--weight-bits 4|8] [--group-size N]
- *              [--group-axis 0|1]
- *              [--tokenizer DIR] [--quiet]
+ *   fg-convert CHECKPOINT_DIR|FILE.gguf -o STORE [--compress-weight] [--weight-bits 4|8]
+ *              [--group-size N] [--group-axis 0|1] [--tokenizer DIR] [--quiet]
  *   fg-convert STORE -o STORE2 --compress-weight [...]   (a store re-encoded, e.g. to 4-bit)
  *   fg-convert synth --model opt-1.3b -o STORE [--seed N] --tokenizer DIR [...]
  *
@@ -162,7 +161,8 @@ static ta_opt k_opts[] = {
 
 static const ta_cmd k_cmd = {
     "fg-convert",
-    "usage: fg-convert CHECKPOINT_DIR -o STORE [options]\n"
+    "usage: fg-convert CHECKPOINT_DIR|FILE.gguf -o STORE [options] (a GGUF file with "
+    "--tokenizer DIR)\n"
     "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
     "       fg-convert synth --model SHAPE -o STORE --tokenizer DIR [--seed N] [options]\n",
     k_opts, "bad option or missing value:", 0, NULL, epilog,
