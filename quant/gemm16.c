@@ -10,11 +10,19 @@
  * Linear (fg_xpack) and the weights are widened straight into the packed panel the register
  * kernel reads, so each weight byte is touched once outside the kernel.
  *
+ * ISAs: AVX2 runs gemm16_avx2.c (6 x 16 tiles of 8-lane FMA); AVX512 runs gemm16_avx512.c (6 x 32
+ * tiles of 16-lane FMA, the same sums in the same order: the same bits) when the panel holds a
+ * 32-row strip (kc x 32 floats), else the AVX2 kernel. FG_PREFILL_AVX512=0 in the environment
+ * keeps the AVX2 kernels for the prefill GEMMs (this one and the Q4 panel kernel) on an AVX-512
+ * CPU, to compare them on one machine.
+ *
  * Layout of packed x (GotoBLAS/BLIS-style): columns in blocks of FG_XPACK_KC; within a block of
  * kc columns starting at column p, micro-panels of FG_XPACK_MR rows, each [kc][MR] (row i of the
  * panel at offset kk * MR + i); block p starts at p * mp, panel b at b * kc * MR, where mp is m
  * rounded up to MR. Rows past m are zero.
  */
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant_int.h"
@@ -104,14 +112,31 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
             return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: a panel of %llu floats, "
                               "%llu needed", (unsigned long long)panel_floats,
                               (unsigned long long)fg_w16_panel_min_floats(k));
-        fgq_avx2_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
-                          panel, panel_floats);
+        if (isa == FG_QUANT_ISA_AVX512 && fgq_prefill_avx512_on() &&
+            panel_floats >= (k < FG_XPACK_KC ? k : FG_XPACK_KC) * 32)
+            fgq_avx512_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y,
+                                ldy, panel, panel_floats);
+        else
+            fgq_avx2_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
+                              panel, panel_floats);
         return FG_OK;
     }
 #endif
     (void)panel, (void)panel_floats;
     fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy);
     return FG_OK;
+}
+
+int fgq_prefill_avx512_on(void)
+{
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("FG_PREFILL_AVX512");
+        v = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 uint64_t fg_w16_panel_min_floats(uint64_t k)

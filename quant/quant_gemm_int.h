@@ -50,6 +50,14 @@ void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_byt
 void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                        uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* The same 16-bit GEMM with zmm registers: 6 x 32 tiles, panel >= min(k, FG_XPACK_KC) x 32
+ * floats, 64-byte aligned; the AVX2 kernel's bits. */
+void fgq_avx512_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                         uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                         float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* 0 when $FG_PREFILL_AVX512 is "0": the prefill GEMMs keep their AVX2 kernels on AVX-512 CPUs.
+ * Read once. */
+int fgq_prefill_avx512_on(void);
 void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                        uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
 int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);

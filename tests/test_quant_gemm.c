@@ -857,6 +857,54 @@ START_TEST(test_w16_gemm)
 }
 END_TEST
 
+/* The AVX-512 kernel of the 16-bit GEMM sums each output in the AVX2 kernel's order: the same
+ * bits, F16 and BF16, on shapes with edge strips (n not a multiple of 32), several kc blocks,
+ * a bias, rows in two ranges; and with a panel too small for its 32-row strips it falls back to
+ * the AVX2 kernel (the same bits again). */
+START_TEST(test_w16_avx512_same_bits)
+{
+    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM not tested\n");
+        return;
+    }
+    static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 600}, {96, 256, 520},
+                                         {13, 33, 31}, {50, 64, 1100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        uint8_t codec = s % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
+        uint16_t *w = malloc(n * k * 2);
+        float *x = make_x(m, k, k), *bias = malloc(n * 4), *ya = malloc(m * n * 4);
+        float *yb = malloc(m * n * 4), *xp = malloc(fg_xpack_floats(m, k) * 4);
+        for (uint64_t i = 0; i < n * k; i++)
+            w[i] = codec == FG_CODEC_F16 ? fg_f32_to_f16_1(gauss() * 0.05f)
+                                         : (uint16_t)(0x3C00 + rnd() % 0x800);
+        for (uint64_t j = 0; j < n; j++)
+            bias[j] = gauss();
+        fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
+        uint64_t pf = 1u << 18, small = fg_w16_panel_min_floats(k);
+        float *panel = aligned_alloc(64, pf * 4);
+        uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+        fg_err err;
+        ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, m, bias, ya, n, panel, pf,
+                                     FG_QUANT_ISA_AVX2, &err), FG_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            uint64_t use = pass ? small : pf;
+            memset(yb, 0xFF, m * n * 4);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, split, m, bias, yb, n, panel,
+                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, split, bias, yb, n, panel,
+                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            for (uint64_t i = 0; i < m * n; i++)
+                REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
+                        "k %llu at %llu: %.9g, avx2 %.9g", (unsigned long long)use,
+                        (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                        (unsigned long long)i, yb[i], ya[i]);
+        }
+        free(w), free(x), free(bias), free(ya), free(yb), free(xp), free(panel);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -872,6 +920,7 @@ int main(void)
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
     tcase_add_test(tc, test_w16_gemm);
+    tcase_add_test(tc, test_w16_avx512_same_bits);
     tcase_add_test(tc, test_gemm_panel);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
