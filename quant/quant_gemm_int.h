@@ -70,6 +70,12 @@ void fgq_vnni_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
 void fgq_vnni512_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                       uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+/* fgq_avx2_gemm_panel with zmm VPDPBUSD and 32-row strips (gemm_q4p_kern512.h): one activation
+ * scale a group (a->block == G) only; panel >= 4 AVX2 strips. The AVX2 panel kernel's bits. */
+void fgq_vnni512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                            uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                            uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                            size_t panel_bytes);
 #endif
 
 #endif

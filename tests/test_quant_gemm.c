@@ -905,6 +905,78 @@ START_TEST(test_w16_avx512_same_bits)
 }
 END_TEST
 
+/* The AVX512-VNNI Q4 panel kernel (gemm_q4p_kern512.h) gives the AVX2 panel kernel's bits: its
+ * body with VPDPBUSD emulated (quant_q4p_emul.c, any AVX-512 CPU) and, where the CPU has
+ * AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of four AVX2
+ * strips, one activation scale a group); shapes with edge strips and tiles, several k blocks,
+ * k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from n0. */
+void fgq_q4p_emul512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                                uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                                uint64_t i1, const float *bias, float *y, uint64_t ldy,
+                                void *panel, size_t panel_bytes);
+
+static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p512[] = {
+    {13, 33, 200, 64, 0, 0, 1},  {37, 100, 4500, 128, 1, 0, 0}, {8, 64, 2048, 64, 0, 1, 1},
+    {5, 7, 40, 256, 1, 1, 0},    {50, 70, 1000, 64, 1, 0, 1},   {4, 32, 64, 64, 0, 0, 0},
+};
+
+START_TEST(test_q4_panel_vnni512)
+{
+    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel not tested\n");
+        return;
+    }
+    for (size_t t = 0; t < sizeof k_q4p512 / sizeof *k_q4p512; t++) {
+        uint64_t m = k_q4p512[t].m, n = k_q4p512[t].n, k = k_q4p512[t].k;
+        uint32_t G = k_q4p512[t].G;
+        wcase wc;
+        wcase_make(&wc, 4, G, k_q4p512[t].f32s, k_q4p512[t].hi, n, k);
+        float *x = make_x(m, k, k), *bias = NULL;
+        if (k_q4p512[t].bias) {
+            bias = malloc(n * 4);
+            for (uint64_t j = 0; j < n; j++)
+                bias[j] = gauss();
+        }
+        act ac;
+        act_make(&ac, &wc.c, m, k, G);
+        act_quant(&ac, x, 0, FG_QUANT_ISA_AVX2);
+        size_t pb = 6 * fg_quant_gemm_panel_min(&wc.c, k);
+        void *panel = aligned_alloc(64, (pb + 63) / 64 * 64);
+        uint64_t split = m / 2, n0 = n / 5;
+        float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
+        fg_err err;
+        ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &ac.a, 0, m,
+                                             bias, want, n, panel, pb, FG_QUANT_ISA_AVX2, &err),
+                         FG_OK);
+        fgq_params p;
+        ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
+        uint64_t row_bytes = (k + G - 1) / G * p.gbytes;
+        for (int native = 0; native < 2; native++) {
+            for (uint64_t q = 0; q < m * n; q++) { /* columns before n0 untouched, the rest written */
+                want[q] = q % n < n0 ? 777.0f : want[q];
+                got[q] = q % n < n0 ? 777.0f : -12345.0f;
+            }
+            for (int half = 0; half < 2; half++) {
+                uint64_t i0 = half ? split : 0, i1 = half ? m : split;
+                if (native)
+                    ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n,
+                                                         &ac.a, i0, i1, bias, got, n, panel, pb,
+                                                         FG_QUANT_ISA_AVX512, &err), FG_OK);
+                else if (i0 < i1)
+                    fgq_q4p_emul512_gemm_panel(&p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias,
+                                               got, n, panel, pb);
+            }
+            for (uint64_t q = 0; q < m * n; q++)
+                REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
+                        "%.9g", native ? "native" : "emulated", t, (unsigned long long)(q / n),
+                        (unsigned long long)(q % n), got[q], want[q]);
+        }
+        free(want), free(got), free(panel), free(bias), free(x), free(ac.buf);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -921,6 +993,7 @@ int main(void)
     tcase_add_test(tc, test_f16_gemm);
     tcase_add_test(tc, test_w16_gemm);
     tcase_add_test(tc, test_w16_avx512_same_bits);
+    tcase_add_test(tc, test_q4_panel_vnni512);
     tcase_add_test(tc, test_gemm_panel);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
