@@ -39,106 +39,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* ---- metadata ---- */
-
-int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err)
-{
-    void *data;
-    size_t len;
-    int rc = fg_store_meta_get(store, "model.config_json", &data, &len, err);
-    if (rc == FG_ERR_NOT_FOUND)
-        return fg_err_set(err, rc, "%s: the store has no model.config_json (not a converted "
-                          "model, or a conversion that did not finish)", fg_store_dir(store));
-    if (rc)
-        return rc;
-    rc = fg_model_config_parse(data, len, "model.config_json (store metadata)", hp, err);
-    free(data);
-    if (rc) /* the stop set of transformers' generate(): generation_config.json's when it has one */
-        return rc;
-    rc = fg_store_meta_get(store, "model.generation_config_json", &data, &len, err);
-    if (rc == FG_ERR_NOT_FOUND)
-        return FG_OK;
-    if (rc)
-        return rc;
-    rc = fg_model_generation_config_parse(data, len, "model.generation_config_json (store "
-                                          "metadata)", hp, err);
-    free(data);
-    return rc;
-}
-
-/* Metadata blob key (optional keys may be absent: *data NULL). */
-static int meta(fg_store *store, const char *key, int optional, void **data, size_t *len,
-                fg_err *err)
-{
-    *data = NULL;
-    *len = 0;
-    int rc = fg_store_meta_get(store, key, data, len, err);
-    if (rc == FG_ERR_NOT_FOUND && optional)
-        return FG_OK;
-    if (rc == FG_ERR_NOT_FOUND)
-        return fg_err_set(err, rc, "%s: the store has no %s (convert the checkpoint with its "
-                          "tokenizer files)", fg_store_dir(store), key);
-    return rc;
-}
-
-/* config.json's top-level "model_type" into buf (empty when the store has no readable one):
- * transformers picks a tokenizer.json's class by it too (SPEC §14, the two encode views). */
-static void store_model_type(fg_store *store, char *buf, size_t cap)
-{
-    void *data = NULL;
-    size_t len = 0;
-    fg_err e2;
-    buf[0] = 0;
-    if (fg_store_meta_get(store, "model.config_json", &data, &len, &e2) != FG_OK)
-        return;
-    json_error_t je;
-    json_t *root = fg_json_loadb(data, len, 0, &je);
-    const char *mt = json_string_value(json_object_get(root, "model_type"));
-    if (mt && strlen(mt) < cap)
-        memcpy(buf, mt, strlen(mt) + 1);
-    json_decref(root);
-    free(data);
-}
-
-/* SPEC T1: tokenizer.model names the class; gpt2-bpe reads vocab.json + merges.txt, the
- * tokenizer.json classes read tokenizer.json; the config files are optional for both. */
-int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err)
-{
-    static const char *keys[5] = {"tokenizer.tokenizer_json", "tokenizer.vocab_json",
-                                  "tokenizer.merges_txt", "tokenizer.config_json",
-                                  "tokenizer.special_tokens_map_json"};
-    void *d[5] = {0}, *cls = NULL;
-    size_t n[5] = {0}, cn = 0;
-    int rc = meta(store, "tokenizer.model", 1, &cls, &cn, err), json = 0;
-    if (rc == FG_OK && cls && cn == 8 && !memcmp(cls, "gpt2-bpe", 8))
-        json = 0;
-    else if (rc == FG_OK && cls && ((cn == 13 && !memcmp(cls, "bytelevel-bpe", 13)) ||
-                                    (cn == 17 && !memcmp(cls, "sentencepiece-bpe", 17))))
-        json = 1;
-    else if (rc == FG_OK && cls)
-        rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata tokenizer.model \"%.*s\" is not "
-                        "a tokenizer class fg reads", fg_store_dir(store), (int)(cn < 40 ? cn : 40),
-                        (const char *)cls);
-    free(cls);
-    for (int i = json ? 0 : 1; i < 5 && rc == FG_OK; i++)
-        if (!json || i == 0 || i >= 3)
-            rc = meta(store, keys[i], i >= 3, &d[i], &n[i], err);
-    if (rc == FG_OK && json) {
-        char mt[64];
-        store_model_type(store, mt, sizeof mt);
-        fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4],
-                               mt[0] ? mt : NULL};
-        rc = fg_tok_load_json_mem(&f, out, err);
-    } else if (rc == FG_OK) {
-        fg_tok_files f = {d[1], n[1], keys[1], d[2], n[2], keys[2], d[3], n[3], keys[3],
-                          d[4], n[4], keys[4]};
-        rc = fg_tok_load_mem(&f, out, err);
-    }
-    for (int i = 0; i < 5; i++)
-        free(d[i]);
-    return rc;
-}
-
 /* ---- tensors and units ---- */
 
 /* A pipeline stage plans only what it registers: the units it runs (their figures, their
@@ -707,9 +607,8 @@ static int check_opts(fg_engine *e, fg_err *err)
 
 static int engine_init(fg_engine *e, fg_err *err)
 {
-    int rc = fg_engine_read_config(e->store, &e->hp, err);
-    if (rc == FG_OK)
-        rc = build_units(e, err);
+    e->hp = *fg_model_hparams(e->model); /* the engine's copy: use_long is set below */
+    int rc = build_units(e, err);
     if (rc)
         return rc;
     e->arch = fg_model_arch(&e->hp);
@@ -757,13 +656,15 @@ static int engine_init(fg_engine *e, fg_err *err)
     return alloc_buffers(e, err);
 }
 
-int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg_err *err)
+int fg_engine_open(const fg_model *model, const fg_engine_opts *o, fg_engine **out,
+                   fg_err *err)
 {
     fg_engine *e = calloc(1, sizeof *e);
     if (!e)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     e->o = *o;
-    e->store = store;
+    e->model = model;
+    e->store = fg_model_store(model);
     e->t_open = fg_now();
     e->link = o->link && o->link->size > 1 ? o->link : NULL;
     int rc = engine_init(e, err);

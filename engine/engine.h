@@ -2,8 +2,9 @@
  * the pager under a RAM budget, computed by a backend, FlexGen's zig-zag block schedule (paper
  * Algorithm 1) or the row-by-row baseline, and perplexity scoring.
  *
- * Lifecycle: open a store (fg_store_open, read-only), fg_engine_open(store, opts) borrows it,
- * fg_engine_generate / fg_engine_logits per block, fg_engine_close, then close the store. The
+ * Lifecycle: open a store (fg_store_open, read-only) and its model (fg_model_open),
+ * fg_engine_open(model, opts) borrows both, fg_engine_generate / fg_engine_logits per block,
+ * fg_engine_close, then close the model and the store. The
  * memory plan (plan.h) is made at open and every buffer is sized from it; a budget that cannot
  * hold the smallest block is refused naming the budget that would.
  *
@@ -16,6 +17,7 @@
 
 #include "fg_error.h"
 #include "model.h"
+#include "model_open.h"
 #include "pager.h"
 #include "plan.h"
 #include "policy.h"
@@ -78,14 +80,10 @@ int fg_engine_gpu_budget(const fg_engine_opts *o, uint64_t *out, fg_err *err);
 int fg_engine_backend_new(const fg_engine_opts *o, uint64_t capacity, fg_backend **out,
                           fg_err *err);
 
-/* The model's hyperparameters from a store's metadata (config.json), and its tokenizer (owned by
- * the caller: fg_tok_free). Errors name the store and the key. */
-int fg_engine_read_config(fg_store *store, fg_hparams *hp, fg_err *err);
-int fg_engine_read_tokenizer(fg_store *store, fg_tok **out, fg_err *err);
-
-/* Open an engine on store (borrowed: it must outlive the engine). *out owned by the caller
- * (fg_engine_close). */
-int fg_engine_open(fg_store *store, const fg_engine_opts *o, fg_engine **out, fg_err *err);
+/* Open an engine on a model (model_open.h; borrowed with its store: both must outlive the
+ * engine). *out owned by the caller (fg_engine_close). */
+int fg_engine_open(const fg_model *model, const fg_engine_opts *o, fg_engine **out,
+                   fg_err *err);
 /* Writes the trace (when asked: a failure is reported through notice and returned), frees
  * everything. NULL accepted (returns FG_OK). */
 int fg_engine_close(fg_engine *e, fg_err *err);

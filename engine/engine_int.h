@@ -43,7 +43,8 @@ struct fg_engine {
     fg_engine_opts o;
     fg_hparams hp;
     const fg_arch *arch;
-    fg_store *store;               /* borrowed */
+    const fg_model *model;         /* borrowed */
+    fg_store *store;               /* borrowed: the model's */
     fg_pager *pager;
     fg_backend *be;
     wtensor *tensors;

@@ -47,23 +47,17 @@ int fg_engine_prefix_ident(fg_engine *e, uint32_t page_tokens, fg_prefix_ident *
                            fg_err *err)
 {
     memset(id, 0, sizeof *id);
-    void *cfg;
     size_t len;
-    int rc = fg_store_meta_get(e->store, "model.config_json", &cfg, &len, err);
-    if (rc)
-        return rc;
+    const void *cfg = fg_model_config_json(e->model, &len);
     XXH3_state_t *st = XXH3_createState();
-    if (!st) {
-        free(cfg);
+    if (!st)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    }
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, cfg, len);
-    free(cfg);
     if (e->hp.rope.use_long) /* LongRoPE's other frequencies rotate the cached keys otherwise */
         XXH3_64bits_update(st, "longrope long_factor", 20);
     hash_ctx hc = {st};
-    rc = fg_store_tensor_iter(e->store, hash_tensor, &hc, err);
+    int rc = fg_store_tensor_iter(e->store, hash_tensor, &hc, err);
     id->model = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     id->n_layers = e->hp.n_layers;

@@ -322,10 +322,13 @@ int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *l
     eo.compute = (fg_compute)m.compute;
     eo.link = link;
     fg_store *store = NULL;
+    fg_model *md = NULL;
     fg_engine *e = NULL;
     rc = fg_store_open(model, FG_STORE_RDONLY, NULL, &store, err);
     if (rc == FG_OK)
-        rc = fg_engine_open(store, &eo, &e, err);
+        rc = fg_model_open(store, &md, err);
+    if (rc == FG_OK)
+        rc = fg_engine_open(md, &eo, &e, err);
     if (rc == FG_OK)
         rc = fg_stage_serve(e, err);
     if (rc == FG_OK)
@@ -334,6 +337,7 @@ int fg_stage_follow(const char *model, const fg_engine_opts *o, const fg_link *l
     int rc2 = fg_engine_close(e, &cerr);
     if (rc == FG_OK && rc2)
         *err = cerr, rc = rc2;
+    fg_model_close(md);
     fg_store_close(store);
     return rc;
 }

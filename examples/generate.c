@@ -35,12 +35,16 @@ int main(int argc, char **argv)
     fg_engine_opts o = {0};
     o.policy = fg_policy_default(); /* zig-zag, overlap, separate sub-layers, sizes chosen */
     fg_store *store;
-    fg_tok *tok;
+    fg_model *model = NULL;
+    fg_tok *tok = NULL;
     fg_engine *e;
     fg_err err;
     if (fg_store_open(argv[1], FG_STORE_RDONLY, NULL, &store, &err))
         return fail(argv[1], &err);
-    if (fg_engine_read_tokenizer(store, &tok, &err) || fg_engine_open(store, &o, &e, &err)) {
+    if (fg_model_open(store, &model, &err) || fg_model_tokenizer(model, &tok, &err) ||
+        fg_engine_open(model, &o, &e, &err)) {
+        fg_tok_free(tok);
+        fg_model_close(model);
         fg_store_close(store);
         return fail(argv[1], &err);
     }
@@ -73,6 +77,7 @@ int main(int argc, char **argv)
     if (fg_engine_close(e, &err))
         rc = fail("close", &err);
     fg_tok_free(tok);
+    fg_model_close(model);
     fg_store_close(store);
     return rc;
 }

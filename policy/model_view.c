@@ -96,12 +96,11 @@ static void codecs(const fg_plan_weights *w, fg_policy_model *m)
     m->q4_int8 = all && q4_in * 2 > all;
 }
 
-int fg_policy_model_build(fg_store *store, fg_policy_model *m, fg_err *err)
+int fg_policy_model_build(const fg_model *model, fg_policy_model *m, fg_err *err)
 {
     memset(m, 0, sizeof *m);
-    int rc = fg_engine_read_config(store, &m->hp, err);
-    if (rc == FG_OK)
-        rc = fg_plan_weights_build(store, &m->hp, &m->w, err);
+    m->hp = *fg_model_hparams(model);
+    int rc = fg_plan_weights_build(fg_model_store(model), &m->hp, &m->w, err);
     if (rc == FG_OK) {
         m->pm = m->w.pm;
         m->pm.hp = &m->hp;

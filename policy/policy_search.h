@@ -18,6 +18,7 @@
 #include "fg_error.h"
 #include "backend.h"
 #include "plan.h"
+#include "model_open.h"
 #include "plan_model.h"
 #include "policy.h"
 #include "store.h"
@@ -145,8 +146,9 @@ typedef struct fg_policy_model {
                                   axis: --compute int8 runs them on the integer kernels */
 } fg_policy_model;
 
-/* Build from a store (borrowed) with the engine's own builder (fg_plan_weights_build). */
-int fg_policy_model_build(fg_store *store, fg_policy_model *out, fg_err *err);
+/* Build from a model (model_open.h; borrowed) with the engine's own builder
+ * (fg_plan_weights_build). */
+int fg_policy_model_build(const fg_model *model, fg_policy_model *out, fg_err *err);
 void fg_policy_model_free(fg_policy_model *m);
 
 /* ---- the cost model and the search ---- */

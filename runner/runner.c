@@ -61,6 +61,7 @@ typedef struct run {
     fg_engine_opts eo;
     FILE *out, *log;
     fg_store *store;
+    fg_model *model;       /* the store's, read once (open_store) */
     fg_tok *tok;
     fg_engine *e;
     fg_prefix *pfx;        /* --prefix-cache, or NULL */
@@ -252,6 +253,8 @@ static int quantize_at_load(run *r, const fg_hparams *hp, fg_err *err)
         return fg_err_sys(err, FG_ERR_IO, errno, "--compress-weight: cannot create a temporary "
                           "store in %s", od);
     }
+    fg_model_close(r->model);
+    r->model = NULL;
     fg_store_close(r->store);
     r->store = NULL;
     fg_progress bar;
@@ -262,6 +265,8 @@ static int quantize_at_load(run *r, const fg_hparams *hp, fg_err *err)
     fg_progress_end(&bar);
     if (rc == FG_OK)
         rc = fg_store_open(r->tmp_store, FG_STORE_RDONLY, NULL, &r->store, err);
+    if (rc == FG_OK)
+        rc = fg_model_open(r->store, &r->model, err);
     if (rc == FG_OK && !r->o->quiet) {
         char x[32], y[32];
         fprintf(r->log, "fg-infer: quantized the weights to 4-bit at load: %s -> %s in %.1f s "
@@ -304,14 +309,13 @@ static int model_path_check(const char *m, fg_err *err)
  * what to say rather than blame its tokenizer) and its tokenizer. */
 static int open_store(run *r, fg_err *err)
 {
-    fg_hparams hp;
     int rc = model_path_check(r->o->model, err);
     if (rc == FG_OK)
         rc = fg_store_open(r->o->model, FG_STORE_RDONLY, NULL, &r->store, err);
     if (rc == FG_OK)
-        rc = fg_engine_read_config(r->store, &hp, err);
-    r->max_pos = rc == FG_OK ? hp.max_pos : 0;
-    if (rc == FG_OK && (rc = fg_engine_read_tokenizer(r->store, &r->tok, err)) &&
+        rc = fg_model_open(r->store, &r->model, err);
+    r->max_pos = rc == FG_OK ? fg_model_hparams(r->model)->max_pos : 0;
+    if (rc == FG_OK && (rc = fg_model_tokenizer(r->model, &r->tok, err)) &&
         strncmp(err->msg, r->o->model, strlen(r->o->model))) { /* "tokenizer.vocab_json:1:..." */
         char m[FG_ERR_MSG_MAX];
         snprintf(m, sizeof m, "%s", err->msg);
@@ -396,7 +400,7 @@ static int auto_policy(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     fg_policy_model m;
     int rc = load_calibration(r, &c, err);
     if (rc || (rc = fg_engine_gpu_budget(&r->eo, &r->eo.policy.gpu_budget, err)) ||
-        (rc = fg_policy_model_build(r->store, &m, err)))
+        (rc = fg_policy_model_build(r->model, &m, err)))
         return rc;
     int on_dev = r->eo.backend != FG_BACKEND_CPU;
     if (on_dev && (rc = calibrate_device(r, &m, &dev, err))) {
@@ -457,7 +461,7 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
         snprintf(path, sizeof path, "%s", r->o->calibration);
     else if (fg_calib_default_path(path, sizeof path, &e))
         return;
-    if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->store, &m, &e))
+    if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->model, &m, &e))
         return;
     if (on_dev && calibrate_device(r, &m, &dev, &e)) {
         fg_policy_model_free(&m);
@@ -484,10 +488,12 @@ static void predict_fixed(run *r, uint32_t P, uint32_t G, uint32_t seqs)
 
 static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err)
 {
-    fg_hparams hp; /* a run longer than the model's context is that, said before the policy
-                    * search, which would name a --ram-budget no block of that length fits */
-    int rc = fg_engine_read_config(r->store, &hp, err);
-    if (rc == FG_OK && (uint64_t)P + G > hp.max_pos)
+    /* a run longer than the model's context is that, said before the policy search, which
+     * would name a --ram-budget no block of that length fits (a copy: quantize_at_load reopens
+     * the model on its temporary store) */
+    fg_hparams hp = *fg_model_hparams(r->model);
+    int rc = FG_OK;
+    if ((uint64_t)P + G > hp.max_pos)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "prompt + generation of %" PRIu64 " tokens "
                           "exceeds the model's %u positions", (uint64_t)P + G, hp.max_pos);
     if (rc == FG_OK && r->eo.policy.compress_weight)
@@ -498,7 +504,7 @@ static int open_engine(run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *er
     if (rc == FG_OK && r->o->policy_auto)
         rc = auto_policy(r, P, G, seqs, err);
     if (rc == FG_OK)
-        rc = fg_engine_open(r->store, &r->eo, &r->e, err);
+        rc = fg_engine_open(r->model, &r->eo, &r->e, err);
     if (rc == FG_OK && r->o->prefix_cache && !r->eo.plan_only)
         rc = fg_runner_prefix_open(r->e, r->o, &r->pfx, err);
     if (rc == FG_OK && !r->o->policy_auto && P + G)
@@ -1266,7 +1272,6 @@ static int run_ppl(run *r, fg_err *err)
     char *text = NULL;
     int32_t *ids = NULL;
     uint32_t n = 0, W = r->o->window;
-    fg_hparams hp;
     int rc = open_store(r, err);
     if (rc == FG_OK)
         rc = read_text(r->o->text, &text, err);
@@ -1275,11 +1280,12 @@ static int run_ppl(run *r, fg_err *err)
     if (rc == FG_OK)
         rc = encode(r, text, 0, &ids, &n, r->o->text, err); /* the text as text */
     free(text);
-    if (rc == FG_OK && (rc = fg_engine_read_config(r->store, &hp, err)) == FG_OK && !W)
-        W = hp.max_pos;
-    if (rc == FG_OK && W > hp.max_pos)
+    uint32_t max_pos = rc == FG_OK ? fg_model_hparams(r->model)->max_pos : 0;
+    if (rc == FG_OK && !W)
+        W = max_pos;
+    if (rc == FG_OK && W > max_pos)
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--window %u: more than the model's %u "
-                        "positions", W, hp.max_pos);
+                        "positions", W, max_pos);
     if (rc == FG_OK && W < 2)
         rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--window %u: at least 2 tokens", W);
     if (rc == FG_OK && n < 2)
@@ -1448,6 +1454,7 @@ int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
         nftw(r.tmp_store, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     fg_prefix_close(r.pfx); /* after the engine, which borrows it */
     fg_tok_free(r.tok);
+    fg_model_close(r.model);
     fg_store_close(r.store);
     if (rep)
         *rep = r.rep;

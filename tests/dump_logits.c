@@ -97,16 +97,15 @@ int main(int argc, char **argv)
         return die(mode, "not a placement (ram, disk, q4cache, sim)");
     }
     fg_store *s;
+    fg_model *md;
     fg_engine *eng;
     fg_err err;
-    if (fg_store_open(argv[1], FG_STORE_RDONLY, NULL, &s, &err))
+    if (fg_store_open(argv[1], FG_STORE_RDONLY, NULL, &s, &err) || fg_model_open(s, &md, &err))
         return die(argv[1], err.msg);
-    fg_hparams hp;
-    if (fg_engine_read_config(s, &hp, &err))
-        return die(argv[1], err.msg);
+    fg_hparams hp = *fg_model_hparams(md);
     if (o.max_ctx > hp.max_pos)
         o.max_ctx = hp.max_pos;
-    if (fg_engine_open(s, &o, &eng, &err))
+    if (fg_engine_open(md, &o, &eng, &err))
         return die(argv[1], err.msg);
     uint32_t V = hp.vocab_size;
     const int32_t *win[MAX_SEQ];
@@ -156,6 +155,7 @@ int main(int argc, char **argv)
     free(st.buf);
     if (fg_engine_close(eng, &err))
         rc = die("close", err.msg);
+    fg_model_close(md);
     fg_store_close(s);
     return rc;
 }

@@ -151,24 +151,31 @@ static uint32_t argmax(const float *x, uint32_t n)
     return b;
 }
 
-/* An engine with the store it borrows. */
+/* An engine with the store and model it borrows. */
 typedef struct eng {
     fg_store *s;
+    fg_model *m;
     fg_engine *e;
 } eng;
 
 static int eng_open(const char *dir, const fg_engine_opts *o, eng *x, fg_err *err)
 {
     x->e = NULL;
+    x->m = NULL;
     int rc = fg_store_open(dir, FG_STORE_RDONLY, NULL, &x->s, err);
-    if (rc == FG_OK && (rc = fg_engine_open(x->s, o, &x->e, err)))
+    if (rc == FG_OK && (rc = fg_model_open(x->s, &x->m, err)))
         fg_store_close(x->s);
+    else if (rc == FG_OK && (rc = fg_engine_open(x->m, o, &x->e, err))) {
+        fg_model_close(x->m);
+        fg_store_close(x->s);
+    }
     return rc;
 }
 
 static void eng_close(eng *x)
 {
     ck_assert_int_eq(fg_engine_close(x->e, NULL), FG_OK);
+    fg_model_close(x->m);
     fg_store_close(x->s);
 }
 
@@ -275,11 +282,13 @@ static fg_engine_opts defaults(void)
 static void check_prompt_ids(const char *store, const ref *r)
 {
     fg_store *s;
+    fg_model *m;
     fg_tok *tok;
     fg_err err;
     fg_tok_ids ids = {0};
     ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &s, &err), FG_OK);
-    ck_assert_msg(fg_engine_read_tokenizer(s, &tok, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_model_open(s, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_model_tokenizer(m, &tok, &err) == FG_OK, "%s", err.msg);
     ck_assert_int_eq(fg_tok_encode(tok, r->prompt_text, strlen(r->prompt_text), FG_TOK_ADD_BOS,
                                    &ids, &err), FG_OK);
     ck_assert_uint_eq(ids.n, r->n_prompt);
@@ -287,6 +296,7 @@ static void check_prompt_ids(const char *store, const ref *r)
         ck_assert_int_eq(ids.ids[i], r->prompt[i]);
     fg_tok_ids_free(&ids);
     fg_tok_free(tok);
+    fg_model_close(m);
     fg_store_close(s);
 }
 

@@ -520,7 +520,7 @@ static fg_engine_opts test_opts(const fg_policy *p, uint32_t ctx)
 
 /* The tiny OPT fixture converted into dir/NAME (F16, or bits 4/8 with groups along axis): the
  * open store into *st. */
-static void tiny_store_as(fg_store **st, const char *name, int bits, int axis)
+static void tiny_store_as(fg_store **st, fg_model **md, const char *name, int bits, int axis)
 {
     char src[4096], tok[4096];
     snprintf(src, sizeof src, "%s/tests/fixtures/opt/opt-tiny-safetensors", FG_SOURCE_DIR);
@@ -531,18 +531,20 @@ static void tiny_store_as(fg_store **st, const char *name, int bits, int axis)
     fg_err err;
     ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
     ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, st, &err), FG_OK);
+    ck_assert_msg(fg_model_open(*st, md, &err) == FG_OK, "%s", err.msg);
 }
 
-static void tiny_store(fg_store **st) { tiny_store_as(st, "store", 0, -1); }
+static void tiny_store(fg_store **st, fg_model **md) { tiny_store_as(st, md, "store", 0, -1); }
 
 START_TEST(store_view_matches_engine)
 {
     tu_tmpdir_create();
     fg_store *st;
+    fg_model *md;
     fg_err err;
-    tiny_store(&st);
+    tiny_store(&st, &md);
     fg_policy_model m;
-    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_policy_model_build(md, &m, &err) == FG_OK, "%s", err.msg);
     ck_assert_uint_gt(m.linear_floats, 0);
     ck_assert_uint_eq(fg_policy_weights_homed(&m, 1), m.pm.weights);
     ck_assert(!m.q4_int8 && m.codec == FG_CODEC_F16);
@@ -550,13 +552,15 @@ START_TEST(store_view_matches_engine)
     static const int kinds[3][3] = {{4, 1, 1}, {4, 0, 0}, {8, 1, 0}}; /* bits, axis, q4_int8 */
     for (int i = 0; i < 3; i++) {
         fg_store *qs;
+        fg_model *qmd;
         char name[32];
         snprintf(name, sizeof name, "store-q%d-%d", kinds[i][0], kinds[i][1]);
-        tiny_store_as(&qs, name, kinds[i][0], kinds[i][1]);
+        tiny_store_as(&qs, &qmd, name, kinds[i][0], kinds[i][1]);
         fg_policy_model qm;
-        ck_assert_msg(fg_policy_model_build(qs, &qm, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_policy_model_build(qmd, &qm, &err) == FG_OK, "%s", err.msg);
         ck_assert_msg(qm.q4_int8 == kinds[i][2], "%s: q4_int8 %d", name, qm.q4_int8);
         fg_policy_model_free(&qm);
+        fg_model_close(qmd);
         fg_store_close(qs);
     }
     fg_calib c = calib_fixed();
@@ -576,7 +580,7 @@ START_TEST(store_view_matches_engine)
         fg_engine_opts eo = test_opts(&out, 12);
         eo.ram_budget = job.ram_budget;
         fg_engine *e;
-        ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "budget %llu: %s",
+        ck_assert_msg(fg_engine_open(md, &eo, &e, &err) == FG_OK, "budget %llu: %s",
                       (unsigned long long)job.ram_budget, err.msg);
         fg_plan mine;
         ck_assert_int_eq(fg_plan_make(&m.pm, &out, 12, job.ram_budget, &mine, &err), FG_OK);
@@ -584,6 +588,7 @@ START_TEST(store_view_matches_engine)
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     }
     fg_policy_model_free(&m);
+    fg_model_close(md);
     fg_store_close(st);
     tu_tmpdir_remove();
 }
@@ -617,10 +622,11 @@ START_TEST(predicted_io_is_the_pagers)
 {
     tu_tmpdir_create();
     fg_store *st;
-    tiny_store(&st);
+    fg_model *md;
+    tiny_store(&st, &md);
     fg_policy_model m;
     fg_err err;
-    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_policy_model_build(md, &m, &err) == FG_OK, "%s", err.msg);
     fg_calib c = calib_fixed();
     const uint32_t P = 8, G = 5, ctx = P + G;
     static const double place[][3] = {{0, 1, 1}, {0.5, 1, 1}, {0, 0, 1}, {0.5, 0, 0}, {0, 0, 0}};
@@ -641,7 +647,7 @@ START_TEST(predicted_io_is_the_pagers)
              fg_plan_make(&m.pm, &p, ctx, eo.ram_budget, &pl, &err); eo.ram_budget += 4096)
             ;
         fg_engine *e;
-        ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_engine_open(md, &eo, &e, &err) == FG_OK, "%s", err.msg);
         fg_engine_stats es;
         four_prompts(e, P, G, NULL, &es);
         fg_policy_job job = {P, G, 4, eo.ram_budget, -1};
@@ -662,6 +668,7 @@ START_TEST(predicted_io_is_the_pagers)
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     }
     fg_policy_model_free(&m);
+    fg_model_close(md);
     fg_store_close(st);
     tu_tmpdir_remove();
 }
@@ -684,9 +691,11 @@ START_TEST(moe_reads_chosen_experts)
     fg_err err;
     ck_assert_msg(fg_convert_import(src, dst, &co, &rep, &err) == FG_OK, "%s", err.msg);
     fg_store *st;
+    fg_model *md;
     ck_assert_int_eq(fg_store_open(dst, FG_STORE_RDONLY, NULL, &st, &err), FG_OK);
+    ck_assert_msg(fg_model_open(st, &md, &err) == FG_OK, "%s", err.msg);
     fg_policy_model m;
-    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_policy_model_build(md, &m, &err) == FG_OK, "%s", err.msg);
     /* 2 layers x 3 stacked tensors x 4 experts of 32 x 64 BF16: one 4 KiB chunk each */
     ck_assert_uint_eq(m.experts, 2 * 3 * 4 * 4096);
     ck_assert_uint_eq(m.sweep.experts, m.experts);
@@ -709,7 +718,7 @@ START_TEST(moe_reads_chosen_experts)
                   (unsigned long long)pa.read_bytes, (unsigned long long)pr.read_bytes);
     fg_engine_opts eo = test_opts(&p, ctx);
     fg_engine *e;
-    ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_engine_open(md, &eo, &e, &err) == FG_OK, "%s", err.msg);
     int32_t prompt[8] = {5, 17, 33, 42, 61, 77, 90, 101}, out[8];
     fg_gen_seq seq = {prompt, P, G, {0, 0, 1, 0}, 0, out, 0, 0};
     fg_gen_stats gs;
@@ -723,6 +732,7 @@ START_TEST(moe_reads_chosen_experts)
     ck_assert_uint_le(rd, pr.read_bytes + 16384);
     ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     fg_policy_model_free(&m);
+    fg_model_close(md);
     fg_store_close(st);
     tu_tmpdir_remove();
 }
@@ -738,10 +748,11 @@ START_TEST(predicted_link_is_the_backends)
 {
     tu_tmpdir_create();
     fg_store *st;
-    tiny_store(&st);
+    fg_model *md;
+    tiny_store(&st, &md);
     fg_policy_model m;
     fg_err err;
-    ck_assert_msg(fg_policy_model_build(st, &m, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_policy_model_build(md, &m, &err) == FG_OK, "%s", err.msg);
     fg_calib c = calib_fixed();
     fg_calib_dev d = calib_dev_fixed();
     const uint32_t P = 8, G = 5, ctx = P + G;
@@ -760,7 +771,7 @@ START_TEST(predicted_link_is_the_backends)
         eo.backend = FG_BACKEND_SIM;
         eo.gpu_budget = 64u << 20;
         fg_engine *e;
-        ck_assert_msg(fg_engine_open(st, &eo, &e, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_engine_open(md, &eo, &e, &err) == FG_OK, "%s", err.msg);
         fg_engine_stats es;
         uint64_t ids = 0x9e3779b97f4a7c15ull; /* the model prices ids at random */
         four_prompts(e, P, G, &ids, &es);
@@ -782,6 +793,7 @@ START_TEST(predicted_link_is_the_backends)
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     }
     fg_policy_model_free(&m);
+    fg_model_close(md);
     fg_store_close(st);
     tu_tmpdir_remove();
 }

@@ -117,11 +117,13 @@ static void run_block(const char *store, fg_engine_opts o, const char *cache, ui
                       const prompts *p, outcome *res)
 {
     fg_store *s;
+    fg_model *md;
     fg_engine *e;
     fg_prefix *pfx = NULL;
     fg_err err;
     ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &s, &err), FG_OK);
-    ck_assert_msg(fg_engine_open(s, &o, &e, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_model_open(s, &md, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_engine_open(md, &o, &e, &err) == FG_OK, "%s", err.msg);
     if (cache) {
         fg_prefix_ident id;
         ck_assert_msg(fg_engine_prefix_ident(e, G, &id, &err) == FG_OK, "%s", err.msg);
@@ -140,6 +142,7 @@ static void run_block(const char *store, fg_engine_opts o, const char *cache, ui
         res->n_out[i] = seqs[i].n_out;
     ck_assert_int_eq(fg_engine_close(e, NULL), FG_OK);
     fg_prefix_close(pfx);
+    fg_model_close(md);
     fg_store_close(s);
 }
 
@@ -174,9 +177,11 @@ static void exact_case(const char *store, fg_engine_opts o, uint32_t G, const ch
 {
     prompts p;
     fg_store *s;
-    fg_hparams hp;
+    fg_model *md;
     ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &s, NULL), FG_OK);
-    ck_assert_int_eq(fg_engine_read_config(s, &hp, NULL), FG_OK);
+    ck_assert_int_eq(fg_model_open(s, &md, NULL), FG_OK);
+    fg_hparams hp = *fg_model_hparams(md);
+    fg_model_close(md);
     fg_store_close(s);
     make_prompts(&p, hp.vocab_size);
     char cache[4096];
@@ -264,12 +269,14 @@ static void fixture_greedy(const char *layout, const char *refname)
     fg_engine_opts o = defaults();
     for (int run = 0; run < 2; run++) {
         fg_store *s;
+        fg_model *md;
         fg_engine *e;
         fg_prefix *pfx;
         fg_prefix_ident id;
         fg_err err;
         ck_assert_int_eq(fg_store_open(store, FG_STORE_RDONLY, NULL, &s, &err), FG_OK);
-        ck_assert_msg(fg_engine_open(s, &o, &e, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_model_open(s, &md, &err) == FG_OK, "%s", err.msg);
+        ck_assert_msg(fg_engine_open(md, &o, &e, &err) == FG_OK, "%s", err.msg);
         ck_assert_int_eq(fg_engine_prefix_ident(e, 2, &id, &err), FG_OK);
         ck_assert_msg(fg_prefix_open(tu_path("fixcache"), &id, NULL, &pfx, &err) == FG_OK, "%s",
                       err.msg);
@@ -285,6 +292,7 @@ static void fixture_greedy(const char *layout, const char *refname)
             ck_assert_uint_eq(st.prompt_cached, (np - 1) / 2 * 2);
         fg_engine_close(e, NULL);
         fg_prefix_close(pfx);
+        fg_model_close(md);
         fg_store_close(s);
     }
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "inspect_store.h"
-#include "model.h"
+#include "model_open.h"
 #include "inspect_util.h"
 #include "store.h"
 
@@ -152,10 +152,12 @@ static void show_info(const fg_store_info *i, int json)
  * generation_config.json when it has one) and tokenizer kind. */
 static void show_model(fg_store *s, int json)
 {
-    void *cfg = NULL, *tk = NULL;
-    size_t n = 0, tn = 0;
+    void *tk = NULL;
+    size_t tn = 0;
     fg_err err;
-    if (fg_store_meta_get(s, "model.config_json", &cfg, &n, &err))
+    fg_model *md = NULL;
+    int rc = fg_model_open(s, &md, &err);
+    if (rc == FG_ERR_NOT_FOUND)
         return; /* not a model store */
     if (fg_store_meta_get(s, "tokenizer.model", &tk, &tn, &err))
         tk = NULL;
@@ -163,17 +165,11 @@ static void show_model(fg_store *s, int json)
     if (tk)
         snprintf(tok, sizeof tok, "%.*s", (int)(tn < 31 ? tn : 31), (const char *)tk);
     fg_hparams hp;
-    int rc = fg_model_config_parse(cfg, n, "model.config_json", &hp, &err);
-    void *gen = NULL;
-    size_t gn = 0;
-    int from_gen = 0; /* the stop set is generation_config.json's */
-    if (rc == FG_OK && fg_store_meta_get(s, "model.generation_config_json", &gen, &gn, &err) == 0) {
-        fg_hparams before = hp;
-        rc = fg_model_generation_config_parse(gen, gn, "model.generation_config_json", &hp, &err);
-        from_gen = rc == FG_OK && (before.n_eos != hp.n_eos ||
-                                   memcmp(before.eos_ids, hp.eos_ids, sizeof hp.eos_ids));
-    }
-    free(gen);
+    memset(&hp, 0, sizeof hp);
+    if (rc == FG_OK)
+        hp = *fg_model_hparams(md);
+    int from_gen = rc == FG_OK && fg_model_stop_from_generation(md);
+    fg_model_close(md);
     char eos[FG_MODEL_MAX_EOS * 12 + 1] = "";
     size_t k = 0;
     for (uint32_t i = 0; rc == FG_OK && i < hp.n_eos && hp.eos_ids[i] >= 0; i++)
@@ -245,7 +241,6 @@ static void show_model(fg_store *s, int json)
                window, hp.tied_head ? ", tied head" : "", caps,
                k ? eos : "no id", from_gen ? " (generation_config.json)" : "", tok);
     }
-    free(cfg);
     free(tk);
 }
 
