@@ -18,6 +18,8 @@
  *              once, outside the timing), f32 out: the fastest 16-bit path oneDNN has here
  *   dnnl-u8s8  oneDNN dnnl_gemm_u8s8s32 (int8 x int8 -> int32; the int8 GEMM ceiling: no
  *              scales, no groups)
+ * (FG_PREFILL_AVX512=0 or FG_QUANT_VNNI=0 in the environment make the "avx512"/"vnni512" paths
+ * run the AVX2 kernels, as in fg-infer.) Paths the CPU or the build lacks are left out.
  * Figures are GFLOP/s (2 M N K a call) timed with the thread's CPU time (a call that lost its
  * core to another process is not charged for the wait), one call per path, shape and round; the
  * summary is each path's median over the rounds and FLOP-weighted mix over the model's shapes,
