@@ -178,8 +178,11 @@ int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const f
  * panel_floats / kc weights at a time into it; the reference does not use it). Threads may run
  * disjoint (rows, i range) problems into one y, each with its own panel. The reference sums in
  * binary64; AVX2 sums each block of FG_XPACK_KC columns by FMA in binary32, then the blocks
- * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|). NaN and Inf propagate as in any
- * sum. */
+ * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|); AVX512 the same sums with zmm
+ * registers (the AVX2 kernel's bits). NaN and Inf propagate as in any sum. Opt-in, outside this
+ * bound: FG_PREFILL_BF16=1 in the environment, on a CPU with AVX512-BF16, rounds x and the
+ * weights to bfloat16 and sums with VDPBF16PS (about 1.5x the AVX-512 kernel's speed; the
+ * perplexity row is in docs/performance.md). */
 #define FG_XPACK_MR 6
 #define FG_XPACK_KC 256
 uint64_t fg_xpack_floats(uint64_t m, uint64_t k);

@@ -37,6 +37,17 @@ void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, con
                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                       float *y, uint64_t ldy);
 
+/* (Declared for every build: tests call it where FG_QUANT_BF16 built it.) The 16-bit GEMM with
+ * AVX512-BF16 (gemm16_bf16.c): x and the weights rounded to bfloat16,
+ * VDPBF16PS sums; opt-in (FG_PREFILL_BF16=1), outside fg_w16_gemm's error bound. panel: at least
+ * fgq_bf16_panel_x_floats(k) + min(k, FG_XPACK_KC) / 2 x 32 floats (rounded up), 64-byte
+ * aligned. */
+uint64_t fgq_bf16_panel_x_floats(uint64_t k);
+void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                       float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* 1 when $FG_PREFILL_BF16 is "1" (read once). */
+int fgq_prefill_bf16_on(void);
 #ifdef FG_QUANT_X86
 /* fg_xpack with AVX2 (the same floats). */
 void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_cpu.h"
 #include "fgt.h"
 #include "quant.h"
 #include "quant_gemm_int.h" /* fgq_check and the kernel signature, for the emulated VNNI build */
@@ -977,6 +978,80 @@ START_TEST(test_q4_panel_vnni512)
 }
 END_TEST
 
+/* The opt-in AVX512-BF16 kernel of the 16-bit GEMM (gemm16_bf16.c) against a scalar reference
+ * that rounds x and the weights to bfloat16 (nearest even) and sums the products in binary64:
+ * within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w| of the rounded values; F16 and BF16
+ * weights, odd k (a half pair), edge strips and tiles, rows in two ranges, the smallest panel
+ * and a large one. */
+static double bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+START_TEST(test_w16_bf16)
+{
+#ifdef FG_TEST_BF16
+    if (!(fg_cpu_features() & FG_CPU_AVX512BF16)) {
+        fprintf(stderr, "test_quant_gemm: no AVX512-BF16: the BF16 16-bit GEMM not tested\n");
+        return;
+    }
+    static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 601}, {13, 33, 31},
+                                         {150, 64, 520}, {8, 7, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        uint8_t codec = s % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
+        uint16_t *w = malloc(n * k * 2);
+        float *x = make_x(m, k, k), *bias = s % 2 ? NULL : malloc(n * 4), *y = malloc(m * n * 4);
+        float *xp = malloc(fg_xpack_floats(m, k) * 4);
+        for (uint64_t i = 0; i < n * k; i++) {
+            float v = gauss() * 0.05f;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            w[i] = codec == FG_CODEC_F16 ? fg_f32_to_f16_1(v) : (uint16_t)(u >> 16);
+        }
+        for (uint64_t j = 0; bias && j < n; j++)
+            bias[j] = gauss();
+        fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
+        uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
+        for (int big = 0; big < 2; big++) {
+            uint64_t pf = big ? 1u << 18 : fgq_bf16_panel_x_floats(k) + kc2 * 32;
+            float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
+            uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+            memset(y, 0xFF, m * n * 4);
+            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, split, m, bias, y, n,
+                              panel, pf);
+            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, 0, split, bias, y, n,
+                              panel, pf);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double e = bias ? bias[j] : 0, mag = fabs(e);
+                    for (uint64_t c = 0; c < k; c++) {
+                        double t = bf16_round(w16_value(codec, w[j * k + c])) *
+                                   bf16_round(x[i * k + c]);
+                        e += t, mag += fabs(t);
+                    }
+                    double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
+                    REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 kernel %s m %llu n %llu k %llu "
+                            "panel %llu (%llu, %llu): %.9g vs %.12g",
+                            codec == FG_CODEC_F16 ? "f16" : "bf16", (unsigned long long)m,
+                            (unsigned long long)n, (unsigned long long)k, (unsigned long long)pf,
+                            (unsigned long long)i, (unsigned long long)j, y[i * n + j], e);
+                }
+            free(panel);
+        }
+        free(w), free(x), free(bias), free(y), free(xp);
+    }
+#else
+    fprintf(stderr, "test_quant_gemm: built without -mavx512bf16: the BF16 GEMM not tested\n");
+#endif
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -994,6 +1069,7 @@ int main(void)
     tcase_add_test(tc, test_w16_gemm);
     tcase_add_test(tc, test_w16_avx512_same_bits);
     tcase_add_test(tc, test_q4_panel_vnni512);
+    tcase_add_test(tc, test_w16_bf16);
     tcase_add_test(tc, test_gemm_panel);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
