@@ -56,7 +56,7 @@ endif()
 # tests/install/install.sh checks that each compiles alone (C, and C++ when there is a C++
 # compiler) and that none includes a header missing from include/fg/.
 set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h core/fg_version.h format/fgt.h quant/quant.h store/store.h pager/pager.h
-    text/tokenizer.h compute/backend.h compute/sample.h model/model.h model/model_open.h engine/policy.h
+    text/tokenizer.h text/chat.h compute/backend.h compute/sample.h model/model.h model/model_open.h engine/policy.h
     engine/plan.h engine/plan_model.h engine/stage.h engine/engine.h prefix/prefix.h
     jobs/jobs.h runner/runner.h policy/policy_search.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.

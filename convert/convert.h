@@ -8,8 +8,11 @@
  * 4-bit groups (quant/) but a mixture of experts' routers (model.h fg_role_stays_wide: kept in
  * their 16-bit type). Tensors are streamed chunk by chunk: memory stays bounded by a few
  * chunk buffers whatever the checkpoint size. config.json and the tokenizer files become store
- * metadata ("config.json", "tokenizer.vocab_json", "tokenizer.merges_txt",
- * "tokenizer.config_json", "tokenizer.special_tokens_map_json"); every tensor records
+ * metadata ("model.config_json", "model.generation_config_json", "tokenizer.model",
+ * "tokenizer.tokenizer_json" or "tokenizer.vocab_json" + "tokenizer.merges_txt",
+ * "tokenizer.config_json", "tokenizer.special_tokens_map_json", "tokenizer.chat_template_jinja",
+ * "tokenizer.chat_template_json": SPEC section 14; a chat template fg cannot parse fails the
+ * conversion); every tensor records
  * its source key and the XXH3-64 of its source file.
  *
  * All of it is one store batch: on any error nothing becomes visible, and a store directory the

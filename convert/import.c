@@ -19,6 +19,7 @@
 #include "convert.h"
 #include "convert_int.h"
 #include "fg_progress.h"
+#include "chat.h"
 #include "quant.h"
 #include "tokenizer.h"
 
@@ -179,9 +180,66 @@ static int check_generation(const char *buf, size_t len, const char *path, void 
     return fg_model_generation_config_parse(buf, len, path, &hp, err);
 }
 
+/* dir/file's bytes into *buf (NULL when the file is absent) */
+static int read_optional(const char *dir, const char *file, char **buf, size_t *len, fg_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    *buf = NULL;
+    *len = 0;
+    int rc = fg_read_regular(path, FG_STORE_META_MAX, buf, len, err);
+    return rc == FG_ERR_NOT_FOUND ? FG_OK : rc;
+}
+
+/* The checkpoint's chat template (chat_template.jinja, else chat_template.json, else
+ * tokenizer_config.json's chat_template; fg_chat_template_select) must parse: a template using
+ * what fg's interpreter lacks fails the conversion here, naming its file, line and construct,
+ * rather than the first chat request. No template at all is fine (a base model). */
+static int check_chat_template(const char *dir, fg_err *err)
+{
+    static const char *const files[] = {"chat_template.jinja", "chat_template.json",
+                                        "tokenizer_config.json"};
+    char *buf[3] = {0};
+    size_t len[3] = {0};
+    int rc = FG_OK;
+    for (int i = 0; i < 3 && rc == FG_OK; i++)
+        rc = read_optional(dir, files[i], &buf[i], &len[i], err);
+    char *src = NULL;
+    int from = 2; /* the file the template came from, for the message */
+    if (buf[0])
+        from = 0;
+    else if (rc == FG_OK && buf[1] &&
+             fg_chat_template_select(NULL, 0, buf[1], len[1], NULL, 0, 0, &src, NULL) == FG_OK)
+        from = 1;
+    free(src);
+    src = NULL;
+    if (rc == FG_OK) {
+        fg_err e = {0};
+        rc = fg_chat_template_select(buf[0], len[0], buf[1], len[1], buf[2], len[2], 0, &src, &e);
+        if (rc == FG_ERR_NOT_FOUND)
+            rc = FG_OK; /* no template: a base model */
+        else if (rc)
+            fg_err_set(err, rc, "%s/%s", dir, e.msg);
+    }
+    if (rc == FG_OK && src) {
+        fg_chat_template *t;
+        fg_err e = {0};
+        rc = fg_chat_template_parse(src, strlen(src), &t, &e);
+        if (rc)
+            fg_err_set(err, rc, "%s/%s: %s (fg's template interpreter cannot run it)", dir,
+                       files[from], e.msg);
+        fg_chat_template_free(t);
+    }
+    free(src);
+    for (int i = 0; i < 3; i++)
+        free(buf[i]);
+    return rc;
+}
+
 /* The tokenizer files of dir as store metadata: tokenizer.json (+ tokenizer_config.json and
  * special_tokens_map.json) when dir has one, else GPT-2's vocab.json + merges.txt (+ the same
- * two). The files are loaded once here, so a tokenizer fg cannot use fails the conversion
+ * two); and chat_template.jinja / chat_template.json when present, once the chat template
+ * (from them or tokenizer_config.json) has parsed. The files are loaded once here, so a tokenizer fg cannot use fails the conversion
  * naming its file rather than the first generation. */
 int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
 {
@@ -212,6 +270,12 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
     if (!rc)
         rc = fgc_meta_file(j, "tokenizer.special_tokens_map_json", dir, "special_tokens_map.json",
                            1, err);
+    if (!rc)
+        rc = check_chat_template(dir, err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.chat_template_jinja", dir, "chat_template.jinja", 1, err);
+    if (!rc)
+        rc = fgc_meta_file(j, "tokenizer.chat_template_json", dir, "chat_template.json", 1, err);
     return rc;
 }
 

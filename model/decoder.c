@@ -590,20 +590,19 @@ static void lists(const fg_hparams *hp, uint32_t n, fg_model_ws *ws)
     }
 }
 
-/* x (the unit's input, normalized) -> ws->tmp: the sum of each token's experts (and the shared
- * expert's share), expert by expert in index order as transformers' loop over the experts
- * hit. Every token's row is written by its first expert (its top_k >= 1) and added to by the
- * rest. Each expert's token list has its own stretch of ws->idx / ws->sv, so no op is waited
- * for inside the unit (the router's sync waits for the previous unit's readers of them). */
-static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
-               uint32_t n, int decode, fg_model_ws *ws, fg_err *err)
+/* The experts' stacked weights and their biases (gpt-oss), by projection */
+static const fg_role k_exp_roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
+static const fg_role k_exp_broles[3] = {FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP,
+                                        FG_ROLE_EXP_B_DOWN};
+
+/* The router over x's n rows: its logits (and Qwen2-MoE's shared gate, column e) to the host
+ * (ws->h_log), each row's top_k experts and weights (route), their token lists (lists) */
+static int router(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
+                  uint32_t n, fg_model_ws *ws, fg_err *err)
 {
-    uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
+    uint32_t h = hp->hidden, e = hp->n_experts, k = hp->top_k;
     int gated = hp->shared_ffn && !hp->shared_plain; /* Qwen2-MoE's sigmoid(gate . x) */
     uint32_t ne = e + (gated ? 1 : 0);
-    static const fg_role roles[3] = {FG_ROLE_EXP_GATE, FG_ROLE_EXP_UP, FG_ROLE_EXP_DOWN};
-    static const fg_role broles[3] = {FG_ROLE_EXP_B_GATE, FG_ROLE_EXP_B_UP, FG_ROLE_EXP_B_DOWN};
-    const uint64_t er[3] = {f, f, h}, ec[3] = {h, h, f}; /* an expert's rows, cols of each */
     int rc = linear(be, x, w, FG_ROLE_ROUTER, FG_ROLE_B_ROUTER, ws->rlog, n, e, h, err);
     if (rc == FG_OK && gated) /* the shared expert's gate: column e */
         rc = linear(be, x, w, FG_ROLE_SHARED_GATE, -1, ws->rlog + (size_t)n * e, n, 1, h, err);
@@ -630,6 +629,56 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
         route(hp, ws->h_log + (size_t)r * e, cb ? corr : NULL, ws->sel + (size_t)r * k,
               ws->prob + (size_t)r * k);
     lists(hp, n, ws);
+    return FG_OK;
+}
+
+/* Expert ex over its tokens (ws->idx / ws->sv from ws->at[ex]): gathered from x, its MLP,
+ * scattered into ws->tmp (its first ws->nf[ex] tokens assign their row, the rest add) */
+static int one_expert(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
+                      uint32_t n, uint32_t ex, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t h = hp->hidden, f = hp->moe_ffn;
+    const uint64_t er[3] = {f, f, h}, ec[3] = {h, h, f}; /* an expert's rows, cols of each */
+    uint32_t at = ws->at[ex], cnt = ws->at[ex + 1] - at, first = ws->nf[ex];
+    int32_t *idx = ws->idx + at;
+    float *sv = ws->sv + at;
+    wslice v[3];
+    fg_weight sw[3];
+    int rc = FG_OK;
+    for (int i = 0; i < 3 && rc == FG_OK; i++) /* this expert's rows of each */
+        rc = slice(&w->w[k_exp_roles[i]], ex * er[i], er[i], ec[i], &v[i], &sw[i],
+                   ws->prow + i * (MOE_MAX_PIECES + 1), err);
+    fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
+    const float *eb[3] = {NULL, NULL, NULL}; /* its biases (gpt-oss) */
+    for (int i = 0; i < 3; i++)
+        eb[i] = w->f[k_exp_broles[i]] ? w->f[k_exp_broles[i]] + (size_t)ex * er[i] : NULL;
+    mlp_w mw = {&sw[0], &sw[1], &sw[2], eb[0], eb[1], eb[2]};
+    if (rc == FG_OK)
+        rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
+    if (rc == FG_OK)
+        rc = mlp_core(be, hp, &mw, ws->ex, cnt, f, ws->ey, ws, err);
+    if (rc == FG_OK && first)
+        rc = be->iface->scatter(be, ws->tmp, n, ws->ey, idx, sv, first, h, 0, err);
+    if (rc == FG_OK && cnt > first)
+        rc = be->iface->scatter(be, ws->tmp, n, ws->ey + (size_t)first * h, idx + first,
+                                sv + first, cnt - first, h, 1, err);
+    return rc;
+}
+
+/* x (the unit's input, normalized) -> ws->tmp: the sum of each token's experts (and the shared
+ * expert's share), expert by expert in index order as transformers' loop over the experts
+ * hit. Every token's row is written by its first expert (its top_k >= 1) and added to by the
+ * rest. Each expert's token list has its own stretch of ws->idx / ws->sv, so no op is waited
+ * for inside the unit (the router's sync waits for the previous unit's readers of them). */
+static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *x,
+               uint32_t n, int decode, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t h = hp->hidden, f = hp->moe_ffn, e = hp->n_experts, k = hp->top_k;
+    int gated = hp->shared_ffn && !hp->shared_plain; /* Qwen2-MoE's sigmoid(gate . x) */
+    const uint64_t er[3] = {f, f, h};
+    int rc = router(be, hp, w, x, n, ws, err);
+    if (rc)
+        return rc;
     /* the chosen experts counted, and their chunks asked for at once, in the order they
      * multiply: read at full queue depth, each while the experts before it compute (the engine
      * prefetches a layer's experts with it only when a step's tokens are expected to choose
@@ -642,34 +691,11 @@ static int moe(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const f
             continue;
         ms->experts++;
         for (int i = 0; i < 3; i++)
-            prefetch_rows(&w->w[roles[i]], ex * er[i], er[i]);
+            prefetch_rows(&w->w[k_exp_roles[i]], ex * er[i], er[i]);
     }
-    for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++) {
-        uint32_t at = ws->at[ex], cnt = ws->at[ex + 1] - at, first = ws->nf[ex];
-        int32_t *idx = ws->idx + at;
-        float *sv = ws->sv + at;
-        if (!cnt)
-            continue;
-        wslice v[3];
-        fg_weight sw[3];
-        for (int i = 0; i < 3 && rc == FG_OK; i++) /* this expert's rows of each */
-            rc = slice(&w->w[roles[i]], ex * er[i], er[i], ec[i], &v[i], &sw[i],
-                       ws->prow + i * (MOE_MAX_PIECES + 1), err);
-        fg_weight xw = {x, 0, NULL, NULL, NULL, NULL, NULL};
-        const float *eb[3] = {NULL, NULL, NULL}; /* its biases (gpt-oss) */
-        for (int i = 0; i < 3; i++)
-            eb[i] = w->f[broles[i]] ? w->f[broles[i]] + (size_t)ex * er[i] : NULL;
-        mlp_w mw = {&sw[0], &sw[1], &sw[2], eb[0], eb[1], eb[2]};
-        if (rc == FG_OK)
-            rc = be->iface->gather(be, &xw, n, idx, cnt, ws->ex, h, err);
-        if (rc == FG_OK)
-            rc = mlp_core(be, hp, &mw, ws->ex, cnt, f, ws->ey, ws, err);
-        if (rc == FG_OK && first)
-            rc = be->iface->scatter(be, ws->tmp, n, ws->ey, idx, sv, first, h, 0, err);
-        if (rc == FG_OK && cnt > first)
-            rc = be->iface->scatter(be, ws->tmp, n, ws->ey + (size_t)first * h, idx + first,
-                                    sv + first, cnt - first, h, 1, err);
-    }
+    for (uint32_t ex = 0; ex < e && rc == FG_OK; ex++)
+        if (ws->at[ex + 1] != ws->at[ex])
+            rc = one_expert(be, hp, w, x, n, ex, ws, err);
     if (rc || !hp->shared_ffn)
         return rc;
     float *sg = ws->sv + (size_t)n * k; /* + sigmoid(gate . x) * shared(x), or shared(x) */

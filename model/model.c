@@ -16,30 +16,15 @@
 
 #include "fg_json.h"
 #include "fg_file.h"
-#include "model_int.h"
+#include "families.h"
 
-static const fg_arch *const k_table[] = {&fg_arch_opt, &fg_arch_llama, &fg_arch_mistral,
-                                          &fg_arch_ministral, &fg_arch_qwen2, &fg_arch_qwen3,
-                                          &fg_arch_phi3, &fg_arch_gemma3_text, &fg_arch_gemma3,
-                                          &fg_arch_mistral3, &fg_arch_ministral3,
-                                          &fg_arch_qwen2_5_vl, &fg_arch_qwen3_vl,
-                                          &fg_arch_granite, &fg_arch_smollm3, &fg_arch_olmo2,
-                                          &fg_arch_mixtral, &fg_arch_qwen2_moe,
-                                          &fg_arch_qwen3_moe, &fg_arch_olmoe, &fg_arch_gemma2,
-                                          &fg_arch_granitemoe, &fg_arch_gpt_oss,
-                                          &fg_arch_gemma, &fg_arch_glm4_moe,
-                                          &fg_arch_minimax_m2, &fg_arch_olmo3,
-                                          &fg_arch_dots1, &fg_arch_seed_oss,
-                                          &fg_arch_exaone4, &fg_arch_ernie4_5,
-                                          &fg_arch_ernie4_5_moe, &fg_arch_glm4};
-#define N_ARCH (sizeof k_table / sizeof k_table[0])
-
+/* The table: OPT's entry (opt.c), then the rows of families.c in their order. */
 const fg_arch *fg_arch_find(const char *model_type)
 {
-    for (size_t i = 0; model_type && i < N_ARCH; i++)
-        if (!strcmp(k_table[i]->name, model_type))
-            return k_table[i];
-    return NULL;
+    if (model_type && !strcmp(model_type, fg_arch_opt.name))
+        return &fg_arch_opt;
+    const fgm_family *f = fgm_row_find(model_type);
+    return f ? &f->arch : NULL;
 }
 
 const fg_arch *fg_model_arch(const fg_hparams *hp)
@@ -51,8 +36,9 @@ const char *fg_arch_names(void)
 {
     static char buf[1024]; /* (about 300 bytes for the 33 entries of today) */
     if (!buf[0])
-        for (size_t i = 0, k = 0; i < N_ARCH && k < sizeof buf; i++)
-            k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", k_table[i]->name);
+        for (size_t i = 0, k = 0; i <= fgm_n_rows && k < sizeof buf; i++)
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "",
+                                  i ? fgm_rows[i - 1].arch.name : fg_arch_opt.name);
     return buf;
 }
 
@@ -253,12 +239,13 @@ static int model_type(json_t *root, const char *label, fg_hparams *hp, fg_err *e
                           json_string_value(v));
     snprintf(hp->arch, sizeof hp->arch, "%s", json_string_value(v));
     /* GPTQ, AWQ, bitsandbytes, FP8...: tensors fg cannot read as weights; say so by the key
-     * rather than by the first packed tensor's name. gpt-oss's MXFP4 experts are read (as the
-     * 16-bit values they hold: fg-convert, model_check.c) */
+     * rather than by the first packed tensor's name. A row with traits.mxfp4 (gpt-oss) has its
+     * MXFP4 experts read (as the 16-bit values they hold: fg-convert, model_check.c) */
+    const fgm_family *f = fgm_row_find(hp->arch);
     json_t *q = json_object_get(root, "quantization_config");
     json_t *m = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
     if (q && !json_is_null(q) && !(json_is_string(m) && !strcmp(json_string_value(m), "mxfp4") &&
-                                   !strcmp(hp->arch, "gpt_oss"))) {
+                                   f && f->t.mxfp4)) {
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: key quantization_config: a checkpoint "
                           "quantized by another tool (quant_method \"%.32s\") is not supported; "
                           "convert its F16/BF16/F32 original (--compress-weight for 4-bit)",

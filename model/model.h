@@ -9,9 +9,10 @@
  *  - the forward of each unit kind (by default the generic pre/post-norm decoder of
  *    model/decoder.c, which covers learned or rotary positions, LayerNorm or RMSNorm, plain or
  *    gated MLPs, grouped-query and sliding-window attention).
- * The engine, the schedules, the pager and the tools know units and roles, never a family:
- * adding a family is one file in model/ plus its entry in model.c's table, its tokenizer class
- * and its tests.
+ * The engine, the schedules, the pager and the tools know units and roles, never a family, and
+ * this header names none: an entry is found by its model_type (fg_arch_find). A Llama-style
+ * family is a row of model/families.c (its config class's defaults and named features, at most
+ * one hook for a quirk), so adding one is that row plus its fixture and tests.
  *
  * A "unit" is what FlexGen calls a layer with --sep-layer: the input embedding, each decoder
  * layer's attention block, each layer's MLP block, the output head. Units are numbered 0 (embed),
@@ -421,41 +422,6 @@ int fg_model_mlp(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const
                  fg_model_ws *ws, fg_err *err);
 int fg_model_head(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const float *hidden,
                   uint32_t n, float *logits, fg_model_ws *ws, fg_err *err);
-
-/* ---- families ---- */
-extern const fg_arch fg_arch_opt;     /* model/opt.c */
-extern const fg_arch fg_arch_llama;   /* model/llama.c: Llama 2, 3.x */
-extern const fg_arch fg_arch_mistral; /* model/llama.c */
-extern const fg_arch fg_arch_ministral; /* model/llama.c: Mistral with per-layer windows */
-extern const fg_arch fg_arch_ministral3; /* model/llama.c: Ministral 3 (YaRN, Llama 4 q scaling) */
-extern const fg_arch fg_arch_qwen2;   /* model/llama.c: Qwen2, Qwen2.5 */
-extern const fg_arch fg_arch_qwen3;   /* model/llama.c: Qwen3 (dense) */
-extern const fg_arch fg_arch_phi3;    /* model/llama.c: Phi-3, Phi-3.5, Phi-4 */
-extern const fg_arch fg_arch_gemma3_text; /* model/llama.c: Gemma 3 (text) */
-extern const fg_arch fg_arch_gemma3;  /* model/llama.c: Gemma 3 multimodal, its text model */
-extern const fg_arch fg_arch_mistral3; /* model/llama.c: Mistral Small 3.x, its text model */
-extern const fg_arch fg_arch_qwen2_5_vl; /* model/llama.c: Qwen2.5-VL, its text model */
-extern const fg_arch fg_arch_qwen3_vl; /* model/llama.c: Qwen3-VL (dense), its text model */
-extern const fg_arch fg_arch_granite; /* model/llama.c: IBM Granite 3.x (dense) */
-extern const fg_arch fg_arch_smollm3; /* model/llama.c: SmolLM3 (NoPE layers) */
-extern const fg_arch fg_arch_olmo2;   /* model/llama.c: OLMo 2 (norms after the blocks) */
-extern const fg_arch fg_arch_mixtral; /* model/llama.c: Mixtral (mixture of experts) */
-extern const fg_arch fg_arch_qwen2_moe; /* model/llama.c: Qwen1.5-MoE / Qwen2-MoE */
-extern const fg_arch fg_arch_qwen3_moe; /* model/llama.c: Qwen3-MoE */
-extern const fg_arch fg_arch_olmoe; /* model/llama.c: OLMoE (mixture of experts) */
-extern const fg_arch fg_arch_gemma2; /* model/llama.c: Gemma 2 */
-extern const fg_arch fg_arch_granitemoe; /* model/llama.c: GraniteMoE (mixture of experts) */
-extern const fg_arch fg_arch_gpt_oss;    /* model/llama.c: gpt-oss (sinks, biased experts) */
-extern const fg_arch fg_arch_gemma;      /* model/llama.c: Gemma (1) */
-extern const fg_arch fg_arch_glm4_moe;   /* model/llama.c: GLM-4.5 / 4.6 MoE */
-extern const fg_arch fg_arch_minimax_m2; /* model/llama.c: MiniMax-M2 */
-extern const fg_arch fg_arch_olmo3;      /* model/llama.c: OLMo 3 */
-extern const fg_arch fg_arch_dots1;      /* model/llama.c: dots.llm1 */
-extern const fg_arch fg_arch_seed_oss;   /* model/llama.c: Seed-OSS */
-extern const fg_arch fg_arch_exaone4;    /* model/llama.c: EXAONE 4 */
-extern const fg_arch fg_arch_ernie4_5;   /* model/llama.c: ERNIE 4.5 (dense) */
-extern const fg_arch fg_arch_ernie4_5_moe; /* model/llama.c: ERNIE 4.5 MoE */
-extern const fg_arch fg_arch_glm4;       /* model/llama.c: GLM-4 (dense) */
 
 #ifdef __cplusplus
 }

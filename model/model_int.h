@@ -35,6 +35,9 @@ int fgm_parse(const char *json, size_t len, const char *label,
               int (*fn)(json_t *root, const char *label, fg_hparams *hp, fg_err *err),
               fg_hparams *hp, fg_err *err);
 
+/* OPT's entry (opt.c); the others are the rows of families.c (families.h). */
+extern const fg_arch fg_arch_opt;
+
 /* Append a spec to out[*n]. d1 == 0: a vector. */
 void fgm_spec(fg_tensor_spec *out, uint32_t *n, const char *name, fg_role role, fg_access access,
               uint64_t d0, uint64_t d1);

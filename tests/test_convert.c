@@ -36,8 +36,8 @@ static int cmp_tensor(void *ctx, const fg_store_tensor *t)
     uint32_t idx = UINT32_MAX;
     char canon[256];
     for (uint32_t i = 0; i < fg_ckpt_count(c->ck); i++) {
-        const char *nm = fg_arch_opt.canonical_name(fg_ckpt_tensor_at(c->ck, i)->name, canon,
-                                               sizeof canon);
+        const char *nm = fg_arch_find("opt")->canonical_name(fg_ckpt_tensor_at(c->ck, i)->name,
+                                                             canon, sizeof canon);
         if (nm && !strcmp(nm, t->name))
             idx = i;
     }
