@@ -147,8 +147,10 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
  * fg_quant_gemm_panel_min(c, k) bytes for k columns, more lets a pass cover more weight rows; threads use their
  * own). Q4 with groups of 64 or more on an AVX2 CPU (fg_quant_gemm_panel_fast) runs a kernel
  * that unpacks the codes once per slab and multiplies 4 activation rows by 8 weight rows at a
- * time (gemm_q4p_avx2.c); anything else runs fg_quant_gemm's kernels on those rows (panel
- * unused). The result is fg_quant_gemm's within its stated float tolerance. */
+ * time (gemm_q4p_avx2.c), or on a CPU with AVX512-VNNI, given a panel of 4 x the minimum and
+ * one activation scale a group, its zmm VPDPBUSD twin with 4 x 32 tiles and the same bits
+ * (gemm_q4p_vnni512.c; FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 keep the AVX2 one); anything else
+ * runs fg_quant_gemm's kernels on those rows (panel unused). The result is fg_quant_gemm's within its stated float tolerance. */
 #define FG_QUANT_PANEL_COLS 2048 /* columns of one k block of the panel kernel */
 size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k);
 int fg_quant_gemm_panel_fast(const fg_codec *c);
