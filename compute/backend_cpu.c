@@ -33,6 +33,9 @@
  *    kernels (opt-1.3b 4-bit prefill, bench/prefill.sh 8x4: ~150 GFLOP/s with one thread
  *    quantizing and the row kernel, 178 with the quantization split, 201 with the panel kernel);
  *  - everything else decoded to f32 and sgemm.
+ * On AVX-512 CPUs both panel GEMMs run zmm kernels with 32-row strips (gemm16_avx512.c; with
+ * AVX512-VNNI gemm_q4p_vnni512.c), the AVX2 kernels' bits at about 1.9x and 2.2x their speed
+ * here (bench_gemm_prefill); FG_PREFILL_AVX512=0 keeps the AVX2 kernels.
  * FG_PANEL_GEMM=0 in the environment turns both panel GEMMs off (sgemm on decoded 16-bit
  * pieces, the row kernel for int8), for comparing.
  */
@@ -393,10 +396,11 @@ static int run_panel(cpu_ctx *c, const fg_wpiece *p, const fg_quant_act *act, co
      * chunk and meets rows / 16 strips: bench at m 1020, k 2048, one thread: 128 rows 82-86
      * GFLOP/s, 512 rows 91-94); when that gives fewer than two a thread, x's rows are split
      * too (each such chunk repacks its weights, which costs less than an idle thread) */
-    uint64_t rows = p->n, per = ((rows + 2 * t - 1) / (2 * t) + 15) & ~15ull;
+    /* whole 32-row strips (the AVX-512 kernels' strips; 16 and 8 for the AVX2 ones) */
+    uint64_t rows = p->n, per = ((rows + 2 * t - 1) / (2 * t) + 31) & ~31ull;
     per = per > W16_ROWS ? per : W16_ROWS;
     if ((rows + per - 1) / per > DECODE_PARTS)
-        per = ((rows + DECODE_PARTS - 1) / DECODE_PARTS + 15) & ~15ull;
+        per = ((rows + DECODE_PARTS - 1) / DECODE_PARTS + 31) & ~31ull;
     j->rows_per = per;
     j->n_rb = (uint32_t)((rows + per - 1) / per);
     uint32_t n_mb = 1, want = 2 * t;

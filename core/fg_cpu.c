@@ -42,6 +42,8 @@ static void detect(void)
         f |= FG_CPU_AVX512;
     if (f & FG_CPU_AVX512 && __builtin_cpu_supports("avx512vnni"))
         f |= FG_CPU_AVX512VNNI;
+    if (f & FG_CPU_AVX512 && __builtin_cpu_supports("avx512bf16"))
+        f |= FG_CPU_AVX512BF16;
     if (f & FG_CPU_AVX2 && has_avxvnni())
         f |= FG_CPU_AVXVNNI;
 #endif

@@ -22,6 +22,7 @@ typedef enum fg_cpu_feature {
     FG_CPU_AVX512 = 1u << 2,    /* F, BW and VL */
     FG_CPU_AVX512VNNI = 1u << 3,
     FG_CPU_AVXVNNI = 1u << 4,
+    FG_CPU_AVX512BF16 = 1u << 5, /* with AVX-512 F, BW and VL */
 } fg_cpu_feature;
 
 /* Bit set of fg_cpu_feature the CPU and OS support (0 on non-x86). */

@@ -10,13 +10,24 @@
  * Linear (fg_xpack) and the weights are widened straight into the packed panel the register
  * kernel reads, so each weight byte is touched once outside the kernel.
  *
+ * ISAs: AVX2 runs gemm16_avx2.c (6 x 16 tiles of 8-lane FMA); AVX512 runs gemm16_avx512.c (6 x 32
+ * tiles of 16-lane FMA, the same sums in the same order: the same bits) when the panel holds a
+ * 32-row strip (kc x 32 floats), else the AVX2 kernel. FG_PREFILL_AVX512=0 in the environment
+ * keeps the AVX2 kernels for the prefill GEMMs (this one and the Q4 panel kernel) on an AVX-512
+ * CPU, to compare them on one machine. FG_PREFILL_BF16=1 (opt-in) runs gemm16_bf16.c instead on
+ * CPUs with AVX512-BF16: x and the weights rounded to bfloat16, which this function's stated
+ * error bound does not cover (docs/performance.md has its perplexity row).
+ *
  * Layout of packed x (GotoBLAS/BLIS-style): columns in blocks of FG_XPACK_KC; within a block of
  * kc columns starting at column p, micro-panels of FG_XPACK_MR rows, each [kc][MR] (row i of the
  * panel at offset kk * MR + i); block p starts at p * mp, panel b at b * kc * MR, where mp is m
  * rounded up to MR. Rows past m are zero.
  */
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fg_cpu.h"
 #include "quant_int.h"
 #include "quant_gemm_int.h"
 
@@ -80,6 +91,30 @@ void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, con
         }
 }
 
+#ifdef FG_QUANT_BF16
+/* The BF16 kernel runs: ISA avx512 on a CPU with AVX512-BF16 (core/fg_cpu), FG_PREFILL_BF16=1
+ * and FG_PREFILL_AVX512 not 0, a panel with room for the x pairs and one 32-row strip. */
+static int bf16_kernel(fg_quant_isa isa, uint64_t k, uint64_t panel_floats)
+{
+    uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
+    return isa == FG_QUANT_ISA_AVX512 && (fg_cpu_features() & FG_CPU_AVX512BF16) &&
+           fgq_prefill_bf16_on() && fgq_prefill_avx512_on() &&
+           panel_floats >= fgq_bf16_panel_x_floats(k) + kc2 * 32;
+}
+#endif
+
+int fgq_prefill_bf16_on(void)
+{
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("FG_PREFILL_BF16");
+        v = e && !strcmp(e, "1");
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                 uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias, float *y,
                 uint64_t ldy,
@@ -104,14 +139,38 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
             return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: a panel of %llu floats, "
                               "%llu needed", (unsigned long long)panel_floats,
                               (unsigned long long)fg_w16_panel_min_floats(k));
-        fgq_avx2_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
-                          panel, panel_floats);
+#ifdef FG_QUANT_BF16
+        if (bf16_kernel(isa, k, panel_floats)) {
+            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
+                              panel, panel_floats);
+            return FG_OK;
+        }
+#endif
+        if (isa == FG_QUANT_ISA_AVX512 && fgq_prefill_avx512_on() &&
+            panel_floats >= (k < FG_XPACK_KC ? k : FG_XPACK_KC) * 32)
+            fgq_avx512_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y,
+                                ldy, panel, panel_floats);
+        else
+            fgq_avx2_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
+                              panel, panel_floats);
         return FG_OK;
     }
 #endif
     (void)panel, (void)panel_floats;
     fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy);
     return FG_OK;
+}
+
+int fgq_prefill_avx512_on(void)
+{
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("FG_PREFILL_AVX512");
+        v = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 uint64_t fg_w16_panel_min_floats(uint64_t k)

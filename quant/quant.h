@@ -147,8 +147,10 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
  * fg_quant_gemm_panel_min(c, k) bytes for k columns, more lets a pass cover more weight rows; threads use their
  * own). Q4 with groups of 64 or more on an AVX2 CPU (fg_quant_gemm_panel_fast) runs a kernel
  * that unpacks the codes once per slab and multiplies 4 activation rows by 8 weight rows at a
- * time (gemm_q4p_avx2.c); anything else runs fg_quant_gemm's kernels on those rows (panel
- * unused). The result is fg_quant_gemm's within its stated float tolerance. */
+ * time (gemm_q4p_avx2.c), or on a CPU with AVX512-VNNI, given a panel of 4 x the minimum and
+ * one activation scale a group, its zmm VPDPBUSD twin with 4 x 32 tiles and the same bits
+ * (gemm_q4p_vnni512.c; FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 keep the AVX2 one); anything else
+ * runs fg_quant_gemm's kernels on those rows (panel unused). The result is fg_quant_gemm's within its stated float tolerance. */
 #define FG_QUANT_PANEL_COLS 2048 /* columns of one k block of the panel kernel */
 size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k);
 int fg_quant_gemm_panel_fast(const fg_codec *c);
@@ -178,8 +180,11 @@ int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const f
  * panel_floats / kc weights at a time into it; the reference does not use it). Threads may run
  * disjoint (rows, i range) problems into one y, each with its own panel. The reference sums in
  * binary64; AVX2 sums each block of FG_XPACK_KC columns by FMA in binary32, then the blocks
- * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|). NaN and Inf propagate as in any
- * sum. */
+ * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|); AVX512 the same sums with zmm
+ * registers (the AVX2 kernel's bits). NaN and Inf propagate as in any sum. Opt-in, outside this
+ * bound: FG_PREFILL_BF16=1 in the environment, on a CPU with AVX512-BF16, rounds x and the
+ * weights to bfloat16 and sums with VDPBF16PS (about 1.5x the AVX-512 kernel's speed; the
+ * perplexity row is in docs/performance.md). */
 #define FG_XPACK_MR 6
 #define FG_XPACK_KC 256
 uint64_t fg_xpack_floats(uint64_t m, uint64_t k);

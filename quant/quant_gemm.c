@@ -30,14 +30,15 @@
  * (quant_gemm_vnni.c) when the CPU has AVX-VNNI; AVX512 runs the AVX512-VNNI twin
  * (quant_gemm_vnni512.c) when the CPU has it, else as AVX2. FG_QUANT_VNNI=0 in the environment
  * turns the VNNI kernels off (to compare them with the plain AVX2 ones on one machine).
+ * The panel kernel (many activation rows, Q4): gemm_q4p_avx2.c, or with ISA avx512 on a CPU
+ * with AVX512-VNNI gemm_q4p_vnni512.c (zmm VPDPBUSD, 32-row strips; the AVX2 kernel's bits),
+ * which FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 turns off.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef FG_QUANT_VNNI
-#include <cpuid.h>
-#endif
 
+#include "fg_cpu.h"
 #include "quant_gemm_int.h"
 
 #define ACT_ALIGN 64u
@@ -232,22 +233,18 @@ typedef void (*gemm_fn)(const fgq_params *p, const uint8_t *w, uint64_t row_byte
                         uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
 
 #ifdef FG_QUANT_VNNI
-/* Bit 1: AVX-VNNI (CPUID 7.1 EAX[4]); bit 2: AVX512-VNNI (CPUID 7.0 ECX[11]); 0 when
+/* Bit 1: AVX-VNNI; bit 2: AVX512-VNNI (the process's one detector, core/fg_cpu.h); 0 when
  * $FG_QUANT_VNNI is "0". Read once (racing first calls store the same value). */
 static int vnni_flags(void)
 {
     static _Atomic int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
-        unsigned a, b, c, d;
+        unsigned f = fg_cpu_features();
         const char *env = getenv("FG_QUANT_VNNI");
         v = 0;
-        if (!(env && strcmp(env, "0") == 0)) {
-            if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
-                v |= 1;
-            if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)))
-                v |= 2;
-        }
+        if (!(env && strcmp(env, "0") == 0))
+            v = (f & FG_CPU_AVXVNNI ? 1 : 0) | (f & FG_CPU_AVX512VNNI ? 2 : 0);
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v;
@@ -376,6 +373,21 @@ static size_t strip_bytes(uint32_t G, uint64_t k)
     return (size_t)((kb ? kb : 1) * ((uint64_t)G * 8 + 64));
 }
 
+/* 1 when the AVX512-VNNI panel kernel (gemm_q4p_vnni512.c: 32-row strips, 4 times the AVX2
+ * kernel's panel) runs this call: ISA avx512 on a CPU with AVX512-VNNI, FG_QUANT_VNNI and
+ * FG_PREFILL_AVX512 not "0", one activation scale a group, a panel of four AVX2 strips. */
+static int panel_vnni512(fg_quant_isa use, const fgq_params *p, const fg_quant_act *a,
+                         uint64_t k, size_t panel_bytes)
+{
+#ifdef FG_QUANT_VNNI
+    return use == FG_QUANT_ISA_AVX512 && (vnni_flags() & 2) && fgq_prefill_avx512_on() &&
+           a->block == p->G && panel_bytes >= 4 * strip_bytes(p->G, k);
+#else
+    (void)use, (void)p, (void)a, (void)k, (void)panel_bytes;
+    return 0;
+#endif
+}
+
 size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k)
 {
     return c->group_size ? strip_bytes(c->group_size, k) : 0;
@@ -410,6 +422,13 @@ int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, siz
             return fg_err_set(err, FG_ERR_INVALID_ARG, "quant gemm: a panel of %zu bytes at "
                               "%p, %zu (32-byte aligned) needed", panel_bytes, panel,
                               strip_bytes(p.G, v->cols));
+#ifdef FG_QUANT_VNNI
+        if (panel_vnni512(use, &p, a, v->cols, panel_bytes)) {
+            fgq_vnni512_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, bias, y, ldy, panel,
+                                   panel_bytes);
+            return FG_OK;
+        }
+#endif
         fgq_avx2_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, bias, y, ldy, panel,
                             panel_bytes);
         return FG_OK;

@@ -37,6 +37,17 @@ void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, con
                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                       float *y, uint64_t ldy);
 
+/* (Declared for every build: tests call it where FG_QUANT_BF16 built it.) The 16-bit GEMM with
+ * AVX512-BF16 (gemm16_bf16.c): x and the weights rounded to bfloat16,
+ * VDPBF16PS sums; opt-in (FG_PREFILL_BF16=1), outside fg_w16_gemm's error bound. panel: at least
+ * fgq_bf16_panel_x_floats(k) + min(k, FG_XPACK_KC) / 2 x 32 floats (rounded up), 64-byte
+ * aligned. */
+uint64_t fgq_bf16_panel_x_floats(uint64_t k);
+void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                       float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* 1 when $FG_PREFILL_BF16 is "1" (read once). */
+int fgq_prefill_bf16_on(void);
 #ifdef FG_QUANT_X86
 /* fg_xpack with AVX2 (the same floats). */
 void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,
@@ -50,6 +61,14 @@ void fgq_avx2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_byt
 void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                        uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* The same 16-bit GEMM with zmm registers: 6 x 32 tiles, panel >= min(k, FG_XPACK_KC) x 32
+ * floats, 64-byte aligned; the AVX2 kernel's bits. */
+void fgq_avx512_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                         uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                         float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
+/* 0 when $FG_PREFILL_AVX512 is "0": the prefill GEMMs keep their AVX2 kernels on AVX-512 CPUs.
+ * Read once. */
+int fgq_prefill_avx512_on(void);
 void fgq_avx2_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const float *x,
                        uint64_t m, uint64_t ldx, float *y, uint64_t ldy);
 int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);
@@ -62,6 +81,12 @@ void fgq_vnni_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
 void fgq_vnni512_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                       uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
+/* fgq_avx2_gemm_panel with zmm VPDPBUSD and 32-row strips (gemm_q4p_kern512.h): one activation
+ * scale a group (a->block == G) only; panel >= 4 AVX2 strips. The AVX2 panel kernel's bits. */
+void fgq_vnni512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                            uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                            uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                            size_t panel_bytes);
 #endif
 
 #endif

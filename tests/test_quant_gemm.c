@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_cpu.h"
 #include "fgt.h"
 #include "quant.h"
 #include "quant_gemm_int.h" /* fgq_check and the kernel signature, for the emulated VNNI build */
@@ -857,6 +858,200 @@ START_TEST(test_w16_gemm)
 }
 END_TEST
 
+/* The AVX-512 kernel of the 16-bit GEMM sums each output in the AVX2 kernel's order: the same
+ * bits, F16 and BF16, on shapes with edge strips (n not a multiple of 32), several kc blocks,
+ * a bias, rows in two ranges; and with a panel too small for its 32-row strips it falls back to
+ * the AVX2 kernel (the same bits again). */
+START_TEST(test_w16_avx512_same_bits)
+{
+    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM not tested\n");
+        return;
+    }
+    static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 600}, {96, 256, 520},
+                                         {13, 33, 31}, {50, 64, 1100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        uint8_t codec = s % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
+        uint16_t *w = malloc(n * k * 2);
+        float *x = make_x(m, k, k), *bias = malloc(n * 4), *ya = malloc(m * n * 4);
+        float *yb = malloc(m * n * 4), *xp = malloc(fg_xpack_floats(m, k) * 4);
+        for (uint64_t i = 0; i < n * k; i++)
+            w[i] = codec == FG_CODEC_F16 ? fg_f32_to_f16_1(gauss() * 0.05f)
+                                         : (uint16_t)(0x3C00 + rnd() % 0x800);
+        for (uint64_t j = 0; j < n; j++)
+            bias[j] = gauss();
+        fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
+        uint64_t pf = 1u << 18, small = fg_w16_panel_min_floats(k);
+        float *panel = aligned_alloc(64, pf * 4);
+        uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+        fg_err err;
+        ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, m, bias, ya, n, panel, pf,
+                                     FG_QUANT_ISA_AVX2, &err), FG_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            uint64_t use = pass ? small : pf;
+            memset(yb, 0xFF, m * n * 4);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, split, m, bias, yb, n, panel,
+                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, split, bias, yb, n, panel,
+                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            for (uint64_t i = 0; i < m * n; i++)
+                REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
+                        "k %llu at %llu: %.9g, avx2 %.9g", (unsigned long long)use,
+                        (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                        (unsigned long long)i, yb[i], ya[i]);
+        }
+        free(w), free(x), free(bias), free(ya), free(yb), free(xp), free(panel);
+    }
+}
+END_TEST
+
+/* The AVX512-VNNI Q4 panel kernel (gemm_q4p_kern512.h) gives the AVX2 panel kernel's bits: its
+ * body with VPDPBUSD emulated (quant_q4p_emul.c, any AVX-512 CPU) and, where the CPU has
+ * AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of four AVX2
+ * strips, one activation scale a group); shapes with edge strips and tiles, several k blocks,
+ * k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from n0. */
+void fgq_q4p_emul512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                                uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                                uint64_t i1, const float *bias, float *y, uint64_t ldy,
+                                void *panel, size_t panel_bytes);
+
+static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p512[] = {
+    {13, 33, 200, 64, 0, 0, 1},  {37, 100, 4500, 128, 1, 0, 0}, {8, 64, 2048, 64, 0, 1, 1},
+    {5, 7, 40, 256, 1, 1, 0},    {50, 70, 1000, 64, 1, 0, 1},   {4, 32, 64, 64, 0, 0, 0},
+};
+
+START_TEST(test_q4_panel_vnni512)
+{
+    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel not tested\n");
+        return;
+    }
+    for (size_t t = 0; t < sizeof k_q4p512 / sizeof *k_q4p512; t++) {
+        uint64_t m = k_q4p512[t].m, n = k_q4p512[t].n, k = k_q4p512[t].k;
+        uint32_t G = k_q4p512[t].G;
+        wcase wc;
+        wcase_make(&wc, 4, G, k_q4p512[t].f32s, k_q4p512[t].hi, n, k);
+        float *x = make_x(m, k, k), *bias = NULL;
+        if (k_q4p512[t].bias) {
+            bias = malloc(n * 4);
+            for (uint64_t j = 0; j < n; j++)
+                bias[j] = gauss();
+        }
+        act ac;
+        act_make(&ac, &wc.c, m, k, G);
+        act_quant(&ac, x, 0, FG_QUANT_ISA_AVX2);
+        size_t pb = 6 * fg_quant_gemm_panel_min(&wc.c, k);
+        void *panel = aligned_alloc(64, (pb + 63) / 64 * 64);
+        uint64_t split = m / 2, n0 = n / 5;
+        float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
+        fg_err err;
+        ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n, &ac.a, 0, m,
+                                             bias, want, n, panel, pb, FG_QUANT_ISA_AVX2, &err),
+                         FG_OK);
+        fgq_params p;
+        ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
+        uint64_t row_bytes = (k + G - 1) / G * p.gbytes;
+        for (int native = 0; native < 2; native++) {
+            for (uint64_t q = 0; q < m * n; q++) { /* columns before n0 untouched, the rest written */
+                want[q] = q % n < n0 ? 777.0f : want[q];
+                got[q] = q % n < n0 ? 777.0f : -12345.0f;
+            }
+            for (int half = 0; half < 2; half++) {
+                uint64_t i0 = half ? split : 0, i1 = half ? m : split;
+                if (native)
+                    ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n,
+                                                         &ac.a, i0, i1, bias, got, n, panel, pb,
+                                                         FG_QUANT_ISA_AVX512, &err), FG_OK);
+                else if (i0 < i1)
+                    fgq_q4p_emul512_gemm_panel(&p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias,
+                                               got, n, panel, pb);
+            }
+            for (uint64_t q = 0; q < m * n; q++)
+                REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
+                        "%.9g", native ? "native" : "emulated", t, (unsigned long long)(q / n),
+                        (unsigned long long)(q % n), got[q], want[q]);
+        }
+        free(want), free(got), free(panel), free(bias), free(x), free(ac.buf);
+        wcase_free(&wc);
+    }
+}
+END_TEST
+
+/* The opt-in AVX512-BF16 kernel of the 16-bit GEMM (gemm16_bf16.c) against a scalar reference
+ * that rounds x and the weights to bfloat16 (nearest even) and sums the products in binary64:
+ * within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w| of the rounded values; F16 and BF16
+ * weights, odd k (a half pair), edge strips and tiles, rows in two ranges, the smallest panel
+ * and a large one. */
+static double bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+START_TEST(test_w16_bf16)
+{
+#ifdef FG_TEST_BF16
+    if (!(fg_cpu_features() & FG_CPU_AVX512BF16)) {
+        fprintf(stderr, "test_quant_gemm: no AVX512-BF16: the BF16 16-bit GEMM not tested\n");
+        return;
+    }
+    static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 601}, {13, 33, 31},
+                                         {150, 64, 520}, {8, 7, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        uint8_t codec = s % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
+        uint16_t *w = malloc(n * k * 2);
+        float *x = make_x(m, k, k), *bias = s % 2 ? NULL : malloc(n * 4), *y = malloc(m * n * 4);
+        float *xp = malloc(fg_xpack_floats(m, k) * 4);
+        for (uint64_t i = 0; i < n * k; i++) {
+            float v = gauss() * 0.05f;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            w[i] = codec == FG_CODEC_F16 ? fg_f32_to_f16_1(v) : (uint16_t)(u >> 16);
+        }
+        for (uint64_t j = 0; bias && j < n; j++)
+            bias[j] = gauss();
+        fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
+        uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
+        for (int big = 0; big < 2; big++) {
+            uint64_t pf = big ? 1u << 18 : fgq_bf16_panel_x_floats(k) + kc2 * 32;
+            float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
+            uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+            memset(y, 0xFF, m * n * 4);
+            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, split, m, bias, y, n,
+                              panel, pf);
+            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, 0, split, bias, y, n,
+                              panel, pf);
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    double e = bias ? bias[j] : 0, mag = fabs(e);
+                    for (uint64_t c = 0; c < k; c++) {
+                        double t = bf16_round(w16_value(codec, w[j * k + c])) *
+                                   bf16_round(x[i * k + c]);
+                        e += t, mag += fabs(t);
+                    }
+                    double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
+                    REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 kernel %s m %llu n %llu k %llu "
+                            "panel %llu (%llu, %llu): %.9g vs %.12g",
+                            codec == FG_CODEC_F16 ? "f16" : "bf16", (unsigned long long)m,
+                            (unsigned long long)n, (unsigned long long)k, (unsigned long long)pf,
+                            (unsigned long long)i, (unsigned long long)j, y[i * n + j], e);
+                }
+            free(panel);
+        }
+        free(w), free(x), free(bias), free(y), free(xp);
+    }
+#else
+    fprintf(stderr, "test_quant_gemm: built without -mavx512bf16: the BF16 GEMM not tested\n");
+#endif
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -872,6 +1067,9 @@ int main(void)
     tcase_add_test(tc, test_zero_and_tiny_blocks);
     tcase_add_test(tc, test_f16_gemm);
     tcase_add_test(tc, test_w16_gemm);
+    tcase_add_test(tc, test_w16_avx512_same_bits);
+    tcase_add_test(tc, test_q4_panel_vnni512);
+    tcase_add_test(tc, test_w16_bf16);
     tcase_add_test(tc, test_gemm_panel);
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL

@@ -1,0 +1,219 @@
+/* gemm16_bf16.c - the 16-bit-weight GEMM with AVX512-BF16 (VDPBF16PS): weights and x rounded to
+ * bfloat16, products summed in binary32 (gemm16.c; compiled with -mavx512bf16 -mavx512f
+ * -mavx512bw -mavx512vl -mf16c; called only when the CPU reports AVX512-BF16 and the caller
+ * opted in with FG_PREFILL_BF16=1: it does not compute what fg_w16_gemm's contract says).
+ *
+ * Why opt-in: bfloat16 has 8 significant bits where binary16 has 11, so F16 weights lose three
+ * bits and x loses sixteen; VDPBF16PS also treats subnormal inputs as zero. The result is within
+ * about 2^-8 of sum |x w| of the exact sum, not the FMA kernels' 2^-24-per-term bound
+ * (test_w16_bf16 checks the kernel against a scalar reference that rounds the same way; the
+ * perplexity row is in docs/performance.md).
+ *
+ * Loops: the AVX-512 kernel's (gemm16_avx512.c), with the panel of 32 weight rows stored as
+ * bfloat16 pairs [nc / 32][kc / 2][32][2] (a pair of consecutive k of one row is one 32-bit
+ * lane, as VDPBF16PS multiplies them) and each MC-row block of packed x converted once per kc
+ * block to pairs [panel][kc / 2][6][2] at the front of the caller's panel, then met by every
+ * strip. A tile is 6 x 32:
+ * 12 zmm accumulators, per k pair two weight loads, six broadcasts, twelve VDPBF16PS. Each kc
+ * block's sums are stored (first block, from the bias) or added to y, as the other kernels.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_gemm_int.h"
+
+#define MR FG_XPACK_MR
+#define NR 32
+#define KC FG_XPACK_KC
+#define MC 144 /* rows of x a pass over the strips: 24 panels, 72 KiB of pairs at kc = 256 */
+#define NC_MAX 1024
+
+/* bfloat16 of f, rounded to nearest even (VCVTNEPS2BF16's rule; NaN stays NaN). */
+static inline uint16_t bf16_1(float f)
+{
+    __m128bh h = _mm_cvtneps_pbh(_mm_set1_ps(f));
+    uint16_t out;
+    memcpy(&out, &h, 2);
+    return out;
+}
+
+static inline float widen1(int bf16, uint16_t h)
+{
+    return bf16 ? fgq_bitsf((uint32_t)h << 16) : _cvtsh_ss(h);
+}
+
+/* 16 weights of a row from k (16 <= kc - k) as f32. */
+static inline __m512 widen16(int bf16, const uint16_t *s)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)s);
+    if (bf16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* o[t] = lane t of v[0..7] (an 8 x 8 transpose of 32-bit lanes). */
+static inline void transpose8(const __m256 v[8], __m256 o[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    o[0] = _mm256_permute2f128_ps(s0, s4, 0x20), o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    o[2] = _mm256_permute2f128_ps(s2, s6, 0x20), o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    o[4] = _mm256_permute2f128_ps(s0, s4, 0x31), o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    o[6] = _mm256_permute2f128_ps(s2, s6, 0x31), o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* rows [0, nr) of w (the rest zero), columns [0, kc) (kc even, or the last pair's second half
+ * zero), into pairs pp[nc/32][kc2][32] (uint32: the row's bf16 pair, low half first). */
+static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint64_t nc,
+                   uint64_t kc, uint32_t *pp)
+{
+    const uint64_t kc2 = (kc + 1) / 2;
+    for (uint64_t j = 0; j < nc; j += NR) {
+        uint32_t *d = pp + j * kc2;
+        for (uint64_t r = 0; r < NR; r += 8) {
+            uint64_t kk = 0;
+            if (j + r + 8 <= nr)
+                for (; kk + 16 <= kc; kk += 16) { /* 8 rows x 8 pairs */
+                    __m256 v[8], o[8];
+                    for (int t = 0; t < 8; t++) {
+                        __m256bh h = _mm512_cvtneps_pbh(widen16(bf16, w + (j + r + t) * ldw + kk));
+                        v[t] = _mm256_castsi256_ps((__m256i)h);
+                    }
+                    transpose8(v, o);
+                    for (int t = 0; t < 8; t++)
+                        _mm256_storeu_ps((float *)(d + (kk / 2 + t) * NR + r), o[t]);
+                }
+            for (; kk < kc; kk += 2)
+                for (uint64_t t = 0; t < 8; t++) {
+                    uint64_t row = j + r + t;
+                    uint16_t lo = 0, hi = 0;
+                    if (row < nr) {
+                        lo = bf16_1(widen1(bf16, w[row * ldw + kk]));
+                        hi = kk + 1 < kc ? bf16_1(widen1(bf16, w[row * ldw + kk + 1])) : 0;
+                    }
+                    d[(kk / 2) * NR + r + t] = (uint32_t)lo | (uint32_t)hi << 16;
+                }
+        }
+    }
+}
+
+/* Micro-panels [b0, b1) of packed x (fg_xpack, f32 [kc][6] each) to pairs [kc2][6] (uint32) at
+ * xb, panel b - b0 at (b - b0) * kc2 * 6. */
+static void pack_x(const float *xp, uint64_t kc, uint64_t b0, uint64_t b1, uint32_t *xb)
+{
+    const uint64_t kc2 = (kc + 1) / 2;
+    for (uint64_t b = b0; b < b1; b++) {
+        const float *s = xp + b * kc * MR;
+        uint32_t *d = xb + (b - b0) * kc2 * MR;
+        uint64_t kk = 0;
+        for (; kk + 2 <= kc; kk += 2) { /* columns kk, kk + 1 of the 6 rows: 12 floats */
+            for (int i = 0; i < MR; i++)
+                d[(kk / 2) * MR + i] = (uint32_t)bf16_1(s[kk * MR + i]) |
+                                       (uint32_t)bf16_1(s[(kk + 1) * MR + i]) << 16;
+        }
+        if (kk < kc)
+            for (int i = 0; i < MR; i++)
+                d[(kk / 2) * MR + i] = bf16_1(s[kk * MR + i]);
+    }
+}
+
+#define ROW(i)                                                                                    \
+    x = (__m512bh)_mm512_set1_epi32((int)a[i]);                                                   \
+    c##i##0 = _mm512_dpbf16_ps(c##i##0, x, b0), c##i##1 = _mm512_dpbf16_ps(c##i##1, x, b1);
+
+/* c[6][32] (row stride ldc) = a [kc2][6] pairs x b [kc2][32] pairs + bias[32] (first; bias
+ * NULL: 0), or += a x b. */
+static inline void kernel(uint64_t kc2, const uint32_t *a, const uint32_t *b, float *c,
+                          uint64_t ldc, int first, const float *bias)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    if (first && bias) {
+        c00 = c10 = c20 = c30 = c40 = c50 = _mm512_loadu_ps(bias);
+        c01 = c11 = c21 = c31 = c41 = c51 = _mm512_loadu_ps(bias + 16);
+    }
+#pragma GCC unroll 4
+    for (uint64_t kk = 0; kk < kc2; kk++, a += MR, b += NR) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+        __m512bh x;
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+    }
+    __m512 r[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    for (int i = 0; i < MR; i++) {
+        float *p = c + (uint64_t)i * ldc;
+        if (first) {
+            _mm512_storeu_ps(p, r[2 * i]);
+            _mm512_storeu_ps(p + 16, r[2 * i + 1]);
+        } else {
+            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), r[2 * i]));
+            _mm512_storeu_ps(p + 16, _mm512_add_ps(_mm512_loadu_ps(p + 16), r[2 * i + 1]));
+        }
+    }
+}
+
+/* One strip (32 weight rows, cols of them real) against the converted panels [0, np) of x. */
+static void strip(uint64_t kc2, const uint32_t *xb, uint64_t np, uint64_t row0, uint64_t i1,
+                  const uint32_t *bw, float *y, uint64_t ldy, uint64_t cols, int first,
+                  const float *bj)
+{
+    float tile[MR * NR] __attribute__((aligned(64))), btile[NR];
+    if (bj && cols < NR) {
+        memset(btile, 0, sizeof btile);
+        memcpy(btile, bj, cols * sizeof *btile);
+        bj = btile;
+    }
+    for (uint64_t b = 0; b < np; b++) {
+        uint64_t r = row0 + b * MR, rows = i1 - r < MR ? i1 - r : MR;
+        float *yt = y + r * ldy;
+        const uint32_t *a = xb + b * kc2 * MR;
+        if (rows == MR && cols == NR) {
+            kernel(kc2, a, bw, yt, ldy, first, bj);
+            continue;
+        }
+        kernel(kc2, a, bw, tile, NR, 1, first ? bj : NULL);
+        for (uint64_t i = 0; i < rows; i++)
+            for (uint64_t q = 0; q < cols; q++)
+                yt[i * ldy + q] = first ? tile[i * NR + q] : yt[i * ldy + q] + tile[i * NR + q];
+    }
+}
+
+uint64_t fgq_bf16_panel_x_floats(uint64_t k)
+{
+    return (uint64_t)MC * (((k < KC ? k : KC) + 1) / 2);
+}
+
+void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
+                       float *y, uint64_t ldy, float *panel, uint64_t panel_floats)
+{
+    const uint64_t mp = (m + MR - 1) / MR * MR, b0 = i0 / MR, b1 = (i1 + MR - 1) / MR;
+    const uint64_t xfloats = fgq_bf16_panel_x_floats(k);
+    uint32_t *xb = (uint32_t *)panel; /* MC rows' pairs of one kc block, then the weights */
+    if (i0 >= i1)
+        return;
+    for (uint64_t p = 0; p < k; p += KC) {
+        uint64_t kc = k - p < KC ? k - p : KC, kc2 = (kc + 1) / 2;
+        uint64_t ncap = (panel_floats - xfloats) / kc2 / NR * NR; /* a pair: one float's room */
+        ncap = ncap < NC_MAX ? ncap : NC_MAX;
+        for (uint64_t jc = 0; jc < n; jc += ncap) {
+            uint64_t nr = n - jc < ncap ? n - jc : ncap, nc = (nr + NR - 1) / NR * NR;
+            uint32_t *pp = (uint32_t *)panel + xfloats;
+            pack_w(bf16, w + jc * ldw + p, ldw, nr, nc, kc, pp);
+            for (uint64_t ic = b0; ic < b1; ic += MC / MR) {
+                uint64_t ie = ic + MC / MR < b1 ? ic + MC / MR : b1;
+                pack_x(xp + p * mp, kc, ic, ie, xb);
+                for (uint64_t jr = 0; jr < nc; jr += NR) {
+                    uint64_t cols = nr - jr < NR ? nr - jr : NR;
+                    strip(kc2, xb, ie - ic, ic * MR, i1, pp + jr * kc2, y + jc + jr, ldy, cols,
+                          p == 0, bias ? bias + jc + jr : NULL);
+                }
+            }
+        }
+    }
+}
