@@ -29,7 +29,7 @@ extern "C" {
 
 /* ---- calibration ---- */
 
-#define FG_CALIB_VERSION 5
+#define FG_CALIB_VERSION 6
 #define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
 
 typedef struct fg_calib {
