@@ -18,70 +18,13 @@
 #include <string.h>
 
 #include "quant_gemm_int.h"
+#include "quant_x86_pack.h"
 
 #define MR FG_XPACK_MR
 #define NR 16
 #define KC FG_XPACK_KC
 #define MC 144   /* rows of x a pass over a strip: 24 panels, 144 KiB at kc = 256 */
 #define NC_MAX 1024
-
-static inline __m256 widen8(int bf16, const uint16_t *s)
-{
-    __m128i h = _mm_loadu_si128((const __m128i *)s);
-    if (bf16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    return _mm256_cvtph_ps(h);
-}
-
-static inline float widen1(int bf16, uint16_t h)
-{
-    return bf16 ? fgq_bitsf((uint32_t)h << 16) : _cvtsh_ss(h);
-}
-
-/* o[t] = lane t of v[0..7] (an 8 x 8 transpose of floats). */
-static inline void transpose8(const __m256 v[8], __m256 o[8])
-{
-    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    o[0] = _mm256_permute2f128_ps(s0, s4, 0x20), o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    o[2] = _mm256_permute2f128_ps(s2, s6, 0x20), o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    o[4] = _mm256_permute2f128_ps(s0, s4, 0x31), o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    o[6] = _mm256_permute2f128_ps(s2, s6, 0x31), o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
-/* rows [0, nr) of w (nr <= nc, the rest zero), columns [0, kc), into panel [nc/16][kc][16]. */
-static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint64_t nc,
-                   uint64_t kc, float *panel)
-{
-    for (uint64_t j = 0; j < nc; j += NR) {
-        float *d = panel + j * kc;
-        for (uint64_t r = 0; r < NR; r += 8) {
-            uint64_t kk = 0;
-            if (j + r + 8 <= nr) {
-                const uint16_t *s = w + (j + r) * ldw;
-                for (; kk + 8 <= kc; kk += 8) {
-                    __m256 v[8], o[8];
-                    for (int t = 0; t < 8; t++)
-                        v[t] = widen8(bf16, s + t * ldw + kk);
-                    transpose8(v, o);
-                    for (int t = 0; t < 8; t++)
-                        _mm256_store_ps(d + (kk + t) * NR + r, o[t]);
-                }
-            }
-            for (; kk < kc; kk++)
-                for (uint64_t t = 0; t < 8; t++) {
-                    uint64_t row = j + r + t;
-                    d[kk * NR + r + t] = row < nr ? widen1(bf16, w[row * ldw + kk]) : 0.0f;
-                }
-        }
-    }
-}
 
 /* c[6][16] (row stride ldc) = a [kc][6] x b [kc][16] + bias[16] (first; bias NULL: 0), or +=
  * a x b. */
@@ -142,7 +85,7 @@ void fgq_avx2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, co
         ncap = ncap < NC_MAX ? ncap : NC_MAX;
         for (uint64_t jc = 0; jc < n; jc += ncap) {
             uint64_t nr = n - jc < ncap ? n - jc : ncap, nc = (nr + NR - 1) / NR * NR;
-            pack_w(bf16, w + jc * ldw + p, ldw, nr, nc, kc, panel);
+            qp_pack_w16(bf16, w + jc * ldw + p, ldw, nr, nc, kc, NR, panel);
             const float *xb = xp + p * mp;
             for (uint64_t ic = b0; ic < b1; ic += MC / MR) {
                 uint64_t ie = ic + MC / MR < b1 ? ic + MC / MR : b1;
@@ -194,7 +137,7 @@ void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float 
                     v[i] = row[i] ? _mm256_loadu_ps(row[i] + kk) : _mm256_setzero_ps();
                 v[6] = v[7] = _mm256_setzero_ps();
                 __m256 o[8];
-                transpose8(v, o);
+                qp_transpose8(v, o);
                 for (int t = 0; t < 8; t++) { /* column kk + t: rows 0..5 */
                     float *q = d + (kk + t) * MR;
                     _mm_storeu_ps(q, _mm256_castps256_ps128(o[t]));

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "quant_gemm_int.h"
+#include "quant_x86_pack.h"
 
 #define MR FG_XPACK_MR
 #define NR 32
@@ -37,11 +38,6 @@ static inline uint16_t bf16_1(float f)
     return out;
 }
 
-static inline float widen1(int bf16, uint16_t h)
-{
-    return bf16 ? fgq_bitsf((uint32_t)h << 16) : _cvtsh_ss(h);
-}
-
 /* 16 weights of a row from k (16 <= kc - k) as f32. */
 static inline __m512 widen16(int bf16, const uint16_t *s)
 {
@@ -49,23 +45,6 @@ static inline __m512 widen16(int bf16, const uint16_t *s)
     if (bf16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
-}
-
-/* o[t] = lane t of v[0..7] (an 8 x 8 transpose of 32-bit lanes). */
-static inline void transpose8(const __m256 v[8], __m256 o[8])
-{
-    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    o[0] = _mm256_permute2f128_ps(s0, s4, 0x20), o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    o[2] = _mm256_permute2f128_ps(s2, s6, 0x20), o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    o[4] = _mm256_permute2f128_ps(s0, s4, 0x31), o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    o[6] = _mm256_permute2f128_ps(s2, s6, 0x31), o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* rows [0, nr) of w (the rest zero), columns [0, kc) (kc even, or the last pair's second half
@@ -85,7 +64,7 @@ static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint6
                         __m256bh h = _mm512_cvtneps_pbh(widen16(bf16, w + (j + r + t) * ldw + kk));
                         v[t] = _mm256_castsi256_ps((__m256i)h);
                     }
-                    transpose8(v, o);
+                    qp_transpose8(v, o);
                     for (int t = 0; t < 8; t++)
                         _mm256_storeu_ps((float *)(d + (kk / 2 + t) * NR + r), o[t]);
                 }
@@ -94,8 +73,8 @@ static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint6
                     uint64_t row = j + r + t;
                     uint16_t lo = 0, hi = 0;
                     if (row < nr) {
-                        lo = bf16_1(widen1(bf16, w[row * ldw + kk]));
-                        hi = kk + 1 < kc ? bf16_1(widen1(bf16, w[row * ldw + kk + 1])) : 0;
+                        lo = bf16_1(qp_widen1(bf16, w[row * ldw + kk]));
+                        hi = kk + 1 < kc ? bf16_1(qp_widen1(bf16, w[row * ldw + kk + 1])) : 0;
                     }
                     d[(kk / 2) * NR + r + t] = (uint32_t)lo | (uint32_t)hi << 16;
                 }

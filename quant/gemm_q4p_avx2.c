@@ -31,36 +31,12 @@
 #include <string.h>
 
 #include "quant_gemm_int.h"
+#include "quant_x86_pack.h"
 
 #define TR 4            /* activation rows a tile */
 #define TC 8            /* weight rows a tile (a strip) */
 #define KB_COLS FG_QUANT_PANEL_COLS /* columns a k block */
 #define MC 128          /* activation rows a pass over the strips (128 KiB of codes at 1024) */
-
-static inline void transpose8_store(__m256i r[8], uint8_t *out)
-{
-    __m256 v0 = _mm256_castsi256_ps(r[0]), v1 = _mm256_castsi256_ps(r[1]);
-    __m256 v2 = _mm256_castsi256_ps(r[2]), v3 = _mm256_castsi256_ps(r[3]);
-    __m256 v4 = _mm256_castsi256_ps(r[4]), v5 = _mm256_castsi256_ps(r[5]);
-    __m256 v6 = _mm256_castsi256_ps(r[6]), v7 = _mm256_castsi256_ps(r[7]);
-    __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
-    __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
-    __m256 t4 = _mm256_unpacklo_ps(v4, v5), t5 = _mm256_unpackhi_ps(v4, v5);
-    __m256 t6 = _mm256_unpacklo_ps(v6, v7), t7 = _mm256_unpackhi_ps(v6, v7);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    float *o = (float *)out; /* quad q of the 8 rows at out + 32 q */
-    _mm256_store_ps(o + 0, _mm256_permute2f128_ps(s0, s4, 0x20));
-    _mm256_store_ps(o + 8, _mm256_permute2f128_ps(s1, s5, 0x20));
-    _mm256_store_ps(o + 16, _mm256_permute2f128_ps(s2, s6, 0x20));
-    _mm256_store_ps(o + 24, _mm256_permute2f128_ps(s3, s7, 0x20));
-    _mm256_store_ps(o + 32, _mm256_permute2f128_ps(s0, s4, 0x31));
-    _mm256_store_ps(o + 40, _mm256_permute2f128_ps(s1, s5, 0x31));
-    _mm256_store_ps(o + 48, _mm256_permute2f128_ps(s2, s6, 0x31));
-    _mm256_store_ps(o + 56, _mm256_permute2f128_ps(s3, s7, 0x31));
-}
 
 /* Strip rows [0, nr) (nr <= 8; the rest zero) of groups [g0, g0 + ng): codes to codes
  * ([group][G / 4 quads][8 rows][4]), scale and min to sm ([group][8 scales, 8 mins]). */
@@ -91,8 +67,8 @@ static void pack_strip(const fgq_params *p, const uint8_t *w, uint64_t row_bytes
                 l[t] = p->hi_first ? c : a;
                 h[t] = p->hi_first ? a : c;
             }
-            transpose8_store(l, cg + b * 64 * TC);           /* quads 0..7 of the block */
-            transpose8_store(h, cg + b * 64 * TC + 32 * TC); /* quads 8..15 */
+            qp_transpose8_store(l, cg + b * 64 * TC, 8);           /* quads 0..7 of the block */
+            qp_transpose8_store(h, cg + b * 64 * TC + 32 * TC, 8); /* quads 8..15 */
         }
     }
 }

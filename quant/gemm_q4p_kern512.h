@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "quant_gemm_int.h"
+#include "quant_x86_pack.h"
 
 #define TR 4                        /* activation rows a tile */
 #define TC 32                       /* weight rows a tile (a strip) */
@@ -35,33 +36,6 @@
 #define KB_COLS FG_QUANT_PANEL_COLS /* columns a k block: the AVX2 kernel's, for its bits */
 #endif
 #define MC 64                       /* activation rows a pass over the strips */
-
-/* r[t] (t < 8): 8 quads (32 bytes) of row t; quad q of the 8 rows to out + q * 128 (the 8 rows'
- * slot within a 32-row quad). */
-static inline void transpose8_store128(__m256i r[8], uint8_t *out)
-{
-    __m256 v0 = _mm256_castsi256_ps(r[0]), v1 = _mm256_castsi256_ps(r[1]);
-    __m256 v2 = _mm256_castsi256_ps(r[2]), v3 = _mm256_castsi256_ps(r[3]);
-    __m256 v4 = _mm256_castsi256_ps(r[4]), v5 = _mm256_castsi256_ps(r[5]);
-    __m256 v6 = _mm256_castsi256_ps(r[6]), v7 = _mm256_castsi256_ps(r[7]);
-    __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
-    __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
-    __m256 t4 = _mm256_unpacklo_ps(v4, v5), t5 = _mm256_unpackhi_ps(v4, v5);
-    __m256 t6 = _mm256_unpacklo_ps(v6, v7), t7 = _mm256_unpackhi_ps(v6, v7);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    float *o = (float *)out;
-    _mm256_storeu_ps(o + 0 * 32, _mm256_permute2f128_ps(s0, s4, 0x20));
-    _mm256_storeu_ps(o + 1 * 32, _mm256_permute2f128_ps(s1, s5, 0x20));
-    _mm256_storeu_ps(o + 2 * 32, _mm256_permute2f128_ps(s2, s6, 0x20));
-    _mm256_storeu_ps(o + 3 * 32, _mm256_permute2f128_ps(s3, s7, 0x20));
-    _mm256_storeu_ps(o + 4 * 32, _mm256_permute2f128_ps(s0, s4, 0x31));
-    _mm256_storeu_ps(o + 5 * 32, _mm256_permute2f128_ps(s1, s5, 0x31));
-    _mm256_storeu_ps(o + 6 * 32, _mm256_permute2f128_ps(s2, s6, 0x31));
-    _mm256_storeu_ps(o + 7 * 32, _mm256_permute2f128_ps(s3, s7, 0x31));
-}
 
 /* Strip rows [0, nr) (nr <= 32; the rest zero) of groups [g0, g0 + ng): codes to codes
  * ([group][G / 4 quads][32 rows][4]), scale and min to sm ([group][32 scales, 32 mins]). */
@@ -95,8 +69,8 @@ static void pack_strip(const fgq_params *p, const uint8_t *w, uint64_t row_bytes
                     h[t] = p->hi_first ? a : c;
                 }
                 uint8_t *o = cg + b * 64 * TC + r8 * 4;
-                transpose8_store128(l, o);           /* quads 0..7 of the block */
-                transpose8_store128(h, o + 8 * 128); /* quads 8..15 */
+                qp_transpose8_store(l, o, 32);           /* quads 0..7 of the block */
+                qp_transpose8_store(h, o + 8 * 128, 32); /* quads 8..15 */
             }
     }
 }
@@ -217,8 +191,9 @@ static void tile(const fg_quant_act *a, uint64_t r0, uint32_t rows, const kblock
     const int8_t *x0 = a->q + ri[0] * a->kp + g0 * G, *x1 = a->q + ri[1] * a->kp + g0 * G;
     const int8_t *x2 = a->q + ri[2] * a->kp + g0 * G, *x3 = a->q + ri[3] * a->kp + g0 * G;
     /* one scale a group: the scale of group g0 + g is the row's block g0 + g */
-    const float *s0 = a->scale + ri[0] * a->n_blocks + g0, *s1 = a->scale + ri[1] * a->n_blocks + g0;
-    const float *s2 = a->scale + ri[2] * a->n_blocks + g0, *s3 = a->scale + ri[3] * a->n_blocks + g0;
+    const uint64_t nb = a->n_blocks;
+    const float *s0 = a->scale + ri[0] * nb + g0, *s1 = a->scale + ri[1] * nb + g0;
+    const float *s2 = a->scale + ri[2] * nb + g0, *s3 = a->scale + ri[3] * nb + g0;
     const float *q0 = a->qmin + ri[0] * a->n_groups + g0, *q1 = a->qmin + ri[1] * a->n_groups + g0;
     const float *q2 = a->qmin + ri[2] * a->n_groups + g0, *q3 = a->qmin + ri[3] * a->n_groups + g0;
     __m512 t00 = _mm512_setzero_ps(), t01 = t00, t10 = t00, t11 = t00, t20 = t00, t21 = t00;
