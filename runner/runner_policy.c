@@ -72,6 +72,19 @@ static int calibrate_device(fgr_run *r, const fg_policy_model *m, fg_calib_dev *
     return rc;
 }
 
+/* The cost model's prediction for the run's summary. */
+static void report_prediction(fgr_run *r, const fg_prediction *pred)
+{
+    r->rep.predicted = 1;
+    r->rep.pred_prefill_s = pred->prefill_s;
+    r->rep.pred_decode_s = pred->decode_s;
+    r->rep.pred_tok_s = pred->tok_s;
+    r->rep.pred_read = pred->read_bytes;
+    r->rep.pred_write = pred->write_bytes;
+    r->rep.pred_up = pred->up_bytes;
+    r->rep.pred_down = pred->down_bytes;
+}
+
 /* Bytes the offload dir's file system has free (less 1%, at least 16 MiB, for what else
  * writes there during the run); 0 when unknown: no limit. */
 static uint64_t disk_free(const fgr_run *r)
@@ -114,14 +127,7 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
     if (rc == FG_OK) {
         char d[200];
         fg_policy_describe(&r->eo.policy, d, sizeof d);
-        r->rep.predicted = 1;
-        r->rep.pred_prefill_s = pred.prefill_s;
-        r->rep.pred_decode_s = pred.decode_s;
-        r->rep.pred_tok_s = pred.tok_s;
-        r->rep.pred_read = pred.read_bytes;
-        r->rep.pred_write = pred.write_bytes;
-        r->rep.pred_up = pred.up_bytes;
-        r->rep.pred_down = pred.down_bytes;
+        report_prediction(r, &pred);
         snprintf(r->policy_line, sizeof r->policy_line, "auto: %s%s (%u LPs, %u feasible, "
                  "%.0f ms)", d, r->o->cache_choice == 0 ? "; lossless only (--allow-lossy lets "
                  "it choose the 4-bit KV cache)" : r->o->cache_choice < 0 ? "; lossy allowed "
@@ -164,13 +170,6 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
     p.frac = pl->frac;
     fg_policy_predict(&c, &m, pl, &p, &job, &pred);
     fg_policy_model_free(&m);
-    r->rep.predicted = 1;
-    r->rep.pred_prefill_s = pred.prefill_s;
-    r->rep.pred_decode_s = pred.decode_s;
-    r->rep.pred_tok_s = pred.tok_s;
-    r->rep.pred_read = pred.read_bytes;
-    r->rep.pred_write = pred.write_bytes;
-    r->rep.pred_up = pred.up_bytes;
-    r->rep.pred_down = pred.down_bytes;
+    report_prediction(r, &pred);
     snprintf(r->policy_line, sizeof r->policy_line, "fixed");
 }
