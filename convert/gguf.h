@@ -12,7 +12,8 @@
  * The glue (gguf_import.c) turns an open GGUF (one file, or the parts of a split one, each
  * parsed on its own) into what convert/ already knows: tensor names
  * mapped onto the Hugging Face names the model table expects, config.json synthesized from the
- * metadata, Q8_0/Q4_0/Q4_K/Q6_K blocks dequantized exactly as ggml's reference does.
+ * metadata, Q8_0/Q4_0/Q4_K/Q6_K blocks dequantized exactly as ggml's reference does; and
+ * gguf_tok.c writes the tokenizer.ggml.* metadata back as a tokenizer.json.
  */
 #ifndef FG_GGUF_H
 #define FG_GGUF_H
@@ -137,5 +138,14 @@ const ck_gguf *ck_gguf_of(const fg_ckpt *ck);
  * the key. */
 int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char **json,
                    size_t *len, int *interleaved, fg_err *err);
+
+/* The tokenizer of g (tokenizer.ggml.*, gguf_tok.c), read through src (the file g was parsed
+ * from), as the tokenizer.json and tokenizer_config.json convert_hf_to_gguf.py read: both
+ * malloc'd (caller frees; NULL on error). tokenizer.ggml.model "gpt2" only; its absence is
+ * FG_ERR_NOT_FOUND, another model or an unknown tokenizer.ggml.pre FG_ERR_UNSUPPORTED, a key of
+ * the wrong type or an id out of range FG_ERR_TOK_CONFIG; messages name src->label and the key.
+ * The result is not validated here: load it (fg_tok_load_json_mem) to check it. */
+int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size_t *tok_len,
+                      char **cfg_json, size_t *cfg_len, fg_err *err);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -541,8 +542,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
 }
 
 /* hp from src/config.json, or for a GGUF file from its metadata (*json: the config.json
- * synthesized, stored in its place; a GGUF file's tokenizer is not read yet: --tokenizer). */
-static int load_config(const fg_ckpt *ck, const char *src, const fg_convert_opts *o,
+ * synthesized, stored in its place). */
+static int load_config(const fg_ckpt *ck, const char *src,
                        fg_hparams *hp, char **json, size_t *len, fg_err *err)
 {
     const ck_gguf *g = ck_gguf_of(ck);
@@ -550,15 +551,74 @@ static int load_config(const fg_ckpt *ck, const char *src, const fg_convert_opts
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
     if (!g)
         return fg_model_config_load(cfg_path, hp, err);
-    if (!o->tokenizer_dir)
-        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: fg does not read a GGUF file's tokenizer "
-                          "yet: name the directory of the model's tokenizer.json with "
-                          "--tokenizer DIR", src);
     int interleaved = 0;
     int rc = ck_gguf_config(g, ck, src, json, len, &interleaved, err);
     if (rc == FG_OK)
         rc = fg_model_config_parse(*json, *len, src, hp, err);
     hp->rope_interleaved |= interleaved; /* llama.cpp's Q/K row order, undone at conversion */
+    return rc;
+}
+
+/* A GGUF file's tokenizer (gguf_tok.c: its tokenizer.ggml.* metadata as tokenizer.json +
+ * tokenizer_config.json, malloc'd into t), loaded once here so a tokenizer fg cannot use, or a
+ * chat template its interpreter cannot run, fails the conversion before the store is made. */
+typedef struct gguf_tok {
+    char *json, *cfg;
+    size_t json_len, cfg_len;
+    const char *cls; /* fg_tok_class: a static string */
+} gguf_tok;
+
+static int gguf_tok_check(const gguf_tok *t, const char *src, fg_err *err)
+{
+    char *tpl = NULL;
+    fg_err e = {0};
+    int rc = fg_chat_template_select(NULL, 0, NULL, 0, t->cfg, t->cfg_len, 0, &tpl, &e);
+    if (rc == FG_ERR_NOT_FOUND)
+        return FG_OK; /* no template: a base model */
+    if (rc)
+        return fg_err_set(err, rc, "%s: tokenizer.chat_template: %s", src, e.msg);
+    fg_chat_template *ct = NULL;
+    rc = fg_chat_template_parse(tpl, strlen(tpl), &ct, &e);
+    if (rc)
+        fg_err_set(err, rc, "%s: tokenizer.chat_template: %s (fg's template interpreter cannot "
+                   "run it)", src, e.msg);
+    fg_chat_template_free(ct);
+    free(tpl);
+    return rc;
+}
+
+static int gguf_tok_make(const ck_gguf *g, const char *src, gguf_tok *t, fg_err *err)
+{
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fg_err_set(err, FG_ERR_IO, "%s: cannot open: %s", src, strerror(e));
+    }
+    ck_src s = {.fd = fd, .size = (uint64_t)st.st_size, .label = src};
+    int rc = ck_gguf_tokenizer(g, &s, &t->json, &t->json_len, &t->cfg, &t->cfg_len, err);
+    close(fd);
+    fg_tok *tok = NULL;
+    fg_err e = {0};
+    fg_tok_json_files f = {t->json, t->json_len, "tokenizer.json", t->cfg, t->cfg_len,
+                           "tokenizer_config.json", NULL, 0, NULL, NULL};
+    if (rc == FG_OK && (rc = fg_tok_load_json_mem(&f, &tok, &e)) != FG_OK)
+        fg_err_set(err, rc, "%s: the tokenizer of its tokenizer.ggml.* metadata: %s", src, e.msg);
+    if (rc == FG_OK)
+        t->cls = fg_tok_class(tok);
+    fg_tok_free(tok);
+    return rc ? rc : gguf_tok_check(t, src, err);
+}
+
+static int gguf_tok_store(fgc_job *j, const gguf_tok *t, fg_err *err)
+{
+    int rc = fg_store_batch_meta(j->batch, "tokenizer.model", t->cls, strlen(t->cls), err);
+    if (rc == FG_OK)
+        rc = fg_store_batch_meta(j->batch, "tokenizer.tokenizer_json", t->json, t->json_len, err);
+    if (rc == FG_OK)
+        rc = fg_store_batch_meta(j->batch, "tokenizer.config_json", t->cfg, t->cfg_len, err);
     return rc;
 }
 
@@ -574,7 +634,10 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     fgc_skips skips = {0, 0};
     char *cfg_json = NULL;
     size_t cfg_len = 0;
-    rc = load_config(ck, src, o, &hp, &cfg_json, &cfg_len, err);
+    gguf_tok gt = {0};
+    rc = load_config(ck, src, &hp, &cfg_json, &cfg_len, err);
+    if (rc == FG_OK && cfg_json && !o->tokenizer_dir) /* a GGUF file: its own tokenizer */
+        rc = gguf_tok_make(ck_gguf_of(ck), src, &gt, err);
     if (rc == FG_OK && !(from = calloc((size_t)fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS,
                                        sizeof *from)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -593,7 +656,8 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
             rc = meta_file(&j, "model.generation_config_json", src, "generation_config.json", 1,
                            check_generation, &hp, err);
         if (rc == FG_OK)
-            rc = fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
+            rc = gt.json ? gguf_tok_store(&j, &gt, err)
+                         : fgc_tokenizer_meta(&j, o->tokenizer_dir ? o->tokenizer_dir : src, err);
         if (rc == FG_OK)
             rc = import_tensors(&j, ck, &hp, from, err);
         rc = fgc_end(&j, rc, rep, err);
@@ -604,6 +668,8 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
         fgc_sources_free(from, fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS);
     free(from);
     free(cfg_json);
+    free(gt.json);
+    free(gt.cfg);
     fg_ckpt_close(ck);
     return rc;
 }

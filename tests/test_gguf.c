@@ -6,7 +6,10 @@
  *   - a GGUF file converted stores exactly what its safetensors source converts to (the Q/K
  *     permutation of llama.cpp undone, names and config mapped), for F16, BF16, qwen2, qwen3;
  *   - the engine's logits from GGUF stores against transformers' (F16/BF16 as close as from
- *     the safetensors source, Q8_0 and Q4_0 within the tolerances stated in the table).
+ *     the safetensors source, Q8_0 and Q4_0 within the tolerances stated in the table);
+ *   - the tokenizer of a file's tokenizer.ggml.* metadata (make_gguf_tok_fixtures.py) gives the
+ *     ids of the tokenizer.json it was written from (tests/fixtures/tokjson) on its text set,
+ *     the same roles and template; hostile tokenizer metadata refused in one line.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -24,6 +27,9 @@
 #include "quant.h"
 #include "store.h"
 #include "testutil.h"
+#include "tokenizer.h"
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #ifndef FG_FIXTURE_DIR
 #error "FG_FIXTURE_DIR must name tests/fixtures"
@@ -567,8 +573,8 @@ END_TEST
 /* Files the reader accepts but the import refuses, in one line naming what. */
 static const struct refuse_row { const char *prog; int tok; const char *msg, *fixture; }
 refuse_rows[] = {
-    {NULL, 0, "fg does not read a GGUF file's tokenizer yet: name the directory of the model's "
-              "tokenizer.json with --tokenizer DIR"},
+    {NULL, 0, "no tokenizer.ggml.model: name the directory of the model's tokenizer.json with "
+              "--tokenizer DIR"},
     {HDR(1, 1) "s:general.architecture u32:8 s:gpt2 " TI_F32("token_embd.weight", 32, 0)
      "pad z:128", 1, "general.architecture 'gpt2': fg maps llama, qwen2 and qwen3"},
     {HDR(1, 1) ARCH "s:blk.0.ffn_down.weight u32:2 u64:256 u64:2 u32:13 u64:0 pad z:352", 1,
@@ -639,6 +645,138 @@ START_TEST(test_split_parts)
 }
 END_TEST
 
+/* ---- the tokenizer from the metadata ---- */
+
+/* g's tokenizer (ck_gguf_tokenizer) loaded as the import loads it; FG_OK or the error */
+static int gguf_tok_load(const char *rel, fg_tok **tok, char **cfg, fg_err *err)
+{
+    const char *path = fx(rel);
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    ck_assert(fd >= 0 && fstat(fd, &st) == 0);
+    ck_src src = {.fd = fd, .size = (uint64_t)st.st_size, .label = path};
+    ck_gguf g;
+    char *json = NULL;
+    size_t jn = 0, cn = 0;
+    int rc = ck_gguf_parse(&src, &g, err);
+    ck_assert_msg(rc == FG_OK, "%s", err->msg);
+    rc = ck_gguf_tokenizer(&g, &src, &json, &jn, cfg, &cn, err);
+    fg_tok_json_files f = {json, jn, NULL, *cfg, cn, NULL, NULL, 0, NULL, NULL};
+    if (rc == FG_OK)
+        rc = fg_tok_load_json_mem(&f, tok, err);
+    free(json);
+    ck_gguf_free(&g);
+    close(fd);
+    return rc;
+}
+
+/* Every line of text (and the text in 2,000-byte pieces) encoded by both, three ways */
+static size_t same_ids(fg_tok *a, fg_tok *b, const char *text, size_t len)
+{
+    static const unsigned fl[3] = {FG_TOK_SPECIAL, 0, FG_TOK_SPECIAL | FG_TOK_ADD_BOS};
+    fg_tok_ids x = {0}, y = {0};
+    size_t n = 0;
+    for (size_t at = 0, end; at < len; at = end + 1, n++) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        end = nl ? (size_t)(nl - text) : len;
+        size_t m = n % 8 == 7 && len - at > 2000 ? 2000 : end - at;
+        for (int j = 0; j < 3; j++) {
+            x.n = y.n = 0;
+            ck_assert_int_eq(fg_tok_encode(a, text + at, m, fl[j], &x, NULL), FG_OK);
+            ck_assert_int_eq(fg_tok_encode(b, text + at, m, fl[j], &y, NULL), FG_OK);
+            ck_assert_msg(x.n == y.n && !memcmp(x.ids, y.ids, x.n * sizeof *x.ids),
+                          "ids differ (flags %u) on \"%.*s\"", fl[j], (int)(m > 80 ? 80 : m),
+                          text + at);
+        }
+    }
+    fg_tok_ids_free(&x);
+    fg_tok_ids_free(&y);
+    return n;
+}
+
+static const struct tok_row { const char *gguf, *dir; int template; } tok_rows[] = {
+    {"gguf/tok-llama3.gguf", "tokjson/llama3", 0},
+    {"gguf/tok-qwen2.gguf", "tokjson/qwen2", 1},
+};
+
+/* dir's tokenizer.json as GGUF can carry it: an added token's lstrip, rstrip and single_word
+ * (which tokenizer.ggml.* has no place for) false; with dir's tokenizer_config.json */
+static fg_tok *load_carried(const char *dir)
+{
+    static const char *const keys[] = {"\"lstrip\": true", "\"rstrip\": true",
+                                       "\"single_word\": true"};
+    char path[4096];
+    size_t n, cn, o = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    char *in = tu_slurp(path, &n), *out = malloc(2 * n + 1);
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        while (k < 3 && strncmp(in + i, keys[k], strlen(keys[k])) != 0)
+            k++;
+        if (k < 3) {
+            size_t key = strlen(keys[k]) - 4; /* up to "true" */
+            memcpy(out + o, in + i, key);
+            memcpy(out + o + key, "false", 5);
+            o += key + 5, i += key + 4;
+        } else {
+            out[o++] = in[i++];
+        }
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *cfg = tu_slurp(path, &cn);
+    fg_tok_json_files f = {out, o, NULL, cfg, cn, NULL, NULL, 0, NULL, NULL};
+    fg_tok *tok = NULL;
+    fg_err err;
+    ck_assert_msg(fg_tok_load_json_mem(&f, &tok, &err) == FG_OK, "%s", err.msg);
+    free(in), free(out), free(cfg);
+    return tok;
+}
+
+START_TEST(test_tokenizer)
+{
+    const struct tok_row *row = &tok_rows[_i];
+    fg_tok *mine = NULL, *want = NULL;
+    char *cfg = NULL, path[4096];
+    fg_err err;
+    ck_assert_msg(gguf_tok_load(row->gguf, &mine, &cfg, &err) == FG_OK, "%s", err.msg);
+    want = load_carried(fx(row->dir));
+    ck_assert_str_eq(fg_tok_class(mine), fg_tok_class(want));
+    ck_assert_int_eq(fg_tok_vocab_size(mine), fg_tok_vocab_size(want));
+    ck_assert_int_eq(fg_tok_adds_bos(mine), fg_tok_adds_bos(want));
+    for (int r = FG_TOK_BOS; r <= FG_TOK_PAD; r++)
+        ck_assert_int_eq(fg_tok_special_id(mine, (fg_tok_role)r),
+                         fg_tok_special_id(want, (fg_tok_role)r));
+    snprintf(path, sizeof path, "%s/cases.txt", fx(row->dir));
+    size_t len;
+    char *text = tu_slurp(path, &len);
+    ck_assert_uint_ge(same_ids(mine, want, text, len), 1000);
+    ck_assert_int_eq(!!strstr(cfg, "\"chat_template\":\"{% for m in messages %}"), row->template);
+    free(text);
+    free(cfg);
+    fg_tok_free(mine);
+    fg_tok_free(want);
+}
+END_TEST
+
+static const struct tok_bad { const char *gguf, *msg; } tok_bad[] = {
+    {"gguf/tok-bad-type.gguf", "tok-bad-type.gguf: tokenizer.ggml.tokens is of the wrong type (an "
+     "array of strings)"},
+    {"gguf/tok-bad-merge.gguf", "Zq"},
+    {"gguf/llama2-tiny-f16.gguf", "llama2-tiny-f16.gguf: no tokenizer.ggml.model"},
+};
+
+START_TEST(test_tokenizer_bad)
+{
+    fg_tok *tok = NULL;
+    char *cfg = NULL;
+    fg_err err = {0};
+    ck_assert_int_ne(gguf_tok_load(tok_bad[_i].gguf, &tok, &cfg, &err), FG_OK);
+    ck_assert_msg(strstr(err.msg, tok_bad[_i].msg) && !strchr(err.msg, '\n'), "'%s' lacks '%s'",
+                  err.msg, tok_bad[_i].msg);
+    free(cfg);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -650,6 +788,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_names);
     tcase_add_loop_test(tc, test_dequant, 0, sizeof dq_rows / sizeof dq_rows[0]);
     tcase_add_test(tc, test_split_parts);
+    tcase_add_loop_test(tc, test_tokenizer, 0, sizeof tok_rows / sizeof tok_rows[0]);
+    tcase_add_loop_test(tc, test_tokenizer_bad, 0, sizeof tok_bad / sizeof tok_bad[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("import");
     tcase_add_checked_fixture(tc, setup, teardown);

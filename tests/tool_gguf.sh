@@ -36,7 +36,7 @@ done
   "$(tokens llama2-tiny-q4_0-split-00001-of-00003.gguf.store "$text")" ] ||
   fail "the split Q4_0 file does not generate what the whole one does"
 printf 'GGUF\003\000\000\000' > short.gguf && cp short.gguf renamed.bin
-for c in "$FIX/gguf/llama2-tiny-f16.gguf:fg does not read a GGUF file's tokenizer yet: name the directory of the model's tokenizer.json with --tokenizer DIR" \
+for c in "$FIX/gguf/llama2-tiny-f16.gguf:llama2-tiny-f16.gguf: no tokenizer.ggml.model: name the directory of the model's tokenizer.json with --tokenizer DIR" \
          "short.gguf:short.gguf: the GGUF tensor count at byte 8 runs past the end of the file" \
          "renamed.bin:renamed.bin: the GGUF tensor count at byte 8" \
          "$FIX/gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf:part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)"; do

@@ -1,0 +1,390 @@
+/* gguf_tok.c - a GGUF file's tokenizer (tokenizer.ggml.*) as fg's tokenizer form.
+ *
+ * fg has one tokenizer implementation, read from tokenizer.json (text/tok_json.c). A GGUF file
+ * carries the same facts as metadata: tokenizer.ggml.model "gpt2" (byte-level BPE), its tokens,
+ * token types, merges, bos/eos/padding ids, add_bos_token, tokenizer.ggml.pre (llama.cpp's
+ * name for the pre-tokenizer's split regex) and tokenizer.chat_template. ck_gguf_tokenizer
+ * writes them back as the tokenizer.json + tokenizer_config.json that convert_hf_to_gguf.py
+ * read, so the store holds the usual tokenizer keys and nothing downstream knows the source.
+ *
+ * Decisions:
+ * - A pre-tokenizer name maps onto the regex of the Hugging Face file it came from (PRE below:
+ *   llama-bpe / llama3 = Llama 3's, qwen2 = Qwen2's with its NFC normalizer, which llama.cpp
+ *   leaves out but the original tokenizer.json has; gpt-2 / default = GPT-2's). An unknown name
+ *   is refused, named: a wrong regex would tokenize silently differently.
+ * - Tokens of type CONTROL (3) become special added tokens, USER_DEFINED (4) non-special
+ *   (normalized) added ones, as convert_hf_to_gguf.py typed them; every token stays in the
+ *   vocab too, so a merge producing one still resolves.
+ * - The text read from the file (token strings, the template) is JSON-escaped byte for byte;
+ *   the loader then validates it all (a merge naming an unknown token, duplicate tokens, ...),
+ *   and its message is prefixed with the GGUF file's name.
+ * - tokenizer.ggml.model "llama" (SentencePiece) is not converted yet: refused, named.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_bytes.h"
+#include "gguf.h"
+
+typedef struct pre_rule {
+    const char *name;  /* tokenizer.ggml.pre */
+    const char *regex; /* the Split pattern, JSON-escaped */
+    int nfc;           /* the original tokenizer.json's NFC normalizer */
+    int ignore_merges; /* BPE ignore_merges (Llama 3) */
+} pre_rule;
+
+#define RE_LLAMA3 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|" \
+                  "\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|" \
+                  "\\\\s+(?!\\\\S)|\\\\s+"
+#define RE_QWEN2 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|" \
+                 "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|" \
+                 "\\\\s+(?!\\\\S)|\\\\s+"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|" \
+                "\\\\s+(?!\\\\S)|\\\\s+"
+
+static const pre_rule PRE[] = {
+    {"llama-bpe", RE_LLAMA3, 0, 1}, {"llama3", RE_LLAMA3, 0, 1},
+    {"qwen2", RE_QWEN2, 1, 0},      {"gpt-2", RE_GPT2, 0, 0},
+    {"default", RE_GPT2, 0, 0},
+};
+
+/* ---- a growing byte buffer ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put(sbuf *b, const void *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void putf(sbuf *b, const char *fmt, long long v)
+{
+    char t[64];
+    snprintf(t, sizeof t, fmt, v);
+    puts_(b, t);
+}
+
+/* s[0..n) as a JSON string, quotes included (bytes >= 0x80 copied: the loader checks UTF-8) */
+static void put_jstr(sbuf *b, const char *s, size_t n)
+{
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[8];
+        if (c == '"' || c == '\\')
+            e[0] = '\\', e[1] = (char)c, put(b, e, 2);
+        else if (c < 0x20)
+            snprintf(e, sizeof e, "\\u%04x", c), put(b, e, 6);
+        else
+            put(b, &s[i], 1);
+    }
+    put(b, "\"", 1);
+}
+
+/* ---- the arrays, read from the file through a buffer ---- */
+
+typedef struct arr_rd {
+    const ck_src *src;
+    uint64_t pos;
+    uint8_t buf[1 << 14];
+    uint64_t at;  /* file offset of buf[0] */
+    size_t have;  /* valid bytes in buf */
+} arr_rd;
+
+static int rd(arr_rd *r, void *out, uint64_t n, const char *key, fg_err *err)
+{
+    if (r->pos >= r->at && r->pos + n <= r->at + r->have) {
+        memcpy(out, r->buf + (r->pos - r->at), (size_t)n);
+        r->pos += n;
+        return FG_OK;
+    }
+    if (n > sizeof r->buf) { /* a long string: read directly */
+        int rc = ck_src_read(r->src, r->pos, out, (size_t)n, key, err);
+        r->pos += n;
+        return rc;
+    }
+    uint64_t left = r->src->size - r->pos;
+    r->have = (size_t)(left < sizeof r->buf ? left : sizeof r->buf);
+    r->at = r->pos;
+    int rc = ck_src_read(r->src, r->at, r->buf, r->have, key, err);
+    if (rc)
+        return rc;
+    if (n > r->have)
+        return ck_src_read(r->src, r->pos, out, (size_t)n, key, err);
+    return rd(r, out, n, key, err);
+}
+
+/* The next string of the array (malloc'd into *s, NUL-terminated; parse checked its bounds) */
+static int rd_str(arr_rd *r, char **s, uint64_t *n, const char *key, fg_err *err)
+{
+    uint8_t b[8];
+    int rc = rd(r, b, 8, key, err);
+    if (rc)
+        return rc;
+    *n = fg_le64(b);
+    if (*n > CK_GGUF_MAX_STR || !(*s = malloc((size_t)*n + 1)))
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for %s", r->src->label, key);
+    (*s)[*n] = 0;
+    rc = rd(r, *s, *n, key, err);
+    if (rc)
+        free(*s), *s = NULL;
+    return rc;
+}
+
+/* The array named key, of element type want, or an error naming it */
+static const ck_gguf_kv *array_of(const ck_gguf *g, const char *key, uint32_t want,
+                                  const char *label, fg_err *err)
+{
+    const ck_gguf_kv *kv = ck_gguf_get(g, key);
+    if (!kv || kv->type != CK_GGUF_ARRAY || kv->arr_type != want) {
+        fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: %s is %s (an array of %s)", label, key,
+                   !kv ? "missing" : "of the wrong type",
+                   want == CK_GGUF_STRING ? "strings" : "int32");
+        return NULL;
+    }
+    return kv;
+}
+
+/* The tokens (tokens[i], lens[i], malloc'd) and their types (0 when absent) */
+typedef struct vocab {
+    char **tok;
+    uint64_t *len;
+    int32_t *type;
+    uint64_t n;
+} vocab;
+
+static void vocab_free(vocab *v)
+{
+    for (uint64_t i = 0; v->tok && i < v->n; i++)
+        free(v->tok[i]);
+    free(v->tok), free(v->len), free(v->type);
+}
+
+static int read_vocab(const ck_gguf *g, const ck_src *src, vocab *v, fg_err *err)
+{
+    const ck_gguf_kv *kt = array_of(g, "tokenizer.ggml.tokens", CK_GGUF_STRING, src->label, err);
+    if (!kt)
+        return FG_ERR_TOK_CONFIG;
+    v->n = kt->arr_n;
+    v->tok = calloc(v->n + 1, sizeof *v->tok);
+    v->len = calloc(v->n + 1, sizeof *v->len);
+    v->type = calloc(v->n + 1, sizeof *v->type);
+    if (!v->tok || !v->len || !v->type)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the tokens", src->label);
+    arr_rd r = {.src = src, .pos = kt->arr_off};
+    int rc = FG_OK;
+    for (uint64_t i = 0; i < v->n && rc == FG_OK; i++)
+        rc = rd_str(&r, &v->tok[i], &v->len[i], kt->key, err);
+    const ck_gguf_kv *ky = ck_gguf_get(g, "tokenizer.ggml.token_type");
+    if (rc || !ky)
+        return rc;
+    if (!array_of(g, ky->key, CK_GGUF_I32, src->label, err))
+        return FG_ERR_TOK_CONFIG;
+    if (ky->arr_n != v->n)
+        return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: tokenizer.ggml.token_type has %llu "
+                          "entries for %llu tokens", src->label,
+                          (unsigned long long)ky->arr_n, (unsigned long long)v->n);
+    r = (arr_rd){.src = src, .pos = ky->arr_off};
+    for (uint64_t i = 0; i < v->n && rc == FG_OK; i++) {
+        uint8_t b[4];
+        rc = rd(&r, b, 4, ky->key, err);
+        v->type[i] = (int32_t)fg_le32(b);
+    }
+    return rc;
+}
+
+/* ---- tokenizer.json ---- */
+
+static void put_added(sbuf *b, const vocab *v)
+{
+    int first = 1;
+    puts_(b, "\"added_tokens\":[");
+    for (uint64_t i = 0; i < v->n; i++) {
+        if (v->type[i] != 3 && v->type[i] != 4)
+            continue;
+        puts_(b, first ? "{\"id\":" : ",{\"id\":");
+        first = 0;
+        putf(b, "%lld,\"content\":", (long long)i);
+        put_jstr(b, v->tok[i], v->len[i]);
+        puts_(b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":");
+        puts_(b, v->type[i] == 4 ? "true,\"special\":false}" : "false,\"special\":true}");
+    }
+    puts_(b, "],");
+}
+
+static void put_pipeline(sbuf *b, const pre_rule *p, const vocab *v, long long bos, int add_bos)
+{
+    puts_(b, p->nfc ? "\"normalizer\":{\"type\":\"NFC\"}," : "\"normalizer\":null,");
+    puts_(b, "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+             "\"pattern\":{\"Regex\":\"");
+    puts_(b, p->regex);
+    puts_(b, "\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+             "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]},");
+    const char *bl = "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":false,"
+                     "\"use_regex\":true}";
+    if (add_bos && bos >= 0) {
+        puts_(b, "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[");
+        puts_(b, bl);
+        puts_(b, ",{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":");
+        put_jstr(b, v->tok[bos], v->len[bos]);
+        puts_(b, ",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":"
+                 "[{\"SpecialToken\":{\"id\":");
+        put_jstr(b, v->tok[bos], v->len[bos]);
+        puts_(b, ",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":"
+                 "{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{");
+        put_jstr(b, v->tok[bos], v->len[bos]);
+        puts_(b, ":{\"id\":");
+        put_jstr(b, v->tok[bos], v->len[bos]);
+        putf(b, ",\"ids\":[%lld],\"tokens\":[", bos);
+        put_jstr(b, v->tok[bos], v->len[bos]);
+        puts_(b, "]}}}]},");
+    } else {
+        puts_(b, "\"post_processor\":");
+        puts_(b, bl);
+        puts_(b, ",");
+    }
+    puts_(b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+             "\"use_regex\":true},");
+}
+
+static int put_model(sbuf *b, const ck_gguf *g, const ck_src *src, const pre_rule *p,
+                     const vocab *v, fg_err *err)
+{
+    puts_(b, "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+             "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
+             "\"byte_fallback\":false,\"ignore_merges\":");
+    puts_(b, p->ignore_merges ? "true,\"vocab\":{" : "false,\"vocab\":{");
+    for (uint64_t i = 0; i < v->n; i++) {
+        if (i)
+            put(b, ",", 1);
+        put_jstr(b, v->tok[i], v->len[i]);
+        putf(b, ":%lld", (long long)i);
+    }
+    puts_(b, "},\"merges\":[");
+    const ck_gguf_kv *km = array_of(g, "tokenizer.ggml.merges", CK_GGUF_STRING, src->label, err);
+    if (!km)
+        return FG_ERR_TOK_CONFIG;
+    arr_rd r = {.src = src, .pos = km->arr_off};
+    int rc = FG_OK;
+    for (uint64_t i = 0; i < km->arr_n && rc == FG_OK; i++) {
+        char *s = NULL;
+        uint64_t n;
+        rc = rd_str(&r, &s, &n, km->key, err);
+        if (rc == FG_OK && i)
+            put(b, ",", 1);
+        if (rc == FG_OK)
+            put_jstr(b, s, n);
+        free(s);
+    }
+    puts_(b, "]}}");
+    return rc;
+}
+
+/* ---- tokenizer_config.json ---- */
+
+/* The token id under key as a JSON string ("null" when absent); -1 into *id then */
+static int put_role(sbuf *b, const ck_gguf *g, const vocab *v, const char *role, const char *key,
+                    long long *id, const char *label, fg_err *err)
+{
+    uint64_t u;
+    *id = -1;
+    puts_(b, "\""), puts_(b, role), puts_(b, "\":");
+    if (ck_gguf_uint(g, key, &u) != FG_OK) {
+        puts_(b, "null,");
+        return FG_OK;
+    }
+    if (u >= v->n)
+        return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: %s %llu is not a token id (%llu tokens)",
+                          label, key, (unsigned long long)u, (unsigned long long)v->n);
+    *id = (long long)u;
+    put_jstr(b, v->tok[u], v->len[u]);
+    puts_(b, ",");
+    return FG_OK;
+}
+
+static int put_config(sbuf *c, const ck_gguf *g, const vocab *v, long long *bos, int *add_bos,
+                      const char *label, fg_err *err)
+{
+    long long eos, pad;
+    puts_(c, "{");
+    int rc = put_role(c, g, v, "bos_token", "tokenizer.ggml.bos_token_id", bos, label, err);
+    if (rc == FG_OK)
+        rc = put_role(c, g, v, "eos_token", "tokenizer.ggml.eos_token_id", &eos, label, err);
+    if (rc == FG_OK)
+        rc = put_role(c, g, v, "pad_token", "tokenizer.ggml.padding_token_id", &pad, label, err);
+    uint64_t ab = 0;
+    *add_bos = ck_gguf_uint(g, "tokenizer.ggml.add_bos_token", &ab) == FG_OK && ab;
+    puts_(c, *add_bos ? "\"add_bos_token\":true" : "\"add_bos_token\":false");
+    const ck_gguf_kv *t = ck_gguf_get(g, "tokenizer.chat_template");
+    if (t && t->type == CK_GGUF_STRING) {
+        puts_(c, ",\"chat_template\":");
+        put_jstr(c, t->str, t->str_len);
+    }
+    puts_(c, "}");
+    return rc;
+}
+
+int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size_t *tok_len,
+                      char **cfg_json, size_t *cfg_len, fg_err *err)
+{
+    *tok_json = *cfg_json = NULL;
+    const char *model = ck_gguf_str(g, "tokenizer.ggml.model");
+    if (!model)
+        return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: no tokenizer.ggml.model: name the "
+                          "directory of the model's tokenizer.json with --tokenizer DIR",
+                          src->label);
+    if (strcmp(model, "gpt2") != 0)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%s\": fg converts "
+                          "\"gpt2\" (byte-level BPE) only: name the directory of the model's "
+                          "tokenizer.json with --tokenizer DIR", src->label, model);
+    const char *pre = ck_gguf_str(g, "tokenizer.ggml.pre");
+    const pre_rule *p = NULL;
+    for (size_t i = 0; i < sizeof PRE / sizeof *PRE && !p; i++)
+        p = strcmp(pre ? pre : "default", PRE[i].name) == 0 ? &PRE[i] : NULL;
+    if (!p)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%s\": fg knows the "
+                          "split regex of llama-bpe, llama3, qwen2, gpt-2 and default", src->label,
+                          pre);
+    vocab v = {0};
+    sbuf t = {0}, c = {0};
+    long long bos;
+    int add_bos;
+    int rc = read_vocab(g, src, &v, err);
+    if (rc == FG_OK)
+        rc = put_config(&c, g, &v, &bos, &add_bos, src->label, err);
+    if (rc == FG_OK) {
+        puts_(&t, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,");
+        put_added(&t, &v);
+        put_pipeline(&t, p, &v, bos, add_bos);
+        rc = put_model(&t, g, src, p, &v, err);
+    }
+    if (rc == FG_OK && (t.oom || c.oom))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the tokenizer", src->label);
+    vocab_free(&v);
+    if (rc) {
+        free(t.p), free(c.p);
+        return rc;
+    }
+    *tok_json = t.p, *tok_len = t.n, *cfg_json = c.p, *cfg_len = c.n;
+    return FG_OK;
+}
