@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fg-convert FILE.gguf + fg-infer through the tools, on gguf-py's files (tests/fixtures/gguf):
 # the fixture prompt run as a job gives transformers' greedy tokens (F16, BF16, split Q4_0 as its
-# whole file), fg-inspect shows the family, and what is refused is refused in one line, nothing
+# whole file), a qwen file converted with its own tokenizer (no --tokenizer) gives the same
+# tokens and tokenizer.json's prompt ids on a text set, fg-inspect shows the family, and what is refused is refused in one line, nothing
 # left behind.
 # usage: tool_gguf.sh FG-CONVERT FG-INFER FG-INSPECT FIXTURES WORKDIR
 set -euo pipefail
@@ -26,6 +27,24 @@ for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llam
   info=$("$INSPECT" "$file.store") || fail "$file: fg-inspect failed"
   grep -q "^model $family:" <<< "$info" || fail "$file: fg-inspect does not show $family"
   echo "$file.gguf: greedy tokens equal transformers'"
+  case $family in qwen*) ;; *) continue ;; esac
+  # its own tokenizer (tokenizer.ggml.*, no --tokenizer): the same greedy tokens, and the same
+  # prompt ids as the tokenizer.json on a text set (the qwen2 tokenizer fixture's, as JSON)
+  "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.own.store" --quiet || fail "$file: convert (own tokenizer)"
+  got=$(tokens "$file.own.store" "$text")
+  [ "$got" = "$want" ] || fail "$file (own tokenizer): tokens $got, transformers $want"
+  LC_ALL=C.UTF-8 grep -m 300 -ax '[^[:cntrl:]]\{1,100\}' "$FIX/tokjson/qwen2/cases.txt" |
+    sed 's/\\/\\\\/g; s/"/\\"/g' |
+    awk '{ printf "{\"id\": \"t%d\", \"prompt\": \"%s\", \"max_new_tokens\": 1}\n", NR, $0 }' > texts.jsonl
+  for st in "$file.store" "$file.own.store"; do
+    "$INFER" -m "$st" --input texts.jsonl --output "$st.ids.jsonl" --prompt-ids --quiet --threads 1 ||
+      fail "$st: the text set job failed"
+  done
+  [ "$(grep -c prompt_ids "$file.store.ids.jsonl")" -ge 250 ] || fail "$file: no prompt ids"
+  untimed() { sed 's/"timing":{[^}]*},//' "$1"; }
+  [ "$(untimed "$file.store.ids.jsonl")" = "$(untimed "$file.own.store.ids.jsonl")" ] ||
+    fail "$file: its own tokenizer's prompt ids differ from tokenizer.json's"
+  echo "$file.gguf: its own tokenizer gives tokenizer.json's ids on $(wc -l < texts.jsonl) texts"
 done
 text=$(sed -n 's/^prompt_text //p' "$FIX/llama/llama2-tiny.ref/meta.txt")
 for f in llama2-tiny-q4_0.gguf llama2-tiny-q4_0-split-00001-of-00003.gguf; do
