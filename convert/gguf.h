@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "ckpt_int.h"
+#include "tokenizer.h"
 
 /* ---- limits ---- */
 #define CK_GGUF_MAX_KV 65536u            /* metadata key/values */
@@ -144,8 +145,10 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char 
  * malloc'd (caller frees; NULL on error). tokenizer.ggml.model "gpt2" only; its absence is
  * FG_ERR_NOT_FOUND, another model or an unknown tokenizer.ggml.pre FG_ERR_UNSUPPORTED, a key of
  * the wrong type or an id out of range FG_ERR_TOK_CONFIG; messages name src->label and the key.
- * The result is not validated here: load it (fg_tok_load_json_mem) to check it. */
+ * Both are loaded here (fg_tok_load_json_mem) as the store will load them, its errors named
+ * "<label>: tokenizer.ggml.* as tokenizer.json: <JSON path>"; *tok gets that tokenizer when tok
+ * != NULL (caller fg_tok_frees it). */
 int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size_t *tok_len,
-                      char **cfg_json, size_t *cfg_len, fg_err *err);
+                      char **cfg_json, size_t *cfg_len, fg_tok **tok, fg_err *err);
 
 #endif

@@ -16,8 +16,11 @@
  *   (normalized) added ones, as convert_hf_to_gguf.py typed them; every token stays in the
  *   vocab too, so a merge producing one still resolves.
  * - The text read from the file (token strings, the template) is JSON-escaped byte for byte;
- *   the loader then validates it all (a merge naming an unknown token, duplicate tokens, ...),
- *   and its message is prefixed with the GGUF file's name.
+ *   the one loader then validates it all (a merge naming an unknown token, duplicate tokens,
+ *   ...), its message naming "FILE: tokenizer.ggml.* as tokenizer.json" and the JSON path,
+ *   whose indices are the metadata arrays' (model.merges[5] is tokenizer.ggml.merges[5]).
+ * - What tokenizer.ggml.* has no place for is not recovered: an added token's lstrip, rstrip
+ *   and single_word (false), a normalizer other than qwen2's NFC.
  * - tokenizer.ggml.model "llama" (SentencePiece) is not converted yet: refused, named.
  */
 #include <stdio.h>
@@ -26,6 +29,7 @@
 
 #include "fg_bytes.h"
 #include "gguf.h"
+#include "tokenizer.h"
 
 typedef struct pre_rule {
     const char *name;  /* tokenizer.ggml.pre */
@@ -344,8 +348,24 @@ static int put_config(sbuf *c, const ck_gguf *g, const vocab *v, long long *bos,
     return rc;
 }
 
+/* Loaded as the store will load it; *tok the tokenizer (caller frees) when tok != NULL */
+static int load(const char *label, const sbuf *t, const sbuf *c, fg_tok **tok, fg_err *err)
+{
+    char tname[4200], cname[4200];
+    snprintf(tname, sizeof tname, "%s: tokenizer.ggml.* as tokenizer.json", label);
+    snprintf(cname, sizeof cname, "%s: tokenizer.ggml.* as tokenizer_config.json", label);
+    fg_tok_json_files f = {t->p, t->n, tname, c->p, c->n, cname, NULL, 0, NULL, NULL};
+    fg_tok *k = NULL;
+    int rc = fg_tok_load_json_mem(&f, &k, err);
+    if (rc == FG_OK && tok)
+        *tok = k;
+    else
+        fg_tok_free(k);
+    return rc;
+}
+
 int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size_t *tok_len,
-                      char **cfg_json, size_t *cfg_len, fg_err *err)
+                      char **cfg_json, size_t *cfg_len, fg_tok **tok, fg_err *err)
 {
     *tok_json = *cfg_json = NULL;
     const char *model = ck_gguf_str(g, "tokenizer.ggml.model");
@@ -380,6 +400,8 @@ int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size
     }
     if (rc == FG_OK && (t.oom || c.oom))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the tokenizer", src->label);
+    if (rc == FG_OK)
+        rc = load(src->label, &t, &c, tok, err);
     vocab_free(&v);
     if (rc) {
         free(t.p), free(c.p);

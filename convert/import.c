@@ -598,14 +598,9 @@ static int gguf_tok_make(const ck_gguf *g, const char *src, gguf_tok *t, fg_err 
         return fg_err_set(err, FG_ERR_IO, "%s: cannot open: %s", src, strerror(e));
     }
     ck_src s = {.fd = fd, .size = (uint64_t)st.st_size, .label = src};
-    int rc = ck_gguf_tokenizer(g, &s, &t->json, &t->json_len, &t->cfg, &t->cfg_len, err);
-    close(fd);
     fg_tok *tok = NULL;
-    fg_err e = {0};
-    fg_tok_json_files f = {t->json, t->json_len, "tokenizer.json", t->cfg, t->cfg_len,
-                           "tokenizer_config.json", NULL, 0, NULL, NULL};
-    if (rc == FG_OK && (rc = fg_tok_load_json_mem(&f, &tok, &e)) != FG_OK)
-        fg_err_set(err, rc, "%s: the tokenizer of its tokenizer.ggml.* metadata: %s", src, e.msg);
+    int rc = ck_gguf_tokenizer(g, &s, &t->json, &t->json_len, &t->cfg, &t->cfg_len, &tok, err);
+    close(fd);
     if (rc == FG_OK)
         t->cls = fg_tok_class(tok);
     fg_tok_free(tok);

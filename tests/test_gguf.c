@@ -658,12 +658,10 @@ static int gguf_tok_load(const char *rel, fg_tok **tok, char **cfg, fg_err *err)
     ck_gguf g;
     char *json = NULL;
     size_t jn = 0, cn = 0;
+    (void)jn, (void)cn;
     int rc = ck_gguf_parse(&src, &g, err);
     ck_assert_msg(rc == FG_OK, "%s", err->msg);
-    rc = ck_gguf_tokenizer(&g, &src, &json, &jn, cfg, &cn, err);
-    fg_tok_json_files f = {json, jn, NULL, *cfg, cn, NULL, NULL, 0, NULL, NULL};
-    if (rc == FG_OK)
-        rc = fg_tok_load_json_mem(&f, tok, err);
+    rc = ck_gguf_tokenizer(&g, &src, &json, &jn, cfg, &cn, tok, err);
     free(json);
     ck_gguf_free(&g);
     close(fd);
@@ -761,7 +759,8 @@ END_TEST
 static const struct tok_bad { const char *gguf, *msg; } tok_bad[] = {
     {"gguf/tok-bad-type.gguf", "tok-bad-type.gguf: tokenizer.ggml.tokens is of the wrong type (an "
      "array of strings)"},
-    {"gguf/tok-bad-merge.gguf", "Zq"},
+    {"gguf/tok-bad-merge.gguf", "tok-bad-merge.gguf: tokenizer.ggml.* as tokenizer.json: "
+     "model.merges[5]: token \"Zq\xc3\xa9\" is not in the vocabulary"},
     {"gguf/llama2-tiny-f16.gguf", "llama2-tiny-f16.gguf: no tokenizer.ggml.model"},
 };
 
