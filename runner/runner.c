@@ -137,8 +137,7 @@ static int model_path_check(const char *m, fg_err *err)
     }
     if (fg_ckpt_is_gguf(m))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "-m %s: a GGUF file, not an fg store: convert "
-                          "it first (fg-convert %s -o STORE --tokenizer DIR), then fg-infer -m "
-                          "STORE", m, m);
+                          "it first (fg-convert %s -o STORE), then fg-infer -m STORE", m, m);
     return fg_err_set(err, FG_ERR_STORE_NOT_STORE, "-m %s: a file, not an fg store (a directory "
                       "written by fg-convert)", m);
 }

@@ -161,8 +161,7 @@ static ta_opt k_opts[] = {
 
 static const ta_cmd k_cmd = {
     "fg-convert",
-    "usage: fg-convert CHECKPOINT_DIR|FILE.gguf -o STORE [options] (a GGUF file with "
-    "--tokenizer DIR)\n"
+    "usage: fg-convert CHECKPOINT_DIR|FILE.gguf -o STORE [options]\n"
     "       fg-convert STORE -o STORE2 [options]   (an F16 store re-encoded, e.g. to 4-bit)\n"
     "       fg-convert synth --model SHAPE -o STORE --tokenizer DIR [--seed N] [options]\n",
     k_opts, "bad option or missing value:", 0, NULL, epilog,
