@@ -1,7 +1,8 @@
 /* fuzz_gguf.c - libFuzzer target for the GGUF reader (convert/gguf.c): the input is a whole
  * GGUF file. What the parser accepts must keep its promises: every tensor inside the input, on
  * the alignment, no two overlapping; the metadata getters, the name mapping, the listing as
- * fg_ckpt tensors and the dequantization of the first Q8_0/Q4_0 blocks then run over it. */
+ * fg_ckpt tensors, the dequantization of the first Q8_0/Q4_0 blocks and the tokenizer metadata
+ * rewritten as tokenizer.json and loaded (gguf_tok.c) then run over it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ck_gguf_list(&g, "fuzz.gguf", &l, &err) == FG_OK && l.n != g.n_ti)
             abort();
         ck_list_free(&l);
+        char *tj, *cj; /* the tokenizer metadata rewritten as tokenizer.json and loaded */
+        size_t tl, cl;
+        if (ck_gguf_tokenizer(&g, &src, &tj, &tl, &cj, &cl, NULL, &err) == FG_OK && (!tj || !cj))
+            abort();
+        free(tj);
+        free(cj);
     }
     ck_gguf_free(&g);
     return 0;
