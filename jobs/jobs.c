@@ -402,7 +402,8 @@ static int bad(fg_err *err, const where *w, const char *fmt, const char *arg)
 
 static int check_keys(json_t *o, const where *w, fg_err *err)
 {
-    static const char *const known[] = {"id", "prompt", "max_new_tokens", "stop", "meta"};
+    static const char *const known[] = {"id", "prompt", "max_new_tokens", "stop", "meta",
+                                        "messages", "chat_template_kwargs"};
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
@@ -411,8 +412,9 @@ static int check_keys(json_t *o, const where *w, fg_err *err)
             k++;
         char c[48];
         if (k == sizeof known / sizeof *known)
-            return bad(err, w, "unknown key \"%s\" (known: id, prompt, max_new_tokens, stop, "
-                       "and meta for your own data)", clip(key, c));
+            return bad(err, w, "unknown key \"%s\" (known: id, prompt or messages, "
+                       "max_new_tokens, stop, chat_template_kwargs, and meta for your own data)",
+                       clip(key, c));
     }
     return FG_OK;
 }
@@ -453,10 +455,63 @@ static int parse_stops(json_t *st, fg_job *j, const where *w, fg_err *err)
     return FG_OK;
 }
 
+/* Why messages m is not an array of {"role": string, "content": string, array or null}
+ * objects (into why), or 0 when it is. */
+static int messages_wrong(json_t *m, char *why, size_t cap)
+{
+    if (!json_is_array(m) || json_array_size(m) == 0) {
+        snprintf(why, cap, "\"messages\" must be a non-empty array of {\"role\", \"content\"} "
+                 "objects");
+        return 1;
+    }
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        json_t *o = json_array_get(m, i), *c = json_object_get(o, "content");
+        if (!json_is_object(o))
+            snprintf(why, cap, "\"messages\"[%zu] is not an object", i);
+        else if (!json_is_string(json_object_get(o, "role")))
+            snprintf(why, cap, "\"messages\"[%zu] has no \"role\" string", i);
+        else if (!c || !(json_is_string(c) || json_is_array(c) || json_is_null(c)))
+            snprintf(why, cap, "\"messages\"[%zu] has no \"content\" (a string, an array of "
+                     "parts, or null)", i);
+        else
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* "messages" and "chat_template_kwargs" as JSON text into j, or j->invalid saying what is wrong
+ * with them (the line's error result); FG_ERR_NOMEM only. */
+static int parse_chat(json_t *o, fg_job *j, const where *w, fg_err *err)
+{
+    json_t *m = json_object_get(o, "messages"), *kw = json_object_get(o, "chat_template_kwargs");
+    char why[200];
+    int wrong = 1;
+    if (json_object_get(o, "prompt"))
+        snprintf(why, sizeof why, "\"prompt\" and \"messages\" together: give one of them");
+    else if (kw && !json_is_object(kw))
+        snprintf(why, sizeof why, "\"chat_template_kwargs\" must be an object");
+    else
+        wrong = messages_wrong(m, why, sizeof why);
+    if (wrong)
+        j->invalid = strdup(why);
+    else {
+        j->messages = json_dumps(m, JSON_COMPACT);
+        if (kw && j->messages)
+            j->chat_kwargs = json_dumps(kw, JSON_COMPACT);
+    }
+    if (wrong ? !j->invalid : !j->messages || (kw && !j->chat_kwargs))
+        return fg_err_set(err, FG_ERR_NOMEM, "%s:%zu: out of memory", w->file, w->line);
+    return FG_OK;
+}
+
 static void job_free(fg_job *j)
 {
     free(j->id);
     free(j->prompt);
+    free(j->messages);
+    free(j->chat_kwargs);
+    free(j->invalid);
     free(j->meta);
     for (int i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
@@ -478,9 +533,12 @@ static int parse_fields(json_t *o, const char *line, size_t len, fg_job *j, wher
     json_t *meta = json_object_get(o, "meta");
     if (rc == FG_OK && meta && !(j->meta = meta_text(meta, line, len)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s:%zu: out of memory", w->file, w->line);
-    if (rc == FG_OK && !json_is_string(p))
+    int chat = json_object_get(o, "messages") || json_object_get(o, "chat_template_kwargs");
+    if (rc == FG_OK && chat)
+        rc = parse_chat(o, j, w, err);
+    else if (rc == FG_OK && !json_is_string(p))
         rc = bad(err, w, "\"prompt\" (a string) is %s", p ? "not a string" : "missing");
-    if (rc == FG_OK && !(j->prompt = strdup(json_string_value(p))))
+    else if (rc == FG_OK && !(j->prompt = strdup(json_string_value(p))))
         rc = fg_err_set(err, FG_ERR_NOMEM, "%s:%zu: out of memory", w->file, w->line);
     if (rc == FG_OK)
         rc = parse_max_new(json_object_get(o, "max_new_tokens"), j, w, err);

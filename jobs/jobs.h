@@ -3,6 +3,12 @@
  * Input (JSONL): one JSON object per line:
  *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),
  *    "stop": [string, ...] or string (optional), "meta": any value (optional, echoed)}
+ * or, for a chat model, "messages" instead of "prompt": an array of {"role": string, "content":
+ * string, array or null, ...} objects as OpenAI and transformers take them, rendered through
+ * the model's chat template by the runner, with an optional "chat_template_kwargs" object (the
+ * template's extra variables, e.g. {"enable_thinking": false}). A line with an id whose
+ * messages are malformed, or that has both "prompt" and "messages", is read with j->invalid
+ * saying why: the runner answers it with an error result and the job goes on.
  * Lines are read as Python's json module reads them (fg_json_loadb: integers of any size, NaN).
  * Every field's type is checked: an id is a non-empty string or an integer (compared as text:
  * "7" and 7 are the same id); max_new_tokens an integer in 1..FG_JOB_MAX_NEW_TOKENS (no
@@ -49,7 +55,10 @@ extern "C" {
 typedef struct fg_job {
     char *id;          /* the input id as text (an integer as written, of any size) */
     int id_is_int;     /* the id was a JSON integer: results write it back unquoted */
-    char *prompt;
+    char *prompt;      /* NULL when the line has messages */
+    char *messages;    /* the "messages" array as compact JSON text, or NULL */
+    char *chat_kwargs; /* the "chat_template_kwargs" object as compact JSON text, or NULL */
+    char *invalid;     /* non-NULL: why the line's request cannot run (an error result) */
     char *meta;        /* the "meta" value's JSON text as the line wrote it, or NULL */
     int64_t max_new;   /* 1..FG_JOB_MAX_NEW_TOKENS, or -1: use the command's default */
     char *stops[FG_JOB_MAX_STOPS];

@@ -3,8 +3,12 @@
  * config.json is parsed twice over from the same bytes at open, once by model/'s reader into the
  * hyperparameters and once for its model_type string (kept as written: the reader maps aliases);
  * the tokenizer's files are read from the store when a tokenizer is asked for, since only the
- * runner and the tools that encode text need one.
+ * runner and the tools that encode text need one. The chat template is read and parsed at open
+ * (small, and the handle stays immutable: no lazy state shared between readers); its absence or
+ * a parse failure is kept as an error that fg_model_chat returns, so a run that asks for no chat
+ * never sees it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +23,9 @@ struct fg_model {
     void *config;    /* model.config_json's bytes as stored (the prefix cache hashes them) */
     size_t config_len;
     int stop_from_generation; /* generation_config.json changed the stop set */
+    fg_chat_template *chat;   /* the parsed chat template, or NULL: chat_err says why */
+    fg_chat_tokens chat_toks; /* the special tokens the template is given */
+    fg_err chat_err;
 };
 
 /* Metadata value by key (optional keys may be absent: *data NULL). */
@@ -79,6 +86,58 @@ static int read_config(fg_model *m, fg_err *err)
     return rc;
 }
 
+/* The template's source as fg_chat_template_select picks it from the three metadata keys. */
+static int chat_source(fg_model *m, void *d[3], size_t n[3], char **src, fg_err *err)
+{
+    static const char *keys[3] = {"tokenizer.chat_template_jinja",
+                                  "tokenizer.chat_template_json", "tokenizer.config_json"};
+    int rc = FG_OK;
+    for (int i = 0; i < 3 && rc == FG_OK; i++)
+        rc = meta(m->store, keys[i], 1, &d[i], &n[i], err);
+    if (rc == FG_OK)
+        rc = fg_chat_template_select(d[0], n[0], d[1], n[1], d[2], n[2], 0, src, err);
+    if (rc == FG_ERR_NOT_FOUND)
+        rc = fg_err_set(err, rc, "%s: the model has no chat template (tokenizer_config.json "
+                        "chat_template, chat_template.jinja)", fg_store_dir(m->store));
+    return rc;
+}
+
+/* The chat template parsed and its special tokens read, or the reason kept in m->chat_err. */
+static void read_chat(fg_model *m)
+{
+    void *d[4] = {0};
+    size_t n[4] = {0};
+    char *src = NULL;
+    fg_err *e = &m->chat_err;
+    int rc = chat_source(m, d, n, &src, e);
+    if (rc == FG_OK)
+        rc = meta(m->store, "tokenizer.special_tokens_map_json", 1, &d[3], &n[3], e);
+    if (rc == FG_OK)
+        rc = fg_chat_tokens_read(d[2], n[2], d[3], n[3], &m->chat_toks, e);
+    if (rc == FG_OK && fg_chat_template_parse(src, strlen(src), &m->chat, e)) {
+        char msg[FG_ERR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        rc = fg_err_set(e, e->code, "%s: %s", fg_store_dir(m->store), msg);
+    }
+    if (rc == FG_OK)
+        e->code = FG_OK;
+    free(src);
+    for (int i = 0; i < 4; i++)
+        free(d[i]);
+}
+
+int fg_model_chat(const fg_model *m, const fg_chat_template **tpl, const fg_chat_tokens **toks,
+                  fg_err *err)
+{
+    *tpl = m->chat;
+    *toks = &m->chat_toks;
+    if (m->chat)
+        return FG_OK;
+    if (err)
+        *err = m->chat_err;
+    return m->chat_err.code ? m->chat_err.code : FG_ERR_NOT_FOUND;
+}
+
 int fg_model_open(fg_store *store, fg_model **out, fg_err *err)
 {
     *out = NULL;
@@ -93,14 +152,18 @@ int fg_model_open(fg_store *store, fg_model **out, fg_err *err)
         return rc;
     }
     m->arch = fg_model_arch(&m->hp);
+    read_chat(m);
     *out = m;
     return FG_OK;
 }
 
 void fg_model_close(fg_model *m)
 {
-    if (m)
+    if (m) {
         free(m->config);
+        fg_chat_template_free(m->chat);
+        fg_chat_tokens_free(&m->chat_toks);
+    }
     free(m);
 }
 

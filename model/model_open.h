@@ -4,12 +4,18 @@
  * builder (plan_model.h), the policy search (policy_search.h), the runner and fg-inspect, so no
  * layer parses the metadata again.
  *
+ * The chat template (tokenizer.chat_template_jinja / _json / tokenizer.config_json's, as
+ * fg_chat_template_select picks) and the special tokens it is given are read and parsed at open
+ * too, but a store without one (or with one that does not parse) fails only fg_model_chat: a
+ * model is run without its template unless a chat is asked for.
+ *
  * Lifecycle: fg_store_open (read-only), fg_model_open(store) borrows the store (it must outlive
  * the handle), fg_model_close. The handle is immutable after open: any number of readers.
  */
 #ifndef FG_MODEL_OPEN_H
 #define FG_MODEL_OPEN_H
 
+#include "chat.h"
 #include "fg_error.h"
 #include "model.h"
 #include "store.h"
@@ -44,6 +50,14 @@ const void *fg_model_config_json(const fg_model *m, size_t *len);
  * merges.txt, the tokenizer.json classes read tokenizer.json; the config files are optional for
  * both). *out owned by the caller (fg_tok_free). Errors name the store and the key. */
 int fg_model_tokenizer(const fg_model *m, fg_tok **out, fg_err *err);
+
+/* The model's chat template and the special tokens transformers passes it (bos/eos/pad/unk,
+ * from tokenizer_config.json or special_tokens_map.json), both valid until close. A store
+ * without a template fails FG_ERR_NOT_FOUND "<store>: the model has no chat template
+ * (tokenizer_config.json chat_template, chat_template.jinja)"; one whose template does not parse
+ * fails with the parser's message after the store's name. */
+int fg_model_chat(const fg_model *m, const fg_chat_template **tpl, const fg_chat_tokens **toks,
+                  fg_err *err);
 
 #ifdef __cplusplus
 }

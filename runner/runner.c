@@ -10,7 +10,9 @@
  * it; --prefix-cache opens the cache for the engine's identity (runner_prefix.c).
  *
  * Prompts are encoded as transformers' tokenizer(text) does (special tokens written in the
- * text matched, the post-processor's BOS added) unless --no-special-in-prompt. An id past the
+ * text matched, the post-processor's BOS added) unless --no-special-in-prompt; chats (--chat,
+ * a job line's messages) as apply_chat_template(tokenize=True) does: the model's template
+ * rendered, its text encoded with special tokens matched and none added. An id past the
  * tokenizer's vocabulary decodes as nothing. Stop strings are checked on the decoded text of
  * each sequence as it grows, and the text is cut at the first one.
  *
@@ -69,6 +71,30 @@ int fgr_encode(fgr_run *r, const char *text, unsigned flags, int32_t **ids, uint
     *ids = v.ids;
     *n = (uint32_t)v.n;
     return FG_OK;
+}
+
+/* See runner_int.h. The render's error is FG_ERR_INVALID_ARG whatever its code, so a job line
+ * whose messages the template refuses gets an error result and the job goes on. */
+int fgr_encode_chat(fgr_run *r, const char *messages, const char *kwargs, int32_t **ids,
+                    uint32_t *n, const char *what, fg_err *err)
+{
+    const fg_chat_template *t;
+    const fg_chat_tokens *tk;
+    int rc = fg_model_chat(r->model, &t, &tk, err);
+    if (rc)
+        return rc;
+    fg_chat_opts co = {1, tk->bos, tk->eos, tk->pad, tk->unk, kwargs, kwargs ? strlen(kwargs) : 0,
+                       0, 0, 0};
+    char *text = NULL;
+    size_t len = 0;
+    if (fg_chat_render(t, messages, strlen(messages), &co, &text, &len, err)) {
+        char m[FG_ERR_MSG_MAX];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: %s", what, m);
+    }
+    rc = fgr_encode(r, text, FG_TOK_SPECIAL, ids, n, what, err);
+    free(text);
+    return rc;
 }
 
 /* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set). An id

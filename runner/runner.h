@@ -40,6 +40,8 @@ typedef struct fg_run_opts {
     const char *stops[FG_RUN_MAX_STOPS]; /* stop strings for -p and synthetic runs */
     int n_stops;
     const char *prompt;             /* PROMPT */
+    int chat;                       /* PROMPT: the prompt is one user message, rendered through
+                                       the model's chat template (--chat) */
     const char *input, *output;     /* JOBS ("-" = stdin / stdout) */
     int resume;
     uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */

@@ -63,6 +63,15 @@ unsigned fgr_prompt_flags(const fgr_run *r);
  * "WHAT: the prompt is empty"; other errors are prefixed with what. */
 int fgr_encode(fgr_run *r, const char *text, unsigned flags, int32_t **ids, uint32_t *n,
                const char *what, fg_err *err);
+/* Token ids of a chat: messages (a JSON array of {role, content}) rendered through the model's
+ * chat template with the assistant turn's header (add_generation_prompt) and kwargs (a JSON
+ * object of template variables, or NULL), then encoded as transformers'
+ * apply_chat_template(tokenize=True) does: special tokens matched, none added (the template
+ * writes the BOS). *ids owned by the caller. A store without a template fails with
+ * fg_model_chat's error; a render failure (the template's raise_exception) is
+ * FG_ERR_INVALID_ARG "WHAT: MESSAGE", as an empty result is. */
+int fgr_encode_chat(fgr_run *r, const char *messages, const char *kwargs, int32_t **ids,
+                    uint32_t *n, const char *what, fg_err *err);
 /* ids as text (special tokens skipped); owned by the caller, NULL on failure (err set, when
  * not NULL). */
 char *fgr_decode(fg_tok *tok, const int32_t *ids, uint32_t n, fg_err *err);

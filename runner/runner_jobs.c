@@ -5,7 +5,10 @@
  * largest generation of the lines that fit) and the progress total, keeping nothing; the
  * second pass reads one block of prompts at a time, packs a block of those that fit the
  * context together, generates it, appends its results (one write and an fdatasync), and frees
- * it; a line that cannot fit gets its error result line and the job goes on. Memory is the
+ * it; a line that cannot fit gets its error result line and the job goes on, as does a line
+ * whose request is malformed (jobs.c's j->invalid) or whose messages the chat template refuses.
+ * A line with messages is rendered through the model's chat template (fgr_encode_chat); a
+ * store without one stops the job with that error. Memory is the
  * block plus one hash entry per id, whatever the number of prompts. From a pipe there is one
  * pass: the context is --max-context, or the model's. A job that ends with a prompt read but
  * not answered is an error, never a silent success; Ctrl-C (opts.interrupt) stops it between
@@ -91,8 +94,16 @@ static int prep_job(fgr_run *r, const fg_job *j, uint32_t ctx, int32_t **ids, ui
     what_of(r, j, what, sizeof what);
     *ids = NULL;
     *n = 0;
-    int rc = fgr_encode(r, j->prompt, fgr_prompt_flags(r), ids, n, "", err);
-    if (rc == FG_ERR_INVALID_ARG) { /* "": the prompt is empty (no BOS either) */
+    if (j->invalid) { /* malformed messages, or both prompt and messages (jobs.c) */
+        snprintf(msg, cap, "%s", j->invalid);
+        *type = "invalid_request";
+        return 1;
+    }
+    int rc = j->messages ? fgr_encode_chat(r, j->messages, j->chat_kwargs, ids, n, "", err)
+                         : fgr_encode(r, j->prompt, fgr_prompt_flags(r), ids, n, "", err);
+    if (rc == FG_ERR_NOT_FOUND && j->messages) /* the store has no chat template: say so */
+        return rc;
+    if (rc == FG_ERR_INVALID_ARG) { /* "": empty (no BOS either), or the template refused it */
         snprintf(msg, cap, "%s", err->msg + 2);
         *type = "invalid_prompt";
         return 1;

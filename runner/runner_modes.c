@@ -3,6 +3,8 @@
  * after BOS, scored a block at a time), the plan alone (--dry-run: the engine stops at the plan,
  * nothing allocated), and the calibration of this machine for --policy auto. Each opens the
  * store, sizes the engine for its shape (fgr_open_engine) and writes its result to r->out.
+ * -p --chat is one user message rendered through the model's chat template (one turn); it
+ * prints the reply alone, where -p prints the prompt and its continuation.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,8 +14,25 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "policy_search.h"
 #include "runner_int.h"
+
+/* -p's ids: the text as a prompt, or with --chat one user message through the chat template. */
+static int prompt_ids(fgr_run *r, int32_t **ids, uint32_t *n, fg_err *err)
+{
+    if (!r->o->chat)
+        return fgr_encode(r, r->o->prompt, fgr_prompt_flags(r), ids, n, "-p", err);
+    json_t *m = json_pack("[{s:s, s:s}]", "role", "user", "content", r->o->prompt);
+    char *msgs = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    if (!msgs)
+        return fg_err_set(err, FG_ERR_NOMEM, "-p: out of memory (or not UTF-8) for --chat");
+    int rc = fgr_encode_chat(r, msgs, NULL, ids, n, "-p --chat", err);
+    free(msgs);
+    return rc;
+}
 
 int fgr_run_prompt(fgr_run *r, fg_err *err)
 {
@@ -21,7 +40,7 @@ int fgr_run_prompt(fgr_run *r, fg_err *err)
     uint32_t n = 0;
     int rc = fgr_open_store(r, err);
     if (rc == FG_OK)
-        rc = fgr_encode(r, r->o->prompt, fgr_prompt_flags(r), &ids, &n, "-p", err);
+        rc = prompt_ids(r, &ids, &n, err);
     if (rc == FG_OK)
         rc = fgr_open_engine(r, n, r->o->max_new, 1, err);
     if (rc == FG_OK && !(out = malloc((size_t)r->o->max_new * sizeof *out)))
@@ -42,7 +61,7 @@ int fgr_run_prompt(fgr_run *r, fg_err *err)
         rc = FG_ERR_NOMEM;
     if (rc == FG_OK) {
         fgr_cut_stop(text, r->o->stops, r->o->n_stops);
-        rc = fgr_write_out(r, r->o->prompt, err);
+        rc = r->o->chat ? FG_OK : fgr_write_out(r, r->o->prompt, err); /* a chat: the reply */
         if (rc == FG_OK)
             rc = fgr_write_out(r, text, err);
         if (rc == FG_OK)
@@ -244,7 +263,7 @@ int fgr_run_dry(fgr_run *r, fg_err *err)
     if (rc == FG_OK && r->o->prompt) {
         int32_t *ids = NULL;
         uint32_t n = 0;
-        rc = fgr_encode(r, r->o->prompt, fgr_prompt_flags(r), &ids, &n, "-p", err);
+        rc = prompt_ids(r, &ids, &n, err);
         free(ids);
         P = n, G = r->o->max_new;
     } else if (rc == FG_OK && r->o->input) {

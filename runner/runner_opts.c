@@ -33,6 +33,9 @@ static int check_device(const fg_run_opts *o, fg_err *err)
         return bad(err, "--gpu-budget needs a device: --backend cuda or sim");
     if (o->eo.sim_link_gbps > 0 && o->eo.backend != FG_BACKEND_SIM)
         return bad(err, "--sim-link belongs to --backend sim");
+    if (o->chat && !o->prompt)
+        return bad(err, "--chat needs -p TEXT (the message; an interactive chat is not written "
+                   "yet; a job's lines take \"messages\")");
     if (o->num_prompts && !o->prompt_len)
         return bad(err, "--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts "
                    "are its lines)");

@@ -1,6 +1,7 @@
 /* fg-infer - generate with a model held in a store (see docs/usage.md).
  *
  *   fg-infer -m STORE -p PROMPT                      print a continuation
+ *   fg-infer -m STORE -p TEXT --chat                 one chat turn (the chat template), the reply
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
  *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
@@ -203,8 +204,13 @@ static ta_opt k_opts[] = {
             "text are matched, BOS added as the tokenizer's post-processor does"),
     FLAG("no-special-in-prompt", g_a.r.no_special_in_prompt, 1, "split special tokens' text as "
          "ordinary text"),
+    FLAG("chat", g_a.r.chat, 1, "-p TEXT is one user message, rendered through the model's "
+         "chat template (as transformers' apply_chat_template with add_generation_prompt); "
+         "prints the reply"),
     SECTION("jobs", "each input line {\"id\", \"prompt\", \"max_new_tokens\", \"stop\", "
-            "\"meta\"}; a line that cannot fit the context gets an \"error\" result line and the "
+            "\"meta\"}, or \"messages\": [{\"role\", \"content\"}, ...] (and optional "
+            "\"chat_template_kwargs\") for the chat template instead of \"prompt\"; a line that "
+            "cannot fit the context gets an \"error\" result line and the "
             "job goes on; --input - reads standard input (a pipe or a file); an input with no "
             "prompt is an error (exit 1), never a run of 0; results come a block at a time, so "
             "not always in input order (ids as given, meta echoed); Ctrl-C stops after the "
