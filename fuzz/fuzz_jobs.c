@@ -31,7 +31,14 @@ static int input_fd(const uint8_t *data, size_t size)
 
 static void check_job(const fg_job *j)
 {
-    if (!j->id || !*j->id || !j->prompt || j->line == 0)
+    if (!j->id || !*j->id || j->line == 0)
+        abort();
+    /* a prompt or a messages array, never both, unless the line is answered as invalid */
+    if (!j->invalid && !j->prompt == !j->messages)
+        abort();
+    if (j->invalid && !*j->invalid)
+        abort();
+    if (j->chat_kwargs && (!j->messages || j->chat_kwargs[0] != '{'))
         abort();
     if (j->max_new != -1 && (j->max_new < 1 || j->max_new > FG_JOB_MAX_NEW_TOKENS))
         abort();
