@@ -71,8 +71,9 @@ JSONL
   done
   echo "$1: malformed messages lines get error results, the others run"
 }
-for jobs in "$FIX"/*.jobs.jsonl; do
-  name=$(basename "$jobs" .jobs.jsonl)
+for ids in "$FIX"/*.ids.txt; do # a model's own job lines, else the shared ones
+  name=$(basename "$ids" .ids.txt) && jobs="$FIX/$name.jobs.jsonl"
+  [ -e "$jobs" ] || jobs="$FIX/shared.jobs.jsonl"
   assemble "$name"
   before=$bad
   "$INFER" -m "$name.store" --input "$jobs" --output out.jsonl --quiet --threads 1 \
@@ -118,7 +119,7 @@ if out=$("$INFER" -m "$name.store" -p hi --chat --max-new-tokens 1 --quiet 2>&1)
   miss "$name: -p --chat ran without a template"
 fi
 grep -qF "$want" <<< "$out" || miss "$name: -p --chat said: $out"
-if out=$("$INFER" -m "$name.store" --input "$FIX/Qwen__Qwen3-1.7B.jobs.jsonl" --output none.out \
+if out=$("$INFER" -m "$name.store" --input "$FIX/shared.jobs.jsonl" --output none.out \
          --quiet 2>&1); then
   miss "$name: a messages job ran without a template"
 fi
