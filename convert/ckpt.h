@@ -64,6 +64,15 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_Q4_0 = 8, /* an F16 scale + 32 4-bit values, offset 8 (18 bytes) */
     FG_CKPT_Q4_K = 9, /* blocks of 256: F16 scale and min, 8 6-bit sub-scales/mins, nibbles (144) */
     FG_CKPT_Q6_K = 10, /* blocks of 256: 6-bit values, 16 int8 sub-scales, an F16 scale (210) */
+    FG_CKPT_Q4_1 = 11, /* an F16 scale and min + 32 4-bit values (20 bytes) */
+    FG_CKPT_Q5_0 = 12, /* an F16 scale + 32 5-bit values, offset 16 (22 bytes) */
+    FG_CKPT_Q5_1 = 13, /* an F16 scale and min + 32 5-bit values (24 bytes) */
+    FG_CKPT_Q2_K = 14, /* blocks of 256: 2-bit values, 16 4-bit sub-scales/mins (84) */
+    FG_CKPT_Q3_K = 15, /* blocks of 256: 3-bit values, 16 6-bit sub-scales (110) */
+    FG_CKPT_Q5_K = 16, /* blocks of 256: as Q4_K with a fifth bit per value (176) */
+    FG_CKPT_IQ4_NL = 17, /* an F16 scale + 32 4-bit indices into a fixed non-linear table (18) */
+    FG_CKPT_IQ4_XS = 18, /* blocks of 256: IQ4_NL's table, 8 6-bit sub-scales (136) */
+    FG_CKPT_MXFP4 = 19, /* an E8M0 scale + 32 E2M1 values (17 bytes; GGUF's MXFP4 blocks) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,
@@ -82,6 +91,8 @@ typedef struct fg_ckpt_tensor {
     const char *source;    /* the key in the file, for provenance: == name, but where the listing
                             * renames (GGUF's "blk.0.attn_q.weight" is listed by its Hugging Face
                             * name), followed by the GGUF type ("blk.0.attn_q.weight Q8_0") */
+    float shift;           /* subtracted from every value as it is read (0 but for a GGUF file's
+                            * Gemma norms, which llama.cpp stores as 1 + w) */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;

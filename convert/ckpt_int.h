@@ -60,9 +60,9 @@ int ck_list_add(ck_list *l, const char *name, size_t name_len, uint8_t dtype, ui
  * prefix they share. */
 int ck_list_add_meta(ck_list *l, const char *key, const char *value, fg_err *err);
 /* Elements and bytes of one block of dtype: 1 and the element size for plain types, GGUF's
- * blocks (Q8_0 32/34, Q4_0 32/18, Q4_K 256/144, Q6_K 256/210); 0 when unknown. */
+ * blocks (Q8_0 32/34, Q4_0 32/18, Q4_K 256/144, Q6_K 256/210, ... MXFP4 32/17); 0 when unknown. */
 int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes);
-/* 1 for GGUF's block dtypes (Q8_0, Q4_0, Q4_K, Q6_K): dequantized on import */
+/* 1 for GGUF's block dtypes (Q8_0 ... MXFP4): dequantized on import */
 int ck_dtype_is_block(uint8_t dtype);
 /* Sort helpers: FG_ERR_DUPLICATE naming the tensor when two share a name. */
 int ck_list_check_unique(const ck_list *l, const char *label, fg_err *err);

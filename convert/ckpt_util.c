@@ -229,6 +229,15 @@ int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes)
     case FG_CKPT_Q4_0: *elems = 32, *bytes = 18; break;
     case FG_CKPT_Q4_K: *elems = 256, *bytes = 144; break;
     case FG_CKPT_Q6_K: *elems = 256, *bytes = 210; break;
+    case FG_CKPT_Q4_1: *elems = 32, *bytes = 20; break;
+    case FG_CKPT_Q5_0: *elems = 32, *bytes = 22; break;
+    case FG_CKPT_Q5_1: *elems = 32, *bytes = 24; break;
+    case FG_CKPT_Q2_K: *elems = 256, *bytes = 84; break;
+    case FG_CKPT_Q3_K: *elems = 256, *bytes = 110; break;
+    case FG_CKPT_Q5_K: *elems = 256, *bytes = 176; break;
+    case FG_CKPT_IQ4_NL: *elems = 32, *bytes = 18; break;
+    case FG_CKPT_IQ4_XS: *elems = 256, *bytes = 136; break;
+    case FG_CKPT_MXFP4: *elems = 32, *bytes = 17; break;
     default:
         *bytes = (uint32_t)fg_ckpt_dtype_size(dtype);
         *elems = *bytes ? 1 : 0;
@@ -238,7 +247,7 @@ int ck_dtype_block(uint8_t dtype, uint32_t *elems, uint32_t *bytes)
 
 int ck_dtype_is_block(uint8_t dtype)
 {
-    return dtype >= FG_CKPT_Q8_0 && dtype <= FG_CKPT_Q6_K;
+    return dtype >= FG_CKPT_Q8_0 && dtype <= FG_CKPT_MXFP4;
 }
 
 const char *fg_ckpt_dtype_name(uint8_t dtype)
@@ -254,6 +263,15 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_Q4_0: return "Q4_0";
     case FG_CKPT_Q4_K: return "Q4_K";
     case FG_CKPT_Q6_K: return "Q6_K";
+    case FG_CKPT_Q4_1: return "Q4_1";
+    case FG_CKPT_Q5_0: return "Q5_0";
+    case FG_CKPT_Q5_1: return "Q5_1";
+    case FG_CKPT_Q2_K: return "Q2_K";
+    case FG_CKPT_Q3_K: return "Q3_K";
+    case FG_CKPT_Q5_K: return "Q5_K";
+    case FG_CKPT_IQ4_NL: return "IQ4_NL";
+    case FG_CKPT_IQ4_XS: return "IQ4_XS";
+    case FG_CKPT_MXFP4: return "MXFP4";
     default: return "?";
     }
 }

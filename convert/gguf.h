@@ -12,7 +12,8 @@
  * The glue (gguf_import.c) turns an open GGUF (one file, or the parts of a split one, each
  * parsed on its own) into what convert/ already knows: tensor names
  * mapped onto the Hugging Face names the model table expects, config.json synthesized from the
- * metadata, Q8_0/Q4_0/Q4_K/Q6_K blocks dequantized exactly as ggml's reference does; and
+ * metadata, block types (Q4_0 ... Q6_K, IQ4_NL/XS, MXFP4) dequantized exactly as ggml's
+ * reference does (gguf_dequant.c); and
  * gguf_tok.c writes the tokenizer.ggml.* metadata back as a tokenizer.json.
  */
 #ifndef FG_GGUF_H
@@ -42,8 +43,10 @@ enum {
 /* ggml tensor types fg reads (the file's numbering); the others are recognised by their block
  * size so the file's layout is checked, and refused by name. */
 enum {
-    CK_GGML_F32 = 0, CK_GGML_F16 = 1, CK_GGML_Q4_0 = 2, CK_GGML_Q8_0 = 8, CK_GGML_Q4_K = 12,
-    CK_GGML_Q6_K = 14, CK_GGML_BF16 = 30
+    CK_GGML_F32 = 0, CK_GGML_F16 = 1, CK_GGML_Q4_0 = 2, CK_GGML_Q4_1 = 3, CK_GGML_Q5_0 = 6,
+    CK_GGML_Q5_1 = 7, CK_GGML_Q8_0 = 8, CK_GGML_Q2_K = 10, CK_GGML_Q3_K = 11, CK_GGML_Q4_K = 12,
+    CK_GGML_Q5_K = 13, CK_GGML_Q6_K = 14, CK_GGML_IQ4_NL = 20, CK_GGML_IQ4_XS = 23,
+    CK_GGML_BF16 = 30, CK_GGML_MXFP4 = 39
 };
 
 typedef struct ck_gguf_kv {
@@ -98,26 +101,44 @@ const char *ck_gguf_str(const ck_gguf *g, const char *key); /* NULL: absent or n
 const char *ck_ggml_type_name(uint32_t type);
 int ck_ggml_block(uint32_t type, uint32_t *elems, uint32_t *bytes);
 
-/* ---- reference dequantization (ggml's dequantize_row_q8_0, _q4_0, _q4_K, _q6_K) ---- */
+/* ---- reference dequantization (gguf_dequant.c: ggml's dequantize_row_<type>) ---- */
 /* n_blocks blocks of src into (32 or 256) * n_blocks floats, as ggml's C computes them with each
  * binary32 operation rounded in the order written (no fused multiply-add): bit for bit with
  * gguf-py's numpy dequantization. */
 void ck_gguf_dequant_q8_0(const uint8_t *src, uint64_t n_blocks, float *dst);
 void ck_gguf_dequant_q4_0(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q4_1(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q5_0(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q5_1(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q2_k(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q3_k(const uint8_t *src, uint64_t n_blocks, float *dst);
 void ck_gguf_dequant_q4_k(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_q5_k(const uint8_t *src, uint64_t n_blocks, float *dst);
 void ck_gguf_dequant_q6_k(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_iq4_nl(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_iq4_xs(const uint8_t *src, uint64_t n_blocks, float *dst);
+void ck_gguf_dequant_mxfp4(const uint8_t *src, uint64_t n_blocks, float *dst);
+/* The one above for ckpt block dtype `dtype` (ck_dtype_is_block); FG_ERR_UNSUPPORTED for
+ * another dtype. */
+int ck_gguf_dequant(uint8_t dtype, const uint8_t *src, uint64_t n_blocks, float *dst);
 
 /* ---- glue (gguf_import.c) ---- */
-/* The Hugging Face name of GGUF tensor `name` (blk.3.attn_q.weight ->
- * model.layers.3.self_attn.q_proj.weight) into out (cap bytes); 0 when no rule matches (the name
- * is then kept as it is, and the model check refuses it by name). */
-int ck_gguf_hf_name(const char *name, char *out, size_t cap);
+/* The Hugging Face name of GGUF tensor `name` of general.architecture arch (NULL: none)
+ * (blk.3.attn_q.weight -> model.layers.3.self_attn.q_proj.weight) into out (cap bytes); 0 when
+ * no rule matches (the name is then kept as it is, and the model check refuses it by name). */
+int ck_gguf_hf_name(const char *arch, const char *name, char *out, size_t cap);
+/* A merged experts tensor's name (blk.N.ffn_{gate,up,down}_exps.weight) as expert e's
+ * (model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight) into out; 0 for another name. */
+int ck_gguf_expert_name(const char *name, uint64_t expert, char *out, size_t cap);
 /* g's tensors appended to out under their Hugging Face names (ck_gguf_hf_name), dims in
- * fg_ckpt's order (the slowest-varying first), offsets in the file; a ggml type fg does not read
- * is refused, named. */
+ * fg_ckpt's order (the slowest-varying first), offsets in the file; a merged experts tensor
+ * [experts, rows, cols] as one tensor per expert (ck_gguf_expert_name: a slice of the file); a
+ * squeezed shared_expert_gate [hidden] as [1, hidden]; Gemma's norms with shift 1; a ggml type
+ * fg does not read is refused, named. */
 int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err);
-/* Elements [first, first + n) of block-typed (ck_dtype_is_block) tensor i of ck, dequantized (ggml's reference) and
- * rounded to F16 into out; *scratch (*cap bytes) is a buffer reused across calls (caller frees). */
+/* Elements [first, first + n) of tensor i of ck (a block type (ck_dtype_is_block), dequantized
+ * by ggml's reference, or F32/F16/BF16), less its shift, rounded to F16 into out; *scratch
+ * (*cap bytes) is a buffer reused across calls (caller frees). */
 int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
                      void **scratch, size_t *cap, fg_err *err);
 /* Split files: *part and *count from a name "<prefix>-KKKKK-of-NNNNN.gguf" (1 <= K <= N),
@@ -133,12 +154,13 @@ int ck_gguf_split_total(const ck_gguf *g, const char *label, uint32_t n, fg_err 
 /* The parsed header of a GGUF fg_ckpt (kind FG_CKPT_GGUF), else NULL (ckpt.c). */
 const ck_gguf *ck_gguf_of(const fg_ckpt *ck);
 
-/* config.json for g's general.architecture (llama, mistral, qwen2, qwen3), synthesized from its
- * metadata; *json malloc'd (caller frees). *interleaved: the Q/K rows are in llama.cpp's
- * permuted order (the model table's interleaved rotary layout undoes it). Errors name label and
- * the key. */
-int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char **json,
-                   size_t *len, int *interleaved, fg_err *err);
+/* config.json for g's general.architecture (gguf_config.c's rows: llama, qwen2, qwen3,
+ * qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite), synthesized from its metadata
+ * (array values read through src, the file g was parsed from) and the tensors of ck; *json
+ * malloc'd (caller frees). *interleaved: the Q/K rows are in llama.cpp's permuted order (the
+ * model table's interleaved rotary layout undoes it). Errors name label and the key. */
+int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const char *label,
+                   char **json, size_t *len, int *interleaved, fg_err *err);
 
 /* The tokenizer of g (tokenizer.ggml.*, gguf_tok.c), read through src (the file g was parsed
  * from), as the tokenizer.json and tokenizer_config.json convert_hf_to_gguf.py read: both

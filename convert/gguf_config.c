@@ -1,27 +1,56 @@
 /* gguf_config.c - config.json synthesized from a GGUF file's metadata (see gguf.h).
  *
- * A row per general.architecture fg maps: its Hugging Face model_type and class, and whether
- * llama.cpp permuted its Q/K rows. Each key below is the GGUF key (under "{arch}.") that
- * gives a config.json key, as convert_hf_to_gguf.py writes them; model/ then reads the result as
- * it reads any config.json, with the family's defaults for what is absent. What the mapping
- * cannot express yet is refused by name rather than guessed: rope scaling other than linear
- * (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several ways), a
- * partial rotary dimension, experts.
+ * A row per general.architecture fg maps: its Hugging Face model_type and class, whether
+ * llama.cpp permuted its Q/K rows, and the features whose keys it reads. Each key below is the
+ * GGUF key (under "{arch}.") that gives a config.json key, as convert_hf_to_gguf.py writes them;
+ * model/ then reads the result as it reads any config.json, with the family's defaults for what is
+ * absent. Where llama.cpp runs a GGUF file by a rule of its own rather than a key, the config
+ * says that rule, so fg runs the file as llama.cpp does:
+ *   - Qwen3-MoE's router weights renormalized, Qwen2-MoE's not (expert_weights_norm when
+ *     present); the sparse layers are those holding a router (blk.N.ffn_gate_inp), the others
+ *     mlp_only_layers;
+ *   - Gemma 2 / 3: q scaled by attention.scale when present, else by 1 / sqrt(head_dim) (by
+ *     1 / sqrt(hidden / heads) for the 27B shapes: 46 layers of 4608, 62 of 5376); Gemma 3's
+ *     sliding layers all but every 6th unless attention.sliding_window_pattern (a count, or a
+ *     bool per layer) says otherwise, rotated with rope.freq_base_swa (else 10000); Gemma 2's
+ *     every other layer from layer 0;
+ *   - attention biases (attention_bias / qkv_bias) from the presence of blk.0.attn_q.bias.
+ * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
+ * than linear (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several
+ * ways), a partial rotary dimension.
  */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
 
+enum {
+    F_MOE = 1,      /* expert_count ... */
+    F_GEMMA = 2,    /* the tanh GELU, soft-capping, q's scale */
+    F_WINDOW = 4,   /* attention.sliding_window (0: none) */
+    F_GRANITE = 8,  /* the four multipliers */
+    F_NORM_TOPK = 16, /* llama.cpp renormalizes the chosen experts' weights */
+};
+
 static const struct arch_row {
     const char *arch, *model_type, *hf_class;
     int permuted; /* convert_hf_to_gguf.py's LlamaModel permutes q_proj and k_proj */
+    unsigned features;
 } arch_rows[] = {
-    {"llama", "llama", "LlamaForCausalLM", 1},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0},
+    {"llama", "llama", "LlamaForCausalLM", 1, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, F_MOE},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, F_MOE | F_NORM_TOPK},
+    {"gemma", "gemma", "GemmaForCausalLM", 0, F_GEMMA},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, F_GEMMA | F_WINDOW},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA | F_WINDOW},
+    {"phi3", "phi3", "Phi3ForCausalLM", 0, F_WINDOW},
+    {"olmo2", "olmo2", "Olmo2ForCausalLM", 0, 0},
+    {"granite", "granite", "GraniteForCausalLM", 1, F_GRANITE},
 };
 
 static const struct { const char *gguf, *hf; int required; } uint_keys[] = {
@@ -34,9 +63,15 @@ static const struct { const char *gguf, *hf; int required; } uint_keys[] = {
     {"attention.key_length", "head_dim", 0},
 };
 
-static const struct { const char *gguf, *hf; } float_keys[] = {
-    {"attention.layer_norm_rms_epsilon", "rms_norm_eps"},
-    {"rope.freq_base", "rope_theta"},
+static const struct { const char *gguf, *hf; unsigned features; } float_keys[] = {
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 0},
+    {"rope.freq_base", "rope_theta", 0},
+    {"attn_logit_softcapping", "attn_logit_softcapping", F_GEMMA},
+    {"final_logit_softcapping", "final_logit_softcapping", F_GEMMA},
+    {"attention.scale", "attention_multiplier", F_GRANITE},
+    {"embedding_scale", "embedding_multiplier", F_GRANITE},
+    {"residual_scale", "residual_multiplier", F_GRANITE},
+    {"logit_scale", "logits_scaling", F_GRANITE},
 };
 
 static const struct { const char *gguf, *hf; } token_keys[] = {
@@ -51,9 +86,10 @@ static int key_err(fg_err *err, const char *label, const char *key, const char *
 }
 
 /* The integer and float keys of row r into cfg. */
-static int put_numbers(const ck_gguf *g, const char *arch, const char *label, json_t *cfg,
+static int put_numbers(const ck_gguf *g, const struct arch_row *r, const char *label, json_t *cfg,
                        fg_err *err)
 {
+    const char *arch = r->arch;
     char key[128];
     for (size_t i = 0; i < sizeof uint_keys / sizeof uint_keys[0]; i++) {
         uint64_t v;
@@ -68,6 +104,8 @@ static int put_numbers(const ck_gguf *g, const char *arch, const char *label, js
     }
     for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
         double v;
+        if (float_keys[i].features && !(float_keys[i].features & r->features))
+            continue;
         snprintf(key, sizeof key, "%s.%s", arch, float_keys[i].gguf);
         int rc = ck_gguf_float(g, key, &v);
         if (rc == FG_ERR_BAD_ENUM)
@@ -87,8 +125,10 @@ static int put_numbers(const ck_gguf *g, const char *arch, const char *label, js
 }
 
 /* What the mapping does not express yet, refused by its key. */
-static int refuse_unmapped(const ck_gguf *g, const char *arch, const char *label, fg_err *err)
+static int refuse_unmapped(const ck_gguf *g, const struct arch_row *r, const char *label,
+                           fg_err *err)
 {
+    const char *arch = r->arch;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     const char *s = ck_gguf_str(g, key);
@@ -96,9 +136,9 @@ static int refuse_unmapped(const ck_gguf *g, const char *arch, const char *label
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is '%.40s': fg maps GGUF rope "
                           "scaling 'linear' so far", label, key, s);
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    if (ck_gguf_get(g, key))
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg does not map GGUF "
-                          "mixtures of experts yet", label, key);
+    if (!(r->features & F_MOE) && ck_gguf_get(g, key))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg maps GGUF mixtures of "
+                          "experts for qwen2moe and qwen3moe so far", label, key);
     uint64_t rot, heads, hidden, hd = 0;
     snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
     if (ck_gguf_uint(g, key, &rot) != FG_OK)
@@ -151,8 +191,173 @@ static int put_rope_scaling(const ck_gguf *g, const char *arch, const char *labe
     return FG_OK;
 }
 
-int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char **json,
-                   size_t *len, int *interleaved, fg_err *err)
+/* An optional u32 key {arch}.<k> as config key hf (absent: nothing; present: v <= max) */
+static int put_uint(const ck_gguf *g, const char *arch, const char *k, const char *hf,
+                    uint64_t max, const char *label, json_t *cfg, uint64_t *out, fg_err *err)
+{
+    char key[128];
+    uint64_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    int rc = ck_gguf_uint(g, key, &v);
+    if (rc == FG_ERR_NOT_FOUND)
+        return FG_ERR_NOT_FOUND;
+    if (rc || v > max)
+        return key_err(err, label, key, "must be an integer in range");
+    if (hf)
+        json_object_set_new(cfg, hf, json_integer((json_int_t)v));
+    if (out)
+        *out = v;
+    return FG_OK;
+}
+
+static int has_tensor(const fg_ckpt *ck, const char *name)
+{
+    uint32_t i;
+    return fg_ckpt_find(ck, name, &i) == FG_OK;
+}
+
+/* Qwen's mixtures: the counts, the widths, the renormalization, the dense layers */
+static int put_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
+                   const char *label, json_t *cfg, fg_err *err)
+{
+    static const struct { const char *k, *hf; int required; } keys[] = {
+        {"expert_count", "num_experts", 1}, {"expert_used_count", "num_experts_per_tok", 1},
+        {"expert_feed_forward_length", "moe_intermediate_size", 1},
+        {"expert_shared_feed_forward_length", "shared_expert_intermediate_size", 0},
+    };
+    uint64_t layers = 0, norm;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = put_uint(g, r->arch, keys[i].k, keys[i].hf, UINT32_MAX, label, cfg, NULL, err);
+        if (rc == FG_ERR_NOT_FOUND && keys[i].required) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.%s", r->arch, keys[i].k);
+            return key_err(err, label, key, "is missing");
+        }
+        if (rc && rc != FG_ERR_NOT_FOUND)
+            return rc;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", r->arch);
+    int rc = ck_gguf_uint(g, key, &norm);
+    if (rc == FG_ERR_BAD_ENUM)
+        return key_err(err, label, key, "must be a bool");
+    json_object_set_new(cfg, "norm_topk_prob",
+                        json_boolean(rc == FG_OK ? norm != 0 : (r->features & F_NORM_TOPK) != 0));
+    snprintf(key, sizeof key, "%s.block_count", r->arch);
+    (void)ck_gguf_uint(g, key, &layers); /* (put_numbers checked it) */
+    json_t *dense = json_array();
+    for (uint64_t l = 0; l < layers && l <= FG_CKPT_MAX_TENSORS; l++) {
+        snprintf(key, sizeof key, "model.layers.%llu.mlp.gate.weight", (unsigned long long)l);
+        if (!has_tensor(ck, key))
+            json_array_append_new(dense, json_integer((json_int_t)l));
+    }
+    json_object_set_new(cfg, "mlp_only_layers", dense);
+    json_object_set_new(cfg, "decoder_sparse_step", json_integer(1));
+    return FG_OK;
+}
+
+/* attention.sliding_window (0: none) as sliding_window */
+static int put_window(const ck_gguf *g, const struct arch_row *r, const char *label, json_t *cfg,
+                      fg_err *err)
+{
+    uint64_t w;
+    int rc = put_uint(g, r->arch, "attention.sliding_window", NULL, UINT32_MAX, label, cfg, &w,
+                      err);
+    if (rc == FG_OK)
+        json_object_set_new(cfg, "sliding_window", w ? json_integer((json_int_t)w) : json_null());
+    return rc == FG_ERR_NOT_FOUND ? FG_OK : rc;
+}
+
+/* Gemma 3's sliding layers: attention.sliding_window_pattern as a count or a bool per layer */
+static int put_gemma_pattern(const ck_gguf *g, const struct arch_row *r, const ck_src *src,
+                             const char *label, json_t *cfg, fg_err *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", r->arch);
+    const ck_gguf_kv *kv = ck_gguf_get(g, key);
+    if (!kv) {
+        if (!strcmp(r->arch, "gemma3")) /* llama.cpp's rule for Gemma 3 */
+            json_object_set_new(cfg, "sliding_window_pattern", json_integer(6));
+        return FG_OK;
+    }
+    if (kv->type != CK_GGUF_ARRAY) {
+        uint64_t n;
+        if (ck_gguf_uint(g, key, &n) || n < 1 || n > 4096)
+            return key_err(err, label, key, "must be a count from 1 to 4096 or a bool array");
+        json_object_set_new(cfg, "sliding_window_pattern", json_integer((json_int_t)n));
+        return FG_OK;
+    }
+    if (kv->arr_type != CK_GGUF_BOOL || kv->arr_n > 4096)
+        return key_err(err, label, key, "must be a count or an array of at most 4096 bools");
+    uint8_t *b = malloc(kv->arr_n ? kv->arr_n : 1);
+    if (!b)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    int rc = ck_src_read(src, kv->arr_off, b, (size_t)kv->arr_n, key, err);
+    json_t *types = json_array();
+    for (uint64_t i = 0; rc == FG_OK && i < kv->arr_n; i++)
+        json_array_append_new(types, json_string(b[i] ? "sliding_attention" : "full_attention"));
+    free(b);
+    json_object_set_new(cfg, "layer_types", types);
+    return rc;
+}
+
+/* Gemma: the tanh GELU, q's scale, Gemma 3's local rotary base and window pattern */
+static int put_gemma(const ck_gguf *g, const struct arch_row *r, const ck_src *src,
+                     const char *label, json_t *cfg, fg_err *err)
+{
+    json_object_set_new(cfg, "hidden_act", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(cfg, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    char key[128];
+    double scale, base;
+    uint64_t layers = 0, hidden = 0, heads = 1, hd = 0;
+    snprintf(key, sizeof key, "%s.attention.scale", r->arch);
+    int rc = ck_gguf_float(g, key, &scale);
+    if (rc == FG_ERR_BAD_ENUM || (rc == FG_OK && !(scale > 0)))
+        return key_err(err, label, key, "must be a positive float");
+    put_uint(g, r->arch, "block_count", NULL, UINT32_MAX, label, cfg, &layers, err);
+    put_uint(g, r->arch, "embedding_length", NULL, UINT32_MAX, label, cfg, &hidden, err);
+    put_uint(g, r->arch, "attention.head_count", NULL, UINT32_MAX, label, cfg, &heads, err);
+    if (put_uint(g, r->arch, "attention.key_length", NULL, UINT32_MAX, label, cfg, &hd, err))
+        hd = heads ? hidden / heads : 0;
+    double q = (double)hd; /* llama.cpp: 1 / sqrt(head_dim), the 27B shapes hidden / heads */
+    if (rc == FG_OK) /* 1 / scale^2, an integer in every published config (f32 rounding undone) */
+        q = fabs(1 / (scale * scale) - nearbyint(1 / (scale * scale))) < 1e-4 * (1 / (scale *
+            scale)) ? nearbyint(1 / (scale * scale)) : 1 / (scale * scale);
+    else if (heads && ((!strcmp(r->arch, "gemma2") && layers == 46 && hidden == 4608) ||
+                       (!strcmp(r->arch, "gemma3") && layers == 62 && hidden == 5376)))
+        q = (double)hidden / (double)heads;
+    if (strcmp(r->arch, "gemma") != 0)
+        json_object_set_new(cfg, "query_pre_attn_scalar", json_real(q));
+    if (!strcmp(r->arch, "gemma3")) {
+        snprintf(key, sizeof key, "%s.rope.freq_base_swa", r->arch);
+        rc = ck_gguf_float(g, key, &base);
+        if (rc == FG_ERR_BAD_ENUM)
+            return key_err(err, label, key, "must be a float");
+        json_object_set_new(cfg, "rope_local_base_freq", json_real(rc == FG_OK ? base : 10000.0));
+    }
+    return strcmp(r->arch, "gemma") ? put_gemma_pattern(g, r, src, label, cfg, err) : FG_OK;
+}
+
+/* The family's features */
+static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
+                        const ck_src *src, const char *label, json_t *cfg, fg_err *err)
+{
+    int bias = has_tensor(ck, "model.layers.0.self_attn.q_proj.bias");
+    json_object_set_new(cfg, "attention_bias", json_boolean(bias));
+    if (!strcmp(r->arch, "qwen2moe"))
+        json_object_set_new(cfg, "qkv_bias", json_boolean(bias));
+    int rc = FG_OK;
+    if (r->features & F_MOE)
+        rc = put_moe(g, r, ck, label, cfg, err);
+    if (rc == FG_OK && (r->features & F_WINDOW))
+        rc = put_window(g, r, label, cfg, err);
+    if (rc == FG_OK && (r->features & F_GEMMA))
+        rc = put_gemma(g, r, src, label, cfg, err);
+    return rc;
+}
+
+int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const char *label,
+                   char **json, size_t *len, int *interleaved, fg_err *err)
 {
     *json = NULL;
     const char *arch = ck_gguf_str(g, "general.architecture");
@@ -163,16 +368,19 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const char *label, char 
         r = !r && !strcmp(arch, arch_rows[i].arch) ? &arch_rows[i] : r;
     if (!r)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: general.architecture '%.40s': fg maps "
-                          "llama, qwen2 and qwen3 from GGUF so far", label, arch);
+                          "llama (mistral), qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, "
+                          "gemma3, phi3, olmo2 and granite from GGUF so far", label, arch);
     json_t *cfg = json_object();
     if (!cfg)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     json_object_set_new(cfg, "model_type", json_string(r->model_type));
     json_object_set_new(cfg, "architectures", json_pack("[s]", r->hf_class));
     json_object_set_new(cfg, "hidden_act", json_string("silu"));
-    int rc = refuse_unmapped(g, arch, label, err);
+    int rc = refuse_unmapped(g, r, label, err);
     if (rc == FG_OK)
-        rc = put_numbers(g, arch, label, cfg, err);
+        rc = put_numbers(g, r, label, cfg, err);
+    if (rc == FG_OK)
+        rc = put_features(g, r, ck, src, label, cfg, err);
     if (rc == FG_OK)
         rc = put_rope_scaling(g, arch, label, cfg, err);
     if (rc == FG_OK)

@@ -12,11 +12,12 @@
  *   config reports it, and fg-convert stores the rows back in rotate-half's order. qwen2 and
  *   qwen3 are not permuted.
  * - Types: F32, F16 and BF16 are listed as such (copied bit for bit, as from safetensors);
- *   Q8_0, Q4_0, Q4_K and Q6_K as FG_CKPT_Q8_0 ... Q6_K, whose blocks ck_gguf_read_f16
- *   dequantizes exactly as ggml's reference (f32 products of the F16 scales and the integers)
- *   and rounds to F16 (to nearest even: at most half an F16 ulp, 2^-11 relative, far below the
- *   quantization step; Q4_0's values are exact). Other ggml types are refused at open, naming
- *   the tensor and its type.
+ *   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 as the
+ *   FG_CKPT_ block dtype of the same name, whose blocks ck_gguf_read_f16 dequantizes exactly as
+ *   ggml's reference (gguf_dequant.c) and rounds to F16 (to nearest even: at most half an F16
+ *   ulp, 2^-11 relative, far below the quantization step; Q4_0's values are exact). Other ggml
+ *   types (IQ1/IQ2/IQ3, TQ, Q8_1/Q8_K, integers, F64) are refused at open, naming the tensor and
+ *   its type.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -28,17 +29,45 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fg_bytes.h"
 #include "fg_file.h"
 #include "gguf.h"
+#include "quant.h"
 
-/* GGUF name pieces -> Hugging Face's, per layer ("blk.N.<gguf>" -> "model.layers.N.<hf>") */
+/* GGUF name pieces -> Hugging Face's, per layer ("blk.N.<gguf>" -> "model.layers.N.<hf>"), as
+ * gguf-py's tensor_mapping.py maps them; arch_names first: the pieces whose Hugging Face name
+ * depends on the architecture (Gemma 2/3's ffn_norm is the pre-feedforward norm, Llama's the
+ * post-attention one; Phi-3's ffn_up holds gate and up stacked). */
+static const struct { const char *arch, *gguf, *hf; } arch_names[] = {
+    {"gemma2", "ffn_norm", "pre_feedforward_layernorm"},
+    {"gemma2", "post_attention_norm", "post_attention_layernorm"},
+    {"gemma2", "post_ffw_norm", "post_feedforward_layernorm"},
+    {"gemma3", "ffn_norm", "pre_feedforward_layernorm"},
+    {"gemma3", "post_attention_norm", "post_attention_layernorm"},
+    {"gemma3", "post_ffw_norm", "post_feedforward_layernorm"},
+    {"olmo2", "post_attention_norm", "post_attention_layernorm"},
+    {"olmo2", "post_ffw_norm", "post_feedforward_layernorm"},
+    {"phi3", "attn_qkv", "self_attn.qkv_proj"},
+    {"phi3", "ffn_up", "mlp.gate_up_proj"},
+};
+
 static const struct { const char *gguf, *hf; } layer_names[] = {
     {"attn_norm", "input_layernorm"},        {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},          {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"},     {"attn_q_norm", "self_attn.q_norm"},
     {"attn_k_norm", "self_attn.k_norm"},     {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},           {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {"ffn_down", "mlp.down_proj"},           {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+};
+
+/* a mixture's experts merged into one tensor [experts, rows, cols] (ggml: ne[2] experts):
+ * listed as one tensor per expert, "model.layers.N.mlp.experts.E.<hf>" */
+static const struct { const char *gguf, *hf; } expert_names[] = {
+    {"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"},
 };
 
 static const struct { const char *gguf, *hf; } top_names[] = {
@@ -58,32 +87,65 @@ static int split_suffix(const char *name, size_t *stem, const char **suffix)
     return 1;
 }
 
-int ck_gguf_hf_name(const char *name, char *out, size_t cap)
+/* "blk.N." at name: N (decimal, no sign or leading zero, at most 2^20) and the piece's start */
+static int layer_of(const char *name, unsigned long *layer, size_t *at)
 {
-    size_t stem;
-    const char *suf;
+    if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4]) ||
+        (name[4] == '0' && name[5] != '.'))
+        return 0;
+    const char *p = name + 4;
+    unsigned long v = 0;
+    while (isdigit((unsigned char)*p) && v <= (1ul << 20))
+        v = v * 10 + (unsigned long)(*p++ - '0');
+    if (*p != '.' || v > (1ul << 20))
+        return 0;
+    *layer = v, *at = (size_t)(p + 1 - name);
+    return 1;
+}
+
+static int piece_is(const char *name, size_t at, size_t stem, const char *piece)
+{
+    return strlen(piece) == stem - at && !strncmp(name + at, piece, stem - at);
+}
+
+/* The Hugging Face piece of layer piece [at, stem) of name under arch, or NULL */
+static const char *layer_piece(const char *arch, const char *name, size_t at, size_t stem)
+{
+    for (size_t i = 0; arch && i < sizeof arch_names / sizeof arch_names[0]; i++)
+        if (!strcmp(arch, arch_names[i].arch) && piece_is(name, at, stem, arch_names[i].gguf))
+            return arch_names[i].hf;
+    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++)
+        if (piece_is(name, at, stem, layer_names[i].gguf))
+            return layer_names[i].hf;
+    return NULL;
+}
+
+int ck_gguf_hf_name(const char *arch, const char *name, char *out, size_t cap)
+{
+    size_t stem, at;
+    const char *suf, *hf;
+    unsigned long layer;
     if (!split_suffix(name, &stem, &suf))
         return 0;
     for (size_t i = 0; i < sizeof top_names / sizeof top_names[0]; i++)
         if (strlen(top_names[i].gguf) == stem && !strncmp(name, top_names[i].gguf, stem))
             return snprintf(out, cap, "%s%s", top_names[i].hf, suf) < (int)cap;
-    if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4]) ||
-        (name[4] == '0' && name[5] != '.'))
+    if (!layer_of(name, &layer, &at) || at > stem || !(hf = layer_piece(arch, name, at, stem)))
         return 0;
-    const char *p = name + 4;
-    unsigned long layer = 0; /* decimal, no sign or leading zero, at most 2^20 */
-    while (isdigit((unsigned char)*p) && layer <= (1ul << 20))
-        layer = layer * 10 + (unsigned long)(*p++ - '0');
-    if (*p != '.' || layer > (1ul << 20))
+    return snprintf(out, cap, "model.layers.%lu.%s%s", layer, hf, suf) < (int)cap;
+}
+
+int ck_gguf_expert_name(const char *name, uint64_t expert, char *out, size_t cap)
+{
+    size_t stem, at;
+    const char *suf;
+    unsigned long layer;
+    if (!split_suffix(name, &stem, &suf) || !layer_of(name, &layer, &at) || at > stem)
         return 0;
-    size_t at = (size_t)(p + 1 - name);
-    if (at > stem)
-        return 0;
-    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++)
-        if (strlen(layer_names[i].gguf) == stem - at &&
-            !strncmp(name + at, layer_names[i].gguf, stem - at))
-            return snprintf(out, cap, "model.layers.%lu.%s%s", layer, layer_names[i].hf, suf) <
-                   (int)cap;
+    for (size_t i = 0; i < sizeof expert_names / sizeof expert_names[0]; i++)
+        if (piece_is(name, at, stem, expert_names[i].gguf))
+            return snprintf(out, cap, "model.layers.%lu.mlp.experts.%llu.%s%s", layer,
+                            (unsigned long long)expert, expert_names[i].hf, suf) < (int)cap;
     return 0;
 }
 
@@ -98,36 +160,120 @@ static uint8_t dtype_of(uint32_t type)
     case CK_GGML_Q4_0: return FG_CKPT_Q4_0;
     case CK_GGML_Q4_K: return FG_CKPT_Q4_K;
     case CK_GGML_Q6_K: return FG_CKPT_Q6_K;
+    case CK_GGML_Q4_1: return FG_CKPT_Q4_1;
+    case CK_GGML_Q5_0: return FG_CKPT_Q5_0;
+    case CK_GGML_Q5_1: return FG_CKPT_Q5_1;
+    case CK_GGML_Q2_K: return FG_CKPT_Q2_K;
+    case CK_GGML_Q3_K: return FG_CKPT_Q3_K;
+    case CK_GGML_Q5_K: return FG_CKPT_Q5_K;
+    case CK_GGML_IQ4_NL: return FG_CKPT_IQ4_NL;
+    case CK_GGML_IQ4_XS: return FG_CKPT_IQ4_XS;
+    case CK_GGML_MXFP4: return FG_CKPT_MXFP4;
     default: return 0;
     }
 }
 
+/* Gemma's RMSNorms scale by 1 + w; convert_hf_to_gguf.py stores 1 + w (in F32) so that llama.cpp
+ * scales by the weight: fg's table adds the 1 itself, so the import subtracts it back. */
+static int norm_shifted(const char *arch, const char *hf)
+{
+    size_t n = strlen(hf);
+    return arch && !strncmp(arch, "gemma", 5) && (!arch[5] || !strcmp(arch + 5, "2") ||
+                                                  !strcmp(arch + 5, "3")) &&
+           n >= 11 && !strcmp(hf + n - 11, "norm.weight");
+}
+
+/* One listed tensor: name, ggml tensor t's type and dims (in fg_ckpt's order), bytes [off,
+ * off + bytes) of the file, its source ("blk.0.ffn_up_exps.weight[3] Q4_K") */
+static int list_one(ck_list *out, const char *label, const char *name, const ck_gguf_ti *t,
+                    uint8_t dt, uint32_t n_dims, const uint64_t *dims, uint64_t off,
+                    uint64_t bytes, const char *part, float shift, fg_err *err)
+{
+    int rc = ck_list_add(out, name, strlen(name), dt, n_dims, dims, off, label, err);
+    if (rc)
+        return rc;
+    fg_ckpt_tensor *o = &out->t[out->n - 1];
+    o->length = bytes; /* (blocks: ck_list_add cannot size them) */
+    o->shift = shift;
+    char *src;
+    if (asprintf(&src, "%s%s %s", t->name, part, ck_ggml_type_name(t->type)) < 0)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
+    o->source = src;
+    return FG_OK;
+}
+
+/* A merged experts tensor [experts, rows, cols] as one [rows, cols] tensor per expert (each
+ * expert's rows are contiguous in the file: ne[2] is the slowest-varying) */
+static int list_experts(const ck_gguf *g, const ck_gguf_ti *t, uint8_t dt, const char *label,
+                        ck_list *out, fg_err *err)
+{
+    uint64_t n_exp = t->ne[2], dims[2] = {t->ne[1], t->ne[0]}, each = t->bytes / n_exp;
+    char hf[FG_CKPT_MAX_NAME + 64], part[32];
+    if (n_exp > 4096)
+        return fg_err_set(err, FG_ERR_LIMIT, "%s: tensor %s: %llu experts (limit 4096)", label,
+                          t->name, (unsigned long long)n_exp);
+    for (uint64_t e = 0; e < n_exp; e++) {
+        if (!ck_gguf_expert_name(t->name, e, hf, sizeof hf))
+            return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s: its expert name is too long",
+                              label, t->name);
+        snprintf(part, sizeof part, "[%llu]", (unsigned long long)e);
+        int rc = list_one(out, label, hf, t, dt, 2, dims, g->data_off + t->offset + e * each,
+                          each, part, 0, err);
+        if (rc)
+            return rc;
+    }
+    return FG_OK;
+}
+
 int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
 {
+    const char *arch = ck_gguf_str(g, "general.architecture");
     for (uint32_t i = 0; i < g->n_ti; i++) {
         const ck_gguf_ti *t = &g->ti[i];
         uint8_t dt = dtype_of(t->type);
         if (!dt)
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s is %s, which fg does not "
-                              "read yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", label, t->name,
+                              "read yet (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. "
+                              "Q6_K, IQ4_NL, IQ4_XS, MXFP4)", label, t->name,
                               ck_ggml_type_name(t->type));
         char hf[FG_CKPT_MAX_NAME + 64];
-        const char *name = ck_gguf_hf_name(t->name, hf, sizeof hf) ? hf : t->name;
+        if (t->n_dims == 3 && ck_gguf_expert_name(t->name, 0, hf, sizeof hf)) {
+            int rc = list_experts(g, t, dt, label, out, err);
+            if (rc)
+                return rc;
+            continue;
+        }
+        const char *name = ck_gguf_hf_name(arch, t->name, hf, sizeof hf) ? hf : t->name;
         uint64_t dims[CK_GGUF_MAX_DIMS];
-        for (uint32_t d = 0; d < t->n_dims; d++) /* ggml's ne[0] is the fastest-varying */
-            dims[d] = t->ne[t->n_dims - 1 - d];
-        int rc = ck_list_add(out, name, strlen(name), dt, t->n_dims, dims, g->data_off + t->offset,
-                             label, err);
+        uint32_t nd = t->n_dims;
+        for (uint32_t d = 0; d < nd; d++) /* ggml's ne[0] is the fastest-varying */
+            dims[d] = t->ne[nd - 1 - d];
+        size_t len = strlen(name), sg = strlen(".shared_expert_gate.weight");
+        if (nd == 1 && len > sg && !strcmp(name + len - sg, ".shared_expert_gate.weight"))
+            dims[1] = dims[0], dims[0] = 1, nd = 2; /* [1, hidden], squeezed by the converter */
+        int rc = list_one(out, label, name, t, dt, nd, dims, g->data_off + t->offset, t->bytes,
+                          "", norm_shifted(arch, name) ? 1.0f : 0.0f, err);
         if (rc)
             return rc;
-        fg_ckpt_tensor *o = &out->t[out->n - 1];
-        o->length = t->bytes; /* (blocks: ck_list_add cannot size them) */
-        char *src;
-        if (asprintf(&src, "%s %s", t->name, ck_ggml_type_name(t->type)) < 0)
-            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
-        o->source = src;
     }
     return FG_OK;
+}
+
+/* Elements [first, first + n) of F32/F16/BF16 tensor i as floats into f */
+static int read_floats(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint8_t *raw,
+                       float *f, fg_err *err)
+{
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    int rc = fg_ckpt_read(ck, i, first, n, raw, err);
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        uint32_t b = t->dtype == FG_CKPT_F32 ? fg_le32(raw + 4 * k) : fg_le16(raw + 2 * k);
+        if (t->dtype == FG_CKPT_F32)
+            memcpy(&f[k], &b, 4);
+        else
+            f[k] = t->dtype == FG_CKPT_BF16 ? fg_ckpt_bf16_to_f32((uint16_t)b)
+                                            : fg_f16_to_f32_1((uint16_t)b);
+    }
+    return rc;
 }
 
 int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
@@ -135,7 +281,11 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
     uint32_t be, bb;
-    ck_dtype_block(t->dtype, &be, &bb);
+    if (!ck_dtype_block(t->dtype, &be, &bb) ||
+        (!ck_dtype_is_block(t->dtype) && t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 &&
+         t->dtype != FG_CKPT_BF16))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s", t->path,
+                          t->name, fg_ckpt_dtype_name(t->dtype));
     uint64_t b0 = first / be, b1 = (first + n + be - 1) / be, nb = b1 - b0;
     size_t need = (size_t)(((nb * bb + 3) & ~3ull) + nb * be * sizeof(float));
     if (*cap < need) {
@@ -146,17 +296,17 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
     }
     uint8_t *raw = *scratch;
     float *f = (float *)(void *)(raw + ((nb * bb + 3) & ~3ull)); /* (aligned for floats) */
-    int rc = fg_ckpt_read(ck, i, b0 * be, nb * be, raw, err);
+    int rc = ck_dtype_is_block(t->dtype) ? fg_ckpt_read(ck, i, b0 * be, nb * be, raw, err)
+                                         : read_floats(ck, i, first, n, raw, f, err);
     if (rc)
         return rc;
-    switch (t->dtype) {
-    case FG_CKPT_Q8_0: ck_gguf_dequant_q8_0(raw, nb, f); break;
-    case FG_CKPT_Q4_0: ck_gguf_dequant_q4_0(raw, nb, f); break;
-    case FG_CKPT_Q4_K: ck_gguf_dequant_q4_k(raw, nb, f); break;
-    default: ck_gguf_dequant_q6_k(raw, nb, f); break;
-    }
+    if (ck_dtype_is_block(t->dtype))
+        ck_gguf_dequant(t->dtype, raw, nb, f);
+    f += first - b0 * be;
+    for (uint64_t k = 0; t->shift != 0 && k < n; k++)
+        f[k] -= t->shift; /* (binary32, as the converter's 1 + w was: exact for |w| >= 2^-16) */
     size_t bad = 0;
-    if (fg_ckpt_to_f16(FG_CKPT_F32, f + (first - b0 * be), (size_t)n, out, &bad))
+    if (fg_ckpt_to_f16(FG_CKPT_F32, f, (size_t)n, out, &bad))
         return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "
                           "F16", t->path, t->name, (unsigned long long)(first + bad));
     return FG_OK;

@@ -468,7 +468,7 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
-    if (ck_dtype_is_block(t->dtype)) /* GGUF's blocks, dequantized */
+    if (ck_dtype_is_block(t->dtype) || t->shift != 0) /* GGUF: blocks dequantized, Gemma's norms */
         return ck_gguf_read_f16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
         return fg_ckpt_read(c->ck, index, first, n, out, err);
@@ -551,8 +551,17 @@ static int load_config(const fg_ckpt *ck, const char *src,
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
     if (!g)
         return fg_model_config_load(cfg_path, hp, err);
-    int interleaved = 0;
-    int rc = ck_gguf_config(g, ck, src, json, len, &interleaved, err);
+    int interleaved = 0, fd = open(src, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fg_err_set(err, FG_ERR_IO, "%s: cannot open: %s", src, strerror(e));
+    }
+    ck_src s = {.fd = fd, .size = (uint64_t)st.st_size, .label = src}; /* (array values) */
+    int rc = ck_gguf_config(g, ck, &s, src, json, len, &interleaved, err);
+    close(fd);
     if (rc == FG_OK)
         rc = fg_model_config_parse(*json, *len, src, hp, err);
     hp->rope_interleaved |= interleaved; /* llama.cpp's Q/K row order, undone at conversion */

@@ -4,8 +4,11 @@ committed in fuzz/corpus/gguf/). Needs the `gguf` package (pip install gguf: lla
 
 Valid seeds are small GGUF files written by gguf-py: metadata of every value type (scalars,
 strings, arrays of numbers and of strings, a custom alignment), tensors of each type fg reads
-(F32, F16, BF16, Q8_0, Q4_0) and one it refuses (Q4_K), a `llama` file as convert_hf_to_gguf.py
-names its tensors. Hostile seeds are those files with one field patched: counts and lengths
+(F32, F16, BF16, Q8_0, Q4_0), one row of random blocks of every other block type it
+dequantizes (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and one it
+refuses (IQ2_XXS), a `llama` file as convert_hf_to_gguf.py names its tensors, a `qwen2moe` file
+with merged experts (blk.N.ffn_*_exps, split per expert on import) and a `gemma3` one with a
+per-layer sliding_window_pattern array. Hostile seeds are those files with one field patched: counts and lengths
 made huge, an offset moved off the alignment or past the end, a type made unknown, a name
 duplicated, the file cut short."""
 import hashlib
@@ -21,8 +24,8 @@ OUT = os.path.join(os.getcwd(), "fuzz", "corpus", "gguf")
 TMP = os.path.join(OUT, "tmp.gguf")
 
 
-def written(fill, alignment=None):
-    w = gguf.GGUFWriter(TMP, "llama")
+def written(fill, alignment=None, arch="llama"):
+    w = gguf.GGUFWriter(TMP, arch)
     if alignment:
         w.add_custom_alignment(alignment)
     fill(w)
@@ -80,6 +83,50 @@ def q4k(w):
     w.add_tensor("x", x)
 
 
+BLOCKS = [Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS,
+          Q.MXFP4, Q.IQ2_XXS]
+
+
+def blocks(w):
+    r = np.random.default_rng(3)
+    for q in BLOCKS:
+        bs, ts = gguf.GGML_QUANT_SIZES[q]
+        raw = r.integers(0, 256, size=(1, 256 // bs * ts), dtype=np.uint8)
+        w.add_tensor("blk.0.%s.weight" % q.name.lower(), raw, raw_dtype=q)
+
+
+def qwen2moe(w):
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(32)
+    w.add_feed_forward_length(64)
+    w.add_head_count(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_expert_count(4)
+    w.add_expert_used_count(2)
+    w.add_expert_feed_forward_length(8)
+    w.add_expert_shared_feed_forward_length(16)
+    r = np.random.default_rng(4)
+    w.add_tensor("token_embd.weight", r.standard_normal((16, 32)).astype(np.float32))
+    w.add_tensor("blk.0.ffn_gate_inp.weight", r.standard_normal((4, 32)).astype(np.float32))
+    w.add_tensor("blk.0.ffn_gate_inp_shexp.weight", r.standard_normal(32).astype(np.float32))
+    w.add_tensor("blk.0.ffn_gate_exps.weight", r.standard_normal((4, 8, 32)).astype(np.float32))
+    w.add_tensor("blk.0.ffn_down_exps.weight",
+                 gguf.quants.quantize(r.standard_normal((4, 32, 32)).astype(np.float32), Q.Q8_0),
+                 raw_dtype=Q.Q8_0)
+
+
+def gemma3(w):
+    w.add_block_count(2)
+    w.add_embedding_length(32)
+    w.add_head_count(2)
+    w.add_sliding_window(4)
+    w.add_sliding_window_pattern([True, False])
+    w.add_attention_scale(0.25)
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(32, np.float32))
+    w.add_tensor("blk.1.post_ffw_norm.weight", np.ones(32, np.float32))
+
+
 def patched(data, at, fmt, value):
     b = bytearray(data)
     struct.pack_into(fmt, b, at, value)
@@ -110,8 +157,9 @@ def hostile(data):
 def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = [written(lambda w: None), written(every_type), written(llama),
-             written(tensors, alignment=64), written(q4k)]
-    seeds += hostile(seeds[2]) + hostile(seeds[3])
+             written(tensors, alignment=64), written(q4k), written(blocks),
+             written(qwen2moe, arch="qwen2moe"), written(gemma3, arch="gemma3")]
+    seeds += hostile(seeds[2]) + hostile(seeds[3]) + hostile(seeds[5]) + hostile(seeds[6])
     for s in seeds:
         with open(os.path.join(OUT, hashlib.sha1(s).hexdigest()), "wb") as f:
             f.write(s)
