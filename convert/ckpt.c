@@ -459,6 +459,10 @@ int fg_ckpt_open(const char *dir, fg_ckpt **out, fg_err *err)
     }
     for (uint32_t i = 0; i < ck->list.n; i++)
         ck->list.t[i].path = ck->files[ck->list.t[i].file].path;
+    if (!gguf && (rc = ck_fp8_pair(ck, &ck->list, dir, err)) != FG_OK) {
+        fg_ckpt_close(ck);
+        return rc;
+    }
     *out = ck;
     return FG_OK;
 }

@@ -73,6 +73,8 @@ typedef enum fg_ckpt_dtype {
     FG_CKPT_IQ4_NL = 17, /* an F16 scale + 32 4-bit indices into a fixed non-linear table (18) */
     FG_CKPT_IQ4_XS = 18, /* blocks of 256: IQ4_NL's table, 8 6-bit sub-scales (136) */
     FG_CKPT_MXFP4 = 19, /* an E8M0 scale + 32 E2M1 values (17 bytes; GGUF's MXFP4 blocks) */
+    FG_CKPT_F8_E4M3 = 20, /* safetensors F8_E4M3 (float8_e4m3fn: no infinities, 0x7f/0xff NaN), a
+                           * byte per element; with block scales (fp8.c) */
 } fg_ckpt_dtype;
 
 /* One tensor: a contiguous, row-major, little-endian run of n_elements elements of dtype,
@@ -93,6 +95,10 @@ typedef struct fg_ckpt_tensor {
                             * name), followed by the GGUF type ("blk.0.attn_q.weight Q8_0") */
     float shift;           /* subtracted from every value as it is read (0 but for a GGUF file's
                             * Gemma norms, which llama.cpp stores as 1 + w) */
+    uint32_t scales;       /* F8_E4M3: 1 + the index of its block scales ("<name>_scale_inv"),
+                            * each the multiplier of a block[0] x block[1] block; else 0 */
+    uint32_t block[2];     /* F8_E4M3: quantization_config.weight_block_size (rows, cols) */
+    uint8_t is_scale;      /* 1: the block scales of an F8_E4M3 tensor, read through it */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;

@@ -134,4 +134,21 @@ typedef struct ck_pkl_result {
 int ck_pkl_load(const uint8_t *p, size_t n, const char *label, ck_pkl_result *out, fg_err *err);
 void ck_pkl_free(ck_pkl_result *r);
 
+/* ---- FP8 block-scaled checkpoints (fp8.c) ---- */
+/* Pair every F8_E4M3 tensor of l (the list of ck, whose name index is built) with its
+ * "<name>_scale_inv" block scales, the block size from DIR/config.json's quantization_config:
+ * t->scales, t->block set, the scales marked is_scale. An F8 tensor without scales, scales of
+ * the wrong shape or dtype, or no fp8 quantization_config: refused in one line naming them. */
+int ck_fp8_pair(fg_ckpt *ck, ck_list *l, const char *dir, fg_err *err);
+/* Elements [first, first + n) of F8_E4M3 tensor i as BF16 bits: bf16_rne(e4m3(x) x scale),
+ * as DeepSeek's weight_dequant; *scratch (*cap bytes) a buffer reused across calls (caller
+ * frees). NaN or a product past BF16's range: FG_ERR_NONFINITE naming the element. */
+int ck_fp8_read_bf16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
+                     void **scratch, size_t *cap, fg_err *err);
+float ck_fp8_e4m3_to_f32(uint8_t b); /* exact; NaN for 0x7f / 0xff */
+/* 1 when ck holds FP8 tensors with block scales */
+int ck_fp8_has(const fg_ckpt *ck);
+/* DIR/config.json without its quantization_config (what the BF16 store holds), malloc'd */
+int ck_fp8_config(const char *dir, char **json, size_t *len, fg_err *err);
+
 #endif

@@ -218,6 +218,7 @@ size_t fg_ckpt_dtype_size(uint8_t dtype)
     case FG_CKPT_F64: return 8;
     case FG_CKPT_I64: return 8;
     case FG_CKPT_U8: return 1;
+    case FG_CKPT_F8_E4M3: return 1;
     default: return 0;
     }
 }
@@ -272,6 +273,7 @@ const char *fg_ckpt_dtype_name(uint8_t dtype)
     case FG_CKPT_IQ4_NL: return "IQ4_NL";
     case FG_CKPT_IQ4_XS: return "IQ4_XS";
     case FG_CKPT_MXFP4: return "MXFP4";
+    case FG_CKPT_F8_E4M3: return "F8_E4M3";
     default: return "?";
     }
 }

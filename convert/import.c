@@ -468,6 +468,8 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
+    if (t->dtype == FG_CKPT_F8_E4M3) /* block-scaled FP8, as BF16 (fp8.c) */
+        return ck_fp8_read_bf16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (ck_dtype_is_block(t->dtype) || t->shift != 0) /* GGUF: blocks dequantized, Gemma's norms */
         return ck_gguf_read_f16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (t->dtype == FG_CKPT_F16 || t->dtype == FG_CKPT_BF16) /* kept bit for bit */
@@ -522,7 +524,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
         /* (a stacked one's blocks agree: model_check.c; MXFP4 values are BF16's) */
-        int bf16 = t->dtype == FG_CKPT_BF16 || (i == FGC_STACKED && from[s].parts[0].mxfp4);
+        int bf16 = t->dtype == FG_CKPT_BF16 || t->dtype == FG_CKPT_F8_E4M3 ||
+                   (i == FGC_STACKED && from[s].parts[0].mxfp4);
         ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
                               i == FGC_STACKED ? from[s].parts : NULL,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
@@ -542,13 +545,18 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
 }
 
 /* hp from src/config.json, or for a GGUF file from its metadata (*json: the config.json
- * synthesized, stored in its place). */
+ * synthesized, stored in its place), or for an FP8 checkpoint from its config.json less
+ * quantization_config (*json: that text). */
 static int load_config(const fg_ckpt *ck, const char *src,
                        fg_hparams *hp, char **json, size_t *len, fg_err *err)
 {
     const ck_gguf *g = ck_gguf_of(ck);
     char cfg_path[4096];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", src);
+    if (!g && ck_fp8_has(ck)) { /* FP8 block-scaled: stored as BF16, the config says so */
+        int rc = ck_fp8_config(src, json, len, err);
+        return rc ? rc : fg_model_config_parse(*json, *len, cfg_path, hp, err);
+    }
     if (!g)
         return fg_model_config_load(cfg_path, hp, err);
     int interleaved = 0, fd = open(src, O_RDONLY | O_CLOEXEC);
@@ -640,7 +648,7 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
     size_t cfg_len = 0;
     gguf_tok gt = {0};
     rc = load_config(ck, src, &hp, &cfg_json, &cfg_len, err);
-    if (rc == FG_OK && cfg_json && !o->tokenizer_dir) /* a GGUF file: its own tokenizer */
+    if (rc == FG_OK && ck_gguf_of(ck) && !o->tokenizer_dir) /* a GGUF file: its own tokenizer */
         rc = gguf_tok_make(ck_gguf_of(ck), src, &gt, err);
     if (rc == FG_OK && !(from = calloc((size_t)fg_model_n_units(&hp) * FG_UNIT_MAX_TENSORS,
                                        sizeof *from)))
@@ -656,7 +664,7 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
             rc = cfg_json ? fg_store_batch_meta(j.batch, "model.config_json", cfg_json, cfg_len,
                                                 err)
                           : fgc_meta_file(&j, "model.config_json", src, "config.json", 0, err);
-        if (rc == FG_OK && !cfg_json)
+        if (rc == FG_OK && !ck_gguf_of(ck))
             rc = meta_file(&j, "model.generation_config_json", src, "generation_config.json", 1,
                            check_generation, &hp, err);
         if (rc == FG_OK)

@@ -57,7 +57,8 @@ static int check_shape(const fg_ckpt_tensor *t, uint32_t nd, const uint64_t *dim
     if (rc)
         return rc;
     if (t->dtype != FG_CKPT_F32 && t->dtype != FG_CKPT_F16 && t->dtype != FG_CKPT_BF16 &&
-        !ck_dtype_is_block(t->dtype)) /* (GGUF's blocks, dequantized) */
+        !ck_dtype_is_block(t->dtype) && /* (GGUF's blocks, dequantized) */
+        !(t->dtype == FG_CKPT_F8_E4M3 && t->scales)) /* (FP8 with block scales: fp8.c) */
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s has dtype %s; fg converts F32, "
                           "F16 and BF16", t->path, t->name, fg_ckpt_dtype_name(t->dtype));
     return FG_OK;
@@ -270,6 +271,8 @@ static int match_all(const match *m, const fg_ckpt *ck, fgc_skips *skips, fg_err
     for (uint32_t i = 0; i < fg_ckpt_count(ck); i++) {
         const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
         char name[FG_TENSOR_NAME_MAX], parts[FG_FUSED_MAX][FG_TENSOR_NAME_MAX];
+        if (t->is_scale) /* an FP8 tensor's block scales, read through it (fp8.c) */
+            continue;
         if (!m->a->canonical_name(t->name, name, sizeof name))
             return fg_err_set(err, FG_ERR_BAD_NAME, "%s: tensor %s is not %s tensor", t->path,
                               t->name, m->a->noun);

@@ -38,6 +38,7 @@ static int st_dtype(const char *s, uint8_t *out)
     static const struct { const char *name; uint8_t dt; } tab[] = {
         {"F32", FG_CKPT_F32}, {"F16", FG_CKPT_F16}, {"BF16", FG_CKPT_BF16},
         {"F64", FG_CKPT_F64}, {"I64", FG_CKPT_I64}, {"U8", FG_CKPT_U8},
+        {"F8_E4M3", FG_CKPT_F8_E4M3},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (strcmp(s, tab[i].name) == 0) {
