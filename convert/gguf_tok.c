@@ -21,7 +21,18 @@
  *   whose indices are the metadata arrays' (model.merges[5] is tokenizer.ggml.merges[5]).
  * - What tokenizer.ggml.* has no place for is not recovered: an added token's lstrip, rstrip
  *   and single_word (false), a normalizer other than qwen2's NFC.
- * - tokenizer.ggml.model "llama" (SentencePiece) is not converted yet: refused, named.
+ * - tokenizer.ggml.model "llama" (SentencePiece BPE: Llama 2, Mistral, ...) has tokens, scores
+ *   and types but no merges. They are derived as transformers' SentencePieceExtractor derives
+ *   them when it writes a Llama tokenizer.json (every split of a piece into two pieces, by the
+ *   piece's score, highest first), and the pipeline is Llama's legacy one: U+2581 prepended
+ *   (tokenizer.ggml.add_space_prefix, default true) and replacing spaces, byte fallback when
+ *   there are BYTE tokens, <unk> (UNKNOWN or unknown_token_id) fused, BOS added by default
+ *   (add_bos_token absent) and EOS when add_eos_token; tokenizer_config.json names the class
+ *   LlamaTokenizer (legacy), transformers' view of such a file and llama.cpp's tokenization.
+ *   Tokens of type CONTROL / USER_DEFINED after the last other one were added past the
+ *   SentencePiece model: added tokens only, not in the BPE vocabulary. Not recovered: a
+ *   Metaspace "first" pre-tokenizer (Mistral v0.3's tokenizer.json), whose prefix after a
+ *   special token differs from the legacy form.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,7 +235,7 @@ static void put_added(sbuf *b, const vocab *v)
     int first = 1;
     puts_(b, "\"added_tokens\":[");
     for (uint64_t i = 0; i < v->n; i++) {
-        if (v->type[i] != 3 && v->type[i] != 4)
+        if (v->type[i] != 2 && v->type[i] != 3 && v->type[i] != 4)
             continue;
         puts_(b, first ? "{\"id\":" : ",{\"id\":");
         first = 0;
@@ -304,6 +315,237 @@ static int put_model(sbuf *b, const ck_gguf *g, const ck_src *src, const pre_rul
     return rc;
 }
 
+/* ---- SentencePiece (tokenizer.ggml.model "llama") ---- */
+
+/* A piece -> id index over the tokens (open addressing; FNV-1a) */
+typedef struct piece_ix {
+    uint64_t *slot; /* id + 1, 0 empty */
+    uint64_t mask;
+} piece_ix;
+
+static uint64_t fnv(const char *s, uint64_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static int ix_build(piece_ix *x, const vocab *v)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * v->n + 2)
+        cap *= 2;
+    if (!(x->slot = calloc(cap, sizeof *x->slot)))
+        return -1;
+    x->mask = cap - 1;
+    for (uint64_t i = 0; i < v->n; i++) {
+        uint64_t h = fnv(v->tok[i], v->len[i]) & x->mask;
+        while (x->slot[h]) {
+            uint64_t j = x->slot[h] - 1;
+            if (v->len[j] == v->len[i] && !memcmp(v->tok[j], v->tok[i], v->len[i]))
+                break; /* a duplicate keeps the first id (the loader refuses it, named) */
+            h = (h + 1) & x->mask;
+        }
+        if (!x->slot[h])
+            x->slot[h] = i + 1;
+    }
+    return 0;
+}
+
+static int64_t ix_find(const piece_ix *x, const vocab *v, const char *s, uint64_t n)
+{
+    for (uint64_t h = fnv(s, n) & x->mask; x->slot[h]; h = (h + 1) & x->mask) {
+        uint64_t j = x->slot[h] - 1;
+        if (v->len[j] == n && !memcmp(v->tok[j], s, n))
+            return (int64_t)j;
+    }
+    return -1;
+}
+
+typedef struct merge { float score; uint64_t seq; uint32_t l, r; } merge;
+
+static int merge_cmp(const void *a, const void *b)
+{
+    const merge *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The merges a SentencePiece BPE vocabulary implies, as transformers' SentencePieceExtractor
+ * derives them (the tokenizer.json of every Llama / Mistral HF release was made so): for each
+ * token by id, every split at a UTF-8 character boundary into two tokens, those of one token
+ * ordered by the two ids; then all by the token's score, highest first, stably. */
+static int spm_merges(const vocab *v, uint64_t n_model, const float *score, merge **out,
+                      uint64_t *n_out)
+{
+    piece_ix x = {0};
+    uint64_t n = 0, cap = 0;
+    merge *m = NULL;
+    vocab mv = *v;
+    mv.n = n_model;
+    if (ix_build(&x, &mv))
+        return -1;
+    for (uint64_t i = 0; i < n_model; i++) {
+        uint64_t first = n;
+        for (uint64_t k = 1; k < v->len[i]; k++) {
+            if (((uint8_t)v->tok[i][k] & 0xc0) == 0x80)
+                continue; /* inside a character */
+            int64_t l = ix_find(&x, &mv, v->tok[i], k);
+            int64_t r = l < 0 ? -1 : ix_find(&x, &mv, v->tok[i] + k, v->len[i] - k);
+            if (r < 0)
+                continue;
+            if (n == cap) {
+                merge *g = realloc(m, (cap = cap ? 2 * cap : 1024) * sizeof *m);
+                if (!g) {
+                    free(m), free(x.slot);
+                    return -1;
+                }
+                m = g;
+            }
+            m[n++] = (merge){score[i], 0, (uint32_t)l, (uint32_t)r};
+        }
+        for (uint64_t a = first + 1; a < n; a++) /* (by ids: insertion, a token's few splits) */
+            for (uint64_t b = a; b > first && (m[b - 1].l > m[b].l ||
+                                               (m[b - 1].l == m[b].l && m[b - 1].r > m[b].r));
+                 b--) {
+                merge t = m[b];
+                m[b] = m[b - 1], m[b - 1] = t;
+            }
+    }
+    for (uint64_t k = 0; k < n; k++)
+        m[k].seq = k;
+    qsort(m, n, sizeof *m, merge_cmp);
+    free(x.slot);
+    *out = m, *n_out = n;
+    return 0;
+}
+
+/* tokenizer.ggml.scores as floats (one per token) */
+static int read_scores(const ck_gguf *g, const ck_src *src, const vocab *v, float **out,
+                       fg_err *err)
+{
+    const ck_gguf_kv *k = ck_gguf_get(g, "tokenizer.ggml.scores");
+    if (!k || k->type != CK_GGUF_ARRAY || k->arr_type != CK_GGUF_F32 || k->arr_n != v->n)
+        return fg_err_set(err, FG_ERR_TOK_CONFIG, "%s: tokenizer.ggml.scores is %s (an array of "
+                          "float32, one per token)", src->label, !k ? "missing"
+                          : "of the wrong type or length");
+    float *s = malloc((size_t)(v->n + 1) * sizeof *s);
+    if (!s)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the scores", src->label);
+    arr_rd r = {.src = src, .pos = k->arr_off};
+    int rc = FG_OK;
+    for (uint64_t i = 0; i < v->n && rc == FG_OK; i++) {
+        uint8_t b[4];
+        rc = rd(&r, b, 4, k->key, err);
+        uint32_t u = fg_le32(b);
+        memcpy(&s[i], &u, 4);
+    }
+    if (rc)
+        free(s), s = NULL;
+    *out = s;
+    return rc;
+}
+
+/* Llama's (legacy) SentencePiece pipeline as its tokenizer.json spells it: U+2581 prepended
+ * (add_space_prefix) and spaces replaced by it, no pre-tokenizer, BOS (and EOS) added by a
+ * template, the decoder undoing it with byte fallback */
+static void put_spm_pipeline(sbuf *b, const vocab *v, long long bos, int add_bos, long long eos,
+                             int add_eos, int space)
+{
+    puts_(b, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[");
+    if (space)
+        puts_(b, "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},");
+    puts_(b, "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
+             "\"pre_tokenizer\":null,\"post_processor\":");
+    if ((add_bos && bos >= 0) || (add_eos && eos >= 0)) {
+        long long ids[2] = {add_bos ? bos : -1, add_eos ? eos : -1};
+        puts_(b, "{\"type\":\"TemplateProcessing\",\"single\":[");
+        for (int k = 0, first = 1; k < 3; k++) {
+            if (k != 1 && ids[k / 2] < 0)
+                continue;
+            puts_(b, first ? "" : ","), first = 0;
+            if (k == 1) {
+                puts_(b, "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}");
+                continue;
+            }
+            puts_(b, "{\"SpecialToken\":{\"id\":");
+            put_jstr(b, v->tok[ids[k / 2]], v->len[ids[k / 2]]);
+            puts_(b, ",\"type_id\":0}}");
+        }
+        puts_(b, "],\"pair\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":"
+                 "{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{");
+        for (int k = 0, first = 1; k < 2; k++) {
+            if (ids[k] < 0 || (k == 1 && ids[1] == ids[0]))
+                continue;
+            puts_(b, first ? "" : ","), first = 0;
+            put_jstr(b, v->tok[ids[k]], v->len[ids[k]]);
+            puts_(b, ":{\"id\":");
+            put_jstr(b, v->tok[ids[k]], v->len[ids[k]]);
+            putf(b, ",\"ids\":[%lld],\"tokens\":[", ids[k]);
+            put_jstr(b, v->tok[ids[k]], v->len[ids[k]]);
+            puts_(b, "]}");
+        }
+        puts_(b, "}},");
+    } else {
+        puts_(b, "null,");
+    }
+    puts_(b, "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\","
+             "\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},{\"type\":"
+             "\"ByteFallback\"},{\"type\":\"Fuse\"}");
+    puts_(b, space ? ",{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+                   : "]},");
+}
+
+static int put_spm_model(sbuf *b, const ck_gguf *g, const ck_src *src, const vocab *v,
+                         fg_err *err)
+{
+    float *score = NULL;
+    merge *m = NULL;
+    uint64_t n = 0, unk_id, n_model = v->n;
+    while (n_model && (v->type[n_model - 1] == 3 || v->type[n_model - 1] == 4))
+        n_model--; /* (tokens added past the SentencePiece model: added tokens only) */
+    int rc = read_scores(g, src, v, &score, err);
+    if (rc == FG_OK && spm_merges(v, n_model, score, &m, &n))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory for the merges", src->label);
+    free(score);
+    if (rc)
+        return rc;
+    int64_t unk = ck_gguf_uint(g, "tokenizer.ggml.unknown_token_id", &unk_id) == FG_OK &&
+                  unk_id < v->n ? (int64_t)unk_id : -1;
+    int bytes = 0;
+    for (uint64_t i = 0; i < v->n; i++) {
+        unk = unk < 0 && v->type[i] == 2 ? (int64_t)i : unk; /* UNKNOWN */
+        bytes |= v->type[i] == 6; /* BYTE: <0xXX> */
+    }
+    puts_(b, "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":");
+    if (unk >= 0)
+        put_jstr(b, v->tok[unk], v->len[unk]);
+    puts_(b, unk >= 0 ? "," : "null,");
+    puts_(b, "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":true,"
+             "\"byte_fallback\":");
+    puts_(b, bytes ? "true" : "false");
+    puts_(b, ",\"ignore_merges\":false,\"vocab\":{");
+    for (uint64_t i = 0; i < n_model; i++) {
+        if (i)
+            put(b, ",", 1);
+        put_jstr(b, v->tok[i], v->len[i]);
+        putf(b, ":%lld", (long long)i);
+    }
+    puts_(b, "},\"merges\":[");
+    for (uint64_t k = 0; k < n; k++) {
+        puts_(b, k ? ",[" : "[");
+        put_jstr(b, v->tok[m[k].l], v->len[m[k].l]);
+        put(b, ",", 1);
+        put_jstr(b, v->tok[m[k].r], v->len[m[k].r]);
+        put(b, "]", 1);
+    }
+    puts_(b, "]}}");
+    free(m);
+    return FG_OK;
+}
+
 /* ---- tokenizer_config.json ---- */
 
 /* The token id under key as a JSON string ("null" when absent); -1 into *id then */
@@ -327,18 +569,23 @@ static int put_role(sbuf *b, const ck_gguf *g, const vocab *v, const char *role,
 }
 
 static int put_config(sbuf *c, const ck_gguf *g, const vocab *v, long long *bos, int *add_bos,
-                      const char *label, fg_err *err)
+                      long long *eos, const char *label, fg_err *err)
 {
-    long long eos, pad;
+    long long pad;
+    int spm = !strcmp(ck_gguf_str(g, "tokenizer.ggml.model"), "llama");
     puts_(c, "{");
     int rc = put_role(c, g, v, "bos_token", "tokenizer.ggml.bos_token_id", bos, label, err);
     if (rc == FG_OK)
-        rc = put_role(c, g, v, "eos_token", "tokenizer.ggml.eos_token_id", &eos, label, err);
+        rc = put_role(c, g, v, "eos_token", "tokenizer.ggml.eos_token_id", eos, label, err);
     if (rc == FG_OK)
         rc = put_role(c, g, v, "pad_token", "tokenizer.ggml.padding_token_id", &pad, label, err);
-    uint64_t ab = 0;
-    *add_bos = ck_gguf_uint(g, "tokenizer.ggml.add_bos_token", &ab) == FG_OK && ab;
+    uint64_t ab = 0; /* (llama.cpp adds BOS by default to a SentencePiece vocabulary) */
+    int has = ck_gguf_uint(g, "tokenizer.ggml.add_bos_token", &ab) == FG_OK;
+    *add_bos = has ? ab != 0 : spm;
     puts_(c, *add_bos ? "\"add_bos_token\":true" : "\"add_bos_token\":false");
+    if (spm) /* transformers' view of a SentencePiece Llama vocabulary (the legacy pipeline,
+              * which is also how llama.cpp tokenizes it: U+2581 prepended after specials) */
+        puts_(c, ",\"tokenizer_class\":\"LlamaTokenizer\",\"legacy\":true");
     const ck_gguf_kv *t = ck_gguf_get(g, "tokenizer.chat_template");
     if (t && t->type == CK_GGUF_STRING) {
         puts_(c, ",\"chat_template\":");
@@ -373,28 +620,38 @@ int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size
         return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: no tokenizer.ggml.model: name the "
                           "directory of the model's tokenizer.json with --tokenizer DIR",
                           src->label);
-    if (strcmp(model, "gpt2") != 0)
+    int spm = !strcmp(model, "llama");
+    if (strcmp(model, "gpt2") != 0 && !spm)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%s\": fg converts "
-                          "\"gpt2\" (byte-level BPE) only: name the directory of the model's "
-                          "tokenizer.json with --tokenizer DIR", src->label, model);
+                          "\"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece BPE): name the "
+                          "directory of the model's tokenizer.json with --tokenizer DIR",
+                          src->label, model);
     const char *pre = ck_gguf_str(g, "tokenizer.ggml.pre");
     const pre_rule *p = NULL;
     for (size_t i = 0; i < sizeof PRE / sizeof *PRE && !p; i++)
         p = strcmp(pre ? pre : "default", PRE[i].name) == 0 ? &PRE[i] : NULL;
-    if (!p)
+    if (!p && !spm) /* (SentencePiece has no split regex: the name is not read) */
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%s\": fg knows the "
                           "split regex of llama-bpe, llama3, qwen2, gpt-2 and default", src->label,
                           pre);
     vocab v = {0};
     sbuf t = {0}, c = {0};
-    long long bos;
+    long long bos, eos;
     int add_bos;
+    uint64_t flag;
     int rc = read_vocab(g, src, &v, err);
     if (rc == FG_OK)
-        rc = put_config(&c, g, &v, &bos, &add_bos, src->label, err);
+        rc = put_config(&c, g, &v, &bos, &add_bos, &eos, src->label, err);
     if (rc == FG_OK) {
         puts_(&t, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,");
         put_added(&t, &v);
+    }
+    if (rc == FG_OK && spm) {
+        int add_eos = ck_gguf_uint(g, "tokenizer.ggml.add_eos_token", &flag) == FG_OK && flag;
+        int space = ck_gguf_uint(g, "tokenizer.ggml.add_space_prefix", &flag) != FG_OK || flag;
+        put_spm_pipeline(&t, &v, bos, add_bos, eos, add_eos, space);
+        rc = put_spm_model(&t, g, src, &v, err);
+    } else if (rc == FG_OK) {
         put_pipeline(&t, p, &v, bos, add_bos);
         rc = put_model(&t, g, src, p, &v, err);
     }

@@ -89,7 +89,7 @@ static int st_tensor(const char *label, const char *name, json_t *v, uint64_t da
     uint8_t dt;
     if (st_dtype(json_string_value(jd), &dt))
         return fg_err_set(err, FG_ERR_BAD_ENUM, "%s: tensor %s: dtype %s is not one fg reads "
-                          "(F32, F16, BF16, F64, I64, U8)", label, name, json_string_value(jd));
+                          "(F32, F16, BF16, F64, I64, U8, F8_E4M3)", label, name, json_string_value(jd));
     size_t nd = json_array_size(js);
     if (nd > FG_CKPT_MAX_DIMS)
         return fg_err_set(err, FG_ERR_LIMIT, "%s: tensor %s: %zu dims (limit %u)", label, name, nd,

@@ -8,7 +8,8 @@ strings, arrays of numbers and of strings, a custom alignment), tensors of each 
 dequantizes (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and one it
 refuses (IQ2_XXS), a `llama` file as convert_hf_to_gguf.py names its tensors, a `qwen2moe` file
 with merged experts (blk.N.ffn_*_exps, split per expert on import) and a `gemma3` one with a
-per-layer sliding_window_pattern array. Hostile seeds are those files with one field patched: counts and lengths
+per-layer sliding_window_pattern array. (tests/fixtures/gguf/tok-llama2.gguf, a SentencePiece
+vocabulary, is copied in by hand under its sha1.) Hostile seeds are those files with one field patched: counts and lengths
 made huge, an offset moved off the alignment or past the end, a type made unknown, a name
 duplicated, the file cut short."""
 import hashlib
