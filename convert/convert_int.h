@@ -47,6 +47,12 @@ typedef struct fgc_tensor_src {
     int wide;              /* kept 16-bit under --compress-weight (fg_role_stays_wide) */
     uint32_t src_per;      /* > 1: src_elem_bytes are the source bytes of this many elements
                               (GGUF's blocks hold a fractional number of bytes per element) */
+    /* optional: rows [first_row, first_row + n_rows) as the payload of codec c (out: its
+     * fg_quant_chunk_bytes) straight from the source's own blocks (GGUF's Q8_0 / Q4_0 as fg's
+     * Q8 / Q4 groups of 32 along the row: lossless); FG_ERR_UNSUPPORTED when this codec or these
+     * rows cannot be so written, and the chunk is read and quantized as any other */
+    int (*qread)(void *ctx, const fg_codec *c, uint64_t first_row, uint64_t n_rows, uint8_t *out,
+                 fg_err *err);
 } fgc_tensor_src;
 
 /* The stored codec of a tensor: F16 (BF16 kept), or with --compress-weight Q4/Q8 groups for

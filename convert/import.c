@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fg_bytes.h"
 #include "fg_file.h"
 #include "convert.h"
 #include "convert_int.h"
@@ -110,12 +111,27 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         uint64_t n = rows - r < step ? rows - r : step, elems = n * cols;
         if (grow((void **)&j->f16, &j->f16_cap, elems * 2))
             return fg_err_set(err, FG_ERR_NOMEM, "out of memory for a chunk of '%s'", src->name);
-        rc = src->read(src->ctx, r * cols, elems, j->f16, err);
-        if (rc)
-            break;
         const void *data = j->f16;
         size_t len = elems * 2;
+        int direct = 0; /* the payload written from the source's blocks (qread) */
         if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
+            fg_qview v;
+            rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
+            if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
+                grow((void **)&j->q, &j->q_cap, len))
+                rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory quantizing '%s'", src->name);
+            if (rc == FG_OK && src->qread) {
+                rc = src->qread(src->ctx, &c, r, n, j->q, err);
+                direct = rc == FG_OK;
+                rc = rc == FG_ERR_UNSUPPORTED ? FG_OK : rc;
+                data = j->q;
+            }
+        }
+        if (rc == FG_OK && !direct)
+            rc = src->read(src->ctx, r * cols, elems, j->f16, err);
+        if (rc)
+            break;
+        if (!direct && (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8)) {
             fg_qview v;
             rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
@@ -463,6 +479,53 @@ static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err 
     return rc;
 }
 
+/* Rows [r0, r0 + n) of a GGUF Q8_0 / Q4_0 tensor as fg Q8 / Q4 groups of 32 along the row
+ * with F16 scales, block for block: min -128 d (-8 d), scale d, code q + 128 (the nibble n), the
+ * nibbles repacked in fg's order. fg's value min + code x scale (binary32) is then q x d exactly,
+ * ggml's value (a zero's sign aside), where the F16 path rounds it. FG_ERR_UNSUPPORTED for
+ * another codec or layout, a stacked tensor, or a block whose min is not an F16 (|d| > 511.75
+ * for Q8_0, > 8188 for Q4_0; or d not finite): that chunk goes the F16 way. */
+static int ck_qread(void *ctx, const fg_codec *cd, uint64_t r0, uint64_t n, uint8_t *out,
+                    fg_err *err)
+{
+    ck_read_ctx *c = ctx;
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
+    int q8 = t->dtype == FG_CKPT_Q8_0;
+    if (c->parts || !(q8 || t->dtype == FG_CKPT_Q4_0) || cd->bits != (q8 ? 8 : 4) ||
+        cd->group_size != 32 || cd->group_axis != 1 || cd->scale_dtype != FG_SCALE_F16 ||
+        cd->nibble_order != FG_NIBBLE_LO_FIRST || c->cols % 32)
+        return FG_ERR_UNSUPPORTED;
+    uint32_t bb = q8 ? 34 : 18, gb = q8 ? 36 : 20;
+    uint64_t nb = c->cols / 32;
+    if (grow(&c->j->raw, &c->j->raw_cap, nb * bb))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
+    uint8_t *raw = c->j->raw;
+    for (uint64_t r = r0; r < r0 + n; r++) {
+        uint64_t src = c->perm_head ? perm_row(c, r) : r;
+        int rc = fg_ckpt_read(c->ck, c->index, c->first + src * c->cols, c->cols, raw, err);
+        if (rc)
+            return rc;
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint8_t *in = raw + b * bb;
+            uint8_t *g = out + ((r - r0) * nb + b) * gb;
+            float d = fg_f16_to_f32_1(fg_le16(in)), m = d * (q8 ? -128.0f : -8.0f);
+            uint16_t mh = fg_f32_to_f16_1(m);
+            if (!isfinite(m) || fg_f16_to_f32_1(mh) != m)
+                return FG_ERR_UNSUPPORTED;
+            fg_put16(g, mh);
+            memcpy(g + 2, in, 2); /* the scale: d's bits */
+            for (int i = 0; q8 && i < 32; i++)
+                g[4 + i] = (uint8_t)((int)(int8_t)in[2 + i] + 128);
+            for (int i = 0; !q8 && i < 16; i++) { /* fg code 2i low, 2i + 1 high */
+                int lo = 2 * i < 16 ? in[2 + 2 * i] & 15 : in[2 + 2 * i - 16] >> 4;
+                int hi = 2 * i + 1 < 16 ? in[3 + 2 * i] & 15 : in[3 + 2 * i - 16] >> 4;
+                g[4 + i] = (uint8_t)(lo | hi << 4);
+            }
+        }
+    }
+    return FG_OK;
+}
+
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
                        uint16_t *out, fg_err *err)
 {
@@ -535,7 +598,8 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         fgc_tensor_src src = {spec[s].name, t->source, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, src_bytes(t->dtype, 1024),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,
-                              spec[s].blocks, fg_role_stays_wide(spec[s].role), 1024};
+                              spec[s].blocks, fg_role_stays_wide(spec[s].role), 1024,
+                              i == FGC_STACKED ? NULL : ck_qread};
         rc = fgc_write_tensor(j, &src, err);
         free(rc_ctx.span);
         j->tensors += rc == FG_OK;

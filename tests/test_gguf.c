@@ -685,6 +685,62 @@ START_TEST(test_logits)
 }
 END_TEST
 
+/* Q8_0 and Q4_0 stored as fg's Q8 / Q4 groups of 32 along the row (--compress-weight 8 or 4
+ * --group-size 32 --group-axis 1): the blocks mapped, not re-quantized (ck_qread), so the
+ * engine's logits are transformers' on gguf-py's dequantized weights up to arithmetic (the F16
+ * path: Q8_0 3e-6, its products rounded to F16). */
+static const struct lossless_row { const char *gguf, *dq; int bits; uint8_t codec; }
+lossless_rows[] = {
+    {"gguf/llama2-tiny-q8_0.gguf", "gguf/llama2-tiny-q8_0.logits.f32", 8, FG_CODEC_Q8},
+    {"gguf/llama2-tiny-q4_0.gguf", "gguf/llama2-tiny-q4_0.logits.f32", 4, FG_CODEC_Q4},
+};
+
+static int codec_of(void *ctx, const fg_store_tensor *t)
+{
+    if (!strcmp(t->name, "model.layers.0.self_attn.q_proj.weight"))
+        *(fg_codec *)ctx = t->codec;
+    return 0;
+}
+
+START_TEST(test_lossless)
+{
+    const struct lossless_row *row = &lossless_rows[_i];
+    ref r;
+    load_ref("llama2-tiny", &r);
+    size_t len;
+    free(r.logits);
+    r.logits = (float *)(void *)tu_slurp(fx(row->dq), &len);
+    const char *dir = tu_path("store");
+    fg_convert_opts co = {row->bits, 32, 1, fx("llama/llama2-tiny-f32"), 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_store *s;
+    fg_model *m;
+    fg_engine *e;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(fx(row->gguf), dir, &co, &rep, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(fg_store_open(dir, FG_STORE_RDONLY, NULL, &s, &err), 0);
+    fg_codec c = {0};
+    ck_assert_int_eq(fg_store_tensor_iter(s, codec_of, &c, &err), 0);
+    ck_assert(c.id == row->codec && c.group_size == 32 && c.group_axis == 1);
+    fg_engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.policy = fg_policy_default();
+    o.threads = 1;
+    o.max_ctx = 64;
+    ck_assert_msg(fg_model_open(s, &m, &err) == 0, "%s", err.msg);
+    ck_assert_msg(fg_engine_open(m, &o, &e, &err) == 0, "%s", err.msg);
+    double nmse, agree;
+    engine_logits(e, &r, &nmse, &agree);
+    fprintf(stderr, "%s as %s groups of 32: nmse %.3g against the dequantized weights\n",
+            row->gguf, row->bits == 8 ? "Q8" : "Q4", nmse);
+    ck_assert_msg(nmse <= 1e-10 && agree == 1, "%s: nmse %g", row->gguf, nmse);
+    ck_assert_int_eq(fg_engine_close(e, NULL), 0);
+    fg_model_close(m);
+    fg_store_close(s);
+    free(r.logits);
+}
+END_TEST
+
 /* Files the reader accepts but the import refuses, in one line naming what. */
 static const struct refuse_row { const char *prog; int tok; const char *msg, *fixture; }
 refuse_rows[] = {
@@ -920,6 +976,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_same_store, 0, sizeof same_rows / sizeof same_rows[0]);
     tcase_add_loop_test(tc, test_logits, 0, sizeof logit_rows / sizeof logit_rows[0]);
+    tcase_add_loop_test(tc, test_lossless, 0, sizeof lossless_rows / sizeof lossless_rows[0]);
     tcase_add_loop_test(tc, test_refuse, 0, sizeof refuse_rows / sizeof refuse_rows[0]);
     suite_add_tcase(s, tc);
     return s;
