@@ -759,6 +759,8 @@ refuse_rows[] = {
     {HDR(1, 2) ARCH "s:llama.rope.scaling.type u32:8 s:yarn "
      "s:token_embd.weight u32:2 u64:32 u64:2 u32:0 u64:0 pad z:256", 1,
      "metadata llama.rope.scaling.type is 'yarn': fg maps GGUF rope scaling 'linear' so far"},
+    {HDR(1, 1) ARCH "s:blk.0.ffn_up_exps.weight u32:3 u64:1 u64:1 u64:5000 u32:0 u64:0 pad "
+     "z:20000", 1, "tensor blk.0.ffn_up_exps.weight: 5000 experts (limit 4096)"},
     {NULL, 1, "part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)",
      "gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf"},
     {HDR(0, 2) ARCH "s:split.count u32:2 u16:3", 1, "metadata split.count is 3: a part of a "
