@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # fg-convert FILE.gguf + fg-infer through the tools, on gguf-py's files (tests/fixtures/gguf):
 # the fixture prompt run as a job gives transformers' greedy tokens (F16, BF16, split Q4_0 as its
-# whole file), a qwen file converted with its own tokenizer (no --tokenizer) gives the same
-# tokens and tokenizer.json's prompt ids on a text set, fg-inspect shows the family, and what is refused is refused in one line, nothing
-# left behind.
+# whole file; Qwen3-MoE and Gemma 3 too), a qwen file converted with its own tokenizer (no
+# --tokenizer) gives the same tokens and tokenizer.json's prompt ids on a text set, fg-inspect
+# shows the family, and what is refused is refused in one line, nothing left behind; an FP8
+# block-scaled directory converts to BF16, a broken one is refused in one line.
 # usage: tool_gguf.sh FG-CONVERT FG-INFER FG-INSPECT FIXTURES WORKDIR
 set -euo pipefail
 CONVERT=$1 INFER=$2 INSPECT=$3 FIX=$4 WORK=$5
@@ -16,7 +17,9 @@ tokens() { # store prompt-text -> the job's tokens, comma-separated
   sed -n 's/.*"tokens": *\[\([0-9, ]*\)\].*/\1/p' out.jsonl | tr -d ' '
 }
 for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llama2-tiny-bf16:llama2-tiny:llama \
-         qwen3-tiny-bf16:qwen3-tiny-bf16:qwen3-tiny:qwen3 qwen2-tiny-bf16:qwen2-tiny-bf16:qwen2-tiny:qwen2; do
+         qwen3-tiny-bf16:qwen3-tiny-bf16:qwen3-tiny:qwen3 qwen2-tiny-bf16:qwen2-tiny-bf16:qwen2-tiny:qwen2 \
+         qwen3-moe-tiny-bf16:qwen3-moe-tiny-bf16:qwen3-moe-tiny:qwen3_moe \
+         gemma3-tiny-bf16:gemma3-tiny-bf16:gemma3-tiny:gemma3_text; do
   IFS=: read -r file tok ref family <<< "$m"
   "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.store" --tokenizer "$FIX/llama/$tok" --quiet ||
     fail "$file: convert"
@@ -27,7 +30,7 @@ for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llam
   info=$("$INSPECT" "$file.store") || fail "$file: fg-inspect failed"
   grep -q "^model $family:" <<< "$info" || fail "$file: fg-inspect does not show $family"
   echo "$file.gguf: greedy tokens equal transformers'"
-  case $family in qwen*) ;; *) continue ;; esac
+  case $family in qwen2|qwen3) ;; *) continue ;; esac
   # its own tokenizer (tokenizer.ggml.*, no --tokenizer): the same greedy tokens, and the same
   # prompt ids as the tokenizer.json on a text set (the qwen2 tokenizer fixture's, as JSON)
   "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.own.store" --quiet || fail "$file: convert (own tokenizer)"
@@ -58,10 +61,18 @@ printf 'GGUF\003\000\000\000' > short.gguf && cp short.gguf renamed.bin
 for c in "$FIX/gguf/llama2-tiny-f16.gguf:llama2-tiny-f16.gguf: no tokenizer.ggml.model: name the directory of the model's tokenizer.json with --tokenizer DIR" \
          "short.gguf:short.gguf: the GGUF tensor count at byte 8 runs past the end of the file" \
          "renamed.bin:renamed.bin: the GGUF tensor count at byte 8" \
-         "$FIX/gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf:part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)"; do
+         "$FIX/gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf:part 2 of 3 of a split GGUF file: name its first part (-00001-of-00003.gguf)" \
+         "$FIX/fp8/bad-noscale:F8_E4M3 tensor w has no w_scale_inv (its block scales)" \
+         "$FIX/fp8/bad-scaleshape:tensor w_scale_inv must be F32 or BF16 [2, 2]"; do
   src=${c%%:*} want=${c#*:}
   set +e; err=$("$CONVERT" "$src" -o out_bad 2>&1); rc=$?; set -e
   [ $rc -eq 1 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == *"$want"* ]] &&
     [ ! -e out_bad ] || fail "$src: rc=$rc: $err (want '$want')"
 done
 echo "refused in one line each, nothing left behind"
+# an FP8 block-scaled checkpoint through the tool: stored BF16, the family shown
+"$CONVERT" "$FIX/fp8/qwen3-tiny-fp8" -o fp8.store --tokenizer "$FIX/llama/qwen3-tiny-bf16" --quiet ||
+  fail "qwen3-tiny-fp8: convert"
+"$INSPECT" fp8.store | grep -q "^model qwen3:" || fail "qwen3-tiny-fp8: fg-inspect does not show qwen3"
+"$INSPECT" fp8.store | grep -q "q_proj.weight  *bf16" || fail "qwen3-tiny-fp8: q_proj not stored BF16"
+echo "qwen3-tiny-fp8: converted, stored BF16"
