@@ -155,8 +155,8 @@ int ck_gguf_split_total(const ck_gguf *g, const char *label, uint32_t n, fg_err 
 const ck_gguf *ck_gguf_of(const fg_ckpt *ck);
 
 /* config.json for g's general.architecture (gguf_config.c's rows: llama, qwen2, qwen3,
- * qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite), synthesized from its metadata
- * (array values read through src, the file g was parsed from) and the tensors of ck; *json
+ * qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite, glm4), synthesized from its
+ * metadata (array values read through src, the file g was parsed from) and the tensors of ck; *json
  * malloc'd (caller frees). *interleaved: the Q/K rows are in llama.cpp's permuted order (the
  * model table's interleaved rotary layout undoes it). Errors name label and the key. */
 int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const char *label,

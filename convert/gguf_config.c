@@ -17,7 +17,7 @@
  *   - attention biases (attention_bias / qkv_bias) from the presence of blk.0.attn_q.bias.
  * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
  * than linear (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several
- * ways), a partial rotary dimension.
+ * ways), a partial rotary dimension but for phi3 and glm4 (partial_rotary_factor).
  */
 #include <jansson.h>
 #include <math.h>
@@ -33,6 +33,7 @@ enum {
     F_WINDOW = 4,   /* attention.sliding_window (0: none) */
     F_GRANITE = 8,  /* the four multipliers */
     F_NORM_TOPK = 16, /* llama.cpp renormalizes the chosen experts' weights */
+    F_PARTIAL = 32, /* rope.dimension_count below the head dimension: partial_rotary_factor */
 };
 
 static const struct arch_row {
@@ -48,7 +49,8 @@ static const struct arch_row {
     {"gemma", "gemma", "GemmaForCausalLM", 0, F_GEMMA},
     {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, F_GEMMA | F_WINDOW},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA | F_WINDOW},
-    {"phi3", "phi3", "Phi3ForCausalLM", 0, F_WINDOW},
+    {"phi3", "phi3", "Phi3ForCausalLM", 0, F_WINDOW | F_PARTIAL},
+    {"glm4", "glm4", "Glm4ForCausalLM", 0, F_PARTIAL},
     {"olmo2", "olmo2", "Olmo2ForCausalLM", 0, 0},
     {"granite", "granite", "GraniteForCausalLM", 1, F_GRANITE},
 };
@@ -151,10 +153,11 @@ static int refuse_unmapped(const ck_gguf *g, const struct arch_row *r, const cha
         return FG_OK; /* (put_numbers names them) */
     if (ck_gguf_uint(g, k4, &hd) != FG_OK)
         hd = hidden / heads;
-    if (rot != hd)
+    if (rot != hd && (!(r->features & F_PARTIAL) || rot > hd || rot % 2 || !rot))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is %llu, not the head "
-                          "dimension %llu: fg does not map partial rotary from GGUF yet", label,
-                          key, (unsigned long long)rot, (unsigned long long)hd);
+                          "dimension %llu: fg maps partial rotary from GGUF for phi3 and glm4 "
+                          "(an even count up to the head dimension)", label, key,
+                          (unsigned long long)rot, (unsigned long long)hd);
     return FG_OK;
 }
 
@@ -353,6 +356,17 @@ static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckp
         rc = put_window(g, r, label, cfg, err);
     if (rc == FG_OK && (r->features & F_GEMMA))
         rc = put_gemma(g, r, src, label, cfg, err);
+    uint64_t rot, hd = 0, hidden = 0, heads = 0;
+    if (rc == FG_OK && (r->features & F_PARTIAL) &&
+        put_uint(g, r->arch, "rope.dimension_count", NULL, UINT32_MAX, label, cfg, &rot, err) ==
+            FG_OK) { /* (refuse_unmapped checked it: even, up to the head dimension) */
+        put_uint(g, r->arch, "embedding_length", NULL, UINT32_MAX, label, cfg, &hidden, err);
+        put_uint(g, r->arch, "attention.head_count", NULL, UINT32_MAX, label, cfg, &heads, err);
+        if (put_uint(g, r->arch, "attention.key_length", NULL, UINT32_MAX, label, cfg, &hd, err))
+            hd = heads ? hidden / heads : 0;
+        if (hd) /* (a ratio of two integers; the family takes int(head_dim x factor) back) */
+            json_object_set_new(cfg, "partial_rotary_factor", json_real((double)rot / hd));
+    }
     return rc;
 }
 
@@ -369,7 +383,7 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
     if (!r)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: general.architecture '%.40s': fg maps "
                           "llama (mistral), qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, "
-                          "gemma3, phi3, olmo2 and granite from GGUF so far", label, arch);
+                          "gemma3, phi3, olmo2, granite and glm4 from GGUF so far", label, arch);
     json_t *cfg = json_object();
     if (!cfg)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");

@@ -47,6 +47,9 @@ static const struct { const char *arch, *gguf, *hf; } arch_names[] = {
     {"gemma3", "post_ffw_norm", "post_feedforward_layernorm"},
     {"olmo2", "post_attention_norm", "post_attention_layernorm"},
     {"olmo2", "post_ffw_norm", "post_feedforward_layernorm"},
+    {"glm4", "ffn_up", "mlp.gate_up_proj"},
+    {"glm4", "post_attention_norm", "post_self_attn_layernorm"},
+    {"glm4", "post_ffw_norm", "post_mlp_layernorm"},
     {"phi3", "attn_qkv", "self_attn.qkv_proj"},
     {"phi3", "ffn_up", "mlp.gate_up_proj"},
 };
