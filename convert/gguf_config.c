@@ -249,7 +249,7 @@ static int put_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck
     snprintf(key, sizeof key, "%s.block_count", r->arch);
     (void)ck_gguf_uint(g, key, &layers); /* (put_numbers checked it) */
     json_t *dense = json_array();
-    for (uint64_t l = 0; l < layers && l <= FG_CKPT_MAX_TENSORS; l++) {
+    for (uint64_t l = 0; l < layers && layers <= (1u << 16); l++) { /* (more: refused by model/) */
         snprintf(key, sizeof key, "model.layers.%llu.mlp.gate.weight", (unsigned long long)l);
         if (!has_tensor(ck, key))
             json_array_append_new(dense, json_integer((json_int_t)l));

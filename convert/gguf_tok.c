@@ -34,6 +34,7 @@
  *   Metaspace "first" pre-tokenizer (Mistral v0.3's tokenizer.json), whose prefix after a
  *   special token differs from the legacy form.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,7 @@ static int read_scores(const ck_gguf *g, const ck_src *src, const vocab *v, floa
         rc = rd(&r, b, 4, k->key, err);
         uint32_t u = fg_le32(b);
         memcpy(&s[i], &u, 4);
+        s[i] = s[i] != s[i] ? -INFINITY : s[i]; /* (a NaN ranks last: a total order to sort by) */
     }
     if (rc)
         free(s), s = NULL;
