@@ -1,8 +1,8 @@
-/* fuzz_jobs.c - libFuzzer target for the JSONL job reader (tools/jobs.c): the input is a whole
- * job file. An odd first byte feeds it through a pipe (validated as it streams, when it fits
+/* fuzz_jobs.c - libFuzzer target for the JSONL job reader (jobs/jobs_read.c, jobs_line.c): the
+ * input is a whole job file. An odd first byte feeds it through a pipe (validated as it streams, when it fits
  * the pipe), an even one through a memfd (a seekable file: validated by a first pass). Every
  * job handed out is checked against the documented field rules, an integer id's literal and
- * the meta text (found in the line's own bytes by jobs.c's raw member scanner) included. */
+ * the meta text (found in the line's own bytes by jobs_util.c's raw member scanner) included. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file.
+/* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file
+ * (jobs_read.c, jobs_line.c, jobs_out.c; shared pieces in jobs_util.c).
  *
  * Input (JSONL): one JSON object per line:
  *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),

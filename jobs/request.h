@@ -5,7 +5,7 @@
  * A request is one prompt (text, token ids, or a chat's messages) with its own sampling
  * settings, n choices, stop strings and log-prob wishes; its response holds the prompt's ids
  * (and their log-probs with echo), one choice per sample, the usage and, when the request could
- * not run, an error instead. Nothing here knows the engine or a line format: jobs.c reads lines
+ * not run, an error instead. Nothing here knows the engine or a line format: jobs/ reads lines
  * into requests and writes responses as lines (openai.c in OpenAI's schema), the session runs
  * them.
  *
