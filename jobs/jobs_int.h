@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "jobs.h"
+#include "openai.h"
 
 #define FGJ_HIDDEN __attribute__((visibility("hidden")))
 
@@ -98,5 +99,33 @@ FGJ_HIDDEN char *fgj_utf8_sanitize(const char *s);
 FGJ_HIDDEN int fgj_parse_job(const char *text, size_t len, const char *file, size_t line,
                              fg_job *j, fg_err *err);
 FGJ_HIDDEN void fgj_job_free(fg_job *j);
+
+/* ---- typed field readers (openai_parse.c) ------------------------------------------------
+ * Each returns FG_OK, FGJ_BAD with the refusal (naming the field) in why[FGJ_WHY], or
+ * FG_ERR_NOMEM. */
+
+#define FGJ_WHY FG_ERR_MSG_MAX
+#define FGJ_BAD FG_ERR_INVALID_ARG
+#define FGJ_MAX_TOKENS FG_JOB_MAX_NEW_TOKENS
+
+FGJ_HIDDEN int fgj_get_number(json_t *v, const char *name, float *out, char *why);
+FGJ_HIDDEN int fgj_get_int(json_t *v, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                           char *why);
+FGJ_HIDDEN int fgj_get_bool(json_t *v, const char *name, int *out, char *why);
+/* "stop": a non-empty string or an array of at most FG_REQ_MAX_STOPS of them, appended to
+ * stops[*n_stops] (strdup'd). */
+FGJ_HIDDEN int fgj_get_stops(json_t *st, char **stops, int *n_stops, char *why);
+/* An array of token ids (integers 0..INT32_MAX, at least one) as *ids (malloc'd). */
+FGJ_HIDDEN int fgj_get_ids(json_t *a, const char *name, int32_t **ids, uint32_t *n, char *why);
+/* FG_OK when m is a non-empty array of {"role": string, "content": string, array or null}. */
+FGJ_HIDDEN int fgj_messages_wrong(json_t *m, char *why);
+/* 1 when key is one of the sampling fields both formats share (temperature, top_p, top_k,
+ * min_p, seed, the penalties, n, min_tokens, ignore_eos), read into q with *rc the outcome;
+ * else 0. */
+FGJ_HIDDEN int fgj_sampling_field(const char *key, json_t *v, fg_request *q, int *rc, char *why);
+/* An OpenAI body (already parsed JSON) into *b; param (64 bytes, may be NULL) gets the field
+ * at fault. */
+FGJ_HIDDEN int fgj_oai_body_read(json_t *o, fg_oai_endpoint ep, unsigned flags, fg_oai_body *b,
+                                 char *param, char *why);
 
 #endif
