@@ -68,7 +68,7 @@ static int plan_ctx(fg_session *s, uint32_t *ctx, fg_err *err)
 
 static int open_engine(fg_session *s, fg_err *err)
 {
-    uint32_t ctx;
+    uint32_t ctx = 0;
     int rc = plan_ctx(s, &ctx, err);
     if (rc)
         return rc;
@@ -332,6 +332,89 @@ static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_resp
     return FG_OK;
 }
 
+/* ---- echo: the prompt's log-probs and text ---- */
+
+typedef struct echo_ctx {
+    const fg_request *reqs;
+    fg_response *resp;
+    const uint32_t *map; /* window -> request */
+} echo_ctx;
+
+static int echo_pos(void *ctx, uint32_t w, uint32_t t, const float *lg, uint32_t V)
+{
+    echo_ctx *c = ctx;
+    fg_response *r = &c->resp[c->map[w]];
+    uint32_t k = (uint32_t)c->reqs[c->map[w]].logprobs;
+    int32_t id = r->prompt_ids[t + 1];
+    double lse = fgs_lse(lg, V);
+    r->prompt_logprob[t + 1] = (float)((double)lg[id] - lse);
+    fgs_top(lg, V, lse, k, r->prompt_top + (size_t)(t + 1) * k);
+    return FG_OK;
+}
+
+/* With echo and logprobs: each prompt token's log-prob given the ones before it (the first's
+ * NaN: no context), scored in windows of the block. */
+static int echo_logprobs(fg_session *s, const fg_request *reqs, fg_response *resp, uint32_t n,
+                         fg_err *err)
+{
+    const int32_t **win = calloc(n + 1, sizeof *win);
+    uint32_t *lens = calloc(n + 1, sizeof *lens), *map = calloc(n + 1, sizeof *map), m = 0;
+    int rc = win && lens && map ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
+        fg_response *r = &resp[i];
+        uint32_t k = reqs[i].logprobs > 0 ? (uint32_t)reqs[i].logprobs : 0;
+        if (r->status || !reqs[i].echo || reqs[i].logprobs < 0)
+            continue;
+        r->prompt_logprob = malloc((size_t)r->n_prompt * sizeof *r->prompt_logprob);
+        r->prompt_top = malloc(((size_t)r->n_prompt * k + 1) * sizeof *r->prompt_top);
+        if (!r->prompt_logprob || !r->prompt_top) {
+            rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        r->prompt_logprob[0] = NAN;
+        for (uint32_t j = 0; j < k; j++)
+            r->prompt_top[j] = (fg_token_lp){-1, NAN};
+        if (r->n_prompt < 2)
+            continue;
+        win[m] = r->prompt_ids;
+        lens[m] = r->n_prompt - 1;
+        map[m++] = i;
+    }
+    echo_ctx c = {reqs, resp, map};
+    if (rc == FG_OK && m)
+        rc = fgs_windows(s, win, lens, m, echo_pos, &c, err);
+    free(win);
+    free(lens);
+    free(map);
+    return rc;
+}
+
+/* With echo the prompt's text comes first in each choice's text. */
+static int echo_text(fg_session *s, const fg_request *q, fg_response *r, fg_err *err)
+{
+    char *p = q->prompt ? strdup(q->prompt) : NULL;
+    if (!q->prompt && fg_session_detokenize(s, r->prompt_ids, r->n_prompt, 1, &p, err))
+        return err->code;
+    if (!p)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    size_t lp = strlen(p);
+    for (uint32_t c = 0; c < r->n_choices; c++) {
+        fg_choice *ch = &r->choices[c];
+        size_t lt = strlen(ch->text);
+        char *t = malloc(lp + lt + 1);
+        if (!t) {
+            free(p);
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        }
+        memcpy(t, p, lp);
+        memcpy(t + lp, ch->text, lt + 1);
+        free(ch->text);
+        ch->text = t;
+    }
+    free(p);
+    return FG_OK;
+}
+
 /* Run the items in blocks. */
 static int run_items(fgs_call *c, fgs_item *q, size_t nq, fg_err *err)
 {
@@ -398,9 +481,14 @@ int fg_session_generate(fg_session *s, const fg_request *reqs, uint32_t n, fg_pi
         rc = rc == 1 ? FG_OK : rc;
     }
     if (rc == FG_OK)
+        rc = echo_logprobs(s, reqs, resp, n, err);
+    if (rc == FG_OK)
         rc = make_items(s, reqs, n, resp, &items, &ni, err);
     if (rc == FG_OK)
         rc = run_items(&c, items, ni, err);
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++)
+        if (!resp[i].status && reqs[i].echo)
+            rc = echo_text(s, &reqs[i], &resp[i], err);
     if (c.cancelled)
         finish_resps(&c, resp, n, rc, err);
     free(items);

@@ -269,6 +269,7 @@ START_TEST(streaming)
             }
         }
     ck_assert_int_eq(r[1].choices[0].finish, FG_FINISH_STOP); /* the seed makes it so */
+    ck_assert_int_gt(l.calls, 20);                             /* pieces, not one text */
     /* the same without streaming: the same texts */
     ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, r2, &err) == 0, "%s", err.msg);
     for (int i = 0; i < 2; i++)

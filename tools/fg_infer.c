@@ -194,6 +194,18 @@ static ta_opt k_opts[] = {
     {.kind = TA_FLOAT, .name = "top-p", .dst = &g_a.r.sample.top_p, .size = 4,
      .given = &g_a.sampling, .arg = "F",
      .help = "sample from the fewest tokens whose probabilities reach F (1: all)"},
+    {.kind = TA_FLOAT, .name = "min-p", .dst = &g_a.r.sample.min_p, .size = 4,
+     .given = &g_a.sampling, .arg = "F",
+     .help = "drop tokens less likely than F x the most likely one (0: off; after top-p)"},
+    {.kind = TA_FLOAT, .name = "repetition-penalty", .dst = &g_a.r.sample.repetition_penalty,
+     .size = 4, .arg = "F", .help = "transformers': the logits of tokens in the prompt or output "
+     "divided by F when positive, times F when negative (1: off; greedy too)"},
+    {.kind = TA_FLOAT, .name = "presence-penalty", .dst = &g_a.r.sample.presence_penalty,
+     .size = 4, .arg = "F", .help = "OpenAI's: F off the logit of each token the output has "
+     "(-2..2, 0: off)"},
+    {.kind = TA_FLOAT, .name = "frequency-penalty", .dst = &g_a.r.sample.frequency_penalty,
+     .size = 4, .arg = "F", .help = "OpenAI's: F x its count in the output off each token's "
+     "logit (-2..2, 0: off)"},
     {.kind = TA_UINT, .name = "seed", .dst = &g_a.r.sample.seed, .size = 8, .lo = 0,
      .hi = UINT64_MAX, .given = &g_a.sampling, .arg = "N", .help = "the sampler's seed (0)"},
     {.kind = TA_FN, .name = "stop", .dst = &g_a.r, .fn = stop_fn, .takes_value = 1, .arg = "STR",
