@@ -82,7 +82,77 @@ static const struct {
     {"opt-tiny-safetensors", "opt-tiny"},
     {"llama3-tiny-bf16", "llama3-tiny"},
     {"qwen2-tiny-bf16", "qwen2-tiny"},
+    {"gemma2-tiny-bf16", "gemma2-tiny"},
+    {"mixtral-tiny-bf16", "mixtral-tiny"},
 };
+
+/* log_softmax(x)[id] in double */
+static double ref_lp(const float *x, uint32_t V, int32_t id)
+{
+    double m = -INFINITY, s = 0;
+    for (uint32_t i = 0; i < V; i++)
+        m = x[i] > m ? x[i] : m;
+    for (uint32_t i = 0; i < V; i++)
+        s += exp((double)x[i] - m);
+    return (double)x[id] - m - log(s);
+}
+
+/* Log-probs: echo's prompt log-probs = log_softmax of transformers' logits (the fixture's
+ * unpadded rows) within 1e-3, the top alternative too; a generated token's log-prob (the
+ * decode's logits) = the same token's when the output is echoed as a prompt (the prefill's). */
+START_TEST(logprobs_fixtures)
+{
+    ref r;
+    load_ref(families[_i].ref, &r);
+    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
+    fg_request q[2] = {greedy_req(r.ids[0], 12, 1), greedy_req(r.ids[1], 12, 1)};
+    fg_response resp[2];
+    fg_err err;
+    for (int i = 0; i < 2; i++)
+        q[i].echo = 1, q[i].logprobs = 2;
+    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+    for (int row = 0; row < 2; row++) {
+        ck_assert_int_eq(resp[row].status, 0);
+        ck_assert(isnan(resp[row].prompt_logprob[0]));
+        ck_assert_int_eq(resp[row].prompt_top[0].id, -1);
+        for (uint32_t t = 0; t + 1 < 12; t++) {
+            const float *x = r.logits + ((size_t)row * 12 + t) * r.vocab;
+            double want = ref_lp(x, r.vocab, r.ids[row][t + 1]);
+            double got = resp[row].prompt_logprob[t + 1];
+            ck_assert_msg(fabs(got - want) < 1e-3, "%s row %d pos %u: %f vs transformers %f",
+                          families[_i].ref, row, t + 1, got, want);
+            const fg_token_lp *top = &resp[row].prompt_top[(t + 1) * 2];
+            ck_assert(top[0].logprob >= top[1].logprob);
+            double best = ref_lp(x, r.vocab, (int32_t)argmax(x, r.vocab));
+            ck_assert_msg(fabs(top[0].logprob - best) < 1e-3, "%s top: %f vs %f",
+                          families[_i].ref, top[0].logprob, best);
+        }
+        fg_response_clear(&resp[row]);
+    }
+    free(r.logits);
+    /* decode vs prefill */
+    fg_request g = greedy_req(r.prompt, r.n_prompt, 6);
+    g.logprobs = 1;
+    ck_assert(fg_session_generate(s, &g, 1, NULL, NULL, resp, &err) == 0);
+    ck_assert_uint_eq(resp[0].choices[0].n_top, 1);
+    int32_t all[80];
+    memcpy(all, r.prompt, r.n_prompt * 4);
+    memcpy(all + r.n_prompt, resp[0].choices[0].tokens, 6 * 4);
+    fg_request e = greedy_req(all, r.n_prompt + 6, 1);
+    e.echo = 1, e.logprobs = 0;
+    ck_assert(fg_session_generate(s, &e, 1, NULL, NULL, &resp[1], &err) == 0);
+    for (uint32_t t = 0; t < 6; t++) {
+        float a = resp[0].choices[0].logprob[t], b = resp[1].prompt_logprob[r.n_prompt + t];
+        ck_assert_msg(fabs(a - b) < 1e-3, "%s: token %u: decode %f, prefill %f",
+                      families[_i].ref, t, a, b);
+        /* greedy: the chosen token is the top alternative */
+        ck_assert_int_eq(resp[0].choices[0].top[t].id, resp[0].choices[0].tokens[t]);
+    }
+    fg_response_clear(&resp[0]);
+    fg_response_clear(&resp[1]);
+    fg_session_close(s);
+}
+END_TEST
 
 START_TEST(greedy_fixtures)
 {
@@ -318,6 +388,7 @@ int main(void)
     Suite *su = suite_create("session");
     TCase *tc = infer_tcase("session", 300);
     tcase_add_loop_test(tc, greedy_fixtures, 0, INFER_ROWS(families));
+    tcase_add_loop_test(tc, logprobs_fixtures, 0, INFER_ROWS(families));
     tcase_add_test(tc, seeded_packing);
     tcase_add_test(tc, error_responses);
     tcase_add_test(tc, streaming);
