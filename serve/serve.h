@@ -31,6 +31,9 @@ typedef struct fg_serve_opts {
     uint32_t max_queue;       /* requests waiting for the engine (0: 256); more: 429 */
     uint32_t max_conns;       /* connections at once (0: 256) */
     uint32_t timeout_s;       /* an idle connection is closed after this (0: 30; slowloris) */
+    uint32_t batch_wait_ms;   /* the engine waits up to this for the clients of the last
+                                 block to send their next requests before starting a block
+                                 with fewer sequences than that one ran (0: never waits) */
     const volatile sig_atomic_t *stop; /* non-zero: stop accepting, drain, return */
     int quiet;                /* no request log */
     FILE *log;                /* "listening on", load, errors (NULL: stderr) */

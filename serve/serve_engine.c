@@ -424,6 +424,36 @@ static void open_session(srv *v)
     pthread_mutex_unlock(&v->mu);
 }
 
+static uint32_t queued_seqs_locked(const srv *v)
+{
+    uint32_t n = 0;
+    for (const srv_job *j = v->head; j; j = j->next)
+        n += job_seqs(j);
+    return n;
+}
+
+/* Clients answered together by the last block send their next requests a moment apart: wait
+ * up to batch_wait_ms for them while fewer sequences are queued than the last block ran (and
+ * than a block holds), so one early request does not start a nearly empty block that the
+ * others then wait behind. A lone client (the last block had one sequence) never waits. */
+static void gather_locked(srv *v)
+{
+    uint32_t block = v->info.block_seqs ? v->info.block_seqs : 1;
+    if (!v->o.batch_wait_ms || v->stopping)
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)v->o.batch_wait_ms * 1000000u;
+    until.tv_sec += (time_t)(ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    for (;;) {
+        uint32_t q = queued_seqs_locked(v);
+        if (q >= block || q >= v->last_seqs || v->stopping ||
+            pthread_cond_timedwait(&v->cond, &v->mu, &until))
+            return;
+    }
+}
+
 void *srv_engine_main(void *arg)
 {
     srv *v = arg;
@@ -438,6 +468,7 @@ void *srv_engine_main(void *arg)
             pthread_mutex_unlock(&v->mu);
             break;
         }
+        gather_locked(v);
         if (v->queued > cap || !tok) {
             cap = v->queued > cap ? v->queued : cap;
             free(tok);
@@ -455,8 +486,13 @@ void *srv_engine_main(void *arg)
             srv_job_release_locked(tok[i]);
             pthread_mutex_unlock(&v->mu);
         }
-        if (ngen)
+        uint32_t seqs = 0;
+        for (uint32_t i = 0; i < ngen; i++)
+            seqs += job_seqs(gen[i]);
+        if (ngen) {
+            v->last_seqs = seqs;
             run_generate(v, gen, ngen);
+        }
         pthread_mutex_lock(&v->mu);
         for (uint32_t i = 0; i < ngen; i++)
             srv_job_release_locked(gen[i]);

@@ -171,6 +171,7 @@ struct srv {
     srv_vocab vocab;
     char model_name[256];
     uint64_t next_id;
+    uint32_t last_seqs;     /* sequences of the last block (the engine's gather) */
     /* counters for /metrics (under mu) */
     uint64_t req_count[SRV_METRICS + 1][6]; /* per route, per status class 1xx..5xx, 499 */
     uint64_t prompt_tokens, completion_tokens, cancelled, blocks;

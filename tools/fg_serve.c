@@ -109,6 +109,9 @@ static ta_opt k_opts[] = {
     UINT("max-conns", g_a.s.max_conns, 1, 65536, "N", "connections at once: 256"),
     UINT("timeout", g_a.s.timeout_s, 1, 86400, "S", "an idle or stalled connection is closed "
          "after S seconds: 30"),
+    UINT("batch-wait", g_a.s.batch_wait_ms, 0, 10000, "MS", "wait up to MS ms for the clients "
+         "of the last block to send their next requests before a smaller block starts: 20 "
+         "(0: never)"),
     FLAG("quiet", g_a.s.quiet, 1, "no notices"),
     SECTION("requests", "a request's own fields (max_tokens, temperature, ...) override these"),
     UINT("max-new-tokens", R.max_new, 1, 1 << 20, "N", "max_tokens when a request gives none: "
@@ -183,6 +186,7 @@ static void parse_args(args *a, int argc, char **argv)
 {
     a->cpu_cache = -1;
     a->port = 8000;
+    a->s.batch_wait_ms = 20;
     a->s.session.run.max_new = 256;
     a->s.session.run.sample.top_p = 1.0f;
     a->s.session.run.eo.policy = fg_policy_default();
