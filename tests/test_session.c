@@ -204,6 +204,94 @@ static void sampled(fg_session *s, const fg_request *q, uint32_t n, uint32_t whi
         fg_response_clear(&resp[i]);
 }
 
+/* Scoring: each split of the fixture's rows into context + continuation (ids) gives the sum of
+ * log_softmax of transformers' logits over the continuation within 1e-3, and is_greedy as its
+ * argmax says; equal windows are scored once (the same answers). */
+START_TEST(score_fixtures)
+{
+    ref r;
+    load_ref(families[_i].ref, &r);
+    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
+    fg_score_req q[8];
+    fg_score_res out[8];
+    double want[8];
+    int greedy[8];
+    for (int i = 0; i < 8; i++) {
+        int row = i & 1, k = 2 + i; /* context r.ids[row][0..k), continuation the rest */
+        q[i] = (fg_score_req){NULL, r.ids[row], (uint32_t)k, NULL, r.ids[row] + k,
+                              (uint32_t)(12 - k)};
+        want[i] = 0;
+        greedy[i] = 1;
+        for (int t = k - 1; t < 11; t++) {
+            const float *x = r.logits + ((size_t)row * 12 + t) * r.vocab;
+            want[i] += ref_lp(x, r.vocab, r.ids[row][t + 1]);
+            greedy[i] &= (int32_t)argmax(x, r.vocab) == r.ids[row][t + 1];
+        }
+    }
+    q[7] = q[5]; /* a duplicate */
+    want[7] = want[5], greedy[7] = greedy[5];
+    fg_err err;
+    ck_assert_msg(fg_session_score(s, q, 8, out, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(out[i].status, 0);
+        ck_assert_uint_eq(out[i].n_tokens, 12 - (2 + (i == 7 ? 5 : i)));
+        ck_assert_msg(fabs(out[i].logprob - want[i]) < 1e-3, "%s pair %d: %f vs %f",
+                      families[_i].ref, i, out[i].logprob, want[i]);
+        ck_assert_int_eq(out[i].is_greedy, greedy[i]);
+    }
+    /* an empty continuation is refused by that pair alone */
+    q[1].n_cont_ids = 0;
+    ck_assert(fg_session_score(s, q, 2, out, &err) == 0);
+    ck_assert_int_eq(out[0].status, 0);
+    ck_assert_int_eq(out[1].status, 400);
+    free(r.logits);
+    fg_session_close(s);
+}
+END_TEST
+
+/* Rolling: lm-eval's windows. With a context of 8 tokens, a 20-token text is 3 windows (7, 7,
+ * 6 predictions); the sum equals scoring each token from the window's own prefix as pairs. */
+START_TEST(score_rolling_windows)
+{
+    fg_session *s = open_session(austen_store(), 8, 4);
+    const char *text = "It is a truth universally acknowledged, that a single man in possession "
+                       "of a good fortune";
+    int32_t *ids;
+    uint32_t n;
+    fg_err err;
+    ck_assert(fg_session_tokenize(s, text, 0, &ids, &n, &err) == 0);
+    ck_assert_uint_gt(n, 14);
+    double lp, want = 0;
+    uint64_t nt;
+    ck_assert_msg(fg_session_score_rolling(s, text, &lp, &nt, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(nt, n);
+    int32_t bos = fg_session_info_get(s)->bos_id, first[8];
+    first[0] = bos;
+    memcpy(first + 1, ids, 6 * 4);
+    fg_score_req q = {NULL, first, 1, NULL, first + 1, 6};
+    fg_score_res o;
+    ck_assert(fg_session_score(s, &q, 1, &o, &err) == 0);
+    want += o.logprob;
+    q = (fg_score_req){NULL, ids, 0, NULL, ids + 6, 1}; /* token 6 from BOS + 0..5 */
+    fg_score_req q1 = {NULL, first, 7, NULL, ids + 6, 1};
+    ck_assert(fg_session_score(s, &q1, 1, &o, &err) == 0);
+    want += o.logprob;
+    for (uint32_t end = 14; ; end += 7) { /* windows predicting [end - 7, end) */
+        uint32_t e = end < n ? end : n, pl = e - (end - 7);
+        fg_score_req w = {NULL, ids + e - 8, 8 - pl, NULL, ids + e - pl, pl};
+        ck_assert(fg_session_score(s, &w, 1, &o, &err) == 0);
+        ck_assert_int_eq(o.status, 0);
+        want += o.logprob;
+        if (end >= n)
+            break;
+    }
+    (void)q;
+    ck_assert_msg(fabs(lp - want) < 1e-4, "rolling %f, windows %f", lp, want);
+    free(ids);
+    fg_session_close(s);
+}
+END_TEST
+
 START_TEST(seeded_packing)
 {
     const char *store = fixture_store("llama3-tiny-bf16");
@@ -389,6 +477,8 @@ int main(void)
     TCase *tc = infer_tcase("session", 300);
     tcase_add_loop_test(tc, greedy_fixtures, 0, INFER_ROWS(families));
     tcase_add_loop_test(tc, logprobs_fixtures, 0, INFER_ROWS(families));
+    tcase_add_loop_test(tc, score_fixtures, 0, INFER_ROWS(families));
+    tcase_add_test(tc, score_rolling_windows);
     tcase_add_test(tc, seeded_packing);
     tcase_add_test(tc, error_responses);
     tcase_add_test(tc, streaming);
