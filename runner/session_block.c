@@ -249,9 +249,7 @@ static int make_seqs(blk *b, fgs_item *items, uint32_t n, int *want_lp, fg_err *
     for (uint32_t i = 0; i < n; i++) {
         fgs_item *it = &items[i];
         bseq *x = &b->b[i];
-        fg_sample_params sp = it->q->sample;
-        if (!it->q->has_seed)
-            sp.seed = s->ro.sample.seed;
+        fg_sample_params sp = fgs_sample(s, it->q);
         b->seqs[i] = (fg_gen_seq){it->ids, it->n, it->mn, sp, it->stream,
                                   malloc((size_t)it->mn * sizeof(int32_t)), 0, 0,
                                   it->q->ignore_eos, it->min_tokens};

@@ -57,6 +57,11 @@ int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *le
 double fgs_lse(const float *logits, uint32_t n);
 void fgs_top(const float *logits, uint32_t n, double lse, uint32_t k, fg_token_lp *top);
 
+/* The sampling of request q: the fields it gave (q->set), the run's (run.sample) for the rest;
+ * has_seed or a set seed keeps q's seed. */
+fg_sample_params fgs_sample(const fg_session *s, const fg_request *q);
+int fgs_has_seed(const fg_request *q);
+
 /* Whether the call was interrupted (opts.interrupt). */
 int fgs_interrupted(const fg_session *s);
 

@@ -71,6 +71,7 @@ static fg_request greedy_req(const int32_t *ids, uint32_t n, uint32_t max)
     q.n_prompt_ids = n;
     q.max_tokens = max;
     q.sample = (fg_sample_params){0, 0, 1, 0};
+    q.set = FG_REQ_SET_TEMPERATURE | FG_REQ_SET_TOP_P | FG_REQ_SET_TOP_K;
     q.logprobs = -1;
     q.ignore_eos = 1;
     return q;
@@ -298,7 +299,7 @@ START_TEST(seeded_packing)
     int32_t p[6] = {1, 20, 30, 40, 50, 60}, o1[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, o2[2] = {1, 9};
     fg_request q = greedy_req(p, 6, 8);
     q.sample = (fg_sample_params){1.0f, 0, 1, 1234};
-    q.has_seed = 1;
+    q.set |= FG_REQ_SET_SEED;
     q.n = 3;
     fg_request mix[3] = {greedy_req(o1, 9, 4), q, greedy_req(o2, 2, 8)};
     mix[2].sample.temperature = 0.7f;
@@ -315,6 +316,35 @@ START_TEST(seeded_packing)
     ck_assert_mem_eq(a, b, sizeof a);
     ck_assert_mem_eq(a, c, sizeof a);
     ck_assert(memcmp(a[0], a[1], sizeof a[0]) || memcmp(a[1], a[2], sizeof a[1]));
+}
+END_TEST
+
+/* Penalties reach the sampler: greedy with a strong repetition penalty never repeats a token of
+ * its prompt or output while plain greedy on the fixture does; min_tokens holds EOS back. */
+START_TEST(penalties_apply)
+{
+    ref r;
+    load_ref("opt-350m-style", &r);
+    free(r.logits);
+    fg_session *s = open_session(fixture_store("opt-350m-style-safetensors"), 64, 4);
+    fg_request q[2] = {greedy_req(r.prompt, r.n_prompt, 12), greedy_req(r.prompt, r.n_prompt, 12)};
+    q[1].repetition_penalty = 1e6f;
+    q[1].set |= FG_REQ_SET_REPETITION;
+    fg_response resp[2];
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+    const fg_choice *a = &resp[0].choices[0], *b = &resp[1].choices[0];
+    int rep_a = 0, rep_b = 0;
+    for (uint32_t i = 0; i < 12; i++)
+        for (uint32_t j = 0; j < i; j++) {
+            rep_a += a->tokens[i] == a->tokens[j];
+            rep_b += b->tokens[i] == b->tokens[j];
+        }
+    ck_assert_int_gt(rep_a, 0);
+    ck_assert_int_eq(rep_b, 0);
+    fg_response_clear(&resp[0]);
+    fg_response_clear(&resp[1]);
+    fg_session_close(s);
 }
 END_TEST
 
@@ -395,7 +425,7 @@ START_TEST(streaming)
     q[0].prompt = "It is a truth universally acknowledged";
     q[0].max_tokens = 40;
     q[0].sample = (fg_sample_params){0.9f, 0, 1, 5};
-    q[0].has_seed = 1;
+    q[0].set = FG_REQ_SET_TEMPERATURE | FG_REQ_SET_SEED;
     q[0].n = 2;
     q[0].logprobs = -1;
     q[1] = q[0];
@@ -480,6 +510,7 @@ int main(void)
     tcase_add_loop_test(tc, score_fixtures, 0, INFER_ROWS(families));
     tcase_add_test(tc, score_rolling_windows);
     tcase_add_test(tc, seeded_packing);
+    tcase_add_test(tc, penalties_apply);
     tcase_add_test(tc, error_responses);
     tcase_add_test(tc, streaming);
     tcase_add_test(tc, tokenizer_calls);
