@@ -33,9 +33,9 @@ static int check_device(const fg_run_opts *o, fg_err *err)
         return bad(err, "--gpu-budget needs a device: --backend cuda or sim");
     if (o->eo.sim_link_gbps > 0 && o->eo.backend != FG_BACKEND_SIM)
         return bad(err, "--sim-link belongs to --backend sim");
-    if (o->chat && !o->prompt)
-        return bad(err, "--chat needs -p TEXT (the message; an interactive chat is not written "
-                   "yet; a job's lines take \"messages\")");
+    if (o->chat && (o->input || o->prompt_len || o->mode == FG_RUN_PPL))
+        return bad(err, "--chat belongs to -p TEXT or the interactive chat (a job's lines take "
+                   "\"messages\")");
     if (o->num_prompts && !o->prompt_len)
         return bad(err, "--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts "
                    "are its lines)");
@@ -59,7 +59,7 @@ static int check_mode(const fg_run_opts *o, fg_err *err)
     if (o->output && !o->input)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--output %s needs --input FILE (the JSONL "
                           "prompts; - for standard input)", o->output);
-    int whole = o->mode == FG_RUN_PROMPT ? !!o->prompt : o->mode == FG_RUN_JOBS ? !!o->input
+    int whole = o->mode == FG_RUN_PROMPT ? o->prompt || o->chat : o->mode == FG_RUN_JOBS ? !!o->input
               : o->mode == FG_RUN_SYNTHETIC ? !!o->prompt_len : o->mode == FG_RUN_PPL ? !!o->text
               : 1;
     if (!whole)

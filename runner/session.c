@@ -14,7 +14,8 @@
  * in request order as runner_jobs.c packs job lines: a block takes every waiting item that
  * keeps its longest prompt + largest generation within the context (every item fits alone).
  *
- * Sampling streams: a request with a seed draws choice c from stream c, so a seeded request's
+ * Sampling: a request's own fields (fg_request.set says which it gave) over the session's
+ * defaults (run.sample: fg-infer's flags, fg-serve's options). Streams: a request with a seed draws choice c from stream c, so a seeded request's
  * samples do not depend on the call, the packing or the block size (as fg_sample's stream
  * per job line); a request without one takes the session's seed (run.sample.seed) and a
  * stream no earlier request of the session used, so two unseeded requests differ.
@@ -211,6 +212,34 @@ int fg_session_chat_render(fg_session *s, const char *messages, const char *kwar
 
 /* ---- generate: the requests prepared ---- */
 
+int fgs_has_seed(const fg_request *q)
+{
+    return q->has_seed || (q->set & FG_REQ_SET_SEED);
+}
+
+fg_sample_params fgs_sample(const fg_session *s, const fg_request *q)
+{
+    fg_sample_params p = s->ro.sample;
+    unsigned m = q->set;
+    if (m & FG_REQ_SET_TEMPERATURE)
+        p.temperature = q->sample.temperature;
+    if (m & FG_REQ_SET_TOP_P)
+        p.top_p = q->sample.top_p;
+    if (m & FG_REQ_SET_TOP_K)
+        p.top_k = q->sample.top_k;
+    if (fgs_has_seed(q))
+        p.seed = q->sample.seed;
+    if (m & FG_REQ_SET_MIN_P)
+        p.min_p = q->min_p;
+    if (m & FG_REQ_SET_PRESENCE)
+        p.presence_penalty = q->presence_penalty;
+    if (m & FG_REQ_SET_FREQUENCY)
+        p.frequency_penalty = q->frequency_penalty;
+    if (m & FG_REQ_SET_REPETITION)
+        p.repetition_penalty = q->repetition_penalty;
+    return p;
+}
+
 static void resp_error(fg_response *r, int status, const char *type, const char *msg)
 {
     r->status = status;
@@ -323,7 +352,7 @@ static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_resp
         if (resp[i].status)
             continue;
         const fg_request *q = &reqs[i];
-        uint64_t base = q->has_seed ? 0 : (s->streams++ + 1) * (uint64_t)FG_REQ_MAX_N;
+        uint64_t base = fgs_has_seed(q) ? 0 : (s->streams++ + 1) * (uint64_t)FG_REQ_MAX_N;
         for (uint32_t c = 0; c < resp[i].n_choices; c++)
             (*items)[k++] = (fgs_item){i, c, q, &resp[i], resp[i].prompt_ids, resp[i].n_prompt,
                                        req_max_tokens(s, q), base + c, q->min_tokens};

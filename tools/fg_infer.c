@@ -2,6 +2,7 @@
  *
  *   fg-infer -m STORE -p PROMPT                      print a continuation
  *   fg-infer -m STORE -p TEXT --chat                 one chat turn (the chat template), the reply
+ *   fg-infer -m STORE --chat                         an interactive chat (standard input's lines)
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
  *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
@@ -218,7 +219,8 @@ static ta_opt k_opts[] = {
          "ordinary text"),
     FLAG("chat", g_a.r.chat, 1, "-p TEXT is one user message, rendered through the model's "
          "chat template (as transformers' apply_chat_template with add_generation_prompt); "
-         "prints the reply"),
+         "prints the reply; without -p: an interactive chat (a line a turn, the conversation "
+         "kept; Ctrl-D ends)"),
     SECTION("jobs", "each input line {\"id\", \"prompt\", \"max_new_tokens\", \"stop\", "
             "\"meta\"}, or \"messages\": [{\"role\", \"content\"}, ...] (and optional "
             "\"chat_template_kwargs\") for the chat template instead of \"prompt\"; a line that "
@@ -338,16 +340,19 @@ static void choose_mode(args *a)
         exit(2);
     }
     int dry = a->r.eo.plan_only;
-    int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl;
+    int chat_alone = a->r.chat && !a->r.prompt; /* the interactive chat */
+    int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl + chat_alone;
     if (dry && modes > 1)
         ta_die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
-    a->r.mode = a->ppl ? FG_RUN_PPL : a->r.prompt ? FG_RUN_PROMPT : a->r.input ? FG_RUN_JOBS
+    a->r.mode = a->ppl ? FG_RUN_PPL : a->r.prompt || chat_alone ? FG_RUN_PROMPT
+              : a->r.input ? FG_RUN_JOBS
               : a->r.prompt_len ? FG_RUN_SYNTHETIC : FG_RUN_DRY; /* DRY: the plan alone */
     int half_job = (modes == 1 && a->r.input && !a->r.output) || (a->r.output && !a->r.input);
     if (half_job || (dry && !modes))
         return;
     if (modes != 1 || (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
-        ta_die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
+        ta_die("choose one of -p PROMPT, --chat, --input/--output, --prompt-len/--gen-len, or "
+               "ppl --text");
 }
 
 static void parse_args(args *a, int argc, char **argv)
