@@ -152,7 +152,19 @@ typedef struct fg_job_result {
                             * error_type are written instead of text, tokens and finish_reason */
     const char *error_type; /* e.g. "context_length_exceeded", "invalid_prompt" */
     const int32_t *prompt_ids; /* non-NULL: written as "prompt_ids" ([prompt_tokens] ids) */
+    const fg_response *resp; /* non-NULL: the job's whole response (fg_session_generate's):
+                              * choices, log-probs and usage come from it, and text, tokens,
+                              * finish, prompt_tokens and error above are not read (a response
+                              * with status > 0 is the error result) */
 } fg_job_result;
+
+/* How OpenAI result lines name the model and spell tokens (log-probs need piece): model is
+ * copied (NULL: the line's own "model", else ""); piece and ctx (fg_oai_piece_fn of openai.h;
+ * fg_oai_tok_piece with a const fg_tok *) must stay valid while results are appended. */
+int fg_job_output_set_openai(fg_job_output *o, const char *model,
+                             int (*piece)(void *ctx, int32_t id, const char **bytes,
+                                          size_t *len),
+                             void *ctx, fg_err *err);
 
 /* Append results as JSON lines in one write (retried over short writes), then fdatasync when the
  * output is a regular file. Any failure names the output; it is sticky: later appends return
