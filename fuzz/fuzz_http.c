@@ -3,7 +3,8 @@
  * /tokenize and /detokenize turned into fg_requests; then the JSON answered for them
  * (serve/serve_out.c) from responses made of the input's own bytes.
  *
- * Input: "METHOD PATH\n" then the body. Checks, besides memory safety: a refused route is 404
+ * Input: "METHOD PATH\n" then the body (generation bodies go through jobs/openai.h's parser
+ * here as in the server). Checks, besides memory safety: a refused route is 404
  * or 405, a refused body 400 (or 500, out of memory) with a message, and its error object is
  * JSON; an accepted body keeps every documented rule (one prompt kind a request, ids inside
  * the vocabulary, n, logprobs, stops in range, fg_request_check passes); the response and
@@ -37,7 +38,7 @@ static void check_request(const fg_request *q)
 {
     int kinds = !!q->prompt + !!q->prompt_ids + !!q->messages;
     fg_err err;
-    if (kinds != 1 || q->n < 1 || q->n > FG_REQ_MAX_N || q->logprobs < -1 ||
+    if (kinds != 1 || q->n > FG_REQ_MAX_N || q->logprobs < -1 ||
         q->logprobs > FG_REQ_MAX_TOP_LOGPROBS || q->n_stops < 0 || q->n_stops > FG_REQ_MAX_STOPS ||
         !(q->sample.temperature >= 0 && q->sample.temperature <= 2) ||
         fg_request_check(q, &err))
@@ -95,13 +96,14 @@ static void answer(const srv_body *b, const uint8_t *data, size_t size)
     text[size] = 0;
     for (uint32_t i = 0; r && i < b->n_reqs; i++) {
         const fg_request *q = &b->reqs[i];
-        r[i].n_choices = q->n;
-        r[i].choices = calloc(q->n, sizeof *r[i].choices);
+        uint32_t n = q->n ? q->n : 1;
+        r[i].n_choices = n;
+        r[i].choices = calloc(n, sizeof *r[i].choices);
         r[i].prompt_ids = ids;
         r[i].n_prompt = 4;
         r[i].prompt_logprob = lp;
         r[i].prompt_top = top;
-        for (uint32_t j = 0; r[i].choices && j < q->n; j++)
+        for (uint32_t j = 0; r[i].choices && j < n; j++)
             r[i].choices[j] = (fg_choice){text, ids, 4, 1 + (int)(j % 3), lp,
                                           q->logprobs > 0 ? top : NULL,
                                           q->logprobs > 0 ? (uint32_t)q->logprobs : 0};

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "openai.h"
 #include "request.h"
 #include "serve.h"
 #include "session.h"
@@ -21,7 +22,8 @@
 typedef struct srv_error {
     int status;            /* HTTP status: 400, 401, 404, 405, 413, 429, 500, 503 */
     const char *type;      /* static: "invalid_request_error", ... */
-    const char *param;     /* static or NULL: the field at fault */
+    const char *param;     /* static, param_buf, or NULL: the field at fault */
+    char param_buf[64];
     char message[FG_ERR_MSG_MAX];
 } srv_error;
 
@@ -42,17 +44,15 @@ srv_route srv_route_of(const char *method, const char *url, srv_error *e);
 const char *srv_route_name(srv_route r); /* "completions", ... for /metrics labels */
 
 /* A parsed /v1/completions or /v1/chat/completions body: one fg_request a prompt (a list of
- * prompts is several), sharing the sampling fields. Owns everything reqs point into. */
+ * prompts is several), sharing the other fields. Owns everything reqs point into. */
 typedef struct srv_body {
-    json_t *root;          /* the body (strings of reqs point into it) */
     int chat;
-    fg_request *reqs;      /* [n_reqs] */
+    fg_oai_body *bodies;   /* [n_reqs] jobs/openai.h's parsed bodies (own the strings) */
+    fg_request *reqs;      /* [n_reqs] their requests */
     uint32_t n_reqs;
     uint32_t n;            /* choices a prompt */
     int stream, include_usage;
-    int chat_logprobs;     /* chat: "logprobs": true (reqs' logprobs = top_logprobs) */
-    char *messages;        /* chat: the messages array as JSON text (owned) */
-    char *kwargs;          /* chat: chat_template_kwargs as JSON text (owned), or NULL */
+    int chat_logprobs;     /* chat: "logprobs": true */
 } srv_body;
 
 /* Parse body[0..len) for the completions (chat 0) or chat endpoint. vocab: ids of token

@@ -116,6 +116,10 @@ static ta_opt k_opts[] = {
     SECTION("requests", "a request's own fields (max_tokens, temperature, ...) override these"),
     UINT("max-new-tokens", R.max_new, 1, 1 << 20, "N", "max_tokens when a request gives none: "
          "256"),
+    {.kind = TA_FLOAT, .name = "temperature", .dst = &R.sample.temperature, .size = 4,
+     .arg = "F", .help = "temperature when a request gives none: 1, as OpenAI's (0: greedy)"},
+    {.kind = TA_UINT, .name = "seed", .dst = &R.sample.seed, .size = 8, .lo = 0,
+     .hi = UINT64_MAX, .arg = "N", .help = "the sampler's seed when a request gives none (0)"},
     UINT("max-context", R.eo.max_ctx, 2, 1 << 20, "N", "the longest prompt + generation (the "
          "model's positions)"),
     UINT("max-seqs", g_a.s.session.max_seqs, 1, 4096, "N", "sequences a block: requests "
@@ -189,6 +193,7 @@ static void parse_args(args *a, int argc, char **argv)
     a->s.batch_wait_ms = 20;
     a->s.session.run.max_new = 256;
     a->s.session.run.sample.top_p = 1.0f;
+    a->s.session.run.sample.temperature = 1.0f; /* OpenAI's default */
     a->s.session.run.eo.policy = fg_policy_default();
     a->s.session.run.eo.compute = FG_COMPUTE_INT8;
     a->s.session.run.policy_auto = -1;
