@@ -40,7 +40,7 @@ static void check_request(const fg_request *q)
     fg_err err;
     if (kinds != 1 || q->n > FG_REQ_MAX_N || q->logprobs < -1 ||
         q->logprobs > FG_REQ_MAX_TOP_LOGPROBS || q->n_stops < 0 || q->n_stops > FG_REQ_MAX_STOPS ||
-        !(q->sample.temperature >= 0 && q->sample.temperature <= 2) ||
+        !(q->sample.temperature >= 0 && isfinite(q->sample.temperature)) ||
         fg_request_check(q, &err))
         abort();
     for (int i = 0; i < q->n_stops; i++)
