@@ -26,6 +26,7 @@ int srv_error_set(srv_error *e, int status, const char *type, const char *param,
     e->status = status;
     e->type = type;
     e->param = param;
+    e->allow = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -66,6 +67,7 @@ srv_route srv_route_of(const char *method, const char *url, srv_error *e)
             return k_routes[i].route;
         srv_error_set(e, 405, "invalid_request_error", NULL, "%s %.*s: the method is %s",
                       method, (int)(n > 200 ? 200 : n), url, k_routes[i].method);
+        e->allow = k_routes[i].method;
         return SRV_ROUTE_NONE;
     }
     srv_error_set(e, 404, "not_found_error", NULL, "no route %.*s (see docs/serve.md)",

@@ -41,8 +41,8 @@ typedef struct conn {
     srv_error err;
 } conn;
 
-static enum MHD_Result reply(struct MHD_Connection *c, srv *v, srv_route r, int status,
-                             const char *body, const char *type)
+static enum MHD_Result reply_allow(struct MHD_Connection *c, srv *v, srv_route r, int status,
+                                   const char *body, const char *type, const char *allow)
 {
     struct MHD_Response *res = MHD_create_response_from_buffer(strlen(body), (void *)body,
                                                                MHD_RESPMEM_MUST_COPY);
@@ -51,15 +51,20 @@ static enum MHD_Result reply(struct MHD_Connection *c, srv *v, srv_route r, int 
     MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 401)
         MHD_add_response_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (status == 405)
-        MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW,
-                                r == SRV_ROUTE_NONE ? "GET, POST" : "GET");
+    if (allow)
+        MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, res);
     MHD_destroy_response(res);
     pthread_mutex_lock(&v->mu);
     srv_count_locked(v, r, status);
     pthread_mutex_unlock(&v->mu);
     return rc;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, srv *v, srv_route r, int status,
+                             const char *body, const char *type)
+{
+    return reply_allow(c, v, r, status, body, type, NULL);
 }
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, srv *v, srv_route r, int status,
@@ -72,7 +77,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, srv *v, srv_route r
                                    const srv_error *e)
 {
     char *s = srv_out_error(e);
-    enum MHD_Result rc = reply_json(c, v, r, e->status, s);
+    enum MHD_Result rc = reply_allow(c, v, r, e->status, s, "application/json",
+                                     e->status == 405 ? e->allow : NULL);
     srv_out_free(s);
     return rc;
 }

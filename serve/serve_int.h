@@ -24,6 +24,7 @@ typedef struct srv_error {
     const char *type;      /* static: "invalid_request_error", ... */
     const char *param;     /* static, param_buf, or NULL: the field at fault */
     char param_buf[64];
+    const char *allow;     /* 405: the route's method (static) */
     char message[FG_ERR_MSG_MAX];
 } srv_error;
 

@@ -101,7 +101,7 @@ char *srv_metrics_text(srv *v)
     pthread_mutex_lock(&v->mu);
     put(&b, "# HELP fg_requests_total HTTP requests answered, by route and status class\n"
             "# TYPE fg_requests_total counter\n");
-    for (int r = SRV_HEALTH; r <= SRV_METRICS; r++)
+    for (int r = SRV_ROUTE_NONE; r <= SRV_METRICS; r++) /* NONE: "other" (404, 405) */
         for (int c = 0; c < 6; c++)
             if (v->req_count[r][c])
                 put(&b, "fg_requests_total{route=\"%s\",status=\"%s\"} %" PRIu64 "\n",

@@ -241,6 +241,12 @@ def errors(c, model, port):
     err_of(*req(port, "GET", "/v1/nothing"), 404, "no route")
     err_of(*req(port, "GET", "/../../etc/passwd"), 404, "a path outside")
     err_of(*req(port, "GET", "/v1/completions"), 405, "GET completions")
+    c405 = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c405.request("DELETE", "/tokenize")
+    r405 = c405.getresponse()
+    r405.read()
+    check(r405.status == 405 and r405.getheader("Allow") == "POST", "405's Allow header")
+    c405.close()
     # a Content-Length over --max-body: refused before any of the body is read
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
