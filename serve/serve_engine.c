@@ -432,25 +432,45 @@ static uint32_t queued_seqs_locked(const srv *v)
     return n;
 }
 
-/* Clients answered together by the last block send their next requests a moment apart: wait
- * up to batch_wait_ms for them while fewer sequences are queued than the last block ran (and
- * than a block holds), so one early request does not start a nearly empty block that the
- * others then wait behind. A lone client (the last block had one sequence) never waits. */
+static struct timespec after_ms(uint64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t ns = (uint64_t)t.tv_nsec + ms * 1000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u);
+    t.tv_nsec = (long)(ns % 1000000000u);
+    return t;
+}
+
+static int before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Clients answered together by the last block send their next requests some moments apart:
+ * while fewer sequences are queued than the last block ran (and than a block holds), wait for
+ * more as long as they keep coming (batch_wait_ms since the last arrival, 10 x batch_wait_ms at
+ * most), so one early request does not start a nearly empty block that the others then wait
+ * behind. A lone client (the last block had one sequence) never waits. */
 static void gather_locked(srv *v)
 {
     uint32_t block = v->info.block_seqs ? v->info.block_seqs : 1;
     if (!v->o.batch_wait_ms || v->stopping)
         return;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)v->o.batch_wait_ms * 1000000u;
-    until.tv_sec += (time_t)(ns / 1000000000u);
-    until.tv_nsec = (long)(ns % 1000000000u);
+    struct timespec cap = after_ms(10ull * v->o.batch_wait_ms);
+    uint32_t seen = queued_seqs_locked(v);
     for (;;) {
+        struct timespec until = after_ms(v->o.batch_wait_ms);
+        if (before(&cap, &until))
+            until = cap;
         uint32_t q = queued_seqs_locked(v);
-        if (q >= block || q >= v->last_seqs || v->stopping ||
-            pthread_cond_timedwait(&v->cond, &v->mu, &until))
+        if (q >= block || q >= v->last_seqs || v->stopping)
             return;
+        if (pthread_cond_timedwait(&v->cond, &v->mu, &until)) {
+            if (queued_seqs_locked(v) == seen || !before(&until, &cap))
+                return; /* nothing came for batch_wait_ms, or the cap */
+        }
+        seen = queued_seqs_locked(v);
     }
 }
 
@@ -491,6 +511,8 @@ void *srv_engine_main(void *arg)
             seqs += job_seqs(gen[i]);
         if (ngen) {
             v->last_seqs = seqs;
+            if (getenv("FG_SERVE_TRACE_BLOCKS"))
+                fprintf(v->o.log, "fg-serve: block: %u requests, %u sequences\n", ngen, seqs);
             run_generate(v, gen, ngen);
         }
         pthread_mutex_lock(&v->mu);
