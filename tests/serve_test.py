@@ -345,6 +345,16 @@ def drain(store):
     """6: SIGTERM with a request running: it completes, exit 0."""
     p, port, log = start(store, "--quiet")
     wait_ready(port)
+    # the port taken: one line naming it, exit 1; usage errors exit 2
+    r = subprocess.run([SERVE, "-m", store, "--port", str(port)], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 1 and f"port {port}" in r.stderr and r.stderr.count("\n") <= 2,
+          f"a taken port: exit {r.returncode}, {r.stderr!r}")
+    for bad in ([], ["-m", store, "--port", "70000"], ["-m", store, "--host", "localhost"]):
+        r = subprocess.run([SERVE, *bad], capture_output=True, text=True, timeout=60)
+        want = 1 if "--host" in bad else 2
+        check(r.returncode == want and r.stderr.startswith("fg-serve: "),
+              f"fg-serve {' '.join(bad)}: exit {r.returncode}, {r.stderr!r}")
     out = {}
 
     def long_one():
