@@ -401,6 +401,21 @@ static int make_vocab(srv *v, fg_err *err)
     return FG_OK;
 }
 
+/* One token generated at load, so that what the first block pays once (buffers, the KV file,
+ * the weights' first reads) is paid before /health says ready, not by the first client. */
+static void warm_up(srv *v)
+{
+    int32_t id = v->info.bos_id >= 0 ? v->info.bos_id : 0;
+    fg_request q = {.prompt_ids = &id, .n_prompt_ids = 1, .max_tokens = 1, .n = 1,
+                    .logprobs = -1};
+    fg_response r = {0};
+    fg_err err;
+    if (fg_session_generate(v->s, &q, 1, NULL, NULL, &r, &err) == FG_OK && r.status &&
+        !v->o.quiet)
+        fprintf(v->o.log, "fg-serve: warm-up request refused: %s\n", r.error);
+    fg_response_clear(&r);
+}
+
 static void open_session(srv *v)
 {
     fg_err err = {0};
@@ -412,6 +427,8 @@ static void open_session(srv *v)
         snprintf(v->model_name, sizeof v->model_name, "%s",
                  v->info.model_name ? v->info.model_name : "fg");
         rc = make_vocab(v, &err);
+        if (!rc)
+            warm_up(v);
     }
     pthread_mutex_lock(&v->mu);
     if (rc) {
