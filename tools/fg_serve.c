@@ -109,9 +109,9 @@ static ta_opt k_opts[] = {
     UINT("max-conns", g_a.s.max_conns, 1, 65536, "N", "connections at once: 256"),
     UINT("timeout", g_a.s.timeout_s, 1, 86400, "S", "an idle or stalled connection is closed "
          "after S seconds: 30"),
-    UINT("batch-wait", g_a.s.batch_wait_ms, 0, 10000, "MS", "wait up to MS ms for the clients "
-         "of the last block to send their next requests before a smaller block starts: 20 "
-         "(0: never)"),
+    UINT("batch-wait", g_a.s.batch_wait_ms, 0, 10000, "MS", "before a block smaller than the "
+         "last one starts, wait for more requests while they keep coming (MS ms since the last "
+         "arrival, 10 x MS at most): 20 (0: never)"),
     FLAG("quiet", g_a.s.quiet, 1, "no notices"),
     SECTION("requests", "a request's own fields (max_tokens, temperature, ...) override these"),
     UINT("max-new-tokens", R.max_new, 1, 1 << 20, "N", "max_tokens when a request gives none: "
@@ -205,6 +205,8 @@ static void parse_args(args *a, int argc, char **argv)
         exit(2);
     }
     fg_run_opts *r = &a->s.session.run;
+    if (r->sample.temperature < 0)
+        ta_die("--temperature %g: 0 (greedy) or above", (double)r->sample.temperature);
     if (r->eo.backend != FG_BACKEND_CPU) {
         r->eo.policy.cpu_attention = a->cpu_cache == 1;
         r->attn_search = a->cpu_cache < 0;
