@@ -109,6 +109,7 @@ int fg_session_open(const fg_session_opts *opts, fg_session **out, fg_err *err)
     s->ro.prompt = s->ro.input = s->ro.output = NULL;
     s->ro.chat = 0;
     s->ro.resume = 0;
+    s->ro.rolling = 0;
     int rc = s->ro.model ? fg_run_opts_check(&s->ro, err)
                          : fg_err_set(err, FG_ERR_INVALID_ARG, "no store (-m)");
     s->ro.mode = FG_RUN_JOBS;
