@@ -221,6 +221,12 @@ static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
     return at >= 0 || c->cancelled[x->it->req];
 }
 
+static void on_tick(void *ctx, uint64_t tokens)
+{
+    fgr_tick *t = ctx;
+    fg_progress_update(&t->bar, t->base + tokens);
+}
+
 /* ---- the block ---- */
 
 static void free_blk(blk *b)
@@ -310,7 +316,8 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
     blk b = {c, NULL, NULL, 0, fg_engine_hparams(s->r.e)->vocab_size};
     int want_lp = 0;
     int rc = make_seqs(&b, items, n, &want_lp, err);
-    fg_gen_hooks h = {on_token, &b, NULL, NULL, want_lp ? on_logits : NULL, &b};
+    fg_gen_hooks h = {on_token, &b, s->tick ? on_tick : NULL, s->tick,
+                      want_lp ? on_logits : NULL, &b};
     for (uint32_t i = 0; rc == FG_OK && c->on_piece && i < n; i++)
         if (items[i].q->echo && !c->cancelled[items[i].req])
             echo_piece(c, &items[i]);
@@ -321,6 +328,10 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
         s->r.rep.decode_s += gs.decode_s;
         s->r.rep.tokens += gs.new_tokens;
         s->r.rep.prompts += n;
+        s->r.rep.prompt_cached += gs.prompt_cached;
+        s->r.rep.prompt_computed += gs.prompt_computed;
+        if (s->tick)
+            s->tick->base += gs.new_tokens;
     }
     if (rc == FG_OK && fgs_interrupted(s))
         rc = fg_err_set(err, FG_ERR_STATE, "interrupted");
