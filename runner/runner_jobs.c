@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "openai.h"
 #include "session_int.h"
 
 /* ---- JSONL jobs ----
@@ -377,6 +378,9 @@ int fgr_run_jobs(fgr_run *r, fg_err *err)
     if (rc == FG_OK)
         rc = open_session(r, &j, P, G, complete ? total - n_done : 0, err);
     fgr_run *sr = j.s ? fgs_run(j.s) : r; /* the session's run: its engine, cache, report */
+    if (rc == FG_OK) /* OpenAI lines: the store's name as their model, the tokens' spelling */
+        rc = fg_job_output_set_openai(j.outp, fg_session_info_get(j.s)->model_name,
+                                      fg_oai_tok_piece, sr->tok, err);
     if (rc == FG_OK && sr->pfx && complete)
         rc = share_jobs(sr, j.outp, err);
     if (rc == FG_OK)

@@ -377,7 +377,7 @@ static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_resp
     return FG_OK;
 }
 
-/* ---- echo: the prompt's log-probs and text ---- */
+/* ---- echo: the prompt's log-probs (its text is the writers' to put first) ---- */
 
 typedef struct echo_ctx {
     const fg_request *reqs;
@@ -432,32 +432,6 @@ static int echo_logprobs(fg_session *s, const fg_request *reqs, fg_response *res
     free(lens);
     free(map);
     return rc;
-}
-
-/* With echo the prompt's text comes first in each choice's text. */
-static int echo_text(fg_session *s, const fg_request *q, fg_response *r, fg_err *err)
-{
-    char *p = q->prompt ? strdup(q->prompt) : NULL;
-    if (!q->prompt && fg_session_detokenize(s, r->prompt_ids, r->n_prompt, 1, &p, err))
-        return err->code;
-    if (!p)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    size_t lp = strlen(p);
-    for (uint32_t c = 0; c < r->n_choices; c++) {
-        fg_choice *ch = &r->choices[c];
-        size_t lt = strlen(ch->text);
-        char *t = malloc(lp + lt + 1);
-        if (!t) {
-            free(p);
-            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        }
-        memcpy(t, p, lp);
-        memcpy(t + lp, ch->text, lt + 1);
-        free(ch->text);
-        ch->text = t;
-    }
-    free(p);
-    return FG_OK;
 }
 
 /* Run the items in blocks. */
@@ -531,9 +505,6 @@ static int generate(fg_session *s, const fg_request *reqs, uint32_t n, const uin
         rc = make_items(s, reqs, n, resp, streams, &items, &ni, err);
     if (rc == FG_OK)
         rc = run_items(&c, items, ni, err);
-    for (uint32_t i = 0; rc == FG_OK && i < n; i++)
-        if (!resp[i].status && reqs[i].echo)
-            rc = echo_text(s, &reqs[i], &resp[i], err);
     if (c.cancelled)
         finish_resps(&c, resp, n, rc, err);
     free(items);

@@ -182,20 +182,6 @@ static int send_piece(blk *b, uint32_t seq, const char *text, size_t upto, int f
     return stop;
 }
 
-/* With echo the prompt's text is the choice's first piece (its ids: the prompt's). */
-static void echo_piece(fgs_call *c, const fgs_item *it)
-{
-    char *p = NULL;
-    fg_err e;
-    if (!it->q->prompt && fg_session_detokenize(c->s, it->ids, it->n, 1, &p, &e))
-        return;
-    const char *t = it->q->prompt ? it->q->prompt : p;
-    if (c->on_piece(c->piece_ctx, it->req, it->choice, t, strlen(t), it->ids, NULL, it->n,
-                    FG_FINISH_NONE))
-        c->cancelled[it->req] = 1;
-    free(p);
-}
-
 static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
 {
     blk *b = ctx;
@@ -318,9 +304,6 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
     int rc = make_seqs(&b, items, n, &want_lp, err);
     fg_gen_hooks h = {on_token, &b, s->tick ? on_tick : NULL, s->tick,
                       want_lp ? on_logits : NULL, &b};
-    for (uint32_t i = 0; rc == FG_OK && c->on_piece && i < n; i++)
-        if (items[i].q->echo && !c->cancelled[items[i].req])
-            echo_piece(c, &items[i]);
     fg_gen_stats gs;
     if (rc == FG_OK) {
         rc = fg_engine_generate(s->r.e, b.seqs, n, &h, &gs, err);
