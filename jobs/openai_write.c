@@ -10,8 +10,10 @@
  * - Completions' top_logprobs at a position: the n_top alternatives and the chosen token (so up
  *   to logprobs + 1 entries, as OpenAI documents), keyed by token string (the more likely kept
  *   when two tokens share a string); text_offset: each token's offset, in characters, into the
- *   choice's "text" (with echo the prompt's text comes first, from 0).
- * Everything is built as jansson values and dumped compact, ASCII-escaped, in insertion order.
+ *   choice's "text" (with echo the prompt's text comes first, from 0): the character that holds
+ *   the token's first byte, so a piece that starts inside a character points at it.
+ * Everything is built as jansson values and dumped compact, ASCII-escaped, in insertion order,
+ * reals to 9 significant digits (a float's log-prob round-trips).
  */
 #define _GNU_SOURCE
 #include "jobs_int.h"
@@ -24,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DUMP_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)
+#define DUMP_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9))
 
 int fg_oai_tok_piece(void *ctx, int32_t id, const char **bytes, size_t *len)
 {
@@ -41,15 +43,6 @@ static json_t *lp_value(float lp)
     if (isnan(lp))
         return json_null();
     return json_real(isinf(lp) ? -9999.0 : (double)lp);
-}
-
-/* Characters in UTF-8 text (valid: sanitized). */
-static size_t n_chars(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
 }
 
 /* One token as text (malloc'd, U+FFFD for invalid UTF-8) and, when raw is non-NULL, its bytes
@@ -74,7 +67,7 @@ static char *token_text(const fg_oai_meta *m, int32_t id, json_t **raw)
 
 typedef struct legacy {
     json_t *tokens, *lps, *tops, *offs;
-    size_t at; /* characters so far */
+    size_t at; /* characters begun so far (UTF-8 lead bytes of the pieces) */
     int ok;
 } legacy;
 
@@ -87,10 +80,16 @@ static void legacy_add(legacy *L, const fg_oai_meta *m, int32_t id, float lp,
         L->ok = 0;
         return;
     }
+    const char *b = "";
+    size_t nb = 0;
+    m->piece(m->piece_ctx, id, &b, &nb); /* succeeded in token_text */
     json_array_append_new(L->tokens, json_string(t));
     json_array_append_new(L->lps, lp_value(lp));
-    json_array_append_new(L->offs, json_integer((json_int_t)L->at));
-    L->at += n_chars(t);
+    /* the character holding the token's first byte (a piece may start inside one) */
+    size_t at = L->at - (nb && ((unsigned char)b[0] & 0xC0) == 0x80 && L->at);
+    json_array_append_new(L->offs, json_integer((json_int_t)at));
+    for (size_t i = 0; i < nb; i++)
+        L->at += ((unsigned char)b[i] & 0xC0) != 0x80;
     json_t *d = null_top ? json_null() : json_object();
     for (uint32_t k = 0; d && !null_top && k <= n_top; k++) {
         int32_t tid = k < n_top ? top[k].id : id;

@@ -7,6 +7,7 @@
  *   runner_modes.c    the run modes: -p (streamed), synthetic, perplexity, the plan alone,
  *                     calibration
  *   runner_chat.c     --chat without -p: the interactive chat, through the session
+ *   runner_score.c    fg-infer score: pairs' (or texts') log-likelihoods, resumable
  *   session*.c        the session API (session.h, session_int.h): what fg-serve, Python and
  *                     the chat run through
  *   runner_jobs.c     JSONL jobs: sized, packed into blocks, answered, resumable
@@ -99,6 +100,8 @@ int fgr_write_out(fgr_run *r, const char *text, fg_err *err);
 int fgr_run_prompt(fgr_run *r, fg_err *err);
 /* --chat without -p: the interactive chat (runner_chat.c) */
 int fgr_run_chat(fgr_run *r, fg_err *err);
+/* fg-infer score (runner_score.c) */
+int fgr_run_score(fgr_run *r, fg_err *err);
 int fgr_run_synthetic(fgr_run *r, fg_err *err);
 int fgr_run_ppl(fgr_run *r, fg_err *err);
 int fgr_run_dry(fgr_run *r, fg_err *err);

@@ -6,6 +6,8 @@
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
  *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
+ *   fg-infer score -m STORE --input PAIRS.jsonl --output OUT.jsonl [--rolling] [--resume]
+ *                                                    log-likelihoods (lm-eval's requests)
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
  *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
@@ -40,7 +42,7 @@
 
 typedef struct args {
     fg_run_opts r;
-    int ppl, calibrate;   /* the first word */
+    int ppl, calibrate, score; /* the first word */
     const char *placement; /* the first of --percent, --gpu-batch-size, --num-gpu-batches given */
     int cpu_cache;       /* --cpu-cache-compute[=true|false]: 1, 0; -1 not given */
     uint32_t gen_len;
@@ -185,6 +187,8 @@ static ta_opt k_opts[] = {
     UINT("window", g_a.r.window, 2, 1 << 20, "N", "ppl: tokens a window (the model's context)"),
     UINT("max-tokens", g_a.r.max_tokens, 1, UINT64_MAX, "N", "ppl: score at most N tokens"),
     FLAG("quick", g_a.r.calibrate_quick, 1, "calibrate: the quick measurement"),
+    FLAG("rolling", g_a.r.rolling, 1, "score: lines {\"id\", \"text\"}: the text's rolling "
+         "log-likelihood (lm-eval's loglikelihood_rolling) instead of context/continuation pairs"),
     SECTION("generation", NULL),
     UINT("max-new-tokens", g_a.r.max_new, 1, 1 << 20, "N", "new tokens a prompt (32)"),
     FLOAT("temperature", g_a.r.sample.temperature, "F", "0 = greedy (the default)"),
@@ -319,6 +323,7 @@ static const ta_cmd k_cmd = {
     "usage: fg-infer -m STORE (-p PROMPT | --input IN.jsonl --output OUT.jsonl [--resume]\n"
     "                | --prompt-len N --gen-len N) [options]\n"
     "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
+    "       fg-infer score -m STORE --input PAIRS.jsonl --output OUT.jsonl [--rolling] [--resume]\n"
     "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n",
     k_opts, "bad option or missing value:", 0, NULL, NULL,
 };
@@ -340,6 +345,16 @@ static void choose_mode(args *a)
         exit(2);
     }
     int dry = a->r.eo.plan_only;
+    if (a->score) {
+        if (a->r.prompt || a->r.prompt_len || a->r.chat)
+            ta_die("fg-infer score reads --input PAIRS.jsonl: no -p, --chat or --prompt-len");
+        if (!a->r.input || !a->r.output)
+            ta_die("fg-infer score needs --input PAIRS.jsonl and --output OUT.jsonl");
+        a->r.mode = FG_RUN_SCORE;
+        return;
+    }
+    if (a->r.rolling)
+        ta_die("--rolling belongs to fg-infer score");
     int chat_alone = a->r.chat && !a->r.prompt; /* the interactive chat */
     int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl + chat_alone;
     if (dry && modes > 1)
@@ -364,9 +379,11 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.eo.compute = FG_COMPUTE_INT8; /* README "Accuracy of the compressions": within 0.03% */
     a->r.policy_auto = -1;
     a->dist_timeout = 300;
-    if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
+    if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate") ||
+                     !strcmp(argv[1], "score"))) {
         a->ppl = !strcmp(argv[1], "ppl");
-        a->calibrate = !a->ppl;
+        a->score = !strcmp(argv[1], "score");
+        a->calibrate = !a->ppl && !a->score;
         argv++;
         argc--;
     }
