@@ -1,7 +1,8 @@
 /* fuzz_http.c - libFuzzer target for fg-serve's request glue (serve/serve_body.c): the route
  * of a method and path, and the JSON bodies of /v1/completions, /v1/chat/completions,
  * /tokenize and /detokenize turned into fg_requests; then the JSON answered for them
- * (serve/serve_out.c) from responses made of the input's own bytes.
+ * (serve/serve_out.c over jobs/openai.h's writers) from responses made of the input's own
+ * bytes.
  *
  * Input: "METHOD PATH\n" then the body (generation bodies go through jobs/openai.h's parser
  * here as in the server). Checks, besides memory safety: a refused route is 404
@@ -74,14 +75,15 @@ static void answer(const srv_body *b, const uint8_t *data, size_t size)
 {
     static srv_vocab vocab;
     static char *texts[VOCAB];
+    static size_t lens[VOCAB];
     if (!vocab.text) { /* tokens' text: bytes that are not all valid UTF-8 */
         for (int i = 0; i < VOCAB; i++) {
             char t[4] = {(char)(i & 0xff), (char)(0x80 | (i >> 8)), (char)i ? 'x' : 0, 0};
-            json_t *s = srv_json_text(t, strlen(t));
-            texts[i] = strdup(s ? json_string_value(s) : "");
-            json_decref(s);
+            texts[i] = strdup(t);
+            lens[i] = strlen(t);
         }
         vocab.text = texts;
+        vocab.len = lens;
         vocab.n = VOCAB;
     }
     srv_out_ctx c = {"model", "cmpl-1", 1, &vocab};
@@ -111,7 +113,7 @@ static void answer(const srv_body *b, const uint8_t *data, size_t size)
     if (r && (b->n_reqs == 0 || r[b->n_reqs - 1].choices))
         check_json_text(srv_out_response(&c, b, r), 0);
     fg_token_lp plp[4] = {{1, -1}, {2, NAN}, {3, -INFINITY}, {4, 0}};
-    check_json_text(srv_out_chunk(&c, b, 0, text, size, ids, plp, 4, 0, (int)(size % 4), 1), 1);
+    check_json_text(srv_out_chunk(&c, b, 0, text, size, ids, plp, 4, (int)(size % 4), 1), 1);
     check_json_text(srv_out_usage_chunk(&c, b, 3, 4), 1);
     for (uint32_t i = 0; r && i < b->n_reqs; i++)
         free(r[i].choices);

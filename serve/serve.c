@@ -23,6 +23,7 @@ static void srv_free(srv *v)
     for (uint32_t i = 0; v->vocab.text && i < v->vocab.n; i++)
         free(v->vocab.text[i]);
     free(v->vocab.text);
+    free(v->vocab.len);
     fg_session_close(v->s);
     pthread_cond_destroy(&v->cond);
     pthread_mutex_destroy(&v->mu);

@@ -152,7 +152,8 @@ static void run_tokenize(srv *v, srv_job *j)
     for (uint32_t i = 0; i < n; i++) {
         json_array_append_new(a, json_integer(ids[i]));
         if ((uint32_t)ids[i] < v->vocab.n)
-            json_array_append_new(strs, json_string(v->vocab.text[ids[i]]));
+            json_array_append_new(strs, srv_json_text(v->vocab.text[ids[i]],
+                                                      v->vocab.len[ids[i]]));
     }
     json_object_set_new(o, "count", json_integer(n));
     json_object_set_new(o, "max_model_len", json_integer(v->info.max_ctx));
@@ -194,6 +195,33 @@ static void out_ctx(const srv *v, const srv_job *j, srv_out_ctx *c)
     c->vocab = &v->vocab;
 }
 
+/* With echo, a streamed choice starts with the prompt's text: as given, or its tokens' text
+ * (as the writers put it first in a whole response). NULL without echo. */
+static char *echo_chunk(srv *v, const srv_job *j, const srv_out_ctx *c, uint32_t p,
+                        uint32_t index)
+{
+    const fg_request *q = &j->body.reqs[p];
+    if (!q->echo)
+        return NULL;
+    if (q->prompt)
+        return srv_out_chunk(c, &j->body, index, q->prompt, strlen(q->prompt), NULL, NULL, 0,
+                             FG_FINISH_NONE, 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (uint32_t i = 0; f && i < q->n_prompt_ids; i++) {
+        const char *b;
+        size_t n;
+        srv_vocab_piece(&v->vocab, q->prompt_ids[i], &b, &n);
+        fwrite(b, 1, n, f);
+    }
+    if (!f || fclose(f))
+        return NULL;
+    char *ev = srv_out_chunk(c, &j->body, index, buf, len, NULL, NULL, 0, FG_FINISH_NONE, 1);
+    free(buf);
+    return ev;
+}
+
 static int on_piece(void *ctx, uint32_t req, uint32_t choice, const char *piece, size_t len,
                     const int32_t *ids, const fg_token_lp *lp, uint32_t n_ids, int finish)
 {
@@ -221,9 +249,14 @@ static int on_piece(void *ctx, uint32_t req, uint32_t choice, const char *piece,
         return 0;
     srv_out_ctx c;
     out_ctx(v, j, &c);
-    /* the session streams each token's own log-prob, not its alternatives (n_top 0) */
-    ev = srv_out_chunk(&c, &j->body, index, piece, len, ids, lp, n_ids, 0, finish, first);
+    char *echo = first ? echo_chunk(v, j, &c, g->prompt_of[req], index) : NULL;
+    /* the session streams each token's own log-prob, not its alternatives */
+    ev = srv_out_chunk(&c, &j->body, index, piece, len, ids, lp, n_ids, finish,
+                       first && !echo);
     pthread_mutex_lock(&v->mu);
+    if (echo)
+        stream_put_locked(j, echo);
+    free(echo);
     if (ev) {
         stream_put_locked(j, ev);
         j->first_sent[index] = 1;
@@ -380,24 +413,53 @@ static uint32_t take_locked(srv *v, srv_job **tok, uint32_t *ntok, srv_job **gen
     return ngen;
 }
 
+/* The neutral token the table's decodes start with: "a" alone, else none (-1). */
+static int32_t neutral_token(srv *v, char **prefix)
+{
+    int32_t *ids = NULL, x = -1;
+    uint32_t n = 0;
+    fg_err err;
+    *prefix = NULL;
+    if (fg_session_tokenize(v->s, "a", 0, &ids, &n, &err) == FG_OK && n == 1 &&
+        fg_session_detokenize(v->s, ids, 1, 0, prefix, &err) == FG_OK)
+        x = ids[0];
+    free(ids);
+    return x;
+}
+
+/* Each id's text as it decodes after the neutral token (decode([x, id]) less decode([x])), so a
+ * SentencePiece token keeps the leading space a lone decode drops; the lone decode otherwise. */
 static int make_vocab(srv *v, fg_err *err)
 {
     uint32_t n = v->info.vocab_size;
+    char *prefix = NULL;
+    int32_t x = neutral_token(v, &prefix);
+    size_t pl = prefix ? strlen(prefix) : 0;
     v->vocab.text = calloc(n ? n : 1, sizeof *v->vocab.text);
-    if (!v->vocab.text)
+    v->vocab.len = calloc(n ? n : 1, sizeof *v->vocab.len);
+    if (!v->vocab.text || !v->vocab.len) {
+        free(prefix);
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the token strings");
-    for (uint32_t i = 0; i < n; i++) {
-        char *t = NULL;
-        int32_t id = (int32_t)i;
-        fg_err e2;
-        if (fg_session_detokenize(v->s, &id, 1, 0, &t, &e2))
-            t = NULL;
-        json_t *s = t ? srv_json_text(t, strlen(t)) : NULL; /* valid UTF-8 */
-        v->vocab.text[i] = strdup(s ? json_string_value(s) : "");
-        json_decref(s);
-        free(t);
     }
     v->vocab.n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        char *t = NULL;
+        int32_t pair[2] = {x, (int32_t)i};
+        fg_err e2;
+        int ok = x >= 0 && fg_session_detokenize(v->s, pair, 2, 0, &t, &e2) == FG_OK &&
+                 !strncmp(t, prefix, pl);
+        if (ok)
+            memmove(t, t + pl, strlen(t + pl) + 1);
+        else if (free(t), t = NULL, fg_session_detokenize(v->s, pair + 1, 1, 0, &t, &e2))
+            t = NULL;
+        v->vocab.text[i] = t ? t : strdup("");
+        if (!v->vocab.text[i]) {
+            free(prefix);
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the token strings");
+        }
+        v->vocab.len[i] = strlen(v->vocab.text[i]);
+    }
+    free(prefix);
     return FG_OK;
 }
 

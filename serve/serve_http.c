@@ -130,7 +130,9 @@ static enum MHD_Result do_models(struct MHD_Connection *c, srv *v)
 
 static json_t *token_or_null(const srv *v, int32_t id)
 {
-    return id >= 0 && (uint32_t)id < v->vocab.n ? json_string(v->vocab.text[id]) : json_null();
+    return id >= 0 && (uint32_t)id < v->vocab.n ? srv_json_text(v->vocab.text[id],
+                                                                 v->vocab.len[id])
+                                                  : json_null();
 }
 
 /* What lm-eval's remote tokenizer reads (as vLLM's /tokenizer_info: tokenizer_config.json's

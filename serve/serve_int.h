@@ -78,12 +78,16 @@ int srv_detok_body_parse(const char *body, size_t len, uint32_t vocab, int32_t *
 
 /* ---- response bodies (serve_out.c) ---- */
 
-/* Each token's text, as its lone decode gives it (valid UTF-8: bytes of a partial character
- * are U+FFFD), made once at start; read by any thread afterwards. */
+/* Each token's text (bytes, not always valid UTF-8), as it decodes after a neutral token (a
+ * SentencePiece token keeps its leading space), made once at start; read by any thread. */
 typedef struct srv_vocab {
-    char **text;           /* [n] */
+    char **text;           /* [n] NUL-terminated */
+    size_t *len;           /* [n] */
     uint32_t n;
 } srv_vocab;
+
+/* fg_oai_piece_fn over a srv_vocab (ctx). */
+int srv_vocab_piece(void *ctx, int32_t id, const char **bytes, size_t *len);
 
 /* What a response's JSON needs besides the response: ids, names, times. */
 typedef struct srv_out_ctx {
@@ -93,13 +97,15 @@ typedef struct srv_out_ctx {
     const srv_vocab *vocab;
 } srv_out_ctx;
 
-/* The whole non-streaming body for b's responses resp[0..b->n_reqs); NULL when out of memory. */
+/* The whole non-streaming body for b's responses resp[0..b->n_reqs) (jobs/openai.h's writer;
+ * several prompts merged); NULL when out of memory. */
 char *srv_out_response(const srv_out_ctx *c, const srv_body *b, const fg_response *resp);
-/* One server-sent event "data: {chunk}\n\n" for a piece of choice `index`; NULL: no memory.
- * finish is FG_FINISH_*; first: the chat's first chunk of that choice (carries the role). */
+/* One server-sent event "data: {chunk}\n\n" for a piece of choice `index` (prompt x n +
+ * choice) with its tokens' own log-probs (lp: NULL when not asked); NULL: no memory. finish is
+ * FG_FINISH_*; first: the chat's first chunk of that choice (carries the role). */
 char *srv_out_chunk(const srv_out_ctx *c, const srv_body *b, uint32_t index, const char *piece,
                     size_t len, const int32_t *ids, const fg_token_lp *lp, uint32_t n_ids,
-                    uint32_t n_top, int finish, int first);
+                    int finish, int first);
 /* The final usage chunk (stream_options.include_usage). */
 char *srv_out_usage_chunk(const srv_out_ctx *c, const srv_body *b, uint64_t prompt_tokens,
                           uint64_t completion_tokens);
@@ -109,7 +115,6 @@ char *srv_out_error(const srv_error *e);
 void srv_out_free(char *s);
 /* A JSON string of bytes that may not be valid UTF-8 (invalid sequences become U+FFFD). */
 json_t *srv_json_text(const char *s, size_t len);
-const char *srv_finish_name(int finish);
 
 /* ---- the server (serve_engine.c, serve_http.c, serve_metrics.c) ---- */
 

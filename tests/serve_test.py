@@ -143,6 +143,15 @@ def completions_echo(c, model, port):
     check(abs(max(last.values()) - lp.token_logprobs[-1]) < 1e-6,
           "temperature 0 did not choose the most likely token")
     check(r.usage.prompt_tokens == len(ids) and r.usage.completion_tokens == 1, "echo usage")
+    st, data = req(port, "POST", "/detokenize", {"tokens": ids})
+    check(ch.text.startswith(json.loads(data)["prompt"]) and len(ch.text) > len(json.loads(data)["prompt"]),
+          f"echo text {ch.text!r}")
+    # streamed with echo: the same text
+    s = c.completions.create(model=model, prompt=ids, max_tokens=5, temperature=0, echo=True,
+                             stream=True)
+    streamed = "".join(x.text for chunk in s for x in chunk.choices)
+    whole = c.completions.create(model=model, prompt=ids, max_tokens=5, temperature=0, echo=True)
+    check(streamed == whole.choices[0].text, f"echo stream {streamed!r} vs {whole.choices[0].text!r}")
     # two paths agree: the echo log-prob of ids[i] = its log-prob as an alternative after ids[:i]
     compared = 0
     for i in range(2, len(ids)):
