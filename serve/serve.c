@@ -1,7 +1,8 @@
 /* serve.c - fg_serve_run: the listening socket first (so /health answers 503 while the model
- * loads), the engine thread (serve_engine.c) opening the session, then a wait for the stop
- * flag and the drain: no new connections (MHD quiesced) and new requests on open ones 503,
- * the queue answered to the end, the requests still sending finished, then everything closed.
+ * loads), the session opened on this thread, the engine thread (serve_engine.c) started with
+ * it, then a wait for the stop flag and the drain: no new connections (MHD quiesced) and new
+ * requests on open ones 503, the queue answered to the end, the requests still sending
+ * finished, then everything closed.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -75,6 +76,7 @@ int fg_serve_run(const fg_serve_opts *opts, fg_err *err)
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", port,
             v->o.session.run.model);
     fflush(v->o.log);
+    srv_open_session(v); /* here: the engine thread takes the session once it is open */
     pthread_t engine;
     if (pthread_create(&engine, NULL, srv_engine_main, v)) {
         srv_http_stop(daemon);

@@ -2,8 +2,10 @@
  * time), and the queue the HTTP threads feed it.
  *
  * Design:
- *  1. The engine thread opens the session (the model loads while /health answers 503), makes
- *     the table of token strings (each id's lone decode, for log-probs), then loops: take the
+ *  1. fg_serve_run's thread opens the session (the model loads while /health answers 503; the
+ *     policy search's GLPK keeps a per-thread environment, which lives as long as the main
+ *     thread), makes the table of token strings and hands the session to the engine thread,
+ *     which alone uses it from then on. The engine thread loops: take the
  *     queued tokenizer jobs and as many generation jobs as fit one block (sequences = prompts
  *     x n summed; the first job always, however large: the session splits it), run them with
  *     one fg_session_generate, answer each. Requests arriving while a block runs wait in the
@@ -313,8 +315,9 @@ static void answer_generate(srv *v, srv_job *j)
     srv_hist_add(&v->e2e, srv_now() - j->t_queued);
     if (!j->body.stream) {
         j->status = bad ? bad->status : body ? 200 : 500;
-        j->out = bad ? tail : body ? body : srv_out_error(&(srv_error){500, "server_error",
-                                                                        NULL, "out of memory"});
+        j->out = bad ? tail : body ? body : srv_out_error(&(srv_error){.status = 500,
+                                                    .type = "server_error",
+                                                    .message = "out of memory"});
         tail = NULL;
     } else if (bad && !j->any_piece) { /* nothing sent yet: a plain error response */
         j->status = bad->status;
@@ -478,7 +481,7 @@ static void warm_up(srv *v)
     fg_response_clear(&r);
 }
 
-static void open_session(srv *v)
+void srv_open_session(srv *v)
 {
     fg_err err = {0};
     fg_session *s = NULL;
@@ -556,7 +559,6 @@ static void gather_locked(srv *v)
 void *srv_engine_main(void *arg)
 {
     srv *v = arg;
-    open_session(v);
     uint32_t cap = 64;
     srv_job **tok = NULL, **gen = NULL;
     for (;;) {

@@ -188,7 +188,9 @@ struct srv {
 };
 
 double srv_now(void);
-/* The engine thread: opens the session, then answers queued jobs until stopping and drained. */
+/* Open the session, make the token table, warm up; sets loaded or load_failed. */
+void srv_open_session(srv *v);
+/* The engine thread: answers queued jobs until stopping and drained. */
 void *srv_engine_main(void *arg);
 /* Queue a job (refs += 1 for the engine). Returns 0, or 429 when max_queue jobs wait, or 503
  * while loading / stopping. Under srv.mu. */
