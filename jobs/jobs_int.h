@@ -94,6 +94,8 @@ FGJ_HIDDEN int fgj_raw_member(const char *s, size_t n, const char *key, const ch
 FGJ_HIDDEN char *fgj_id_text(json_t *v, const char *line, size_t len, int *is_int);
 /* "meta" as written (compact JSON when its name was escaped); NULL on no memory. */
 FGJ_HIDDEN char *fgj_meta_text(json_t *v, const char *line, size_t len);
+/* s with its control bytes (a parser's message may quote the text's) as '?', in place. */
+FGJ_HIDDEN char *fgj_oneline(char *s);
 /* Copy of s (malloc'd) with every invalid UTF-8 sequence as U+FFFD; NULL on no memory. */
 FGJ_HIDDEN char *fgj_utf8_sanitize(const char *s);
 
