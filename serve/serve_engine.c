@@ -5,13 +5,13 @@
  *  1. fg_serve_run's thread opens the session (the model loads while /health answers 503; the
  *     policy search's GLPK keeps a per-thread environment, which lives as long as the main
  *     thread), makes the table of token strings and hands the session to the engine thread,
- *     which alone uses it from then on. The engine thread loops: take the
- *     queued tokenizer jobs and as many generation jobs as fit one block (sequences = prompts
- *     x n summed; the first job always, however large: the session splits it), run them with
- *     one fg_session_generate, answer each. Requests arriving while a block runs wait in the
- *     queue and join the next block (block-level batching; joining at token boundaries would
- *     need the session to admit sequences into a running block, which session.h does not
- *     offer).
+ *     which alone uses it from then on. The engine thread loops: gather (a block smaller than
+ *     the last waits briefly for the requests still coming: gather_locked), take the queued
+ *     tokenizer jobs and as many generation jobs as fit one block (sequences = prompts x n
+ *     summed; the first job always, however large: the session splits it), run them with one
+ *     fg_session_generate, answer each. Requests arriving while a block runs wait in the queue
+ *     and join the next block (block-level batching; joining at token boundaries would need
+ *     the session to admit sequences into a running block, which session.h does not offer).
  *  2. Everything a job shares with its HTTP thread (stream bytes, done, cancelled) is under
  *     srv.mu; each job has its own condition variable. A job has two references, the HTTP
  *     side's and the engine's; the last release frees it, so a client that leaves while its
