@@ -396,6 +396,13 @@ static uint32_t take_locked(srv *v, srv_job **tok, uint32_t *ntok, srv_job **gen
     *ntok = 0;
     while (*pp) {
         srv_job *j = *pp;
+        if (j->cancelled) { /* its client left while it waited */
+            *pp = j->next;
+            v->queued--;
+            finish_locked(j);
+            srv_job_release_locked(j);
+            continue;
+        }
         int take = j->kind != SRV_JOB_GENERATE ||
                    (ngen == 0 || seqs + job_seqs(j) <= block);
         if (!take) {

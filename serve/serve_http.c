@@ -16,7 +16,9 @@
  *     error status, not a 200 stream carrying an error.
  *  5. A stream's response holds a reference to its job; MHD frees the response when the
  *     connection ends, and a job not done by then is marked cancelled: the engine's on_piece
- *     returns non-zero and the session stops its sequences (the client went away).
+ *     returns non-zero and the session stops its sequences (the client went away). A request
+ *     waiting for its answer looks at its socket every 100 ms: a client that closed it
+ *     cancels the request the same way (or the engine skips it while still queued).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -207,6 +209,19 @@ static void stream_free(void *cls)
     free(r);
 }
 
+/* The client closed its side while its request waits (nothing to read but the end). A
+ * pipelined next request is data, not the end: not gone. */
+static int peer_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char b;
+    if (!ci)
+        return 0;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* Queue j and answer: wait for the whole answer, or (a stream) for its first piece. */
 static enum MHD_Result run_job(struct MHD_Connection *c, srv *v, srv_route route, srv_job *j)
 {
@@ -225,8 +240,22 @@ static enum MHD_Result run_job(struct MHD_Connection *c, srv *v, srv_route route
         return reply_error(c, v, route, &e);
     }
     int stream = j->kind == SRV_JOB_GENERATE && j->body.stream;
-    while (!j->done && !(stream && j->any_piece))
-        pthread_cond_wait(&j->cond, &v->mu);
+    while (!j->done && !(stream && j->any_piece)) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 100 * 1000 * 1000;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&j->cond, &v->mu, &t) == ETIMEDOUT && peer_gone(c)) {
+            j->cancelled = 1; /* the engine skips it, or on_piece stops it */
+            v->cancelled++;
+            srv_job_release_locked(j);
+            pthread_mutex_unlock(&v->mu);
+            return MHD_NO;
+        }
+    }
     if (!stream || (j->done && !j->any_piece && j->status != 200)) {
         int status = j->status ? j->status : 500;
         char *out = j->out;

@@ -339,6 +339,25 @@ def robustness(c, model, port):
             break
         time.sleep(0.05)
     check(cancelled >= 1, "the abandoned stream was not cancelled")
+    # abandoned while waiting for a whole (not streamed) answer: cancelled within 100 ms or so
+    s = socket.create_connection(("127.0.0.1", port))
+    body = json.dumps({"prompt": "It was", "max_tokens": 500, "ignore_eos": True,
+                       "temperature": 0}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+              KEY.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: " +
+              str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(0.05)
+    s.close()
+    before_c = cancelled
+    for _ in range(100):
+        st, m = req(port, "GET", "/metrics")
+        found = re.search(rb"fg_requests_cancelled_total (\d+)", m)
+        cancelled = int(found.group(1)) if found else 0
+        running = re.search(rb"fg_requests_running (\d+)", m)
+        if cancelled > before_c and running and running.group(1) == b"0":
+            break
+        time.sleep(0.05)
+    check(cancelled > before_c, "the abandoned plain request was not cancelled")
     after = c.completions.create(model=model, prompt="Anne Elliot", max_tokens=10,
                                  temperature=0).choices[0].text
     check(after == before, f"after the abuse: {after!r} vs {before!r}")
