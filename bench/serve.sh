@@ -45,6 +45,7 @@ serve() { # CLIENTS REQUESTS
   "$BIN/fg-serve" -m "$WORK/store" --port 0 --max-seqs "$B" --max-block "$B" --quiet \
     --max-new-tokens "$M" $FLAGS > "$WORK/serve.log" 2>&1 &
   local pid=$! port=""
+  trap 'kill -TERM '$pid' 2>/dev/null' EXIT # not left running if the load fails
   for _ in $(seq 600); do
     port=$(sed -nE 's/.*listening on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$WORK/serve.log")
     [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && break
@@ -54,6 +55,7 @@ serve() { # CLIENTS REQUESTS
   grep -v '^TOKS' "$WORK/load.out"
   echo "SERVE$1 $(sed -n 's/^TOKS //p' "$WORK/load.out")" >> "$WORK/figures"
   kill -TERM $pid && wait $pid
+  trap - EXIT
 }
 : > "$WORK/figures"
 batch
