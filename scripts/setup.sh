@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev   # compilers, libFuzzer runtime
   liblmdb-dev liburing-dev libxxhash-dev libopenblas-dev libglpk-dev check
   libpcre2-dev libutf8proc-dev libjansson-dev
+  libmicrohttpd-dev                                           # serve/: fg-serve's HTTP
   fio xxd xz-utils                                            # bench/pager, tests (xz: the real tokenizer corpus)
   openmpi-bin libopenmpi-dev                                  # dist/: mpirun -np N fg-infer
   python3 python3-venv python3-pip                            # the test venv (below)
