@@ -1,6 +1,8 @@
-/* sample.c - see sample.h. Allocation-free per call: the scratch holds a probability array and
- * an index array sized for the vocabulary once. Top-k/top-p sort only the candidates they need
- * (a partial selection for top-k; a full sort of the survivors for top-p). */
+/* sample.c - see sample.h. Allocation-free per call: the scratch holds a probability array, an
+ * index array, the penalized logits and the history's counts, sized for the vocabulary once.
+ * Top-k/top-p sort only the candidates they need (a partial selection for top-k; a full sort
+ * of the survivors for top-p). The penalties touch only the tokens of the history (counts
+ * set and cleared over it), so a call costs O(vocab + history). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@ struct fg_sample_scratch {
     uint32_t n;
     float *p;      /* [n] */
     uint32_t *idx; /* [n] */
+    float *lg;     /* [n] the penalized logits */
+    uint32_t *cnt; /* [n] the history's counts (all zero between calls) */
 };
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -56,7 +60,25 @@ int fg_sample_check(const fg_sample_params *p, fg_err *err)
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--top-p %g: must be in (0, 1]",
                           (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--min-p %g: must be in [0, 1] (0 = off)",
+                          (double)p->min_p);
+    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--presence-penalty %g: must be in [-2, 2]",
+                          (double)p->presence_penalty);
+    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--frequency-penalty %g: must be in [-2, 2]",
+                          (double)p->frequency_penalty);
+    if (!(p->repetition_penalty >= 0.0f) || isinf(p->repetition_penalty))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "--repetition-penalty %g: must be > 0 "
+                          "(1 = off)", (double)p->repetition_penalty);
     return FG_OK;
+}
+
+int fg_sample_uses_hist(const fg_sample_params *p)
+{
+    return p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f ||
+           (p->repetition_penalty != 0.0f && p->repetition_penalty != 1.0f);
 }
 
 int fg_sample_scratch_create(uint32_t n, fg_sample_scratch **out, fg_err *err)
@@ -66,8 +88,10 @@ int fg_sample_scratch_create(uint32_t n, fg_sample_scratch **out, fg_err *err)
         s->n = n;
         s->p = malloc((size_t)n * sizeof *s->p);
         s->idx = malloc((size_t)n * sizeof *s->idx);
+        s->lg = malloc((size_t)n * sizeof *s->lg);
+        s->cnt = calloc(n, sizeof *s->cnt);
     }
-    if (!s || !s->p || !s->idx) {
+    if (!s || !s->p || !s->idx || !s->lg || !s->cnt) {
         fg_sample_scratch_free(s);
         return fg_err_set(err, FG_ERR_NOMEM, "sampler: out of memory for %u tokens", n);
     }
@@ -81,6 +105,8 @@ void fg_sample_scratch_free(fg_sample_scratch *s)
         return;
     free(s->p);
     free(s->idx);
+    free(s->lg);
+    free(s->cnt);
     free(s);
 }
 
@@ -120,17 +146,57 @@ static uint32_t keep_top_k(const float *p, uint32_t *idx, uint32_t m, uint32_t k
     return k;
 }
 
-int32_t fg_sample(const float *logits, uint32_t n, const fg_sample_params *p, fg_rng *rng,
-                  fg_sample_scratch *s)
+/* Count the tokens of ids[0..n) that are in the vocabulary into s->cnt. */
+static void count(fg_sample_scratch *s, const int32_t *ids, uint32_t n, int add)
 {
-    if (p->temperature == 0.0f || n == 1)
-        return argmax(logits, n);
-    float mx = logits[argmax(logits, n)];
-    double sum = 0.0;
+    for (uint32_t i = 0; ids && i < n; i++)
+        if (ids[i] >= 0 && (uint32_t)ids[i] < s->n)
+            s->cnt[ids[i]] = add ? s->cnt[ids[i]] + 1 : 0;
+}
+
+/* The logits after the penalties: logits itself when none applies, else s->lg. */
+static const float *penalize(const float *logits, uint32_t n, const fg_sample_params *p,
+                             const fg_sample_hist *h, fg_sample_scratch *s)
+{
+    if (!h || !fg_sample_uses_hist(p))
+        return logits;
+    memcpy(s->lg, logits, (size_t)n * sizeof *logits);
+    float rp = p->repetition_penalty;
+    if (rp != 0.0f && rp != 1.0f) { /* once per token of prompt + output: count marks it */
+        const int32_t *v[2] = {h->prompt, h->out};
+        uint32_t m[2] = {h->n_prompt, h->n_out};
+        for (int k = 0; k < 2; k++)
+            for (uint32_t i = 0; v[k] && i < m[k]; i++) {
+                int32_t t = v[k][i];
+                if (t < 0 || (uint32_t)t >= n || s->cnt[t])
+                    continue;
+                s->cnt[t] = 1;
+                s->lg[t] = s->lg[t] < 0 ? s->lg[t] * rp : s->lg[t] / rp;
+            }
+        count(s, h->prompt, h->n_prompt, 0);
+        count(s, h->out, h->n_out, 0);
+    }
+    if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
+        count(s, h->out, h->n_out, 1);
+        for (uint32_t i = 0; i < h->n_out; i++) {
+            int32_t t = h->out[i];
+            if (t < 0 || (uint32_t)t >= n || !s->cnt[t])
+                continue;
+            s->lg[t] -= p->frequency_penalty * (float)s->cnt[t] + p->presence_penalty;
+            s->cnt[t] = 0; /* applied once */
+        }
+    }
+    return s->lg;
+}
+
+/* The candidates the warpers keep: s->idx[0..m) with unnormalized probabilities in s->p. */
+static uint32_t warp(const float *lg, uint32_t n, const fg_sample_params *p,
+                     fg_sample_scratch *s)
+{
+    float mx = lg[argmax(lg, n)];
     for (uint32_t i = 0; i < n; i++) {
-        s->p[i] = expf((logits[i] - mx) / p->temperature);
+        s->p[i] = expf((lg[i] - mx) / p->temperature);
         s->idx[i] = i;
-        sum += s->p[i];
     }
     uint32_t m = n;
     if (p->top_k)
@@ -145,7 +211,27 @@ int32_t fg_sample(const float *logits, uint32_t n, const fg_sample_params *p, fg
             cum += s->p[s->idx[keep++]];
         m = keep;
     }
-    sum = 0.0;
+    if (p->min_p > 0.0f) { /* relative to the most likely survivor: normalizing cancels */
+        float top = 0.0f;
+        for (uint32_t i = 0; i < m; i++)
+            top = s->p[s->idx[i]] > top ? s->p[s->idx[i]] : top;
+        uint32_t keep = 0;
+        for (uint32_t i = 0; i < m; i++)
+            if (s->p[s->idx[i]] >= p->min_p * top)
+                s->idx[keep++] = s->idx[i];
+        m = keep;
+    }
+    return m;
+}
+
+int32_t fg_sample_hist_pick(const float *logits, uint32_t n, const fg_sample_params *p,
+                            const fg_sample_hist *h, fg_rng *rng, fg_sample_scratch *s)
+{
+    const float *lg = penalize(logits, n, p, h, s);
+    if (p->temperature == 0.0f || n == 1)
+        return argmax(lg, n);
+    uint32_t m = warp(lg, n, p, s);
+    double sum = 0.0;
     for (uint32_t i = 0; i < m; i++)
         sum += s->p[s->idx[i]];
     double u = fg_rng_uniform(rng) * sum, acc = 0.0;
@@ -155,6 +241,29 @@ int32_t fg_sample(const float *logits, uint32_t n, const fg_sample_params *p, fg
             return (int32_t)s->idx[i];
     }
     return (int32_t)s->idx[m - 1];
+}
+
+int32_t fg_sample(const float *logits, uint32_t n, const fg_sample_params *p, fg_rng *rng,
+                  fg_sample_scratch *s)
+{
+    return fg_sample_hist_pick(logits, n, p, NULL, rng, s);
+}
+
+void fg_sample_probs(const float *logits, uint32_t n, const fg_sample_params *p,
+                     const fg_sample_hist *h, fg_sample_scratch *s, double *probs)
+{
+    const float *lg = penalize(logits, n, p, h, s);
+    memset(probs, 0, (size_t)n * sizeof *probs);
+    if (p->temperature == 0.0f || n == 1) {
+        probs[argmax(lg, n)] = 1.0;
+        return;
+    }
+    uint32_t m = warp(lg, n, p, s);
+    double sum = 0.0;
+    for (uint32_t i = 0; i < m; i++)
+        sum += s->p[s->idx[i]];
+    for (uint32_t i = 0; i < m; i++)
+        probs[s->idx[i]] = s->p[s->idx[i]] / sum;
 }
 
 double fg_log_prob(const float *logits, uint32_t n, int32_t id)

@@ -104,6 +104,9 @@ typedef struct fg_gen_seq {
     uint32_t n_out;          /* tokens produced */
     int finish;              /* FG_FINISH_* */
     int ignore_eos;          /* an EOS id is a token like any other: max_new tokens always */
+    uint32_t min_tokens;     /* before this many tokens the EOS ids' logits are -inf (as
+                                transformers' MinNewTokensLengthLogitsProcessor, vLLM's
+                                min_tokens); stop strings are the stop hook's to hold back */
 } fg_gen_seq;
 
 /* Asked after every new token of a sequence: non-zero stops it with FG_FINISH_STOP. */

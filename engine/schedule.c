@@ -144,8 +144,9 @@ static int is_eos(const fg_hparams *hp, int32_t id)
     return 0;
 }
 
-/* Whether every live sequence of batch k draws its next token as the argmax of its logits
- * (temperature 0, fg_sample's greedy case, and no hook that reads the logits): then the
+/* Whether every live sequence of batch k draws its next token as the argmax of its raw logits
+ * (temperature 0, fg_sample's greedy case, no penalty, no EOS held back by min_tokens, and no
+ * hook that reads the logits): then the
  * backend takes the argmax where the logits are and only the ids cross the link. */
 static int batch_greedy(const fg_sched *sc, const block *b, uint32_t k, uint32_t nseq)
 {
@@ -153,8 +154,9 @@ static int batch_greedy(const fg_sched *sc, const block *b, uint32_t k, uint32_t
         return 0;
     for (uint32_t r = 0; r < nseq; r++) {
         const fg_gen_seq *q = &b->seqs[k * sc->gbs + r];
-        if (q->finish == FG_FINISH_NONE && q->sample.temperature != 0.0f &&
-            sc->hp->vocab_size > 1)
+        if (q->finish == FG_FINISH_NONE && sc->hp->vocab_size > 1 &&
+            (q->sample.temperature != 0.0f || fg_sample_uses_hist(&q->sample) ||
+             (q->n_out < q->min_tokens && !q->ignore_eos)))
             return 0;
     }
     return 1;
@@ -178,9 +180,13 @@ static int next_token(fg_sched *sc, block *b, uint32_t s, uint32_t row, int gree
         return rc;
     fg_rng rng;
     fg_rng_seed(&rng, q->sample.seed, q->stream * 1000003ull + q->n_out);
-    if (h && h->logits)
+    if (h && h->logits) /* the raw logits: log-probs are the model's */
         h->logits(h->logits_ctx, s, q->n_out, lg, V);
-    *next = fg_sample(lg, V, &q->sample, &rng, sc->sampler);
+    for (uint32_t i = 0; q->n_out < q->min_tokens && !q->ignore_eos && i < sc->hp->n_eos; i++)
+        if (sc->hp->eos_ids[i] >= 0 && (uint32_t)sc->hp->eos_ids[i] < V)
+            lg[sc->hp->eos_ids[i]] = -INFINITY;
+    fg_sample_hist hist = {q->prompt, q->n_prompt, q->out, q->n_out};
+    *next = fg_sample_hist_pick(lg, V, &q->sample, &hist, &rng, sc->sampler);
     return FG_OK;
 }
 

@@ -1,0 +1,63 @@
+/* session_int.h - private to the session (runner/session*.c): its state and the pieces its
+ * files share.
+ *
+ *   session.c         open/close, the tokenizer calls, the requests prepared and answered
+ *   session_block.c   one block of choices generated: sequences, stop strings, streaming
+ *                     pieces, per-token log-probs (the engine's hooks)
+ *   session_score.c   log-probs of given tokens (echo, fg_session_score, _score_rolling)
+ */
+#ifndef FG_SESSION_INT_H
+#define FG_SESSION_INT_H
+
+#include "runner_int.h"
+#include "session.h"
+
+struct fg_session {
+    fg_session_opts o;
+    fg_run_opts ro;          /* o.run, checked (fg_run_opts_check) */
+    fgr_run r;               /* the store, model, tokenizer, engine (runner_int.h) */
+    fg_session_info info;
+    fg_session_stats st;
+    char name[256];
+    uint64_t streams;        /* requests without a seed answered so far: their streams */
+};
+
+/* One choice of a request, waiting for or in a block. */
+typedef struct fgs_item {
+    uint32_t req, choice;
+    const fg_request *q;
+    fg_response *resp;
+    const int32_t *ids;      /* the request's prompt ids (resp->prompt_ids) */
+    uint32_t n, mn;          /* prompt tokens, new tokens */
+    uint64_t stream;
+    uint32_t min_tokens;
+} fgs_item;
+
+/* The requests of one fg_session_generate call: which were cancelled by on_piece. */
+typedef struct fgs_call {
+    fg_session *s;
+    fg_piece_fn on_piece;
+    void *piece_ctx;
+    uint8_t *cancelled;      /* [n requests] */
+} fgs_call;
+
+/* Generate items[0..n) (n <= block size) as one block, filling their choices. */
+int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err);
+
+/* Log-probs of each next token of windows[0..m) (all of them, each window's first position
+ * predicting its second): fn(ctx, w, t, logits, vocab) for t in [0, lens[w] - 1) sees the
+ * logits position t gave (predicting windows[w][t + 1]). Windows in groups of the block. */
+typedef int (*fgs_pos_fn)(void *ctx, uint32_t w, uint32_t t, const float *logits,
+                          uint32_t vocab);
+int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *lens, uint32_t m,
+                fgs_pos_fn fn, void *ctx, fg_err *err);
+
+/* The log-softmax of logits[n] in double: log-sum-exp; top[0..k) the k most likely (ids,
+ * log-probs, most likely first, lower id first on ties). */
+double fgs_lse(const float *logits, uint32_t n);
+void fgs_top(const float *logits, uint32_t n, double lse, uint32_t k, fg_token_lp *top);
+
+/* Whether the call was interrupted (opts.interrupt). */
+int fgs_interrupted(const fg_session *s);
+
+#endif

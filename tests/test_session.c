@@ -1,0 +1,330 @@
+/* test_session.c - the session API (runner/session.h) on the fixture models.
+ *
+ *  - greedy: each family's fixture prompt (ids) gives transformers' greedy tokens
+ *    (tests/fixtures/<family>/<name>.ref), alone and packed among other requests;
+ *  - seeded samples: a request's n choices differ from one another, and are the same whatever
+ *    the packing (alone, among other requests, a session of one sequence a block);
+ *  - error responses: malformed, empty, too long, chat without a template; the rest answered;
+ *  - streaming (the shipped Austen model, its own tokenizer): the pieces concatenate to each
+ *    choice's text, whole UTF-8, a stop string cut, a cancel gives status 499;
+ *  - tokenize / detokenize round trip.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer_common.h"
+#include "session.h"
+
+static const char *austen_store(void)
+{
+    static char dst[4096];
+    snprintf(dst, sizeof dst, "%s", tu_path("austen"));
+    fg_convert_opts o = {0, 64, -1, NULL, 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(FG_SOURCE_DIR "/models/austen-opt", dst, &o, &rep, &err) == 0,
+                  "%s", err.msg);
+    return dst;
+}
+
+/* A store of the fixture checkpoint with GPT-2's tokenizer (any family: ids are what count). */
+static const char *fixture_store(const char *layout)
+{
+    static char dst[4096];
+    snprintf(dst, sizeof dst, "%s", tu_path("store"));
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
+    fg_convert_opts o = {0, 64, -1, FG_SOURCE_DIR "/data/gpt2-tokenizer", 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s", layout, err.msg);
+    return dst;
+}
+
+static fg_session *open_session(const char *store, uint32_t ctx, uint32_t seqs)
+{
+    fg_session_opts so = {0};
+    so.run.model = store;
+    so.run.eo = defaults();
+    so.run.sample = (fg_sample_params){0, 0, 1, 0};
+    so.run.max_new = 16;
+    so.run.policy_auto = 0;
+    so.run.quiet = 1;
+    so.run.eo.policy.gbs = seqs ? seqs : 4;
+    so.run.eo.policy.ngb = 1;
+    so.max_ctx = ctx;
+    so.max_seqs = seqs;
+    fg_session *s;
+    fg_err err;
+    ck_assert_msg(fg_session_open(&so, &s, &err) == 0, "%s", err.msg);
+    return s;
+}
+
+static fg_request greedy_req(const int32_t *ids, uint32_t n, uint32_t max)
+{
+    fg_request q = {0};
+    q.prompt_ids = ids;
+    q.n_prompt_ids = n;
+    q.max_tokens = max;
+    q.sample = (fg_sample_params){0, 0, 1, 0};
+    q.logprobs = -1;
+    q.ignore_eos = 1;
+    return q;
+}
+
+static const struct {
+    const char *layout, *ref;
+} families[] = {
+    {"opt-tiny-safetensors", "opt-tiny"},
+    {"llama3-tiny-bf16", "llama3-tiny"},
+    {"qwen2-tiny-bf16", "qwen2-tiny"},
+};
+
+START_TEST(greedy_fixtures)
+{
+    ref r;
+    load_ref(families[_i].ref, &r);
+    free(r.logits);
+    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
+    ck_assert_uint_eq(fg_session_info_get(s)->max_ctx, 64);
+    int32_t other[5] = {5, 6, 7, 8, 9};
+    fg_request q[3] = {greedy_req(other, 5, 3), greedy_req(r.prompt, r.n_prompt, r.n_greedy),
+                       greedy_req(other, 2, 30)};
+    fg_response resp[3];
+    fg_err err;
+    for (int packed = 0; packed < 2; packed++) {
+        const fg_request *qs = packed ? q : &q[1];
+        uint32_t nq = packed ? 3 : 1;
+        ck_assert_msg(fg_session_generate(s, qs, nq, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+        fg_response *g = &resp[packed];
+        ck_assert_int_eq(g->status, 0);
+        ck_assert_uint_eq(g->n_choices, 1);
+        ck_assert_uint_eq(g->choices[0].n_tokens, r.n_greedy);
+        for (uint32_t i = 0; i < r.n_greedy; i++)
+            ck_assert_msg(g->choices[0].tokens[i] == r.greedy[i], "%s: token %u: %d vs %d",
+                          families[_i].ref, i, g->choices[0].tokens[i], r.greedy[i]);
+        ck_assert_int_eq(g->choices[0].finish, FG_FINISH_LENGTH);
+        for (uint32_t i = 0; i < nq; i++)
+            fg_response_clear(&resp[i]);
+    }
+    fg_session_stats st;
+    fg_session_stats_get(s, &st);
+    ck_assert_uint_eq(st.requests, 4);
+    fg_session_close(s);
+}
+END_TEST
+
+static void sampled(fg_session *s, const fg_request *q, uint32_t n, uint32_t which,
+                    int32_t out[3][8])
+{
+    fg_response resp[4];
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, q, n, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(resp[which].status, 0);
+    ck_assert_uint_eq(resp[which].n_choices, 3);
+    for (int c = 0; c < 3; c++) {
+        ck_assert_uint_eq(resp[which].choices[c].n_tokens, 8);
+        memcpy(out[c], resp[which].choices[c].tokens, 8 * sizeof(int32_t));
+    }
+    for (uint32_t i = 0; i < n; i++)
+        fg_response_clear(&resp[i]);
+}
+
+START_TEST(seeded_packing)
+{
+    const char *store = fixture_store("llama3-tiny-bf16");
+    int32_t p[6] = {1, 20, 30, 40, 50, 60}, o1[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, o2[2] = {1, 9};
+    fg_request q = greedy_req(p, 6, 8);
+    q.sample = (fg_sample_params){1.0f, 0, 1, 1234};
+    q.has_seed = 1;
+    q.n = 3;
+    fg_request mix[3] = {greedy_req(o1, 9, 4), q, greedy_req(o2, 2, 8)};
+    mix[2].sample.temperature = 0.7f;
+    mix[2].n = 2;
+    int32_t a[3][8], b[3][8], c[3][8];
+    fg_session *s = open_session(store, 32, 4);
+    sampled(s, &q, 1, 0, a);
+    sampled(s, mix, 3, 1, b);
+    fg_session_close(s);
+    s = open_session(store, 32, 1);
+    ck_assert_uint_eq(fg_session_info_get(s)->block_seqs, 1);
+    sampled(s, mix, 3, 1, c);
+    fg_session_close(s);
+    ck_assert_mem_eq(a, b, sizeof a);
+    ck_assert_mem_eq(a, c, sizeof a);
+    ck_assert(memcmp(a[0], a[1], sizeof a[0]) || memcmp(a[1], a[2], sizeof a[1]));
+}
+END_TEST
+
+START_TEST(error_responses)
+{
+    fg_session *s = open_session(fixture_store("opt-tiny-safetensors"), 24, 2);
+    int32_t ok[3] = {2, 50, 60}, big[20] = {2}, bad[2] = {2, 1 << 20};
+    fg_request q[6] = {greedy_req(ok, 3, 4), greedy_req(big, 20, 10), greedy_req(ok, 3, 4),
+                       greedy_req(bad, 2, 4), greedy_req(ok, 3, 4), greedy_req(ok, 3, 2)};
+    q[2].messages = "[{\"role\": \"user\", \"content\": \"hi\"}]"; /* and ids: both */
+    q[4].prompt_ids = NULL, q[4].messages = q[2].messages;        /* no chat template */
+    q[5].logprobs = 99;
+    fg_response r[6];
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, q, 6, NULL, NULL, r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r[0].status, 0);
+    ck_assert_uint_eq(r[0].choices[0].n_tokens, 4);
+    ck_assert_int_eq(r[1].status, 413);
+    ck_assert_str_eq(r[1].error_type, "context_length_exceeded");
+    ck_assert_int_eq(r[2].status, 400);
+    ck_assert_int_eq(r[3].status, 400);
+    ck_assert_ptr_nonnull(strstr(r[3].error, "1048576"));
+    ck_assert_int_eq(r[4].status, 400);
+    ck_assert_int_eq(r[5].status, 400);
+    ck_assert_ptr_nonnull(strstr(r[5].error, "logprobs"));
+    for (int i = 0; i < 6; i++) {
+        if (i)
+            ck_assert_uint_eq(r[i].n_choices, 0);
+        fg_response_clear(&r[i]);
+    }
+    fg_session_stats st;
+    fg_session_stats_get(s, &st);
+    ck_assert_uint_eq(st.errors, 5);
+    fg_session_close(s);
+}
+END_TEST
+
+/* ---- streaming ---- */
+
+typedef struct stream_log {
+    char text[4][2048];
+    uint32_t ids[4];
+    int finish[4], calls, cancel_req;
+} stream_log;
+
+static int whole_utf8(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        size_t l = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (i + l > n)
+            return 0;
+        i += l;
+    }
+    return 1;
+}
+
+static int on_piece(void *ctx, uint32_t req, uint32_t choice, const char *piece, size_t len,
+                    const int32_t *ids, const fg_token_lp *lp, uint32_t n_ids, int finish)
+{
+    stream_log *l = ctx;
+    uint32_t k = req * 2 + choice;
+    (void)ids, (void)lp;
+    ck_assert(k < 4);
+    ck_assert_int_eq(l->finish[k], FG_FINISH_NONE); /* nothing after the last call */
+    ck_assert(whole_utf8(piece, len));
+    strncat(l->text[k], piece, len);
+    l->ids[k] += n_ids;
+    l->finish[k] = finish;
+    l->calls++;
+    return (int)req == l->cancel_req && l->ids[k] >= 3;
+}
+
+START_TEST(streaming)
+{
+    fg_session *s = open_session(austen_store(), 128, 4);
+    fg_request q[2] = {0};
+    q[0].prompt = "It is a truth universally acknowledged";
+    q[0].max_tokens = 40;
+    q[0].sample = (fg_sample_params){0.9f, 0, 1, 5};
+    q[0].has_seed = 1;
+    q[0].n = 2;
+    q[0].logprobs = -1;
+    q[1] = q[0];
+    q[1].prompt = "Mr. Darcy";
+    q[1].stops[0] = ",";
+    q[1].stops[1] = "the";
+    q[1].n_stops = 2;
+    fg_response r[2], r2[2];
+    fg_err err;
+    stream_log l = {0};
+    l.cancel_req = -1;
+    ck_assert_msg(fg_session_generate(s, q, 2, on_piece, &l, r, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 2; i++)
+        for (int c = 0; c < 2; c++) {
+            fg_choice *ch = &r[i].choices[c];
+            ck_assert_int_eq(r[i].status, 0);
+            ck_assert_str_eq(l.text[i * 2 + c], ch->text);
+            ck_assert_uint_eq(l.ids[i * 2 + c], ch->n_tokens);
+            ck_assert_int_eq(l.finish[i * 2 + c], ch->finish);
+            if (i == 1) {
+                ck_assert(!strstr(ch->text, ",") && !strstr(ch->text, "the"));
+                if (ch->finish == FG_FINISH_STOP) {
+                    char *full;
+                    ck_assert(fg_session_detokenize(s, ch->tokens, ch->n_tokens, 1, &full,
+                                                    &err) == 0);
+                    ck_assert(strstr(full, ",") || strstr(full, "the"));
+                    free(full);
+                }
+            }
+        }
+    ck_assert_int_eq(r[1].choices[0].finish, FG_FINISH_STOP); /* the seed makes it so */
+    /* the same without streaming: the same texts */
+    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, r2, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 2; i++)
+        for (int c = 0; c < 2; c++)
+            ck_assert_str_eq(r2[i].choices[c].text, r[i].choices[c].text);
+    for (int i = 0; i < 2; i++)
+        fg_response_clear(&r2[i]);
+    /* a cancel: 499, the other request answered as before */
+    memset(&l, 0, sizeof l);
+    l.cancel_req = 0;
+    ck_assert_msg(fg_session_generate(s, q, 2, on_piece, &l, r2, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r2[0].status, 499);
+    ck_assert_int_eq(r2[1].status, 0);
+    ck_assert_str_eq(r2[1].choices[1].text, r[1].choices[1].text);
+    for (int i = 0; i < 2; i++) {
+        fg_response_clear(&r[i]);
+        fg_response_clear(&r2[i]);
+    }
+    fg_session_close(s);
+}
+END_TEST
+
+START_TEST(tokenizer_calls)
+{
+    fg_session *s = open_session(austen_store(), 64, 2);
+    const fg_session_info *in = fg_session_info_get(s);
+    ck_assert_str_eq(in->model_name, "austen");
+    ck_assert_int_eq(in->has_chat_template, 0);
+    int32_t *ids;
+    uint32_t n;
+    char *text;
+    fg_err err;
+    ck_assert(fg_session_tokenize(s, "Emma Woodhouse, handsome", 0, &ids, &n, &err) == 0);
+    ck_assert_uint_ge(n, 3);
+    ck_assert(fg_session_detokenize(s, ids, n, 1, &text, &err) == 0);
+    ck_assert_str_eq(text, "Emma Woodhouse, handsome");
+    free(text);
+    free(ids);
+    ck_assert(fg_session_chat_render(s, "[]", NULL, &text, &err) != 0);
+    fg_session_close(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("session");
+    TCase *tc = infer_tcase("session", 300);
+    tcase_add_loop_test(tc, greedy_fixtures, 0, INFER_ROWS(families));
+    tcase_add_test(tc, seeded_packing);
+    tcase_add_test(tc, error_responses);
+    tcase_add_test(tc, streaming);
+    tcase_add_test(tc, tokenizer_calls);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
