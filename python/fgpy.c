@@ -162,23 +162,20 @@ typedef struct fgpy_request {
     int stream;
 } fgpy_request;
 
-/* The sampling fields fg_sample_params has; the others must be at their neutral value. */
 static int sample_params(const fgpy_request *p, fg_sample_params *sp, fg_err *err)
 {
     memset(sp, 0, sizeof *sp);
-    sp->temperature = (float)p->temperature;
-    sp->top_p = (float)p->top_p;
     if (p->top_k < 0)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "top_k must be >= 0 (0: off), not %d",
                           (int)p->top_k);
+    sp->temperature = (float)p->temperature;
+    sp->top_p = (float)p->top_p;
     sp->top_k = (uint32_t)p->top_k;
     sp->seed = p->seed;
-    if (p->min_p != 0.0)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "min_p is not implemented by this libfg");
-    if (p->presence_penalty != 0.0 || p->frequency_penalty != 0.0 ||
-        p->repetition_penalty != 1.0)
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "presence_penalty, frequency_penalty and "
-                          "repetition_penalty are not implemented by this libfg");
+    sp->min_p = (float)p->min_p;
+    sp->presence_penalty = (float)p->presence_penalty;
+    sp->frequency_penalty = (float)p->frequency_penalty;
+    sp->repetition_penalty = (float)p->repetition_penalty;
     return FG_OK;
 }
 

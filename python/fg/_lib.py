@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes as C
 import errno as _errno
 import os
+import signal
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
@@ -167,7 +168,7 @@ def _load() -> C.CDLL:
 lib = _load()
 
 # fg_status codes (core/fg_error.h) that map onto Python's own exceptions
-_VALUE = {-1, -15, -16, -13, -70, -71, -72, -73, -74}  # invalid arg, enum, name, limit, text
+_VALUE = {-1, -13, -15, -16, -20, -70, -71, -72, -73, -74, -75}  # bad argument or input
 _MISSING = {-5, -40, -42}                                  # not found, not a store, missing
 _MEMORY = {-2, -23}                                        # out of memory, budget / space
 
@@ -203,29 +204,43 @@ T = TypeVar("T")
 
 
 def call_interruptibly(fn: Callable[[], T], interrupt: Callable[[], None]) -> T:
-    """Run fn (a long foreign call) in a worker thread while this thread waits in short,
-    signal-aware steps: Ctrl-C calls interrupt() (the engine stops at its next step), waits
-    for fn to return and clean up, then raises KeyboardInterrupt. fn's own exception is
-    re-raised here. ctypes releases the GIL during the foreign call, so other Python threads
-    run meanwhile."""
+    """Run fn (a long foreign call) in a worker thread while this thread waits for it; ctypes
+    releases the GIL during the foreign call, so other Python threads run meanwhile.
+
+    Ctrl-C: on the main thread, with Python's default SIGINT handler in place, a handler of
+    ours is installed for the call's duration; it only calls interrupt() (the engine stops at
+    its next step), so no KeyboardInterrupt can land between the worker's start and its end
+    and leave it running over freed memory. Once fn has returned (and cleaned up), the call
+    raises KeyboardInterrupt. fn's own exception is re-raised here."""
     box: dict = {}
+    done = threading.Event()
 
     def run() -> None:
         try:
             box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = e
+        finally:
+            done.set()
 
-    t = threading.Thread(target=run, name="fg-call", daemon=True)
-    t.start()
-    interrupted = False
-    while t.is_alive():
-        try:
-            t.join(0.05)
-        except KeyboardInterrupt:
-            interrupted = True
-            interrupt()
-    if interrupted:
+    hits: list = []
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        hits.append(signum)
+        interrupt()
+
+    ours = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if ours:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        threading.Thread(target=run, name="fg-call", daemon=True).start()
+        while not done.wait(0.05):
+            pass
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hits:
         raise KeyboardInterrupt
     if "error" in box:
         raise box["error"]

@@ -153,6 +153,20 @@ class Tokenizer:
         return self._llm._info().vocab_size
 
 
+def _check_messages(msgs: Any) -> None:
+    """A conversation as the chat endpoint takes it: a non-empty list of dicts with a str
+    "role" and a "content" (the template reads any other keys)."""
+    if not isinstance(msgs, list) or not msgs:
+        raise ValueError("messages: a conversation is a non-empty list of message dicts")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise ValueError(f"messages[{i}]: a dict with role and content, not {m!r}")
+        if not isinstance(m.get("role"), str):
+            raise ValueError(f"messages[{i}]: no \"role\"")
+        if "content" not in m:
+            raise ValueError(f"messages[{i}]: no \"content\"")
+
+
 def _to_bytes(s: Optional[str]) -> Optional[bytes]:
     return None if s is None else s.encode()
 
@@ -216,11 +230,14 @@ class LLM:
         o.compress_weight = int(compress_weight)
         o.quiet = int(quiet)
         self._opts = o
+        self._reopen()
+        self.tokenizer = Tokenizer(self)
+
+    def _reopen(self) -> None:
         h = C.c_void_p()
         err = _lib.Err()
-        _lib.check(lib.fgpy_open(C.byref(o), C.byref(h), C.byref(err)), err)
+        _lib.check(lib.fgpy_open(C.byref(self._opts), C.byref(h), C.byref(err)), err)
         self._h = h.value
-        self.tokenizer = Tokenizer(self)
 
     # ---- lifecycle
 
@@ -405,7 +422,11 @@ class LLM:
         such lists) through the store's chat template with the generation prompt, as
         transformers' apply_chat_template(messages, add_generation_prompt=True) renders it.
         chat_template_kwargs are the template's variables (e.g. enable_thinking)."""
-        convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        if not messages:
+            raise ValueError("messages: an empty conversation")
+        convs = [messages] if isinstance(messages[0], dict) else list(messages)
+        for c in convs:
+            _check_messages(c)
         params = self._params(sampling_params, len(convs))
         keep: list = []
         reqs = [self._request(p, keep, messages=m, chat_kwargs=chat_template_kwargs)
@@ -433,6 +454,7 @@ class LLM:
         p = sampling_params or SamplingParams()
         keep: list = []
         if messages is not None:
+            _check_messages(messages)
             r = self._request(p, keep, messages=messages, chat_kwargs=chat_template_kwargs,
                               stream=True)
         else:
@@ -553,7 +575,10 @@ class LLM:
         (resumable by id / custom_id: with resume, lines already in output_path are kept and
         not run again). It opens its own engine for the job (so the memory of two while it
         runs). Returns {"prompts", "tokens", "saved"}. Ctrl-C stops the job between blocks
-        (the results written so far stay) and raises KeyboardInterrupt."""
+        (the results written so far stay) and raises KeyboardInterrupt.
+
+        A store is open once per process, so the job runs with this LLM's engine closed and
+        the LLM reopens it afterwards (planned again: seconds for a large model)."""
         self._handle()
         flag = C.c_int(0)
         rep = (C.c_uint64 * 4)()
@@ -573,4 +598,9 @@ class LLM:
             flag.value = 1
 
         with self._lock:
-            return _lib.call_interruptibly(call, stop)
+            lib.fgpy_close(self._h)
+            self._h = None
+            try:
+                return _lib.call_interruptibly(call, stop)
+            finally:
+                self._reopen()

@@ -36,6 +36,18 @@ def tiny_store(work):
 
 
 @pytest.fixture(scope="session")
+def spare_stores(work):
+    """Two more opt-tiny stores (seeds 8 and 9) that no session-wide LLM holds open: a store
+    is opened by one handle per process, so tests opening their own LLMs use these."""
+    out = []
+    for seed in (8, 9):
+        d = work / f"spare{seed}.store"
+        _synth("opt-tiny", str(d), str(SRC / "data/gpt2-tokenizer"), seed=seed)
+        out.append(str(d))
+    return out
+
+
+@pytest.fixture(scope="session")
 def qwen_ckpt(work):
     """Qwen2.5-0.5B-Instruct's published tokenizer and chat template over a shrunk config with
     random weights (tests/fixtures/real-tiny), as the hub lays a checkpoint out."""
@@ -44,7 +56,7 @@ def qwen_ckpt(work):
         pytest.skip(f"fixtures missing under {FIX} (make fg_fixtures)")
     d = work / "qwen"
     d.mkdir()
-    for src in list(tiny.iterdir()) + list(real.iterdir()):
+    for src in list(real.iterdir()) + list(tiny.iterdir()):  # tiny config wins
         if src.suffix == ".xz":
             (d / src.stem).write_bytes(lzma.decompress(src.read_bytes()))
         elif src.suffix == ".json":

