@@ -1,8 +1,9 @@
-/* fuzz_jobs.c - libFuzzer target for the JSONL job reader (tools/jobs.c): the input is a whole
- * job file. An odd first byte feeds it through a pipe (validated as it streams, when it fits
+/* fuzz_jobs.c - libFuzzer target for the JSONL job reader (jobs/jobs_read.c, jobs_line.c): the
+ * input is a whole job file. An odd first byte feeds it through a pipe (validated as it streams, when it fits
  * the pipe), an even one through a memfd (a seekable file: validated by a first pass). Every
  * job handed out is checked against the documented field rules, an integer id's literal and
- * the meta text (found in the line's own bytes by jobs.c's raw member scanner) included. */
+ * the meta text (found in the line's own bytes by jobs_util.c's raw member scanner) included;
+ * fg's lines and OpenAI Batch lines alike (a valid line's fg_request passes fg_request_check). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,8 +34,20 @@ static void check_job(const fg_job *j)
 {
     if (!j->id || !*j->id || j->line == 0)
         abort();
-    /* a prompt or a messages array, never both, unless the line is answered as invalid */
-    if (!j->invalid && !j->prompt == !j->messages)
+    /* one prompt kind (text, token ids or messages), unless the line is answered as invalid */
+    int kinds = !!j->prompt + !!j->prompt_ids + !!j->messages;
+    if (!j->invalid && kinds != 1)
+        abort();
+    if (j->invalid && (j->format == FG_JOB_OPENAI) != (j->invalid_param != NULL))
+        abort(); /* an OpenAI line's error names its field ("" for the line) */
+    /* a valid line's request is the job's own fields and passes the contract's rules */
+    fg_err e;
+    if (!j->invalid && (j->req.prompt != j->prompt || j->req.messages != j->messages ||
+                        j->req.prompt_ids != j->prompt_ids ||
+                        j->req.n_prompt_ids != j->n_prompt_ids || j->req.n_stops != j->n_stops ||
+                        fg_request_check(&j->req, &e) != FG_OK))
+        abort();
+    if (j->format == FG_JOB_OPENAI && (j->id_is_int || j->meta))
         abort();
     if (j->invalid && !*j->invalid)
         abort();

@@ -1,4 +1,4 @@
-/* fuzz_jobs_resume.c - libFuzzer target for the results-file resume scan (tools/jobs.c): the
+/* fuzz_jobs_resume.c - libFuzzer target for the results-file resume scan (jobs/jobs_out.c): the
  * input is an existing --output file, opened with FG_JOB_RESUME in a private temp dir. A
  * refused file must be byte for byte untouched; an accepted one must have lost no byte (what
  * the file no longer holds is in OUTPUT.damaged). */

@@ -1,4 +1,5 @@
-/* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file.
+/* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file
+ * (jobs_read.c, jobs_line.c, jobs_out.c; shared pieces in jobs_util.c).
  *
  * Input (JSONL): one JSON object per line:
  *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),
@@ -43,6 +44,7 @@
 #include <stdint.h>
 
 #include "fg_error.h"
+#include "request.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,17 +54,32 @@ extern "C" {
 #define FG_JOB_MAX_NEW_TOKENS (1u << 24) /* beyond any context; keeps counts in uint32 */
 #define FG_JOB_MAX_LINE (64u << 20)      /* bytes in one input line */
 
+/* fg_job.format: which line format a line was written in (each line says by its keys). */
+typedef enum fg_job_format {
+    FG_JOB_FG = 0,     /* fg's own line: "id", "prompt" | "messages", ... */
+    FG_JOB_OPENAI = 1, /* an OpenAI Batch line: "custom_id", "method", "url", "body" */
+} fg_job_format;
+
 typedef struct fg_job {
-    char *id;          /* the input id as text (an integer as written, of any size) */
+    char *id;          /* the input id as text (an integer as written, of any size); an OpenAI
+                          line's custom_id */
     int id_is_int;     /* the id was a JSON integer: results write it back unquoted */
-    char *prompt;      /* NULL when the line has messages */
+    int format;        /* fg_job_format */
+    int endpoint;      /* OpenAI lines: fg_oai_endpoint (openai.h) of the line's "url" */
+    char *model;       /* OpenAI lines: the body's "model" (NULL when absent) */
+    char *prompt;      /* NULL when the line has messages or prompt token ids */
+    int32_t *prompt_ids; /* [n_prompt_ids] "prompt" given as token ids, or NULL */
+    uint32_t n_prompt_ids;
     char *messages;    /* the "messages" array as compact JSON text, or NULL */
     char *chat_kwargs; /* the "chat_template_kwargs" object as compact JSON text, or NULL */
     char *invalid;     /* non-NULL: why the line's request cannot run (an error result) */
+    char *invalid_param; /* with invalid: the field at fault ("" for the line as a whole) */
     char *meta;        /* the "meta" value's JSON text as the line wrote it, or NULL */
     int64_t max_new;   /* 1..FG_JOB_MAX_NEW_TOKENS, or -1: use the command's default */
     char *stops[FG_JOB_MAX_STOPS];
     int n_stops;
+    fg_request req;    /* the line's request (without invalid): points into this job's strings,
+                          valid while the job is; max_tokens 0 when max_new is -1 */
     int done;          /* legacy fg_jobs_open_output only: already present in the output */
     size_t line;       /* 1-based line of the input, for the runner's messages */
 } fg_job;

@@ -5,7 +5,7 @@
  * A request is one prompt (text, token ids, or a chat's messages) with its own sampling
  * settings, n choices, stop strings and log-prob wishes; its response holds the prompt's ids
  * (and their log-probs with echo), one choice per sample, the usage and, when the request could
- * not run, an error instead. Nothing here knows the engine or a line format: jobs.c reads lines
+ * not run, an error instead. Nothing here knows the engine or a line format: jobs/ reads lines
  * into requests and writes responses as lines (openai.c in OpenAI's schema), the session runs
  * them.
  *
@@ -29,6 +29,18 @@ extern "C" {
 #define FG_REQ_MAX_N 128          /* choices a request may ask for */
 #define FG_REQ_MAX_TOP_LOGPROBS 20 /* alternatives a token may list (OpenAI's chat limit) */
 
+/* fg_request.set: which sampling fields a request gave (contract change, jobs). */
+enum {
+    FG_REQ_SET_TEMPERATURE = 1u << 0,
+    FG_REQ_SET_TOP_P = 1u << 1,
+    FG_REQ_SET_TOP_K = 1u << 2,
+    FG_REQ_SET_MIN_P = 1u << 3,
+    FG_REQ_SET_SEED = 1u << 4,
+    FG_REQ_SET_PRESENCE = 1u << 5,
+    FG_REQ_SET_FREQUENCY = 1u << 6,
+    FG_REQ_SET_REPETITION = 1u << 7,
+};
+
 typedef struct fg_request {
     /* the prompt: exactly one of text, ids or messages */
     const char *prompt;             /* text, encoded as transformers' tokenizer(text) */
@@ -41,8 +53,17 @@ typedef struct fg_request {
     uint32_t max_tokens;            /* new tokens per choice; 0: the run's default */
     uint32_t min_tokens;            /* EOS and stop strings do not end a choice before this */
     int ignore_eos;                 /* EOS is a token like any other */
-    fg_sample_params sample;        /* temperature, top_k, top_p, min_p, seed, penalties */
+    fg_sample_params sample;        /* temperature, top_k, top_p, seed (as given: see set) */
     int has_seed;                   /* sample.seed was given (else the run's seed) */
+    /* Contract change (jobs): the sampling fields fg_sample_params does not carry yet
+     * (compute/sample.h is the runner's); the runner moves them into sample when it adds them. */
+    float min_p;                    /* 0 = off; else in (0, 1] */
+    float presence_penalty;         /* -2..2 (OpenAI), 0 = off */
+    float frequency_penalty;        /* -2..2 (OpenAI), 0 = off */
+    float repetition_penalty;       /* > 0 (vLLM, transformers), 1 = off */
+    unsigned set;                   /* FG_REQ_SET_* bits: the sampling fields the request gave;
+                                       the others take the run's defaults (fg-infer's flags,
+                                       fg-serve's options), whatever sample holds for them */
     uint32_t n;                     /* choices (independent samples); 0 counts as 1 */
     const char *stops[FG_REQ_MAX_STOPS]; /* stop strings: the text ends before the first */
     int n_stops;

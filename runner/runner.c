@@ -281,6 +281,7 @@ static int dispatch(fgr_run *r, fg_err *err)
     case FG_RUN_JOBS: return fgr_run_jobs(r, err);
     case FG_RUN_SYNTHETIC: return fgr_run_synthetic(r, err);
     case FG_RUN_PPL: return fgr_run_ppl(r, err);
+    case FG_RUN_SCORE: return fgr_run_score(r, err);
     case FG_RUN_DRY: return fgr_run_dry(r, err);
     case FG_RUN_CALIBRATE: return fgr_run_calibrate(r, err);
     default: return fg_err_set(err, FG_ERR_INVALID_ARG, "fg_run: unknown mode %d", (int)o->mode);

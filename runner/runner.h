@@ -27,6 +27,8 @@ typedef enum fg_run_mode {
     FG_RUN_DRY,        /* print the plan of the run the fields describe and stop (or any mode
                           with eo.plan_only) */
     FG_RUN_CALIBRATE,  /* measure this machine for the policy search, write the file */
+    FG_RUN_SCORE,      /* log-likelihoods of (context, continuation) pairs, or of texts
+                          (rolling): input -> output, resumable (fg-infer score) */
 } fg_run_mode;
 
 #define FG_RUN_MAX_STOPS 8
@@ -44,6 +46,7 @@ typedef struct fg_run_opts {
                                        the model's chat template (--chat) */
     const char *input, *output;     /* JOBS ("-" = stdin / stdout) */
     int resume;
+    int rolling;                    /* SCORE: lines are texts (loglikelihood_rolling) */
     uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */
     uint32_t num_prompts;           /* SYNTHETIC: prompts in the job (0: one block); the
                                        policy search chooses a block of at most that many */

@@ -4,7 +4,12 @@
  *   runner.c          fg_run: the store, the tokenizer, the engine opened for a run's shape,
  *                     a block generated, the output written
  *   runner_opts.c     fg_run_opts_check: the rules between options (what fg-infer refuses)
- *   runner_modes.c    the run modes: -p, synthetic, perplexity, the plan alone, calibration
+ *   runner_modes.c    the run modes: -p (streamed), synthetic, perplexity, the plan alone,
+ *                     calibration
+ *   runner_chat.c     --chat without -p: the interactive chat, through the session
+ *   runner_score.c    fg-infer score: pairs' (or texts') log-likelihoods, resumable
+ *   session*.c        the session API (session.h, session_int.h): what fg-serve, Python and
+ *                     the chat run through
  *   runner_jobs.c     JSONL jobs: sized, packed into blocks, answered, resumable
  *   runner_policy.c   the policy search's glue (--policy auto) and a fixed policy's prediction
  *   runner_quant.c    quantize-at-load (--compress-weight on an F16 store)
@@ -93,6 +98,10 @@ int fgr_write_out(fgr_run *r, const char *text, fg_err *err);
 /* ---- runner_modes.c, runner_jobs.c: the run modes ---- */
 
 int fgr_run_prompt(fgr_run *r, fg_err *err);
+/* --chat without -p: the interactive chat (runner_chat.c) */
+int fgr_run_chat(fgr_run *r, fg_err *err);
+/* fg-infer score (runner_score.c) */
+int fgr_run_score(fgr_run *r, fg_err *err);
 int fgr_run_synthetic(fgr_run *r, fg_err *err);
 int fgr_run_ppl(fgr_run *r, fg_err *err);
 int fgr_run_dry(fgr_run *r, fg_err *err);

@@ -4,7 +4,10 @@
  * nothing allocated), and the calibration of this machine for --policy auto. Each opens the
  * store, sizes the engine for its shape (fgr_open_engine) and writes its result to r->out.
  * -p --chat is one user message rendered through the model's chat template (one turn); it
- * prints the reply alone, where -p prints the prompt and its continuation.
+ * prints the reply alone, where -p prints the prompt and its continuation. Both print the text
+ * as it is generated (whole UTF-8 characters; text that could still become a stop string
+ * waits), on a terminal or into a pipe (flushed after each piece). --chat without -p is the
+ * interactive chat (runner_chat.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +21,7 @@
 
 #include "policy_search.h"
 #include "runner_int.h"
+#include "session_int.h"
 
 /* -p's ids: the text as a prompt, or with --chat one user message through the chat template. */
 static int prompt_ids(fgr_run *r, int32_t **ids, uint32_t *n, fg_err *err)
@@ -34,10 +38,66 @@ static int prompt_ids(fgr_run *r, int32_t **ids, uint32_t *n, fg_err *err)
     return rc;
 }
 
+/* -p's output as it is generated: after each token the text so far (whole UTF-8 characters,
+ * none of what could still become a stop string) past what was printed; a stop string ends it. */
+typedef struct pstream {
+    fgr_run *r;
+    size_t printed;
+    int failed;           /* a write failed: werr says it */
+    fg_err werr;
+} pstream;
+
+static void print_upto(pstream *p, const char *text, size_t upto)
+{
+    if (p->failed || upto <= p->printed)
+        return;
+    if (fwrite(text + p->printed, 1, upto - p->printed, p->r->out) != upto - p->printed ||
+        fflush(p->r->out)) {
+        fg_err_sys(&p->werr, FG_ERR_IO, errno, "writing to %s", fgr_out_name(p->r));
+        p->failed = 1;
+    }
+    p->printed = upto;
+}
+
+static int prompt_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n)
+{
+    pstream *p = ctx;
+    const fg_run_opts *o = p->r->o;
+    size_t whole;
+    char *text = fgs_text(p->r->tok, out, n, 0, &whole, NULL);
+    (void)seq;
+    if (!text)
+        return 0;
+    long at = fgs_stop_at(o->stops, o->n_stops, text);
+    print_upto(p, text, at >= 0 ? (size_t)at : whole - fgs_stop_hold(o->stops, o->n_stops,
+                                                                         text, whole));
+    free(text);
+    return at >= 0 || p->failed;
+}
+
+/* The rest of the text once the sequence ended, and the newline. */
+static int prompt_finish(pstream *p, const fg_gen_seq *s, fg_err *err)
+{
+    size_t whole;
+    char *text = fgs_text(p->r->tok, s->out, s->n_out, 1, &whole, err);
+    if (!text)
+        return err->code ? err->code : FG_ERR_NOMEM;
+    long at = fgs_stop_at(p->r->o->stops, p->r->o->n_stops, text);
+    print_upto(p, text, at >= 0 ? (size_t)at : strlen(text));
+    free(text);
+    if (p->failed) {
+        *err = p->werr;
+        return err->code;
+    }
+    return fgr_write_out(p->r, "\n", err);
+}
+
 int fgr_run_prompt(fgr_run *r, fg_err *err)
 {
     int32_t *ids = NULL, *out = NULL;
     uint32_t n = 0;
+    if (r->o->chat && !r->o->prompt)
+        return fgr_run_chat(r, err);
     int rc = fgr_open_store(r, err);
     if (rc == FG_OK)
         rc = prompt_ids(r, &ids, &n, err);
@@ -46,29 +106,26 @@ int fgr_run_prompt(fgr_run *r, fg_err *err)
     if (rc == FG_OK && !(out = malloc((size_t)r->o->max_new * sizeof *out)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     fg_gen_seq s = {ids, n, r->o->max_new, r->o->sample, 0, out, 0, 0, r->o->ignore_eos};
-    const char *const *sv = r->o->stops;
-    fgr_stops st = {r->tok, &sv, &r->o->n_stops};
-    fgr_tick tc = {{0}, 0};
+    pstream ps = {r, 0, 0, {0}};
+    fg_gen_hooks h = {prompt_token, &ps, NULL, NULL, NULL, NULL};
+    fg_gen_stats gs;
     double t0 = fg_now();
-    if (rc == FG_OK) {
-        fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, r->o->max_new, r->o->quiet);
-        rc = fgr_generate(r, &s, 1, &st, &tc, err);
-        fg_progress_end(&tc.bar);
+    if (rc == FG_OK && !r->o->chat) /* a chat prints the reply alone */
+        rc = fgr_write_out(r, r->o->prompt, err);
+    if (rc == FG_OK) { /* (no progress bar: the text itself shows the progress) */
+        rc = fg_engine_generate(r->e, &s, 1, &h, &gs, err);
+        r->rep.prefill_s += gs.prefill_s;
+        r->rep.decode_s += gs.decode_s;
+        r->rep.tokens += gs.new_tokens;
+        r->rep.prompts++;
+        r->rep.prompt_cached += gs.prompt_cached;
+        r->rep.prompt_computed += gs.prompt_computed;
     }
     r->rep.total_s = fg_now() - t0;
-    char *text = rc == FG_OK ? fgr_decode(r->tok, out, s.n_out, err) : NULL;
-    if (rc == FG_OK && !text)
-        rc = FG_ERR_NOMEM;
-    if (rc == FG_OK) {
-        fgr_cut_stop(text, r->o->stops, r->o->n_stops);
-        rc = r->o->chat ? FG_OK : fgr_write_out(r, r->o->prompt, err); /* a chat: the reply */
-        if (rc == FG_OK)
-            rc = fgr_write_out(r, text, err);
-        if (rc == FG_OK)
-            rc = fgr_write_out(r, "\n", err);
+    if (rc == FG_OK)
+        rc = prompt_finish(&ps, &s, err);
+    if (rc == FG_OK)
         fgr_summary(r);
-    }
-    free(text);
     free(out);
     free(ids);
     return rc;

@@ -33,9 +33,9 @@ static int check_device(const fg_run_opts *o, fg_err *err)
         return bad(err, "--gpu-budget needs a device: --backend cuda or sim");
     if (o->eo.sim_link_gbps > 0 && o->eo.backend != FG_BACKEND_SIM)
         return bad(err, "--sim-link belongs to --backend sim");
-    if (o->chat && !o->prompt)
-        return bad(err, "--chat needs -p TEXT (the message; an interactive chat is not written "
-                   "yet; a job's lines take \"messages\")");
+    if (o->chat && (o->input || o->prompt_len || o->mode == FG_RUN_PPL))
+        return bad(err, "--chat belongs to -p TEXT or the interactive chat (a job's lines take "
+                   "\"messages\")");
     if (o->num_prompts && !o->prompt_len)
         return bad(err, "--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts "
                    "are its lines)");
@@ -51,6 +51,8 @@ static int check_mode(const fg_run_opts *o, fg_err *err)
     if (o->mode != FG_RUN_PPL && o->mode != FG_RUN_DRY && (o->text || o->window || o->max_tokens))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s belongs to fg-infer ppl",
                           o->text ? "--text" : o->window ? "--window" : "--max-tokens");
+    if (o->rolling && o->mode != FG_RUN_SCORE)
+        return bad(err, "--rolling belongs to fg-infer score");
     if (o->resume && !o->input)
         return bad(err, "--resume continues an --input/--output job");
     if (o->input && !o->output && !dry)
@@ -59,7 +61,8 @@ static int check_mode(const fg_run_opts *o, fg_err *err)
     if (o->output && !o->input)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--output %s needs --input FILE (the JSONL "
                           "prompts; - for standard input)", o->output);
-    int whole = o->mode == FG_RUN_PROMPT ? !!o->prompt : o->mode == FG_RUN_JOBS ? !!o->input
+    int whole = o->mode == FG_RUN_PROMPT ? o->prompt || o->chat
+              : o->mode == FG_RUN_JOBS || o->mode == FG_RUN_SCORE ? !!o->input
               : o->mode == FG_RUN_SYNTHETIC ? !!o->prompt_len : o->mode == FG_RUN_PPL ? !!o->text
               : 1;
     if (!whole)
@@ -71,9 +74,10 @@ static int check_mode(const fg_run_opts *o, fg_err *err)
 /* A pipeline of n ranks: what runs in one process only. */
 static int check_pipeline(const fg_run_opts *o, int n, fg_err *err)
 {
-    if (o->mode == FG_RUN_CALIBRATE || o->mode == FG_RUN_PPL)
+    if (o->mode == FG_RUN_CALIBRATE || o->mode == FG_RUN_PPL || o->mode == FG_RUN_SCORE)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s runs in one process, not under mpirun "
-                          "with %d ranks", o->mode == FG_RUN_CALIBRATE ? "calibrate" : "ppl", n);
+                          "with %d ranks", o->mode == FG_RUN_CALIBRATE ? "calibrate"
+                          : o->mode == FG_RUN_PPL ? "ppl" : "score", n);
     if (o->eo.policy.schedule == FG_SCHEDULE_ROW)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "--schedule row: a pipeline of %d ranks runs "
                           "its own micro-batch schedule", n);

@@ -14,7 +14,8 @@
  * in request order as runner_jobs.c packs job lines: a block takes every waiting item that
  * keeps its longest prompt + largest generation within the context (every item fits alone).
  *
- * Sampling streams: a request with a seed draws choice c from stream c, so a seeded request's
+ * Sampling: a request's own fields (fg_request.set says which it gave) over the session's
+ * defaults (run.sample: fg-infer's flags, fg-serve's options). Streams: a request with a seed draws choice c from stream c, so a seeded request's
  * samples do not depend on the call, the packing or the block size (as fg_sample's stream
  * per job line); a request without one takes the session's seed (run.sample.seed) and a
  * stream no earlier request of the session used, so two unseeded requests differ.
@@ -68,7 +69,7 @@ static int plan_ctx(fg_session *s, uint32_t *ctx, fg_err *err)
 
 static int open_engine(fg_session *s, fg_err *err)
 {
-    uint32_t ctx;
+    uint32_t ctx = 0;
     int rc = plan_ctx(s, &ctx, err);
     if (rc)
         return rc;
@@ -108,6 +109,7 @@ int fg_session_open(const fg_session_opts *opts, fg_session **out, fg_err *err)
     s->ro.prompt = s->ro.input = s->ro.output = NULL;
     s->ro.chat = 0;
     s->ro.resume = 0;
+    s->ro.rolling = 0;
     int rc = s->ro.model ? fg_run_opts_check(&s->ro, err)
                          : fg_err_set(err, FG_ERR_INVALID_ARG, "no store (-m)");
     s->ro.mode = FG_RUN_JOBS;
@@ -210,6 +212,34 @@ int fg_session_chat_render(fg_session *s, const char *messages, const char *kwar
 }
 
 /* ---- generate: the requests prepared ---- */
+
+int fgs_has_seed(const fg_request *q)
+{
+    return q->has_seed || (q->set & FG_REQ_SET_SEED);
+}
+
+fg_sample_params fgs_sample(const fg_session *s, const fg_request *q)
+{
+    fg_sample_params p = s->ro.sample;
+    unsigned m = q->set;
+    if (m & FG_REQ_SET_TEMPERATURE)
+        p.temperature = q->sample.temperature;
+    if (m & FG_REQ_SET_TOP_P)
+        p.top_p = q->sample.top_p;
+    if (m & FG_REQ_SET_TOP_K)
+        p.top_k = q->sample.top_k;
+    if (fgs_has_seed(q))
+        p.seed = q->sample.seed;
+    if (m & FG_REQ_SET_MIN_P)
+        p.min_p = q->min_p;
+    if (m & FG_REQ_SET_PRESENCE)
+        p.presence_penalty = q->presence_penalty;
+    if (m & FG_REQ_SET_FREQUENCY)
+        p.frequency_penalty = q->frequency_penalty;
+    if (m & FG_REQ_SET_REPETITION)
+        p.repetition_penalty = q->repetition_penalty;
+    return p;
+}
 
 static void resp_error(fg_response *r, int status, const char *type, const char *msg)
 {
@@ -323,12 +353,95 @@ static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_resp
         if (resp[i].status)
             continue;
         const fg_request *q = &reqs[i];
-        uint64_t base = q->has_seed ? 0 : (s->streams++ + 1) * (uint64_t)FG_REQ_MAX_N;
+        uint64_t base = fgs_has_seed(q) ? 0 : (s->streams++ + 1) * (uint64_t)FG_REQ_MAX_N;
         for (uint32_t c = 0; c < resp[i].n_choices; c++)
             (*items)[k++] = (fgs_item){i, c, q, &resp[i], resp[i].prompt_ids, resp[i].n_prompt,
                                        req_max_tokens(s, q), base + c, q->min_tokens};
     }
     *ni = k;
+    return FG_OK;
+}
+
+/* ---- echo: the prompt's log-probs and text ---- */
+
+typedef struct echo_ctx {
+    const fg_request *reqs;
+    fg_response *resp;
+    const uint32_t *map; /* window -> request */
+} echo_ctx;
+
+static int echo_pos(void *ctx, uint32_t w, uint32_t t, const float *lg, uint32_t V)
+{
+    echo_ctx *c = ctx;
+    fg_response *r = &c->resp[c->map[w]];
+    uint32_t k = (uint32_t)c->reqs[c->map[w]].logprobs;
+    int32_t id = r->prompt_ids[t + 1];
+    double lse = fgs_lse(lg, V);
+    r->prompt_logprob[t + 1] = (float)((double)lg[id] - lse);
+    fgs_top(lg, V, lse, k, r->prompt_top + (size_t)(t + 1) * k);
+    return FG_OK;
+}
+
+/* With echo and logprobs: each prompt token's log-prob given the ones before it (the first's
+ * NaN: no context), scored in windows of the block. */
+static int echo_logprobs(fg_session *s, const fg_request *reqs, fg_response *resp, uint32_t n,
+                         fg_err *err)
+{
+    const int32_t **win = calloc(n + 1, sizeof *win);
+    uint32_t *lens = calloc(n + 1, sizeof *lens), *map = calloc(n + 1, sizeof *map), m = 0;
+    int rc = win && lens && map ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
+        fg_response *r = &resp[i];
+        uint32_t k = reqs[i].logprobs > 0 ? (uint32_t)reqs[i].logprobs : 0;
+        if (r->status || !reqs[i].echo || reqs[i].logprobs < 0)
+            continue;
+        r->prompt_logprob = malloc((size_t)r->n_prompt * sizeof *r->prompt_logprob);
+        r->prompt_top = malloc(((size_t)r->n_prompt * k + 1) * sizeof *r->prompt_top);
+        if (!r->prompt_logprob || !r->prompt_top) {
+            rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        r->prompt_logprob[0] = NAN;
+        for (uint32_t j = 0; j < k; j++)
+            r->prompt_top[j] = (fg_token_lp){-1, NAN};
+        if (r->n_prompt < 2)
+            continue;
+        win[m] = r->prompt_ids;
+        lens[m] = r->n_prompt - 1;
+        map[m++] = i;
+    }
+    echo_ctx c = {reqs, resp, map};
+    if (rc == FG_OK && m)
+        rc = fgs_windows(s, win, lens, m, echo_pos, &c, err);
+    free(win);
+    free(lens);
+    free(map);
+    return rc;
+}
+
+/* With echo the prompt's text comes first in each choice's text. */
+static int echo_text(fg_session *s, const fg_request *q, fg_response *r, fg_err *err)
+{
+    char *p = q->prompt ? strdup(q->prompt) : NULL;
+    if (!q->prompt && fg_session_detokenize(s, r->prompt_ids, r->n_prompt, 1, &p, err))
+        return err->code;
+    if (!p)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    size_t lp = strlen(p);
+    for (uint32_t c = 0; c < r->n_choices; c++) {
+        fg_choice *ch = &r->choices[c];
+        size_t lt = strlen(ch->text);
+        char *t = malloc(lp + lt + 1);
+        if (!t) {
+            free(p);
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+        }
+        memcpy(t, p, lp);
+        memcpy(t + lp, ch->text, lt + 1);
+        free(ch->text);
+        ch->text = t;
+    }
+    free(p);
     return FG_OK;
 }
 
@@ -398,9 +511,14 @@ int fg_session_generate(fg_session *s, const fg_request *reqs, uint32_t n, fg_pi
         rc = rc == 1 ? FG_OK : rc;
     }
     if (rc == FG_OK)
+        rc = echo_logprobs(s, reqs, resp, n, err);
+    if (rc == FG_OK)
         rc = make_items(s, reqs, n, resp, &items, &ni, err);
     if (rc == FG_OK)
         rc = run_items(&c, items, ni, err);
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++)
+        if (!resp[i].status && reqs[i].echo)
+            rc = echo_text(s, &reqs[i], &resp[i], err);
     if (c.cancelled)
         finish_resps(&c, resp, n, rc, err);
     free(items);

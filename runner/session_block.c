@@ -94,7 +94,7 @@ static char *utf8_fix(const char *text, size_t n, int final, size_t *whole)
 }
 
 /* The text of ids[0..n) (special tokens skipped), fixed as utf8_fix does. */
-static char *text_of(fg_tok *tok, const int32_t *ids, uint32_t n, int final, size_t *whole,
+char *fgs_text(fg_tok *tok, const int32_t *ids, uint32_t n, int final, size_t *whole,
                      fg_err *err)
 {
     fg_tok_bytes b = {0};
@@ -108,26 +108,24 @@ static char *text_of(fg_tok *tok, const int32_t *ids, uint32_t n, int final, siz
 
 /* ---- stop strings ---- */
 
-/* Where the first stop string of q starts in text (its earliest occurrence), or -1. */
-static long stop_at(const fg_request *q, const char *text)
+long fgs_stop_at(const char *const *v, int n, const char *text)
 {
     long at = -1;
-    for (int i = 0; i < q->n_stops; i++) {
-        const char *p = q->stops[i] && q->stops[i][0] ? strstr(text, q->stops[i]) : NULL;
+    for (int i = 0; i < n; i++) {
+        const char *p = v[i] && v[i][0] ? strstr(text, v[i]) : NULL;
         if (p && (at < 0 || p - text < at))
             at = p - text;
     }
     return at;
 }
 
-/* The longest suffix of text[0..n) that is a proper prefix of one of q's stop strings. */
-static size_t stop_hold(const fg_request *q, const char *text, size_t n)
+size_t fgs_stop_hold(const char *const *v, int nv, const char *text, size_t n)
 {
     size_t hold = 0;
-    for (int i = 0; i < q->n_stops; i++) {
-        size_t sl = q->stops[i] ? strlen(q->stops[i]) : 0;
+    for (int i = 0; i < nv; i++) {
+        size_t sl = v[i] ? strlen(v[i]) : 0;
         for (size_t l = sl > 0 && sl - 1 < n ? sl - 1 : n; l > hold; l--)
-            if (!memcmp(text + n - l, q->stops[i], l)) {
+            if (!memcmp(text + n - l, v[i], l)) {
                 hold = l;
                 break;
             }
@@ -184,6 +182,20 @@ static int send_piece(blk *b, uint32_t seq, const char *text, size_t upto, int f
     return stop;
 }
 
+/* With echo the prompt's text is the choice's first piece (its ids: the prompt's). */
+static void echo_piece(fgs_call *c, const fgs_item *it)
+{
+    char *p = NULL;
+    fg_err e;
+    if (!it->q->prompt && fg_session_detokenize(c->s, it->ids, it->n, 1, &p, &e))
+        return;
+    const char *t = it->q->prompt ? it->q->prompt : p;
+    if (c->on_piece(c->piece_ctx, it->req, it->choice, t, strlen(t), it->ids, NULL, it->n,
+                    FG_FINISH_NONE))
+        c->cancelled[it->req] = 1;
+    free(p);
+}
+
 static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
 {
     blk *b = ctx;
@@ -197,11 +209,11 @@ static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
     if (!stops && !c->on_piece)
         return 0;
     size_t whole;
-    char *text = text_of(c->s->r.tok, out, n_out, 0, &whole, NULL);
+    char *text = fgs_text(c->s->r.tok, out, n_out, 0, &whole, NULL);
     if (!text)
         return 0; /* out of memory: the text is made again after the block */
-    long at = stops ? stop_at(q, text) : -1;
-    size_t upto = at >= 0 ? (size_t)at : whole - stop_hold(q, text, whole);
+    long at = stops ? fgs_stop_at(q->stops, q->n_stops, text) : -1;
+    size_t upto = at >= 0 ? (size_t)at : whole - fgs_stop_hold(q->stops, q->n_stops, text, whole);
     if (c->on_piece && upto > x->emitted && send_piece(b, seq, text, upto, FG_FINISH_NONE))
         c->cancelled[x->it->req] = 1;
     free(text);
@@ -235,9 +247,7 @@ static int make_seqs(blk *b, fgs_item *items, uint32_t n, int *want_lp, fg_err *
     for (uint32_t i = 0; i < n; i++) {
         fgs_item *it = &items[i];
         bseq *x = &b->b[i];
-        fg_sample_params sp = it->q->sample;
-        if (!it->q->has_seed)
-            sp.seed = s->ro.sample.seed;
+        fg_sample_params sp = fgs_sample(s, it->q);
         b->seqs[i] = (fg_gen_seq){it->ids, it->n, it->mn, sp, it->stream,
                                   malloc((size_t)it->mn * sizeof(int32_t)), 0, 0,
                                   it->q->ignore_eos, it->min_tokens};
@@ -264,10 +274,10 @@ static int fill_choice(blk *b, uint32_t i, fg_err *err)
     fg_choice *ch = &x->it->resp->choices[x->it->choice];
     size_t whole;
     settle(b, i);
-    char *text = text_of(b->c->s->r.tok, q->out, q->n_out, 1, &whole, err);
+    char *text = fgs_text(b->c->s->r.tok, q->out, q->n_out, 1, &whole, err);
     if (!text)
         return err->code ? err->code : FG_ERR_NOMEM;
-    long at = q->finish == FG_FINISH_STOP && x->stopped ? stop_at(x->it->q, text) : -1;
+    long at = q->finish == FG_FINISH_STOP && x->stopped ? fgs_stop_at(x->it->q->stops, x->it->q->n_stops, text) : -1;
     if (at >= 0)
         text[at] = '\0';
     ch->text = text;
@@ -298,9 +308,12 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
 {
     fg_session *s = c->s;
     blk b = {c, NULL, NULL, 0, fg_engine_hparams(s->r.e)->vocab_size};
-    int want_lp;
+    int want_lp = 0;
     int rc = make_seqs(&b, items, n, &want_lp, err);
     fg_gen_hooks h = {on_token, &b, NULL, NULL, want_lp ? on_logits : NULL, &b};
+    for (uint32_t i = 0; rc == FG_OK && c->on_piece && i < n; i++)
+        if (items[i].q->echo && !c->cancelled[items[i].req])
+            echo_piece(c, &items[i]);
     fg_gen_stats gs;
     if (rc == FG_OK) {
         rc = fg_engine_generate(s->r.e, b.seqs, n, &h, &gs, err);

@@ -57,6 +57,23 @@ int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *le
 double fgs_lse(const float *logits, uint32_t n);
 void fgs_top(const float *logits, uint32_t n, double lse, uint32_t k, fg_token_lp *top);
 
+/* The sampling of request q: the fields it gave (q->set), the run's (run.sample) for the rest;
+ * has_seed or a set seed keeps q's seed. */
+fg_sample_params fgs_sample(const fg_session *s, const fg_request *q);
+int fgs_has_seed(const fg_request *q);
+
+/* Streaming text (session_block.c; -p's too): the text of ids[0..n) with special tokens
+ * skipped and ill-formed UTF-8 as U+FFFD; *whole: its bytes before a character still
+ * incomplete at the end (final: that one too becomes U+FFFD). Owned by the caller; NULL on
+ * failure (err set when not NULL). */
+char *fgs_text(fg_tok *tok, const int32_t *ids, uint32_t n, int final, size_t *whole,
+               fg_err *err);
+/* Where the earliest of the stop strings v[0..n) starts in text, or -1. */
+long fgs_stop_at(const char *const *v, int n, const char *text);
+/* The longest suffix of text[0..len) that is a proper prefix of one of v[0..n): what a stream
+ * holds back. */
+size_t fgs_stop_hold(const char *const *v, int n, const char *text, size_t len);
+
 /* Whether the call was interrupted (opts.interrupt). */
 int fgs_interrupted(const fg_session *s);
 

@@ -117,7 +117,7 @@ static const struct {
     {"{\"id\":\"\",\"prompt\":\"x\"}", "\"id\" must be", -1},
     {"{\"id\":null,\"prompt\":\"x\"}", "\"id\" must be", -1},
     {"{\"id\":[\"a\"],\"prompt\":\"x\"}", "\"id\" must be", -1},
-    {"{\"id\":\"a\"}", "prompt \"a\": \"prompt\" (a string) is missing", -1},
+    {"{\"id\":\"a\"}", "prompt \"a\": \"prompt\" (a string, or a list of token ids) is missing", -1},
     {"{\"id\":\"a\",\"prompt\":5}", "not a string", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\",\"prompt\":\"y\"}", "duplicate", -1},
     {"{\"id\":\"a\",\"prompt\":\"x\"}{\"id\":\"b\",\"prompt\":\"y\"}", "not valid JSON", -1},

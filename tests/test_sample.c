@@ -1,7 +1,11 @@
-/* test_sample.c - sampling: greedy ties, reproducible seeds, top-k/top-p support sets, and the
- * empirical distribution at temperature 1 against the softmax. */
+/* test_sample.c - sampling: greedy ties, reproducible seeds, top-k/top-p support sets, the
+ * empirical distribution at temperature 1 against the softmax, and the distribution drawn
+ * from against transformers' logits processors (penalties, temperature, top-k, top-p, min-p:
+ * tests/fixtures/sampling/make_sampling_ref.py). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sample.h"
 #include "testutil.h"
@@ -108,6 +112,81 @@ START_TEST(log_prob_is_log_softmax)
 }
 END_TEST
 
+/* Read the numbers after a line's keyword; returns how many. */
+static int read_nums(FILE *f, const char *key, double *v, int cap)
+{
+    static char line[65536];
+    ck_assert(fgets(line, sizeof line, f) != NULL);
+    size_t kl = strlen(key);
+    ck_assert_msg(!strncmp(line, key, kl), "expected %s, got %.20s", key, line);
+    int n = 0;
+    char *p = line + kl, *e;
+    for (double x; n < cap && (x = strtod(p, &e), e != p); p = e)
+        v[n++] = x;
+    return n;
+}
+
+START_TEST(processors_match_transformers)
+{
+    FILE *f = fopen(FG_SOURCE_DIR "/tests/fixtures/sampling/sampling_ref.txt", "r");
+    ck_assert(f != NULL);
+    char head[256];
+    ck_assert(fgets(head, sizeof head, f) != NULL); /* the versions line */
+    fg_sample_scratch *sc;
+    fg_err err;
+    ck_assert_int_eq(fg_sample_scratch_create(64, &sc, &err), 0);
+    int cases = 0, c;
+    while ((c = fgetc(f)) != EOF) {
+        ungetc(c, f);
+        double pr[7], pv[16], ov[16], lv[64], want[64], got[64];
+        ck_assert_int_eq(read_nums(f, "params", pr, 7), 7);
+        int np = read_nums(f, "prompt", pv, 16), no = read_nums(f, "out", ov, 16);
+        ck_assert_int_eq(read_nums(f, "logits", lv, 64), 64);
+        ck_assert_int_eq(read_nums(f, "probs", want, 64), 64);
+        int32_t prompt[16], out[16];
+        float lg[64];
+        for (int i = 0; i < np; i++)
+            prompt[i] = (int32_t)pv[i];
+        for (int i = 0; i < no; i++)
+            out[i] = (int32_t)ov[i];
+        for (int i = 0; i < 64; i++)
+            lg[i] = (float)lv[i];
+        fg_sample_params p = {(float)pr[0], (uint32_t)pr[1], (float)pr[2], 0, (float)pr[3],
+                              (float)pr[4], (float)pr[5], (float)pr[6]};
+        ck_assert_int_eq(fg_sample_check(&p, &err), 0);
+        fg_sample_hist h = {prompt, (uint32_t)np, out, (uint32_t)no};
+        fg_sample_probs(lg, 64, &p, &h, sc, got);
+        for (int i = 0; i < 64; i++)
+            ck_assert_msg(fabs(got[i] - want[i]) < 1e-5, "case %d token %d: %g, transformers "
+                          "%g", cases, i, got[i], want[i]);
+        /* draws stay inside the support */
+        fg_rng r;
+        fg_rng_seed(&r, 3, (uint64_t)cases);
+        for (int i = 0; i < 200; i++)
+            ck_assert(want[fg_sample_hist_pick(lg, 64, &p, &h, &r, sc)] > 0);
+        cases++;
+    }
+    ck_assert_int_ge(cases, 7);
+    fg_sample_scratch_free(sc);
+    fclose(f);
+}
+END_TEST
+
+START_TEST(penalty_ranges_refused)
+{
+    fg_err err;
+    fg_sample_params p = {1, 0, 1, 0, 1.5f};
+    ck_assert_int_ne(fg_sample_check(&p, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--min-p"));
+    p = (fg_sample_params){1, 0, 1, 0, 0, 3.0f};
+    ck_assert_int_ne(fg_sample_check(&p, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--presence-penalty"));
+    p = (fg_sample_params){1, 0, 1, 0, 0, 0, 0, -1.0f};
+    ck_assert_int_ne(fg_sample_check(&p, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--repetition-penalty"));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sample");
@@ -117,6 +196,8 @@ static Suite *suite(void)
     tcase_add_test(tc, top_k_and_top_p_restrict_support);
     tcase_add_test(tc, seeds_reproduce_and_differ);
     tcase_add_test(tc, log_prob_is_log_softmax);
+    tcase_add_test(tc, processors_match_transformers);
+    tcase_add_test(tc, penalty_ranges_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -71,6 +71,7 @@ static fg_request greedy_req(const int32_t *ids, uint32_t n, uint32_t max)
     q.n_prompt_ids = n;
     q.max_tokens = max;
     q.sample = (fg_sample_params){0, 0, 1, 0};
+    q.set = FG_REQ_SET_TEMPERATURE | FG_REQ_SET_TOP_P | FG_REQ_SET_TOP_K;
     q.logprobs = -1;
     q.ignore_eos = 1;
     return q;
@@ -82,7 +83,77 @@ static const struct {
     {"opt-tiny-safetensors", "opt-tiny"},
     {"llama3-tiny-bf16", "llama3-tiny"},
     {"qwen2-tiny-bf16", "qwen2-tiny"},
+    {"gemma2-tiny-bf16", "gemma2-tiny"},
+    {"mixtral-tiny-bf16", "mixtral-tiny"},
 };
+
+/* log_softmax(x)[id] in double */
+static double ref_lp(const float *x, uint32_t V, int32_t id)
+{
+    double m = -INFINITY, s = 0;
+    for (uint32_t i = 0; i < V; i++)
+        m = x[i] > m ? x[i] : m;
+    for (uint32_t i = 0; i < V; i++)
+        s += exp((double)x[i] - m);
+    return (double)x[id] - m - log(s);
+}
+
+/* Log-probs: echo's prompt log-probs = log_softmax of transformers' logits (the fixture's
+ * unpadded rows) within 1e-3, the top alternative too; a generated token's log-prob (the
+ * decode's logits) = the same token's when the output is echoed as a prompt (the prefill's). */
+START_TEST(logprobs_fixtures)
+{
+    ref r;
+    load_ref(families[_i].ref, &r);
+    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
+    fg_request q[2] = {greedy_req(r.ids[0], 12, 1), greedy_req(r.ids[1], 12, 1)};
+    fg_response resp[2];
+    fg_err err;
+    for (int i = 0; i < 2; i++)
+        q[i].echo = 1, q[i].logprobs = 2;
+    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+    for (int row = 0; row < 2; row++) {
+        ck_assert_int_eq(resp[row].status, 0);
+        ck_assert(isnan(resp[row].prompt_logprob[0]));
+        ck_assert_int_eq(resp[row].prompt_top[0].id, -1);
+        for (uint32_t t = 0; t + 1 < 12; t++) {
+            const float *x = r.logits + ((size_t)row * 12 + t) * r.vocab;
+            double want = ref_lp(x, r.vocab, r.ids[row][t + 1]);
+            double got = resp[row].prompt_logprob[t + 1];
+            ck_assert_msg(fabs(got - want) < 1e-3, "%s row %d pos %u: %f vs transformers %f",
+                          families[_i].ref, row, t + 1, got, want);
+            const fg_token_lp *top = &resp[row].prompt_top[(t + 1) * 2];
+            ck_assert(top[0].logprob >= top[1].logprob);
+            double best = ref_lp(x, r.vocab, (int32_t)argmax(x, r.vocab));
+            ck_assert_msg(fabs(top[0].logprob - best) < 1e-3, "%s top: %f vs %f",
+                          families[_i].ref, top[0].logprob, best);
+        }
+        fg_response_clear(&resp[row]);
+    }
+    free(r.logits);
+    /* decode vs prefill */
+    fg_request g = greedy_req(r.prompt, r.n_prompt, 6);
+    g.logprobs = 1;
+    ck_assert(fg_session_generate(s, &g, 1, NULL, NULL, resp, &err) == 0);
+    ck_assert_uint_eq(resp[0].choices[0].n_top, 1);
+    int32_t all[80];
+    memcpy(all, r.prompt, r.n_prompt * 4);
+    memcpy(all + r.n_prompt, resp[0].choices[0].tokens, 6 * 4);
+    fg_request e = greedy_req(all, r.n_prompt + 6, 1);
+    e.echo = 1, e.logprobs = 0;
+    ck_assert(fg_session_generate(s, &e, 1, NULL, NULL, &resp[1], &err) == 0);
+    for (uint32_t t = 0; t < 6; t++) {
+        float a = resp[0].choices[0].logprob[t], b = resp[1].prompt_logprob[r.n_prompt + t];
+        ck_assert_msg(fabs(a - b) < 1e-3, "%s: token %u: decode %f, prefill %f",
+                      families[_i].ref, t, a, b);
+        /* greedy: the chosen token is the top alternative */
+        ck_assert_int_eq(resp[0].choices[0].top[t].id, resp[0].choices[0].tokens[t]);
+    }
+    fg_response_clear(&resp[0]);
+    fg_response_clear(&resp[1]);
+    fg_session_close(s);
+}
+END_TEST
 
 START_TEST(greedy_fixtures)
 {
@@ -134,13 +205,101 @@ static void sampled(fg_session *s, const fg_request *q, uint32_t n, uint32_t whi
         fg_response_clear(&resp[i]);
 }
 
+/* Scoring: each split of the fixture's rows into context + continuation (ids) gives the sum of
+ * log_softmax of transformers' logits over the continuation within 1e-3, and is_greedy as its
+ * argmax says; equal windows are scored once (the same answers). */
+START_TEST(score_fixtures)
+{
+    ref r;
+    load_ref(families[_i].ref, &r);
+    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
+    fg_score_req q[8];
+    fg_score_res out[8];
+    double want[8];
+    int greedy[8];
+    for (int i = 0; i < 8; i++) {
+        int row = i & 1, k = 2 + i; /* context r.ids[row][0..k), continuation the rest */
+        q[i] = (fg_score_req){NULL, r.ids[row], (uint32_t)k, NULL, r.ids[row] + k,
+                              (uint32_t)(12 - k)};
+        want[i] = 0;
+        greedy[i] = 1;
+        for (int t = k - 1; t < 11; t++) {
+            const float *x = r.logits + ((size_t)row * 12 + t) * r.vocab;
+            want[i] += ref_lp(x, r.vocab, r.ids[row][t + 1]);
+            greedy[i] &= (int32_t)argmax(x, r.vocab) == r.ids[row][t + 1];
+        }
+    }
+    q[7] = q[5]; /* a duplicate */
+    want[7] = want[5], greedy[7] = greedy[5];
+    fg_err err;
+    ck_assert_msg(fg_session_score(s, q, 8, out, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(out[i].status, 0);
+        ck_assert_uint_eq(out[i].n_tokens, 12 - (2 + (i == 7 ? 5 : i)));
+        ck_assert_msg(fabs(out[i].logprob - want[i]) < 1e-3, "%s pair %d: %f vs %f",
+                      families[_i].ref, i, out[i].logprob, want[i]);
+        ck_assert_int_eq(out[i].is_greedy, greedy[i]);
+    }
+    /* an empty continuation is refused by that pair alone */
+    q[1].n_cont_ids = 0;
+    ck_assert(fg_session_score(s, q, 2, out, &err) == 0);
+    ck_assert_int_eq(out[0].status, 0);
+    ck_assert_int_eq(out[1].status, 400);
+    free(r.logits);
+    fg_session_close(s);
+}
+END_TEST
+
+/* Rolling: lm-eval's windows. With a context of 8 tokens, a 20-token text is 3 windows (7, 7,
+ * 6 predictions); the sum equals scoring each token from the window's own prefix as pairs. */
+START_TEST(score_rolling_windows)
+{
+    fg_session *s = open_session(austen_store(), 8, 4);
+    const char *text = "It is a truth universally acknowledged, that a single man in possession "
+                       "of a good fortune";
+    int32_t *ids;
+    uint32_t n;
+    fg_err err;
+    ck_assert(fg_session_tokenize(s, text, 0, &ids, &n, &err) == 0);
+    ck_assert_uint_gt(n, 14);
+    double lp, want = 0;
+    uint64_t nt;
+    ck_assert_msg(fg_session_score_rolling(s, text, &lp, &nt, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(nt, n);
+    int32_t bos = fg_session_info_get(s)->bos_id, first[8];
+    first[0] = bos;
+    memcpy(first + 1, ids, 6 * 4);
+    fg_score_req q = {NULL, first, 1, NULL, first + 1, 6};
+    fg_score_res o;
+    ck_assert(fg_session_score(s, &q, 1, &o, &err) == 0);
+    want += o.logprob;
+    q = (fg_score_req){NULL, ids, 0, NULL, ids + 6, 1}; /* token 6 from BOS + 0..5 */
+    fg_score_req q1 = {NULL, first, 7, NULL, ids + 6, 1};
+    ck_assert(fg_session_score(s, &q1, 1, &o, &err) == 0);
+    want += o.logprob;
+    for (uint32_t end = 14; ; end += 7) { /* windows predicting [end - 7, end) */
+        uint32_t e = end < n ? end : n, pl = e - (end - 7);
+        fg_score_req w = {NULL, ids + e - 8, 8 - pl, NULL, ids + e - pl, pl};
+        ck_assert(fg_session_score(s, &w, 1, &o, &err) == 0);
+        ck_assert_int_eq(o.status, 0);
+        want += o.logprob;
+        if (end >= n)
+            break;
+    }
+    (void)q;
+    ck_assert_msg(fabs(lp - want) < 1e-4, "rolling %f, windows %f", lp, want);
+    free(ids);
+    fg_session_close(s);
+}
+END_TEST
+
 START_TEST(seeded_packing)
 {
     const char *store = fixture_store("llama3-tiny-bf16");
     int32_t p[6] = {1, 20, 30, 40, 50, 60}, o1[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, o2[2] = {1, 9};
     fg_request q = greedy_req(p, 6, 8);
     q.sample = (fg_sample_params){1.0f, 0, 1, 1234};
-    q.has_seed = 1;
+    q.set |= FG_REQ_SET_SEED;
     q.n = 3;
     fg_request mix[3] = {greedy_req(o1, 9, 4), q, greedy_req(o2, 2, 8)};
     mix[2].sample.temperature = 0.7f;
@@ -157,6 +316,35 @@ START_TEST(seeded_packing)
     ck_assert_mem_eq(a, b, sizeof a);
     ck_assert_mem_eq(a, c, sizeof a);
     ck_assert(memcmp(a[0], a[1], sizeof a[0]) || memcmp(a[1], a[2], sizeof a[1]));
+}
+END_TEST
+
+/* Penalties reach the sampler: greedy with a strong repetition penalty never repeats a token of
+ * its prompt or output while plain greedy on the fixture does; min_tokens holds EOS back. */
+START_TEST(penalties_apply)
+{
+    ref r;
+    load_ref("opt-350m-style", &r);
+    free(r.logits);
+    fg_session *s = open_session(fixture_store("opt-350m-style-safetensors"), 64, 4);
+    fg_request q[2] = {greedy_req(r.prompt, r.n_prompt, 12), greedy_req(r.prompt, r.n_prompt, 12)};
+    q[1].repetition_penalty = 1e6f;
+    q[1].set |= FG_REQ_SET_REPETITION;
+    fg_response resp[2];
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, resp, &err) == 0, "%s", err.msg);
+    const fg_choice *a = &resp[0].choices[0], *b = &resp[1].choices[0];
+    int rep_a = 0, rep_b = 0;
+    for (uint32_t i = 0; i < 12; i++)
+        for (uint32_t j = 0; j < i; j++) {
+            rep_a += a->tokens[i] == a->tokens[j];
+            rep_b += b->tokens[i] == b->tokens[j];
+        }
+    ck_assert_int_gt(rep_a, 0);
+    ck_assert_int_eq(rep_b, 0);
+    fg_response_clear(&resp[0]);
+    fg_response_clear(&resp[1]);
+    fg_session_close(s);
 }
 END_TEST
 
@@ -237,7 +425,7 @@ START_TEST(streaming)
     q[0].prompt = "It is a truth universally acknowledged";
     q[0].max_tokens = 40;
     q[0].sample = (fg_sample_params){0.9f, 0, 1, 5};
-    q[0].has_seed = 1;
+    q[0].set = FG_REQ_SET_TEMPERATURE | FG_REQ_SET_SEED;
     q[0].n = 2;
     q[0].logprobs = -1;
     q[1] = q[0];
@@ -269,6 +457,7 @@ START_TEST(streaming)
             }
         }
     ck_assert_int_eq(r[1].choices[0].finish, FG_FINISH_STOP); /* the seed makes it so */
+    ck_assert_int_gt(l.calls, 20);                             /* pieces, not one text */
     /* the same without streaming: the same texts */
     ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, r2, &err) == 0, "%s", err.msg);
     for (int i = 0; i < 2; i++)
@@ -317,7 +506,11 @@ int main(void)
     Suite *su = suite_create("session");
     TCase *tc = infer_tcase("session", 300);
     tcase_add_loop_test(tc, greedy_fixtures, 0, INFER_ROWS(families));
+    tcase_add_loop_test(tc, logprobs_fixtures, 0, INFER_ROWS(families));
+    tcase_add_loop_test(tc, score_fixtures, 0, INFER_ROWS(families));
+    tcase_add_test(tc, score_rolling_windows);
     tcase_add_test(tc, seeded_packing);
+    tcase_add_test(tc, penalties_apply);
     tcase_add_test(tc, error_responses);
     tcase_add_test(tc, streaming);
     tcase_add_test(tc, tokenizer_calls);

@@ -2,9 +2,12 @@
  *
  *   fg-infer -m STORE -p PROMPT                      print a continuation
  *   fg-infer -m STORE -p TEXT --chat                 one chat turn (the chat template), the reply
+ *   fg-infer -m STORE --chat                         an interactive chat (standard input's lines)
  *   fg-infer -m STORE --input IN.jsonl --output OUT.jsonl [--resume]   a resumable batch job
  *   fg-infer -m STORE --prompt-len N --gen-len N     synthetic prompts (benchmarks)
  *   fg-infer ppl -m STORE --text FILE [--window N]   perplexity
+ *   fg-infer score -m STORE --input PAIRS.jsonl --output OUT.jsonl [--rolling] [--resume]
+ *                                                    log-likelihoods (lm-eval's requests)
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
  *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
@@ -39,7 +42,7 @@
 
 typedef struct args {
     fg_run_opts r;
-    int ppl, calibrate;   /* the first word */
+    int ppl, calibrate, score; /* the first word */
     const char *placement; /* the first of --percent, --gpu-batch-size, --num-gpu-batches given */
     int cpu_cache;       /* --cpu-cache-compute[=true|false]: 1, 0; -1 not given */
     uint32_t gen_len;
@@ -184,6 +187,8 @@ static ta_opt k_opts[] = {
     UINT("window", g_a.r.window, 2, 1 << 20, "N", "ppl: tokens a window (the model's context)"),
     UINT("max-tokens", g_a.r.max_tokens, 1, UINT64_MAX, "N", "ppl: score at most N tokens"),
     FLAG("quick", g_a.r.calibrate_quick, 1, "calibrate: the quick measurement"),
+    FLAG("rolling", g_a.r.rolling, 1, "score: lines {\"id\", \"text\"}: the text's rolling "
+         "log-likelihood (lm-eval's loglikelihood_rolling) instead of context/continuation pairs"),
     SECTION("generation", NULL),
     UINT("max-new-tokens", g_a.r.max_new, 1, 1 << 20, "N", "new tokens a prompt (32)"),
     FLOAT("temperature", g_a.r.sample.temperature, "F", "0 = greedy (the default)"),
@@ -194,6 +199,18 @@ static ta_opt k_opts[] = {
     {.kind = TA_FLOAT, .name = "top-p", .dst = &g_a.r.sample.top_p, .size = 4,
      .given = &g_a.sampling, .arg = "F",
      .help = "sample from the fewest tokens whose probabilities reach F (1: all)"},
+    {.kind = TA_FLOAT, .name = "min-p", .dst = &g_a.r.sample.min_p, .size = 4,
+     .given = &g_a.sampling, .arg = "F",
+     .help = "drop tokens less likely than F x the most likely one (0: off; after top-p)"},
+    {.kind = TA_FLOAT, .name = "repetition-penalty", .dst = &g_a.r.sample.repetition_penalty,
+     .size = 4, .arg = "F", .help = "transformers': the logits of tokens in the prompt or output "
+     "divided by F when positive, times F when negative (1: off; greedy too)"},
+    {.kind = TA_FLOAT, .name = "presence-penalty", .dst = &g_a.r.sample.presence_penalty,
+     .size = 4, .arg = "F", .help = "OpenAI's: F off the logit of each token the output has "
+     "(-2..2, 0: off)"},
+    {.kind = TA_FLOAT, .name = "frequency-penalty", .dst = &g_a.r.sample.frequency_penalty,
+     .size = 4, .arg = "F", .help = "OpenAI's: F x its count in the output off each token's "
+     "logit (-2..2, 0: off)"},
     {.kind = TA_UINT, .name = "seed", .dst = &g_a.r.sample.seed, .size = 8, .lo = 0,
      .hi = UINT64_MAX, .given = &g_a.sampling, .arg = "N", .help = "the sampler's seed (0)"},
     {.kind = TA_FN, .name = "stop", .dst = &g_a.r, .fn = stop_fn, .takes_value = 1, .arg = "STR",
@@ -206,7 +223,8 @@ static ta_opt k_opts[] = {
          "ordinary text"),
     FLAG("chat", g_a.r.chat, 1, "-p TEXT is one user message, rendered through the model's "
          "chat template (as transformers' apply_chat_template with add_generation_prompt); "
-         "prints the reply"),
+         "prints the reply; without -p: an interactive chat (a line a turn, the conversation "
+         "kept; Ctrl-D ends)"),
     SECTION("jobs", "each input line {\"id\", \"prompt\", \"max_new_tokens\", \"stop\", "
             "\"meta\"}, or \"messages\": [{\"role\", \"content\"}, ...] (and optional "
             "\"chat_template_kwargs\") for the chat template instead of \"prompt\"; a line that "
@@ -305,6 +323,7 @@ static const ta_cmd k_cmd = {
     "usage: fg-infer -m STORE (-p PROMPT | --input IN.jsonl --output OUT.jsonl [--resume]\n"
     "                | --prompt-len N --gen-len N) [options]\n"
     "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
+    "       fg-infer score -m STORE --input PAIRS.jsonl --output OUT.jsonl [--rolling] [--resume]\n"
     "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n",
     k_opts, "bad option or missing value:", 0, NULL, NULL,
 };
@@ -326,16 +345,29 @@ static void choose_mode(args *a)
         exit(2);
     }
     int dry = a->r.eo.plan_only;
-    int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl;
+    if (a->score) {
+        if (a->r.prompt || a->r.prompt_len || a->r.chat)
+            ta_die("fg-infer score reads --input PAIRS.jsonl: no -p, --chat or --prompt-len");
+        if (!a->r.input || !a->r.output)
+            ta_die("fg-infer score needs --input PAIRS.jsonl and --output OUT.jsonl");
+        a->r.mode = FG_RUN_SCORE;
+        return;
+    }
+    if (a->r.rolling)
+        ta_die("--rolling belongs to fg-infer score");
+    int chat_alone = a->r.chat && !a->r.prompt; /* the interactive chat */
+    int modes = !!a->r.prompt + !!a->r.input + !!a->r.prompt_len + a->ppl + chat_alone;
     if (dry && modes > 1)
         ta_die("--dry-run plans one kind of run: give at most one of -p, --input, --prompt-len, ppl");
-    a->r.mode = a->ppl ? FG_RUN_PPL : a->r.prompt ? FG_RUN_PROMPT : a->r.input ? FG_RUN_JOBS
+    a->r.mode = a->ppl ? FG_RUN_PPL : a->r.prompt || chat_alone ? FG_RUN_PROMPT
+              : a->r.input ? FG_RUN_JOBS
               : a->r.prompt_len ? FG_RUN_SYNTHETIC : FG_RUN_DRY; /* DRY: the plan alone */
     int half_job = (modes == 1 && a->r.input && !a->r.output) || (a->r.output && !a->r.input);
     if (half_job || (dry && !modes))
         return;
     if (modes != 1 || (a->ppl && !a->r.text) || (!!a->r.prompt_len != !!a->gen_len && !a->ppl))
-        ta_die("choose one of -p PROMPT, --input/--output, --prompt-len/--gen-len, or ppl --text");
+        ta_die("choose one of -p PROMPT, --chat, --input/--output, --prompt-len/--gen-len, or "
+               "ppl --text");
 }
 
 static void parse_args(args *a, int argc, char **argv)
@@ -347,9 +379,11 @@ static void parse_args(args *a, int argc, char **argv)
     a->r.eo.compute = FG_COMPUTE_INT8; /* README "Accuracy of the compressions": within 0.03% */
     a->r.policy_auto = -1;
     a->dist_timeout = 300;
-    if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate"))) {
+    if (argc > 1 && (!strcmp(argv[1], "ppl") || !strcmp(argv[1], "calibrate") ||
+                     !strcmp(argv[1], "score"))) {
         a->ppl = !strcmp(argv[1], "ppl");
-        a->calibrate = !a->ppl;
+        a->score = !strcmp(argv[1], "score");
+        a->calibrate = !a->ppl && !a->score;
         argv++;
         argc--;
     }
