@@ -202,6 +202,14 @@ static int to_request(const fgpy_request *p, fg_request *q, fg_err *err)
     q->echo = p->echo;
     q->stream = p->stream;
     int rc = sample_params(p, &q->sample, err);
+    /* every sampling field comes from SamplingParams: none takes the session's default */
+    q->min_p = q->sample.min_p;
+    q->presence_penalty = q->sample.presence_penalty;
+    q->frequency_penalty = q->sample.frequency_penalty;
+    q->repetition_penalty = q->sample.repetition_penalty;
+    q->set = FG_REQ_SET_TEMPERATURE | FG_REQ_SET_TOP_P | FG_REQ_SET_TOP_K | FG_REQ_SET_MIN_P |
+             FG_REQ_SET_PRESENCE | FG_REQ_SET_FREQUENCY | FG_REQ_SET_REPETITION |
+             (p->has_seed ? FG_REQ_SET_SEED : 0);
     return rc ? rc : fg_request_check(q, err);
 }
 

@@ -20,7 +20,7 @@ def test_greedy_equals_fg_infer(tiny_llm, tiny_store, tmp_path):
                                      for i, p in enumerate(PROMPTS)], tmp_path)
     for g, r in zip(got, ref):
         assert g.token_ids == r["tokens"] and g.text == r["text"]
-        assert g.finish_reason == r["finish_reason"]
+        assert g.finish_reason == {"eos": "stop"}.get(r["finish_reason"], r["finish_reason"])
 
 
 def test_seeded_equals_fg_infer(tiny_llm, tiny_store, tmp_path):
@@ -55,17 +55,13 @@ def test_logprobs_and_score_agree(qwen_llm):
 def test_logprobs_equal_fg_infer(qwen_llm, qwen_store, tmp_path):
     sp = fg.SamplingParams(max_tokens=5, temperature=0, logprobs=2, ignore_eos=True)
     got = qwen_llm.generate(["A cat sat"], sp)[0]
-    body = {"model": "qwen", "prompt": "A cat sat", "max_tokens": 5, "temperature": 0,
-            "logprobs": 2, "ignore_eos": True}
-    try:
-        ref = fg_infer_jobs(qwen_store, [{"custom_id": "a", "method": "POST",
-                                          "url": "/v1/completions", "body": body}], tmp_path)[0]
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"fg-infer has no OpenAI Batch lines yet: {e}")
-    if ref.get("error"):
-        pytest.skip(f"fg-infer refused the line: {ref['error']}")
-    lp = ref["response"]["body"]["choices"][0]["logprobs"]
-    for mine, theirs in zip(got.logprobs, lp["token_logprobs"]):
+    ref = fg_infer_jobs(qwen_store, [{"id": "a", "prompt": "A cat sat", "max_new_tokens": 5,
+                                      "temperature": 0, "logprobs": 2, "ignore_eos": True}],
+                        tmp_path)[0]
+    if "logprobs" not in ref:
+        pytest.skip("this fg-infer's job mode writes no log-probs yet (issue 40)")
+    assert ref["tokens"] == got.token_ids
+    for mine, theirs in zip(got.logprobs, ref["logprobs"]["token_logprobs"]):
         assert math.isclose(next(iter(mine.values())), theirs, abs_tol=1e-5)
 
 
@@ -95,6 +91,14 @@ def test_per_prompt_params(tiny_llm):
     assert b.token_ids[:len(a.token_ids)] == a.token_ids
 
 
+def test_penalties_reach_the_sampler(tiny_llm):
+    plain = fg.SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
+    rep = fg.SamplingParams(max_tokens=24, temperature=0, ignore_eos=True,
+                            repetition_penalty=5.0)
+    a, b = tiny_llm.generate(["la la la la", "la la la la"], [plain, rep])
+    assert len(set(b.token_ids)) >= len(set(a.token_ids)) and a.token_ids != b.token_ids
+
+
 def test_bad_requests(tiny_llm):
     with pytest.raises(ValueError, match="max_tokens"):
         tiny_llm.generate("x", fg.SamplingParams(max_tokens=0))
@@ -102,6 +106,10 @@ def test_bad_requests(tiny_llm):
         tiny_llm.generate("x", fg.SamplingParams(top_p=1.5))
     with pytest.raises(ValueError, match="temperature"):
         tiny_llm.generate("x", fg.SamplingParams(temperature=-1))
+    with pytest.raises(ValueError, match="min_p"):
+        tiny_llm.generate("x", fg.SamplingParams(min_p=2.0))
+    with pytest.raises(ValueError, match="presence_penalty"):
+        tiny_llm.generate("x", fg.SamplingParams(presence_penalty=5.0))
     with pytest.raises(TypeError):
         tiny_llm.generate([3.5])
     with pytest.raises(ValueError, match="sampling_params"):
