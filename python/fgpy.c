@@ -395,13 +395,20 @@ EXPORT int fgpy_inspect(const char *path, int verify, int chunks, char **json, f
 {
     int out[2], er[2];
     *json = NULL;
-    if (pipe2(out, O_CLOEXEC) || pipe2(er, O_CLOEXEC))
+    if (pipe2(out, O_CLOEXEC))
         return fg_err_set(err, FG_ERR_IO, "inspect: pipe: %s", strerror(errno));
+    if (pipe2(er, O_CLOEXEC)) {
+        close(out[0]), close(out[1]);
+        return fg_err_set(err, FG_ERR_IO, "inspect: pipe: %s", strerror(errno));
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0)
-        return fg_err_set(err, FG_ERR_IO, "inspect: fork: %s", strerror(errno));
+    if (pid < 0) {
+        int e = errno;
+        close(out[0]), close(out[1]), close(er[0]), close(er[1]);
+        return fg_err_set(err, FG_ERR_IO, "inspect: fork: %s", strerror(e));
+    }
     if (pid == 0) { /* the child: fg-inspect's code with stdout and stderr on the pipes */
         dup2(out[1], 1);
         dup2(er[1], 2);
