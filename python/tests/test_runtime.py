@@ -118,3 +118,25 @@ def test_ctrl_c_during_stream(spare_stores):
         it.close()  # stops the engine if Ctrl-C landed in the loop's body, not in the iterator
         timer.join()
         assert llm.generate("x", fg.SamplingParams(max_tokens=1))
+
+
+def test_generate_releases_the_gil(tiny_llm):
+    """Python threads run while a generate call is in libfg (ctypes releases the GIL)."""
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        tiny_llm.generate(["spin"] * 4, fg.SamplingParams(max_tokens=64, temperature=0,
+                                                          ignore_eos=True))
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join()
+    assert ticks[0] > 1000 * took, (ticks[0], took)
