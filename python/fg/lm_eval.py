@@ -1,7 +1,11 @@
 """An lm-evaluation-harness model backed by fg: ``lm_eval --model fg --model_args store=DIR``.
 
 Registered through lm-eval's plugin entry point (group ``lm_eval.models``, name ``fg``: see
-python/pyproject.toml), and by the @register_model decorator when this module is imported.
+python/pyproject.toml) where lm-eval discovers plugins, and by the @register_model decorator
+when this module is imported. lm-eval releases without plugin discovery (0.4.13, the newest on
+PyPI as this is written) never import it: ``python -m fg.lm_eval ARGS`` registers the model and
+runs lm-eval's own command line with ARGS (``python -m fg.lm_eval --model fg --model_args
+store=DIR --tasks ...``).
 The three request kinds map onto one fg call each:
 
 - loglikelihood(requests of (context, continuation)) -> LLM.score: summed log-prob and
@@ -160,3 +164,15 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
         if "seed" in kw:
             sp.seed = int(kw.pop("seed"))
         return sp
+
+
+def main() -> None:
+    """lm-eval's command line with the fg model registered (``python -m fg.lm_eval ...``)."""
+    if _Base is object:
+        raise SystemExit("fg.lm_eval: lm-eval is not installed (pip install lm-eval)")
+    from lm_eval.__main__ import cli_evaluate
+    cli_evaluate()
+
+
+if __name__ == "__main__":
+    main()
