@@ -1,36 +1,53 @@
 /* jobs.h - resumable JSONL batch jobs: a streamed job reader and a locked, resumable results file
  * (jobs_read.c, jobs_line.c, jobs_out.c; shared pieces in jobs_util.c).
  *
- * Input (JSONL): one JSON object per line:
- *   {"id": string or integer, "prompt": string, "max_new_tokens": integer (optional),
- *    "stop": [string, ...] or string (optional), "meta": any value (optional, echoed)}
- * or, for a chat model, "messages" instead of "prompt": an array of {"role": string, "content":
- * string, array or null, ...} objects as OpenAI and transformers take them, rendered through
- * the model's chat template by the runner, with an optional "chat_template_kwargs" object (the
- * template's extra variables, e.g. {"enable_thinking": false}). A line with an id whose
- * messages are malformed, or that has both "prompt" and "messages", is read with j->invalid
- * saying why: the runner answers it with an error result and the job goes on.
- * Lines are read as Python's json module reads them (fg_json_loadb: integers of any size, NaN).
- * Every field's type is checked: an id is a non-empty string or an integer (compared as text:
- * "7" and 7 are the same id); max_new_tokens an integer in 1..FG_JOB_MAX_NEW_TOKENS (no
- * fractions, exponents, strings or wrap); stop one non-empty string or an array of at most
- * FG_JOB_MAX_STOPS of them. Any other key is refused (a misspelt "max_tokens" would otherwise
- * run silently with the default); "meta" is the one place for a user's own data. Duplicate keys,
- * invalid UTF-8 and NUL bytes are refused by the JSON parser. Blank lines and a UTF-8 byte order
- * mark at the start are skipped. A line is at most FG_JOB_MAX_LINE bytes. Every error is one line
+ * Input (JSONL): one JSON object per line, in either of two formats (docs/jobs.md lists every
+ * field side by side); a file may mix them, and ids share one namespace.
+ *  - fg's own line: {"id": string or integer, "prompt": string or [token ids], "max_new_tokens":
+ *    integer, "stop": [string, ...] or string, "meta": any value (echoed), and the per-request
+ *    fields by OpenAI's names: temperature, top_p, top_k, min_p, seed, presence_penalty,
+ *    frequency_penalty, repetition_penalty, n, logprobs (integer 0..20), echo, min_tokens,
+ *    ignore_eos}, all but id and prompt optional; or, for a chat model, "messages" instead of
+ *    "prompt": an array of {"role": string, "content": string, array or null, ...} objects,
+ *    rendered through the model's chat template by the runner, with an optional
+ *    "chat_template_kwargs" object (e.g. {"enable_thinking": false}). A line with an id whose
+ *    messages are malformed, or that has both "prompt" and "messages", is read with j->invalid
+ *    saying why: the runner answers it with an error result and the job goes on. Every other
+ *    fault stops the job before it starts: every field's type is checked: an id is a non-empty
+ *    string or an integer (compared as text: "7" and 7 are the same id); max_new_tokens an
+ *    integer in 1..FG_JOB_MAX_NEW_TOKENS (no fractions, exponents, strings or wrap); stop one
+ *    non-empty string or an array of at most FG_JOB_MAX_STOPS of them; the request's fields by
+ *    fg_request_check. Any other key is refused (a misspelt "max_tokens" would otherwise run
+ *    silently with the default); "meta" is the one place for a user's own data.
+ *  - an OpenAI Batch line (a "custom_id" and no "id"): {"custom_id": string, "method": "POST",
+ *    "url": "/v1/completions" | "/v1/chat/completions", "body": the endpoint's request body}
+ *    read by openai.h's parser; custom_id is the job's id. A line fg cannot run (a field fg
+ *    does not implement, a bad method or url, ...) is read with j->invalid and j->invalid_param
+ *    naming the field: its error result, and the job goes on. A line without a usable
+ *    custom_id stops the job as a bad fg line does.
+ * Either way a valid line's j->req is its fg_request. Lines are read as Python's json module
+ * reads them (fg_json_loadb: integers of any size, NaN). Duplicate keys, invalid UTF-8 and NUL
+ * bytes are refused by the JSON parser. Blank lines and a UTF-8 byte order mark at the start
+ * are skipped. A line is at most FG_JOB_MAX_LINE bytes. Every error is one line
  * "FILE:LINE: prompt "ID": what" (the id when the line got that far).
  *
- * Output (JSONL): one object per finished prompt, {"id": string or integer (as the input wrote
+ * Output (JSONL): an OpenAI line's result is a BatchRequestOutput line (openai.h's writers;
+ * docs/jobs.md); fg's line gets one object per finished prompt, {"id": string or integer (as the input wrote
  * it: an integer id, of any size, comes back as that integer), "text": string, "tokens": [int],
  * "finish_reason": "length"|"eos"|"stop", "prompt_tokens": int, "prompt_ids": [int] (when
  * asked), "timing": {...}, "meta": the input's meta, byte for byte (when it had one)}; a prompt
  * that could not run gets {"id": ..., "error": {"type": string, "message": string},
  * "prompt_tokens": int, "meta": ...} instead, and the job goes on (an error line is a result:
- * resume does not run it again). Appended one block per write and made durable with fdatasync
+ * resume does not run it again). From a full fg_response (fg_job_result.resp) it also carries
+ * "logprobs" (the completions endpoint's legacy object) when asked and "choices" when n > 1; a
+ * result without one (the legacy fields) for a request that asked for log-probs, n > 1 or echo
+ * is an error result saying so. Resume recognises both formats' result lines (an OpenAI line's
+ * by its custom_id). Appended one block per write and made durable with fdatasync
  * (regular files) before the next block starts.
  *
  * Lifecycle of a run (what the runner does):
  *   fg_job_reader_open(input) -> fg_job_output_open(output, resume) ->
+ *   fg_job_output_set_openai(output, model, piece, tok) (for OpenAI lines' names and tokens) ->
  *   loop { fg_job_reader_next(reader, output, max, &block) until block.n == 0;
  *          generate; fg_job_output_append(output, results) } ->
  *   fg_job_output_close (reports a failed close) -> fg_job_reader_close.
@@ -152,7 +169,19 @@ typedef struct fg_job_result {
                             * error_type are written instead of text, tokens and finish_reason */
     const char *error_type; /* e.g. "context_length_exceeded", "invalid_prompt" */
     const int32_t *prompt_ids; /* non-NULL: written as "prompt_ids" ([prompt_tokens] ids) */
+    const fg_response *resp; /* non-NULL: the job's whole response (fg_session_generate's):
+                              * choices, log-probs and usage come from it, and text, tokens,
+                              * finish, prompt_tokens and error above are not read (a response
+                              * with status > 0 is the error result) */
 } fg_job_result;
+
+/* How OpenAI result lines name the model and spell tokens (log-probs need piece): model is
+ * copied (NULL: the line's own "model", else ""); piece and ctx (fg_oai_piece_fn of openai.h;
+ * fg_oai_tok_piece with a const fg_tok *) must stay valid while results are appended. */
+int fg_job_output_set_openai(fg_job_output *o, const char *model,
+                             int (*piece)(void *ctx, int32_t id, const char **bytes,
+                                          size_t *len),
+                             void *ctx, fg_err *err);
 
 /* Append results as JSON lines in one write (retried over short writes), then fdatasync when the
  * output is a regular file. Any failure names the output; it is sticky: later appends return

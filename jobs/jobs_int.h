@@ -100,6 +100,31 @@ FGJ_HIDDEN int fgj_parse_job(const char *text, size_t len, const char *file, siz
                              fg_job *j, fg_err *err);
 FGJ_HIDDEN void fgj_job_free(fg_job *j);
 
+/* ---- result lines (jobs_result.c) ------------------------------------------------------- */
+
+typedef struct fgj_emit {
+    char *model;  /* OpenAI bodies' "model" (NULL: the line's own, else "") */
+    fg_oai_piece_fn piece;
+    void *ctx;
+} fgj_emit;
+
+/* The results as one buffer of lines (*buf malloc'd, owned by the caller); name for messages. */
+FGJ_HIDDEN int fgj_encode_results(const fgj_emit *e, const char *name, const fg_job_result *r,
+                                  size_t n, char **buf, size_t *len, fg_err *err);
+/* The id of a result line fg wrote (fg's own result or error line, or an OpenAI Batch output
+ * line: its custom_id), malloc'd; NULL when the line is not one. */
+FGJ_HIDDEN char *fgj_result_id(const char *s, size_t n);
+
+/* ---- OpenAI writers' pieces (openai_write.c) --------------------------------------------- */
+
+/* The completions endpoint's legacy log-probs object of choice c (the prompt's positions first
+ * with echo). NULL on failure. */
+FGJ_HIDDEN json_t *fgj_legacy_logprobs(const fg_oai_meta *m, const fg_response *r,
+                                       const fg_choice *c, int echo);
+/* {"error": {message, type, param, code}}; NULL on no memory. */
+FGJ_HIDDEN json_t *fgj_error_object(const char *message, const char *type, const char *param,
+                                    const char *code);
+
 /* ---- typed field readers (openai_parse.c) ------------------------------------------------
  * Each returns FG_OK, FGJ_BAD with the refusal (naming the field) in why[FGJ_WHY], or
  * FG_ERR_NOMEM. */

@@ -1,5 +1,6 @@
 /* jobs_out.c - result lines and the locked, resumable results file (jobs.h).
  *
+ * The lines themselves are jobs_result.c's.
  * Invariants of the results file (for a regular file):
  *  1. While a job runs, its process holds an exclusive flock on the inode at PATH; a rewrite
  *     locks the new inode before renaming it over PATH, and an opener re-checks after locking
@@ -22,118 +23,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static json_t *int_array(const int32_t *v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++)
-        if (json_array_append_new(a, json_integer(v[i]))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-/* Every member but the id and meta (spliced in as written: result_line). */
-static json_t *result_json(const fg_job_result *r)
-{
-    if (r->error)
-        return json_pack("{s:{s:s, s:s}, s:I}", "error", "type",
-                         r->error_type ? r->error_type : "error", "message", r->error,
-                         "prompt_tokens", (json_int_t)r->prompt_tokens);
-    json_t *toks = int_array(r->tokens, r->n_tokens);
-    json_t *pids = r->prompt_ids ? int_array(r->prompt_ids, r->prompt_tokens) : NULL;
-    char *text = fgj_utf8_sanitize(r->text);
-    if (!text || !toks || (r->prompt_ids && !pids)) {
-        json_decref(toks);
-        json_decref(pids);
-        free(text);
-        return NULL;
-    }
-    json_t *o = json_pack("{s:s, s:o, s:s, s:I, s:{s:I, s:f}}", "text", text, "tokens", toks,
-                          "finish_reason", r->finish, "prompt_tokens",
-                          (json_int_t)r->prompt_tokens, "timing", "block",
-                          (json_int_t)r->block, "block_seconds", r->seconds);
-    free(text); /* json_pack took toks, on failure too */
-    if (o && pids && json_object_set_new(o, "prompt_ids", pids)) {
-        json_decref(o);
-        return NULL;
-    }
-    if (!o)
-        json_decref(pids);
-    return o;
-}
-
-/* One result line: {"id": ID as the input wrote it, the members, "meta": META}\n to m. */
-static int result_line(FILE *m, const fg_job_result *r)
-{
-    json_t *o = result_json(r);
-    char *body = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)
-                   : NULL;
-    json_decref(o);
-    json_t *ids = r->job->id_is_int ? NULL : json_string(r->job->id);
-    char *id = ids ? json_dumps(ids, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
-    json_decref(ids);
-    int ok = body && (id || r->job->id_is_int);
-    if (ok) {
-        size_t bl = strlen(body); /* "{...}": its members are body[1, bl - 1) */
-        fprintf(m, "{\"id\":%s%s%.*s%s%s}\n", id ? id : r->job->id, bl > 2 ? "," : "",
-                (int)(bl - 2), body + 1, r->job->meta ? ",\"meta\":" : "",
-                r->job->meta ? r->job->meta : "");
-    }
-    free(body);
-    free(id);
-    return ok ? 0 : -1;
-}
-
-/* The results as one buffer of lines (*buf malloc'd, owned by the caller). */
-static int encode_results(const char *name, const fg_job_result *r, size_t n, char **buf,
-                          size_t *len, fg_err *err)
-{
-    *buf = NULL;
-    FILE *m = open_memstream(buf, len);
-    if (!m)
-        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
-    for (size_t i = 0; i < n; i++) {
-        if (result_line(m, &r[i])) {
-            fclose(m);
-            free(*buf);
-            *buf = NULL;
-            char c[48];
-            return fg_err_set(err, FG_ERR_NOMEM, "%s: cannot encode the result of prompt \"%s\"",
-                              name, fgj_clip(r[i].job->id, c));
-        }
-    }
-    if (fclose(m)) {
-        free(*buf);
-        *buf = NULL;
-        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", name);
-    }
-    return FG_OK;
-}
-
-/* Is this line a result fg wrote (generated text, or an error line)? Returns its id (malloc'd)
- * or NULL. Read as Python would (an integer id of any size). */
-static char *result_id(const char *s, size_t n)
-{
-    json_t *o = fg_json_loadb(s, n, JSON_REJECT_DUPLICATES, NULL);
-    char *id = NULL;
-    json_t *f = json_object_get(o, "finish_reason"), *t = json_object_get(o, "tokens");
-    json_t *e = json_object_get(o, "error");
-    int ok = json_is_object(o) && json_is_string(json_object_get(o, "text")) &&
-             json_is_array(t) && json_is_string(f);
-    ok = ok && (!strcmp(json_string_value(f), "length") || !strcmp(json_string_value(f), "eos") ||
-                !strcmp(json_string_value(f), "stop"));
-    for (size_t i = 0; ok && i < json_array_size(t); i++)
-        ok = json_is_integer(json_array_get(t, i));
-    ok = ok || (json_is_object(o) && json_is_object(e) &&
-                json_is_string(json_object_get(e, "message")));
-    int is_int;
-    if (ok)
-        id = fgj_id_text(json_object_get(o, "id"), s, n, &is_int);
-    json_decref(o);
-    return id;
-}
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
@@ -185,6 +74,7 @@ static int append_buf(int fd, int regular, const char *name, const char *buf, si
 /* ---- the results file -------------------------------------------------------------------- */
 
 struct fg_job_output {
+    fgj_emit emit; /* how OpenAI lines name the model and spell tokens */
     int fd;
     int regular;   /* a regular file: locked, synced, resumable */
     char *path;    /* as given; "stdout" for "-" */
@@ -199,6 +89,7 @@ static void output_free(fg_job_output *o)
     if (o->fd >= 0)
         close(o->fd);
     fgj_idset_free(&o->done);
+    free(o->emit.model);
     free(o->path);
     free(o);
 }
@@ -254,7 +145,7 @@ static int line_is_result(const lread *lr, idset *done)
 {
     if (lr->len >= lr->max)
         return 0;
-    char *id = result_id(lr->line, lr->len);
+    char *id = fgj_result_id(lr->line, lr->len);
     int added;
     int ok = id != NULL;
     if (id && done && !fgj_idset_add(done, id, &added))
@@ -543,6 +434,19 @@ size_t fg_job_output_count(const fg_job_output *o)
     return o->done.n;
 }
 
+int fg_job_output_set_openai(fg_job_output *o, const char *model,
+                             int (*piece)(void *ctx, int32_t id, const char **bytes,
+                                          size_t *len),
+                             void *ctx, fg_err *err)
+{
+    char *m = model ? strdup(model) : NULL;
+    if (model && !m)
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", o->path);
+    free(o->emit.model);
+    o->emit = (fgj_emit){m, piece, ctx};
+    return FG_OK;
+}
+
 int fg_job_output_append(fg_job_output *o, const fg_job_result *r, size_t n, fg_err *err)
 {
     if (o->fail.code) {
@@ -553,7 +457,7 @@ int fg_job_output_append(fg_job_output *o, const fg_job_result *r, size_t n, fg_
     char *buf;
     size_t len;
     fg_err e;
-    int rc = encode_results(o->path, r, n, &buf, &len, &e);
+    int rc = fgj_encode_results(&o->emit, o->path, r, n, &buf, &len, &e);
     if (rc == FG_OK)
         rc = append_buf(o->fd, o->regular, o->path, buf, len, &e);
     free(buf);
@@ -607,7 +511,8 @@ int fg_jobs_append(int fd, const char *path, const fg_job_result *r, size_t n, f
     int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     char *buf;
     size_t len;
-    int rc = encode_results(path, r, n, &buf, &len, err);
+    fgj_emit none = {0};
+    int rc = fgj_encode_results(&none, path, r, n, &buf, &len, err);
     if (rc == FG_OK)
         rc = append_buf(fd, regular, path, buf, len, err);
     free(buf);

@@ -211,8 +211,6 @@ static int read_chat(json_t *o, fg_oai_body *b, char *why)
 {
     json_t *m = json_object_get(o, "messages"), *kw = json_object_get(o, "chat_template_kwargs");
     int rc = fgj_messages_wrong(m, why);
-    if (rc == FG_OK && kw && !json_is_null(kw) && !json_is_object(kw))
-        rc = WHY("\"chat_template_kwargs\" must be an object");
     if (rc)
         return rc;
     if (!(b->messages = json_dumps(m, JSON_COMPACT)))
@@ -266,6 +264,8 @@ static int read_key(json_t *o, const char *key, json_t *v, fg_oai_body *b, unsig
     }
     if (!strcmp(key, chat ? "messages" : "prompt"))
         return chat ? read_chat(o, b, why) : read_prompt(v, b, why);
+    if (chat && !strcmp(key, "chat_template_kwargs") && !json_is_object(v))
+        return WHY("\"chat_template_kwargs\" must be an object");
     if ((chat && !strcmp(key, "chat_template_kwargs")) || !strcmp(key, "logprobs") ||
         !strcmp(key, "top_logprobs") || !strcmp(key, "user"))
         return !strcmp(key, "user") && !json_is_string(v) ? WHY("\"user\" must be a string")
@@ -310,6 +310,13 @@ static int read_key(json_t *o, const char *key, json_t *v, fg_oai_body *b, unsig
     return refuse_key(key, b->ep, why);
 }
 
+/* The field a refusal starts with (its first quoted name) into param[64]. */
+static void param_of(const char *why, char *param)
+{
+    const char *s = strchr(why, '"'), *t = s ? strchr(s + 1, '"') : NULL;
+    snprintf(param, 64, "%.*s", s && t && t - s < 64 ? (int)(t - s - 1) : 0, s ? s + 1 : "");
+}
+
 static int read_body(json_t *o, fg_oai_body *b, unsigned flags, char *param, char *why)
 {
     if (!json_is_object(o))
@@ -334,8 +341,7 @@ static int read_body(json_t *o, fg_oai_body *b, unsigned flags, char *param, cha
     }
     int rc = read_logprobs(o, b, why);
     if (rc && param)
-        snprintf(param, 64, "%s", b->ep == FG_OAI_CHAT && json_object_get(o, "top_logprobs")
-                                      ? "top_logprobs" : "logprobs");
+        param_of(why, param);
     return rc;
 }
 
@@ -354,10 +360,8 @@ static int finish_body(fg_oai_body *b, char *param, char *why)
     if (fg_request_check(q, &e) == FG_OK)
         return FG_OK;
     snprintf(why, FGJ_WHY, "%s", e.msg);
-    if (param) { /* the field the message starts with */
-        const char *s = strchr(e.msg, '"'), *t = s ? strchr(s + 1, '"') : NULL;
-        snprintf(param, 64, "%.*s", s && t && t - s < 64 ? (int)(t - s - 1) : 0, s ? s + 1 : "");
-    }
+    if (param)
+        param_of(why, param);
     return FGJ_BAD;
 }
 

@@ -70,8 +70,12 @@ typedef struct fg_request {
     /* log-probabilities (natural log, of the model's distribution before sampling's warpers) */
     int logprobs;                   /* -1: none; k >= 0: each generated token's log-prob and
                                        its k most likely alternatives */
-    int echo;                       /* the prompt's tokens come first in the choice's text and
-                                       log-probs (the first prompt token's log-prob is null) */
+    int echo;                       /* the prompt's tokens come first in the log-probs (the
+                                       response's prompt_logprob; the first is null). Contract
+                                       change (runner): the choice's text and the streamed
+                                       pieces are the generated text alone; the writers
+                                       (jobs/openai_write.c) put the prompt's text first, as
+                                       the endpoint's echo does */
     int stream;                     /* the front door wants pieces as they are generated */
 } fg_request;
 

@@ -102,6 +102,9 @@ int fgr_run_prompt(fgr_run *r, fg_err *err);
 int fgr_run_chat(fgr_run *r, fg_err *err);
 /* fg-infer score (runner_score.c) */
 int fgr_run_score(fgr_run *r, fg_err *err);
+/* One input line of fg-infer score parsed alone (the fuzz target's entry): 1 when blank, else 0
+ * with why "" (scorable) or the error result's message. */
+int fgr_score_line(const char *text, int rolling, char *why, size_t cap);
 int fgr_run_synthetic(fgr_run *r, fg_err *err);
 int fgr_run_ppl(fgr_run *r, fg_err *err);
 int fgr_run_dry(fgr_run *r, fg_err *err);

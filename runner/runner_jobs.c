@@ -23,12 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runner_int.h"
-
-static const char *finish_name(int f)
-{
-    return f == FG_FINISH_EOS ? "eos" : f == FG_FINISH_STOP ? "stop" : "length";
-}
+#include "openai.h"
+#include "session_int.h"
 
 /* ---- JSONL jobs ----
  *
@@ -45,24 +41,11 @@ static const char *finish_name(int f)
  * at a time, so they can come out of input order: the ids say which is which.
  */
 
-typedef struct pend {
-    fg_job job;         /* moved out of the reader's block */
-    int32_t *ids;
-    uint32_t n, mn;     /* prompt tokens, new tokens */
-} pend;
-
 typedef struct jobs_run {
     fg_job_reader *rd;
     fg_job_output *outp;
-    fg_job_list block;       /* the reader's last block (its jobs move to q) */
-    pend *q;                 /* [block size] read and tokenized, waiting */
-    size_t nq;
-    int eof;                 /* the reader is finished */
-    pend *blk;               /* [block size] the block being generated */
-    uint32_t nb;
-    fg_gen_seq *seqs;        /* [block size] */
-    const char *const **sv;  /* [block size] stop strings */
-    int *sn;
+    fg_job_list block;       /* the reader's last block */
+    fg_session *s;           /* the job's session: its engine answers every line */
     uint64_t appended;       /* result lines this run appended (error lines included) */
     uint64_t errors;         /* ... of which error lines */
 } jobs_run;
@@ -178,130 +161,71 @@ void fgr_jobs_shape(uint32_t maxP, uint32_t maxG, uint32_t limit, uint32_t *P, u
     }
 }
 
-/* Append one error result line for job (taken by the call: freed). */
-static int emit_error(fgr_run *r, jobs_run *j, fg_job *job, uint32_t n, const char *msg,
-                      const char *type, fg_err *err)
+/* Say on the log that a line got an error result. */
+static void error_note(fgr_run *r, const fg_job *job, const char *msg)
 {
-    fg_job_result res = {0};
-    res.job = job;
-    res.prompt_tokens = n;
-    res.error = msg;
-    res.error_type = type;
-    res.finish = "length";
-    int rc = fg_job_output_append(j->outp, &res, 1, err);
-    if (rc == FG_OK && !r->o->quiet) {
-        char c[48];
-        snprintf(c, sizeof c, "%.40s", job->id);
-        fprintf(r->log, "\rfg-infer: %s:%zu: prompt \"%s\": %s (an error line in %s; the job "
-                "goes on)\n", r->o->input, job->line, c, msg, r->o->output);
-    }
-    j->appended += rc == FG_OK;
-    j->errors += rc == FG_OK;
-    fg_job_clear(job);
-    return rc;
+    if (r->o->quiet)
+        return;
+    char c[48];
+    snprintf(c, sizeof c, "%.40s", job->id);
+    fprintf(r->log, "\rfg-infer: %s:%zu: prompt \"%s\": %s (an error line in %s; the job goes "
+            "on)\n", r->o->input, job->line, c, msg, r->o->output);
 }
 
-/* Read and tokenize until the queue holds a block (or the input ends); lines that cannot run
- * get their error lines here. */
-static int refill(fgr_run *r, jobs_run *j, uint32_t bs, uint32_t ctx, fg_err *err)
+/* One block of the reader's lines answered through the session and appended in one write: a
+ * malformed line (jobs.c's invalid) gets its error result, the others their responses (an
+ * error response for a line that cannot run: too long, empty, refused by the template). Each
+ * request samples from the stream of its input line, so a resumed job draws what the whole
+ * job would have. */
+static int answer_block(fgr_run *r, jobs_run *j, uint32_t blk, fg_err *err)
 {
-    int rc = FG_OK;
-    while (rc == FG_OK && !j->eof && j->nq < bs) {
-        if ((rc = fg_job_reader_next(j->rd, j->outp, bs - j->nq, &j->block, err)))
-            break;
-        j->eof = j->block.n == 0;
-        for (size_t i = 0; rc == FG_OK && i < j->block.n; i++) {
-            pend *p = &j->q[j->nq];
-            char msg[256];
-            const char *type;
-            p->job = j->block.jobs[i]; /* moved: the reader's copy is zeroed */
-            memset(&j->block.jobs[i], 0, sizeof j->block.jobs[i]);
-            p->mn = job_max_new(r, &p->job);
-            rc = prep_job(r, &p->job, ctx, &p->ids, &p->n, msg, sizeof msg, &type, err);
-            if (rc == 1)
-                rc = emit_error(r, j, &p->job, p->n, msg, type, err);
-            else if (rc == FG_OK)
-                j->nq++;
-            else
-                fg_job_clear(&p->job);
-        }
-    }
-    return rc;
-}
-
-/* Move into j->blk, in queue order, the waiting prompts that together keep the longest prompt
- * + the largest generation within ctx (the first always fits: refill checked it alone). */
-static void pack_block(jobs_run *j, uint32_t bs, uint32_t ctx)
-{
-    uint32_t P = 0, G = 0;
-    size_t keep = 0;
-    j->nb = 0;
-    for (size_t i = 0; i < j->nq; i++) {
-        pend *p = &j->q[i];
-        uint32_t P2 = p->n > P ? p->n : P, G2 = p->mn > G ? p->mn : G;
-        if (j->nb < bs && (uint64_t)P2 + G2 <= ctx) {
-            j->blk[j->nb++] = *p;
-            P = P2, G = G2;
-        } else {
-            j->q[keep++] = *p;
-        }
-    }
-    j->nq = keep;
-}
-
-/* The block's sequences (their outputs allocated; freed by free_block). */
-static int fill_block(fgr_run *r, jobs_run *j, fg_err *err)
-{
-    for (uint32_t i = 0; i < j->nb; i++) {
-        pend *p = &j->blk[i];
-        int32_t *out = malloc((size_t)p->mn * sizeof *out);
-        /* the sampler's stream is the input line: a resumed job draws the same numbers */
-        j->seqs[i] = (fg_gen_seq){p->ids, p->n, p->mn, r->o->sample, p->job.line - 1, out, 0,
-                                  0, r->o->ignore_eos};
-        if (!out)
-            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        j->sv[i] = (const char *const *)p->job.stops;
-        j->sn[i] = p->job.n_stops;
-    }
-    return FG_OK;
-}
-
-static void free_block(jobs_run *j)
-{
-    for (uint32_t i = 0; i < j->nb; i++) {
-        free(j->blk[i].ids);
-        free(j->seqs[i].out);
-        fg_job_clear(&j->blk[i].job);
-        j->seqs[i] = (fg_gen_seq){0};
-    }
-    j->nb = 0;
-}
-
-/* Results of the block, in one append. */
-static int emit_block(fgr_run *r, jobs_run *j, uint32_t blk, double seconds, fg_err *err)
-{
-    uint32_t n = j->nb;
+    size_t n = j->block.n;
+    fg_request *q = calloc(n + 1, sizeof *q);
+    fg_response *resp = calloc(n + 1, sizeof *resp);
     fg_job_result *res = calloc(n + 1, sizeof *res);
-    char **texts = calloc(n + 1, sizeof *texts);
-    int rc = res && texts ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
-        const fg_gen_seq *s = &j->seqs[i];
-        const fg_job *job = &j->blk[i].job;
-        if (!(texts[i] = fgr_decode(r->tok, s->out, s->n_out, err)))
-            rc = FG_ERR_NOMEM;
-        else
-            fgr_cut_stop(texts[i], (const char *const *)job->stops, job->n_stops);
-        res[i] = (fg_job_result){job, texts[i], s->out, s->n_out, s->n_prompt,
-                                 finish_name(s->finish), seconds, blk};
-        res[i].prompt_ids = r->o->prompt_ids ? s->prompt : NULL;
+    uint64_t *streams = calloc(n + 1, sizeof *streams);
+    uint32_t *map = calloc(n + 1, sizeof *map), m = 0;
+    int rc = q && resp && res && streams && map ? FG_OK
+           : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == FG_OK && i < n; i++)
+        if (!j->block.jobs[i].invalid) {
+            q[m] = j->block.jobs[i].req;
+            streams[m] = j->block.jobs[i].line - 1;
+            map[m++] = (uint32_t)i;
+        }
+    double t0 = fg_now();
+    if (rc == FG_OK && m)
+        rc = fgs_generate_streams(j->s, q, m, streams, resp, err);
+    double dt = fg_now() - t0;
+    for (size_t i = 0, k = 0; rc == FG_OK && i < n; i++) {
+        const fg_job *job = &j->block.jobs[i];
+        res[i] = (fg_job_result){job, NULL, NULL, 0, 0, "length", dt, blk};
+        if (job->invalid) {
+            res[i].error = job->invalid;
+            res[i].error_type = "invalid_request";
+            error_note(r, job, job->invalid);
+            j->errors++;
+            continue;
+        }
+        fg_response *p = &resp[k++];
+        res[i].resp = p;
+        res[i].prompt_tokens = p->n_prompt;
+        res[i].prompt_ids = r->o->prompt_ids ? p->prompt_ids : NULL;
+        if (p->status) {
+            error_note(r, job, p->error);
+            j->errors++;
+        }
     }
     if (rc == FG_OK)
         rc = fg_job_output_append(j->outp, res, n, err);
     j->appended += rc == FG_OK ? n : 0;
-    for (uint32_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
+    for (uint32_t i = 0; resp && i < m; i++)
+        fg_response_clear(&resp[i]);
+    free(q);
+    free(resp);
     free(res);
+    free(streams);
+    free(map);
     return rc;
 }
 
@@ -358,31 +282,24 @@ static int interrupted(fgr_run *r, fg_err *err)
 
 static int jobs_loop(fgr_run *r, jobs_run *j, uint64_t total, fg_err *err)
 {
-    uint32_t bs = fg_engine_block_size(r->e), ctx = fg_engine_plan(r->e)->max_ctx;
-    j->q = calloc(bs, sizeof *j->q);
-    j->blk = calloc(bs, sizeof *j->blk);
-    j->seqs = calloc(bs, sizeof *j->seqs);
-    j->sv = calloc(bs, sizeof *j->sv);
-    j->sn = calloc(bs, sizeof *j->sn);
-    if (!j->q || !j->blk || !j->seqs || !j->sv || !j->sn)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    fgr_stops st = {r->tok, j->sv, j->sn};
+    uint32_t bs = fg_session_info_get(j->s)->block_seqs;
     fgr_tick tc = {{0}, 0};
     fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, total, r->o->quiet);
+    fgs_set_tick(j->s, &tc);
     double t0 = fg_now();
     int rc = FG_OK;
+    /* a reader's block of lines a call: the session packs their choices into the engine's
+     * blocks (a line's n choices are n sequences) */
     for (uint32_t blk = 0; rc == FG_OK; blk++) {
-        if ((rc = interrupted(r, err)) || (rc = refill(r, j, bs, ctx, err)) || !j->nq)
+        if ((rc = interrupted(r, err)) ||
+            (rc = fg_job_reader_next(j->rd, j->outp, bs, &j->block, err)) || !j->block.n)
             break;
-        double tb = fg_now();
-        pack_block(j, bs, ctx);
-        rc = fill_block(r, j, err);
-        if (rc == FG_OK)
-            rc = fgr_generate(r, j->seqs, j->nb, &st, &tc, err);
-        if (rc == FG_OK)
-            rc = emit_block(r, j, blk, fg_now() - tb, err);
-        free_block(j);
+        rc = answer_block(r, j, blk, err);
+        fg_jobs_free(&j->block);
     }
+    if (rc == FG_ERR_STATE && r->o->interrupt && *r->o->interrupt)
+        r->rep.interrupted = 1;
+    fgs_set_tick(j->s, NULL);
     fg_progress_end(&tc.bar);
     r->rep.total_s = fg_now() - t0;
     return rc;
@@ -402,18 +319,27 @@ static int check_answered(fgr_run *r, jobs_run *j, size_t n_done, fg_err *err)
 
 static void free_jobs_run(jobs_run *j)
 {
-    free_block(j);
-    for (size_t i = 0; i < j->nq; i++) {
-        free(j->q[i].ids);
-        fg_job_clear(&j->q[i].job);
-    }
     fg_jobs_free(&j->block);
-    free(j->q);
-    free(j->blk);
-    free(j->seqs);
-    free(j->sv);
-    free(j->sn);
     fg_job_reader_close(j->rd);
+}
+
+/* The job's session, sized as the first pass found (a context of P + G; blocks of the
+ * policy's choice up to --max-block, else the pending lines, at most 256); from then on the
+ * job's run is the session's (its engine, prefix cache and report). */
+static int open_session(fgr_run *r, jobs_run *j, uint32_t P, uint32_t G, size_t pending,
+                        fg_err *err)
+{
+    fg_session_opts so = {0};
+    fg_tok_free(r->tok); /* the first pass's store: a process holds a store once */
+    fg_model_close(r->model);
+    fg_store_close(r->store);
+    r->tok = NULL, r->model = NULL, r->store = NULL;
+    so.run = *r->o;
+    so.max_ctx = P + G;
+    so.max_seqs = r->o->max_block ? r->o->max_block : pending && pending < 256
+                                                    ? (uint32_t)pending : 256;
+    so.interrupt = r->o->interrupt;
+    return fg_session_open(&so, &j->s, err);
 }
 
 int fgr_run_jobs(fgr_run *r, fg_err *err)
@@ -450,22 +376,29 @@ int fgr_run_jobs(fgr_run *r, fg_err *err)
         maxP = maxG = 1;
     fgr_jobs_shape(maxP, maxG, r->max_pos ? fgr_context_limit(r) : 0, &P, &G);
     if (rc == FG_OK)
-        rc = fgr_open_engine(r, P, G, complete ? (uint32_t)(total - n_done) : 0, err);
-    if (rc == FG_OK && r->pfx && complete)
-        rc = share_jobs(r, j.outp, err);
+        rc = open_session(r, &j, P, G, complete ? total - n_done : 0, err);
+    fgr_run *sr = j.s ? fgs_run(j.s) : r; /* the session's run: its engine, cache, report */
+    if (rc == FG_OK) /* OpenAI lines: the store's name as their model, the tokens' spelling */
+        rc = fg_job_output_set_openai(j.outp, fg_session_info_get(j.s)->model_name,
+                                      fg_oai_tok_piece, sr->tok, err);
+    if (rc == FG_OK && sr->pfx && complete)
+        rc = share_jobs(sr, j.outp, err);
     if (rc == FG_OK)
-        rc = jobs_loop(r, &j, new_tokens, err);
+        rc = jobs_loop(sr, &j, new_tokens, err);
     if (rc == FG_OK)
-        rc = check_answered(r, &j, n_done, err);
-    r->rep.total_s += r->rep.shared_s; /* the shared pass ran before the loop's clock */
+        rc = check_answered(sr, &j, n_done, err);
+    sr->rep.total_s += sr->rep.shared_s; /* the shared pass ran before the loop's clock */
     if (rc == FG_OK)
-        fgr_summary(r);
+        fgr_summary(sr);
+    if (j.s)
+        r->rep = sr->rep;
     if (rc == FG_OK && j.errors && !r->o->quiet)
         fprintf(r->log, "fg-infer: %" PRIu64 " of the prompts could not run: their error lines "
                 "are in %s\n", j.errors, r->o->output);
 done:
     r->rep.saved = j.outp ? fg_job_output_count(j.outp) : 0;
     free_jobs_run(&j);
+    fg_session_close(j.s);
     fg_err cerr;
     int rc2 = fg_job_output_close(j.outp, &cerr);
     if (rc == FG_OK && rc2) {

@@ -176,12 +176,12 @@ static void item_free(item *it)
 }
 
 /* Parse input line text into it; 1 when the line is blank. */
-static int parse_line(score_run *sr, char *text, item *it)
+static int parse_line(int rolling, size_t line, const char *text, item *it)
 {
     json_error_t je;
     const char *bad = NULL, *field = NULL;
     memset(it, 0, sizeof *it);
-    it->line = sr->line;
+    it->line = line;
     if (strspn(text, " \t\r\n") == strlen(text))
         return 1;
     it->j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
@@ -189,7 +189,7 @@ static int parse_line(score_run *sr, char *text, item *it)
     if (json_is_string(id) || json_is_integer(id))
         it->id = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
     if ((!it->j || !json_is_object(it->j)) && !it->id && asprintf(&it->id, "line:%zu",
-                                                                  sr->line) >= 0)
+                                                                  line) >= 0)
         it->noid = 1;
     if (!it->j || !json_is_object(it->j)) {
         snprintf(it->err, sizeof it->err, "not a JSON object: %s", it->j ? "" : je.text);
@@ -199,11 +199,11 @@ static int parse_line(score_run *sr, char *text, item *it)
         snprintf(it->err, sizeof it->err, "\"id\" is missing (a string or an integer)");
         it->noid = 1;
     }
-    if (!it->id && asprintf(&it->id, "line:%zu", sr->line) < 0)
+    if (!it->id && asprintf(&it->id, "line:%zu", line) < 0)
         it->id = NULL;
     if (it->noid)
         return 0;
-    if (sr->r->o->rolling) {
+    if (rolling) {
         json_t *t = json_object_get(it->j, "text");
         if (!json_is_string(t))
             snprintf(it->err, sizeof it->err, "\"text\" must be a string");
@@ -225,6 +225,17 @@ static int parse_line(score_run *sr, char *text, item *it)
     if (bad)
         snprintf(it->err, sizeof it->err, "\"%s\" %s", field, bad);
     return 0;
+}
+
+int fgr_score_line(const char *text, int rolling, char *why, size_t cap)
+{
+    item it;
+    int blank = parse_line(rolling, 1, text, &it);
+    snprintf(why, cap, "%s", blank ? "" : it.err);
+    if (!blank && !it.err[0] && !rolling && !it.q.context && !it.q.context_ids)
+        abort(); /* a pair without a context of either kind: the parser's invariant */
+    item_free(&it);
+    return blank;
 }
 
 /* A result line into buf (growing it). */
@@ -330,7 +341,7 @@ static int score_loop(score_run *sr, fg_err *err)
     int rc = it ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     while (rc == FG_OK && (len = getline(&line, &cap, sr->in)) >= 0) {
         sr->line++;
-        if (parse_line(sr, line, &it[n]))
+        if (parse_line(sr->r->o->rolling, sr->line, line, &it[n]))
             continue;
         if (it[n].id && set_has(&sr->done, it[n].id)) { /* --resume: answered already */
             item_free(&it[n]);

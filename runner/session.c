@@ -18,7 +18,9 @@
  * defaults (run.sample: fg-infer's flags, fg-serve's options). Streams: a request with a seed draws choice c from stream c, so a seeded request's
  * samples do not depend on the call, the packing or the block size (as fg_sample's stream
  * per job line); a request without one takes the session's seed (run.sample.seed) and a
- * stream no earlier request of the session used, so two unseeded requests differ.
+ * stream no earlier request of the session used (fg-infer's jobs: its input line's, so a
+ * resumed job draws what the whole job would have), so two unseeded requests differ; its
+ * choice c adds c x 2^40 to that stream.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -32,7 +34,7 @@ static void notice(void *ctx, const char *line)
 {
     fg_session *s = ctx;
     if (!s->ro.quiet)
-        fprintf(s->r.log, "fg: %s\n", line);
+        fprintf(s->r.log, "fg-infer: %s\n", line);
 }
 
 int fgs_interrupted(const fg_session *s)
@@ -113,6 +115,8 @@ int fg_session_open(const fg_session_opts *opts, fg_session **out, fg_err *err)
     int rc = s->ro.model ? fg_run_opts_check(&s->ro, err)
                          : fg_err_set(err, FG_ERR_INVALID_ARG, "no store (-m)");
     s->ro.mode = FG_RUN_JOBS;
+    s->ro.input = opts->run.input; /* (fg-infer's job mode names its input in messages) */
+    s->ro.output = opts->run.output;
     s->r.o = &s->ro;
     s->r.eo = s->ro.eo;
     s->r.out = s->ro.out ? s->ro.out : stdout;
@@ -305,10 +309,20 @@ static int prep_req(fg_session *s, const fg_request *q, fg_response *resp, fg_er
     if (rc)
         return rc;
     uint32_t mn = req_max_tokens(s, q), ctx = s->info.max_ctx;
-    if ((uint64_t)resp->n_prompt + mn > ctx) {
+    if ((uint64_t)resp->n_prompt + mn > ctx) { /* said as fg-infer's jobs always said it */
         char m[200];
-        snprintf(m, sizeof m, "%u prompt tokens + %u max_tokens exceed the context of %u tokens",
-                 resp->n_prompt, mn, ctx);
+        uint32_t limit = s->ro.eo.max_ctx && s->ro.eo.max_ctx < s->r.max_pos ? s->ro.eo.max_ctx
+                                                                              : s->r.max_pos;
+        uint64_t need = (uint64_t)resp->n_prompt + mn;
+        if (need > s->r.max_pos)
+            snprintf(m, sizeof m, "%u prompt tokens + %u new exceed the model's %u positions",
+                     resp->n_prompt, mn, s->r.max_pos);
+        else if (need > limit)
+            snprintf(m, sizeof m, "%u prompt tokens + %u new exceed the context of %u "
+                     "(--max-context)", resp->n_prompt, mn, limit);
+        else
+            snprintf(m, sizeof m, "%u prompt tokens + %u new exceed the context of %u",
+                     resp->n_prompt, mn, ctx);
         resp_error(resp, 413, "context_length_exceeded", m);
         return 1;
     }
@@ -341,7 +355,7 @@ static uint32_t pack(fgs_item *q, size_t *nq, fgs_item *blk, uint32_t bs, uint32
 
 /* The items (choices) of the prepared requests. */
 static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_response *resp,
-                      fgs_item **items, size_t *ni, fg_err *err)
+                      const uint64_t *streams, fgs_item **items, size_t *ni, fg_err *err)
 {
     size_t total = 0, k = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -353,16 +367,17 @@ static int make_items(fg_session *s, const fg_request *reqs, uint32_t n, fg_resp
         if (resp[i].status)
             continue;
         const fg_request *q = &reqs[i];
-        uint64_t base = fgs_has_seed(q) ? 0 : (s->streams++ + 1) * (uint64_t)FG_REQ_MAX_N;
+        uint64_t base = fgs_has_seed(q) ? 0 : streams ? streams[i] : (1ull << 32) + s->streams++;
+        uint64_t step = fgs_has_seed(q) ? 1 : 1ull << 40;
         for (uint32_t c = 0; c < resp[i].n_choices; c++)
             (*items)[k++] = (fgs_item){i, c, q, &resp[i], resp[i].prompt_ids, resp[i].n_prompt,
-                                       req_max_tokens(s, q), base + c, q->min_tokens};
+                                       req_max_tokens(s, q), base + c * step, q->min_tokens};
     }
     *ni = k;
     return FG_OK;
 }
 
-/* ---- echo: the prompt's log-probs and text ---- */
+/* ---- echo: the prompt's log-probs (its text is the writers' to put first) ---- */
 
 typedef struct echo_ctx {
     const fg_request *reqs;
@@ -419,32 +434,6 @@ static int echo_logprobs(fg_session *s, const fg_request *reqs, fg_response *res
     return rc;
 }
 
-/* With echo the prompt's text comes first in each choice's text. */
-static int echo_text(fg_session *s, const fg_request *q, fg_response *r, fg_err *err)
-{
-    char *p = q->prompt ? strdup(q->prompt) : NULL;
-    if (!q->prompt && fg_session_detokenize(s, r->prompt_ids, r->n_prompt, 1, &p, err))
-        return err->code;
-    if (!p)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    size_t lp = strlen(p);
-    for (uint32_t c = 0; c < r->n_choices; c++) {
-        fg_choice *ch = &r->choices[c];
-        size_t lt = strlen(ch->text);
-        char *t = malloc(lp + lt + 1);
-        if (!t) {
-            free(p);
-            return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-        }
-        memcpy(t, p, lp);
-        memcpy(t + lp, ch->text, lt + 1);
-        free(ch->text);
-        ch->text = t;
-    }
-    free(p);
-    return FG_OK;
-}
-
 /* Run the items in blocks. */
 static int run_items(fgs_call *c, fgs_item *q, size_t nq, fg_err *err)
 {
@@ -498,8 +487,8 @@ static void finish_resps(fgs_call *c, fg_response *resp, uint32_t n, int rc, con
     }
 }
 
-int fg_session_generate(fg_session *s, const fg_request *reqs, uint32_t n, fg_piece_fn on_piece,
-                        void *piece_ctx, fg_response *resp, fg_err *err)
+static int generate(fg_session *s, const fg_request *reqs, uint32_t n, const uint64_t *streams,
+                    fg_piece_fn on_piece, void *piece_ctx, fg_response *resp, fg_err *err)
 {
     fgs_call c = {s, on_piece, piece_ctx, calloc(n + 1, 1)};
     fgs_item *items = NULL;
@@ -513,15 +502,34 @@ int fg_session_generate(fg_session *s, const fg_request *reqs, uint32_t n, fg_pi
     if (rc == FG_OK)
         rc = echo_logprobs(s, reqs, resp, n, err);
     if (rc == FG_OK)
-        rc = make_items(s, reqs, n, resp, &items, &ni, err);
+        rc = make_items(s, reqs, n, resp, streams, &items, &ni, err);
     if (rc == FG_OK)
         rc = run_items(&c, items, ni, err);
-    for (uint32_t i = 0; rc == FG_OK && i < n; i++)
-        if (!resp[i].status && reqs[i].echo)
-            rc = echo_text(s, &reqs[i], &resp[i], err);
     if (c.cancelled)
         finish_resps(&c, resp, n, rc, err);
     free(items);
     free(c.cancelled);
     return rc;
+}
+
+int fg_session_generate(fg_session *s, const fg_request *reqs, uint32_t n, fg_piece_fn on_piece,
+                        void *piece_ctx, fg_response *resp, fg_err *err)
+{
+    return generate(s, reqs, n, NULL, on_piece, piece_ctx, resp, err);
+}
+
+int fgs_generate_streams(fg_session *s, const fg_request *reqs, uint32_t n,
+                         const uint64_t *streams, fg_response *resp, fg_err *err)
+{
+    return generate(s, reqs, n, streams, NULL, NULL, resp, err);
+}
+
+void fgs_set_tick(fg_session *s, fgr_tick *t)
+{
+    s->tick = t;
+}
+
+fgr_run *fgs_run(fg_session *s)
+{
+    return &s->r;
 }

@@ -182,20 +182,6 @@ static int send_piece(blk *b, uint32_t seq, const char *text, size_t upto, int f
     return stop;
 }
 
-/* With echo the prompt's text is the choice's first piece (its ids: the prompt's). */
-static void echo_piece(fgs_call *c, const fgs_item *it)
-{
-    char *p = NULL;
-    fg_err e;
-    if (!it->q->prompt && fg_session_detokenize(c->s, it->ids, it->n, 1, &p, &e))
-        return;
-    const char *t = it->q->prompt ? it->q->prompt : p;
-    if (c->on_piece(c->piece_ctx, it->req, it->choice, t, strlen(t), it->ids, NULL, it->n,
-                    FG_FINISH_NONE))
-        c->cancelled[it->req] = 1;
-    free(p);
-}
-
 static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
 {
     blk *b = ctx;
@@ -219,6 +205,12 @@ static int on_token(void *ctx, uint32_t seq, const int32_t *out, uint32_t n_out)
     free(text);
     x->stopped = at >= 0;
     return at >= 0 || c->cancelled[x->it->req];
+}
+
+static void on_tick(void *ctx, uint64_t tokens)
+{
+    fgr_tick *t = ctx;
+    fg_progress_update(&t->bar, t->base + tokens);
 }
 
 /* ---- the block ---- */
@@ -310,10 +302,8 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
     blk b = {c, NULL, NULL, 0, fg_engine_hparams(s->r.e)->vocab_size};
     int want_lp = 0;
     int rc = make_seqs(&b, items, n, &want_lp, err);
-    fg_gen_hooks h = {on_token, &b, NULL, NULL, want_lp ? on_logits : NULL, &b};
-    for (uint32_t i = 0; rc == FG_OK && c->on_piece && i < n; i++)
-        if (items[i].q->echo && !c->cancelled[items[i].req])
-            echo_piece(c, &items[i]);
+    fg_gen_hooks h = {on_token, &b, s->tick ? on_tick : NULL, s->tick,
+                      want_lp ? on_logits : NULL, &b};
     fg_gen_stats gs;
     if (rc == FG_OK) {
         rc = fg_engine_generate(s->r.e, b.seqs, n, &h, &gs, err);
@@ -321,6 +311,10 @@ int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err)
         s->r.rep.decode_s += gs.decode_s;
         s->r.rep.tokens += gs.new_tokens;
         s->r.rep.prompts += n;
+        s->r.rep.prompt_cached += gs.prompt_cached;
+        s->r.rep.prompt_computed += gs.prompt_computed;
+        if (s->tick)
+            s->tick->base += gs.new_tokens;
     }
     if (rc == FG_OK && fgs_interrupted(s))
         rc = fg_err_set(err, FG_ERR_STATE, "interrupted");

@@ -20,6 +20,7 @@ struct fg_session {
     fg_session_stats st;
     char name[256];
     uint64_t streams;        /* requests without a seed answered so far: their streams */
+    fgr_tick *tick;          /* fg-infer's progress bar over a job's tokens, or NULL */
 };
 
 /* One choice of a request, waiting for or in a block. */
@@ -40,6 +41,16 @@ typedef struct fgs_call {
     void *piece_ctx;
     uint8_t *cancelled;      /* [n requests] */
 } fgs_call;
+
+/* fg_session_generate with each request's sampler stream given (streams[i]: a job's input
+ * line, so a resumed job draws what the whole job would have; choice c of a request without
+ * a seed draws from streams[i] + c * 2^40); streams NULL: the session's own. */
+int fgs_generate_streams(fg_session *s, const fg_request *reqs, uint32_t n,
+                         const uint64_t *streams, fg_response *resp, fg_err *err);
+/* The progress bar the blocks tick (NULL: none). */
+void fgs_set_tick(fg_session *s, fgr_tick *t);
+/* The session's run (its store, engine, prefix cache and report), for fg-infer's job mode. */
+fgr_run *fgs_run(fg_session *s);
 
 /* Generate items[0..n) (n <= block size) as one block, filling their choices. */
 int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err);

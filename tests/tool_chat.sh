@@ -127,9 +127,13 @@ grep -qF "$want" <<< "$out" || miss "$name: the messages job said: $out"
 "$INFER" -m "$name.store" -p hi --max-new-tokens 1 --quiet --threads 1 > /dev/null ||
   miss "$name: a plain prompt failed on a store without a template"
 if out=$("$INFER" -m "$name.store" --chat --prompt-len 4 --gen-len 1 --quiet 2>&1); then
-  miss "--chat without -p ran"
+  miss "--chat with --prompt-len ran"
 fi
-grep -q -- "--chat needs -p TEXT" <<< "$out" || miss "--chat without -p said: $out"
+grep -q -- "choose one of -p PROMPT, --chat," <<< "$out" || miss "--chat --prompt-len said: $out"
+if out=$(echo hi | "$INFER" -m "$name.store" --chat --quiet 2>&1); then
+  miss "$name: the interactive --chat ran without a template"
+fi
+grep -qF "has no chat template" <<< "$out" || miss "$name: the interactive --chat said: $out"
 echo "$name: no chat template: --chat and messages refused naming the store, prompts run"
 [ $bad -eq 0 ] || fail "$bad checks failed"
 echo "tool_chat: all checks passed"

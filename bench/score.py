@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""fg-infer score vs transformers on four-choice items (issue 40 item 5), in one run.
+
+An OPT-1.3b-shaped checkpoint with random weights (transformers' OPTForCausalLM from OPTConfig:
+hidden 2048, 24 layers, FFN 8192, 32 heads, vocabulary 50272; f16 safetensors; GPT-2's
+tokenizer files of data/gpt2-tokenizer) is made once in the work directory and converted with
+fg-convert. ITEMS four-choice items are built from the shipped Austen texts: the context is a
+sentence (at most 40 words), the choices the first four words of the next sentence and of
+three other sentences. Every (context, choice) pair is scored as lm-evaluation-harness's
+loglikelihood does (the continuation's summed log-prob and whether it is greedy) by
+  - fg-infer score (the pairs given as token ids, so both sides see the same tokens), and
+  - transformers (f32 on the CPU, as lm-eval's HF model: batches of BATCH pairs sorted by
+    length, one forward each, log_softmax gathered over the continuation);
+the figures printed: pairs and items a second, tokens a second (every token of the windows),
+the largest difference of a pair's log-prob between the two, and how many items choose the
+same answer.
+
+usage: bench/score.py [--items 1000] [--threads 2] [--batch 32] [--work DIR] [--bin BUILD]
+(python with torch and transformers; fg-convert and fg-infer in --bin)
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_checkpoint(d):
+    import torch
+    from transformers import OPTConfig, OPTForCausalLM
+    if os.path.exists(os.path.join(d, "model.safetensors")):
+        return
+    os.makedirs(d, exist_ok=True)
+    cfg = OPTConfig(vocab_size=50272, hidden_size=2048, num_hidden_layers=24, ffn_dim=8192,
+                    num_attention_heads=32, max_position_embeddings=2048,
+                    word_embed_proj_dim=2048, bos_token_id=2, eos_token_id=2, pad_token_id=1)
+    torch.manual_seed(0)
+    m = OPTForCausalLM(cfg).half()
+    m.save_pretrained(d, safe_serialization=True)
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(ROOT, "data/gpt2-tokenizer", f), d)
+
+
+def make_items(n, tok):
+    text = open(os.path.join(ROOT, "data/austen/pride_and_prejudice.txt"), encoding="utf-8").read()
+    sents = [s.strip().replace("\n", " ") for s in re.split(r"(?<=[.!?])\s+", text)]
+    sents = [s for s in sents if len(s.split()) >= 6]
+    rnd = random.Random(40)
+    items = []
+    for i in range(n):
+        k = rnd.randrange(len(sents) - 1)
+        ctx = " ".join(sents[k].split()[:40])
+        right = " " + " ".join(sents[k + 1].split()[:4])
+        wrong = [" " + " ".join(rnd.choice(sents).split()[:4]) for _ in range(3)]
+        choices = [right] + wrong
+        c_ids = [2] + tok.encode(ctx)
+        items.append([(c_ids, tok.encode(c)) for c in choices])
+    return items
+
+
+def run_fg(args, store, items, out_dir):
+    pairs = os.path.join(out_dir, "pairs.jsonl")
+    with open(pairs, "w") as f:
+        for i, it in enumerate(items):
+            for j, (c, k) in enumerate(it):
+                f.write(json.dumps({"id": f"{i}.{j}", "context": c, "continuation": k}) + "\n")
+    out = os.path.join(out_dir, "fg.out.jsonl")
+    if os.path.exists(out):
+        os.remove(out)
+    cmd = [os.path.join(args.bin, "fg-infer"), "score", "-m", store, "--input", pairs,
+           "--output", out, "--threads", str(args.threads)]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t0
+    if p.returncode:
+        sys.exit("fg-infer score failed: " + p.stderr)
+    line = [l for l in p.stderr.splitlines() if l.startswith("fg-infer: scored")]
+    res = {}
+    for l in open(out):
+        r = json.loads(l)
+        res[r["id"]] = (r["logprob"], r["is_greedy"])
+    m = re.search(r"in ([0-9.]+) s", line[-1]) if line else None
+    return res, (float(m.group(1)) if m else wall), wall, line[-1] if line else ""
+
+
+def run_hf(args, ckpt, items):
+    import torch
+    from transformers import OPTForCausalLM
+    torch.set_num_threads(args.threads)
+    model = OPTForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32).eval()
+    reqs = [(f"{i}.{j}", c, k) for i, it in enumerate(items) for j, (c, k) in enumerate(it)]
+    reqs.sort(key=lambda r: -(len(r[1]) + len(r[2])))
+    res = {}
+    t0 = time.time()
+    with torch.no_grad():
+        for b in range(0, len(reqs), args.batch):
+            batch = reqs[b:b + args.batch]
+            inps = [(c + k)[:-1] for _, c, k in batch]
+            L = max(len(x) for x in inps)
+            ids = torch.tensor([x + [1] * (L - len(x)) for x in inps])
+            mask = torch.tensor([[1] * len(x) + [0] * (L - len(x)) for x in inps])
+            lp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.double(), -1)
+            for r, (rid, c, k) in enumerate(batch):
+                pos = range(len(c) - 1, len(c) - 1 + len(k))
+                tgt = torch.tensor(k)
+                rows = lp[r, list(pos)]
+                s = float(rows.gather(1, tgt[:, None]).sum())
+                g = bool((rows.argmax(-1) == tgt).all())
+                res[rid] = (s, g)
+    return res, time.time() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--work", default=os.path.join(ROOT, "build/bench-score"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build"))
+    args = ap.parse_args()
+    from transformers import GPT2TokenizerFast
+    os.makedirs(args.work, exist_ok=True)
+    ckpt, store = os.path.join(args.work, "opt-1.3b-random"), os.path.join(args.work, "store")
+    make_checkpoint(ckpt)
+    if not os.path.exists(store):
+        subprocess.run([os.path.join(args.bin, "fg-convert"), ckpt, "-o", store, "--quiet",
+                        "--tokenizer", os.path.join(ROOT, "data/gpt2-tokenizer")], check=True)
+    tok = GPT2TokenizerFast(os.path.join(ckpt, "vocab.json"), os.path.join(ckpt, "merges.txt"))
+    items = make_items(args.items, tok)
+    tokens = sum(len(c) + len(k) - 1 for it in items for c, k in it)
+    fg, fg_s, fg_wall, fg_line = run_fg(args, store, items, args.work)
+    hf, hf_s = run_hf(args, ckpt, items)
+    diff = max(abs(fg[r][0] - hf[r][0]) for r in hf)
+    greedy_same = sum(fg[r][1] == hf[r][1] for r in hf)
+    pick = lambda res, i: max(range(4), key=lambda j: res[f"{i}.{j}"][0])
+    same = sum(pick(fg, i) == pick(hf, i) for i in range(len(items)))
+    n = len(items)
+    print(f"{n} four-choice items ({4 * n} pairs, {tokens} tokens through the model), "
+          f"OPT-1.3b shape, random weights, {args.threads} threads")
+    print(f"  fg-infer score : {fg_s:8.2f} s  {n / fg_s:7.2f} items/s  {tokens / fg_s:8.1f} "
+          f"tokens/s  (whole command with load: {fg_wall:.2f} s)")
+    print(f"  transformers   : {hf_s:8.2f} s  {n / hf_s:7.2f} items/s  {tokens / hf_s:8.1f} "
+          f"tokens/s  (f32, batch {args.batch}, load not counted)")
+    print(f"  largest |logprob difference| {diff:.2e}; same answer on {same}/{n} items; "
+          f"is_greedy equal on {greedy_same}/{4 * n} pairs")
+    print(f"  ({fg_line})")
+
+
+main()
