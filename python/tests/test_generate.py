@@ -28,7 +28,7 @@ def test_seeded_equals_fg_infer(tiny_llm, tiny_store, tmp_path):
     sampler's stream is the line there, the choice here), whatever else shares the block."""
     sp = fg.SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=11)
     got = tiny_llm.generate(PROMPTS, sp)
-    for i in (0, 2, 4):
+    for i in (0, 3):
         ref = fg_infer_jobs(tiny_store, [{"id": "p", "prompt": PROMPTS[i], "max_new_tokens": 10}],
                             tmp_path, "--temperature", "0.8", "--top-p", "0.9", "--seed", "11")
         assert got[i].token_ids == ref[0]["tokens"]
