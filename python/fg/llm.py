@@ -5,6 +5,7 @@ One engine behind every front door: each method is one call into libfg's session
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
 import json
 import math
@@ -117,12 +118,12 @@ class Tokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
         """Token ids of text; add_special_tokens: the model's BOS/EOS rule, as tokenizer(text)."""
-        h = self._llm._handle()
         ids = C.POINTER(C.c_int32)()
         n = C.c_uint32()
         err = _lib.Err()
-        _lib.check(lib.fgpy_tokenize(h, text.encode(), int(add_special_tokens), C.byref(ids),
-                                     C.byref(n), C.byref(err)), err)
+        with self._llm._busy() as h:
+            _lib.check(lib.fgpy_tokenize(h, text.encode(), int(add_special_tokens), C.byref(ids),
+                                         C.byref(n), C.byref(err)), err)
         try:
             return ids[:n.value]
         finally:
@@ -130,12 +131,12 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Text of ids, as decode(ids, skip_special_tokens=...)."""
-        h = self._llm._handle()
         arr = (C.c_int32 * max(len(ids), 1))(*ids)
         out = C.c_void_p()
         err = _lib.Err()
-        _lib.check(lib.fgpy_detokenize(h, arr, len(ids), int(skip_special_tokens),
-                                       C.byref(out), C.byref(err)), err)
+        with self._llm._busy() as h:
+            _lib.check(lib.fgpy_detokenize(h, arr, len(ids), int(skip_special_tokens),
+                                           C.byref(out), C.byref(err)), err)
         return _lib.take_string(out.value)
 
     @property
@@ -208,6 +209,7 @@ class LLM:
                  quiet: bool = True):
         self._h: Optional[int] = None
         self._lock = threading.Lock()
+        self._streaming: set = set()  # threads iterating an open stream of this LLM
         if policy not in ("auto", "fixed"):
             raise ValueError(f"policy must be 'auto' or 'fixed', not {policy!r}")
         if backend is None:
@@ -260,6 +262,17 @@ class LLM:
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[int]:
+        """The session for one call: calls from several threads take turns (a session is used
+        by one thread at a time); a call from a thread that is iterating a stream of this LLM
+        would wait for that stream forever, so it is refused."""
+        if threading.get_ident() in self._streaming:
+            raise FgError("this LLM is busy with a stream this thread is iterating: finish or "
+                          "close it first")
+        with self._lock:
+            yield self._handle()
+
     def _handle(self) -> int:
         if not self._h:
             raise FgError("this LLM is closed")
@@ -284,7 +297,8 @@ class LLM:
         busy_s."""
         v = (C.c_uint64 * 5)()
         busy = C.c_double()
-        lib.fgpy_stats(self._handle(), v, C.byref(busy))
+        with self._busy() as h:
+            lib.fgpy_stats(h, v, C.byref(busy))
         keys = ("requests", "errors", "prompt_tokens", "completion_tokens", "blocks")
         d: Dict[str, float] = dict(zip(keys, v[:]))
         d["busy_s"] = busy.value
@@ -364,7 +378,6 @@ class LLM:
         arr = (_lib.Request * max(n, 1))(*reqs)
         resp = (_lib.Response * max(n, 1))()
         cb = on_piece or _lib.PieceFn()
-        h = self._handle()
 
         def call() -> List[RequestOutput]:
             err = _lib.Err()
@@ -384,7 +397,7 @@ class LLM:
                 for i in range(n):
                     lib.fg_response_clear(C.byref(resp[i]))
 
-        with self._lock:
+        with self._busy() as h:
             return _lib.call_interruptibly(call, lambda: lib.fgpy_interrupt(h))
 
     def generate(self, prompts: Union[str, List[int], Sequence[Union[str, List[int]]]],
@@ -439,8 +452,9 @@ class LLM:
         out = C.c_void_p()
         err = _lib.Err()
         kw = None if chat_template_kwargs is None else json.dumps(chat_template_kwargs).encode()
-        _lib.check(lib.fgpy_chat_render(self._handle(), json.dumps(messages).encode(), kw,
-                                        C.byref(out), C.byref(err)), err)
+        with self._busy() as h:
+            _lib.check(lib.fgpy_chat_render(h, json.dumps(messages).encode(), kw, C.byref(out),
+                                            C.byref(err)), err)
         return _lib.take_string(out.value)
 
     def stream(self, prompt: Union[str, List[int], None] = None,
@@ -482,6 +496,8 @@ class LLM:
                 q.put(done)
 
         t = threading.Thread(target=work, name="fg-stream", daemon=True)
+        me = threading.get_ident()
+        self._streaming.add(me)
         t.start()
         try:
             while True:
@@ -501,6 +517,8 @@ class LLM:
             lib.fgpy_interrupt(h)
             t.join()
             raise
+        finally:
+            self._streaming.discard(me)
 
     # ---- scoring
 
@@ -536,7 +554,6 @@ class LLM:
                 raise TypeError(f"continuation {i}: a str, not {type(c).__name__}")
         na = (C.c_char_p * max(n, 1))(*[c.encode() for c in continuations])
         res = (_lib.ScoreRes * max(n, 1))()
-        h = self._handle()
 
         def call() -> List[Tuple[float, bool]]:
             err = _lib.Err()
@@ -548,14 +565,13 @@ class LLM:
                 out.append((res[i].logprob, bool(res[i].is_greedy)))
             return out
 
-        with self._lock:
+        with self._busy() as h:
             return _lib.call_interruptibly(call, lambda: lib.fgpy_interrupt(h))
 
     def score_rolling(self, text: str) -> Tuple[float, int]:
         """The log-likelihood of a whole text (every token scored once, disjoint windows of
         max_ctx; the first token predicted from BOS when the model has one): (summed
         log-prob, tokens scored), lm-eval's loglikelihood_rolling."""
-        h = self._handle()
 
         def call() -> Tuple[float, int]:
             lp, nt, err = C.c_double(), C.c_uint64(), _lib.Err()
@@ -563,7 +579,7 @@ class LLM:
                                               C.byref(err)), err)
             return lp.value, nt.value
 
-        with self._lock:
+        with self._busy() as h:
             return _lib.call_interruptibly(call, lambda: lib.fgpy_interrupt(h))
 
     # ---- batch files
@@ -579,7 +595,6 @@ class LLM:
 
         A store is open once per process, so the job runs with this LLM's engine closed and
         the LLM reopens it afterwards (planned again: seconds for a large model)."""
-        self._handle()
         flag = C.c_int(0)
         rep = (C.c_uint64 * 4)()
         o = self._opts
@@ -597,7 +612,7 @@ class LLM:
         def stop() -> None:
             flag.value = 1
 
-        with self._lock:
+        with self._busy():
             lib.fgpy_close(self._h)
             self._h = None
             try:

@@ -131,6 +131,8 @@ def test_stream_closed_early(qwen_llm):
     sp = fg.SamplingParams(max_tokens=64, temperature=0, ignore_eos=True)
     it = qwen_llm.stream("Count with me", sp)
     next(it)
+    with pytest.raises(fg.FgError, match="busy"):  # not a deadlock
+        qwen_llm.tokenizer.encode("x")
     it.close()  # cancels the request; the LLM stays usable
     assert qwen_llm.generate("x", fg.SamplingParams(max_tokens=1, temperature=0))
 
