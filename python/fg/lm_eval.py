@@ -10,7 +10,7 @@ The three request kinds map onto one fg call each:
 
 - loglikelihood(requests of (context, continuation)) -> LLM.score: summed log-prob and
   is-greedy, contexts shared across requests computed once; an empty context is scored from
-  the end-of-text token, as lm-eval's HF model does;
+  the prefix token (BOS, else EOS: lm-eval's prefix_token_id), as libfg's session does;
 - loglikelihood_rolling(requests of (text,)) -> LLM.score_rolling;
 - generate_until(requests of (context, gen_kwargs)) -> LLM.generate, the requests with equal
   gen_kwargs in one call (fg packs them into its blocks): ``until`` as stop strings,
@@ -99,13 +99,9 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
     def loglikelihood(self, requests: List[Any], disable_tqdm: bool = False
                       ) -> List[Tuple[float, bool]]:
         """(summed log-prob, is greedy) of each request's continuation given its context."""
-        ctxs: List[Any] = []
-        conts = []
-        for r in requests:
-            ctx, cont = r.args[0], r.args[1]
-            ctxs.append(ctx if ctx != "" else [self._eot_id()])
-            conts.append(cont)
-        return self.llm.score(ctxs, conts) if requests else []
+        if not requests:
+            return []
+        return self.llm.score([r.args[0] for r in requests], [r.args[1] for r in requests])
 
     def loglikelihood_rolling(self, requests: List[Any], disable_tqdm: bool = False
                               ) -> List[float]:
@@ -139,13 +135,6 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
                             add_generation_prompt: bool = True) -> str:
         """The prompt of a conversation through the store's chat template."""
         return self.llm.apply_chat_template(chat_history)
-
-    def _eot_id(self) -> int:
-        eos = self.llm.tokenizer.eos_token_id
-        if eos is None:
-            raise ValueError("fg: an empty context is scored from the end-of-text token, and "
-                             "this model has none")
-        return eos
 
     def _params(self, kw: Dict[str, Any]) -> SamplingParams:
         kw = dict(kw or {})

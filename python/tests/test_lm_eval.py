@@ -22,8 +22,9 @@ def test_loglikelihood(lm, qwen_llm):
     want = qwen_llm.score(["Question: 2+2=", "Question: 2+2="], [" 4", " 5"])
     close = lambda a, b: a[1] == b[1] and a[0] == pytest.approx(b[0], abs=1e-4)  # noqa: E731
     assert close(got[0], want[0]) and close(got[1], want[1])
-    eot = qwen_llm.tokenizer.eos_token_id
-    assert close(got[2], qwen_llm.score([[eot]], ["Hello"])[0])
+    info = qwen_llm.info  # an empty context: the prefix token, BOS else EOS (lm-eval's)
+    prefix = info["bos_id"] if info["bos_id"] >= 0 else info["eos_id"]
+    assert close(got[2], qwen_llm.score([[prefix]], ["Hello"])[0])
 
 
 def test_rolling(lm, qwen_llm):
