@@ -12,8 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import sys
+
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 SRC = Path(os.environ.get("FG_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 FIX = Path(os.environ.get("FG_FIXTURES", SRC / "build/tests/fixtures"))
 QWEN = "Qwen__Qwen2.5-0.5B-Instruct"

@@ -12,7 +12,8 @@ from fg import _lib
 
 def test_import_needs_no_compiler(tmp_path):
     """A fresh interpreter imports fg with no compiler on PATH (ctypes only)."""
-    env = dict(os.environ, PATH=str(tmp_path), CC="/nonexistent")
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(fg.__file__)))
+    env = dict(os.environ, PATH=str(tmp_path), CC="/nonexistent", PYTHONPATH=pkg)
     r = subprocess.run([sys.executable, "-c", "import fg; print(fg.libfg_version)"],
                        env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
