@@ -65,6 +65,8 @@ def rss_kib():
     return 0
 
 
+@pytest.mark.skipif(os.environ.get("FG_TEST_SANITIZED") == "1",
+                    reason="under ASan freed memory stays in its quarantine: RSS says nothing")
 def test_no_leak_over_1000_generates(tiny_llm):
     sp = fg.SamplingParams(max_tokens=2, temperature=0.7, seed=1, logprobs=2, stop=["zz"])
     for _ in range(100):  # warm: allocator arenas, caches
