@@ -509,16 +509,17 @@ class LLM:
                     break
                 yield item
             t.join()
-            if "error" in box:
-                raise box["error"]
         except BaseException:
             # Ctrl-C, or the consumer closed the generator: stop the engine, wait for it
             cancel.set()
-            lib.fgpy_interrupt(h)
+            if t.is_alive():
+                lib.fgpy_interrupt(h)
             t.join()
             raise
         finally:
             self._streaming.discard(me)
+        if "error" in box:
+            raise box["error"]
 
     # ---- scoring
 

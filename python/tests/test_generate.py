@@ -188,3 +188,10 @@ def test_run_batch(tiny_llm, tiny_store, tmp_path):
     assert again["prompts"] == 0 and len(out.read_text().splitlines()) == len(PROMPTS)
     with pytest.raises(FileNotFoundError):
         tiny_llm.run_batch(str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"))
+
+
+def test_stream_bad_request(qwen_llm):
+    with pytest.raises(ValueError, match="min_p"):
+        list(qwen_llm.stream("x", fg.SamplingParams(min_p=2.0)))
+    assert "".join(qwen_llm.stream("x", fg.SamplingParams(max_tokens=2, temperature=0)))  \
+        is not None  # usable after
