@@ -10,7 +10,9 @@
  * equal windows once and fills the engine's block); each batch's results are appended in one
  * write, flushed and fdatasync'ed, so --resume continues after the last whole line: the ids
  * already in the output are skipped, a torn last line is cut off. The engine is planned once
- * for --max-context tokens a window (else the model's positions).
+ * for --max-context tokens a window, else for the input file's longest line (a first pass
+ * tokenizes every line: a short context lets the block be large), else (a pipe) the model's
+ * positions.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -367,6 +369,73 @@ static int score_loop(score_run *sr, fg_err *err)
     return rc;
 }
 
+/* Tokens of one line's pair or text (0 for a line that will get an error result). */
+static uint32_t line_tokens(fgr_run *r, const item *it)
+{
+    fg_tok_ids v = {0};
+    fg_err e;
+    uint64_t n = 0;
+    if (it->err[0])
+        return 0;
+    const char *t = r->o->rolling ? json_string_value(json_object_get(it->j, "text")) : NULL;
+    if (!t && it->q.context_ids)
+        n += it->q.n_context_ids;
+    if (!t && it->q.cont_ids)
+        n += it->q.n_cont_ids;
+    if (!t && !it->q.cont_ids) { /* the whole text: the context's side and the continuation */
+        const char *c = it->q.context ? it->q.context : "", *k = it->q.continuation;
+        if (fg_tok_encode(r->tok, c, strlen(c), FG_TOK_ADD_BOS, &v, &e) == FG_OK &&
+            fg_tok_encode(r->tok, k, strlen(k), 0, &v, &e) == FG_OK)
+            n += v.n;
+    } else if (!t && it->q.context) {
+        if (fg_tok_encode(r->tok, it->q.context, strlen(it->q.context), FG_TOK_ADD_BOS, &v,
+                          &e) == FG_OK)
+            n += v.n;
+    } else if (t && fg_tok_encode(r->tok, t, strlen(t), 0, &v, &e) == FG_OK) {
+        n = v.n + 1;
+    }
+    fg_tok_ids_free(&v);
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* Without --max-context, a file's lines size the engine: its context is the longest line's
+ * tokens (+ 8 for the tokenizer's merges across the boundary), at most the model's positions
+ * (a rolling text longer than that is scored in windows of it). The store is opened for its
+ * tokenizer and closed again (the session opens it). */
+static int size_input(fgr_run *r, uint32_t *ctx, fg_err *err)
+{
+    struct stat st;
+    *ctx = 0;
+    if (r->o->eo.max_ctx || !strcmp(r->o->input, "-") || stat(r->o->input, &st) ||
+        !S_ISREG(st.st_mode))
+        return FG_OK;
+    FILE *f = fopen(r->o->input, "r");
+    int rc = f ? fgr_open_store(r, err) : FG_OK;
+    char *line = NULL;
+    size_t cap = 0, no = 0;
+    uint32_t longest = 0;
+    while (f && rc == FG_OK && getline(&line, &cap, f) >= 0) {
+        item it;
+        if (!parse_line(r->o->rolling, ++no, line, &it)) {
+            uint32_t n = line_tokens(r, &it);
+            longest = n > longest ? n : longest;
+        }
+        item_free(&it);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    if (rc == FG_OK && longest) {
+        uint64_t c = (uint64_t)longest + 8;
+        *ctx = c < r->max_pos ? (uint32_t)c : r->max_pos;
+    }
+    fg_tok_free(r->tok); /* a process holds a store once: the session opens it again */
+    fg_model_close(r->model);
+    fg_store_close(r->store);
+    r->tok = NULL, r->model = NULL, r->store = NULL;
+    return rc;
+}
+
 int fgr_run_score(fgr_run *r, fg_err *err)
 {
     score_run sr = {r, NULL, NULL, NULL, 0, {0}, 0, 0, 0, 0};
@@ -374,6 +443,8 @@ int fgr_run_score(fgr_run *r, fg_err *err)
     fg_session_opts so = {0};
     so.run = *r->o;
     so.interrupt = r->o->interrupt;
+    if (rc == FG_OK)
+        rc = size_input(r, &so.max_ctx, err);
     if (rc == FG_OK)
         rc = fg_session_open(&so, &sr.s, err);
     double t0 = fg_now();

@@ -36,6 +36,20 @@ for f in tokenizer.json tokenizer_config.json vocab.json merges.txt special_toke
   elif [ -f "$REAL/$n/$f" ]; then cp "$REAL/$n/$f" "ck/$f"; fi
 done
 "$CONVERT" ck -o qwen --quiet
+# -p sampled on a random Qwen (byte-level pieces of multi-byte characters everywhere): the
+# same text as the job line (line 1 samples from -p's stream), valid UTF-8 piece by piece
+Q=("$INFER" -m qwen --quiet --threads 1 --max-context 256 --temperature 1 --seed 7)
+"${Q[@]}" -p "Hello" --max-new-tokens 48 | cat > q.txt
+printf '{"id": "q", "prompt": "Hello", "max_new_tokens": 48}\n' > qj.jsonl
+"${Q[@]}" --input qj.jsonl --output qj.out
+python3 - <<'PY' || fail "-p on Qwen: the streamed text is not the job's"
+import json
+got = open("q.txt", "rb").read().decode("utf-8")  # strict: whole characters only
+want = json.loads(open("qj.out").readline())["text"]
+assert got == "Hello" + want + "\n", (got, want)
+assert any(ord(c) > 127 for c in want), "no multi-byte character to test with"
+PY
+echo "-p on a byte-level BPE: valid UTF-8, the job's text"
 C=("$INFER" -m qwen --chat --quiet --threads 1 --max-new-tokens 6 --max-context 256)
 printf 'Hello there\n\nWho are you?\n' | "${C[@]}" > two.txt
 [ "$(wc -l < two.txt)" -eq 2 ] || fail "--chat: $(wc -l < two.txt) reply lines for 2 turns"
