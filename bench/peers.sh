@@ -88,6 +88,7 @@ RES=${RES:-$WORK/results.tsv}   # one file per run (rows are appended: RES=... t
 fg_run() { # scenario round system out store block flags...
   local sc=$1 rd=$2 sys=$3 out=$4 st=$5 blk=$6 log
   rm -f "$out" # fg-infer refuses to overwrite a results file (it would resume it)
+  find "$WORK/$st" -type f -exec cat {} + > /dev/null # in the page cache, as the peers' models
   log=$("$BIN/fg-infer" -m "$WORK/$st" --input "$WORK/hf/prompts-$sc.jsonl" --output "$out" \
         --threads "$THREADS" --gpu-batch-size "${blk%x*}" --num-gpu-batches "${blk#*x}" \
         --max-new-tokens "$GL" "${@:7}" 2>&1 >/dev/null) || { echo "peers: $sys: $log" >&2; }

@@ -35,6 +35,9 @@ lrow() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$LRES"
 TIME=(/usr/bin/time -f "%U %S" -o "$CPUF")
 lfg() { # sc rd sys store flags...
   local log tot pre dec
+  # the store read once first, so its pages are in the page cache as the peers' mmapped GGUFs
+  # are after their untimed load (fg's prefill reads the weights it runs)
+  find "$WORK/$4" -type f -exec cat {} + > /dev/null
   log=$("${TIME[@]}" "$BIN/fg-infer" -m "$WORK/$4" --prompt-len "$PL" --gen-len "$GL" --threads "$THREADS" \
         --gpu-batch-size "${BLK%x*}" --num-gpu-batches "${BLK#*x}" "${@:5}" 2>&1 >/dev/null) ||
     echo "peers: $3: $log" >&2
