@@ -8,8 +8,10 @@
 # The build is a unity build (CMAKE_UNITY_BUILD, 16 files a unit): llama.cpp's ~240 C++ files
 # take well over an hour on this 2-core shared machine one by one; only the three tools are built
 # (no server, tests or examples; no curl or OpenSSL: the benches read local files). ggml-cpu's
-# files do not compile as one unit (x86/repack.cpp redefines a static of quants.c's), so the
-# extracted copy's ggml-cpu target gets UNITY_BUILD OFF (one line added to its CMakeLists.txt).
+# files do not compile as one unit (x86/repack.cpp redefines a static of quants.c's), nor does
+# common/json.cpp with its neighbours (ordered_json declared twice), so the extracted copy's
+# ggml-cpu target gets UNITY_BUILD OFF and json.cpp SKIP_UNITY_BUILD_INCLUSION (a line added to
+# each CMakeLists.txt).
 #
 # usage: bench/llamacpp.sh   (env LLAMACPP_PY: the llama-cpp-python version (0.3.36);
 #        LLAMACPP_CACHE (~/.cache/fg-llamacpp); JOBS (2))
@@ -31,6 +33,10 @@ if ! grep -q 'UNITY_BUILD OFF' "$SRC/ggml/src/ggml-cpu/CMakeLists.txt"; then
     "$SRC/ggml/src/ggml-cpu/CMakeLists.txt"
   grep -q 'UNITY_BUILD OFF' "$SRC/ggml/src/ggml-cpu/CMakeLists.txt" ||
     { echo "llamacpp: ggml-cpu's CMakeLists.txt is not as expected" >&2; exit 1; }
+fi
+if ! grep -q 'SKIP_UNITY_BUILD_INCLUSION' "$SRC/common/CMakeLists.txt"; then
+  echo 'set_source_files_properties(json.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)' >> \
+    "$SRC/common/CMakeLists.txt"
 fi
 if [ ! -x "$BLD/bin/llama-batched-bench" ] || [ ! -x "$BLD/bin/llama-bench" ] ||
    [ ! -x "$BLD/bin/llama-quantize" ]; then
