@@ -62,8 +62,8 @@ print("%.2f %.2f %.2f" % (r["pl"] * (r["tg"] + 1) / r["t"], r["speed_pp"], r["sp
     lrow "$1" "$3" "$2" $(echo "$out" | PL="$PL" GL="$GL" "$PY" -c '
 import json, os, sys
 r = [json.loads(l) for l in sys.stdin if l.startswith("{")]
-pp = [x["avg_ts"] for x in r if x["n_prompt"] > 0][0]
-tg = [x["avg_ts"] for x in r if x["n_gen"] > 0][0]
+pp = [float(x["avg_ts"]) for x in r if int(x["n_prompt"]) > 0][0]
+tg = [float(x["avg_ts"]) for x in r if int(x["n_gen"]) > 0][0]
 pl, gl = int(os.environ["PL"]), int(os.environ["GL"])
 print("%.2f %.2f %.2f" % (gl / (pl / pp + (gl - 1) / tg), pp, tg))')
   fi
