@@ -44,8 +44,8 @@ lfg() { # sc rd sys store flags...
   tot=$(echo "$log" | sed -nE 's/^summary: .*: ([0-9.]+) tok\/s$/\1/p')
   pre=$(echo "$log" | sed -nE 's/^summary: .*\(prefill ([0-9.]+) s, decode ([0-9.]+) s\).*/\1/p')
   dec=$(echo "$log" | sed -nE 's/^summary: .*\(prefill ([0-9.]+) s, decode ([0-9.]+) s\).*/\2/p')
-  lrow "$1" "$3" "$2" "${tot:-0}" "$(awk -v n="$NP" -v p="$PL" -v t="${pre:-0}" 'BEGIN { printf "%.2f", t > 0 ? n * p / t : 0 }')" \
-       "$(awk -v n="$NP" -v g="$GL" -v t="${dec:-0}" 'BEGIN { printf "%.2f", t > 0 ? n * (g - 1) / t : 0 }')"
+  lrow "$1" "$3" "$2" "${tot:-0}" "$(awk -v n="$NP" -v p="$PL" -v t="${pre:-0}" 'BEGIN { printf "%.2f", (t > 0 ? n * p / t : 0) }')" \
+       "$(awk -v n="$NP" -v g="$GL" -v t="${dec:-0}" 'BEGIN { printf "%.2f", (t > 0 ? n * (g - 1) / t : 0) }')"
 }
 llc() { # sc rd sys gguf
   local out
