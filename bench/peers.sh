@@ -38,6 +38,8 @@
 # Printed per system: tok/s overall (GEN_LEN tokens a prompt over prefill + decode), the prefill's
 # prompt tok/s and the decode's tok/s; then the means and fg's ratios to llama.cpp.
 # LLAMA_SYSTEMS: subset of "fg-F16 llama.cpp-F16 fg-Q4-int8 llama.cpp-Q4_0 fg-Q8-int8 llama.cpp-Q8_0"
+# LLAMA_SHAPE: make-llama flags after the defaults (e.g. "--layers 8", in a WORK of its own);
+# LRES: the llama rows' file (default WORK/llama.tsv)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build}
