@@ -110,3 +110,4 @@ for sc in dict.fromkeys(r[0] for r in rows):
             print(f"  {fg} / {lc}: overall {a[0] / b[0]:.2f}, prefill {a[1] / b[1]:.2f}, "
                   f"decode {a[2] / b[2]:.2f}")
 EOF
+rm -f "$CPUF"
