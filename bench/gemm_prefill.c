@@ -18,6 +18,7 @@
  *   dnnl-f32   oneDNN dnnl_sgemm on f32 weights
  *   dnnl-bf16  oneDNN matmul, bf16 x and weights (weights reordered to oneDNN's blocked format
  *              once, outside the timing), f32 out: the fastest 16-bit path oneDNN has here
+ *              (left out where oneDNN refuses it: no bf16 matmul on an AVX2-only CPU)
  *   dnnl-u8s8  oneDNN dnnl_gemm_u8s8s32 (int8 x int8 -> int32; the int8 GEMM ceiling: no
  *              scales, no groups)
  * (FG_PREFILL_AVX512=0 or FG_QUANT_VNNI=0 in the environment make the "avx512"/"vnni512" paths
@@ -150,6 +151,24 @@ static void dnnl_bf16_init(opnd *o)
     DN(dnnl_stream_wait(o->st));
     dnnl_primitive_destroy(r), dnnl_primitive_desc_destroy(rpd), dnnl_memory_destroy(src);
     dnnl_primitive_desc_destroy(pd);
+}
+
+/* Whether this CPU's oneDNN has a bf16 matmul at all (2.6 has none for AVX2-only CPUs: the
+ * primitive descriptor is refused), tried on a small shape. */
+static int dnnl_bf16_supported(void)
+{
+    dnnl_memory_desc_t xd, wd, yd;
+    dnnl_dims_t d = {64, 64};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_memory_desc_init_by_tag(&xd, 2, d, dnnl_bf16, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wd, 2, d, dnnl_bf16, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&yd, 2, d, dnnl_f32, dnnl_ab) != dnnl_success ||
+        dnnl_matmul_desc_init(&md, &xd, &wd, NULL, &yd) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, g_eng, NULL) != dnnl_success)
+        return 0;
+    dnnl_primitive_desc_destroy(pd);
+    return 1;
 }
 
 /* x to bf16 (part of the timed call, as fg's paths convert or quantize x in theirs), then the
@@ -382,6 +401,10 @@ int main(int argc, char **argv)
 #ifdef FG_BENCH_DNNL
     omp_set_num_threads(1);
     DN(dnnl_engine_create(&g_eng, dnnl_cpu, 0));
+    if (on[P_DNNL_BF16] && !dnnl_bf16_supported()) {
+        printf("(dnnl-bf16 left out: oneDNN has no bf16 matmul on this CPU)\n");
+        on[P_DNNL_BF16] = 0;
+    }
 #endif
     if (!strcmp(model, "opt") || !strcmp(model, "both"))
         run_model("opt-1.3b", opt_shapes, 3, m, rounds, on);

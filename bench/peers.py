@@ -7,6 +7,15 @@
       as OPT's: <s> <pad> </s> <unk> first, placeholders up to the model's vocabulary), DIR/prompts.jsonl (fg-infer's
       --input: N text prompts) and DIR/prompt_ids.json (the same prompts as token ids, BOS first:
       exactly P ids each, checked by re-encoding the text).
+  peers.py make-llama DIR --tokenizer TOKDIR [--hidden H --layers L --heads A --kv-heads KV --ffn F]
+      a random-weight Llama (default TinyLlama-1.1B's shape: 2048, 22 layers, 32 heads, 4 kv heads,
+      ffn 5632; vocabulary GPT-2's 50257, the tokenizer TOKDIR's as it is, so llama.cpp's
+      convert_hf_to_gguf.py knows its pre-tokenizer), F16-representable, saved as float16: the
+      model of llama.cpp's column in peers.sh (GGUFs from it, fg's store from the same files).
+  peers.py gguf SCRIPT ARGS...
+      runs llama.cpp's convert_hf_to_gguf.py (SCRIPT) with ARGS; on a torch older than its dtype
+      tables (Debian's 1.13 has no float8 or uint16/32/64), those names are bound first to a
+      sentinel dtype (torch.complex32) that no tensor of the random-weight checkpoints has.
   peers.py hf DIR --gen G --batch B --threads T --out FILE
       transformers float32, greedy, B prompts per generate() call.
   peers.py ct2 DIR --ct2-dir CDIR --compute float32|int8 --gen G --batch B --threads T --out FILE
@@ -66,6 +75,35 @@ def make(a):
     model.save_pretrained(a.dir, safe_serialization=True)
 
 
+def make_llama(a):
+    import shutil
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    os.makedirs(a.dir, exist_ok=True)
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(a.tokenizer, f), os.path.join(a.dir, f))
+    n = len(json.load(open(os.path.join(a.tokenizer, "vocab.json"), encoding="utf-8")))
+    special = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+               "unk_token": "<|endoftext|>"}
+    json.dump(dict(tokenizer_class="GPT2Tokenizer", add_prefix_space=False, errors="replace",
+                   model_max_length=a.max_pos, **special),
+              open(os.path.join(a.dir, "tokenizer_config.json"), "w"), indent=2)
+    json.dump(special, open(os.path.join(a.dir, "special_tokens_map.json"), "w"), indent=2)
+    cfg = LlamaConfig(vocab_size=n, hidden_size=a.hidden, intermediate_size=a.ffn,
+                      num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                      num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_pos,
+                      rms_norm_eps=1e-5, bos_token_id=n - 1, eos_token_id=n - 1,
+                      tie_word_embeddings=False)
+    torch.manual_seed(a.seed)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # RMSNorm weights are 1 at init: perturb them
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.02)
+    model.half().save_pretrained(a.dir, safe_serialization=True)
+
+
 def prompts(a):
     """N prompts of exactly P ids (BOS + P - 1 text tokens), cut from the text at word starts;
     a cut whose decoded text does not re-encode to the same ids is skipped."""
@@ -109,7 +147,7 @@ def hf(a):
 
     torch.set_num_threads(a.threads)
     ids = json.load(open(os.path.join(a.dir, f"prompt_ids-{a.tag}.json")))
-    model = OPTForCausalLM.from_pretrained(a.dir, dtype=torch.float32).eval()
+    model = OPTForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).eval()
     tokens, t = [], 0.0
     with torch.no_grad():
         for i in range(0, len(ids), a.batch):
@@ -125,9 +163,17 @@ def hf(a):
 def ct2conv(a):
     """The checkpoint as a CTranslate2 float32 model in --ct2-dir, once (int8 quantizes at load)."""
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
+        import transformers
         from ctranslate2.converters import TransformersConverter
-        TransformersConverter(a.dir, load_as_float16=False).convert(a.ct2_dir,
-                                                                    quantization="float32")
+
+        class Converter(TransformersConverter):
+            """CTranslate2 4.6+ passes from_pretrained(dtype=...), which transformers before 4.56
+            (the last to run on an old torch such as Debian's) calls torch_dtype."""
+            def load_model(self, model_class, path, **kw):
+                if "dtype" in kw and tuple(map(int, transformers.__version__.split(".")[:2])) < (4, 56):
+                    kw["torch_dtype"] = kw.pop("dtype")
+                return super().load_model(model_class, path, **kw)
+        Converter(a.dir, load_as_float16=False).convert(a.ct2_dir, quantization="float32")
 
 
 def ct2(a):
@@ -207,9 +253,23 @@ def report(a):
             print(f"  tokens {s_} vs {exact[0]}: {agree}/{sum(map(len, ref))} positions agree")
 
 
+def gguf_convert(argv):
+    import runpy
+    import torch
+
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "uint16", "uint32", "uint64"):
+        if not hasattr(torch, name):
+            setattr(torch, name, torch.complex32)
+    sys.argv = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    runpy.run_path(argv[0], run_name="__main__")
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "gguf":
+        return gguf_convert(sys.argv[2:])
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["make", "prompts", "hf", "ct2", "ct2conv", "report"])
+    p.add_argument("cmd", choices=["make", "make-llama", "prompts", "hf", "ct2", "ct2conv", "report"])
     p.add_argument("dir")
     p.add_argument("--tokenizer")
     p.add_argument("--text")
@@ -220,6 +280,7 @@ def main():
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--ffn", type=int, default=8192)
+    p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--max-pos", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gen", type=int, default=32)
@@ -230,7 +291,7 @@ def main():
     p.add_argument("--out")
     p.add_argument("--tag", default="b32")
     a = p.parse_args()
-    {"make": make, "prompts": prompts, "hf": hf, "ct2": ct2, "ct2conv": ct2conv,
+    {"make": make, "make-llama": make_llama, "prompts": prompts, "hf": hf, "ct2": ct2, "ct2conv": ct2conv,
      "report": report}[a.cmd](a)
 
 

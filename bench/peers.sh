@@ -21,6 +21,25 @@
 #        SHAPE      peers.py make flags (e.g. "--hidden 768 --layers 12 --heads 12 --ffn 3072"
 #                   for opt-125m); WORK (build/peers), BIN (build), THREADS (2), DISK=1 adds
 #                   fg F16 with its weights homed on disk (--percent 0 0 0 100 0 100)
+#        OPT=0      skips the OPT part (CTranslate2, transformers)
+#
+# llama.cpp (issue 43; LLAMACPP=0 skips it): built by bench/llamacpp.sh (the llama-cpp-python
+# sdist's vendored llama.cpp, GGML_NATIVE, cached); a random-weight Llama of TinyLlama-1.1B's shape
+# (peers.py make-llama; GPT-2's vocabulary) converted by its convert_hf_to_gguf.py to an F16 GGUF,
+# that quantized by llama-quantize to Q4_0 and Q8_0; fg's stores from the same checkpoint (F16,
+# and 4-bit and 8-bit groups along the input axis under --compute int8). Per round, for each
+# LLAMA_SCENARIOS entry "NAME:PROMPTS:PROMPT_LEN:GEN_LEN:GBSxNGB" (default
+# "b32:32:128:32:8x4 b1:1:128:32:1x1"):
+#   batch above 1: llama-batched-bench -npp PROMPT_LEN -ntg GEN_LEN-1 -npl PROMPTS (the prefill's
+#                  logits give the first token, as in fg's count: GEN_LEN tokens a prompt);
+#   batch 1:       llama-bench -p PROMPT_LEN -n GEN_LEN (pp and tg rates, each its own run);
+#   fg:            fg-infer --prompt-len PROMPT_LEN --gen-len GEN_LEN (synthetic prompts, as the
+#                  llama.cpp benches' random tokens).
+# Printed per system: tok/s overall (GEN_LEN tokens a prompt over prefill + decode), the prefill's
+# prompt tok/s and the decode's tok/s; then the means and fg's ratios to llama.cpp.
+# LLAMA_SYSTEMS: subset of "fg-F16 llama.cpp-F16 fg-Q4-int8 llama.cpp-Q4_0 fg-Q8-int8 llama.cpp-Q8_0"
+# LLAMA_SHAPE: make-llama flags after the defaults (e.g. "--layers 8", in a WORK of its own);
+# LRES: the llama rows' file (default WORK/llama.tsv)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build}
@@ -35,14 +54,23 @@ PY="$VENV/bin/python"
 PEERS="$ROOT/bench/peers.py"
 
 if ! "$PY" -c 'import ctranslate2, transformers, torch' 2>/dev/null; then
-  echo "peers: installing ctranslate2, transformers, torch into $VENV (PyPI)" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q ctranslate2 transformers torch
+  # Debian's python3-torch where the system has it (PyPI's torch wheels are CUDA builds of
+  # several GB), with a transformers that still runs on it; else everything from PyPI
+  if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "peers: installing ctranslate2, transformers<4.41 into $VENV (PyPI; the system's torch)" >&2
+    /usr/bin/python3 -m venv --system-site-packages --without-pip "$VENV"
+    pip --python "$PY" install -q ctranslate2 "transformers<4.41" sentencepiece safetensors
+  else
+    echo "peers: installing ctranslate2, transformers, torch into $VENV (PyPI)" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q ctranslate2 transformers torch sentencepiece
+  fi
 fi
 "$PY" -c 'import ctranslate2, transformers, torch; print("peers: ctranslate2", ctranslate2.__version__, "transformers", transformers.__version__, "torch", torch.__version__)'
 
 HF=$WORK/hf
 mkdir -p "$WORK"
+opt_part() {
 if [ ! -f "$HF/model.safetensors" ]; then
   # shellcheck disable=SC2086
   "$PY" "$PEERS" make "$HF" --tokenizer "$ROOT/data/gpt2-tokenizer" ${SHAPE:-}
@@ -62,6 +90,7 @@ RES=${RES:-$WORK/results.tsv}   # one file per run (rows are appended: RES=... t
 fg_run() { # scenario round system out store block flags...
   local sc=$1 rd=$2 sys=$3 out=$4 st=$5 blk=$6 log
   rm -f "$out" # fg-infer refuses to overwrite a results file (it would resume it)
+  find "$WORK/$st" -type f -exec cat {} + > /dev/null # in the page cache, as the peers' models
   log=$("$BIN/fg-infer" -m "$WORK/$st" --input "$WORK/hf/prompts-$sc.jsonl" --output "$out" \
         --threads "$THREADS" --gpu-batch-size "${blk%x*}" --num-gpu-batches "${blk#*x}" \
         --max-new-tokens "$GL" "${@:7}" 2>&1 >/dev/null) || { echo "peers: $sys: $log" >&2; }
@@ -101,3 +130,6 @@ for scn in $SCENARIOS; do
   done
 done
 "$PY" "$PEERS" report "$WORK" --out "$RES"
+}
+[ "${OPT:-1}" = 0 ] || opt_part
+[ "${LLAMACPP:-1}" = 0 ] || . "$ROOT/bench/peers_llamacpp.sh"
