@@ -8,6 +8,7 @@
  *           class holding \S becomes (?:[rest]|[^WS]) or, negated, (?![rest])[WS].
  *   \h, \H  hex digit in Oniguruma, horizontal space in PCRE2: spelled [0-9a-fA-F] (\H only
  *           outside classes).
+ *   \uHHHH  Oniguruma's code point escape (PCRE2 refuses \u): \x{HHHH}, in and out of classes.
  *   [A&&B]  class intersection (Oniguruma and Rust regex; Kimi's tiktoken pattern uses
  *           [\p{Lu}...&&[^\p{Han}]]): (?:(?=B)[A]), B a nested class or class items.
  * String patterns compile with PCRE2_LITERAL (regex::escape in tokenizers).
@@ -84,6 +85,24 @@ static void put(sbuf *b, const char *s, size_t n)
 }
 #define PUTS(b, s) put(b, s, strlen(s))
 
+/* \uHHHH (Oniguruma's Ruby syntax; PCRE2 refuses \u): four hex digits at pat[i]? */
+static int hex4(const char *pat, size_t len, size_t i)
+{
+    if (i + 4 > len)
+        return 0;
+    for (size_t k = i; k < i + 4; k++)
+        if (!((pat[k] >= '0' && pat[k] <= '9') || ((pat[k] | 32) >= 'a' && (pat[k] | 32) <= 'f')))
+            return 0;
+    return 1;
+}
+
+static void put_u(sbuf *b, const char *h)
+{
+    PUTS(b, "\\x{");
+    put(b, h, 4);
+    PUTS(b, "}");
+}
+
 static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, int *unsupported);
 
 /* The right side of an intersection [A&&B] at pat[i] (after the &&): a nested class, or class
@@ -151,7 +170,10 @@ static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, 
                 PUTS(&body, HEX);
             else if (e == 'H')
                 *unsupported = 1;
-            else
+            else if (e == 'u' && hex4(pat, len, i + 2)) {
+                put_u(&body, pat + i + 2);
+                i += 4;
+            } else
                 put(&body, pat + i, 2);
             i += 2;
         } else {
@@ -194,10 +216,14 @@ static char *translate(const char *pat, size_t len, int *unsupported)
             char e = pat[i + 1];
             const char *r = e == 's' ? "[" WS "]" : e == 'S' ? "[^" WS "]" : e == 'h' ? "[" HEX "]"
                           : e == 'H' ? "[^" HEX "]" : NULL;
-            if (r)
+            if (r) {
                 PUTS(&out, r);
-            else
+            } else if (e == 'u' && hex4(pat, len, i + 2)) {
+                put_u(&out, pat + i + 2);
+                i += 4;
+            } else {
                 put(&out, pat + i, 2);
+            }
             i += 2;
         } else {
             put(&out, pat + i++, 1);
