@@ -18,7 +18,11 @@
  * where the pair table holds every pair (a, b) of tokens whose concatenation is a token T, with
  * T's rank: the heap merge (tok_merge_all) then picks exactly tiktoken's pair at every step.
  * Decoding concatenates the tokens' bytes (tiktoken's decode_bytes); FG_TOK_REPLACE_INVALID
- * gives Python's bytes.decode("utf-8", "replace") as Kimi's decode does.
+ * gives Python's bytes.decode("utf-8", "replace") as Kimi's decode does. With FG_TOK_ADD_BOS (the
+ * prompt view: transformers' tokenizer(text), which runs Kimi's encode) each stretch between added
+ * tokens is first cut as Kimi's encode cuts it: 400,000-character slices, and a cut before the
+ * 25,001st character of a run of only-space or only-non-space characters (str.isspace); each
+ * piece is encoded alone (tok_pipe.c, kimi_chunks). Shorter texts are unaffected.
  *
  * Special tokens, as tokenization_kimi.py builds them: ids n .. n + 257 (num_reserved_special_
  * tokens = 256, plus 2), each named by tokenizer_config.json's added_tokens_decoder or else
