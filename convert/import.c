@@ -255,8 +255,9 @@ static int check_chat_template(const char *dir, fg_err *err)
 }
 
 /* The tokenizer files of dir as store metadata: tokenizer.json (+ tokenizer_config.json and
- * special_tokens_map.json) when dir has one, else GPT-2's vocab.json + merges.txt (+ the same
- * two); and chat_template.jinja / chat_template.json when present, once the chat template
+ * special_tokens_map.json) when dir has one, else tiktoken.model + the pattern of
+ * tokenization_kimi.py (Kimi K2; + the same two), else GPT-2's vocab.json + merges.txt (+ the
+ * same two); and chat_template.jinja / chat_template.json when present, once the chat template
  * (from them or tokenizer_config.json) has parsed. The files are loaded once here, so a tokenizer fg cannot use fails the conversion
  * naming its file rather than the first generation. */
 int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
@@ -264,8 +265,10 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int json = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir); /* Kimi K2: text/tok_tiktoken.c */
+    int tt = !json && access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/vocab.json", dir);
-    if (!json && access(path, F_OK) != 0) /* name the file today's checkpoints carry */
+    if (!json && !tt && access(path, F_OK) != 0) /* name the file today's checkpoints carry */
         return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: no tokenizer.json (fg reads the checkpoint's "
                           "tokenizer from it: save it beside config.json with the tokenizer's "
                           "save_pretrained, or name its directory with --tokenizer DIR)", dir);
@@ -278,9 +281,22 @@ int fgc_tokenizer_meta(fgc_job *j, const char *dir, fg_err *err)
     fg_tok_free(tok);
     if (!rc && json)
         rc = fgc_meta_file(j, "tokenizer.tokenizer_json", dir, "tokenizer.json", 0, err);
-    if (!rc && !json)
+    if (!rc && tt)
+        rc = fgc_meta_file(j, "tokenizer.tiktoken_model", dir, "tiktoken.model", 0, err);
+    if (!rc && tt) { /* the split pattern tokenization_kimi.py sets (loaded above: it reads) */
+        char *py = NULL, *pat = NULL;
+        size_t pn = 0;
+        rc = read_optional(dir, "tokenization_kimi.py", &py, &pn, err);
+        if (!rc)
+            rc = fg_tok_tiktoken_pattern(py, pn, "tokenization_kimi.py", &pat, err);
+        if (!rc)
+            rc = fg_store_batch_meta(j->batch, "tokenizer.tiktoken_pattern", pat, strlen(pat), err);
+        free(py);
+        free(pat);
+    }
+    if (!rc && !json && !tt)
         rc = fgc_meta_file(j, "tokenizer.vocab_json", dir, "vocab.json", 0, err);
-    if (!rc && !json)
+    if (!rc && !json && !tt)
         rc = fgc_meta_file(j, "tokenizer.merges_txt", dir, "merges.txt", 0, err);
     if (!rc)
         rc = fgc_meta_file(j, "tokenizer.config_json", dir, "tokenizer_config.json", 1,

@@ -199,7 +199,8 @@ const void *fg_model_config_json(const fg_model *m, size_t *len)
 }
 
 /* The class named by metadata tokenizer.model: 0 gpt2-bpe (also when absent), 1 a tokenizer.json
- * class; an unknown name is an error naming the store. */
+ * class, 2 tiktoken-bpe (tokenizer.tiktoken_model + tokenizer.tiktoken_pattern, Kimi K2); an
+ * unknown name is an error naming the store. */
 static int tok_class(fg_store *store, int *json, fg_err *err)
 {
     void *cls = NULL;
@@ -209,6 +210,8 @@ static int tok_class(fg_store *store, int *json, fg_err *err)
     if (rc == FG_OK && cls && ((cn == 13 && !memcmp(cls, "bytelevel-bpe", 13)) ||
                                (cn == 17 && !memcmp(cls, "sentencepiece-bpe", 17))))
         *json = 1;
+    else if (rc == FG_OK && cls && cn == 12 && !memcmp(cls, "tiktoken-bpe", 12))
+        *json = 2;
     else if (rc == FG_OK && cls && !(cn == 8 && !memcmp(cls, "gpt2-bpe", 8)))
         rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata tokenizer.model \"%.*s\" is not "
                         "a tokenizer class fg reads", fg_store_dir(store), (int)(cn < 40 ? cn : 40),
@@ -226,14 +229,35 @@ int fg_model_tokenizer(const fg_model *m, fg_tok **out, fg_err *err)
     size_t n[5] = {0};
     int json;
     int rc = tok_class(m->store, &json, err);
-    for (int i = json ? 0 : 1; i < 5 && rc == FG_OK; i++)
+    if (rc == FG_OK && json == 2) { /* text/tok_tiktoken.c */
+        rc = meta(m->store, "tokenizer.tiktoken_model", 0, &d[1], &n[1], err);
+        if (rc == FG_OK)
+            rc = meta(m->store, "tokenizer.tiktoken_pattern", 0, &d[2], &n[2], err);
+        if (rc == FG_OK)
+            rc = meta(m->store, keys[3], 1, &d[3], &n[3], err);
+        char *pat = rc == FG_OK ? malloc(n[2] + 1) : NULL;
+        if (pat) {
+            memcpy(pat, d[2], n[2]);
+            pat[n[2]] = '\0';
+        }
+        if (rc == FG_OK && !pat)
+            rc = fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", fg_store_dir(m->store));
+        if (rc == FG_OK) {
+            fg_tok_tiktoken_files f = {d[1], n[1], "tokenizer.tiktoken_model", d[3], n[3], keys[3],
+                                       pat, "tokenizer.tiktoken_pattern"};
+            rc = fg_tok_load_tiktoken_mem(&f, out, err);
+        }
+        free(pat);
+        json = -1; /* loaded (or failed): neither branch below */
+    }
+    for (int i = json ? 0 : 1; i < 5 && rc == FG_OK && json >= 0; i++)
         if (!json || i == 0 || i >= 3)
             rc = meta(m->store, keys[i], i >= 3, &d[i], &n[i], err);
-    if (rc == FG_OK && json) {
+    if (rc == FG_OK && json == 1) {
         fg_tok_json_files f = {d[0], n[0], keys[0], d[3], n[3], keys[3], d[4], n[4], keys[4],
                                m->model_type[0] ? m->model_type : NULL};
         rc = fg_tok_load_json_mem(&f, out, err);
-    } else if (rc == FG_OK) {
+    } else if (rc == FG_OK && json == 0) {
         fg_tok_files f = {d[1], n[1], keys[1], d[2], n[2], keys[2], d[3], n[3], keys[3],
                           d[4], n[4], keys[4]};
         rc = fg_tok_load_mem(&f, out, err);

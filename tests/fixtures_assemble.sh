@@ -45,7 +45,8 @@ links | while read -r dst src; do
   case $dst:$src in */:*|*.xz:*.xz) ;; *:*.xz) rm -f "$T/$src" ;; esac
   case $dst in */) rm -f "$T/$src" ;; esac
 done
-find "$T" -depth \( -name '*.py' -o -name '*.pyc' -o -name __pycache__ -o -name links.txt \
+# (a checkpoint's tokenization_*.py stays: fg reads the tiktoken split pattern from it)
+find "$T" -depth \( \( -name '*.py' ! -name 'tokenization_*.py' \) -o -name '*.pyc' -o -name __pycache__ -o -name links.txt \
      -o \( -type d -name tokenizers \) \) -exec rm -rf {} +
 rm -rf "$DST" && mv "$T" "$DST"
 if [ $# -ge 3 ]; then touch "$3"; fi

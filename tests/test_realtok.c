@@ -1,7 +1,10 @@
 /* test_realtok.c - fg's tokenizer on the REAL corpus (tests/fixtures/real/<org>__<name>/, the
  * published tokenizer files of Llama 2, Llama 3.2, Mistral v0.3, Mixtral, TinyLlama, Phi-3,
- * phi-4, Qwen2.5, Qwen3, OLMo 1 and OLMo 2; sources in tokenizer_sources.tsv) against what
- * tests/fixtures/make_real_tok_fixtures.py recorded with `tokenizers` and transformers:
+ * phi-4, Qwen2.5, Qwen3, OLMo 1, OLMo 2 and DeepSeek-V3/R1 (its Split chain: digits in threes,
+ * CJK and kana runs, punctuation glued to ASCII words); sources in tokenizer_sources.tsv) against what
+ * tests/fixtures/make_real_tok_fixtures.py recorded with `tokenizers` and transformers, and Kimi K2's
+ * tiktoken format (moonshotai__Kimi-K2-derived: what is real there and the tiktoken reference in
+ * make_tiktoken_fixtures.py; raw = encode_ordinary, prompt = encode(allowed_special="all")):
  *   raw mode     fg_tok_encode(flags 0)  == tokenizers encode(add_special_tokens=False) with
  *                special tokens split as text (encode_special_tokens = True)
  *   prompt mode  fg_tok_encode(FG_TOK_SPECIAL | FG_TOK_ADD_BOS) == transformers'

@@ -224,7 +224,8 @@ END_TEST
 /* The smaller variants: the steps the five above do not use (see the fixture script). */
 START_TEST(fixture_variants)
 {
-    static const char *bl[] = {"v_removed", "v_previous", "v_next_invert", "v_contiguous", "v_gpt2_prefix"};
+    static const char *bl[] = {"v_removed", "v_previous", "v_next_invert", "v_contiguous", "v_gpt2_prefix",
+                               "v_digits", "v_digits_runs"};
     static const char *sp[] = {"v_meta_never", "v_meta_always", "v_no_decoder"};
     for (size_t i = 0; i < sizeof bl / sizeof *bl; i++)
         run_fixture(bl[i], "bytelevel-bpe", 200);
@@ -589,8 +590,10 @@ START_TEST(load_errors)
                "model.byte_fallback: expected a boolean");
     expect_err("{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"continuing_subword_prefix\": \"##\"}}", NULL,
                FG_ERR_UNSUPPORTED, "continuing_subword_prefix");
-    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Digits\"}}", NULL, FG_ERR_UNSUPPORTED,
-               "pre_tokenizer: pre-tokenizer type \"Digits\"");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}}", NULL, FG_ERR_UNSUPPORTED,
+               "pre_tokenizer: pre-tokenizer type \"WhitespaceSplit\"");
+    expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Digits\", \"individual_digits\": 1}}", NULL,
+               FG_ERR_TOK_CONFIG, "pre_tokenizer.individual_digits: expected a boolean");
     expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, "
                "{\"type\": \"Metaspace\", \"replacement\": \"_\"}]}}", NULL, FG_ERR_UNSUPPORTED, "pretokenizers[1]");
     expect_err("{" MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "

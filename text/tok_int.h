@@ -83,7 +83,7 @@ typedef struct tok_special {
 
 /* ---- tokenizer.json pipelines (tok_json.c parses, tok_pipe.c encodes, tok_decode.c decodes) */
 
-enum tok_class { TOK_GPT2 = 0, TOK_BYTELEVEL = 1, TOK_SPBPE = 2 };
+enum tok_class { TOK_GPT2 = 0, TOK_BYTELEVEL = 1, TOK_SPBPE = 2, TOK_TIKTOKEN = 3 };
 
 enum tok_step_kind {
     ST_PREPEND, ST_REPLACE, ST_NFC, ST_NFD, ST_NFKC, ST_NFKD,  /* normalizers */
@@ -250,6 +250,9 @@ void tok_json_free(fg_tok *t);
 int tok_load_json(fg_tok *t, const char *buf, size_t len, const char *name, fg_err *err);
 /* After the config files: template vs add_bos/add_eos, roles from the template. */
 int tok_json_finish(fg_tok *t, const char *name, fg_err *err);
+
+/* Read a whole file (at most 1 GiB). optional: a missing file leaves *buf NULL and returns FG_OK. */
+int tok_read_file(const char *path, int optional, char **buf, size_t *len, fg_err *err);
 
 /* Compile the pre-tokenization regex into tok->re / tok->md. */
 int tok_regex_init(fg_tok *tok, fg_err *err);

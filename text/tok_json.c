@@ -11,7 +11,9 @@
  *                  a hint there too): the model's id when the content is a vocab key, else the
  *                  next id after the model vocabulary, in file order
  *   normalizer     Sequence, Prepend, Replace (String or Regex), NFC, NFD, NFKC, NFKD, null
- *   pre_tokenizer  Sequence, Split (String or Regex; all five behaviors; invert), ByteLevel
+ *   pre_tokenizer  Sequence, Split (String or Regex; all five behaviors; invert), Digits
+ *                  (char::is_numeric, here \p{N}: each digit isolated with individual_digits, else
+ *                  runs of them, Contiguous; as a Split of \p{N} or \p{N}+, Isolated), ByteLevel
  *                  (must come last: it hands byte-level symbols to the model), Metaspace
  *                  (prepend_scheme first/always/never or the older add_prefix_space; split), null
  *   post_processor Sequence, ByteLevel (offsets only: nothing to do), TemplateProcessing (the
@@ -247,6 +249,15 @@ static int parse_pre(jctx *c, json_t *o, const char *path)
         return rc;
     if (strcmp(ty, "Split") == 0)
         return parse_split(c, o, path, st);
+    if (strcmp(ty, "Digits") == 0) {  /* DeepSeek LLM / V2: numbers one digit a piece */
+        int one;
+        if ((rc = get_bool(c, o, "individual_digits", 0, &one, path)))
+            return rc;
+        st->kind = ST_SPLIT;
+        st->behavior = SPLIT_ISOLATED;
+        return one ? tok_regex_compile("\\p{N}", 5, 0, &st->re, &st->md, path, c->err)
+                   : tok_regex_compile("\\p{N}+", 6, 0, &st->re, &st->md, path, c->err);
+    }
     if (strcmp(ty, "ByteLevel") == 0) {
         int use_regex;
         st->kind = ST_BYTELEVEL;

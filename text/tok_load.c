@@ -10,7 +10,8 @@
  * then tokenizer_config.json and special_tokens_map.json (tok_config.c), then the regex.
  *
  * tokenizer.json (fg_tok_load_json_*) is parsed by tok_json.c into the same struct, then the
- * same config files apply; fg_tok_load_dir takes that path when DIR/tokenizer.json exists.
+ * same config files apply; fg_tok_load_dir takes that path when DIR/tokenizer.json exists, else
+ * tok_tiktoken.c's when DIR/tiktoken.model does.
  *
  * Each token's decoded bytes are computed once here: a vocab string made only of byte-level
  * symbols decodes to those bytes; any other string (an added token like "</s>" is plain ASCII
@@ -331,8 +332,7 @@ int fg_tok_load_mem(const fg_tok_files *f, fg_tok **out, fg_err *err)
     return FG_OK;
 }
 
-/* Read a whole file. optional: a missing file leaves *buf NULL and returns FG_OK. */
-static int read_file(const char *path, int optional, char **buf, size_t *len, fg_err *err)
+int tok_read_file(const char *path, int optional, char **buf, size_t *len, fg_err *err)
 {
     *buf = NULL;
     *len = 0;
@@ -370,13 +370,13 @@ int fg_tok_load_files(const char *vocab_path, const char *merges_path, const cha
     *out = NULL;
     char *b[4] = {NULL, NULL, NULL, NULL};
     size_t n[4];
-    int rc = read_file(vocab_path, 0, &b[0], &n[0], err);
+    int rc = tok_read_file(vocab_path, 0, &b[0], &n[0], err);
     if (!rc)
-        rc = read_file(merges_path, 0, &b[1], &n[1], err);
+        rc = tok_read_file(merges_path, 0, &b[1], &n[1], err);
     if (!rc)
-        rc = read_file(config_path, 1, &b[2], &n[2], err);
+        rc = tok_read_file(config_path, 1, &b[2], &n[2], err);
     if (!rc)
-        rc = read_file(special_path, 1, &b[3], &n[3], err);
+        rc = tok_read_file(special_path, 1, &b[3], &n[3], err);
     if (!rc) {
         fg_tok_files f = {b[0], n[0], vocab_path, b[1], n[1], merges_path,
                           b[2], n[2], config_path, b[3], n[3], special_path};
@@ -421,7 +421,7 @@ static int model_type_of(const char *path, char *mt, size_t cap, fg_err *err)
     char *buf;
     size_t len;
     mt[0] = '\0';
-    int rc = read_file(path, 1, &buf, &len, err);
+    int rc = tok_read_file(path, 1, &buf, &len, err);
     if (rc || !buf)
         return rc;
     json_error_t je;
@@ -463,7 +463,15 @@ int fg_tok_load_dir(const char *dir, fg_tok **out, fg_err *err)
     struct stat st;
     int json = stat(p, &st) == 0 && S_ISREG(st.st_mode);
     free(p);
-    return json ? fg_tok_load_json_dir(dir, out, err) : load_gpt2_dir(dir, out, err);
+    if (json)
+        return fg_tok_load_json_dir(dir, out, err);
+    n = strlen(dir) + sizeof "/tiktoken.model";
+    if (!(p = malloc(n)))
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", dir);
+    snprintf(p, n, "%s/tiktoken.model", dir);
+    int tt = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return tt ? fg_tok_load_tiktoken_dir(dir, out, err) : load_gpt2_dir(dir, out, err);
 }
 
 /* ---- tokenizer.json */
@@ -510,11 +518,11 @@ static int load_json_files(const char *tokenizer_path, const char *config_path,
     *out = NULL;
     char *b[3] = {NULL, NULL, NULL};
     size_t n[3];
-    int rc = read_file(tokenizer_path, 0, &b[0], &n[0], err);
+    int rc = tok_read_file(tokenizer_path, 0, &b[0], &n[0], err);
     if (!rc)
-        rc = read_file(config_path, 1, &b[1], &n[1], err);
+        rc = tok_read_file(config_path, 1, &b[1], &n[1], err);
     if (!rc)
-        rc = read_file(special_path, 1, &b[2], &n[2], err);
+        rc = tok_read_file(special_path, 1, &b[2], &n[2], err);
     if (!rc) {
         fg_tok_json_files f = {b[0], n[0], tokenizer_path, b[1], n[1], config_path,
                                b[2], n[2], special_path, model_type};
@@ -527,7 +535,7 @@ static int load_json_files(const char *tokenizer_path, const char *config_path,
 
 const char *fg_tok_class(const fg_tok *t)
 {
-    static const char *names[3] = {"gpt2-bpe", "bytelevel-bpe", "sentencepiece-bpe"};
+    static const char *names[4] = {"gpt2-bpe", "bytelevel-bpe", "sentencepiece-bpe", "tiktoken-bpe"};
     return names[t->cls];
 }
 

@@ -483,9 +483,61 @@ static int gap_pretok(fg_tok *t, const unsigned char *s, size_t len, int origin,
     return pre_level(t, 0, s, len, origin, out);
 }
 
+/* Python's str.isspace (Kimi's chunking rule below): White_Space plus U+001C..U+001F. */
+static int py_isspace(uint32_t c)
+{
+    return tok_is_ws(c) || (c >= 0x1C && c <= 0x1F);
+}
+
+/* Kimi's TikTokenTokenizer.encode, what transformers' tokenizer(text) runs on each stretch between
+ * added tokens: cut into 400,000-character slices, each cut again before the 25,001st character
+ * of a run of only-space or only-non-space characters (_split_whitespaces_or_nonwhitespaces), and
+ * each piece encoded on its own. Characters are code points (an invalid byte counts as one). */
+#define KIMI_MAX_SLICE 400000
+#define KIMI_MAX_RUN 25000
+static int kimi_chunks(fg_tok *t, const unsigned char *s, size_t len, int origin, fg_tok_ids *out)
+{
+    size_t slice = 0;
+    while (slice < len || (slice == 0 && len == 0)) {
+        size_t end = slice, nchar = 0;
+        while (end < len && nchar < KIMI_MAX_SLICE) {
+            uint32_t cp;
+            end += tok_utf8_next(s + end, len - end, &cp);
+            nchar++;
+        }
+        size_t start = slice, run = 0;
+        int cur = -1;
+        for (size_t i = slice; i < end;) {
+            uint32_t cp;
+            size_t k = tok_utf8_next(s + i, end - i, &cp);
+            int sp = cp != UINT32_MAX && py_isspace(cp);
+            if (cur < 0)
+                cur = sp;
+            if (cur != sp) {
+                run = 1;
+                cur = sp;
+            } else if (++run > KIMI_MAX_RUN) {
+                int rc = pre_level(t, 0, s + start, i - start, origin && start == 0, out);
+                if (rc)
+                    return rc;
+                start = i;
+                run = 1;
+            }
+            i += k;
+        }
+        int rc = pre_level(t, 0, s + start, end - start, origin && start == 0, out);
+        if (rc || end >= len)
+            return rc;
+        slice = end;
+    }
+    return FG_OK;
+}
+
 static int gap_normalize(fg_tok *t, const unsigned char *s, size_t len, int origin, unsigned flags,
                          fg_tok_ids *out)
 {
+    if (t->cls == TOK_TIKTOKEN && (flags & FG_TOK_ADD_BOS) && len > KIMI_MAX_RUN)
+        return kimi_chunks(t, s, len, origin, out);  /* no normalizer in this class */
     const unsigned char *ns;
     size_t nl;
     int rc = tok_normalize(t, s, len, &ns, &nl);

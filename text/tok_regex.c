@@ -8,6 +8,9 @@
  *           class holding \S becomes (?:[rest]|[^WS]) or, negated, (?![rest])[WS].
  *   \h, \H  hex digit in Oniguruma, horizontal space in PCRE2: spelled [0-9a-fA-F] (\H only
  *           outside classes).
+ *   \uHHHH  Oniguruma's code point escape (PCRE2 refuses \u): \x{HHHH}, in and out of classes.
+ *   [A&&B]  class intersection (Oniguruma and Rust regex; Kimi's tiktoken pattern uses
+ *           [\p{Lu}...&&[^\p{Han}]]): (?:(?=B)[A]), B a nested class or class items.
  * String patterns compile with PCRE2_LITERAL (regex::escape in tokenizers).
  * Invalid UTF-8 subjects: PCRE2_MATCH_INVALID_UTF makes ill-formed bytes match nothing, so
  * they end up in the gaps between matches, never inside one.
@@ -82,11 +85,60 @@ static void put(sbuf *b, const char *s, size_t n)
 }
 #define PUTS(b, s) put(b, s, strlen(s))
 
-/* Translate the class starting at pat[i] == '['; returns the index after its ']' (or len). */
+/* \uHHHH (Oniguruma's Ruby syntax; PCRE2 refuses \u): four hex digits at pat[i]? */
+static int hex4(const char *pat, size_t len, size_t i)
+{
+    if (i + 4 > len)
+        return 0;
+    for (size_t k = i; k < i + 4; k++)
+        if (!((pat[k] >= '0' && pat[k] <= '9') || ((pat[k] | 32) >= 'a' && (pat[k] | 32) <= 'f')))
+            return 0;
+    return 1;
+}
+
+static void put_u(sbuf *b, const char *h)
+{
+    PUTS(b, "\\x{");
+    put(b, h, 4);
+    PUTS(b, "}");
+}
+
+static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, int *unsupported);
+
+/* The right side of an intersection [A&&B] at pat[i] (after the &&): a nested class, or class
+ * items up to the outer ']', translated as one class into *rhs; returns the index of the outer
+ * ']' (or len). */
+static size_t class_rhs(const char *pat, size_t len, size_t i, sbuf *rhs, int *unsupported)
+{
+    if (i < len && pat[i] == '[') {
+        i = translate_class(pat, len, i, rhs, unsupported);
+        return i;
+    }
+    size_t j = i;
+    while (j < len && pat[j] != ']' && !(pat[j] == '[' || (pat[j] == '&' && j + 1 < len && pat[j + 1] == '&')))
+        j += pat[j] == '\\' && j + 1 < len ? 2 : 1;
+    if (j >= len || pat[j] != ']') {
+        *unsupported = 1;
+        return len;
+    }
+    sbuf tmp = {0};
+    PUTS(&tmp, "[");
+    put(&tmp, pat + i, j - i);
+    PUTS(&tmp, "]");
+    if (!tmp.oom)
+        translate_class(tmp.p, tmp.n, 0, rhs, unsupported);
+    rhs->oom |= tmp.oom;
+    free(tmp.p);
+    return j;
+}
+
+/* Translate the class starting at pat[i] == '['; returns the index after its ']' (or len).
+ * An intersection [A&&B] (Oniguruma, and Rust regex's syntax that tiktoken patterns use) becomes
+ * (?:(?=B)[A]): one character of A that B also matches. One && a class, not in a negated class. */
 static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, int *unsupported)
 {
-    sbuf body = {0};
-    int neg = 0, has_S = 0;
+    sbuf body = {0}, rhs = {0};
+    int neg = 0, has_S = 0, inter = 0;
     i++;
     if (i < len && pat[i] == '^') {
         neg = 1;
@@ -100,8 +152,13 @@ static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, 
             size_t n = e ? (size_t)(e - (pat + i)) + 2 : len - i;
             put(&body, pat + i, n);
             i += n;
+        } else if (pat[i] == '&' && i + 1 < len && pat[i + 1] == '&' && !neg && !inter && body.n) {
+            inter = 1;
+            i = class_rhs(pat, len, i + 2, &rhs, unsupported);
+            if (i < len && pat[i] != ']')
+                *unsupported = 1;  /* [A&&[B]C]: more after the nested class */
         } else if (pat[i] == '[' || (pat[i] == '&' && i + 1 < len && pat[i + 1] == '&')) {
-            *unsupported = 1;  /* nested classes and intersections */
+            *unsupported = 1;  /* other nested classes and intersections */
             i++;
         } else if (pat[i] == '\\' && i + 1 < len) {
             char e = pat[i + 1];
@@ -113,7 +170,10 @@ static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, 
                 PUTS(&body, HEX);
             else if (e == 'H')
                 *unsupported = 1;
-            else
+            else if (e == 'u' && hex4(pat, len, i + 2)) {
+                put_u(&body, pat + i + 2);
+                i += 4;
+            } else
                 put(&body, pat + i, 2);
             i += 2;
         } else {
@@ -121,6 +181,11 @@ static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, 
         }
     }
     const char *bd = body.p ? body.p : "";
+    if (inter) {
+        PUTS(out, "(?:(?=");
+        put(out, rhs.p ? rhs.p : "", rhs.n);
+        PUTS(out, ")");
+    }
     if (!has_S) {
         PUTS(out, neg ? "[^" : "[");
         PUTS(out, bd);
@@ -132,8 +197,11 @@ static size_t translate_class(const char *pat, size_t len, size_t i, sbuf *out, 
         PUTS(out, bd);
         PUTS(out, neg ? "])[" WS "]" : "]|[^" WS "])");
     }
-    out->oom |= body.oom;
+    if (inter)
+        PUTS(out, ")");
+    out->oom |= body.oom | rhs.oom;
     free(body.p);
+    free(rhs.p);
     return i < len ? i + 1 : len;
 }
 
@@ -148,10 +216,14 @@ static char *translate(const char *pat, size_t len, int *unsupported)
             char e = pat[i + 1];
             const char *r = e == 's' ? "[" WS "]" : e == 'S' ? "[^" WS "]" : e == 'h' ? "[" HEX "]"
                           : e == 'H' ? "[^" HEX "]" : NULL;
-            if (r)
+            if (r) {
                 PUTS(&out, r);
-            else
+            } else if (e == 'u' && hex4(pat, len, i + 2)) {
+                put_u(&out, pat + i + 2);
+                i += 4;
+            } else {
                 put(&out, pat + i, 2);
+            }
             i += 2;
         } else {
             put(&out, pat + i++, 1);
@@ -174,7 +246,7 @@ int tok_regex_compile(const char *pat, size_t len, int literal, pcre2_code **re,
         return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", where);
     if (unsupported) {
         free(tr);
-        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: nested character classes, && and \\H in a class are not supported",
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: nested character classes (other than [A&&B]), a negated or second && and \\H in a class are not supported",
                           where);
     }
     uint32_t opt = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);

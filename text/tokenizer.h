@@ -1,6 +1,6 @@
 /* tokenizer.h - BPE tokenizers from Hugging Face files: encode text to token ids, decode ids.
  *
- * Three classes (fg_tok_class):
+ * Four classes (fg_tok_class):
  *   "gpt2-bpe"           vocab.json + merges.txt (+ tokenizer_config.json,
  *                        special_tokens_map.json): GPT-2's byte-level BPE (GPT-2, OPT).
  *   "bytelevel-bpe"      a tokenizer.json whose pre-tokenizer ends in ByteLevel, usually after
@@ -8,6 +8,10 @@
  *   "sentencepiece-bpe"  a tokenizer.json BPE over characters, '\u2581' for spaces (Metaspace
  *                        pre-tokenizer or Prepend/Replace normalizer), <0xNN> byte fallback
  *                        (Llama 2, Mistral).
+ *   "tiktoken-bpe"       a tiktoken ranks file (tiktoken.model: base64 token + rank a line) with
+ *                        the split pattern and reserved special tokens of Kimi's
+ *                        TikTokenTokenizer (tokenization_kimi.py) and tokenizer_config.json
+ *                        (Kimi K2); encodes as tiktoken does (text/tok_tiktoken.c).
  * Ids always come from the files (OPT numbers its tokens differently from GPT-2).
  *
  * gpt2-bpe encodes as Hugging Face `tokenizers` does with ByteLevel(add_prefix_space = false):
@@ -64,7 +68,8 @@ typedef struct fg_tok_files {
 int fg_tok_load_mem(const fg_tok_files *files, fg_tok **out, fg_err *err);
 
 /* Load the tokenizer of a checkpoint directory: DIR/tokenizer.json when that file exists
- * (fg_tok_load_json_dir), otherwise DIR/vocab.json and DIR/merges.txt, and
+ * (fg_tok_load_json_dir), else DIR/tiktoken.model when that exists (fg_tok_load_tiktoken_dir),
+ * otherwise DIR/vocab.json and DIR/merges.txt, and
  * DIR/tokenizer_config.json and DIR/special_tokens_map.json when they exist. (Before
  * tokenizer.json support a directory holding both kinds loaded vocab.json + merges.txt; use
  * fg_tok_load_files to get that.) Adds FG_ERR_NOT_FOUND / FG_ERR_IO. */
@@ -102,7 +107,33 @@ int fg_tok_load_json_files(const char *tokenizer_path, const char *config_path,
  * JSON is an error naming it). */
 int fg_tok_load_json_dir(const char *dir, fg_tok **out, fg_err *err);
 
-/* "gpt2-bpe", "bytelevel-bpe" or "sentencepiece-bpe"; a static string. */
+/* A tiktoken-format tokenizer (the "tiktoken-bpe" class): tiktoken.model (required), the split
+ * pattern (required; NUL-terminated, tiktoken's (Rust regex) syntax) and tokenizer_config.json
+ * (NULL = absent). Buffers are borrowed for the call only; names are for messages. */
+typedef struct fg_tok_tiktoken_files {
+    const void *model;        size_t model_len;   const char *model_name;
+    const void *config_json;  size_t config_len;  const char *config_name;
+    const char *pattern;      const char *pattern_name;
+} fg_tok_tiktoken_files;
+
+/* Build a "tiktoken-bpe" tokenizer: ranks 0..n-1 from the file, tokens n..n+257 special (named by
+ * added_tokens_decoder, else <|reserved_token_ID|>), roles from the config. Errors:
+ * FG_ERR_TOK_VOCAB (a bad line: file:line and what is wrong), FG_ERR_TOK_JSON, FG_ERR_TOK_CONFIG
+ * (the config, or a pattern PCRE2 cannot compile), FG_ERR_UNSUPPORTED (a regex construct fg
+ * cannot translate), FG_ERR_LIMIT, FG_ERR_NOMEM. */
+int fg_tok_load_tiktoken_mem(const fg_tok_tiktoken_files *files, fg_tok **out, fg_err *err);
+
+/* The split pattern a tokenization_kimi.py configures: its `pat_str = "|".join([r"""...""", ...])`
+ * (or a single literal), read as text, never run. *pattern (malloc'd, NUL-terminated) is the
+ * caller's. Errors: FG_ERR_NOT_FOUND (no pat_str), FG_ERR_TOK_CONFIG (not literals fg reads). */
+int fg_tok_tiktoken_pattern(const char *py, size_t len, const char *name, char **pattern,
+                            fg_err *err);
+
+/* DIR/tiktoken.model + DIR/tokenization_kimi.py (its pattern) + DIR/tokenizer_config.json when
+ * present. */
+int fg_tok_load_tiktoken_dir(const char *dir, fg_tok **out, fg_err *err);
+
+/* "gpt2-bpe", "bytelevel-bpe", "sentencepiece-bpe" or "tiktoken-bpe"; a static string. */
 const char *fg_tok_class(const fg_tok *tok);
 
 /* Read the named files; config_path and special_path may be NULL (absent). */
