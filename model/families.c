@@ -179,6 +179,15 @@ static const char k_gpt_oss_rope[] =
 /* Gemma's layer: 1 + w norms, sqrt(hidden) embeddings, tied, soft-capping keys checked */
 #define GEMMA_LAYER .tied = 1, .norm_plus_one = 1, .scaled_embedding = 1, .attention_bias = 1
 
+/* DeepseekV3Config's layer (Kimi K2's files name the same class): MLA with the softmax scale's
+ * mscale correction and rope_interleave, the sigmoid router with the choice bias in groups
+ * (topk_method noaux_tc), dense first layers, one multi-token prediction layer skipped */
+#define DEEPSEEK_V3                                                                          \
+    {.bos = 0, .eos = 1, .pad = -1, .eps = 1e-6f, .mla = 1, .mla_mscale = 1,                 \
+     .rope_interleave_key = 1, .moe = MOE_GROUPED, .topk_method = "noaux_tc", .experts = 256, \
+     .top_k = 8, .moe_ffn = 2048, .n_shared = 1, .first_dense = 3, .n_group = 8,             \
+     .topk_group = 4, .routed_scale = 2.5f, .norm_topk = 1, .mtp = 1}
+
 const fgm_family fgm_rows[] = {
     {DENSE("llama", "a Llama"),
      .t = {.bos = 1, .eos = 2, .pad = -1, .attention_bias = 1, .mlp_bias = 1, .eps = 1e-6f}},
@@ -298,8 +307,15 @@ const fgm_family fgm_rows[] = {
            .attention_bias = 2, .out_bias = OUT_BIAS_NONE, .eps = 1.5625e-7f,
            .partial_rotary = 0.5f, .qk_norm_key = 1, .sandwich_norms = 1,
            .rope_interleaved = 1}},
+    {MOE("deepseek_v2", "a DeepSeek-V2", fgm_names_hf, fgm_unused_mtp),
+     .t = {.bos = 1, .eos = 2, .pad = -1, .eps = 1e-6f, .mla = 1, .rope_interleaved = 1,
+           .moe = MOE_GROUPED_SOFTMAX, .experts = 64, .moe_ffn = 1407, .n_shared = 2,
+           .experts_required = 1}},
+    {MOE("deepseek_v3", "a DeepSeek-V3", fgm_names_hf, fgm_unused_mtp), .t = DEEPSEEK_V3},
+    {MOE("kimi_k2", "a Kimi K2", fgm_names_hf, fgm_unused_mtp), .t = DEEPSEEK_V3},
 };
 #undef NO_IDS
+#undef DEEPSEEK_V3
 #undef GEMMA_LAYER
 const size_t fgm_n_rows = sizeof fgm_rows / sizeof fgm_rows[0];
 
