@@ -136,7 +136,7 @@ typedef struct traits {
                           * qk_rope_head_dim, v_head_dim read (the class's defaults: V2's);
                           * DeepSeek-V3.2's sparse-attention keys (index_*) refused */
     int mla_mscale;      /* the softmax scale times mscale(factor, mscale_all_dim)^2 of a
-                          * scaled rope object (DeepseekV3Attention's) */
+                          * scaled rope object (transformers' yarn_apply_mscale) */
     int rope_interleave_key; /* rope_interleave (default true) says whether the rotary dims
                           * are (even, odd) pairs (else rope_interleaved says) */
     int experts_required;/* MOE_GROUPED: n_routed_experts, num_experts_per_tok and

@@ -10,9 +10,10 @@
  * qk_rope_head_dim). The rotary dims are (even, odd) pairs in the checkpoint (V2's complex
  * rotation; V3's rope_interleave, default true), reordered at conversion as ERNIE's.
  *
- * The softmax scale is (qk_nope_head_dim + qk_rope_head_dim)^-1/2; DeepseekV3Attention's times
- * mscale(factor, mscale_all_dim)^2 for a rope object of a type other than default with a non-zero
- * mscale_all_dim (traits.mla_mscale: DeepseekV2Attention has no such correction). YaRN's own
+ * The softmax scale is (qk_nope_head_dim + qk_rope_head_dim)^-1/2, times mscale(factor,
+ * mscale_all_dim)^2 for a rope object of a type other than default with a non-zero
+ * mscale_all_dim (traits.mla_mscale: transformers' yarn_apply_mscale, which DeepseekV2Attention
+ * and DeepseekV3Attention both apply, as DeepSeek's own code does). YaRN's own
  * attention factor (mscale / mscale_all_dim, 1 for DeepSeek-V3's and Kimi K2's files) scales the
  * rotated dims of q and k as rope.c reads it.
  *

@@ -439,7 +439,7 @@ static const ok_case k_ok[] = {
      "\"topk_method\":\"greedy\",\"n_group\":1,\"topk_group\":1" YARN40 "}",
      "mla=1 q_lora=0 kv_lora=32 qk_nope=16 qk_rope=8 v_dim=12 head_dim=40 kv=1 rot_dim=8 "
      "interleaved=1 router_sigmoid=0 router_corr=0 group_max=0 n_group=1 norm_topk=0 "
-     "shared_ffn=32 sparse0=0 sparse1=1 scaling=yarn attn_scale~0.2041241452319315 bos=1 "
+     "shared_ffn=32 sparse0=0 sparse1=1 scaling=yarn attn_scale~0.3824988883120412 bos=1 "
      "eos=2 mtp=0", more_mla},
     /* DeepSeek-V2: q_lora (1536 by default), group_limited_greedy */
     {T("deepseek_v2") DS ",\"topk_method\":\"group_limited_greedy\",\"n_group\":4,"
