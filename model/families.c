@@ -116,6 +116,19 @@
  *            experts are x . W with gate and up columns alternating (mlp.experts.gate_up_proj
  *            [experts, hidden, 2 x width]), which fg-convert reads transposed and de-interleaved
  *            into the stacked experts (fg_arch.fused's layouts);
+ *   deepseek_v2: multi-head latent attention (mla.c: q_lora_rank, null for V2-Lite's q_proj,
+ *            kv_lora_rank, qk_nope / qk_rope / v head dims; the rotary dims (even, odd) pairs,
+ *            the softmax scale times YaRN's mscale(factor, mscale_all_dim)^2) and DeepseekV2Moe:
+ *            the softmax's top k (topk_method greedy, or group_limited_greedy: the topk_group of
+ *            n_group groups with the best single scores) times routed_scaling_factor,
+ *            n_shared_experts (2) ungated, first_k_dense_replace dense layers, DeepseekV2Config's
+ *            defaults (bos 1, eos 2, 64 experts of width 1407; num_experts_per_tok required);
+ *   deepseek_v3, kimi_k2: the same attention with rope_interleave (default true) and
+ *            DeepseekV3Config's defaults (bos 0, eos 1, 256 experts of width 2048, top 8, 8
+ *            groups best 4, routed_scaling_factor 2.5, renormalized, 1 shared expert, 3 dense
+ *            layers), GLM-4 MoE's router (topk_method noaux_tc, scoring_func sigmoid: any other
+ *            refused), the multi-token prediction layer skipped; Kimi K2's config.json is this
+ *            class under its own model_type;
  * The multimodal rows (gemma3, mistral3, qwen2_5_vl, qwen3_vl) read their text_config through
  * the rows above (wrappers.c).
  */

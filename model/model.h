@@ -431,6 +431,8 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              times residual_scale when set)
  *   head:      ... the logits times logit_scale when set, soft-capped when final_softcap
  *   head:      final norm, proj_out, x . lm_head^T
+ *   mla:       (hp->mla) the attention over the latent cache row, absorbed (the fields'
+ *              comment above; the backend's heads op multiplies each head by its kv_b rows)
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
  *   pre:  norm (pre-norm) and the q/k/v projections (+ q/k norms, RoPE) of all of s's rows;
