@@ -143,7 +143,9 @@ static const infer_case kv_on_disk[] = {
     {"gemma2_kv_on_disk", "gemma2-tiny-bf16", "gemma2-tiny", 0.08},
     /* (MLA: the latent rows on disk, one plane a token; the f32 cache within 1e-3. Its 4-bit
      * cache: nmse 0.514 (V3) and 0.288 (V2) measured: the one 40-value latent row a token feeds
-     * every head's scores and values, so its rounding reaches all of them) */
+     * every head's scores and values, so its rounding reaches all of them, and here one group of
+     * 64 spans the unnormalized rotary key and the normed latent alike; in the real models' 576
+     * values the rotary key, first, is a group of its own) */
     {"deepseek_v3_kv_on_disk", "deepseek-v3-tiny-bf16", "deepseek-v3-tiny", 0.6},
     {"deepseek_v2_kv_on_disk", "deepseek-v2-tiny-bf16", "deepseek-v2-tiny", 0.35},
 };
