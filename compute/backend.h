@@ -161,6 +161,26 @@ typedef struct fg_act_fn {
     float alpha, limit;
 } fg_act_fn;
 
+/* Per-head products and copies (multi-head latent attention: each head's W_UK absorbed into its
+ * query, W_UV applied to its latent output, the rows moved between layouts). For token t < n and
+ * head h < n_heads, with xh = x + t * x_ld + h * x_hs (k values), yh = y + t * y_ld + h * y_hs (m
+ * values, the rest of y untouched) and Wh = w + h * w_hs:
+ *   w NULL:    yh[j] = xh[j]                        (a strided copy; m == k)
+ *   trans 0:   yh[j] = sum_i Wh[j * w_ld + i] xh[i] (Wh's m rows of k: y = W x)
+ *   trans 1:   yh[j] = sum_i Wh[i * w_ld + j] xh[i] (Wh's k rows of m: y = W^T x)
+ * in f32 (sums in any order). x, w, y in the backend's memory (host or device); x and y do not
+ * overlap. */
+typedef struct fg_heads_op {
+    const float *x;
+    size_t x_ld, x_hs;
+    const float *w;         /* NULL: copy */
+    size_t w_hs, w_ld;
+    int trans;
+    float *y;
+    size_t y_ld, y_hs;
+    uint32_t n, n_heads, k, m;
+} fg_heads_op;
+
 typedef struct fg_backend_stats {
     uint64_t decoded_bytes;     /* f32 bytes produced by decoding typed weight pieces */
     uint64_t panel_bytes;       /* bytes the CPU backend's prefill GEMMs repacked weights into:
@@ -223,7 +243,12 @@ typedef struct fg_backend_iface {
     int (*attention)(fg_backend *be, const fg_attn_op *a, fg_err *err);
     void (*stats)(const fg_backend *be, fg_backend_stats *out);
     void (*destroy)(fg_backend *be);
+    /* per-head products and copies (fg_heads_op) */
+    int (*heads)(fg_backend *be, const fg_heads_op *o, fg_err *err);
 } fg_backend_iface;
+
+/* The elements an fg_heads_op's x (which 0), w (1) or y (2) spans from its pointer. */
+size_t fg_heads_span(const fg_heads_op *o, int which);
 
 struct fg_backend {
     const fg_backend_iface *iface;

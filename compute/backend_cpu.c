@@ -757,6 +757,40 @@ static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
     return FG_OK;
 }
 
+/* Heads h = part (mod n_parts) of a heads op: one sgemm each (x and y strided by their row
+ * lengths), or a row copy */
+static void heads_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const fg_heads_op *o = arg;
+    for (uint32_t h = part; h < o->n_heads; h += n_parts) {
+        const float *x = o->x + h * o->x_hs;
+        float *y = o->y + h * o->y_hs;
+        if (!o->w) {
+            for (uint32_t t = 0; t < o->n; t++)
+                memcpy(y + t * o->y_ld, x + t * o->x_ld, (size_t)o->k * 4);
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, o->trans ? CblasNoTrans : CblasTrans,
+                    (int)o->n, (int)o->m, (int)o->k, 1.0f, x, (int)o->x_ld, o->w + h * o->w_hs,
+                    (int)o->w_ld, 0.0f, y, (int)o->y_ld);
+    }
+}
+
+/* Heads split across the helpers once the op is big enough to wake them */
+static int cpu_heads(fg_backend *be, const fg_heads_op *o, fg_err *err)
+{
+    cpu_ctx *c = be->ctx;
+    int rc = fgb_heads_check(o, err);
+    if (rc)
+        return rc;
+    uint64_t work = (uint64_t)o->n * o->n_heads * o->k * (o->w ? o->m : 1);
+    if (o->n_heads > 1 && work >= (1u << 18))
+        fg_par_run(c->par, heads_part, (void *)o);
+    else
+        heads_part((void *)o, 0, 1);
+    return FG_OK;
+}
+
 static void cpu_stats(const fg_backend *be, fg_backend_stats *out)
 {
     *out = ((const cpu_ctx *)be->ctx)->st;
@@ -780,7 +814,7 @@ static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
     cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, fgb_ref_rope, cpu_act, fgb_ref_add,
     fgb_ref_scale, fgb_ref_argmax, fgb_ref_scatter, cpu_kv_store, cpu_attention, cpu_stats,
-    cpu_destroy,
+    cpu_destroy, cpu_heads,
 };
 
 int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err)

@@ -607,6 +607,26 @@ static int cu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *er
     return op_end(&o, rc, err);
 }
 
+static int cu_heads(fg_backend *be, const fg_heads_op *h, fg_err *err)
+{
+    int rc = fgb_heads_check(h, err);
+    if (rc || !h->n || !h->n_heads)
+        return rc;
+    op o = op_begin(be);
+    void *dx = NULL, *dw = NULL, *dy = NULL;
+    fg_heads_op d = *h;
+    rc = opnd(&o, h->x, fg_heads_span(h, 0) * 4, 1, 0, &dx, err);
+    if (rc == FG_OK && h->w)
+        rc = opnd(&o, h->w, fg_heads_span(h, 1) * 4, 1, 0, &dw, err);
+    if (rc == FG_OK) /* (in and out: the values between the heads stay) */
+        rc = opnd(&o, h->y, fg_heads_span(h, 2) * 4, 1, 1, &dy, err);
+    d.x = (const float *)dx, d.w = (const float *)dw, d.y = (float *)dy;
+    size_t total = (size_t)h->n * h->n_heads * h->m;
+    if (rc == FG_OK)
+        k_heads<<<grid_of(total, 256), 256, 0, o.c->cs>>>(d);
+    return op_end(&o, rc, err);
+}
+
 static int cu_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
 {
     op o = op_begin(be);
@@ -873,7 +893,7 @@ static void cu_destroy(fg_backend *be)
 static const fg_backend_iface k_cuda = {
     "cuda", cu_sync, cu_reserve,
     cu_linear, cu_gather, cu_layernorm, cu_rmsnorm, cu_rope, cu_act, cu_add, cu_scale,
-    cu_argmax, cu_scatter, cu_kv_store, cu_attention, cu_stats, cu_destroy,
+    cu_argmax, cu_scatter, cu_kv_store, cu_attention, cu_stats, cu_destroy, cu_heads,
 };
 
 static int visible(int ordinal, fg_err *err)

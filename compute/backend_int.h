@@ -51,6 +51,8 @@ int fgb_ref_rope(fg_backend *be, float *x, uint32_t rows, uint32_t n_heads, uint
                  const int32_t *positions, const fg_rope *r, fg_err *err);
 int fgb_ref_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_t n, fg_err *err);
 int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err);
+int fgb_ref_heads(fg_backend *be, const fg_heads_op *o, fg_err *err);
+int fgb_heads_check(const fg_heads_op *o, fg_err *err);
 int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err);
 int fgb_ref_argmax(fg_backend *be, const float *x, uint32_t rows, uint32_t n, int32_t *ids,
                    fg_err *err);

@@ -531,6 +531,25 @@ static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
 
 /* ---- the rest ---- */
 
+static int sim_heads(fg_backend *be, const fg_heads_op *h, fg_err *err)
+{
+    sim_ctx *c = be->ctx;
+    op o = op_begin(be);
+    void *dx = NULL, *dw = NULL, *dy = NULL;
+    fg_heads_op d = *h;
+    int rc = fgb_heads_check(h, err);
+    if (rc == FG_OK)
+        rc = opnd(&o, h->x, fg_heads_span(h, 0) * 4, 1, 0, &dx, err);
+    if (rc == FG_OK && h->w)
+        rc = opnd(&o, h->w, fg_heads_span(h, 1) * 4, 1, 0, &dw, err);
+    if (rc == FG_OK) /* (in and out: the rows between the heads stay) */
+        rc = opnd(&o, h->y, fg_heads_span(h, 2) * 4, 1, 1, &dy, err);
+    d.x = dx, d.w = dw, d.y = dy;
+    if (rc == FG_OK)
+        rc = c->cpu->iface->heads(c->cpu, &d, err);
+    return op_end(&o, rc, err);
+}
+
 static int sim_sync(fg_backend *be, fg_err *err)
 {
     return be->dev->iface->sync(be->dev, err);
@@ -567,7 +586,7 @@ static void sim_destroy(fg_backend *be)
 static const fg_backend_iface k_sim_backend = {
     "sim", sim_sync, sim_reserve,
     sim_linear, sim_gather, sim_layernorm, sim_rmsnorm, sim_rope, sim_act, sim_add, sim_scale,
-    sim_argmax, sim_scatter, sim_kv_store, sim_attention, sim_stats, sim_destroy,
+    sim_argmax, sim_scatter, sim_kv_store, sim_attention, sim_stats, sim_destroy, sim_heads,
 };
 
 int fg_backend_sim_create(const fg_backend_sim_opts *o, fg_backend **out, fg_err *err)

@@ -121,6 +121,29 @@ __global__ void k_add(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
+/* fg_heads_op (backend.h): one thread an output value (token, head, j), the sum over k in
+ * order */
+__global__ void k_heads(fg_heads_op o)
+{
+    size_t total = (size_t)o.n * o.n_heads * o.m;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t j = (uint32_t)(i % o.m), h = (uint32_t)(i / o.m % o.n_heads);
+        size_t t = i / o.m / o.n_heads;
+        const float *x = o.x + t * o.x_ld + h * o.x_hs;
+        float *y = o.y + t * o.y_ld + h * o.y_hs;
+        if (!o.w) {
+            y[j] = x[j];
+            continue;
+        }
+        const float *w = o.w + h * o.w_hs;
+        float acc = 0;
+        for (uint32_t q = 0; q < o.k; q++)
+            acc += (o.trans ? w[(size_t)q * o.w_ld + j] : w[(size_t)j * o.w_ld + q]) * x[q];
+        y[j] = acc;
+    }
+}
+
 __global__ void k_scale(float *x, float s, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

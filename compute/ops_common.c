@@ -364,3 +364,29 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
         rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, qb, NULL, err);
     return rc;
 }
+
+size_t fg_heads_span(const fg_heads_op *o, int which)
+{
+    if (!o->n || !o->n_heads)
+        return 0;
+    size_t t = o->n - 1, h = o->n_heads - 1;
+    switch (which) {
+    case 0:
+        return t * o->x_ld + h * o->x_hs + o->k;
+    case 1:
+        return o->w ? h * o->w_hs + (size_t)((o->trans ? o->k : o->m) - 1) * o->w_ld +
+                      (o->trans ? o->m : o->k) : 0;
+    default:
+        return t * o->y_ld + h * o->y_hs + o->m;
+    }
+}
+
+int fgb_heads_check(const fg_heads_op *o, fg_err *err)
+{
+    if (!o->k || !o->m || (!o->w && o->m != o->k) ||
+        (o->w && o->w_ld < (o->trans ? o->m : o->k)))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "heads: %u x %u heads of %u -> %u values "
+                          "(a copy needs equal widths; a weight's rows at least as long)", o->n,
+                          o->n_heads, o->k, o->m);
+    return FG_OK;
+}

@@ -169,6 +169,26 @@ int fgb_ref_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
     return FG_OK;
 }
 
+int fgb_ref_heads(fg_backend *be, const fg_heads_op *o, fg_err *err)
+{
+    (void)be;
+    int rc = fgb_heads_check(o, err);
+    for (uint32_t t = 0; rc == FG_OK && t < o->n; t++)
+        for (uint32_t h = 0; h < o->n_heads; h++) {
+            const float *x = o->x + t * o->x_ld + h * o->x_hs;
+            const float *w = o->w ? o->w + h * o->w_hs : NULL;
+            float *y = o->y + t * o->y_ld + h * o->y_hs;
+            for (uint32_t j = 0; j < o->m; j++) {
+                float acc = 0;
+                for (uint32_t i = 0; w && i < o->k; i++)
+                    acc += (o->trans ? w[(size_t)i * o->w_ld + j] : w[(size_t)j * o->w_ld + i]) *
+                           x[i];
+                y[j] = w ? acc : x[j];
+            }
+        }
+    return rc;
+}
+
 int fgb_ref_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
 {
     (void)be, (void)err;
@@ -256,7 +276,7 @@ const fg_backend_iface fg_ops_ref = {
     "ref", ref_sync, ref_reserve,
     ref_linear, ref_gather, ref_layernorm, fgb_ref_rmsnorm, fgb_ref_rope, fgb_ref_act, fgb_ref_add,
     fgb_ref_scale, fgb_ref_argmax, fgb_ref_scatter, ref_kv_store, ref_attention, ref_stats,
-    ref_destroy,
+    ref_destroy, fgb_ref_heads,
 };
 
 int fg_backend_ref_create(fg_backend **out, fg_err *err)

@@ -385,7 +385,8 @@ typedef struct ck_read_ctx {
     uint16_t *span;
     uint64_t span_cap, span_lo, span_n;
     uint32_t span_index;
-    uint32_t perm_head, perm_rot; /* an interleaved rotary layout (fg_tensor_spec.perm_*) */
+    uint32_t perm_head, perm_rot, perm_off; /* an interleaved rotary layout
+                                             * (fg_tensor_spec.perm_*) */
 } ck_read_ctx;
 
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
@@ -463,7 +464,11 @@ static int ck_read_strided(ck_read_ctx *c, const fgc_part *p, uint64_t at, uint6
 static uint64_t perm_row(const ck_read_ctx *c, uint64_t r)
 {
     uint64_t h = r / c->perm_head, d = r % c->perm_head, half = c->perm_rot / 2;
-    return h * c->perm_head + (d >= c->perm_rot ? d : d < half ? 2 * d : 2 * (d - half) + 1);
+    uint64_t o = c->perm_off; /* (the rotated rows' start in each head: MLA's) */
+    if (d < o || d >= o + c->perm_rot)
+        return r;
+    d -= o;
+    return h * c->perm_head + o + (d < half ? 2 * d : 2 * (d - half) + 1);
 }
 
 static int ck_read(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err)
@@ -610,7 +615,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
                               spec[s].blocks ? spec[s].dims[0] / spec[s].blocks *
                                                fg_tensor_spec_cols(&spec[s]) : 0,
                               fg_tensor_spec_cols(&spec[s]), NULL, 0, 0, 0, 0,
-                              spec[s].perm_head, spec[s].perm_rot};
+                              spec[s].perm_head, spec[s].perm_rot, spec[s].perm_off};
         fgc_tensor_src src = {spec[s].name, t->source, hashes[t->file], spec[s].n_dims,
                               {spec[s].dims[0], spec[s].dims[1]}, src_bytes(t->dtype, 1024),
                               bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, ck_read, &rc_ctx,

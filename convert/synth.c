@@ -1,6 +1,6 @@
 /* synth.c - fg_convert_synth: random weights at a real model's shape (OPT, Llama 2/3, Mistral,
- * Qwen2.5, Qwen3, Phi, Gemma 2 and 3, and the mixtures of experts Mixtral, Qwen1.5-MoE and
- * Qwen3-MoE), written straight into a store for benchmarks (no checkpoint needed). The shape's
+ * Qwen2.5, Qwen3, Phi, Gemma 2 and 3, and the mixtures of experts Mixtral, Qwen1.5-MoE,
+ * Qwen3-MoE, DeepSeek-V2-Lite and DeepSeek-V3), written straight into a store for benchmarks (no checkpoint needed). The shape's
  * config.json is written and parsed by model/'s table, which lists the tensors. Values are
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
  * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
@@ -104,6 +104,26 @@ static const lshape k_llama[] = {
     {"gpt-oss-120b", "gpt_oss", 201088, 2880, 36, 64, 8, 2880, 131072, 1.5e5, 0, 0, 128,
      GPT_OSS_KEYS(128), 199998, 200002},
 #undef GPT_OSS_KEYS
+    /* multi-head latent attention: DeepSeek-V2-Lite (16B-A2.4B: no q_lora, the softmax's top 6
+     * of 64 experts) and DeepSeek-V3 / R1 (671B-A37B; Kimi K2 is this layer at 384 experts) */
+#define DEEPSEEK_MLA(q_lora)                                                                    \
+    ", \"q_lora_rank\": " #q_lora ", \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, "       \
+    "\"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"rope_scaling\": {\"type\": \"yarn\", "    \
+    "\"factor\": 40, \"beta_fast\": 32, \"beta_slow\": 1, \"original_max_position_embeddings\": " \
+    "4096, "
+    {"deepseek-v2-lite", "deepseek_v2", 102400, 2048, 27, 16, 16, 10944, 163840, 1e4, 0, 0, 0,
+     DEEPSEEK_MLA(null) "\"mscale\": 0.707, \"mscale_all_dim\": 0.707}, \"n_routed_experts\": 64, "
+     "\"num_experts_per_tok\": 6, \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2, "
+     "\"first_k_dense_replace\": 1, \"topk_method\": \"greedy\", \"n_group\": 1, "
+     "\"topk_group\": 1, \"routed_scaling_factor\": 1.0, \"norm_topk_prob\": false",
+     100000, 100001},
+    {"deepseek-v3", "deepseek_v3", 129280, 7168, 61, 128, 128, 18432, 163840, 1e4, 0, 0, 0,
+     DEEPSEEK_MLA(1536) "\"mscale\": 1.0, \"mscale_all_dim\": 1.0}, \"n_routed_experts\": 256, "
+     "\"num_experts_per_tok\": 8, \"moe_intermediate_size\": 2048, \"n_shared_experts\": 1, "
+     "\"first_k_dense_replace\": 3, \"topk_method\": \"noaux_tc\", \"n_group\": 8, "
+     "\"topk_group\": 4, \"routed_scaling_factor\": 2.5, \"norm_topk_prob\": true, "
+     "\"scoring_func\": \"sigmoid\", \"num_nextn_predict_layers\": 1", 0, 1},
+#undef DEEPSEEK_MLA
     /* not a released size: Qwen3-MoE's layer at a 15 MB shape for tests (16 experts, top 4) */
     {"qwen3-moe-tiny", "qwen3_moe", 50272, 64, 2, 4, 2, 128, 2048, 1e6, 0, 0, 0,
      ", \"head_dim\": 16, \"moe_intermediate_size\": 32, \"num_experts\": 16, "

@@ -409,9 +409,10 @@ int fg_engine_kv_acquire(fg_engine *e, uint32_t k, uint32_t layer, fg_pager_view
 fg_kv_batch fg_engine_kv_view(const fg_engine *e, void *chunk, uint32_t layer)
 {
     size_t rows = (size_t)e->gbs * e->max_ctx, rb = e->plan.kv_row;
-    uint8_t *base = chunk;
-    return (fg_kv_batch){base, base + rows * rb, e->kv_codec, rb, fg_model_kv_width(&e->hp),
-                         e->max_ctx, layer};
+    uint8_t *base = chunk; /* K rows, then V rows (MLA: one set, the values the same rows) */
+    uint8_t *v = fg_model_kv_planes(&e->hp) == 2 ? base + rows * rb : base;
+    return (fg_kv_batch){base, v, e->kv_codec, rb, fg_model_kv_width(&e->hp), e->max_ctx,
+                         layer};
 }
 
 int fg_engine_act_acquire(fg_engine *e, uint32_t k, fg_pager_view *v, fg_err *err)

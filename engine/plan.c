@@ -107,7 +107,8 @@ static void chunks(const fg_plan_model *m, const fg_policy *p, fg_plan *pl)
     uint32_t width = fg_model_kv_width(hp);
     fg_codec q = fg_codec_quant(4, 64, 1);
     pl->kv_row = p->compress_cache ? fg_kv_row_bytes(&q, width) : (uint64_t)width * 4;
-    pl->kv_chunk = fg_page_up(2 * (uint64_t)pl->gbs * pl->max_ctx * pl->kv_row);
+    pl->kv_chunk = fg_page_up(fg_model_kv_planes(hp) * (uint64_t)pl->gbs * pl->max_ctx *
+                              pl->kv_row); /* (MLA: the latent rows once) */
     pl->act_chunk = fg_page_up((uint64_t)pl->gbs * pl->max_ctx * hp->hidden * 4);
 }
 

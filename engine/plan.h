@@ -61,7 +61,8 @@ typedef struct fg_plan {
     uint32_t logit_rows;         /* rows the LM head computes at once */
     /* one chunk of each kind (padded to 4 KiB) */
     uint64_t kv_row;             /* bytes of one cached K (or V) row */
-    uint64_t kv_chunk;           /* K and V of gbs sequences x max_ctx rows: one (batch, layer) */
+    uint64_t kv_chunk;           /* K and V of gbs sequences x max_ctx rows: one (batch, layer)
+                                  * (MLA: the latent rows alone, fg_model_kv_planes 1) */
     uint64_t act_chunk;          /* one batch's activations: gbs x max_ctx x hidden f32 */
     uint64_t max_span;           /* most stored bytes one load keeps resident */
     /* host buffers outside the pager */

@@ -69,6 +69,7 @@ int fg_engine_prefix_ident(fg_engine *e, uint32_t page_tokens, fg_prefix_ident *
     id->codec_axis = e->kv_codec.group_axis;
     id->codec_group = e->kv_codec.group_size;
     id->compute = (uint8_t)e->o.compute;
+    id->kv_single = fg_model_kv_planes(&e->hp) == 1; /* (MLA's latent rows) */
     snprintf(id->backend, sizeof id->backend, "%s", e->be->iface->name);
     snprintf(id->label, sizeof id->label, "%s model %.64s", e->arch->name,
              fg_store_dir(e->store));
@@ -104,7 +105,7 @@ static int chunk_copy(fg_engine *e, const fg_pager_view *v, uint8_t *at, uint8_t
 }
 
 /* Rows [slot, slot + G) of sequence row r of the KV chunk of (batch, layer) <-> a payload
- * (K rows, then V rows). */
+ * (K rows, then V rows; MLA's chunk and payload the K rows alone). */
 static int rows_copy(fg_engine *e, const fg_pager_view *v, uint32_t r, uint32_t slot,
                      uint8_t *pl, int to_chunk, fg_err *err)
 {
@@ -112,6 +113,8 @@ static int rows_copy(fg_engine *e, const fg_pager_view *v, uint32_t r, uint32_t 
     size_t rows = (size_t)e->gbs * e->max_ctx, off = ((size_t)r * e->max_ctx + slot) * rb;
     uint8_t *k = (uint8_t *)v->ptr + off, *val = (uint8_t *)v->ptr + rows * rb + off;
     int rc = chunk_copy(e, v, k, pl, G * rb, to_chunk, err);
+    if (fg_model_kv_planes(&e->hp) == 1) /* (MLA: no V rows) */
+        return rc;
     return rc ? rc : chunk_copy(e, v, val, pl + G * rb, G * rb, to_chunk, err);
 }
 

@@ -349,6 +349,7 @@ int fgm_family_parse(json_t *root, const char *label, const fgm_family *f, fg_hp
     const traits *t = &f->t;
     int rc, attn, mlp;
     if ((rc = sizes(root, label, t, hp, err)) ||
+        (t->mla && (rc = fgm_mla(root, label, t, hp, err))) ||
         (t->nope_layers && (rc = no_rope(root, label, hp, err))) ||
         (rc = fgm_rope(root, label, t, hp, err)) ||
         (rc = window(root, label, t, hp, err)) ||
@@ -366,7 +367,8 @@ int fgm_family_parse(json_t *root, const char *label, const fgm_family *f, fg_hp
         hp->rope.theta = 10000.0f;
     hp->rope_interleaved = t->rope_interleaved;
     if ((rc = biases(root, label, t, attn, mlp, hp, err)) ||
-        (rc = norms(root, label, t, hp, err)))
+        (rc = norms(root, label, t, hp, err)) ||
+        (t->mla && (rc = fgm_mla_finish(root, label, t, hp, err))))
         return rc;
     return fgm_dtype(root, label, hp, err);
 }

@@ -39,6 +39,7 @@ struct fg_model_ws {
     float *scores;  /* [ATTN_PARTS][2 * max_ctx] */
     float *kbuf, *vbuf; /* [max_tokens, kv width]: new keys/values before they go to the cache */
     float *k_tmp, *v_tmp; /* [max_ctx, kv width]: a quantized cache decoded for attention */
+    float *mla;      /* hp->mla: [max_tokens, mla_width]: q_a's rows, kv_a's, W_UV's output */
     /* a mixture of experts (hp->n_experts): in the workspace's memory */
     float *ex, *ey;  /* [max_tokens, hidden]: an expert's rows in, out */
     float *rlog;     /* [max_tokens, n_experts + 1]: router (and shared gate) logits */
@@ -56,6 +57,22 @@ struct fg_model_ws {
 };
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* MLA's own rows (ws->mla): q_a's, kv_a's, W_UV's output, whichever is widest (0 without MLA) */
+static uint64_t mla_width(const fg_hparams *hp)
+{
+    if (!hp->mla)
+        return 0;
+    return maxz(hp->q_lora_rank, maxz((uint64_t)hp->kv_lora_rank + hp->qk_rope_dim,
+                                      (uint64_t)hp->n_heads * hp->v_head_dim));
+}
+
+/* ws->q's and ws->ctx's rows: the attention's queries, and with MLA the projected q too */
+static uint64_t q_width(const fg_hparams *hp)
+{
+    uint64_t qw = (uint64_t)hp->n_heads * hp->head_dim;
+    return hp->mla ? maxz(qw, (uint64_t)hp->n_heads * (hp->qk_nope_dim + hp->qk_rope_dim)) : qw;
+}
 
 /* The widest MLP: dense, an expert, the shared expert. */
 static uint64_t ffn_max(const fg_hparams *hp)
@@ -75,10 +92,11 @@ static void moe_bytes(const fg_hparams *hp, uint64_t t, uint64_t out[2])
 uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_ctx)
 {
     uint64_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim), moe[2];
-    uint64_t qw = (uint64_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    uint64_t qw = q_width(hp), kw = fg_model_kv_width(hp);
     moe_bytes(hp, t, moe);
     return 4 * (t * wide * 2 + t * qw * 2 + t * ffn_max(hp) * (hp->gated ? 2 : 1) +
-                ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2) +
+                ATTN_PARTS * 2 * (uint64_t)max_ctx + t * kw * 2 + (uint64_t)max_ctx * kw * 2 +
+                t * mla_width(hp)) +
            moe[0] + moe[1];
 }
 
@@ -116,7 +134,7 @@ int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_c
     if (!ws)
         return fg_err_set(err, FG_ERR_NOMEM, "model workspace: out of memory");
     size_t t = max_tokens, wide = maxz(hp->hidden, hp->embed_dim), f = ffn_max(hp);
-    size_t qw = (size_t)hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
+    size_t qw = q_width(hp), kw = fg_model_kv_width(hp);
     size_t me = hp->n_experts ? t : 0, ne = hp->n_experts + 1;
     ws->max_tokens = max_tokens;
     ws->max_ctx = max_ctx;
@@ -130,7 +148,7 @@ int fg_model_ws_create(const fg_hparams *hp, uint32_t max_tokens, uint32_t max_c
         {&ws->kbuf, t * kw * 4}, {&ws->vbuf, t * kw * 4},
         {&ws->k_tmp, (size_t)max_ctx * kw * 4}, {&ws->v_tmp, (size_t)max_ctx * kw * 4},
         {&ws->ex, me * hp->hidden * 4}, {&ws->ey, me * hp->hidden * 4},
-        {&ws->rlog, me * ne * 4},
+        {&ws->rlog, me * ne * 4}, {&ws->mla, t * mla_width(hp) * 4},
     };
     for (size_t i = 0; rc == FG_OK && i < sizeof b / sizeof b[0]; i++)
         if (b[i].n)
@@ -166,7 +184,7 @@ void fg_model_ws_free(fg_model_ws *ws)
     if (!ws)
         return;
     float *b[] = {ws->x_ln, ws->q, ws->ctx, ws->tmp, ws->ffn, ws->up, ws->scores, ws->kbuf,
-                  ws->vbuf, ws->k_tmp, ws->v_tmp, ws->ex, ws->ey, ws->rlog};
+                  ws->vbuf, ws->k_tmp, ws->v_tmp, ws->ex, ws->ey, ws->rlog, ws->mla};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         ws_release(ws, b[i]);
     free(ws->h_log);
@@ -264,12 +282,76 @@ static int block_out(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, c
     return rc;
 }
 
+/* A strided copy or per-head product (backend heads op): n tokens x heads of k -> m values */
+static int heads(fg_backend *be, const float *x, size_t x_ld, size_t x_hs, const float *w,
+                 size_t w_hs, size_t w_ld, int trans, float *y, size_t y_ld, size_t y_hs,
+                 uint32_t n, uint32_t nh, uint32_t k, uint32_t m, fg_err *err)
+{
+    fg_heads_op o = {x, x_ld, x_hs, w, w_hs, w_ld, trans, y, y_ld, y_hs, n, nh, k, m};
+    return be->iface->heads(be, &o, err);
+}
+
+/* MLA's projections (model.h): q (ws->ctx, each head [nope | rope]), the cache rows [rope(k_pe)
+ * | norm(c)] (ws->kbuf; ws->vbuf holds c contiguous while it is normalized), the absorbed
+ * queries [rope(q_pe) | q_nope . W_UK_h] (ws->q), scaled. x: the block's input. */
+static int mla_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
+                   const float *x, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t n = s->n_seq * s->n_new, h = hp->hidden, H = hp->n_heads, ql = hp->q_lora_rank;
+    uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;
+    uint32_t qk = nope + pe, hd = hp->head_dim, kva = r + pe;
+    const float *kvb = w->f[FG_ROLE_WKV_B];
+    size_t qrow = (size_t)H * qk, arow = (size_t)H * hd, bhs = (size_t)(nope + hp->v_head_dim) * r;
+    int rc = FG_OK;
+    if (!kvb || !w->f[FG_ROLE_KV_A_NORM] || (ql && !w->f[FG_ROLE_Q_A_NORM]))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "latent attention of layer %u: kv_b_proj or "
+                          "a norm is missing", w->layer);
+    if (ql) {
+        rc = linear(be, x, w, FG_ROLE_WQ_A, -1, ws->mla, n, ql, h, err);
+        if (rc == FG_OK)
+            rc = be->iface->rmsnorm(be, ws->mla, w->f[FG_ROLE_Q_A_NORM], ws->mla, n, ql,
+                                    hp->norm_eps, err);
+        if (rc == FG_OK)
+            rc = linear(be, ws->mla, w, FG_ROLE_WQ, -1, ws->ctx, n, (uint32_t)qrow, ql, err);
+    } else {
+        rc = linear(be, x, w, FG_ROLE_WQ, -1, ws->ctx, n, (uint32_t)qrow, h, err);
+    }
+    if (rc == FG_OK)
+        rc = linear(be, x, w, FG_ROLE_WKV_A, -1, ws->mla, n, kva, h, err);
+    if (rc == FG_OK) /* k_pe first, the latent after it (normalized) */
+        rc = heads(be, ws->mla + r, kva, 0, NULL, 0, 0, 0, ws->kbuf, hd, 0, n, 1, pe, pe, err);
+    if (rc == FG_OK)
+        rc = heads(be, ws->mla, kva, 0, NULL, 0, 0, 0, ws->vbuf, r, 0, n, 1, r, r, err);
+    if (rc == FG_OK)
+        rc = be->iface->rmsnorm(be, ws->vbuf, w->f[FG_ROLE_KV_A_NORM], ws->vbuf, n, r,
+                                hp->norm_eps, err);
+    if (rc == FG_OK)
+        rc = heads(be, ws->vbuf, r, 0, NULL, 0, 0, 0, ws->kbuf + pe, hd, 0, n, 1, r, r, err);
+    if (rc == FG_OK) /* each query head: q_pe, then q_nope . W_UK_h (W_UK_h^T q_nope) */
+        rc = heads(be, ws->ctx + nope, qrow, qk, NULL, 0, 0, 0, ws->q, arow, hd, n, H, pe, pe,
+                   err);
+    if (rc == FG_OK)
+        rc = heads(be, ws->ctx, qrow, qk, kvb, bhs, r, 1, ws->q + pe, arow, hd, n, H, nope, r,
+                   err);
+    fg_rope rq = hp->rope; /* (YaRN's attn_factor on the rotated dims of q and k: q's squared) */
+    rq.rot_scale = rq.scaling == FG_ROPE_YARN ? rq.attn_factor * rq.attn_factor : 1.0f;
+    if (rc == FG_OK)
+        rc = be->iface->rope(be, ws->q, n, H, hd, s->positions, &rq, err);
+    if (rc == FG_OK)
+        rc = be->iface->rope(be, ws->kbuf, n, 1, hd, s->positions, &hp->rope, err);
+    return rc ? rc : be->iface->scale(be, ws->q, hp->attn_scale, (size_t)n * arow, err);
+}
+
 int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                       fg_model_ws *ws, fg_err *err)
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
     if (rc)
         return rc;
+    if (hp->mla) {
+        const float *x = block_in(be, hp, w, s, ws, &rc, err);
+        return rc ? rc : mla_pre(be, hp, w, s, x, ws, err);
+    }
     uint32_t n = s->n_seq * s->n_new, h = hp->hidden;
     uint32_t qw = hp->n_heads * hp->head_dim, kw = fg_model_kv_width(hp);
     const float *x = block_in(be, hp, w, s, ws, &rc, err);
@@ -333,8 +415,9 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
     for (uint32_t b = 0; b < s->n_seq && rc == FG_OK; b++) {
         size_t r = (size_t)row0 + (size_t)b * s->n_new;
         fg_kv_view v = seq_kv(kv, b);
-        rc = be->iface->kv_store(be, &v, s->pos0, ws->kbuf + r * kw, ws->vbuf + r * kw, s->n_new,
-                                 err);
+        /* (MLA: the values are the keys' rows, the cache's V view the same memory) */
+        rc = be->iface->kv_store(be, &v, s->pos0, ws->kbuf + r * kw,
+                                 (hp->mla ? ws->kbuf : ws->vbuf) + r * kw, s->n_new, err);
         fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
                         hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
@@ -351,6 +434,18 @@ int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
     uint32_t n = s->n_seq * s->n_new, qw = hp->n_heads * hp->head_dim;
+    if (rc == FG_OK && hp->mla) { /* each head's latent output through its W_UV, then o */
+        uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, vd = hp->v_head_dim;
+        uint32_t H = hp->n_heads, hd = hp->head_dim;
+        size_t bhs = (size_t)(hp->qk_nope_dim + vd) * r;
+        rc = heads(be, ws->ctx + pe, (size_t)H * hd, hd, w->f[FG_ROLE_WKV_B] +
+                   (size_t)hp->qk_nope_dim * r, bhs, r, 0, ws->mla, (size_t)H * vd, vd, n, H, r,
+                   vd, err);
+        if (rc == FG_OK)
+            rc = linear(be, ws->mla, w, FG_ROLE_WO, FG_ROLE_BO, ws->tmp, n, hp->hidden, H * vd,
+                        err);
+        return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
+    }
     if (rc == FG_OK)
         rc = linear(be, ws->ctx, w, FG_ROLE_WO, FG_ROLE_BO, ws->tmp, n, hp->hidden, qw, err);
     return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
@@ -495,7 +590,8 @@ static int32_t best_of(const float *x, uint32_t n, const int32_t *sel, uint32_t 
  * with a choice bias corr (host memory; NULL: none) of score + corr[e] among the topk_group
  * groups of experts whose two best such sums are greatest; each weighted by its score,
  * renormalized to sum 1 when norm_topk (the sum + topk_eps: GLM's 1e-20), times
- * routed_scale when set. */
+ * routed_scale when set. router_group_max ranks the groups by their best score alone
+ * (DeepSeek-V2's group_limited_greedy over the softmax). */
 static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *sel, float *prob)
 {
     uint32_t e = hp->n_experts, k = hp->top_k;
@@ -522,6 +618,7 @@ static void route(const fg_hparams *hp, float *p, const float *corr, int32_t *se
             two[0] = best_of(ch + g * gs, gs, two, 0);
             two[1] = best_of(ch + g * gs, gs, two, 1);
             gsc[g] = two[0] < 0 || two[1] < 0 ? -INFINITY /* (a non-finite choice bias) */
+                   : hp->router_group_max ? ch[g * gs + two[0]] /* (DeepSeek-V2's) */
                    : ch[g * gs + two[0]] + ch[g * gs + two[1]];
         }
         for (uint32_t j = 0; j < hp->topk_group; j++)

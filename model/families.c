@@ -116,6 +116,19 @@
  *            experts are x . W with gate and up columns alternating (mlp.experts.gate_up_proj
  *            [experts, hidden, 2 x width]), which fg-convert reads transposed and de-interleaved
  *            into the stacked experts (fg_arch.fused's layouts);
+ *   deepseek_v2: multi-head latent attention (mla.c: q_lora_rank, null for V2-Lite's q_proj,
+ *            kv_lora_rank, qk_nope / qk_rope / v head dims; the rotary dims (even, odd) pairs,
+ *            the softmax scale times YaRN's mscale(factor, mscale_all_dim)^2) and DeepseekV2Moe:
+ *            the softmax's top k (topk_method greedy, or group_limited_greedy: the topk_group of
+ *            n_group groups with the best single scores) times routed_scaling_factor,
+ *            n_shared_experts (2) ungated, first_k_dense_replace dense layers, DeepseekV2Config's
+ *            defaults (bos 1, eos 2, 64 experts of width 1407; num_experts_per_tok required);
+ *   deepseek_v3, kimi_k2: the same attention with rope_interleave (default true) and
+ *            DeepseekV3Config's defaults (bos 0, eos 1, 256 experts of width 2048, top 8, 8
+ *            groups best 4, routed_scaling_factor 2.5, renormalized, 1 shared expert, 3 dense
+ *            layers), GLM-4 MoE's router (topk_method noaux_tc, scoring_func sigmoid: any other
+ *            refused), the multi-token prediction layer skipped; Kimi K2's config.json is this
+ *            class under its own model_type;
  * The multimodal rows (gemma3, mistral3, qwen2_5_vl, qwen3_vl) read their text_config through
  * the rows above (wrappers.c).
  */
@@ -178,6 +191,15 @@ static const char k_gpt_oss_rope[] =
 #define NO_IDS .bos = -1, .eos = -1, .pad = -1
 /* Gemma's layer: 1 + w norms, sqrt(hidden) embeddings, tied, soft-capping keys checked */
 #define GEMMA_LAYER .tied = 1, .norm_plus_one = 1, .scaled_embedding = 1, .attention_bias = 1
+
+/* DeepseekV3Config's layer (Kimi K2's files name the same class): MLA with the softmax scale's
+ * mscale correction and rope_interleave, the sigmoid router with the choice bias in groups
+ * (topk_method noaux_tc), dense first layers, one multi-token prediction layer skipped */
+#define DEEPSEEK_V3                                                                          \
+    {.bos = 0, .eos = 1, .pad = -1, .eps = 1e-6f, .mla = 1, .mla_mscale = 1,                 \
+     .rope_interleave_key = 1, .moe = MOE_GROUPED, .topk_method = "noaux_tc", .experts = 256, \
+     .top_k = 8, .moe_ffn = 2048, .n_shared = 1, .first_dense = 3, .n_group = 8,             \
+     .topk_group = 4, .routed_scale = 2.5f, .norm_topk = 1, .mtp = 1}
 
 const fgm_family fgm_rows[] = {
     {DENSE("llama", "a Llama"),
@@ -298,8 +320,16 @@ const fgm_family fgm_rows[] = {
            .attention_bias = 2, .out_bias = OUT_BIAS_NONE, .eps = 1.5625e-7f,
            .partial_rotary = 0.5f, .qk_norm_key = 1, .sandwich_norms = 1,
            .rope_interleaved = 1}},
+    {MOE("deepseek_v2", "a DeepSeek-V2", fgm_names_hf, fgm_unused_mtp),
+     .t = {.bos = 1, .eos = 2, .pad = -1, .eps = 1e-6f, .mla = 1, .mla_mscale = 1,
+           .rope_interleaved = 1,
+           .moe = MOE_GROUPED_SOFTMAX, .experts = 64, .moe_ffn = 1407, .n_shared = 2,
+           .experts_required = 1}},
+    {MOE("deepseek_v3", "a DeepSeek-V3", fgm_names_hf, fgm_unused_mtp), .t = DEEPSEEK_V3},
+    {MOE("kimi_k2", "a Kimi K2", fgm_names_hf, fgm_unused_mtp), .t = DEEPSEEK_V3},
 };
 #undef NO_IDS
+#undef DEEPSEEK_V3
 #undef GEMMA_LAYER
 const size_t fgm_n_rows = sizeof fgm_rows / sizeof fgm_rows[0];
 

@@ -52,6 +52,10 @@ typedef enum {
     MOE_GROUPED,       /* sigmoid scores plus the choice bias within groups (n_group,
                         * topk_group), ungated shared experts, first_k_dense_replace dense
                         * layers, multi-token prediction layers skipped */
+    MOE_GROUPED_SOFTMAX, /* MOE_GROUPED's keys with the softmax's scores and no choice bias,
+                        * topk_method greedy (every expert) or group_limited_greedy (the
+                        * topk_group groups of the best single scores), routed_scaling_factor,
+                        * norm_topk_prob (default false) */
     MOE_LAYER_RANGE    /* moe_num_experts / moe_k by the softmax plus the choice bias [1,
                         * experts], ungated shared experts, moe_layer_{start,end}_index and
                         * moe_layer_interval */
@@ -121,7 +125,20 @@ typedef struct traits {
     uint32_t experts, top_k, moe_ffn, shared_ffn;
     int norm_topk;       /* norm_topk_prob when absent (or always, where not read) */
     uint32_t first_dense;/* MOE_GROUPED: first_k_dense_replace when absent */
+    uint32_t n_shared;   /* MOE_GROUPED: n_shared_experts when absent (0: 1) */
+    uint32_t n_group, topk_group; /* MOE_GROUPED: when absent (0: 1) */
+    float routed_scale;  /* MOE_GROUPED: routed_scaling_factor when absent (0: 1) */
     uint32_t mtp;        /* MOE_GROUPED: num_nextn_predict_layers when absent */
+    const char *topk_method; /* MOE_GROUPED: the one topk_method the class computes (a file
+                          * naming another is refused; NULL: the key unread) */
+    /* multi-head latent attention (fg_hparams.mla) */
+    int mla;             /* q_lora_rank (null: none), kv_lora_rank, qk_nope_head_dim,
+                          * qk_rope_head_dim, v_head_dim read (the class's defaults: V2's);
+                          * DeepSeek-V3.2's sparse-attention keys (index_*) refused */
+    int mla_mscale;      /* the softmax scale times mscale(factor, mscale_all_dim)^2 of a
+                          * scaled rope object (transformers' yarn_apply_mscale) */
+    int rope_interleave_key; /* rope_interleave (default true) says whether the rotary dims
+                          * are (even, odd) pairs (else rope_interleaved says) */
     int experts_required;/* MOE_GROUPED: n_routed_experts, num_experts_per_tok and
                           * n_shared_experts required (the class has no defaults) */
 } traits;
@@ -157,6 +174,11 @@ int fgm_family_parse(json_t *root, const char *label, const fgm_family *f, fg_hp
 int fgm_rope(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err);
 /* moe.c: a mixture of experts' keys (t->moe) into hp. */
 int fgm_moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err);
+/* mla.c: multi-head latent attention's keys (t->mla) before the rotary settings (hp->head_dim
+ * the rotary dims then), and after them hp's attention as the absorbed MLA runs it. */
+int fgm_mla(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg_err *err);
+int fgm_mla_finish(json_t *root, const char *label, const traits *t, fg_hparams *hp,
+                   fg_err *err);
 /* wrappers.c: a multimodal config's text model into hp, hp->arch the wrapper's type. */
 int fgm_wrapped_parse(json_t *root, const char *label, const fgm_family *f, fg_hparams *hp,
                       fg_err *err);

@@ -382,6 +382,11 @@ uint32_t fg_model_kv_width(const fg_hparams *hp)
     return hp->n_kv_heads * hp->head_dim;
 }
 
+uint32_t fg_model_kv_planes(const fg_hparams *hp)
+{
+    return hp->mla ? 1 : 2;
+}
+
 uint32_t fg_model_layer_window(const fg_hparams *hp, uint32_t layer)
 {
     if (!hp->sliding_window || layer >= FG_MODEL_MAX_LAYERS)
@@ -444,6 +449,12 @@ double fg_model_flops_per_token(const fg_hparams *hp)
     double h = hp->hidden, f = hp->ffn, e = hp->embed_dim;
     double q = (double)hp->n_heads * hp->head_dim, kv = fg_model_kv_width(hp);
     double attn = h * (2 * q + 2 * kv), mlp = 0;
+    if (hp->mla) { /* q (low-rank or not), kv_a, W_UK and W_UV absorbed, o */
+        double H = hp->n_heads, qk = (double)hp->qk_nope_dim + hp->qk_rope_dim;
+        double r = hp->kv_lora_rank, ql = hp->q_lora_rank;
+        attn = (ql ? h * ql + ql * H * qk : h * H * qk) + h * (r + hp->qk_rope_dim) +
+               H * hp->qk_nope_dim * r + H * r * hp->v_head_dim + H * hp->v_head_dim * h;
+    }
     for (uint32_t l = 0; l < hp->n_layers; l++) /* a sparse MLP: its token's top_k experts */
         mlp += !fg_model_layer_sparse(hp, l) ? (hp->gated ? 3 : 2) * h * f
              : 3 * h * ((double)hp->top_k * hp->moe_ffn + hp->shared_ffn) +

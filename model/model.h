@@ -127,6 +127,21 @@ typedef struct fg_hparams {
     int moe_bias;           /* the router and the experts have biases (gpt-oss) */
     uint64_t dense_layers[FG_MODEL_MAX_LAYERS / 64]; /* bit l: layer l's MLP is dense even so
                              * (width ffn: Qwen's mlp_only_layers, decoder_sparse_step) */
+    int router_group_max;   /* groups ranked by their best score (DeepSeek-V2's
+                             * group_limited_greedy), not the sum of their two best */
+    /* multi-head latent attention (mla: DeepSeek-V2/V3, Kimi K2): q = q_b(norm(q_a(x))) (or
+     * q_proj(x) without q_lora_rank), each head [qk_nope_dim | qk_rope_dim]; the layer's KV row is
+     * the latent c = norm(kv_a(x)[0 .. kv_lora_rank)) and the rotary key k_pe = kv_a(x)[rest],
+     * shared by the heads; kv_b [n_heads * (qk_nope_dim + v_head_dim), kv_lora_rank] holds each
+     * head's W_UK (its nope rows) and W_UV (its v rows). The attention runs absorbed, as DeepSeek's
+     * and vLLM's MLA decode: query head h = [rope(q_pe) | q_nope . W_UK_h] against cache rows
+     * [rope(k_pe) | c] (one KV head of head_dim = qk_rope_dim + kv_lora_rank, the values the same
+     * rows: fg_model_kv_planes 1), then W_UV_h over the latent part of its output, then o_proj.
+     * With mla, n_kv_heads is 1, head_dim kv_lora_rank + qk_rope_dim (the absorbed head),
+     * rope.rot_dim qk_rope_dim, attn_scale (qk_nope_dim + qk_rope_dim)^-1/2 (times YaRN's
+     * mscale(factor, mscale_all_dim)^2 where the family corrects the softmax scale). */
+    int mla;
+    uint32_t q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -159,6 +174,14 @@ typedef enum fg_role {
     FG_ROLE_ROUTER_CORR,    /* the router's choice bias [n_experts] (GLM-4 MoE's
                              * e_score_correction_bias: chooses, does not weigh) */
     FG_ROLE_B_LM_HEAD,      /* the LM head's bias [vocab] (ERNIE 4.5 MoE with use_bias) */
+    /* multi-head latent attention (hp->mla): WQ is q_b_proj (or q_proj) */
+    FG_ROLE_WQ_A,           /* q_a_proj [q_lora_rank, hidden] */
+    FG_ROLE_Q_A_NORM,       /* q_a_layernorm [q_lora_rank] */
+    FG_ROLE_WKV_A,          /* kv_a_proj_with_mqa [kv_lora_rank + qk_rope_dim, hidden] */
+    FG_ROLE_KV_A_NORM,      /* kv_a_layernorm [kv_lora_rank] */
+    FG_ROLE_WKV_B,          /* kv_b_proj [n_heads * (qk_nope_dim + v_head_dim), kv_lora_rank],
+                             * SMALL: f32 in the backend's memory, each head's W_UK / W_UV
+                             * multiplied in place (backend heads op) */
     FG_ROLE_COUNT
 } fg_role;
 
@@ -198,8 +221,10 @@ typedef struct fg_tensor_spec {
     /* > 0: the checkpoint holds this tensor's rows (values, for a vector) in an interleaved
      * rotary layout, each head of perm_head rows with its first perm_rot as (even, odd) pairs
      * (ERNIE 4.5: rotate-every-two); fg-convert stores them in rotate-half's order (row i <
-     * perm_rot / 2 from row 2i, row perm_rot / 2 + i from 2i + 1), so the scores are the same */
-    uint32_t perm_head, perm_rot;
+     * perm_rot / 2 from row 2i, row perm_rot / 2 + i from 2i + 1), so the scores are the same;
+     * the rotated rows start perm_off rows into each head (MLA's q heads [nope | rope] and its
+     * kv_a rows [latent | rope]: DeepSeek's rotary dims come last) */
+    uint32_t perm_head, perm_rot, perm_off;
 } fg_tensor_spec;
 
 /* Values per row of a tensor: dims[1], or 1 for a vector. */
@@ -356,8 +381,12 @@ double fg_model_expert_share(const fg_hparams *hp, double tokens);
 /* How many layers attend through the window (0 without one). */
 uint32_t fg_model_windowed_layers(const fg_hparams *hp);
 
-/* The KV row: values per cached token per layer (K and V each). */
+/* The KV row: values per cached token per layer (K and V each; with MLA the latent and the
+ * rotary key, kv_lora_rank + qk_rope_dim, once). */
 uint32_t fg_model_kv_width(const fg_hparams *hp);
+/* Rows a layer caches per token: 2 (K and V) or 1 (MLA: the values are the keys' latent part,
+ * so a KV chunk holds the K rows only and its V view is the same memory). */
+uint32_t fg_model_kv_planes(const fg_hparams *hp);
 /* FLOPs of the Linear layers and LM head for one token (what a decode step computes). */
 double fg_model_flops_per_token(const fg_hparams *hp);
 
@@ -402,6 +431,8 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *              times residual_scale when set)
  *   head:      ... the logits times logit_scale when set, soft-capped when final_softcap
  *   head:      final norm, proj_out, x . lm_head^T
+ *   mla:       (hp->mla) the attention over the latent cache row, absorbed (the fields'
+ *              comment above; the backend's heads op multiplies each head by its kv_b rows)
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
  *   pre:  norm (pre-norm) and the q/k/v projections (+ q/k norms, RoPE) of all of s's rows;

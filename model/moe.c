@@ -62,13 +62,62 @@ static int biased_experts(json_t *root, const char *label, fg_hparams *hp, fg_er
  * (1) ungated shared experts moe_intermediate_size (1408) wide each; the first
  * first_k_dense_replace (1) layers dense; num_nextn_predict_layers (1) multi-token prediction
  * layers after the last, whose tensors fg skips. */
+/* topk_method and scoring_func of a DeepSeek-style router: MOE_GROUPED_SOFTMAX's greedy or
+ * group_limited_greedy (DeepseekV2Moe) with softmax scores, MOE_GROUPED's traits.topk_method
+ * (noaux_tc: DeepseekV3MoE) with sigmoid ones; a file naming another is refused by key. */
+static int topk_method(json_t *root, const char *label, const traits *t, int *method,
+                       fg_err *err)
+{
+    static const char *const v2[] = {"greedy", "group_limited_greedy"};
+    static const char *const sm[] = {"softmax"}, *const sg[] = {"sigmoid"};
+    int soft = t->moe == MOE_GROUPED_SOFTMAX, which, rc;
+    *method = 0;
+    if (!soft && !t->topk_method)
+        return FG_OK;
+    if ((rc = fgm_enum(root, label, "scoring_func", soft ? sm : sg, 1, 0, &which, err)) < 0)
+        return rc;
+    if (soft)
+        return fgm_enum(root, label, "topk_method", v2, 2, 0, method, err) < 0 ? FG_ERR_CORRUPT
+                                                                                : FG_OK;
+    const char *const mine[] = {t->topk_method};
+    return fgm_enum(root, label, "topk_method", mine, 1, 0, &which, err) < 0 ? FG_ERR_CORRUPT
+                                                                              : FG_OK;
+}
+
+/* MOE_GROUPED_SOFTMAX's router (DeepseekV2Moe): the softmax's top k of every expert (greedy) or
+ * of the topk_group groups (n_group, both required) with the best single scores
+ * (group_limited_greedy), no choice bias, times routed_scaling_factor; renormalized (the sum +
+ * 1e-20) only with norm_topk_prob true, as DeepSeek's own code (transformers 5 ignores the key;
+ * the published files have false). */
+static int softmax_router(json_t *root, const char *label, int method, fg_hparams *hp,
+                          fg_err *err)
+{
+    hp->router_sigmoid = 0;
+    hp->router_corr = 0;
+    hp->router_group_max = method == 1;
+    if (method == 0) {
+        hp->n_group = hp->topk_group = 1;
+        return FG_OK;
+    }
+    json_t *g = json_object_get(root, "n_group"), *k = json_object_get(root, "topk_group");
+    if (!g || json_is_null(g) || !k || json_is_null(k))
+        return fgm_key_err(err, label, "n_group", "group_limited_greedy needs n_group and "
+                           "topk_group");
+    return FG_OK;
+}
+
 static int grouped_experts(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                        fg_err *err)
 {
-    uint32_t shared = 1, dense = t->first_dense;
-    int rc;
+    uint32_t shared = t->n_shared ? t->n_shared : 1, dense = t->first_dense;
+    int rc, method;
+    if ((rc = topk_method(root, label, t, &method, err)))
+        return rc;
+    if (json_is_null(json_object_get(root, "n_shared_experts")))
+        shared = 0; /* (DeepseekV2Moe: none) */
     hp->n_experts = t->experts, hp->top_k = t->top_k, hp->moe_ffn = t->moe_ffn;
-    hp->n_group = hp->topk_group = 1, hp->routed_scale = 1.0f, hp->norm_topk = t->norm_topk;
+    hp->n_group = t->n_group ? t->n_group : 1, hp->topk_group = t->topk_group ? t->topk_group : 1;
+    hp->routed_scale = t->routed_scale > 0 ? t->routed_scale : 1.0f, hp->norm_topk = t->norm_topk;
     hp->mtp_layers = t->mtp;
     /* (Dots1Config has no expert counts of its own: transformers fails without them) */
     if (t->experts_required && !json_object_get(root, "n_shared_experts"))
@@ -107,7 +156,7 @@ static int grouped_experts(json_t *root, const char *label, const traits *t, fg_
     hp->topk_eps = 1e-20f;
     for (uint32_t l = 0; l < hp->n_layers && l < dense; l++)
         hp->dense_layers[l / 64] |= 1ull << (l % 64);
-    return FG_OK;
+    return t->moe == MOE_GROUPED_SOFTMAX ? softmax_router(root, label, method, hp, err) : FG_OK;
 }
 
 /* A mixture of experts' keys: the experts (num_local_experts, Mixtral's, or num_experts:
@@ -168,7 +217,7 @@ int fgm_moe(json_t *root, const char *label, const traits *t, fg_hparams *hp, fg
     int rc;
     int topk = t->moe == MOE_TOPK || t->moe == MOE_TOPK_NORM_KEY || t->moe == MOE_TOPK_BIASED ||
                t->moe == MOE_TOPK_SIGMOID; /* the experts intermediate_size wide */
-    if (t->moe == MOE_GROUPED)
+    if (t->moe == MOE_GROUPED || t->moe == MOE_GROUPED_SOFTMAX)
         return grouped_experts(root, label, t, hp, err);
     if (t->moe == MOE_LAYER_RANGE)
         return layer_range_experts(root, label, t, hp, err);

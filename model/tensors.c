@@ -86,6 +86,37 @@ static void experts(const fg_hparams *hp, fg_tensor_spec *o, uint32_t *n, uint32
     }
 }
 
+/* A layer's multi-head latent attention (hp->mla): its input norm, q_proj or q_a_proj,
+ * q_a_layernorm and q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj (SMALL: f32 in the
+ * backend's memory, each head's W_UK and W_UV multiplied in place), o_proj. q's rotary rows (the
+ * last qk_rope_dim of each head) and kv_a's (after the latent's) are reordered from (even, odd)
+ * pairs when rope_interleaved. */
+static uint32_t mla_tensors(const fg_hparams *hp, uint32_t l, fg_tensor_spec *o)
+{
+    uint32_t n = 0, qk = hp->qk_nope_dim + hp->qk_rope_dim, ql = hp->q_lora_rank;
+    uint64_t h = hp->hidden, H = hp->n_heads, r = hp->kv_lora_rank;
+    norm(hp, o, &n, l, "input_layernorm", FG_ROLE_NORM_W, h);
+    if (ql) {
+        proj(o, &n, l, "self_attn", "q_a_proj", FG_ROLE_WQ_A, 0, ql, h);
+        norm(hp, o, &n, l, "self_attn.q_a_layernorm", FG_ROLE_Q_A_NORM, ql);
+    }
+    proj(o, &n, l, "self_attn", ql ? "q_b_proj" : "q_proj", FG_ROLE_WQ, 0, H * qk, ql ? ql : h);
+    if (hp->rope_interleaved)
+        o[n - 1].perm_head = qk, o[n - 1].perm_off = hp->qk_nope_dim,
+        o[n - 1].perm_rot = hp->qk_rope_dim;
+    proj(o, &n, l, "self_attn", "kv_a_proj_with_mqa", FG_ROLE_WKV_A, 0, r + hp->qk_rope_dim, h);
+    if (hp->rope_interleaved)
+        o[n - 1].perm_head = (uint32_t)(r + hp->qk_rope_dim), o[n - 1].perm_off = (uint32_t)r,
+        o[n - 1].perm_rot = hp->qk_rope_dim;
+    norm(hp, o, &n, l, "self_attn.kv_a_layernorm", FG_ROLE_KV_A_NORM, r);
+    char name[FG_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", l);
+    fgm_spec(o, &n, name, FG_ROLE_WKV_B, FG_ACCESS_SMALL,
+             H * (hp->qk_nope_dim + hp->v_head_dim), r);
+    proj(o, &n, l, "self_attn", "o_proj", FG_ROLE_WO, 0, h, H * hp->v_head_dim);
+    return n;
+}
+
 /* A layer's attention: its input norm, q/k/v/o, sinks, q/k norms (q's and k's rows reordered
  * from (even, odd) pairs when rope_interleaved), the output norm of a sandwich */
 static uint32_t attn_tensors(const fg_hparams *hp, uint32_t l, fg_tensor_spec *o)
@@ -132,7 +163,7 @@ uint32_t fgm_decoder_tensors(const fg_hparams *hp, fg_unit_kind kind, uint32_t l
                  hp->vocab_size, h);
         break;
     case FG_UNIT_ATTN:
-        return attn_tensors(hp, l, o);
+        return hp->mla ? mla_tensors(hp, l, o) : attn_tensors(hp, l, o);
     case FG_UNIT_MLP:
         if (hp->sandwich != FG_SANDWICH_AFTER) /* (OLMo 2 has no input norm) */
             norm(hp, o, &n, l, hp->sandwich ? "pre_feedforward_layernorm"

@@ -178,7 +178,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
         if (t->dev_attn_pre <= 0)
             t->dev_attn_pre = t->dev_attn;
         t->dec_s = t->dec_pre = t->dec_dec = 0; /* measured on the run's codec */
-        t->kv_tok = 2.0 * (double)pl->kv_row * t->L;
+        t->kv_tok = fg_model_kv_planes(hp) * (double)pl->kv_row * t->L; /* (MLA: once) */
         t->act_row = 4.0 * hp->hidden;
         t->q_row = 4.0 * t->qw;
         t->cpu_attn = p->cpu_attention;

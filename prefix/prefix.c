@@ -89,6 +89,7 @@ void fg_prefix_ident_encode(const fg_prefix_ident *id, uint8_t *o)
     o[38] = id->codec_axis;
     o[39] = id->compute;
     fg_put32(o + 40, id->codec_group);
+    o[44] = id->kv_single ? 1 : 0;
     memcpy(o + 48, id->backend, strnlen(id->backend, sizeof id->backend - 1));
     memcpy(o + 64, id->label, strnlen(id->label, sizeof id->label - 1));
 }
@@ -126,8 +127,9 @@ int fg_prefix_ident_decode(const uint8_t *b, size_t len, fg_prefix_ident *out, f
     if (fg_le16(b + 8) != PREFIX_VERSION || fg_le16(b + 10) != FG_PREFIX_IDENT_SIZE)
         return fg_err_set(err, FG_ERR_VERSION, "prefix cache identity: version %u size %u",
                           fg_le16(b + 8), fg_le16(b + 10));
-    if (!all_zero(b + 44, 4))
+    if (!all_zero(b + 45, 3) || b[44] > 1)
         return fg_err_set(err, FG_ERR_RESERVED, "prefix cache identity: reserved bytes set");
+    out->kv_single = b[44];
     out->page_tokens = fg_le32(b + 12);
     out->model = fg_le64(b + 16);
     out->n_layers = fg_le32(b + 24);
@@ -431,7 +433,7 @@ int fg_prefix_open(const char *dir, const fg_prefix_ident *id, const fg_prefix_o
     fg_prefix_ident_encode(id, p->ident_bytes);
     XXH128_canonicalFromHash(&p->root, XXH3_128bits(p->ident_bytes, KEYED_BYTES));
     p->ident_lo = XXH3_128bits(p->ident_bytes, KEYED_BYTES).low64;
-    p->payload = 2 * (size_t)id->page_tokens * id->row_bytes;
+    p->payload = (id->kv_single ? 1 : 2) * (size_t)id->page_tokens * id->row_bytes;
     size_t need = p->payload > meta_bytes(p) ? p->payload : meta_bytes(p);
     need = (FG_STORE_KV_HEADER_SIZE + need + 4095) / 4096 * 4096;
     if (need > FG_STORE_KV_PAGE_MAX) {

@@ -44,6 +44,8 @@ typedef struct fg_prefix_ident {
     uint32_t page_tokens;    /* tokens per page, 1..FG_PREFIX_MAX_PAGE_TOKENS */
     uint8_t codec_id, codec_bits, codec_axis; /* the KV codec (fg_codec) */
     uint8_t compute;         /* fg_compute of the Linear layers */
+    uint8_t kv_single;       /* 1: a page holds the K rows alone (MLA: the values are the keys'
+                              * latent part); 0: K rows then V rows */
     uint32_t codec_group;
     char backend[16];        /* NUL-terminated backend name ("cpu") */
     char label[96];          /* for messages: model type and store; not part of the key */

@@ -182,6 +182,14 @@ static const infer_case layouts[] = {
     {"glm4_transformers5", "glm4-tiny-hf5", "glm4-tiny"},
     {"gemma2_softcap", "gemma2-tiny-bf16", "gemma2-tiny"},
     {"gemma2_transformers5", "gemma2-tiny-hf5", "gemma2-tiny"},
+    /* multi-head latent attention (tests/fixtures/make_deepseek_fixtures.py): the cache holds the
+     * latent and the rotary key, the attention absorbed over it. V2-Lite: no q_lora, the
+     * softmax's greedy top k; V2: q_lora, group_limited_greedy; V3: the sigmoid router in
+     * groups, YaRN with the softmax scale's mscale, its MTP layer skipped; Kimi K2's config */
+    {"deepseek_v2_lite_mla", "deepseek-v2-lite-tiny-bf16", "deepseek-v2-lite-tiny"},
+    {"deepseek_v2_mla", "deepseek-v2-tiny-bf16", "deepseek-v2-tiny"},
+    {"deepseek_v3_mla", "deepseek-v3-tiny-bf16", "deepseek-v3-tiny"},
+    {"kimi_k2_mla", "kimi-k2-tiny-bf16", "kimi-k2-tiny"},
 };
 
 START_TEST(layout) { layout_case(infer_row(layouts, _i)); }

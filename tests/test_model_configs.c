@@ -42,6 +42,10 @@ static const field k_fields[] = {
     F("topk_group", topk_group, 'u'), F("routed_scale", routed_scale, 'f'),
     F("topk_eps", topk_eps, 'f'), F("router_corr", router_corr, 'i'),
     F("mtp", mtp_layers, 'u'), F("bos", bos_id, 'I'), F("eos", eos_id, 'I'),
+    F("mla", mla, 'i'), F("q_lora", q_lora_rank, 'u'), F("kv_lora", kv_lora_rank, 'u'),
+    F("qk_nope", qk_nope_dim, 'u'), F("qk_rope", qk_rope_dim, 'u'), F("v_dim", v_head_dim, 'u'),
+    F("group_max", router_group_max, 'i'), F("attn_scale", attn_scale, 'f'),
+    F("interleaved", rope_interleaved, 'i'),
     F("pad", pad_id, 'I'), F("n_eos", n_eos, 'u'), F("theta", rope.theta, 'f'),
     F("scaling", rope.scaling, 'i'), F("factor", rope.factor, 'f'),
     F("orig_max_pos", rope.orig_max_pos, 'u'), F("attn_factor", rope.attn_factor, 'f'),
@@ -400,7 +404,58 @@ typedef struct ok_case {
     void (*more)(const fg_hparams *c);  /* checks beyond them, or NULL */
 } ok_case;
 
+/* DeepSeek's (and Kimi K2's) keys as their hub files spell them */
+#define DS "\"vocab_size\":64,\"hidden_size\":64,\"intermediate_size\":48," \
+           "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":4," \
+           "\"max_position_embeddings\":128,\"n_routed_experts\":8,\"num_experts_per_tok\":2," \
+           "\"n_shared_experts\":2,\"moe_intermediate_size\":16,\"kv_lora_rank\":32," \
+           "\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":12"
+#define YARN40 ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"beta_fast\":32," \
+               "\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0," \
+               "\"original_max_position_embeddings\":4096}"
+
+static void more_mla(const fg_hparams *c)
+{
+    fg_tensor_spec sp[FG_UNIT_MAX_TENSORS];
+    uint32_t n = fg_model_unit_tensors(c, 1, sp);
+    ck_assert(fg_model_kv_width(c) == c->kv_lora_rank + c->qk_rope_dim &&
+              fg_model_kv_planes(c) == 1);
+    const fg_tensor_spec *b = fg_model_spec_find(sp, n, "model.layers.0.self_attn.kv_b_proj.weight");
+    ck_assert(b && b->access == FG_ACCESS_SMALL && b->role == FG_ROLE_WKV_B &&
+              b->dims[0] == 4u * (c->qk_nope_dim + c->v_head_dim) && b->dims[1] == c->kv_lora_rank);
+    const fg_tensor_spec *a =
+        fg_model_spec_find(sp, n, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
+    ck_assert(a && a->dims[0] == c->kv_lora_rank + c->qk_rope_dim &&
+              a->perm_off == (c->rope_interleaved ? c->kv_lora_rank : 0) &&
+              a->perm_rot == (c->rope_interleaved ? c->qk_rope_dim : 0));
+    ck_assert(!!fg_model_spec_find(sp, n, "model.layers.0.self_attn.q_a_proj.weight") ==
+              !!c->q_lora_rank);
+    ck_assert(fg_model_arch(c)->unused(c, "model.layers.4.eh_proj.weight") == (c->mtp_layers > 0));
+}
+
 static const ok_case k_ok[] = {
+    /* DeepSeek-V2-Lite: no q_lora, the softmax's greedy top k, no softmax scale correction */
+    {T("deepseek_v2") DS ",\"q_lora_rank\":null,\"first_k_dense_replace\":1,"
+     "\"topk_method\":\"greedy\",\"n_group\":1,\"topk_group\":1" YARN40 "}",
+     "mla=1 q_lora=0 kv_lora=32 qk_nope=16 qk_rope=8 v_dim=12 head_dim=40 kv=1 rot_dim=8 "
+     "interleaved=1 router_sigmoid=0 router_corr=0 group_max=0 n_group=1 norm_topk=0 "
+     "shared_ffn=32 sparse0=0 sparse1=1 scaling=yarn attn_scale~0.3824988883120412 bos=1 "
+     "eos=2 mtp=0", more_mla},
+    /* DeepSeek-V2: q_lora (1536 by default), group_limited_greedy */
+    {T("deepseek_v2") DS ",\"topk_method\":\"group_limited_greedy\",\"n_group\":4,"
+     "\"topk_group\":2,\"routed_scaling_factor\":16.0}", "q_lora=1536 group_max=1 n_group=4 "
+     "topk_group=2 routed_scale=16 sparse0=1 scaling=none", more_mla},
+    /* DeepSeek-V3: DeepseekV3Config's router defaults, the softmax scale times mscale^2 */
+    {T("deepseek_v3") DS ",\"q_lora_rank\":24,\"first_k_dense_replace\":1,"
+     "\"topk_method\":\"noaux_tc\",\"scoring_func\":\"sigmoid\",\"n_group\":4,"
+     "\"topk_group\":2,\"num_nextn_predict_layers\":1" YARN40 "}", "mla=1 q_lora=24 "
+     "router_sigmoid=1 router_corr=1 n_group=4 topk_group=2 routed_scale=2.5 norm_topk=1 mtp=1 "
+     "interleaved=1 attn_scale~0.3824988883120412 bos=0 eos=1 sparse0=0 sparse1=1", more_mla},
+    /* Kimi K2's config.json: DeepSeek-V3's class under its own model_type, one group */
+    {T("kimi_k2") DS ",\"q_lora_rank\":24,\"n_group\":1,\"topk_group\":1,"
+     "\"routed_scaling_factor\":2.827,\"rope_interleave\":false}", "n_group=1 "
+     "routed_scale=2.827 interleaved=0 sparse2=0 sparse3=1 scaling=none "
+     "attn_scale~0.2041241452319315", more_mla},
     /* Llama: LlamaConfig's defaults; llama3 rope, an eos list */
     {T("llama") L "}", "kv=4 head_dim=8 theta=10000 scaling=none norm=rms gated=1 act=silu "
      "tied=0 bos=1 eos=2 pad=-1 window=0", NULL},
@@ -657,6 +712,13 @@ typedef struct fail_case {
 #define G T("glm4_moe") W64 ",\"num_hidden_layers\":2,\"n_routed_experts\":16," \
           "\"num_experts_per_tok\":4"
 static const fail_case k_fail[] = {
+    {T("deepseek_v3") DS ",\"index_topk\":2048}", FG_ERR_UNSUPPORTED,
+     "key index_topk: DeepSeek-V3.2's sparse attention"},
+    {T("deepseek_v3") DS ",\"topk_method\":\"greedy\"}", FG_ERR_CORRUPT, "topk_method"},
+    {T("deepseek_v2") DS ",\"topk_method\":\"group_limited_greedy\"}", FG_ERR_CORRUPT,
+     "group_limited_greedy needs n_group"},
+    {T("deepseek_v2") DS ",\"attention_bias\":true}", FG_ERR_UNSUPPORTED, "attention_bias"},
+    {T("deepseek_v2") DS ",\"qk_rope_head_dim\":7}", FG_ERR_CORRUPT, "qk_rope_head_dim"},
     /* windows */
     {T("qwen2") L ",\"num_key_value_heads\":4,\"layer_types\":[\"sliding_attention\","
      "\"full_attention\"]}", FG_ERR_CORRUPT,
@@ -812,7 +874,7 @@ START_TEST(table_names)
                      "mixtral, "
                      "qwen2_moe, qwen3_moe, olmoe, gemma2, granitemoe, gpt_oss, gemma, glm4_moe, "
                      "minimax_m2, olmo3, dots1, seed_oss, exaone4, ernie4_5, ernie4_5_moe, "
-                     "glm4");
+                     "glm4, deepseek_v2, deepseek_v3, kimi_k2");
 }
 END_TEST
 

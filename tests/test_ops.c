@@ -342,6 +342,66 @@ START_TEST(norms_rope_act_add_scale_every_backend)
 }
 END_TEST
 
+/* The heads op (multi-head latent attention's absorbed W_UK and W_UV, its strided copies) on
+ * every backend against the reference, which is checked against the formula itself: a copy, W x
+ * and W^T x over heads of strided rows, the values between the heads left as they were; a copy
+ * of unequal widths refused. */
+START_TEST(heads_every_backend)
+{
+    enum { N = 3, NH = 4, K = 6, M = 10, XHS = 9, XLD = NH * XHS + 2, YHS = 13, YLD = NH * YHS,
+           WLD = 11, WHS = 12 * WLD };
+    fg_backend *be[4];
+    int nb = backends(be);
+    fg_err err;
+    float x[N * XLD], w[NH * WHS], want[N * YLD], got[N * YLD], y0[N * YLD];
+    tu_randf(x, N * XLD, 31, 1.0f);
+    tu_randf(w, NH * WHS, 32, 1.0f);
+    tu_randf(y0, N * YLD, 33, 1.0f);
+    for (int mode = 0; mode < 3; mode++) { /* copy, W x, W^T x */
+        uint32_t k = mode ? K : M, m = M;
+        fg_heads_op o = {x, XLD, XHS - (mode ? 0 : 0), mode ? w : NULL, WHS, WLD, mode == 2,
+                         want, YLD, YHS, N, NH, k, m};
+        if (!mode)
+            o.x_hs = XHS, o.k = M, o.x_ld = XLD; /* (rows of M from XHS apart: overlapping reads) */
+        memcpy(want, y0, sizeof want);
+        ck_assert_int_eq(fg_ops_ref.heads(NULL, &o, &err), FG_OK);
+        for (uint32_t t = 0; t < N; t++) /* the reference is the formula */
+            for (uint32_t h = 0; h < NH; h++)
+                for (uint32_t j = 0; j < YHS; j++) {
+                    float v = y0[t * YLD + h * YHS + j];
+                    if (j < m && !mode)
+                        v = x[t * XLD + h * XHS + j];
+                    else if (j < m) {
+                        double acc = 0;
+                        for (uint32_t i = 0; i < k; i++)
+                            acc += (double)w[h * WHS + (mode == 2 ? i * WLD + j : j * WLD + i)] *
+                                   x[t * XLD + h * XHS + i];
+                        ck_assert_msg(fabs(want[t * YLD + h * YHS + j] - acc) < 1e-5,
+                                      "ref heads mode %d", mode);
+                        continue;
+                    }
+                    ck_assert(want[t * YLD + h * YHS + j] == v);
+                }
+        for (int b = 0; b < nb; b++) {
+            memcpy(got, y0, sizeof got);
+            o.y = got;
+            ck_assert_msg(be[b]->iface->heads(be[b], &o, &err) == FG_OK, "%s: %s",
+                          be[b]->iface->name, err.msg);
+            be[b]->iface->sync(be[b], &err);
+            ck_assert_msg(tu_nmse(got, want, N * YLD) < 1e-12, "%s heads mode %d",
+                          be[b]->iface->name, mode);
+            o.y = want;
+        }
+    }
+    fg_heads_op bad = {x, XLD, XHS, NULL, 0, 0, 0, got, YLD, YHS, N, NH, K, M};
+    for (int b = 0; b < nb; b++) {
+        ck_assert_int_eq(be[b]->iface->heads(be[b], &bad, &err), FG_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(err.msg, "heads") && !strchr(err.msg, '\n'), "%s", err.msg);
+    }
+    free_all(be, nb);
+}
+END_TEST
+
 /* Greedy sampling's argmax on every backend, from host memory and from device memory: the
  * same ids as fg_sample at temperature 0 on rows built to break a careless reduction (equal
  * maxima far apart, in different threads' strides and at the ends; NaN first, NaN elsewhere,
@@ -1200,6 +1260,7 @@ static Suite *suite(void)
     tcase_add_test(tc, linear_every_codec_every_backend);
     tcase_add_test(tc, gather_every_codec_every_backend);
     tcase_add_test(tc, norms_rope_act_add_scale_every_backend);
+    tcase_add_test(tc, heads_every_backend);
     tcase_add_test(tc, cpu_small_ops_split_across_helpers);
     tcase_add_test(tc, argmax_matches_the_sampler_every_backend);
     tcase_add_test(tc, scatter_every_backend_host_and_device_operands);

@@ -247,6 +247,10 @@ END_TEST
 START_TEST(exact_qwen3) { family_matrix("qwen3-tiny-bf16"); }
 END_TEST
 
+/* multi-head latent attention: a page holds the latent rows alone (one plane a token) */
+START_TEST(exact_deepseek_v3) { family_matrix("deepseek-v3-tiny-bf16"); }
+END_TEST
+
 /* The fixture prompt through a warm cache continues as transformers did. */
 static void fixture_greedy(const char *layout, const char *refname)
 {
@@ -300,6 +304,12 @@ static void fixture_greedy(const char *layout, const char *refname)
 START_TEST(fixture_greedy_opt) { fixture_greedy("opt-tiny-safetensors", "opt-tiny"); }
 END_TEST
 START_TEST(fixture_greedy_llama3) { fixture_greedy("llama3-tiny-bf16", "llama3-tiny"); }
+END_TEST
+
+START_TEST(fixture_greedy_deepseek_v2_lite)
+{
+    fixture_greedy("deepseek-v2-lite-tiny-bf16", "deepseek-v2-lite-tiny");
+}
 END_TEST
 
 /* ---- the cache's store, without a model ---- */
@@ -571,8 +581,10 @@ static Suite *suite(void)
     tcase_add_test(tc, exact_mistral);
     tcase_add_test(tc, exact_qwen2);
     tcase_add_test(tc, exact_qwen3);
+    tcase_add_test(tc, exact_deepseek_v3);
     tcase_add_test(tc, fixture_greedy_opt);
     tcase_add_test(tc, fixture_greedy_llama3);
+    tcase_add_test(tc, fixture_greedy_deepseek_v2_lite);
     tcase_add_test(tc, identity_refused);
     tcase_add_test(tc, budget_evicts_lru);
     tcase_add_test(tc, two_processes_share);
