@@ -58,7 +58,8 @@ endif()
 set(FG_PUBLIC_HEADERS core/fg_error.h core/fg_device.h core/fg_version.h format/fgt.h quant/quant.h store/store.h pager/pager.h
     text/tokenizer.h text/chat.h compute/backend.h compute/sample.h model/model.h model/model_open.h engine/policy.h
     engine/plan.h engine/plan_model.h engine/stage.h engine/engine.h prefix/prefix.h
-    jobs/jobs.h jobs/request.h runner/runner.h runner/runner_follow.h runner/session.h
+    jobs/jobs.h jobs/request.h jobs/openai.h runner/runner.h runner/runner_follow.h
+    runner/session.h
     policy/policy_search.h)
 # The same layout in the build tree (build/include/fg/), for the in-tree examples.
 set(FG_BUILD_INCLUDE ${CMAKE_BINARY_DIR}/include)

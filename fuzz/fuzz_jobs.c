@@ -3,7 +3,8 @@
  * the pipe), an even one through a memfd (a seekable file: validated by a first pass). Every
  * job handed out is checked against the documented field rules, an integer id's literal and
  * the meta text (found in the line's own bytes by jobs_util.c's raw member scanner) included;
- * fg's lines and OpenAI Batch lines alike (a valid line's fg_request passes fg_request_check). */
+ * fg's lines and OpenAI Batch lines alike (a valid line's fg_request passes fg_request_check);
+ * a refused input's message is one line. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,15 +73,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fg_job_reader *r;
     fg_err err;
-    if (fg_job_reader_open_fd(input_fd(data, size), "fuzz.jsonl", &r, &err))
+    if (fg_job_reader_open_fd(input_fd(data, size), "fuzz.jsonl", &r, &err)) {
+        if (strchr(err.msg, '\n') || strchr(err.msg, '\r'))
+            abort(); /* an error is one line */
         return 0;
+    }
     fg_job_list b = {0};
     size_t n = 0;
-    while (fg_job_reader_next(r, NULL, 3, &b, &err) == FG_OK && b.n) {
+    int rc;
+    while ((rc = fg_job_reader_next(r, NULL, 3, &b, &err)) == FG_OK && b.n) {
         for (size_t i = 0; i < b.n; i++)
             check_job(&b.jobs[i]);
         n += b.n;
     }
+    if (rc && (strchr(err.msg, '\n') || strchr(err.msg, '\r')))
+        abort();
     size_t total;
     fg_job_reader_count(r, NULL, &total, NULL, NULL);
     if (n > total)

@@ -6,7 +6,11 @@
  *   jobs_line.c  fg's own job line: parsed, every field's type checked, unknown keys refused
  *   jobs_read.c  the streamed job reader (validation pass, duplicate ids, blocks) and the
  *                legacy whole-file loader
- *   jobs_out.c   result lines, the locked resumable results file, the legacy output calls
+ *   jobs_out.c   the locked resumable results file, the legacy output calls
+ *   jobs_result.c  result lines in the answered line's format; what resume takes as a result
+ *   request.c    fg_request_check, fg_response_clear (request.h)
+ *   openai_parse.c  an OpenAI request body as an fg_request; the typed field readers
+ *   openai_write.c  OpenAI response bodies, chunks, error objects, Batch output lines
  * Names here are fgj_ (internal to the library, not exported by libfg).
  */
 #ifndef FG_JOBS_INT_H
@@ -90,6 +94,8 @@ FGJ_HIDDEN int fgj_raw_member(const char *s, size_t n, const char *key, const ch
 FGJ_HIDDEN char *fgj_id_text(json_t *v, const char *line, size_t len, int *is_int);
 /* "meta" as written (compact JSON when its name was escaped); NULL on no memory. */
 FGJ_HIDDEN char *fgj_meta_text(json_t *v, const char *line, size_t len);
+/* s with its control bytes (a parser's message may quote the text's) as '?', in place. */
+FGJ_HIDDEN char *fgj_oneline(char *s);
 /* Copy of s (malloc'd) with every invalid UTF-8 sequence as U+FFFD; NULL on no memory. */
 FGJ_HIDDEN char *fgj_utf8_sanitize(const char *s);
 

@@ -295,7 +295,7 @@ int fgj_parse_job(const char *text, size_t len, const char *file, size_t line, f
     json_t *o = fg_json_loadb(text, len, JSON_REJECT_DUPLICATES, &je); /* as Python reads it */
     if (!o)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s:%zu: not valid JSON: %s (column %d)", file,
-                          line, je.text, je.column);
+                          line, fgj_oneline(je.text), je.column);
     int rc;
     if (!json_is_object(o))
         rc = bad(err, &w, "not a JSON object%s", "");

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#define DUMP_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)
+#define DUMP_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9))
 
 static json_t *int_array(const int32_t *v, size_t n)
 {

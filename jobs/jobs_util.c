@@ -214,6 +214,14 @@ int fgj_blank(const char *s)
     return s[strspn(s, " \t\r")] == '\0';
 }
 
+char *fgj_oneline(char *s)
+{
+    for (char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return s;
+}
+
 const char *fgj_clip(const char *s, char out[48])
 {
     size_t n = strlen(s), k = n > 40 ? 40 : n;

@@ -121,8 +121,9 @@ int fg_oai_error_json(const char *message, const char *type, const char *param,
 
 /* A Batch output line (BatchRequestOutput, without newline): {"id", "custom_id", "response":
  * {"status_code", "request_id", "body"}, "error"}. body_json is the response body's JSON text;
- * a failed request (status >= 400) carries the error object as body and, as vLLM writes it,
- * "error": {"code": error_code, "message": error_message} (else null). */
+ * a failed request (status >= 400) carries the error object as body and "error": {"code":
+ * error_code, "message": error_message} (the shape of OpenAI's Batch error lines; vLLM's
+ * run-batch also sets "error" on a failed request, with its message), else "error": null. */
 int fg_oai_batch_line(const char *line_id, const char *custom_id, const char *request_id,
                       int status, const char *body_json, const char *error_code,
                       const char *error_message, char **out, fg_err *err);

@@ -395,7 +395,7 @@ int fg_oai_body_parse(const char *body, size_t len, fg_oai_endpoint ep, unsigned
     json_t *o = fg_json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "the body is not valid JSON: %s (column %d)",
-                          je.text, je.column);
+                          fgj_oneline(je.text), je.column);
     char why[FGJ_WHY];
     int rc = fgj_oai_body_read(o, ep, flags, b, param, why);
     json_decref(o);

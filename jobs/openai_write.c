@@ -10,8 +10,11 @@
  * - Completions' top_logprobs at a position: the n_top alternatives and the chosen token (so up
  *   to logprobs + 1 entries, as OpenAI documents), keyed by token string (the more likely kept
  *   when two tokens share a string); text_offset: each token's offset, in characters, into the
- *   choice's "text" (with echo the prompt's text comes first, from 0): the character that holds
- *   the token's first byte, so a piece that starts inside a character points at it.
+ *   text its tokens' bytes spell (from 0; with echo the prompt's tokens first): the character
+ *   that holds the token's first byte, so a piece that starts inside a character points at it.
+ *   That is the choice's "text" when the tokens spell it; a BOS the tokenizer added (the echoed
+ *   text is the prompt as given) or a stop string cut from the text shift it, as in vLLM, whose
+ *   offsets sum the token strings' lengths.
  * Everything is built as jansson values and dumped compact, ASCII-escaped, in insertion order,
  * reals to 9 significant digits (a float's log-prob round-trips).
  */

@@ -187,6 +187,8 @@ static const struct {
     {C, 0, "{\"prompt\":\"x\",\"user\":5}", "user", "\"user\" must be a string"},
     {C, 0, "[1]", "", "not a JSON object"},
     {C, 0, "{\"prompt\":\"x\",\"prompt\":\"y\"}", "", "not valid JSON"},
+    /* regression (fuzz_oai_body): the parser's message quoted a raw newline of the body */
+    {C, 0, "{\"prompt\":\"x\\\n\"}", "", "not valid JSON"},
 #undef C
 #undef H
 };
