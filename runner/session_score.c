@@ -174,7 +174,8 @@ static int encode_pair(fg_session *s, const fg_score_req *q, pair *p, fg_score_r
             p->ids[nc++] = prefix_token(s);
         else
             memcpy(p->ids, c, (size_t)nc * sizeof *c);
-        memcpy(p->ids + nc, k, (size_t)nk * sizeof *k);
+        if (nk)
+            memcpy(p->ids + nc, k, (size_t)nk * sizeof *k);
         p->n = nc + nk;
         p->ncont = nk;
     } else if (rc == FG_OK) {
