@@ -276,7 +276,6 @@ static int fill_choice(blk *b, uint32_t i, fg_err *err)
     ch->tokens = q->out;
     ch->n_tokens = q->n_out;
     ch->finish = q->finish;
-    q->out = NULL;
     if (x->k >= 0) {
         ch->logprob = x->lp;
         ch->top = x->top;
@@ -293,6 +292,7 @@ static int fill_choice(blk *b, uint32_t i, fg_err *err)
             c->cancelled[x->it->req] = 1;
         x->lp = keep.lp;
     }
+    q->out = NULL; /* the tokens belong to the choice (the last piece above still read them) */
     return FG_OK;
 }
 

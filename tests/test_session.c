@@ -480,6 +480,41 @@ START_TEST(streaming)
 }
 END_TEST
 
+/* A choice whose last token ends inside a UTF-8 character (Llama 2's byte-fallback pieces): the
+ * held-back bytes and their ids come with the last piece, after the block (fill_choice read the
+ * ids after handing them to the choice: a crash under fg-serve). */
+START_TEST(streaming_held_bytes)
+{
+    static char dst[4096];
+    snprintf(dst, sizeof dst, "%s", tu_path("store-own-tok"));
+    char src[4096];
+    snprintf(src, sizeof src, "%s/llama2-tiny-f32", family_dir("llama2-tiny-f32"));
+    fg_convert_opts o = {0, 64, -1, NULL, 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s", err.msg);
+    fg_session *s = open_session(dst, 32, 2);
+    static const int32_t ids[] = {1, 306, 471};
+    fg_request q = {0};
+    q.prompt_ids = ids;
+    q.n_prompt_ids = 3;
+    q.max_tokens = 1;
+    q.logprobs = 1;
+    q.echo = 1;
+    fg_response r;
+    stream_log l = {0};
+    l.cancel_req = -1;
+    ck_assert_msg(fg_session_generate(s, &q, 1, on_piece, &l, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_eq(l.ids[0], r.choices[0].n_tokens);
+    ck_assert_uint_eq(r.choices[0].n_tokens, 1);
+    ck_assert_str_eq(l.text[0], r.choices[0].text);
+    ck_assert_int_eq(l.finish[0], r.choices[0].finish);
+    fg_response_clear(&r);
+    fg_session_close(s);
+}
+END_TEST
+
 START_TEST(tokenizer_calls)
 {
     fg_session *s = open_session(austen_store(), 64, 2);
@@ -513,6 +548,7 @@ int main(void)
     tcase_add_test(tc, penalties_apply);
     tcase_add_test(tc, error_responses);
     tcase_add_test(tc, streaming);
+    tcase_add_test(tc, streaming_held_bytes);
     tcase_add_test(tc, tokenizer_calls);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
