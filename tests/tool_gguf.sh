@@ -73,6 +73,9 @@ echo "refused in one line each, nothing left behind"
 # an FP8 block-scaled checkpoint through the tool: stored BF16, the family shown
 "$CONVERT" "$FIX/fp8/qwen3-tiny-fp8" -o fp8.store --tokenizer "$FIX/llama/qwen3-tiny-bf16" --quiet ||
   fail "qwen3-tiny-fp8: convert"
-"$INSPECT" fp8.store | grep -q "^model qwen3:" || fail "qwen3-tiny-fp8: fg-inspect does not show qwen3"
-"$INSPECT" fp8.store | grep -q "q_proj.weight  *bf16" || fail "qwen3-tiny-fp8: q_proj not stored BF16"
+# (the output captured first: grep -q leaves a pipe early, and fg-inspect's SIGPIPE would fail
+# the pipeline under pipefail)
+info=$("$INSPECT" fp8.store) || fail "qwen3-tiny-fp8: fg-inspect failed"
+grep -q "^model qwen3:" <<< "$info" || fail "qwen3-tiny-fp8: fg-inspect does not show qwen3"
+grep -q "q_proj.weight  *bf16" <<< "$info" || fail "qwen3-tiny-fp8: q_proj not stored BF16"
 echo "qwen3-tiny-fp8: converted, stored BF16"
