@@ -57,7 +57,7 @@ static int set_add(ids_set *s, const char *id)
 
 static int set_has(ids_set *s, const char *id)
 {
-    if (!s->sorted) {
+    if (!s->sorted && s->n) { /* (qsort of an empty, NULL array is undefined) */
         qsort(s->v, s->n, sizeof *s->v, cmp_str);
         s->sorted = 1;
     }
