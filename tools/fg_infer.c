@@ -39,6 +39,7 @@
 #include "runner.h"
 #include "runner_follow.h"
 #include "tool_args.h"
+#include "tool_engine_args.h"
 
 typedef struct args {
     fg_run_opts r;
@@ -112,35 +113,6 @@ static void interrupted_line(int argc, char **argv, const args *a, const fg_run_
 
 /* ---- the flags: one table (tool_args.h) read into g_a ---- */
 
-/* FlexGen's --percent: six percentages; what GPU and CPU leave goes to disk. The first is the
- * option's value (--percent WG or --percent=WG), the other five the arguments after it. */
-static void percent_fn(void *dst, const char *v, int argc, char **argv)
-{
-    fg_policy *p = dst;
-    double x[6];
-    int i0 = optind - 1, eq = argv[i0] != v; /* --percent=WG WC ...: WG is in argv[i0] */
-    for (int i = 0; i < 6; i++) {
-        if (i0 + i >= argc)
-            ta_die("--percent needs 6 numbers (WG WC CG CC HG HC)");
-        const char *s = i == 0 && eq ? v : argv[i0 + i];
-        x[i] = ta_float("--percent", s);
-        if (x[i] < 0 || x[i] > 100)
-            ta_die("--percent %s: each number is a percentage in [0, 100]", s);
-    }
-    optind = i0 + 6;
-    double *to[3] = {p->frac.w, p->frac.c, p->frac.h};
-    const char *what[3] = {"weights", "KV cache", "activations"};
-    for (int k = 0; k < 3; k++) {
-        if (x[2 * k] + x[2 * k + 1] > 100)
-            ta_die("--percent: the %s percentages %g + %g exceed 100", what[k], x[2 * k],
-                x[2 * k + 1]);
-        to[k][0] = x[2 * k] / 100;
-        to[k][1] = x[2 * k + 1] / 100;
-        to[k][2] = 1 - to[k][0] - to[k][1];
-    }
-    p->have_fractions = 1;
-}
-
 static void stop_fn(void *dst, const char *v, int argc, char **argv)
 {
     fg_run_opts *r = dst;
@@ -149,12 +121,6 @@ static void stop_fn(void *dst, const char *v, int argc, char **argv)
         ta_die("--stop: at most %d non-empty strings", FG_RUN_MAX_STOPS);
     r->stops[r->n_stops++] = v;
 }
-
-static const int k_policy[] = {1, 0};
-static const int k_sched[] = {FG_SCHEDULE_ZIGZAG, FG_SCHEDULE_ROW};
-static const int k_experts[] = {FG_EXPERTS_ROUTED, FG_EXPERTS_ALL};
-static const int k_compute[] = {FG_COMPUTE_F32, FG_COMPUTE_INT8, FG_COMPUTE_F16};
-static const int k_backend[] = {FG_BACKEND_CPU, FG_BACKEND_SIM, FG_BACKEND_CUDA};
 
 #define SECTION(h, text) {.kind = TA_SECTION, .name = h, .help = text}
 #define FLAG(n, f, v, h) {.kind = TA_FLAG, .name = n, .dst = &(f), .size = sizeof(f), .val = v, \
@@ -235,7 +201,7 @@ static ta_opt k_opts[] = {
             "block and prints the --resume command"),
     FLAG("prompt-ids", g_a.r.prompt_ids, 1, "add the prompt's ids to each result"),
     SECTION("placement", NULL),
-    {.kind = TA_FN, .name = "percent", .dst = &g_a.r.eo.policy, .fn = percent_fn,
+    {.kind = TA_FN, .name = "percent", .dst = &g_a.r.eo.policy, .fn = ta_percent_fn,
      .takes_value = 1, .given = &g_a.placement, .arg = "WG WC CG CC HG HC",
      .help = "FlexGen's: GPU and CPU percentages of weights, KV cache, activations; the rest "
              "goes to disk"},
@@ -245,17 +211,17 @@ static ta_opt k_opts[] = {
     {.kind = TA_UINT, .name = "num-gpu-batches", .dst = &g_a.r.eo.policy.ngb, .size = 4,
      .lo = 1, .hi = 4096, .given = &g_a.placement, .arg = "N",
      .help = "GPU batches a block (gbs x ngb sequences)"},
-    CHOICE("schedule", g_a.r.eo.policy.schedule, "zigzag|row", k_sched, NULL, "FlexGen's "
+    CHOICE("schedule", g_a.r.eo.policy.schedule, "zigzag|row", ta_k_sched, NULL, "FlexGen's "
            "zig-zag block schedule (the default) or row by row"),
     FLAG("overlap", g_a.r.eo.policy.overlap, 1, "prefetch while computing (the default)"),
     FLAG("no-overlap", g_a.r.eo.policy.overlap, 0, "one unit at a time"),
     BOOL("sep-layer", g_a.r.eo.policy.sep_layer, "attention and MLP as separate units (true)"),
     UINT("max-context", g_a.r.eo.max_ctx, 2, 1 << 20, "N", "the longest prompt + generation"),
-    CHOICE("experts", g_a.r.eo.policy.experts, "routed|all", k_experts, NULL, "a mixture of "
+    CHOICE("experts", g_a.r.eo.policy.experts, "routed|all", ta_k_experts, NULL, "a mixture of "
            "experts' weights off the GPU and RAM: read only the experts a step's tokens chose, "
            "or all"),
     SECTION("policy", NULL),
-    CHOICE("policy", g_a.r.policy_auto, "auto|fixed", k_policy, NULL, "auto, the default "
+    CHOICE("policy", g_a.r.policy_auto, "auto|fixed", ta_k_policy, NULL, "auto, the default "
            "without --percent, --gpu-batch-size or --num-gpu-batches: FlexGen's cost model and "
            "LP search over block and placement (and the 4-bit cache with --allow-lossy); with "
            "a device its GPU share too, priced by a measurement of the device at start"),
@@ -285,7 +251,7 @@ static ta_opt k_opts[] = {
      "features"},
     FLAG("dry-run", g_a.r.eo.plan_only, 1, "print the memory plan of the run these flags make, "
          "and stop; nothing is allocated"),
-    CHOICE("compute", g_a.r.eo.compute, "f32|int8|f16", k_compute, "int8|f32|f16", "int8, the "
+    CHOICE("compute", g_a.r.eo.compute, "f32|int8|f16", ta_k_compute, "int8|f32|f16", "int8, the "
            "default: integer dot products on 4-bit/8-bit weights grouped along the input axis, "
            "fg-convert --group-axis 1; f32: those weights decoded to f32; F16/BF16/F32 weights "
            "are f32 either way; f16: 16-bit GEMM inputs, f32 sums, on --backend cuda"),
@@ -293,7 +259,7 @@ static ta_opt k_opts[] = {
         "or /tmp"),
     {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
     SECTION("device", NULL),
-    CHOICE("backend", g_a.r.eo.backend, "cpu|sim|cuda", k_backend, NULL, "sim: a simulated GPU "
+    CHOICE("backend", g_a.r.eo.backend, "cpu|sim|cuda", ta_k_backend, NULL, "sim: a simulated GPU "
            "on the CPU"),
     SIZE("gpu-budget", g_a.r.eo.gpu_budget, "device memory; default: CUDA's free memory less "
          "1 GiB, sim 1G"),

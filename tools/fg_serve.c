@@ -20,6 +20,7 @@
 #include "fg_version.h"
 #include "serve.h"
 #include "tool_args.h"
+#include "tool_engine_args.h"
 
 typedef struct args {
     fg_serve_opts s;
@@ -44,38 +45,6 @@ static void on_stop(int sig)
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
 }
-
-/* FlexGen's --percent (as fg-infer's): six percentages, the rest on disk. */
-static void percent_fn(void *dst, const char *v, int argc, char **argv)
-{
-    fg_policy *p = dst;
-    double x[6];
-    int i0 = optind - 1, eq = argv[i0] != v;
-    for (int i = 0; i < 6; i++) {
-        if (i0 + i >= argc)
-            ta_die("--percent needs 6 numbers (WG WC CG CC HG HC)");
-        const char *s = i == 0 && eq ? v : argv[i0 + i];
-        x[i] = ta_float("--percent", s);
-        if (x[i] < 0 || x[i] > 100)
-            ta_die("--percent %s: each number is a percentage in [0, 100]", s);
-    }
-    optind = i0 + 6;
-    double *to[3] = {p->frac.w, p->frac.c, p->frac.h};
-    for (int k = 0; k < 3; k++) {
-        if (x[2 * k] + x[2 * k + 1] > 100)
-            ta_die("--percent: percentages %g + %g exceed 100", x[2 * k], x[2 * k + 1]);
-        to[k][0] = x[2 * k] / 100;
-        to[k][1] = x[2 * k + 1] / 100;
-        to[k][2] = 1 - to[k][0] - to[k][1];
-    }
-    p->have_fractions = 1;
-}
-
-static const int k_policy[] = {1, 0};
-static const int k_sched[] = {FG_SCHEDULE_ZIGZAG, FG_SCHEDULE_ROW};
-static const int k_experts[] = {FG_EXPERTS_ROUTED, FG_EXPERTS_ALL};
-static const int k_compute[] = {FG_COMPUTE_F32, FG_COMPUTE_INT8, FG_COMPUTE_F16};
-static const int k_backend[] = {FG_BACKEND_CPU, FG_BACKEND_SIM, FG_BACKEND_CUDA};
 
 #define R g_a.s.session.run
 #define SECTION(h, text) {.kind = TA_SECTION, .name = h, .help = text}
@@ -127,7 +96,7 @@ static ta_opt k_opts[] = {
     FLAG("no-special-in-prompt", R.no_special_in_prompt, 1, "split special tokens' text in "
          "prompts as ordinary text"),
     SECTION("placement", "as fg-infer's"),
-    {.kind = TA_FN, .name = "percent", .dst = &R.eo.policy, .fn = percent_fn,
+    {.kind = TA_FN, .name = "percent", .dst = &R.eo.policy, .fn = ta_percent_fn,
      .takes_value = 1, .given = &g_a.placement, .arg = "WG WC CG CC HG HC",
      .help = "FlexGen's: GPU and CPU percentages of weights, KV cache, activations; the rest "
              "goes to disk"},
@@ -137,15 +106,15 @@ static ta_opt k_opts[] = {
     {.kind = TA_UINT, .name = "num-gpu-batches", .dst = &R.eo.policy.ngb, .size = 4, .lo = 1,
      .hi = 4096, .given = &g_a.placement, .arg = "N",
      .help = "GPU batches a block (gbs x ngb sequences)"},
-    CHOICE("schedule", R.eo.policy.schedule, "zigzag|row", k_sched, NULL, "FlexGen's zig-zag "
+    CHOICE("schedule", R.eo.policy.schedule, "zigzag|row", ta_k_sched, NULL, "FlexGen's zig-zag "
            "block schedule (the default) or row by row"),
     FLAG("overlap", R.eo.policy.overlap, 1, "prefetch while computing (the default)"),
     FLAG("no-overlap", R.eo.policy.overlap, 0, "one unit at a time"),
     BOOL("sep-layer", R.eo.policy.sep_layer, "attention and MLP as separate units (true)"),
-    CHOICE("experts", R.eo.policy.experts, "routed|all", k_experts, NULL, "a mixture of "
+    CHOICE("experts", R.eo.policy.experts, "routed|all", ta_k_experts, NULL, "a mixture of "
            "experts off the GPU and RAM: read the experts a step chose, or all"),
     SECTION("policy", NULL),
-    CHOICE("policy", R.policy_auto, "auto|fixed", k_policy, NULL, "auto (the default without "
+    CHOICE("policy", R.policy_auto, "auto|fixed", ta_k_policy, NULL, "auto (the default without "
            "--percent, --gpu-batch-size, --num-gpu-batches): FlexGen's cost model and LP search"),
     STR("calibration", R.calibration, "FILE", "default $XDG_CACHE_HOME/fg/calibration.json"),
     UINT("max-block", R.max_block, 1, 256, "N", "auto: at most N sequences a block"),
@@ -159,14 +128,14 @@ static ta_opt k_opts[] = {
     UINT("threads", R.eo.threads, 1, 1024, "N", "compute threads (the CPUs online)"),
     FLAG("verify", R.eo.no_verify, 0, "check chunk checksums as they are read (the default)"),
     FLAG("no-verify", R.eo.no_verify, 1, "skip that"),
-    CHOICE("compute", R.eo.compute, "f32|int8|f16", k_compute, "int8|f32|f16", "as fg-infer's "
+    CHOICE("compute", R.eo.compute, "f32|int8|f16", ta_k_compute, "int8|f32|f16", "as fg-infer's "
            "(int8, the default)"),
     STR("offload-dir", R.eo.offload_dir, "DIR", "the KV cache's disk file; default $TMPDIR or "
         "/tmp"),
     {.kind = TA_NOTE, .name = "version", .help = "the commit it was built from"},
     {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
     SECTION("device", NULL),
-    CHOICE("backend", R.eo.backend, "cpu|sim|cuda", k_backend, NULL, "sim: a simulated GPU on "
+    CHOICE("backend", R.eo.backend, "cpu|sim|cuda", ta_k_backend, NULL, "sim: a simulated GPU on "
            "the CPU"),
     SIZE("gpu-budget", R.eo.gpu_budget, "device memory; default: CUDA's free memory less 1 GiB"),
     ABOVE("sim-link", R.eo.sim_link_gbps, INFINITY, "GB/s of the simulated link, above 0",
