@@ -159,6 +159,8 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         j->done += elems * src->src_elem_bytes / (src->src_per ? src->src_per : 1);
         if (j->o->progress)
             j->o->progress(j->o->progress_ctx, j->done, j->total);
+        if (rc == FG_OK && j->o->interrupt && *j->o->interrupt)
+            rc = fg_err_set(err, FG_ERR_STATE, "%s: conversion interrupted", j->dst);
     }
     return rc ? rc : fg_store_batch_end_tensor(j->batch, err);
 }

@@ -250,9 +250,13 @@ EXPORT int fgpy_generate(fgpy *h, const fgpy_request *reqs, uint32_t n, fg_piece
 /* ---- scoring and the tokenizer ---- */
 
 /* ctx[i] a text, or NULL with ctx_ids[i][0..n_ctx_ids[i]) the context's ids as given (an
- * empty context scored from the end-of-text token, as lm-eval does). */
+ * empty context scored from the prefix token, as lm-eval does); cont[i] a text, or NULL with
+ * cont_ids[i][0..n_cont_ids[i]) the continuation's ids as given (cont_ids itself may be NULL
+ * when every continuation is a text). A text context with a text continuation is split by
+ * lm-eval's rule (session.h); ids are scored as they are. */
 EXPORT int fgpy_score(fgpy *h, const char *const *ctx, const int32_t *const *ctx_ids,
-                      const uint32_t *n_ctx_ids, const char *const *cont, uint32_t n,
+                      const uint32_t *n_ctx_ids, const char *const *cont,
+                      const int32_t *const *cont_ids, const uint32_t *n_cont_ids, uint32_t n,
                       fg_score_res *out, fg_err *err)
 {
     fg_score_req *r = calloc(n ? n : 1, sizeof *r);
@@ -262,6 +266,8 @@ EXPORT int fgpy_score(fgpy *h, const char *const *ctx, const int32_t *const *ctx
         r[i].context = ctx[i], r[i].continuation = cont[i];
         if (!ctx[i])
             r[i].context_ids = ctx_ids[i], r[i].n_context_ids = n_ctx_ids[i];
+        if (!cont[i] && cont_ids)
+            r[i].cont_ids = cont_ids[i], r[i].n_cont_ids = n_cont_ids[i];
     }
     h->stop = 0;
     int rc = fg_session_score(h->s, r, n, out, err);
@@ -318,11 +324,12 @@ EXPORT int fgpy_run_jobs(const fgpy_opts *o, const char *input, const char *outp
 
 EXPORT int fgpy_convert(const char *src, const char *dst, int weight_bits, uint32_t group_size,
                         int group_axis, const char *tokenizer_dir,
-                        void (*progress)(void *, uint64_t, uint64_t), double rep_out[4],
-                        fg_err *err)
+                        void (*progress)(void *, uint64_t, uint64_t),
+                        const volatile int *interrupt, double rep_out[4], fg_err *err)
 {
     fg_convert_opts o;
     memset(&o, 0, sizeof o);
+    o.interrupt = interrupt; /* Ctrl-C: stops at the next chunk, no store left (convert.h) */
     o.compress_weight = weight_bits;
     o.group_size = group_size;
     o.group_axis = group_axis;

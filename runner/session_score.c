@@ -12,9 +12,10 @@
  * rule, as tokenizer(text)) and the continuation is the tokens past the context's own
  * encoding, so a tokenizer that merges across the boundary is scored as it would generate; an
  * empty context is the BOS (else the EOS) token, lm-eval's prefix token. The window fed is
- * context + continuation less its last token, cut from the left to max_ctx - 1 tokens (lm-eval
- * cuts to its max_length the same way). Pairs whose windows are equal token for token are
- * scored once.
+ * context + continuation less its last token, cut from the left to max_ctx tokens (lm-eval's
+ * HF model cuts to its max_length the same way: (context + continuation)[-(max_length + 1):][:-1],
+ * so max_length = max_ctx gives the same windows). Pairs whose windows are equal token for
+ * token are scored once.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -195,12 +196,12 @@ static int encode_pair(fg_session *s, const fg_score_req *q, pair *p, fg_score_r
         res->status = 400;
         snprintf(res->error, sizeof res->error, "continuation: no tokens to score");
     }
-    if (!res->status && p->ncont > ctx - 1) {
+    if (!res->status && p->ncont > ctx) {
         res->status = 413;
         snprintf(res->error, sizeof res->error, "%u continuation tokens exceed the context "
                  "of %u", p->ncont, ctx);
     }
-    p->start = p->n - 1 > ctx - 1 ? p->n - 1 - (ctx - 1) : 0;
+    p->start = p->n - 1 > ctx ? p->n - 1 - ctx : 0;
     return res->status ? 1 : FG_OK;
 }
 

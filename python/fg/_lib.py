@@ -18,6 +18,7 @@ __all__ = ["lib", "FgError", "check", "call_interruptibly", "parse_size"]
 
 FG_REQ_MAX_STOPS = 8
 FG_ERR_MSG_MAX = 320
+FG_ERR_STORE_BUSY = -45  # core/fg_error.h
 
 
 class FgError(RuntimeError):
@@ -137,7 +138,8 @@ def _load() -> C.CDLL:
                                     C.POINTER(Response), E]),
         "fg_response_clear": (None, [C.POINTER(Response)]),
         "fgpy_score": (C.c_int, [P, C.POINTER(C.c_char_p), C.POINTER(C.POINTER(I32)),
-                                 C.POINTER(U32), C.POINTER(C.c_char_p), U32,
+                                 C.POINTER(U32), C.POINTER(C.c_char_p),
+                                 C.POINTER(C.POINTER(I32)), C.POINTER(U32), U32,
                                  C.POINTER(ScoreRes), E]),
         "fgpy_score_rolling": (C.c_int, [P, C.c_char_p, C.POINTER(D), C.POINTER(U64), E]),
         "fgpy_tokenize": (C.c_int, [P, C.c_char_p, C.c_int, C.POINTER(C.POINTER(I32)),
@@ -147,7 +149,7 @@ def _load() -> C.CDLL:
         "fgpy_run_jobs": (C.c_int, [C.POINTER(Opts), C.c_char_p, C.c_char_p, C.c_int,
                                     C.POINTER(C.c_int), C.POINTER(U64), E]),
         "fgpy_convert": (C.c_int, [C.c_char_p, C.c_char_p, C.c_int, U32, C.c_int, C.c_char_p,
-                                   ProgressFn, C.POINTER(D), E]),
+                                   ProgressFn, C.POINTER(C.c_int), C.POINTER(D), E]),
         "fgpy_synth": (C.c_int, [C.c_char_p, C.c_char_p, U64, C.c_char_p, E]),
         "fgpy_inspect": (C.c_int, [C.c_char_p, C.c_int, C.c_int, C.POINTER(P), E]),
         "fgpy_layout": (C.c_int, [C.POINTER(U64), C.c_int]),

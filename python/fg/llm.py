@@ -195,7 +195,9 @@ class LLM:
         quiet: no notices on stderr.
 
     Use it as a context manager, or call close(). One call at a time per LLM (calls from
-    several threads are serialized); two LLM objects are independent. Long calls release the
+    several threads are serialized); two LLM objects on two stores are independent. A store
+    is opened by one handle per process (LMDB allows one environment per process): a second
+    LLM on a store this process has open raises fg.FgError saying so. Long calls release the
     GIL; Ctrl-C stops the engine at its next step and raises KeyboardInterrupt, the LLM stays
     usable.
     """
@@ -238,7 +240,14 @@ class LLM:
     def _reopen(self) -> None:
         h = C.c_void_p()
         err = _lib.Err()
-        _lib.check(lib.fgpy_open(C.byref(self._opts), C.byref(h), C.byref(err)), err)
+        rc = lib.fgpy_open(C.byref(self._opts), C.byref(h), C.byref(err))
+        if rc == _lib.FG_ERR_STORE_BUSY and b"in this process" in err.msg:
+            store = self._opts.store.decode("utf-8", "replace")
+            raise FgError(f"{store}: already open by another fg.LLM in this process (one "
+                          "handle per store per process: LMDB, the store's catalog, allows one "
+                          "environment per process); close that LLM first, or open a copy of "
+                          "the store or use another process", rc)
+        _lib.check(rc, err)
         self._h = h.value
 
     # ---- lifecycle
@@ -523,42 +532,52 @@ class LLM:
 
     # ---- scoring
 
-    def score(self, contexts: Sequence[Union[str, List[int]]], continuations: Sequence[str]
-              ) -> List[Tuple[float, bool]]:
+    def score(self, contexts: Sequence[Union[str, List[int]]],
+              continuations: Sequence[Union[str, List[int]]]) -> List[Tuple[float, bool]]:
         """For each (context, continuation): the continuation's summed log-prob given the
         context (natural log) and whether greedy decoding from the context produces exactly
-        it, as lm-evaluation-harness's loglikelihood needs. A context is text (encoded with the
-        model's BOS rule; the continuation's tokens are those of the joined text past the
-        context's) or a list of token ids used as given. Requests sharing a context compute
-        it once. Raises ValueError for a pair that cannot be scored (empty, too long)."""
+        it, as lm-evaluation-harness's loglikelihood needs.
+
+        Text or token ids on either side. A text context with a text continuation is split by
+        lm-eval's rule: the context's trailing spaces move to the continuation, the joined text
+        is encoded with the model's BOS rule and the continuation is the tokens past the
+        context's own. A list of token ids is used as given (a text continuation after an ids
+        context is encoded without specials). An empty context is the prefix token (BOS, else
+        EOS). The window fed is context + continuation less its last token, cut from the left
+        to max_ctx tokens (lm-eval's max_length = max_ctx). Requests whose windows are equal
+        are computed once. Raises ValueError for a pair that cannot be scored (no continuation
+        tokens, more than max_ctx of them, an id outside the vocabulary)."""
         if isinstance(contexts, str) or isinstance(continuations, str):
             raise TypeError("score takes lists of contexts and continuations")
         if len(contexts) != len(continuations):
             raise ValueError(f"score: {len(contexts)} contexts for {len(continuations)} "
                              "continuations")
         n = len(contexts)
-        ca = (C.c_char_p * max(n, 1))()
-        ia = (C.POINTER(C.c_int32) * max(n, 1))()
-        il = (C.c_uint32 * max(n, 1))()
-        keep = []
-        for i, c in enumerate(contexts):
-            if isinstance(c, str):
-                ca[i] = c.encode()
-            elif isinstance(c, (list, tuple)) and all(isinstance(t, int) for t in c):
-                arr = (C.c_int32 * max(len(c), 1))(*c)
-                keep.append(arr)
-                ia[i], il[i] = C.cast(arr, C.POINTER(C.c_int32)), len(c)
-            else:
-                raise TypeError(f"context {i}: a str or a list of token ids")
-        for i, c in enumerate(continuations):
-            if not isinstance(c, str):
-                raise TypeError(f"continuation {i}: a str, not {type(c).__name__}")
-        na = (C.c_char_p * max(n, 1))(*[c.encode() for c in continuations])
+        keep: list = []
+
+        def side(items: Sequence[Any], what: str) -> Tuple[Any, Any, Any]:
+            txt = (C.c_char_p * max(n, 1))()
+            ids = (C.POINTER(C.c_int32) * max(n, 1))()
+            lens = (C.c_uint32 * max(n, 1))()
+            for i, c in enumerate(items):
+                if isinstance(c, str):
+                    txt[i] = c.encode()
+                elif isinstance(c, (list, tuple)) and all(isinstance(t, int) for t in c):
+                    arr = (C.c_int32 * max(len(c), 1))(*c)
+                    keep.append(arr)
+                    ids[i], lens[i] = C.cast(arr, C.POINTER(C.c_int32)), len(c)
+                else:
+                    raise TypeError(f"{what} {i}: a str or a list of token ids, not "
+                                    f"{type(c).__name__}")
+            return txt, ids, lens
+
+        ca, ia, il = side(contexts, "context")
+        na, ka, kl = side(continuations, "continuation")
         res = (_lib.ScoreRes * max(n, 1))()
 
         def call() -> List[Tuple[float, bool]]:
             err = _lib.Err()
-            _lib.check(lib.fgpy_score(h, ca, ia, il, na, n, res, C.byref(err)), err)
+            _lib.check(lib.fgpy_score(h, ca, ia, il, na, ka, kl, n, res, C.byref(err)), err)
             out = []
             for i in range(n):
                 if res[i].status:

@@ -56,8 +56,9 @@ def convert(src: str, dst: str, compress_weight: bool = False, weight_bits: int 
 
     Returns {"tensors", "source_bytes", "stored_bytes", "seconds"}. Raises FileNotFoundError
     for a missing source, ValueError for bad options or a checkpoint fg refuses (the message
-    names the file and tensor), fg.FgError otherwise. Ctrl-C is answered when the conversion
-    returns: the new store is removed and KeyboardInterrupt raised.
+    names the file and tensor), fg.FgError otherwise. Ctrl-C stops the conversion at its next
+    chunk (a few MiB of weights): what it wrote is removed, as on any failure, and
+    KeyboardInterrupt is raised.
     """
     if weight_bits not in (4, 8):
         raise ValueError(f"weight_bits must be 4 or 8, not {weight_bits!r}")
@@ -86,19 +87,23 @@ def convert(src: str, dst: str, compress_weight: bool = False, weight_bits: int 
     existed = os.path.exists(dst)
     rep = (C.c_double * 4)()
     bits = weight_bits if compress_weight else 0
+    stop = C.c_int(0)
 
     def call() -> None:
         err = _lib.Err()
         rc = lib.fgpy_convert(str(src).encode(), str(dst).encode(), bits, group_size or 0,
                               -1 if group_axis is None else group_axis,
                               None if tokenizer_dir is None else str(tokenizer_dir).encode(),
-                              cb, rep, C.byref(err))
+                              cb, C.byref(stop), rep, C.byref(err))
         _lib.check(rc, err)
 
+    def interrupt() -> None:
+        stop.value = 1
+
     try:
-        _lib.call_interruptibly(call, lambda: None)
+        _lib.call_interruptibly(call, interrupt)
     except KeyboardInterrupt:
-        _remove_new(dst, existed)
+        _remove_new(dst, existed)  # interrupted after its last chunk: a whole store, removed
         raise
     finally:
         if bar:

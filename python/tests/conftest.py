@@ -51,6 +51,14 @@ def spare_stores(work):
 
 
 @pytest.fixture(scope="session")
+def austen_store(work):
+    """The shipped model (models/austen-opt: OPT, 4 layers, its own BPE tokenizer)."""
+    d = work / "austen.store"
+    fg.convert(str(SRC / "models/austen-opt"), str(d), progress=False)
+    return str(d)
+
+
+@pytest.fixture(scope="session")
 def qwen_ckpt(work):
     """Qwen2.5-0.5B-Instruct's published tokenizer and chat template over a shrunk config with
     random weights (tests/fixtures/real-tiny), as the hub lays a checkpoint out."""

@@ -1,8 +1,10 @@
 """The package's surface: import, sizes, convert, inspect, the tokenizer, errors."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,6 +79,44 @@ def test_convert_errors(tmp_path, qwen_ckpt):
     with pytest.raises((ValueError, fg.FgError), match="no-such-family|model_type|safetensors"):
         fg.convert(str(bad), str(tmp_path / "o2"), progress=False)
     assert not (tmp_path / "o2").exists()
+
+
+def test_convert_ctrl_c(qwen_ckpt, tmp_path):
+    """Ctrl-C stops a conversion at its next chunk: KeyboardInterrupt, and no store left (an
+    existing empty directory is left empty)."""
+    seen = []
+
+    def progress(done, total):  # runs on the conversion's thread
+        seen.append((done, total))
+        if len(seen) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # the main thread's handler sets the stop flag meanwhile
+
+    for dst in (tmp_path / "new.store", tmp_path / "empty"):
+        seen.clear()
+        if dst.name == "empty":
+            dst.mkdir()
+        with pytest.raises(KeyboardInterrupt):
+            fg.convert(str(qwen_ckpt), str(dst), progress=progress)
+        assert len(seen) == 1 and seen[0][0] < seen[0][1], seen  # stopped mid-way
+        if dst.name == "empty":
+            assert dst.is_dir() and not list(dst.iterdir())
+        else:
+            assert not dst.exists()
+    rep = fg.convert(str(qwen_ckpt), str(tmp_path / "new.store"), progress=False)
+    assert rep["tensors"] > 0
+
+
+def test_second_handle_refused(spare_stores):
+    """One handle per store per process (LMDB's rule): a clear error naming the way out; the
+    store opens again once the first LLM is closed."""
+    st = spare_stores[1]
+    with fg.LLM(st, ram_budget="1GiB", threads=1, max_ctx=64) as first:
+        with pytest.raises(fg.FgError, match="already open by another fg.LLM in this process"):
+            fg.LLM(st, ram_budget="1GiB", threads=1, max_ctx=64)
+        assert first.generate("x", fg.SamplingParams(max_tokens=1))  # the first one is fine
+    with fg.LLM(st, ram_budget="1GiB", threads=1, max_ctx=64) as again:
+        assert again.generate("x", fg.SamplingParams(max_tokens=1))
 
 
 def test_open_errors(tmp_path, tiny_store):
