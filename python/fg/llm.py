@@ -115,15 +115,42 @@ class Tokenizer:
 
     def __init__(self, llm: "LLM"):
         self._llm = llm
+        self._around: Optional[Tuple[List[int], List[int]]] = None
 
     def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
-        """Token ids of text; add_special_tokens: the model's BOS/EOS rule, as tokenizer(text)."""
+        """Token ids of text as transformers' tokenizer.encode(text, add_special_tokens=...):
+        special tokens written in the text are matched either way; add_special_tokens adds
+        what the model's post-processor puts around a text (BOS for most; none for Qwen)."""
+        ids = self._encode(text)
+        if add_special_tokens:
+            return ids
+        pre, suf = self._added()
+        if ids[:len(pre)] == pre and len(ids) >= len(pre) + len(suf) and \
+                ids[len(ids) - len(suf):] == suf:
+            ids = ids[len(pre):len(ids) - len(suf)]
+        return ids
+
+    def _added(self) -> Tuple[List[int], List[int]]:
+        """The tokens the post-processor puts before and after a text: those of the empty
+        text, split where the text "a" goes between them."""
+        if self._around is None:
+            e, a = self._encode(""), self._encode("a")
+            self._around = (e, [])
+            for k in range(len(e), -1, -1):
+                pre, suf = e[:k], e[k:]
+                if len(a) > len(e) and a[:k] == pre and a[len(a) - len(suf):] == suf:
+                    self._around = (pre, suf)
+                    break
+        return self._around
+
+    def _encode(self, text: str) -> List[int]:
+        """libfg's prompt encoding (FG_TOK_SPECIAL | FG_TOK_ADD_BOS): tokenizer(text)."""
         ids = C.POINTER(C.c_int32)()
         n = C.c_uint32()
         err = _lib.Err()
         with self._llm._busy() as h:
-            _lib.check(lib.fgpy_tokenize(h, text.encode(), int(add_special_tokens), C.byref(ids),
-                                         C.byref(n), C.byref(err)), err)
+            _lib.check(lib.fgpy_tokenize(h, text.encode(), 1, C.byref(ids), C.byref(n),
+                                         C.byref(err)), err)
         try:
             return ids[:n.value]
         finally:

@@ -1,24 +1,45 @@
 """An lm-evaluation-harness model backed by fg: ``lm_eval --model fg --model_args store=DIR``.
 
-Registered through lm-eval's plugin entry point (group ``lm_eval.models``, name ``fg``: see
-python/pyproject.toml) where lm-eval discovers plugins, and by the @register_model decorator
-when this module is imported. lm-eval releases without plugin discovery (0.4.13, the newest on
-PyPI as this is written) never import it: ``python -m fg.lm_eval ARGS`` registers the model and
-runs lm-eval's own command line with ARGS (``python -m fg.lm_eval --model fg --model_args
-store=DIR --tasks ...``).
-The three request kinds map onto one fg call each:
+Registration: the package declares the model under lm-eval's plugin entry point (group
+``lm_eval.models``, name ``fg``: python/pyproject.toml), and the @register_model decorator
+registers it whenever this module is imported. No lm-eval release on PyPI reads that entry
+point group (checked up to 0.4.13, the newest as this is written: its registry takes
+EntryPoint placeholders but nothing fills it from installed packages), so ``lm_eval --model fg``
+does not find the model; ``python -m fg.lm_eval ARGS`` imports this module, then runs lm-eval's
+own command line with ARGS (``python -m fg.lm_eval --model fg --model_args store=DIR --tasks
+...``), and from Python ``import fg.lm_eval`` before ``lm_eval.simple_evaluate(model="fg",
+...)`` does the same. Tested with lm-eval 0.4.13 (bench/lmeval.sh).
 
-- loglikelihood(requests of (context, continuation)) -> LLM.score: summed log-prob and
-  is-greedy, contexts shared across requests computed once; an empty context is scored from
-  the prefix token (BOS, else EOS: lm-eval's prefix_token_id), as libfg's session does;
-- loglikelihood_rolling(requests of (text,)) -> LLM.score_rolling;
+The requests are turned into token ids exactly as lm-eval 0.4.13's ``hf`` model does
+(lm_eval.api.model.TemplateLM and lm_eval.models.huggingface.HFLM), then scored by id, so the
+two give the same numbers on the same checkpoint:
+
+- tok_encode(text): the tokenizer with its special tokens (tokenizer.encode(text): OPT's
+  leading ``</s>``, Llama's ``<s>``), none when the text already starts with the prefix
+  token's text;
+- prefix_token_id: BOS, else EOS (the ``prefix_token_id`` model arg overrides it);
+- max_length: the session's max_ctx (model arg ``max_ctx`` or ``max_length``; default the
+  model's positions, as HFLM reads them from config.json);
+- loglikelihood(requests of (context, continuation)): _encode_pair's rule (the context's
+  trailing spaces move to the continuation; the joined text encoded, the continuation being the
+  tokens past the context's own); an empty context is the prefix token, the continuation
+  encoded without specials (its first token is the context when it is the prefix token).
+  Contexts or continuations given as lists of token ids are used as they are;
+- loglikelihood_rolling(requests of (text,)): lm-eval's rolling windows
+  (get_rolling_token_windows(tok_encode(text), prefix_token_id, max_length, context_len=1),
+  each made disjoint), every window scored as a (context ids, continuation ids) pair and
+  summed;
+- each (context ids, continuation ids) pair -> LLM.score: the window (context + continuation
+  less its last token, cut from the left to max_length) and the summed log-prob and is-greedy
+  of the continuation; all pairs of a call go to libfg at once (equal windows computed once);
 - generate_until(requests of (context, gen_kwargs)) -> LLM.generate, the requests with equal
   gen_kwargs in one call (fg packs them into its blocks): ``until`` as stop strings,
   ``max_gen_toks``, ``do_sample`` / ``temperature`` / ``top_p`` / ``top_k`` / ``seed``.
 
 model_args: store (required), and LLM's options: ram_budget, gpu_budget, policy, threads,
-offload_dir, prefix_cache, backend, max_ctx, max_seqs; max_gen_toks (default 256). lm-eval's
-own batch_size / device are accepted and ignored (fg chooses its block by its policy).
+offload_dir, prefix_cache, backend, max_ctx (alias max_length), max_seqs; max_gen_toks (default
+256), prefix_token_id. lm-eval's own batch_size / device are accepted and ignored (fg chooses
+its block by its policy).
 
 lm-eval is not needed to import this module: without it FgLM is a plain class with the same
 methods (the package's tests use it so, with lm-eval's request objects faked by anything that
@@ -26,7 +47,7 @@ has ``.args``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .llm import LLM, SamplingParams
 
@@ -42,10 +63,44 @@ except ImportError:  # pragma: no cover - exercised by the package's tests
 _LLM_ARGS = ("ram_budget", "gpu_budget", "policy", "threads", "offload_dir", "prefix_cache",
              "backend", "max_ctx", "max_seqs", "allow_lossy", "compress_weight")
 _IGNORED = ("batch_size", "max_batch_size", "device", "trust_remote_code", "pretrained")
+Pair = Tuple[Any, List[int], List[int]]  # (key, context ids, continuation ids): lm-eval's
 
 
 def _int(v: Any) -> Optional[int]:
     return None if v is None or v == "" else int(v)
+
+
+def get_rolling_token_windows(token_list: List[int], prefix_token: int, max_seq_len: int,
+                              context_len: int) -> Iterator[Tuple[List[int], List[int]]]:
+    """lm-eval 0.4.13's lm_eval.utils.get_rolling_token_windows: (input tokens, predicted
+    tokens) windows covering token_list, the first predicted from prefix_token; score the last
+    len(predicted) positions of each input (python/tests/test_lm_eval.py checks these against
+    lm-eval's own, tests/fixtures/lm_eval)."""
+    if not 1 <= context_len <= max_seq_len:
+        raise ValueError(f"context_len {context_len} not in [1, {max_seq_len}]")
+    if not token_list:
+        return
+    pred_len = max_seq_len - context_len + 1
+    first = min(max_seq_len, len(token_list))
+    yield [prefix_token] + token_list[:first - 1], token_list[:first]
+    predicted = first
+    while predicted < len(token_list):
+        n = min(len(token_list) - predicted, pred_len)
+        end = predicted + n
+        yield token_list[end - max_seq_len - 1:end - 1], token_list[end - n:end]
+        predicted += n
+
+
+def make_disjoint_window(pair: Tuple[List[int], List[int]]) -> Tuple[List[int], List[int]]:
+    """lm-eval's make_disjoint_window: the window's input less the part the prediction
+    overlaps, so (context, continuation) are disjoint and context + continuation[:-1] is the
+    input."""
+    a, b = pair
+    return a[:len(a) - (len(b) - 1)], b
+
+
+def _ids(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(t, int) for t in x)
 
 
 def _cut(text: str, until: List[str]) -> str:
@@ -59,15 +114,21 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
     """lm-eval's LM interface over an fg.LLM (see the module docstring)."""
 
     def __init__(self, store: Optional[str] = None, max_gen_toks: int = 256,
-                 llm: Optional[LLM] = None, **kwargs: Any):
+                 llm: Optional[LLM] = None, prefix_token_id: Any = None, **kwargs: Any):
         if _Base is not object:
             super().__init__()
         for k in _IGNORED:
             kwargs.pop(k, None)
+        if "max_length" in kwargs:  # HFLM's name for it
+            ml = kwargs.pop("max_length")
+            if kwargs.get("max_ctx") not in (None, "", ml):
+                raise ValueError("fg: model_args max_length and max_ctx differ")
+            kwargs["max_ctx"] = ml
         unknown = set(kwargs) - set(_LLM_ARGS)
         if unknown:
             raise ValueError(f"fg: unknown model_args {', '.join(sorted(unknown))} (known: "
-                             f"store, max_gen_toks, {', '.join(_LLM_ARGS)})")
+                             f"store, max_gen_toks, prefix_token_id, max_length, "
+                             f"{', '.join(_LLM_ARGS)})")
         for k in ("threads", "max_ctx", "max_seqs"):
             if k in kwargs:
                 kwargs[k] = _int(kwargs[k])
@@ -80,6 +141,76 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
             llm = LLM(store, **kwargs)
         self.llm = llm
         self.max_gen_toks = int(max_gen_toks)
+        info = llm.info
+        self._prefix = (_int(prefix_token_id) if prefix_token_id not in (None, "") else
+                        info["bos_id"] if info["bos_id"] >= 0 else info["eos_id"])
+        # has_bos_prefix: a text starting with the prefix token's text gets no specials
+        self._prefix_text = llm.tokenizer.decode([self._prefix], skip_special_tokens=False)
+
+    # ---- lm-eval's TemplateLM / HFLM attributes (0.4.13), fg's values
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.llm.info["eos_id"]
+
+    @property
+    def prefix_token_id(self) -> int:
+        return self._prefix
+
+    @property
+    def max_length(self) -> int:
+        return self.llm.info["max_ctx"]
+
+    def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None,
+                   **kwargs: Any) -> List[int]:
+        """HFLM.tok_encode: the tokenizer's ids with its special tokens, unless the text starts
+        with the prefix token's text (or add_special_tokens says)."""
+        if add_special_tokens is None:
+            add_special_tokens = not (self._prefix_text and
+                                      string.startswith(self._prefix_text))
+        return self.llm.tokenizer.encode(string, add_special_tokens=add_special_tokens)
+
+    def _encode_pair(self, context: str, continuation: str) -> Tuple[List[int], List[int]]:
+        """TemplateLM._encode_pair (causal): the context's trailing spaces move to the
+        continuation; the continuation is the joined text's tokens past the context's."""
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces > 0:
+            continuation = context[-n_spaces:] + continuation
+            context = context[:-n_spaces]
+        whole = self.tok_encode(context + continuation)
+        ctx = self.tok_encode(context)
+        return ctx, whole[len(ctx):]
+
+    def _pair(self, context: Any, continuation: Any) -> Tuple[List[int], List[int]]:
+        """A request's (context ids, continuation ids) as TemplateLM.loglikelihood makes them;
+        ids given are kept."""
+        if _ids(context) and _ids(continuation):
+            return list(context), list(continuation)
+        if _ids(context):
+            return list(context), self.tok_encode(continuation, add_special_tokens=False)
+        if context == "":
+            cont = (list(continuation) if _ids(continuation) else
+                    self.tok_encode(continuation, add_special_tokens=False))
+            if cont and cont[0] == self._prefix:
+                return cont[:1], cont[1:]
+            return [self._prefix], cont
+        if _ids(continuation):
+            return self.tok_encode(context), list(continuation)
+        return self._encode_pair(context, continuation)
+
+    def _loglikelihood_tokens(self, requests: List[Pair], disable_tqdm: bool = False,
+                              **kwargs: Any) -> List[Tuple[float, bool]]:
+        """(summed log-prob, is greedy) of each (key, context ids, continuation ids), all in
+        one LLM.score call."""
+        if not requests:
+            return []
+        return self.llm.score([list(r[1]) for r in requests], [list(r[2]) for r in requests])
+
+    def rolling_windows(self, string: str) -> List[Tuple[List[int], List[int]]]:
+        """The (context ids, continuation ids) pairs HFLM.loglikelihood_rolling scores for
+        string: disjoint rolling windows of max_length over tok_encode(string)."""
+        return [make_disjoint_window(w) for w in get_rolling_token_windows(
+            self.tok_encode(string), self._prefix, self.max_length, 1)]
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str,
@@ -99,14 +230,29 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
     def loglikelihood(self, requests: List[Any], disable_tqdm: bool = False
                       ) -> List[Tuple[float, bool]]:
         """(summed log-prob, is greedy) of each request's continuation given its context."""
-        if not requests:
-            return []
-        return self.llm.score([r.args[0] for r in requests], [r.args[1] for r in requests])
+        pairs = [(tuple(r.args[:2]),) + self._pair(r.args[0], r.args[1]) for r in requests]
+        return self._loglikelihood_tokens(pairs)  # type: ignore[arg-type]
 
     def loglikelihood_rolling(self, requests: List[Any], disable_tqdm: bool = False
                               ) -> List[float]:
-        """The summed log-prob of each request's whole text (perplexity tasks)."""
-        return [self.llm.score_rolling(r.args[0])[0] for r in requests]
+        """The summed log-prob of each request's whole text (perplexity tasks): its rolling
+        windows' continuations, all requests' windows scored in one call."""
+        windows: List[Pair] = []
+        counts = []
+        for r in requests:
+            w = self.rolling_windows(r.args[0])
+            windows.extend((None, c, k) for c, k in w)
+            counts.append(len(w))
+        res = self._loglikelihood_tokens(windows)
+        out, at = [], 0
+        hook = getattr(self, "cache_hook", None)
+        for r, n in zip(requests, counts):
+            total = sum(lp for lp, _ in res[at:at + n])
+            at += n
+            out.append(total)
+            if hook is not None:
+                hook.add_partial("loglikelihood_rolling", (r.args[0],), total)
+        return out
 
     def generate_until(self, requests: List[Any], disable_tqdm: bool = False) -> List[str]:
         """Each request's continuation, cut before its first ``until`` string."""
