@@ -1,14 +1,16 @@
-"""An lm-evaluation-harness model backed by fg: ``lm_eval --model fg --model_args store=DIR``.
+"""An lm-evaluation-harness model backed by fg:
+``python -m fg.lm_eval --model fg --model_args store=DIR --tasks ...``.
 
-Registration: the package declares the model under lm-eval's plugin entry point (group
-``lm_eval.models``, name ``fg``: python/pyproject.toml), and the @register_model decorator
-registers it whenever this module is imported. No lm-eval release on PyPI reads that entry
-point group (checked up to 0.4.13, the newest as this is written: its registry takes
-EntryPoint placeholders but nothing fills it from installed packages), so ``lm_eval --model fg``
-does not find the model; ``python -m fg.lm_eval ARGS`` imports this module, then runs lm-eval's
-own command line with ARGS (``python -m fg.lm_eval --model fg --model_args store=DIR --tasks
-...``), and from Python ``import fg.lm_eval`` before ``lm_eval.simple_evaluate(model="fg",
-...)`` does the same. Tested with lm-eval 0.4.13 (bench/lmeval.sh).
+Registration: the @register_model decorator registers the model as ``fg`` whenever this module
+is imported. No lm-eval release on PyPI discovers plugins (checked through 0.4.13, the newest as
+this is written: its model registry can hold lazy EntryPoint placeholders, but nothing fills it
+from installed packages, and its command line loads no model code of the user's; upstream, issue
+#3282 proposes namespace-package plugins and PR #3672's ``--include_package`` an import flag,
+both open), so the package declares no entry point and ``lm_eval --model fg`` does not find
+the model. ``python -m fg.lm_eval ARGS`` imports this module, then runs lm-eval's own command
+line with ARGS (``python -m fg.lm_eval --model fg --model_args store=DIR --tasks ...``); from
+Python, ``import fg.lm_eval`` before ``lm_eval.simple_evaluate(model="fg", ...)``. Tested with
+lm-eval 0.4.13 (bench/lmeval.sh), whose ``hf`` model's tokenization this module mirrors.
 
 The requests are turned into token ids exactly as lm-eval 0.4.13's ``hf`` model does
 (lm_eval.api.model.TemplateLM and lm_eval.models.huggingface.HFLM), then scored by id, so the

@@ -2,9 +2,8 @@
 # lm-evaluation-harness with fg's model on local tasks made from the shipped Austen texts
 # (make_tasks.py: cloze multiple choice, rolling perplexity, a generate_until task), on the
 # shipped model (models/austen-opt, converted with fg.convert), through `python -m fg.lm_eval`
-# (lm-eval 0.4.13 has no plugin discovery: the module registers the model, then runs lm-eval's
-# command line; a release with it takes `lm_eval --model fg` through the package's entry
-# point). Its own venv (lm-eval is heavy; not in the test venv): made at WORK/venv when
+# (no lm-eval release, through 0.4.13, discovers plugins: the module registers the model, then
+# runs lm-eval's command line). Its own venv (lm-eval is heavy; not in the test venv): made at WORK/venv when
 # missing, with lm-eval and this checkout's package (pip install ./python).
 # usage: python/lm_eval_check/run.sh WORK [ITEMS]
 set -euo pipefail
