@@ -41,8 +41,8 @@ typedef struct fg_convert_opts {
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     /* interrupt (may be NULL): set nonzero from another thread (or a signal handler) to stop
-     * the conversion at its next chunk; it then fails (FG_ERR_STATE, "interrupted") and, as on any
-     * error, leaves no store behind */
+     * the conversion at its next chunk; it then fails (FG_ERR_STATE, "interrupted") and, as
+     * on any error, leaves no store behind */
     const volatile int *interrupt;
 } fg_convert_opts;
 

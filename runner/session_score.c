@@ -13,9 +13,9 @@
  * encoding, so a tokenizer that merges across the boundary is scored as it would generate; an
  * empty context is the BOS (else the EOS) token, lm-eval's prefix token. The window fed is
  * context + continuation less its last token, cut from the left to max_ctx tokens (lm-eval's
- * HF model cuts to its max_length the same way: (context + continuation)[-(max_length + 1):][:-1],
- * so max_length = max_ctx gives the same windows). Pairs whose windows are equal token for
- * token are scored once.
+ * HF model cuts to its max_length the same way, (context + continuation)[-(max_length + 1):]
+ * less its last token, so max_length = max_ctx gives the same windows). Pairs whose windows
+ * are equal token for token are scored once.
  */
 #include <math.h>
 #include <stdlib.h>
