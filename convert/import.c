@@ -114,7 +114,15 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         const void *data = j->f16;
         size_t len = elems * 2;
         int direct = 0; /* the payload written from the source's blocks (qread) */
-        if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
+        if (!src->read) { /* all zero: a hole (zero bytes are value 0 in every codec) */
+            fg_qview v;
+            if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8)
+                rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
+            if (rc == FG_OK && (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8))
+                rc = fg_quant_chunk_bytes(&v, &len, err);
+            data = NULL;
+            direct = 1;
+        } else if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
             fg_qview v;
             rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
