@@ -560,6 +560,8 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
+    if (t->join) /* GGUF deepseek2's kv_b_proj from attn_k_b and attn_v_b */
+        return ck_gguf_read_kvb(c->ck, index, first, n, out, err);
     if (t->dtype == FG_CKPT_F8_E4M3) /* block-scaled FP8, as BF16 (fp8.c) */
         return ck_fp8_read_bf16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (ck_dtype_is_block(t->dtype) || t->shift != 0) /* GGUF: blocks dequantized, Gemma's norms */
