@@ -15,6 +15,7 @@
  *     bool per layer) says otherwise, rotated with rope.freq_base_swa (else 10000); Gemma 2's
  *     every other layer from layer 0;
  *   - attention biases (attention_bias / qkv_bias) from the presence of blk.0.attn_q.bias.
+ *   - glm4moe: the MTP layers counted in block_count taken off (put_glm_moe);
  *   - deepseek2: multi-head latent attention in both of the converter's forms, V2's or V3's
  *     router by the gating function, YaRN with mscale = mscale_all_dim (put_mla).
  * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
@@ -38,6 +39,7 @@ enum {
     F_NORM_TOPK = 16, /* llama.cpp renormalizes the chosen experts' weights */
     F_PARTIAL = 32, /* rope.dimension_count below the head dimension: partial_rotary_factor */
     F_MLA = 64,     /* deepseek2: multi-head latent attention, its experts and YaRN (put_mla) */
+    F_GLM_MOE = 128, /* glm4moe: V3's router, shared experts, the MTP layer (put_glm_moe) */
 };
 
 static const struct arch_row {
@@ -59,6 +61,7 @@ static const struct arch_row {
     {"granite", "granite", "GraniteForCausalLM", 1, F_GRANITE},
     /* (deepseek_v3 / DeepseekV3ForCausalLM when the gating is sigmoid: put_mla) */
     {"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", 0, F_MLA},
+    {"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", 0, F_GLM_MOE | F_PARTIAL},
 };
 
 static const struct { const char *gguf, *hf; int required; } uint_keys[] = {
@@ -149,7 +152,7 @@ static int refuse_unmapped(const ck_gguf *g, const struct arch_row *r, const cha
     if (r->features & F_MLA)
         return FG_OK; /* (put_mla reads its experts and rotary dims) */
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    if (!(r->features & F_MOE) && ck_gguf_get(g, key))
+    if (!(r->features & (F_MOE | F_GLM_MOE)) && ck_gguf_get(g, key))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg maps GGUF mixtures of "
                           "experts for qwen2moe and qwen3moe so far", label, key);
     uint64_t rot, heads, hidden, hd = 0;
@@ -496,6 +499,58 @@ static int put_mla(const ck_gguf *g, const struct arch_row *r, const char *label
     return FG_OK;
 }
 
+/* glm4moe (llama.cpp's Glm4MoeModel): block_count counts the multi-token prediction layers
+ * (nextn_predict_layers) after the model's, whose tensors the file holds (imported as the
+ * checkpoint's MTP layer: not stored); the sigmoid router in groups with its choice bias,
+ * shared experts, leading dense layers; q/k norms when blk.0.attn_q_norm is there. */
+static int put_glm_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
+                       const char *label, json_t *cfg, fg_err *err)
+{
+    const char *a = r->arch;
+    uint64_t blocks, nextn = 0, groups = 1, used = 1, norm = 0;
+    int rc = need_uint(g, a, "block_count", NULL, label, cfg, &blocks, err);
+    if (rc == FG_OK && (rc = put_uint(g, a, "nextn_predict_layers", "num_nextn_predict_layers",
+                                      UINT32_MAX, label, cfg, &nextn, err)) == FG_ERR_NOT_FOUND)
+        rc = FG_OK;
+    if (rc)
+        return rc;
+    if (nextn >= blocks)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.nextn_predict_layers %llu leaves "
+                          "no layer of %s.block_count %llu", label, a, (unsigned long long)nextn,
+                          a, (unsigned long long)blocks);
+    json_object_set_new(cfg, "num_hidden_layers", json_integer((json_int_t)(blocks - nextn)));
+    static const struct { const char *k, *hf; } moe[] = {
+        {"expert_count", "n_routed_experts"}, {"expert_used_count", "num_experts_per_tok"},
+        {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"expert_shared_count", "n_shared_experts"},
+        {"leading_dense_block_count", "first_k_dense_replace"},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        if ((rc = need_uint(g, a, moe[i].k, moe[i].hf, label, cfg, NULL, err)))
+            return rc;
+    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, &groups, err)) &&
+        rc != FG_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
+                       err)) && rc != FG_ERR_NOT_FOUND)
+        return rc;
+    json_object_set_new(cfg, "n_group", json_integer((json_int_t)groups));
+    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    rc = ck_gguf_uint(g, key, &norm);
+    if (rc == FG_ERR_BAD_ENUM)
+        return key_err(err, label, key, "must be a bool");
+    json_object_set_new(cfg, "norm_topk_prob", json_boolean(rc == FG_OK && norm));
+    double scale;
+    if ((rc = get_float(g, a, "expert_weights_scale", 1.0, label, &scale, err)))
+        return rc;
+    json_object_set_new(cfg, "routed_scaling_factor", json_real(decimal6(scale)));
+    json_object_set_new(cfg, "use_qk_norm",
+                        json_boolean(has_tensor(ck, "model.layers.0.self_attn.q_norm.weight")));
+    return FG_OK;
+}
+
 /* The family's features */
 static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
                         const ck_src *src, const char *label, json_t *cfg, fg_err *err)
@@ -509,6 +564,8 @@ static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckp
         rc = put_moe(g, r, ck, label, cfg, err);
     if (r->features & F_MLA)
         rc = put_mla(g, r, label, cfg, err);
+    if (r->features & F_GLM_MOE)
+        rc = put_glm_moe(g, r, ck, label, cfg, err);
     if (rc == FG_OK && (r->features & F_WINDOW))
         rc = put_window(g, r, label, cfg, err);
     if (rc == FG_OK && (r->features & F_GEMMA))
@@ -540,7 +597,8 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
     if (!r)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: general.architecture '%.40s': fg maps "
                           "llama (mistral), qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, "
-                          "gemma3, phi3, olmo2, granite, glm4 and deepseek2 from GGUF so far", label,
+                          "gemma3, phi3, olmo2, granite, glm4, glm4moe and deepseek2 from GGUF so far",
+                          label,
                           arch);
     json_t *cfg = json_object();
     if (!cfg)

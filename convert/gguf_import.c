@@ -67,6 +67,18 @@ static const struct { const char *arch, *gguf, *hf; } arch_names[] = {
     {"deepseek2", "ffn_down_shexp", "mlp.shared_experts.down_proj"},
     /* (".bias" after it: mlp.gate.e_score_correction_bias, see ck_gguf_hf_name) */
     {"deepseek2", "exp_probs_b", "mlp.gate.e_score_correction"},
+    {"glm4moe", "post_attention_norm", "post_attention_layernorm"},
+    {"glm4moe", "ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"glm4moe", "ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"glm4moe", "ffn_down_shexp", "mlp.shared_experts.down_proj"},
+    {"glm4moe", "exp_probs_b", "mlp.gate.e_score_correction"},
+    /* the multi-token prediction layer's own pieces (not stored: the checkpoint's MTP layer) */
+    {"glm4moe", "nextn.eh_proj", "eh_proj"},
+    {"glm4moe", "nextn.enorm", "enorm"},
+    {"glm4moe", "nextn.hnorm", "hnorm"},
+    {"glm4moe", "nextn.embed_tokens", "embed_tokens"},
+    {"glm4moe", "nextn.shared_head_head", "shared_head.head"},
+    {"glm4moe", "nextn.shared_head_norm", "shared_head.norm"},
 };
 
 static const struct { const char *gguf, *hf; } layer_names[] = {

@@ -431,6 +431,8 @@ same_rows[] = {
     {"gguf/deepseek-v2-lite-tiny-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
     {"gguf/deepseek-v2-lite-tiny-split-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
     {"gguf/deepseek-v3-tiny-split-bf16.gguf", "llama/deepseek-v3-tiny-bf16", 49},
+    /* glm4moe: its block_count counts the MTP layer, whose tensors are in the file */
+    {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", 55},
     /* split in 3 parts by gguf-py, against the single file */
     {"gguf/llama2-tiny-q4_0-split-00001-of-00003.gguf", "llama/llama2-tiny-f32", 21,
      "gguf/llama2-tiny-q4_0.gguf"},
@@ -606,6 +608,8 @@ static const struct logit_row {
      "deepseek-v2-lite-tiny", NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/deepseek-v3-tiny-split-bf16.gguf", "llama/deepseek-v3-tiny-bf16", "deepseek-v3-tiny",
      NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", "glm4-moe-tiny", NULL, 1e-6, 1,
+     1e-6, 1},
     /* Q8_0 experts and router against the BF16 source (no dequantized reference without torch
      * here): the quantization's own loss, 8.2e-4 measured; the greedy tokens part at token 3 */
     {"gguf/qwen3-moe-tiny-q8_0.gguf", "llama/qwen3-moe-tiny-bf16", "qwen3-moe-tiny", NULL, 2e-3,
@@ -761,7 +765,8 @@ refuse_rows[] = {
               "--tokenizer DIR"},
     {HDR(1, 1) "s:general.architecture u32:8 s:gpt2 " TI_F32("token_embd.weight", 32, 0)
      "pad z:128", 1, "general.architecture 'gpt2': fg maps llama (mistral), qwen2, qwen3, "
-     "qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite, glm4 and deepseek2"},
+     "qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite, glm4, glm4moe and "
+     "deepseek2"},
     {HDR(1, 1) ARCH "s:blk.0.ffn_down.weight u32:2 u64:256 u64:2 u32:16 u64:0 pad z:160", 1,
      "tensor blk.0.ffn_down.weight is IQ2_XXS, which fg does not read yet"},
     {HDR(1, 2) ARCH "s:llama.expert_count u32:4 u32:8 "
