@@ -783,6 +783,15 @@ refuse_rows[] = {
      "gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf"},
     {HDR(0, 2) ARCH "s:split.count u32:2 u16:3", 1, "metadata split.count is 3: a part of a "
      "split GGUF file, but not named <prefix>-00001-of-00003.gguf"},
+    /* deepseek2's split kv_b_proj: a half alone, halves that do not pair up */
+    {HDR(1, 1) "s:general.architecture u32:8 s:deepseek2 "
+     "s:blk.0.attn_k_b.weight u32:3 u64:2 u64:4 u64:2 u32:0 u64:0 pad z:64", 1,
+     "tensor blk.0.attn_k_b.weight without blk.0.attn_v_b.weight"},
+    {HDR(2, 1) "s:general.architecture u32:8 s:deepseek2 "
+     "s:blk.0.attn_v_b.weight u32:3 u64:5 u64:3 u64:2 u32:0 u64:0 "
+     "s:blk.0.attn_k_b.weight u32:3 u64:2 u64:4 u64:2 u32:0 u64:128 pad z:192", 1,
+     "tensors blk.0.attn_k_b.weight and blk.0.attn_v_b.weight are not [heads, kv_lora, nope] "
+     "and [heads, v, kv_lora]"},
 };
 
 START_TEST(test_refuse)
