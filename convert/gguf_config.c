@@ -18,9 +18,10 @@
  *   - glm4moe: the MTP layers counted in block_count taken off (put_glm_moe);
  *   - deepseek2: multi-head latent attention in both of the converter's forms, V2's or V3's
  *     router by the gating function, YaRN with mscale = mscale_all_dim (put_mla).
+ *   - llama: Llama 3's rope scaling from its rope_freqs tensor (put_rope_freqs).
  * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
- * than linear (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several
- * ways; deepseek2's is mapped), a partial rotary dimension but for phi3 and glm4
+ * than linear (YaRN has parameters GGUF files spell in several ways; deepseek2's is mapped;
+ * rope factors other than Llama 3's form), a partial rotary dimension but for phi3 and glm4
  * (partial_rotary_factor).
  */
 #include <jansson.h>
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "gguf.h"
 
 enum {
@@ -551,6 +553,82 @@ static int put_glm_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt
     return FG_OK;
 }
 
+/* Llama 3's rope factor for the pair of wavelength wl (float, as the converter's torch
+ * float32 arithmetic computes it) under (factor, low 1, high 4, original context orig) */
+static float llama3_factor(float wl, float factor, float orig)
+{
+    if (wl < orig / 4.0f)
+        return 1.0f;
+    if (wl > orig)
+        return factor;
+    float smooth = (orig / wl - 1.0f) / 3.0f;
+    return 1.0f / ((1.0f - smooth) / factor + smooth);
+}
+
+/* rope_freqs.weight (F32, a factor per rotary pair): how llama.cpp's LlamaModel writes Llama 3's
+ * rope_type llama3 (no rope scaling key). Mapped back onto rope_scaling llama3 with Meta's
+ * low_freq_factor 1 and high_freq_factor 4 (every Llama 3.1 / 3.2 / 3.3 release): factor = the
+ * largest value, original_max_position_embeddings solved from the first value between 1 and it
+ * (8192 when none is), then every value checked against the rule (within 1e-5); factors of
+ * another form are refused by name, as the tensor is on another architecture. */
+static int put_rope_freqs(const struct arch_row *r, const fg_ckpt *ck, const char *label,
+                          json_t *cfg, fg_err *err)
+{
+    uint32_t i;
+    if (fg_ckpt_find(ck, "rope_freqs.weight", &i) != FG_OK)
+        return FG_OK;
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    json_t *jt = json_object_get(cfg, "rope_theta"), *jd = json_object_get(cfg, "head_dim");
+    uint64_t hidden = (uint64_t)json_integer_value(json_object_get(cfg, "hidden_size"));
+    uint64_t heads = (uint64_t)json_integer_value(json_object_get(cfg, "num_attention_heads"));
+    uint64_t dim = jd ? (uint64_t)json_integer_value(jd) : heads ? hidden / heads : 0;
+    double base = jt ? json_number_value(jt) : 10000.0;
+    if (strcmp(r->arch, "llama"))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: fg maps GGUF "
+                          "rope factors for llama (Llama 3's rope scaling) so far", label);
+    if (t->dtype != FG_CKPT_F32 || t->n_dims != 1 || !dim || dim % 2 || t->dims[0] != dim / 2 ||
+        !(base > 1))
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor rope_freqs.weight must be F32 "
+                          "[%llu] (a factor per rotary pair)", label, (unsigned long long)(dim / 2));
+    uint64_t n = dim / 2;
+    uint8_t *raw = malloc(n * 4);
+    float *f = malloc(n * sizeof *f);
+    int rc = raw && f ? fg_ckpt_read(ck, i, 0, n, raw, err)
+                      : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    float factor = 1, orig = 8192;
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        uint32_t b = fg_le32(raw + 4 * k);
+        memcpy(&f[k], &b, 4);
+        factor = f[k] > factor ? f[k] : factor;
+    }
+    float pi2 = (float)(2 * 3.14159265358979323846);
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) { /* the first value between 1 and factor */
+        float freq = 1.0f / powf((float)base, (float)(2 * k) / (float)dim), wl = pi2 / freq;
+        if (f[k] > 1 && f[k] < factor) {
+            float smooth = (1 / f[k] - 1 / factor) / (1 - 1 / factor);
+            orig = nearbyintf(wl * (3 * smooth + 1)); /* (an integer in every release) */
+            break;
+        }
+    }
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        float freq = 1.0f / powf((float)base, (float)(2 * k) / (float)dim);
+        float want = llama3_factor(pi2 / freq, factor, orig);
+        if (!(fabsf(f[k] - want) <= 1e-5f * want))
+            rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight element %llu "
+                            "is %g, not Llama 3's rope factor %g (factor %g, low 1, high 4, "
+                            "original context %g): fg maps that form only", label,
+                            (unsigned long long)k, f[k], want, factor, orig);
+    }
+    free(raw);
+    free(f);
+    if (rc == FG_OK && factor > 1)
+        json_object_set_new(cfg, "rope_scaling",
+                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3", "factor",
+                                      (double)factor, "low_freq_factor", 1.0, "high_freq_factor",
+                                      4.0, "original_max_position_embeddings", (json_int_t)orig));
+    return rc;
+}
+
 /* The family's features */
 static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
                         const ck_src *src, const char *label, json_t *cfg, fg_err *err)
@@ -615,6 +693,8 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
         rc = put_rope_scaling(g, arch, label, cfg, err);
     if (rc == FG_OK)
         rc = put_shapes(ck, label, cfg, err);
+    if (rc == FG_OK)
+        rc = put_rope_freqs(r, ck, label, cfg, err);
     if (rc == FG_OK && !(*json = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     json_decref(cfg);

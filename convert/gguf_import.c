@@ -288,6 +288,8 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
                           "", norm_shifted(arch, name) ? 1.0f : 0.0f, err);
         if (rc)
             return rc;
+        if (!strcmp(name, "rope_freqs.weight")) /* Llama 3's rope factors: read by the config */
+            out->t[out->n - 1].is_scale = 1;
     }
     return FG_OK;
 }

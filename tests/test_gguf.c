@@ -431,6 +431,8 @@ same_rows[] = {
     {"gguf/deepseek-v2-lite-tiny-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
     {"gguf/deepseek-v2-lite-tiny-split-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
     {"gguf/deepseek-v3-tiny-split-bf16.gguf", "llama/deepseek-v3-tiny-bf16", 49},
+    /* Llama 3's rope scaling as rope_freqs.weight (read into the config, not stored) */
+    {"gguf/llama3-tiny-bf16.gguf", "llama/llama3-tiny-bf16", 20},
     /* glm4moe: its block_count counts the MTP layer, whose tensors are in the file */
     {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", 55},
     /* split in 3 parts by gguf-py, against the single file */
@@ -610,6 +612,8 @@ static const struct logit_row {
      NULL, 1e-6, 1, 1e-6, 1},
     {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", "glm4-moe-tiny", NULL, 1e-6, 1,
      1e-6, 1},
+    {"gguf/llama3-tiny-bf16.gguf", "llama/llama3-tiny-bf16", "llama3-tiny", NULL, 1e-6, 1, 1e-6,
+     1},
     /* Q8_0 experts and router against the BF16 source (no dequantized reference without torch
      * here): the quantization's own loss, 8.2e-4 measured; the greedy tokens part at token 3 */
     {"gguf/qwen3-moe-tiny-q8_0.gguf", "llama/qwen3-moe-tiny-bf16", "qwen3-moe-tiny", NULL, 2e-3,
