@@ -422,6 +422,8 @@ static int open_gguf(fg_ckpt *ck, const char *path, fg_err *err)
     }
     if (rc == FG_OK && split)
         rc = ck_gguf_split_total(ck->gguf, path, ck->list.n, err);
+    if (rc == FG_OK)
+        rc = ck_gguf_join(ck->gguf, &ck->list, path, err);
     return rc ? rc : build_index(ck, path, err);
 }
 

@@ -98,7 +98,11 @@ typedef struct fg_ckpt_tensor {
     uint32_t scales;       /* F8_E4M3: 1 + the index of its block scales ("<name>_scale_inv"),
                             * each the multiplier of a block[0] x block[1] block; else 0 */
     uint32_t block[2];     /* F8_E4M3: quantization_config.weight_block_size (rows, cols) */
-    uint8_t is_scale;      /* 1: the block scales of an F8_E4M3 tensor, read through it */
+    uint8_t is_scale;      /* 1: the block scales of an F8_E4M3 tensor, or a GGUF deepseek2
+                            * attn_v_b: read through another entry */
+    uint32_t join;         /* GGUF deepseek2's kv_b_proj joined from attn_k_b (this entry's
+                            * bytes) and attn_v_b (entry join - 1): see ck_gguf_join; else 0 */
+    uint32_t join_nope, join_v; /* its qk_nope_head_dim and v_head_dim rows a head */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;

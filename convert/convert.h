@@ -44,6 +44,9 @@ typedef struct fg_convert_opts {
      * the conversion at its next chunk; it then fails (FG_ERR_STATE, "interrupted") and, as
      * on any error, leaves no store behind */
     const volatile int *interrupt;
+    int zero_weights;           /* synth only: matrices and biases all zero, each chunk a hole
+                                 * in a sparse file (no data written, no disk space), the store
+                                 * marked so (metadata synth.weights = "zero"); norms stay 1 */
 } fg_convert_opts;
 
 typedef struct fg_convert_report {
@@ -65,6 +68,9 @@ int fg_convert_import(const char *src, const char *dst, const fg_convert_opts *o
  * F16 or F32 (an already quantized one is refused, named). src is opened read-only. */
 int fg_convert_store(const char *src, const char *dst, const fg_convert_opts *o,
                      fg_convert_report *rep, fg_err *err);
+
+/* The store metadata key synth --zero-weights sets (value "zero"): its weights are holes. */
+#define FG_SYNTH_WEIGHTS_KEY "synth.weights"
 
 /* Deterministic random weights at a real model's shape (fg_convert_synth_names) straight into
  * a new store, for benchmarks; tokenizer files from o->tokenizer_dir (required). An unknown

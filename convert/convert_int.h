@@ -42,6 +42,7 @@ typedef struct fgc_tensor_src {
     uint8_t elem;          /* what read produces: FG_CODEC_F16 or FG_CODEC_BF16 (kept bit for
                               bit: a BF16 checkpoint is stored as BF16) */
     int (*read)(void *ctx, uint64_t first, uint64_t n, uint16_t *out, fg_err *err);
+                           /* NULL: every value 0, each chunk a hole (synth --zero-weights) */
     void *ctx;
     uint32_t blocks;       /* > 1: no chunk may straddle these equal blocks of rows */
     int wide;              /* kept 16-bit under --compress-weight (fg_role_stays_wide) */

@@ -151,6 +151,16 @@ char *ck_gguf_split_path(const char *first, uint32_t part);
 int ck_gguf_split_check(const ck_gguf *g, const char *label, uint32_t i, uint32_t count,
                         fg_err *err);
 int ck_gguf_split_total(const ck_gguf *g, const char *label, uint32_t n, fg_err *err);
+/* deepseek2 files of the newer converters split each layer's kv_b_proj [heads x (nope + v),
+ * kv_lora] into blk.N.attn_k_b [heads, kv_lora, nope] (each head's nope rows transposed) and
+ * blk.N.attn_v_b [heads, v, kv_lora]: the pair is listed back as one kv_b_proj (the k_b entry
+ * renamed, join set; the v_b entry is_scale), read by ck_gguf_read_kvb. Shapes that do not pair
+ * up, a half without the other, or BF16 beside another type are refused naming the tensor. */
+int ck_gguf_join(const ck_gguf *g, ck_list *l, const char *label, fg_err *err);
+/* Elements [first, first + n) (whole rows) of a joined kv_b_proj (entry i) into out: BF16 bits
+ * kept when both halves are BF16, else F16 as ck_gguf_read_f16 makes them. */
+int ck_gguf_read_kvb(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
+                     fg_err *err);
 /* The parsed header of a GGUF fg_ckpt (kind FG_CKPT_GGUF), else NULL (ckpt.c). */
 const ck_gguf *ck_gguf_of(const fg_ckpt *ck);
 

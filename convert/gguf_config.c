@@ -15,9 +15,14 @@
  *     bool per layer) says otherwise, rotated with rope.freq_base_swa (else 10000); Gemma 2's
  *     every other layer from layer 0;
  *   - attention biases (attention_bias / qkv_bias) from the presence of blk.0.attn_q.bias.
+ *   - glm4moe: the MTP layers counted in block_count taken off (put_glm_moe);
+ *   - deepseek2: multi-head latent attention in both of the converter's forms, V2's or V3's
+ *     router by the gating function, YaRN with mscale = mscale_all_dim (put_mla).
+ *   - llama: Llama 3's rope scaling from its rope_freqs tensor (put_rope_freqs).
  * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
- * than linear (Llama 3's is a rope_freqs tensor, YaRN has parameters GGUF files spell in several
- * ways), a partial rotary dimension but for phi3 and glm4 (partial_rotary_factor).
+ * than linear (YaRN has parameters GGUF files spell in several ways; deepseek2's is mapped;
+ * rope factors other than Llama 3's form), a partial rotary dimension but for phi3 and glm4
+ * (partial_rotary_factor).
  */
 #include <jansson.h>
 #include <math.h>
@@ -25,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_bytes.h"
 #include "gguf.h"
 
 enum {
@@ -34,6 +40,8 @@ enum {
     F_GRANITE = 8,  /* the four multipliers */
     F_NORM_TOPK = 16, /* llama.cpp renormalizes the chosen experts' weights */
     F_PARTIAL = 32, /* rope.dimension_count below the head dimension: partial_rotary_factor */
+    F_MLA = 64,     /* deepseek2: multi-head latent attention, its experts and YaRN (put_mla) */
+    F_GLM_MOE = 128, /* glm4moe: V3's router, shared experts, the MTP layer (put_glm_moe) */
 };
 
 static const struct arch_row {
@@ -53,6 +61,9 @@ static const struct arch_row {
     {"glm4", "glm4", "Glm4ForCausalLM", 0, F_PARTIAL},
     {"olmo2", "olmo2", "Olmo2ForCausalLM", 0, 0},
     {"granite", "granite", "GraniteForCausalLM", 1, F_GRANITE},
+    /* (deepseek_v3 / DeepseekV3ForCausalLM when the gating is sigmoid: put_mla) */
+    {"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", 0, F_MLA},
+    {"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", 0, F_GLM_MOE | F_PARTIAL},
 };
 
 static const struct { const char *gguf, *hf; int required; } uint_keys[] = {
@@ -95,6 +106,8 @@ static int put_numbers(const ck_gguf *g, const struct arch_row *r, const char *l
     char key[128];
     for (size_t i = 0; i < sizeof uint_keys / sizeof uint_keys[0]; i++) {
         uint64_t v;
+        if ((r->features & F_MLA) && !uint_keys[i].required)
+            continue; /* (MLA's key length and one KV head are put_mla's) */
         snprintf(key, sizeof key, "%s.%s", arch, uint_keys[i].gguf);
         int rc = ck_gguf_uint(g, key, &v);
         if (rc == FG_ERR_NOT_FOUND && !uint_keys[i].required)
@@ -134,11 +147,14 @@ static int refuse_unmapped(const ck_gguf *g, const struct arch_row *r, const cha
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     const char *s = ck_gguf_str(g, key);
-    if (s && strcmp(s, "none") != 0 && strcmp(s, "linear") != 0)
+    if (s && strcmp(s, "none") != 0 && strcmp(s, "linear") != 0 &&
+        !((r->features & F_MLA) && !strcmp(s, "yarn")))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is '%.40s': fg maps GGUF rope "
-                          "scaling 'linear' so far", label, key, s);
+                          "scaling 'linear' so far (and deepseek2's 'yarn')", label, key, s);
+    if (r->features & F_MLA)
+        return FG_OK; /* (put_mla reads its experts and rotary dims) */
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    if (!(r->features & F_MOE) && ck_gguf_get(g, key))
+    if (!(r->features & (F_MOE | F_GLM_MOE)) && ck_gguf_get(g, key))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg maps GGUF mixtures of "
                           "experts for qwen2moe and qwen3moe so far", label, key);
     uint64_t rot, heads, hidden, hd = 0;
@@ -341,6 +357,278 @@ static int put_gemma(const ck_gguf *g, const struct arch_row *r, const ck_src *s
     return strcmp(r->arch, "gemma") ? put_gemma_pattern(g, r, src, label, cfg, err) : FG_OK;
 }
 
+/* An optional float key {arch}.<k> into *v (absent: def); FG_ERR_CORRUPT if not a float */
+static int get_float(const ck_gguf *g, const char *arch, const char *k, double def,
+                     const char *label, double *v, fg_err *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    int rc = ck_gguf_float(g, key, v);
+    if (rc == FG_ERR_NOT_FOUND)
+        *v = def;
+    else if (rc)
+        return key_err(err, label, key, "must be a float");
+    return FG_OK;
+}
+
+/* A required u32 key {arch}.<k> as config key hf (NULL: none), into *out */
+static int need_uint(const ck_gguf *g, const char *arch, const char *k, const char *hf,
+                     const char *label, json_t *cfg, uint64_t *out, fg_err *err)
+{
+    int rc = put_uint(g, arch, k, hf, UINT32_MAX, label, cfg, out, err);
+    if (rc == FG_ERR_NOT_FOUND) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", arch, k);
+        return key_err(err, label, key, "is missing");
+    }
+    return rc;
+}
+
+/* A float rounded to 6 significant digits: the f32 the converter wrote of a decimal in the
+ * checkpoint's config.json (0.1 x 0.707 -> 0.0707000032 -> 0.707) back as that decimal */
+static double decimal6(double v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.6g", v);
+    return strtod(b, NULL);
+}
+
+/* deepseek2 (llama.cpp's DeepseekV2Model): multi-head latent attention, the routed and shared
+ * experts, YaRN. The attention in either of the two forms convert_hf_to_gguf.py has written:
+ * older files keep attn_kv_b with key_length = qk_nope + qk_rope and value_length = v_head_dim;
+ * newer ones (MLA absorption) split it into attn_k_b / attn_v_b (gguf_import.c joins them
+ * back) with key_length_mla / value_length_mla for those and key_length / value_length for the
+ * latent (kv_lora_rank + qk_rope, kv_lora_rank), head_count_kv 1. The gating function (1
+ * softmax, 2 sigmoid; llama.cpp's default softmax) picks the family: sigmoid is DeepSeek-V3's
+ * router (noaux_tc, the exp_probs_b choice bias), softmax V2's (greedy, or group_limited_greedy
+ * over expert_group_count groups). YaRN's mscale and mscale_all_dim are both
+ * yarn_log_multiplier / 0.1 (what the converter writes; llama.cpp runs mscale = mscale_all_dim,
+ * so a checkpoint with two different values is another model through GGUF). */
+static int put_mla(const ck_gguf *g, const struct arch_row *r, const char *label, json_t *cfg,
+                   fg_err *err)
+{
+    const char *a = r->arch;
+    uint64_t heads, rope, kvl, kl, v, lead, gate = 1, groups = 1, used = 1;
+    int rc = need_uint(g, a, "attention.head_count", NULL, label, cfg, &heads, err);
+    if (rc == FG_OK)
+        rc = need_uint(g, a, "rope.dimension_count", "qk_rope_head_dim", label, cfg, &rope, err);
+    if (rc == FG_OK)
+        rc = need_uint(g, a, "attention.kv_lora_rank", "kv_lora_rank", label, cfg, &kvl, err);
+    int split = rc == FG_OK && put_uint(g, a, "attention.key_length_mla", NULL, UINT32_MAX, label,
+                                         cfg, &kl, err) == FG_OK;
+    if (rc == FG_OK && !split)
+        rc = need_uint(g, a, "attention.key_length", NULL, label, cfg, &kl, err);
+    if (rc == FG_OK)
+        rc = need_uint(g, a, split ? "attention.value_length_mla" : "attention.value_length",
+                       "v_head_dim", label, cfg, &v, err);
+    if (rc)
+        return rc;
+    if (kl <= rope)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.attention.key_length%s %llu is "
+                          "not more than rope.dimension_count %llu", label, a, split ? "_mla" : "",
+                          (unsigned long long)kl, (unsigned long long)rope);
+    json_object_set_new(cfg, "qk_nope_head_dim", json_integer((json_int_t)(kl - rope)));
+    json_object_set_new(cfg, "num_key_value_heads", json_integer((json_int_t)heads));
+    uint64_t ql;
+    rc = put_uint(g, a, "attention.q_lora_rank", "q_lora_rank", UINT32_MAX, label, cfg, &ql, err);
+    if (rc == FG_ERR_NOT_FOUND)
+        json_object_set_new(cfg, "q_lora_rank", json_null()); /* V2-Lite: q_proj */
+    else if (rc)
+        return rc;
+    static const struct { const char *k, *hf; } moe[] = {
+        {"expert_count", "n_routed_experts"}, {"expert_used_count", "num_experts_per_tok"},
+        {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"expert_shared_count", "n_shared_experts"},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        if ((rc = need_uint(g, a, moe[i].k, moe[i].hf, label, cfg, NULL, err)))
+            return rc;
+    if ((rc = put_uint(g, a, "leading_dense_block_count", "first_k_dense_replace", UINT32_MAX,
+                       label, cfg, &lead, err)) == FG_ERR_NOT_FOUND)
+        json_object_set_new(cfg, "first_k_dense_replace", json_integer(0));
+    else if (rc)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_gating_func", NULL, 2, label, cfg, &gate, err)) &&
+        rc != FG_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, &groups, err)) &&
+        rc != FG_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
+                       err)) && rc != FG_ERR_NOT_FOUND)
+        return rc;
+    json_object_set_new(cfg, "n_group", json_integer((json_int_t)groups));
+    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
+    int v3 = gate == 2;
+    json_object_set_new(cfg, "model_type", json_string(v3 ? "deepseek_v3" : "deepseek_v2"));
+    json_object_set_new(cfg, "architectures",
+                        json_pack("[s]", v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"));
+    json_object_set_new(cfg, "scoring_func", json_string(v3 ? "sigmoid" : "softmax"));
+    json_object_set_new(cfg, "topk_method", json_string(v3 ? "noaux_tc" : groups > 1
+                                                        ? "group_limited_greedy" : "greedy"));
+    char key[128];
+    uint64_t norm = 0;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    rc = ck_gguf_uint(g, key, &norm);
+    if (rc == FG_ERR_BAD_ENUM)
+        return key_err(err, label, key, "must be a bool");
+    json_object_set_new(cfg, "norm_topk_prob", json_boolean(rc == FG_OK && norm));
+    double scale, factor, bf, bs, logmul;
+    if ((rc = get_float(g, a, "expert_weights_scale", 1.0, label, &scale, err)))
+        return rc;
+    json_object_set_new(cfg, "routed_scaling_factor", json_real(decimal6(scale)));
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    const char *st = ck_gguf_str(g, key);
+    if (!st || strcmp(st, "yarn"))
+        return FG_OK; /* (refuse_unmapped let only none and linear through besides) */
+    uint64_t orig;
+    if ((rc = get_float(g, a, "rope.scaling.factor", 0, label, &factor, err)) ||
+        (rc = need_uint(g, a, "rope.scaling.original_context_length", NULL, label, cfg, &orig,
+                        err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_beta_fast", 32, label, &bf, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_beta_slow", 1, label, &bs, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_log_multiplier", 0, label, &logmul, err)))
+        return rc;
+    if (!(factor >= 1))
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.rope.scaling.factor must be a "
+                          "float >= 1 with yarn", label, a);
+    double ms = decimal6(logmul / 0.1);
+    json_object_set_new(cfg, "rope_scaling",
+                        json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
+                                  decimal6(factor), "original_max_position_embeddings",
+                                  (json_int_t)orig, "beta_fast", decimal6(bf), "beta_slow",
+                                  decimal6(bs), "mscale", ms, "mscale_all_dim", ms));
+    return FG_OK;
+}
+
+/* glm4moe (llama.cpp's Glm4MoeModel): block_count counts the multi-token prediction layers
+ * (nextn_predict_layers) after the model's, whose tensors the file holds (imported as the
+ * checkpoint's MTP layer: not stored); the sigmoid router in groups with its choice bias,
+ * shared experts, leading dense layers; q/k norms when blk.0.attn_q_norm is there. */
+static int put_glm_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
+                       const char *label, json_t *cfg, fg_err *err)
+{
+    const char *a = r->arch;
+    uint64_t blocks, nextn = 0, groups = 1, used = 1, norm = 0;
+    int rc = need_uint(g, a, "block_count", NULL, label, cfg, &blocks, err);
+    if (rc == FG_OK && (rc = put_uint(g, a, "nextn_predict_layers", "num_nextn_predict_layers",
+                                      UINT32_MAX, label, cfg, &nextn, err)) == FG_ERR_NOT_FOUND)
+        rc = FG_OK;
+    if (rc)
+        return rc;
+    if (nextn >= blocks)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.nextn_predict_layers %llu leaves "
+                          "no layer of %s.block_count %llu", label, a, (unsigned long long)nextn,
+                          a, (unsigned long long)blocks);
+    json_object_set_new(cfg, "num_hidden_layers", json_integer((json_int_t)(blocks - nextn)));
+    static const struct { const char *k, *hf; } moe[] = {
+        {"expert_count", "n_routed_experts"}, {"expert_used_count", "num_experts_per_tok"},
+        {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"expert_shared_count", "n_shared_experts"},
+        {"leading_dense_block_count", "first_k_dense_replace"},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        if ((rc = need_uint(g, a, moe[i].k, moe[i].hf, label, cfg, NULL, err)))
+            return rc;
+    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, &groups, err)) &&
+        rc != FG_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
+                       err)) && rc != FG_ERR_NOT_FOUND)
+        return rc;
+    json_object_set_new(cfg, "n_group", json_integer((json_int_t)groups));
+    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    rc = ck_gguf_uint(g, key, &norm);
+    if (rc == FG_ERR_BAD_ENUM)
+        return key_err(err, label, key, "must be a bool");
+    json_object_set_new(cfg, "norm_topk_prob", json_boolean(rc == FG_OK && norm));
+    double scale;
+    if ((rc = get_float(g, a, "expert_weights_scale", 1.0, label, &scale, err)))
+        return rc;
+    json_object_set_new(cfg, "routed_scaling_factor", json_real(decimal6(scale)));
+    json_object_set_new(cfg, "use_qk_norm",
+                        json_boolean(has_tensor(ck, "model.layers.0.self_attn.q_norm.weight")));
+    return FG_OK;
+}
+
+/* Llama 3's rope factor for the pair of wavelength wl (float, as the converter's torch
+ * float32 arithmetic computes it) under (factor, low 1, high 4, original context orig) */
+static float llama3_factor(float wl, float factor, float orig)
+{
+    if (wl < orig / 4.0f)
+        return 1.0f;
+    if (wl > orig)
+        return factor;
+    float smooth = (orig / wl - 1.0f) / 3.0f;
+    return 1.0f / ((1.0f - smooth) / factor + smooth);
+}
+
+/* rope_freqs.weight (F32, a factor per rotary pair): how llama.cpp's LlamaModel writes Llama 3's
+ * rope_type llama3 (no rope scaling key). Mapped back onto rope_scaling llama3 with Meta's
+ * low_freq_factor 1 and high_freq_factor 4 (every Llama 3.1 / 3.2 / 3.3 release): factor = the
+ * largest value, original_max_position_embeddings solved from the first value between 1 and it
+ * (8192 when none is), then every value checked against the rule (within 1e-5); factors of
+ * another form are refused by name, as the tensor is on another architecture. */
+static int put_rope_freqs(const struct arch_row *r, const fg_ckpt *ck, const char *label,
+                          json_t *cfg, fg_err *err)
+{
+    uint32_t i;
+    if (fg_ckpt_find(ck, "rope_freqs.weight", &i) != FG_OK)
+        return FG_OK;
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    json_t *jt = json_object_get(cfg, "rope_theta"), *jd = json_object_get(cfg, "head_dim");
+    uint64_t hidden = (uint64_t)json_integer_value(json_object_get(cfg, "hidden_size"));
+    uint64_t heads = (uint64_t)json_integer_value(json_object_get(cfg, "num_attention_heads"));
+    uint64_t dim = jd ? (uint64_t)json_integer_value(jd) : heads ? hidden / heads : 0;
+    double base = jt ? json_number_value(jt) : 10000.0;
+    if (strcmp(r->arch, "llama"))
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: fg maps GGUF "
+                          "rope factors for llama (Llama 3's rope scaling) so far", label);
+    if (t->dtype != FG_CKPT_F32 || t->n_dims != 1 || !dim || dim % 2 || t->dims[0] != dim / 2 ||
+        !(base > 1))
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor rope_freqs.weight must be F32 "
+                          "[%llu] (a factor per rotary pair)", label, (unsigned long long)(dim / 2));
+    uint64_t n = dim / 2;
+    uint8_t *raw = malloc(n * 4);
+    float *f = malloc(n * sizeof *f);
+    int rc = raw && f ? fg_ckpt_read(ck, i, 0, n, raw, err)
+                      : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    float factor = 1, orig = 8192;
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        uint32_t b = fg_le32(raw + 4 * k);
+        memcpy(&f[k], &b, 4);
+        factor = f[k] > factor ? f[k] : factor;
+    }
+    float pi2 = (float)(2 * 3.14159265358979323846);
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) { /* the first value between 1 and factor */
+        float freq = 1.0f / powf((float)base, (float)(2 * k) / (float)dim), wl = pi2 / freq;
+        if (f[k] > 1 && f[k] < factor) {
+            float smooth = (1 / f[k] - 1 / factor) / (1 - 1 / factor);
+            orig = nearbyintf(wl * (3 * smooth + 1)); /* (an integer in every release) */
+            break;
+        }
+    }
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        float freq = 1.0f / powf((float)base, (float)(2 * k) / (float)dim);
+        float want = llama3_factor(pi2 / freq, factor, orig);
+        if (!(fabsf(f[k] - want) <= 1e-5f * want))
+            rc = fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight element %llu "
+                            "is %g, not Llama 3's rope factor %g (factor %g, low 1, high 4, "
+                            "original context %g): fg maps that form only", label,
+                            (unsigned long long)k, f[k], want, factor, orig);
+    }
+    free(raw);
+    free(f);
+    if (rc == FG_OK && factor > 1)
+        json_object_set_new(cfg, "rope_scaling",
+                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3", "factor",
+                                      (double)factor, "low_freq_factor", 1.0, "high_freq_factor",
+                                      4.0, "original_max_position_embeddings", (json_int_t)orig));
+    return rc;
+}
+
 /* The family's features */
 static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
                         const ck_src *src, const char *label, json_t *cfg, fg_err *err)
@@ -352,6 +640,10 @@ static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckp
     int rc = FG_OK;
     if (r->features & F_MOE)
         rc = put_moe(g, r, ck, label, cfg, err);
+    if (r->features & F_MLA)
+        rc = put_mla(g, r, label, cfg, err);
+    if (r->features & F_GLM_MOE)
+        rc = put_glm_moe(g, r, ck, label, cfg, err);
     if (rc == FG_OK && (r->features & F_WINDOW))
         rc = put_window(g, r, label, cfg, err);
     if (rc == FG_OK && (r->features & F_GEMMA))
@@ -383,7 +675,9 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
     if (!r)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: general.architecture '%.40s': fg maps "
                           "llama (mistral), qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, "
-                          "gemma3, phi3, olmo2, granite and glm4 from GGUF so far", label, arch);
+                          "gemma3, phi3, olmo2, granite, glm4, glm4moe and deepseek2 from GGUF so far",
+                          label,
+                          arch);
     json_t *cfg = json_object();
     if (!cfg)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -399,6 +693,8 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
         rc = put_rope_scaling(g, arch, label, cfg, err);
     if (rc == FG_OK)
         rc = put_shapes(ck, label, cfg, err);
+    if (rc == FG_OK)
+        rc = put_rope_freqs(r, ck, label, cfg, err);
     if (rc == FG_OK && !(*json = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     json_decref(cfg);

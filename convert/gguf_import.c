@@ -11,6 +11,10 @@
  *   which is exactly the model table's interleaved rotary layout (fg_tensor_spec.perm_*): the
  *   config reports it, and fg-convert stores the rows back in rotate-half's order. qwen2 and
  *   qwen3 are not permuted.
+ * - deepseek2: llama.cpp's names for MLA (attn_q_a, attn_kv_a_mqa, ...), shared experts
+ *   (mlp.shared_experts) and V3's choice bias (exp_probs_b.bias); the newer converters' attn_k_b
+ *   / attn_v_b pair (kv_b_proj split per head, k_b transposed) is joined back into kv_b_proj
+ *   (ck_gguf_join, read by ck_gguf_read_kvb), so both forms give the safetensors import's store.
  * - Types: F32, F16 and BF16 are listed as such (copied bit for bit, as from safetensors);
  *   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 as the
  *   FG_CKPT_ block dtype of the same name, whose blocks ck_gguf_read_f16 dequantizes exactly as
@@ -52,6 +56,29 @@ static const struct { const char *arch, *gguf, *hf; } arch_names[] = {
     {"glm4", "post_ffw_norm", "post_mlp_layernorm"},
     {"phi3", "attn_qkv", "self_attn.qkv_proj"},
     {"phi3", "ffn_up", "mlp.gate_up_proj"},
+    {"deepseek2", "attn_q_a", "self_attn.q_a_proj"},
+    {"deepseek2", "attn_q_a_norm", "self_attn.q_a_layernorm"},
+    {"deepseek2", "attn_q_b", "self_attn.q_b_proj"},
+    {"deepseek2", "attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+    {"deepseek2", "attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+    {"deepseek2", "attn_kv_b", "self_attn.kv_b_proj"},
+    {"deepseek2", "ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"deepseek2", "ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"deepseek2", "ffn_down_shexp", "mlp.shared_experts.down_proj"},
+    /* (".bias" after it: mlp.gate.e_score_correction_bias, see ck_gguf_hf_name) */
+    {"deepseek2", "exp_probs_b", "mlp.gate.e_score_correction"},
+    {"glm4moe", "post_attention_norm", "post_attention_layernorm"},
+    {"glm4moe", "ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"glm4moe", "ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"glm4moe", "ffn_down_shexp", "mlp.shared_experts.down_proj"},
+    {"glm4moe", "exp_probs_b", "mlp.gate.e_score_correction"},
+    /* the multi-token prediction layer's own pieces (not stored: the checkpoint's MTP layer) */
+    {"glm4moe", "nextn.eh_proj", "eh_proj"},
+    {"glm4moe", "nextn.enorm", "enorm"},
+    {"glm4moe", "nextn.hnorm", "hnorm"},
+    {"glm4moe", "nextn.embed_tokens", "embed_tokens"},
+    {"glm4moe", "nextn.shared_head_head", "shared_head.head"},
+    {"glm4moe", "nextn.shared_head_norm", "shared_head.norm"},
 };
 
 static const struct { const char *gguf, *hf; } layer_names[] = {
@@ -135,6 +162,9 @@ int ck_gguf_hf_name(const char *arch, const char *name, char *out, size_t cap)
             return snprintf(out, cap, "%s%s", top_names[i].hf, suf) < (int)cap;
     if (!layer_of(name, &layer, &at) || at > stem || !(hf = layer_piece(arch, name, at, stem)))
         return 0;
+    if (!strcmp(hf, "mlp.gate.e_score_correction")) /* the bias is the whole name */
+        return !strcmp(suf, ".bias") &&
+               snprintf(out, cap, "model.layers.%lu.%s_bias", layer, hf) < (int)cap;
     return snprintf(out, cap, "model.layers.%lu.%s%s", layer, hf, suf) < (int)cap;
 }
 
@@ -258,6 +288,8 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
                           "", norm_shifted(arch, name) ? 1.0f : 0.0f, err);
         if (rc)
             return rc;
+        if (!strcmp(name, "rope_freqs.weight")) /* Llama 3's rope factors: read by the config */
+            out->t[out->n - 1].is_scale = 1;
     }
     return FG_OK;
 }
@@ -313,6 +345,122 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
         return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "
                           "F16", t->path, t->name, (unsigned long long)(first + bad));
     return FG_OK;
+}
+
+/* ---- deepseek2's kv_b_proj from attn_k_b and attn_v_b ---- */
+
+/* The index of listed entry "blk.<layer>.<piece>.weight", or UINT32_MAX */
+static uint32_t find_listed(const ck_list *l, unsigned long layer, const char *piece)
+{
+    char want[64];
+    snprintf(want, sizeof want, "blk.%lu.%s.weight", layer, piece);
+    for (uint32_t i = 0; i < l->n; i++)
+        if (!strcmp(l->t[i].name, want))
+            return i;
+    return UINT32_MAX;
+}
+
+int ck_gguf_join(const ck_gguf *g, ck_list *l, const char *label, fg_err *err)
+{
+    const char *arch = ck_gguf_str(g, "general.architecture");
+    if (!arch || strcmp(arch, "deepseek2"))
+        return FG_OK;
+    for (uint32_t i = 0; i < l->n; i++) {
+        fg_ckpt_tensor *t = &l->t[i];
+        unsigned long layer;
+        size_t at, stem;
+        const char *suf;
+        if (!split_suffix(t->name, &stem, &suf) || !layer_of(t->name, &layer, &at) ||
+            !(piece_is(t->name, at, stem, "attn_k_b") || piece_is(t->name, at, stem, "attn_v_b")))
+            continue;
+        int is_k = piece_is(t->name, at, stem, "attn_k_b");
+        if (!is_k && t->is_scale)
+            continue; /* (joined from its k_b already) */
+        uint32_t o = find_listed(l, layer, is_k ? "attn_v_b" : "attn_k_b");
+        if (o == UINT32_MAX || strcmp(suf, ".weight"))
+            return fg_err_set(err, FG_ERR_NOT_FOUND, "%s: tensor %s without blk.%lu.%s.weight",
+                              label, t->name, layer, is_k ? "attn_v_b" : "attn_k_b");
+        fg_ckpt_tensor *v = &l->t[o];
+        if (!is_k) /* a v_b listed before its k_b: joined from there */
+            t = &l->t[o], v = &l->t[i];
+        /* k_b [heads, kv_lora, nope], v_b [heads, v, kv_lora] (dims slowest first) */
+        if (t->n_dims != 3 || v->n_dims != 3 || t->dims[0] != v->dims[0] ||
+            t->dims[1] != v->dims[2] || !t->dims[0] || !t->dims[1] || !t->dims[2] ||
+            !v->dims[1] || t->dims[2] + v->dims[1] > UINT32_MAX)
+            return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensors %s and %s are not [heads, "
+                              "kv_lora, nope] and [heads, v, kv_lora]", label, t->name, v->name);
+        if ((t->dtype == FG_CKPT_BF16) != (v->dtype == FG_CKPT_BF16))
+            return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensors %s (%s) and %s (%s): BF16 "
+                              "beside another type cannot be joined into one kv_b_proj", label,
+                              t->name, fg_ckpt_dtype_name(t->dtype), v->name,
+                              fg_ckpt_dtype_name(v->dtype));
+        char hf[96], *src;
+        snprintf(hf, sizeof hf, "model.layers.%lu.self_attn.kv_b_proj.weight", layer);
+        char *name = strdup(hf);
+        if (!name || asprintf(&src, "%s + %s", t->source, v->source) < 0) {
+            free(name);
+            return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", label);
+        }
+        uint64_t heads = t->dims[0], kvl = t->dims[1], nope = t->dims[2], vd = v->dims[1];
+        if (t->source != t->name)
+            free((char *)t->source);
+        free((char *)t->name);
+        t->name = name;
+        t->source = src;
+        t->join = o + 1;
+        t->join_nope = (uint32_t)nope;
+        t->join_v = (uint32_t)vd;
+        t->n_dims = 2;
+        t->dims[0] = heads * (nope + vd);
+        t->dims[1] = kvl;
+        t->dims[2] = 0;
+        t->n_elements = t->dims[0] * kvl;
+        v->is_scale = 1;
+    }
+    return FG_OK;
+}
+
+/* n elements from first of entry i as out's 16-bit values: raw bits for BF16, else F16 */
+static int read16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
+                  void **scratch, size_t *cap, fg_err *err)
+{
+    if (fg_ckpt_tensor_at(ck, i)->dtype == FG_CKPT_BF16)
+        return fg_ckpt_read(ck, i, first, n, out, err);
+    return ck_gguf_read_f16(ck, i, first, n, out, scratch, cap, err);
+}
+
+int ck_gguf_read_kvb(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
+                     fg_err *err)
+{
+    const fg_ckpt_tensor *t = fg_ckpt_tensor_at(ck, i);
+    uint64_t kvl = t->dims[1], nope = t->join_nope, vd = t->join_v, per = nope + vd;
+    if (first % kvl || n % kvl || first + n > t->n_elements)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "%s: tensor %s: elements [%llu, +%llu) are not "
+                          "whole rows", t->path, t->name, (unsigned long long)first,
+                          (unsigned long long)n);
+    /* (entry i read by k_b's own element order: its first H x kv_lora x nope elements, fewer than
+     * the joined count its bounds are checked against) */
+    uint16_t *head = malloc(kvl * nope * sizeof *head);
+    void *scratch = NULL;
+    size_t cap = 0;
+    int rc = head ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory reading '%s'", t->name);
+    uint64_t loaded = UINT64_MAX;
+    for (uint64_t r = first / kvl; rc == FG_OK && r < (first + n) / kvl; r++) {
+        uint64_t h = r / per, j = r % per;
+        uint16_t *row = out + (r - first / kvl) * kvl;
+        if (j >= nope) { /* v_b[h][j - nope][:] */
+            rc = read16(ck, t->join - 1, (h * vd + j - nope) * kvl, kvl, row, &scratch, &cap, err);
+            continue;
+        }
+        if (loaded != h) /* k_b[h]: [kv_lora, nope], its column j is the row */
+            rc = read16(ck, i, h * kvl * nope, kvl * nope, head, &scratch, &cap, err);
+        loaded = h;
+        for (uint64_t c = 0; rc == FG_OK && c < kvl; c++)
+            row[c] = head[c * nope + j];
+    }
+    free(head);
+    free(scratch);
+    return rc;
 }
 
 /* ---- split files (llama.cpp's gguf-split and gguf-py: "<prefix>-00001-of-00003.gguf") ---- */

@@ -114,7 +114,15 @@ int fgc_write_tensor(fgc_job *j, const fgc_tensor_src *src, fg_err *err)
         const void *data = j->f16;
         size_t len = elems * 2;
         int direct = 0; /* the payload written from the source's blocks (qread) */
-        if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
+        if (!src->read) { /* all zero: a hole (zero bytes are value 0 in every codec) */
+            fg_qview v;
+            if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8)
+                rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
+            if (rc == FG_OK && (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8))
+                rc = fg_quant_chunk_bytes(&v, &len, err);
+            data = NULL;
+            direct = 1;
+        } else if (c.id == FG_CODEC_Q4 || c.id == FG_CODEC_Q8) {
             fg_qview v;
             rc = fg_codec_qview(&c, src->n_dims, src->dims, n, &v, err);
             if (rc == FG_OK && fg_quant_chunk_bytes(&v, &len, err) == FG_OK &&
@@ -554,6 +562,8 @@ static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t 
 {
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, index);
     size_t es = fg_ckpt_dtype_size(t->dtype);
+    if (t->join) /* GGUF deepseek2's kv_b_proj from attn_k_b and attn_v_b */
+        return ck_gguf_read_kvb(c->ck, index, first, n, out, err);
     if (t->dtype == FG_CKPT_F8_E4M3) /* block-scaled FP8, as BF16 (fp8.c) */
         return ck_fp8_read_bf16(c->ck, index, first, n, out, &c->j->raw, &c->j->raw_cap, err);
     if (ck_dtype_is_block(t->dtype) || t->shift != 0) /* GGUF: blocks dequantized, Gemma's norms */

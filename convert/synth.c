@@ -5,7 +5,16 @@
  * deterministic in (seed, tensor index, element): norm weights 1, biases 0, matrices uniform
  * with the standard deviation of the usual init (0.02), drawn into a 64 Ki-element block per
  * tensor that the tensor's elements repeat at pseudo-random rotations, so producing the data
- * costs far less than writing it. OPT shapes are F16 as OPT ships; the others BF16. */
+ * costs far less than writing it. OPT shapes are F16 as OPT ships; the others BF16.
+ *
+ * --zero-weights (o->zero_weights) writes every matrix and bias as zeros left as holes in
+ * sparse files (format/'s add_chunk with no data: nothing written, no disk space, the zero
+ * chunk's checksum computed once a size), norms still 1, and marks the store (metadata
+ * FG_SYNTH_WEIGHTS_KEY = "zero", which fg-inspect shows): a store of any size, DeepSeek-V3's
+ * 671B included, for --dry-run plans. It is a valid store and a run may read it: a hole reads
+ * as zero bytes, which checksum as written and decode to 0 in every codec (x = min + code x
+ * scale), so the engine computes on zeros; only the run's read times are not a real model's
+ * (holes cost no disk I/O). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +305,8 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
         rc = write_config(&j, s, ls, &hp, err);
     if (rc == FG_OK)
         rc = fgc_tokenizer_meta(&j, o->tokenizer_dir, err);
+    if (rc == FG_OK && o->zero_weights)
+        rc = fg_store_batch_meta(j.batch, FG_SYNTH_WEIGHTS_KEY, "zero", 4, err);
     if (rc == FG_OK)
         rc = fg_model_tensors(&hp, &spec, &n_spec, err);
     synth_ctx *c = calloc(1, sizeof *c); /* 128 KiB: not on the stack */
@@ -322,11 +333,12 @@ int fg_convert_synth(const char *model, const char *dst, uint64_t seed, const fg
                   r == FG_ROLE_EXP_B_GATE || r == FG_ROLE_EXP_B_UP || r == FG_ROLE_EXP_B_DOWN ||
                   r == FG_ROLE_ROUTER_CORR
                 ? 2 : 0;
-        if (c->kind == 0)
+        int hole = o->zero_weights && c->kind != 1;
+        if (c->kind == 0 && !hole)
             fill_block(c);
         fgc_tensor_src src = {nm, "", 0, spec[i].n_dims, {spec[i].dims[0], spec[i].dims[1]}, 2,
-                              c->bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, synth_read, c,
-                              spec[i].blocks, fg_role_stays_wide(r)};
+                              c->bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, hole ? NULL : synth_read,
+                              c, spec[i].blocks, fg_role_stays_wide(r)};
         rc = fgc_write_tensor(&j, &src, err);
         j.tensors += rc == FG_OK;
     }

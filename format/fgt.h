@@ -246,7 +246,9 @@ typedef struct fg_fgt_tensor_desc {
 /* Begin a tensor; then add its chunks in row order; then end it. Copies the descriptor. */
 int fg_fgt_writer_begin_tensor(fg_fgt_writer *w, const fg_fgt_tensor_desc *d, fg_err *err);
 /* Write the next n_rows rows; len must equal the codec's size for them. The bytes are written
- * to the file at once (nothing of the tensor is buffered). */
+ * to the file at once (nothing of the tensor is buffered). data NULL: the chunk is len zero
+ * bytes, left as a hole in a sparse file (nothing written, no disk space; its checksum is
+ * XXH3 of zeros, computed once a size): zeros read back, in every codec value 0. */
 int fg_fgt_writer_add_chunk(fg_fgt_writer *w, uint64_t n_rows, const void *data, size_t len,
                             fg_err *err);
 int fg_fgt_writer_end_tensor(fg_fgt_writer *w, fg_err *err);

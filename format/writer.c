@@ -58,6 +58,10 @@ struct fg_fgt_writer {
     /* name set: open addressing over tensor indices + 1 (0 = empty) */
     uint32_t *set;
     size_t set_cap;
+    /* XXH3 of len zero bytes for the hole chunks' sizes (add_chunk with data NULL), computed
+     * once a size: a tensor's chunks share one or two sizes */
+    uint64_t zero_len[4], zero_hash[4];
+    unsigned zero_next;
 };
 
 static int buf_reserve(wbuf *b, size_t extra)
@@ -572,6 +576,26 @@ static int write_padding(fg_fgt_writer *w, uint64_t from, uint64_t to)
     return 0;
 }
 
+/* XXH3 of len zero bytes into *h, from w's cache or hashed once (calloc's zero pages);
+ * -1 when out of memory. */
+static int zero_hash(fg_fgt_writer *w, size_t len, uint64_t *h)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (w->zero_len[i] == len && w->zero_hash[i]) {
+            *h = w->zero_hash[i];
+            return 0;
+        }
+    void *z = calloc(1, len ? len : 1);
+    if (!z)
+        return -1;
+    *h = XXH3_64bits(z, len);
+    free(z);
+    unsigned k = w->zero_next++ % 4;
+    w->zero_len[k] = len;
+    w->zero_hash[k] = *h;
+    return 0;
+}
+
 int fg_fgt_writer_add_chunk(fg_fgt_writer *w, uint64_t n_rows, const void *data, size_t len,
                             fg_err *err)
 {
@@ -587,11 +611,15 @@ int fg_fgt_writer_add_chunk(fg_fgt_writer *w, uint64_t n_rows, const void *data,
         w->chunks = p;
         w->cap_chunks = cap;
     }
-    uint64_t end;
+    uint64_t end, h = 0;
     if (fg_align_up_u64(w->pos + len, w->alignment, &end))
         return fg_err_set(err, FG_ERR_OVERFLOW, "%s: file offset overflows", w->path);
-    int e = write_all(w->fd, data, len, w->pos);
-    if (!e)
+    if (!data && zero_hash(w, len, &h))
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", w->path);
+    /* data NULL: len zero bytes left as a hole (nothing written; the index written after it
+     * extends the file over it), which reads back as zeros */
+    int e = data ? write_all(w->fd, data, len, w->pos) : 0;
+    if (!e && data)
         e = write_padding(w, w->pos + len, end);
     if (e)
         return io_fail(w, err, e, "writing a chunk");
@@ -600,7 +628,7 @@ int fg_fgt_writer_add_chunk(fg_fgt_writer *w, uint64_t n_rows, const void *data,
     c->length = len;
     c->first_row = w->rows_done;
     c->n_rows = n_rows;
-    c->xxh3 = XXH3_64bits(data, len);
+    c->xxh3 = data ? XXH3_64bits(data, len) : h;
     t->n_chunks++;
     w->rows_done += n_rows;
     w->pos = end;

@@ -59,6 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ck_list l = {0};
         if (ck_gguf_list(&g, "fuzz.gguf", &l, &err) == FG_OK && l.n < g.n_ti)
             abort();
+        if (l.n == g.n_ti && ck_gguf_join(&g, &l, "fuzz.gguf", &err) == FG_OK) /* deepseek2 */
+            for (uint32_t i = 0; i < l.n; i++)
+                if (l.t[i].join && (l.t[i].join > l.n || !l.t[l.t[i].join - 1].is_scale ||
+                                    l.t[i].n_elements != l.t[i].dims[0] * l.t[i].dims[1]))
+                    abort();
         ck_list_free(&l);
         char *tj, *cj; /* the tokenizer metadata rewritten as tokenizer.json and loaded */
         size_t tl, cl;

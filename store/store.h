@@ -158,7 +158,8 @@ typedef struct fg_store_batch fg_store_batch;
 
 /* One batch at a time per store (FG_ERR_STATE otherwise). */
 int fg_store_batch_begin(fg_store *s, fg_store_batch **out, fg_err *err);
-/* As fg_fgt_writer_*: a name already in the catalog or the batch gives FG_ERR_DUPLICATE. */
+/* As fg_fgt_writer_*: a name already in the catalog or the batch gives FG_ERR_DUPLICATE
+ * (add_chunk with data NULL: a chunk of zeros left as a hole, as fg_fgt_writer_add_chunk). */
 int fg_store_batch_begin_tensor(fg_store_batch *b, const fg_fgt_tensor_desc *d, fg_err *err);
 int fg_store_batch_add_chunk(fg_store_batch *b, uint64_t n_rows, const void *data, size_t len,
                              fg_err *err);

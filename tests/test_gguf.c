@@ -426,6 +426,15 @@ same_rows[] = {
     {"gguf/granite-tiny-bf16.gguf", "llama/granite-tiny-bf16", 20},
     {"gguf/mistral-tiny-bf16.gguf", "llama/mistral-tiny-bf16", 21},
     {"gguf/glm4-tiny-bf16.gguf", "llama/glm4-tiny-bf16", 31},
+    /* make_gguf_deepseek_fixtures.py: deepseek2 with attn_kv_b, and with it split into attn_k_b
+     * (transposed per head) and attn_v_b, joined back (V3's MTP layer not in the file) */
+    {"gguf/deepseek-v2-lite-tiny-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
+    {"gguf/deepseek-v2-lite-tiny-split-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16", 27},
+    {"gguf/deepseek-v3-tiny-split-bf16.gguf", "llama/deepseek-v3-tiny-bf16", 49},
+    /* Llama 3's rope scaling as rope_freqs.weight (read into the config, not stored) */
+    {"gguf/llama3-tiny-bf16.gguf", "llama/llama3-tiny-bf16", 20},
+    /* glm4moe: its block_count counts the MTP layer, whose tensors are in the file */
+    {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", 55},
     /* split in 3 parts by gguf-py, against the single file */
     {"gguf/llama2-tiny-q4_0-split-00001-of-00003.gguf", "llama/llama2-tiny-f32", 21,
      "gguf/llama2-tiny-q4_0.gguf"},
@@ -595,6 +604,16 @@ static const struct logit_row {
     {"gguf/granite-tiny-bf16.gguf", "llama/granite-tiny-bf16", "granite-tiny", NULL, 1e-6, 1, 1e-6,
      1},
     {"gguf/glm4-tiny-bf16.gguf", "llama/glm4-tiny-bf16", "glm4-tiny", NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/deepseek-v2-lite-tiny-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16",
+     "deepseek-v2-lite-tiny", NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/deepseek-v2-lite-tiny-split-bf16.gguf", "llama/deepseek-v2-lite-tiny-bf16",
+     "deepseek-v2-lite-tiny", NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/deepseek-v3-tiny-split-bf16.gguf", "llama/deepseek-v3-tiny-bf16", "deepseek-v3-tiny",
+     NULL, 1e-6, 1, 1e-6, 1},
+    {"gguf/glm4-moe-tiny-bf16.gguf", "llama/glm4-moe-tiny-bf16", "glm4-moe-tiny", NULL, 1e-6, 1,
+     1e-6, 1},
+    {"gguf/llama3-tiny-bf16.gguf", "llama/llama3-tiny-bf16", "llama3-tiny", NULL, 1e-6, 1, 1e-6,
+     1},
     /* Q8_0 experts and router against the BF16 source (no dequantized reference without torch
      * here): the quantization's own loss, 8.2e-4 measured; the greedy tokens part at token 3 */
     {"gguf/qwen3-moe-tiny-q8_0.gguf", "llama/qwen3-moe-tiny-bf16", "qwen3-moe-tiny", NULL, 2e-3,
@@ -750,7 +769,8 @@ refuse_rows[] = {
               "--tokenizer DIR"},
     {HDR(1, 1) "s:general.architecture u32:8 s:gpt2 " TI_F32("token_embd.weight", 32, 0)
      "pad z:128", 1, "general.architecture 'gpt2': fg maps llama (mistral), qwen2, qwen3, "
-     "qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite and glm4"},
+     "qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, olmo2, granite, glm4, glm4moe and "
+     "deepseek2"},
     {HDR(1, 1) ARCH "s:blk.0.ffn_down.weight u32:2 u64:256 u64:2 u32:16 u64:0 pad z:160", 1,
      "tensor blk.0.ffn_down.weight is IQ2_XXS, which fg does not read yet"},
     {HDR(1, 2) ARCH "s:llama.expert_count u32:4 u32:8 "
@@ -767,6 +787,15 @@ refuse_rows[] = {
      "gguf/llama2-tiny-q4_0-split-00002-of-00003.gguf"},
     {HDR(0, 2) ARCH "s:split.count u32:2 u16:3", 1, "metadata split.count is 3: a part of a "
      "split GGUF file, but not named <prefix>-00001-of-00003.gguf"},
+    /* deepseek2's split kv_b_proj: a half alone, halves that do not pair up */
+    {HDR(1, 1) "s:general.architecture u32:8 s:deepseek2 "
+     "s:blk.0.attn_k_b.weight u32:3 u64:2 u64:4 u64:2 u32:0 u64:0 pad z:64", 1,
+     "tensor blk.0.attn_k_b.weight without blk.0.attn_v_b.weight"},
+    {HDR(2, 1) "s:general.architecture u32:8 s:deepseek2 "
+     "s:blk.0.attn_v_b.weight u32:3 u64:5 u64:3 u64:2 u32:0 u64:0 "
+     "s:blk.0.attn_k_b.weight u32:3 u64:2 u64:4 u64:2 u32:0 u64:128 pad z:192", 1,
+     "tensors blk.0.attn_k_b.weight and blk.0.attn_v_b.weight are not [heads, kv_lora, nope] "
+     "and [heads, v, kv_lora]"},
 };
 
 START_TEST(test_refuse)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fg-convert FILE.gguf + fg-infer through the tools, on gguf-py's files (tests/fixtures/gguf):
 # the fixture prompt run as a job gives transformers' greedy tokens (F16, BF16, split Q4_0 as its
-# whole file; Qwen3-MoE and Gemma 3 too), a qwen file converted with its own tokenizer (no
+# whole file; Qwen3-MoE, Gemma 3, DeepSeek-V3 (attn_k_b / attn_v_b), V2-Lite and GLM-4 MoE too), a qwen file converted with its own tokenizer (no
 # --tokenizer) gives the same tokens and tokenizer.json's prompt ids on a text set, fg-inspect
 # shows the family, and what is refused is refused in one line, nothing left behind; an FP8
 # block-scaled directory converts to BF16, a broken one is refused in one line.
@@ -19,7 +19,10 @@ tokens() { # store prompt-text -> the job's tokens, comma-separated
 for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llama2-tiny-bf16:llama2-tiny:llama \
          qwen3-tiny-bf16:qwen3-tiny-bf16:qwen3-tiny:qwen3 qwen2-tiny-bf16:qwen2-tiny-bf16:qwen2-tiny:qwen2 \
          qwen3-moe-tiny-bf16:qwen3-moe-tiny-bf16:qwen3-moe-tiny:qwen3_moe \
-         gemma3-tiny-bf16:gemma3-tiny-bf16:gemma3-tiny:gemma3_text; do
+         gemma3-tiny-bf16:gemma3-tiny-bf16:gemma3-tiny:gemma3_text \
+         deepseek-v3-tiny-split-bf16:deepseek-v3-tiny-bf16:deepseek-v3-tiny:deepseek_v3 \
+         deepseek-v2-lite-tiny-bf16:deepseek-v2-lite-tiny-bf16:deepseek-v2-lite-tiny:deepseek_v2 \
+         glm4-moe-tiny-bf16:glm4-moe-tiny-bf16:glm4-moe-tiny:glm4_moe; do
   IFS=: read -r file tok ref family <<< "$m"
   "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.store" --tokenizer "$FIX/llama/$tok" --quiet ||
     fail "$file: convert"

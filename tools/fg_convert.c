@@ -106,7 +106,7 @@ typedef struct args {
     int bits, quiet, synth;
 } args;
 
-static args g_a = {.o = {0, 0, -1, NULL, 0, NULL, NULL}};
+static args g_a = {.o = {.group_axis = -1}};
 
 static void bits_fn(void *dst, const char *v, int argc, char **argv)
 {
@@ -152,6 +152,9 @@ static ta_opt k_opts[] = {
      .help = "synth: the shape (below)"},
     {.kind = TA_UINT, .name = "seed", .dst = &g_a.seed, .size = 8, .lo = 0, .hi = UINT64_MAX,
      .given = &g_a.seed_given, .arg = "N", .help = "synth: the weights' seed (0)"},
+    {.kind = TA_FLAG, .name = "zero-weights", .dst = &g_a.o.zero_weights, .size = sizeof(int),
+     .val = 1, .help = "synth: matrices and biases all zero, left as holes in sparse files (no "
+     "data written, no disk space): a store of any size for --dry-run plans"},
     {.kind = TA_FLAG, .name = "quiet", .short_name = 'q', .dst = &g_a.quiet, .size = sizeof(int),
      .val = 1, .help = "no progress or report"},
     {.kind = TA_NOTE, .name = "version", .help = "the version and the build's features"},
@@ -181,9 +184,9 @@ static const char *parse_args(args *a, int argc, char **argv)
         ta_die("%s (see fg-convert --help)", !a->out ? "-o STORE is required"
                : a->synth ? "synth needs --model and no other argument"
                           : "give one checkpoint directory");
-    if (!a->synth && (a->model || a->seed_given))
+    if (!a->synth && (a->model || a->seed_given || a->o.zero_weights))
         ta_die("%s belongs to fg-convert synth (see fg-convert --help)",
-               a->model ? "--model" : "--seed");
+               a->model ? "--model" : a->seed_given ? "--seed" : "--zero-weights");
     if (a->bits)
         a->o.compress_weight = a->bits;
     else if (a->o.compress_weight)

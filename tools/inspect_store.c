@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +51,28 @@ static int max_id(void *vctx, const fg_store_file *f)
     return 0;
 }
 
+/* The bytes file f takes on disk (its allocated blocks: less than its size when it has holes,
+ * as a synth --zero-weights store's files do); UINT64_MAX when it cannot be stat'ed. */
+static uint64_t disk_bytes(const ictx *c, const fg_store_file *f)
+{
+    char path[4200];
+    struct stat st;
+    if (fg_store_file_path(c->s, f->id, f->kv, path, sizeof path) || stat(path, &st))
+        return UINT64_MAX;
+    return (uint64_t)st.st_blocks * 512;
+}
+
 static int show_file(void *vctx, const fg_store_file *f)
 {
     ictx *c = vctx;
     char name[64];
     snprintf(name, sizeof name, f->kv ? "kv-%06u.pages" : "weights-%06u.fgt", f->id);
+    uint64_t disk = disk_bytes(c, f);
     if (c->json) {
         printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"bytes\": %" PRIu64, c->first ? "" : ",",
                name, f->kv ? "kv" : "weights", f->size);
+        if (disk != UINT64_MAX)
+            printf(", \"disk_bytes\": %" PRIu64, disk);
         if (f->kv)
             printf(", \"slots\": %u, \"used\": %" PRIu64 "}", f->slots, c->kv_used[f->id]);
         else
@@ -67,8 +82,11 @@ static int show_file(void *vctx, const fg_store_file *f)
         printf("  %-20s %14" PRIu64 "  slots %u, used %" PRIu64 ", free %" PRIu64 "\n", name,
                f->size, f->slots, c->kv_used[f->id], f->slots - c->kv_used[f->id]);
     } else {
-        printf("  %-20s %14" PRIu64 "  batch %" PRIu64 " part %u/%u, generation %" PRIu64 "\n",
-               name, f->size, f->batch, f->part + 1, f->parts, f->generation);
+        printf("  %-20s %14" PRIu64 "  batch %" PRIu64 " part %u/%u, generation %" PRIu64 "%s",
+               name, f->size, f->batch, f->part + 1, f->parts, f->generation,
+               disk < f->size / 2 ? "" : "\n");
+        if (disk < f->size / 2)
+            printf(", sparse: %" PRIu64 " bytes on disk\n", disk);
     }
     c->first = 0;
     return 0;
@@ -241,6 +259,12 @@ static void show_model(fg_store *s, int json)
     int rc = fg_model_open(s, &md, &err);
     if (rc == FG_ERR_NOT_FOUND)
         return; /* not a model store */
+    void *zw = NULL;
+    size_t zn = 0;
+    if (fg_store_meta_get(s, "synth.weights", &zw, &zn, &err))
+        zw = NULL;
+    int zero = zw && zn == 4 && !memcmp(zw, "zero", 4);
+    free(zw);
     if (fg_store_meta_get(s, "tokenizer.model", &tk, &tn, &err))
         tk = NULL;
     char tok[32] = "none";
@@ -267,6 +291,13 @@ static void show_model(fg_store *s, int json)
     } else {
         model_text(&hp, &d, tok, from_gen);
     }
+    /* fg-convert synth --zero-weights: said, so no one takes its run times for a model's */
+    if (json)
+        printf(",\n \"zero_weights\": %s", zero ? "true" : "false");
+    else if (zero)
+        printf("weights: all zero (fg-convert synth --zero-weights): matrices and biases are "
+               "holes in sparse files, read as zeros at no disk cost; for plans, not for "
+               "timings or output\n");
 }
 
 static int run(fg_store *s, int json, int verify, int chunks, fg_err *err)
