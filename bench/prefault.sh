@@ -41,7 +41,7 @@ run() { # mode flags...
       printf "  %-5s prefill %6.2f s  decode %6.2f s  wall %6.2f s  first token %6.2f s  open %5.2f s  CPU %6.2f s  load %s\n",
              m, $1, $2, w, w - $2, w - $1 - $2, cpu, ld }'
 }
-for r in $(seq 1 "$ROUNDS"); do
+for _ in $(seq 1 "$ROUNDS"); do
   for m in lazy ahead ahead lazy; do run "$m" "$@"; done
 done
 awk '{ n[$1]++; for (i = 2; i <= 7; i++) s[$1, i] += $i }
