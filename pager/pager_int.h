@@ -90,8 +90,8 @@ void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, 
  * the bottom up, so the kernel's zeroing of fresh pages runs beside the caller's reads and
  * compute instead of inside its first touches. Only for a pool held plain or locked (pinning
  * goes through the device, whose calls are the caller's thread's: PIN_LAZY and PINNED pools are
- * left as they are); a second call waits for the first helper. Never fails: without a thread,
- * the granules are faulted in on first touch as before. */
+ * left as they are); a second call waits for the first helper. Never fails: without a thread
+ * (pthread_create refused) the granules are faulted in by this call. */
 void fg_hostpool_prefault(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n);
 /* The helper's refusal to lock (once, as a notice) and how the pool is held from then on. */
 void fg_hostpool_poll(fg_hostpool *h, char *note, size_t note_n);

@@ -420,17 +420,16 @@ void fg_hostpool_prefault(fg_hostpool *h, uint64_t off, uint64_t len, char *note
     uint32_t last = (uint32_t)((off + len - 1) / h->granule) + 1; /* one of slack, as commit */
     if (last >= h->n_gran)
         last = h->n_gran - 1;
-    uint32_t lo = first;
+    uint32_t lo = first, hi = first;
     while (lo <= last && h->committed[lo])
         lo++;
-    uint32_t hi = lo;
     for (uint32_t g = lo; g <= last; g++) /* counted now: what can be resident (I10) */
         if (!h->committed[g]) {
             h->committed[g] |= FG_GRAN_COMMITTED;
             h->committed_bytes += gran_bytes(h, g);
             hi = g + 1;
         }
-    if (hi == lo)
+    if (hi <= lo)
         return;
     h->pre_lo = lo;
     h->pre_hi = hi;
@@ -438,6 +437,8 @@ void fg_hostpool_prefault(fg_hostpool *h, uint64_t off, uint64_t len, char *note
     atomic_store(&h->pre_next, lo);
     atomic_store(&h->pre_stop, 0);
     h->pre_running = pthread_create(&h->pre_thread, NULL, prefault_main, h) == 0;
+    if (!h->pre_running) /* no thread: fault them in here, so what is counted is held */
+        prefault_main(h);
 }
 
 int fg_hostpool_locked(const fg_hostpool *h)
