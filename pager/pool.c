@@ -362,11 +362,13 @@ void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, 
 /* ---------------------------------------------------------------- committing ahead */
 
 /* The helper thread: faults granules [pre_lo, pre_hi) in, bottom up (the order first fit hands
- * out the homed region), one granule a call so close can stop it between two. mlock faults in
- * and locks; after a refusal (RLIMIT_MEMLOCK) the rest is faulted in unlocked, as the caller's
- * commit_one would go on. MADV_POPULATE_WRITE (Linux 5.14) faults in without writing a byte:
- * the caller's reads may already be landing in these pages. Where the kernel lacks it, the
- * helper stops and first touches fault the rest in, as without a helper. */
+ * out the homed region), one granule a call so close can stop it between two.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults in without writing a byte (the caller's reads may
+ * already be landing in these pages), then mlock locks them when locking (it would fault them
+ * in too, but ASan's mlock does nothing); after a refusal (RLIMIT_MEMLOCK) the rest is faulted
+ * in unlocked, as the caller's commit_one would go on. Where the kernel lacks
+ * MADV_POPULATE_WRITE and nothing is locked, the helper stops and first touches fault the rest
+ * in, as without a helper. */
 static void *prefault_main(void *arg)
 {
     fg_hostpool *h = arg;
@@ -374,17 +376,17 @@ static void *prefault_main(void *arg)
     for (uint32_t g = h->pre_lo; g < h->pre_hi && !atomic_load(&h->pre_stop); g++) {
         uint8_t *a = h->base + (uint64_t)g * h->granule;
         size_t n = (size_t)gran_bytes(h, g);
-        if (lock && mlock(a, n) != 0) {
+#ifdef MADV_POPULATE_WRITE
+        int populated = madvise(a, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL;
+#else
+        int populated = 0;
+#endif
+        if (lock && mlock(a, n) != 0) { /* locks what is faulted in, faults in the rest */
             atomic_store(&h->pre_errno, errno ? errno : EPERM);
             lock = 0;
         }
-#ifdef MADV_POPULATE_WRITE
-        if (!lock && madvise(a, n, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        if (!lock && !populated)
             break;
-#else
-        if (!lock)
-            break;
-#endif
         atomic_store(&h->pre_next, g + 1);
     }
     return NULL;
