@@ -53,8 +53,9 @@
  *  I8  home DEVICE implies the DEVICE tier is present.
  *  I9  The count of UPLOADING chunks is the pager's `uploading`.
  *  I10 Every HOST extent a chunk holds lies in committed granules of the pool (pool.c): the
- *      pool's memory arrives with first use, and committed bytes (the granules' sum, what can
- *      be resident) never exceed budget[HOST]. A budget is a ceiling, never an allocation.
+ *      pool's memory arrives with first use (the homed region: at place, faulted in by a
+ *      helper thread ahead of use), and committed bytes (the granules' sum, what can be
+ *      resident) never exceed budget[HOST]. A budget is a ceiling, never an allocation.
  *  I11 Pinned granules (the device's pin entry, in runs of granules as they are committed,
  *      pool.c) are committed granules, their bytes never exceed the committed bytes, and the pool's
  *      pinned_bytes is their sum: on a GPU the budget is a ceiling for pinned memory too. A
@@ -272,6 +273,9 @@ int fg_pager_open(const fg_pager_config *cfg, fg_pager **out, fg_err *err)
         return rc ? rc : fg_err_set(err, FG_ERR_NOMEM, "pager: out of memory");
     }
     p->cfg = *cfg;
+    const char *pf = getenv("FG_PAGER_PREFAULT"); /* 0: as used only (benches compare) */
+    if (pf && strcmp(pf, "0") == 0)
+        p->cfg.flags |= FG_PAGER_NO_PREFAULT;
     p->cfg.budget[FG_TIER_HOST] &= ~(FG_PAGE - 1);
     p->cfg.budget[FG_TIER_DEVICE] &= ~(FG_PAGE - 1);
     if (!p->cfg.io_block)
@@ -1211,7 +1215,7 @@ void fg_pager_stats_get(const fg_pager *p, fg_pager_stats *out)
     }
     out->host_committed = p->hp.committed_bytes;
     out->host_pinned = p->hp.how == FG_POOL_PINNED ? p->hp.size : p->hp.pinned_bytes;
-    out->host_locked = p->hp.how != FG_POOL_MMAP || p->hp.pinned_bytes;
+    out->host_locked = fg_hostpool_locked(&p->hp);
     out->device_present = device_present(p);
     const char *d = p->io->m->describe ? p->io->m->describe(p->io) : p->io->m->name;
     snprintf(out->engine, sizeof out->engine, "%s", d);

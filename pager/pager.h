@@ -9,7 +9,8 @@
  *
  * Threads: a pager handle is NOT thread-safe; one thread at a time may call into it (callers
  * serialise). Overlap of I/O and compute comes from the kernel (io_uring runs the reads while
- * the caller computes), not from threads inside the pager.
+ * the caller computes), not from threads inside the pager; its one thread of its own faults the
+ * homed region of the HOST pool in after place (pool.c), touching no pager state.
  *
  * Checksums: unless FG_PAGER_NO_VERIFY, every chunk read from a file is checked against its
  * XXH3 before anyone sees it: the one registered with it, or, for a chunk of a writable file
@@ -176,6 +177,9 @@ enum {
                                   until a write-back changes them: a file damaged at rest, a
                                   foreign file or a moved offset is still caught, a disk that
                                   returns other bytes on a later read of the same chunk is not */
+    FG_PAGER_NO_PREFAULT = 32, /* commit the HOST pool only as it is used: place does not
+                                  commit the homed region ahead (pool.c); also set by the
+                                  environment's FG_PAGER_PREFAULT=0 */
 };
 
 typedef enum fg_pager_engine {
@@ -314,7 +318,8 @@ typedef struct fg_pager_stats {
     uint64_t stall_ns;          /* time acquire/wait spent blocked on I/O or uploads */
     uint64_t async_uploads;     /* HOST -> DEVICE copies started without waiting for them */
     uint64_t host_committed;    /* bytes of the HOST pool committed so far (first used,
-                                   locked, registered): grows with use, never past budget */
+                                   locked, registered; the homed region from place on):
+                                   grows with use, never past budget */
     uint64_t host_pinned;       /* bytes of the HOST pool pinned by the device: its granules
                                    pinned with use (the device's pin entry), <= host_committed;
                                    the whole budget for a device without pin (cudaHostAlloc) */

@@ -2,6 +2,8 @@
 #ifndef FG_PAGER_INT_H
 #define FG_PAGER_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +63,17 @@ typedef struct fg_hostpool {
     int registered;           /* the engine takes pieces for fixed-buffer I/O */
     fg_device *pin_dev;       /* the device that pinned the FG_GRAN_PINNED granules */
     fg_pager_io *io;
+    /* committing ahead (fg_hostpool_prefault): the helper thread faults granules [pre_lo,
+     * pre_hi) in, in order, and locks them when pre_lock; the caller's thread owns every other
+     * field, the helper reads only base, granule, size and these */
+    pthread_t pre_thread;
+    int pre_running;          /* the helper was started and not yet joined */
+    int pre_lock;             /* the helper mlocks (the pool is LOCKED); else MADV_POPULATE_WRITE */
+    uint32_t pre_lo, pre_hi;
+    atomic_uint pre_next;     /* the helper's progress: [pre_lo, pre_next) are faulted in */
+    atomic_int pre_stop;      /* close: stop after the granule in hand */
+    atomic_int pre_errno;     /* mlock's errno in the helper (0: none); it went on unlocked */
+    int pre_noted;            /* pre_errno reported as a notice */
 } fg_hostpool;
 
 /* Reserve the pool: address space pinned granule by granule when dev has a pin entry, else
@@ -72,6 +85,18 @@ void fg_hostpool_attach(fg_hostpool *h, fg_pager_io *io, char *note, size_t note
 /* Commit the granules [off, off+len) covers (plus one): never fails; a refusal to pin, lock or
  * register is written to note and the pool goes on without. */
 void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n);
+/* Commit the granules [off, off+len) covers (plus one) now, as fg_hostpool_commit would on their
+ * first use, and start a helper thread that faults them in (and mlocks them, when locking) from
+ * the bottom up, so the kernel's zeroing of fresh pages runs beside the caller's reads and
+ * compute instead of inside its first touches. Only for a pool held plain or locked (pinning
+ * goes through the device, whose calls are the caller's thread's: PIN_LAZY and PINNED pools are
+ * left as they are); a second call waits for the first helper. Never fails: without a thread
+ * (pthread_create refused) the granules are faulted in by this call. */
+void fg_hostpool_prefault(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n);
+/* The helper's refusal to lock (once, as a notice) and how the pool is held from then on. */
+void fg_hostpool_poll(fg_hostpool *h, char *note, size_t note_n);
+/* The pool's memory is locked or pinned (fg_pager_stats.host_locked). */
+int fg_hostpool_locked(const fg_hostpool *h);
 /* The buffer type of [off, off+len) for the device's copies: PINNED when all of it is pinned. */
 fg_buft fg_hostpool_buft(const fg_hostpool *h, uint64_t off, uint64_t len);
 /* Unpins (after the device's copies complete) and frees; dev: the one given to open. */

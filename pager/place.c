@@ -136,6 +136,14 @@ int fg_pager_place(fg_pager *p, const fg_pager_policy *pol, fg_err *err)
         p->chunks[i].home = home[i];
     if (rc == FG_OK) /* the pools' homed regions (pager.c make_room) */
         p->split[FG_TIER_HOST] = homed[FG_TIER_HOST], p->split[FG_TIER_DEVICE] = homed[FG_TIER_DEVICE];
+    if (rc == FG_OK && !(p->cfg.flags & FG_PAGER_NO_PREFAULT)) {
+        /* the homed region is the bottom of the pool, filled first fit as its chunks first
+         * load: commit it now and fault it in beside the first reads (pool.c) */
+        char note[160] = "";
+        fg_hostpool_prefault(&p->hp, 0, homed[FG_TIER_HOST], note, sizeof note);
+        if (note[0])
+            fg_pager_notice(p, "%s", note);
+    }
     free(keys);
     free(home);
     return rc;

@@ -9,7 +9,23 @@
  * then the pool works unlocked and a notice says so) and registration with the I/O engine
  * (engine piece g spans granules g and g + 1, so every op, <= io_block <= one granule, lies in
  * one registered piece). Committed memory only grows (bounded by the budget): the steady state
- * makes no system call. Untouched pages of a granule cost nothing until touched. When the
+ * makes no system call. Untouched pages of a granule cost nothing until touched.
+ *
+ * Committing ahead: place knows the homed region, the bottom of the pool that its chunks fill
+ * first fit as they first load; fg_hostpool_prefault commits those granules (plus one) at once
+ * and a helper thread faults them in (mlock, or MADV_POPULATE_WRITE when not locking), bottom
+ * up. The kernel zeroes a fresh huge page on its first touch, and on a VM whose free memory
+ * went back to the host that first touch also waits for the host: measured, 56% of a lazy
+ * pool's first batch-1 prefill was clear_page under mlock and io_uring registration. The
+ * helper does it beside the engine's open and its first reads and compute; a granule the
+ * caller reaches first it faults itself, as before (the kernel serialises the two). The
+ * accounting stays the caller's: committed bytes are counted when place commits them, so RSS
+ * <= committed <= budget holds throughout (I10), and nothing past the homed region is touched
+ * ahead (the streaming region stays committed as used). Pinned pools (the device's pin entry,
+ * or one pinned allocation) are not committed ahead: pinning is the device's call, made from
+ * the caller's thread. FG_PAGER_NO_PREFAULT (or FG_PAGER_PREFAULT=0) turns it off.
+ *
+ * When the
  * device pins memory in place (its optional pin entry: cudaHostRegister) granules are pinned
  * through it when committed, instead of mlock'ed (pinning locks the pages), and unpinned at
  * close after the device's copies are complete: on a GPU the budget is a ceiling for pinned
@@ -206,6 +222,9 @@ int fg_hostpool_open(fg_hostpool *h, fg_device *dev, uint64_t size, uint64_t io_
                      char *note, size_t note_n, fg_err *err)
 {
     memset(h, 0, sizeof *h);
+    atomic_init(&h->pre_next, 0);
+    atomic_init(&h->pre_stop, 0);
+    atomic_init(&h->pre_errno, 0);
     h->size = size;
     h->granule = granule_of(size, io_block);
     h->n_gran = (uint32_t)((size + h->granule - 1) / h->granule);
@@ -328,6 +347,7 @@ static void register_piece(fg_hostpool *h, uint32_t g, char *note, size_t note_n
 
 void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n)
 {
+    fg_hostpool_poll(h, note, note_n);
     uint32_t first = (uint32_t)(off / h->granule);
     uint32_t last = (uint32_t)((off + len - 1) / h->granule) + 1; /* one granule of slack */
     if (last >= h->n_gran)
@@ -337,6 +357,97 @@ void fg_hostpool_commit(fg_hostpool *h, uint64_t off, uint64_t len, char *note, 
             commit_one(h, g, note, note_n);
     for (uint32_t g = first ? first - 1 : 0; g <= last; g++)
         register_piece(h, g, note, note_n);
+}
+
+/* ---------------------------------------------------------------- committing ahead */
+
+/* The helper thread: faults granules [pre_lo, pre_hi) in, bottom up (the order first fit hands
+ * out the homed region), one granule a call so close can stop it between two.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults in without writing a byte (the caller's reads may
+ * already be landing in these pages), then mlock locks them when locking (it would fault them
+ * in too, but ASan's mlock does nothing); after a refusal (RLIMIT_MEMLOCK) the rest is faulted
+ * in unlocked, as the caller's commit_one would go on. Where the kernel lacks
+ * MADV_POPULATE_WRITE and nothing is locked, the helper stops and first touches fault the rest
+ * in, as without a helper. */
+static void *prefault_main(void *arg)
+{
+    fg_hostpool *h = arg;
+    int lock = h->pre_lock;
+    for (uint32_t g = h->pre_lo; g < h->pre_hi && !atomic_load(&h->pre_stop); g++) {
+        uint8_t *a = h->base + (uint64_t)g * h->granule;
+        size_t n = (size_t)gran_bytes(h, g);
+#ifdef MADV_POPULATE_WRITE
+        int populated = madvise(a, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL;
+#else
+        int populated = 0;
+#endif
+        if (lock && mlock(a, n) != 0) { /* locks what is faulted in, faults in the rest */
+            atomic_store(&h->pre_errno, errno ? errno : EPERM);
+            lock = 0;
+        }
+        if (!lock && !populated)
+            break;
+        atomic_store(&h->pre_next, g + 1);
+    }
+    return NULL;
+}
+
+static void prefault_join(fg_hostpool *h)
+{
+    if (!h->pre_running)
+        return;
+    pthread_join(h->pre_thread, NULL);
+    h->pre_running = 0;
+}
+
+void fg_hostpool_poll(fg_hostpool *h, char *note, size_t note_n)
+{
+    int e = atomic_load(&h->pre_errno);
+    if (!e || h->pre_noted)
+        return;
+    h->pre_noted = 1;
+    snprintf(note, note_n, "pager: HOST pool not locked ahead of use (mlock: %s); the rest is "
+             "plain", strerror(e));
+    if (h->how == FG_POOL_LOCKED)
+        h->how = FG_POOL_MMAP; /* unlocked from here on, as commit_one after a refusal */
+}
+
+void fg_hostpool_prefault(fg_hostpool *h, uint64_t off, uint64_t len, char *note, size_t note_n)
+{
+    if (len == 0 || (h->how != FG_POOL_MMAP && h->how != FG_POOL_LOCKED))
+        return;
+    prefault_join(h);
+    fg_hostpool_poll(h, note, note_n);
+    uint32_t first = (uint32_t)(off / h->granule);
+    uint32_t last = (uint32_t)((off + len - 1) / h->granule) + 1; /* one of slack, as commit */
+    if (last >= h->n_gran)
+        last = h->n_gran - 1;
+    uint32_t lo = first, hi = first;
+    while (lo <= last && h->committed[lo])
+        lo++;
+    for (uint32_t g = lo; g <= last; g++) /* counted now: what can be resident (I10) */
+        if (!h->committed[g]) {
+            h->committed[g] |= FG_GRAN_COMMITTED;
+            h->committed_bytes += gran_bytes(h, g);
+            hi = g + 1;
+        }
+    if (hi <= lo)
+        return;
+    h->pre_lo = lo;
+    h->pre_hi = hi;
+    h->pre_lock = h->how == FG_POOL_LOCKED;
+    atomic_store(&h->pre_next, lo);
+    atomic_store(&h->pre_stop, 0);
+    h->pre_running = pthread_create(&h->pre_thread, NULL, prefault_main, h) == 0;
+    if (!h->pre_running) /* no thread: fault them in here, so what is counted is held */
+        prefault_main(h);
+}
+
+int fg_hostpool_locked(const fg_hostpool *h)
+{
+    int helper_refused = atomic_load((atomic_int *)&h->pre_errno) != 0;
+    return (h->how != FG_POOL_MMAP && !(h->how == FG_POOL_LOCKED && helper_refused)) ||
+           h->pinned_bytes;
 }
 
 fg_buft fg_hostpool_buft(const fg_hostpool *h, uint64_t off, uint64_t len)
@@ -353,6 +464,8 @@ fg_buft fg_hostpool_buft(const fg_hostpool *h, uint64_t off, uint64_t len)
 
 void fg_hostpool_close(fg_hostpool *h, fg_device *dev)
 {
+    atomic_store(&h->pre_stop, 1);
+    prefault_join(h);
     if (h->pinned_bytes) { /* the copies through pinned memory complete before it is unpinned */
         h->pin_dev->iface->sync(h->pin_dev, NULL);
         for (uint32_t g = 0; g < h->n_gran; g++)
