@@ -664,6 +664,7 @@ static void sched_bind(fg_engine *e)
     c->policy = &e->o.policy;
     c->micro_batch = e->o.micro_batch;
     c->sync_spans = e->o.trace_path && e->buft != FG_BUFT_HOST;
+    c->no_share = e->o.no_share;
     c->gbs = e->gbs;
     c->ngb = e->ngb;
     c->max_ctx = e->max_ctx;
@@ -833,6 +834,8 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     out->link_bytes[0] = bs.link_bytes[0];
     out->link_bytes[1] = bs.link_bytes[1];
     out->compute_s = e->sc.compute_s;
+    out->prefill_rows = e->sc.prefill_rows;
+    out->rows_shared = e->sc.rows_shared;
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;
     if (e->sc.ws)
