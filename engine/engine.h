@@ -185,6 +185,10 @@ typedef struct fg_engine_stats {
                                         left padding included) */
     uint64_t rows_shared;            /* prompt rows fg_engine_score copied from a prefix shared
                                         by several windows instead of computing them */
+    uint64_t disk_read[2];           /* bytes read from disk while fg_engine_generate ran its
+                                        prefill steps [0] (prefix cache loads included) and its
+                                        decode steps [1] (a step's prefetches of the next one's
+                                        weights count to it) */
     fg_moe_stats moe[2];             /* a mixture of experts' sparse MLPs: [0] prefill steps,
                                         [1] decode steps (model.h) */
 } fg_engine_stats;

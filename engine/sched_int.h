@@ -63,12 +63,17 @@ typedef struct fg_sched {
     double compute_s;              /* seconds computing (fg_engine_stats) */
     uint64_t prefill_rows;         /* rows the prefill steps computed, padding included */
     uint64_t rows_shared;          /* prompt rows fg_engine_score took from a shared prefix */
+    uint64_t disk_read[2];         /* bytes read from disk in fg_engine_generate's prefill [0]
+                                      and decode [1] steps (fg_engine_stats) */
+    uint64_t disk_mark;            /* fg_engine_disk_read when the last step ended */
 } fg_sched;
 
 /* ---- the engine's calls a schedule makes (engine.c unless marked) ---- */
 
 /* The context of e (valid until close). */
 fg_sched *fg_engine_sched(struct fg_engine *e);
+/* Bytes the pager has read from disk so far (into RAM and the device). */
+uint64_t fg_engine_disk_read(struct fg_engine *e);
 /* Units in the span starting at u (one, or a layer's attention + MLP: plan.h fg_plan_span). */
 uint32_t fg_engine_span_len(const struct fg_engine *e, uint32_t u);
 /* Load units [u, u + n) (a span): w[0..n) receive their weights' views; their SMALL tensors

@@ -406,12 +406,16 @@ static uint64_t produced(const block *b)
     return t;
 }
 
-/* Step i ended: its time goes to prefill (i = 0) or decode; report the tokens so far. */
-static void end_step(const block *b, uint32_t i, double *t_step, fg_gen_stats *st)
+/* Step i ended: its time and the bytes read from disk since the last step ended go to the
+ * prefill (i = 0) or the decode; report the tokens so far. */
+static void end_step(fg_sched *sc, const block *b, uint32_t i, double *t_step, fg_gen_stats *st)
 {
     double now = fg_now();
     *(i == 0 ? &st->prefill_s : &st->decode_s) += now - *t_step;
     *t_step = now;
+    uint64_t rd = fg_engine_disk_read(sc->e);
+    sc->disk_read[i > 0] += rd - sc->disk_mark;
+    sc->disk_mark = rd;
     if (b->hooks && b->hooks->tick)
         b->hooks->tick(b->hooks->tick_ctx, produced(b));
 }
@@ -427,7 +431,7 @@ static int run_batches(fg_sched *sc, block *b, uint32_t k0, uint32_t k1, fg_gen_
         int rc = sweep(sc, b, &a, NULL, err);
         if (rc)
             return rc;
-        end_step(b, i, &t_step, st);
+        end_step(sc, b, i, &t_step, st);
     }
     return FG_OK;
 }
@@ -476,6 +480,7 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     b.hooks = hooks;
     fg_pfx_block pb;
     double t0 = fg_now();
+    sc->disk_mark = fg_engine_disk_read(sc->e); /* (the cache's loads count to the prefill) */
     rc = fg_engine_prefix_load(sc->e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
     st->prefill_s += fg_now() - t0;
     if (rc == FG_OK)
@@ -868,7 +873,7 @@ static int stage_lead(fg_sched *sc, block *b, fg_gen_stats *st, fg_err *err)
                 any = 1;
             }
         }
-        end_step(b, i - 1, &t_step, st);
+        end_step(sc, b, i - 1, &t_step, st);
     }
     free(active);
     return rc ? rc : fg_stage_send(sc->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);

@@ -17,6 +17,7 @@
  * windows than an item has choices, the sharing happens within each block. (A pair scored
  * alone rather than among others differs from either by up to 2e-5 on these sums of -30 to
  * -80: the f32 sums of a batch of another size.)
+ * Also the engine's split of disk reads into prefill and decode (the run summary's line).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -177,11 +178,42 @@ START_TEST(shared_contexts)
 }
 END_TEST
 
+/* The run summary's split of disk reads (issue 44): a mixture of experts with its weights on
+ * disk reads its routed experts in the decode too; prefill + decode = all the pager read. */
+START_TEST(disk_reads_split)
+{
+    const char *store = fixture_store("qwen3-moe-tiny-bf16");
+    place p = {"weights on disk", 1, 1, {{0, 0, 1}, {0, 1, 0}, {0, 1, 0}}, 1, 0, 0, 0};
+    fg_session *s = open_at(store, &p, 0);
+    int32_t ids[4] = {1, 20, 30, 40};
+    fg_request q = {0};
+    q.prompt_ids = ids;
+    q.n_prompt_ids = 4;
+    q.max_tokens = 6;
+    q.logprobs = -1;
+    q.ignore_eos = 1;
+    fg_response r;
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, &q, 1, NULL, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r.status, 0);
+    fg_response_clear(&r);
+    fg_session_stats st;
+    fg_session_stats_get(s, &st);
+    const fg_engine_stats *e = &st.engine;
+    ck_assert_uint_gt(e->disk_read[0], 0);
+    ck_assert_uint_gt(e->disk_read[1], 0);
+    ck_assert_uint_eq(e->disk_read[0] + e->disk_read[1],
+                      e->pager.moved[FG_TIER_DISK][FG_TIER_HOST]);
+    fg_session_close(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("score");
     TCase *tc = infer_tcase("score", 300);
     tcase_add_loop_test(tc, shared_contexts, 0, 5);
+    tcase_add_test(tc, disk_reads_split);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
