@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
 """fg-infer score vs transformers on four-choice items (issue 40 item 5), in one run.
 
-An OPT-1.3b-shaped checkpoint with random weights (transformers' OPTForCausalLM from OPTConfig:
-hidden 2048, 24 layers, FFN 8192, 32 heads, vocabulary 50272; f16 safetensors; GPT-2's
-tokenizer files of data/gpt2-tokenizer) is made once in the work directory and converted with
-fg-convert. ITEMS four-choice items are built from the shipped Austen texts: the context is a
-sentence (at most 40 words), the choices the first four words of the next sentence and of
-three other sentences. Every (context, choice) pair is scored as lm-evaluation-harness's
-loglikelihood does (the continuation's summed log-prob and whether it is greedy) by
-  - fg-infer score (the pairs given as token ids, so both sides see the same tokens), and
+The model: --model opt-1.3b (the default), an OPT-1.3b-shaped checkpoint with random weights
+(transformers' OPTForCausalLM from OPTConfig: hidden 2048, 24 layers, FFN 8192, 32 heads,
+vocabulary 50272; f16 safetensors; GPT-2's tokenizer files of data/gpt2-tokenizer), made once
+in the work directory; or --model austen, the shipped models/austen-opt (4 layers, hidden 256,
+its own tokenizer). Either is converted with fg-convert. ITEMS four-choice items are built from
+the shipped Austen texts: the context is a sentence (at most 40 words), the choices the first
+four words of the next sentence and of three other sentences. Every (context, choice) pair is
+scored as lm-evaluation-harness's loglikelihood does (the continuation's summed log-prob and
+whether it is greedy) by
+  - fg-infer score (the pairs given as token ids, so both sides see the same tokens): the four
+    pairs of an item share their context, which fg computes once (fg_engine_score); with
+    --sharing also with --no-shared-context (each pair's context computed again), the same
+    pairs, to show what sharing saves: pairs a second and the prefill rows computed (sequence x
+    position, left padding included) of each, and the largest difference between the two runs;
   - transformers (f32 on the CPU, as lm-eval's HF model: batches of BATCH pairs sorted by
-    length, one forward each, log_softmax gathered over the continuation);
+    length, one forward each, log_softmax gathered over the continuation); --no-hf skips it;
 the figures printed: pairs and items a second, tokens a second (every token of the windows),
 the largest difference of a pair's log-prob between the two, and how many items choose the
 same answer.
 
-usage: bench/score.py [--items 1000] [--threads 2] [--batch 32] [--work DIR] [--bin BUILD]
-(python with torch and transformers; fg-convert and fg-infer in --bin)
+usage: bench/score.py [--model opt-1.3b|austen] [--items 1000] [--threads 2] [--batch 32]
+                      [--sharing] [--no-hf] [--work DIR] [--bin BUILD]
+(python with transformers, and torch unless --no-hf; fg-convert and fg-infer in --bin)
 """
 import argparse
 import json
@@ -64,7 +71,7 @@ def make_items(n, tok):
     return items
 
 
-def run_fg(args, store, items, out_dir):
+def run_fg(args, store, items, out_dir, share=True):
     pairs = os.path.join(out_dir, "pairs.jsonl")
     with open(pairs, "w") as f:
         for i, it in enumerate(items):
@@ -75,6 +82,8 @@ def run_fg(args, store, items, out_dir):
         os.remove(out)
     cmd = [os.path.join(args.bin, "fg-infer"), "score", "-m", store, "--input", pairs,
            "--output", out, "--threads", str(args.threads)]
+    if not share:
+        cmd.append("--no-shared-context")
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - t0
@@ -86,7 +95,10 @@ def run_fg(args, store, items, out_dir):
         r = json.loads(l)
         res[r["id"]] = (r["logprob"], r["is_greedy"])
     m = re.search(r"in ([0-9.]+) s", line[-1]) if line else None
-    return res, (float(m.group(1)) if m else wall), wall, line[-1] if line else ""
+    rows = re.search(r"prefill rows ([0-9]+) computed, ([0-9]+) taken", line[-1]) if line else None
+    return {"res": res, "s": float(m.group(1)) if m else wall, "wall": wall,
+            "line": line[-1] if line else "",
+            "rows": (int(rows.group(1)), int(rows.group(2))) if rows else (0, 0)}
 
 
 def run_hf(args, ckpt, items):
@@ -118,38 +130,67 @@ def run_hf(args, ckpt, items):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=("opt-1.3b", "austen"), default="opt-1.3b")
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--sharing", action="store_true")
+    ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--work", default=os.path.join(ROOT, "build/bench-score"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
     from transformers import GPT2TokenizerFast
-    os.makedirs(args.work, exist_ok=True)
-    ckpt, store = os.path.join(args.work, "opt-1.3b-random"), os.path.join(args.work, "store")
-    make_checkpoint(ckpt)
+    work = os.path.join(args.work, args.model)
+    os.makedirs(work, exist_ok=True)
+    store = os.path.join(work, "store")
+    if args.model == "austen":
+        ckpt = os.path.join(ROOT, "models/austen-opt")
+        convert = [ckpt, "-o", store, "--quiet"]
+        shape = "the shipped austen-opt"
+    else:
+        ckpt = os.path.join(work, "opt-1.3b-random")
+        make_checkpoint(ckpt)
+        convert = [ckpt, "-o", store, "--quiet", "--tokenizer",
+                   os.path.join(ROOT, "data/gpt2-tokenizer")]
+        shape = "OPT-1.3b shape, random weights"
     if not os.path.exists(store):
-        subprocess.run([os.path.join(args.bin, "fg-convert"), ckpt, "-o", store, "--quiet",
-                        "--tokenizer", os.path.join(ROOT, "data/gpt2-tokenizer")], check=True)
+        subprocess.run([os.path.join(args.bin, "fg-convert")] + convert, check=True)
     tok = GPT2TokenizerFast(os.path.join(ckpt, "vocab.json"), os.path.join(ckpt, "merges.txt"))
     items = make_items(args.items, tok)
     tokens = sum(len(c) + len(k) - 1 for it in items for c, k in it)
-    fg, fg_s, fg_wall, fg_line = run_fg(args, store, items, args.work)
-    hf, hf_s = run_hf(args, ckpt, items)
-    diff = max(abs(fg[r][0] - hf[r][0]) for r in hf)
-    greedy_same = sum(fg[r][1] == hf[r][1] for r in hf)
-    pick = lambda res, i: max(range(4), key=lambda j: res[f"{i}.{j}"][0])
-    same = sum(pick(fg, i) == pick(hf, i) for i in range(len(items)))
     n = len(items)
+    runs = [("fg-infer score", run_fg(args, store, items, work))]
+    if args.sharing:
+        runs.append(("  (each context again)", run_fg(args, store, items, work, share=False)))
     print(f"{n} four-choice items ({4 * n} pairs, {tokens} tokens through the model), "
-          f"OPT-1.3b shape, random weights, {args.threads} threads")
-    print(f"  fg-infer score : {fg_s:8.2f} s  {n / fg_s:7.2f} items/s  {tokens / fg_s:8.1f} "
-          f"tokens/s  (whole command with load: {fg_wall:.2f} s)")
-    print(f"  transformers   : {hf_s:8.2f} s  {n / hf_s:7.2f} items/s  {tokens / hf_s:8.1f} "
-          f"tokens/s  (f32, batch {args.batch}, load not counted)")
-    print(f"  largest |logprob difference| {diff:.2e}; same answer on {same}/{n} items; "
-          f"is_greedy equal on {greedy_same}/{4 * n} pairs")
-    print(f"  ({fg_line})")
+          f"{shape}, {args.threads} threads")
+    for name, r in runs:
+        print(f"  {name:22s}: {r['s']:8.2f} s  {4 * n / r['s']:8.2f} pairs/s  "
+              f"{n / r['s']:7.2f} items/s  {tokens / r['s']:8.1f} tokens/s  prefill rows "
+              f"{r['rows'][0]} computed, {r['rows'][1]} from shared contexts  (whole command "
+              f"with load: {r['wall']:.2f} s)")
+    fg = runs[0][1]["res"]
+    pick = lambda res, i: max(range(4), key=lambda j: res[f"{i}.{j}"][0])
+    if args.sharing:
+        other = runs[1][1]["res"]
+        d = max(abs(fg[r][0] - other[r][0]) for r in fg)
+        g = sum(fg[r][1] == other[r][1] for r in fg)
+        print(f"  shared vs each context again: {runs[1][1]['s'] / runs[0][1]['s']:.2f}x the "
+              f"pairs a second, {runs[1][1]['rows'][0] / max(1, runs[0][1]['rows'][0]):.2f}x "
+              f"fewer prefill rows; largest |logprob difference| {d:.2e}, is_greedy equal on "
+              f"{g}/{len(fg)}")
+    if not args.no_hf:
+        hf, hf_s = run_hf(args, ckpt, items)
+        print(f"  {'transformers':22s}: {hf_s:8.2f} s  {4 * n / hf_s:8.2f} pairs/s  "
+              f"{n / hf_s:7.2f} items/s  {tokens / hf_s:8.1f} tokens/s  (f32, batch "
+              f"{args.batch}, load not counted)")
+        diff = max(abs(fg[r][0] - hf[r][0]) for r in hf)
+        greedy_same = sum(fg[r][1] == hf[r][1] for r in hf)
+        same = sum(pick(fg, i) == pick(hf, i) for i in range(n))
+        print(f"  largest |logprob difference| {diff:.2e}; same answer on {same}/{n} items; "
+              f"is_greedy equal on {greedy_same}/{4 * n} pairs")
+    for name, r in runs:
+        print(f"  ({r['line']})")
 
 
 main()

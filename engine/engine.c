@@ -664,6 +664,7 @@ static void sched_bind(fg_engine *e)
     c->policy = &e->o.policy;
     c->micro_batch = e->o.micro_batch;
     c->sync_spans = e->o.trace_path && e->buft != FG_BUFT_HOST;
+    c->no_share = e->o.no_share;
     c->gbs = e->gbs;
     c->ngb = e->ngb;
     c->max_ctx = e->max_ctx;
@@ -822,6 +823,13 @@ const fg_hparams *fg_engine_hparams(const fg_engine *e) { return &e->hp; }
 const fg_plan *fg_engine_plan(const fg_engine *e) { return &e->plan; }
 uint32_t fg_engine_block_size(const fg_engine *e) { return e->gbs * e->ngb; }
 
+uint64_t fg_engine_disk_read(fg_engine *e)
+{
+    fg_pager_stats ps;
+    fg_pager_stats_get(e->pager, &ps);
+    return ps.moved[FG_TIER_DISK][FG_TIER_HOST] + ps.moved[FG_TIER_DISK][FG_TIER_DEVICE];
+}
+
 void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -833,6 +841,10 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     out->link_bytes[0] = bs.link_bytes[0];
     out->link_bytes[1] = bs.link_bytes[1];
     out->compute_s = e->sc.compute_s;
+    out->prefill_rows = e->sc.prefill_rows;
+    out->rows_shared = e->sc.rows_shared;
+    out->disk_read[0] = e->sc.disk_read[0];
+    out->disk_read[1] = e->sc.disk_read[1];
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;
     if (e->sc.ws)

@@ -56,6 +56,8 @@ typedef struct fg_engine_opts {
     uint32_t micro_batch;     /* pipeline: batches a micro-batch holds (0: ceil(ngb / ranks)) */
     uint32_t gen_hint;        /* pipeline: new tokens a sequence (of max_ctx): the head's share
                                  of the FLOPs when the stages are split (0: every token) */
+    int no_share;             /* fg_engine_score computes every window whole, shared prefixes
+                                 too (to measure what sharing saves) */
     int plan_only;            /* open stops at the memory plan (--dry-run): no backend, pager
                                  or buffers, so a plan larger than the machine still prints;
                                  only fg_engine_plan, _hparams and _close may follow */
@@ -140,12 +142,24 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
                        fg_gen_stats *st, fg_err *err);
 
 /* Negative log-likelihood (natural log, summed) of ids[1..n) given the preceding ids, for up
- * to block-size windows at once: windows[i] has lens[i] ids. *nll and *count accumulate. With
- * out non-NULL every position's logits are copied too: window w, position t at
- * out[w * out_stride + t * vocab] (out_stride >= lens[w] * vocab floats). */
+ * to block-size windows at once: windows[i] has lens[i] ids. *nll and *count accumulate (nll
+ * NULL: none is computed). With out non-NULL every position's logits are copied too: window
+ * w, position t at out[w * out_stride + t * vocab] (out_stride >= lens[w] * vocab floats). */
 int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
                      uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
                      fg_err *err);
+
+/* Scoring: fg_engine_logits for windows whose logits are wanted from position from[w] on
+ * (from NULL: every position, as fg_engine_logits): out, when not NULL, holds window w's
+ * position t >= from[w] at out[w * out_stride + (t - from[w]) * vocab], and *nll / *count cover
+ * the predictions those positions make. Windows that begin with the same tokens (lm-eval's
+ * choices of one context; a few-shot prefix) compute them once when that saves a quarter of
+ * the prefill's rows: their longest common run before from[w] is a prefill of its own, whose KV
+ * rows are copied into each window's cache; the windows' prefill computes the rest. The same
+ * numbers either way (the rows of a prefix do not depend on what follows or on the padding). */
+int fg_engine_score(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
+                    const uint32_t *from, uint32_t n, double *nll, uint64_t *count, float *out,
+                    size_t out_stride, fg_err *err);
 
 /* ---- the prefix cache (prefix.h) ---- */
 struct fg_prefix;
@@ -167,6 +181,14 @@ typedef struct fg_engine_stats {
     uint64_t ram_peak_planned;       /* the plan's total_host */
     uint64_t link_bytes[2];          /* over the host <-> device link: [0] host -> device,
                                         [1] device -> host (0 on the CPU backend) */
+    uint64_t prefill_rows;           /* rows the prefills computed (sequence x position, the
+                                        left padding included) */
+    uint64_t rows_shared;            /* prompt rows fg_engine_score copied from a prefix shared
+                                        by several windows instead of computing them */
+    uint64_t disk_read[2];           /* bytes read from disk while fg_engine_generate ran its
+                                        prefill steps [0] (prefix cache loads included) and its
+                                        decode steps [1] (a step's prefetches of the next one's
+                                        weights count to it) */
     fg_moe_stats moe[2];             /* a mixture of experts' sparse MLPs: [0] prefill steps,
                                         [1] decode steps (model.h) */
 } fg_engine_stats;

@@ -104,18 +104,26 @@ static int chunk_copy(fg_engine *e, const fg_pager_view *v, uint8_t *at, uint8_t
                     : d->iface->copy(d, pl, FG_BUFT_HOST, at, FG_BUFT_DEVICE, n, NULL, err);
 }
 
-/* Rows [slot, slot + G) of sequence row r of the KV chunk of (batch, layer) <-> a payload
- * (K rows, then V rows; MLA's chunk and payload the K rows alone). */
+/* Rows [slot, slot + m) of sequence row r of the KV chunk of (batch, layer) <-> host memory:
+ * the K rows at pl, the V rows at pl + vstride bytes (MLA's chunk has the K rows alone). */
+static int rows_copy_n(fg_engine *e, const fg_pager_view *v, uint32_t r, uint32_t slot,
+                       uint32_t m, uint8_t *pl, size_t vstride, int to_chunk, fg_err *err)
+{
+    size_t rb = e->plan.kv_row;
+    size_t rows = (size_t)e->gbs * e->max_ctx, off = ((size_t)r * e->max_ctx + slot) * rb;
+    uint8_t *k = (uint8_t *)v->ptr + off, *val = (uint8_t *)v->ptr + rows * rb + off;
+    int rc = chunk_copy(e, v, k, pl, m * rb, to_chunk, err);
+    if (fg_model_kv_planes(&e->hp) == 1) /* (MLA: no V rows) */
+        return rc;
+    return rc ? rc : chunk_copy(e, v, val, pl + vstride, m * rb, to_chunk, err);
+}
+
+/* A page's rows [slot, slot + G) <-> its payload (K rows, then V rows). */
 static int rows_copy(fg_engine *e, const fg_pager_view *v, uint32_t r, uint32_t slot,
                      uint8_t *pl, int to_chunk, fg_err *err)
 {
-    size_t rb = e->plan.kv_row, G = fg_prefix_page_tokens(e->prefix);
-    size_t rows = (size_t)e->gbs * e->max_ctx, off = ((size_t)r * e->max_ctx + slot) * rb;
-    uint8_t *k = (uint8_t *)v->ptr + off, *val = (uint8_t *)v->ptr + rows * rb + off;
-    int rc = chunk_copy(e, v, k, pl, G * rb, to_chunk, err);
-    if (fg_model_kv_planes(&e->hp) == 1) /* (MLA: no V rows) */
-        return rc;
-    return rc ? rc : chunk_copy(e, v, val, pl + G * rb, G * rb, to_chunk, err);
+    uint32_t G = fg_prefix_page_tokens(e->prefix);
+    return rows_copy_n(e, v, r, slot, G, pl, (size_t)G * e->plan.kv_row, to_chunk, err);
 }
 
 static int lookup_all(fg_engine *e, fg_pfx_block *pb, const fg_gen_seq *seqs, fg_err *err)
@@ -339,5 +347,155 @@ int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb
         }
     }
     free(c);
+    return rc;
+}
+
+/* ---- prefixes shared within one scoring call (fg_engine_score) ----
+ *
+ * Windows scored together whose first tokens are the same (lm-eval's choices of one context, a
+ * few-shot prefix) compute those rows once: the windows sorted by their tokens, each window's
+ * shareable run is its longest common prefix with a neighbour, cut to the positions before its
+ * first wanted logits; consecutive windows whose runs agree form a group and its first window
+ * is the donor. The donors' runs are a first prefill of their own (schedule.c), whose rows are
+ * copied, layer by layer, through host memory into every member's slots [pad_s, pad_s + c_s)
+ * of the windows' block, as cached pages are above; the block's prefill then computes slots
+ * [s0, P) only. */
+
+typedef struct win_ref {
+    const int32_t *ids;
+    uint32_t n, idx;
+} win_ref;
+
+static int by_tokens(const void *a, const void *b)
+{
+    const win_ref *x = a, *y = b;
+    uint32_t m = x->n < y->n ? x->n : y->n;
+    for (uint32_t i = 0; i < m; i++)
+        if (x->ids[i] != y->ids[i])
+            return x->ids[i] < y->ids[i] ? -1 : 1;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static uint32_t common(const win_ref *a, const win_ref *b)
+{
+    uint32_t m = a->n < b->n ? a->n : b->n, i = 0;
+    while (i < m && a->ids[i] == b->ids[i])
+        i++;
+    return i;
+}
+
+void fg_share_plan_free(fg_share_plan *sp)
+{
+    free(sp->donor);
+    free(sp->c);
+    free(sp->dwin);
+    free(sp->dlen);
+    memset(sp, 0, sizeof *sp);
+}
+
+/* Close group d (the last): a group of one shares nothing. */
+static void close_group(fg_share_plan *sp, uint32_t d, uint32_t members)
+{
+    if (d == FG_SHARE_NONE || members > 1)
+        return;
+    sp->donor[sp->dwin[d]] = FG_SHARE_NONE;
+    sp->c[sp->dwin[d]] = 0;
+    sp->nd--;
+}
+
+int fg_engine_share_plan(const int32_t *const *w, const uint32_t *lens, const uint32_t *from,
+                         uint32_t n, fg_share_plan *sp, fg_err *err)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->n = n;
+    win_ref *o = malloc(((size_t)n + 1) * sizeof *o);
+    uint32_t *adj = calloc((size_t)n + 2, sizeof *adj);
+    sp->donor = malloc(((size_t)n + 1) * sizeof *sp->donor);
+    sp->c = calloc((size_t)n + 1, sizeof *sp->c);
+    sp->dwin = calloc((size_t)n + 1, sizeof *sp->dwin);
+    sp->dlen = calloc((size_t)n + 1, sizeof *sp->dlen);
+    int rc = o && adj && sp->donor && sp->c && sp->dwin && sp->dlen
+           ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
+        o[s] = (win_ref){w[s], lens[s], s};
+        sp->donor[s] = FG_SHARE_NONE;
+    }
+    if (rc == FG_OK)
+        qsort(o, n, sizeof *o, by_tokens);
+    for (uint32_t i = 1; rc == FG_OK && i < n; i++) /* adj[i]: o[i - 1] and o[i] */
+        adj[i] = common(&o[i - 1], &o[i]);
+    uint32_t cur = FG_SHARE_NONE, members = 0, to_donor = 0;
+    for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
+        uint32_t s = o[i].idx, cap = from[s] < lens[s] - 1 ? from[s] : lens[s] - 1;
+        uint32_t best = adj[i] > adj[i + 1] ? adj[i] : adj[i + 1];
+        sp->c[s] = best < cap ? best : cap;
+        to_donor = adj[i] < to_donor ? adj[i] : to_donor;
+        if (sp->c[s] == 0)
+            continue;
+        if (cur != FG_SHARE_NONE && sp->c[s] <= to_donor) { /* its run is the donor's too */
+            sp->donor[s] = cur;
+            sp->dlen[cur] = sp->c[s] > sp->dlen[cur] ? sp->c[s] : sp->dlen[cur];
+            members++;
+            continue;
+        }
+        close_group(sp, cur, members);
+        cur = sp->nd++;
+        sp->dwin[cur] = s;
+        sp->dlen[cur] = sp->c[s];
+        sp->donor[s] = cur;
+        members = 1;
+        to_donor = UINT32_MAX;
+    }
+    if (rc == FG_OK)
+        close_group(sp, cur, members);
+    free(o);
+    free(adj);
+    return rc;
+}
+
+int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,
+                         const uint32_t *lens, fg_err *err)
+{
+    size_t rb = e->plan.kv_row, total = 0;
+    size_t *at = malloc(((size_t)sp->nd + 1) * sizeof *at);
+    for (uint32_t d = 0; at && d < sp->nd; d++) {
+        at[d] = total;
+        total += sp->dlen[d];
+    }
+    uint8_t *buf = at ? malloc(total * 2 * rb + 1) : NULL; /* [K rows of all donors][V rows] */
+    int rc = buf ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory (%zu shared KV rows)",
+                                     total);
+    uint32_t nb1 = (sp->nd + e->gbs - 1) / e->gbs, nb2 = (sp->n + e->gbs - 1) / e->gbs;
+    for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++) {
+        for (uint32_t k = 0; rc == FG_OK && k < nb1; k++) { /* out of the donors' prefill */
+            fg_pager_view v;
+            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
+                break;
+            for (uint32_t d = k * e->gbs; rc == FG_OK && d < sp->nd && d < (k + 1) * e->gbs; d++)
+                rc = rows_copy_n(e, &v, d % e->gbs, P1 - sp->dlen[d], sp->dlen[d],
+                                 buf + at[d] * rb, total * rb, 0, err);
+            rc = fg_engine_release(e, &v, 0, rc, err);
+        }
+        for (uint32_t k = 0; rc == FG_OK && k < nb2; k++) { /* into the windows' block */
+            uint32_t first = k * e->gbs, end = first + e->gbs < sp->n ? first + e->gbs : sp->n;
+            int any = 0;
+            for (uint32_t s = first; s < end; s++)
+                any |= sp->c[s] > 0;
+            if (!any)
+                continue;
+            fg_pager_view v;
+            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
+                break;
+            for (uint32_t s = first; rc == FG_OK && s < end; s++)
+                if (sp->c[s])
+                    rc = rows_copy_n(e, &v, s - first, P2 - lens[s], sp->c[s],
+                                     buf + at[sp->donor[s]] * rb, total * rb, 1, err);
+            rc = fg_engine_release(e, &v, 1, rc, err);
+        }
+    }
+    free(buf);
+    free(at);
     return rc;
 }

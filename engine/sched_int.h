@@ -31,6 +31,7 @@ typedef struct fg_sched {
     uint32_t micro_batch;          /* pipeline: batches a micro-batch holds (0: ceil(ngb/ranks)) */
     int sync_spans;                /* traced on a device backend: a span ends when its kernels
                                       are done, not queued */
+    int no_share;                  /* fg_engine_score computes every window whole */
     uint32_t gbs, ngb, max_ctx;    /* the block gbs x ngb; the longest prompt + generation */
     uint32_t logit_rows, ahead;    /* the plan's head rows; spans prefetched ahead */
     const fg_plan_unit_tensors *units; /* [n_units]: kind, layer (plan_model.h) */
@@ -60,12 +61,19 @@ typedef struct fg_sched {
     /* the schedule's state */
     uint64_t blk_key;              /* the (step, batches) d_blk_pos holds, + 1; 0: none */
     double compute_s;              /* seconds computing (fg_engine_stats) */
+    uint64_t prefill_rows;         /* rows the prefill steps computed, padding included */
+    uint64_t rows_shared;          /* prompt rows fg_engine_score took from a shared prefix */
+    uint64_t disk_read[2];         /* bytes read from disk in fg_engine_generate's prefill [0]
+                                      and decode [1] steps (fg_engine_stats) */
+    uint64_t disk_mark;            /* fg_engine_disk_read when the last step ended */
 } fg_sched;
 
 /* ---- the engine's calls a schedule makes (engine.c unless marked) ---- */
 
 /* The context of e (valid until close). */
 fg_sched *fg_engine_sched(struct fg_engine *e);
+/* Bytes the pager has read from disk so far (into RAM and the device). */
+uint64_t fg_engine_disk_read(struct fg_engine *e);
 /* Units in the span starting at u (one, or a layer's attention + MLP: plan.h fg_plan_span). */
 uint32_t fg_engine_span_len(const struct fg_engine *e, uint32_t u);
 /* Load units [u, u + n) (a span): w[0..n) receive their weights' views; their SMALL tensors
@@ -125,5 +133,23 @@ int fg_engine_prefix_load(struct fg_engine *e, const fg_gen_seq *seqs, uint32_t 
 int fg_engine_prefix_save(struct fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb,
                           fg_err *err);
 void fg_pfx_block_free(fg_pfx_block *pb);
+
+/* prefix_kv.c: prefixes shared by the windows of one scoring call (fg_engine_score). Window s
+ * takes its first c[s] rows from donor donor[s] (FG_SHARE_NONE and c[s] 0: none), a prefill of
+ * the first dlen[d] tokens of window dwin[d]; c[s] <= from[s] and < lens[s], so every row whose
+ * logits are wanted is computed. */
+#define FG_SHARE_NONE UINT32_MAX
+typedef struct fg_share_plan {
+    uint32_t n, nd;                /* windows, donors */
+    uint32_t *donor, *c;           /* [n] */
+    uint32_t *dwin, *dlen;         /* [nd] */
+} fg_share_plan;
+int fg_engine_share_plan(const int32_t *const *windows, const uint32_t *lens,
+                         const uint32_t *from, uint32_t n, fg_share_plan *sp, fg_err *err);
+void fg_share_plan_free(fg_share_plan *sp);
+/* After the donors' prefill (donor d its sequence d, prompts padded to P1): each member's rows
+ * copied into its slots of the windows' block (window s its sequence s, padded to P2). */
+int fg_engine_share_rows(struct fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,
+                         const uint32_t *lens, fg_err *err);
 
 #endif

@@ -374,6 +374,8 @@ static int sweep(fg_sched *sc, block *b, const sweep_args *a, fg_unit_w *last_he
     seq_range(sc, b, a, &first, &end);
     uint64_t seqs = end > first ? end - first : 0;
     uint64_t tok[2] = {a->i == 0 ? seqs * (b->P - b->s0) : seqs, seqs};
+    if (a->i == 0 && a->u0 == 0)
+        sc->prefill_rows += tok[0];
     for (uint32_t u = a->u0, n = 1; u < a->u1; u += n) {
         int rc = load_span(sc, w, a, u, tok, &n, err);
         if (rc == FG_OK)
@@ -404,12 +406,16 @@ static uint64_t produced(const block *b)
     return t;
 }
 
-/* Step i ended: its time goes to prefill (i = 0) or decode; report the tokens so far. */
-static void end_step(const block *b, uint32_t i, double *t_step, fg_gen_stats *st)
+/* Step i ended: its time and the bytes read from disk since the last step ended go to the
+ * prefill (i = 0) or the decode; report the tokens so far. */
+static void end_step(fg_sched *sc, const block *b, uint32_t i, double *t_step, fg_gen_stats *st)
 {
     double now = fg_now();
     *(i == 0 ? &st->prefill_s : &st->decode_s) += now - *t_step;
     *t_step = now;
+    uint64_t rd = fg_engine_disk_read(sc->e);
+    sc->disk_read[i > 0] += rd - sc->disk_mark;
+    sc->disk_mark = rd;
     if (b->hooks && b->hooks->tick)
         b->hooks->tick(b->hooks->tick_ctx, produced(b));
 }
@@ -425,7 +431,7 @@ static int run_batches(fg_sched *sc, block *b, uint32_t k0, uint32_t k1, fg_gen_
         int rc = sweep(sc, b, &a, NULL, err);
         if (rc)
             return rc;
-        end_step(b, i, &t_step, st);
+        end_step(sc, b, i, &t_step, st);
     }
     return FG_OK;
 }
@@ -474,6 +480,7 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
     b.hooks = hooks;
     fg_pfx_block pb;
     double t0 = fg_now();
+    sc->disk_mark = fg_engine_disk_read(sc->e); /* (the cache's loads count to the prefill) */
     rc = fg_engine_prefix_load(sc->e, seqs, n, b.P, &pb, &b.s0, err); /* no cache: s0 = 0 */
     st->prefill_s += fg_now() - t0;
     if (rc == FG_OK)
@@ -499,10 +506,13 @@ int fg_engine_generate(fg_engine *e, fg_gen_seq *seqs, uint32_t n, const fg_gen_
 
 /* ---- scoring ---- */
 
-/* The head over every position of batch k's windows in slices of logit_rows rows: accumulate
- * the NLL of each next id, and copy the logits out when asked. */
-static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k, double *nll,
-                       uint64_t *count, float *out, size_t out_stride, fg_err *err)
+/* The head over positions [from, n_prompt) of batch k's windows in slices of logit_rows rows
+ * (window position t at its row pad + t - s0 of the prefill's P - s0): accumulate the NLL of
+ * each next id when nll is not NULL, and copy the logits out when asked (position t at
+ * (t - from) * vocab). */
+static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k,
+                       const uint32_t *from, double *nll, uint64_t *count, float *out,
+                       size_t out_stride, fg_err *err)
 {
     fg_pager_view hv;
     int rc = fg_engine_act_acquire(sc->e, k, &hv, err);
@@ -511,14 +521,14 @@ static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k, d
     fg_step s = step_of(sc, b, k, 0, hv.ptr);
     uint32_t V = sc->hp->vocab_size, L = sc->logit_rows;
     for (uint32_t r = 0; rc == FG_OK && r < s.n_seq; r++) {
-        uint32_t seq = k * sc->gbs + r;
+        uint32_t seq = k * sc->gbs + r, f = from ? from[seq] : 0;
         const fg_gen_seq *q = &b->seqs[seq];
         uint32_t pad = b->P - q->n_prompt;
-        /* row pad + t holds window position t; it predicts position t + 1 */
-        for (uint32_t t0 = 0; rc == FG_OK && t0 < q->n_prompt; t0 += L) {
+        /* position t predicts position t + 1 */
+        for (uint32_t t0 = f; rc == FG_OK && t0 < q->n_prompt; t0 += L) {
             uint32_t m = q->n_prompt - t0 < L ? q->n_prompt - t0 : L;
-            rc = fg_engine_rows_copy(sc->e, sc->head_x,
-                                     s.hidden + ((size_t)r * b->P + pad + t0) * sc->hp->hidden,
+            size_t row = (size_t)r * s.n_new + pad + t0 - b->s0;
+            rc = fg_engine_rows_copy(sc->e, sc->head_x, s.hidden + row * sc->hp->hidden,
                                      hv.tier, (size_t)m * sc->hp->hidden * 4, err);
             if (rc == FG_OK)
                 rc = sc->arch->head(sc->be, sc->hp, w, sc->head_x, m, sc->logits, sc->ws, err);
@@ -527,8 +537,8 @@ static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k, d
             for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
                 const float *lg = sc->logits_host + (size_t)j * V;
                 if (out)
-                    memcpy(out + seq * out_stride + (size_t)(t0 + j) * V, lg, (size_t)V * 4);
-                if (t0 + j + 1 < q->n_prompt) {
+                    memcpy(out + seq * out_stride + (size_t)(t0 + j - f) * V, lg, (size_t)V * 4);
+                if (nll && t0 + j + 1 < q->n_prompt) {
                     *nll -= fg_log_prob(lg, V, q->prompt[t0 + j + 1]);
                     (*count)++;
                 }
@@ -538,9 +548,68 @@ static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k, d
     return fg_engine_release(sc->e, &hv, 0, rc, err);
 }
 
-int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
-                     uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
-                     fg_err *err)
+/* Whether computing the donors' runs first saves work: the rows both prefills compute
+ * (padding included) against the one prefill of every whole window; *s0 the windows' first
+ * computed slot. Sharing costs a second pass over the weights, so it must save a quarter. */
+static int share_pays(const fg_share_plan *sp, const block *b, uint32_t *s0)
+{
+    uint32_t P1 = 0, lo = b->P;
+    *s0 = 0;
+    if (sp->nd == 0)
+        return 0;
+    for (uint32_t d = 0; d < sp->nd; d++)
+        P1 = sp->dlen[d] > P1 ? sp->dlen[d] : P1;
+    for (uint32_t s = 0; s < b->n; s++) {
+        uint32_t at = b->P - b->seqs[s].n_prompt + sp->c[s];
+        lo = at < lo ? at : lo;
+    }
+    *s0 = lo;
+    uint64_t whole = (uint64_t)b->n * b->P;
+    uint64_t shared = (uint64_t)sp->nd * P1 + (uint64_t)b->n * (b->P - lo);
+    return shared * 4 < whole * 3;
+}
+
+/* The donors' runs as a prefill of their own (no head), their rows then copied into the
+ * windows' block (prefix_kv.c). */
+static int share_prefill(fg_sched *sc, const fg_share_plan *sp, const block *b,
+                         const int32_t *const *windows, uint32_t s0, fg_err *err)
+{
+    fg_gen_seq *seqs = calloc(sp->nd + 1, sizeof *seqs);
+    int32_t *dummy = calloc(sp->nd + 1, sizeof *dummy), *last_pos = calloc(sp->nd + 1, 4);
+    int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t d = 0; rc == FG_OK && d < sp->nd; d++)
+        seqs[d] = (fg_gen_seq){windows[sp->dwin[d]], sp->dlen[d], 1, {0, 0, 1, 0}, d, &dummy[d],
+                               0, 0};
+    block b1;
+    if (rc == FG_OK)
+        rc = check_block(sc, seqs, sp->nd, 1, &b1, err);
+    if (rc == FG_OK) {
+        b1.last_pos = last_pos;
+        rc = setup_prompts(sc, &b1, err);
+    }
+    sweep_args a = {0, 0, b1.nb, 0, sc->n_units - 1}; /* the head unit is last */
+    if (rc == FG_OK)
+        rc = sweep(sc, &b1, &a, NULL, err);
+    uint32_t *lens = malloc(((size_t)b->n + 1) * sizeof *lens);
+    for (uint32_t s = 0; lens && s < b->n; s++)
+        lens[s] = b->seqs[s].n_prompt;
+    if (rc == FG_OK)
+        rc = lens ? fg_engine_share_rows(sc->e, sp, b1.P, b->P, lens, err)
+                  : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t s = 0; rc == FG_OK && s < b->n; s++) { /* the rows not computed again */
+        uint32_t pad = b->P - b->seqs[s].n_prompt;
+        sc->rows_shared += s0 > pad ? s0 - pad : 0;
+    }
+    free(lens);
+    free(seqs);
+    free(dummy);
+    free(last_pos);
+    return rc;
+}
+
+int fg_engine_score(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
+                    const uint32_t *from, uint32_t n, double *nll, uint64_t *count, float *out,
+                    size_t out_stride, fg_err *err)
 {
     fg_sched *sc = fg_engine_sched(e);
     if (sc->link)
@@ -549,28 +618,48 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
     fg_gen_seq *seqs = calloc(n + 1, sizeof *seqs);
     int32_t *dummy = calloc(n + 1, sizeof *dummy), *last_pos = calloc(n + 1, sizeof *last_pos);
     int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t s = 0; rc == FG_OK && s < n; s++)
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
         seqs[s] = (fg_gen_seq){windows[s], lens[s], 1, {0, 0, 1, 0}, s, &dummy[s], 0, 0};
+        if (from && lens[s] && from[s] >= lens[s])
+            rc = fg_err_set(err, FG_ERR_INVALID_ARG, "window %u: logits from position %u of %u",
+                            s, from[s], lens[s]);
+    }
     block b;
     if (rc == FG_OK)
         rc = check_block(sc, seqs, n, 1, &b, err);
+    fg_share_plan sp = {0};
+    uint32_t s0 = 0;
+    if (rc == FG_OK && from && n > 1 && !sc->no_share)
+        rc = fg_engine_share_plan(windows, lens, from, n, &sp, err);
+    if (rc == FG_OK && share_pays(&sp, &b, &s0))
+        rc = share_prefill(sc, &sp, &b, windows, s0, err);
+    else
+        s0 = 0;
     fg_unit_w head;
     if (rc == FG_OK) {
         b.last_pos = last_pos;
+        b.s0 = s0;
         rc = setup_prompts(sc, &b, err);
         sweep_args a = {0, 0, b.nb, 0, sc->n_units};
         if (rc == FG_OK) /* the head unit loads last; its w stays valid */
             rc = sweep(sc, &b, &a, &head, err);
     }
-    double dn = 0;
     uint64_t dc = 0;
-    for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++)
-        rc = score_batch(sc, &b, &head, k, nll ? nll : &dn, count ? count : &dc, out, out_stride,
+    for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++) /* (no NLL asked for: none computed) */
+        rc = score_batch(sc, &b, &head, k, from, nll, count ? count : &dc, out, out_stride,
                          err);
+    fg_share_plan_free(&sp);
     free(seqs);
     free(dummy);
     free(last_pos);
     return rc;
+}
+
+int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
+                     uint32_t n, double *nll, uint64_t *count, float *out, size_t out_stride,
+                     fg_err *err)
+{
+    return fg_engine_score(e, windows, lens, NULL, n, nll, count, out, out_stride, err);
 }
 
 /* ---- the pipeline (stage.h) ----
@@ -784,7 +873,7 @@ static int stage_lead(fg_sched *sc, block *b, fg_gen_stats *st, fg_err *err)
                 any = 1;
             }
         }
-        end_step(b, i - 1, &t_step, st);
+        end_step(sc, b, i - 1, &t_step, st);
     }
     free(active);
     return rc ? rc : fg_stage_send(sc->link, FG_MSG_END, 0, 0, 0, 0, NULL, 0, err);

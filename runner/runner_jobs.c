@@ -35,16 +35,27 @@
  * its lines. Where the cap cuts that (or from a pipe, sized before any prompt is read), blocks
  * are packed: prompts read and tokenized wait in a queue of one block, and each block takes
  * from it, in input order, every prompt that keeps its longest prompt + largest generation
- * within the engine's context; the rest wait for the next block. Every line that fits the
+ * within the engine's context; the rest wait for the next block, the queue refilled from the
+ * reader first, so every block is as full as the waiting lines allow (a call of the session
+ * is one engine block: its own packing finds them all fitting). Every line that fits the
  * context on its own runs, whatever the mix and the block size; a line that cannot fit (or has
  * no tokens) gets its own error result line and the job goes on. Results are appended a block
  * at a time, so they can come out of input order: the ids say which is which.
  */
 
+typedef struct qjob {
+    fg_job job;              /* moved out of the reader's block */
+    uint32_t P, G;           /* prompt tokens, new tokens */
+    uint32_t seqs;           /* sequences it takes (its choices); 0: it gets an error result */
+} qjob;
+
 typedef struct jobs_run {
     fg_job_reader *rd;
     fg_job_output *outp;
-    fg_job_list block;       /* the reader's last block */
+    fg_job_list block;       /* the reader's last block, then the lines of one call */
+    qjob *q;                 /* [block size] lines read and sized, waiting */
+    size_t nq;
+    int eof;
     fg_session *s;           /* the job's session: its engine answers every line */
     uint64_t appended;       /* result lines this run appended (error lines included) */
     uint64_t errors;         /* ... of which error lines */
@@ -280,21 +291,74 @@ static int interrupted(fgr_run *r, fg_err *err)
     return fg_err_set(err, FG_ERR_STATE, "interrupted");
 }
 
+/* Read lines until the queue holds a block's worth (or the input ends), each sized as the
+ * session will size it. */
+static int refill(fgr_run *r, jobs_run *j, uint32_t bs, uint32_t ctx, fg_err *err)
+{
+    if (j->eof || j->nq >= bs)
+        return FG_OK;
+    int rc = fg_job_reader_next(j->rd, j->outp, bs - j->nq, &j->block, err);
+    j->eof = rc == FG_OK && j->block.n == 0;
+    for (size_t i = 0; rc == FG_OK && i < j->block.n; i++) {
+        qjob *p = &j->q[j->nq++];
+        p->job = j->block.jobs[i];
+        memset(&j->block.jobs[i], 0, sizeof j->block.jobs[i]);
+        int32_t *ids;
+        char msg[256];
+        const char *type;
+        rc = prep_job(r, &p->job, ctx, &ids, &p->P, msg, sizeof msg, &type, err);
+        free(ids);
+        p->G = job_max_new(r, &p->job);
+        p->seqs = rc == FG_OK ? (p->job.req.n ? p->job.req.n : 1) : 0;
+        rc = rc == 1 ? FG_OK : rc;
+    }
+    fg_jobs_free(&j->block);
+    return rc;
+}
+
+/* Move into j->block, in queue order, the waiting lines whose sequences together fit a block
+ * and keep the longest prompt + the largest generation within ctx (lines that get an error
+ * result go with any); the rest stay queued. */
+static int take_block(jobs_run *j, uint32_t bs, uint32_t ctx, fg_err *err)
+{
+    uint32_t P = 0, G = 0, n = 0;
+    size_t keep = 0, m = 0;
+    if (!(j->block.jobs = calloc(j->nq + 1, sizeof *j->block.jobs)))
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < j->nq; i++) {
+        qjob *p = &j->q[i];
+        uint32_t P2 = p->P > P ? p->P : P, G2 = p->G > G ? p->G : G;
+        if (!p->seqs || (n + p->seqs <= bs && (uint64_t)P2 + G2 <= ctx) || (!n && !m)) {
+            j->block.jobs[m++] = p->job;
+            if (p->seqs)
+                P = P2, G = G2, n += p->seqs;
+        } else {
+            j->q[keep++] = *p;
+        }
+    }
+    j->block.n = m;
+    j->nq = keep;
+    return FG_OK;
+}
+
 static int jobs_loop(fgr_run *r, jobs_run *j, uint64_t total, fg_err *err)
 {
     uint32_t bs = fg_session_info_get(j->s)->block_seqs;
+    uint32_t ctx = fg_session_info_get(j->s)->max_ctx;
     fgr_tick tc = {{0}, 0};
     fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, total, r->o->quiet);
     fgs_set_tick(j->s, &tc);
     double t0 = fg_now();
     int rc = FG_OK;
-    /* a reader's block of lines a call: the session packs their choices into the engine's
-     * blocks (a line's n choices are n sequences) */
+    /* a block of lines a call (a line's n choices are n sequences): those of the queue that
+     * fit together; the rest wait for the next, with the lines read meanwhile */
+    if (!(j->q = calloc(bs + 1, sizeof *j->q)))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     for (uint32_t blk = 0; rc == FG_OK; blk++) {
-        if ((rc = interrupted(r, err)) ||
-            (rc = fg_job_reader_next(j->rd, j->outp, bs, &j->block, err)) || !j->block.n)
+        if ((rc = interrupted(r, err)) || (rc = refill(r, j, bs, ctx, err)) || !j->nq)
             break;
-        rc = answer_block(r, j, blk, err);
+        if ((rc = take_block(j, bs, ctx, err)) == FG_OK)
+            rc = answer_block(r, j, blk, err);
         fg_jobs_free(&j->block);
     }
     if (rc == FG_ERR_STATE && r->o->interrupt && *r->o->interrupt)
@@ -320,6 +384,9 @@ static int check_answered(fgr_run *r, jobs_run *j, size_t n_done, fg_err *err)
 static void free_jobs_run(jobs_run *j)
 {
     fg_jobs_free(&j->block);
+    for (size_t i = 0; j->q && i < j->nq; i++)
+        fg_job_clear(&j->q[i].job);
+    free(j->q);
     fg_job_reader_close(j->rd);
 }
 

@@ -456,9 +456,11 @@ int fgr_run_score(fgr_run *r, fg_err *err)
         fg_session_stats_get(sr.s, &st);
     if (rc == FG_OK && !r->o->quiet) /* tokens/s: every token of the windows scored */
         fprintf(r->log, "fg-infer: scored %" PRIu64 " %s (%" PRIu64 " tokens, %" PRIu64 " "
-                "scored) in %.2f s: %.1f items/s, %.0f tokens/s%s\n", sr.scored,
+                "scored) in %.2f s: %.1f items/s, %.0f tokens/s; prefill rows %" PRIu64
+                " computed, %" PRIu64 " taken from shared contexts%s\n", sr.scored,
                 r->o->rolling ? "texts" : "pairs", st.prompt_tokens, sr.tokens, dt,
                 dt > 0 ? sr.scored / dt : 0.0, dt > 0 ? st.prompt_tokens / dt : 0.0,
+                st.engine.prefill_rows, st.engine.rows_shared,
                 sr.errors ? "; some lines got error results" : "");
     fg_session_close(sr.s);
     if (sr.in && sr.in != stdin)

@@ -125,6 +125,15 @@ static void model_lines(const fgr_run *r, const fg_engine_stats *st)
         }
         fprintf(r->log, "\n");
     }
+    uint64_t dec = p->tokens > p->prompts ? p->tokens - p->prompts : 0; /* (a prompt's first
+                                                                            token: the prefill) */
+    if (st->disk_read[0] || st->disk_read[1]) {
+        char a[32], b[32], c[32];
+        fprintf(r->log, "         read from disk: prefill %s, decode %s (%s a decode token)\n",
+                fg_fmt_bytes((double)st->disk_read[0], a, sizeof a),
+                fg_fmt_bytes((double)st->disk_read[1], b, sizeof b),
+                fg_fmt_bytes(dec ? (double)st->disk_read[1] / (double)dec : 0.0, c, sizeof c));
+    }
     double f = fg_model_flops_per_token(hp);
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "

@@ -427,7 +427,7 @@ static int echo_logprobs(fg_session *s, const fg_request *reqs, fg_response *res
     }
     echo_ctx c = {reqs, resp, map};
     if (rc == FG_OK && m)
-        rc = fgs_windows(s, win, lens, m, echo_pos, &c, err);
+        rc = fgs_windows(s, win, lens, NULL, m, echo_pos, &c, err);
     free(win);
     free(lens);
     free(map);

@@ -55,13 +55,14 @@ fgr_run *fgs_run(fg_session *s);
 /* Generate items[0..n) (n <= block size) as one block, filling their choices. */
 int fgs_block(fgs_call *c, fgs_item *items, uint32_t n, fg_err *err);
 
-/* Log-probs of each next token of windows[0..m) (all of them, each window's first position
- * predicting its second): fn(ctx, w, t, logits, vocab) for t in [0, lens[w] - 1) sees the
- * logits position t gave (predicting windows[w][t + 1]). Windows in groups of the block. */
+/* Log-probs of each next token of windows[0..m): fn(ctx, w, t, logits, vocab) for t in
+ * [from[w], lens[w]) (from NULL: from 0) sees the logits position t gave (predicting
+ * windows[w][t + 1]). Windows in groups of the block, in the order given: windows that begin
+ * with the same tokens and sit in one group compute them once (fg_engine_score). */
 typedef int (*fgs_pos_fn)(void *ctx, uint32_t w, uint32_t t, const float *logits,
                           uint32_t vocab);
-int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *lens, uint32_t m,
-                fgs_pos_fn fn, void *ctx, fg_err *err);
+int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *lens,
+                const uint32_t *from, uint32_t m, fgs_pos_fn fn, void *ctx, fg_err *err);
 
 /* The log-softmax of logits[n] in double: log-sum-exp; top[0..k) the k most likely (ids,
  * log-probs, most likely first, lower id first on ties). */

@@ -4,8 +4,9 @@
  *
  * Every log-prob is the log-softmax of the raw logits, computed in double (fgs_lse): the
  * model's distribution before any sampling warper, as transformers' log_softmax gives it.
- * The logits come from fg_engine_logits: windows of the block's size scored together, each
- * position's logits copied out (groups bounded to WIN_BYTES of logits, at least one window).
+ * The logits come from fg_engine_score: windows of the block's size scored together, the
+ * logits of the positions asked for copied out (groups bounded to WIN_BYTES of logits, at least
+ * one window); windows of one group that begin with the same tokens compute them once there.
  *
  * Pairs: lm-eval's rule (its HF model's _encode_pair): the context's trailing spaces move to
  * the continuation; the whole text context + continuation is encoded (with the model's BOS
@@ -14,8 +15,11 @@
  * empty context is the BOS (else the EOS) token, lm-eval's prefix token. The window fed is
  * context + continuation less its last token, cut from the left to max_ctx tokens (lm-eval's
  * HF model cuts to its max_length the same way, (context + continuation)[-(max_length + 1):]
- * less its last token, so max_length = max_ctx gives the same windows). Pairs whose windows
- * are equal token for token are scored once.
+ * less its last token, so max_length = max_ctx gives the same windows); only the positions
+ * predicting the continuation reach the head. Pairs whose windows are equal token for token
+ * are scored once. The windows go to the engine sorted by their tokens, so the pairs of one
+ * context (lm-eval's four choices) and contexts sharing a few-shot prefix fall in one group,
+ * where that context is computed once.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,15 +69,15 @@ void fgs_top(const float *x, uint32_t n, double lse, uint32_t k, fg_token_lp *to
     }
 }
 
-int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *lens, uint32_t m,
-                fgs_pos_fn fn, void *ctx, fg_err *err)
+int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *lens,
+                const uint32_t *from, uint32_t m, fgs_pos_fn fn, void *ctx, fg_err *err)
 {
     uint32_t bs = s->info.block_seqs, V = s->info.vocab_size;
     int rc = FG_OK;
     for (uint32_t w0 = 0; rc == FG_OK && w0 < m;) {
         uint32_t g = 0, maxl = 0;
         while (w0 + g < m && g < bs) {
-            uint32_t l = lens[w0 + g] > maxl ? lens[w0 + g] : maxl;
+            uint32_t k = lens[w0 + g] - (from ? from[w0 + g] : 0), l = k > maxl ? k : maxl;
             if (g && (uint64_t)(g + 1) * l * V * 4 > WIN_BYTES)
                 break;
             maxl = l;
@@ -84,10 +88,13 @@ int fgs_windows(fg_session *s, const int32_t *const *windows, const uint32_t *le
         if (!out)
             return fg_err_set(err, FG_ERR_NOMEM, "out of memory (logits of %u windows of %u "
                               "tokens)", g, maxl);
-        rc = fg_engine_logits(s->r.e, windows + w0, lens + w0, g, NULL, NULL, out, stride, err);
-        for (uint32_t w = 0; rc == FG_OK && w < g; w++)
-            for (uint32_t t = 0; rc == FG_OK && t < lens[w0 + w]; t++)
-                rc = fn(ctx, w0 + w, t, out + w * stride + (size_t)t * V, V);
+        rc = fg_engine_score(s->r.e, windows + w0, lens + w0, from ? from + w0 : NULL, g, NULL,
+                             NULL, out, stride, err);
+        for (uint32_t w = 0; rc == FG_OK && w < g; w++) {
+            uint32_t f = from ? from[w0 + w] : 0;
+            for (uint32_t t = f; rc == FG_OK && t < lens[w0 + w]; t++)
+                rc = fn(ctx, w0 + w, t, out + w * stride + (size_t)(t - f) * V, V);
+        }
         free(out);
         w0 += g;
         if (rc == FG_OK && fgs_interrupted(s))
@@ -235,34 +242,65 @@ static int same_window(const pair *a, const pair *b)
            !memcmp(a->ids + a->start, b->ids + b->start, (size_t)(a->n - a->start) * 4);
 }
 
+/* Windows in the order of their tokens (then the pair's index), so that the pairs of one
+ * context, and contexts sharing a few-shot prefix, sit in one block of fg_engine_score. */
+typedef struct win_key {
+    const pair *p;
+    uint32_t i;
+} win_key;
+
+static int by_window(const void *a, const void *b)
+{
+    const win_key *x = a, *y = b;
+    const int32_t *u = x->p->ids + x->p->start, *v = y->p->ids + y->p->start;
+    uint32_t nu = x->p->n - 1 - x->p->start, nv = y->p->n - 1 - y->p->start;
+    for (uint32_t t = 0; t < nu && t < nv; t++)
+        if (u[t] != v[t])
+            return u[t] < v[t] ? -1 : 1;
+    if (nu != nv)
+        return nu < nv ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
 static int run_pairs(fg_session *s, pair *p, uint32_t n, fg_score_res *out, fg_err *err)
 {
     const int32_t **win = calloc(n + 1, sizeof *win);
     uint32_t *lens = calloc(n + 1, sizeof *lens), *map = calloc(n + 1, sizeof *map), m = 0;
-    int rc = win && lens && map ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    uint32_t *from = calloc(n + 1, sizeof *from);
+    win_key *key = calloc(n + 1, sizeof *key);
+    int rc = win && lens && map && from && key ? FG_OK
+           : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; rc == FG_OK && i < n; i++) {
         p[i].dup = -1;
-        if (out[i].status)
+        if (!out[i].status)
+            key[m++] = (win_key){&p[i], i};
+    }
+    if (rc == FG_OK)
+        qsort(key, m, sizeof *key, by_window);
+    uint32_t nw = 0;
+    for (uint32_t j = 0; rc == FG_OK && j < m; j++) {
+        uint32_t i = key[j].i;
+        if (j && same_window(&p[i], &p[map[nw - 1]])) { /* sorted: an equal one is the last */
+            p[i].dup = (int32_t)map[nw - 1];
             continue;
-        for (uint32_t j = 0; j < i && p[i].dup < 0; j++) /* (a hash would do for many) */
-            if (!out[j].status && p[j].dup < 0 && same_window(&p[i], &p[j]))
-                p[i].dup = (int32_t)j;
-        if (p[i].dup >= 0)
-            continue;
+        }
         out[i].is_greedy = 1;
-        win[m] = p[i].ids + p[i].start;
-        lens[m] = p[i].n - 1 - p[i].start;
-        map[m++] = i;
+        win[nw] = p[i].ids + p[i].start;
+        lens[nw] = p[i].n - 1 - p[i].start;
+        from[nw] = p[i].n - p[i].ncont - 1 - p[i].start; /* predicts the continuation's first */
+        map[nw++] = i;
     }
     score_ctx c = {p, map, out};
     if (rc == FG_OK)
-        rc = fgs_windows(s, win, lens, m, score_pos, &c, err);
+        rc = fgs_windows(s, win, lens, from, nw, score_pos, &c, err);
     for (uint32_t i = 0; rc == FG_OK && i < n; i++)
         if (p[i].dup >= 0)
             out[i] = out[p[i].dup];
     free(win);
     free(lens);
     free(map);
+    free(from);
+    free(key);
     return rc;
 }
 
@@ -339,7 +377,7 @@ static int rolling(fg_session *s, const int32_t *tok, uint32_t n, double *lp, ui
     }
     roll_ctx c = {tok, first, skip, 0, 0};
     if (rc == FG_OK)
-        rc = fgs_windows(s, win, lens, nw, roll_pos, &c, err);
+        rc = fgs_windows(s, win, lens, skip, nw, roll_pos, &c, err);
     *lp = c.lp;
     *count = c.n;
     free(first_in);

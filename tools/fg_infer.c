@@ -155,6 +155,8 @@ static ta_opt k_opts[] = {
     FLAG("quick", g_a.r.calibrate_quick, 1, "calibrate: the quick measurement"),
     FLAG("rolling", g_a.r.rolling, 1, "score: lines {\"id\", \"text\"}: the text's rolling "
          "log-likelihood (lm-eval's loglikelihood_rolling) instead of context/continuation pairs"),
+    FLAG("no-shared-context", g_a.r.eo.no_share, 1, "score: compute a context shared by several "
+         "pairs once per pair (measures what computing it once saves)"),
     SECTION("generation", NULL),
     UINT("max-new-tokens", g_a.r.max_new, 1, 1 << 20, "N", "new tokens a prompt (32)"),
     FLOAT("temperature", g_a.r.sample.temperature, "F", "0 = greedy (the default)"),

@@ -1,0 +1,223 @@
+/* test_score.c - scoring pairs that share a context (fg_session_score -> fg_engine_score): the
+ * shared context is computed once, and the numbers are those of scoring each pair alone.
+ *
+ * For each family's fixture and each placement (all in RAM; weights on disk across batches of
+ * one; the row-by-row schedule without overlap; KV cache and activations on disk; mixed
+ * fractions; the 4-bit cache; the simulated device with the cache on it), three lm-eval-shaped
+ * items of four choices each (by ids):
+ *  - A: a fixture row cut after 5 tokens, continuations of 1, 3, 5 and 6 tokens of that row:
+ *    each sum within 1e-3 of log_softmax of transformers' logits, is_greedy as their argmax;
+ *  - B: another row's first 7 tokens, continuations from a third row (not the model's text);
+ *  - C: a context of one token.
+ * Scored in one call with sharing against the same call with every window computed whole
+ * (fg_engine_opts.no_share: the path before sharing, the same blocks): sums within 1e-5 (or
+ * 5e-7 of the sum where more: llama3's 6-token sum of -81 differs by 2.1e-5), is_greedy and
+ * token counts equal; the shared run computed fewer prefill rows and took rows
+ * from the shared contexts (fg_engine_stats rows_shared > 0). Where the block holds fewer
+ * windows than an item has choices, the sharing happens within each block. (A pair scored
+ * alone rather than among others differs from either by up to 2e-5 on these sums of -30 to
+ * -80: the f32 sums of a batch of another size.)
+ * Also the engine's split of disk reads into prefill and decode (the run summary's line).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer_common.h"
+#include "session.h"
+
+/* A store of the fixture checkpoint with GPT-2's tokenizer (ids are what count). */
+static const char *fixture_store(const char *layout)
+{
+    static char dst[4096];
+    snprintf(dst, sizeof dst, "%s", tu_path("store"));
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
+    fg_convert_opts o = {0, 64, -1, FG_SOURCE_DIR "/data/gpt2-tokenizer", 4096, NULL, NULL};
+    fg_convert_report rep;
+    fg_err err;
+    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s", layout, err.msg);
+    return dst;
+}
+
+typedef struct place {
+    const char *name;
+    uint32_t gbs, ngb;
+    fg_pager_policy frac;
+    int fractions, row, q4, sim;
+} place;
+
+static const place places[] = {
+    {"ram", 4, 1, {{0}, {0}, {0}}, 0, 0, 0, 0},
+    {"weights on disk, batches of 1", 1, 3, {{0, 0, 1}, {0, 1, 0}, {0, 1, 0}}, 1, 0, 0, 0},
+    {"row by row", 2, 2, {{0}, {0}, {0}}, 0, 1, 0, 0},
+    {"kv and activations on disk", 2, 2, {{0, 1, 0}, {0, 0, 1}, {0, 0, 1}}, 1, 0, 0, 0},
+    {"half and half", 3, 2, {{0, 0.5, 0.5}, {0, 0.5, 0.5}, {0, 0.5, 0.5}}, 1, 0, 0, 0},
+    {"4-bit cache", 4, 2, {{0}, {0}, {0}}, 0, 0, 1, 0},
+    {"sim device", 2, 2, {{0.5, 0.5, 0}, {1, 0, 0}, {0, 1, 0}}, 1, 0, 0, 1},
+};
+
+static fg_session *open_at(const char *store, const place *p, int no_share)
+{
+    fg_session_opts so = {0};
+    so.run.model = store;
+    so.run.eo = defaults();
+    so.run.eo.policy.gbs = p->gbs;
+    so.run.eo.policy.ngb = p->ngb;
+    so.run.eo.policy.have_fractions = p->fractions;
+    so.run.eo.policy.frac = p->frac;
+    so.run.eo.policy.schedule = p->row ? FG_SCHEDULE_ROW : FG_SCHEDULE_ZIGZAG;
+    so.run.eo.policy.overlap = !p->row;
+    so.run.eo.policy.compress_cache = p->q4;
+    so.run.eo.offload_dir = tu_path("");
+    so.run.eo.no_share = no_share;
+    if (p->sim) {
+        so.run.eo.backend = FG_BACKEND_SIM;
+        so.run.eo.policy.cpu_attention = 0;
+    }
+    so.run.sample = (fg_sample_params){0, 0, 1, 0};
+    so.run.max_new = 4;
+    so.run.policy_auto = 0;
+    so.run.quiet = 1;
+    so.max_ctx = 16;
+    so.max_seqs = p->gbs * p->ngb;
+    fg_session *s;
+    fg_err err;
+    ck_assert_msg(fg_session_open(&so, &s, &err) == 0, "%s: %s", p->name, err.msg);
+    return s;
+}
+
+#define NQ 12
+
+/* 1e-5, or 5e-7 of the sum where that is more: the f32 rows of a batch of another size */
+static double tol(double sum) { return fabs(sum) * 5e-7 > 1e-5 ? fabs(sum) * 5e-7 : 1e-5; }
+
+static void pairs(const ref *r, fg_score_req *q, double *want, int *greedy)
+{
+    static const uint32_t cont[4] = {1, 3, 5, 6};
+    for (int c = 0; c < 4; c++) {
+        uint32_t k = 5;
+        q[c] = (fg_score_req){NULL, r->ids[0], k, NULL, r->ids[0] + k, cont[c]};
+        want[c] = 0;
+        greedy[c] = 1;
+        for (uint32_t t = k - 1; t < k - 1 + cont[c]; t++) {
+            const float *x = r->logits + ((size_t)0 * 12 + t) * r->vocab;
+            want[c] += (double)x[r->ids[0][t + 1]];
+            double m = -INFINITY, s = 0;
+            for (uint32_t v = 0; v < r->vocab; v++)
+                m = x[v] > m ? x[v] : m;
+            for (uint32_t v = 0; v < r->vocab; v++)
+                s += exp((double)x[v] - m);
+            want[c] -= m + log(s);
+            greedy[c] &= (int32_t)argmax(x, r->vocab) == r->ids[0][t + 1];
+        }
+        q[4 + c] = (fg_score_req){NULL, r->ids[1], 7, NULL, r->ids[2] + 1 + c, 2 + c};
+        q[8 + c] = (fg_score_req){NULL, r->ids[2], 1, NULL, r->ids[1] + c, 3};
+    }
+}
+
+START_TEST(shared_contexts)
+{
+    static const struct {
+        const char *layout, *ref;
+    } fam[] = {
+        {"opt-tiny-safetensors", "opt-tiny"},
+        {"llama3-tiny-bf16", "llama3-tiny"},
+        {"gemma2-tiny-bf16", "gemma2-tiny"},
+        {"mixtral-tiny-bf16", "mixtral-tiny"},
+        {"deepseek-v2-lite-tiny-bf16", "deepseek-v2-lite-tiny"}, /* MLA: the latent rows */
+    };
+    ref r;
+    load_ref(fam[_i].ref, &r);
+    const char *store = fixture_store(fam[_i].layout);
+    fg_score_req q[NQ];
+    double want[NQ];
+    int greedy[NQ];
+    pairs(&r, q, want, greedy);
+    for (size_t pi = 0; pi < sizeof places / sizeof places[0]; pi++) {
+        const place *p = &places[pi];
+        fg_score_res all[NQ], old[NQ];
+        fg_session_stats st_old, st;
+        fg_err err;
+        fg_session *s = open_at(store, p, 1); /* every window whole: the path before sharing */
+        ck_assert_msg(fg_session_score(s, q, NQ, old, &err) == 0, "%s: %s", p->name, err.msg);
+        fg_session_stats_get(s, &st_old);
+        fg_session_close(s);
+        s = open_at(store, p, 0);
+        ck_assert_msg(fg_session_score(s, q, NQ, all, &err) == 0, "%s: %s", p->name, err.msg);
+        fg_session_stats_get(s, &st);
+        fg_session_close(s);
+        for (int i = 0; i < NQ; i++) {
+            ck_assert_int_eq(all[i].status, 0);
+            ck_assert_int_eq(old[i].status, 0);
+            ck_assert_uint_eq(all[i].n_tokens, old[i].n_tokens);
+            ck_assert_msg(fabs(all[i].logprob - old[i].logprob) <= tol(old[i].logprob),
+                          "%s, %s, pair %d: "
+                          "shared %.9f, whole %.9f", fam[_i].ref, p->name, i, all[i].logprob,
+                          old[i].logprob);
+            ck_assert_msg(all[i].is_greedy == old[i].is_greedy, "%s, %s, pair %d: is_greedy",
+                          fam[_i].ref, p->name, i);
+            if (i < 4 && !p->q4) { /* A: against transformers */
+                ck_assert_msg(fabs(all[i].logprob - want[i]) < 1e-3, "%s, %s, pair %d: %f vs "
+                              "transformers %f", fam[_i].ref, p->name, i, all[i].logprob,
+                              want[i]);
+                ck_assert_int_eq(all[i].is_greedy, greedy[i]);
+            }
+        }
+        ck_assert_uint_eq(st_old.engine.rows_shared, 0);
+        ck_assert_msg(st.engine.rows_shared > 0, "%s, %s: nothing shared", fam[_i].ref, p->name);
+        ck_assert_msg(st.engine.prefill_rows < st_old.engine.prefill_rows, "%s, %s: prefill "
+                      "rows %llu shared, %llu whole", fam[_i].ref, p->name,
+                      (unsigned long long)st.engine.prefill_rows,
+                      (unsigned long long)st_old.engine.prefill_rows);
+    }
+    free(r.logits);
+}
+END_TEST
+
+/* The run summary's split of disk reads (issue 44): a mixture of experts with its weights on
+ * disk reads its routed experts in the decode too; prefill + decode = all the pager read. */
+START_TEST(disk_reads_split)
+{
+    const char *store = fixture_store("qwen3-moe-tiny-bf16");
+    place p = {"weights on disk", 1, 1, {{0, 0, 1}, {0, 1, 0}, {0, 1, 0}}, 1, 0, 0, 0};
+    fg_session *s = open_at(store, &p, 0);
+    int32_t ids[4] = {1, 20, 30, 40};
+    fg_request q = {0};
+    q.prompt_ids = ids;
+    q.n_prompt_ids = 4;
+    q.max_tokens = 6;
+    q.logprobs = -1;
+    q.ignore_eos = 1;
+    fg_response r;
+    fg_err err;
+    ck_assert_msg(fg_session_generate(s, &q, 1, NULL, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r.status, 0);
+    fg_response_clear(&r);
+    fg_session_stats st;
+    fg_session_stats_get(s, &st);
+    const fg_engine_stats *e = &st.engine;
+    ck_assert_uint_gt(e->disk_read[0], 0);
+    ck_assert_uint_gt(e->disk_read[1], 0);
+    ck_assert_uint_eq(e->disk_read[0] + e->disk_read[1],
+                      e->pager.moved[FG_TIER_DISK][FG_TIER_HOST]);
+    fg_session_close(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("score");
+    TCase *tc = infer_tcase("score", 300);
+    tcase_add_loop_test(tc, shared_contexts, 0, 5);
+    tcase_add_test(tc, disk_reads_split);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
