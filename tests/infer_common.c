@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "infer_common.h"
 
@@ -19,6 +20,28 @@ const char *family_dir(const char *name)
 
 static void setup(void) { tu_tmpdir_create(); }
 static void teardown(void) { tu_tmpdir_remove(); }
+
+/* Converted stores shared by a TCase's cases (convert_as): Check runs each case in a child of the
+ * suite's process, so they live in a directory that process makes before the TCase's first case
+ * and removes after its last (an unchecked fixture). A case converts a layout the first time one
+ * asks for it, into a name of its own renamed into place whole: a case that fails converting
+ * leaves nothing the next one would trust. Every user opens them read-only. */
+static char g_stores[4096];
+
+static void stores_setup(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(g_stores, sizeof g_stores, "%s/fgstores-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(g_stores))
+        g_stores[0] = '\0'; /* each case converts into its own temp dir, as before */
+}
+
+static void stores_teardown(void)
+{
+    if (g_stores[0])
+        tu_rmtree(g_stores);
+    g_stores[0] = '\0';
+}
 
 const char *infer_now = "";
 
@@ -34,6 +57,7 @@ TCase *infer_tcase(const char *name, int timeout)
 {
     TCase *tc = tcase_create(name);
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, stores_setup, stores_teardown);
     tcase_set_timeout(tc, timeout);
     return tc;
 }
@@ -103,24 +127,47 @@ void load_ref(const char *name, ref *r)
     fclose(f);
 }
 
-/* Convert a fixture checkpoint (OPT ones take the GPT-2 tokenizer; the Llama family's have
- * their tokenizer.json) into a store in the test's temp dir; q4 = 2: 4-bit grouped along the
- * input axis (what the int8 kernels take). */
-const char *convert(const char *layout, int q4)
+/* src converted with o into the store named key, once per TCase (g_stores above; in the test's
+ * temp dir outside infer_tcase). */
+const char *convert_shared(const char *src, const char *key, const fg_convert_opts *o)
 {
-    static char dst[4096];
-    snprintf(dst, sizeof dst, "%s", tu_path(q4 ? "store-q4" : "store"));
-    char src[4096], tok[4096];
-    int opt = !strncmp(layout, "opt", 3);
-    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
-    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
-    fg_convert_opts o = {q4 != 0, 64, q4 == 2 ? 1 : -1, opt ? tok : NULL, 4096, NULL, NULL};
+    static char bufs[4][4096];
+    static int k;
+    char *dst = bufs[k++ & 3], tmp[4200];
+    if (g_stores[0]) {
+        snprintf(dst, sizeof bufs[0], "%.3500s/%.500s", g_stores, key);
+        if (access(dst, F_OK) == 0)
+            return dst;
+        snprintf(tmp, sizeof tmp, "%s.tmp%d", dst, (int)getpid());
+        tu_rmtree(tmp);
+    } else {
+        snprintf(dst, sizeof bufs[0], "%.4000s", tu_path(key));
+        snprintf(tmp, sizeof tmp, "%s", dst);
+    }
+    fg_convert_opts oo = *o;
     fg_convert_report rep;
     fg_err err;
-    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s: %s", infer_now, layout,
+    ck_assert_msg(fg_convert_import(src, tmp, &oo, &rep, &err) == 0, "%s: %s: %s", infer_now, src,
                   err.msg);
+    ck_assert_msg(strcmp(tmp, dst) == 0 || rename(tmp, dst) == 0, "%s: rename %s", infer_now, tmp);
     return dst;
 }
+
+/* Convert a fixture checkpoint (OPT ones take the GPT-2 tokenizer; the Llama family's have
+ * their tokenizer.json, or GPT-2's with gpt2_tok) into a store; q4 = 2: 4-bit grouped along the
+ * input axis (what the int8 kernels take). */
+const char *convert_as(const char *layout, int q4, int gpt2_tok)
+{
+    char src[4096], tok[4096], key[512];
+    gpt2_tok |= !strncmp(layout, "opt", 3);
+    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
+    snprintf(tok, sizeof tok, "%s/data/gpt2-tokenizer", FG_SOURCE_DIR);
+    snprintf(key, sizeof key, "%.400s.q%d.%s", layout, q4, gpt2_tok ? "gpt2" : "own");
+    fg_convert_opts o = {q4 != 0, 64, q4 == 2 ? 1 : -1, gpt2_tok ? tok : NULL, 4096, NULL, NULL};
+    return convert_shared(src, key, &o);
+}
+
+const char *convert(const char *layout, int q4) { return convert_as(layout, q4, 0); }
 
 uint32_t argmax(const float *x, uint32_t n)
 {
@@ -152,10 +199,10 @@ void eng_close(eng *x)
     fg_store_close(x->s);
 }
 
-/* Logits of the fixture batch through an engine opened with o, against the reference; the
+/* Logits of the fixture batch (left padding dropped) through an engine opened with o: row b's
+ * t-th unpadded token at out + (b * 12 + t) * vocab (malloc'd; the caller frees it); the
  * engine's stats into *st when asked. */
-result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
-                              fg_engine_stats *st)
+float *fixture_logits(const char *store, const ref *r, fg_engine_opts o, fg_engine_stats *st)
 {
     eng x;
     fg_err err;
@@ -175,12 +222,35 @@ result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
     float *out = calloc((size_t)3 * 12 * V, 4);
     ck_assert_msg(fg_engine_logits(x.e, win, lens, 3, NULL, NULL, out, 12 * V, &err) == 0,
                   "%s: %s", infer_now, err.msg);
+    if (st)
+        fg_engine_stats_get(x.e, st);
+    eng_close(&x);
+    return out;
+}
+
+/* Logits of the fixture batch through an engine opened with o, against the reference; the
+ * engine's stats into *st when asked. */
+result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
+                              fg_engine_stats *st)
+{
+    float *out = fixture_logits(store, r, o, st);
+    result res = compare_logits(out, r);
+    free(out);
+    return res;
+}
+
+/* Logits laid out as fixture_logits gives them against the reference */
+result compare_logits(const float *out, const ref *r)
+{
+    uint32_t V = r->vocab;
     result res = {0, 0, 0};
     int n = 0, same = 0;
     double num = 0, den = 0;
     for (int b = 0; b < 3; b++) {
-        int pad = 12 - (int)lens[b];
-        for (uint32_t t = 0; t < lens[b]; t++) {
+        int pad = 12;
+        for (int t = 0; t < 12; t++)
+            pad -= r->mask[b][t] != 0;
+        for (int t = 0; t < 12 - pad; t++) {
             const float *mine = out + (b * 12 + t) * V;
             const float *want = r->logits + (b * 12 + pad + t) * V;
             for (uint32_t v = 0; v < V; v++) {
@@ -194,10 +264,6 @@ result check_logits_st(const char *store, const ref *r, fg_engine_opts o,
     }
     res.agree = (double)same / n;
     res.nmse = num / den;
-    free(out);
-    if (st)
-        fg_engine_stats_get(x.e, st);
-    eng_close(&x);
     return res;
 }
 

@@ -7,6 +7,9 @@
  * names its case: infer_row() prints it as the iteration starts and the checks below put it at
  * the head of their failure messages (Check itself gives the loop index).
  *
+ * A TCase's cases share their converted stores (convert, convert_as): one conversion of a layout
+ * per test program, however many cases and tables use it.
+ *
  * FG_FIXTURE_DIR: the assembled fixture tree (tests/fixtures_assemble.sh, in the build dir). */
 #ifndef FG_TEST_INFER_COMMON_H
 #define FG_TEST_INFER_COMMON_H
@@ -64,12 +67,21 @@ typedef struct eng {
 
 const char *family_dir(const char *name); /* FG_FIXTURE_DIR/opt or /llama */
 void load_ref(const char *name, ref *r);
-/* The layout converted into the temp dir's store (q4: 1 4-bit axis 0, 2 axis 1); the path is
- * static: valid until the next call. */
-const char *convert(const char *layout, int q4);
+/* The layout converted into a store (q4: 1 4-bit axis 0, 2 axis 1), once per TCase made by
+ * infer_tcase: the cases share it (read-only). gpt2_tok: GPT-2's tokenizer whatever the family
+ * (OPT's always). The path stays valid for the case (4 calls' paths at once). */
+const char *convert_as(const char *layout, int q4, int gpt2_tok);
+/* Any checkpoint src converted with o, shared the same way under the name key (one key, one
+ * src and o). */
+const char *convert_shared(const char *src, const char *key, const fg_convert_opts *o);
+const char *convert(const char *layout, int q4); /* convert_as(layout, q4, 0) */
 uint32_t argmax(const float *x, uint32_t n);
 int eng_open(const char *dir, const fg_engine_opts *o, eng *x, fg_err *err);
 void eng_close(eng *x);
+/* The fixture batch's logits through an engine opened with o (left padding dropped: row b's
+ * t-th token at + (b * 12 + t) * vocab; the caller frees them) */
+float *fixture_logits(const char *store, const ref *r, fg_engine_opts o, fg_engine_stats *st);
+result compare_logits(const float *logits, const ref *r); /* fixture_logits' against r */
 result check_logits_st(const char *store, const ref *r, fg_engine_opts o, fg_engine_stats *st);
 result check_logits(const char *store, const ref *r, fg_engine_opts o);
 void check_greedy(const char *store, const ref *r, fg_engine_opts o);

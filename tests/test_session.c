@@ -2,12 +2,19 @@
  *
  *  - greedy: each family's fixture prompt (ids) gives transformers' greedy tokens
  *    (tests/fixtures/<family>/<name>.ref), alone and packed among other requests;
+ *  - log-probs, a table of every fixture with transformers logits x every placement the infer
+ *    tables cover (in RAM; weights, cache and activations on disk; half of each; the 4-bit
+ *    cache and 4-bit weights within their tables' bounds): echo's prompt log-probs and the top
+ *    alternatives = log_softmax of transformers' logits within 1e-3, a generated token's
+ *    log-prob = the prefill's;
+ *  - scoring: context + continuation pairs = transformers' summed log-probs; rolling windows;
  *  - seeded samples: a request's n choices differ from one another, and are the same whatever
  *    the packing (alone, among other requests, a session of one sequence a block);
  *  - error responses: malformed, empty, too long, chat without a template; the rest answered;
  *  - streaming (the shipped Austen model, its own tokenizer): the pieces concatenate to each
  *    choice's text, whole UTF-8, a stop string cut, a cancel gives status 499;
  *  - tokenize / detokenize round trip.
+ * Each store is converted once per run and shared by the cases (convert_shared, infer_common.h).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -19,37 +26,26 @@
 #include "infer_common.h"
 #include "session.h"
 
+/* The stores are converted once per run of this program and shared by its cases (convert_shared,
+ * infer_common.h): read-only here. */
 static const char *austen_store(void)
 {
-    static char dst[4096];
-    snprintf(dst, sizeof dst, "%s", tu_path("austen"));
     fg_convert_opts o = {0, 64, -1, NULL, 4096, NULL, NULL};
-    fg_convert_report rep;
-    fg_err err;
-    ck_assert_msg(fg_convert_import(FG_SOURCE_DIR "/models/austen-opt", dst, &o, &rep, &err) == 0,
-                  "%s", err.msg);
-    return dst;
+    return convert_shared(FG_SOURCE_DIR "/models/austen-opt", "austen", &o);
 }
 
-/* A store of the fixture checkpoint with GPT-2's tokenizer (any family: ids are what count). */
-static const char *fixture_store(const char *layout)
-{
-    static char dst[4096];
-    snprintf(dst, sizeof dst, "%s", tu_path("store"));
-    char src[4096];
-    snprintf(src, sizeof src, "%s/%s", family_dir(layout), layout);
-    fg_convert_opts o = {0, 64, -1, FG_SOURCE_DIR "/data/gpt2-tokenizer", 4096, NULL, NULL};
-    fg_convert_report rep;
-    fg_err err;
-    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s: %s", layout, err.msg);
-    return dst;
-}
+/* A store of the fixture checkpoint with its own tokenizer (OPT's: GPT-2's). The Llama family's
+ * are small (512 ids); loading GPT-2's 50,257 at every session open was most of this program's
+ * time. */
+static const char *fixture_store(const char *layout) { return convert_as(layout, 0, 0); }
 
-static fg_session *open_session(const char *store, uint32_t ctx, uint32_t seqs)
+/* A session over store; eo: the engine's options (placement, 4-bit forms), defaults() when NULL */
+static fg_session *open_session_eo(const char *store, uint32_t ctx, uint32_t seqs,
+                                   const fg_engine_opts *eo)
 {
     fg_session_opts so = {0};
     so.run.model = store;
-    so.run.eo = defaults();
+    so.run.eo = eo ? *eo : defaults();
     so.run.sample = (fg_sample_params){0, 0, 1, 0};
     so.run.max_new = 16;
     so.run.policy_auto = 0;
@@ -60,8 +56,13 @@ static fg_session *open_session(const char *store, uint32_t ctx, uint32_t seqs)
     so.max_seqs = seqs;
     fg_session *s;
     fg_err err;
-    ck_assert_msg(fg_session_open(&so, &s, &err) == 0, "%s", err.msg);
+    ck_assert_msg(fg_session_open(&so, &s, &err) == 0, "%s: %s", infer_now, err.msg);
     return s;
+}
+
+static fg_session *open_session(const char *store, uint32_t ctx, uint32_t seqs)
+{
+    return open_session_eo(store, ctx, seqs, NULL);
 }
 
 static fg_request greedy_req(const int32_t *ids, uint32_t n, uint32_t max)
@@ -87,71 +88,264 @@ static const struct {
     {"mixtral-tiny-bf16", "mixtral-tiny"},
 };
 
-/* log_softmax(x)[id] in double */
-static double ref_lp(const float *x, uint32_t V, int32_t id)
+
+/* ---- log-probs: every family with transformers fixture logits, every placement ---- */
+
+/* The engine options of a placement (the infer tables' cases: test_infer_placements,
+ * test_infer_compute); the 4-bit weights come from the store (lp_row.q4). */
+enum { PL_RAM, PL_DISK, PL_MIXED, PL_Q4_CACHE, PL_Q4_WEIGHTS, PL_N_EXACT = PL_Q4_CACHE };
+static const char *const place_name[] = {
+    "in RAM", "weights, cache and activations on disk", "half of each in RAM, half on disk",
+    "4-bit cache, weights and cache on disk", "4-bit weights"};
+
+static fg_engine_opts place_opts(int place)
+{
+    fg_engine_opts o = defaults();
+    static const fg_pager_policy pol[] = {
+        {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}},
+        {{0, 0.5, 0.5}, {0, 0.5, 0.5}, {0, 0.5, 0.5}},
+        {{0, 0, 1}, {0, 0, 1}, {0, 1, 0}},
+    };
+    if (place == PL_DISK || place == PL_MIXED || place == PL_Q4_CACHE) {
+        o.policy.have_fractions = 1;
+        o.policy.frac = pol[place - PL_DISK];
+        o.offload_dir = tu_path("");
+    }
+    o.policy.compress_cache = place == PL_Q4_CACHE;
+    o.policy.compress_weight = place == PL_Q4_WEIGHTS;
+    return o;
+}
+
+/* A family x placement. bound, agree: a lossy placement's bounds, the ones its infer table gives
+ * the logits (kv_on_disk's 4-bit cache nmse; q4_rows' and moe_q4_rows' nmse and argmax
+ * agreement). */
+typedef struct lp_row {
+    const char *layout, *ref;
+    int place, q4; /* q4: the store's 4-bit weights (convert_as) */
+    double bound, agree;
+} lp_row;
+
+/* Every fixture with transformers logits (tests/fixtures/<opt|llama>/<ref>.ref) */
+static const struct {
+    const char *layout, *ref;
+} lp_families[] = {
+    {"opt-tiny-safetensors", "opt-tiny"},
+    {"opt-tiny-bf16-bin", "opt-tiny-bf16"},
+    {"opt-350m-style-safetensors", "opt-350m-style"},
+    {"deepseek-v2-lite-tiny-bf16", "deepseek-v2-lite-tiny"},
+    {"deepseek-v2-tiny-bf16", "deepseek-v2-tiny"},
+    {"deepseek-v3-tiny-bf16", "deepseek-v3-tiny"},
+    {"dots1-tiny-bf16", "dots1-tiny"},
+    {"ernie4_5-moe-tiny-bf16", "ernie4_5-moe-tiny"},
+    {"ernie4_5-tiny-bf16", "ernie4_5-tiny"},
+    {"exaone4-tiny-bf16", "exaone4-tiny"},
+    {"gemma-tiny-bf16", "gemma-tiny"},
+    {"gemma2-tiny-bf16", "gemma2-tiny"},
+    {"gemma3-tiny-bf16", "gemma3-tiny"},
+    {"glm4-moe-tiny-bf16", "glm4-moe-tiny"},
+    {"glm4-tiny-bf16", "glm4-tiny"},
+    {"gpt-oss-mxfp4-tiny", "gpt-oss-mxfp4-tiny"},
+    {"gpt-oss-tiny-bf16", "gpt-oss-tiny"},
+    {"granite-tiny-bf16", "granite-tiny"},
+    {"granitemoe-tiny-bf16", "granitemoe-tiny"},
+    {"kimi-k2-tiny-bf16", "kimi-k2-tiny"},
+    {"llama-linear-tiny-f16", "llama-linear-tiny"},
+    {"llama2-tiny-bf16", "llama2-tiny"},
+    {"llama3-tiny-bf16", "llama3-tiny"},
+    {"minimax-m2-tiny-bf16", "minimax-m2-tiny"},
+    {"ministral-tiny-bf16", "ministral-tiny"},
+    {"ministral3-tiny-bf16", "ministral3-tiny"},
+    {"mistral-tiny-bf16", "mistral-tiny"},
+    {"mixtral-tiny-bf16", "mixtral-tiny"},
+    {"olmo2-tiny-bf16", "olmo2-tiny"},
+    {"olmo3-tiny-bf16", "olmo3-tiny"},
+    {"olmoe-tiny-bf16", "olmoe-tiny"},
+    {"phi3-longrope-short-tiny-bf16", "phi3-longrope-short-tiny"},
+    {"phi3-longrope-tiny-bf16", "phi3-longrope-tiny"},
+    {"phi3-tiny-bf16", "phi3-tiny"},
+    {"qwen2-moe-tiny-bf16", "qwen2-moe-tiny"},
+    {"qwen2-tiny-bf16", "qwen2-tiny"},
+    {"qwen2-window-tiny-bf16", "qwen2-window-tiny"},
+    {"qwen3-moe-tiny-bf16", "qwen3-moe-tiny"},
+    {"qwen3-tiny-bf16", "qwen3-tiny"},
+    {"qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny"},
+    {"seed-oss-tiny-bf16", "seed-oss-tiny"},
+    {"smollm3-tiny-bf16", "smollm3-tiny"},
+};
+
+/* The lossy rows: the infer tables' 4-bit cache rows (kv_on_disk) and 4-bit weight rows (q4_rows,
+ * axis 0; moe_q4_rows, axis 1), with their bounds */
+static const lp_row lp_lossy[] = {
+    {"opt-tiny-safetensors", "opt-tiny", PL_Q4_CACHE, 0, 0.05, 0},
+    {"mistral-tiny-bf16", "mistral-tiny", PL_Q4_CACHE, 0, 0.05, 0},
+    {"qwen2-tiny-bf16", "qwen2-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"qwen3-tiny-bf16", "qwen3-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"phi3-tiny-bf16", "phi3-tiny", PL_Q4_CACHE, 0, 0.12, 0},
+    {"gemma3-tiny-bf16", "gemma3-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"gpt-oss-tiny-bf16", "gpt-oss-tiny", PL_Q4_CACHE, 0, 0.25, 0},
+    {"olmo3-tiny-bf16", "olmo3-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"exaone4-tiny-bf16", "exaone4-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"ernie4_5-tiny-bf16", "ernie4_5-tiny", PL_Q4_CACHE, 0, 0.12, 0},
+    {"gemma2-tiny-bf16", "gemma2-tiny", PL_Q4_CACHE, 0, 0.08, 0},
+    {"deepseek-v3-tiny-bf16", "deepseek-v3-tiny", PL_Q4_CACHE, 0, 0.6, 0},
+    {"deepseek-v2-tiny-bf16", "deepseek-v2-tiny", PL_Q4_CACHE, 0, 0.35, 0},
+    {"opt-tiny-safetensors", "opt-tiny", PL_Q4_WEIGHTS, 1, 0.15, 0.6},
+    {"llama3-tiny-bf16", "llama3-tiny", PL_Q4_WEIGHTS, 1, 0.35, 0.4},
+    {"qwen2-tiny-bf16", "qwen2-tiny", PL_Q4_WEIGHTS, 1, 0.35, 0.4},
+    {"qwen3-tiny-bf16", "qwen3-tiny", PL_Q4_WEIGHTS, 1, 0.35, 0.4},
+    {"mixtral-tiny-bf16", "mixtral-tiny", PL_Q4_WEIGHTS, 2, 0.45, 0.1},
+    {"qwen2-moe-tiny-bf16", "qwen2-moe-tiny", PL_Q4_WEIGHTS, 2, 0.4, 0.25},
+    {"qwen3-moe-tiny-bf16", "qwen3-moe-tiny", PL_Q4_WEIGHTS, 2, 0.3, 0.25},
+    {"olmoe-tiny-bf16", "olmoe-tiny", PL_Q4_WEIGHTS, 2, 0.4, 0.25},
+    {"gpt-oss-tiny-bf16", "gpt-oss-tiny", PL_Q4_WEIGHTS, 2, 0.4, 0.25},
+    {"glm4-moe-tiny-bf16", "glm4-moe-tiny", PL_Q4_WEIGHTS, 2, 0.6, 0.25},
+};
+
+/* log(sum exp x) in double */
+static double ref_lse(const float *x, uint32_t V)
 {
     double m = -INFINITY, s = 0;
     for (uint32_t i = 0; i < V; i++)
         m = x[i] > m ? x[i] : m;
     for (uint32_t i = 0; i < V; i++)
         s += exp((double)x[i] - m);
-    return (double)x[id] - m - log(s);
+    return m + log(s);
 }
 
-/* Log-probs: echo's prompt log-probs = log_softmax of transformers' logits (the fixture's
- * unpadded rows) within 1e-3, the top alternative too; a generated token's log-prob (the
- * decode's logits) = the same token's when the output is echoed as a prompt (the prefill's). */
-START_TEST(logprobs_fixtures)
+/* log_softmax(x)[id] in double */
+static double ref_lp(const float *x, uint32_t V, int32_t id) { return x[id] - ref_lse(x, V); }
+
+/* the k-th largest of x (k < 2) */
+static float kth_largest(const float *x, uint32_t V, int k)
+{
+    uint32_t a = argmax(x, V), b = a ? 0 : 1;
+    for (uint32_t i = 0; i < V; i++)
+        if (i != a && x[i] > x[b])
+            b = i;
+    return x[k ? b : a];
+}
+
+/* Log-probs of one family x placement (infer_now names it in every failure):
+ *  - echo's prompt log-probs of the fixture's 3 rows (left padding dropped) = log_softmax of
+ *    transformers' logits within 1e-3, and each of the 2 top alternatives is its token's
+ *    log-prob and they are the 2 largest. A lossy row: the same against log_softmax of the
+ *    engine's logits in that placement (fixture_logits), and those within the row's bounds of
+ *    transformers' (the nmse and argmax agreement of its infer table);
+ *  - a generated token's log-prob (the decode's logits) = the same token's when the output is
+ *    echoed as a prompt (the prefill's), the greedy token the top alternative. */
+static void lp_check(const lp_row *c)
 {
     ref r;
-    load_ref(families[_i].ref, &r);
-    fg_session *s = open_session(fixture_store(families[_i].layout), 64, 4);
-    fg_request q[2] = {greedy_req(r.ids[0], 12, 1), greedy_req(r.ids[1], 12, 1)};
-    fg_response resp[2];
+    load_ref(c->ref, &r);
+    const uint32_t V = r.vocab;
+    int exact = c->place < PL_N_EXACT;
+    fg_engine_opts eo = place_opts(c->place);
+    const char *store = convert_as(c->layout, c->q4, 0);
+    float *mine = NULL;
+    if (!exact) {
+        fg_engine_opts lo = eo;
+        lo.policy.gbs = 4, lo.policy.ngb = 1; /* as the session's */
+        mine = fixture_logits(store, &r, lo, NULL);
+        result res = compare_logits(mine, &r);
+        printf("%s: logits vs transformers: nmse %.4f (bound %g), argmax agreement %.3f (bound "
+               "%g)\n", infer_now, res.nmse, c->bound, res.agree, c->agree);
+        ck_assert_msg(res.nmse < c->bound && res.agree >= c->agree, "%s: logits nmse %g (bound "
+                      "%g), argmax agreement %g (bound %g)", infer_now, res.nmse, c->bound,
+                      res.agree, c->agree);
+    }
+    fg_session *s = open_session_eo(store, 64, 4, &eo);
+    fg_request q[3];
+    uint32_t pad[3];
+    for (int b = 0; b < 3; b++) {
+        for (pad[b] = 0; pad[b] < 12 && !r.mask[b][pad[b]];)
+            pad[b]++;
+        ck_assert_uint_lt(pad[b], 11);
+        q[b] = greedy_req(r.ids[b] + pad[b], 12 - pad[b], 1);
+        q[b].echo = 1, q[b].logprobs = 2;
+    }
+    fg_response resp[3];
     fg_err err;
-    for (int i = 0; i < 2; i++)
-        q[i].echo = 1, q[i].logprobs = 2;
-    ck_assert_msg(fg_session_generate(s, q, 2, NULL, NULL, resp, &err) == 0, "%s", err.msg);
-    for (int row = 0; row < 2; row++) {
-        ck_assert_int_eq(resp[row].status, 0);
-        ck_assert(isnan(resp[row].prompt_logprob[0]));
-        ck_assert_int_eq(resp[row].prompt_top[0].id, -1);
-        for (uint32_t t = 0; t + 1 < 12; t++) {
-            const float *x = r.logits + ((size_t)row * 12 + t) * r.vocab;
-            double want = ref_lp(x, r.vocab, r.ids[row][t + 1]);
-            double got = resp[row].prompt_logprob[t + 1];
-            ck_assert_msg(fabs(got - want) < 1e-3, "%s row %d pos %u: %f vs transformers %f",
-                          families[_i].ref, row, t + 1, got, want);
-            const fg_token_lp *top = &resp[row].prompt_top[(t + 1) * 2];
-            ck_assert(top[0].logprob >= top[1].logprob);
-            double best = ref_lp(x, r.vocab, (int32_t)argmax(x, r.vocab));
-            ck_assert_msg(fabs(top[0].logprob - best) < 1e-3, "%s top: %f vs %f",
-                          families[_i].ref, top[0].logprob, best);
+    ck_assert_msg(fg_session_generate(s, q, 3, NULL, NULL, resp, &err) == 0, "%s: %s", infer_now,
+                  err.msg);
+    const char *what = exact ? "transformers" : "the engine's logits";
+    for (int b = 0; b < 3; b++) {
+        ck_assert_msg(resp[b].status == 0, "%s: row %d: status %d", infer_now, b, resp[b].status);
+        ck_assert(isnan(resp[b].prompt_logprob[0]));
+        ck_assert_int_eq(resp[b].prompt_top[0].id, -1);
+        for (uint32_t t = 1; t < 12 - pad[b]; t++) {
+            const float *x = exact ? r.logits + ((size_t)b * 12 + pad[b] + t - 1) * V
+                                   : mine + ((size_t)b * 12 + t - 1) * V;
+            double want = ref_lp(x, V, r.ids[b][pad[b] + t]);
+            double got = resp[b].prompt_logprob[t];
+            ck_assert_msg(fabs(got - want) < 1e-3, "%s: row %d pos %u: %f vs %s %f", infer_now,
+                          b, t, got, what, want);
+            const fg_token_lp *top = &resp[b].prompt_top[t * 2];
+            ck_assert_msg(top[0].logprob >= top[1].logprob, "%s: row %d pos %u: top not sorted",
+                          infer_now, b, t);
+            for (int j = 0; j < 2; j++) {
+                double its = ref_lp(x, V, top[j].id);
+                double kth = kth_largest(x, V, j) - ref_lse(x, V);
+                ck_assert_msg(fabs(top[j].logprob - its) < 1e-3 && fabs(top[j].logprob - kth) < 1e-3,
+                              "%s: row %d pos %u: alternative %d (token %d) %f: %s %f, its %d-th "
+                              "best %f", infer_now, b, t, j, top[j].id, top[j].logprob, what, its,
+                              j + 1, kth);
+            }
         }
-        fg_response_clear(&resp[row]);
+        fg_response_clear(&resp[b]);
     }
     free(r.logits);
+    free(mine);
     /* decode vs prefill */
     fg_request g = greedy_req(r.prompt, r.n_prompt, 6);
     g.logprobs = 1;
-    ck_assert(fg_session_generate(s, &g, 1, NULL, NULL, resp, &err) == 0);
+    ck_assert_msg(fg_session_generate(s, &g, 1, NULL, NULL, resp, &err) == 0, "%s: %s",
+                  infer_now, err.msg);
     ck_assert_uint_eq(resp[0].choices[0].n_top, 1);
     int32_t all[80];
     memcpy(all, r.prompt, r.n_prompt * 4);
     memcpy(all + r.n_prompt, resp[0].choices[0].tokens, 6 * 4);
     fg_request e = greedy_req(all, r.n_prompt + 6, 1);
     e.echo = 1, e.logprobs = 0;
-    ck_assert(fg_session_generate(s, &e, 1, NULL, NULL, &resp[1], &err) == 0);
+    ck_assert_msg(fg_session_generate(s, &e, 1, NULL, NULL, &resp[1], &err) == 0, "%s: %s",
+                  infer_now, err.msg);
     for (uint32_t t = 0; t < 6; t++) {
         float a = resp[0].choices[0].logprob[t], b = resp[1].prompt_logprob[r.n_prompt + t];
-        ck_assert_msg(fabs(a - b) < 1e-3, "%s: token %u: decode %f, prefill %f",
-                      families[_i].ref, t, a, b);
+        ck_assert_msg(fabs(a - b) < 1e-3, "%s: token %u: decode %f, prefill %f", infer_now, t, a,
+                      b);
         /* greedy: the chosen token is the top alternative */
         ck_assert_int_eq(resp[0].choices[0].top[t].id, resp[0].choices[0].tokens[t]);
     }
     fg_response_clear(&resp[0]);
     fg_response_clear(&resp[1]);
     fg_session_close(s);
+}
+
+static char lp_name[256];
+
+static void lp_row_begin(int i, const lp_row *c)
+{
+    snprintf(lp_name, sizeof lp_name, "logprobs %s (%s), %s", c->ref, c->layout,
+             place_name[c->place]);
+    infer_now = lp_name;
+    printf("case %d: %s\n", i, lp_name);
+    fflush(stdout);
+}
+
+/* Each family in every exact placement (one store, a session each) */
+START_TEST(logprobs_fixtures)
+{
+    for (int p = 0; p < PL_N_EXACT; p++) {
+        lp_row c = {lp_families[_i].layout, lp_families[_i].ref, p, 0, 0, 0};
+        lp_row_begin(_i, &c);
+        lp_check(&c);
+    }
+}
+END_TEST
+
+START_TEST(logprobs_lossy)
+{
+    lp_row_begin(_i, &lp_lossy[_i]);
+    lp_check(&lp_lossy[_i]);
 }
 END_TEST
 
@@ -485,15 +679,8 @@ END_TEST
  * ids after handing them to the choice: a crash under fg-serve). */
 START_TEST(streaming_held_bytes)
 {
-    static char dst[4096];
-    snprintf(dst, sizeof dst, "%s", tu_path("store-own-tok"));
-    char src[4096];
-    snprintf(src, sizeof src, "%s/llama2-tiny-f32", family_dir("llama2-tiny-f32"));
-    fg_convert_opts o = {0, 64, -1, NULL, 4096, NULL, NULL};
-    fg_convert_report rep;
     fg_err err;
-    ck_assert_msg(fg_convert_import(src, dst, &o, &rep, &err) == 0, "%s", err.msg);
-    fg_session *s = open_session(dst, 32, 2);
+    fg_session *s = open_session(convert_as("llama2-tiny-f32", 0, 0), 32, 2); /* its own tokenizer */
     static const int32_t ids[] = {1, 306, 471};
     fg_request q = {0};
     q.prompt_ids = ids;
@@ -541,7 +728,8 @@ int main(void)
     Suite *su = suite_create("session");
     TCase *tc = infer_tcase("session", 300);
     tcase_add_loop_test(tc, greedy_fixtures, 0, INFER_ROWS(families));
-    tcase_add_loop_test(tc, logprobs_fixtures, 0, INFER_ROWS(families));
+    tcase_add_loop_test(tc, logprobs_fixtures, 0, INFER_ROWS(lp_families));
+    tcase_add_loop_test(tc, logprobs_lossy, 0, INFER_ROWS(lp_lossy));
     tcase_add_loop_test(tc, score_fixtures, 0, INFER_ROWS(families));
     tcase_add_test(tc, score_rolling_windows);
     tcase_add_test(tc, seeded_packing);

@@ -27,10 +27,15 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p);
 }
 
+void tu_rmtree(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void tu_tmpdir_remove(void)
 {
     if (g_dir[0])
-        nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        tu_rmtree(g_dir);
     g_dir[0] = '\0';
 }
 

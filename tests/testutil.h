@@ -11,6 +11,8 @@
 const char *tu_tmpdir_create(void);
 /* rm -rf the directory made by tu_tmpdir_create. */
 void tu_tmpdir_remove(void);
+/* rm -rf dir (nothing when it does not exist). */
+void tu_rmtree(const char *dir);
 /* path = tmpdir + "/" + name, in a static rotating buffer. */
 const char *tu_path(const char *name);
 

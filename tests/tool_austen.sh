@@ -21,7 +21,7 @@ for w in 64 512; do
 done
 out=$("$INFER" -m austen -p "It is a truth universally acknowledged" --max-new-tokens 20 \
       --percent 0 0 0 100 0 100 2>&1)
-echo "$out" | grep -q "read from disk" || { echo "$out"; exit 1; }
+grep -q "read from disk" <<< "$out" || { echo "$out"; exit 1; }
 # issue 38 (4): prompts encode as transformers' tokenizer(text) does: special tokens written in
 # the text matched, BOS added (the ids transformers 5 gave for these texts with
 # AutoTokenizer.from_pretrained("models/austen-opt")); --no-special-in-prompt splits them as text

@@ -63,11 +63,11 @@ JSONL
               'notobj|"messages\\"\[0\] is not an object' \
               'both|"prompt\\" and \\"messages\\" together' \
               'kw|"chat_template_kwargs\\" must be an object'; do
-    grep "\"id\":\"${want%%|*}\"" bad.out | grep '"type":"invalid_request"' |
-      grep -q "${want#*|}" || miss "$1: line ${want%%|*}: no error result matching ${want#*|}"
+    line=$(grep "\"id\":\"${want%%|*}\"" bad.out | grep '"type":"invalid_request"' || true)
+    grep -q "${want#*|}" <<< "$line" || miss "$1: line ${want%%|*}: no error result matching ${want#*|}"
   done
   for id in ok plain; do
-    grep "\"id\":\"$id\"" bad.out | grep -q '"tokens":\[' || miss "$1: line $id was not answered"
+    grep -q '"tokens":\[' <<< "$(grep "\"id\":\"$id\"" bad.out)" || miss "$1: line $id was not answered"
   done
   echo "$1: malformed messages lines get error results, the others run"
 }
@@ -106,9 +106,9 @@ printf '%s\n' '{"id": "r", "messages": [{"role": "user", "content": "x"}, {"role
   '{"id": "ok", "messages": [{"role": "user", "content": "x"}], "max_new_tokens": 1}' > raise.jsonl
 "$INFER" -m "$name.store" --input raise.jsonl --output raise.out --quiet --threads 1 ||
   miss "$name: the job with a refused conversation failed"
-grep '"id":"r"' raise.out | grep -q 'raise_exception: Conversation roles must alternate' ||
+grep -q 'raise_exception: Conversation roles must alternate' <<< "$(grep '"id":"r"' raise.out)" ||
   miss "$name: the template's raise_exception is not line r's error: $(cat raise.out)"
-grep '"id":"ok"' raise.out | grep -q '"tokens":\[' || miss "$name: line ok was not answered"
+grep -q '"tokens":\[' <<< "$(grep '"id":"ok"' raise.out)" || miss "$name: line ok was not answered"
 echo "$name: the template's raise_exception is the line's error result"
 rm -rf "$name" "$name.store"
 # a store without a chat template: --chat and messages fail naming the store; prompts still run

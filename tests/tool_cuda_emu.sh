@@ -58,7 +58,7 @@ expect_fail() { # label pattern cmd...: a non-zero exit and one line matching pa
   local label=$1 pat=$2; shift 2
   local out rc=0
   out=$("$@" 2>&1 >/dev/null) || rc=$?
-  [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q -- "$pat" ||
+  [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q -- "$pat" <<< "$out" ||
     { echo "$label: exit $rc, said: $out"; exit 1; }
   echo "$label: refused ($out)"
 }

@@ -83,10 +83,12 @@ for ex in matvec generate; do
     die "cc $ex.c \$(pkg-config --cflags --libs fg) failed"
   $CC $FLAGS -o pcs_$ex "$ROOT/examples/$ex.c" $(pkg-config --cflags --static fg) $static_libs ||
     die "cc $ex.c with pkg-config --static failed"
-  readelf -d pc_$ex | grep -q 'NEEDED.*libfg\.so\.'"$major" || die "pc_$ex does not load libfg.so.$major"
-  ! readelf -d pcs_$ex | grep -q 'NEEDED.*libfg' || die "pcs_$ex is not linked with libfg.a"
+  dyn=$(readelf -d pc_$ex) # captured: `readelf | grep -q` can fail on SIGPIPE under pipefail
+  grep -q 'NEEDED.*libfg\.so\.'"$major" <<< "$dyn" || die "pc_$ex does not load libfg.so.$major"
+  dyn=$(readelf -d pcs_$ex)
+  ! grep -q 'NEEDED.*libfg' <<< "$dyn" || die "pcs_$ex is not linked with libfg.a"
   # a static link needs no CUDA runtime library at run time (it links the static one)
-  ! readelf -d pcs_$ex | grep -q 'NEEDED.*libcudart' || die "pcs_$ex needs libcudart.so at run time"
+  ! grep -q 'NEEDED.*libcudart' <<< "$dyn" || die "pcs_$ex needs libcudart.so at run time"
 done
 step "built with pkg-config: shared and --static"
 cmake -S "$ROOT/tests/install/consumer" -B consumer -DCMAKE_C_COMPILER="$CC" \
@@ -95,7 +97,8 @@ cmake -S "$ROOT/tests/install/consumer" -B consumer -DCMAKE_C_COMPILER="$CC" \
   > consumer.log 2>&1 || { cat consumer.log; die "configuring the find_package(fg) project failed"; }
 grep -q "fg $VERSION from $P/lib/cmake/fg" consumer.log || { cat consumer.log; die "find_package(fg) did not find $P"; }
 cmake --build consumer >> consumer.log 2>&1 || { cat consumer.log; die "building the find_package(fg) project failed"; }
-! readelf -d consumer/generate_static | grep -q 'NEEDED.*libfg' || die "fg::fg_static linked libfg.so"
+dyn=$(readelf -d consumer/generate_static)
+! grep -q 'NEEDED.*libfg' <<< "$dyn" || die "fg::fg_static linked libfg.so"
 step "built with find_package(fg): fg::fg and fg::fg_static"
 
 # ---- 3. run them
