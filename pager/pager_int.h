@@ -181,6 +181,9 @@ struct fg_pager {
     int no_wait;           /* > 0 inside prefetch: make_room must not wait */
     fg_err sticky;         /* code != 0: sticky error */
     fg_pager_stats st;
+    uint32_t dbg_every;    /* FG_PAGER_DEBUG: the invariant check runs after every dbg_every-th
+                              changing call (FG_PAGER_CHECK_EVERY, default 1) */
+    uint64_t dbg_calls;
 };
 
 /* hash.c: XXH3-64 (AVX2 when the CPU has it); _ref is libxxhash's, _avx2 needs AVX2. */
