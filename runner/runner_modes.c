@@ -309,12 +309,14 @@ int fgr_run_ppl(fgr_run *r, fg_err *err)
 
 /* The plan of the run the same flags without --dry-run would make: sized by -p's prompt, or
  * by --input's longest prompt and its generation (as run_jobs sizes a file), or by
- * --prompt-len/--gen-len, else --max-context or the model's context. The engine stops at the
+ * --prompt-len/--gen-len (and --num-prompts, which bounds the block as in the run), else
+ * --max-context or the model's context. The engine stops at the
  * plan: nothing is allocated, so a plan too large for this machine prints instead of failing. */
 int fgr_run_dry(fgr_run *r, fg_err *err)
 {
     uint32_t P = r->o->prompt_len ? r->o->prompt_len : r->o->window;
-    uint32_t G = r->o->prompt_len ? r->o->max_new : 0, seqs = r->o->prompt ? 1 : 0;
+    uint32_t G = r->o->prompt_len ? r->o->max_new : 0;
+    uint32_t seqs = r->o->prompt ? 1 : r->o->num_prompts; /* as fgr_run_synthetic's engine */
     r->eo.plan_only = 1;
     int rc = fgr_open_store(r, err);
     if (rc == FG_OK && r->o->prompt) {

@@ -253,6 +253,12 @@ ci=$("$INFER" -m tiny --input dry.jsonl --max-new-tokens 5 --dry-run | ctx_of)
 cp=$("$INFER" -m tiny -p "hello there, how are you today" --max-new-tokens 5 --dry-run | ctx_of)
 [ -n "$ci" ] && [ "$ci" = "$cp" ] && [ "$ci" -lt 64 ] ||
   { echo "--dry-run --input planned context '$ci', -p with its longest prompt '$cp'"; exit 1; }
+# --num-prompts bounds the planned block as it bounds the run's (the plan ignored it before)
+blk=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --num-prompts 3 --dry-run |
+  sed -nE 's/^plan: block ([0-9]+) x ([0-9]+) .*/\1 \2/p')
+read -r gbs ngb <<< "$blk"
+[ -n "$gbs" ] && [ $((gbs * ngb)) -le 3 ] ||
+  { echo "--dry-run --num-prompts 3 planned block '$blk'"; exit 1; }
 huge=$("$INFER" -m tiny --gpu-batch-size 4096 --num-gpu-batches 64 --dry-run) ||
   { echo "--dry-run of a plan larger than RAM failed"; exit 1; }
 [[ "$huge" == *"total RAM"*"GiB"* ]] || { echo "--dry-run printed no plan: $huge"; exit 1; }
