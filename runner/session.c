@@ -171,7 +171,10 @@ int fg_session_tokenize(fg_session *s, const char *text, int add_special, int32_
                         uint32_t *n, fg_err *err)
 {
     fg_tok_ids v = {0};
-    unsigned fl = add_special ? FG_TOK_ADD_BOS | FG_TOK_SPECIAL : 0;
+    /* special tokens written in the text are matched either way, as transformers' tokenizer
+     * (text, add_special_tokens=False) does, unless prompts may not name them */
+    unsigned fl = (add_special ? FG_TOK_ADD_BOS : 0u) |
+                  (s->r.o->no_special_in_prompt ? 0u : FG_TOK_SPECIAL);
     int rc = fg_tok_encode(s->r.tok, text, strlen(text), fl, &v, err);
     if (rc || v.n > UINT32_MAX) {
         fg_tok_ids_free(&v);

@@ -114,7 +114,9 @@ int fg_session_score(fg_session *s, const fg_score_req *reqs, uint32_t n, fg_sco
 int fg_session_score_rolling(fg_session *s, const char *text, double *logprob,
                              uint64_t *n_tokens, fg_err *err);
 
-/* The tokenizer: ids of text (add_special: the model's BOS/EOS rule as tokenizer(text)); text of
+/* The tokenizer: ids of text (add_special: the model's BOS/EOS rule as tokenizer(text); special
+ * tokens written in the text are matched either way, as transformers' tokenizer matches them,
+ * unless run.no_special_in_prompt); text of
  * ids (skip_special: as decode(skip_special_tokens=True)). Results owned by the caller (free). */
 int fg_session_tokenize(fg_session *s, const char *text, int add_special, int32_t **ids,
                         uint32_t *n, fg_err *err);

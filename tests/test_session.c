@@ -718,6 +718,17 @@ START_TEST(tokenizer_calls)
     ck_assert_str_eq(text, "Emma Woodhouse, handsome");
     free(text);
     free(ids);
+    /* a special token written in the text is one id with or without add_special, as
+     * transformers' tokenizer(text, add_special_tokens=False) gives it; add_special adds BOS */
+    ck_assert(fg_session_tokenize(s, "Emma</s>", 0, &ids, &n, &err) == 0);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_int_eq(ids[n - 1], in->eos_id);
+    ck_assert_int_ne(ids[0], in->bos_id);
+    free(ids);
+    ck_assert(fg_session_tokenize(s, "Emma</s>", 1, &ids, &n, &err) == 0);
+    ck_assert_int_eq(ids[0], in->bos_id);
+    ck_assert_int_eq(ids[n - 1], in->eos_id);
+    free(ids);
     ck_assert(fg_session_chat_render(s, "[]", NULL, &text, &err) != 0);
     fg_session_close(s);
 }
