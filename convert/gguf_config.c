@@ -229,6 +229,25 @@ static int put_uint(const ck_gguf *g, const char *arch, const char *k, const cha
     return FG_OK;
 }
 
+/* The router's expert groups (DeepSeek-V3's and GLM-4.5's group-limited choice): n_group and
+ * topk_group from expert_group_count / expert_group_used_count, 1 each when absent. */
+static int put_groups(const ck_gguf *g, const char *a, const char *label, json_t *cfg,
+                      uint64_t *groups, fg_err *err)
+{
+    uint64_t used = 1;
+    int rc;
+    *groups = 1;
+    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, groups, err)) &&
+        rc != FG_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
+                       err)) && rc != FG_ERR_NOT_FOUND)
+        return rc;
+    json_object_set_new(cfg, "n_group", json_integer((json_int_t)*groups));
+    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
+    return FG_OK;
+}
+
 static int has_tensor(const fg_ckpt *ck, const char *name)
 {
     uint32_t i;
@@ -408,7 +427,7 @@ static int put_mla(const ck_gguf *g, const struct arch_row *r, const char *label
                    fg_err *err)
 {
     const char *a = r->arch;
-    uint64_t heads, rope, kvl, kl, v, lead, gate = 1, groups = 1, used = 1;
+    uint64_t heads, rope, kvl, kl, v, lead, gate = 1, groups = 1;
     int rc = need_uint(g, a, "attention.head_count", NULL, label, cfg, &heads, err);
     if (rc == FG_OK)
         rc = need_uint(g, a, "rope.dimension_count", "qk_rope_head_dim", label, cfg, &rope, err);
@@ -451,14 +470,8 @@ static int put_mla(const ck_gguf *g, const struct arch_row *r, const char *label
     if ((rc = put_uint(g, a, "expert_gating_func", NULL, 2, label, cfg, &gate, err)) &&
         rc != FG_ERR_NOT_FOUND)
         return rc;
-    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, &groups, err)) &&
-        rc != FG_ERR_NOT_FOUND)
+    if ((rc = put_groups(g, a, label, cfg, &groups, err)))
         return rc;
-    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
-                       err)) && rc != FG_ERR_NOT_FOUND)
-        return rc;
-    json_object_set_new(cfg, "n_group", json_integer((json_int_t)groups));
-    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
     int v3 = gate == 2;
     json_object_set_new(cfg, "model_type", json_string(v3 ? "deepseek_v3" : "deepseek_v2"));
     json_object_set_new(cfg, "architectures",
@@ -509,7 +522,7 @@ static int put_glm_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt
                        const char *label, json_t *cfg, fg_err *err)
 {
     const char *a = r->arch;
-    uint64_t blocks, nextn = 0, groups = 1, used = 1, norm = 0;
+    uint64_t blocks, nextn = 0, groups = 1, norm = 0;
     int rc = need_uint(g, a, "block_count", NULL, label, cfg, &blocks, err);
     if (rc == FG_OK && (rc = put_uint(g, a, "nextn_predict_layers", "num_nextn_predict_layers",
                                       UINT32_MAX, label, cfg, &nextn, err)) == FG_ERR_NOT_FOUND)
@@ -530,14 +543,8 @@ static int put_glm_moe(const ck_gguf *g, const struct arch_row *r, const fg_ckpt
     for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
         if ((rc = need_uint(g, a, moe[i].k, moe[i].hf, label, cfg, NULL, err)))
             return rc;
-    if ((rc = put_uint(g, a, "expert_group_count", NULL, UINT32_MAX, label, cfg, &groups, err)) &&
-        rc != FG_ERR_NOT_FOUND)
+    if ((rc = put_groups(g, a, label, cfg, &groups, err)))
         return rc;
-    if ((rc = put_uint(g, a, "expert_group_used_count", NULL, UINT32_MAX, label, cfg, &used,
-                       err)) && rc != FG_ERR_NOT_FOUND)
-        return rc;
-    json_object_set_new(cfg, "n_group", json_integer((json_int_t)groups));
-    json_object_set_new(cfg, "topk_group", json_integer((json_int_t)used));
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     rc = ck_gguf_uint(g, key, &norm);
