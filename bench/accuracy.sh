@@ -27,6 +27,7 @@ row() { # label store flags...
 echo "| setting (Persuasion, window 512) | perplexity | vs F16 | tokens |"
 echo "|---|---:|---:|---:|"
 row "F16 weights, f32 KV cache" f16
+row "F16 weights, \`--compute bf16\` (x and weights rounded to bfloat16 in the prefill GEMMs)" f16 --compute bf16
 row "4-bit weights, g64, axis 0 (output channels)" q4-g64-ax0
 row "4-bit weights, g64, axis 1 (input channels)" q4-g64-ax1 --compute f32
 row "4-bit weights, g32, axis 0" q4-g32-ax0

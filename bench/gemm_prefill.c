@@ -10,8 +10,8 @@
  *              did before the panel GEMMs)
  *   w16-avx2   fg_w16_gemm, F16 weights, the AVX2 kernel (x packing included)
  *   w16-avx512 fg_w16_gemm, F16 weights, the AVX-512 kernel (x packing included)
- *   w16-bf16   the opt-in AVX512-BF16 kernel (FG_PREFILL_BF16=1 in fg-infer; called directly
- *              here): x and F16 weights rounded to bfloat16, VDPBF16PS
+ *   w16-bf16   fg_w16_gemm_bf16 (fg-infer --compute bf16; AVX512-BF16 CPUs): x and F16 weights
+ *              rounded to bfloat16 (x packed as pairs once, included), VDPBF16PS
  *   q4-avx2    fg_quant_gemm_panel, Q4 weights (groups of 64 along k, F16 scales), the AVX2
  *              VPMADDUBSW panel kernel (activation quantization included)
  *   q4-vnni512 the same with the AVX512-VNNI panel kernel
@@ -41,15 +41,6 @@ void omp_set_num_threads(int n); /* libgomp, which Debian's libdnnl runs on */
 
 #include "fg_cpu.h"
 #include "quant.h"
-
-/* quant/'s opt-in BF16 kernel (quant_gemm_int.h), called directly: FG_PREFILL_BF16 is read once
- * a process, and this bench runs it beside the others. Absent from builds whose compiler lacks
- * -mavx512bf16 (weak: then NULL and the path is left out). */
-uint64_t fgq_bf16_panel_x_floats(uint64_t k) __attribute__((weak));
-void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
-                       uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
-                       float *y, uint64_t ldy, float *panel, uint64_t panel_floats)
-    __attribute__((weak));
 
 enum { P_SGEMM, P_W16_AVX2, P_W16_AVX512, P_W16_BF16, P_Q4_AVX2, P_Q4_VNNI512, P_DNNL_F32, P_DNNL_BF16,
        P_DNNL_U8S8, P_N };
@@ -262,10 +253,11 @@ static double run_path(int p, opnd *o)
         rc = fg_w16_gemm(FG_CODEC_F16, o->w16, o->n, o->k, o->xp, o->m, o->k, 0, o->m, NULL,
                          o->y, o->n, o->panel, PANEL_BYTES / 4, isa, &err);
         break;
-    case P_W16_BF16:
-        fg_xpack(o->x, o->m, o->k, o->k, o->xp, 0, UINT64_MAX);
-        fgq_bf16_w16_gemm(0, o->w16, o->n, o->k, o->xp, o->m, o->k, 0, o->m, NULL, o->y, o->n,
-                          o->panel, PANEL_BYTES / 4);
+    case P_W16_BF16: /* x rounded and packed as pairs (half fg_xpack's bytes: o->xp holds it) */
+        fg_xpack_bf16(o->x, o->m, o->k, o->k, (uint32_t *)o->xp, 0, UINT64_MAX);
+        rc = fg_w16_gemm_bf16(FG_CODEC_F16, o->w16, o->n, o->k, (const uint32_t *)o->xp, o->m,
+                              o->k, 0, o->m, NULL, o->y, o->n, o->panel, PANEL_BYTES / 4,
+                              FG_QUANT_ISA_AVX512, &err);
         break;
     case P_Q4_AVX2:
     case P_Q4_VNNI512:
@@ -316,7 +308,7 @@ static void pick_paths(const char *list, int *on)
             on[p] = 0;
         if (p == P_Q4_VNNI512 && !(fg_cpu_features() & FG_CPU_AVX512VNNI))
             on[p] = 0;
-        if (p == P_W16_BF16 && (!(fg_cpu_features() & FG_CPU_AVX512BF16) || !fgq_bf16_w16_gemm))
+        if (p == P_W16_BF16 && !fg_w16_gemm_bf16_fast())
             on[p] = 0;
     }
 }

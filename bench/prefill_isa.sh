@@ -8,8 +8,8 @@
 # them), the process's user CPU seconds, and per round the ratio old/new of both. On a shared
 # machine the CPU seconds are the steadier figure (a run that waits for a core is not charged
 # the wait); the wall-clock ratio is printed beside it. With BF16=1 in the environment the F16
-# store also runs with the opt-in AVX512-BF16 kernel (FG_PREFILL_BF16=1: x and weights rounded
-# to bfloat16), printed as a third column against the AVX2 run.
+# store also runs with --compute bf16 (the AVX512-BF16 kernel: x and weights rounded to
+# bfloat16), printed as a third column against the AVX2 run.
 #
 # usage: bench/prefill_isa.sh F16_STORE [Q4_STORE|-] [ROUNDS] [GBSxNGB]  (default 2 rounds, 8x1;
 #        env PL (128), THREADS (2), BF16 (0), BIN)
@@ -30,12 +30,12 @@ echo "prefill_isa: block $BLK, prompt $PL, $THREADS threads: $gflop GFLOP of Lin
 echo "  load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # one run: prints "PREFILL_S USER_S"
 one() {
-  local store=$1 avx512=$2 bf16=0; shift 2
-  [ "$avx512" = bf16 ] && avx512=1 bf16=1
+  local store=$1 avx512=$2 comp=(); shift 2
+  [ "$avx512" = bf16 ] && avx512=1 comp=(--compute bf16)
   local t; t=$(mktemp)
-  local log; log=$(FG_PREFILL_AVX512=$avx512 FG_PREFILL_BF16=$bf16 /usr/bin/time -f "%U" -o "$t" "$BIN/fg-infer" \
+  local log; log=$(FG_PREFILL_AVX512=$avx512 /usr/bin/time -f "%U" -o "$t" "$BIN/fg-infer" \
         -m "$store" --prompt-len "$PL" --gen-len 1 --threads "$THREADS" --gpu-batch-size "$g" \
-        --num-gpu-batches "$n" "$@" 2>&1 >/dev/null)
+        --num-gpu-batches "$n" "$@" "${comp[@]}" 2>&1 >/dev/null)
   echo "$(echo "$log" | sed -nE 's/^summary: .*\(prefill ([0-9.]+) s, .*/\1/p') $(tail -1 "$t")"
   rm -f "$t"
 }
@@ -50,7 +50,7 @@ pair() {
   if [ "$BF16" = 1 ] && [ "$name" = F16 ]; then
     read -r p2 u2 < <(one "$store" bf16 "$@")
     awk -v G="$gflop" -v r="$r" -v p0="$p0" -v u0="$u0" -v p2="$p2" -v u2="$u2" \
-        'BEGIN { printf "  round %d F16-bf16 (FG_PREFILL_BF16=1): prefill %.2f s (%.1f GFLOP/s), " \
+        'BEGIN { printf "  round %d F16-bf16 (--compute bf16): prefill %.2f s (%.1f GFLOP/s), " \
                  "%.2f CPU s | bf16/avx2: wall %.2fx, CPU %.2fx\n",
                  r, p2, G / p2, u2, p0 / p2, u0 / u2 }'
   fi

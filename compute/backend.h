@@ -268,10 +268,22 @@ int fg_backend_cpu_create(int threads, fg_backend **out, fg_err *err);
  *  - FG_COMPUTE_INT8: Q4/Q8 weights grouped along the input axis are multiplied with the
  *    activations quantized to int8 per group of the weight's columns (integer dot products;
  *    quant.h fg_quant_gemm); other weights as in F32. */
-typedef enum fg_compute { FG_COMPUTE_F32 = 0, FG_COMPUTE_INT8 = 1, FG_COMPUTE_F16 = 2 } fg_compute;
+typedef enum fg_compute {
+    FG_COMPUTE_F32 = 0,
+    FG_COMPUTE_INT8 = 1,
+    FG_COMPUTE_F16 = 2,
+    FG_COMPUTE_BF16 = 3,
+} fg_compute;
 /* FG_COMPUTE_F16: 16-bit GEMM inputs, F32 accumulation (the CUDA backend's tensor-core path:
  * F16/BF16 weights as stored, Q4/Q8 dequantized to F16, activations rounded per Linear); the
- * CPU backends compute it as FG_COMPUTE_F32. */
+ * CPU backends compute it as FG_COMPUTE_F32.
+ * FG_COMPUTE_BF16: the CPU's 16-bit path: F16/BF16 weights at prefill sizes (past the fused
+ * kernel's rows) multiplied with x and the weights rounded to bfloat16 and products summed in
+ * f32 (quant.h fg_w16_gemm_bf16: VDPBF16PS on CPUs with AVX512-BF16, about 1.8x the f32 kernels
+ * there); on a CPU without AVX512-BF16 those pieces are computed as under FG_COMPUTE_F32 (the
+ * reference that rounds would only be slower). Q4/Q8 weights as under FG_COMPUTE_INT8. The
+ * simulated device computes it as the CPU backend; the CUDA backend refuses it
+ * (FG_ERR_UNSUPPORTED: its 16-bit path is FG_COMPUTE_F16). */
 typedef struct fg_backend_cpu_opts {
     int threads;        /* 0 = every online CPU */
     fg_compute compute;

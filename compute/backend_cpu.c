@@ -33,6 +33,9 @@
  *    kernels (opt-1.3b 4-bit prefill, bench/prefill.sh 8x4: ~150 GFLOP/s with one thread
  *    quantizing and the row kernel, 178 with the quantization split, 201 with the panel kernel);
  *  - everything else decoded to f32 and sgemm.
+ * Under --compute bf16 (FG_COMPUTE_BF16) on a CPU with AVX512-BF16 the 16-bit pieces past the
+ * fused kernel's rows take fg_w16_gemm_bf16 (VDPBF16PS on x and weights rounded to bfloat16)
+ * instead, and Q4/Q8 pieces the int8 kernels as under --compute int8.
  * On AVX-512 CPUs both panel GEMMs run zmm kernels with 32-row strips (gemm16_avx512.c; with
  * AVX512-VNNI gemm_q4p_vnni512.c), the AVX2 kernels' bits at about 1.9x and 2.2x their speed
  * here (bench_gemm_prefill); FG_PREFILL_AVX512=0 keeps the AVX2 kernels.
@@ -71,6 +74,8 @@ typedef struct cpu_ctx {
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
     int w16;              /* the panel GEMMs are on (FG_PANEL_GEMM unset or not 0) */
+    int bf16;             /* 16-bit pieces through fg_w16_gemm_bf16 (FG_COMPUTE_BF16 on a CPU
+                           * with AVX512-BF16) */
     fg_backend_stats st;
 } cpu_ctx;
 
@@ -275,8 +280,9 @@ static int scratch(cpu_ctx *c, size_t bytes, fg_err *err)
 
 typedef struct xpack_job {
     const float *x;
-    float *xp;
+    void *xp;
     uint32_t m, k;
+    int bf16; /* fg_xpack_bf16's pairs, else fg_xpack's floats */
 } xpack_job;
 
 static void xpack_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -284,19 +290,24 @@ static void xpack_part(void *arg, uint32_t part, uint32_t n_parts)
     const xpack_job *j = arg;
     uint64_t panels = (j->m + FG_XPACK_MR - 1) / FG_XPACK_MR;
     uint64_t per = (panels + n_parts - 1) / n_parts;
-    fg_xpack(j->x, j->m, j->k, j->k, j->xp, per * part, per * (part + 1));
+    if (j->bf16)
+        fg_xpack_bf16(j->x, j->m, j->k, j->k, j->xp, per * part, per * (part + 1));
+    else
+        fg_xpack(j->x, j->m, j->k, j->k, j->xp, per * part, per * (part + 1));
 }
 
-/* x packed into c->scr, once per Linear. */
+/* x packed into c->scr, once per Linear (as bfloat16 pairs under c->bf16: half the bytes, so
+ * the plan's lscratch for fg_xpack covers it). */
 static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, lin_x *lx, fg_err *err)
 {
     if (lx->xp_done)
         return FG_OK;
-    int rc = scratch(c, fg_xpack_floats(m, k) * 4, err);
+    int rc = scratch(c, c->bf16 ? fg_xpack_bf16_words(m, k) * 4 : fg_xpack_floats(m, k) * 4,
+                     err);
     if (rc)
         return rc;
     lx->act_done = 0;
-    xpack_job j = {x, c->scr, m, k};
+    xpack_job j = {x, c->scr, m, k, c->bf16};
     if ((uint64_t)m * k < (1u << 16))
         xpack_part(&j, 0, 1);
     else
@@ -311,7 +322,7 @@ static int pack_x(cpu_ctx *c, const float *x, uint32_t m, uint32_t k, lin_x *lx,
  * one panel of the decode room. */
 typedef struct panel_job {
     const fg_wpiece *p;
-    const float *xp, *bias;    /* xp: packed x (16-bit weights) */
+    const float *xp, *bias;    /* xp: packed x (16-bit weights; bfloat16 pairs under bf16) */
     const fg_quant_act *act;   /* int8 activations (else NULL) */
     fg_qview v;                /* the piece's view (int8) */
     float *y;                  /* row 0 of the piece's output columns; row stride n */
@@ -321,6 +332,7 @@ typedef struct panel_job {
     float *panels;             /* n_slots panels of panel_floats in the decode room */
     uint64_t panel_floats;
     uint32_t n_slots;
+    int bf16;                  /* 16-bit weights through fg_w16_gemm_bf16 */
     _Atomic uint64_t busy;     /* panels in use: at most one a running chunk */
     int rc[DECODE_PARTS];
     fg_err err[DECODE_PARTS];
@@ -344,6 +356,11 @@ static void panel_part(void *arg, uint32_t part, uint32_t n_parts)
         rc = fg_quant_gemm_panel(&j->p->codec, &j->v, j->p->data, j->p->len, r0, r1, j->act, i0,
                                  i1, j->bias, j->y, j->n, panel, j->panel_floats * 4,
                                  FG_QUANT_ISA_AUTO, &j->err[part]);
+    } else if (j->bf16) {
+        rc = fg_w16_gemm_bf16(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0,
+                              j->k, (const uint32_t *)j->xp, j->m, j->k, i0, i1,
+                              j->bias ? j->bias + r0 : NULL, j->y + r0, j->n, panel,
+                              j->panel_floats, FG_QUANT_ISA_AUTO, &j->err[part]);
     } else {
         rc = fg_w16_gemm(j->p->codec.id, (const uint16_t *)j->p->data + r0 * j->k, r1 - r0, j->k,
                          j->xp, j->m, j->k, i0, i1, j->bias ? j->bias + r0 : NULL, j->y + r0,
@@ -365,7 +382,8 @@ static int w16_piece(const cpu_ctx *c, const fg_wpiece *p, uint32_t m)
 {
     return c->w16 && m > F16_GEMM_MAX_M && p->n_dims == 2 &&
            (p->codec.id == FG_CODEC_F16 || p->codec.id == FG_CODEC_BF16) &&
-           c->wcap / panel_slots(c) >= fg_w16_panel_min_floats(p->dims[1]);
+           c->wcap / panel_slots(c) >= (c->bf16 ? fg_w16_bf16_panel_min_floats(p->dims[1])
+                                                : fg_w16_panel_min_floats(p->dims[1]));
 }
 
 /* Piece p (an int8 piece) at m rows through the int8 panel kernel. */
@@ -382,6 +400,7 @@ static int run_panel(cpu_ctx *c, const fg_wpiece *p, const fg_quant_act *act, co
     panel_job job, *j = &job;
     memset(j, 0, sizeof *j);
     j->p = p, j->xp = c->scr, j->act = act, j->bias = bias, j->y = y, j->m = m, j->n = n;
+    j->bf16 = c->bf16;
     j->k = k;
     if (act) {
         int rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, p->n, &j->v, err);
@@ -430,7 +449,7 @@ static int run_panel(cpu_ctx *c, const fg_wpiece *p, const fg_quant_act *act, co
 /* A Q4/Q8 piece the int8 kernels take: groups along the input axis (quant.h). */
 static int int8_piece(const cpu_ctx *c, const fg_wpiece *p)
 {
-    return c->compute == FG_COMPUTE_INT8 && p->n_dims == 2 &&
+    return (c->compute == FG_COMPUTE_INT8 || c->compute == FG_COMPUTE_BF16) && p->n_dims == 2 &&
            (p->codec.id == FG_CODEC_Q4 || p->codec.id == FG_CODEC_Q8) && p->codec.group_axis == 1;
 }
 
@@ -838,6 +857,7 @@ int fg_backend_cpu_create_opts(const fg_backend_cpu_opts *o, fg_backend **out, f
     c->compute = o->compute;
     const char *env = getenv("FG_PANEL_GEMM");
     c->w16 = fg_w16_gemm_fast() && !(env && strcmp(env, "0") == 0);
+    c->bf16 = c->w16 && o->compute == FG_COMPUTE_BF16 && fg_w16_gemm_bf16_fast();
     int rc = fg_device_host_create(&be->dev, err);
     if (rc == FG_OK)
         rc = fg_par_create(threads > 0 ? (uint32_t)threads : 0, &c->par, err);

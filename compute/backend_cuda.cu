@@ -946,6 +946,9 @@ extern "C" int fg_backend_cuda_create(const fg_backend_cuda_opts *o, fg_backend 
                                       fg_err *err)
 {
     *out = NULL;
+    if (o->compute == FG_COMPUTE_BF16)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "cuda backend: compute bf16 is the CPU's "
+                          "16-bit path; the CUDA backend's is f16");
     int rc = visible(o->device, err);
     if (rc)
         return rc;

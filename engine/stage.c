@@ -210,7 +210,8 @@ int fg_stage_open_parse(const void *p, uint64_t bytes, int rank, fg_stage_open *
     const fg_policy *q = &o->policy;
     if (q->gbs < 1 || q->gbs > 4096 || q->ngb < 1 || q->ngb > 4096 || o->max_ctx < 2 ||
         o->gen_hint > o->max_ctx || (o->compute != FG_COMPUTE_F32 &&
-                                     o->compute != FG_COMPUTE_INT8))
+                                     o->compute != FG_COMPUTE_INT8 &&
+                                     o->compute != FG_COMPUTE_BF16))
         return fg_err_set(err, FG_ERR_CORRUPT, "rank %d: an OPEN message out of range (block %u "
                           "x %u, context %u)", rank, q->gbs, q->ngb, o->max_ctx);
     return FG_OK;

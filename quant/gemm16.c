@@ -14,9 +14,9 @@
  * tiles of 16-lane FMA, the same sums in the same order: the same bits) when the panel holds a
  * 32-row strip (kc x 32 floats), else the AVX2 kernel. FG_PREFILL_AVX512=0 in the environment
  * keeps the AVX2 kernels for the prefill GEMMs (this one and the Q4 panel kernel) on an AVX-512
- * CPU, to compare them on one machine. FG_PREFILL_BF16=1 (opt-in) runs gemm16_bf16.c instead on
- * CPUs with AVX512-BF16: x and the weights rounded to bfloat16, which this function's stated
- * error bound does not cover (docs/performance.md has its perplexity row).
+ * CPU, to compare them on one machine. fg_w16_gemm_bf16 (--compute bf16) runs gemm16_bf16.c on
+ * CPUs with AVX512-BF16: x and the weights rounded to bfloat16, VDPBF16PS (docs/performance.md
+ * has its speed and perplexity rows); elsewhere its reference here, which rounds the same way.
  *
  * Layout of packed x (GotoBLAS/BLIS-style): columns in blocks of FG_XPACK_KC; within a block of
  * kc columns starting at column p, micro-panels of FG_XPACK_MR rows, each [kc][MR] (row i of the
@@ -78,53 +78,100 @@ static float w16(int bf16, uint16_t h)
     return bf16 ? fgq_bitsf((uint32_t)h << 16) : fgq_h2f(h);
 }
 
+float fgq_bf16_round(float f)
+{
+    uint32_t u = fgq_fbits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: stays NaN (quieted) */
+        return fgq_bitsf((u | 0x00400000u) & 0xFFFF0000u);
+    return fgq_bitsf((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+float fgq_xpack_bf16_at(const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i, uint64_t c)
+{
+    const uint64_t MR = FG_XPACK_MR, mp = (m + MR - 1) / MR * MR;
+    uint64_t p = c / FG_XPACK_KC * FG_XPACK_KC, kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC;
+    uint32_t pair = xb[p / 2 * mp + i / MR * ((kc + 1) / 2) * MR + (c - p) / 2 * MR + i % MR];
+    return fgq_bitsf((c - p) % 2 ? pair & 0xFFFF0000u : pair << 16);
+}
+
 void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
-                      uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
-                      float *y, uint64_t ldy)
+                      const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                      const float *bias, float *y, uint64_t ldy)
 {
     for (uint64_t i = i0; i < i1; i++)
         for (uint64_t j = 0; j < n; j++) {
             double acc = bias ? bias[j] : 0.0;
-            for (uint64_t c = 0; c < k; c++)
-                acc += (double)w16(bf16, w[j * ldw + c]) * fgq_xpack_at(xp, m, k, i, c);
+            for (uint64_t c = 0; c < k; c++) {
+                float wv = w16(bf16, w[j * ldw + c]);
+                if (xb)
+                    acc += (double)fgq_bf16_round(wv) * fgq_xpack_bf16_at(xb, m, k, i, c);
+                else
+                    acc += (double)wv * fgq_xpack_at(xp, m, k, i, c);
+            }
             y[i * ldy + j] = (float)acc;
         }
 }
 
+uint64_t fg_xpack_bf16_words(uint64_t m, uint64_t k)
+{
+    return (m + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR * ((k + 1) / 2);
+}
+
+void fg_xpack_bf16(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                   uint64_t b0, uint64_t b1)
+{
+    const uint64_t MR = FG_XPACK_MR, mp = (m + MR - 1) / MR * MR;
+    b1 = b1 < mp / MR ? b1 : mp / MR;
 #ifdef FG_QUANT_BF16
-/* The BF16 kernel runs: ISA avx512 on a CPU with AVX512-BF16 (core/fg_cpu), FG_PREFILL_BF16=1
- * and FG_PREFILL_AVX512 not 0, a panel with room for the x pairs and one 32-row strip. */
-static int bf16_kernel(fg_quant_isa isa, uint64_t k, uint64_t panel_floats)
-{
-    uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
-    return isa == FG_QUANT_ISA_AVX512 && (fg_cpu_features() & FG_CPU_AVX512BF16) &&
-           fgq_prefill_bf16_on() && fgq_prefill_avx512_on() &&
-           panel_floats >= fgq_bf16_panel_x_floats(k) + kc2 * 32;
-}
-#endif
-
-int fgq_prefill_bf16_on(void)
-{
-    static _Atomic int on = -1;
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("FG_PREFILL_BF16");
-        v = e && !strcmp(e, "1");
-        atomic_store_explicit(&on, v, memory_order_relaxed);
+    if (fg_w16_gemm_bf16_fast()) {
+        fgq_bf16_xpack(x, m, k, ldx, xb, b0, b1);
+        return;
     }
-    return v;
+#endif
+    for (uint64_t p = 0; p < k; p += FG_XPACK_KC) {
+        uint64_t kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC, kc2 = (kc + 1) / 2;
+        for (uint64_t b = b0; b < b1; b++) {
+            uint32_t *d = xb + p / 2 * mp + b * kc2 * MR;
+            for (uint64_t i = 0; i < MR; i++) {
+                uint64_t r = b * MR + i;
+                for (uint64_t kk = 0; kk < kc; kk += 2) {
+                    uint32_t lo = 0, hi = 0;
+                    if (r < m) {
+                        lo = fgq_fbits(fgq_bf16_round(x[r * ldx + p + kk])) >> 16;
+                        if (kk + 1 < kc)
+                            hi = fgq_fbits(fgq_bf16_round(x[r * ldx + p + kk + 1])) >> 16;
+                    }
+                    d[kk / 2 * MR + i] = lo | hi << 16;
+                }
+            }
+        }
+    }
 }
 
-int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
-                uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias, float *y,
-                uint64_t ldy,
-                float *panel, uint64_t panel_floats, fg_quant_isa isa, fg_err *err)
+uint64_t fg_w16_bf16_panel_min_floats(uint64_t k)
 {
-    if (isa == FG_QUANT_ISA_AUTO)
-        isa = fg_quant_isa_default();
-    if (!fg_quant_isa_supported(isa))
+    return ((k < FG_XPACK_KC ? (k ? k : 1) : FG_XPACK_KC) + 1) / 2 * 32;
+}
+
+int fg_w16_gemm_bf16_fast(void)
+{
+#ifdef FG_QUANT_BF16
+    return fg_quant_isa_default() == FG_QUANT_ISA_AVX512 &&
+           (fg_cpu_features() & FG_CPU_AVX512BF16);
+#else
+    return 0;
+#endif
+}
+
+/* fg_w16_gemm's and fg_w16_gemm_bf16's argument checks. */
+static int w16_check(uint8_t codec, uint64_t n, uint64_t ldw, uint64_t m, uint64_t k,
+                     uint64_t i0, uint64_t i1, uint64_t ldy, fg_quant_isa *isa, fg_err *err)
+{
+    if (*isa == FG_QUANT_ISA_AUTO)
+        *isa = fg_quant_isa_default();
+    if (!fg_quant_isa_supported(*isa))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "quant: ISA %s not available on this CPU",
-                          fg_quant_isa_name(isa));
+                          fg_quant_isa_name(*isa));
     if (codec != FG_CODEC_F16 && codec != FG_CODEC_BF16)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: codec %u is not F16 or BF16",
                           codec);
@@ -133,19 +180,46 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
                           "[%llu, %llu) of %llu for n %llu, k %llu", (unsigned long long)ldw,
                           (unsigned long long)ldy, (unsigned long long)i0, (unsigned long long)i1,
                           (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
+    return FG_OK;
+}
+
+int fg_w16_gemm_bf16(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw,
+                     const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                     const float *bias, float *y, uint64_t ldy, float *panel,
+                     uint64_t panel_floats, fg_quant_isa isa, fg_err *err)
+{
+    int rc = w16_check(codec, n, ldw, m, k, i0, i1, ldy, &isa, err);
+    if (rc)
+        return rc;
+#ifdef FG_QUANT_BF16
+    if (isa == FG_QUANT_ISA_AVX512 && (fg_cpu_features() & FG_CPU_AVX512BF16) && k) {
+        if (panel_floats < fg_w16_bf16_panel_min_floats(k))
+            return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm bf16: a panel of %llu floats, "
+                              "%llu needed", (unsigned long long)panel_floats,
+                              (unsigned long long)fg_w16_bf16_panel_min_floats(k));
+        fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1, bias, y, ldy,
+                          panel, panel_floats);
+        return FG_OK;
+    }
+#endif
+    (void)panel, (void)panel_floats;
+    fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, NULL, xb, m, k, i0, i1, bias, y, ldy);
+    return FG_OK;
+}
+
+int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+                uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias, float *y,
+                uint64_t ldy, float *panel, uint64_t panel_floats, fg_quant_isa isa, fg_err *err)
+{
+    int rc = w16_check(codec, n, ldw, m, k, i0, i1, ldy, &isa, err);
+    if (rc)
+        return rc;
 #ifdef FG_QUANT_X86
     if (isa != FG_QUANT_ISA_REF) {
         if (panel_floats < fg_w16_panel_min_floats(k))
             return fg_err_set(err, FG_ERR_INVALID_ARG, "w16 gemm: a panel of %llu floats, "
                               "%llu needed", (unsigned long long)panel_floats,
                               (unsigned long long)fg_w16_panel_min_floats(k));
-#ifdef FG_QUANT_BF16
-        if (bf16_kernel(isa, k, panel_floats)) {
-            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy,
-                              panel, panel_floats);
-            return FG_OK;
-        }
-#endif
         if (isa == FG_QUANT_ISA_AVX512 && fgq_prefill_avx512_on() &&
             panel_floats >= (k < FG_XPACK_KC ? k : FG_XPACK_KC) * 32)
             fgq_avx512_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y,
@@ -157,7 +231,7 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
     }
 #endif
     (void)panel, (void)panel_floats;
-    fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, m, k, i0, i1, bias, y, ldy);
+    fgq_ref_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xp, NULL, m, k, i0, i1, bias, y, ldy);
     return FG_OK;
 }
 

@@ -1,21 +1,23 @@
 /* gemm16_bf16.c - the 16-bit-weight GEMM with AVX512-BF16 (VDPBF16PS): weights and x rounded to
  * bfloat16, products summed in binary32 (gemm16.c; compiled with -mavx512bf16 -mavx512f
- * -mavx512bw -mavx512vl -mf16c; called only when the CPU reports AVX512-BF16 and the caller
- * opted in with FG_PREFILL_BF16=1: it does not compute what fg_w16_gemm's contract says).
+ * -mavx512bw -mavx512vl -mf16c; called by fg_w16_gemm_bf16, the --compute bf16 path, only when
+ * the CPU reports AVX512-BF16).
  *
- * Why opt-in: bfloat16 has 8 significant bits where binary16 has 11, so F16 weights lose three
- * bits and x loses sixteen; VDPBF16PS also treats subnormal inputs as zero. The result is within
+ * Why not the default: bfloat16 has 8 significant bits where binary16 has 11, so F16 weights
+ * lose three bits and x loses sixteen; VDPBF16PS also treats subnormal inputs as zero. The
+ * result is within
  * about 2^-8 of sum |x w| of the exact sum, not the FMA kernels' 2^-24-per-term bound
  * (test_w16_bf16 checks the kernel against a scalar reference that rounds the same way; the
- * perplexity row is in docs/performance.md).
+ * perplexity row is in docs/accuracy.md).
  *
  * Loops: the AVX-512 kernel's (gemm16_avx512.c), with the panel of 32 weight rows stored as
  * bfloat16 pairs [nc / 32][kc / 2][32][2] (a pair of consecutive k of one row is one 32-bit
- * lane, as VDPBF16PS multiplies them) and each MC-row block of packed x converted once per kc
- * block to pairs [panel][kc / 2][6][2] at the front of the caller's panel, then met by every
- * strip. A tile is 6 x 32:
- * 12 zmm accumulators, per k pair two weight loads, six broadcasts, twelve VDPBF16PS. Each kc
- * block's sums are stored (first block, from the bias) or added to y, as the other kernels.
+ * lane, as VDPBF16PS multiplies them) and x rounded and packed once per Linear by
+ * fg_xpack_bf16 (pairs [panel][kc / 2][6][2] per kc block; converting x per call and weight
+ * block was 9-15% of an opt-1.3b prefill's CPU time), each MC-row block met by every strip.
+ * A tile is 6 x 32: 12 zmm accumulators, per k pair two weight loads, six broadcasts, twelve
+ * VDPBF16PS. Each kc block's sums are stored (first block, from the bias) or added to y, as the
+ * other kernels.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -82,23 +84,38 @@ static void pack_w(int bf16, const uint16_t *w, uint64_t ldw, uint64_t nr, uint6
     }
 }
 
-/* Micro-panels [b0, b1) of packed x (fg_xpack, f32 [kc][6] each) to pairs [kc2][6] (uint32) at
- * xb, panel b - b0 at (b - b0) * kc2 * 6. */
-static void pack_x(const float *xp, uint64_t kc, uint64_t b0, uint64_t b1, uint32_t *xb)
+/* fg_xpack_bf16's panels [b0, b1) from x [m, k] (row stride ldx): per 32 columns of a row, two
+ * loads rounded by VCVTNE2PS2BF16 into 16 pairs, written to the panel's pair rows. */
+void fgq_bf16_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                    uint64_t b0, uint64_t b1)
 {
-    const uint64_t kc2 = (kc + 1) / 2;
-    for (uint64_t b = b0; b < b1; b++) {
-        const float *s = xp + b * kc * MR;
-        uint32_t *d = xb + (b - b0) * kc2 * MR;
-        uint64_t kk = 0;
-        for (; kk + 2 <= kc; kk += 2) { /* columns kk, kk + 1 of the 6 rows: 12 floats */
-            for (int i = 0; i < MR; i++)
-                d[(kk / 2) * MR + i] = (uint32_t)bf16_1(s[kk * MR + i]) |
-                                       (uint32_t)bf16_1(s[(kk + 1) * MR + i]) << 16;
+    const uint64_t mp = (m + MR - 1) / MR * MR;
+    for (uint64_t p = 0; p < k; p += KC) {
+        uint64_t kc = k - p < KC ? k - p : KC, kc2 = (kc + 1) / 2;
+        for (uint64_t b = b0; b < b1; b++) {
+            uint32_t *d = xb + p / 2 * mp + b * kc2 * MR;
+            for (uint64_t i = 0; i < MR; i++) {
+                uint64_t r = b * MR + i;
+                if (r >= m) {
+                    for (uint64_t q = 0; q < kc2; q++)
+                        d[q * MR + i] = 0;
+                    continue;
+                }
+                const float *s = x + r * ldx + p;
+                uint64_t kk = 0;
+                for (; kk + 32 <= kc; kk += 32) {
+                    uint32_t t[16];
+                    __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + kk + 16),
+                                                     _mm512_loadu_ps(s + kk));
+                    _mm512_storeu_si512(t, (__m512i)v);
+                    for (int q = 0; q < 16; q++)
+                        d[(kk / 2 + q) * MR + i] = t[q];
+                }
+                for (; kk < kc; kk += 2)
+                    d[(kk / 2) * MR + i] = (uint32_t)bf16_1(s[kk]) |
+                                           (kk + 1 < kc ? (uint32_t)bf16_1(s[kk + 1]) << 16 : 0);
+            }
         }
-        if (kk < kc)
-            for (int i = 0; i < MR; i++)
-                d[(kk / 2) * MR + i] = bf16_1(s[kk * MR + i]);
     }
 }
 
@@ -162,35 +179,28 @@ static void strip(uint64_t kc2, const uint32_t *xb, uint64_t np, uint64_t row0, 
     }
 }
 
-uint64_t fgq_bf16_panel_x_floats(uint64_t k)
-{
-    return (uint64_t)MC * (((k < KC ? k : KC) + 1) / 2);
-}
-
-void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const uint32_t *xb,
                        uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats)
 {
     const uint64_t mp = (m + MR - 1) / MR * MR, b0 = i0 / MR, b1 = (i1 + MR - 1) / MR;
-    const uint64_t xfloats = fgq_bf16_panel_x_floats(k);
-    uint32_t *xb = (uint32_t *)panel; /* MC rows' pairs of one kc block, then the weights */
     if (i0 >= i1)
         return;
     for (uint64_t p = 0; p < k; p += KC) {
         uint64_t kc = k - p < KC ? k - p : KC, kc2 = (kc + 1) / 2;
-        uint64_t ncap = (panel_floats - xfloats) / kc2 / NR * NR; /* a pair: one float's room */
+        uint64_t ncap = panel_floats / kc2 / NR * NR; /* a pair: one float's room */
         ncap = ncap < NC_MAX ? ncap : NC_MAX;
+        const uint32_t *xbp = xb + p / 2 * mp;
         for (uint64_t jc = 0; jc < n; jc += ncap) {
             uint64_t nr = n - jc < ncap ? n - jc : ncap, nc = (nr + NR - 1) / NR * NR;
-            uint32_t *pp = (uint32_t *)panel + xfloats;
+            uint32_t *pp = (uint32_t *)panel;
             pack_w(bf16, w + jc * ldw + p, ldw, nr, nc, kc, pp);
             for (uint64_t ic = b0; ic < b1; ic += MC / MR) {
                 uint64_t ie = ic + MC / MR < b1 ? ic + MC / MR : b1;
-                pack_x(xp + p * mp, kc, ic, ie, xb);
                 for (uint64_t jr = 0; jr < nc; jr += NR) {
                     uint64_t cols = nr - jr < NR ? nr - jr : NR;
-                    strip(kc2, xb, ie - ic, ic * MR, i1, pp + jr * kc2, y + jc + jr, ldy, cols,
-                          p == 0, bias ? bias + jc + jr : NULL);
+                    strip(kc2, xbp + ic * kc2 * MR, ie - ic, ic * MR, i1, pp + jr * kc2,
+                          y + jc + jr, ldy, cols, p == 0, bias ? bias + jc + jr : NULL);
                 }
             }
         }

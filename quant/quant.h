@@ -181,10 +181,7 @@ int fg_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, const f
  * disjoint (rows, i range) problems into one y, each with its own panel. The reference sums in
  * binary64; AVX2 sums each block of FG_XPACK_KC columns by FMA in binary32, then the blocks
  * (within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w|); AVX512 the same sums with zmm
- * registers (the AVX2 kernel's bits). NaN and Inf propagate as in any sum. Opt-in, outside this
- * bound: FG_PREFILL_BF16=1 in the environment, on a CPU with AVX512-BF16, rounds x and the
- * weights to bfloat16 and sums with VDPBF16PS (about 1.5x the AVX-512 kernel's speed; the
- * perplexity row is in docs/performance.md). */
+ * registers (the AVX2 kernel's bits). NaN and Inf propagate as in any sum. */
 #define FG_XPACK_MR 6
 #define FG_XPACK_KC 256
 uint64_t fg_xpack_floats(uint64_t m, uint64_t k);
@@ -196,6 +193,29 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
                 uint64_t ldy, float *panel, uint64_t panel_floats, fg_quant_isa isa, fg_err *err);
 /* 1 when AUTO runs a SIMD kernel of fg_w16_gemm on this CPU (else only the slow reference). */
 int fg_w16_gemm_fast(void);
+
+/* The same product with bfloat16 inputs (the CPU backend's --compute bf16): y from x' and W',
+ * x and W each rounded to bfloat16 (nearest even; BF16 weights are already), the products summed
+ * in binary32. x is rounded and packed once per Linear by fg_xpack_bf16 into xb
+ * (fg_xpack_bf16_words(m, k) 32-bit words: fg_xpack's layout with a pair of consecutive columns
+ * in a word, low half first; panels [b0, b1) as fg_xpack). On a CPU with AVX512-BF16
+ * (fg_w16_gemm_bf16_fast) VDPBF16PS sums pairs of products (subnormal bfloat16 inputs may read
+ * as zero); otherwise, and with isa REF, the reference sums in binary64. Within
+ * (KC + k / KC + 2) x 2^-24 of |bias| + sum |x' w'| of the exact sum of the rounded values (F16
+ * weights lose three of their eleven significant bits, x sixteen of its twenty-four:
+ * docs/performance.md has the perplexity rows). Other arguments as fg_w16_gemm's; panel: at least
+ * fg_w16_bf16_panel_min_floats(k) floats, 64-byte aligned. */
+uint64_t fg_xpack_bf16_words(uint64_t m, uint64_t k);
+void fg_xpack_bf16(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                   uint64_t b0, uint64_t b1);
+int fg_w16_gemm_bf16(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw,
+                     const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                     const float *bias, float *y, uint64_t ldy, float *panel,
+                     uint64_t panel_floats, fg_quant_isa isa, fg_err *err);
+uint64_t fg_w16_bf16_panel_min_floats(uint64_t k);
+/* 1 when AUTO runs fg_w16_gemm_bf16's VDPBF16PS kernel on this CPU: AVX512-BF16 and the ISA
+ * avx512 (FG_QUANT_ISA or FG_ISA may cap it). */
+int fg_w16_gemm_bf16_fast(void);
 
 /* ---- IEEE binary16 conversions (bit-identical across ISAs) ---- */
 /* Exact widening; NaN payloads kept (quieted). */

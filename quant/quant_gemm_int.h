@@ -32,22 +32,25 @@ void fgq_ref_f16_gemm(const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw, c
 
 /* Element (i, c) of x packed by fg_xpack (m rows, k columns). */
 float fgq_xpack_at(const float *xp, uint64_t m, uint64_t k, uint64_t i, uint64_t c);
-/* fg_w16_gemm after its checks: the reference (binary64 sums) and the AVX2 kernel. */
+/* fg_w16_gemm after its checks: the reference (binary64 sums) on x packed by fg_xpack (xp) or,
+ * for fg_w16_gemm_bf16, by fg_xpack_bf16 (xb: then the weights are rounded to bfloat16 too). */
 void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
-                      uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
-                      float *y, uint64_t ldy);
+                      const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                      const float *bias, float *y, uint64_t ldy);
+/* bfloat16 of f, nearest even (VCVTNEPS2BF16's rule, NaN kept NaN), widened back. */
+float fgq_bf16_round(float f);
 
-/* (Declared for every build: tests call it where FG_QUANT_BF16 built it.) The 16-bit GEMM with
- * AVX512-BF16 (gemm16_bf16.c): x and the weights rounded to bfloat16,
- * VDPBF16PS sums; opt-in (FG_PREFILL_BF16=1), outside fg_w16_gemm's error bound. panel: at least
- * fgq_bf16_panel_x_floats(k) + min(k, FG_XPACK_KC) / 2 x 32 floats (rounded up), 64-byte
- * aligned. */
-uint64_t fgq_bf16_panel_x_floats(uint64_t k);
-void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
+/* (Declared for every build: tests call them where FG_QUANT_BF16 built them.)
+ * fg_w16_gemm_bf16's AVX512-BF16 kernel (gemm16_bf16.c) on x packed by fg_xpack_bf16; panel: at
+ * least min(k, FG_XPACK_KC) / 2 x 32 floats (rounded up), 64-byte aligned. And fg_xpack_bf16's
+ * AVX512-BF16 form. */
+void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const uint32_t *xb,
                        uint64_t m, uint64_t k, uint64_t i0, uint64_t i1, const float *bias,
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
-/* 1 when $FG_PREFILL_BF16 is "1" (read once). */
-int fgq_prefill_bf16_on(void);
+void fgq_bf16_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                    uint64_t b0, uint64_t b1);
+/* The bfloat16 of x at (i, c) in fg_xpack_bf16's layout, widened. */
+float fgq_xpack_bf16_at(const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i, uint64_t c);
 #ifdef FG_QUANT_X86
 /* fg_xpack with AVX2 (the same floats). */
 void fgq_avx2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, float *xp, uint64_t b0,

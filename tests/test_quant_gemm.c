@@ -978,12 +978,15 @@ START_TEST(test_q4_panel_vnni512)
 }
 END_TEST
 
-/* The opt-in AVX512-BF16 kernel of the 16-bit GEMM (gemm16_bf16.c) against a scalar reference
- * that rounds x and the weights to bfloat16 (nearest even) and sums the products in binary64:
- * within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w| of the rounded values; F16 and BF16
- * weights, odd k (a half pair), edge strips and tiles, rows in two ranges, the smallest panel
- * and a large one. */
-static double bf16_round(float f)
+/* fg_w16_gemm_bf16 (--compute bf16) on x packed by fg_xpack_bf16, against a scalar reference
+ * written here that rounds x and the weights to bfloat16 (nearest even) and sums the products in
+ * binary64: within (KC + k / KC + 2) x 2^-24 of |bias| + sum |x w| of the rounded values; F16
+ * and BF16 weights, odd k (a half pair), k past one KC block, edge strips and tiles, rows in two
+ * ranges, the smallest panel and a large one. Both ISAs where the CPU has AVX512-BF16 (the
+ * VDPBF16PS kernel, and the reference with isa REF), else the reference alone (what AUTO runs
+ * there). fg_xpack_bf16's words (the AVX512-BF16 packer where the CPU has it) are checked bit
+ * for bit against the rounding rule. */
+static float bf16_round(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -995,19 +998,19 @@ static double bf16_round(float f)
 
 START_TEST(test_w16_bf16)
 {
-#ifdef FG_TEST_BF16
-    if (!(fg_cpu_features() & FG_CPU_AVX512BF16)) {
-        fprintf(stderr, "test_quant_gemm: no AVX512-BF16: the BF16 16-bit GEMM not tested\n");
-        return;
-    }
     static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 601}, {13, 33, 31},
-                                         {150, 64, 520}, {8, 7, 1}};
+                                         {150, 64, 520}, {8, 7, 1}, {200, 40, 64}};
+    int native = fg_w16_gemm_bf16_fast();
+    if (!native)
+        fprintf(stderr, "test_quant_gemm: no AVX512-BF16 (or not built): fg_w16_gemm_bf16's "
+                        "reference path only\n");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
         uint8_t codec = s % 2 ? FG_CODEC_BF16 : FG_CODEC_F16;
         uint16_t *w = malloc(n * k * 2);
         float *x = make_x(m, k, k), *bias = s % 2 ? NULL : malloc(n * 4), *y = malloc(m * n * 4);
-        float *xp = malloc(fg_xpack_floats(m, k) * 4);
+        uint64_t words = fg_xpack_bf16_words(m, k);
+        uint32_t *xb = malloc(words * 4);
         for (uint64_t i = 0; i < n * k; i++) {
             float v = gauss() * 0.05f;
             uint32_t u;
@@ -1016,39 +1019,73 @@ START_TEST(test_w16_bf16)
         }
         for (uint64_t j = 0; bias && j < n; j++)
             bias[j] = gauss();
-        fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
-        uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
-        for (int big = 0; big < 2; big++) {
-            uint64_t pf = big ? 1u << 18 : fgq_bf16_panel_x_floats(k) + kc2 * 32;
-            float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
-            uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
-            memset(y, 0xFF, m * n * 4);
-            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, split, m, bias, y, n,
-                              panel, pf);
-            fgq_bf16_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, 0, split, bias, y, n,
-                              panel, pf);
-            for (uint64_t i = 0; i < m; i++)
-                for (uint64_t j = 0; j < n; j++) {
-                    double e = bias ? bias[j] : 0, mag = fabs(e);
-                    for (uint64_t c = 0; c < k; c++) {
-                        double t = bf16_round(w16_value(codec, w[j * k + c])) *
-                                   bf16_round(x[i * k + c]);
-                        e += t, mag += fabs(t);
-                    }
-                    double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
-                    REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 kernel %s m %llu n %llu k %llu "
-                            "panel %llu (%llu, %llu): %.9g vs %.12g",
-                            codec == FG_CODEC_F16 ? "f16" : "bf16", (unsigned long long)m,
-                            (unsigned long long)n, (unsigned long long)k, (unsigned long long)pf,
-                            (unsigned long long)i, (unsigned long long)j, y[i * n + j], e);
+        memset(xb, 0xAB, words * 4);
+        uint64_t half = (m + FG_XPACK_MR - 1) / FG_XPACK_MR / 2;
+        fg_xpack_bf16(x, m, k, k, xb, half, UINT64_MAX); /* two ranges, as threads pack it */
+        fg_xpack_bf16(x, m, k, k, xb, 0, half);
+        /* the layout, bit for bit: block p at p / 2 x mp words, panel b, pair, row */
+        uint64_t mp = (m + FG_XPACK_MR - 1) / FG_XPACK_MR * FG_XPACK_MR;
+        for (uint64_t i = 0; i < mp; i++)
+            for (uint64_t c = 0; c < k; c++) {
+                uint64_t p = c / FG_XPACK_KC * FG_XPACK_KC;
+                uint64_t kc = k - p < FG_XPACK_KC ? k - p : FG_XPACK_KC;
+                uint32_t word = xb[p / 2 * mp + i / FG_XPACK_MR * ((kc + 1) / 2) * FG_XPACK_MR +
+                                   (c - p) / 2 * FG_XPACK_MR + i % FG_XPACK_MR];
+                uint32_t got = (c - p) % 2 ? word >> 16 : word & 0xFFFFu, want = 0;
+                if (i < m) {
+                    float r = bf16_round(x[i * k + c]);
+                    memcpy(&want, &r, 4);
+                    want >>= 16;
                 }
+                REQUIRE(got == want, "xpack_bf16 m %llu k %llu (%llu, %llu): %04x, want %04x",
+                        (unsigned long long)m, (unsigned long long)k, (unsigned long long)i,
+                        (unsigned long long)c, got, want);
+                if ((c - p) % 2 == 0 && c + 1 == p + kc)
+                    REQUIRE((word >> 16) == 0, "xpack_bf16: the half pair's top not zero");
+            }
+        uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
+        for (int isa = 0; isa < 1 + native; isa++)
+            for (int big = 0; big < 2; big++) {
+                uint64_t pf = big ? 1u << 18 : kc2 * 32;
+                ck_assert_uint_eq(pf >= fg_w16_bf16_panel_min_floats(k), 1);
+                float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
+                uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+                fg_quant_isa q = isa ? FG_QUANT_ISA_AUTO : FG_QUANT_ISA_REF;
+                fg_err err;
+                memset(y, 0xFF, m * n * 4);
+                ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, k, xb, m, k, split, m, bias, y, n,
+                                                  panel, pf, q, &err), FG_OK);
+                ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, k, xb, m, k, 0, split, bias, y, n,
+                                                  panel, pf, q, &err), FG_OK);
+                for (uint64_t i = 0; i < m; i++)
+                    for (uint64_t j = 0; j < n; j++) {
+                        double e = bias ? bias[j] : 0, mag = fabs(e);
+                        for (uint64_t c = 0; c < k; c++) {
+                            double t = (double)bf16_round(w16_value(codec, w[j * k + c])) *
+                                       bf16_round(x[i * k + c]);
+                            e += t, mag += fabs(t);
+                        }
+                        double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
+                        REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 gemm %s %s m %llu n %llu "
+                                "k %llu panel %llu (%llu, %llu): %.9g vs %.12g",
+                                isa ? "kernel" : "ref", codec == FG_CODEC_F16 ? "f16" : "bf16",
+                                (unsigned long long)m, (unsigned long long)n,
+                                (unsigned long long)k, (unsigned long long)pf,
+                                (unsigned long long)i, (unsigned long long)j, y[i * n + j], e);
+                    }
+                free(panel);
+            }
+        /* a panel below the minimum is refused on the kernel's path */
+        if (native) {
+            float *panel = aligned_alloc(64, 64 * 64);
+            fg_err err;
+            ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, k, xb, m, k, 0, m, bias, y, n, panel,
+                                              fg_w16_bf16_panel_min_floats(k) - 16,
+                                              FG_QUANT_ISA_AUTO, &err), FG_ERR_INVALID_ARG);
             free(panel);
         }
-        free(w), free(x), free(bias), free(y), free(xp);
+        free(w), free(x), free(bias), free(y), free(xb);
     }
-#else
-    fprintf(stderr, "test_quant_gemm: built without -mavx512bf16: the BF16 GEMM not tested\n");
-#endif
 }
 END_TEST
 

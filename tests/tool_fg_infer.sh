@@ -97,6 +97,9 @@ expect_fail 2 "$INFER" -m tiny -p hi --percent 50 60 0 100 0 100
 for b in 1K 0.5 inf 1e30 0.1M -4G; do expect_fail 2 "$INFER" -m tiny -p hi --ram-budget "$b"; done
 expect_fail 1 "$INFER" -m tiny -p hi --ram-budget 2M                # too small for the model
 expect_fail 1 "$INFER" -m tiny -p hi --max-new-tokens 5000
+expect_fail 2 "$INFER" -m tiny -p hi --backend cuda --compute bf16  # the CPU's 16-bit path
+case $err in *"--compute bf16"*) ;; *) echo "bf16 on cuda: $err"; exit 1 ;; esac
+"$INFER" -m tiny -p hi --compute bf16 --max-new-tokens 2 --quiet > /dev/null
 "$CONVERT" synth --model opt-tiny -o tiny-q4 --tokenizer "$TOK" --seed 7 --compress-weight --quiet
 "$INFER" -m tiny-q4 -p hi --max-new-tokens 2 --compress-weight --quiet > /dev/null
 # an F16 store with --compress-weight: quantized at load into a temporary store that is gone

@@ -128,7 +128,8 @@ static ta_opt k_opts[] = {
     UINT("threads", R.eo.threads, 1, 1024, "N", "compute threads (the CPUs online)"),
     FLAG("verify", R.eo.no_verify, 0, "check chunk checksums as they are read (the default)"),
     FLAG("no-verify", R.eo.no_verify, 1, "skip that"),
-    CHOICE("compute", R.eo.compute, "f32|int8|f16", ta_k_compute, "int8|f32|f16", "as fg-infer's "
+    CHOICE("compute", R.eo.compute, "f32|int8|f16|bf16", ta_k_compute, "int8|f32|f16|bf16",
+           "as fg-infer's "
            "(int8, the default)"),
     STR("offload-dir", R.eo.offload_dir, "DIR", "the KV cache's disk file; default $TMPDIR or "
         "/tmp"),
@@ -176,6 +177,8 @@ static void parse_args(args *a, int argc, char **argv)
     fg_run_opts *r = &a->s.session.run;
     if (r->sample.temperature < 0)
         ta_die("--temperature %g: 0 (greedy) or above", (double)r->sample.temperature);
+    if (r->eo.backend == FG_BACKEND_CUDA && r->eo.compute == FG_COMPUTE_BF16)
+        ta_die("--compute bf16 is the CPU's 16-bit path; with --backend cuda use --compute f16");
     if (r->eo.backend != FG_BACKEND_CPU) {
         r->eo.policy.cpu_attention = a->cpu_cache == 1;
         r->attn_search = a->cpu_cache < 0;

@@ -34,5 +34,5 @@ void ta_percent_fn(void *dst, const char *v, int argc, char **argv)
 const int ta_k_policy[2] = {1, 0};
 const int ta_k_sched[2] = {FG_SCHEDULE_ZIGZAG, FG_SCHEDULE_ROW};
 const int ta_k_experts[2] = {FG_EXPERTS_ROUTED, FG_EXPERTS_ALL};
-const int ta_k_compute[3] = {FG_COMPUTE_F32, FG_COMPUTE_INT8, FG_COMPUTE_F16};
+const int ta_k_compute[4] = {FG_COMPUTE_F32, FG_COMPUTE_INT8, FG_COMPUTE_F16, FG_COMPUTE_BF16};
 const int ta_k_backend[3] = {FG_BACKEND_CPU, FG_BACKEND_SIM, FG_BACKEND_CUDA};

@@ -16,7 +16,7 @@ void ta_percent_fn(void *dst, const char *v, int argc, char **argv);
 extern const int ta_k_policy[2];   /* auto|fixed -> policy_auto 1, 0 */
 extern const int ta_k_sched[2];    /* zigzag|row */
 extern const int ta_k_experts[2];  /* routed|all */
-extern const int ta_k_compute[3];  /* f32|int8|f16 */
+extern const int ta_k_compute[4];  /* f32|int8|f16|bf16 */
 extern const int ta_k_backend[3];  /* cpu|sim|cuda */
 
 #endif
