@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 1; i < FG_CALIB_NM; i++)
         if (c.m[i] <= c.m[i - 1])
             abort();
-    for (int int8 = 0; int8 < 2; int8++) {
-        double f = fg_calib_flops_at(&c, int8, 3.5);
+    for (int path = FG_CALIB_F32; path <= FG_CALIB_BF16; path++) {
+        double f = fg_calib_flops_at(&c, path, 3.5);
         if (!(f > 0) || !isfinite(f))
             abort();
     }

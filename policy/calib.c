@@ -353,7 +353,8 @@ static int gemm_weights(int int8, const float *w, uint8_t **out, size_t *row_byt
     return rc; /* *out is freed by the caller either way */
 }
 
-static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter *m, fg_err *err)
+static int measure_gemm(fg_backend *be, int int8, int bf16, int quick, fg_calib *c, meter *m,
+                        fg_err *err)
 {
     const uint32_t n = 2048, k = 2048, maxm = 256;
     float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)maxm * k * 4);
@@ -377,7 +378,8 @@ static int measure_gemm(fg_backend *be, int int8, int quick, fg_calib *c, meter 
         rc = gemm_rounds(be, x, y, data, row_bytes, codec, copies, quick, r, &rounds, err);
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
         c->m[i] = 1u << i;
-        (int8 ? c->gflops_i8 : c->gflops)[i] = fg_calib_median(r + i * GEMM_ROUNDS, (int)rounds) / 1e9;
+        (int8 ? c->gflops_i8 : bf16 ? c->gflops_bf16 : c->gflops)[i] =
+            fg_calib_median(r + i * GEMM_ROUNDS, (int)rounds) / 1e9;
     }
     step(m);
     free(w), free(x), free(y), free(r), free(data);
@@ -502,20 +504,27 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     c->quick = quick;
     double t0 = fg_now();
     meter m = {log && isatty(fileno(log)) ? log : NULL, 0, 9};
-    fg_backend *be = NULL, *be8 = NULL;
-    fg_backend_cpu_opts o8 = {threads, FG_COMPUTE_INT8};
+    fg_backend *be = NULL, *be8 = NULL, *be16 = NULL;
+    fg_backend_cpu_opts o8 = {threads, FG_COMPUTE_INT8}, o16 = {threads, FG_COMPUTE_BF16};
     int rc = fg_backend_cpu_create(threads, &be, err);
     if (rc == FG_OK)
         rc = fg_backend_cpu_create_opts(&o8, &be8, err);
+    if (rc == FG_OK && fg_w16_gemm_bf16_fast())
+        rc = fg_backend_cpu_create_opts(&o16, &be16, err);
     if (rc == FG_OK)
         rc = measure_disk(dir && *dir ? dir : "/tmp", quick, be, c, &m, err);
     if (rc == FG_OK)
         rc = measure_decode(quick, c, &m, err);
     if (rc == FG_OK)
-        rc = measure_gemm(be, 0, quick, c, &m, err);
+        rc = measure_gemm(be, 0, 0, quick, c, &m, err);
     if (rc == FG_OK)
-        rc = measure_gemm(be8, 1, quick, c, &m, err);
+        rc = measure_gemm(be8, 1, 0, quick, c, &m, err);
+    if (rc == FG_OK && be16) /* else bf16 computes as f32 */
+        rc = measure_gemm(be16, 0, 1, quick, c, &m, err);
+    else
+        memcpy(c->gflops_bf16, c->gflops, sizeof c->gflops);
     fg_backend_free(be8);
+    fg_backend_free(be16);
     if (rc == FG_OK)
         rc = measure_attn(be, quick, 0, &c->attn_s, &m, err);
     if (rc == FG_OK)
@@ -535,9 +544,12 @@ double fg_calib_flops(const fg_calib *c, double m)
     return fg_calib_flops_at(c, 0, m);
 }
 
-double fg_calib_flops_at(const fg_calib *c, int int8, double m)
+double fg_calib_flops_at(const fg_calib *c, int path, double m)
 {
-    return fg_calib_interp(c->m, int8 ? c->gflops_i8 : c->gflops, m);
+    return fg_calib_interp(c->m, path == FG_CALIB_INT8   ? c->gflops_i8
+                                 : path == FG_CALIB_BF16 ? c->gflops_bf16
+                                                         : c->gflops,
+                           m);
 }
 
 double fg_calib_interp(const uint32_t *ms, const double *g, double m)
@@ -593,20 +605,21 @@ int fg_calib_save(const char *path, const fg_calib *c, fg_err *err)
         if (mkdirs(dir))
             return fg_err_sys(err, FG_ERR_IO, errno, "calibration: cannot create %s", dir);
     }
-    json_t *ms = json_array(), *gf = json_array(), *g8 = json_array();
+    json_t *ms = json_array(), *gf = json_array(), *g8 = json_array(), *gb = json_array();
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_array_append_new(ms, json_integer(c->m[i]));
         json_array_append_new(gf, json_real(c->gflops[i]));
         json_array_append_new(g8, json_real(c->gflops_i8[i]));
+        json_array_append_new(gb, json_real(c->gflops_bf16[i]));
     }
-    json_t *o = json_pack("{s:i, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:f, s:f, "
-                          "s:f}",
+    json_t *o = json_pack("{s:i, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:f, s:f, "
+                          "s:f, s:f}",
                           "version", c->version, "machine", c->machine, "threads", c->threads,
                           "quick", c->quick, "disk_read_bps", c->disk_read, "disk_write_bps",
                           c->disk_write, "decode_f16_per_s", c->dec_f16, "decode_q4_per_s",
                           c->dec_q4, "gemm_rows", ms, "gemm_gflops", gf, "gemm_int8_q4_gflops",
-                          g8, "attn_s", c->attn_s, "attn_q4_s", c->attn_q4_s, "overlap",
-                          c->overlap, "seconds", c->seconds);
+                          g8, "gemm_bf16_gflops", gb, "attn_s", c->attn_s, "attn_q4_s",
+                          c->attn_q4_s, "overlap", c->overlap, "seconds", c->seconds);
     if (!o)
         return fg_err_set(err, FG_ERR_NOMEM, "calibration: out of memory");
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
@@ -633,17 +646,20 @@ static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
 {
     json_t *ms = json_object_get(o, "gemm_rows"), *gf = json_object_get(o, "gemm_gflops");
     json_t *g8 = json_object_get(o, "gemm_int8_q4_gflops");
+    json_t *gb = json_object_get(o, "gemm_bf16_gflops");
     json_t *mach = json_object_get(o, "machine"), *th = json_object_get(o, "threads");
     if (!json_is_string(mach) || !json_is_integer(th) || !json_is_array(ms) ||
-        !json_is_array(gf) || !json_is_array(g8) || json_array_size(ms) != FG_CALIB_NM ||
-        json_array_size(gf) != FG_CALIB_NM || json_array_size(g8) != FG_CALIB_NM ||
+        !json_is_array(gf) || !json_is_array(g8) || !json_is_array(gb) ||
+        json_array_size(ms) != FG_CALIB_NM || json_array_size(gf) != FG_CALIB_NM ||
+        json_array_size(g8) != FG_CALIB_NM || json_array_size(gb) != FG_CALIB_NM ||
         num(o, "disk_read_bps", &c->disk_read) ||
         num(o, "disk_write_bps", &c->disk_write) || num(o, "decode_f16_per_s", &c->dec_f16) ||
         num(o, "decode_q4_per_s", &c->dec_q4) || num(o, "attn_s", &c->attn_s) ||
         num(o, "attn_q4_s", &c->attn_q4_s))
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: a calibration file needs machine, threads, "
                           "positive disk_*_bps, decode_*_per_s, attn_s, attn_q4_s and %d "
-                          "gemm_rows/gemm_gflops/gemm_int8_q4_gflops", path, FG_CALIB_NM);
+                          "gemm_rows/gemm_gflops/gemm_int8_q4_gflops/gemm_bf16_gflops", path,
+                          FG_CALIB_NM);
     snprintf(c->machine, sizeof c->machine, "%s", json_string_value(mach));
     c->threads = (int)json_integer_value(th);
     c->quick = json_is_true(json_object_get(o, "quick"));
@@ -654,18 +670,20 @@ static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
     num(o, "seconds", &c->seconds);
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_t *mi = json_array_get(ms, i), *gi = json_array_get(gf, i);
-        json_t *hi = json_array_get(g8, i);
+        json_t *hi = json_array_get(g8, i), *bi = json_array_get(gb, i);
         double g = json_is_number(gi) ? json_number_value(gi) : -1;
         double h = json_is_number(hi) ? json_number_value(hi) : -1;
+        double b = json_is_number(bi) ? json_number_value(bi) : -1;
         if (!json_is_integer(mi) || json_integer_value(mi) < 1 || json_integer_value(mi) > 65536 ||
             (i && json_integer_value(mi) <= (json_int_t)c->m[i - 1]) || !(g > 0 && isfinite(g)) ||
-            !(h > 0 && isfinite(h)))
+            !(h > 0 && isfinite(h)) || !(b > 0 && isfinite(b)))
             return fg_err_set(err, FG_ERR_CORRUPT, "%s: gemm_rows must increase from 1 and "
-                              "gemm_gflops and gemm_int8_q4_gflops be positive (entry %u)", path,
-                              i);
+                              "gemm_gflops, gemm_int8_q4_gflops and gemm_bf16_gflops be "
+                              "positive (entry %u)", path, i);
         c->m[i] = (uint32_t)json_integer_value(mi);
         c->gflops[i] = g;
         c->gflops_i8[i] = h;
+        c->gflops_bf16[i] = b;
     }
     return FG_OK;
 }

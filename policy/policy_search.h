@@ -29,7 +29,7 @@ extern "C" {
 
 /* ---- calibration ---- */
 
-#define FG_CALIB_VERSION 6
+#define FG_CALIB_VERSION 7
 #define FG_CALIB_NM 9 /* row counts M the GEMM rate is measured at: 1, 2, 4, ..., 256 */
 
 typedef struct fg_calib {
@@ -45,6 +45,9 @@ typedef struct fg_calib {
     double gflops_i8[FG_CALIB_NM]; /* the same on Q4 weights (groups of 64 along the input axis,
                                   F16 min/scale: fg-convert --compress-weight --group-axis 1)
                                   under --compute int8: activations quantized, integer kernels */
+    double gflops_bf16[FG_CALIB_NM]; /* the f16 weights' again under --compute bf16 (the
+                                  bfloat16 GEMM past 48 rows on a CPU with AVX512-BF16; gflops
+                                  copied on a CPU without it, where bf16 computes as f32) */
     double attn_s, attn_q4_s;  /* seconds per query x key x KV width: f32 and 4-bit cache */
     double overlap;            /* share of the shorter of reading / computing hidden when both
                                   run at once: 1 perfect, 0 none */
@@ -72,9 +75,11 @@ int fg_calib_load(const char *path, fg_calib *out, fg_err *err);
 int fg_calib_parse(const char *data, size_t len, const char *path, fg_calib *out, fg_err *err);
 
 /* GEMM rate (FLOP/s) at m rows, interpolated (log-linear) from the table: f16 weights
- * (gflops), or Q4 weights under --compute int8 (int8 != 0: gflops_i8). */
+ * (gflops), Q4 weights under --compute int8 (path FG_CALIB_INT8: gflops_i8), or f16 weights
+ * under --compute bf16 (FG_CALIB_BF16: gflops_bf16). */
+enum { FG_CALIB_F32 = 0, FG_CALIB_INT8 = 1, FG_CALIB_BF16 = 2 };
 double fg_calib_flops(const fg_calib *c, double m);
-double fg_calib_flops_at(const fg_calib *c, int int8, double m);
+double fg_calib_flops_at(const fg_calib *c, int path, double m);
 /* GFLOP/s table g at row counts ms[FG_CALIB_NM] -> FLOP/s at m rows. */
 double fg_calib_interp(const uint32_t *ms, const double *g, double m);
 
@@ -176,6 +181,8 @@ typedef struct fg_policy_job {
     int attn_search;               /* a device: search where attention runs too (cpu_attention
                                       0 and 1: on the device, or on the CPU where the KV cache
                                       is in RAM, --cpu-cache-compute); 0: the base policy's */
+    int bf16;                      /* --compute bf16: a model whose matrices are F16/BF16 is
+                                      priced at gflops_bf16 */
 } fg_policy_job;
 
 typedef struct fg_prediction {

@@ -74,6 +74,7 @@ typedef struct terms {
     double dec_pre, dec_dec; /* ... those a prefill batch, a decode step decodes (a mixture's
                                 chosen experts) */
     int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
+    int rate;            /* the calibration's GEMM table they are priced at (FG_CALIB_*) */
     double attn;         /* seconds per query x key x query width (the CPU's) */
     double kv_total, act_total, weights, n_units;
     double experts;      /* of weights, a mixture's stacked experts */
@@ -148,6 +149,10 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
     t->int8 = job->int8 && m->q4_int8;
+    t->rate = t->int8 ? FG_CALIB_INT8
+              : job->bf16 && (m->codec == FG_CODEC_F16 || m->codec == FG_CODEC_BF16)
+                  ? FG_CALIB_BF16
+                  : FG_CALIB_F32;
     t->dec_s = t->int8 ? 0 : (double)m->linear_floats * decode_extra(c, m->codec);
     /* the 4-bit path decodes the cache to f32 and runs the same attention: never faster (a
      * lower figure is noise of the shared machine) */
@@ -190,15 +195,15 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
 static double compute_prefill(const fg_calib *c, const terms *t)
 {
     double m = t->gbs * t->P;
-    double lin = m * t->f_lin / fg_calib_flops_at(c, t->int8, m) + t->dec_pre;
+    double lin = m * t->f_lin / fg_calib_flops_at(c, t->rate, m) + t->dec_pre;
     double att = t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw * t->attn;
-    return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops_at(c, t->int8, t->n);
+    return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops_at(c, t->rate, t->n);
 }
 
 static double compute_decode(const fg_calib *c, const terms *t)
 {
     double ctx = t->P + t->G / 2;
-    return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->int8, t->n) + t->dec_dec +
+    return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->rate, t->n) + t->dec_dec +
            t->L * t->n * ctx * t->qw * t->attn;
 }
 

@@ -393,6 +393,9 @@ int fgr_run_calibrate(fgr_run *r, fg_err *err)
     fputs("\n  linear GFLOP/s by rows, Q4 weights at --compute int8:", r->out);
     for (int i = 0; i < FG_CALIB_NM; i++)
         fprintf(r->out, " %u:%.1f", c.m[i], c.gflops_i8[i]);
+    fputs("\n  linear GFLOP/s by rows, f16 weights at --compute bf16:", r->out);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        fprintf(r->out, " %u:%.1f", c.m[i], c.gflops_bf16[i]);
     fputc('\n', r->out);
     return fflush(r->out) ? fg_err_sys(err, FG_ERR_IO, errno, "writing to %s", fgr_out_name(r))
                           : FG_OK;

@@ -36,6 +36,7 @@ static fg_calib calib_fixed(void)
         c.m[i] = 1u << i;
         c.gflops[i] = 4.0 * (i + 1);
         c.gflops_i8[i] = 7.0 * (i + 1);
+        c.gflops_bf16[i] = 6.0 * (i + 1);
     }
     c.attn_s = 2e-9, c.attn_q4_s = 3e-9, c.overlap = 0.5;
     return c;
@@ -468,6 +469,26 @@ START_TEST(cost_model_orders)
     ck_assert_double_eq_tol(i8p.compute_decode_s, f32p.compute_decode_s,
                             1e-12 * f32p.compute_decode_s);
     r.m.q4_int8 = 0;
+    /* --compute bf16 prices an F16/BF16 model's Linear layers at the bf16 curve; a Q4 model's
+     * at the int8 one as int8 does (bf16 implies int8 for them); other models as before */
+    fg_policy_job jb = job;
+    jb.bf16 = 1;
+    fg_prediction bp;
+    int codec0 = r.m.codec;
+    r.m.codec = FG_CODEC_F16;
+    fg_policy_predict(&c, &r.m, &ram, &p, &jb, &bp);
+    fg_policy_predict(&c, &r.m, &ram, &p, &job, &f32p);
+    ck_assert(bp.prefill_s < f32p.prefill_s && bp.compute_decode_s < f32p.compute_decode_s);
+    fg_calib flat = c; /* the bf16 curve equal to the f16 one: the same prediction */
+    memcpy(flat.gflops_bf16, flat.gflops, sizeof flat.gflops);
+    fg_policy_predict(&flat, &r.m, &ram, &p, &jb, &bp);
+    fg_policy_predict(&flat, &r.m, &ram, &p, &job, &f32p);
+    ck_assert(bp.prefill_s == f32p.prefill_s && bp.decode_s == f32p.decode_s);
+    r.m.codec = FG_CODEC_F32;
+    fg_policy_predict(&c, &r.m, &ram, &p, &jb, &bp);
+    fg_policy_predict(&c, &r.m, &ram, &p, &job, &f32p);
+    ck_assert(bp.prefill_s == f32p.prefill_s && bp.decode_s == f32p.decode_s);
+    r.m.codec = codec0;
     /* on a device, the weights homed on the GPU go up once in the prefill: prefetched on the
      * copy stream while the spans before compute (hidden while computing dominates), or waited
      * for without --overlap (their link time added); the decode is the same either way */
@@ -833,12 +854,17 @@ START_TEST(calib_round_trip_and_refusals)
               back.threads == 2);
     for (int i = 0; i < FG_CALIB_NM; i++)
         ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i] &&
-                  back.gflops_i8[i] == c.gflops_i8[i]);
+                  back.gflops_i8[i] == c.gflops_i8[i] && back.gflops_bf16[i] == c.gflops_bf16[i]);
     ck_assert(fg_calib_flops(&back, 3) > fg_calib_flops(&back, 2) &&
               fg_calib_flops(&back, 1000) == back.gflops[FG_CALIB_NM - 1] * 1e9);
     ck_assert(fg_calib_flops_at(&back, 1, 1000) == back.gflops_i8[FG_CALIB_NM - 1] * 1e9 &&
               fg_calib_flops_at(&back, 1, 1) == back.gflops_i8[0] * 1e9 &&
-              fg_calib_flops_at(&back, 0, 6) == fg_calib_flops(&back, 6));
+              fg_calib_flops_at(&back, 0, 6) == fg_calib_flops(&back, 6) &&
+              fg_calib_flops_at(&back, FG_CALIB_BF16, 1) == back.gflops_bf16[0] * 1e9);
+    rewrite(path, "gemm_bf16_gflops", json_array()); /* a version 6 file had none */
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "gemm_bf16_gflops"));
+    ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
     rewrite(path, "gemm_int8_q4_gflops", json_array()); /* a version 3 file had none */
     ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "gemm_int8_q4_gflops"));
@@ -871,7 +897,8 @@ START_TEST(calib_quick_measure)
               c.attn_s > 0 && c.attn_q4_s > 0 && c.overlap >= 0 && c.overlap <= 1 && c.quick == 1 &&
               c.seconds > 0); /* how long it takes is bench's business (~9 s), not a test's */
     for (int i = 0; i < FG_CALIB_NM; i++)
-        ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0 && c.gflops_i8[i] > 0);
+        ck_assert(c.m[i] == 1u << i && c.gflops[i] > 0 && c.gflops_i8[i] > 0 &&
+                  c.gflops_bf16[i] > 0);
     /* the temporary file is gone */
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
