@@ -683,12 +683,15 @@ START_TEST(predicted_io_is_the_pagers)
                 (unsigned long long)pred.write_bytes);
         /* reads within 5% (and a few chunks); writes: the last chunks still in the pool at the
          * end are never written back, so the model may count a few more. Under load the
-         * write-behind lags: a KV chunk still in the pool when it is needed again is neither
-         * written nor read back, so reads may fall short of the prediction by the writes that
-         * did not happen (never exceed it) */
-        double unwritten = pred.write_bytes > wr ? (double)(pred.write_bytes - wr) : 0;
+         * write-behind lags: a KV or activation chunk still in the pool when it is needed
+         * again, written back or not, is not read back, so reads may fall short of the
+         * prediction by up to the bytes the model writes (never exceed it; weights are never
+         * written, so a weights-only placement keeps the 5% bound both ways). Seen under load
+         * 7 on 2 cores: w 0.5 c 0 h 0 read 552960 of 643071 predicted, wrote 155648 of 172032:
+         * 74 KiB more than the unwritten 16 KiB, the old lower bound. */
         ck_assert((double)rd <= (double)pred.read_bytes + 0.05 * (double)rd + 16384);
-        ck_assert((double)rd >= (double)pred.read_bytes - unwritten - 0.05 * (double)rd - 16384);
+        ck_assert((double)rd >= (double)pred.read_bytes - (double)pred.write_bytes -
+                                    0.05 * (double)rd - 16384);
         ck_assert(wr <= pred.write_bytes + 16384);
         ck_assert((double)pred.write_bytes <= 1.3 * (double)wr + 16384);
         ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
