@@ -33,9 +33,10 @@
  *    kernels (opt-1.3b 4-bit prefill, bench/prefill.sh 8x4: ~150 GFLOP/s with one thread
  *    quantizing and the row kernel, 178 with the quantization split, 201 with the panel kernel);
  *  - everything else decoded to f32 and sgemm.
- * Under --compute bf16 (FG_COMPUTE_BF16) on a CPU with AVX512-BF16 the 16-bit pieces past the
- * fused kernel's rows take fg_w16_gemm_bf16 (VDPBF16PS on x and weights rounded to bfloat16)
- * instead, and Q4/Q8 pieces the int8 kernels as under --compute int8.
+ * Under --compute bf16 (FG_COMPUTE_BF16) on a CPU with AVX512-BF16 the 16-bit pieces at 2 rows
+ * and more (BF16_PANEL_MIN_M: decode blocks too) take fg_w16_gemm_bf16 (VDPBF16PS on x and
+ * weights rounded to bfloat16) instead, and Q4/Q8 pieces the int8 kernels as under --compute
+ * int8.
  * On AVX-512 CPUs both panel GEMMs run zmm kernels with 32-row strips (gemm16_avx512.c; with
  * AVX512-VNNI gemm_q4p_vnni512.c), the AVX2 kernels' bits at about 1.9x and 2.2x their speed
  * here (bench_gemm_prefill); FG_PREFILL_AVX512=0 keeps the AVX2 kernels.
@@ -83,6 +84,12 @@ typedef struct cpu_ctx {
  * m = 32, 1.1x at 48, 1.04x at 64, 0.88x at 128, x 32-byte aligned; misaligned rows of x cost the
  * kernel 30%, so cpu_linear hands it an aligned copy). */
 #define F16_GEMM_MAX_M 48
+/* Under --compute bf16 the bfloat16 panel GEMM takes 16-bit pieces from 2 rows on: its
+ * VDPBF16PS beats the fused F16 kernel's FMAs at every m but 1, where the fused kernel's one
+ * pass over the F16 bytes wins (opt-1.3b F16, 32 sequences x 17 new tokens, 2 threads, AMD EPYC
+ * Zen 4, load 3-7; decode seconds fused -> bf16 panel: blocks 2 x 16 19.2 -> 7.8, 4 x 8 20.3 ->
+ * 9.7, 8 x 4 19.7 -> 13.4, 32 x 1 19.6 -> 13.7; batch 1: 1.2-1.4 -> 3.7-4.0). */
+#define BF16_PANEL_MIN_M 2
 
 /* ---- memory ---- */
 
@@ -380,7 +387,7 @@ static uint32_t panel_slots(const cpu_ctx *c)
  * a panel of the decode room for each thread. */
 static int w16_piece(const cpu_ctx *c, const fg_wpiece *p, uint32_t m)
 {
-    return c->w16 && m > F16_GEMM_MAX_M && p->n_dims == 2 &&
+    return c->w16 && (c->bf16 ? m >= BF16_PANEL_MIN_M : m > F16_GEMM_MAX_M) && p->n_dims == 2 &&
            (p->codec.id == FG_CODEC_F16 || p->codec.id == FG_CODEC_BF16) &&
            c->wcap / panel_slots(c) >= (c->bf16 ? fg_w16_bf16_panel_min_floats(p->dims[1])
                                                 : fg_w16_panel_min_floats(p->dims[1]));
@@ -514,7 +521,7 @@ static int linear_piece(cpu_ctx *c, const float *x, const fg_weight *w, uint32_t
     rc = fgb_check_piece(&p, n, k, err);
     const float *rows = p.data;
     int f16 = p.codec.id == FG_CODEC_F16 && m <= F16_GEMM_MAX_M, i8 = int8_piece(c, &p);
-    if (rc == FG_OK && w16_piece(c, &p, m)) { /* widened into the GEMM's panels */
+    if (rc == FG_OK && w16_piece(c, &p, m)) { /* widened (or rounded) into the GEMM's panels */
         rc = pack_x(c, x, m, k, lx, err);
         if (rc == FG_OK)
             rc = run_panel(c, &p, NULL, bias ? bias + p.first : NULL, y + p.first, m, n, k, err);
