@@ -643,7 +643,9 @@ static const struct logit_row {
     {"gguf/qwen3-yarn-tiny-bf16.gguf", "llama/qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny", NULL, 1e-6,
      1, 1e-6, 1},
     {"gguf/phi3-longrope-tiny-bf16.gguf", "llama/phi3-longrope-tiny-bf16", "phi3-longrope-tiny",
-     NULL, 1e-6, 1, 1e-6, 1},
+     NULL, 1e-6, 1, 1e-6, 1}, /* (12 tokens past 8: the long factors) */
+    {"gguf/phi3-longrope-short-tiny-bf16.gguf", "llama/phi3-longrope-short-tiny-bf16",
+     "phi3-longrope-short-tiny", NULL, 1e-6, 1, 1e-6, 1}, /* (within 64: the short ones) */
     /* gpt-oss: sinks, biased experts, the clamp (swiglu_clamp_exp), untruncated YaRN */
     {"gguf/gpt-oss-tiny-bf16.gguf", "llama/gpt-oss-tiny-bf16", "gpt-oss-tiny", NULL, 1e-6, 1, 1e-6,
      1},
