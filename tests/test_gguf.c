@@ -459,6 +459,7 @@ same_rows[] = {
     {"gguf/gpt-oss-tiny-bf16.gguf", "llama/gpt-oss-tiny-bf16", 41},
     {"gguf/gpt-oss-tiny-fused-bf16.gguf", "llama/gpt-oss-tiny-bf16", 41},
     {"gguf/gpt-oss-mxfp4-tiny.gguf", "llama/gpt-oss-mxfp4-tiny", 41},
+    {"gguf/gpt-oss-mxfp4-tiny-fused.gguf", "llama/gpt-oss-mxfp4-tiny", 41},
     /* split in 3 parts by gguf-py, against the single file */
     {"gguf/llama2-tiny-q4_0-split-00001-of-00003.gguf", "llama/llama2-tiny-f32", 21,
      "gguf/llama2-tiny-q4_0.gguf"},
@@ -653,6 +654,8 @@ static const struct logit_row {
      1e-6, 1},
     {"gguf/gpt-oss-mxfp4-tiny.gguf", "llama/gpt-oss-mxfp4-tiny", "gpt-oss-mxfp4-tiny", NULL, 1e-6,
      1, 1e-6, 1},
+    {"gguf/gpt-oss-mxfp4-tiny-fused.gguf", "llama/gpt-oss-mxfp4-tiny", "gpt-oss-mxfp4-tiny", NULL,
+     1e-6, 1, 1e-6, 1},
     /* Q8_0 experts and router against the BF16 source (no dequantized reference without torch
      * here): the quantization's own loss, 8.2e-4 measured; the greedy tokens part at token 3 */
     {"gguf/qwen3-moe-tiny-q8_0.gguf", "llama/qwen3-moe-tiny-bf16", "qwen3-moe-tiny", NULL, 2e-3,
