@@ -643,6 +643,10 @@ static const struct logit_row {
      * docs/import.md) */
     {"gguf/qwen3-yarn-tiny-bf16.gguf", "llama/qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny", NULL, 1e-6,
      1, 1e-6, 1},
+    /* every YaRN key away from its default (betas 8 / 2, attention factor 1.25): transformers'
+     * logits of that model (make_gguf_yarn_fixtures.py) */
+    {"gguf/qwen3-yarn-params-tiny-bf16.gguf", "llama/qwen3-yarn-tiny-bf16", "qwen3-yarn-tiny",
+     "gguf/qwen3-yarn-params-tiny.logits.f32", 1e-6, 1, INFINITY, 0},
     {"gguf/phi3-longrope-tiny-bf16.gguf", "llama/phi3-longrope-tiny-bf16", "phi3-longrope-tiny",
      NULL, 1e-6, 1, 1e-6, 1}, /* (12 tokens past 8: the long factors) */
     {"gguf/phi3-longrope-short-tiny-bf16.gguf", "llama/phi3-longrope-short-tiny-bf16",
@@ -726,7 +730,7 @@ START_TEST(test_logits)
         nmse = src_nmse, agree = src_agree;
     }
     fprintf(stderr, "%s: nmse %.3g (argmax agreement %.3f) against %s", row->gguf, nmse, agree,
-            row->dq ? "the dequantized weights" : "transformers on the source");
+            row->dq ? row->dq : "transformers on the source");
     if (row->dq && isfinite(row->src_nmse))
         fprintf(stderr, "; %.3g (%.3f) against transformers on the source", src_nmse, src_agree);
     fprintf(stderr, "\n");
