@@ -77,7 +77,7 @@ static uint8_t *assemble(const char *prog, size_t *len)
         } else if (!strcmp(t, "pad")) {
             n = (n + 31) & ~(size_t)31;
         } else {
-            ck_assert_msg(!strncmp(t, "z:", 2), "bad token %s", t);
+            ck_assert_msg(!strncmp(t, "z:", 2) && v < cap - n - 4096, "bad token %s", t);
             n += (size_t)v;
         }
     }
@@ -810,11 +810,11 @@ END_TEST
 
 /* Files the reader accepts but the import refuses, in one line naming what. LLAMA_KEYS: the
  * five required keys (2 layers of 32, 4 heads, 64 positions, ffn 128); EMB_TI: an F32 token_embd
- * [512, 32] (a rope factor vector [16] before it); OSS_KEYS: gpt-oss's required keys (8) */
+ * [16, 32] (a rope factor vector [16] before it); OSS_KEYS: gpt-oss's required keys (8) */
 #define LLAMA_KEYS "s:llama.block_count u32:4 u32:2 s:llama.embedding_length u32:4 u32:32 " \
     "s:llama.attention.head_count u32:4 u32:4 s:llama.context_length u32:4 u32:64 " \
     "s:llama.feed_forward_length u32:4 u32:128 "
-#define EMB_TI "s:token_embd.weight u32:2 u64:32 u64:512 u32:0 u64:0 pad z:65536"
+#define EMB_TI "s:token_embd.weight u32:2 u64:32 u64:16 u32:0 u64:0 pad z:2048"
 #define OSS_KEYS "s:gpt-oss.block_count u32:4 u32:2 s:gpt-oss.embedding_length u32:4 u32:32 " \
     "s:gpt-oss.attention.head_count u32:4 u32:4 s:gpt-oss.context_length u32:4 u32:64 " \
     "s:gpt-oss.feed_forward_length u32:4 u32:32 s:gpt-oss.expert_count u32:4 u32:4 " \
@@ -851,7 +851,7 @@ refuse_rows[] = {
      "metadata llama.rope.scaling.original_context_length is missing"},
     /* rope factors on an architecture that has none; Phi-3's long without its short */
     {HDR(2, 6) ARCH LLAMA_KEYS "s:rope_factors_long.weight u32:1 u64:16 u32:0 u64:0 "
-     "s:token_embd.weight u32:2 u64:32 u64:512 u32:0 u64:64 pad z:65600", 1,
+     "s:token_embd.weight u32:2 u64:32 u64:16 u32:0 u64:64 pad z:2112", 1,
      "tensor rope_factors_long.weight: fg maps GGUF rope factors long and short together for "
      "phi3"},
     /* gpt-oss: a clamp per layer that differs; fused experts with odd rows */
