@@ -298,7 +298,7 @@ static int list_oss_experts(const ck_gguf *g, const ck_gguf_ti *t, uint8_t dt, c
         return FG_OK;
     *done = 1;
     int bias = !strcmp(suf, ".bias");
-    uint32_t parts = oss_experts[k].hf[1] ? 2 : 1, be, bb;
+    uint32_t parts = oss_experts[k].hf[1] ? 2 : 1, be = 1, bb = 1;
     uint64_t cols = bias ? 1 : t->ne[0], rows = bias ? t->ne[0] : t->ne[1];
     uint64_t n_exp = t->ne[t->n_dims - 1], each = rows / parts;
     ck_ggml_block(t->type, &be, &bb); /* (a type dtype_of reads: known) */
