@@ -583,8 +583,16 @@ int fg_ckpt_read(const fg_ckpt *ck, uint32_t i, uint64_t first_elem, uint64_t n_
     if (rc)
         return rc;
     ck_src src = {.fd = fd, .size = ck->files[t->file].size, .label = t->path};
-    rc = ck_src_read(&src, t->offset + first_elem / be * bb, dst, (size_t)(n_elems / be * bb),
-                     t->name, err);
+    uint64_t run = t->run ? t->run : t->n_elements, stride = t->run ? t->stride : 0;
+    for (uint8_t *d = dst; rc == FG_OK && n_elems;) { /* run by run (one, but for a view) */
+        uint64_t r = first_elem / run, at = first_elem % run;
+        uint64_t k = run - at < n_elems ? run - at : n_elems;
+        rc = ck_src_read(&src, t->offset + (r * stride + at) / be * bb, d, (size_t)(k / be * bb),
+                         t->name, err);
+        d += k / be * bb;
+        first_elem += k;
+        n_elems -= k;
+    }
     close(fd);
     return rc;
 }

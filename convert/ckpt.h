@@ -103,6 +103,9 @@ typedef struct fg_ckpt_tensor {
     uint32_t join;         /* GGUF deepseek2's kv_b_proj joined from attn_k_b (this entry's
                             * bytes) and attn_v_b (entry join - 1): see ck_gguf_join; else 0 */
     uint32_t join_nope, join_v; /* its qk_nope_head_dim and v_head_dim rows a head */
+    uint64_t run, stride;  /* 0: the elements lie in one run from offset; else in runs of `run`
+                            * elements, each `stride` elements after the one before (a view of
+                            * some rows of every expert: GGUF's fused gate_up experts) */
 } fg_ckpt_tensor;
 
 typedef struct fg_ckpt fg_ckpt;

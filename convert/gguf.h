@@ -137,8 +137,10 @@ int ck_gguf_expert_name(const char *name, uint64_t expert, char *out, size_t cap
  * fg does not read is refused, named. */
 int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err);
 /* Elements [first, first + n) of tensor i of ck (a block type (ck_dtype_is_block), dequantized
- * by ggml's reference, or F32/F16/BF16), less its shift, rounded to F16 into out; *scratch
- * (*cap bytes) is a buffer reused across calls (caller frees). */
+ * by ggml's reference, or F32/F16/BF16), less its shift, rounded to F16 into out, but MXFP4's
+ * as BF16, which holds every one of them exactly (ck_gguf_bf16); *scratch (*cap bytes) is a
+ * buffer reused across calls (caller frees). A value F16 (BF16) cannot hold is refused by name. */
+int ck_gguf_bf16(uint8_t dtype); /* 1: stored BF16 (BF16, MXFP4) */
 int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
                      void **scratch, size_t *cap, fg_err *err);
 /* Split files: *part and *count from a name "<prefix>-KKKKK-of-NNNNN.gguf" (1 <= K <= N),

@@ -18,11 +18,16 @@
  *   - glm4moe: the MTP layers counted in block_count taken off (put_glm_moe);
  *   - deepseek2: multi-head latent attention in both of the converter's forms, V2's or V3's
  *     router by the gating function, YaRN with mscale = mscale_all_dim (put_mla).
- *   - llama: Llama 3's rope scaling from its rope_freqs tensor (put_rope_freqs).
- * What the mapping cannot express yet is refused by name rather than guessed: rope scaling other
- * than linear (YaRN has parameters GGUF files spell in several ways; deepseek2's is mapped;
- * rope factors other than Llama 3's form), a partial rotary dimension but for phi3 and glm4
- * (partial_rotary_factor).
+ *   - llama: Llama 3's rope scaling from its rope_freqs tensor (put_rope_freqs);
+ *   - YaRN by its keys on any architecture (put_rope_scaling); Phi-3's longrope from its
+ *     rope_factors_long / _short tensors (put_longrope);
+ *   - gpt-oss: its experts, the SwiGLU clamp (7, or swiglu_clamp_exp), the sliding window on
+ *     every other layer, YaRN untruncated as transformers runs it (put_oss, put_rope_scaling).
+ * What the mapping cannot express yet is refused by name rather than guessed: rope scaling
+ * types other than linear and yarn, YaRN's yarn_ext_factor other than 1 or a
+ * yarn_log_multiplier (but deepseek2's), rope factors other than Llama 3's and Phi-3's forms, a
+ * partial rotary dimension but for phi3 and glm4 (partial_rotary_factor), a swiglu_clamp_exp
+ * that differs between layers.
  */
 #include <jansson.h>
 #include <math.h>
@@ -42,6 +47,7 @@ enum {
     F_PARTIAL = 32, /* rope.dimension_count below the head dimension: partial_rotary_factor */
     F_MLA = 64,     /* deepseek2: multi-head latent attention, its experts and YaRN (put_mla) */
     F_GLM_MOE = 128, /* glm4moe: V3's router, shared experts, the MTP layer (put_glm_moe) */
+    F_OSS = 256,    /* gpt-oss: biased experts, the clamped SwiGLU, sinks, its YaRN (put_oss) */
 };
 
 static const struct arch_row {
@@ -64,6 +70,7 @@ static const struct arch_row {
     /* (deepseek_v3 / DeepseekV3ForCausalLM when the gating is sigmoid: put_mla) */
     {"deepseek2", "deepseek_v2", "DeepseekV2ForCausalLM", 0, F_MLA},
     {"glm4moe", "glm4_moe", "Glm4MoeForCausalLM", 0, F_GLM_MOE | F_PARTIAL},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, F_OSS},
 };
 
 static const struct { const char *gguf, *hf; int required; } uint_keys[] = {
@@ -147,16 +154,17 @@ static int refuse_unmapped(const ck_gguf *g, const struct arch_row *r, const cha
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     const char *s = ck_gguf_str(g, key);
-    if (s && strcmp(s, "none") != 0 && strcmp(s, "linear") != 0 &&
-        !((r->features & F_MLA) && !strcmp(s, "yarn")))
+    if (s && strcmp(s, "none") != 0 && strcmp(s, "linear") != 0 && strcmp(s, "yarn") != 0)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s is '%.40s': fg maps GGUF rope "
-                          "scaling 'linear' so far (and deepseek2's 'yarn')", label, key, s);
+                          "scaling 'linear' and 'yarn' (and Phi-3's longrope, by its "
+                          "rope_factors tensors) so far", label, key, s);
     if (r->features & F_MLA)
         return FG_OK; /* (put_mla reads its experts and rotary dims) */
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    if (!(r->features & (F_MOE | F_GLM_MOE)) && ck_gguf_get(g, key))
+    if (!(r->features & (F_MOE | F_GLM_MOE | F_OSS)) && ck_gguf_get(g, key))
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s: fg maps GGUF mixtures of "
-                          "experts for qwen2moe and qwen3moe so far", label, key);
+                          "experts for qwen2moe, qwen3moe, glm4moe, deepseek2 and gpt-oss so far",
+                          label, key);
     uint64_t rot, heads, hidden, hd = 0;
     snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
     if (ck_gguf_uint(g, key, &rot) != FG_OK)
@@ -192,23 +200,6 @@ static int put_shapes(const fg_ckpt *ck, const char *label, json_t *cfg, fg_err 
     return FG_OK;
 }
 
-/* {arch}.rope.scaling.type "linear" (refuse_unmapped let no other through) with its factor */
-static int put_rope_scaling(const ck_gguf *g, const char *arch, const char *label, json_t *cfg,
-                            fg_err *err)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    const char *s = ck_gguf_str(g, key);
-    if (!s || strcmp(s, "linear") != 0)
-        return FG_OK;
-    double f;
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
-    if (ck_gguf_float(g, key, &f) != FG_OK || !(f >= 1))
-        return key_err(err, label, key, "must be a float >= 1 with linear rope scaling");
-    json_object_set_new(cfg, "rope_scaling",
-                        json_pack("{s:s, s:f}", "rope_type", "linear", "factor", f));
-    return FG_OK;
-}
 
 /* An optional u32 key {arch}.<k> as config key hf (absent: nothing; present: v <= max) */
 static int put_uint(const ck_gguf *g, const char *arch, const char *k, const char *hf,
@@ -636,6 +627,191 @@ static int put_rope_freqs(const struct arch_row *r, const fg_ckpt *ck, const cha
     return rc;
 }
 
+/* {arch}.rope.scaling.type "linear" (its factor) or "yarn" (TextModel.set_gguf_parameters'
+ * keys: factor and original_context_length, and where the checkpoint had them yarn_beta_fast,
+ * yarn_beta_slow and yarn_attn_factor: transformers' beta_fast, beta_slow, attention_factor).
+ * llama.cpp's extrapolation mix (yarn_ext_factor) has no transformers counterpart but 1, and
+ * yarn_log_multiplier means mscale_all_dim x 0.1 from one converter (deepseek2's, put_mla)
+ * and mscale_all_dim itself from another (Mistral's): either other than 1 and 0 is refused by
+ * its key. gpt-oss's YaRN is GptOssConfig's, not truncated (the correction range is not rounded
+ * to whole dims, as transformers runs every gpt-oss release; ggml rounds it). */
+static int put_rope_scaling(const ck_gguf *g, const struct arch_row *r, const char *label,
+                            json_t *cfg, fg_err *err)
+{
+    const char *a = r->arch;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    const char *s = ck_gguf_str(g, key);
+    if (!s || (r->features & F_MLA) || (strcmp(s, "linear") && strcmp(s, "yarn")))
+        return FG_OK; /* (put_mla's; refuse_unmapped let no other through) */
+    double f, bf, bs, af, ext, lm;
+    uint64_t orig;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    if (ck_gguf_float(g, key, &f) != FG_OK || !(f >= 1))
+        return key_err(err, label, key, "must be a float >= 1 with linear or yarn rope scaling");
+    if (!strcmp(s, "linear")) {
+        json_object_set_new(cfg, "rope_scaling",
+                            json_pack("{s:s, s:f}", "rope_type", "linear", "factor", f));
+        return FG_OK;
+    }
+    int rc;
+    if ((rc = need_uint(g, a, "rope.scaling.original_context_length", NULL, label, cfg, &orig,
+                        err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_beta_fast", 0, label, &bf, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_beta_slow", 0, label, &bs, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_attn_factor", 0, label, &af, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_ext_factor", 1, label, &ext, err)) ||
+        (rc = get_float(g, a, "rope.scaling.yarn_log_multiplier", 0, label, &lm, err)))
+        return rc;
+    const char *bad = ext != 1 ? "yarn_ext_factor" : lm != 0 ? "yarn_log_multiplier" : NULL;
+    if (bad)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: metadata %s.rope.scaling.%s is %g: fg "
+                          "maps GGUF YaRN with %s only (but deepseek2's)", label, a, bad,
+                          ext != 1 ? ext : lm, ext != 1 ? "an extrapolation factor of 1"
+                                                        : "no log multiplier");
+    if (!orig || bf < 0 || bs < 0 || af < 0)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.rope.scaling: YaRN needs a "
+                          "positive original_context_length, betas and attn_factor", label, a);
+    json_t *y = json_pack("{s:s, s:f, s:I}", "rope_type", "yarn", "factor", decimal6(f),
+                          "original_max_position_embeddings", (json_int_t)orig);
+    if (bf > 0)
+        json_object_set_new(y, "beta_fast", json_real(decimal6(bf)));
+    if (bs > 0)
+        json_object_set_new(y, "beta_slow", json_real(decimal6(bs)));
+    if (af > 0)
+        json_object_set_new(y, "attention_factor", json_real(af));
+    if (r->features & F_OSS)
+        json_object_set_new(y, "truncate", json_false());
+    json_object_set_new(cfg, "rope_scaling", y);
+    return FG_OK;
+}
+
+/* F32 tensor `name` [n] into f (n floats); FG_ERR_SIZE_MISMATCH naming it otherwise */
+static int read_f32_vec(const fg_ckpt *ck, const char *name, uint64_t n, const char *label,
+                        float *f, fg_err *err)
+{
+    uint32_t i;
+    const fg_ckpt_tensor *t = fg_ckpt_find(ck, name, &i) == FG_OK ? fg_ckpt_tensor_at(ck, i) : NULL;
+    if (!t || t->dtype != FG_CKPT_F32 || t->n_dims != 1 || t->dims[0] != n)
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor %s must be F32 [%llu] (a "
+                          "factor per rotary pair)", label, name, (unsigned long long)n);
+    uint8_t *raw = malloc(n * 4 + 1);
+    int rc = raw ? fg_ckpt_read(ck, i, 0, n, raw, err) : fg_err_set(err, FG_ERR_NOMEM, "out of "
+                                                                     "memory");
+    for (uint64_t k = 0; rc == FG_OK && k < n; k++) {
+        uint32_t b = fg_le32(raw + 4 * k);
+        memcpy(&f[k], &b, 4);
+        if (!(f[k] > 0 && f[k] < 1e9f))
+            rc = fg_err_set(err, FG_ERR_CORRUPT, "%s: tensor %s element %llu is %g: rope factors "
+                            "must be positive", label, name, (unsigned long long)k, f[k]);
+    }
+    free(raw);
+    return rc;
+}
+
+/* Phi-3's longrope (Phi3MiniModel.generate_extra_tensors): rope_factors_long.weight and
+ * rope_factors_short.weight (F32, a factor per rotary pair) with no rope scaling key, read back
+ * as rope_scaling {type longrope, long_factor, short_factor}; original_max_position_embeddings
+ * from rope.scaling.original_context_length; rope.scaling.attn_factor as attention_factor where
+ * it is not the converter's own default sqrt(1 + ln s / ln original) (s = context_length /
+ * original; 1 when s <= 1), which transformers then computes itself. The tensors on another
+ * architecture, or one without the other, are refused by name. */
+static int put_longrope(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
+                        const char *label, json_t *cfg, fg_err *err)
+{
+    int hl = has_tensor(ck, "rope_factors_long.weight");
+    int hs = has_tensor(ck, "rope_factors_short.weight");
+    if (!hl && !hs)
+        return FG_OK;
+    if (strcmp(r->arch, "phi3") || hl != hs)
+        return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensor %s: fg maps GGUF rope factors "
+                          "long and short together for phi3 (Phi-3's longrope) so far", label,
+                          hl ? "rope_factors_long.weight" : "rope_factors_short.weight");
+    uint64_t rot = 0, orig, ctx = 0;
+    int rc = need_uint(g, r->arch, "rope.dimension_count", NULL, label, cfg, &rot, err);
+    if (rc == FG_OK)
+        rc = need_uint(g, r->arch, "rope.scaling.original_context_length", NULL, label, cfg, &orig,
+                       err);
+    if (rc)
+        return rc;
+    put_uint(g, r->arch, "context_length", NULL, UINT32_MAX, label, cfg, &ctx, err);
+    if (!rot || rot % 2 || rot > 512 || orig < 2)
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: metadata %s.rope.dimension_count %llu / "
+                          "rope.scaling.original_context_length %llu do not fit longrope",
+                          label, r->arch, (unsigned long long)rot, (unsigned long long)orig);
+    float lf[256], sf[256];
+    if ((rc = read_f32_vec(ck, "rope_factors_long.weight", rot / 2, label, lf, err)) ||
+        (rc = read_f32_vec(ck, "rope_factors_short.weight", rot / 2, label, sf, err)))
+        return rc;
+    json_t *jl = json_array(), *js = json_array();
+    for (uint64_t k = 0; k < rot / 2; k++) {
+        json_array_append_new(jl, json_real(lf[k]));
+        json_array_append_new(js, json_real(sf[k]));
+    }
+    json_t *lr = json_pack("{s:s, s:o, s:o}", "type", "longrope", "long_factor", jl,
+                           "short_factor", js);
+    double af, scale = (double)ctx / (double)orig;
+    double dflt = scale > 1 ? sqrt(1 + log(scale) / log((double)orig)) : 1.0;
+    if ((rc = get_float(g, r->arch, "rope.scaling.attn_factor", dflt, label, &af, err))) {
+        json_decref(lr);
+        return rc;
+    }
+    if (fabs(af - dflt) > 1e-6 * dflt) /* (the default in f32: transformers computes its own) */
+        json_object_set_new(lr, "attention_factor", json_real(af));
+    json_object_set_new(cfg, "rope_scaling", lr);
+    json_object_set_new(cfg, "original_max_position_embeddings", json_integer((json_int_t)orig));
+    return FG_OK;
+}
+
+/* gpt-oss (llama.cpp's GptOssModel): expert_count / expert_used_count experts of
+ * expert_feed_forward_length, the sliding window (every other layer from layer 0, llama.cpp's
+ * fixed pattern and GptOssConfig's), the SwiGLU clamp: 7 in llama.cpp's graph and GptOssConfig
+ * (the family's default, no key written), or swiglu_clamp_exp (a value per layer: one value for
+ * every layer) where a file carries it. Sinks, biases and YaRN: by their tensors and
+ * put_rope_scaling. */
+static int put_oss(const ck_gguf *g, const struct arch_row *r, const ck_src *src,
+                   const char *label, json_t *cfg, fg_err *err)
+{
+    const char *a = r->arch;
+    uint64_t w;
+    int rc;
+    if ((rc = need_uint(g, a, "expert_count", "num_local_experts", label, cfg, NULL, err)) ||
+        (rc = need_uint(g, a, "expert_used_count", "num_experts_per_tok", label, cfg, NULL, err)) ||
+        (rc = need_uint(g, a, "expert_feed_forward_length", "intermediate_size", label, cfg, NULL,
+                        err)))
+        return rc;
+    rc = put_uint(g, a, "attention.sliding_window", NULL, UINT32_MAX, label, cfg, &w, err);
+    if (rc == FG_OK)
+        json_object_set_new(cfg, "sliding_window", w ? json_integer((json_int_t)w) : json_null());
+    else if (rc != FG_ERR_NOT_FOUND)
+        return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.swiglu_clamp_exp", a);
+    const ck_gguf_kv *kv = ck_gguf_get(g, key);
+    if (!kv)
+        return FG_OK;
+    if (kv->type != CK_GGUF_ARRAY || kv->arr_type != CK_GGUF_F32 || !kv->arr_n ||
+        kv->arr_n > 4096)
+        return key_err(err, label, key, "must be an array of F32 (a value per layer)");
+    uint8_t *b = malloc(kv->arr_n * 4);
+    if (!b)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    rc = ck_src_read(src, kv->arr_off, b, (size_t)kv->arr_n * 4, key, err);
+    float v0 = 0, v;
+    for (uint64_t i = 0; rc == FG_OK && i < kv->arr_n; i++) {
+        uint32_t u = fg_le32(b + 4 * i);
+        memcpy(&v, &u, 4);
+        v0 = i ? v0 : v;
+        if (!(v > 0 && v < 1e9f) || v != v0)
+            rc = key_err(err, label, key, "must hold one positive value for every layer (fg "
+                         "clamps every layer's experts alike)");
+    }
+    free(b);
+    if (rc == FG_OK)
+        json_object_set_new(cfg, "swiglu_limit", json_real(v0));
+    return rc;
+}
+
 /* The family's features */
 static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckpt *ck,
                         const ck_src *src, const char *label, json_t *cfg, fg_err *err)
@@ -651,6 +827,8 @@ static int put_features(const ck_gguf *g, const struct arch_row *r, const fg_ckp
         rc = put_mla(g, r, label, cfg, err);
     if (r->features & F_GLM_MOE)
         rc = put_glm_moe(g, r, ck, label, cfg, err);
+    if (r->features & F_OSS)
+        rc = put_oss(g, r, src, label, cfg, err);
     if (rc == FG_OK && (r->features & F_WINDOW))
         rc = put_window(g, r, label, cfg, err);
     if (rc == FG_OK && (r->features & F_GEMMA))
@@ -682,9 +860,8 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
     if (!r)
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: general.architecture '%.40s': fg maps "
                           "llama (mistral), qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, "
-                          "gemma3, phi3, olmo2, granite, glm4, glm4moe and deepseek2 from GGUF so far",
-                          label,
-                          arch);
+                          "gemma3, phi3, olmo2, granite, glm4, glm4moe, deepseek2 and gpt-oss "
+                          "from GGUF so far", label, arch);
     json_t *cfg = json_object();
     if (!cfg)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
@@ -697,11 +874,13 @@ int ck_gguf_config(const ck_gguf *g, const fg_ckpt *ck, const ck_src *src, const
     if (rc == FG_OK)
         rc = put_features(g, r, ck, src, label, cfg, err);
     if (rc == FG_OK)
-        rc = put_rope_scaling(g, arch, label, cfg, err);
+        rc = put_rope_scaling(g, r, label, cfg, err);
     if (rc == FG_OK)
         rc = put_shapes(ck, label, cfg, err);
     if (rc == FG_OK)
         rc = put_rope_freqs(r, ck, label, cfg, err);
+    if (rc == FG_OK)
+        rc = put_longrope(g, r, ck, label, cfg, err);
     if (rc == FG_OK && !(*json = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS)))
         rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     json_decref(cfg);

@@ -15,11 +15,16 @@
  *   (mlp.shared_experts) and V3's choice bias (exp_probs_b.bias); the newer converters' attn_k_b
  *   / attn_v_b pair (kv_b_proj split per head, k_b transposed) is joined back into kv_b_proj
  *   (ck_gguf_join, read by ck_gguf_read_kvb), so both forms give the safetensors import's store.
+ * - gpt-oss: the sinks (blk.N.attn_sinks.weight: self_attn.sinks), the router (ffn_gate_inp:
+ *   mlp.router) and the experts, whose merged tensors already lie as the model table stacks
+ *   them (list_oss_experts: listed under the stacked names, read in place; the fused
+ *   ffn_gate_up_exps as two views, each every expert's half of the rows).
  * - Types: F32, F16 and BF16 are listed as such (copied bit for bit, as from safetensors);
  *   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 as the
  *   FG_CKPT_ block dtype of the same name, whose blocks ck_gguf_read_f16 dequantizes exactly as
  *   ggml's reference (gguf_dequant.c) and rounds to F16 (to nearest even: at most half an F16
- *   ulp, 2^-11 relative, far below the quantization step; Q4_0's values are exact). Other ggml
+ *   ulp, 2^-11 relative, far below the quantization step; Q4_0's values are exact), or for
+ *   MXFP4 to BF16, which holds its values exactly (as the safetensors MXFP4 import). Other ggml
  *   types (IQ1/IQ2/IQ3, TQ, Q8_1/Q8_K, integers, F64) are refused at open, naming the tensor and
  *   its type.
  */
@@ -27,6 +32,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +73,10 @@ static const struct { const char *arch, *gguf, *hf; } arch_names[] = {
     {"deepseek2", "ffn_down_shexp", "mlp.shared_experts.down_proj"},
     /* (".bias" after it: mlp.gate.e_score_correction_bias, see ck_gguf_hf_name) */
     {"deepseek2", "exp_probs_b", "mlp.gate.e_score_correction"},
+    /* (gpt-oss's sinks are one vector a layer: "self_attn.sinks", no suffix; ck_gguf_hf_name) */
+    {"gpt-oss", "post_attention_norm", "post_attention_layernorm"},
+    {"gpt-oss", "ffn_gate_inp", "mlp.router"},
+    {"gpt-oss", "attn_sinks", "self_attn.sinks"},
     {"glm4moe", "post_attention_norm", "post_attention_layernorm"},
     {"glm4moe", "ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
     {"glm4moe", "ffn_up_shexp", "mlp.shared_experts.up_proj"},
@@ -165,6 +175,9 @@ int ck_gguf_hf_name(const char *arch, const char *name, char *out, size_t cap)
     if (!strcmp(hf, "mlp.gate.e_score_correction")) /* the bias is the whole name */
         return !strcmp(suf, ".bias") &&
                snprintf(out, cap, "model.layers.%lu.%s_bias", layer, hf) < (int)cap;
+    if (!strcmp(hf, "self_attn.sinks")) /* (GptOssModel appends ".weight" to the bare name) */
+        return !strcmp(suf, ".weight") &&
+               snprintf(out, cap, "model.layers.%lu.%s", layer, hf) < (int)cap;
     return snprintf(out, cap, "model.layers.%lu.%s%s", layer, hf, suf) < (int)cap;
 }
 
@@ -258,6 +271,58 @@ static int list_experts(const ck_gguf *g, const ck_gguf_ti *t, uint8_t dt, const
     return FG_OK;
 }
 
+/* gpt-oss's experts (GptOssModel): a layer's ffn_{gate,up,down}_exps.weight [experts, rows, cols]
+ * and .bias [experts, rows] are the model table's stacked tensors as they lie
+ * (model.layers.N.mlp.experts.gate_proj.weight [experts x rows, cols], ..._proj.bias [experts x
+ * rows]): listed under those names, read in place. ffn_gate_up_exps (the converter's
+ * --fuse-gate-up-exps) holds each expert's gate rows, then its up rows: listed as two such
+ * tensors, each a view of every expert's half (runs of rows: fg_ckpt_tensor.run / stride). */
+static const struct { const char *gguf, *hf[2]; } oss_experts[] = {
+    {"ffn_gate_exps", {"gate_proj", NULL}}, {"ffn_up_exps", {"up_proj", NULL}},
+    {"ffn_down_exps", {"down_proj", NULL}}, {"ffn_gate_up_exps", {"gate_proj", "up_proj"}},
+};
+
+/* *done 1 when t is one of oss_experts (listed, or refused by its shape) */
+static int list_oss_experts(const ck_gguf *g, const ck_gguf_ti *t, uint8_t dt, const char *label,
+                            ck_list *out, int *done, fg_err *err)
+{
+    size_t stem, at, k = sizeof oss_experts / sizeof oss_experts[0];
+    const char *suf;
+    unsigned long layer;
+    *done = 0;
+    if (!split_suffix(t->name, &stem, &suf) || !layer_of(t->name, &layer, &at) || at > stem)
+        return FG_OK;
+    for (size_t i = 0; i < sizeof oss_experts / sizeof oss_experts[0]; i++)
+        k = piece_is(t->name, at, stem, oss_experts[i].gguf) ? i : k;
+    if (k == sizeof oss_experts / sizeof oss_experts[0])
+        return FG_OK;
+    *done = 1;
+    int bias = !strcmp(suf, ".bias");
+    uint32_t parts = oss_experts[k].hf[1] ? 2 : 1, be = 1, bb = 1;
+    uint64_t cols = bias ? 1 : t->ne[0], rows = bias ? t->ne[0] : t->ne[1];
+    uint64_t n_exp = t->ne[t->n_dims - 1], each = rows / parts;
+    ck_ggml_block(t->type, &be, &bb); /* (a type dtype_of reads: known) */
+    if (t->n_dims != (bias ? 2u : 3u) || rows % parts || (each * cols) % be)
+        return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensor %s must be [experts, rows%s]%s",
+                          label, t->name, bias ? "" : ", cols", parts > 1 ? " with as many gate "
+                          "as up rows, whole blocks each" : "");
+    for (uint32_t p = 0; p < parts; p++) {
+        char hf[FG_CKPT_MAX_NAME + 64];
+        snprintf(hf, sizeof hf, "model.layers.%lu.mlp.experts.%s%s", layer, oss_experts[k].hf[p],
+                 suf);
+        uint64_t dims[2] = {n_exp * each, cols};
+        int rc = list_one(out, label, hf, t, dt, bias ? 1 : 2, dims,
+                          g->data_off + t->offset + p * each * cols / be * bb,
+                          n_exp * each * cols / be * bb, parts < 2 ? "" : p ? "[up]" : "[gate]",
+                          0, err);
+        if (rc)
+            return rc;
+        if (parts > 1)
+            out->t[out->n - 1].run = each * cols, out->t[out->n - 1].stride = rows * cols;
+    }
+    return FG_OK;
+}
+
 int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
 {
     const char *arch = ck_gguf_str(g, "general.architecture");
@@ -270,9 +335,15 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
                               "Q6_K, IQ4_NL, IQ4_XS, MXFP4)", label, t->name,
                               ck_ggml_type_name(t->type));
         char hf[FG_CKPT_MAX_NAME + 64];
-        if (t->n_dims == 3 && ck_gguf_expert_name(t->name, 0, hf, sizeof hf)) {
-            int rc = list_experts(g, t, dt, label, out, err);
+        int done = 0, rc = arch && !strcmp(arch, "gpt-oss")
+                               ? list_oss_experts(g, t, dt, label, out, &done, err) : FG_OK;
+        if (rc || done) {
             if (rc)
+                return rc;
+            continue;
+        }
+        if (t->n_dims == 3 && ck_gguf_expert_name(t->name, 0, hf, sizeof hf)) {
+            if ((rc = list_experts(g, t, dt, label, out, err)))
                 return rc;
             continue;
         }
@@ -284,11 +355,12 @@ int ck_gguf_list(const ck_gguf *g, const char *label, ck_list *out, fg_err *err)
         size_t len = strlen(name), sg = strlen(".shared_expert_gate.weight");
         if (nd == 1 && len > sg && !strcmp(name + len - sg, ".shared_expert_gate.weight"))
             dims[1] = dims[0], dims[0] = 1, nd = 2; /* [1, hidden], squeezed by the converter */
-        int rc = list_one(out, label, name, t, dt, nd, dims, g->data_off + t->offset, t->bytes,
-                          "", norm_shifted(arch, name) ? 1.0f : 0.0f, err);
+        rc = list_one(out, label, name, t, dt, nd, dims, g->data_off + t->offset, t->bytes, "",
+                      norm_shifted(arch, name) ? 1.0f : 0.0f, err);
         if (rc)
             return rc;
-        if (!strcmp(name, "rope_freqs.weight")) /* Llama 3's rope factors: read by the config */
+        if (!strcmp(name, "rope_freqs.weight") || !strcmp(name, "rope_factors_long.weight") ||
+            !strcmp(name, "rope_factors_short.weight")) /* rope factors: read by the config */
             out->t[out->n - 1].is_scale = 1;
     }
     return FG_OK;
@@ -341,9 +413,17 @@ int ck_gguf_read_f16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, 
     for (uint64_t k = 0; t->shift != 0 && k < n; k++)
         f[k] -= t->shift; /* (binary32, as the converter's 1 + w was: exact for |w| >= 2^-16) */
     size_t bad = 0;
-    if (fg_ckpt_to_f16(FG_CKPT_F32, f, (size_t)n, out, &bad))
+    if (t->dtype == FG_CKPT_MXFP4) /* every MXFP4 value is a BF16 (2 bits, E8M0's exponents) */
+        for (; bad < n && isfinite(f[bad]); bad++) {
+            uint32_t b;
+            memcpy(&b, &f[bad], 4);
+            out[bad] = (uint16_t)(b >> 16);
+        }
+    if (t->dtype == FG_CKPT_MXFP4 ? bad < n
+                                  : fg_ckpt_to_f16(FG_CKPT_F32, f, (size_t)n, out, &bad) != 0)
         return fg_err_set(err, FG_ERR_NONFINITE, "%s: tensor '%s' element %llu is not finite in "
-                          "F16", t->path, t->name, (unsigned long long)(first + bad));
+                          "%s", t->path, t->name, (unsigned long long)(first + bad),
+                          t->dtype == FG_CKPT_MXFP4 ? "BF16" : "F16");
     return FG_OK;
 }
 
@@ -389,7 +469,7 @@ int ck_gguf_join(const ck_gguf *g, ck_list *l, const char *label, fg_err *err)
             !v->dims[1] || t->dims[2] + v->dims[1] > UINT32_MAX)
             return fg_err_set(err, FG_ERR_SIZE_MISMATCH, "%s: tensors %s and %s are not [heads, "
                               "kv_lora, nope] and [heads, v, kv_lora]", label, t->name, v->name);
-        if ((t->dtype == FG_CKPT_BF16) != (v->dtype == FG_CKPT_BF16))
+        if (ck_gguf_bf16(t->dtype) != ck_gguf_bf16(v->dtype))
             return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tensors %s (%s) and %s (%s): BF16 "
                               "beside another type cannot be joined into one kv_b_proj", label,
                               t->name, fg_ckpt_dtype_name(t->dtype), v->name,
@@ -420,7 +500,13 @@ int ck_gguf_join(const ck_gguf *g, ck_list *l, const char *label, fg_err *err)
     return FG_OK;
 }
 
-/* n elements from first of entry i as out's 16-bit values: raw bits for BF16, else F16 */
+int ck_gguf_bf16(uint8_t dtype)
+{
+    return dtype == FG_CKPT_BF16 || dtype == FG_CKPT_MXFP4;
+}
+
+/* n elements from first of entry i as out's 16-bit values: raw bits for BF16, else
+ * ck_gguf_read_f16's */
 static int read16(const fg_ckpt *ck, uint32_t i, uint64_t first, uint64_t n, uint16_t *out,
                   void **scratch, size_t *cap, fg_err *err)
 {

@@ -620,7 +620,7 @@ static int import_tensors(fgc_job *j, const fg_ckpt *ck, const fg_hparams *hp,
         if (!hashes[t->file] && (rc = fg_ckpt_file_xxh3(ck, t->file, &hashes[t->file], err)))
             break;
         /* (a stacked one's blocks agree: model_check.c; MXFP4 values are BF16's) */
-        int bf16 = t->dtype == FG_CKPT_BF16 || t->dtype == FG_CKPT_F8_E4M3 ||
+        int bf16 = ck_gguf_bf16(t->dtype) || t->dtype == FG_CKPT_F8_E4M3 ||
                    (i == FGC_STACKED && from[s].parts[0].mxfp4);
         ck_read_ctx rc_ctx = {j, ck, i, from[s].row0 * fg_tensor_spec_cols(&spec[s]),
                               i == FGC_STACKED ? from[s].parts : NULL,

@@ -1,7 +1,9 @@
 /* fuzz_gguf.c - libFuzzer target for the GGUF reader (convert/gguf.c): the input is a whole
  * GGUF file. What the parser accepts must keep its promises: every tensor inside the input, on
  * the alignment, no two overlapping; the metadata getters, the name mapping, the listing as
- * fg_ckpt tensors (merged experts split: one per expert), the dequantization of the first
+ * fg_ckpt tensors (merged experts split: one per expert; gpt-oss's read in place, its fused
+ * gate_up as two views of runs of rows: every byte a listed tensor reads inside the input),
+ * the dequantization of the first
  * blocks of every block type (gguf_dequant.c) and the tokenizer metadata
  * rewritten as tokenizer.json and loaded (gguf_tok.c) then run over it. */
 #include <stdint.h>
@@ -59,6 +61,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ck_list l = {0};
         if (ck_gguf_list(&g, "fuzz.gguf", &l, &err) == FG_OK && l.n < g.n_ti)
             abort();
+        for (uint32_t i = 0; i < l.n; i++) { /* the last byte each listed tensor reads */
+            const fg_ckpt_tensor *t = &l.t[i];
+            uint32_t be, bb;
+            uint64_t run = t->run ? t->run : t->n_elements, span;
+            if (!ck_dtype_block(t->dtype, &be, &bb) || !run || run % be ||
+                (t->run && t->n_elements % run))
+                abort();
+            span = (t->run ? (t->n_elements / run - 1) * t->stride + run : run) / be * bb;
+            if (t->offset > size || span > size - t->offset)
+                abort();
+        }
         if (l.n == g.n_ti && ck_gguf_join(&g, &l, "fuzz.gguf", &err) == FG_OK) /* deepseek2 */
             for (uint32_t i = 0; i < l.n; i++)
                 if (l.t[i].join && (l.t[i].join > l.n || !l.t[l.t[i].join - 1].is_scale ||

@@ -7,8 +7,9 @@ strings, arrays of numbers and of strings, a custom alignment), tensors of each 
 (F32, F16, BF16, Q8_0, Q4_0), one row of random blocks of every other block type it
 dequantizes (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and one it
 refuses (IQ2_XXS), a `llama` file as convert_hf_to_gguf.py names its tensors, a `qwen2moe` file
-with merged experts (blk.N.ffn_*_exps, split per expert on import) and a `gemma3` one with a
-per-layer sliding_window_pattern array. (tests/fixtures/gguf/tok-llama2.gguf, a SentencePiece
+with merged experts (blk.N.ffn_*_exps, split per expert on import), a `gemma3` one with a
+per-layer sliding_window_pattern array and a `gpt-oss` one (MXFP4 experts with biases, a fused
+ffn_gate_up_exps, sinks). (tests/fixtures/gguf/tok-llama2.gguf, a SentencePiece
 vocabulary, is copied in by hand under its sha1.) Hostile seeds are those files with one field patched: counts and lengths
 made huge, an offset moved off the alignment or past the end, a type made unknown, a name
 duplicated, the file cut short."""
@@ -128,6 +129,26 @@ def gemma3(w):
     w.add_tensor("blk.1.post_ffw_norm.weight", np.ones(32, np.float32))
 
 
+def gpt_oss(w):
+    """gpt-oss's experts: gate and up MXFP4 apart, a fused BF16 pair (--fuse-gate-up-exps) with
+    its bias, the sinks and the router (listed in place / as views of the fused rows)."""
+    r = np.random.default_rng(5)
+    w.add_block_count(2)
+    w.add_embedding_length(32)
+    w.add_expert_count(2)
+    w.add_swiglu_clamp_exp([7.0, 7.0])
+    w.add_tensor("token_embd.weight", r.standard_normal((16, 32)).astype(np.float32))
+    w.add_tensor("blk.0.attn_sinks.weight", r.standard_normal(2).astype(np.float32))
+    w.add_tensor("blk.0.ffn_gate_inp.bias", r.standard_normal(2).astype(np.float32))
+    for p in ("gate", "up", "down"):
+        raw = r.integers(0, 256, size=(2, 8, 17), dtype=np.uint8)
+        raw[..., 0] = r.integers(118, 130, size=(2, 8))  # (E8M0 exponents near 1)
+        w.add_tensor("blk.0.ffn_%s_exps.weight" % p, raw, raw_dtype=Q.MXFP4)
+        w.add_tensor("blk.0.ffn_%s_exps.bias" % p, r.standard_normal((2, 8)).astype(np.float32))
+    w.add_tensor("blk.1.ffn_gate_up_exps.weight", r.standard_normal((2, 6, 32)).astype(np.float16))
+    w.add_tensor("blk.1.ffn_gate_up_exps.bias", r.standard_normal((2, 6)).astype(np.float32))
+
+
 def patched(data, at, fmt, value):
     b = bytearray(data)
     struct.pack_into(fmt, b, at, value)
@@ -159,8 +180,10 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = [written(lambda w: None), written(every_type), written(llama),
              written(tensors, alignment=64), written(q4k), written(blocks),
-             written(qwen2moe, arch="qwen2moe"), written(gemma3, arch="gemma3")]
+             written(qwen2moe, arch="qwen2moe"), written(gemma3, arch="gemma3"),
+             written(gpt_oss, arch="gpt-oss")]
     seeds += hostile(seeds[2]) + hostile(seeds[3]) + hostile(seeds[5]) + hostile(seeds[6])
+    seeds += hostile(seeds[8])
     for s in seeds:
         with open(os.path.join(OUT, hashlib.sha1(s).hexdigest()), "wb") as f:
             f.write(s)

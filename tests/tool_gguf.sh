@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fg-convert FILE.gguf + fg-infer through the tools, on gguf-py's files (tests/fixtures/gguf):
 # the fixture prompt run as a job gives transformers' greedy tokens (F16, BF16, split Q4_0 as its
-# whole file; Qwen3-MoE, Gemma 3, DeepSeek-V3 (attn_k_b / attn_v_b), V2-Lite and GLM-4 MoE too), a qwen file converted with its own tokenizer (no
+# whole file; Qwen3-MoE, Gemma 3, DeepSeek-V3 (attn_k_b / attn_v_b), V2-Lite, GLM-4 MoE and
+# gpt-oss (fused gate_up experts; MXFP4 experts) too), a qwen file converted with its own tokenizer (no
 # --tokenizer) gives the same tokens and tokenizer.json's prompt ids on a text set, fg-inspect
 # shows the family, and what is refused is refused in one line, nothing left behind; an FP8
 # block-scaled directory converts to BF16, a broken one is refused in one line.
@@ -22,7 +23,9 @@ for m in llama2-tiny-f16:llama2-tiny-f32:llama2-tiny:llama llama2-tiny-bf16:llam
          gemma3-tiny-bf16:gemma3-tiny-bf16:gemma3-tiny:gemma3_text \
          deepseek-v3-tiny-split-bf16:deepseek-v3-tiny-bf16:deepseek-v3-tiny:deepseek_v3 \
          deepseek-v2-lite-tiny-bf16:deepseek-v2-lite-tiny-bf16:deepseek-v2-lite-tiny:deepseek_v2 \
-         glm4-moe-tiny-bf16:glm4-moe-tiny-bf16:glm4-moe-tiny:glm4_moe; do
+         glm4-moe-tiny-bf16:glm4-moe-tiny-bf16:glm4-moe-tiny:glm4_moe \
+         gpt-oss-tiny-fused-bf16:gpt-oss-tiny-bf16:gpt-oss-tiny:gpt_oss \
+         gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt-oss-mxfp4-tiny:gpt_oss; do
   IFS=: read -r file tok ref family <<< "$m"
   "$CONVERT" "$FIX/gguf/$file.gguf" -o "$file.store" --tokenizer "$FIX/llama/$tok" --quiet ||
     fail "$file: convert"
