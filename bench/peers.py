@@ -240,8 +240,8 @@ def report(a):
         for r in sub:
             if r[2] == "1" and os.path.exists(r[4]):
                 toks[r[1]] = fg_tokens(r[4]) if r[5] == "fg" else json.load(open(r[4]))["tokens"]
-        exact = [s_ for s_ in systems if s_ in toks and ("f32" in s_ or "F16" in s_ or
-                                                            "float32" in s_)]
+        exact = [s_ for s_ in systems if s_ in toks and "bf16" not in s_ and
+                 ("f32" in s_ or "F16" in s_ or "float32" in s_)]
         if len(exact) > 1:
             ref = toks[exact[0]]
             for s_ in exact[1:]:

@@ -14,7 +14,8 @@
 # usage: bench/peers.sh [ROUNDS]      (default 3)
 # env:   SCENARIOS  "NAME:PROMPTS:PROMPT_LEN:GEN_LEN:GBSxNGB ..."
 #                   (default "b32:32:128:32:8x4 b1:1:16:32:1x1": the issue's two)
-#        SYSTEMS    subset of "fg-F16 fg-Q4-int8 fg-Q8-int8 fg-Q4-f32 ct2-float32 ct2-int8 hf-float32"
+#        SYSTEMS    subset of "fg-F16 fg-F16-bf16 fg-Q4-int8 fg-Q8-int8 fg-Q4-f32 ct2-float32 ct2-int8
+#                   hf-float32" (fg-F16-bf16: the F16 store under --compute bf16)
 #        RES        the results file (default WORK/results.tsv, emptied first unless APPEND=1;
 #                   FIRST_ROUND=N numbers this run's rounds from N, to add rounds to a file)
 #        HF_ROUNDS  rounds of transformers (2: it is the slowest); ROUNDS=0 only prepares
@@ -37,7 +38,8 @@
 #                  llama.cpp benches' random tokens).
 # Printed per system: tok/s overall (GEN_LEN tokens a prompt over prefill + decode), the prefill's
 # prompt tok/s and the decode's tok/s; then the means and fg's ratios to llama.cpp.
-# LLAMA_SYSTEMS: subset of "fg-F16 llama.cpp-F16 fg-Q4-int8 llama.cpp-Q4_0 fg-Q8-int8 llama.cpp-Q8_0"
+# LLAMA_SYSTEMS: subset of "fg-F16 fg-F16-bf16 llama.cpp-F16 fg-Q4-int8 llama.cpp-Q4_0 fg-Q8-int8
+#               llama.cpp-Q8_0"
 # LLAMA_SHAPE: make-llama flags after the defaults (e.g. "--layers 8", in a WORK of its own);
 # LRES: the llama rows' file (default WORK/llama.tsv)
 set -euo pipefail
@@ -117,6 +119,7 @@ for scn in $SCENARIOS; do
       o=$WORK/out-$sc-$sys-$rd.json
       case $sys in
       fg-F16) fg_run "$sc" "$rd" "$sys" "$o" fg-f16 "$BLK" ;;
+      fg-F16-bf16) fg_run "$sc" "$rd" "$sys" "$o" fg-f16 "$BLK" --compute bf16 ;;
       fg-F16-disk) fg_run "$sc" "$rd" "$sys" "$o" fg-f16 "$BLK" --percent 0 0 0 100 0 100 ;;
       fg-Q4-int8) fg_run "$sc" "$rd" "$sys" "$o" fg-q4a1 "$BLK" --compute int8 ;;
       fg-Q8-int8) fg_run "$sc" "$rd" "$sys" "$o" fg-q8a1 "$BLK" --compute int8 ;;

@@ -77,6 +77,7 @@ for scn in ${LLAMA_SCENARIOS:-"b32:32:128:32:8x4 b1:1:128:32:1x1"}; do
     for sys in $LSYS; do
       case $sys in
       fg-F16) lfg "$sc" "$rd" "$sys" llama-fg-f16 ;;
+      fg-F16-bf16) lfg "$sc" "$rd" "$sys" llama-fg-f16 --compute bf16 ;;
       fg-Q4-int8) lfg "$sc" "$rd" "$sys" llama-fg-q4a1 --compute int8 ;;
       fg-Q8-int8) lfg "$sc" "$rd" "$sys" llama-fg-q8a1 --compute int8 ;;
       llama.cpp-F16) llc "$sc" "$rd" "$sys" llama-f16.gguf ;;
@@ -103,7 +104,8 @@ for sc in dict.fromkeys(r[0] for r in rows):
             continue
         mean[s] = [sum(c) / len(v) for c in zip(*v)]
         print(f"| {s} | {len(v)} | " + " | ".join(f"{x:.2f}" for x in mean[s]) + " |")
-    for fg, lc in (("fg-F16", "llama.cpp-F16"), ("fg-Q4-int8", "llama.cpp-Q4_0"),
+    for fg, lc in (("fg-F16", "llama.cpp-F16"), ("fg-F16-bf16", "llama.cpp-F16"),
+                   ("fg-Q4-int8", "llama.cpp-Q4_0"),
                    ("fg-Q8-int8", "llama.cpp-Q8_0")):
         if fg in mean and lc in mean:
             a, b = mean[fg], mean[lc]
