@@ -1,6 +1,7 @@
 /* test_model_mla.c - multi-head latent attention's two prefill paths against each other
  * (model/decoder.c: absorbed over the latent, or expanded through kv_b into per-head keys and
- * values), on long prompts, on the CPU and the simulated device backend.
+ * values), on long prompts, on the CPU and the simulated device backend, and on the CUDA
+ * backend where a GPU or the emulated runtime (test_model_mla_emu) is there.
  *
  * Each row runs one fixture model (tests/fixtures/make_deepseek_fixtures.py: 4 heads, rope 8,
  * nope 16, v 12, kv_lora 32) over three windows of 96 to 120 random ids that share their first
@@ -8,7 +9,8 @@
  * windows' prefill is a step at 64 cached rows: the expanded path expands the prefix's latent
  * rows from the cache), once with FG_MLA_PREFILL=absorb and once with =expand, and compares
  * the logits of every position from 70 on:
- *  - f32 cache: within 1e-4 of each other (measured: a few 1e-6), and not bit-identical (the
+ *  - f32 cache: within 1e-3 of each other (measured: 2.7e-5 to 6.9e-5 of logits up to 9.9:
+ *    f32 rounding, the two paths associate the products differently), and not bit-identical (the
  *    two paths round differently: equal bits would mean expand silently ran absorbed);
  *  - 4-bit cache: bit-identical (a quantized cache always attends absorbed);
  *  - and FG_MLA_PREFILL=auto (the FLOP rule) within the same bound of absorbed.
@@ -38,6 +40,9 @@ static const mla_case k_rows[] = {
     {"v3_sim_all_on_gpu", "deepseek-v3-tiny-bf16", FG_BACKEND_SIM, 1, 0},
     {"v2_lite_sim_cache_in_ram", "deepseek-v2-lite-tiny-bf16", FG_BACKEND_SIM, 0, 0},
     {"v3_cpu_q4_cache", "deepseek-v3-tiny-bf16", FG_BACKEND_CPU, 0, 1},
+    /* the CUDA backend: a GPU, or the emulated runtime (test_model_mla_emu); else skipped */
+    {"v3_cuda_all_on_gpu", "deepseek-v3-tiny-bf16", FG_BACKEND_CUDA, 1, 0},
+    {"v2_lite_cuda_cache_in_ram", "deepseek-v2-lite-tiny-bf16", FG_BACKEND_CUDA, 0, 0},
 };
 
 /* The windows: SHARED ids in common, then each its own (deterministic LCG, ids 3..499). */
@@ -66,7 +71,9 @@ static void run(const char *store, const mla_case *c, const char *mode, uint32_t
     o.backend = c->backend;
     o.policy.gbs = NW, o.policy.ngb = 1;
     o.policy.compress_cache = c->q4_cache;
-    if (c->backend == FG_BACKEND_SIM) {
+    if (c->backend == FG_BACKEND_CUDA)
+        o.gpu_budget = 1ull << 30;
+    if (c->backend != FG_BACKEND_CPU) {
         fg_pager_policy gpu = {{1, 0, 0}, {1, 0, 0}, {1, 0, 0}};
         fg_pager_policy ram = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}};
         o.policy.have_fractions = 1;
@@ -107,6 +114,11 @@ START_TEST(paths_agree)
 {
     const mla_case *c = &k_rows[_i];
     printf("case %s\n", c->name);
+    if (c->backend == FG_BACKEND_CUDA && fg_cuda_device_count() == 0) {
+        ck_assert_msg(!getenv("FG_TEST_EXPECT_CUDA"), "%s: no CUDA device", c->name);
+        printf("%s: skipped, no CUDA device\n", c->name);
+        return;
+    }
     const char *store = convert(c->layout, 0);
     uint32_t vocab = 512;
     size_t n = (size_t)NW * (MAXLEN - FROM) * vocab;
