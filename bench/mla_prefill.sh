@@ -3,8 +3,9 @@
 # fg-infer's prefill of one prompt of each length in LENS with FG_MLA_PREFILL=absorb and =expand,
 # ROUNDS rounds, the two paths' order alternating round by round (absorb first in odd rounds),
 # so a shared machine's slow minutes fall on both. Per run: the summary's prefill seconds (wall,
-# weight reads included) and the process's CPU seconds (user + sys, /usr/bin/time); then per
-# length the mean of each and expand / absorb.
+# weight reads included) and the process's user and system CPU seconds (/usr/bin/time; the
+# system time is mostly reading the weights, the same work on both paths); then per length the
+# mean of each and expand / absorb.
 #
 # The store: a DeepSeek-V2-Lite shape (16 heads, kv_lora 512, rope 64, nope 128, v 128), e.g.
 #   build/fg-convert synth --model deepseek-v2-lite --zero-weights --compress-weight \
@@ -24,7 +25,7 @@ THREADS=${THREADS:-2} LENS=${LENS:-512 2048}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "mla prefill: $STORE, prompts of $LENS tokens, $ROUNDS rounds, $THREADS threads"
-printf '%-6s %-6s %-7s %10s %10s\n' round len mode prefill_s cpu_s
+printf '%-6s %-6s %-7s %10s %10s %10s\n' round len mode prefill_s user_s sys_s
 for r in $(seq 1 "$ROUNDS"); do
   for len in $LENS; do
     modes="absorb expand"
@@ -35,17 +36,17 @@ for r in $(seq 1 "$ROUNDS"); do
         --threads "$THREADS" "$@" > "$tmp/log" 2>&1 ||
         { cat "$tmp/log" >&2; echo "fg-infer failed ($m, $len)" >&2; exit 1; }
       p=$(sed -nE 's/.*\(prefill ([0-9.]+) s,.*/\1/p' "$tmp/log" | head -1)
-      c=$(awk '/^CPU/ { printf "%.2f", $2 + $3 }' "$tmp/time")
+      c=$(awk '/^CPU/ { printf "%.2f %.2f", $2, $3 }' "$tmp/time")
       [[ -n $p && -n $c ]] || { cat "$tmp/log" >&2; echo "no prefill time ($m, $len)" >&2; exit 1; }
-      printf '%-6s %-6s %-7s %10s %10s\n' "$r" "$len" "$m" "$p" "$c" | tee -a "$tmp/rows"
+      printf '%-6s %-6s %-7s %10s %10s %10s\n' "$r" "$len" "$m" "$p" $c | tee -a "$tmp/rows"
     done
   done
 done
 echo "means over $ROUNDS rounds:"
-awk '{ p[$2 " " $3] += $4; c[$2 " " $3] += $5; n[$2 " " $3]++; L[$2] = 1 }
+awk '{ k = $2 " " $3; p[k] += $4; u[k] += $5; y[k] += $6; n[k]++; L[$2] = 1 }
      END { for (l in L) {
              a = l " absorb"; e = l " expand";
-             printf "  %s tokens: absorb prefill %.2f s, CPU %.2f s; expand prefill %.2f s, " \
-                    "CPU %.2f s; expand / absorb: prefill %.3f, CPU %.3f\n", l,
-                    p[a] / n[a], c[a] / n[a], p[e] / n[e], c[e] / n[e],
-                    p[e] / p[a], c[e] / c[a] } }' "$tmp/rows" | sort -n -k1
+             printf "  %s tokens: absorb prefill %.2f s, user %.2f s, sys %.2f s; expand prefill " \
+                    "%.2f s, user %.2f s, sys %.2f s; expand / absorb: prefill %.3f, user %.3f\n",
+                    l, p[a] / n[a], u[a] / n[a], y[a] / n[a], p[e] / n[e], u[e] / n[e],
+                    y[e] / n[e], p[e] / p[a], u[e] / u[a] } }' "$tmp/rows" | sort -n -k1
