@@ -14,8 +14,9 @@
  *    two paths round differently: equal bits would mean expand silently ran absorbed);
  *  - 4-bit cache: bit-identical (a quantized cache always attends absorbed);
  *  - and FG_MLA_PREFILL=auto (the FLOP rule) within the same bound of absorbed.
- * The fixtures' transformers logits on each path are test_infer_layouts / _placements /
- * _device run under FG_MLA_PREFILL (the ctest entries *_mla_expand, *_mla_absorb). */
+ * The fixtures' transformers logits on each path: test_infer_layouts / _placements / _device
+ * as they are (FG_MLA_PREFILL unset: auto, which expands a prompt with no prefix) and under
+ * FG_MLA_PREFILL=absorb (the ctest entries test_infer_*_mla_absorb). */
 #define _GNU_SOURCE /* setenv */
 #include <math.h>
 #include <stdio.h>
