@@ -15,6 +15,14 @@
  * backend's scale op). Host code reads only the step's positions_host (the learned-position
  * rows to add).
  *
+ * Multi-head latent attention (hp->mla) attends over its latent cache rows absorbed, or in a
+ * prefill step expanded into per-head keys and values when that costs fewer multiply-adds: with
+ * n new tokens a sequence at p cached rows (T = p + n, pairs = n p + n (n + 1) / 2), expanded
+ * costs T r (nope + v) + 2 qk pairs a head, absorbed n r (nope + v) + (2 r + pe) pairs (r
+ * kv_lora_rank, pe / nope the rotary / plain key dims, qk their sum, v v_head_dim); the section
+ * "multi-head latent attention" below says why and what else decides (FG_MLA_PREFILL, the
+ * cache's codec).
+ *
  * Numerics follow transformers: q is scaled by head_dim^-1/2 before the dot products
  * (transformers scales the products; the difference is rounding); a padding query attends
  * nothing and gets zeros (its outputs are never used).
@@ -54,6 +62,12 @@ struct fg_model_ws {
     uint64_t *prow;  /* [3][MOE_MAX_PIECES + 1]: an expert's piece rows, gate, up, down */
     fg_moe_stats moe_st[2]; /* sparse MLPs run: [0] steps of several new tokens a sequence
                                (prefills), [1] of one (decode steps) */
+    /* MLA: pre left its mla_rows queries raw in ctx for core (mla_defer; their positions
+     * mla_pos, pre's step's), and how core attended (mla_expanded: the heads' values are in
+     * ws->mla, [rows, n_heads * v_head_dim]) */
+    int mla_defer, mla_expanded;
+    uint32_t mla_rows;
+    const int32_t *mla_pos;
 };
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
@@ -291,19 +305,170 @@ static int heads(fg_backend *be, const float *x, size_t x_ld, size_t x_hs, const
     return be->iface->heads(be, &o, err);
 }
 
+/* ---- multi-head latent attention (hp->mla) ----
+ *
+ * The cache row is [rope(k_pe) | c] (kv_lora_rank + qk_rope_dim = kw values a token, 576 for
+ * DeepSeek-V2/V3), whichever way a step attends:
+ *  - absorbed (model.h; every decode step): query head h [rope(q_pe) | q_nope . W_UK_h] against
+ *    the rows as one KV head of kw dims, values the same rows, then W_UV_h over its output's
+ *    latent part. Per new token and head: r (nope + v) multiply-adds for W_UK and W_UV, and per
+ *    (query, key) pair 2r + pe (the scores over kw dims, the weighted sum over r).
+ *  - expanded (DeepSeek's and vLLM's MLA prefill): every context row of the step, the cached
+ *    prefix's included (a prefix from an earlier step or the prefix cache is latent rows like
+ *    any other), through kv_b: per head the keys [rope(k_pe) | c . W_UK_h] (qk = nope + pe
+ *    dims) and values c . W_UV_h, and ordinary attention of queries [rope(q_pe) | q_nope] over
+ *    them. Per context row and head: r (nope + v) for the expansion, and per pair 2 qk (the
+ *    values are padded to qk dims, the attention op's one head width; the padding's outputs
+ *    are dropped).
+ * The rule: with n new tokens a sequence at p cached rows, T = p + n rows, pairs = n p +
+ * n (n + 1) / 2 (causal), a step expands when T r (nope + v) + 2 qk pairs < n r (nope + v) +
+ * (2r + pe) pairs (both per head; a sequence's left padding counts as rows). For DeepSeek's
+ * dims (r 512, pe 64, nope 128, v 128): expanded costs 131072 T + 384 pairs, absorbed 131072 n
+ * + 1088 pairs, so a prompt with no prefix always expands, and with a prefix of p rows a step
+ * expands once 704 pairs > 131072 p, about n > 186 new tokens for a long prefix. A decode step
+ * (n = 1, p > 0) never does: it stays absorbed whatever FG_MLA_PREFILL says.
+ * Expanded needs an f32 cache: the latent of a 4-bit or 8-bit cache is decoded only inside the
+ * attention op (no op hands it back), so a quantized cache always attends absorbed. The
+ * expanded keys and values of G heads at a time (the most heads dividing n_heads whose qk
+ * values a row fit in kw: 2 for DeepSeek's dims) go in the workspace's k_tmp / v_tmp, [max_ctx,
+ * kw] each, which attention over an f32 cache does not use: no memory beyond the absorbed
+ * path's. FG_MLA_PREFILL (hp->mla_prefill) forces either path for steps of several new tokens
+ * (expand still needs an f32 cache). */
+
+/* RoPE of MLA's queries: YaRN's attn_factor on the rotated dims of q and k, q's squared */
+static fg_rope mla_q_rope(const fg_hparams *hp)
+{
+    fg_rope rq = hp->rope;
+    rq.rot_scale = rq.scaling == FG_ROPE_YARN ? rq.attn_factor * rq.attn_factor : 1.0f;
+    return rq;
+}
+
+/* pre's rows' absorbed queries [rope(q_pe) | q_nope . W_UK_h] (ws->q, n_heads x head_dim a row),
+ * scaled, from the raw ones (ws->ctx, each head [nope | rope]) */
+static int mla_q_absorbed(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                          fg_model_ws *ws, fg_err *err)
+{
+    uint32_t n = ws->mla_rows, H = hp->n_heads, r = hp->kv_lora_rank, pe = hp->qk_rope_dim;
+    uint32_t nope = hp->qk_nope_dim, qk = nope + pe, hd = hp->head_dim;
+    size_t qrow = (size_t)H * qk, arow = (size_t)H * hd, bhs = (size_t)(nope + hp->v_head_dim) * r;
+    fg_rope rq = mla_q_rope(hp);
+    /* each query head: q_pe, then q_nope . W_UK_h (W_UK_h^T q_nope) */
+    int rc = heads(be, ws->ctx + nope, qrow, qk, NULL, 0, 0, 0, ws->q, arow, hd, n, H, pe, pe,
+                   err);
+    if (rc == FG_OK)
+        rc = heads(be, ws->ctx, qrow, qk, w->f[FG_ROLE_WKV_B], bhs, r, 1, ws->q + pe, arow, hd,
+                   n, H, nope, r, err);
+    if (rc == FG_OK)
+        rc = be->iface->rope(be, ws->q, n, H, hd, ws->mla_pos, &rq, err);
+    return rc ? rc : be->iface->scale(be, ws->q, hp->attn_scale, (size_t)n * arow, err);
+}
+
+/* Heads a group of the expanded attention attends at once: the most dividing n_heads whose
+ * keys (qk values each) fit a row of k_tmp (kw values); 0 when not even one's do. */
+static uint32_t mla_group(const fg_hparams *hp)
+{
+    uint32_t qk = hp->qk_nope_dim + hp->qk_rope_dim, g = hp->head_dim / qk;
+    while (g > 1 && hp->n_heads % g)
+        g--;
+    return g;
+}
+
+/* Expanded queries: group g's rows [rope(q_pe) | q_nope] (qk values a head, G heads a row) from
+ * ws->q + g * (max_tokens G qk), scaled */
+static size_t mla_gstride(const fg_hparams *hp, const fg_model_ws *ws)
+{
+    return (size_t)ws->max_tokens * mla_group(hp) * (hp->qk_nope_dim + hp->qk_rope_dim);
+}
+
+static int mla_q_expanded(fg_backend *be, const fg_hparams *hp, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t n = ws->mla_rows, H = hp->n_heads, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;
+    uint32_t qk = nope + pe, G = mla_group(hp);
+    size_t qrow = (size_t)H * qk, gs = mla_gstride(hp, ws);
+    fg_rope rq = mla_q_rope(hp);
+    int rc = FG_OK;
+    for (uint32_t g = 0; g < H / G && rc == FG_OK; g++) {
+        float *qg = ws->q + g * gs;
+        const float *x = ws->ctx + (size_t)g * G * qk;
+        rc = heads(be, x + nope, qrow, qk, NULL, 0, 0, 0, qg, (size_t)G * qk, qk, n, G, pe, pe,
+                   err);
+        if (rc == FG_OK)
+            rc = heads(be, x, qrow, qk, NULL, 0, 0, 0, qg + pe, (size_t)G * qk, qk, n, G, nope,
+                       nope, err);
+        if (rc == FG_OK)
+            rc = be->iface->rope(be, qg, n, G, qk, ws->mla_pos, &rq, err);
+        if (rc == FG_OK)
+            rc = be->iface->scale(be, qg, hp->attn_scale, (size_t)n * G * qk, err);
+    }
+    return rc;
+}
+
+/* Whether a step of n_new tokens a sequence at pos0 cached rows expands (the rule above) */
+static int mla_expands(const fg_hparams *hp, const fg_kv_batch *kv, uint32_t n_new,
+                       uint32_t pos0)
+{
+    double r = hp->kv_lora_rank, pe = hp->qk_rope_dim, qk = hp->qk_nope_dim + pe;
+    double up = r * (hp->qk_nope_dim + hp->v_head_dim), n = n_new, p = pos0;
+    double pairs = n * p + n * (n + 1) / 2;
+    if (kv->codec.id != FG_CODEC_F32 || !mla_group(hp) || hp->v_head_dim > qk ||
+        hp->mla_prefill == FG_MLA_PREFILL_ABSORB)
+        return 0;
+    return hp->mla_prefill == FG_MLA_PREFILL_EXPAND ||
+           (p + n) * up + 2 * qk * pairs < n * up + (2 * r + pe) * pairs;
+}
+
+/* The expanded attention of sequence b of the step (its cache v, f32; its queries and outputs
+ * from workspace row row): each group's keys and values from the cache's rows [0, pos0 + n_new)
+ * into k_tmp / v_tmp, attention into ctx (the queries' layout), each head's values into ws->mla
+ * (row row, [n_heads * v_head_dim]) */
+static int mla_attend_expanded(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
+                               const fg_step *s, const fg_kv_view *v, const uint8_t *valid,
+                               size_t row, fg_model_ws *ws, fg_err *err)
+{
+    uint32_t H = hp->n_heads, r = hp->kv_lora_rank, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;
+    uint32_t vd = hp->v_head_dim, qk = nope + pe, kw = hp->head_dim, G = mla_group(hp);
+    uint32_t T = s->pos0 + s->n_new, gw = G * qk;
+    size_t bhs = (size_t)(nope + vd) * r, gs = mla_gstride(hp, ws);
+    const float *lat = v->k; /* [T, kw]: rope(k_pe), then c */
+    int rc = FG_OK;
+    for (uint32_t g = 0; g < H / G && rc == FG_OK; g++) {
+        const float *wk = w->f[FG_ROLE_WKV_B] + (size_t)g * G * bhs;
+        float *k = ws->k_tmp, *vv = ws->v_tmp;
+        rc = heads(be, lat, kw, 0, NULL, 0, 0, 0, k, gw, qk, T, G, pe, pe, err);
+        if (rc == FG_OK) /* c . W_UK_h, c . W_UV_h */
+            rc = heads(be, lat + pe, kw, 0, wk, bhs, r, 0, k + pe, gw, qk, T, G, r, nope, err);
+        if (rc == FG_OK)
+            rc = heads(be, lat + pe, kw, 0, wk + (size_t)nope * r, bhs, r, 0, vv, gw, qk, T, G, r,
+                       vd, err);
+        if (rc == FG_OK && qk > vd) /* the padding: any finite values (their outputs dropped) */
+            rc = heads(be, lat, kw, 0, NULL, 0, 0, 0, vv + vd, gw, qk, T, G, qk - vd, qk - vd,
+                       err);
+        fg_kv_view xv = {k, vv, v->codec, (size_t)gw * 4, gw, T};
+        float *out = ws->ctx + g * gs + row * gw;
+        fg_attn_op a = {ws->q + g * gs + row * gw, xv, valid, s->n_new, s->pos0, G, G, qk, 0,
+                        s->attn_keep, out, ws->scores, 2 * (size_t)ws->max_ctx, ATTN_PARTS,
+                        NULL, NULL, hp->attn_softcap, NULL};
+        if (rc == FG_OK)
+            rc = be->iface->attention(be, &a, err);
+        if (rc == FG_OK)
+            rc = heads(be, out, gw, qk, NULL, 0, 0, 0, ws->mla + row * H * vd + (size_t)g * G * vd,
+                       (size_t)H * vd, vd, s->n_new, G, vd, vd, err);
+    }
+    return rc;
+}
+
 /* MLA's projections (model.h): q (ws->ctx, each head [nope | rope]), the cache rows [rope(k_pe)
- * | norm(c)] (ws->kbuf; ws->vbuf holds c contiguous while it is normalized), the absorbed
- * queries [rope(q_pe) | q_nope . W_UK_h] (ws->q), scaled. x: the block's input. */
+ * | norm(c)] (ws->kbuf; ws->vbuf holds c contiguous while it is normalized), and for a decode
+ * step the absorbed queries (mla_q_absorbed); a prefill's queries wait for core, which chooses
+ * how it attends. x: the block's input. */
 static int mla_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
                    const float *x, fg_model_ws *ws, fg_err *err)
 {
     uint32_t n = s->n_seq * s->n_new, h = hp->hidden, H = hp->n_heads, ql = hp->q_lora_rank;
-    uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;
-    uint32_t qk = nope + pe, hd = hp->head_dim, kva = r + pe;
-    const float *kvb = w->f[FG_ROLE_WKV_B];
-    size_t qrow = (size_t)H * qk, arow = (size_t)H * hd, bhs = (size_t)(nope + hp->v_head_dim) * r;
+    uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, hd = hp->head_dim, kva = r + pe;
+    size_t qrow = (size_t)H * (hp->qk_nope_dim + pe);
     int rc = FG_OK;
-    if (!kvb || !w->f[FG_ROLE_KV_A_NORM] || (ql && !w->f[FG_ROLE_Q_A_NORM]))
+    if (!w->f[FG_ROLE_WKV_B] || !w->f[FG_ROLE_KV_A_NORM] || (ql && !w->f[FG_ROLE_Q_A_NORM]))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "latent attention of layer %u: kv_b_proj or "
                           "a norm is missing", w->layer);
     if (ql) {
@@ -327,19 +492,13 @@ static int mla_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, con
                                 hp->norm_eps, err);
     if (rc == FG_OK)
         rc = heads(be, ws->vbuf, r, 0, NULL, 0, 0, 0, ws->kbuf + pe, hd, 0, n, 1, r, r, err);
-    if (rc == FG_OK) /* each query head: q_pe, then q_nope . W_UK_h (W_UK_h^T q_nope) */
-        rc = heads(be, ws->ctx + nope, qrow, qk, NULL, 0, 0, 0, ws->q, arow, hd, n, H, pe, pe,
-                   err);
-    if (rc == FG_OK)
-        rc = heads(be, ws->ctx, qrow, qk, kvb, bhs, r, 1, ws->q + pe, arow, hd, n, H, nope, r,
-                   err);
-    fg_rope rq = hp->rope; /* (YaRN's attn_factor on the rotated dims of q and k: q's squared) */
-    rq.rot_scale = rq.scaling == FG_ROPE_YARN ? rq.attn_factor * rq.attn_factor : 1.0f;
-    if (rc == FG_OK)
-        rc = be->iface->rope(be, ws->q, n, H, hd, s->positions, &rq, err);
     if (rc == FG_OK)
         rc = be->iface->rope(be, ws->kbuf, n, 1, hd, s->positions, &hp->rope, err);
-    return rc ? rc : be->iface->scale(be, ws->q, hp->attn_scale, (size_t)n * arow, err);
+    ws->mla_expanded = 0;
+    ws->mla_defer = s->n_new > 1; /* a prefill: core chooses, knowing the cache's codec */
+    ws->mla_rows = n;
+    ws->mla_pos = s->positions;
+    return rc || ws->mla_defer ? rc : mla_q_absorbed(be, hp, w, ws, err);
 }
 
 int fg_model_attn_pre(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w, const fg_step *s,
@@ -412,12 +571,23 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
                           (unsigned long long)row0 + (uint64_t)s->n_seq * s->n_new,
                           ws->max_tokens, kw, fg_model_kv_width(hp));
     uint32_t window = fg_model_layer_window(hp, kv->layer);
+    if (hp->mla && ws->mla_defer) { /* a prefill's queries, in the form it attends with */
+        ws->mla_defer = 0;
+        ws->mla_expanded = mla_expands(hp, kv, s->n_new, s->pos0);
+        rc = ws->mla_expanded ? mla_q_expanded(be, hp, ws, err) : mla_q_absorbed(be, hp, w, ws,
+                                                                                 err);
+    }
     for (uint32_t b = 0; b < s->n_seq && rc == FG_OK; b++) {
         size_t r = (size_t)row0 + (size_t)b * s->n_new;
         fg_kv_view v = seq_kv(kv, b);
         /* (MLA: the values are the keys' rows, the cache's V view the same memory) */
         rc = be->iface->kv_store(be, &v, s->pos0, ws->kbuf + r * kw,
                                  (hp->mla ? ws->kbuf : ws->vbuf) + r * kw, s->n_new, err);
+        if (rc == FG_OK && ws->mla_expanded) {
+            rc = mla_attend_expanded(be, hp, w, s, &v, s->valid + (size_t)b * kv->cap, r, ws,
+                                     err);
+            continue;
+        }
         fg_attn_op a = {ws->q + r * qw, v, s->valid + (size_t)b * kv->cap, s->n_new, s->pos0,
                         hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
@@ -434,6 +604,11 @@ int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
 {
     int rc = check_step(ws, s, ws->max_ctx, err);
     uint32_t n = s->n_seq * s->n_new, qw = hp->n_heads * hp->head_dim;
+    if (rc == FG_OK && hp->mla && ws->mla_expanded) /* the heads' values already in ws->mla */
+        rc = linear(be, ws->mla, w, FG_ROLE_WO, FG_ROLE_BO, ws->tmp, n, hp->hidden,
+                    hp->n_heads * hp->v_head_dim, err);
+    if (hp->mla && ws->mla_expanded)
+        return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
     if (rc == FG_OK && hp->mla) { /* each head's latent output through its W_UV, then o */
         uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, vd = hp->v_head_dim;
         uint32_t H = hp->n_heads, hd = hp->head_dim;

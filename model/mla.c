@@ -17,10 +17,14 @@
  * attention factor (mscale / mscale_all_dim, 1 for DeepSeek-V3's and Kimi K2's files) scales the
  * rotated dims of q and k as rope.c reads it.
  *
+ * FG_MLA_PREFILL (the environment at config load: auto, the default; absorb; expand) becomes
+ * hp->mla_prefill, how prefill steps attend (decoder.c); any other value is refused naming it.
+ *
  * Refused: DeepSeek-V3.2's sparse attention (index_topk, index_n_heads, index_head_dim), biases
  * on the projections (attention_bias true; no published MLA model has them).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "families.h"
@@ -74,6 +78,23 @@ static double mscale(double scale, double m)
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
 }
 
+/* FG_MLA_PREFILL into hp->mla_prefill (unset or empty: auto) */
+static int prefill_mode(fg_hparams *hp, fg_err *err)
+{
+    static const char *const names[] = {"auto", "absorb", "expand"};
+    const char *v = getenv("FG_MLA_PREFILL");
+    hp->mla_prefill = FG_MLA_PREFILL_AUTO;
+    for (int i = 0; v && *v && i < 3; i++)
+        if (!strcmp(v, names[i])) {
+            hp->mla_prefill = (fg_mla_prefill)i;
+            return FG_OK;
+        }
+    if (v && *v)
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "FG_MLA_PREFILL=%s: not auto, absorb or "
+                          "expand", v);
+    return FG_OK;
+}
+
 int fgm_mla_finish(json_t *root, const char *label, const traits *t, fg_hparams *hp,
                    fg_err *err)
 {
@@ -93,6 +114,8 @@ int fgm_mla_finish(json_t *root, const char *label, const traits *t, fg_hparams 
         double m = mscale(hp->rope.factor, m_all);
         scale *= m * m;
     }
+    if ((rc = prefill_mode(hp, err)))
+        return rc;
     hp->mla = 1;
     hp->rope_interleaved = inter;
     hp->rope.rot_dim = hp->qk_rope_dim;

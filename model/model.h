@@ -47,6 +47,12 @@ typedef enum fg_pos_kind { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 } fg_pos_kind;
 #define FG_MODEL_MAX_EXPERTS 1024u
 
 /* Generic hyperparameters (shapes in elements). */
+/* How MLA's prefill steps attend (FG_MLA_PREFILL=auto|absorb|expand): by the FLOP rule,
+ * always over the latent, or always expanded (the last two for tests and comparisons). */
+typedef enum fg_mla_prefill {
+    FG_MLA_PREFILL_AUTO = 0, FG_MLA_PREFILL_ABSORB, FG_MLA_PREFILL_EXPAND
+} fg_mla_prefill;
+
 typedef struct fg_hparams {
     char arch[24];          /* config.json model_type ("opt") */
     uint32_t vocab_size;
@@ -139,9 +145,13 @@ typedef struct fg_hparams {
      * rows: fg_model_kv_planes 1), then W_UV_h over the latent part of its output, then o_proj.
      * With mla, n_kv_heads is 1, head_dim kv_lora_rank + qk_rope_dim (the absorbed head),
      * rope.rot_dim qk_rope_dim, attn_scale (qk_nope_dim + qk_rope_dim)^-1/2 (times YaRN's
-     * mscale(factor, mscale_all_dim)^2 where the family corrects the softmax scale). */
+     * mscale(factor, mscale_all_dim)^2 where the family corrects the softmax scale).
+     * A step of several new tokens a sequence (a prefill) may instead expand the latent rows
+     * through kv_b into per-head keys [rope(k_pe) | c . W_UK_h] and values c . W_UV_h and attend
+     * over them (decoder.c says when: mla_prefill, and the FLOP rule); the cache is the same. */
     int mla;
     uint32_t q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    fg_mla_prefill mla_prefill; /* the environment's FG_MLA_PREFILL at config load (mla.c) */
     int32_t pad_id, bos_id, eos_id;          /* -1 when none; eos_id = eos_ids[0] */
     int32_t eos_ids[FG_MODEL_MAX_EOS];
     uint32_t n_eos;
@@ -432,7 +442,10 @@ uint64_t fg_model_ws_bytes(const fg_hparams *hp, uint32_t max_tokens, uint32_t m
  *   head:      ... the logits times logit_scale when set, soft-capped when final_softcap
  *   head:      final norm, proj_out, x . lm_head^T
  *   mla:       (hp->mla) the attention over the latent cache row, absorbed (the fields'
- *              comment above; the backend's heads op multiplies each head by its kv_b rows)
+ *              comment above; the backend's heads op multiplies each head by its kv_b rows),
+ *              or for a prefill step expanded (decoder.c's rule): pre then leaves the queries
+ *              to core, which alone sees the cache's codec, and core's expanded output is
+ *              already each head's values for post's o_proj
  * Attention in three parts, for a caller that projects many batches at once and attends batch
  * by batch (the zig-zag schedule's merged decode step):
  *   pre:  norm (pre-norm) and the q/k/v projections (+ q/k norms, RoPE) of all of s's rows;
