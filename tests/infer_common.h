@@ -31,6 +31,11 @@ typedef struct infer_case {
 } infer_case;
 
 #define INFER_ROWS(t) ((int)(sizeof(t) / sizeof((t)[0])))
+/* For a table whose test reads its rows through infer_row only: the rows to run, all of them or,
+ * with $FG_INFER_ONLY set, those whose layout contains one of its comma-separated words (the
+ * MLA-only reruns: FG_INFER_ONLY=deepseek,kimi); infer_row then maps the loop's index onto them. */
+#define INFER_ROWS_ONLY(t) infer_rows_only((t), INFER_ROWS(t))
+int infer_rows_only(const infer_case *rows, int n);
 
 /* rows[i], its name made the current case (infer_now) and printed */
 const infer_case *infer_row(const infer_case *rows, int i);

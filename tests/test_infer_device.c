@@ -318,8 +318,8 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("infer_device");
     TCase *tc = infer_tcase("device", 120);
-    tcase_add_loop_test(tc, sim_placements, 0, INFER_ROWS(sim_rows));
-    tcase_add_loop_test(tc, sim_decode_moves_only_logits, 0, INFER_ROWS(link_rows));
+    tcase_add_loop_test(tc, sim_placements, 0, INFER_ROWS_ONLY(sim_rows));
+    tcase_add_loop_test(tc, sim_decode_moves_only_logits, 0, INFER_ROWS_ONLY(link_rows));
     tcase_add_test(tc, sim_bad_requests_are_refused);
     suite_add_tcase(s, tc);
     return s;
@@ -329,7 +329,7 @@ static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("infer_cuda");
     TCase *tc = infer_tcase("infer_cuda", 300);
-    tcase_add_loop_test(tc, cuda_placements, 0, INFER_ROWS(cuda_rows));
+    tcase_add_loop_test(tc, cuda_placements, 0, INFER_ROWS_ONLY(cuda_rows));
     suite_add_tcase(s, tc);
     return s;
 }

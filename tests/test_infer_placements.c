@@ -278,9 +278,9 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("infer_placements");
     TCase *tc = infer_tcase("placements", 120);
-    tcase_add_loop_test(tc, placement, 0, INFER_ROWS(placements));
-    tcase_add_loop_test(tc, kv, 0, INFER_ROWS(kv_on_disk));
-    tcase_add_loop_test(tc, expert_paging, 0, INFER_ROWS(experts));
+    tcase_add_loop_test(tc, placement, 0, INFER_ROWS_ONLY(placements));
+    tcase_add_loop_test(tc, kv, 0, INFER_ROWS_ONLY(kv_on_disk));
+    tcase_add_loop_test(tc, expert_paging, 0, INFER_ROWS_ONLY(experts));
     tcase_add_test(tc, bad_requests_are_refused);
     suite_add_tcase(s, tc);
     return s;
