@@ -49,6 +49,17 @@ static void replicated_logits(const char *store, const ref *r, fg_engine_opts o,
     eng_close(&x);
 }
 
+/* Copy q's tokens (fixture row q % 3 without its left padding) and, in *pad, the padding before
+ * them in transformers' rows. */
+static uint32_t copy_len(const ref *r, int q, int *pad)
+{
+    uint32_t len = 0;
+    for (int t = 0; t < 12; t++)
+        len += r->mask[q % 3][t] != 0;
+    *pad = 12 - (int)len;
+    return len;
+}
+
 /* 16-bit weights: every copy's logits within 1e-3 of transformers'. */
 static void prefill_gemm_case(const infer_case *c)
 {
@@ -62,11 +73,8 @@ static void prefill_gemm_case(const infer_case *c)
     replicated_logits(store, &r, defaults(), out, &st);
     double worst = 0;
     for (int q = 0; q < NREP; q++) {
-        int b = q % 3;
-        uint32_t len = 0;
-        for (int t = 0; t < 12; t++)
-            len += r.mask[b][t] != 0;
-        int pad = 12 - (int)len;
+        int b = q % 3, pad;
+        uint32_t len = copy_len(&r, q, &pad);
         for (uint32_t t = 0; t < len; t++)
             for (uint32_t v = 0; v < V; v++)
                 worst = fmax(worst, fabs(out[(q * 12 + t) * V + v] -
@@ -110,11 +118,8 @@ START_TEST(prefill_gemm_bf16)
     double num = 0, den = 0;
     int flips = 0;
     for (int q = 0; q < NREP; q++) {
-        int b = q % 3;
-        uint32_t len = 0;
-        for (int t = 0; t < 12; t++)
-            len += r.mask[b][t] != 0;
-        int pad = 12 - (int)len;
+        int b = q % 3, pad;
+        uint32_t len = copy_len(&r, q, &pad);
         for (uint32_t t = 0; t < len; t++) {
             const float *got = out + (size_t)(q * 12 + t) * V;
             const float *want = r.logits + (size_t)(b * 12 + pad + t) * V;
