@@ -60,6 +60,7 @@ typedef struct fgpy_opts {
     int allow_lossy;
     int compress_weight;      /* 4-bit weights at load */
     int quiet;                /* no notices or progress on stderr */
+    int compute;              /* 0: fg-infer's default (int8); else 1 + FG_COMPUTE_* */
 } fgpy_opts;
 
 /* fg_run_opts as fg-infer fills it before its flags (parse_args), then o's fields. */
@@ -70,7 +71,7 @@ static void run_opts(const fgpy_opts *o, fg_run_opts *r)
     r->max_new = o->max_new ? o->max_new : 16;
     r->sample.top_p = 1.0f;
     r->eo.policy = fg_policy_default();
-    r->eo.compute = FG_COMPUTE_INT8;
+    r->eo.compute = o->compute > 0 ? (fg_compute)(o->compute - 1) : FG_COMPUTE_INT8;
     r->eo.ram_budget = o->ram_budget;
     r->eo.gpu_budget = o->gpu_budget;
     r->eo.threads = o->threads;

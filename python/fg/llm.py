@@ -21,6 +21,7 @@ __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Tokeni
 
 _FINISH = {0: None, 1: "length", 2: "stop", 3: "stop"}
 _BACKENDS = {"cpu": 0, "sim": 1, "cuda": 2}
+_COMPUTE = {"f32": 0, "int8": 1, "f16": 2, "bf16": 3}  # fg_compute (backend.h)
 
 
 @dataclass
@@ -219,6 +220,10 @@ class LLM:
         max_seqs: sequences a block (None: the policy's choice, at most 32).
         allow_lossy: let the policy search choose the 4-bit KV cache.
         compress_weight: quantize the weights to 4 bits at load.
+        compute: fg-infer's --compute: "int8" (integer dot products on 4/8-bit weights grouped
+            along the input axis), "f32", "f16" (16-bit GEMM inputs on cuda) or "bf16" (as
+            int8, and F16/BF16 weights multiplied with x and weights rounded to bfloat16 on a
+            CPU with AVX512-BF16; f32 on one without; not with backend "cuda").
         quiet: no notices on stderr.
 
     Use it as a context manager, or call close(). One call at a time per LLM (calls from
@@ -235,7 +240,7 @@ class LLM:
                  prefix_cache: Optional[str] = None, *, backend: Optional[str] = None,
                  max_ctx: Optional[int] = None, max_seqs: Optional[int] = None,
                  allow_lossy: bool = False, compress_weight: bool = False,
-                 quiet: bool = True):
+                 quiet: bool = True, compute: str = "int8"):
         self._h: Optional[int] = None
         self._lock = threading.Lock()
         self._streaming: set = set()  # threads iterating an open stream of this LLM
@@ -245,6 +250,11 @@ class LLM:
             backend = "cuda" if gpu_budget is not None else "cpu"
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, not {backend!r}")
+        if compute not in _COMPUTE:
+            raise ValueError(f"compute must be one of {', '.join(_COMPUTE)}, not {compute!r}")
+        if compute == "bf16" and backend == "cuda":
+            raise ValueError("compute 'bf16' is the CPU's 16-bit path; with backend 'cuda' use "
+                             "'f16'")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer, not {threads!r}")
         self._keep = [_to_bytes(str(store)), _to_bytes(offload_dir), _to_bytes(prefix_cache)]
@@ -260,6 +270,7 @@ class LLM:
         o.allow_lossy = int(allow_lossy)
         o.compress_weight = int(compress_weight)
         o.quiet = int(quiet)
+        o.compute = 1 + _COMPUTE[compute]
         self._opts = o
         self._reopen()
         self.tokenizer = Tokenizer(self)

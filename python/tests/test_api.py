@@ -1,6 +1,7 @@
 """The package's surface: import, sizes, convert, inspect, the tokenizer, errors."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,6 +129,28 @@ def test_open_errors(tmp_path, tiny_store):
         fg.LLM(tiny_store, ram_budget="lots")
     with pytest.raises(ValueError, match="backend"):
         fg.LLM(tiny_store, backend="tpu")
+    with pytest.raises(ValueError, match="compute"):
+        fg.LLM(tiny_store, compute="fp8")
+    with pytest.raises(ValueError, match="bf16"):
+        fg.LLM(tiny_store, backend="cuda", compute="bf16")
+
+
+def test_compute_bf16(tiny_store, tmp_path):
+    """compute="bf16" opens and generates (on a copy of the store: the session's tiny_llm may
+    hold it, one handle per store per process); on this fixture (F16 weights, a tiny model far
+    from ties) its greedy tokens equal the default path's, prompts of several rows included
+    (the bf16 GEMM from 2 rows on a CPU with AVX512-BF16)."""
+    prompts = ["Hello", "It is a truth universally acknowledged", "Anne Elliot"]
+    sp = fg.SamplingParams(max_tokens=6, temperature=0)
+    copy = tmp_path / "tiny-copy.store"
+    shutil.copytree(tiny_store, copy)
+    got = {}
+    for compute in ("int8", "bf16"):
+        with fg.LLM(str(copy), ram_budget="1GiB", threads=1, max_ctx=128, max_seqs=8,
+                    compute=compute) as llm:
+            got[compute] = [g.token_ids for g in llm.generate(prompts, sp)]
+    assert all(len(t) == 6 for t in got["bf16"])
+    assert got["bf16"] == got["int8"]
 
 
 def test_budget_too_small(tiny_store):
