@@ -277,9 +277,9 @@ typedef enum fg_compute {
 /* FG_COMPUTE_F16: 16-bit GEMM inputs, F32 accumulation (the CUDA backend's tensor-core path:
  * F16/BF16 weights as stored, Q4/Q8 dequantized to F16, activations rounded per Linear); the
  * CPU backends compute it as FG_COMPUTE_F32.
- * FG_COMPUTE_BF16: the CPU's 16-bit path: F16/BF16 weights at prefill sizes (past the fused
- * kernel's rows) multiplied with x and the weights rounded to bfloat16 and products summed in
- * f32 (quant.h fg_w16_gemm_bf16: VDPBF16PS on CPUs with AVX512-BF16, about 1.8x the f32 kernels
+ * FG_COMPUTE_BF16: the CPU's 16-bit path: F16/BF16 weights at 2 rows and more (batch-1
+ * decode stays on the fused kernel) multiplied with x and the weights rounded to bfloat16 and
+ * products summed in f32 (quant.h fg_w16_gemm_bf16: VDPBF16PS on CPUs with AVX512-BF16, about 1.8x the f32 kernels
  * there); on a CPU without AVX512-BF16 those pieces are computed as under FG_COMPUTE_F32 (the
  * reference that rounds would only be slower). Q4/Q8 weights as under FG_COMPUTE_INT8. The
  * simulated device computes it as the CPU backend; the CUDA backend refuses it

@@ -257,8 +257,8 @@ static ta_opt k_opts[] = {
            "int8, the default: integer dot products on 4-bit/8-bit weights grouped along the "
            "input axis, fg-convert --group-axis 1; f32: those weights decoded to f32; F16/BF16/F32 "
            "weights are f32 either way; f16: 16-bit GEMM inputs, f32 sums, on --backend cuda; "
-           "bf16: as int8, and F16/BF16 weights at prefill sizes with x and weights rounded to "
-           "bfloat16 on CPUs with AVX512-BF16 (about 1.8x; f32 elsewhere)"),
+           "bf16: as int8, and F16/BF16 weights with x and weights rounded to bfloat16 (2 rows "
+           "and more) on CPUs with AVX512-BF16 (about 1.8x; f32 elsewhere)"),
     STR("offload-dir", g_a.r.eo.offload_dir, "DIR", "the KV cache's disk file; default $TMPDIR "
         "or /tmp"),
     {.kind = TA_HELP, .name = "help", .short_name = 'h', .help = "this text"},
