@@ -10,8 +10,11 @@
  * Decisions:
  * - A pre-tokenizer name maps onto the regex of the Hugging Face file it came from (PRE below:
  *   llama-bpe / llama3 = Llama 3's, qwen2 = Qwen2's with its NFC normalizer, which llama.cpp
- *   leaves out but the original tokenizer.json has; gpt-2 / default = GPT-2's). An unknown name
- *   is refused, named: a wrong regex would tokenize silently differently.
+ *   leaves out but the original tokenizer.json has; gpt-4o = o200k_base's (gpt-oss: tiktoken's
+ *   pattern as transformers' TikTokenConverter wrote it, ignore_merges); gpt-2 / default =
+ *   GPT-2's). An unknown name is refused, named: a wrong regex would tokenize silently
+ *   differently. (llama.cpp gives llama4's name the same regex; fg does not map it until a
+ *   Llama 4 tokenizer.json's other steps are checked.)
  * - Tokens of type CONTROL (3) become special added tokens, USER_DEFINED (4) non-special
  *   (normalized) added ones, as convert_hf_to_gguf.py typed them; every token stays in the
  *   vocab too, so a merge producing one still resolves.
@@ -56,13 +59,21 @@ typedef struct pre_rule {
 #define RE_QWEN2 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|" \
                  "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|" \
                  "\\\\s+(?!\\\\S)|\\\\s+"
+/* o200k_base's split (tiktoken's openai_public.py; gpt-oss's tokenizer.json, which transformers'
+ * GptOssConverter wrote from it; the regex llama.cpp quotes for LLAMA_VOCAB_PRE_TYPE_GPT4O) */
+#define RE_GPT4O "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*" \
+                 "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+                 "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+" \
+                 "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+                 "\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|" \
+                 "\\\\s+(?!\\\\S)|\\\\s+"
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|" \
                 "\\\\s+(?!\\\\S)|\\\\s+"
 
 static const pre_rule PRE[] = {
     {"llama-bpe", RE_LLAMA3, 0, 1}, {"llama3", RE_LLAMA3, 0, 1},
     {"qwen2", RE_QWEN2, 1, 0},      {"gpt-2", RE_GPT2, 0, 0},
-    {"default", RE_GPT2, 0, 0},
+    {"default", RE_GPT2, 0, 0},     {"gpt-4o", RE_GPT4O, 0, 1},
 };
 
 /* ---- a growing byte buffer ---- */
@@ -634,7 +645,7 @@ int ck_gguf_tokenizer(const ck_gguf *g, const ck_src *src, char **tok_json, size
         p = strcmp(pre ? pre : "default", PRE[i].name) == 0 ? &PRE[i] : NULL;
     if (!p && !spm) /* (SentencePiece has no split regex: the name is not read) */
         return fg_err_set(err, FG_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%s\": fg knows the "
-                          "split regex of llama-bpe, llama3, qwen2, gpt-2 and default", src->label,
+                          "split regex of llama-bpe, llama3, qwen2, gpt-4o, gpt-2 and default", src->label,
                           pre);
     vocab v = {0};
     sbuf t = {0}, c = {0};

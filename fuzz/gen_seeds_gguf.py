@@ -10,7 +10,8 @@ refuses (IQ2_XXS), a `llama` file as convert_hf_to_gguf.py names its tensors, a 
 with merged experts (blk.N.ffn_*_exps, split per expert on import), a `gemma3` one with a
 per-layer sliding_window_pattern array and a `gpt-oss` one (MXFP4 experts with biases, a fused
 ffn_gate_up_exps, sinks). (tests/fixtures/gguf/tok-llama2.gguf, a SentencePiece
-vocabulary, is copied in by hand under its sha1.) Hostile seeds are those files with one field patched: counts and lengths
+vocabulary, and tok-gpt4o.gguf, a byte-level one with tokenizer.ggml.pre "gpt-4o", are copied
+in by hand under their sha1.) Hostile seeds are those files with one field patched: counts and lengths
 made huge, an offset moved off the alignment or past the end, a type made unknown, a name
 duplicated, the file cut short."""
 import hashlib

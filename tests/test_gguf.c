@@ -9,7 +9,9 @@
  *     the safetensors source, Q8_0 and Q4_0 within the tolerances stated in the table);
  *   - the tokenizer of a file's tokenizer.ggml.* metadata (make_gguf_tok_fixtures.py) gives the
  *     ids of the tokenizer.json it was written from (tests/fixtures/tokjson) on its text set,
- *     the same roles and template; hostile tokenizer metadata refused in one line.
+ *     the same roles and template; a gpt-oss-form one (tokenizer.ggml.pre "gpt-4o", a small
+ *     vocabulary) gives the ids and texts Hugging Face tokenizers recorded for it
+ *     (tok-gpt4o.cases); hostile tokenizer metadata refused in one line.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -1050,6 +1052,105 @@ START_TEST(test_tokenizer)
 }
 END_TEST
 
+/* ---- a GGUF tokenizer against what Hugging Face tokenizers did with the same vocabulary ---- */
+
+/* A case file record's "TAG n\n<n bytes>\n" (its bytes, length into *n) or "TAG=\n" (NULL) */
+static const char *case_bytes(char **p, char tag, size_t *n)
+{
+    char *c = *p;
+    ck_assert_int_eq(c[0], tag);
+    if (c[1] == '=') {
+        *p = c + 3;
+        return NULL;
+    }
+    *n = strtoul(c + 2, &c, 10);
+    ck_assert_int_eq(c[*n + 1], '\n');
+    *p = c + *n + 2;
+    return c + 1;
+}
+
+/* "TAG id id ...\n" into v (1), or "TAG=\n" (0: as the record's I line) */
+static int case_ids(char **p, char tag, fg_tok_ids *v)
+{
+    char *c = *p, *nl = strchr(c, '\n');
+    ck_assert(nl && c[0] == tag);
+    *p = nl + 1;
+    if (c[1] == '=')
+        return 0;
+    v->n = 0;
+    for (c++; c < nl; v->n++) {
+        if (v->n == v->cap)
+            v->ids = realloc(v->ids, (v->cap = v->cap ? 2 * v->cap : 256) * sizeof *v->ids);
+        v->ids[v->n] = (int32_t)strtol(c, &c, 10);
+    }
+    return 1;
+}
+
+static int same(const fg_tok_ids *a, const fg_tok_ids *b)
+{
+    return a->n == b->n && (!a->n || !memcmp(a->ids, b->ids, a->n * sizeof *a->ids));
+}
+
+/* Every record of the case file: encode with special tokens matched (I), not matched (P) and
+ * with the template (B), decode of I's ids (D; S with special tokens skipped); the count */
+static size_t check_cases(fg_tok *tok, char *c, const char *end)
+{
+    static const unsigned fl[3] = {FG_TOK_SPECIAL, 0, FG_TOK_SPECIAL | FG_TOK_ADD_BOS};
+    fg_tok_ids want[3] = {{0}}, got = {0};
+    fg_tok_bytes dec = {0};
+    size_t n = 0, tn = 0, dn = 0, sn = 0;
+    for (; c < end; n++) {
+        const char *text = case_bytes(&c, 'T', &tn);
+        const fg_tok_ids *w[3];
+        for (int j = 0; j < 3; j++)
+            w[j] = case_ids(&c, "IPB"[j], &want[j]) ? &want[j] : &want[0];
+        for (int j = 0; j < 3; j++) {
+            got.n = 0;
+            ck_assert_int_eq(fg_tok_encode(tok, text, tn, fl[j], &got, NULL), FG_OK);
+            ck_assert_msg(same(&got, w[j]), "case %zu (%c): ids differ on \"%.*s\"", n,
+                          "IPB"[j], (int)(tn > 80 ? 80 : tn), text);
+        }
+        const char *d = case_bytes(&c, 'D', &dn), *sk = case_bytes(&c, 'S', &sn);
+        d = d ? d : text, dn = d == text ? tn : dn;
+        sk = sk ? sk : d, sn = sk == d ? dn : sn;
+        for (int j = 0; j < 2; j++) {
+            dec.len = 0;
+            ck_assert_int_eq(fg_tok_decode(tok, want[0].ids, want[0].n, FG_TOK_REPLACE_INVALID |
+                                           (j ? FG_TOK_SKIP_SPECIAL : 0), &dec, NULL), FG_OK);
+            ck_assert_msg(dec.len == (j ? sn : dn) &&
+                              (!dec.len || !memcmp(dec.data, j ? sk : d, dec.len)),
+                          "case %zu: decode%s differs", n, j ? " (skip special)" : "");
+        }
+        ck_assert_int_eq(*c++, '\n');
+    }
+    for (int j = 0; j < 3; j++)
+        fg_tok_ids_free(&want[j]);
+    fg_tok_ids_free(&got);
+    fg_tok_bytes_free(&dec);
+    return n;
+}
+
+START_TEST(test_tokenizer_hf)
+{
+    fg_tok *tok = NULL;
+    char *cfg = NULL;
+    size_t len;
+    fg_err err;
+    int bos, eos, pad;
+    ck_assert_msg(gguf_tok_load("gguf/tok-gpt4o.gguf", &tok, &cfg, &err) == FG_OK, "%s", err.msg);
+    char *buf = tu_slurp(fx("gguf/tok-gpt4o.cases"), &len), *c = strchr(buf, '\n') + 1;
+    ck_assert_int_eq(sscanf(c, "# roles bos %d eos %d pad %d", &bos, &eos, &pad), 3);
+    ck_assert_int_eq(fg_tok_special_id(tok, FG_TOK_BOS), bos);
+    ck_assert_int_eq(fg_tok_special_id(tok, FG_TOK_EOS), eos);
+    ck_assert_int_eq(fg_tok_special_id(tok, FG_TOK_PAD), pad);
+    ck_assert_int_eq(fg_tok_adds_bos(tok), 0);
+    ck_assert_uint_ge(check_cases(tok, strchr(c, '\n') + 1, buf + len), 1000);
+    free(buf);
+    free(cfg);
+    fg_tok_free(tok);
+}
+END_TEST
+
 static const struct tok_bad { const char *gguf, *msg; } tok_bad[] = {
     {"gguf/tok-bad-type.gguf", "tok-bad-type.gguf: tokenizer.ggml.tokens is of the wrong type (an "
      "array of strings)"},
@@ -1083,6 +1184,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_dequant_types, 0, sizeof type_rows / sizeof type_rows[0]);
     tcase_add_test(tc, test_split_parts);
     tcase_add_loop_test(tc, test_tokenizer, 0, sizeof tok_rows / sizeof tok_rows[0]);
+    tcase_add_test(tc, test_tokenizer_hf);
     tcase_add_loop_test(tc, test_tokenizer_bad, 0, sizeof tok_bad / sizeof tok_bad[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("import");
