@@ -88,9 +88,6 @@ int fg_engine_backend_new(const fg_engine_opts *o, uint64_t capacity, fg_backend
         return fg_backend_sim_create(&so, out, err);
     }
     if (o->backend == FG_BACKEND_CUDA) {
-        if (o->compute == FG_COMPUTE_BF16) /* before looking for a GPU: the same answer */
-            return fg_err_set(err, FG_ERR_UNSUPPORTED, "--compute bf16 is the CPU's 16-bit "
-                              "path; with --backend cuda use --compute f16");
         fg_backend_cuda_opts co = {gpu_of(o), o->threads, o->compute, o->policy.cpu_attention};
         return fg_backend_cuda_create(&co, out, err);
     }

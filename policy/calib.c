@@ -353,8 +353,8 @@ static int gemm_weights(int int8, const float *w, uint8_t **out, size_t *row_byt
     return rc; /* *out is freed by the caller either way */
 }
 
-static int measure_gemm(fg_backend *be, int int8, int bf16, int quick, fg_calib *c, meter *m,
-                        fg_err *err)
+/* path (FG_CALIB_*): which table the rates fill; INT8 runs Q4 weights, the others F16 ones. */
+static int measure_gemm(fg_backend *be, int path, int quick, fg_calib *c, meter *m, fg_err *err)
 {
     const uint32_t n = 2048, k = 2048, maxm = 256;
     float *w = malloc((size_t)n * k * 4), *x = malloc((size_t)maxm * k * 4);
@@ -370,7 +370,7 @@ static int measure_gemm(fg_backend *be, int int8, int bf16, int quick, fg_calib 
     for (size_t i = 0; rc == FG_OK && i < (size_t)maxm * k; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
     if (rc == FG_OK)
-        rc = gemm_weights(int8, w, &data, &row_bytes, &codec, &copies, err);
+        rc = gemm_weights(path == FG_CALIB_INT8, w, &data, &row_bytes, &codec, &copies, err);
     uint32_t rounds = 0;
     if (rc == FG_OK)
         rc = be->iface->reserve(be, (uint64_t)n / 2 * k, err);
@@ -378,7 +378,9 @@ static int measure_gemm(fg_backend *be, int int8, int bf16, int quick, fg_calib 
         rc = gemm_rounds(be, x, y, data, row_bytes, codec, copies, quick, r, &rounds, err);
     for (uint32_t i = 0; rc == FG_OK && i < FG_CALIB_NM; i++) {
         c->m[i] = 1u << i;
-        (int8 ? c->gflops_i8 : bf16 ? c->gflops_bf16 : c->gflops)[i] =
+        (path == FG_CALIB_INT8   ? c->gflops_i8
+         : path == FG_CALIB_BF16 ? c->gflops_bf16
+                                 : c->gflops)[i] =
             fg_calib_median(r + i * GEMM_ROUNDS, (int)rounds) / 1e9;
     }
     step(m);
@@ -516,11 +518,11 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     if (rc == FG_OK)
         rc = measure_decode(quick, c, &m, err);
     if (rc == FG_OK)
-        rc = measure_gemm(be, 0, 0, quick, c, &m, err);
+        rc = measure_gemm(be, FG_CALIB_F32, quick, c, &m, err);
     if (rc == FG_OK)
-        rc = measure_gemm(be8, 1, 0, quick, c, &m, err);
+        rc = measure_gemm(be8, FG_CALIB_INT8, quick, c, &m, err);
     if (rc == FG_OK && be16) /* else bf16 computes as f32 */
-        rc = measure_gemm(be16, 0, 1, quick, c, &m, err);
+        rc = measure_gemm(be16, FG_CALIB_BF16, quick, c, &m, err);
     else
         memcpy(c->gflops_bf16, c->gflops, sizeof c->gflops);
     fg_backend_free(be8);

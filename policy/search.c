@@ -73,8 +73,8 @@ typedef struct terms {
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
     double dec_pre, dec_dec; /* ... those a prefill batch, a decode step decodes (a mixture's
                                 chosen experts) */
-    int int8;            /* Linear layers on the int8 kernels (gflops_i8, no decode) */
-    int rate;            /* the calibration's GEMM table they are priced at (FG_CALIB_*) */
+    int rate;            /* the calibration's GEMM table Linear layers are priced at
+                            (FG_CALIB_*; INT8: the int8 kernels, no decode to f32) */
     double attn;         /* seconds per query x key x query width (the CPU's) */
     double kv_total, act_total, weights, n_units;
     double experts;      /* of weights, a mixture's stacked experts */
@@ -148,12 +148,11 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_head = 2.0 * hp->vocab_size * hp->embed_dim;
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
-    t->int8 = job->int8 && m->q4_int8;
-    t->rate = t->int8 ? FG_CALIB_INT8
+    t->rate = job->int8 && m->q4_int8 ? FG_CALIB_INT8
               : job->bf16 && (m->codec == FG_CODEC_F16 || m->codec == FG_CODEC_BF16)
                   ? FG_CALIB_BF16
                   : FG_CALIB_F32;
-    t->dec_s = t->int8 ? 0 : (double)m->linear_floats * decode_extra(c, m->codec);
+    t->dec_s = t->rate == FG_CALIB_INT8 ? 0 : (double)m->linear_floats * decode_extra(c, m->codec);
     /* the 4-bit path decodes the cache to f32 and runs the same attention: never faster (a
      * lower figure is noise of the shared machine) */
     t->attn = p->compress_cache && c->attn_q4_s > c->attn_s ? c->attn_q4_s : c->attn_s;
@@ -165,7 +164,8 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->xs_dec = fg_model_expert_share(hp, t->n);
     t->xr_pre = read_share(hp, p, t->n * t->P);
     t->xr_dec = read_share(hp, p, t->n);
-    double per = t->int8 ? 0 : decode_extra(c, m->codec); /* the chosen experts are decoded */
+    /* the chosen experts are decoded */
+    double per = t->rate == FG_CALIB_INT8 ? 0 : decode_extra(c, m->codec);
     t->dec_pre = t->dec_s - (double)m->expert_floats * (1 - t->xs_pre) * per;
     t->dec_dec = t->dec_s - (double)m->expert_floats * (1 - t->xs_dec) * per;
     t->n_units = m->pm.n_units;

@@ -19,10 +19,14 @@
 /* Whether the cost model prices Linear layers at the int8 kernels' rate: --compute int8 on the
  * CPU backend, and --compute bf16 (int8 for Q4/Q8; the store decides whether its weights take
  * them: fg_policy_model.q4_int8); bf16 prices F16/BF16 matrices at the bfloat16 GEMM's rate. */
+static int cpu_bf16(const fgr_run *r)
+{
+    return r->eo.compute == FG_COMPUTE_BF16 && r->eo.backend == FG_BACKEND_CPU;
+}
+
 static int cpu_int8(const fgr_run *r)
 {
-    return (r->eo.compute == FG_COMPUTE_INT8 || r->eo.compute == FG_COMPUTE_BF16) &&
-           r->eo.backend == FG_BACKEND_CPU;
+    return (r->eo.compute == FG_COMPUTE_INT8 && r->eo.backend == FG_BACKEND_CPU) || cpu_bf16(r);
 }
 
 /* The calibration: --calibration FILE as given (refused when stale), else the cache's file,
@@ -122,7 +126,7 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
                          r->o->cache_choice, cpu_int8(r), on_dev ? &dev : NULL,
                          disk_free(r), fg_engine_offload_dir(&r->eo), r->eo.max_ctx,
                          !r->eo.ram_budget, on_dev && r->o->attn_search};
-    job.bf16 = r->eo.compute == FG_COMPUTE_BF16 && r->eo.backend == FG_BACKEND_CPU;
+    job.bf16 = cpu_bf16(r);
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
@@ -168,7 +172,7 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
     const fg_plan *pl = fg_engine_plan(r->e);
     fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r),
                          on_dev ? &dev : NULL};
-    job.bf16 = r->eo.compute == FG_COMPUTE_BF16 && r->eo.backend == FG_BACKEND_CPU;
+    job.bf16 = cpu_bf16(r);
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;

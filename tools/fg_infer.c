@@ -360,8 +360,7 @@ static void parse_args(args *a, int argc, char **argv)
     int first = ta_parse(&k_cmd, argc, argv);
     if (first != argc)
         ta_die("unexpected argument '%s' (see --help)", argv[first]);
-    if (a->r.eo.backend == FG_BACKEND_CUDA && a->r.eo.compute == FG_COMPUTE_BF16)
-        ta_die("--compute bf16 is the CPU's 16-bit path; with --backend cuda use --compute f16");
+    ta_engine_check(&a->r.eo);
     if (a->r.eo.backend != FG_BACKEND_CPU) { /* FlexGen's: on the device unless asked */
         a->r.eo.policy.cpu_attention = a->cpu_cache == 1;
         a->r.attn_search = a->cpu_cache < 0; /* --policy auto: where it predicts faster */

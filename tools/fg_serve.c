@@ -177,8 +177,7 @@ static void parse_args(args *a, int argc, char **argv)
     fg_run_opts *r = &a->s.session.run;
     if (r->sample.temperature < 0)
         ta_die("--temperature %g: 0 (greedy) or above", (double)r->sample.temperature);
-    if (r->eo.backend == FG_BACKEND_CUDA && r->eo.compute == FG_COMPUTE_BF16)
-        ta_die("--compute bf16 is the CPU's 16-bit path; with --backend cuda use --compute f16");
+    ta_engine_check(&r->eo);
     if (r->eo.backend != FG_BACKEND_CPU) {
         r->eo.policy.cpu_attention = a->cpu_cache == 1;
         r->attn_search = a->cpu_cache < 0;

@@ -36,3 +36,9 @@ const int ta_k_sched[2] = {FG_SCHEDULE_ZIGZAG, FG_SCHEDULE_ROW};
 const int ta_k_experts[2] = {FG_EXPERTS_ROUTED, FG_EXPERTS_ALL};
 const int ta_k_compute[4] = {FG_COMPUTE_F32, FG_COMPUTE_INT8, FG_COMPUTE_F16, FG_COMPUTE_BF16};
 const int ta_k_backend[3] = {FG_BACKEND_CPU, FG_BACKEND_SIM, FG_BACKEND_CUDA};
+
+void ta_engine_check(const fg_engine_opts *eo)
+{
+    if (eo->backend == FG_BACKEND_CUDA && eo->compute == FG_COMPUTE_BF16)
+        ta_die("--compute bf16 is the CPU's 16-bit path; with --backend cuda use --compute f16");
+}

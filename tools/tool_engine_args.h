@@ -19,4 +19,8 @@ extern const int ta_k_experts[2];  /* routed|all */
 extern const int ta_k_compute[4];  /* f32|int8|f16|bf16 */
 extern const int ta_k_backend[3];  /* cpu|sim|cuda */
 
+/* Flag combinations the engine's options refuse, as a usage error (exit 2): --compute bf16
+ * (the CPU's 16-bit path) with --backend cuda (whose 16-bit path is f16). */
+void ta_engine_check(const fg_engine_opts *eo);
+
 #endif
