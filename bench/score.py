@@ -30,6 +30,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,9 +85,12 @@ def run_fg(args, store, items, out_dir, share=True):
            "--output", out, "--threads", str(args.threads)]
     if not share:
         cmd.append("--no-shared-context")
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if p.returncode:
         sys.exit("fg-infer score failed: " + p.stderr)
     line = [l for l in p.stderr.splitlines() if l.startswith("fg-infer: scored")]
@@ -96,7 +100,7 @@ def run_fg(args, store, items, out_dir, share=True):
         res[r["id"]] = (r["logprob"], r["is_greedy"])
     m = re.search(r"in ([0-9.]+) s", line[-1]) if line else None
     rows = re.search(r"prefill rows ([0-9]+) computed, ([0-9]+) taken", line[-1]) if line else None
-    return {"res": res, "s": float(m.group(1)) if m else wall, "wall": wall,
+    return {"res": res, "s": float(m.group(1)) if m else wall, "wall": wall, "cpu": cpu,
             "line": line[-1] if line else "",
             "rows": (int(rows.group(1)), int(rows.group(2))) if rows else (0, 0)}
 
@@ -110,6 +114,7 @@ def run_hf(args, ckpt, items):
     reqs.sort(key=lambda r: -(len(r[1]) + len(r[2])))
     res = {}
     t0 = time.time()
+    c0 = time.process_time()
     with torch.no_grad():
         for b in range(0, len(reqs), args.batch):
             batch = reqs[b:b + args.batch]
@@ -125,7 +130,7 @@ def run_hf(args, ckpt, items):
                 s = float(rows.gather(1, tgt[:, None]).sum())
                 g = bool((rows.argmax(-1) == tgt).all())
                 res[rid] = (s, g)
-    return res, time.time() - t0
+    return res, time.time() - t0, time.process_time() - c0
 
 
 def main():
@@ -168,7 +173,7 @@ def main():
         print(f"  {name:22s}: {r['s']:8.2f} s  {4 * n / r['s']:8.2f} pairs/s  "
               f"{n / r['s']:7.2f} items/s  {tokens / r['s']:8.1f} tokens/s  prefill rows "
               f"{r['rows'][0]} computed, {r['rows'][1]} from shared contexts  (whole command "
-              f"with load: {r['wall']:.2f} s)")
+              f"with load: {r['wall']:.2f} s; process CPU {r['cpu']:.1f} s)")
     fg = runs[0][1]["res"]
     pick = lambda res, i: max(range(4), key=lambda j: res[f"{i}.{j}"][0])
     if args.sharing:
@@ -180,10 +185,13 @@ def main():
               f"fewer prefill rows; largest |logprob difference| {d:.2e}, is_greedy equal on "
               f"{g}/{len(fg)}")
     if not args.no_hf:
-        hf, hf_s = run_hf(args, ckpt, items)
+        hf, hf_s, hf_cpu = run_hf(args, ckpt, items)
         print(f"  {'transformers':22s}: {hf_s:8.2f} s  {4 * n / hf_s:8.2f} pairs/s  "
               f"{n / hf_s:7.2f} items/s  {tokens / hf_s:8.1f} tokens/s  (f32, batch "
-              f"{args.batch}, load not counted)")
+              f"{args.batch}, load not counted; process CPU {hf_cpu:.1f} s)")
+        f = runs[0][1]
+        print(f"  fg / transformers: {hf_s / f['s']:.2f}x the pairs a second (wall), "
+              f"{hf_cpu / max(f['cpu'], 1e-9):.2f}x by process CPU time")
         diff = max(abs(fg[r][0] - hf[r][0]) for r in hf)
         greedy_same = sum(fg[r][1] == hf[r][1] for r in hf)
         same = sum(pick(fg, i) == pick(hf, i) for i in range(n))
