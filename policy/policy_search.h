@@ -199,6 +199,37 @@ typedef struct fg_prediction {
 void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                        const fg_policy *p, const fg_policy_job *job, fg_prediction *out);
 
+/* The bound of one block under p (FlexGen's "compute-and-link bound"): the least time any
+ * schedule of it could take on this machine, given the placement's bytes and the measured
+ * rates. Per phase (the prefill; all G - 1 decode steps), the greatest of
+ *  - compute: the Linear layers' and the LM head's FLOPs at the measured GEMM rate for the
+ *    phase's row count (the device's table on a device; attention, decoding and everything
+ *    else left out);
+ *  - link (a device): host -> device the weights not homed on the GPU once a sweep (the
+ *    prefill's batches could share one upload), the GPU-homed ones once, and the cache's and
+ *    activations' rows the placement moves; device -> host its rows; at the measured rates,
+ *    both ways at once;
+ *  - disk: the bytes the placement reads and writes (fg_policy_predict's), at the measured
+ *    rates, one after the other.
+ * The prediction is never below it (tests/test_policy.c); measured / bound says how near the
+ * engine runs to what the hardware allows. */
+typedef struct fg_bound_phase {
+    double flops, compute_s, rate;   /* rate: flops / compute_s, FLOP/s */
+    double link_up, link_down, link_s; /* bytes, seconds */
+    double disk_read, disk_write, disk_s;
+    double s;                        /* the greatest of the three */
+} fg_bound_phase;
+typedef struct fg_bound {
+    fg_bound_phase ph[2];            /* [0] the prefill, [1] the decode steps */
+    double s, tok_s;                 /* the block: ph[0].s + ph[1].s; tokens / s */
+    uint64_t tokens;
+} fg_bound;
+void fg_policy_bound(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
+                     const fg_policy *p, const fg_policy_job *job, fg_bound *out);
+/* One line: "12.3 tok/s at most, 2.60 s: prefill 2.10 s: compute ... ; decode ...", its
+ * times and bytes times `blocks` (the blocks a run computes). */
+void fg_bound_describe(const fg_bound *b, double blocks, char *buf, size_t cap);
+
 /* Of a sweep's weight bytes, those the pager homes off the GPU when the weights' GPU fraction is
  * wg (its midpoint rule, chunk by chunk): what a device backend uploads. A model without a
  * tensor table (given by sizes) counts every byte off the GPU as a layer's Linear. */

@@ -57,6 +57,11 @@
  * token wins (within 2%, the one with fewer batches; a 4-bit cache, which changes the numbers,
  * only when nothing fits without it or it is 5% faster).
  * Weights are searched in the store's own codec: the search never quantizes at load.
+ *
+ * The bound (fg_policy_bound) reuses the terms: each phase's Linear FLOPs at the GEMM rate
+ * alone, its link bytes with the weights off the GPU once a sweep, its disk bytes, the greatest
+ * of the three times. Every term is one the prediction adds or maxes with more, so it is never
+ * above the prediction (tests/test_policy.c).
  */
 #include <math.h>
 #include <string.h>
@@ -417,6 +422,110 @@ void fg_policy_predict(const fg_calib *c, const fg_policy_model *m, const fg_pla
     out->down_bytes = (uint64_t)(sp.down + (t.G - 1) * sd.down);
     double total = out->prefill_s + out->decode_s;
     out->tok_s = total > 0 ? (double)out->tokens / total : 0;
+}
+
+/* ---- the bound ---- */
+
+/* The step's Linear seconds at the GEMM rate alone (attention and decoding left out): the
+ * device's table on a device, else the CPU's for the Linear layers' path. */
+static double gemm_s(const fg_calib *c, const terms *t, double flops, double m)
+{
+    double r = t->dev ? fg_calib_dev_flops(t->dev, m) : fg_calib_flops_at(c, t->rate, m);
+    return r > 0 ? flops / r : 0;
+}
+
+static void bound_phase(fg_bound_phase *b, double up_rate, double down_rate, double rd,
+                        double wr)
+{
+    b->link_s = 0;
+    if (up_rate > 0 && down_rate > 0) {
+        double u = b->link_up / up_rate, d = b->link_down / down_rate;
+        b->link_s = u > d ? u : d; /* the link carries both ways at once */
+    }
+    b->disk_s = b->disk_read * rd + b->disk_write * wr;
+    b->rate = b->compute_s > 0 ? b->flops / b->compute_s : 0;
+    b->s = b->compute_s;
+    b->s = b->link_s > b->s ? b->link_s : b->s;
+    b->s = b->disk_s > b->s ? b->disk_s : b->s;
+}
+
+void fg_policy_bound(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
+                     const fg_policy *p, const fg_policy_job *job, fg_bound *out)
+{
+    terms t;
+    terms_of(c, m, pl, p, job, &t);
+    memset(out, 0, sizeof *out);
+    fg_bound_phase *bp = &out->ph[0], *bd = &out->ph[1];
+    double mp = t.gbs * t.P;
+    bp->flops = t.ngb * mp * t.f_lin + t.n * t.f_head;
+    bp->compute_s = gemm_s(c, &t, t.ngb * mp * t.f_lin, mp) + gemm_s(c, &t, t.n * t.f_head, t.n);
+    bd->flops = (t.G - 1) * t.n * (t.f_lin + t.f_head);
+    bd->compute_s = gemm_s(c, &t, bd->flops, t.n);
+    /* the disk: the prediction's bytes, split by phase (the same terms at a byte a second) */
+    double pr3[3], pw3[3], dr3[3], dw3[3], x[3];
+    io_prefill(&t, pr3, pw3);
+    io_decode(&t, dr3, dw3);
+    for (int k = 0; k < 3; k++) {
+        double total = kind_total(pl, k);
+        x[k] = total > 0 ? (double)pl->on_disk[k] / total : 0;
+    }
+    bp->disk_read = (cold_read(&t) + dot3(pr3, x)) / t.rd;
+    bp->disk_write = dot3(pw3, x) / t.wr;
+    bd->disk_read = (t.G - 1) * dot3(dr3, x) / t.rd;
+    bd->disk_write = (t.G - 1) * dot3(dw3, x) / t.wr;
+    double up = 0, down = 0;
+    if (t.dev) { /* the weights off the GPU once a sweep (the prefill's batches could share one
+                  * upload), the GPU-homed ones once; the cache's and activations' rows as the
+                  * placement moves them (fg_policy_predict's rule for their home) */
+        int kv_host = !(pl->dev_homed[1] * 2 > kind_total(pl, 1));
+        int act_host = !(pl->dev_homed[2] * 2 > kind_total(pl, 2));
+        step sp, sd;
+        step_prefill(c, &t, kv_host, act_host, &sp);
+        step_decode(c, &t, kv_host, &sd);
+        sp.k_lin = 1;
+        fg_sweep_bytes sb;
+        fg_policy_sweep_bytes(m, p->frac.w[0], &sb);
+        bp->link_up = step_weights(&sp, &sb) + (double)pl->dev_homed[0] + sp.up;
+        bp->link_down = sp.down;
+        bd->link_up = (t.G - 1) * (step_weights(&sd, &sb) + sd.up);
+        bd->link_down = (t.G - 1) * sd.down;
+        up = job->dev->up, down = job->dev->down;
+    }
+    for (int k = 0; k < 2; k++) {
+        bound_phase(&out->ph[k], up, down, t.rd, t.wr);
+        out->s += out->ph[k].s;
+    }
+    out->tokens = (uint64_t)(t.n * t.G);
+    out->tok_s = out->s > 0 ? (double)out->tokens / out->s : 0;
+}
+
+/* "2.10 s: compute 1.20 s (3.1 TFLOP at 2.6 TFLOP/s)", and the link's and the disk's when
+ * they move bytes; times and bytes times k */
+static size_t phase_text(const fg_bound_phase *b, double k, char *buf, size_t cap)
+{
+    char x[32], y[32];
+    double f = k * b->flops, u = f >= 1e12 || b->rate >= 1e12 ? 1e12 : 1e9;
+    const char *un = u == 1e12 ? "T" : "G";
+    size_t n = (size_t)snprintf(buf, cap, "%.2f s: compute %.2f s (%.3g %sFLOP at %.3g %sFLOP/s)",
+                                k * b->s, k * b->compute_s, f / u, un, b->rate / u, un);
+    if (n < cap && (b->link_up > 0 || b->link_down > 0))
+        n += (size_t)snprintf(buf + n, cap - n, ", link %.2f s (up %s, down %s)", k * b->link_s,
+                              fg_fmt_bytes(k * b->link_up, x, (int)sizeof x),
+                              fg_fmt_bytes(k * b->link_down, y, (int)sizeof y));
+    if (n < cap && (b->disk_read > 0 || b->disk_write > 0))
+        n += (size_t)snprintf(buf + n, cap - n, ", disk %.2f s (read %s, write %s)",
+                              k * b->disk_s, fg_fmt_bytes(k * b->disk_read, x, (int)sizeof x),
+                              fg_fmt_bytes(k * b->disk_write, y, (int)sizeof y));
+    return n < cap ? n : cap;
+}
+
+void fg_bound_describe(const fg_bound *b, double blocks, char *buf, size_t cap)
+{
+    char pre[256], dec[256];
+    phase_text(&b->ph[0], blocks, pre, sizeof pre);
+    phase_text(&b->ph[1], blocks, dec, sizeof dec);
+    snprintf(buf, cap, "%.2f tok/s at most, %.2f s: prefill %s; decode %s", b->tok_s,
+             blocks * b->s, pre, dec);
 }
 
 /* ---- the search ---- */

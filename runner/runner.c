@@ -211,6 +211,8 @@ int fgr_open_engine(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
         rc = fg_runner_prefix_open(r->e, r->o, &r->pfx, err);
     if (rc == FG_OK && !r->o->policy_auto && P + G)
         fgr_predict_fixed(r, P, G, seqs);
+    if (rc == FG_OK)
+        fgr_bound(r);
     if (r->tmp_store[0]) { /* the pager and the catalog hold their files open: names can go */
         fgr_remove_tree(r->tmp_store);
         r->tmp_store[0] = '\0';

@@ -101,6 +101,8 @@ typedef struct fg_run_report {
     double shared_s;
     uint64_t pred_read, pred_write;  /* predicted disk traffic of one block, bytes */
     uint64_t pred_up, pred_down;     /* ... and link traffic (a device backend), bytes */
+    double bound_s, bound_tok_s;     /* predicted: the block's bound (policy_search.h
+                                        fg_policy_bound: no schedule takes less), its tok/s */
     int interrupted;                 /* JOBS: stopped by opts.interrupt (fg_run: FG_ERR_STATE) */
     uint64_t saved;                  /* JOBS: result lines in the output when the run ended */
 } fg_run_report;

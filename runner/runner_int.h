@@ -25,6 +25,7 @@
 
 #include "fg_progress.h"
 #include "jobs.h"
+#include "policy_search.h"
 #include "runner.h"
 #include "runner_prefix.h"
 
@@ -44,6 +45,12 @@ typedef struct fgr_run {
     char policy_line[400]; /* policy_auto: what the search chose */
     char dev_line[512];    /* ... and the device's calibration it priced with */
     char calib_note[2 * FG_ERR_MSG_MAX + 128]; /* the calibration was missing or stale */
+    /* rep.predicted: what the prediction was priced with, for the bound once the engine's plan
+     * is made (fgr_bound; job.dev points at dev or is NULL) */
+    fg_calib calib;
+    fg_calib_dev calib_dev;
+    fg_policy_job job;
+    char bound_line[1024]; /* fg_bound_describe of one block ("" when not predicted) */
 } fgr_run;
 
 /* A progress bar over the tokens of several blocks: base counts the blocks before this one. */
@@ -124,6 +131,9 @@ void fgr_jobs_shape(uint32_t maxP, uint32_t maxG, uint32_t limit, uint32_t *P, u
 int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *err);
 /* A fixed policy's predicted times, when this machine has a calibration (silent otherwise). */
 void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs);
+/* With rep.predicted and the engine open: the bound of its plan (rep.bound_s, bound_tok_s,
+ * r->bound_line); silent when the model cannot be read for it. */
+void fgr_bound(fgr_run *r);
 
 /* ---- runner_quant.c ---- */
 

@@ -350,6 +350,8 @@ int fgr_run_dry(fgr_run *r, fg_err *err)
                     "%.2f tok/s\n", r->policy_line, r->dev_line[0] ? "device " : "",
                     r->dev_line, r->dev_line[0] ? "\n" : "", r->rep.pred_prefill_s,
                     r->rep.pred_decode_s, r->rep.pred_tok_s);
+        if (r->rep.predicted && r->bound_line[0])
+            fprintf(r->out, "bound (a block): %s\n", r->bound_line);
         char up[32], down[32];
         if (r->rep.predicted && r->dev_line[0])
             fprintf(r->out, "predicted link traffic (a block): host -> device %s, device -> "

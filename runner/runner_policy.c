@@ -8,6 +8,10 @@
  * link bytes) beside the measured ones. It chooses a lossy compression (the 4-bit cache) only
  * when allowed (o->cache_choice). A fixed policy is priced when this machine has a calibration
  * file; on a device backend only under --dry-run (nothing measures the device for a run).
+ * Whatever priced the prediction (the calibration, the device's, the job) is kept in the run, and
+ * once the engine's plan is made fgr_bound prices the bound of that plan (fg_policy_bound: the
+ * least time the measured rates allow), which --dry-run and the summary print with the share of
+ * it the run achieved.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +82,18 @@ static int calibrate_device(fgr_run *r, const fg_policy_model *m, fg_calib_dev *
     return rc;
 }
 
-/* The cost model's prediction for the run's summary. */
-static void report_prediction(fgr_run *r, const fg_prediction *pred)
+/* The cost model's prediction for the run's summary; what it was priced with, kept for the
+ * bound (fgr_bound). */
+static void report_prediction(fgr_run *r, const fg_prediction *pred, const fg_calib *c,
+                              const fg_policy_job *job)
 {
+    r->calib = *c;
+    r->job = *job;
+    if (job->dev) {
+        r->calib_dev = *job->dev;
+        r->job.dev = &r->calib_dev;
+    }
+    r->job.disk_dir = NULL; /* (the engine's: not kept) */
     r->rep.predicted = 1;
     r->rep.pred_prefill_s = pred->prefill_s;
     r->rep.pred_decode_s = pred->decode_s;
@@ -134,7 +147,7 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
     if (rc == FG_OK) {
         char d[200];
         fg_policy_describe(&r->eo.policy, d, sizeof d);
-        report_prediction(r, &pred);
+        report_prediction(r, &pred, &c, &job);
         snprintf(r->policy_line, sizeof r->policy_line, "auto: %s%s (%u LPs, %u feasible, "
                  "%.0f ms)", d, r->o->cache_choice == 0 ? "; lossless only (--allow-lossy lets "
                  "it choose the 4-bit KV cache)" : r->o->cache_choice < 0 ? "; lossy allowed "
@@ -178,6 +191,24 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
     p.frac = pl->frac;
     fg_policy_predict(&c, &m, pl, &p, &job, &pred);
     fg_policy_model_free(&m);
-    report_prediction(r, &pred);
+    report_prediction(r, &pred, &c, &job);
     snprintf(r->policy_line, sizeof r->policy_line, "fixed");
+}
+
+void fgr_bound(fgr_run *r)
+{
+    fg_policy_model m;
+    fg_err e;
+    r->bound_line[0] = '\0';
+    if (!r->rep.predicted || !r->e || fg_policy_model_build(r->model, &m, &e))
+        return;
+    const fg_plan *pl = fg_engine_plan(r->e);
+    fg_policy p = r->eo.policy;
+    p.frac = pl->frac;
+    fg_bound b;
+    fg_policy_bound(&r->calib, &m, pl, &p, &r->job, &b);
+    fg_policy_model_free(&m);
+    r->rep.bound_s = b.s;
+    r->rep.bound_tok_s = b.tok_s;
+    fg_bound_describe(&b, 1, r->bound_line, sizeof r->bound_line);
 }

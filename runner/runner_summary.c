@@ -102,6 +102,15 @@ static void predicted_lines(const fgr_run *r, const fg_plan *pl)
                 "host %s (measured above)\n",
                 fg_fmt_bytes(nb * (double)p->pred_up, rd, sizeof rd),
                 fg_fmt_bytes(nb * (double)p->pred_down, wr, sizeof wr));
+    if (p->bound_s > 0) { /* the hardware's bound on the same blocks, and how near it ran */
+        double run = p->prefill_s + p->decode_s, a = run > 0 ? nb * p->bound_s / run : 0.0;
+        fprintf(r->log, "         bound (the blocks run): %.2f s; achieved %.2f of it "
+                "(%.2f tok/s of %.2f at most)%s\n", nb * p->bound_s, a,
+                run > 0 ? (double)p->tokens / run : 0.0, p->bound_tok_s, a > 1.05 ?
+                "; above 1: something ran faster than the calibration's rates (reads from the "
+                "page cache, a calibration measured under load)" : "");
+        fprintf(r->log, "         bound (a block): %s\n", r->bound_line);
+    }
     calib_off(r, "prefill", nb * p->pred_prefill_s, p->prefill_s);
     calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
 }

@@ -353,6 +353,75 @@ START_TEST(search_beats_the_grid)
 }
 END_TEST
 
+/* The bound (fg_policy_bound) is a floor under the cost model's own prediction for every block
+ * and placement of the grid (_i >= 2: with a device); each phase is the greatest of its three
+ * times; its FLOPs are the model's (every position through the Linear layers, the last of each
+ * sequence through the head); with a flat GEMM table the compute time is the FLOPs at that rate. */
+START_TEST(bound_is_below_the_prediction)
+{
+    fg_calib c = calib_fixed();
+    fg_calib_dev d = calib_dev_fixed();
+    int device = _i >= 2, flat = _i % 2;
+    if (flat)
+        for (int i = 0; i < FG_CALIB_NM; i++)
+            c.gflops[i] = c.gflops_i8[i] = c.gflops_bf16[i] = 10.0, d.gflops[i] = 50.0;
+    uint64_t s = 4646 + (uint64_t)_i;
+    static rmodel r;
+    static const uint32_t blocks[][2] = {{2, 1}, {8, 1}, {4, 2}, {1, 8}};
+    int compared = 0;
+    for (int trial = 0; trial < 6; trial++) {
+        random_model(&s, &r);
+        fg_policy_job job = {8 + (uint32_t)(rnd(&s) % 32), 2 + (uint32_t)(rnd(&s) % 8), 0, 0, 0,
+                             0, device ? &d : NULL};
+        const fg_hparams *hp = &r.m.hp;
+        double fpt = fg_model_flops_per_token(hp), fh = 2.0 * hp->vocab_size * hp->embed_dim;
+        for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
+            for (int w = 0; w <= 4; w++)
+                for (int tier = 0; tier < (device ? 9 : 4); tier++) {
+                    fg_policy p = fg_policy_default();
+                    p.gbs = blocks[b][0], p.ngb = blocks[b][1], p.have_fractions = 1;
+                    p.gpu_budget = device ? UINT64_MAX / 4 : 0;
+                    int tiers = device ? 3 : 2, ct = tier % tiers + !device;
+                    int ht = tier / tiers + !device;
+                    double wg = device ? w / 8.0 : 0, wr = (1 - wg) * (w % 3) / 2.0;
+                    p.frac = (fg_pager_policy){{wg, wr, 1 - wg - wr}, {ct == 0, ct == 1, ct == 2},
+                                               {ht == 0, ht == 1, ht == 2}};
+                    fg_plan pl;
+                    fg_err err;
+                    if (fg_plan_make(&r.m.pm, &p, job.prompt_len + job.gen_len, 0, &pl, &err))
+                        continue;
+                    fg_prediction pr;
+                    fg_bound bd;
+                    fg_policy_predict(&c, &r.m, &pl, &p, &job, &pr);
+                    fg_policy_bound(&c, &r.m, &pl, &p, &job, &bd);
+                    compared++;
+                    double t = pr.prefill_s + pr.decode_s, n = (double)p.gbs * p.ngb;
+                    ck_assert_msg(bd.s > 0 && bd.s <= t * (1 + 1e-9), "%ux%u w %.2f/%.2f c %d h "
+                                  "%d: bound %.6g s above the prediction %.6g s", p.gbs, p.ngb,
+                                  wg, wr, ct, ht, bd.s, t);
+                    ck_assert(fabs(bd.s - bd.ph[0].s - bd.ph[1].s) <= 1e-12 * bd.s);
+                    ck_assert_uint_eq(bd.tokens, pr.tokens);
+                    for (int k = 0; k < 2; k++) {
+                        const fg_bound_phase *f = &bd.ph[k];
+                        double hi = fmax(f->compute_s, fmax(f->link_s, f->disk_s));
+                        ck_assert(f->s == hi && f->compute_s > 0);
+                        ck_assert(device || (f->link_up == 0 && f->link_s == 0));
+                    }
+                    double fp = n * job.prompt_len * (fpt - fh) + n * fh;
+                    double fd = (job.gen_len - 1) * n * fpt;
+                    ck_assert(fabs(bd.ph[0].flops - fp) <= 1e-9 * fp);
+                    ck_assert(fabs(bd.ph[1].flops - fd) <= 1e-9 * fd + 1e-9);
+                    if (flat) {
+                        double rate = device ? 50e9 : 10e9;
+                        ck_assert(fabs(bd.ph[0].compute_s - fp / rate) <= 1e-9 * fp / rate);
+                        ck_assert(fabs(bd.ph[0].rate - rate) <= 1e-6 * rate);
+                    }
+                }
+    }
+    ck_assert_int_gt(compared, 40);
+}
+END_TEST
+
 /* attn_search: where the KV cache is off the GPU, the search puts attention on the CPU when
  * the link is slow and the CPU's attention fast (FlexGen's --cpu-cache-compute case), on the
  * device in the opposite case; without it the base policy's choice stays; searching both never
@@ -920,6 +989,7 @@ int main(void)
     tc = tcase_create("search");
     tcase_add_loop_test(tc, search_fits_every_budget, 0, 6);
     tcase_add_loop_test(tc, search_beats_the_grid, 0, 6);
+    tcase_add_loop_test(tc, bound_is_below_the_prediction, 0, 4);
     tcase_add_test(tc, search_places_attention);
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);

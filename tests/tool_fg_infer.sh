@@ -296,6 +296,9 @@ dry=$("$INFER" -m tiny --prompt-len 8 --gen-len 4 --backend sim --percent 50 50 
       --calibration cal.json --dry-run)
 [[ "$dry" == *"policy fixed"*"device sim: link"*"predicted: prefill"*"predicted link traffic (a block): host -> device"* ]] ||
   { echo "--dry-run of a fixed placement on the sim is not priced: $dry"; exit 1; }
+# (issue 46) ... with the bound: compute, link (weights half off the GPU), disk (half on disk)
+[[ "$dry" == *"bound (a block): "*" tok/s at most, "*"prefill "*"compute "*"FLOP at "*"FLOP/s), link "*"(up "*"disk "*"; decode "* ]] ||
+  { echo "--dry-run on the sim prints no bound: $dry"; exit 1; }
 sum=$("$INFER" -m tiny -p hi --max-new-tokens 2 --backend sim --percent 50 50 100 0 100 0 \
       --calibration cal.json 2>&1 >/dev/null)
 [[ "$sum" != *"device sim: link"* ]] || { echo "a fixed run measured the device: $sum"; exit 1; }
@@ -308,6 +311,13 @@ sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration slow.js
 sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration cal.json 2>&1 >/dev/null)
 [[ "$sum" == *"predicted: prefill"* && "$sum" != *"than predicted"* ]] ||
   { echo "a fresh calibration priced a short run 1.5x off, or printed no prediction: $sum"; exit 1; }
+# the bound of the blocks run and the fraction of it achieved (a tiny run's disk reads come
+# from the page cache, faster than the calibration's O_DIRECT rate: past 1 it says so)
+ach=$(sed -nE 's/.*bound \(the blocks run\): [0-9.]+ s; achieved ([0-9.]+) of it.*/\1/p' <<< "$sum")
+[[ -n "$ach" ]] && awk -v a="$ach" 'BEGIN { exit !(a > 0) }' &&
+  { awk -v a="$ach" 'BEGIN { exit !(a > 1.05) }' || [[ "$sum" != *"faster than the calibration's rates"* ]]; } &&
+  { awk -v a="$ach" 'BEGIN { exit !(a <= 1.05) }' || [[ "$sum" == *"faster than the calibration's rates"* ]]; } ||
+  { echo "no achieved fraction of the bound, or one beyond reason ($ach): $sum"; exit 1; }
 # ---- issue 38: what a new user meets at the door
 # (3) an empty file on stdin is an error, not a silent success of 0 prompts
 : > empty.jsonl
