@@ -403,14 +403,12 @@ static int mla_q_expanded(fg_backend *be, const fg_hparams *hp, fg_model_ws *ws,
     return rc;
 }
 
-/* Whether a step of n_new tokens a sequence at pos0 cached rows expands (the rule above) */
-static int mla_expands(const fg_hparams *hp, const fg_kv_batch *kv, uint32_t n_new,
-                       uint32_t pos0)
+int fg_model_mla_expands(const fg_hparams *hp, int cache_codec, uint32_t n_new, uint32_t pos0)
 {
     double r = hp->kv_lora_rank, pe = hp->qk_rope_dim, qk = hp->qk_nope_dim + pe;
     double up = r * (hp->qk_nope_dim + hp->v_head_dim), n = n_new, p = pos0;
     double pairs = n * p + n * (n + 1) / 2;
-    if (kv->codec.id != FG_CODEC_F32 || !mla_group(hp) || hp->v_head_dim > qk ||
+    if (!hp->mla || cache_codec != FG_CODEC_F32 || !mla_group(hp) || hp->v_head_dim > qk ||
         hp->mla_prefill == FG_MLA_PREFILL_ABSORB)
         return 0;
     return hp->mla_prefill == FG_MLA_PREFILL_EXPAND ||
@@ -573,7 +571,7 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
     uint32_t window = fg_model_layer_window(hp, kv->layer);
     if (hp->mla && ws->mla_defer) { /* a prefill's queries, in the form it attends with */
         ws->mla_defer = 0;
-        ws->mla_expanded = mla_expands(hp, kv, s->n_new, s->pos0);
+        ws->mla_expanded = fg_model_mla_expands(hp, kv->codec.id, s->n_new, s->pos0);
         rc = ws->mla_expanded ? mla_q_expanded(be, hp, ws, err) : mla_q_absorbed(be, hp, w, ws,
                                                                                  err);
     }

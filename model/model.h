@@ -399,6 +399,12 @@ uint32_t fg_model_kv_width(const fg_hparams *hp);
 uint32_t fg_model_kv_planes(const fg_hparams *hp);
 /* FLOPs of the Linear layers and LM head for one token (what a decode step computes). */
 double fg_model_flops_per_token(const fg_hparams *hp);
+/* Whether an MLA model's step of n_new tokens a sequence, pos0 rows cached, attends expanded
+ * (per-head keys and values from the latent through kv_b, head width qk_nope + qk_rope) rather
+ * than absorbed (over the latent, head width kv_lora_rank + qk_rope): decoder.c's FLOP rule,
+ * FG_MLA_PREFILL, and a cache in cache_codec (FG_CODEC_*: only an f32 cache expands). 0 for a
+ * model without mla. */
+int fg_model_mla_expands(const fg_hparams *hp, int cache_codec, uint32_t n_new, uint32_t pos0);
 
 /* Token positions from a validity mask, as transformers computes them from the attention mask:
  * position = (number of valid tokens up to and including this one) - 1, and -1 for padding. */

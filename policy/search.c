@@ -7,7 +7,8 @@
  *  - compute, prefill: batch by batch, every Linear at M = gbs * P rows (F_lin FLOPs a token at
  *    the GEMM rate for that M, measured on f16 pieces: decoding included; a q4 store adds what
  *    its decoder is slower), causal attention over P(P+1)/2 query-key pairs per sequence and
- *    layer; the LM head once at M = n rows;
+ *    layer (at the width it attends: an MLA model's expanded heads when its prefill expands,
+ *    fg_model_mla_expands); the LM head once at M = n rows;
  *  - compute, decode step: every Linear and the head once over the whole block (M = n rows),
  *    attention of each sequence over the mean context P + G/2 (the 4-bit cache's rate when
  *    compressed, never below the f32 one: its path decodes to f32 first);
@@ -75,6 +76,9 @@
 typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
+    double qw_pre;       /* query width the prefill attends at: qw, or an MLA model's expanded
+                            heads' (fg_model_mla_expands: n_heads x (qk_nope + qk_rope), where
+                            qw is the absorbed head's kv_lora_rank + qk_rope) */
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
     double dec_pre, dec_dec; /* ... those a prefill batch, a decode step decodes (a mixture's
                                 chosen experts) */
@@ -153,6 +157,9 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_head = 2.0 * hp->vocab_size * hp->embed_dim;
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
+    t->qw_pre = fg_model_mla_expands(hp, p->compress_cache ? FG_CODEC_Q4 : FG_CODEC_F32,
+                                     (uint32_t)t->P, 0)
+                    ? (double)hp->n_heads * (hp->qk_nope_dim + hp->qk_rope_dim) : t->qw;
     t->rate = job->int8 && m->q4_int8 ? FG_CALIB_INT8
               : job->bf16 && (m->codec == FG_CODEC_F16 || m->codec == FG_CODEC_BF16)
                   ? FG_CALIB_BF16
@@ -201,7 +208,7 @@ static double compute_prefill(const fg_calib *c, const terms *t)
 {
     double m = t->gbs * t->P;
     double lin = m * t->f_lin / fg_calib_flops_at(c, t->rate, m) + t->dec_pre;
-    double att = t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw * t->attn;
+    double att = t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw_pre * t->attn;
     return t->ngb * (lin + att) + t->n * t->f_head / fg_calib_flops_at(c, t->rate, t->n);
 }
 
@@ -311,7 +318,8 @@ static void step_prefill(const fg_calib *c, const terms *t, int kv_host, int act
         s->lin = compute_prefill(c, t);
         return;
     }
-    double m = t->gbs * t->P, pairs = t->ngb * t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw;
+    double m = t->gbs * t->P;
+    double pairs = t->ngb * t->L * t->gbs * t->P * (t->P + 1) / 2 * t->qw_pre;
     s->lin = t->ngb * m * t->f_lin / fg_calib_dev_flops(t->dev, m) +
              t->n * t->f_head / fg_calib_dev_flops(t->dev, t->n);
     s->other = pairs * (kv_host && t->cpu_attn ? t->attn : t->dev_attn_pre);

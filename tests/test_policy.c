@@ -105,6 +105,8 @@ typedef struct rmodel {
     uint32_t first[65];
 } rmodel;
 
+static void json_model(const char *json, int q4, rmodel *r);
+
 /* A random decoder (OPT or Llama shapes) stored in F16 or Q4 chunks of <= 4 MiB, described as
  * model_view.c describes a store. */
 static void random_model(uint64_t *s, rmodel *r)
@@ -124,6 +126,12 @@ static void random_model(uint64_t *s, rmodel *r)
                  "\"num_attention_heads\":%u,\"num_key_value_heads\":%u,"
                  "\"max_position_embeddings\":512}", vocab, hidden, layers, ffn, heads,
                  kv ? kv : 1);
+    json_model(json, q4, r);
+}
+
+/* The model of config.json text `json`, stored in F16 (q4 0) or Q4 chunks of <= 4 MiB. */
+static void json_model(const char *json, int q4, rmodel *r)
+{
     memset(r, 0, sizeof *r);
     fg_err err;
     ck_assert_msg(fg_model_config_parse(json, strlen(json), "t", &r->m.hp, &err) == FG_OK, "%s",
@@ -419,6 +427,50 @@ START_TEST(bound_is_below_the_prediction)
                 }
     }
     ck_assert_int_gt(compared, 40);
+}
+END_TEST
+
+/* MLA (DeepSeek-V2-Lite's config, cut down): the prefill's attention is priced at the width it
+ * runs at, the expanded heads' (qk_nope + qk_rope a head) with an f32 cache, the absorbed
+ * latent's (kv_lora_rank + qk_rope) with the 4-bit cache, which stays absorbed; with
+ * FG_MLA_PREFILL=absorb's setting both are absorbed. The decode's attention is absorbed. */
+START_TEST(mla_prefill_priced_at_its_width)
+{
+    const char *cfg = "{\"model_type\":\"deepseek_v2\",\"vocab_size\":1000,\"hidden_size\":256,"
+                      "\"num_hidden_layers\":2,\"intermediate_size\":512,"
+                      "\"moe_intermediate_size\":64,\"num_attention_heads\":16,"
+                      "\"num_key_value_heads\":16,\"kv_lora_rank\":512,\"q_lora_rank\":null,"
+                      "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,"
+                      "\"n_routed_experts\":8,\"num_experts_per_tok\":2,\"n_shared_experts\":1,"
+                      "\"first_k_dense_replace\":2,\"max_position_embeddings\":4096,"
+                      "\"topk_method\":\"greedy\",\"n_group\":1,\"topk_group\":1}";
+    static rmodel r;
+    json_model(cfg, 0, &r);
+    ck_assert(r.m.hp.mla);
+    fg_calib c = calib_fixed();
+    c.disk_read = c.disk_write = 1e18; /* the prefill is its compute */
+    c.attn_s = c.attn_q4_s = 1e-6;     /* ... and that its attention */
+    fg_policy p = fg_policy_default();
+    p.gbs = 1, p.ngb = 1, p.have_fractions = 1;
+    p.frac = (fg_pager_policy){{0, 1, 0}, {0, 1, 0}, {0, 1, 0}};
+    fg_policy_job job = {256, 2, 1};
+    fg_plan pl;
+    fg_err err;
+    ck_assert_int_eq(fg_plan_make(&r.m.pm, &p, 258, 0, &pl, &err), FG_OK);
+    double pairs = 2.0 * 256 * 257 / 2, H = 16, wide = H * 576, narrow = H * 192;
+    fg_prediction f32, q4, absorb;
+    fg_policy_predict(&c, &r.m, &pl, &p, &job, &f32);
+    fg_policy pq = p;
+    pq.compress_cache = 1;
+    fg_policy_predict(&c, &r.m, &pl, &pq, &job, &q4);
+    r.m.hp.mla_prefill = FG_MLA_PREFILL_ABSORB;
+    fg_policy_predict(&c, &r.m, &pl, &p, &job, &absorb);
+    /* the three differ by their attention alone, each pair x width x 1 us */
+    double d = absorb.prefill_s - f32.prefill_s, want = pairs * (wide - narrow) * 1e-6;
+    ck_assert_msg(fabs(d - want) <= 1e-6 * want, "absorbed - expanded prefill %.6g s, the "
+                  "widths' difference %.6g s", d, want);
+    ck_assert(fabs(q4.prefill_s - absorb.prefill_s) <= 1e-9 * absorb.prefill_s);
+    ck_assert(fabs(absorb.decode_s - f32.decode_s) <= 1e-9 * f32.decode_s);
 }
 END_TEST
 
@@ -991,6 +1043,7 @@ int main(void)
     tcase_add_loop_test(tc, search_beats_the_grid, 0, 6);
     tcase_add_loop_test(tc, bound_is_below_the_prediction, 0, 4);
     tcase_add_test(tc, search_places_attention);
+    tcase_add_test(tc, mla_prefill_priced_at_its_width);
     tcase_add_test(tc, cost_model_orders);
     tcase_add_test(tc, store_view_matches_engine);
     tcase_add_test(tc, predicted_io_is_the_pagers);
