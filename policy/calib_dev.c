@@ -305,6 +305,7 @@ int fg_calib_measure_device(fg_backend *be, int q4, int quick, fg_calib_dev *out
 {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", be->iface->name);
+    out->q4 = q4;
     double t0 = fg_now();
     int rc = measure_link(be->dev, quick, out, err);
     if (rc == FG_OK)

@@ -102,11 +102,21 @@ typedef struct fg_calib_dev {
     double overlap;            /* share of the shorter of uploading a Linear's pieces and
                                   multiplying them hidden when the pieces are in host memory */
     double seconds;
+    int q4;                    /* gflops measured on Q4 weights (else F16) */
 } fg_calib_dev;
 
 /* Measure be's device (be a device backend: be->dev has DEVICE memory). q4: weights Q4 (groups
  * of 64 along the input axis) instead of F16. */
 int fg_calib_measure_device(fg_backend *be, int q4, int quick, fg_calib_dev *out, fg_err *err);
+/* A device's calibration as a file, a device profile (calib_dev_file.c: JSON, kind
+ * "fg-device-profile"): written by `fg-infer calibrate --backend cuda|sim --device-profile
+ * FILE`, read by --device-profile FILE to price a plan for that device without measuring one.
+ * _load: FG_ERR_CORRUPT naming the file and the field at fault, FG_ERR_STATE for another
+ * version; a directory or a FIFO is refused by name. */
+int fg_calib_dev_save(const char *path, const fg_calib_dev *d, fg_err *err);
+int fg_calib_dev_parse(const char *data, size_t len, const char *path, fg_calib_dev *d,
+                       fg_err *err);
+int fg_calib_dev_load(const char *path, fg_calib_dev *d, fg_err *err);
 /* The device's GEMM rate (FLOP/s) at m rows, log-linear between the measured ones. */
 double fg_calib_dev_flops(const fg_calib_dev *d, double m);
 

@@ -69,6 +69,9 @@ typedef struct fg_run_opts {
     const char *calibration;        /* calibration file (NULL: $XDG_CACHE_HOME/fg/...; missing
                                        or stale there: measured quickly and written) */
     int calibrate_quick;            /* CALIBRATE: the quick measurement */
+    const char *device_profile;     /* a device backend: the device's calibration from this file
+                                       (policy_search.h fg_calib_dev_load) instead of measuring
+                                       it; CALIBRATE: measure the device and write it there */
     const char *prefix_cache;       /* --prefix-cache DIR: prompt prefixes' KV rows kept there
                                        (prefix.h); NULL: none */
     uint64_t prefix_budget;         /* --prefix-cache-budget: bytes of cache pages (0: no bound) */

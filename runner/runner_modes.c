@@ -366,10 +366,43 @@ int fgr_run_dry(fgr_run *r, fg_err *err)
 
 /* ---- calibration ---- */
 
+/* fg-infer calibrate --backend cuda|sim --device-profile FILE: the device measured (as --policy
+ * auto measures it at start; fully unless --quick; on Q4 weights with --compress-weight) and
+ * written as a device profile. */
+static int calibrate_device_profile(fgr_run *r, fg_err *err)
+{
+    fg_backend *be = NULL;
+    fg_calib_dev d;
+    uint64_t room = r->eo.policy.gpu_budget > (512ull << 20) ? r->eo.policy.gpu_budget
+                                                             : 512ull << 20;
+    int rc = fg_engine_backend_new(&r->eo, room, &be, err);
+    if (rc == FG_OK)
+        rc = fg_calib_measure_device(be, r->eo.policy.compress_weight, r->o->calibrate_quick, &d,
+                                     err);
+    fg_backend_free(be);
+    if (rc == FG_OK)
+        rc = fg_calib_dev_save(r->o->device_profile, &d, err);
+    if (rc)
+        return rc;
+    fprintf(r->out, "device profile of %s (%s weights%s) in %.1f s, written to %s\n"
+            "  link %.3g GB/s up, %.3g down; uploads hidden %.0f%%\n"
+            "  attention: %.3g ns per query x key x width (f32 cache), %.3g (4-bit cache); a "
+            "prefill's %.3g, %.3g\n  linear GFLOP/s by rows:", d.name, d.q4 ? "q4" : "f16",
+            r->o->calibrate_quick ? ", quick" : "", d.seconds, r->o->device_profile, d.up / 1e9,
+            d.down / 1e9, 100 * d.overlap, d.attn_s * 1e9, d.attn_q4_s * 1e9,
+            d.attn_pre_s * 1e9, d.attn_pre_q4_s * 1e9);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        fprintf(r->out, " %u:%.1f", d.m[i], d.gflops[i]);
+    fputc('\n', r->out);
+    return FG_OK;
+}
+
 int fgr_run_calibrate(fgr_run *r, fg_err *err)
 {
     char path[4096];
     fg_calib c;
+    if (r->o->device_profile)
+        return calibrate_device_profile(r, err);
     int rc = r->o->calibration ? FG_OK : fg_calib_default_path(path, sizeof path, err);
     if (rc)
         return rc;

@@ -48,6 +48,8 @@ static int check_mode(const fg_run_opts *o, fg_err *err)
     int dry = o->mode == FG_RUN_DRY || o->eo.plan_only;
     if (o->calibrate_quick)
         return bad(err, "--quick belongs to fg-infer calibrate");
+    if (o->device_profile && o->eo.backend == FG_BACKEND_CPU)
+        return bad(err, "--device-profile belongs to a device backend (--backend cuda or sim)");
     if (o->mode != FG_RUN_PPL && o->mode != FG_RUN_DRY && (o->text || o->window || o->max_tokens))
         return fg_err_set(err, FG_ERR_INVALID_ARG, "%s belongs to fg-infer ppl",
                           o->text ? "--text" : o->window ? "--window" : "--max-tokens");

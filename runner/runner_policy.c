@@ -7,7 +7,9 @@
  * adds the GPU's share to the search; the summary and --dry-run print its predicted times (and
  * link bytes) beside the measured ones. It chooses a lossy compression (the 4-bit cache) only
  * when allowed (o->cache_choice). A fixed policy is priced when this machine has a calibration
- * file; on a device backend only under --dry-run (nothing measures the device for a run).
+ * file; on a device backend only under --dry-run (nothing measures the device for a run) or
+ * with --device-profile FILE, a device's calibration read instead of measured (so --backend sim
+ * --dry-run can plan for a GPU this machine lacks).
  * Whatever priced the prediction (the calibration, the device's, the job) is kept in the run, and
  * once the engine's plan is made fgr_bound prices the bound of that plan (fg_policy_bound: the
  * least time the measured rates allow), which --dry-run and the summary print with the share of
@@ -62,23 +64,41 @@ static uint64_t mem_available(void)
     return fg_engine_mem_available() / 10 * 9;
 }
 /* A device backend's calibration (policy/calib_dev.c), measured quickly through a backend made
- * as the run's will be (the simulated one with room for the measurement whatever the budget);
+ * as the run's will be (the simulated one with room for the measurement whatever the budget),
+ * or read from --device-profile FILE (whose GEMM rates must be of the store's weight codec);
  * its figures go into r->dev_line. */
 static int calibrate_device(fgr_run *r, const fg_policy_model *m, fg_calib_dev *d, fg_err *err)
 {
     fg_backend *be = NULL;
     uint64_t room = r->eo.policy.gpu_budget > (512ull << 20) ? r->eo.policy.gpu_budget
                                                              : 512ull << 20;
-    int rc = fg_engine_backend_new(&r->eo, room, &be, err);
-    if (rc == FG_OK)
-        rc = fg_calib_measure_device(be, m->codec == FG_CODEC_Q4, 1, d, err);
-    fg_backend_free(be);
+    int q4 = m->codec == FG_CODEC_Q4, rc;
+    if (r->o->device_profile) {
+        rc = fg_calib_dev_load(r->o->device_profile, d, err);
+        if (rc == FG_OK && d->q4 != q4)
+            rc = fg_err_set(err, FG_ERR_INVALID_ARG, "--device-profile %s: measured on %s "
+                            "weights, and this store's matrices are %s (fg-infer calibrate "
+                            "--device-profile%s measures the other)", r->o->device_profile,
+                            d->q4 ? "q4" : "f16", q4 ? "q4" : "f16",
+                            q4 ? " with --compress-weight" : "");
+    } else {
+        rc = fg_engine_backend_new(&r->eo, room, &be, err);
+        if (rc == FG_OK)
+            rc = fg_calib_measure_device(be, q4, 1, d, err);
+        fg_backend_free(be);
+    }
+    char src[4200];
+    if (r->o->device_profile)
+        snprintf(src, sizeof src, "from %s, measured in", r->o->device_profile);
+    else
+        snprintf(src, sizeof src, "measured in");
     if (rc == FG_OK)
         snprintf(r->dev_line, sizeof r->dev_line, "%s: link %.3g GB/s up, %.3g down; linear "
                  "%.1f GFLOP/s at 1 row, %.1f at 256; attention %.2f ns a key and head of 64 "
-                 "(%.3g in a prefill); %.0f%% of the uploads hidden (measured in %.2f s)",
+                 "(%.3g in a prefill); %.0f%% of the uploads hidden (%s %.2f s)",
                  d->name, d->up / 1e9, d->down / 1e9, d->gflops[0], d->gflops[FG_CALIB_NM - 1],
-                 d->attn_s * 1e9 * 64, d->attn_pre_s * 1e9 * 64, 100 * d->overlap, d->seconds);
+                 d->attn_s * 1e9 * 64, d->attn_pre_s * 1e9 * 64, 100 * d->overlap, src,
+                 d->seconds);
     return rc;
 }
 
@@ -170,7 +190,7 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
     /* a device is measured for it (about a second) only under --dry-run, which is asked for the
      * figures; a run does not pay that at start */
     int on_dev = r->eo.backend != FG_BACKEND_CPU;
-    if (on_dev && !r->eo.plan_only)
+    if (on_dev && !r->eo.plan_only && !r->o->device_profile)
         return;
     if (r->o->calibration)
         snprintf(path, sizeof path, "%s", r->o->calibration);

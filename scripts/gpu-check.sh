@@ -10,6 +10,8 @@
 #     start, its line printed with the prediction), beside FlexGen's T4 (16 GB) opt-6.7b figure,
 #     and opt-6.7b again with attention over a cache in RAM placed the other way (GPU or CPU);
 #   - opt-30b in 4-bit when the disk has room and the time allows;
+#   each run's bound (the compute-and-link bound of its plan at the measured rates) and the
+#   share of it achieved, and the GPU's device profiles (f16, q4) kept in $OUT;
 #   opt-6.7b's auto run is traced (--trace: WORKDIR/trace-opt-6.7b.json, copied to $OUT when
 #   set) for where its prefill's time goes.
 # Put its whole output in the closing note of the work it checks.
@@ -101,6 +103,14 @@ rc=$?
 [ $rc = 77 ] && { say "no GPU visible: stopping (nothing below can run)"; exit 1; }
 [ $rc = 0 ] || fail=1
 
+# the GPU's device profiles (f16 and q4 weights), kept in $OUT: with them `--backend sim
+# --device-profile FILE --dry-run` plans and prices runs for this GPU on a machine without one
+for w in f16 q4; do
+  cw=(); [ $w = q4 ] && cw=(--compress-weight)
+  timeout 60 "$WORK/fg-infer" calibrate --backend cuda --device-profile "$WORK/profile-$w.json" \
+    "${cw[@]}" 2>&1 | sed 's/^/  /' && keep "profile-$w.json" || { say "device profile ($w): failed"; fail=1; }
+done
+
 # the pinned HOST pool is a ceiling too (pinned as used, cudaHostRegister): a 16 GiB RAM budget
 # on the shipped model must not pin (and make resident) 16 GiB; base c9043ee did
 if [ -f "$ROOT/models/austen-opt/model.safetensors" ]; then
@@ -124,8 +134,8 @@ if [ "${GPU_CHECK_SKIP_MODELS:-0}" != 1 ]; then
     o=$(timeout 150 "$WORK/fg-infer" -m "$store" --backend cuda --gpu-budget 16G --compute f16 \
         --prompt-len 512 --gen-len 32 --max-block 32 "$@" 2>&1 >/dev/null) || { say "$label: failed"; echo "$o" | tail -5; fail=1; last=; return; }
     last=$o
-    echo "$o" | grep -E "summary:|block [0-9]|GPU:|link:|policy auto|device cuda|predicted" |
-      head -10 | sed "s/^ */  $label: /"
+    echo "$o" | grep -E "summary:|block [0-9]|GPU:|link:|policy auto|device cuda|predicted|bound" |
+      head -12 | sed "s/^ */  $label: /"
   }
   free_gb() { df -BG --output=avail "$STORES" | tail -1 | tr -dc 0-9; }
   for m in opt-6.7b llama-3-8b; do

@@ -1011,6 +1011,56 @@ START_TEST(calib_round_trip_and_refusals)
 }
 END_TEST
 
+/* A device profile (calib_dev_file.c): written and read back the same; each field at fault
+ * refused naming itself and the file. */
+START_TEST(device_profile_round_trip_and_refusals)
+{
+    tu_tmpdir_create();
+    fg_calib_dev d = calib_dev_fixed(), back;
+    d.q4 = 1, d.attn_pre_s = 3e-11, d.attn_pre_q4_s = 4e-11, d.seconds = 2.5;
+    const char *path = tu_path("h100.json");
+    fg_err err;
+    ck_assert_int_eq(fg_calib_dev_load(path, &back, &err), FG_ERR_NOT_FOUND);
+    ck_assert_msg(fg_calib_dev_save(path, &d, &err) == FG_OK, "%s", err.msg);
+    ck_assert_msg(fg_calib_dev_load(path, &back, &err) == FG_OK, "%s", err.msg);
+    ck_assert_str_eq(back.name, d.name);
+    ck_assert(back.up == d.up && back.down == d.down && back.attn_s == d.attn_s &&
+              back.attn_q4_s == d.attn_q4_s && back.attn_pre_s == d.attn_pre_s &&
+              back.attn_pre_q4_s == d.attn_pre_q4_s && back.overlap == d.overlap &&
+              back.q4 == 1 && back.seconds == d.seconds);
+    for (int i = 0; i < FG_CALIB_NM; i++)
+        ck_assert(back.m[i] == d.m[i] && back.gflops[i] == d.gflops[i]);
+    static const struct { const char *key; int code; const char *says; } bad[] = {
+        {"kind", FG_ERR_CORRUPT, "not a device profile"},
+        {"version", FG_ERR_STATE, "version"},
+        {"weights", FG_ERR_CORRUPT, "weights"},
+        {"link_up_bps", FG_ERR_CORRUPT, "link_up_bps"},
+        {"attn_pre_s", FG_ERR_CORRUPT, "attn_pre_s"},
+        {"overlap", FG_ERR_CORRUPT, "overlap"},
+        {"gemm_gflops", FG_ERR_CORRUPT, "gemm_gflops"},
+        {"gemm_rows", FG_ERR_CORRUPT, "gemm_rows"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(fg_calib_dev_save(path, &d, &err), FG_OK);
+        json_t *v = !strcmp(bad[i].key, "kind") ? json_string("fg-calibration")
+                    : !strcmp(bad[i].key, "version") ? json_integer(2)
+                    : !strcmp(bad[i].key, "weights") ? json_string("q8")
+                    : !strcmp(bad[i].key, "overlap") ? json_real(1.5)
+                    : !strcmp(bad[i].key, "gemm_rows") ? json_pack("[i,i,i,i,i,i,i,i,i]", 2, 2, 4,
+                                                                   8, 16, 32, 64, 128, 256)
+                    : !strcmp(bad[i].key, "gemm_gflops") ? json_array()
+                    : json_real(-1);
+        rewrite(path, bad[i].key, v);
+        ck_assert_int_eq(fg_calib_dev_load(path, &back, &err), bad[i].code);
+        ck_assert_msg(strstr(err.msg, bad[i].says) && strstr(err.msg, "h100.json"), "%s: %s",
+                      bad[i].key, err.msg);
+    }
+    ck_assert_int_ne(fg_calib_dev_load(tu_path(""), &back, &err), FG_OK); /* a directory */
+    ck_assert_ptr_nonnull(strstr(err.msg, "directory"));
+    tu_tmpdir_remove();
+}
+END_TEST
+
 START_TEST(calib_quick_measure)
 {
     const char *dir = tu_tmpdir_create();
@@ -1052,6 +1102,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("calibration");
     tcase_add_test(tc, calib_round_trip_and_refusals);
+    tcase_add_test(tc, device_profile_round_trip_and_refusals);
     tcase_add_test(tc, calib_quick_measure);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
  *                                                    log-likelihoods (lm-eval's requests)
  *   fg-infer -m STORE --dry-run [...]                the memory plan, nothing run
  *   fg-infer calibrate [--calibration FILE] [--quick] measure this machine for --policy auto
+ *   fg-infer calibrate --backend cuda|sim --device-profile FILE: the device, as a profile
  *   mpirun -np N fg-infer ...                        the same run as a pipeline of N ranks
  *
  * The main reads the flags into fg_run_opts from one table (tool_args.h: parsing and --help
@@ -228,6 +229,10 @@ static ta_opt k_opts[] = {
            "LP search over block and placement (and the 4-bit cache with --allow-lossy); with "
            "a device its GPU share too, priced by a measurement of the device at start"),
     STR("calibration", g_a.r.calibration, "FILE", "default $XDG_CACHE_HOME/fg/calibration.json"),
+    STR("device-profile", g_a.r.device_profile, "FILE", "a device backend: price the plan with "
+        "this device calibration instead of measuring the device (with --backend sim, plans "
+        "for a GPU this machine lacks); fg-infer calibrate --backend cuda --device-profile FILE "
+        "writes one"),
     UINT("max-block", g_a.r.max_block, 1, 256, "N", "auto: at most N sequences a block"),
     UINT("num-prompts", g_a.r.num_prompts, 1, 1u << 30, "N", "--prompt-len runs: the job's "
          "prompts; auto picks the block within it"),
@@ -294,7 +299,9 @@ static const ta_cmd k_cmd = {
     "                | --prompt-len N --gen-len N) [options]\n"
     "       fg-infer ppl -m STORE --text FILE [--window N] [--max-tokens N] [options]\n"
     "       fg-infer score -m STORE --input PAIRS.jsonl --output OUT.jsonl [--rolling] [--resume]\n"
-    "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n",
+    "       fg-infer calibrate [--calibration FILE] [--quick] [--threads N]\n"
+    "       fg-infer calibrate --backend cuda|sim --device-profile FILE [--quick] "
+    "[--compress-weight]\n",
     k_opts, "bad option or missing value:", 0, NULL, NULL,
 };
 
