@@ -599,7 +599,7 @@ static int mkdirs(char *dir)
 
 int fg_calib_save(const char *path, const fg_calib *c, fg_err *err)
 {
-    char dir[4096], tmp[4200];
+    char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
@@ -622,15 +622,21 @@ int fg_calib_save(const char *path, const fg_calib *c, fg_err *err)
                           c->dec_q4, "gemm_rows", ms, "gemm_gflops", gf, "gemm_int8_q4_gflops",
                           g8, "gemm_bf16_gflops", gb, "attn_s", c->attn_s, "attn_q4_s",
                           c->attn_q4_s, "overlap", c->overlap, "seconds", c->seconds);
+    return fg_calib_write_json(path, o, "calibration", err);
+}
+
+int fg_calib_write_json(const char *path, json_t *o, const char *what, fg_err *err)
+{
+    char tmp[4200];
     if (!o)
-        return fg_err_set(err, FG_ERR_NOMEM, "calibration: out of memory");
+        return fg_err_set(err, FG_ERR_NOMEM, "%s: out of memory", what);
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
     int rc = json_dump_file(o, tmp, JSON_INDENT(2));
     json_decref(o);
     if (rc || rename(tmp, path)) {
         int e = errno;
         unlink(tmp);
-        return fg_err_sys(err, FG_ERR_IO, e, "calibration: cannot write %s", path);
+        return fg_err_sys(err, FG_ERR_IO, e, "%s: cannot write %s", what, path);
     }
     return FG_OK;
 }

@@ -15,13 +15,13 @@
  * optional), the share of uploads hidden in [0, 1]. Every number is checked finite and
  * positive; a profile is untrusted input (fuzz/fuzz_calib.c parses it too).
  */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "calib_int.h"
 #include "fg_file.h"
 #include "policy_search.h"
 
@@ -30,7 +30,6 @@
 
 int fg_calib_dev_save(const char *path, const fg_calib_dev *d, fg_err *err)
 {
-    char tmp[4200];
     json_t *ms = json_array(), *gf = json_array();
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_array_append_new(ms, json_integer(d->m[i]));
@@ -42,17 +41,7 @@ int fg_calib_dev_save(const char *path, const fg_calib_dev *d, fg_err *err)
                           "gemm_rows", ms, "gemm_gflops", gf, "attn_s", d->attn_s, "attn_q4_s",
                           d->attn_q4_s, "attn_pre_s", d->attn_pre_s, "attn_pre_q4_s",
                           d->attn_pre_q4_s, "overlap", d->overlap, "seconds", d->seconds);
-    if (!o)
-        return fg_err_set(err, FG_ERR_NOMEM, "device profile: out of memory");
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2));
-    json_decref(o);
-    if (rc || rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        return fg_err_sys(err, FG_ERR_IO, e, "device profile: cannot write %s", path);
-    }
-    return FG_OK;
+    return fg_calib_write_json(path, o, "device profile", err);
 }
 
 /* o[key] as a finite number > 0 (>= 0 when zero_ok); absent: *out = 0 and absent_ok decides */
@@ -141,17 +130,13 @@ int fg_calib_dev_parse(const char *data, size_t len, const char *path, fg_calib_
 int fg_calib_dev_load(const char *path, fg_calib_dev *d, fg_err *err)
 {
     memset(d, 0, sizeof *d);
+    char *buf;
+    size_t n;
     fg_err e;
-    FILE *f; /* a directory or a FIFO is named, not read */
-    if (fg_fopen_regular(path, &f, &e))
-        return fg_err_set(err, e.code, "device profile %s", e.msg);
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    int bad = ferror(f) ? errno : 0, big = !feof(f);
-    fclose(f);
-    if (bad)
-        return fg_err_sys(err, FG_ERR_IO, bad, "device profile %s", path);
-    if (big)
-        return fg_err_set(err, FG_ERR_CORRUPT, "%s: over 64 KiB: not a device profile", path);
-    return fg_calib_dev_parse(buf, n, path, d, err);
+    int rc = fg_read_regular(path, 1 << 16, &buf, &n, &e); /* a directory, a FIFO: named */
+    if (rc)
+        return fg_err_set(err, rc, "device profile %s", e.msg);
+    rc = fg_calib_dev_parse(buf, n, path, d, err);
+    free(buf);
+    return rc;
 }

@@ -1,6 +1,6 @@
-/* calib_int.h - what the machine's calibration (calib.c) and a device's (calib_dev.c) share: a
- * weight matrix handed to a backend's linear in two row pieces, as the engine hands it chunks,
- * and the median of repeated timings. */
+/* calib_int.h - what the machine's calibration (calib.c) and a device's (calib_dev.c,
+ * calib_dev_file.c) share: a weight matrix handed to a backend's linear in two row pieces, as the
+ * engine hands it chunks, the median of repeated timings, a JSON file written atomically. */
 #ifndef FG_CALIB_INT_H
 #define FG_CALIB_INT_H
 
@@ -22,5 +22,10 @@ fg_weight fg_calib_weight(fg_calib_pieces *p);
 
 /* The median of r[0..n) (r is sorted; 0 when n is 0). */
 double fg_calib_median(double *r, int n);
+
+/* o (consumed: decref'd) written to path atomically (a temporary file beside it, renamed);
+ * what names the file in messages ("calibration", "device profile"); o NULL: out of memory. */
+typedef struct json_t json_t;
+int fg_calib_write_json(const char *path, json_t *o, const char *what, fg_err *err);
 
 #endif
