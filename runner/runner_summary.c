@@ -1,8 +1,9 @@
 /* runner_summary.c - the lines after a run (not with --quiet): tokens and times, the block,
  * memory, disk and pager traffic; a device's share and its link traffic; what the cost model
  * predicted beside what was measured, and a line when the two differ by more than 1.5x (a
- * calibration measured in a busy moment); the prefix cache's line; the experts a mixture's
- * routers chose; the decode's GFLOP/s. Each part is its own function, in the order printed.
+ * calibration measured in a busy moment), and the bound with the share of it achieved; the
+ * prefix cache's line; the experts a mixture's routers chose and their bytes beside the decode's
+ * disk reads; the decode's GFLOP/s. Each part is its own function, in the order printed.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -115,6 +116,32 @@ static void predicted_lines(const fgr_run *r, const fg_plan *pl)
     calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
 }
 
+/* The decode steps' routed experts beside what was read: each step's union of the experts its
+ * tokens chose (the distinct ones a sparse layer computed, at the stored bytes of one expert of
+ * that layer), the least a step must bring in when the experts are not in memory, and the
+ * decode's disk reads as a share of it (below 1 when some sit in RAM or on the GPU, above when
+ * dense weights homed on disk are read too). */
+static void routed_line(const fgr_run *r, const fg_engine_stats *st, uint64_t dec)
+{
+    const fg_hparams *hp = fg_engine_hparams(r->e);
+    fg_policy_model m;
+    fg_err e;
+    uint32_t sparse = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        sparse += fg_model_layer_sparse(hp, l) != 0;
+    if (!sparse || !hp->n_experts || fg_policy_model_build(r->model, &m, &e))
+        return;
+    double per = (double)m.experts / sparse / hp->n_experts; /* one expert of one layer */
+    double all = (double)st->moe[1].experts * per, steps = (double)st->moe[1].units / sparse;
+    fg_policy_model_free(&m);
+    char a[32], b[32];
+    fprintf(r->log, "         routed experts (the union each decode step): %s a step, %s a "
+            "decode token; read from disk %.2f of it\n",
+            fg_fmt_bytes(steps > 0 ? all / steps : 0.0, a, sizeof a),
+            fg_fmt_bytes(all / (double)dec, b, sizeof b),
+            all > 0 ? (double)st->disk_read[1] / all : 0.0);
+}
+
 /* What a mixture's routers chose: experts computed a step; then the decode's GFLOP/s. */
 static void model_lines(const fgr_run *r, const fg_engine_stats *st)
 {
@@ -143,6 +170,8 @@ static void model_lines(const fgr_run *r, const fg_engine_stats *st)
                 fg_fmt_bytes((double)st->disk_read[1], b, sizeof b),
                 fg_fmt_bytes(dec ? (double)st->disk_read[1] / (double)dec : 0.0, c, sizeof c));
     }
+    if (st->moe[1].units && dec)
+        routed_line(r, st, dec);
     double f = fg_model_flops_per_token(hp);
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "

@@ -72,6 +72,13 @@ echo "qwen3-moe-tiny on disk, 12 tokens: $r_disk bytes read (--experts all: $a_d
 # the summary counts the experts the routers chose: a decode step's one token, its top 4
 grep -q "experts computed by a sparse layer, of 16: 4.0 a decode step (1.0 tokens)" \
   <<< "$r_out" || { echo "no experts line: $r_out"; exit 1; }
+# ... their bytes (the union of a step's routed experts) beside the decode's reads: with every
+# weight on disk a step reads at least them (the share >= 1: dense weights too); reading every
+# expert (--experts all) reads more of them than the routed ones
+r_share=$(sed -nE 's/.*routed experts \(the union each decode step\): .* a step, .* a decode token; read from disk ([0-9.]+) of it.*/\1/p' <<< "$r_out")
+a_share=$(sed -nE 's/.*routed experts \(the union each decode step\): .* read from disk ([0-9.]+) of it.*/\1/p' <<< "$a_out")
+[ -n "$r_share" ] && [ -n "$a_share" ] && awk -v r="$r_share" -v a="$a_share" 'BEGIN { exit !(r >= 1 && a > r) }' ||
+  { echo "routed experts' share read: routed '$r_share', all '$a_share': $r_out"; exit 1; }
 expect_usage() { if "$@" 2>err.txt; then echo "accepted: $*"; exit 1; fi; }
 expect_usage "$INFER" -m moe -p x --experts some
 grep -q -- "--experts some: expected routed or all" err.txt || { cat err.txt; exit 1; }
