@@ -56,9 +56,12 @@ typedef struct fg_wpiece {
 } fg_wpiece;
 
 /* A typed weight [n, k]: whole f32 rows, or n_pieces pieces, piece i holding rows
- * [piece_rows[i], piece_rows[i + 1]) (disjoint, covering [0, n)), acquired and released one at
- * a time. acquire(i) may start reading later pieces; prefetch(i) (optional) asks for piece i
- * ahead of its acquire (the gather asks for every piece it needs first). */
+ * [piece_rows[i], piece_rows[i + 1]) (disjoint, covering [0, n)), acquired in increasing order,
+ * each released once. A piece in host memory is released before the next is acquired; pieces
+ * in device memory may be held several at once (the CUDA backend multiplies a run of them
+ * together), so each acquire fills a piece (token included) of its own. acquire(i) may start
+ * reading later pieces; prefetch(i) (optional) asks for piece i ahead of its acquire (the
+ * gather asks for every piece it needs first). */
 typedef struct fg_weight {
     const float *f32;
     uint32_t n_pieces;

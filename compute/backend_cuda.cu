@@ -17,24 +17,36 @@
  * outputs next and may reuse the inputs). An op whose operands are all device memory returns
  * with its kernels queued: the device object orders every copy after the compute stream
  * (fg_device_cuda_order_after), so what the pager or the engine copies out sees them done and
- * what it copies in waits for them; the Linear's pieces and the gather's are still waited for
+ * what it copies in waits for them; the Linear's host pieces and the gather's are still waited for
  * before their owner gets them back (released), and a kernel's fault shows at the next
  * synchronization. (Each op used to wait for its kernels; what that cost on a GPU is not yet
  * measured: gpu-check.sh's next run.)
  *
  * Linear: y[m, n] = x[m, k] W^T + b, W in pieces. Column-major cuBLAS sees row-major W [rows, k]
- * as W^T, so each piece is gemm(T, N, rows, m, k) into y's columns [first, first + rows) with
- * ld n. With FG_COMPUTE_F16, F16/BF16 pieces multiply as stored (cublasGemmEx, the activations
- * rounded once per Linear to the piece's type, F32 accumulation and output) and Q4/Q8 pieces are
- * dequantized to F16 on the device (quant_cuda.h); otherwise every piece is widened to F32 on the
- * device and multiplied by cublasSgemm (default math: no TF32), which matches the CPU backend to
- * accumulation order. A piece in host memory uploads on the upload stream into one of two slots
- * while the previous piece multiplies (the compute stream waits on the upload's event; the slot
- * is reused only after the compute stream's event for its previous piece), and goes back to its
- * owner once uploaded; a piece in device memory goes back as soon as its GEMM is queued (the
- * device's copies are ordered after the compute stream), so the GEMMs of a Linear on the GPU
- * queue back to back (they had waited for each other: on an H200 a Linear on GPU-resident F16
- * pieces of 4 MiB ran at 14% of one cuBLAS call over the whole weight, 23 us a piece).
+ * as W^T, so rows [first, first + rows) of W are gemm(T, N, rows, m, k) into y's columns
+ * [first, first + rows) with ld n. A piece multiplies as stored (F32 by cublasSgemm, default
+ * math: no TF32; F16/BF16 under FG_COMPUTE_F16 by cublasGemmEx, the activations rounded once
+ * per Linear to the piece's type, F32 accumulation and output) or is decoded on the device first
+ * (Q4/Q8 to F16 under FG_COMPUTE_F16, quant_cuda.h; F16/BF16/Q4/Q8 widened to f32 otherwise,
+ * which matches the CPU backend to accumulation order).
+ * Pieces are acquired in order. Consecutive pieces in device memory of one kind (as stored in
+ * one type, or decoded to one) form a run, held (at most RUN_MAX) and multiplied together: one
+ * GEMM when they are adjacent in device memory (each next piece's rows right after the last's:
+ * a tensor in one device buffer), else one batched GEMM (cublasGemmBatchedEx or
+ * cublasSgemmBatched: member j reads piece j and writes y + first_j, the pointer arrays uploaded
+ * once per run from pinned room on the compute stream) over the pieces of the run's most
+ * common row count and one GEMM for each other (the odd-sized last piece); pieces to decode are
+ * decoded one after the other into one device buffer (c->dq) and multiplied by one GEMM per
+ * DQ_RUN_MAX bytes of it. The bias is added once per run. The run goes back to its owner as
+ * soon as its GEMMs are queued (the device's copies are ordered after the compute stream). On
+ * an H200 a Linear on GPU-resident F16 pieces of 4 MiB, one GEMM a piece, ran at 14% of one
+ * cuBLAS call over the whole weight at 512 rows and 8% at 64 (bench_gpu measures the runs:
+ * gpu-check.sh's next run).
+ * A piece in host memory ends the run and streams: it uploads on the upload stream into one of
+ * two slots while the previous piece multiplies (the compute stream waits on the upload's event;
+ * the slot is reused only after the compute stream's event for its previous piece), multiplies
+ * on its own, and goes back to its owner once uploaded, before the next piece is acquired (a
+ * host piece is never held beside another: backend.h fg_weight).
  *
  * Kernels (kernels_cuda.cuh, which tests/cudaemu also compiles for the host; each has the
  * scalar reference of compute/ops_ref.c as its definition): LayerNorm and RMSNorm one block a
@@ -70,6 +82,8 @@ extern "C" {
 }
 
 #define MAX_STAGED 16
+#define RUN_MAX 64              /* device pieces of a Linear held at once: one run's GEMMs */
+#define DQ_RUN_MAX (64u << 20)  /* bytes of decoded weights one GEMM of a run covers at most */
 
 /* ------------------------------------------------------------------ the device object */
 
@@ -127,6 +141,9 @@ typedef struct cuda_ctx {
     size_t dq_cap;
     void *x16;                /* a Linear's activations in 16 bits */
     size_t x16_cap;
+    void *ptr_h, *ptr_d;      /* a Linear's batched GEMM pointer arrays: pinned, device */
+    size_t ptr_cap, ptr_dcap;
+    cudaEvent_t ptr_ev;       /* the last upload from ptr_h */
     fgb_room room;            /* host room of attention beside a host cache (grown, kept) */
     fg_backend_stats st;
     fg_device *dev;           /* the backend's device: its pinned runs (upload()) */
@@ -266,125 +283,338 @@ static int grow(cuda_ctx *c, void **p, size_t *cap, size_t n, fg_err *err)
 
 /* ---- linear ---- */
 
-/* Piece p (its bytes at data, on the device) into y's columns, on the compute stream. */
-static int gemm_piece(cuda_ctx *c, const fg_wpiece *p, const void *data, const float *x,
-                      const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-                      fg_err *err)
+/* How a piece multiplies: its bytes as stored, by cublasSgemm (F32) or cublasGemmEx (F16 and
+ * BF16 under FG_COMPUTE_F16), or decoded first into c->dq (Q4/Q8 to F16 under FG_COMPUTE_F16;
+ * F16/BF16/Q4/Q8 to f32 otherwise). Consecutive pieces of one kind form a run. */
+enum { K_F32, K_F16, K_BF16, K_DEC16, K_DEC32 };
+
+static int piece_kind(const cuda_ctx *c, int id)
 {
-    uint64_t rows = p->n, cnt = rows * k;
-    int id = p->codec.id, f16 = c->compute == FG_COMPUTE_F16;
-    int half = id == FG_CODEC_F16 || id == FG_CODEC_BF16 || id == FG_CODEC_Q4 || id == FG_CODEC_Q8;
-    int use16 = f16 && half, bf16 = id == FG_CODEC_BF16;
-    const void *w = data;
-    int rc = FG_OK;
-    if (id == FG_CODEC_Q4 || id == FG_CODEC_Q8) { /* dequantize on the device */
-        fg_qview v;
-        rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, rows, &v, err);
-        if (rc == FG_OK)
-            rc = grow(c, &c->dq, &c->dq_cap, cnt * (use16 ? 2 : 4), err);
-        if (rc == FG_OK)
-            rc = fg_quant_cuda_decode(&p->codec, &v, data, p->len, c->dq,
-                                      use16 ? FG_CODEC_F16 : FG_CODEC_F32, k, c->cs, err);
-        w = c->dq;
-    } else if (half && !use16) { /* widened to f32 */
-        rc = grow(c, &c->dq, &c->dq_cap, cnt * 4, err);
-        if (rc == FG_OK)
-            k_from16<<<grid_of(cnt, 256), 256, 0, c->cs>>>((const uint16_t *)data, (float *)c->dq,
-                                                           cnt, bf16);
-        w = c->dq;
+    int f16 = c->compute == FG_COMPUTE_F16;
+    switch (id) {
+    case FG_CODEC_F32: return K_F32;
+    case FG_CODEC_F16: return f16 ? K_F16 : K_DEC32;
+    case FG_CODEC_BF16: return f16 ? K_BF16 : K_DEC32;
+    default: return f16 ? K_DEC16 : K_DEC32;
     }
-    if (rc)
-        return rc;
-    c->st.decoded_bytes += id != FG_CODEC_F32 ? cnt * 4 : 0;
-    const float one = 1.0f, zero = 0.0f;
-    float *yc = y + p->first;
-    cublasStatus_t s;
-    if (use16) {
-        cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-        s = c->bl->gemm_ex(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
-                           w, t, (int)k, c->x16, t, (int)k, &zero, yc, CUDA_R_32F, (int)n,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    } else {
-        s = c->bl->sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)m, (int)k, &one,
-                         (const float *)w, (int)k, x, (int)k, &zero, yc, (int)n);
-    }
-    if ((rc = ckb(s, "gemm", err)))
-        return rc;
-    if (bias)
-        k_bias<<<grid_of((size_t)m * rows, 256), 256, 0, c->cs>>>(y, bias, m, rows, n, p->first);
-    return FG_OK;
 }
 
-/* x in the 16-bit type of piece p's GEMM (once per Linear and type). */
-static int cast_x(cuda_ctx *c, const fg_wpiece *p, const float *x, uint32_t m, uint32_t k,
-                  int *have, fg_err *err)
+static int kind_decoded(int kind) { return kind == K_DEC16 || kind == K_DEC32; }
+
+/* bytes of one value of the weight as the GEMM reads it */
+static size_t kind_esize(int kind) { return kind == K_F32 || kind == K_DEC32 ? 4 : 2; }
+
+/* One Linear call over pieces. */
+typedef struct lin {
+    cuda_ctx *c;
+    const fg_weight *w;
+    const float *x, *bias;    /* on the device */
+    float *y;
+    uint32_t m, n, k;
+    int have16;               /* c->x16 holds x in F16 (1) or BF16 (2) */
+    uint32_t hosts;           /* host pieces streamed so far (slot hosts % 2) */
+    uint32_t ptr_at;          /* pointer-array entries this call's batches used */
+    int ptrs_ready;           /* the previous call's pointer upload is done */
+    fg_wpiece run[RUN_MAX];   /* device pieces held: rows [run[0].first, run_end) */
+    uint32_t n_run;
+    int run_kind;
+    uint64_t run_end;
+} lin;
+
+/* x in the 16-bit type of a `kind` GEMM (once per Linear and type). */
+static int cast_x(lin *l, int kind, fg_err *err)
 {
-    int bf16 = p->codec.id == FG_CODEC_BF16, want = bf16 ? 2 : 1;
-    if (c->compute != FG_COMPUTE_F16 || p->codec.id == FG_CODEC_F32 || *have == want)
+    cuda_ctx *c = l->c;
+    int want = kind == K_BF16 ? 2 : 1;
+    if (kind == K_F32 || kind == K_DEC32 || l->have16 == want)
         return FG_OK;
-    size_t cnt = (size_t)m * k;
+    size_t cnt = (size_t)l->m * l->k;
     int rc = grow(c, &c->x16, &c->x16_cap, cnt * 2, err);
     if (rc == FG_OK)
-        k_to16<<<grid_of(cnt, 256), 256, 0, c->cs>>>(x, c->x16, cnt, bf16);
-    *have = want;
+        k_to16<<<grid_of(cnt, 256), 256, 0, c->cs>>>(l->x, c->x16, cnt, want == 2);
+    l->have16 = want;
     return rc;
 }
 
-/* One piece: device-resident ones are used in place (held until their GEMM finishes); host
- * ones upload into slot i % 2 on the upload stream while earlier GEMMs run. */
-static int linear_piece(fg_backend *be, const fg_weight *w, uint32_t i, const float *x,
-                        const float *bias, float *y, uint32_t m, uint32_t n, uint32_t k,
-                        int *have16, fg_err *err)
+/* One GEMM: `rows` rows of the weight at w (device, kind's type, ld k) into y's columns
+ * [first, first + rows). */
+static int gemm_one(lin *l, int kind, const void *w, uint64_t first, uint64_t rows, fg_err *err)
 {
-    cuda_ctx *c = (cuda_ctx *)be->ctx;
-    cudaStream_t copy = c->us;
-    fg_wpiece p;
-    int rc = w->acquire(w->ctx, i, &p, err);
+    cuda_ctx *c = l->c;
+    const float one = 1.0f, zero = 0.0f;
+    int k = (int)l->k, n = (int)l->n;
+    float *yc = l->y + first;
+    cublasStatus_t s;
+    if (kind == K_F32 || kind == K_DEC32) {
+        s = c->bl->sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)l->m, k, &one,
+                         (const float *)w, k, l->x, k, &zero, yc, n);
+    } else {
+        cudaDataType t = kind == K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        s = c->bl->gemm_ex(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)l->m, k, &one, w,
+                           t, k, c->x16, t, k, &zero, yc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT);
+    }
+    return ckb(s, "gemm", err);
+}
+
+/* Room for this call's pointer arrays (3 per piece, pinned and on the device); the first use
+ * in a call waits for the previous call's upload from the pinned side. */
+static int ptrs_room(lin *l, fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    size_t need = 3 * (size_t)l->w->n_pieces * sizeof(void *);
+    int rc = l->ptrs_ready ? FG_OK : ck(cudaEventSynchronize(c->ptr_ev), "event", err);
+    l->ptrs_ready = 1;
+    if (rc || need <= c->ptr_cap)
+        return rc;
+    cudaFreeHost(c->ptr_h);
+    c->ptr_h = NULL;
+    c->ptr_cap = 0;
+    rc = grow(c, &c->ptr_d, &c->ptr_dcap, need, err); /* (drains the compute stream) */
+    if (rc == FG_OK)
+        rc = ck(cudaHostAlloc(&c->ptr_h, need, cudaHostAllocDefault), "cudaHostAlloc", err);
+    if (rc == FG_OK)
+        c->ptr_cap = need;
+    return rc;
+}
+
+/* Pieces ps[j] with ps[j].n == rows (cnt >= 2, not adjacent) as one batched GEMM: member j
+ * reads ps[j]'s rows and writes y's columns [ps[j].first, + rows), ld n. */
+static int gemm_batch(lin *l, int kind, const fg_wpiece *const *ps, uint32_t cnt, uint64_t rows,
+                      fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    int rc = ptrs_room(l, err);
     if (rc)
         return rc;
-    rc = fgb_check_piece(&p, n, k, err);
-    const void *data = p.data;
-    slot *s = &c->sl[i % 2];
-    int dev = is_dev(p.data), queued = 0;
-    if (rc == FG_OK && !dev) {
-        rc = grow(c, &s->buf, &s->cap, p.len, err);
-        if (rc == FG_OK)
-            rc = ck(cudaStreamWaitEvent(copy, s->done, 0), "wait", err);
-        if (rc == FG_OK) {
-            rc = upload(c, s->buf, p.data, p.len, copy, "weight upload", err);
-            queued = rc == FG_OK;
+    const void *b = kind == K_F32 ? (const void *)l->x : c->x16;
+    void **h = (void **)c->ptr_h + l->ptr_at, **d = (void **)c->ptr_d + l->ptr_at;
+    for (uint32_t j = 0; j < cnt; j++) {
+        h[j] = (void *)ps[j]->data;
+        h[cnt + j] = (void *)b;
+        h[2 * cnt + j] = l->y + ps[j]->first;
+    }
+    l->ptr_at += 3 * cnt;
+    size_t bytes = 3 * (size_t)cnt * sizeof(void *);
+    rc = ck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->cs), "pointer upload", err);
+    c->st.link_bytes[0] += bytes;
+    if (rc == FG_OK)
+        rc = ck(cudaEventRecord(c->ptr_ev, c->cs), "event", err);
+    if (rc)
+        return rc;
+    const float one = 1.0f, zero = 0.0f;
+    int k = (int)l->k, n = (int)l->n, m = (int)l->m;
+    cublasStatus_t s;
+    if (kind == K_F32) {
+        s = c->bl->sgemm_batched(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, m, k, &one,
+                                 (const float *const *)d, k, (const float *const *)(d + cnt), k,
+                                 &zero, (float *const *)(d + 2 * cnt), n, (int)cnt);
+    } else {
+        cudaDataType t = kind == K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        s = c->bl->gemm_batched_ex(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, m, k, &one,
+                                   (const void *const *)d, t, k, (const void *const *)(d + cnt),
+                                   t, k, &zero, (void *const *)(d + 2 * cnt), CUDA_R_32F, n,
+                                   (int)cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    return ckb(s, "batched gemm", err);
+}
+
+/* Pieces of a kind multiplied as stored: one GEMM when they are adjacent in device memory (each
+ * next piece's rows right after the last one's), else one batched GEMM over the pieces of the
+ * most common row count and one GEMM for each other (the odd-sized last piece). */
+static int gemm_stored(lin *l, int kind, const fg_wpiece *ps, uint32_t cnt, fg_err *err)
+{
+    size_t row = (size_t)l->k * kind_esize(kind);
+    uint64_t rows = ps[0].n;
+    int adjacent = 1;
+    for (uint32_t j = 1; j < cnt; j++) {
+        adjacent &= ps[j].data == (const char *)ps[j - 1].data + ps[j - 1].n * row;
+        rows += ps[j].n;
+    }
+    if (adjacent)
+        return gemm_one(l, kind, ps[0].data, ps[0].first, rows, err);
+    uint64_t common = ps[0].n;
+    for (uint32_t j = 0, best = 0; j < cnt; j++) {
+        uint32_t same = 0;
+        for (uint32_t i = 0; i < cnt; i++)
+            same += ps[i].n == ps[j].n;
+        if (same > best)
+            best = same, common = ps[j].n;
+    }
+    const fg_wpiece *members[RUN_MAX];
+    uint32_t nm = 0;
+    int rc = FG_OK;
+    for (uint32_t j = 0; j < cnt; j++)
+        if (ps[j].n == common)
+            members[nm++] = &ps[j];
+    if (nm >= 2)
+        rc = gemm_batch(l, kind, members, nm, common, err);
+    for (uint32_t j = 0; rc == FG_OK && j < cnt; j++)
+        if (nm < 2 || ps[j].n != common)
+            rc = gemm_one(l, kind, ps[j].data, ps[j].first, ps[j].n, err);
+    return rc;
+}
+
+/* Piece p (its bytes on the device at p->data) decoded into dst: 16 bits (K_DEC16) or f32. */
+static int decode_piece(lin *l, int kind, const fg_wpiece *p, void *dst, fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    uint64_t cnt = p->n * l->k;
+    int id = p->codec.id;
+    if (id == FG_CODEC_F16 || id == FG_CODEC_BF16) { /* widened to f32 */
+        k_from16<<<grid_of(cnt, 256), 256, 0, c->cs>>>((const uint16_t *)p->data, (float *)dst,
+                                                       cnt, id == FG_CODEC_BF16);
+        return FG_OK;
+    }
+    fg_qview v;
+    int rc = fg_codec_qview(&p->codec, p->n_dims, p->dims, p->n, &v, err);
+    return rc ? rc : fg_quant_cuda_decode(&p->codec, &v, p->data, p->len, dst,
+                                          kind == K_DEC16 ? FG_CODEC_F16 : FG_CODEC_F32, l->k,
+                                          c->cs, err);
+}
+
+/* Pieces decoded one after the other into c->dq, one GEMM over each group of at most
+ * DQ_RUN_MAX decoded bytes (a piece at least). */
+static int gemm_decoded(lin *l, int kind, const fg_wpiece *ps, uint32_t cnt, fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    size_t row = (size_t)l->k * kind_esize(kind), most = 0;
+    for (uint32_t j0 = 0, j; j0 < cnt; j0 = j) { /* the largest group */
+        size_t bytes = ps[j0].n * row;
+        for (j = j0 + 1; j < cnt && bytes + ps[j].n * row <= DQ_RUN_MAX; j++)
+            bytes += ps[j].n * row;
+        most = bytes > most ? bytes : most;
+    }
+    int rc = grow(c, &c->dq, &c->dq_cap, most, err);
+    for (uint32_t j0 = 0, j; rc == FG_OK && j0 < cnt; j0 = j) {
+        uint64_t rows = 0;
+        for (j = j0; rc == FG_OK && j < cnt && (j == j0 || (rows + ps[j].n) * row <= DQ_RUN_MAX);
+             j++) {
+            rc = decode_piece(l, kind, &ps[j], (char *)c->dq + rows * row, err);
+            rows += ps[j].n;
         }
-        c->st.link_bytes[0] += p.len;
         if (rc == FG_OK)
-            rc = ck(cudaEventRecord(s->up, copy), "event", err);
-        if (rc == FG_OK)
-            rc = ck(cudaStreamWaitEvent(c->cs, s->up, 0), "wait", err);
-        data = s->buf;
+            rc = gemm_one(l, kind, c->dq, ps[j0].first, rows, err);
+    }
+    return rc;
+}
+
+/* Pieces ps (consecutive rows, one kind, bytes on the device) into y's columns, then the bias
+ * over them once, on the compute stream. */
+static int multiply(lin *l, int kind, const fg_wpiece *ps, uint32_t cnt, fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    uint64_t rows = 0;
+    for (uint32_t j = 0; j < cnt; j++) {
+        rows += ps[j].n;
+        c->st.decoded_bytes += ps[j].codec.id != FG_CODEC_F32 ? ps[j].n * l->k * 4 : 0;
+    }
+    int rc = cast_x(l, kind, err);
+    if (rc == FG_OK)
+        rc = kind_decoded(kind) ? gemm_decoded(l, kind, ps, cnt, err)
+                                : gemm_stored(l, kind, ps, cnt, err);
+    if (rc == FG_OK && l->bias)
+        k_bias<<<grid_of((size_t)l->m * rows, 256), 256, 0, c->cs>>>(l->y, l->bias, l->m, rows,
+                                                                   l->n, ps[0].first);
+    return rc;
+}
+
+/* The held run multiplied, then given back: its GEMMs are queued, and whatever next writes
+ * that memory is a device copy, ordered after the compute stream (fg_device_cuda_order_after),
+ * or a kernel behind them on the compute stream. */
+static int run_flush(lin *l, int rc, fg_err *err)
+{
+    if (rc == FG_OK && l->n_run)
+        rc = multiply(l, l->run_kind, l->run, l->n_run, err);
+    for (uint32_t j = 0; j < l->n_run; j++) {
+        int rc2 = l->w->release(l->w->ctx, &l->run[j], rc ? NULL : err);
+        rc = rc ? rc : rc2;
+    }
+    l->n_run = 0;
+    return rc;
+}
+
+/* A host piece: uploaded on the upload stream into slot (hosts % 2) once the GEMM that last
+ * read the slot is done, multiplied after its upload, and given back once uploaded (after a
+ * failure too, while a queued upload may still read it), so the next piece's upload overlaps
+ * this one's GEMM. */
+static int host_piece(lin *l, fg_wpiece *p, int kind, fg_err *err)
+{
+    cuda_ctx *c = l->c;
+    slot *s = &c->sl[l->hosts++ % 2];
+    int queued = 0, rc = grow(c, &s->buf, &s->cap, p->len, err);
+    if (rc == FG_OK)
+        rc = ck(cudaStreamWaitEvent(c->us, s->done, 0), "wait", err);
+    if (rc == FG_OK) {
+        rc = upload(c, s->buf, p->data, p->len, c->us, "weight upload", err);
+        queued = rc == FG_OK;
+    }
+    c->st.link_bytes[0] += p->len;
+    if (rc == FG_OK)
+        rc = ck(cudaEventRecord(s->up, c->us), "event", err);
+    if (rc == FG_OK)
+        rc = ck(cudaStreamWaitEvent(c->cs, s->up, 0), "wait", err);
+    fg_wpiece q = *p;
+    q.data = s->buf;
+    if (rc == FG_OK)
+        rc = multiply(l, kind, &q, 1, err);
+    if (rc == FG_OK) /* the slot is free again once this GEMM has read it */
+        rc = ck(cudaEventRecord(s->done, c->cs), "event", err);
+    if (rc == FG_OK)
+        rc = ck(cudaEventSynchronize(s->up), "event", err);
+    else if (queued)
+        cudaStreamSynchronize(c->us);
+    int rc2 = l->w->release(l->w->ctx, p, rc ? NULL : err);
+    return rc ? rc : rc2;
+}
+
+/* The rows as stored must be there (a GEMM past a piece reads another's memory). */
+static int piece_ok(const lin *l, const fg_wpiece *p, fg_err *err)
+{
+    int rc = fgb_check_piece(p, l->n, l->k, err), id = p->codec.id;
+    size_t es = id == FG_CODEC_F32 ? 4 : id == FG_CODEC_F16 || id == FG_CODEC_BF16 ? 2 : 0;
+    if (rc == FG_OK && p->len < p->n * l->k * es)
+        rc = fg_err_set(err, FG_ERR_INVALID_ARG, "weight piece rows %llu..%llu: %zu bytes, not "
+                        "%llu rows of %u", (unsigned long long)p->first,
+                        (unsigned long long)(p->first + p->n), p->len,
+                        (unsigned long long)p->n, l->k);
+    return rc;
+}
+
+/* Piece i: a device piece joins the run (held) when it continues it (its kind, its next rows,
+ * room), else the run is flushed first; a host piece flushes the run and streams. */
+static int linear_piece(lin *l, uint32_t i, fg_err *err)
+{
+    fg_wpiece p;
+    int rc = l->w->acquire(l->w->ctx, i, &p, err);
+    if (rc)
+        return run_flush(l, rc, err);
+    rc = piece_ok(l, &p, err);
+    int kind = piece_kind(l->c, p.codec.id);
+    if (rc == FG_OK && is_dev(p.data)) {
+        if (l->n_run && (kind != l->run_kind || p.first != l->run_end || l->n_run == RUN_MAX))
+            rc = run_flush(l, rc, err);
+        if (rc == FG_OK) {
+            l->run[l->n_run++] = p;
+            l->run_kind = kind;
+            l->run_end = p.first + p.n;
+            return FG_OK;
+        }
+    } else {
+        rc = run_flush(l, rc, err);
     }
     if (rc == FG_OK)
-        rc = cast_x(c, &p, x, m, k, have16, err);
-    if (rc == FG_OK)
-        rc = gemm_piece(c, &p, data, x, bias, y, m, n, k, err);
-    if (rc == FG_OK && !dev) /* the slot is free again once this GEMM has read it */
-        rc = ck(cudaEventRecord(s->done, c->cs), "event", err);
-    /* the owner's bytes: host ones free once uploaded (after a failure too, while a queued
-     * upload may still read them); device ones at once, the GEMM queued: whatever next writes
-     * that memory is a device copy, ordered after the compute stream (fg_device_cuda_order_after),
-     * or a kernel behind it on the compute stream */
-    if (rc == FG_OK && !dev)
-        rc = ck(cudaEventSynchronize(s->up), "event", err);
-    else if (rc != FG_OK && queued)
-        cudaStreamSynchronize(copy);
-    int rc2 = w->release(w->ctx, &p, rc ? NULL : err);
-    return rc ? rc : rc2;
+        return host_piece(l, &p, kind, err);
+    int rc2 = l->w->release(l->w->ctx, &p, NULL);
+    (void)rc2;
+    return rc;
 }
 
 static int cu_linear(fg_backend *be, const float *x, const fg_weight *w, const float *bias,
                      float *y, uint32_t m, uint32_t n, uint32_t k, fg_err *err)
 {
-    cuda_ctx *c = (cuda_ctx *)be->ctx;
     op o = op_begin(be);
-    void *dx, *db, *dy, *dw = NULL;
+    void *dx = NULL, *db = NULL, *dy = NULL, *dw = NULL;
     int rc = opnd(&o, x, (size_t)m * k * 4, 1, 0, &dx, err);
     if (rc == FG_OK)
         rc = opnd(&o, bias, (size_t)n * 4, 1, 0, &db, err);
@@ -392,23 +622,22 @@ static int cu_linear(fg_backend *be, const float *x, const fg_weight *w, const f
         rc = opnd(&o, y, (size_t)m * n * 4, 0, 1, &dy, err);
     if (rc == FG_OK && w->f32)
         rc = opnd(&o, w->f32, (size_t)n * k * 4, 1, 0, &dw, err);
+    lin l; /* (on the stack: no allocation in the forward pass) */
+    memset(&l, 0, sizeof l);
+    l.c = o.c, l.w = w, l.x = (const float *)dx, l.bias = (const float *)db, l.y = (float *)dy;
+    l.m = m, l.n = n, l.k = k, l.run_kind = -1;
     if (rc == FG_OK && w->f32) {
         fg_wpiece p;
         memset(&p, 0, sizeof p);
         p.data = dw;
         p.len = (size_t)n * k * 4;
         p.codec = fg_codec_float(FG_CODEC_F32);
-        p.n_dims = 2;
-        p.dims[0] = n;
-        p.dims[1] = k;
         p.n = n;
-        rc = gemm_piece(c, &p, dw, (const float *)dx, (const float *)db, (float *)dy, m, n, k,
-                        err);
+        rc = multiply(&l, K_F32, &p, 1, err);
     }
-    int have16 = 0;
     for (uint32_t i = 0; rc == FG_OK && !w->f32 && i < w->n_pieces; i++)
-        rc = linear_piece(be, w, i, (const float *)dx, (const float *)db, (float *)dy, m, n, k,
-                          &have16, err);
+        rc = linear_piece(&l, i, err);
+    rc = run_flush(&l, rc, err);
     return op_end(&o, rc, err);
 }
 
@@ -876,6 +1105,10 @@ static void cu_destroy(fg_backend *be)
         }
         cudaFree(c->dq);
         cudaFree(c->x16);
+        cudaFree(c->ptr_d);
+        cudaFreeHost(c->ptr_h);
+        if (c->ptr_ev)
+            cudaEventDestroy(c->ptr_ev);
         if (c->blas)
             c->bl->destroy(c->blas);
         if (c->cs)
@@ -930,6 +1163,10 @@ static int ctx_init(cuda_ctx *c, const fg_backend_cuda_opts *o, fg_err *err)
         if (rc == FG_OK) /* "done" before any piece used the slot */
             rc = ck(cudaEventRecord(c->sl[i].done, c->cs), "event", err);
     }
+    if (rc == FG_OK)
+        rc = ck(cudaEventCreateWithFlags(&c->ptr_ev, cudaEventDisableTiming), "event", err);
+    if (rc == FG_OK) /* no pointer upload pending */
+        rc = ck(cudaEventRecord(c->ptr_ev, c->cs), "event", err);
     if (rc == FG_OK && !(c->bl = fg_cublas(err)))
         rc = err ? err->code : FG_ERR_UNSUPPORTED;
     if (rc == FG_OK)

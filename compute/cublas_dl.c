@@ -51,7 +51,9 @@ static void load(void)
         sym(h, "cublasDestroy_v2", (void **)&f.destroy) &&
         sym(h, "cublasSetStream_v2", (void **)&f.set_stream) &&
         sym(h, "cublasSgemm_v2", (void **)&f.sgemm) &&
-        sym(h, "cublasGemmEx", (void **)&f.gemm_ex))
+        sym(h, "cublasGemmEx", (void **)&f.gemm_ex) &&
+        sym(h, "cublasSgemmBatched", (void **)&f.sgemm_batched) &&
+        sym(h, "cublasGemmBatchedEx", (void **)&f.gemm_batched_ex))
         g_fns = f;
 }
 

@@ -470,10 +470,15 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
     for (uint32_t d = 1; e->o.policy.overlap && t->spec.access == FG_ACCESS_STREAM &&
                          d <= FG_HEAD_AHEAD; d++)
         prefetch_chunk(e, t, i + d); /* read the next ones while this one multiplies */
-    fg_pager_view *v = &w->v;
+    /* a view of its own: a backend may hold several pieces (backend.h fg_weight) */
+    fg_pager_view *v = malloc(sizeof *v);
+    if (!v)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     int rc = fg_engine_acquire(e, t->first_id + i, v, err);
-    if (rc)
+    if (rc) {
+        free(v);
         return rc;
+    }
     const fg_fgt_chunk_info *ci = &t->chunks[i];
     *p = (fg_wpiece){v->ptr, (size_t)ci->length, t->codec, t->spec.n_dims,
                      {t->spec.dims[0], fg_tensor_spec_cols(&t->spec)},
@@ -484,7 +489,9 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
 static int piece_release(void *ctx, fg_wpiece *p, fg_err *err)
 {
     wsrc *w = ctx;
-    return fg_engine_release(w->e, p->token, 0, FG_OK, err);
+    int rc = fg_engine_release(w->e, p->token, 0, FG_OK, err);
+    free(p->token);
+    return rc;
 }
 
 static void piece_prefetch(void *ctx, uint32_t i)
@@ -535,7 +542,7 @@ static int materialize_raw(fg_engine *e, uint32_t ti, float *dst, fg_err *err)
     uint64_t cols = fg_tensor_spec_cols(&t->spec);
     if (e->buft != FG_BUFT_HOST) {
         wsrc *s = &e->wsrc[ti];
-        *s = (wsrc){e, (int)ti, {0}};
+        *s = (wsrc){e, (int)ti};
         fg_weight w = {NULL, t->n_chunks, t->piece_rows, piece_acquire, piece_release,
                        piece_prefetch, s};
         int rc = fg_engine_small_gather(e, &w, t->spec.dims[0], cols, dst, err);
@@ -591,7 +598,7 @@ static int unit_load(fg_engine *e, uint32_t u, fg_unit_w *w, float *dst, int dec
         w->rows[r] = t->spec.dims[0];
         if (a != FG_ACCESS_SMALL) {
             wsrc *s = &e->wsrc[un->t[i]];
-            *s = (wsrc){e, un->t[i], {0}};
+            *s = (wsrc){e, un->t[i]};
             w->w[r] = (fg_weight){NULL, t->n_chunks, t->piece_rows, piece_acquire,
                                   piece_release, piece_prefetch, s};
             continue;

@@ -28,12 +28,12 @@ typedef struct wtensor {
 
 typedef fg_plan_unit_tensors unit; /* kind, layer, tensor indices (plan_model.h) */
 
-/* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine and the pager view
- * of the piece being used. */
+/* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine; each acquired
+ * piece's pager view is its own (fg_wpiece.token, freed at its release: the CUDA backend holds
+ * a run of device-resident pieces at once). */
 typedef struct wsrc {
     struct fg_engine *e;
     int t;
-    fg_pager_view v;               /* the piece acquired (backends hold one at a time) */
 } wsrc;
 
 typedef struct span {

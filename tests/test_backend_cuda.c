@@ -2,6 +2,11 @@
  * test_ops checks of every backend against the reference (its F32 path):
  *  - FG_COMPUTE_F16: F16/BF16 pieces multiplied as stored and Q4/Q8 dequantized to F16 on the
  *    device, within the bound 16-bit activations allow, against the f32 reference;
+ *  - a Linear over device-resident pieces multiplies each run of them together (one GEMM over
+ *    adjacent pieces, one batched GEMM over pieces apart, one GEMM over a run decoded into one
+ *    buffer), with host pieces streamed between runs: the bits of the piece-by-piece path, the
+ *    reference within its bound, and the cuBLAS calls counted (under the emulated cuBLAS, which
+ *    counts them: fgemu_cublas_calls);
  *  - operands resident in device memory give the same bits as host operands (staged per op),
  *    and weight pieces in pinned memory (uploaded while the previous piece multiplies);
  *  - the 4-bit KV store encodes on the device the same bytes as the CPU;
@@ -10,6 +15,9 @@
  *  - --cpu-cache-compute's delegation gives the CPU's bits.
  * Exits 77 (skip) where the build has no CUDA or no GPU is visible.
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +277,233 @@ START_TEST(q4_cache_and_delegated_attention)
 }
 END_TEST
 
+/* ---- a Linear over runs of device pieces ---- */
+
+/* The emulated cuBLAS's count of GEMM calls (tests/cudaemu/cublas.cc), found in the libcublas
+ * the backend loaded; NULL under a real cuBLAS. */
+typedef unsigned long long (*calls_fn)(void);
+
+static int find_cublas(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    if (!strstr(info->dlpi_name, "/libcublas.so"))
+        return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+    *(calls_fn *)out = h ? (calls_fn)dlsym(h, "fgemu_cublas_calls") : NULL;
+    return 1;
+}
+
+static calls_fn cublas_counter(void)
+{
+    calls_fn f = NULL;
+    dl_iterate_phdr(find_cublas, &f);
+    if (getenv("FG_TEST_EXPECT_CUDA")) /* the _emu run: the emulated cuBLAS counts */
+        ck_assert_msg(f != NULL, "no fgemu_cublas_calls in the loaded libcublas");
+    return f;
+}
+
+enum { RN = 448, RK = 128, RM = 5, RMAX = 8 };
+
+/* How a case lays out its pieces: their rows, which stay in host memory ('H') or go to the
+ * device ('D'), device pieces in one allocation in row order (adjacent) or one each, and the
+ * cuBLAS calls a Linear over them makes when the pieces multiply as stored (F32; F16 and BF16
+ * under FG_COMPUTE_F16) and when they are decoded first (Q4, Q8; F16 and BF16 otherwise). */
+typedef struct run_case {
+    const char *name;
+    uint32_t rows[RMAX];    /* per piece, 0-terminated, summing to RN */
+    const char *where;
+    int adjacent;
+    int calls_stored, calls_decoded;
+} run_case;
+
+static const run_case k_runs[] = {
+    {"7 equal, adjacent", {64, 64, 64, 64, 64, 64, 64}, "DDDDDDD", 1, 1, 1},
+    {"7 equal, apart (batched)", {64, 64, 64, 64, 64, 64, 64}, "DDDDDDD", 0, 1, 1},
+    {"3 equal + an odd last, apart", {128, 128, 128, 64}, "DDDD", 0, 2, 1},
+    {"3 equal + an odd last, adjacent", {128, 128, 128, 64}, "DDDD", 1, 1, 1},
+    {"unequal, apart", {192, 64, 128, 64}, "DDDD", 0, 3, 1},
+    {"host between runs, apart", {64, 64, 64, 64, 64, 64, 64}, "DDHDDDH", 0, 4, 4},
+    {"host between runs, adjacent", {64, 64, 64, 64, 64, 64, 64}, "DDHDDDH", 1, 4, 4},
+    {"one device piece between hosts", {128, 64, 256}, "HDH", 0, 3, 3},
+    {"all host (streamed)", {64, 64, 64, 64, 64, 64, 64}, "HHHHHHH", 0, 7, 7},
+};
+
+typedef struct rw {
+    fg_codec codec;
+    uint64_t dims[2], rows[RMAX + 1];
+    void *data[RMAX], *block;   /* block: the one allocation of adjacent device pieces */
+    size_t len[RMAX];
+    int dev[RMAX];
+    uint32_t n;
+    int held, host_held, host_overlap; /* a piece acquired while a host piece was held */
+} rw;
+
+static int rw_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
+{
+    (void)err;
+    rw *s = ctx;
+    s->host_overlap |= s->host_held > 0;
+    s->held++;
+    s->host_held += !s->dev[i];
+    *p = (fg_wpiece){s->data[i], s->len[i], s->codec, 2, {s->dims[0], s->dims[1]}, s->rows[i],
+                     s->rows[i + 1] - s->rows[i], &s->dev[i]};
+    return FG_OK;
+}
+
+static int rw_release(void *ctx, fg_wpiece *p, fg_err *err)
+{
+    (void)err;
+    rw *s = ctx;
+    s->held--;
+    s->host_held -= !*(int *)p->token;
+    return FG_OK;
+}
+
+/* Piece bytes of w's rows [r0, r0 + rows) in codec (malloc'd), *len set. */
+static void *encode_rows(const float *w, uint64_t r0, uint64_t rows, const uint64_t *dims,
+                         fg_codec codec, size_t *len)
+{
+    uint64_t cnt = rows * dims[1];
+    const float *src = w + r0 * dims[1];
+    fg_err err;
+    if (codec.id == FG_CODEC_F32) {
+        *len = cnt * 4;
+        void *d = malloc(*len);
+        memcpy(d, src, *len);
+        return d;
+    }
+    if (codec.id == FG_CODEC_F16 || codec.id == FG_CODEC_BF16) {
+        uint16_t *h = malloc(cnt * 2);
+        for (uint64_t j = 0; j < cnt; j++) {
+            uint32_t bits;
+            memcpy(&bits, &src[j], 4);
+            h[j] = codec.id == FG_CODEC_F16 ? fg_f32_to_f16_1(src[j]) : (uint16_t)(bits >> 16);
+        }
+        *len = cnt * 2;
+        return h;
+    }
+    fg_qview v;
+    ck_assert_int_eq(fg_codec_qview(&codec, 2, dims, rows, &v, &err), FG_OK);
+    ck_assert_int_eq(fg_quant_chunk_bytes(&v, len, &err), FG_OK);
+    void *d = malloc(*len);
+    ck_assert_int_eq(fg_quant_encode(&codec, &v, src, FG_CODEC_F32, 0, d, *len,
+                                     FG_QUANT_ISA_REF, &err), FG_OK);
+    return d;
+}
+
+/* w [RN, RK] in codec laid out as case rc says on be's device. */
+static void rw_make(rw *s, fg_backend *be, const float *w, fg_codec codec, const run_case *rc)
+{
+    fg_device *d = be->dev;
+    fg_err err;
+    memset(s, 0, sizeof *s);
+    s->codec = codec;
+    s->dims[0] = RN;
+    s->dims[1] = RK;
+    void *host[RMAX];
+    size_t total = 0;
+    for (uint32_t i = 0; i < RMAX && rc->rows[i]; i++, s->n++) {
+        s->rows[i + 1] = s->rows[i] + rc->rows[i];
+        host[i] = encode_rows(w, s->rows[i], rc->rows[i], s->dims, codec, &s->len[i]);
+        s->dev[i] = rc->where[i] == 'D';
+        total += s->dev[i] ? s->len[i] : 0;
+    }
+    ck_assert_int_eq(s->rows[s->n], RN);
+    if (rc->adjacent && total)
+        ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, total, &s->block, &err), FG_OK);
+    for (uint32_t i = 0, at = 0; i < s->n; i++) {
+        if (!s->dev[i]) {
+            s->data[i] = host[i];
+            continue;
+        }
+        if (s->block) {
+            s->data[i] = (char *)s->block + at;
+            at += (uint32_t)s->len[i];
+        } else {
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, s->len[i], &s->data[i], &err),
+                             FG_OK);
+        }
+        ck_assert_int_eq(d->iface->copy(d, s->data[i], FG_BUFT_DEVICE, host[i], FG_BUFT_HOST,
+                                        s->len[i], NULL, &err), FG_OK);
+        free(host[i]);
+    }
+}
+
+static void rw_free(rw *s, fg_backend *be)
+{
+    fg_device *d = be->dev;
+    for (uint32_t i = 0; i < s->n; i++)
+        if (!s->dev[i])
+            free(s->data[i]);
+        else if (!s->block)
+            d->iface->free(d, FG_BUFT_DEVICE, s->data[i]);
+    if (s->block)
+        d->iface->free(d, FG_BUFT_DEVICE, s->block);
+}
+
+/* Every case, codec and compute: the bits of the same weight streamed from host memory piece
+ * by piece, the reference within the bound of the compute, every piece released, no host piece
+ * held beside another piece, and the cuBLAS calls the case expects (the per-piece path made one
+ * a piece). */
+START_TEST(linear_runs_of_device_pieces)
+{
+    fg_err err;
+    fg_backend *ref;
+    ck_assert_int_eq(fg_backend_ref_create(&ref, &err), FG_OK);
+    float *w = malloc(RN * RK * 4), *x = malloc(RM * RK * 4), bias[RN];
+    float *yr = malloc(RM * RN * 4), *ys = malloc(RM * RN * 4), *y = malloc(RM * RN * 4);
+    tu_randf(w, RN * RK, 21, 0.5f);
+    tu_randf(x, RM * RK, 22, 1.0f);
+    tu_randf(bias, RN, 23, 1.0f);
+    fg_codec codecs[5] = {fg_codec_float(FG_CODEC_F16), fg_codec_float(FG_CODEC_BF16),
+                          fg_codec_float(FG_CODEC_F32), fg_codec_quant(4, 64, 0),
+                          fg_codec_quant(8, 64, 1)};
+    const run_case *streamed = &k_runs[sizeof k_runs / sizeof k_runs[0] - 1];
+    for (int f16 = 0; f16 < 2; f16++) {
+        fg_backend *be = cuda(f16 ? FG_COMPUTE_F16 : FG_COMPUTE_F32, 0);
+        calls_fn calls = cublas_counter();
+        for (int ci = 0; ci < 5; ci++) {
+            fg_codec_id id = codecs[ci].id;
+            int stored = id == FG_CODEC_F32 || (f16 && (id == FG_CODEC_F16 ||
+                                                        id == FG_CODEC_BF16));
+            rw s;
+            rw_make(&s, be, w, codecs[ci], streamed);
+            fg_weight wt = {NULL, s.n, s.rows, rw_acquire, rw_release, NULL, &s};
+            ck_assert_int_eq(ref->iface->reserve(ref, RN * RK, &err), FG_OK);
+            ck_assert_int_eq(ref->iface->linear(ref, x, &wt, bias, yr, RM, RN, RK, &err), FG_OK);
+            ck_assert_msg(be->iface->linear(be, x, &wt, bias, ys, RM, RN, RK, &err) == FG_OK,
+                          "%s", err.msg);
+            double e = tu_nmse(ys, yr, RM * RN), bound = f16 ? 1e-5 : 1e-10;
+            ck_assert_msg(e < bound, "compute %s, codec %d: nmse %g", f16 ? "f16" : "f32", ci, e);
+            rw_free(&s, be);
+            for (size_t r = 0; r < sizeof k_runs / sizeof k_runs[0]; r++) {
+                const run_case *rc = &k_runs[r];
+                rw_make(&s, be, w, codecs[ci], rc);
+                wt = (fg_weight){NULL, s.n, s.rows, rw_acquire, rw_release, NULL, &s};
+                unsigned long long c0 = calls ? calls() : 0;
+                ck_assert_msg(be->iface->linear(be, x, &wt, bias, y, RM, RN, RK, &err) == FG_OK,
+                              "%s: %s", rc->name, err.msg);
+                unsigned long long made = calls ? calls() - c0 : 0;
+                int want = stored ? rc->calls_stored : rc->calls_decoded;
+                printf("compute %s, codec %d, %s: %llu cuBLAS calls\n", f16 ? "f16" : "f32", ci,
+                       rc->name, made);
+                ck_assert_msg(!memcmp(y, ys, RM * RN * 4), "compute %s, codec %d, %s: not the "
+                              "streamed bits", f16 ? "f16" : "f32", ci, rc->name);
+                ck_assert_msg(s.held == 0 && !s.host_overlap, "%s: held %d, overlap %d",
+                              rc->name, s.held, s.host_overlap);
+                ck_assert_msg(!calls || made == (unsigned long long)want,
+                              "compute %s, codec %d, %s: %llu cuBLAS calls, want %d",
+                              f16 ? "f16" : "f32", ci, rc->name, made, want);
+                rw_free(&s, be);
+            }
+        }
+        fg_backend_free(be);
+    }
+    free(w), free(x), free(yr), free(ys), free(y);
+    fg_backend_free(ref);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend_cuda");
@@ -278,6 +513,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_operands_and_the_device_object);
     tcase_add_test(tc, q4_cache_and_delegated_attention);
     tcase_add_test(tc, gather_by_device_ids);
+    tcase_add_test(tc, linear_runs_of_device_pieces);
     suite_add_tcase(s, tc);
     return s;
 }

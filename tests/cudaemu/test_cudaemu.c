@@ -1,5 +1,6 @@
 /* test_cudaemu.c - the emulated runtime's own rules (tests/cudaemu/runtime.cc, cublas.cc): the
- * instrument the *_emu tests rely on must keep catching what it claims to catch.
+ * instrument the *_emu tests rely on must keep catching what it claims to catch (cuBLAS's
+ * batched GEMMs and its call count included).
  *
  * Linked against the toolkit's libcudart like every CUDA binary; run with LD_LIBRARY_PATH at
  * the emulator (ctest does). Exits 77 under a real runtime (no fgemu_device_range symbol). */
@@ -310,6 +311,175 @@ START_TEST(host_register_rules)
 }
 END_TEST
 
+typedef cublasStatus_t (*sgemm_batched_fn)(cublasHandle_t, cublasOperation_t,
+                                           cublasOperation_t, int, int, int, const float *,
+                                           const float *const[], int, const float *const[], int,
+                                           const float *, float *const[], int, int);
+typedef cublasStatus_t (*gemm_batched_ex_fn)(cublasHandle_t, cublasOperation_t,
+                                             cublasOperation_t, int, int, int, const void *,
+                                             const void *const[], cudaDataType, int,
+                                             const void *const[], cudaDataType, int,
+                                             const void *, void *const[], cudaDataType, int, int,
+                                             cublasComputeType_t, cublasGemmAlgo_t);
+typedef unsigned long long (*calls_fn)(void);
+
+/* y[2, 6] = x[2, 4] W^T with W [6, 4] in two pieces of 3 rows, each its own allocation: member
+ * j is gemm(T, N, 3, 2, 4) on piece j into y's columns [3j, 3j + 3), ldc 6 (the members' C
+ * interleave in memory without sharing an element). */
+typedef struct bfix {
+    void *lib;
+    cublasHandle_t h;
+    float w[24], x[8], want[12];
+    float *dw[2], *dx, *dy;
+    void **dp;            /* device pointer arrays: A[2], B[2], C[2] */
+} bfix;
+
+static void bfix_make(bfix *f)
+{
+    char so[64];
+    snprintf(so, sizeof so, "libcublas.so.%d", CUBLAS_VER_MAJOR);
+    f->lib = dlopen(so, RTLD_NOW);
+    ck_assert_msg(f->lib != NULL, "%s", dlerror());
+    create_fn create = (create_fn)dlsym(f->lib, "cublasCreate_v2");
+    ck_assert_int_eq(create(&f->h), CUBLAS_STATUS_SUCCESS);
+    for (int i = 0; i < 24; i++)
+        f->w[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 8; i++)
+        f->x[i] = 0.5f * (float)i - 1.5f;
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 6; c++) {
+            float s = 0.0f;
+            for (int l = 0; l < 4; l++)
+                s += f->x[r * 4 + l] * f->w[c * 4 + l];
+            f->want[r * 6 + c] = s;
+        }
+    for (int j = 0; j < 2; j++) {
+        ck_assert_int_eq(cudaMalloc((void **)&f->dw[j], 12 * 4), cudaSuccess);
+        cudaMemcpy(f->dw[j], f->w + 12 * j, 12 * 4, cudaMemcpyHostToDevice);
+    }
+    ck_assert_int_eq(cudaMalloc((void **)&f->dx, sizeof f->x), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&f->dy, 12 * 4), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&f->dp, 6 * sizeof(void *)), cudaSuccess);
+    cudaMemcpy(f->dx, f->x, sizeof f->x, cudaMemcpyHostToDevice);
+}
+
+/* the pointer arrays: A = {a0, a1}, B = {b, b}, C = {c0, c1} */
+static void bfix_ptrs(bfix *f, const void *a0, const void *a1, const void *b, void *c0, void *c1)
+{
+    const void *p[6] = {a0, a1, b, b, c0, c1};
+    ck_assert_int_eq(cudaMemcpy(f->dp, p, sizeof p, cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+static void bfix_check(bfix *f, const char *what)
+{
+    float y[12];
+    cudaDeviceSynchronize();
+    cudaMemcpy(y, f->dy, sizeof y, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(y[i] == f->want[i], "%s: y[%d] %g, want %g", what, i, y[i], f->want[i]);
+}
+
+static cublasStatus_t bfix_sgemm(bfix *f, void **arrays, int count)
+{
+    sgemm_batched_fn sb = (sgemm_batched_fn)dlsym(f->lib, "cublasSgemmBatched");
+    ck_assert(sb != NULL);
+    const float one = 1.0f, zero = 0.0f;
+    return sb(f->h, CUBLAS_OP_T, CUBLAS_OP_N, 3, 2, 4, &one, (const float *const *)arrays, 4,
+              (const float *const *)(arrays + 2), 4, &zero, (float *const *)(arrays + 4), 6,
+              count);
+}
+
+/* cuBLAS's batched GEMMs: the members' results, the argument rules, the call count. */
+START_TEST(cublas_batched_rules)
+{
+    bfix f;
+    bfix_make(&f);
+    calls_fn calls = (calls_fn)dlsym(f.lib, "fgemu_cublas_calls");
+    ck_assert(calls != NULL);
+    unsigned long long c0 = calls();
+    bfix_ptrs(&f, f.dw[0], f.dw[1], f.dx, f.dy, f.dy + 3);
+    ck_assert_int_eq(bfix_sgemm(&f, f.dp, 2), CUBLAS_STATUS_SUCCESS);
+    bfix_check(&f, "sgemm batched");
+    ck_assert_uint_eq(calls() - c0, 1);
+    /* GemmBatchedEx on F16 copies (exact in binary16) */
+    uint16_t hw[24], hx[8];
+    for (int i = 0; i < 24; i++)
+        hw[i] = h16(f.w[i]);
+    for (int i = 0; i < 8; i++)
+        hx[i] = h16(f.x[i]);
+    void *dhw[2], *dhx;
+    for (int j = 0; j < 2; j++) {
+        cudaMalloc(&dhw[j], 24);
+        cudaMemcpy(dhw[j], hw + 12 * j, 24, cudaMemcpyHostToDevice);
+    }
+    cudaMalloc(&dhx, sizeof hx);
+    cudaMemcpy(dhx, hx, sizeof hx, cudaMemcpyHostToDevice);
+    cudaMemset(f.dy, 0xff, 12 * 4);
+    bfix_ptrs(&f, dhw[0], dhw[1], dhx, f.dy, f.dy + 3);
+    gemm_batched_ex_fn gb = (gemm_batched_ex_fn)dlsym(f.lib, "cublasGemmBatchedEx");
+    ck_assert(gb != NULL);
+    const float one = 1.0f, zero = 0.0f;
+    void **a = f.dp;
+    ck_assert_int_eq(gb(f.h, CUBLAS_OP_T, CUBLAS_OP_N, 3, 2, 4, &one, (const void *const *)a,
+                        CUDA_R_16F, 4, (const void *const *)(a + 2), CUDA_R_16F, 4, &zero,
+                        (void *const *)(a + 4), CUDA_R_32F, 6, 2, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    bfix_check(&f, "gemm batched ex, f16");
+    ck_assert_int_eq(gb(f.h, CUBLAS_OP_T, CUBLAS_OP_N, 3, 2, 4, &one, (const void *const *)a,
+                        CUDA_R_16F, 4, (const void *const *)(a + 2), CUDA_R_16BF, 4, &zero,
+                        (void *const *)(a + 4), CUDA_R_32F, 6, 2, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    /* pointer arrays in host memory; a negative count; none */
+    void *hp[6] = {f.dw[0], f.dw[1], f.dx, f.dx, f.dy, f.dy + 3};
+    ck_assert_int_eq(bfix_sgemm(&f, hp, 2), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(bfix_sgemm(&f, f.dp, -1), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(bfix_sgemm(&f, f.dp, 0), CUBLAS_STATUS_SUCCESS);
+    cudaDeviceSynchronize();
+}
+END_TEST
+
+/* A member the GPU would fault on or race over stops the program when the call runs: one
+ * operand past its allocation (piece 0's rows 1..4 of 3), or a C sharing elements with another
+ * member's (columns [0, 3) and [2, 5) of y). */
+static void batched_dies(int overlap, const char *want)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* the whole emulator in the child: its stream threads are not forked */
+        dup2(fds[1], 2);
+        bfix f;
+        bfix_make(&f);
+        if (overlap)
+            bfix_ptrs(&f, f.dw[0], f.dw[1], f.dx, f.dy, f.dy + 2);
+        else
+            bfix_ptrs(&f, f.dw[0], f.dw[0] + 4, f.dx, f.dy, f.dy + 3);
+        bfix_sgemm(&f, f.dp, 2);
+        cudaDeviceSynchronize();
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[512] = {0};
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof msg - 1 && (n = read(fds[0], msg + got, sizeof msg - 1 - got)) > 0)
+        got += (size_t)n;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d: %s", st, msg);
+    ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+}
+
+START_TEST(cublas_batched_member_faults)
+{
+    batched_dies(0, "member 1: an operand is not inside one device allocation");
+    batched_dies(1, "member 1: its C shares elements with another member's");
+}
+END_TEST
+
 int main(void)
 {
     if (!dlsym(RTLD_DEFAULT, "fgemu_device_range")) {
@@ -322,6 +492,8 @@ int main(void)
     tcase_add_test(tc, host_touching_device_memory_dies);
     tcase_add_test(tc, event_orders_streams);
     tcase_add_test(tc, cublas_rules);
+    tcase_add_test(tc, cublas_batched_rules);
+    tcase_add_test(tc, cublas_batched_member_faults);
     tcase_add_test(tc, host_register_rules);
     suite_add_tcase(s, tc);
     return tu_run(s);
