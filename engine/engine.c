@@ -470,15 +470,11 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
     for (uint32_t d = 1; e->o.policy.overlap && t->spec.access == FG_ACCESS_STREAM &&
                          d <= FG_HEAD_AHEAD; d++)
         prefetch_chunk(e, t, i + d); /* read the next ones while this one multiplies */
-    /* a view of its own: a backend may hold several pieces (backend.h fg_weight) */
-    fg_pager_view *v = malloc(sizeof *v);
-    if (!v)
-        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    /* the chunk's own view: a backend may hold several pieces (backend.h fg_weight) */
+    fg_pager_view *v = &e->wviews[t->first_id + i];
     int rc = fg_engine_acquire(e, t->first_id + i, v, err);
-    if (rc) {
-        free(v);
+    if (rc)
         return rc;
-    }
     const fg_fgt_chunk_info *ci = &t->chunks[i];
     *p = (fg_wpiece){v->ptr, (size_t)ci->length, t->codec, t->spec.n_dims,
                      {t->spec.dims[0], fg_tensor_spec_cols(&t->spec)},
@@ -489,9 +485,7 @@ static int piece_acquire(void *ctx, uint32_t i, fg_wpiece *p, fg_err *err)
 static int piece_release(void *ctx, fg_wpiece *p, fg_err *err)
 {
     wsrc *w = ctx;
-    int rc = fg_engine_release(w->e, p->token, 0, FG_OK, err);
-    free(p->token);
-    return rc;
+    return fg_engine_release(w->e, p->token, 0, FG_OK, err);
 }
 
 static void piece_prefetch(void *ctx, uint32_t i)
@@ -643,12 +637,18 @@ static int alloc_buffers(fg_engine *e, fg_err *err)
     e->ws_rows = (uint32_t)(tok > bls ? tok : bls);
     e->ws_rows = e->ws_rows > p->logit_rows ? e->ws_rows : p->logit_rows;
     e->wsrc = calloc(e->n_tensors + 1, sizeof *e->wsrc);
+    uint32_t ids = 1; /* the weight chunks' ids: a view each (piece_acquire) */
+    for (uint32_t t = 0; t < e->n_tensors; t++)
+        ids = e->tensors[t].first_id + e->tensors[t].n_chunks > ids
+                  ? e->tensors[t].first_id + e->tensors[t].n_chunks : ids;
+    e->wviews = calloc(ids, sizeof *e->wviews);
     e->sc.blk_ids = malloc(bls * 4);
     e->sc.blk_pos = malloc(bls * 4);
     e->sc.valid = calloc(e->ngb * tok, 1);
     e->sc.ids = calloc(e->ngb * tok, 4);
     e->sc.pos = calloc(e->ngb * tok, 4);
-    if (!e->wsrc || !e->sc.valid || !e->sc.ids || !e->sc.pos || !e->sc.blk_ids || !e->sc.blk_pos)
+    if (!e->wsrc || !e->wviews || !e->sc.valid || !e->sc.ids || !e->sc.pos || !e->sc.blk_ids ||
+        !e->sc.blk_pos)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory for the engine's buffers (%.0f MiB "
                           "planned)", p->total_host / FG_MIB);
     int rc = fg_engine_buffers_dev(e, err); /* the workspace, rows and logits: engine_dev.c */
@@ -816,6 +816,7 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->plan_chunk);
     free(e->plan_unit_first);
     free(e->wsrc);
+    free(e->wviews);
     free(e->sc.blk_ids);
     free(e->sc.blk_pos);
     free(e->sc.valid);

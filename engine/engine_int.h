@@ -29,8 +29,8 @@ typedef struct wtensor {
 typedef fg_plan_unit_tensors unit; /* kind, layer, tensor indices (plan_model.h) */
 
 /* The source of a piecewise weight (fg_weight.ctx): tensor t of the engine; each acquired
- * piece's pager view is its own (fg_wpiece.token, freed at its release: the CUDA backend holds
- * a run of device-resident pieces at once). */
+ * piece's pager view is its chunk's own (engine wviews, fg_wpiece.token: the CUDA backend
+ * holds a run of device-resident pieces at once). */
 typedef struct wsrc {
     struct fg_engine *e;
     int t;
@@ -75,6 +75,8 @@ struct fg_engine {
                                       is gathered by on a device backend (NULL on the CPU) */
     uint32_t n_small_rows;
     wsrc *wsrc;                    /* [n_tensors] weight sources */
+    fg_pager_view *wviews;         /* [weight chunk ids] the view of each acquired piece,
+                                      allocated once (no allocation per acquire) */
     uint32_t ws_rows;              /* rows of a step: max(gbs * max_ctx, gbs * ngb) */
     /* activations: one pager chunk per batch k (id act_first + k), [gbs * max_ctx, hidden] f32 */
     uint32_t act_first;
