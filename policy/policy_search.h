@@ -233,6 +233,8 @@ typedef struct fg_bound {
     fg_bound_phase ph[2];            /* [0] the prefill, [1] the decode steps */
     double s, tok_s;                 /* the block: ph[0].s + ph[1].s; tokens / s */
     uint64_t tokens;
+    double link_rate[2];             /* bytes/s up, down (0: no device) */
+    double disk_rate[2];             /* bytes/s read, write */
 } fg_bound;
 void fg_policy_bound(const fg_calib *c, const fg_policy_model *m, const fg_plan *pl,
                      const fg_policy *p, const fg_policy_job *job, fg_bound *out);

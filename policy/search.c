@@ -503,13 +503,16 @@ void fg_policy_bound(const fg_calib *c, const fg_policy_model *m, const fg_plan 
         bound_phase(&out->ph[k], up, down, t.rd, t.wr);
         out->s += out->ph[k].s;
     }
+    out->link_rate[0] = up, out->link_rate[1] = down;
+    out->disk_rate[0] = 1 / t.rd, out->disk_rate[1] = 1 / t.wr;
     out->tokens = (uint64_t)(t.n * t.G);
     out->tok_s = out->s > 0 ? (double)out->tokens / out->s : 0;
 }
 
 /* "2.10 s: compute 1.20 s (3.1 TFLOP at 2.6 TFLOP/s)", and the link's and the disk's when
  * they move bytes; times and bytes times k */
-static size_t phase_text(const fg_bound_phase *b, double k, char *buf, size_t cap)
+static size_t phase_text(const fg_bound *bd, const fg_bound_phase *b, double k, char *buf,
+                         size_t cap)
 {
     char x[32], y[32];
     double f = k * b->flops, u = f >= 1e12 || b->rate >= 1e12 ? 1e12 : 1e9;
@@ -517,21 +520,27 @@ static size_t phase_text(const fg_bound_phase *b, double k, char *buf, size_t ca
     size_t n = (size_t)snprintf(buf, cap, "%.2f s: compute %.2f s (%.3g %sFLOP at %.3g %sFLOP/s)",
                                 k * b->s, k * b->compute_s, f / u, un, b->rate / u, un);
     if (n < cap && (b->link_up > 0 || b->link_down > 0))
-        n += (size_t)snprintf(buf + n, cap - n, ", link %.2f s (up %s, down %s)", k * b->link_s,
+        n += (size_t)snprintf(buf + n, cap - n, ", link %.2f s (up %s at %.3g GB/s, down %s at "
+                              "%.3g)", k * b->link_s,
                               fg_fmt_bytes(k * b->link_up, x, (int)sizeof x),
-                              fg_fmt_bytes(k * b->link_down, y, (int)sizeof y));
+                              bd->link_rate[0] / 1e9,
+                              fg_fmt_bytes(k * b->link_down, y, (int)sizeof y),
+                              bd->link_rate[1] / 1e9);
     if (n < cap && (b->disk_read > 0 || b->disk_write > 0))
-        n += (size_t)snprintf(buf + n, cap - n, ", disk %.2f s (read %s, write %s)",
-                              k * b->disk_s, fg_fmt_bytes(k * b->disk_read, x, (int)sizeof x),
-                              fg_fmt_bytes(k * b->disk_write, y, (int)sizeof y));
+        n += (size_t)snprintf(buf + n, cap - n, ", disk %.2f s (read %s at %.3g GB/s, write %s "
+                              "at %.3g)", k * b->disk_s,
+                              fg_fmt_bytes(k * b->disk_read, x, (int)sizeof x),
+                              bd->disk_rate[0] / 1e9,
+                              fg_fmt_bytes(k * b->disk_write, y, (int)sizeof y),
+                              bd->disk_rate[1] / 1e9);
     return n < cap ? n : cap;
 }
 
 void fg_bound_describe(const fg_bound *b, double blocks, char *buf, size_t cap)
 {
-    char pre[256], dec[256];
-    phase_text(&b->ph[0], blocks, pre, sizeof pre);
-    phase_text(&b->ph[1], blocks, dec, sizeof dec);
+    char pre[320], dec[320];
+    phase_text(b, &b->ph[0], blocks, pre, sizeof pre);
+    phase_text(b, &b->ph[1], blocks, dec, sizeof dec);
     snprintf(buf, cap, "%.2f tok/s at most, %.2f s: prefill %s; decode %s", b->tok_s,
              blocks * b->s, pre, dec);
 }
