@@ -815,6 +815,8 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->sc.ids);
     free(e->sc.pos);
     free(e->spans);
+    free(e->held.ids);
+    free(e->held.rows);
     free(e);
     return rc;
 }
