@@ -617,7 +617,7 @@ int fg_engine_held_keep(fg_engine *e, uint32_t s, uint32_t slot, const int32_t *
         e->held.ids = malloc((size_t)m * sizeof *e->held.ids);
         e->held.cap = e->held.rows && e->held.ids ? m : 0;
         if (!e->held.cap)
-            return FG_OK;
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory (%u held KV rows)", m);
     }
     int rc = FG_OK;
     for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++) {

@@ -173,7 +173,7 @@ uint32_t fg_engine_held_match(const struct fg_engine *e, const int32_t *ids, uin
 int fg_engine_held_load(struct fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
                         const uint32_t *r, fg_err *err);
 /* The held run becomes ids[0..m), its rows copied out of slots [slot, slot + m) of sequence s's
- * KV cache; when its room cannot be had, nothing is held (sharing is an optimisation). */
+ * KV cache; FG_ERR_NOMEM when its room cannot be had, and then nothing is held. */
 int fg_engine_held_keep(struct fg_engine *e, uint32_t s, uint32_t slot, const int32_t *ids,
                         uint32_t m, fg_err *err);
 

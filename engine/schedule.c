@@ -754,8 +754,12 @@ static int score_block(fg_sched *sc, block *b, const score_plan *pl, const uint3
     if (rc == FG_OK && pl) {
         uint32_t s = pl->sp.last, cap = b->seqs[s].n_prompt - 1;
         cap = from[s] < cap ? from[s] : cap;
-        if (cap)
-            rc = fg_engine_held_keep(sc->e, s, pad_of(b, s), b->seqs[s].prompt, cap, err);
+        fg_err e2;
+        if (cap) /* (no room to keep it: the next call holds nothing, and is right) */
+            rc = fg_engine_held_keep(sc->e, s, pad_of(b, s), b->seqs[s].prompt, cap, &e2);
+        if (rc && rc != FG_ERR_NOMEM)
+            *err = e2;
+        rc = rc == FG_ERR_NOMEM ? FG_OK : rc;
     }
     return rc;
 }
