@@ -368,7 +368,9 @@ int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb
  * The donors take theirs too, and a group whose donor would give no more than the held run is
  * dropped (fg_engine_share_trim). A call whose windows all begin with a run the held run lacks
  * may prefill that run alone first (the level-0 pass, schedule.c), which becomes the held run:
- * a few-shot prefix is then computed once a job, and each item's context after it once. The
+ * a few-shot prefix is then computed once a job, and each item's context after it once. With
+ * a prefix cache the level-0 pass is a block like a generated one: its cached pages loaded, its
+ * new whole pages saved (fg_engine_prefix_load/save), so the next job loads that run. The
  * held run is at most max_ctx rows of every layer, one sequence's cache, outside the plan
  * (as share_rows' buffer is); it is freed at close. */
 
@@ -564,6 +566,25 @@ int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uin
 }
 
 /* ---- the held run (sched_int.h): rows kept from one scoring call to the next ---- */
+
+int fg_engine_has_prefix(const fg_engine *e) { return e->prefix != NULL; }
+
+int fg_engine_prefix_cached(fg_engine *e, const int32_t *ids, uint32_t n, uint32_t *got,
+                            fg_err *err)
+{
+    *got = 0;
+    if (!e->prefix || n < 2)
+        return FG_OK;
+    uint32_t G = fg_prefix_page_tokens(e->prefix), usable = (n - 1) / G, found = 0;
+    fg_prefix_key *keys = malloc(((size_t)usable + 1) * sizeof *keys);
+    if (!keys)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    fg_prefix_keys(e->prefix, ids, usable, keys);
+    int rc = fg_prefix_probe(e->prefix, ids, keys, usable, &found, err);
+    *got = rc == FG_OK ? found * G : 0;
+    free(keys);
+    return rc;
+}
 
 uint32_t fg_engine_held_match(const fg_engine *e, const int32_t *ids, uint32_t n)
 {

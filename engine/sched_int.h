@@ -166,6 +166,12 @@ int fg_engine_share_rows(struct fg_engine *e, const fg_share_plan *sp, uint32_t 
  * part of it, a few-shot prefix, or the whole context of an item whose choices the calls
  * split). The rows of ids[0..m) do not depend on what follows, so they are the rows any
  * window beginning with those ids would compute. */
+/* Whether a prefix cache is set (fg_engine_set_prefix). */
+int fg_engine_has_prefix(const struct fg_engine *e);
+/* Tokens of ids[0..n) the prefix cache (fg_engine_set_prefix) holds: whole pages, at most
+ * n - 1 tokens (as fg_engine_prefix_load finds them); 0 without a cache. */
+int fg_engine_prefix_cached(struct fg_engine *e, const int32_t *ids, uint32_t n, uint32_t *got,
+                            fg_err *err);
 /* How many of ids[0..n) the held run's tokens begin with. */
 uint32_t fg_engine_held_match(const struct fg_engine *e, const int32_t *ids, uint32_t n);
 /* The held run's rows [0, r[s]) into slots [P - n_prompt, ...) of sequence s of a block of

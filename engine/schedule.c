@@ -556,15 +556,17 @@ static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k,
  * A window's first rows can come from elsewhere instead of its own prefill: from the held run
  * (prefix_kv.c: rows kept from the previous call, copied in), from a level-0 pass (the run
  * every window of the call begins with, a prefill of one sequence, which then becomes the
- * held run), or from its group's donor (a prefill of the donors' runs, each taking what the
- * held run has of it). The windows' prefill then computes slots [s0, P), s0 the least of
+ * held run; with a prefix cache its cached pages loaded and its new pages saved, for the next
+ * job), or from its group's donor (a prefill of the donors' runs, each taking what the held run
+ * has of it). The windows' prefill then computes slots [s0, P), s0 the least of
  * pad + rows taken. Each extra pass sweeps the weights again, so a plan's rows count 4/3 a
  * pass: the pairwise rule of sharing only where it saves a quarter of the rows. */
 
 typedef struct score_plan {
     fg_share_plan sp;      /* the groups, less what the held run gives (fg_engine_share_trim) */
     uint32_t *hw, *hd;     /* [n] rows window s takes from the held run; [nd] donor d */
-    uint32_t hm0;          /* the level-0 pass: rows of the common run the held run has */
+    uint32_t hm0, hc0;     /* the level-0 pass: rows of the common run the held run has, and
+                              the prefix cache (fg_engine_set_prefix; 0 without one) */
     int level0, donors;    /* the passes run before the windows' */
     uint32_t s0;           /* the windows' prefill computes slots [s0, P) */
     uint64_t rows;         /* rows the passes compute, padding included */
@@ -584,7 +586,8 @@ static uint32_t pad_of(const block *b, uint32_t s) { return b->P - b->seqs[s].n_
 static uint64_t plan_rows(const block *b, score_plan *pl, int donors)
 {
     const fg_share_plan *sp = &pl->sp;
-    uint64_t rows = pl->level0 ? sp->common - pl->hm0 : 0;
+    uint32_t had = pl->hm0 > pl->hc0 ? pl->hm0 : pl->hc0;
+    uint64_t rows = pl->level0 ? sp->common - had : 0;
     uint32_t P1 = 0, s1 = UINT32_MAX, lo = b->P;
     for (uint32_t d = 0; donors && d < sp->nd; d++)
         P1 = sp->dlen[d] > P1 ? sp->dlen[d] : P1;
@@ -604,7 +607,8 @@ static uint64_t plan_rows(const block *b, score_plan *pl, int donors)
  * the held run (the common run after a level-0 pass), the groups trimmed to what donors give
  * beyond it, and the cheaper of the donors' pass or none. */
 static int plan_with(fg_sched *sc, const block *b, const fg_share_plan *sp,
-                     const uint32_t *from, int level0, score_plan *pl, fg_err *err)
+                     const uint32_t *from, int level0, uint32_t hc0, score_plan *pl,
+                     fg_err *err)
 {
     uint32_t n = b->n, *mw = malloc(((size_t)n + 1) * sizeof *mw);
     memset(pl, 0, sizeof *pl);
@@ -612,6 +616,7 @@ static int plan_with(fg_sched *sc, const block *b, const fg_share_plan *sp,
     pl->hd = malloc(((size_t)sp->nd + 1) * sizeof *pl->hd);
     int rc = mw && pl->hw && pl->hd ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     pl->level0 = level0;
+    pl->hc0 = hc0;
     pl->hm0 = n ? fg_engine_held_match(sc->e, b->seqs[sp->last].prompt, sp->common) : 0;
     for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
         const fg_gen_seq *q = &b->seqs[s];
@@ -630,21 +635,25 @@ static int plan_with(fg_sched *sc, const block *b, const fg_share_plan *sp,
     return rc;
 }
 
-/* The way to prefill the call's windows whose rows count least, 4/3 a pass. */
+/* The way to prefill the call's windows whose rows count least, 4/3 a pass. With a prefix cache
+ * a tie goes to the level-0 pass, whose pages are saved there for the next job. */
 static int score_plan_make(fg_sched *sc, const block *b, const fg_share_plan *sp,
                            const uint32_t *from, score_plan *pl, fg_err *err)
 {
     score_plan l0;
-    int rc = plan_with(sc, b, sp, from, 0, pl, err);
+    uint32_t hc0 = 0;
+    int rc = plan_with(sc, b, sp, from, 0, 0, pl, err);
     if (rc || sp->common <= pl->hm0)
         return rc;
-    if ((rc = plan_with(sc, b, sp, from, 1, &l0, err))) {
+    if ((rc = fg_engine_prefix_cached(sc->e, b->seqs[sp->last].prompt, sp->common, &hc0, err)))
+        return rc;
+    if ((rc = plan_with(sc, b, sp, from, 1, hc0, &l0, err))) {
         score_plan_free(&l0);
         return rc;
     }
     double a = (double)pl->rows * (pl->donors ? 4 : 3);
     double c = (double)l0.rows * (l0.donors ? 16 : 12) / 3;
-    if (c < a) {
+    if (c < a || (c == a && fg_engine_has_prefix(sc->e))) {
         score_plan_free(pl);
         *pl = l0;
     } else {
@@ -679,13 +688,22 @@ static int prefill_pass(fg_sched *sc, fg_gen_seq *seqs, uint32_t n, const uint32
     return rc;
 }
 
-/* The level-0 pass: the run every window begins with, which becomes the held run. */
+/* The level-0 pass: the run every window begins with, which becomes the held run; with a
+ * prefix cache its cached pages are loaded (the held run's rows too where it has more) and its
+ * new whole pages saved, as a generated block's are. */
 static int level0_pass(fg_sched *sc, const block *b, const score_plan *pl, fg_err *err)
 {
-    uint32_t H = pl->sp.common, P;
+    uint32_t H = pl->sp.common, P, c0 = 0, r = 0;
     int32_t dummy;
     fg_gen_seq q = {b->seqs[pl->sp.last].prompt, H, 1, {0, 0, 1, 0}, 0, &dummy, 0, 0};
-    int rc = prefill_pass(sc, &q, 1, &pl->hm0, pl->hm0, &P, err);
+    fg_pfx_block pb;
+    int rc = fg_engine_prefix_load(sc->e, &q, 1, H, &pb, &c0, err); /* no cache: c0 = 0 */
+    r = pl->hm0 > c0 ? pl->hm0 : 0;
+    if (rc == FG_OK)
+        rc = prefill_pass(sc, &q, 1, &r, r > c0 ? r : c0, &P, err);
+    if (rc == FG_OK)
+        rc = fg_engine_prefix_save(sc->e, &q, &pb, err);
+    fg_pfx_block_free(&pb);
     return rc ? rc : fg_engine_held_keep(sc->e, 0, 0, q.prompt, H, err);
 }
 

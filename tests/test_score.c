@@ -20,7 +20,8 @@
  * alone rather than among others differs from either by up to 2e-5 on these sums of -30 to
  * -80: the f32 sums of a batch of another size.)
  * A few-shot job (fewshot_prefix): a prefix shared by every item over 3 to 8 engine blocks,
- * items split between blocks, computed once (the engine's held run and level-0 pass).
+ * items split between blocks, computed once (the engine's held run and level-0 pass); run
+ * twice with a prefix cache, the second job loads the prefix's pages.
  * Also the engine's split of disk reads into prefill and decode (the run summary's line).
  */
 #define _GNU_SOURCE
@@ -64,7 +65,9 @@ static const place places[] = {
     {"sim device", 2, 2, {{0.5, 0.5, 0}, {1, 0, 0}, {0, 1, 0}}, 1, 0, 0, 1},
 };
 
-static fg_session *open_at(const char *store, const place *p, int no_share, uint32_t max_ctx)
+/* A session at place p; cache: a prefix cache directory of pages of 8 tokens, or NULL. */
+static fg_session *open_at(const char *store, const place *p, int no_share, uint32_t max_ctx,
+                           const char *cache)
 {
     fg_session_opts so = {0};
     so.run.model = store;
@@ -78,6 +81,8 @@ static fg_session *open_at(const char *store, const place *p, int no_share, uint
     so.run.eo.policy.compress_cache = p->q4;
     so.run.eo.offload_dir = tu_path("");
     so.run.eo.no_share = no_share;
+    so.run.prefix_cache = cache;
+    so.run.prefix_page_tokens = 8;
     if (p->sim) {
         so.run.eo.backend = FG_BACKEND_SIM;
         so.run.eo.policy.cpu_attention = 0;
@@ -146,11 +151,11 @@ START_TEST(shared_contexts)
         fg_score_res all[NQ], old[NQ];
         fg_session_stats st_old, st;
         fg_err err;
-        fg_session *s = open_at(store, p, 1, 16); /* every window whole: the path before sharing */
+        fg_session *s = open_at(store, p, 1, 16, NULL); /* every window whole: no sharing */
         ck_assert_msg(fg_session_score(s, q, NQ, old, &err) == 0, "%s: %s", p->name, err.msg);
         fg_session_stats_get(s, &st_old);
         fg_session_close(s);
-        s = open_at(store, p, 0, 16);
+        s = open_at(store, p, 0, 16, NULL);
         ck_assert_msg(fg_session_score(s, q, NQ, all, &err) == 0, "%s: %s", p->name, err.msg);
         fg_session_stats_get(s, &st);
         fg_session_close(s);
@@ -193,7 +198,9 @@ END_TEST
  * The 4-bit cache's bound is 2e-3: there mixtral's sums differ from the whole path's by up to
  * 1.5e-3, as much with the sharing within one block that came before the held run (measured on
  * this job; not investigated further): a prefill after rows read back as 4-bit codes, wherever
- * they came from, is not quite the prefill that computed them. */
+ * they came from, is not quite the prefill that computed them. The same job twice with a prefix
+ * cache (pages of 8 tokens): the first computes the rows it computes without one, the second at
+ * least the prefix's whole pages fewer (its level-0 pass loads them), the same log-probs. */
 #define FS_MORE 8
 #define FS_ITEMS 7
 #define FS_PAIRS 23
@@ -224,14 +231,14 @@ static void fewshot_pairs(uint32_t np, uint32_t vocab, fg_score_req *q, int32_t 
     ck_assert_uint_eq(k, FS_PAIRS);
 }
 
-static void fewshot_run(const char *store, const place *p, int no_share, uint32_t np,
-                        uint32_t vocab, fg_score_res *res, fg_engine_stats *es)
+static void fewshot_run(const char *store, const place *p, int no_share, const char *cache,
+                        uint32_t np, uint32_t vocab, fg_score_res *res, fg_engine_stats *es)
 {
     fg_score_req q[FS_PAIRS];
     int32_t *ids = malloc((size_t)FS_ITEMS * (np + 4 + 4 * 3) * sizeof *ids);
     ck_assert_ptr_nonnull(ids);
     fewshot_pairs(np, vocab, q, ids);
-    fg_session *s = open_at(store, p, no_share, np + 8);
+    fg_session *s = open_at(store, p, no_share, np + 8, cache);
     fg_err err;
     ck_assert_msg(fg_session_score(s, q, FS_PAIRS, res, &err) == 0, "%s: %s", p->name, err.msg);
     fg_session_stats st;
@@ -262,9 +269,15 @@ START_TEST(fewshot_prefix)
         const place *p = &places[pi];
         fg_score_res whole[FS_PAIRS], shared[FS_PAIRS], longer[FS_PAIRS];
         fg_engine_stats ew, es, el;
-        fewshot_run(store, p, 1, np, r.vocab, whole, &ew);
-        fewshot_run(store, p, 0, np, r.vocab, shared, &es);
-        fewshot_run(store, p, 0, np + FS_MORE, r.vocab, longer, &el);
+        fg_score_res job1[FS_PAIRS], job2[FS_PAIRS];
+        fg_engine_stats e1, e2;
+        char cache[64];
+        snprintf(cache, sizeof cache, "pfx%zu", pi);
+        fewshot_run(store, p, 1, NULL, np, r.vocab, whole, &ew);
+        fewshot_run(store, p, 0, NULL, np, r.vocab, shared, &es);
+        fewshot_run(store, p, 0, NULL, np + FS_MORE, r.vocab, longer, &el);
+        fewshot_run(store, p, 0, tu_path(cache), np, r.vocab, job1, &e1);
+        fewshot_run(store, p, 0, tu_path(cache), np, r.vocab, job2, &e2);
         for (int i = 0; i < FS_PAIRS; i++) {
             ck_assert_int_eq(shared[i].status, 0);
             ck_assert_int_eq(whole[i].status, 0);
@@ -276,7 +289,21 @@ START_TEST(fewshot_prefix)
                           shared[i].logprob, whole[i].logprob);
             ck_assert_msg(shared[i].is_greedy == whole[i].is_greedy, "%s, %s, pair %d: "
                           "is_greedy", fam[_i].ref, p->name, i);
+            for (int j = 0; j < 2; j++) {
+                const fg_score_res *x = j ? &job2[i] : &job1[i];
+                ck_assert_int_eq(x->status, 0);
+                ck_assert_msg(fabs(x->logprob - whole[i].logprob) <= bound, "%s, %s, pair %d, "
+                              "cached job %d: %.9f, whole %.9f", fam[_i].ref, p->name, i, j + 1,
+                              x->logprob, whole[i].logprob);
+                ck_assert_int_eq(x->is_greedy, whole[i].is_greedy);
+            }
         }
+        /* the second job loads the prefix's whole pages (8 tokens, the last token not) */
+        ck_assert_msg(e1.prefill_rows == es.prefill_rows && e1.prefill_rows - e2.prefill_rows
+                      >= (np - 1) / 8 * 8, "%s, %s: with a prefix cache %llu rows, then %llu "
+                      "(%llu without)", fam[_i].ref, p->name,
+                      (unsigned long long)e1.prefill_rows, (unsigned long long)e2.prefill_rows,
+                      (unsigned long long)es.prefill_rows);
         ck_assert_msg(es.prefill_rows < ew.prefill_rows && es.rows_shared > 0, "%s, %s: "
                       "prefill rows %llu shared, %llu whole", fam[_i].ref, p->name,
                       (unsigned long long)es.prefill_rows, (unsigned long long)ew.prefill_rows);
@@ -294,7 +321,7 @@ START_TEST(disk_reads_split)
 {
     const char *store = fixture_store("qwen3-moe-tiny-bf16");
     place p = {"weights on disk", 1, 1, {{0, 0, 1}, {0, 1, 0}, {0, 1, 0}}, 1, 0, 0, 0};
-    fg_session *s = open_at(store, &p, 0, 16);
+    fg_session *s = open_at(store, &p, 0, 16, NULL);
     int32_t ids[4] = {1, 20, 30, 40};
     fg_request q = {0};
     q.prompt_ids = ids;
