@@ -14,6 +14,10 @@
  *
  * A page that another process evicts between the lookup and the read is a miss from there on:
  * c_s drops to that page, and the pages already copied beyond it are recomputed.
+ *
+ * The same slot mechanism serves scoring (fg_engine_score, the end of this file): the rows of a
+ * run several windows share, copied from a donor's prefill into each window's slots, and the
+ * held run, rows kept in host memory from one scoring call to the next.
  */
 #include <stdlib.h>
 #include <string.h>
