@@ -7,7 +7,10 @@ vocabulary 50272; f16 safetensors; GPT-2's tokenizer files of data/gpt2-tokenize
 in the work directory; or --model austen, the shipped models/austen-opt (4 layers, hidden 256,
 its own tokenizer). Either is converted with fg-convert. ITEMS four-choice items are built from
 the shipped Austen texts: the context is a sentence (at most 40 words), the choices the first
-four words of the next sentence and of three other sentences. Every (context, choice) pair is
+four words of the next sentence and of three other sentences; with --fewshot K, K examples
+(other sentences, each followed by the first four words of its next sentence, separated by
+blank lines, the same K before every item, as lm-eval's num_fewshot with its first_n sampler
+builds them) come before each context. Every (context, choice) pair is
 scored as lm-evaluation-harness's loglikelihood does (the continuation's summed log-prob and
 whether it is greedy) by
   - fg-infer score (the pairs given as token ids, so both sides see the same tokens): the four
@@ -21,8 +24,8 @@ the figures printed: pairs and items a second, tokens a second (every token of t
 the largest difference of a pair's log-prob between the two, and how many items choose the
 same answer.
 
-usage: bench/score.py [--model opt-1.3b|austen] [--items 1000] [--threads 2] [--batch 32]
-                      [--sharing] [--no-hf] [--work DIR] [--bin BUILD]
+usage: bench/score.py [--model opt-1.3b|austen] [--items 1000] [--fewshot 0] [--threads 2]
+                      [--batch 32] [--sharing] [--no-hf] [--work DIR] [--bin BUILD]
 (python with transformers, and torch unless --no-hf; fg-convert and fg-infer in --bin)
 """
 import argparse
@@ -55,19 +58,24 @@ def make_checkpoint(d):
         shutil.copy(os.path.join(ROOT, "data/gpt2-tokenizer", f), d)
 
 
-def make_items(n, tok):
+def make_items(n, tok, fewshot=0):
     text = open(os.path.join(ROOT, "data/austen/pride_and_prejudice.txt"), encoding="utf-8").read()
     sents = [s.strip().replace("\n", " ") for s in re.split(r"(?<=[.!?])\s+", text)]
     sents = [s for s in sents if len(s.split()) >= 6]
     rnd = random.Random(40)
     items = []
+    shots, srnd = [], random.Random(41)  # (the items are the same whatever K)
+    for _ in range(fewshot):  # lm-eval: text, target delimiter, target; shots joined by "\n\n"
+        k = srnd.randrange(len(sents) - 1)
+        shots.append(" ".join(sents[k].split()[:40]) + " " + " ".join(sents[k + 1].split()[:4]))
+    prefix = tok.encode("\n\n".join(shots) + "\n\n") if fewshot else []
     for i in range(n):
         k = rnd.randrange(len(sents) - 1)
         ctx = " ".join(sents[k].split()[:40])
         right = " " + " ".join(sents[k + 1].split()[:4])
         wrong = [" " + " ".join(rnd.choice(sents).split()[:4]) for _ in range(3)]
         choices = [right] + wrong
-        c_ids = [2] + tok.encode(ctx)
+        c_ids = [2] + prefix + tok.encode(ctx)
         items.append([(c_ids, tok.encode(c)) for c in choices])
     return items
 
@@ -137,6 +145,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=("opt-1.3b", "austen"), default="opt-1.3b")
     ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--fewshot", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--sharing", action="store_true")
@@ -161,13 +170,14 @@ def main():
     if not os.path.exists(store):
         subprocess.run([os.path.join(args.bin, "fg-convert")] + convert, check=True)
     tok = GPT2TokenizerFast(os.path.join(ckpt, "vocab.json"), os.path.join(ckpt, "merges.txt"))
-    items = make_items(args.items, tok)
+    items = make_items(args.items, tok, args.fewshot)
     tokens = sum(len(c) + len(k) - 1 for it in items for c, k in it)
     n = len(items)
     runs = [("fg-infer score", run_fg(args, store, items, work))]
     if args.sharing:
         runs.append(("  (each context again)", run_fg(args, store, items, work, share=False)))
-    print(f"{n} four-choice items ({4 * n} pairs, {tokens} tokens through the model), "
+    shots = f", {args.fewshot}-shot" if args.fewshot else ""
+    print(f"{n} four-choice items{shots} ({4 * n} pairs, {tokens} tokens through the model), "
           f"{shape}, {args.threads} threads")
     for name, r in runs:
         print(f"  {name:22s}: {r['s']:8.2f} s  {4 * n / r['s']:8.2f} pairs/s  "

@@ -9,7 +9,9 @@
  *
  *    schedule.c    the schedules (generate, logits, a follower's serve) over one context,
  *        |         fg_sched (sched_int.h): it never sees struct fg_engine
- *    prefix_kv.c   the prefix cache's KV rows into and out of a block's KV chunks
+ *    prefix_kv.c   the prefix cache's KV rows into and out of a block's KV chunks; scoring's
+ *        |         shared runs (a donor's rows into its group's windows; the held run, kept
+ *        |         from one scoring call to the next)
  *        |
  *    engine.c      open and close, tensors and units, the pager, weights, the schedules' calls
  *        |
@@ -823,6 +825,8 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->sc.ids);
     free(e->sc.pos);
     free(e->spans);
+    free(e->held.ids);
+    free(e->held.rows);
     free(e);
     return rc;
 }

@@ -155,8 +155,15 @@ int fg_engine_logits(fg_engine *e, const int32_t *const *windows, const uint32_t
  * the predictions those positions make. Windows that begin with the same tokens (lm-eval's
  * choices of one context; a few-shot prefix) compute them once when that saves a quarter of
  * the prefill's rows: their longest common run before from[w] is a prefill of its own, whose KV
- * rows are copied into each window's cache; the windows' prefill computes the rest. The same
- * numbers either way (the rows of a prefix do not depend on what follows or on the padding). */
+ * rows are copied into each window's cache; the windows' prefill computes the rest. The engine
+ * keeps the run of the last window in token order (before its from) to the next call, whose
+ * windows take what they begin with of it, and a run every window of a call begins with that
+ * the kept one lacks may be a prefill of its own first: a caller that sorts its windows by
+ * their tokens computes a few-shot prefix once for all its calls; with a prefix cache
+ * (fg_engine_set_prefix) that run's cached pages are loaded and its new ones saved (across
+ * jobs). The same numbers either way
+ * (the rows of a prefix do not depend on what follows or on the padding). from NULL
+ * (fg_engine_logits) or opts.no_share: nothing is shared, nor kept. */
 int fg_engine_score(fg_engine *e, const int32_t *const *windows, const uint32_t *lens,
                     const uint32_t *from, uint32_t n, double *nll, uint64_t *count, float *out,
                     size_t out_stride, fg_err *err);

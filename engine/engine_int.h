@@ -93,6 +93,14 @@ struct fg_engine {
     size_t n_spans, cap_spans;
     double t_open;
     struct fg_prefix *prefix;      /* borrowed (fg_engine_set_prefix), or NULL */
+    /* the held run (prefix_kv.c): the KV rows of tokens ids[0..n) kept from one
+     * fg_engine_score call to the next, layer l's K rows at rows + l * 2 * cap * kv_row and its V
+     * rows cap * kv_row further; at most max_ctx rows, one sequence's cache, outside the plan */
+    struct {
+        int32_t *ids;
+        uint8_t *rows;
+        uint32_t n, cap;
+    } held;
     /* a pipeline stage (stage.c): layers [l0, l1) run here, and rank 0 also runs the embedding
      * and the head; without a link every unit (l0 = 0, l1 = n_layers). KV chunks exist only for
      * [l0, l1). */

@@ -14,6 +14,10 @@
  *
  * A page that another process evicts between the lookup and the read is a miss from there on:
  * c_s drops to that page, and the pages already copied beyond it are recomputed.
+ *
+ * The same slot mechanism serves scoring (fg_engine_score, the end of this file): the rows of a
+ * run several windows share, copied from a donor's prefill into each window's slots, and the
+ * held run, rows kept in host memory from one scoring call to the next.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -350,7 +354,7 @@ int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb
     return rc;
 }
 
-/* ---- prefixes shared within one scoring call (fg_engine_score) ----
+/* ---- prefixes shared by scoring calls (fg_engine_score) ----
  *
  * Windows scored together whose first tokens are the same (lm-eval's choices of one context, a
  * few-shot prefix) compute those rows once: the windows sorted by their tokens, each window's
@@ -359,7 +363,20 @@ int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb
  * is the donor. The donors' runs are a first prefill of their own (schedule.c), whose rows are
  * copied, layer by layer, through host memory into every member's slots [pad_s, pad_s + c_s)
  * of the windows' block, as cached pages are above; the block's prefill then computes slots
- * [s0, P) only. */
+ * [s0, P) only.
+ *
+ * Across calls, the held run: after each call the rows of the window last in token order (up
+ * to its first wanted logits) are copied out to host memory with their tokens; the next call's
+ * windows (the caller sorts them on from there) take from it what they begin with: a few-shot
+ * prefix every item shares, or the whole context of an item whose choices the calls split.
+ * The donors take theirs too, and a group whose donor would give no more than the held run is
+ * dropped (fg_engine_share_trim). A call whose windows all begin with a run the held run lacks
+ * may prefill that run alone first (the level-0 pass, schedule.c), which becomes the held run:
+ * a few-shot prefix is then computed once a job, and each item's context after it once. With
+ * a prefix cache the level-0 pass is a block like a generated one: its cached pages loaded, its
+ * new whole pages saved (fg_engine_prefix_load/save), so the next job loads that run. The
+ * held run is at most max_ctx rows of every layer, one sequence's cache, outside the plan
+ * (as share_rows' buffer is); it is freed at close. */
 
 typedef struct win_ref {
     const int32_t *ids;
@@ -450,8 +467,60 @@ int fg_engine_share_plan(const int32_t *const *w, const uint32_t *lens, const ui
     }
     if (rc == FG_OK)
         close_group(sp, cur, members);
+    if (rc == FG_OK && n) { /* sorted: what the first and the last share, all share */
+        sp->last = o[n - 1].idx;
+        sp->common = common(&o[0], &o[n - 1]);
+        for (uint32_t s = 0; s < n; s++) {
+            uint32_t cap = from[s] < lens[s] - 1 ? from[s] : lens[s] - 1;
+            sp->common = cap < sp->common ? cap : sp->common;
+        }
+    }
     free(o);
     free(adj);
+    return rc;
+}
+
+static int plan_alloc(fg_share_plan *sp, uint32_t n, uint32_t nd, fg_err *err)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->n = n;
+    sp->donor = malloc(((size_t)n + 1) * sizeof *sp->donor);
+    sp->c = calloc((size_t)n + 1, sizeof *sp->c);
+    sp->dwin = calloc((size_t)nd + 1, sizeof *sp->dwin);
+    sp->dlen = calloc((size_t)nd + 1, sizeof *sp->dlen);
+    return sp->donor && sp->c && sp->dwin && sp->dlen
+         ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+}
+
+int fg_engine_share_trim(const fg_share_plan *sp, const uint32_t *hw, const uint32_t *mw,
+                         fg_share_plan *out, uint32_t *hd, fg_err *err)
+{
+    uint32_t *cnt = calloc((size_t)sp->nd + 1, sizeof *cnt), *to = NULL;
+    int rc = plan_alloc(out, sp->n, sp->nd, err);
+    if (rc == FG_OK && (!cnt || !(to = malloc(((size_t)sp->nd + 1) * sizeof *to))))
+        rc = fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t s = 0; rc == FG_OK && s < sp->n; s++) /* the members the donor gives more */
+        if (sp->donor[s] != FG_SHARE_NONE && sp->c[s] > hw[s])
+            cnt[sp->donor[s]]++;
+    for (uint32_t d = 0; rc == FG_OK && d < sp->nd; d++) {
+        to[d] = cnt[d] > 1 ? out->nd++ : FG_SHARE_NONE;
+        if (to[d] != FG_SHARE_NONE)
+            out->dwin[to[d]] = sp->dwin[d];
+    }
+    for (uint32_t s = 0; rc == FG_OK && s < sp->n; s++) {
+        uint32_t d = sp->donor[s] != FG_SHARE_NONE && sp->c[s] > hw[s] ? to[sp->donor[s]]
+                   : FG_SHARE_NONE;
+        out->donor[s] = d;
+        out->c[s] = d != FG_SHARE_NONE ? sp->c[s] : 0;
+        if (d != FG_SHARE_NONE && out->c[s] > out->dlen[d])
+            out->dlen[d] = out->c[s];
+    }
+    for (uint32_t d = 0; rc == FG_OK && d < out->nd; d++)
+        hd[d] = mw[out->dwin[d]] < out->dlen[d] ? mw[out->dwin[d]] : out->dlen[d];
+    out->common = sp->common;
+    out->last = sp->last;
+    free(cnt);
+    free(to);
     return rc;
 }
 
@@ -497,5 +566,96 @@ int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uin
     }
     free(buf);
     free(at);
+    return rc;
+}
+
+/* ---- the held run (sched_int.h): rows kept from one scoring call to the next ---- */
+
+int fg_engine_has_prefix(const fg_engine *e) { return e->prefix != NULL; }
+
+int fg_engine_prefix_cached(fg_engine *e, const int32_t *ids, uint32_t n, uint32_t *got,
+                            fg_err *err)
+{
+    *got = 0;
+    if (!e->prefix || n < 2)
+        return FG_OK;
+    uint32_t G = fg_prefix_page_tokens(e->prefix), usable = (n - 1) / G, found = 0;
+    fg_prefix_key *keys = malloc(((size_t)usable + 1) * sizeof *keys);
+    if (!keys)
+        return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    fg_prefix_keys(e->prefix, ids, usable, keys);
+    int rc = fg_prefix_probe(e->prefix, ids, keys, usable, &found, err);
+    *got = rc == FG_OK ? found * G : 0;
+    free(keys);
+    return rc;
+}
+
+uint32_t fg_engine_held_match(const fg_engine *e, const int32_t *ids, uint32_t n)
+{
+    uint32_t i = 0, m = e->held.n < n ? e->held.n : n;
+    while (i < m && e->held.ids[i] == ids[i])
+        i++;
+    return i;
+}
+
+/* Layer l's K rows of the held run (its V rows e->held.cap rows on). */
+static uint8_t *held_rows(fg_engine *e, uint32_t l)
+{
+    return e->held.rows + (size_t)l * 2 * e->held.cap * e->plan.kv_row;
+}
+
+int fg_engine_held_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
+                        const uint32_t *r, fg_err *err)
+{
+    size_t vs = (size_t)e->held.cap * e->plan.kv_row;
+    uint32_t nb = (n + e->gbs - 1) / e->gbs;
+    int rc = FG_OK;
+    for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++)
+        for (uint32_t k = 0; rc == FG_OK && k < nb; k++) {
+            uint32_t first = k * e->gbs, end = first + e->gbs < n ? first + e->gbs : n;
+            int any = 0;
+            for (uint32_t s = first; s < end; s++)
+                any |= r[s] > 0;
+            if (!any)
+                continue;
+            fg_pager_view v;
+            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
+                break;
+            for (uint32_t s = first; rc == FG_OK && s < end; s++)
+                if (r[s])
+                    rc = rows_copy_n(e, &v, s - first, P - seqs[s].n_prompt, r[s],
+                                     held_rows(e, l), vs, 1, err);
+            rc = fg_engine_release(e, &v, 1, rc, err);
+        }
+    return rc;
+}
+
+int fg_engine_held_keep(fg_engine *e, uint32_t s, uint32_t slot, const int32_t *ids,
+                        uint32_t m, fg_err *err)
+{
+    size_t rb = e->plan.kv_row;
+    e->held.n = 0; /* (until its rows are in) */
+    if (m > e->held.cap) {
+        free(e->held.rows);
+        free(e->held.ids);
+        e->held.rows = malloc((size_t)m * 2 * rb * e->hp.n_layers);
+        e->held.ids = malloc((size_t)m * sizeof *e->held.ids);
+        e->held.cap = e->held.rows && e->held.ids ? m : 0;
+        if (!e->held.cap)
+            return fg_err_set(err, FG_ERR_NOMEM, "out of memory (%u held KV rows)", m);
+    }
+    int rc = FG_OK;
+    for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++) {
+        fg_pager_view v;
+        if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, s / e->gbs, l), &v, err)))
+            break;
+        rc = rows_copy_n(e, &v, s % e->gbs, slot, m, held_rows(e, l),
+                         (size_t)e->held.cap * rb, 0, err);
+        rc = fg_engine_release(e, &v, 0, rc, err);
+    }
+    if (rc == FG_OK) {
+        memcpy(e->held.ids, ids, (size_t)m * sizeof *ids);
+        e->held.n = m;
+    }
     return rc;
 }

@@ -136,20 +136,51 @@ void fg_pfx_block_free(fg_pfx_block *pb);
 
 /* prefix_kv.c: prefixes shared by the windows of one scoring call (fg_engine_score). Window s
  * takes its first c[s] rows from donor donor[s] (FG_SHARE_NONE and c[s] 0: none), a prefill of
- * the first dlen[d] tokens of window dwin[d]; c[s] <= from[s] and < lens[s], so every row whose
- * logits are wanted is computed. */
+ * the first dlen[d] tokens of window dwin[d]; c[s] <= cap(s) = min(from[s], lens[s] - 1), so
+ * every row whose logits are wanted is computed. common: the run every window begins with (at
+ * most every cap); last: the window last in token order. */
 #define FG_SHARE_NONE UINT32_MAX
 typedef struct fg_share_plan {
     uint32_t n, nd;                /* windows, donors */
     uint32_t *donor, *c;           /* [n] */
     uint32_t *dwin, *dlen;         /* [nd] */
+    uint32_t common, last;
 } fg_share_plan;
 int fg_engine_share_plan(const int32_t *const *windows, const uint32_t *lens,
                          const uint32_t *from, uint32_t n, fg_share_plan *sp, fg_err *err);
+/* *out: sp less what the held run gives (window s can take hw[s] rows from it, donor d's run
+ * min(mw[dwin[d]], its length)): a member whose donor gives no more than the held run leaves
+ * its group, a group left with fewer than two members is dropped, the donors renumbered and
+ * their runs cut to their members' longest; hd[out->nd] (room for sp->nd) the rows each donor
+ * takes from the held run. */
+int fg_engine_share_trim(const fg_share_plan *sp, const uint32_t *hw, const uint32_t *mw,
+                         fg_share_plan *out, uint32_t *hd, fg_err *err);
 void fg_share_plan_free(fg_share_plan *sp);
 /* After the donors' prefill (donor d its sequence d, prompts padded to P1): each member's rows
  * copied into its slots of the windows' block (window s its sequence s, padded to P2). */
 int fg_engine_share_rows(struct fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,
                          const uint32_t *lens, fg_err *err);
+
+/* prefix_kv.c: the held run, KV rows kept from one scoring call to the next (the run of the
+ * last window in token order: the next call's windows, sorted on from there, begin with a
+ * part of it, a few-shot prefix, or the whole context of an item whose choices the calls
+ * split). The rows of ids[0..m) do not depend on what follows, so they are the rows any
+ * window beginning with those ids would compute. */
+/* Whether a prefix cache is set (fg_engine_set_prefix). */
+int fg_engine_has_prefix(const struct fg_engine *e);
+/* Tokens of ids[0..n) the prefix cache (fg_engine_set_prefix) holds: whole pages, at most
+ * n - 1 tokens (as fg_engine_prefix_load finds them); 0 without a cache. */
+int fg_engine_prefix_cached(struct fg_engine *e, const int32_t *ids, uint32_t n, uint32_t *got,
+                            fg_err *err);
+/* How many of ids[0..n) the held run's tokens begin with. */
+uint32_t fg_engine_held_match(const struct fg_engine *e, const int32_t *ids, uint32_t n);
+/* The held run's rows [0, r[s]) into slots [P - n_prompt, ...) of sequence s of a block of
+ * n (r[s] <= what fg_engine_held_match gave for its prompt). */
+int fg_engine_held_load(struct fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
+                        const uint32_t *r, fg_err *err);
+/* The held run becomes ids[0..m), its rows copied out of slots [slot, slot + m) of sequence s's
+ * KV cache; FG_ERR_NOMEM when its room cannot be had, and then nothing is held. */
+int fg_engine_held_keep(struct fg_engine *e, uint32_t s, uint32_t slot, const int32_t *ids,
+                        uint32_t m, fg_err *err);
 
 #endif

@@ -27,7 +27,10 @@
  *
  * With a prefix cache (prefix_kv.c) the prefill is chunked: the cached rows of every sequence
  * are loaded into its KV cache first and the prefill computes cache slots [s0, P) only, the
- * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode.
+ * attention reading rows [0, s0) as it reads the rows of earlier steps in a decode. Scoring
+ * (fg_engine_score) chunks its prefill the same way with rows of shared contexts: the run held
+ * from the previous call, a level-0 pass (the run all its windows begin with), the donors'
+ * pass (each group's context); "the prefill passes of a scoring call" below.
  *
  * A schedule sees the engine through one context, fg_sched (sched_int.h), and the engine's
  * calls declared beside it; it never sees struct fg_engine, and nothing below calls back up
@@ -548,62 +551,234 @@ static int score_batch(fg_sched *sc, block *b, const fg_unit_w *w, uint32_t k,
     return fg_engine_release(sc->e, &hv, 0, rc, err);
 }
 
-/* Whether computing the donors' runs first saves work: the rows both prefills compute
- * (padding included) against the one prefill of every whole window; *s0 the windows' first
- * computed slot. Sharing costs a second pass over the weights, so it must save a quarter. */
-static int share_pays(const fg_share_plan *sp, const block *b, uint32_t *s0)
+/* ---- the prefill passes of a scoring call ----
+ *
+ * A window's first rows can come from elsewhere instead of its own prefill: from the held run
+ * (prefix_kv.c: rows kept from the previous call, copied in), from a level-0 pass (the run
+ * every window of the call begins with, a prefill of one sequence, which then becomes the
+ * held run; with a prefix cache its cached pages loaded and its new pages saved, for the next
+ * job), or from its group's donor (a prefill of the donors' runs, each taking what the held run
+ * has of it). The windows' prefill then computes slots [s0, P), s0 the least of
+ * pad + rows taken. Each extra pass sweeps the weights again, so a plan's rows count 4/3 a
+ * pass: the pairwise rule of sharing only where it saves a quarter of the rows. */
+
+typedef struct score_plan {
+    fg_share_plan sp;      /* the groups, less what the held run gives (fg_engine_share_trim) */
+    uint32_t *hw, *hd;     /* [n] rows window s takes from the held run; [nd] donor d */
+    uint32_t hm0, hc0;     /* the level-0 pass: rows of the common run the held run has, and
+                              the prefix cache (fg_engine_set_prefix; 0 without one) */
+    int level0, donors;    /* the passes run before the windows' */
+    uint32_t s0;           /* the windows' prefill computes slots [s0, P) */
+    uint64_t rows;         /* rows the passes compute, padding included */
+} score_plan;
+
+static void score_plan_free(score_plan *pl)
 {
-    uint32_t P1 = 0, lo = b->P;
-    *s0 = 0;
-    if (sp->nd == 0)
-        return 0;
-    for (uint32_t d = 0; d < sp->nd; d++)
-        P1 = sp->dlen[d] > P1 ? sp->dlen[d] : P1;
-    for (uint32_t s = 0; s < b->n; s++) {
-        uint32_t at = b->P - b->seqs[s].n_prompt + sp->c[s];
-        lo = at < lo ? at : lo;
-    }
-    *s0 = lo;
-    uint64_t whole = (uint64_t)b->n * b->P;
-    uint64_t shared = (uint64_t)sp->nd * P1 + (uint64_t)b->n * (b->P - lo);
-    return shared * 4 < whole * 3;
+    fg_share_plan_free(&pl->sp);
+    free(pl->hw);
+    free(pl->hd);
+    memset(pl, 0, sizeof *pl);
 }
 
-/* The donors' runs as a prefill of their own (no head), their rows then copied into the
- * windows' block (prefix_kv.c). */
-static int share_prefill(fg_sched *sc, const fg_share_plan *sp, const block *b,
-                         const int32_t *const *windows, uint32_t s0, fg_err *err)
+static uint32_t pad_of(const block *b, uint32_t s) { return b->P - b->seqs[s].n_prompt; }
+
+/* The rows of plan pl (its sp, hw, hd filled): the donors' pass where asked, the windows'. */
+static uint64_t plan_rows(const block *b, score_plan *pl, int donors)
 {
-    fg_gen_seq *seqs = calloc(sp->nd + 1, sizeof *seqs);
-    int32_t *dummy = calloc(sp->nd + 1, sizeof *dummy), *last_pos = calloc(sp->nd + 1, 4);
-    int rc = seqs && dummy && last_pos ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t d = 0; rc == FG_OK && d < sp->nd; d++)
-        seqs[d] = (fg_gen_seq){windows[sp->dwin[d]], sp->dlen[d], 1, {0, 0, 1, 0}, d, &dummy[d],
-                               0, 0};
-    block b1;
+    const fg_share_plan *sp = &pl->sp;
+    uint32_t had = pl->hm0 > pl->hc0 ? pl->hm0 : pl->hc0;
+    uint64_t rows = pl->level0 ? sp->common - had : 0;
+    uint32_t P1 = 0, s1 = UINT32_MAX, lo = b->P;
+    for (uint32_t d = 0; donors && d < sp->nd; d++)
+        P1 = sp->dlen[d] > P1 ? sp->dlen[d] : P1;
+    for (uint32_t d = 0; donors && d < sp->nd; d++)
+        s1 = P1 - sp->dlen[d] + pl->hd[d] < s1 ? P1 - sp->dlen[d] + pl->hd[d] : s1;
+    rows += donors && sp->nd ? (uint64_t)sp->nd * (P1 - s1) : 0;
+    for (uint32_t s = 0; s < b->n; s++) {
+        uint32_t r = donors && sp->donor[s] != FG_SHARE_NONE ? sp->c[s] : pl->hw[s];
+        lo = pad_of(b, s) + r < lo ? pad_of(b, s) + r : lo;
+    }
+    pl->s0 = lo;
+    pl->donors = donors && sp->nd;
+    return rows + (uint64_t)b->n * (b->P - lo);
+}
+
+/* Plan pl with or without the level-0 pass, from the call's groups sp: each window's rows of
+ * the held run (the common run after a level-0 pass), the groups trimmed to what donors give
+ * beyond it, and the cheaper of the donors' pass or none. */
+static int plan_with(fg_sched *sc, const block *b, const fg_share_plan *sp,
+                     const uint32_t *from, int level0, uint32_t hc0, score_plan *pl,
+                     fg_err *err)
+{
+    uint32_t n = b->n, *mw = malloc(((size_t)n + 1) * sizeof *mw);
+    memset(pl, 0, sizeof *pl);
+    pl->hw = malloc(((size_t)n + 1) * sizeof *pl->hw);
+    pl->hd = malloc(((size_t)sp->nd + 1) * sizeof *pl->hd);
+    int rc = mw && pl->hw && pl->hd ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    pl->level0 = level0;
+    pl->hc0 = hc0;
+    pl->hm0 = n ? fg_engine_held_match(sc->e, b->seqs[sp->last].prompt, sp->common) : 0;
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++) {
+        const fg_gen_seq *q = &b->seqs[s];
+        uint32_t cap = from[s] < q->n_prompt - 1 ? from[s] : q->n_prompt - 1;
+        mw[s] = level0 ? sp->common : fg_engine_held_match(sc->e, q->prompt, q->n_prompt);
+        pl->hw[s] = mw[s] < cap ? mw[s] : cap;
+    }
     if (rc == FG_OK)
-        rc = check_block(sc, seqs, sp->nd, 1, &b1, err);
+        rc = fg_engine_share_trim(sp, pl->hw, mw, &pl->sp, pl->hd, err);
+    if (rc == FG_OK) {
+        uint64_t alone = plan_rows(b, pl, 0), with = plan_rows(b, pl, 1);
+        pl->rows = with * 4 < alone * 3 ? with : alone;
+        plan_rows(b, pl, with * 4 < alone * 3);
+    }
+    free(mw);
+    return rc;
+}
+
+/* The way to prefill the call's windows whose rows count least, 4/3 a pass. With a prefix cache
+ * a tie goes to the level-0 pass, whose pages are saved there for the next job. */
+static int score_plan_make(fg_sched *sc, const block *b, const fg_share_plan *sp,
+                           const uint32_t *from, score_plan *pl, fg_err *err)
+{
+    score_plan l0;
+    uint32_t hc0 = 0;
+    int rc = plan_with(sc, b, sp, from, 0, 0, pl, err);
+    if (rc || sp->common <= pl->hm0)
+        return rc;
+    if ((rc = fg_engine_prefix_cached(sc->e, b->seqs[sp->last].prompt, sp->common, &hc0, err)))
+        return rc;
+    if ((rc = plan_with(sc, b, sp, from, 1, hc0, &l0, err))) {
+        score_plan_free(&l0);
+        return rc;
+    }
+    double a = (double)pl->rows * (pl->donors ? 4 : 3);
+    double c = (double)l0.rows * (l0.donors ? 16 : 12) / 3;
+    if (c < a || (c == a && fg_engine_has_prefix(sc->e))) {
+        score_plan_free(pl);
+        *pl = l0;
+    } else {
+        score_plan_free(&l0);
+    }
+    return FG_OK;
+}
+
+/* Prefill seqs[0..n) as a block of their own (no head), slots [s0, P) computed after the held
+ * run's rows r[s] are copied in; the rows taken counted. */
+static int prefill_pass(fg_sched *sc, fg_gen_seq *seqs, uint32_t n, const uint32_t *r,
+                        uint32_t s0, uint32_t *P, fg_err *err)
+{
+    int32_t *last_pos = calloc(n + 1, sizeof *last_pos);
+    block b1;
+    int rc = last_pos ? check_block(sc, seqs, n, 1, &b1, err)
+                      : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    if (rc == FG_OK)
+        rc = fg_engine_held_load(sc->e, seqs, n, b1.P, r, err);
     if (rc == FG_OK) {
         b1.last_pos = last_pos;
+        b1.s0 = s0;
+        *P = b1.P;
         rc = setup_prompts(sc, &b1, err);
     }
     sweep_args a = {0, 0, b1.nb, 0, sc->n_units - 1}; /* the head unit is last */
     if (rc == FG_OK)
         rc = sweep(sc, &b1, &a, NULL, err);
-    uint32_t *lens = malloc(((size_t)b->n + 1) * sizeof *lens);
-    for (uint32_t s = 0; lens && s < b->n; s++)
+    for (uint32_t s = 0; rc == FG_OK && s < n; s++)
+        sc->rows_shared += s0 > pad_of(&b1, s) ? s0 - pad_of(&b1, s) : 0;
+    free(last_pos);
+    return rc;
+}
+
+/* The level-0 pass: the run every window begins with, which becomes the held run; with a
+ * prefix cache its cached pages are loaded (the held run's rows too where it has more) and its
+ * new whole pages saved, as a generated block's are. */
+static int level0_pass(fg_sched *sc, const block *b, const score_plan *pl, fg_err *err)
+{
+    uint32_t H = pl->sp.common, P, c0 = 0, r = 0;
+    int32_t dummy;
+    fg_gen_seq q = {b->seqs[pl->sp.last].prompt, H, 1, {0, 0, 1, 0}, 0, &dummy, 0, 0};
+    fg_pfx_block pb;
+    int rc = fg_engine_prefix_load(sc->e, &q, 1, H, &pb, &c0, err); /* no cache: c0 = 0 */
+    r = pl->hm0 > c0 ? pl->hm0 : 0;
+    if (rc == FG_OK)
+        rc = prefill_pass(sc, &q, 1, &r, r > c0 ? r : c0, &P, err);
+    if (rc == FG_OK)
+        rc = fg_engine_prefix_save(sc->e, &q, &pb, err);
+    fg_pfx_block_free(&pb);
+    return rc ? rc : fg_engine_held_keep(sc->e, 0, 0, q.prompt, H, err);
+}
+
+/* The donors' runs as a prefill of their own, their rows then copied into the windows' block
+ * (prefix_kv.c). */
+static int donor_pass(fg_sched *sc, const block *b, const score_plan *pl, fg_err *err)
+{
+    const fg_share_plan *sp = &pl->sp;
+    fg_gen_seq *seqs = calloc(sp->nd + 1, sizeof *seqs);
+    int32_t *dummy = calloc(sp->nd + 1, sizeof *dummy);
+    uint32_t *lens = malloc(((size_t)b->n + 1) * sizeof *lens), P1 = 0, s1 = UINT32_MAX;
+    int rc = seqs && dummy && lens ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t d = 0; rc == FG_OK && d < sp->nd; d++) {
+        seqs[d] = (fg_gen_seq){b->seqs[sp->dwin[d]].prompt, sp->dlen[d], 1, {0, 0, 1, 0}, d,
+                               &dummy[d], 0, 0};
+        P1 = sp->dlen[d] > P1 ? sp->dlen[d] : P1;
+    }
+    for (uint32_t d = 0; rc == FG_OK && d < sp->nd; d++)
+        s1 = P1 - sp->dlen[d] + pl->hd[d] < s1 ? P1 - sp->dlen[d] + pl->hd[d] : s1;
+    if (rc == FG_OK)
+        rc = prefill_pass(sc, seqs, sp->nd, pl->hd, s1, &P1, err);
+    for (uint32_t s = 0; rc == FG_OK && s < b->n; s++)
         lens[s] = b->seqs[s].n_prompt;
     if (rc == FG_OK)
-        rc = lens ? fg_engine_share_rows(sc->e, sp, b1.P, b->P, lens, err)
-                  : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
-    for (uint32_t s = 0; rc == FG_OK && s < b->n; s++) { /* the rows not computed again */
-        uint32_t pad = b->P - b->seqs[s].n_prompt;
-        sc->rows_shared += s0 > pad ? s0 - pad : 0;
-    }
+        rc = fg_engine_share_rows(sc->e, sp, P1, b->P, lens, err);
     free(lens);
     free(seqs);
     free(dummy);
-    free(last_pos);
+    return rc;
+}
+
+/* Before the windows' prefill: the passes of the plan, then the held run's rows into the
+ * windows that take no donor's. */
+static int score_passes(fg_sched *sc, const block *b, const score_plan *pl, fg_err *err)
+{
+    int rc = pl->level0 ? level0_pass(sc, b, pl, err) : FG_OK;
+    if (rc == FG_OK && pl->donors)
+        rc = donor_pass(sc, b, pl, err);
+    uint32_t *r = calloc(b->n + 1, sizeof *r);
+    for (uint32_t s = 0; r && s < b->n; s++)
+        r[s] = pl->donors && pl->sp.donor[s] != FG_SHARE_NONE ? 0 : pl->hw[s];
+    if (rc == FG_OK)
+        rc = r ? fg_engine_held_load(sc->e, b->seqs, b->n, b->P, r, err)
+               : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    free(r);
+    return rc;
+}
+
+/* The windows' prefill from pl->s0 and their head, then the run of the window last in token
+ * order kept for the next call. */
+static int score_block(fg_sched *sc, block *b, const score_plan *pl, const uint32_t *from,
+                       double *nll, uint64_t *count, float *out, size_t out_stride, fg_err *err)
+{
+    fg_unit_w head;
+    b->s0 = pl ? pl->s0 : 0;
+    int rc = setup_prompts(sc, b, err);
+    sweep_args a = {0, 0, b->nb, 0, sc->n_units};
+    if (rc == FG_OK) /* the head unit loads last; its w stays valid */
+        rc = sweep(sc, b, &a, &head, err);
+    for (uint32_t s = 0; rc == FG_OK && pl && s < b->n; s++) /* the rows not computed again */
+        sc->rows_shared += b->s0 > pad_of(b, s) ? b->s0 - pad_of(b, s) : 0;
+    uint64_t dc = 0;
+    for (uint32_t k = 0; rc == FG_OK && k < b->nb; k++) /* (no NLL asked for: none computed) */
+        rc = score_batch(sc, b, &head, k, from, nll, count ? count : &dc, out, out_stride,
+                         err);
+    if (rc == FG_OK && pl) {
+        uint32_t s = pl->sp.last, cap = b->seqs[s].n_prompt - 1;
+        cap = from[s] < cap ? from[s] : cap;
+        fg_err e2;
+        if (cap) /* (no room to keep it: the next call holds nothing, and is right) */
+            rc = fg_engine_held_keep(sc->e, s, pad_of(b, s), b->seqs[s].prompt, cap, &e2);
+        if (rc && rc != FG_ERR_NOMEM)
+            *err = e2;
+        rc = rc == FG_ERR_NOMEM ? FG_OK : rc;
+    }
     return rc;
 }
 
@@ -628,27 +803,20 @@ int fg_engine_score(fg_engine *e, const int32_t *const *windows, const uint32_t 
     if (rc == FG_OK)
         rc = check_block(sc, seqs, n, 1, &b, err);
     fg_share_plan sp = {0};
-    uint32_t s0 = 0;
-    if (rc == FG_OK && from && n > 1 && !sc->no_share)
+    score_plan pl = {0};
+    int share = rc == FG_OK && from && !sc->no_share;
+    if (share)
         rc = fg_engine_share_plan(windows, lens, from, n, &sp, err);
-    if (rc == FG_OK && share_pays(&sp, &b, &s0))
-        rc = share_prefill(sc, &sp, &b, windows, s0, err);
-    else
-        s0 = 0;
-    fg_unit_w head;
+    if (share && rc == FG_OK)
+        rc = score_plan_make(sc, &b, &sp, from, &pl, err);
+    if (share && rc == FG_OK)
+        rc = score_passes(sc, &b, &pl, err);
     if (rc == FG_OK) {
         b.last_pos = last_pos;
-        b.s0 = s0;
-        rc = setup_prompts(sc, &b, err);
-        sweep_args a = {0, 0, b.nb, 0, sc->n_units};
-        if (rc == FG_OK) /* the head unit loads last; its w stays valid */
-            rc = sweep(sc, &b, &a, &head, err);
+        rc = score_block(sc, &b, share ? &pl : NULL, from, nll, count, out, out_stride, err);
     }
-    uint64_t dc = 0;
-    for (uint32_t k = 0; rc == FG_OK && k < b.nb; k++) /* (no NLL asked for: none computed) */
-        rc = score_batch(sc, &b, &head, k, from, nll, count ? count : &dc, out, out_stride,
-                         err);
     fg_share_plan_free(&sp);
+    score_plan_free(&pl);
     free(seqs);
     free(dummy);
     free(last_pos);

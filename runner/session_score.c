@@ -6,7 +6,8 @@
  * model's distribution before any sampling warper, as transformers' log_softmax gives it.
  * The logits come from fg_engine_score: windows of the block's size scored together, the
  * logits of the positions asked for copied out (groups bounded to WIN_BYTES of logits, at least
- * one window); windows of one group that begin with the same tokens compute them once there.
+ * one window); windows that begin with the same tokens compute them once, within a group and
+ * across consecutive groups (the engine keeps the last window's run for the next call).
  *
  * Pairs: lm-eval's rule (its HF model's _encode_pair): the context's trailing spaces move to
  * the continuation; the whole text context + continuation is encoded (with the model's BOS
@@ -18,8 +19,9 @@
  * less its last token, so max_length = max_ctx gives the same windows); only the positions
  * predicting the continuation reach the head. Pairs whose windows are equal token for token
  * are scored once. The windows go to the engine sorted by their tokens, so the pairs of one
- * context (lm-eval's four choices) and contexts sharing a few-shot prefix fall in one group,
- * where that context is computed once.
+ * context (lm-eval's four choices) fall in one group or two consecutive ones, and contexts
+ * sharing a few-shot prefix in consecutive groups: the prefix is computed once for all the
+ * calls (until a window that does not begin with it), each context once after it.
  */
 #include <math.h>
 #include <stdlib.h>
