@@ -6,7 +6,12 @@
  *  (b) Linear TFLOP/s of the CUDA backend (FG_COMPUTE_F16, F16 weight pieces of 4 MiB) vs one
  *      cublasGemmEx over the same whole weight, for a prefill (M = 512) and a decode block
  *      (M = 64) shape, weights resident on the device; and the same Linear with its pieces in
- *      pinned RAM (uploaded while the previous piece multiplies) vs the H2D-bound ceiling.
+ *      pinned RAM (uploaded while the previous piece multiplies) vs the H2D-bound ceiling;
+ *  (c) decode attention (one query a sequence, 32 sequences x 2048 positions, each its own op
+ *      as the engine calls it) over a 4-bit and an f32 KV cache, opt-6.7b's heads (32 x 128)
+ *      and Llama-3-8B's (32 query heads over 8 KV heads): the KV bytes read / time, beside the
+ *      device's memory bandwidth measured in the same run (device-to-device cudaMemcpy, bytes
+ *      read + written).
  * usage: bench_gpu [--smoke]   (exits 77 without a GPU; --smoke: every path on small shapes,
  * figures meaningless, for the emulated runtime of tests/cudaemu to run it) */
 #include <cublas_v2.h>
@@ -214,11 +219,95 @@ static void linear_figures(fg_backend *be, double h2d_gbs)
     cudaFree(whole);
 }
 
+/* ---- (c) decode attention ---- */
+
+/* the shapes: sequences, positions, query heads and head_dim (--smoke: small ones) */
+static uint32_t g_att_seqs = 32, g_att_ctx = 2048, g_att_heads = 32, g_att_d = 128;
+
+/* The device's memory bandwidth: best of 3 device-to-device cudaMemcpy of n bytes, counting
+ * the bytes read and written. */
+static double d2d_gbs(uint64_t n)
+{
+    void *a, *b;
+    cu(cudaMalloc(&a, n), "cudaMalloc");
+    cu(cudaMalloc(&b, n), "cudaMalloc");
+    cudaMemset(a, 1, n);
+    double best = 0;
+    for (int r = 0; r < 4; r++) {
+        cudaDeviceSynchronize();
+        double t0 = fg_now();
+        cu(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+        cudaDeviceSynchronize();
+        double gbs = 2.0 * n / (fg_now() - t0) / 1e9;
+        best = r && gbs > best ? gbs : best; /* the first copy warms up */
+    }
+    cudaFree(a);
+    cudaFree(b);
+    return best;
+}
+
+/* GB/s of KV bytes read by one decode step's attention over g_att_seqs sequences of g_att_ctx
+ * positions (one op a sequence, every operand on the device, one sync at the end). */
+static double attention_gbs(fg_backend *be, uint32_t kvh, fg_codec c)
+{
+    uint32_t S = g_att_seqs, ctx = g_att_ctx, H = g_att_heads, D = g_att_d, kw = kvh * D;
+    size_t rb = fg_kv_row_bytes(&c, kw), cache = (size_t)ctx * rb;
+    char *kv;
+    float *q, *out;
+    uint8_t *valid;
+    cu(cudaMalloc((void **)&kv, 2 * S * cache), "cudaMalloc");
+    cu(cudaMalloc((void **)&q, (size_t)S * H * D * 4), "cudaMalloc");
+    cu(cudaMalloc((void **)&out, (size_t)S * H * D * 4), "cudaMalloc");
+    cu(cudaMalloc((void **)&valid, ctx), "cudaMalloc");
+    cudaMemset(kv, 0x3c, 2 * S * cache); /* finite values in every codec */
+    cudaMemset(q, 0x3c, (size_t)S * H * D * 4);
+    cudaMemset(valid, 1, ctx);
+    fg_err err;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = fg_now();
+        for (uint32_t s = 0; s < S; s++) {
+            fg_kv_view v = {kv + 2 * s * cache, kv + (2 * s + 1) * cache, c, rb, kw, ctx};
+            fg_attn_op a = {q + (size_t)s * H * D, v, valid, 1, ctx - 1, H, kvh, D, 0, 0,
+                            out + (size_t)s * H * D, NULL, 2 * (size_t)ctx, 1, NULL, NULL, 0,
+                            NULL};
+            if (be->iface->attention(be, &a, &err))
+                die("attention", &err);
+        }
+        if (be->iface->sync(be, &err))
+            die("attention sync", &err);
+        double t = fg_now() - t0;
+        best = r && t < best ? t : best; /* the first run warms up */
+    }
+    cudaFree(kv);
+    cudaFree(q);
+    cudaFree(out);
+    cudaFree(valid);
+    return 2.0 * S * cache / best / 1e9;
+}
+
+static void attention_figures(fg_backend *be)
+{
+    double bw = d2d_gbs(g_copy);
+    const uint32_t kvhs[2] = {g_att_heads, g_att_heads / 4};
+    const char *names[2] = {"opt-6.7b", "llama-3-8b"};
+    for (int i = 0; i < 2; i++)
+        for (int bits = 4; bits >= 0; bits -= 4) {
+            fg_codec c = bits ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F32);
+            double gbs = attention_gbs(be, kvhs[i], c);
+            printf("attention decode %ux%u, %s heads %ux%u over %u KV, %s KV: %7.1f GB/s of KV "
+                   "= %.2f of the device's %7.1f GB/s (d2d cudaMemcpy)\n", g_att_seqs,
+                   g_att_ctx, names[i], g_att_heads, g_att_d, kvhs[i], bits ? "Q4" : "F32", gbs,
+                   gbs / bw, bw);
+        }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--smoke") == 0) {
         g_n = 1024, g_k = 256, g_rows = 128, g_ms[0] = 32, g_ms[1] = 8;
         g_copy = 16 * MIB, g_chunk = MIB, g_chunks = 8;
+        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64;
         printf("bench_gpu --smoke: small shapes, the figures mean nothing\n");
     } else if (argc > 1) {
         fprintf(stderr, "usage: bench_gpu [--smoke]\n");
@@ -236,6 +325,7 @@ int main(int argc, char **argv)
     printf("H2D: pager HOST -> DEVICE %6.1f GB/s acquired one by one, %6.1f GB/s prefetched "
            "(copy stream, events)   (pinned cudaMemcpy %6.1f GB/s)\n", acq, pre, h2d);
     linear_figures(be, h2d);
+    attention_figures(be);
     fg_backend_free(be);
     return 0;
 }

@@ -399,6 +399,270 @@ __global__ void k_attention(attn_k a)
     }
 }
 
+
+/* ---- decode attention split over the keys (flash-decoding) ----
+ * For n_q <= 4 queries and dense keys (keep 0 or 1). Block (x = KV head g and group of up to
+ * ADEC_HG of its query heads, y = split s, z = query i) reads the cache rows of its split,
+ * [lo + s * split, lo + (s + 1) * split) cut to the query's causal range and window, directly in
+ * the cache's codec: tiles of tk rows of the KV head's columns decoded into shared memory as
+ * f32 (each value once, whatever the number of query heads: grouped-query heads share the
+ * read; the next tile's loads issued before this one is computed), then scores, an online softmax (running max, sum of exp, weighted V sum, rescaled at
+ * each tile) and a partial [m, l, acc[d]] per (query, head, split) in part. k_attn_combine adds
+ * the splits: M = max(m_s, sink), out = sum acc_s e^(m_s - M) / (sum l_s e^(m_s - M) +
+ * e^(sink - M)); a query with no valid key (every m_s = -inf) gets zeros. Soft-cap on each
+ * score before the softmax, masked keys -inf (their V rows, which may hold anything, unread). */
+#define ADEC_T 128 /* threads a block */
+#define ADEC_HG 8  /* query heads a block at most */
+
+struct attn_dec_k {
+    const float *q;            /* [n_q, n_heads * head_dim] */
+    const uint8_t *k, *v;      /* cache rows from 0, row_bytes apart */
+    const uint8_t *valid;      /* [ctx] */
+    float *part;               /* [n_q][n_heads][n_split][head_dim + 2] */
+    size_t row_bytes;
+    uint32_t bits;             /* 0: f32 rows; 4, 8: groups of G along the row */
+    uint32_t G, gbytes, hdr, f16scale, hi_first;
+    uint32_t n_heads, grp, hpb, head_dim, q_pos0, window, lo, split, n_split, tk;
+    float softcap;
+};
+
+/* Row values [c, c + 8) (c % 8 == 0, so one group holds them all) of the row at `row`, as
+ * loaded: f32, the 8 values; quantized, x = the group's min and scale (F16 scales: both in x),
+ * y = its F32 scale, z (and w for Q8) the codes. */
+struct raw8 {
+    uint4 a, b;
+};
+
+__device__ raw8 load8(const attn_dec_k &a, const uint8_t *row, uint32_t c)
+{
+    raw8 r;
+    if (a.bits == 0) { /* 16-byte aligned (the host checks) */
+        const uint4 *p = (const uint4 *)(row + (size_t)c * 4);
+        r.a = p[0];
+        r.b = p[1];
+        return r;
+    }
+    const uint8_t *g = row + (size_t)(c / a.G) * a.gbytes;
+    const uint32_t *h = (const uint32_t *)g;
+    const uint32_t *w = (const uint32_t *)(g + a.hdr + c % a.G * a.bits / 8);
+    r.a.x = h[0];
+    r.a.y = a.f16scale ? 0u : h[1];
+    r.a.z = w[0];
+    r.a.w = a.bits == 8 ? w[1] : 0u;
+    r.b = r.a;
+    return r;
+}
+
+/* The 8 values of load8's r, each m + code * s rounded as the codec's decode rounds it. */
+__device__ void dec8(const attn_dec_k &a, raw8 r, float *y)
+{
+    if (a.bits == 0) {
+        y[0] = __uint_as_float(r.a.x), y[1] = __uint_as_float(r.a.y);
+        y[2] = __uint_as_float(r.a.z), y[3] = __uint_as_float(r.a.w);
+        y[4] = __uint_as_float(r.b.x), y[5] = __uint_as_float(r.b.y);
+        y[6] = __uint_as_float(r.b.z), y[7] = __uint_as_float(r.b.w);
+        return;
+    }
+    float m, s;
+    if (a.f16scale) {
+        m = __half2float(__ushort_as_half((unsigned short)(r.a.x & 0xffffu)));
+        s = __half2float(__ushort_as_half((unsigned short)(r.a.x >> 16)));
+    } else {
+        m = __uint_as_float(r.a.x);
+        s = __uint_as_float(r.a.y);
+    }
+    for (int j = 0; j < 8; j++) {
+        uint32_t code;
+        if (a.bits == 4) {
+            uint32_t b = r.a.z >> (8 * (j / 2)) & 0xffu;
+            code = ((uint32_t)j & 1u) ^ a.hi_first ? b >> 4 : b & 0xfu;
+        } else {
+            code = (j < 4 ? r.a.z >> (8 * j) : r.a.w >> (8 * (j - 4))) & 0xffu;
+        }
+        y[j] = __fadd_rn(m, __fmul_rn((float)code, s));
+    }
+}
+
+/* Tiles of rows [t0, t0 + nt) of the KV head's d columns from column c0, in two steps:
+ * load_tile issues the loads (each thread its ADEC_CH chunks of 8 values of K and of V; the
+ * host keeps nt * d / 8 <= ADEC_CH * ADEC_T), which are in flight while the previous tile is
+ * computed; put_tile decodes them into kf and vf ([nt][d + 1]: the odd stride keeps a warp's
+ * rows apart in the banks). */
+#define ADEC_CH 4
+#ifdef __CUDA_ARCH__
+#define ADEC_UNROLL _Pragma("unroll")
+#else
+#define ADEC_UNROLL /* the emulator's host build */
+#endif
+__device__ void load_tile(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t c0, raw8 *rk,
+                          raw8 *rv)
+{
+    uint32_t cpr = a.head_dim / 8, n = nt * cpr;
+    ADEC_UNROLL
+    for (int u = 0; u < ADEC_CH; u++) {
+        uint32_t j = u * blockDim.x + threadIdx.x;
+        if (j < n) {
+            size_t off = (size_t)(t0 + j / cpr) * a.row_bytes;
+            rk[u] = load8(a, a.k + off, c0 + j % cpr * 8);
+            rv[u] = load8(a, a.v + off, c0 + j % cpr * 8);
+        }
+    }
+}
+
+__device__ void put_tile(const attn_dec_k &a, uint32_t nt, const raw8 *rk, const raw8 *rv,
+                         float *kf, float *vf)
+{
+    uint32_t d = a.head_dim, cpr = d / 8, n = nt * cpr;
+    ADEC_UNROLL
+    for (int u = 0; u < ADEC_CH; u++) {
+        uint32_t j = u * blockDim.x + threadIdx.x, t = j / cpr, c = j % cpr * 8;
+        if (j >= n)
+            continue;
+        float y[8];
+        dec8(a, rk[u], y);
+        for (int e = 0; e < 8; e++)
+            kf[t * (d + 1) + c + e] = y[e];
+        dec8(a, rv[u], y);
+        for (int e = 0; e < 8; e++)
+            vf[t * (d + 1) + c + e] = y[e];
+    }
+}
+
+/* One tile's scores, softmax step and V sums for the block's nh heads (shared arrays as in
+ * k_attn_split). */
+__device__ void tile_step(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t nh,
+                          const float *qs, const float *kf, const float *vf, float *sc,
+                          float *acc, float *mrun, float *lrun, float *corr)
+{
+    uint32_t d = a.head_dim, tk = a.tk;
+    for (uint32_t j = threadIdx.x; j < nh * nt; j += blockDim.x) {
+        uint32_t h = j / nt, t = j % nt;
+        float s = -INFINITY;
+        if (a.valid[t0 + t]) {
+            s = 0.0f;
+            for (uint32_t c = 0; c < d; c++)
+                s += qs[h * d + c] * kf[t * (d + 1) + c];
+            if (a.softcap > 0.0f)
+                s = a.softcap * tanhf(s / a.softcap);
+        }
+        sc[h * tk + t] = s;
+    }
+    __syncthreads();
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x) {
+        float mx = -INFINITY, mo = mrun[h];
+        for (uint32_t t = 0; t < nt; t++)
+            mx = fmaxf(mx, sc[h * tk + t]);
+        float mn = fmaxf(mo, mx);
+        corr[h] = mn == -INFINITY ? 1.0f : expf(mo - mn);
+        mrun[h] = mn;
+    }
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < nh * nt; j += blockDim.x) {
+        uint32_t h = j / nt, t = j % nt;
+        float s = sc[h * tk + t];
+        sc[h * tk + t] = s != -INFINITY ? expf(s - mrun[h]) : 0.0f;
+    }
+    __syncthreads();
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x) {
+        float l = lrun[h] * corr[h];
+        for (uint32_t t = 0; t < nt; t++)
+            l += sc[h * tk + t];
+        lrun[h] = l;
+    }
+    for (uint32_t j = threadIdx.x; j < nh * d; j += blockDim.x) {
+        uint32_t h = j / d, c = j % d;
+        float s = acc[j] * corr[h];
+        for (uint32_t t = 0; t < nt; t++) {
+            float p = sc[h * tk + t];
+            if (p != 0.0f) /* a masked row's V is never read (it may be anything) */
+                s += p * vf[t * (d + 1) + c];
+        }
+        acc[j] = s;
+    }
+    __syncthreads(); /* the next tile overwrites kf, vf, sc and corr */
+}
+
+__global__ void k_attn_split(attn_dec_k a)
+{
+    FG_DYNAMIC_SHARED(float, sh);
+    uint32_t d = a.head_dim, hpb = a.hpb, groups = (a.grp + hpb - 1) / hpb;
+    uint32_t g = blockIdx.x / groups, h0 = g * a.grp + blockIdx.x % groups * hpb;
+    uint32_t nh = a.grp - blockIdx.x % groups * hpb, s = blockIdx.y, i = blockIdx.z;
+    nh = nh < hpb ? nh : hpb;
+    float *qs = sh, *acc = qs + hpb * d, *kf = acc + hpb * d, *vf = kf + a.tk * (d + 1);
+    float *sc = vf + a.tk * (d + 1), *mrun = sc + hpb * a.tk, *lrun = mrun + hpb;
+    float *corr = lrun + hpb;
+    const float *q = a.q + ((size_t)i * a.n_heads + h0) * d;
+    for (uint32_t j = threadIdx.x; j < nh * d; j += blockDim.x) {
+        qs[j] = q[j];
+        acc[j] = 0.0f;
+    }
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x)
+        mrun[h] = -INFINITY, lrun[h] = 0.0f;
+    /* this query's keys [t0, end) within the split's [b0, b1) */
+    uint32_t end = a.q_pos0 + i + 1, t0 = a.window && end > a.window ? end - a.window : 0;
+    uint32_t b0 = a.lo + s * a.split, b1 = b0 + a.split;
+    b0 = b0 > t0 ? b0 : t0;
+    b1 = b1 < end ? b1 : end;
+    __syncthreads();
+    raw8 rk[ADEC_CH], rv[ADEC_CH];
+    if (b0 < b1)
+        load_tile(a, b0, b1 - b0 < a.tk ? b1 - b0 : a.tk, g * d, rk, rv);
+    for (uint32_t t = b0; t < b1; t += a.tk) {
+        uint32_t nt = b1 - t < a.tk ? b1 - t : a.tk, next = t + nt;
+        put_tile(a, nt, rk, rv, kf, vf);
+        __syncthreads();
+        if (next < b1) /* the next tile's loads in flight while this one is computed */
+            load_tile(a, next, b1 - next < a.tk ? b1 - next : a.tk, g * d, rk, rv);
+        tile_step(a, t, nt, nh, qs, kf, vf, sc, acc, mrun, lrun, corr);
+    }
+    size_t stride = (size_t)d + 2;
+    for (uint32_t j = threadIdx.x; j < nh * stride; j += blockDim.x) {
+        uint32_t h = (uint32_t)(j / stride), c = (uint32_t)(j % stride);
+        float *p = a.part + (((size_t)i * a.n_heads + h0 + h) * a.n_split + s) * stride;
+        p[c] = c == 0 ? mrun[h] : c == 1 ? lrun[h] : acc[h * d + c - 2];
+    }
+}
+
+/* The splits of (query blockIdx.y, head blockIdx.x) into out (see above); shared: the splits'
+ * weights e^(m_s - M). */
+__global__ void k_attn_combine(const float *part, const float *sinks, float *out,
+                               uint32_t n_heads, uint32_t head_dim, uint32_t n_split)
+{
+    FG_DYNAMIC_SHARED(float, w);
+    uint32_t h = blockIdx.x, i = blockIdx.y, d = head_dim;
+    size_t stride = (size_t)d + 2;
+    const float *p = part + ((size_t)i * n_heads + h) * n_split * stride;
+    float *o = out + ((size_t)i * n_heads + h) * d;
+    float mx = -INFINITY;
+    for (uint32_t s = 0; s < n_split; s++)
+        mx = fmaxf(mx, p[s * stride]);
+    if (mx == -INFINITY) { /* every key masked: a padding query */
+        for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+            o[c] = 0.0f;
+        return;
+    }
+    float sink = sinks ? sinks[h] : -INFINITY;
+    mx = sink > mx ? sink : mx;
+    for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
+        float m = p[s * stride];
+        w[s] = m != -INFINITY ? expf(m - mx) : 0.0f;
+    }
+    __syncthreads();
+    float l = 0.0f;
+    for (uint32_t s = 0; s < n_split; s++)
+        l += w[s] != 0.0f ? p[s * stride + 1] * w[s] : 0.0f;
+    l += expf(sink - mx); /* the sink's share of the denominator (0 with none) */
+    float inv = 1.0f / l;
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t s = 0; s < n_split; s++)
+            if (w[s] != 0.0f)
+                acc += p[s * stride + 2 + c] * w[s];
+        o[c] = acc * inv;
+    }
+}
+
 } // namespace
 
 #endif
