@@ -46,21 +46,25 @@
  * store encodes on the device (fg_quant_cuda_encode).
  *
  * Attention (causal, grouped-query, sliding window, soft-cap, sinks, top-k) has two kernels.
- * Decode (at most 4 queries, dense keys, head_dim a multiple of 8, an F32 cache 16-byte
- * aligned or Q4/Q8 grouped along the row, shared memory within 48 KiB: adec_plan) is split over
- * the keys, flash-decoding style: k_attn_split, one block of 128 threads per (KV head and up to
- * 8 of its query heads, split, query), reads its split's cache rows in their codec (no f32 copy
- * of the cache: 4-bit KV is read as 4 bits), tile by tile of up to 32 rows decoded into shared
- * memory once for all its query heads (each KV row read once), with an online softmax into a
- * partial (max, sum of exp, weighted V sum) per split in stream-ordered scratch, and
- * k_attn_combine adds the splits with the sink's term. The split length comes from the context
- * so that a step launches about 512 blocks (4 on each of an H100's 132 SMs: 16 splits of 128
- * keys at 1 sequence x 32 KV heads x 2048 positions), never under 64 keys. Its sums run in
- * another order than the reference's (test_ops: within 2e-5 of it). Everything else (prefill,
- * top-k) runs k_attention, one block of 256 threads per (query, head) over scores in global
- * scratch, V's weighted sum split over the keys by groups of head_dim threads, a quantized cache
- * decoded to f32 first; top-k's threshold is the largest score with at least k scores >= it
- * (a 32-pass radix select). The split kernel is not measured on a GPU yet (bench_gpu).
+ * Decode (at most 4 queries, dense keys, head_dim a multiple of 8 up to 1024, an F32 cache
+ * 16-byte aligned or Q4/Q8 grouped along the row: adec_plan) is split over the keys,
+ * flash-decoding style: k_attn_split, one block per (KV head with up to 4 of its query heads,
+ * split, query) of head_dim / 8 threads a row times as many rows as fit in 128, reads its
+ * split's cache rows in their codec (no f32 copy of the cache: 4-bit KV is read as 4 bits), a
+ * tile of up to 64 rows at a time (the next tile's loads issued while this one is computed),
+ * each KV row once for all its query heads, and keeps the decoded values, q and the weighted V
+ * sums in registers (decoded f32 in shared memory would move 8 times the bytes of the 4-bit
+ * codes through it, more than its bandwidth); only the dot products' partial sums, the scores
+ * and the softmax state go through shared memory. It writes a partial (max, sum of exp, V sum)
+ * per split to stream-ordered scratch; k_attn_combine adds the splits with the sink's term.
+ * The split length comes from the context so that a step launches about 512 blocks (one wave
+ * on an H100's 132 SMs: 16 splits of 128 keys at 1 sequence x 32 KV heads x 2048 positions),
+ * never under 64 keys. Its sums run in another order than the reference's (test_ops: within
+ * 2e-5 of it). Everything else (prefill, top-k) runs k_attention, one block of 256 threads per
+ * (query, head) over scores in global scratch, V's weighted sum split over the keys by groups of
+ * head_dim threads, a quantized cache decoded to f32 first; top-k's threshold is the largest
+ * score with at least k scores >= it (a 32-pass radix select). The split kernel is not measured
+ * on a GPU yet (bench_gpu's attention lines); one op a sequence means a launch pair a sequence.
  *
  * --cpu-cache-compute: attention whose cache is host memory runs on the CPU backend this one
  * keeps for it, beside the cache; its device operands (the engine's device workspace) come down
@@ -807,22 +811,24 @@ static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, con
 #define ADEC_BLOCKS 512
 #define ADEC_MIN_SPLIT 64
 #define ADEC_MAX_SPLITS 4096
-#define SMEM_MAX (48 * 1024)
+#define ADEC_MAX_T 128 /* threads a block at most: a whole number of rows of head_dim / 8 */
+#define ADEC_MAX_TK 64
 
-/* k_attn_split's shared memory with tiles of tk rows */
-static size_t adec_smem(uint32_t hpb, uint32_t d, uint32_t tk)
+/* k_attn_split's shared memory */
+static size_t adec_smem(const attn_dec_k *p)
 {
-    return 4 * ((size_t)2 * hpb * d + (size_t)2 * tk * (d + 1) + (size_t)hpb * tk + 3 * hpb);
+    return 4 * ((size_t)adec_dots(p->hpb, p->tk, p->cpr, p->kpp, p->head_dim) +
+                (size_t)p->hpb * p->tk + 3 * p->hpb);
 }
 
-/* The split kernel's parameters for op a, or 0 when it does not cover a (more than 4 queries,
- * top-k, a head_dim not a multiple of 8, a codec it does not read, shared memory over 48 KiB):
- * k_attention runs those. */
+/* The split kernel's parameters for op a (all but the pointers and the codec's kernel), or 0
+ * when it does not cover a (more than 4 queries, top-k, a head_dim not a multiple of 8 or over
+ * 1024, a codec it does not read): k_attention runs those. */
 static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
 {
     const fg_codec *c = &a->kv.codec;
     uint32_t d = a->head_dim, grp = a->n_heads / a->n_kv_heads;
-    if (a->n_q > 4 || (a->keep > 0.0f && a->keep < 1.0f) || d % 8 || !d)
+    if (a->n_q > 4 || (a->keep > 0.0f && a->keep < 1.0f) || d % 8 || !d || d / 8 > ADEC_MAX_T)
         return 0;
     memset(p, 0, sizeof *p);
     if (c->id == FG_CODEC_Q4 || c->id == FG_CODEC_Q8) {
@@ -831,23 +837,19 @@ static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
         if (c->group_axis != 1 || fg_codec_qview(c, 2, dims, 1, &v, NULL) ||
             v.n_groups * v.group_bytes != a->kv.row_bytes)
             return 0;
-        p->bits = c->bits;
         p->G = c->group_size;
         p->gbytes = v.group_bytes;
         p->f16scale = c->scale_dtype == FG_SCALE_F16;
         p->hdr = p->f16scale ? 4 : 8;
         p->hi_first = c->nibble_order == FG_NIBBLE_HI_FIRST;
     } else if (c->id != FG_CODEC_F32 || a->kv.row_bytes % 16 ||
-               ((uintptr_t)a->kv.k | (uintptr_t)a->kv.v) % 16) { /* float4 loads */
+               ((uintptr_t)a->kv.k | (uintptr_t)a->kv.v) % 16) { /* 16-byte loads */
         return 0;
     }
     p->hpb = grp < ADEC_HG ? grp : ADEC_HG;
-    p->tk = ADEC_CH * ADEC_T * 8 / d; /* a tile's chunks: one load_tile */
-    for (p->tk = p->tk < 32 ? p->tk : 32; p->tk >= 8 && adec_smem(p->hpb, d, p->tk) > SMEM_MAX;
-         p->tk /= 2)
-        ;
-    if (p->tk < 8)
-        return 0;
+    p->cpr = d / 8;
+    p->kpp = ADEC_MAX_T / p->cpr;
+    p->tk = ADEC_CH * p->kpp < ADEC_MAX_TK ? ADEC_CH * p->kpp : ADEC_MAX_TK;
     uint32_t ctx = a->q_pos0 + a->n_q, w = a->window;
     p->lo = w && a->q_pos0 + 1 > w ? a->q_pos0 + 1 - w : 0; /* query 0's first key */
     uint64_t range = ctx - p->lo, per = (uint64_t)a->n_kv_heads * ((grp + p->hpb - 1) / p->hpb) *
@@ -880,10 +882,16 @@ static int attention_split(op *o, const fg_attn_op *a, attn_dec_k *p, const floa
         return rc;
     p->q = dq, p->k = (const uint8_t *)kb, p->v = (const uint8_t *)vb, p->valid = dvalid;
     p->part = (float *)part;
-    uint32_t groups = (p->grp + p->hpb - 1) / p->hpb;
+    uint32_t groups = (p->grp + p->hpb - 1) / p->hpb, id = a->kv.codec.id;
     dim3 grid(a->n_kv_heads * groups, p->n_split, a->n_q);
-    k_attn_split<<<grid, ADEC_T, adec_smem(p->hpb, p->head_dim, p->tk), o->c->cs>>>(*p);
-    k_attn_combine<<<dim3(a->n_heads, a->n_q), ADEC_T, p->n_split * 4, o->c->cs>>>(
+    unsigned threads = p->kpp * p->cpr;
+    size_t sm = adec_smem(p);
+    void (*const ks[2][3])(attn_dec_k) = {{k_attn_split_f32, k_attn_split_q4, k_attn_split_q8},
+                                          {k_attn_split_f32_h1, k_attn_split_q4_h1,
+                                           k_attn_split_q8_h1}};
+    ks[p->hpb == 1][id == FG_CODEC_Q4 ? 1 : id == FG_CODEC_Q8 ? 2 : 0]<<<grid, threads, sm,
+                                                                        o->c->cs>>>(*p);
+    k_attn_combine<<<dim3(a->n_heads, a->n_q), ADEC_MAX_T, p->n_split * 4, o->c->cs>>>(
         p->part, dsinks, dout, a->n_heads, a->head_dim, p->n_split);
     cudaFreeAsync(part, o->c->cs);
     return FG_OK;

@@ -404,15 +404,27 @@ __global__ void k_attention(attn_k a)
  * For n_q <= 4 queries and dense keys (keep 0 or 1). Block (x = KV head g and group of up to
  * ADEC_HG of its query heads, y = split s, z = query i) reads the cache rows of its split,
  * [lo + s * split, lo + (s + 1) * split) cut to the query's causal range and window, directly in
- * the cache's codec: tiles of tk rows of the KV head's columns decoded into shared memory as
- * f32 (each value once, whatever the number of query heads: grouped-query heads share the
- * read; the next tile's loads issued before this one is computed), then scores, an online softmax (running max, sum of exp, weighted V sum, rescaled at
- * each tile) and a partial [m, l, acc[d]] per (query, head, split) in part. k_attn_combine adds
- * the splits: M = max(m_s, sink), out = sum acc_s e^(m_s - M) / (sum l_s e^(m_s - M) +
- * e^(sink - M)); a query with no valid key (every m_s = -inf) gets zeros. Soft-cap on each
- * score before the softmax, masked keys -inf (their V rows, which may hold anything, unread). */
-#define ADEC_T 128 /* threads a block */
-#define ADEC_HG 8  /* query heads a block at most */
+ * the cache's codec, and keeps everything it decodes in registers: thread j owns the 8 columns
+ * cc = j % cpr (cpr = head_dim / 8 chunks a row; blockDim = kpp * cpr) of the rows j / cpr,
+ * j / cpr + kpp, ... of a tile of tk rows, its query heads' q on those columns and their weighted
+ * V sums. A tile: the K chunks' dot products with q into shared memory, their sums per (head,
+ * key) (soft-capped, masked keys -inf), the online softmax step (running max, rescale, sum of
+ * exp) per head, then each V chunk times its weight into the thread's sums. Each KV row is read
+ * once for all the block's query heads, the next tile's K loads are issued once this tile's
+ * scores are taken and its V loads once its V is summed (in flight during the next step's
+ * work), and decoded values never go through shared memory (f32 there would cost 8 times the
+ * bytes of 4-bit codes). The threads' sums meet in shared memory at the end, in key-lane order,
+ * as a partial [m, l, acc[d]] per (query, head, split) in part. k_attn_combine adds the splits:
+ * M = max(m_s, sink), out = sum acc_s e^(m_s - M) / (sum l_s e^(m_s - M) + e^(sink - M)); a
+ * query with no valid key (every m_s = -inf) gets zeros. */
+#define ADEC_HG 4 /* query heads a block at most (their q and V sums live in registers; a
+                   * kernel for multi-head attention keeps one) */
+#define ADEC_CH 4 /* a thread's rows a tile */
+#ifdef __CUDA_ARCH__
+#define ADEC_UNROLL _Pragma("unroll")
+#else
+#define ADEC_UNROLL /* the emulator's host build */
+#endif
 
 struct attn_dec_k {
     const float *q;            /* [n_q, n_heads * head_dim] */
@@ -420,23 +432,22 @@ struct attn_dec_k {
     const uint8_t *valid;      /* [ctx] */
     float *part;               /* [n_q][n_heads][n_split][head_dim + 2] */
     size_t row_bytes;
-    uint32_t bits;             /* 0: f32 rows; 4, 8: groups of G along the row */
-    uint32_t G, gbytes, hdr, f16scale, hi_first;
-    uint32_t n_heads, grp, hpb, head_dim, q_pos0, window, lo, split, n_split, tk;
+    uint32_t G, gbytes, hdr, f16scale, hi_first; /* Q4/Q8: groups of G along the row */
+    uint32_t n_heads, grp, hpb, head_dim, cpr, kpp, q_pos0, window, lo, split, n_split, tk;
     float softcap;
 };
 
-/* Row values [c, c + 8) (c % 8 == 0, so one group holds them all) of the row at `row`, as
- * loaded: f32, the 8 values; quantized, x = the group's min and scale (F16 scales: both in x),
- * y = its F32 scale, z (and w for Q8) the codes. */
+/* 8 values of a row from column c (c % 8 == 0: one group holds them all), as loaded: F32 the
+ * values' bits; Q4/Q8 x = min and scale (F16 scales) or min (F32), y = F32 scale, z (and w for
+ * Q8) the codes. */
 struct raw8 {
     uint4 a, b;
 };
 
-__device__ raw8 load8(const attn_dec_k &a, const uint8_t *row, uint32_t c)
+template <int BITS> __device__ raw8 load8(const attn_dec_k &a, const uint8_t *row, uint32_t c)
 {
     raw8 r;
-    if (a.bits == 0) { /* 16-byte aligned (the host checks) */
+    if (BITS == 0) { /* 16-byte aligned (the host checks) */
         const uint4 *p = (const uint4 *)(row + (size_t)c * 4);
         r.a = p[0];
         r.b = p[1];
@@ -444,19 +455,19 @@ __device__ raw8 load8(const attn_dec_k &a, const uint8_t *row, uint32_t c)
     }
     const uint8_t *g = row + (size_t)(c / a.G) * a.gbytes;
     const uint32_t *h = (const uint32_t *)g;
-    const uint32_t *w = (const uint32_t *)(g + a.hdr + c % a.G * a.bits / 8);
+    const uint32_t *w = (const uint32_t *)(g + a.hdr + c % a.G * BITS / 8);
     r.a.x = h[0];
     r.a.y = a.f16scale ? 0u : h[1];
     r.a.z = w[0];
-    r.a.w = a.bits == 8 ? w[1] : 0u;
+    r.a.w = BITS == 8 ? w[1] : 0u;
     r.b = r.a;
     return r;
 }
 
-/* The 8 values of load8's r, each m + code * s rounded as the codec's decode rounds it. */
-__device__ void dec8(const attn_dec_k &a, raw8 r, float *y)
+/* load8's values, each m + code * s rounded as the codec's decode rounds it. */
+template <int BITS> __device__ void dec8(const attn_dec_k &a, const raw8 &r, float *y)
 {
-    if (a.bits == 0) {
+    if (BITS == 0) {
         y[0] = __uint_as_float(r.a.x), y[1] = __uint_as_float(r.a.y);
         y[2] = __uint_as_float(r.a.z), y[3] = __uint_as_float(r.a.w);
         y[4] = __uint_as_float(r.b.x), y[5] = __uint_as_float(r.b.y);
@@ -471,9 +482,10 @@ __device__ void dec8(const attn_dec_k &a, raw8 r, float *y)
         m = __uint_as_float(r.a.x);
         s = __uint_as_float(r.a.y);
     }
+    ADEC_UNROLL
     for (int j = 0; j < 8; j++) {
         uint32_t code;
-        if (a.bits == 4) {
+        if (BITS == 4) {
             uint32_t b = r.a.z >> (8 * (j / 2)) & 0xffu;
             code = ((uint32_t)j & 1u) ^ a.hi_first ? b >> 4 : b & 0xfu;
         } else {
@@ -483,65 +495,43 @@ __device__ void dec8(const attn_dec_k &a, raw8 r, float *y)
     }
 }
 
-/* Tiles of rows [t0, t0 + nt) of the KV head's d columns from column c0, in two steps:
- * load_tile issues the loads (each thread its ADEC_CH chunks of 8 values of K and of V; the
- * host keeps nt * d / 8 <= ADEC_CH * ADEC_T), which are in flight while the previous tile is
- * computed; put_tile decodes them into kf and vf ([nt][d + 1]: the odd stride keeps a warp's
- * rows apart in the banks). */
-#define ADEC_CH 4
-#ifdef __CUDA_ARCH__
-#define ADEC_UNROLL _Pragma("unroll")
-#else
-#define ADEC_UNROLL /* the emulator's host build */
-#endif
-__device__ void load_tile(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t c0, raw8 *rk,
-                          raw8 *rv)
+/* This thread's chunks (rows t0 + u * kpp + key lane, u < ADEC_CH, below nt) of K or V. */
+template <int BITS> __device__ void load_rows(const attn_dec_k &a, const uint8_t *base,
+                                              uint32_t t0, uint32_t nt, uint32_t col, raw8 *r)
 {
-    uint32_t cpr = a.head_dim / 8, n = nt * cpr;
+    uint32_t kl = threadIdx.x / a.cpr;
     ADEC_UNROLL
     for (int u = 0; u < ADEC_CH; u++) {
-        uint32_t j = u * blockDim.x + threadIdx.x;
-        if (j < n) {
-            size_t off = (size_t)(t0 + j / cpr) * a.row_bytes;
-            rk[u] = load8(a, a.k + off, c0 + j % cpr * 8);
-            rv[u] = load8(a, a.v + off, c0 + j % cpr * 8);
-        }
+        uint32_t t = u * a.kpp + kl;
+        if (t < nt)
+            r[u] = load8<BITS>(a, base + (size_t)(t0 + t) * a.row_bytes, col);
     }
 }
 
-__device__ void put_tile(const attn_dec_k &a, uint32_t nt, const raw8 *rk, const raw8 *rv,
-                         float *kf, float *vf)
+/* Shared memory (floats) of a block: the dot products (or at the end the threads' V sums),
+ * then sc [hpb][tk], mrun, lrun, corr [hpb]. */
+__host__ __device__ inline uint32_t adec_dots(uint32_t hpb, uint32_t tk, uint32_t cpr,
+                                              uint32_t kpp, uint32_t d)
 {
-    uint32_t d = a.head_dim, cpr = d / 8, n = nt * cpr;
-    ADEC_UNROLL
-    for (int u = 0; u < ADEC_CH; u++) {
-        uint32_t j = u * blockDim.x + threadIdx.x, t = j / cpr, c = j % cpr * 8;
-        if (j >= n)
-            continue;
-        float y[8];
-        dec8(a, rk[u], y);
-        for (int e = 0; e < 8; e++)
-            kf[t * (d + 1) + c + e] = y[e];
-        dec8(a, rv[u], y);
-        for (int e = 0; e < 8; e++)
-            vf[t * (d + 1) + c + e] = y[e];
-    }
+    uint32_t dots = hpb * tk * cpr, sums = kpp * hpb * d;
+    return dots > sums ? dots : sums;
 }
 
-/* One tile's scores, softmax step and V sums for the block's nh heads (shared arrays as in
- * k_attn_split). */
-__device__ void tile_step(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t nh,
-                          const float *qs, const float *kf, const float *vf, float *sc,
-                          float *acc, float *mrun, float *lrun, float *corr)
+/* Scores of the tile's nt rows from t0 into sc (the dot products' partial sums in order, then
+ * the soft-cap; masked keys -inf), then the softmax step: new running max, the old sums'
+ * factor in corr, sc the weights e^(s - max), the running sum of exp. */
+__device__ void adec_scores(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t nh,
+                            const float *dots, float *sc, float *mrun, float *lrun, float *corr)
 {
-    uint32_t d = a.head_dim, tk = a.tk;
+    uint32_t tk = a.tk, cpr = a.cpr;
     for (uint32_t j = threadIdx.x; j < nh * nt; j += blockDim.x) {
         uint32_t h = j / nt, t = j % nt;
         float s = -INFINITY;
         if (a.valid[t0 + t]) {
+            const float *p = dots + (h * tk + t) * cpr;
             s = 0.0f;
-            for (uint32_t c = 0; c < d; c++)
-                s += qs[h * d + c] * kf[t * (d + 1) + c];
+            for (uint32_t c = 0; c < cpr; c++)
+                s += p[c];
             if (a.softcap > 0.0f)
                 s = a.softcap * tanhf(s / a.softcap);
         }
@@ -569,34 +559,24 @@ __device__ void tile_step(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_
             l += sc[h * tk + t];
         lrun[h] = l;
     }
-    for (uint32_t j = threadIdx.x; j < nh * d; j += blockDim.x) {
-        uint32_t h = j / d, c = j % d;
-        float s = acc[j] * corr[h];
-        for (uint32_t t = 0; t < nt; t++) {
-            float p = sc[h * tk + t];
-            if (p != 0.0f) /* a masked row's V is never read (it may be anything) */
-                s += p * vf[t * (d + 1) + c];
-        }
-        acc[j] = s;
-    }
-    __syncthreads(); /* the next tile overwrites kf, vf, sc and corr */
 }
 
-__global__ void k_attn_split(attn_dec_k a)
+template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
 {
     FG_DYNAMIC_SHARED(float, sh);
-    uint32_t d = a.head_dim, hpb = a.hpb, groups = (a.grp + hpb - 1) / hpb;
+    uint32_t d = a.head_dim, hpb = a.hpb, groups = (a.grp + hpb - 1) / hpb, tk = a.tk;
     uint32_t g = blockIdx.x / groups, h0 = g * a.grp + blockIdx.x % groups * hpb;
     uint32_t nh = a.grp - blockIdx.x % groups * hpb, s = blockIdx.y, i = blockIdx.z;
     nh = nh < hpb ? nh : hpb;
-    float *qs = sh, *acc = qs + hpb * d, *kf = acc + hpb * d, *vf = kf + a.tk * (d + 1);
-    float *sc = vf + a.tk * (d + 1), *mrun = sc + hpb * a.tk, *lrun = mrun + hpb;
-    float *corr = lrun + hpb;
-    const float *q = a.q + ((size_t)i * a.n_heads + h0) * d;
-    for (uint32_t j = threadIdx.x; j < nh * d; j += blockDim.x) {
-        qs[j] = q[j];
-        acc[j] = 0.0f;
-    }
+    uint32_t cc = threadIdx.x % a.cpr, kl = threadIdx.x / a.cpr, col = g * d + cc * 8;
+    float *dots = sh, *sc = dots + adec_dots(hpb, tk, a.cpr, a.kpp, d), *mrun = sc + hpb * tk;
+    float *lrun = mrun + hpb, *corr = lrun + hpb;
+    float qr[HG][8], acc[HG][8];
+    const float *q = a.q + ((size_t)i * a.n_heads + h0) * d + cc * 8;
+    ADEC_UNROLL
+    for (uint32_t h = 0; h < HG; h++)
+        for (int e = 0; e < 8; e++)
+            qr[h][e] = h < nh ? q[h * d + e] : 0.0f, acc[h][e] = 0.0f;
     for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x)
         mrun[h] = -INFINITY, lrun[h] = 0.0f;
     /* this query's keys [t0, end) within the split's [b0, b1) */
@@ -604,25 +584,92 @@ __global__ void k_attn_split(attn_dec_k a)
     uint32_t b0 = a.lo + s * a.split, b1 = b0 + a.split;
     b0 = b0 > t0 ? b0 : t0;
     b1 = b1 < end ? b1 : end;
-    __syncthreads();
     raw8 rk[ADEC_CH], rv[ADEC_CH];
-    if (b0 < b1)
-        load_tile(a, b0, b1 - b0 < a.tk ? b1 - b0 : a.tk, g * d, rk, rv);
-    for (uint32_t t = b0; t < b1; t += a.tk) {
-        uint32_t nt = b1 - t < a.tk ? b1 - t : a.tk, next = t + nt;
-        put_tile(a, nt, rk, rv, kf, vf);
-        __syncthreads();
-        if (next < b1) /* the next tile's loads in flight while this one is computed */
-            load_tile(a, next, b1 - next < a.tk ? b1 - next : a.tk, g * d, rk, rv);
-        tile_step(a, t, nt, nh, qs, kf, vf, sc, acc, mrun, lrun, corr);
+    if (b0 < b1) {
+        load_rows<BITS>(a, a.k, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rk);
+        load_rows<BITS>(a, a.v, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rv);
     }
+    __syncthreads();
+    for (uint32_t t = b0; t < b1; t += tk) {
+        uint32_t nt = b1 - t < tk ? b1 - t : tk, next = t + nt;
+        uint32_t nn = b1 - next < tk ? b1 - next : tk;
+        ADEC_UNROLL
+        for (int u = 0; u < ADEC_CH; u++) { /* the K chunks' dot products with q */
+            uint32_t r = u * a.kpp + kl;
+            if (r >= nt)
+                continue;
+            float y[8];
+            dec8<BITS>(a, rk[u], y);
+            ADEC_UNROLL
+            for (uint32_t h = 0; h < HG; h++) {
+                if (h >= nh)
+                    continue;
+                float p = 0.0f;
+                for (int e = 0; e < 8; e++)
+                    p += qr[h][e] * y[e];
+                dots[(h * tk + r) * a.cpr + cc] = p;
+            }
+        }
+        __syncthreads();
+        if (next < b1)
+            load_rows<BITS>(a, a.k, next, nn, col, rk);
+        adec_scores(a, t, nt, nh, dots, sc, mrun, lrun, corr);
+        ADEC_UNROLL
+        for (uint32_t h = 0; h < HG; h++)
+            for (int e = 0; e < 8; e++)
+                acc[h][e] *= h < nh ? corr[h] : 1.0f;
+        ADEC_UNROLL
+        for (int u = 0; u < ADEC_CH; u++) { /* the V chunks times their weights */
+            uint32_t r = u * a.kpp + kl;
+            if (r >= nt)
+                continue;
+            float y[8];
+            dec8<BITS>(a, rv[u], y);
+            ADEC_UNROLL
+            for (uint32_t h = 0; h < HG; h++) {
+                float p = h < nh ? sc[h * tk + r] : 0.0f;
+                if (p != 0.0f) /* a masked row's V is never used (it may be anything) */
+                    for (int e = 0; e < 8; e++)
+                        acc[h][e] += p * y[e];
+            }
+        }
+        if (next < b1)
+            load_rows<BITS>(a, a.v, next, nn, col, rv);
+        /* sc and corr are rewritten after the next tile's first barrier */
+    }
+    ADEC_UNROLL
+    for (uint32_t h = 0; h < HG; h++) /* dots' last readers passed a barrier since */
+        for (int e = 0; e < 8 && h < nh; e++)
+            dots[(kl * hpb + h) * d + cc * 8 + e] = acc[h][e];
+    __syncthreads();
     size_t stride = (size_t)d + 2;
     for (uint32_t j = threadIdx.x; j < nh * stride; j += blockDim.x) {
         uint32_t h = (uint32_t)(j / stride), c = (uint32_t)(j % stride);
-        float *p = a.part + (((size_t)i * a.n_heads + h0 + h) * a.n_split + s) * stride;
-        p[c] = c == 0 ? mrun[h] : c == 1 ? lrun[h] : acc[h * d + c - 2];
+        float *p = a.part + (((size_t)i * a.n_heads + h0 + h) * a.n_split + s) * stride, v = 0;
+        if (c < 2)
+            v = c == 0 ? mrun[h] : lrun[h];
+        for (uint32_t k = 0; c >= 2 && k < a.kpp; k++)
+            v += dots[(k * hpb + h) * d + c - 2];
+        p[c] = v;
     }
 }
+
+/* Registers: the _h1 kernels (one query head a KV head) fit 4 blocks on an SM (the 512 blocks
+ * of a step at 1 sequence x 32 KV heads x 2048 positions in one wave on 132 SMs), the others 3
+ * without spilling (Llama-3-8B's 8 KV heads x 32 splits in one wave). */
+#ifdef __CUDACC__
+#define ADEC_BOUNDS(blocks) __launch_bounds__(128, blocks)
+#else
+#define ADEC_BOUNDS(blocks) /* the emulator's host build */
+#endif
+#define ADEC_KERNEL(name, bits, hg, blocks) \
+    __global__ void ADEC_BOUNDS(blocks) name(attn_dec_k a) { attn_split<bits, hg>(a); }
+ADEC_KERNEL(k_attn_split_f32, 0, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_q4, 4, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_q8, 8, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_f32_h1, 0, 1, 4)
+ADEC_KERNEL(k_attn_split_q4_h1, 4, 1, 4)
+ADEC_KERNEL(k_attn_split_q8_h1, 8, 1, 4)
 
 /* The splits of (query blockIdx.y, head blockIdx.x) into out (see above); shared: the splits'
  * weights e^(m_s - M). */

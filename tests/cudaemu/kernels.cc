@@ -101,7 +101,9 @@ const kernel_def *kernels(size_t *n)
     static const kernel_def table[] = {
         K(k_layernorm), K(k_rmsnorm), K(k_rope),   K(k_act),    K(k_add),
         K(k_heads),     K(k_scale),     K(k_argmax),  K(k_bias),   K(k_to16),   K(k_from16),
-        K(k_gather),    K(k_scatter), K(k_attention), K(k_attn_split), K(k_attn_combine),
+        K(k_gather),    K(k_scatter), K(k_attention), K(k_attn_split_f32), K(k_attn_split_q4),
+        K(k_attn_split_q8), K(k_attn_split_f32_h1), K(k_attn_split_q4_h1), K(k_attn_split_q8_h1),
+        K(k_attn_combine),
         K(decode_kernel), K(encode_kernel),
     };
     *n = sizeof table / sizeof table[0];
