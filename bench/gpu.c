@@ -11,7 +11,8 @@
  *      as the engine calls it) over a 4-bit and an f32 KV cache, opt-6.7b's heads (32 x 128)
  *      and Llama-3-8B's (32 query heads over 8 KV heads): the KV bytes read / time, beside the
  *      device's memory bandwidth measured in the same run (device-to-device cudaMemcpy, bytes
- *      read + written).
+ *      read + written); and one op over 1 sequence x 65536 positions, the kernels' own rate
+ *      (the engine's op a sequence costs a launch pair each on the host).
  * usage: bench_gpu [--smoke]   (exits 77 without a GPU; --smoke: every path on small shapes,
  * figures meaningless, for the emulated runtime of tests/cudaemu to run it) */
 #include <cublas_v2.h>
@@ -221,8 +222,10 @@ static void linear_figures(fg_backend *be, double h2d_gbs)
 
 /* ---- (c) decode attention ---- */
 
-/* the shapes: sequences, positions, query heads and head_dim (--smoke: small ones) */
+/* the shapes: sequences, positions, query heads and head_dim, and the positions of the one
+ * sequence whose single op shows the kernels' own rate (--smoke: small ones) */
 static uint32_t g_att_seqs = 32, g_att_ctx = 2048, g_att_heads = 32, g_att_d = 128;
+static uint32_t g_att_long = 65536;
 
 /* The device's memory bandwidth: best of 3 device-to-device cudaMemcpy of n bytes, counting
  * the bytes read and written. */
@@ -246,11 +249,11 @@ static double d2d_gbs(uint64_t n)
     return best;
 }
 
-/* GB/s of KV bytes read by one decode step's attention over g_att_seqs sequences of g_att_ctx
- * positions (one op a sequence, every operand on the device, one sync at the end). */
-static double attention_gbs(fg_backend *be, uint32_t kvh, fg_codec c)
+/* GB/s of KV bytes read by one decode step's attention over S sequences of ctx positions (one
+ * op a sequence, every operand on the device, one sync at the end). */
+static double attention_gbs(fg_backend *be, uint32_t S, uint32_t ctx, uint32_t kvh, fg_codec c)
 {
-    uint32_t S = g_att_seqs, ctx = g_att_ctx, H = g_att_heads, D = g_att_d, kw = kvh * D;
+    uint32_t H = g_att_heads, D = g_att_d, kw = kvh * D;
     size_t rb = fg_kv_row_bytes(&c, kw), cache = (size_t)ctx * rb;
     char *kv;
     float *q, *out;
@@ -286,6 +289,9 @@ static double attention_gbs(fg_backend *be, uint32_t kvh, fg_codec c)
     return 2.0 * S * cache / best / 1e9;
 }
 
+/* Each shape and KV codec: g_att_seqs x g_att_ctx as the engine calls it (an op a sequence: a
+ * launch pair each, whose host-side cost the GPU may outrun), and one op over g_att_long
+ * positions (the kernels' own rate, launches amortized). */
 static void attention_figures(fg_backend *be)
 {
     double bw = d2d_gbs(g_copy);
@@ -294,11 +300,12 @@ static void attention_figures(fg_backend *be)
     for (int i = 0; i < 2; i++)
         for (int bits = 4; bits >= 0; bits -= 4) {
             fg_codec c = bits ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F32);
-            double gbs = attention_gbs(be, kvhs[i], c);
+            double gbs = attention_gbs(be, g_att_seqs, g_att_ctx, kvhs[i], c);
+            double one = attention_gbs(be, 1, g_att_long, kvhs[i], c);
             printf("attention decode %ux%u, %s heads %ux%u over %u KV, %s KV: %7.1f GB/s of KV "
-                   "= %.2f of the device's %7.1f GB/s (d2d cudaMemcpy)\n", g_att_seqs,
-                   g_att_ctx, names[i], g_att_heads, g_att_d, kvhs[i], bits ? "Q4" : "F32", gbs,
-                   gbs / bw, bw);
+                   "= %.2f of the device's %7.1f GB/s (d2d cudaMemcpy); 1x%u in one op %7.1f "
+                   "GB/s = %.2f\n", g_att_seqs, g_att_ctx, names[i], g_att_heads, g_att_d,
+                   kvhs[i], bits ? "Q4" : "F32", gbs, gbs / bw, bw, g_att_long, one, one / bw);
         }
 }
 
@@ -307,7 +314,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--smoke") == 0) {
         g_n = 1024, g_k = 256, g_rows = 128, g_ms[0] = 32, g_ms[1] = 8;
         g_copy = 16 * MIB, g_chunk = MIB, g_chunks = 8;
-        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64;
+        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64, g_att_long = 700;
         printf("bench_gpu --smoke: small shapes, the figures mean nothing\n");
     } else if (argc > 1) {
         fprintf(stderr, "usage: bench_gpu [--smoke]\n");

@@ -508,12 +508,12 @@ template <int BITS> __device__ void load_rows(const attn_dec_k &a, const uint8_t
     }
 }
 
-/* Shared memory (floats) of a block: the dot products (or at the end the threads' V sums),
- * then sc [hpb][tk], mrun, lrun, corr [hpb]. */
+/* Shared memory (floats) of a block: the dot products [hpb][tk][cpr + 1] (or at the end the
+ * threads' V sums [kpp][hpb][d]), then sc [hpb][tk], mrun, lrun, corr [hpb]. */
 __host__ __device__ inline uint32_t adec_dots(uint32_t hpb, uint32_t tk, uint32_t cpr,
                                               uint32_t kpp, uint32_t d)
 {
-    uint32_t dots = hpb * tk * cpr, sums = kpp * hpb * d;
+    uint32_t dots = hpb * tk * (cpr + 1), sums = kpp * hpb * d;
     return dots > sums ? dots : sums;
 }
 
@@ -528,7 +528,7 @@ __device__ void adec_scores(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint3
         uint32_t h = j / nt, t = j % nt;
         float s = -INFINITY;
         if (a.valid[t0 + t]) {
-            const float *p = dots + (h * tk + t) * cpr;
+            const float *p = dots + (h * tk + t) * (cpr + 1);
             s = 0.0f;
             for (uint32_t c = 0; c < cpr; c++)
                 s += p[c];
@@ -607,7 +607,8 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
                 float p = 0.0f;
                 for (int e = 0; e < 8; e++)
                     p += qr[h][e] * y[e];
-                dots[(h * tk + r) * a.cpr + cc] = p;
+                /* stride cpr + 1: the sums' reads (a key a thread) fall in distinct banks */
+                dots[(h * tk + r) * (a.cpr + 1) + cc] = p;
             }
         }
         __syncthreads();
