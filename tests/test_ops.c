@@ -1070,13 +1070,15 @@ static void dec_run(fg_backend **be, int nb, const dec_case *x, double *worst)
 }
 
 /* Decode shapes over every codec: contexts from 1 key to past 2048 (splits of 64 keys and more,
- * none a multiple of them, partial tiles), grouped-query ratios (one KV head for 16 query heads:
- * two blocks of 8 heads read it), a window, soft-cap, sinks, masked keys, a query with none. */
+ * none a multiple of them, partial tiles, several tiles a split at head_dim 128 and 256),
+ * grouped-query ratios (a block serves up to 4 query heads of a KV head: 6 of one are read by
+ * blocks of 4 and 2, 16 by four blocks), a window, soft-cap, sinks, masked keys, a query with
+ * none. */
 START_TEST(attention_decode_split_every_codec)
 {
     fg_backend *be[4];
     int nb = backends(be);
-    static const uint32_t hk[][2] = {{4, 4}, {8, 2}, {6, 3}, {16, 1}};
+    static const uint32_t hk[][2] = {{4, 4}, {8, 2}, {6, 3}, {12, 2}, {16, 1}};
     static const uint32_t ctxs[] = {1, 2, 33, 64, 65, 200, 777};
     double worst = 0;
     for (int codec = DEC_F32; codec <= DEC_Q4_HI_F32SCALE; codec++)
