@@ -28,6 +28,8 @@
 
 #define MIB (1u << 20)
 
+static void attention_figures(fg_backend *be, int smoke); /* (c), after main */
+
 /* the shapes: opt-6.7b's fc1 in 4 MiB pieces and 1 GiB of copies, or --smoke's */
 static uint32_t g_n = 16384, g_k = 4096, g_rows = 512, g_ms[2] = {512, 64};
 static uint64_t g_copy = 1024ull * MIB, g_chunk = 16 * MIB;
@@ -220,6 +222,33 @@ static void linear_figures(fg_backend *be, double h2d_gbs)
     cudaFree(whole);
 }
 
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--smoke") == 0) {
+        g_n = 1024, g_k = 256, g_rows = 128, g_ms[0] = 32, g_ms[1] = 8;
+        g_copy = 16 * MIB, g_chunk = MIB, g_chunks = 8;
+        printf("bench_gpu --smoke: small shapes, the figures mean nothing\n");
+    } else if (argc > 1) {
+        fprintf(stderr, "usage: bench_gpu [--smoke]\n");
+        return 2;
+    }
+    fg_backend_cuda_opts o = {0, 0, FG_COMPUTE_F16, 0};
+    fg_backend *be;
+    fg_err err;
+    if (fg_backend_cuda_create(&o, &be, &err)) {
+        printf("bench_gpu: skip: %s\n", err.msg);
+        return 77;
+    }
+    double h2d = memcpy_gbs(g_copy), acq, pre;
+    pager_gbs(be, g_chunks, g_chunk, &acq, &pre);
+    printf("H2D: pager HOST -> DEVICE %6.1f GB/s acquired one by one, %6.1f GB/s prefetched "
+           "(copy stream, events)   (pinned cudaMemcpy %6.1f GB/s)\n", acq, pre, h2d);
+    linear_figures(be, h2d);
+    attention_figures(be, argc > 1);
+    fg_backend_free(be);
+    return 0;
+}
+
 /* ---- (c) decode attention ---- */
 
 /* the shapes: sequences, positions, query heads and head_dim, and the positions of the one
@@ -292,8 +321,10 @@ static double attention_gbs(fg_backend *be, uint32_t S, uint32_t ctx, uint32_t k
 /* Each shape and KV codec: g_att_seqs x g_att_ctx as the engine calls it (an op a sequence: a
  * launch pair each, whose host-side cost the GPU may outrun), and one op over g_att_long
  * positions (the kernels' own rate, launches amortized). */
-static void attention_figures(fg_backend *be)
+static void attention_figures(fg_backend *be, int smoke)
 {
+    if (smoke)
+        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64, g_att_long = 700;
     double bw = d2d_gbs(g_copy);
     const uint32_t kvhs[2] = {g_att_heads, g_att_heads / 4};
     const char *names[2] = {"opt-6.7b", "llama-3-8b"};
@@ -307,32 +338,4 @@ static void attention_figures(fg_backend *be)
                    "GB/s = %.2f\n", g_att_seqs, g_att_ctx, names[i], g_att_heads, g_att_d,
                    kvhs[i], bits ? "Q4" : "F32", gbs, gbs / bw, bw, g_att_long, one, one / bw);
         }
-}
-
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--smoke") == 0) {
-        g_n = 1024, g_k = 256, g_rows = 128, g_ms[0] = 32, g_ms[1] = 8;
-        g_copy = 16 * MIB, g_chunk = MIB, g_chunks = 8;
-        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64, g_att_long = 700;
-        printf("bench_gpu --smoke: small shapes, the figures mean nothing\n");
-    } else if (argc > 1) {
-        fprintf(stderr, "usage: bench_gpu [--smoke]\n");
-        return 2;
-    }
-    fg_backend_cuda_opts o = {0, 0, FG_COMPUTE_F16, 0};
-    fg_backend *be;
-    fg_err err;
-    if (fg_backend_cuda_create(&o, &be, &err)) {
-        printf("bench_gpu: skip: %s\n", err.msg);
-        return 77;
-    }
-    double h2d = memcpy_gbs(g_copy), acq, pre;
-    pager_gbs(be, g_chunks, g_chunk, &acq, &pre);
-    printf("H2D: pager HOST -> DEVICE %6.1f GB/s acquired one by one, %6.1f GB/s prefetched "
-           "(copy stream, events)   (pinned cudaMemcpy %6.1f GB/s)\n", acq, pre, h2d);
-    linear_figures(be, h2d);
-    attention_figures(be);
-    fg_backend_free(be);
-    return 0;
 }
