@@ -10,6 +10,12 @@
  *      Linear with its pieces in pinned RAM (uploaded while the previous piece multiplies) as a
  *      fraction of its min(link, GEMM) bound: the FLOPs over max(upload time at the link rate
  *      measured in (a), GEMM time at cuBLAS alone's rate). Issue 46 wants >= 0.8 of each.
+ *  (c) decode attention (one query a sequence, 32 sequences x 2048 positions, each its own op
+ *      as the engine calls it) over a 4-bit and an f32 KV cache, opt-6.7b's heads (32 x 128)
+ *      and Llama-3-8B's (32 query heads over 8 KV heads): the KV bytes read / time, beside the
+ *      device's memory bandwidth measured in the same run (device-to-device cudaMemcpy, bytes
+ *      read + written); and one op over 1 sequence x 65536 positions, the kernels' own rate
+ *      (the engine's op a sequence costs a launch pair each on the host).
  * Under the emulated cuBLAS (tests/cudaemu) it also checks that a Linear over the device pieces
  * made one cuBLAS call (fgemu_cublas_calls).
  * usage: bench_gpu [--smoke]   (exits 77 without a GPU; --smoke: every path on small shapes,
@@ -28,6 +34,8 @@
 #include "pager.h"
 
 #define MIB (1u << 20)
+
+static void attention_figures(fg_backend *be, int smoke); /* (c), after main */
 
 /* the shapes: opt-6.7b's fc1 in 4 MiB pieces and 1 GiB of copies, or --smoke's */
 static uint32_t g_n = 16384, g_k = 4096, g_rows = 512, g_ms[2] = {512, 64};
@@ -272,6 +280,98 @@ int main(int argc, char **argv)
     printf("H2D: pager HOST -> DEVICE %6.1f GB/s acquired one by one, %6.1f GB/s prefetched "
            "(copy stream, events)   (pinned cudaMemcpy %6.1f GB/s)\n", acq, pre, h2d);
     linear_figures(be, h2d);
+    attention_figures(be, argc > 1);
     fg_backend_free(be);
     return 0;
+}
+
+/* ---- (c) decode attention ---- */
+
+/* the shapes: sequences, positions, query heads and head_dim, and the positions of the one
+ * sequence whose single op shows the kernels' own rate (--smoke: small ones) */
+static uint32_t g_att_seqs = 32, g_att_ctx = 2048, g_att_heads = 32, g_att_d = 128;
+static uint32_t g_att_long = 65536;
+
+/* The device's memory bandwidth: best of 3 device-to-device cudaMemcpy of n bytes, counting
+ * the bytes read and written. */
+static double d2d_gbs(uint64_t n)
+{
+    void *a, *b;
+    cu(cudaMalloc(&a, n), "cudaMalloc");
+    cu(cudaMalloc(&b, n), "cudaMalloc");
+    cudaMemset(a, 1, n);
+    double best = 0;
+    for (int r = 0; r < 4; r++) {
+        cudaDeviceSynchronize();
+        double t0 = fg_now();
+        cu(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+        cudaDeviceSynchronize();
+        double gbs = 2.0 * n / (fg_now() - t0) / 1e9;
+        best = r && gbs > best ? gbs : best; /* the first copy warms up */
+    }
+    cudaFree(a);
+    cudaFree(b);
+    return best;
+}
+
+/* GB/s of KV bytes read by one decode step's attention over S sequences of ctx positions (one
+ * op a sequence, every operand on the device, one sync at the end). */
+static double attention_gbs(fg_backend *be, uint32_t S, uint32_t ctx, uint32_t kvh, fg_codec c)
+{
+    uint32_t H = g_att_heads, D = g_att_d, kw = kvh * D;
+    size_t rb = fg_kv_row_bytes(&c, kw), cache = (size_t)ctx * rb;
+    char *kv;
+    float *q, *out;
+    uint8_t *valid;
+    cu(cudaMalloc((void **)&kv, 2 * S * cache), "cudaMalloc");
+    cu(cudaMalloc((void **)&q, (size_t)S * H * D * 4), "cudaMalloc");
+    cu(cudaMalloc((void **)&out, (size_t)S * H * D * 4), "cudaMalloc");
+    cu(cudaMalloc((void **)&valid, ctx), "cudaMalloc");
+    cudaMemset(kv, 0x3c, 2 * S * cache); /* finite values in every codec */
+    cudaMemset(q, 0x3c, (size_t)S * H * D * 4);
+    cudaMemset(valid, 1, ctx);
+    fg_err err;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = fg_now();
+        for (uint32_t s = 0; s < S; s++) {
+            fg_kv_view v = {kv + 2 * s * cache, kv + (2 * s + 1) * cache, c, rb, kw, ctx};
+            fg_attn_op a = {q + (size_t)s * H * D, v, valid, 1, ctx - 1, H, kvh, D, 0, 0,
+                            out + (size_t)s * H * D, NULL, 2 * (size_t)ctx, 1, NULL, NULL, 0,
+                            NULL};
+            if (be->iface->attention(be, &a, &err))
+                die("attention", &err);
+        }
+        if (be->iface->sync(be, &err))
+            die("attention sync", &err);
+        double t = fg_now() - t0;
+        best = r && t < best ? t : best; /* the first run warms up */
+    }
+    cudaFree(kv);
+    cudaFree(q);
+    cudaFree(out);
+    cudaFree(valid);
+    return 2.0 * S * cache / best / 1e9;
+}
+
+/* Each shape and KV codec: g_att_seqs x g_att_ctx as the engine calls it (an op a sequence: a
+ * launch pair each, whose host-side cost the GPU may outrun), and one op over g_att_long
+ * positions (the kernels' own rate, launches amortized). */
+static void attention_figures(fg_backend *be, int smoke)
+{
+    if (smoke)
+        g_att_seqs = 2, g_att_ctx = 150, g_att_heads = 8, g_att_d = 64, g_att_long = 700;
+    double bw = d2d_gbs(g_copy);
+    const uint32_t kvhs[2] = {g_att_heads, g_att_heads / 4};
+    const char *names[2] = {"opt-6.7b", "llama-3-8b"};
+    for (int i = 0; i < 2; i++)
+        for (int bits = 4; bits >= 0; bits -= 4) {
+            fg_codec c = bits ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F32);
+            double gbs = attention_gbs(be, g_att_seqs, g_att_ctx, kvhs[i], c);
+            double one = attention_gbs(be, 1, g_att_long, kvhs[i], c);
+            printf("attention decode %ux%u, %s heads %ux%u over %u KV, %s KV: %7.1f GB/s of KV "
+                   "= %.2f of the device's %7.1f GB/s (d2d cudaMemcpy); 1x%u in one op %7.1f "
+                   "GB/s = %.2f\n", g_att_seqs, g_att_ctx, names[i], g_att_heads, g_att_d,
+                   kvhs[i], bits ? "Q4" : "F32", gbs, gbs / bw, bw, g_att_long, one, one / bw);
+        }
 }

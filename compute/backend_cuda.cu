@@ -54,13 +54,29 @@
  * and add elementwise; argmax one block a row; scatter (a mixture of experts' rows into their
  * tokens' rows) one block per row, the product rounded apart from the add (__fmul_rn) as in the
  * reference, row indices checked on the host when they are host memory and by the kernel when
- * they are device memory (the first bad one reported, as gather's device ids); attention one
- * block of 256 threads per (query, head) over scores in global scratch, V's weighted sum split
- * over the keys by groups of head_dim threads (causal, grouped-query, sliding window,
- * soft-cap, sinks, top-k: the threshold is the largest score with at least k scores >= it, the
- * k-th largest), a quantized cache decoded to f32 first; the 4-bit KV store encodes on the device
- * (fg_quant_cuda_encode). A first version: correct against the reference, not tuned (the top-k
- * threshold is a 32-pass radix select).
+ * they are device memory (the first bad one reported, as gather's device ids); the 4-bit KV
+ * store encodes on the device (fg_quant_cuda_encode).
+ *
+ * Attention (causal, grouped-query, sliding window, soft-cap, sinks, top-k) has two kernels.
+ * Decode (at most 4 queries, dense keys, head_dim a multiple of 8 up to 1024, an F32 cache
+ * 16-byte aligned or Q4/Q8 grouped along the row: adec_plan) is split over the keys,
+ * flash-decoding style: k_attn_split, one block per (KV head with up to 4 of its query heads,
+ * split, query) of head_dim / 8 threads a row times as many rows as fit in 128, reads its
+ * split's cache rows in their codec (no f32 copy of the cache: 4-bit KV is read as 4 bits), a
+ * tile of up to 64 rows at a time (the next tile's loads issued while this one is computed),
+ * each KV row once for all its query heads, and keeps the decoded values, q and the weighted V
+ * sums in registers (decoded f32 in shared memory would move 8 times the bytes of the 4-bit
+ * codes through it, more than its bandwidth); only the dot products' partial sums, the scores
+ * and the softmax state go through shared memory. It writes a partial (max, sum of exp, V sum)
+ * per split to stream-ordered scratch; k_attn_combine adds the splits with the sink's term.
+ * The split length comes from the context so that a step launches about 512 blocks (one wave
+ * on an H100's 132 SMs: 16 splits of 128 keys at 1 sequence x 32 KV heads x 2048 positions),
+ * never under 64 keys. Its sums run in another order than the reference's (test_ops: within
+ * 2e-5 of it). Everything else (prefill, top-k) runs k_attention, one block of 256 threads per
+ * (query, head) over scores in global scratch, V's weighted sum split over the keys by groups of
+ * head_dim threads, a quantized cache decoded to f32 first; top-k's threshold is the largest
+ * score with at least k scores >= it (a 32-pass radix select). The split kernel is not measured
+ * on a GPU yet (bench_gpu's attention lines); one op a sequence means a launch pair a sequence.
  *
  * --cpu-cache-compute: attention whose cache is host memory runs on the CPU backend this one
  * keeps for it, beside the cache; its device operands (the engine's device workspace) come down
@@ -1018,6 +1034,97 @@ static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, con
 
 /* k_attention's block: q's head and the V sums' groups in its shared memory */
 #define ATTN_THREADS 256
+/* the split kernel's blocks in flight: 4 on each of an H100's 132 SMs, about; the split length
+ * is chosen from ctx so that a decode step launches this many (512 at 1 sequence x 32 KV heads x
+ * 2048 positions: 16 splits of 128 keys), never under 64 keys a split */
+#define ADEC_BLOCKS 512
+#define ADEC_MIN_SPLIT 64
+#define ADEC_MAX_SPLITS 4096
+#define ADEC_MAX_T 128 /* threads a block at most: a whole number of rows of head_dim / 8 */
+#define ADEC_MAX_TK 64
+
+/* k_attn_split's shared memory */
+static size_t adec_smem(const attn_dec_k *p)
+{
+    return 4 * ((size_t)adec_dots(p->hpb, p->tk, p->cpr, p->kpp, p->head_dim) +
+                (size_t)p->hpb * p->tk + 3 * p->hpb);
+}
+
+/* The split kernel's parameters for op a (all but the pointers and the codec's kernel), or 0
+ * when it does not cover a (more than 4 queries, top-k, a head_dim not a multiple of 8 or over
+ * 1024, a codec it does not read): k_attention runs those. */
+static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
+{
+    const fg_codec *c = &a->kv.codec;
+    uint32_t d = a->head_dim, grp = a->n_heads / a->n_kv_heads;
+    if (a->n_q > 4 || (a->keep > 0.0f && a->keep < 1.0f) || d % 8 || !d || d / 8 > ADEC_MAX_T)
+        return 0;
+    memset(p, 0, sizeof *p);
+    if (c->id == FG_CODEC_Q4 || c->id == FG_CODEC_Q8) {
+        uint64_t dims[2] = {1, a->kv.width};
+        fg_qview v;
+        if (c->group_axis != 1 || fg_codec_qview(c, 2, dims, 1, &v, NULL) ||
+            v.n_groups * v.group_bytes != a->kv.row_bytes)
+            return 0;
+        p->G = c->group_size;
+        p->gbytes = v.group_bytes;
+        p->f16scale = c->scale_dtype == FG_SCALE_F16;
+        p->hdr = p->f16scale ? 4 : 8;
+        p->hi_first = c->nibble_order == FG_NIBBLE_HI_FIRST;
+    } else if (c->id != FG_CODEC_F32 || a->kv.row_bytes % 16 ||
+               ((uintptr_t)a->kv.k | (uintptr_t)a->kv.v) % 16) { /* 16-byte loads */
+        return 0;
+    }
+    p->hpb = grp < ADEC_HG ? grp : ADEC_HG;
+    p->cpr = d / 8;
+    p->kpp = ADEC_MAX_T / p->cpr;
+    p->tk = ADEC_CH * p->kpp < ADEC_MAX_TK ? ADEC_CH * p->kpp : ADEC_MAX_TK;
+    uint32_t ctx = a->q_pos0 + a->n_q, w = a->window;
+    p->lo = w && a->q_pos0 + 1 > w ? a->q_pos0 + 1 - w : 0; /* query 0's first key */
+    uint64_t range = ctx - p->lo, per = (uint64_t)a->n_kv_heads * ((grp + p->hpb - 1) / p->hpb) *
+                                         a->n_q;
+    uint64_t split = (range * per + ADEC_BLOCKS - 1) / ADEC_BLOCKS;
+    uint64_t least = (range + ADEC_MAX_SPLITS - 1) / ADEC_MAX_SPLITS;
+    split = split > ADEC_MIN_SPLIT ? split : ADEC_MIN_SPLIT;
+    split = split > least ? split : least;
+    p->split = (uint32_t)((split + 31) / 32 * 32);
+    p->n_split = (uint32_t)((range + p->split - 1) / p->split);
+    p->row_bytes = a->kv.row_bytes;
+    p->n_heads = a->n_heads, p->grp = grp, p->head_dim = d, p->q_pos0 = a->q_pos0;
+    p->window = w, p->softcap = a->softcap;
+    return 1;
+}
+
+/* Decode attention by k_attn_split and k_attn_combine over the cache as stored (plan p). */
+static int attention_split(op *o, const fg_attn_op *a, attn_dec_k *p, const float *dq,
+                           const uint8_t *dvalid, const float *dsinks, float *dout, fg_err *err)
+{
+    uint32_t ctx = a->q_pos0 + a->n_q, at;
+    void *kb, *vb, *part = NULL;
+    int rc = kv_side(o, a->kv.k, &a->kv, 0, ctx, 1, 0, &kb, &at, err);
+    if (rc == FG_OK)
+        rc = kv_side(o, a->kv.v, &a->kv, 0, ctx, 1, 0, &vb, &at, err);
+    size_t n = (size_t)a->n_q * a->n_heads * p->n_split * (a->head_dim + 2) * 4;
+    if (rc == FG_OK) /* stream-ordered, not staged: an op on device operands stays queued */
+        rc = ck(cudaMallocAsync(&part, n, o->c->cs), "cudaMallocAsync", err);
+    if (rc)
+        return rc;
+    p->q = dq, p->k = (const uint8_t *)kb, p->v = (const uint8_t *)vb, p->valid = dvalid;
+    p->part = (float *)part;
+    uint32_t groups = (p->grp + p->hpb - 1) / p->hpb, id = a->kv.codec.id;
+    dim3 grid(a->n_kv_heads * groups, p->n_split, a->n_q);
+    unsigned threads = p->kpp * p->cpr;
+    size_t sm = adec_smem(p);
+    void (*const ks[2][3])(attn_dec_k) = {{k_attn_split_f32, k_attn_split_q4, k_attn_split_q8},
+                                          {k_attn_split_f32_h1, k_attn_split_q4_h1,
+                                           k_attn_split_q8_h1}};
+    ks[p->hpb == 1][id == FG_CODEC_Q4 ? 1 : id == FG_CODEC_Q8 ? 2 : 0]<<<grid, threads, sm,
+                                                                        o->c->cs>>>(*p);
+    k_attn_combine<<<dim3(a->n_heads, a->n_q), ADEC_MAX_T, p->n_split * 4, o->c->cs>>>(
+        p->part, dsinks, dout, a->n_heads, a->head_dim, p->n_split);
+    cudaFreeAsync(part, o->c->cs);
+    return FG_OK;
+}
 
 static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
 {
@@ -1040,6 +1147,11 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
         rc = opnd(&o, a->sinks, (size_t)a->n_heads * 4, 1, 0, &dsinks, err);
     if (rc == FG_OK)
         rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &dout, err);
+    attn_dec_k plan;
+    if (rc == FG_OK && adec_plan(a, &plan))
+        return op_end(&o, attention_split(&o, a, &plan, (const float *)dq,
+                                          (const uint8_t *)dvalid, (const float *)dsinks,
+                                          (float *)dout, err), err);
     if (rc == FG_OK)
         rc = kv_f32(&o, a, ctx, &k, &v, err);
     uint32_t problems = a->n_q * a->n_heads, batch = (uint32_t)((64u << 20) / 4 / ctx);

@@ -399,6 +399,318 @@ __global__ void k_attention(attn_k a)
     }
 }
 
+
+/* ---- decode attention split over the keys (flash-decoding) ----
+ * For n_q <= 4 queries and dense keys (keep 0 or 1). Block (x = KV head g and group of up to
+ * ADEC_HG of its query heads, y = split s, z = query i) reads the cache rows of its split,
+ * [lo + s * split, lo + (s + 1) * split) cut to the query's causal range and window, directly in
+ * the cache's codec, and keeps everything it decodes in registers: thread j owns the 8 columns
+ * cc = j % cpr (cpr = head_dim / 8 chunks a row; blockDim = kpp * cpr) of the rows j / cpr,
+ * j / cpr + kpp, ... of a tile of tk rows, its query heads' q on those columns and their weighted
+ * V sums. A tile: the K chunks' dot products with q into shared memory, their sums per (head,
+ * key) (soft-capped, masked keys -inf), the online softmax step (running max, rescale, sum of
+ * exp) per head, then each V chunk times its weight into the thread's sums. Each KV row is read
+ * once for all the block's query heads, the next tile's K loads are issued once this tile's
+ * scores are taken and its V loads once its V is summed (in flight during the next step's
+ * work), and decoded values never go through shared memory (f32 there would cost 8 times the
+ * bytes of 4-bit codes). The threads' sums meet in shared memory at the end, in key-lane order,
+ * as a partial [m, l, acc[d]] per (query, head, split) in part. k_attn_combine adds the splits:
+ * M = max(m_s, sink), out = sum acc_s e^(m_s - M) / (sum l_s e^(m_s - M) + e^(sink - M)); a
+ * query with no valid key (every m_s = -inf) gets zeros. */
+#define ADEC_HG 4 /* query heads a block at most (their q and V sums live in registers; a
+                   * kernel for multi-head attention keeps one) */
+#define ADEC_CH 4 /* a thread's rows a tile */
+#ifdef __CUDA_ARCH__
+#define ADEC_UNROLL _Pragma("unroll")
+#else
+#define ADEC_UNROLL /* the emulator's host build */
+#endif
+
+struct attn_dec_k {
+    const float *q;            /* [n_q, n_heads * head_dim] */
+    const uint8_t *k, *v;      /* cache rows from 0, row_bytes apart */
+    const uint8_t *valid;      /* [ctx] */
+    float *part;               /* [n_q][n_heads][n_split][head_dim + 2] */
+    size_t row_bytes;
+    uint32_t G, gbytes, hdr, f16scale, hi_first; /* Q4/Q8: groups of G along the row */
+    uint32_t n_heads, grp, hpb, head_dim, cpr, kpp, q_pos0, window, lo, split, n_split, tk;
+    float softcap;
+};
+
+/* 8 values of a row from column c (c % 8 == 0: one group holds them all), as loaded: F32 the
+ * values' bits; Q4/Q8 x = min and scale (F16 scales) or min (F32), y = F32 scale, z (and w for
+ * Q8) the codes. */
+struct raw8 {
+    uint4 a, b;
+};
+
+template <int BITS> __device__ raw8 load8(const attn_dec_k &a, const uint8_t *row, uint32_t c)
+{
+    raw8 r;
+    if (BITS == 0) { /* 16-byte aligned (the host checks) */
+        const uint4 *p = (const uint4 *)(row + (size_t)c * 4);
+        r.a = p[0];
+        r.b = p[1];
+        return r;
+    }
+    const uint8_t *g = row + (size_t)(c / a.G) * a.gbytes;
+    const uint32_t *h = (const uint32_t *)g;
+    const uint32_t *w = (const uint32_t *)(g + a.hdr + c % a.G * BITS / 8);
+    r.a.x = h[0];
+    r.a.y = a.f16scale ? 0u : h[1];
+    r.a.z = w[0];
+    r.a.w = BITS == 8 ? w[1] : 0u;
+    r.b = r.a;
+    return r;
+}
+
+/* load8's values, each m + code * s rounded as the codec's decode rounds it. */
+template <int BITS> __device__ void dec8(const attn_dec_k &a, const raw8 &r, float *y)
+{
+    if (BITS == 0) {
+        y[0] = __uint_as_float(r.a.x), y[1] = __uint_as_float(r.a.y);
+        y[2] = __uint_as_float(r.a.z), y[3] = __uint_as_float(r.a.w);
+        y[4] = __uint_as_float(r.b.x), y[5] = __uint_as_float(r.b.y);
+        y[6] = __uint_as_float(r.b.z), y[7] = __uint_as_float(r.b.w);
+        return;
+    }
+    float m, s;
+    if (a.f16scale) {
+        m = __half2float(__ushort_as_half((unsigned short)(r.a.x & 0xffffu)));
+        s = __half2float(__ushort_as_half((unsigned short)(r.a.x >> 16)));
+    } else {
+        m = __uint_as_float(r.a.x);
+        s = __uint_as_float(r.a.y);
+    }
+    ADEC_UNROLL
+    for (int j = 0; j < 8; j++) {
+        uint32_t code;
+        if (BITS == 4) {
+            uint32_t b = r.a.z >> (8 * (j / 2)) & 0xffu;
+            code = ((uint32_t)j & 1u) ^ a.hi_first ? b >> 4 : b & 0xfu;
+        } else {
+            code = (j < 4 ? r.a.z >> (8 * j) : r.a.w >> (8 * (j - 4))) & 0xffu;
+        }
+        y[j] = __fadd_rn(m, __fmul_rn((float)code, s));
+    }
+}
+
+/* This thread's chunks (rows t0 + u * kpp + key lane, u < ADEC_CH, below nt) of K or V. */
+template <int BITS> __device__ void load_rows(const attn_dec_k &a, const uint8_t *base,
+                                              uint32_t t0, uint32_t nt, uint32_t col, raw8 *r)
+{
+    uint32_t kl = threadIdx.x / a.cpr;
+    ADEC_UNROLL
+    for (int u = 0; u < ADEC_CH; u++) {
+        uint32_t t = u * a.kpp + kl;
+        if (t < nt)
+            r[u] = load8<BITS>(a, base + (size_t)(t0 + t) * a.row_bytes, col);
+    }
+}
+
+/* Shared memory (floats) of a block: the dot products [hpb][tk][cpr + 1] (or at the end the
+ * threads' V sums [kpp][hpb][d]), then sc [hpb][tk], mrun, lrun, corr [hpb]. */
+__host__ __device__ inline uint32_t adec_dots(uint32_t hpb, uint32_t tk, uint32_t cpr,
+                                              uint32_t kpp, uint32_t d)
+{
+    uint32_t dots = hpb * tk * (cpr + 1), sums = kpp * hpb * d;
+    return dots > sums ? dots : sums;
+}
+
+/* Scores of the tile's nt rows from t0 into sc (the dot products' partial sums in order, then
+ * the soft-cap; masked keys -inf), then the softmax step: new running max, the old sums'
+ * factor in corr, sc the weights e^(s - max), the running sum of exp. */
+__device__ void adec_scores(const attn_dec_k &a, uint32_t t0, uint32_t nt, uint32_t nh,
+                            const float *dots, float *sc, float *mrun, float *lrun, float *corr)
+{
+    uint32_t tk = a.tk, cpr = a.cpr;
+    for (uint32_t j = threadIdx.x; j < nh * nt; j += blockDim.x) {
+        uint32_t h = j / nt, t = j % nt;
+        float s = -INFINITY;
+        if (a.valid[t0 + t]) {
+            const float *p = dots + (h * tk + t) * (cpr + 1);
+            s = 0.0f;
+            for (uint32_t c = 0; c < cpr; c++)
+                s += p[c];
+            if (a.softcap > 0.0f)
+                s = a.softcap * tanhf(s / a.softcap);
+        }
+        sc[h * tk + t] = s;
+    }
+    __syncthreads();
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x) {
+        float mx = -INFINITY, mo = mrun[h];
+        for (uint32_t t = 0; t < nt; t++)
+            mx = fmaxf(mx, sc[h * tk + t]);
+        float mn = fmaxf(mo, mx);
+        corr[h] = mn == -INFINITY ? 1.0f : expf(mo - mn);
+        mrun[h] = mn;
+    }
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < nh * nt; j += blockDim.x) {
+        uint32_t h = j / nt, t = j % nt;
+        float s = sc[h * tk + t];
+        sc[h * tk + t] = s != -INFINITY ? expf(s - mrun[h]) : 0.0f;
+    }
+    __syncthreads();
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x) {
+        float l = lrun[h] * corr[h];
+        for (uint32_t t = 0; t < nt; t++)
+            l += sc[h * tk + t];
+        lrun[h] = l;
+    }
+}
+
+template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
+{
+    FG_DYNAMIC_SHARED(float, sh);
+    uint32_t d = a.head_dim, hpb = a.hpb, groups = (a.grp + hpb - 1) / hpb, tk = a.tk;
+    uint32_t g = blockIdx.x / groups, h0 = g * a.grp + blockIdx.x % groups * hpb;
+    uint32_t nh = a.grp - blockIdx.x % groups * hpb, s = blockIdx.y, i = blockIdx.z;
+    nh = nh < hpb ? nh : hpb;
+    uint32_t cc = threadIdx.x % a.cpr, kl = threadIdx.x / a.cpr, col = g * d + cc * 8;
+    float *dots = sh, *sc = dots + adec_dots(hpb, tk, a.cpr, a.kpp, d), *mrun = sc + hpb * tk;
+    float *lrun = mrun + hpb, *corr = lrun + hpb;
+    float qr[HG][8], acc[HG][8];
+    const float *q = a.q + ((size_t)i * a.n_heads + h0) * d + cc * 8;
+    ADEC_UNROLL
+    for (uint32_t h = 0; h < HG; h++)
+        for (int e = 0; e < 8; e++)
+            qr[h][e] = h < nh ? q[h * d + e] : 0.0f, acc[h][e] = 0.0f;
+    for (uint32_t h = threadIdx.x; h < nh; h += blockDim.x)
+        mrun[h] = -INFINITY, lrun[h] = 0.0f;
+    /* this query's keys [t0, end) within the split's [b0, b1) */
+    uint32_t end = a.q_pos0 + i + 1, t0 = a.window && end > a.window ? end - a.window : 0;
+    uint32_t b0 = a.lo + s * a.split, b1 = b0 + a.split;
+    b0 = b0 > t0 ? b0 : t0;
+    b1 = b1 < end ? b1 : end;
+    raw8 rk[ADEC_CH], rv[ADEC_CH];
+    if (b0 < b1) {
+        load_rows<BITS>(a, a.k, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rk);
+        load_rows<BITS>(a, a.v, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rv);
+    }
+    __syncthreads();
+    for (uint32_t t = b0; t < b1; t += tk) {
+        uint32_t nt = b1 - t < tk ? b1 - t : tk, next = t + nt;
+        uint32_t nn = b1 - next < tk ? b1 - next : tk;
+        ADEC_UNROLL
+        for (int u = 0; u < ADEC_CH; u++) { /* the K chunks' dot products with q */
+            uint32_t r = u * a.kpp + kl;
+            if (r >= nt)
+                continue;
+            float y[8];
+            dec8<BITS>(a, rk[u], y);
+            ADEC_UNROLL
+            for (uint32_t h = 0; h < HG; h++) {
+                if (h >= nh)
+                    continue;
+                float p = 0.0f;
+                for (int e = 0; e < 8; e++)
+                    p += qr[h][e] * y[e];
+                /* stride cpr + 1: the sums' reads (a key a thread) fall in distinct banks */
+                dots[(h * tk + r) * (a.cpr + 1) + cc] = p;
+            }
+        }
+        __syncthreads();
+        if (next < b1)
+            load_rows<BITS>(a, a.k, next, nn, col, rk);
+        adec_scores(a, t, nt, nh, dots, sc, mrun, lrun, corr);
+        ADEC_UNROLL
+        for (uint32_t h = 0; h < HG; h++)
+            for (int e = 0; e < 8; e++)
+                acc[h][e] *= h < nh ? corr[h] : 1.0f;
+        ADEC_UNROLL
+        for (int u = 0; u < ADEC_CH; u++) { /* the V chunks times their weights */
+            uint32_t r = u * a.kpp + kl;
+            if (r >= nt)
+                continue;
+            float y[8];
+            dec8<BITS>(a, rv[u], y);
+            ADEC_UNROLL
+            for (uint32_t h = 0; h < HG; h++) {
+                float p = h < nh ? sc[h * tk + r] : 0.0f;
+                if (p != 0.0f) /* a masked row's V is never used (it may be anything) */
+                    for (int e = 0; e < 8; e++)
+                        acc[h][e] += p * y[e];
+            }
+        }
+        if (next < b1)
+            load_rows<BITS>(a, a.v, next, nn, col, rv);
+        /* sc and corr are rewritten after the next tile's first barrier */
+    }
+    ADEC_UNROLL
+    for (uint32_t h = 0; h < HG; h++) /* dots' last readers passed a barrier since */
+        for (int e = 0; e < 8 && h < nh; e++)
+            dots[(kl * hpb + h) * d + cc * 8 + e] = acc[h][e];
+    __syncthreads();
+    size_t stride = (size_t)d + 2;
+    for (uint32_t j = threadIdx.x; j < nh * stride; j += blockDim.x) {
+        uint32_t h = (uint32_t)(j / stride), c = (uint32_t)(j % stride);
+        float *p = a.part + (((size_t)i * a.n_heads + h0 + h) * a.n_split + s) * stride, v = 0;
+        if (c < 2)
+            v = c == 0 ? mrun[h] : lrun[h];
+        for (uint32_t k = 0; c >= 2 && k < a.kpp; k++)
+            v += dots[(k * hpb + h) * d + c - 2];
+        p[c] = v;
+    }
+}
+
+/* Registers: the _h1 kernels (one query head a KV head) fit 4 blocks on an SM (the 512 blocks
+ * of a step at 1 sequence x 32 KV heads x 2048 positions in one wave on 132 SMs), the others 3
+ * without spilling (Llama-3-8B's 8 KV heads x 32 splits in one wave). */
+#ifdef __CUDACC__
+#define ADEC_BOUNDS(blocks) __launch_bounds__(128, blocks)
+#else
+#define ADEC_BOUNDS(blocks) /* the emulator's host build */
+#endif
+#define ADEC_KERNEL(name, bits, hg, blocks) \
+    __global__ void ADEC_BOUNDS(blocks) name(attn_dec_k a) { attn_split<bits, hg>(a); }
+ADEC_KERNEL(k_attn_split_f32, 0, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_q4, 4, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_q8, 8, ADEC_HG, 3)
+ADEC_KERNEL(k_attn_split_f32_h1, 0, 1, 4)
+ADEC_KERNEL(k_attn_split_q4_h1, 4, 1, 4)
+ADEC_KERNEL(k_attn_split_q8_h1, 8, 1, 4)
+
+/* The splits of (query blockIdx.y, head blockIdx.x) into out (see above); shared: the splits'
+ * weights e^(m_s - M). */
+__global__ void k_attn_combine(const float *part, const float *sinks, float *out,
+                               uint32_t n_heads, uint32_t head_dim, uint32_t n_split)
+{
+    FG_DYNAMIC_SHARED(float, w);
+    uint32_t h = blockIdx.x, i = blockIdx.y, d = head_dim;
+    size_t stride = (size_t)d + 2;
+    const float *p = part + ((size_t)i * n_heads + h) * n_split * stride;
+    float *o = out + ((size_t)i * n_heads + h) * d;
+    float mx = -INFINITY;
+    for (uint32_t s = 0; s < n_split; s++)
+        mx = fmaxf(mx, p[s * stride]);
+    if (mx == -INFINITY) { /* every key masked: a padding query */
+        for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+            o[c] = 0.0f;
+        return;
+    }
+    float sink = sinks ? sinks[h] : -INFINITY;
+    mx = sink > mx ? sink : mx;
+    for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
+        float m = p[s * stride];
+        w[s] = m != -INFINITY ? expf(m - mx) : 0.0f;
+    }
+    __syncthreads();
+    float l = 0.0f;
+    for (uint32_t s = 0; s < n_split; s++)
+        l += w[s] != 0.0f ? p[s * stride + 1] * w[s] : 0.0f;
+    l += expf(sink - mx); /* the sink's share of the denominator (0 with none) */
+    float inv = 1.0f / l;
+    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t s = 0; s < n_split; s++)
+            if (w[s] != 0.0f)
+                acc += p[s * stride + 2 + c] * w[s];
+        o[c] = acc * inv;
+    }
+}
+
 } // namespace
 
 #endif

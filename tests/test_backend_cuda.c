@@ -12,7 +12,10 @@
  *  - the 4-bit KV store encodes on the device the same bytes as the CPU;
  *  - the device object: pinned and device memory, copies with events, retain;
  *  - a gather by ids in device memory, an id outside the table reported;
- *  - --cpu-cache-compute's delegation gives the CPU's bits.
+ *  - --cpu-cache-compute's delegation gives the CPU's bits;
+ *  - decode attention (the split kernels) over a cache in device memory, read in place, gives
+ *    the bits of the same cache staged from the host, every codec (and runs under
+ *    gpu-check.sh's memcheck).
  * Exits 77 (skip) where the build has no CUDA or no GPU is visible.
  */
 #define _GNU_SOURCE /* dl_iterate_phdr */
@@ -504,6 +507,62 @@ START_TEST(linear_runs_of_device_pieces)
 }
 END_TEST
 
+/* Decode attention over a KV cache in device memory (read in place by k_attn_split) gives the
+ * bits of the same cache in host memory (staged per op), and the CPU's result within the
+ * split's rounding: F32, Q4 and Q8, one query head a KV head (the _h1 kernels) and four, several
+ * tiles and splits (300 keys of 128 dims), sinks on one layout. */
+START_TEST(split_attention_device_cache_every_codec)
+{
+    enum { D = 128, CAP = 300 };
+    static const uint32_t hk[][2] = {{4, 4}, {8, 2}};
+    fg_backend *be = cuda(FG_COMPUTE_F32, 0), *cpu;
+    fg_device *d = be->dev;
+    fg_err err;
+    ck_assert_int_eq(fg_backend_cpu_create(1, &cpu, &err), FG_OK);
+    uint8_t valid[CAP];
+    for (int t = 0; t < CAP; t++)
+        valid[t] = t % 11 != 5;
+    for (int codec = 0; codec < 3; codec++)
+        for (int l = 0; l < 2; l++) {
+            uint32_t h = hk[l][0], kvh = hk[l][1], kw = kvh * D, qw = h * D;
+            fg_codec c = codec ? fg_codec_quant(codec == 1 ? 4 : 8, 64, 1)
+                               : fg_codec_float(FG_CODEC_F32);
+            size_t rb = fg_kv_row_bytes(&c, kw);
+            float *k = malloc(CAP * kw * 4), *v = malloc(CAP * kw * 4), *q = malloc(qw * 4);
+            float *o1 = malloc(qw * 4), *o2 = malloc(qw * 4), *o3 = malloc(qw * 4);
+            float *sc = malloc(2 * CAP * 4), *kt = malloc(CAP * kw * 4), *vt = malloc(CAP * kw * 4);
+            float sinks[8] = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, -3.0f, 0.25f, 1.5f};
+            uint8_t *hk_ = calloc(CAP, rb), *hv = calloc(CAP, rb);
+            void *dk, *dv;
+            tu_randf(k, CAP * kw, 11 + codec, 1.0f);
+            tu_randf(v, CAP * kw, 12 + codec, 1.0f);
+            tu_randf(q, qw, 13 + codec, 0.3f);
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, CAP * rb, &dk, &err), FG_OK);
+            ck_assert_int_eq(d->iface->alloc(d, FG_BUFT_DEVICE, CAP * rb, &dv, &err), FG_OK);
+            fg_kv_view dev = {dk, dv, c, rb, kw, CAP}, host = {hk_, hv, c, rb, kw, CAP};
+            ck_assert_int_eq(be->iface->kv_store(be, &dev, 0, k, v, CAP, &err), FG_OK);
+            ck_assert_int_eq(cpu->iface->kv_store(cpu, &host, 0, k, v, CAP, &err), FG_OK);
+            fg_attn_op a = {q, host, valid, 1, CAP - 1, h, kvh, D, 0, 0, o1, sc, 2 * CAP, 1, kt,
+                            vt, 0, l ? sinks : NULL};
+            ck_assert_int_eq(cpu->iface->attention(cpu, &a, &err), FG_OK);
+            a.out = o2;
+            ck_assert_msg(be->iface->attention(be, &a, &err) == FG_OK, "%s", err.msg);
+            a.kv = dev, a.out = o3;
+            ck_assert_msg(be->iface->attention(be, &a, &err) == FG_OK, "%s", err.msg);
+            ck_assert_msg(!memcmp(o2, o3, qw * 4), "codec %d, %u/%u heads: the device cache's "
+                          "result differs from the staged one's", codec, h, kvh);
+            ck_assert_msg(tu_nmse(o2, o1, qw) < 1e-10, "codec %d, %u/%u heads: %g", codec, h,
+                          kvh, tu_nmse(o2, o1, qw));
+            d->iface->free(d, FG_BUFT_DEVICE, dk);
+            d->iface->free(d, FG_BUFT_DEVICE, dv);
+            free(k), free(v), free(q), free(o1), free(o2), free(o3), free(sc), free(kt), free(vt);
+            free(hk_), free(hv);
+        }
+    fg_backend_free(cpu);
+    fg_backend_free(be);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend_cuda");
@@ -512,6 +571,7 @@ static Suite *suite(void)
     tcase_add_test(tc, f16_compute_within_bound);
     tcase_add_test(tc, device_operands_and_the_device_object);
     tcase_add_test(tc, q4_cache_and_delegated_attention);
+    tcase_add_test(tc, split_attention_device_cache_every_codec);
     tcase_add_test(tc, gather_by_device_ids);
     tcase_add_test(tc, linear_runs_of_device_pieces);
     suite_add_tcase(s, tc);

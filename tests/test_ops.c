@@ -985,6 +985,131 @@ START_TEST(attention_head_dims_every_backend)
 }
 END_TEST
 
+/* ---- decode attention split over the keys ----
+ * The CUDA backend runs attention of up to 4 queries with dense keys as k_attn_split over
+ * splits of the keys, reading the cache in its codec, and k_attn_combine (kernels_cuda.cuh):
+ * its result differs from the reference's only in the order of the sums (a running max and sum
+ * rescaled per tile and per split). Bound: normalized mean squared error under 1e-10 and every
+ * value within DEC_TOL of the reference's (outputs are weighted means of values in [-1, 1]). */
+#define DEC_TOL 2e-5
+enum { DEC_F32, DEC_Q4, DEC_Q8, DEC_Q4_HI_F32SCALE }; /* dec_case.codec */
+enum { DEC_MASK_SOME, DEC_MASK_FIRST_QUERY };          /* dec_case.mask */
+
+typedef struct dec_case {
+    uint32_t heads, kvh, d, ctx, nq, window;
+    float softcap;
+    int sink, codec, mask;
+} dec_case;
+
+/* Q4 groups of 16 or 64 (one per head, two a head), Q8 of 64 (four heads a group at d = 16, and
+ * past the row's end with one KV head), groups of 8 with F32 scales, the high nibble first */
+static fg_codec dec_codec(int codec, uint32_t d)
+{
+    uint32_t g = d >= 64 || codec == DEC_Q8 ? 64 : 16;
+    fg_codec c = codec == DEC_F32 ? fg_codec_float(FG_CODEC_F32)
+                                  : fg_codec_quant(codec == DEC_Q8 ? 8 : 4, g, 1);
+    if (codec == DEC_Q4_HI_F32SCALE) {
+        c.group_size = 8;
+        c.nibble_order = FG_NIBBLE_HI_FIRST;
+        c.scale_dtype = FG_SCALE_F32;
+    }
+    return c;
+}
+
+/* Case x on every backend against fg_ops_ref; the largest difference seen goes to *worst. */
+static void dec_run(fg_backend **be, int nb, const dec_case *x, double *worst)
+{
+    uint32_t kw = x->kvh * x->d, qw = x->heads * x->d, cap = x->ctx + 3, pos0 = x->ctx - x->nq;
+    fg_codec c = dec_codec(x->codec, x->d);
+    size_t rb = fg_kv_row_bytes(&c, kw);
+    uint8_t *kc = calloc(cap, rb), *vc = calloc(cap, rb), *valid = malloc(cap);
+    float *k = malloc((size_t)x->ctx * kw * 4), *v = malloc((size_t)x->ctx * kw * 4);
+    float *q = malloc(x->nq * qw * 4), *ref = malloc(x->nq * qw * 4), *out = malloc(x->nq * qw * 4);
+    float *sc = malloc(4 * 2 * cap * 4), *kt = malloc((size_t)cap * kw * 4);
+    float *vt = malloc((size_t)cap * kw * 4), *sinks = malloc(x->heads * 4);
+    tu_randf(k, (size_t)x->ctx * kw, x->ctx * 3 + x->kvh, 1.0f);
+    tu_randf(v, (size_t)x->ctx * kw, x->ctx * 5 + x->kvh, 1.0f);
+    tu_randf(q, x->nq * qw, x->ctx * 7 + x->heads, 0.5f);
+    for (uint32_t h = 0; h < x->heads; h++)
+        sinks[h] = x->sink == SINK_HUGE && h % 2 ? 12.0f + (float)h : 0.6f * (float)h - 1.4f;
+    for (uint32_t t = 0; t < cap; t++) /* left padding and scattered masked keys, or none valid
+                                        * up to the first query's position */
+        valid[t] = x->mask == DEC_MASK_FIRST_QUERY ? t > pos0 : t >= 2 && t % 7 != 3;
+    fg_kv_view kv = {kc, vc, c, rb, kw, cap};
+    fg_err err;
+    for (int b = -1; b < nb; b++) {
+        const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+        fg_backend *bx = b < 0 ? NULL : be[b];
+        memset(kc, 0, cap * rb);
+        memset(vc, 0, cap * rb);
+        ck_assert_int_eq(f->kv_store(bx, &kv, 0, k, v, x->ctx, &err), FG_OK);
+        fg_attn_op a = {q, kv, valid, x->nq, pos0, x->heads, x->kvh, x->d, x->window, 0,
+                        b < 0 ? ref : out, sc, 2 * cap, 4, kt, vt, x->softcap,
+                        x->sink ? sinks : NULL};
+        memset(a.out, 0xff, x->nq * qw * 4); /* NaN: every value must be written */
+        ck_assert_msg(f->attention(bx, &a, &err) == FG_OK, "%s", err.msg);
+        if (b < 0)
+            continue;
+        double e = tu_nmse(out, ref, x->nq * qw), m = 0;
+        for (uint32_t j = 0; j < x->nq * qw; j++) {
+            double dj = fabs((double)out[j] - ref[j]);
+            m = dj > m || dj != dj ? dj : m;
+        }
+        if (!strcmp(f->name, "cuda")) /* the split kernel's */
+            *worst = m > *worst ? m : *worst;
+        ck_assert_msg(e < 1e-10 && m <= DEC_TOL, "%s decode attention %u/%u heads of %u, ctx %u, "
+                      "%u queries, window %u, softcap %g, sinks %d, codec %d, mask %d: nmse %g, "
+                      "max diff %g", f->name, x->heads, x->kvh, x->d, x->ctx, x->nq, x->window,
+                      (double)x->softcap, x->sink, x->codec, x->mask, e, m);
+        for (uint32_t j = 0; x->mask == DEC_MASK_FIRST_QUERY && j < qw; j++)
+            ck_assert_msg(out[j] == 0.0f, "%s: a query with no valid key: %g at %u", f->name,
+                          (double)out[j], j);
+    }
+    free(kc), free(vc), free(valid), free(k), free(v), free(q), free(ref), free(out), free(sc);
+    free(kt), free(vt), free(sinks);
+}
+
+/* Decode shapes over every codec: contexts from 1 key to past 2048 (splits of 64 keys and more,
+ * none a multiple of them, partial tiles, several tiles a split at head_dim 128 and 256),
+ * grouped-query ratios (a block serves up to 4 query heads of a KV head: 6 of one are read by
+ * blocks of 4 and 2, 16 by four blocks), a window, soft-cap, sinks, masked keys, a query with
+ * none. */
+START_TEST(attention_decode_split_every_codec)
+{
+    fg_backend *be[4];
+    int nb = backends(be);
+    static const uint32_t hk[][2] = {{4, 4}, {8, 2}, {6, 3}, {12, 2}, {16, 1}};
+    static const uint32_t ctxs[] = {1, 2, 33, 64, 65, 200, 777};
+    double worst = 0;
+    for (int codec = DEC_F32; codec <= DEC_Q4_HI_F32SCALE; codec++)
+        for (size_t i = 0; i < sizeof hk / sizeof hk[0]; i++)
+            for (size_t j = 0; j < sizeof ctxs / sizeof ctxs[0]; j++) {
+                uint32_t ctx = ctxs[j], nq = 1 + (uint32_t)(i + j) % 4;
+                nq = nq > ctx ? ctx : nq;
+                dec_case x = {hk[i][0], hk[i][1], 16, ctx, nq, 0, 0, 0, codec, DEC_MASK_SOME};
+                dec_run(be, nb, &x, &worst);
+                x.window = 50, x.softcap = 1.5f, x.sink = SINK_SOME;
+                dec_run(be, nb, &x, &worst);
+                x.window = 0, x.softcap = 0, x.sink = (int)j % 2 ? SINK_HUGE : SINK_SOME;
+                x.mask = DEC_MASK_FIRST_QUERY;
+                dec_run(be, nb, &x, &worst);
+            }
+    /* the benchmark's shapes at a context past 2048: opt-6.7b's 128-dim heads, Llama-3's 4:1 */
+    static const dec_case big[] = {
+        {8, 8, 128, 2085, 1, 0, 0, 0, DEC_Q4, DEC_MASK_SOME},
+        {8, 2, 128, 2085, 1, 0, 0, SINK_SOME, DEC_Q8, DEC_MASK_SOME},
+        {8, 2, 128, 2085, 1, 1000, 30.0f, 0, DEC_F32, DEC_MASK_SOME},
+        {4, 1, 256, 2049, 2, 0, 0, 0, DEC_Q4, DEC_MASK_SOME},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        dec_run(be, nb, &big[i], &worst);
+    if (nb > 3) /* the CUDA backend ran */
+        printf("attention_decode_split_every_codec: the CUDA backend's largest difference from "
+               "the reference %.3g (bound %g)\n", worst, DEC_TOL);
+    free_all(be, nb);
+}
+END_TEST
+
 /* Head h's output by transformers' eager attention with sinks (modeling_gpt_oss.py), written
  * out in double apart from the kernels: query i at cache position pos attends keys t <= pos
  * with valid[t] (scores q.k, soft-capped when cap > 0); the sink is one more column of the
@@ -1271,6 +1396,7 @@ static Suite *suite(void)
     tcase_add_test(tc, longrope_and_rot_scale);
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, attention_head_dims_every_backend);
+    tcase_add_test(tc, attention_decode_split_every_codec);
     tcase_add_test(tc, attention_sinks_match_the_formula);
     tcase_add_test(tc, attention_sinks_device_memory_and_beside_the_cache);
     tcase_add_test(tc, swiglu_oai_matches_its_formula_every_backend);

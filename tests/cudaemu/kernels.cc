@@ -47,6 +47,15 @@ const void *bad_arg(const attn_k &a)
     return nullptr;
 }
 
+const void *bad_arg(const attn_dec_k &a)
+{
+    for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
+                          (const void *)a.valid, (const void *)a.part})
+        if (!pointer_ok(p))
+            return p;
+    return nullptr;
+}
+
 template <auto F, typename T = decltype(F)> struct def_of;
 template <auto F, typename... A> struct def_of<F, void (*)(A...)> {
     typedef std::tuple<typename std::decay<A>::type...> pack_t;
@@ -92,7 +101,10 @@ const kernel_def *kernels(size_t *n)
     static const kernel_def table[] = {
         K(k_layernorm), K(k_rmsnorm), K(k_rope),   K(k_act),    K(k_add),
         K(k_heads),     K(k_scale),     K(k_argmax),  K(k_bias),   K(k_to16),   K(k_from16),
-        K(k_gather),    K(k_scatter), K(k_attention), K(decode_kernel), K(encode_kernel),
+        K(k_gather),    K(k_scatter), K(k_attention), K(k_attn_split_f32), K(k_attn_split_q4),
+        K(k_attn_split_q8), K(k_attn_split_f32_h1), K(k_attn_split_q4_h1), K(k_attn_split_q8_h1),
+        K(k_attn_combine),
+        K(decode_kernel), K(encode_kernel),
     };
     *n = sizeof table / sizeof table[0];
     return table;
