@@ -376,7 +376,9 @@ int fg_engine_prefix_save(fg_engine *e, const fg_gen_seq *seqs, fg_pfx_block *pb
  * a prefix cache the level-0 pass is a block like a generated one: its cached pages loaded, its
  * new whole pages saved (fg_engine_prefix_load/save), so the next job loads that run. The
  * held run is at most max_ctx rows of every layer, one sequence's cache, outside the plan
- * (as share_rows' buffer is); it is freed at close. */
+ * (as share_rows' buffer is): under a RAM budget it is kept only when it fits beside the plan's
+ * total (else nothing is held and the next call computes its run again); it is freed at
+ * close. */
 
 typedef struct win_ref {
     const int32_t *ids;
@@ -524,6 +526,15 @@ int fg_engine_share_trim(const fg_share_plan *sp, const uint32_t *hw, const uint
     return rc;
 }
 
+int fg_engine_share_fits(const fg_engine *e, const fg_share_plan *sp)
+{
+    uint64_t rows = 0;
+    for (uint32_t d = 0; d < sp->nd; d++)
+        rows += sp->dlen[d];
+    uint64_t need = rows * 2 * e->plan.kv_row + (uint64_t)(sp->nd + 1) * sizeof(size_t);
+    return !e->plan.budget || e->plan.total_host + need <= e->plan.budget;
+}
+
 int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,
                          const uint32_t *lens, fg_err *err)
 {
@@ -635,6 +646,13 @@ int fg_engine_held_keep(fg_engine *e, uint32_t s, uint32_t slot, const int32_t *
 {
     size_t rb = e->plan.kv_row;
     e->held.n = 0; /* (until its rows are in) */
+    uint64_t need = (uint64_t)m * (2 * rb * e->hp.n_layers + sizeof *e->held.ids);
+    if (m > e->held.cap && e->plan.budget && e->plan.total_host + need > e->plan.budget) {
+        free(e->held.rows); /* no room in the RAM budget beside the plan: nothing is held */
+        free(e->held.ids);
+        e->held.rows = NULL, e->held.ids = NULL, e->held.cap = 0;
+        return FG_OK;
+    }
     if (m > e->held.cap) {
         free(e->held.rows);
         free(e->held.ids);

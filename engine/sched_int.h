@@ -156,6 +156,10 @@ int fg_engine_share_plan(const int32_t *const *windows, const uint32_t *lens,
 int fg_engine_share_trim(const fg_share_plan *sp, const uint32_t *hw, const uint32_t *mw,
                          fg_share_plan *out, uint32_t *hd, fg_err *err);
 void fg_share_plan_free(fg_share_plan *sp);
+/* Whether share_rows' buffer (one layer's rows of every donor, K and V, outside the plan) fits
+ * the RAM budget beside the plan's total (always without a budget): sharing that would pass
+ * the budget is not done (the windows are computed whole). */
+int fg_engine_share_fits(const struct fg_engine *e, const fg_share_plan *sp);
 /* After the donors' prefill (donor d its sequence d, prompts padded to P1): each member's rows
  * copied into its slots of the windows' block (window s its sequence s, padded to P2). */
 int fg_engine_share_rows(struct fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,

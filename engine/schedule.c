@@ -807,6 +807,8 @@ int fg_engine_score(fg_engine *e, const int32_t *const *windows, const uint32_t 
     int share = rc == FG_OK && from && !sc->no_share;
     if (share)
         rc = fg_engine_share_plan(windows, lens, from, n, &sp, err);
+    if (share && rc == FG_OK && !fg_engine_share_fits(sc->e, &sp))
+        share = 0; /* its rows' buffer would pass the RAM budget */
     if (share && rc == FG_OK)
         rc = score_plan_make(sc, &b, &sp, from, &pl, err);
     if (share && rc == FG_OK)

@@ -65,6 +65,8 @@ static const place places[] = {
     {"sim device", 2, 2, {{0.5, 0.5, 0}, {1, 0, 0}, {0, 1, 0}}, 1, 0, 0, 1},
 };
 
+static uint64_t g_budget; /* the sessions' RAM budget (0: none) */
+
 /* A session at place p; cache: a prefix cache directory of pages of 8 tokens, or NULL. */
 static fg_session *open_at(const char *store, const place *p, int no_share, uint32_t max_ctx,
                            const char *cache)
@@ -81,6 +83,7 @@ static fg_session *open_at(const char *store, const place *p, int no_share, uint
     so.run.eo.policy.compress_cache = p->q4;
     so.run.eo.offload_dir = tu_path("");
     so.run.eo.no_share = no_share;
+    so.run.eo.ram_budget = g_budget;
     so.run.prefix_cache = cache;
     so.run.prefix_page_tokens = 8;
     if (p->sim) {
@@ -95,7 +98,10 @@ static fg_session *open_at(const char *store, const place *p, int no_share, uint
     so.max_seqs = p->gbs * p->ngb;
     fg_session *s;
     fg_err err;
-    ck_assert_msg(fg_session_open(&so, &s, &err) == 0, "%s: %s", p->name, err.msg);
+    int rc = fg_session_open(&so, &s, &err);
+    if (rc && g_budget)
+        return NULL; /* (budget_holds_the_shared_rows looks for the least that opens) */
+    ck_assert_msg(rc == 0, "%s: %s", p->name, err.msg);
     return s;
 }
 
@@ -315,6 +321,51 @@ START_TEST(fewshot_prefix)
 }
 END_TEST
 
+/* Under a RAM budget the rows scoring shares outside the plan (a donor's rows copied between
+ * blocks, the run held from one call to the next) are kept only where they fit beside the plan:
+ * at the least budget a session opens with, nothing is shared and the log-probs are the
+ * unshared ones. (The plan gives the pager's streaming pool whatever of a budget is left, so
+ * under any budget nothing fits beside it: a budgeted run computes every context whole until
+ * the plan reserves room for these rows.) Without a budget the prefix is shared. */
+START_TEST(budget_holds_the_shared_rows)
+{
+    ref r;
+    load_ref("opt-tiny", &r);
+    free(r.logits);
+    const char *store = fixture_store("opt-tiny-safetensors");
+    const place *p = &places[0];
+    uint64_t lo = 1, hi = 1ull << 32; /* the least budget a session opens with, to 64 KiB */
+    while (hi - lo > 65536) {
+        g_budget = lo + (hi - lo) / 2;
+        fg_session *s = open_at(store, p, 0, 48 + 8, NULL);
+        if (s)
+            hi = g_budget;
+        else
+            lo = g_budget;
+        fg_session_close(s);
+    }
+    fg_score_res whole[FS_PAIRS], tight[FS_PAIRS], room[FS_PAIRS];
+    fg_engine_stats ew, et, er;
+    g_budget = 0;
+    fewshot_run(store, p, 1, NULL, 48, r.vocab, whole, &ew);
+    g_budget = hi;
+    fewshot_run(store, p, 0, NULL, 48, r.vocab, tight, &et);
+    g_budget = 0;
+    fewshot_run(store, p, 0, NULL, 48, r.vocab, room, &er);
+    ck_assert_msg(et.rows_shared == 0 && et.prefill_rows == ew.prefill_rows, "at the least "
+                  "budget (%llu bytes) %llu rows shared, %llu computed (%llu whole)",
+                  (unsigned long long)hi, (unsigned long long)et.rows_shared,
+                  (unsigned long long)et.prefill_rows, (unsigned long long)ew.prefill_rows);
+    ck_assert_msg(er.rows_shared > 0 && er.prefill_rows < ew.prefill_rows, "no budget: %llu "
+                  "rows shared", (unsigned long long)er.rows_shared);
+    for (int i = 0; i < FS_PAIRS; i++) {
+        ck_assert_int_eq(tight[i].status, 0);
+        ck_assert(fabs(tight[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
+        ck_assert(fabs(room[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
+    }
+}
+END_TEST
+
 /* The run summary's split of disk reads (issue 44): a mixture of experts with its weights on
  * disk reads its routed experts in the decode too; prefill + decode = all the pager read. */
 START_TEST(disk_reads_split)
@@ -352,6 +403,7 @@ int main(void)
     tcase_add_loop_test(tc, shared_contexts, 0, 5);
     tcase_add_loop_test(tc, fewshot_prefix, 0, 5);
     tcase_add_test(tc, disk_reads_split);
+    tcase_add_test(tc, budget_holds_the_shared_rows);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
