@@ -641,13 +641,18 @@ int fg_engine_held_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32
     return rc;
 }
 
+int fg_engine_held_fits(const fg_engine *e, uint32_t m)
+{
+    uint64_t need = (uint64_t)m * (2 * e->plan.kv_row * e->hp.n_layers + sizeof *e->held.ids);
+    return m <= e->held.cap || !e->plan.budget || e->plan.total_host + need <= e->plan.budget;
+}
+
 int fg_engine_held_keep(fg_engine *e, uint32_t s, uint32_t slot, const int32_t *ids,
                         uint32_t m, fg_err *err)
 {
     size_t rb = e->plan.kv_row;
     e->held.n = 0; /* (until its rows are in) */
-    uint64_t need = (uint64_t)m * (2 * rb * e->hp.n_layers + sizeof *e->held.ids);
-    if (m > e->held.cap && e->plan.budget && e->plan.total_host + need > e->plan.budget) {
+    if (!fg_engine_held_fits(e, m)) {
         free(e->held.rows); /* no room in the RAM budget beside the plan: nothing is held */
         free(e->held.ids);
         e->held.rows = NULL, e->held.ids = NULL, e->held.cap = 0;

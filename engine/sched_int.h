@@ -182,8 +182,13 @@ uint32_t fg_engine_held_match(const struct fg_engine *e, const int32_t *ids, uin
  * n (r[s] <= what fg_engine_held_match gave for its prompt). */
 int fg_engine_held_load(struct fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
                         const uint32_t *r, fg_err *err);
+/* Whether a held run of m rows fits the RAM budget beside the plan's total (always without a
+ * budget, or when the held room already holds m): fg_engine_held_keep keeps nothing otherwise,
+ * so a level-0 pass, whose rows the windows take from the held run, is planned only then. */
+int fg_engine_held_fits(const struct fg_engine *e, uint32_t m);
 /* The held run becomes ids[0..m), its rows copied out of slots [slot, slot + m) of sequence s's
- * KV cache; FG_ERR_NOMEM when its room cannot be had, and then nothing is held. */
+ * KV cache; FG_ERR_NOMEM when its room cannot be had, and then nothing is held; FG_OK holding
+ * nothing when it does not fit the budget (fg_engine_held_fits). */
 int fg_engine_held_keep(struct fg_engine *e, uint32_t s, uint32_t slot, const int32_t *ids,
                         uint32_t m, fg_err *err);
 

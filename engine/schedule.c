@@ -643,8 +643,8 @@ static int score_plan_make(fg_sched *sc, const block *b, const fg_share_plan *sp
     score_plan l0;
     uint32_t hc0 = 0;
     int rc = plan_with(sc, b, sp, from, 0, 0, pl, err);
-    if (rc || sp->common <= pl->hm0)
-        return rc;
+    if (rc || sp->common <= pl->hm0 || !fg_engine_held_fits(sc->e, sp->common))
+        return rc; /* (a level-0 run the budget cannot hold is not planned) */
     if ((rc = fg_engine_prefix_cached(sc->e, b->seqs[sp->last].prompt, sp->common, &hc0, err)))
         return rc;
     if ((rc = plan_with(sc, b, sp, from, 1, hc0, &l0, err))) {
