@@ -87,18 +87,20 @@ static int calibrate_device(fgr_run *r, const fg_policy_model *m, fg_calib_dev *
             rc = fg_calib_measure_device(be, q4, 1, d, err);
         fg_backend_free(be);
     }
-    char src[4200];
-    if (r->o->device_profile)
-        snprintf(src, sizeof src, "from %s, measured in", r->o->device_profile);
-    else
-        snprintf(src, sizeof src, "measured in");
-    if (rc == FG_OK)
-        snprintf(r->dev_line, sizeof r->dev_line, "%s: link %.3g GB/s up, %.3g down; linear "
-                 "%.1f GFLOP/s at 1 row, %.1f at 256; attention %.2f ns a key and head of 64 "
-                 "(%.3g in a prefill); %.0f%% of the uploads hidden (%s %.2f s)",
-                 d->name, d->up / 1e9, d->down / 1e9, d->gflops[0], d->gflops[FG_CALIB_NM - 1],
-                 d->attn_s * 1e9 * 64, d->attn_pre_s * 1e9 * 64, 100 * d->overlap, src,
-                 d->seconds);
+    if (rc)
+        return rc;
+    size_t cap = sizeof r->dev_line;
+    int n = snprintf(r->dev_line, cap, "%s: link %.3g GB/s up, %.3g down; linear %.1f GFLOP/s at "
+                     "1 row, %.1f at 256; attention %.2f ns a key and head of 64 (%.3g in a "
+                     "prefill); %.0f%% of the uploads hidden (", d->name, d->up / 1e9,
+                     d->down / 1e9, d->gflops[0], d->gflops[FG_CALIB_NM - 1],
+                     d->attn_s * 1e9 * 64, d->attn_pre_s * 1e9 * 64, 100 * d->overlap);
+    size_t at = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    if (r->o->device_profile && snprintf(r->dev_line + at, cap - at, "from %s, ",
+                                         r->o->device_profile) > 0)
+        at = strlen(r->dev_line);
+    if (snprintf(r->dev_line + at, cap - at, "measured in %.2f s)", d->seconds) < 0)
+        r->dev_line[at] = '\0';
     return rc;
 }
 
