@@ -21,8 +21,10 @@ whether it is greedy) by
   - transformers (f32 on the CPU, as lm-eval's HF model: batches of BATCH pairs sorted by
     length, one forward each, log_softmax gathered over the continuation); --no-hf skips it;
 the figures printed: pairs and items a second, tokens a second (every token of the windows),
-the largest difference of a pair's log-prob between the two, and how many items choose the
-same answer.
+each side's process CPU time (fg-infer's from the kernel's accounting of the child, the
+transformers loop's from time.process_time(): steady on a loaded machine, where the wall times
+are not) and the two ratios, the largest difference of a pair's log-prob between the two, and
+how many items choose the same answer.
 
 usage: bench/score.py [--model opt-1.3b|austen] [--items 1000] [--fewshot 0] [--threads 2]
                       [--batch 32] [--sharing] [--no-hf] [--work DIR] [--bin BUILD]
