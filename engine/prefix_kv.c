@@ -535,19 +535,55 @@ int fg_engine_share_fits(const fg_engine *e, const fg_share_plan *sp)
     return !e->plan.budget || e->plan.total_host + need <= e->plan.budget;
 }
 
+/* Layer l: into each block of sequences [0, n) that takes any rows, cnt[s] rows into sequence
+ * s's slots from slot[s], out of src's rows from off[s] (0 when off is NULL), K rows then V
+ * rows vs bytes on. */
+static int rows_into_blocks(fg_engine *e, uint32_t l, uint32_t n, const uint32_t *cnt,
+                            const uint32_t *slot, const uint8_t *src, const size_t *off,
+                            size_t vs, fg_err *err)
+{
+    uint32_t nb = (n + e->gbs - 1) / e->gbs;
+    int rc = FG_OK;
+    for (uint32_t k = 0; rc == FG_OK && k < nb; k++) {
+        uint32_t first = k * e->gbs, end = first + e->gbs < n ? first + e->gbs : n;
+        int any = 0;
+        for (uint32_t s = first; s < end; s++)
+            any |= cnt[s] > 0;
+        if (!any)
+            continue;
+        fg_pager_view v;
+        if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
+            break;
+        for (uint32_t s = first; rc == FG_OK && s < end; s++)
+            if (cnt[s])
+                rc = rows_copy_n(e, &v, s - first, slot[s], cnt[s],
+                                 (uint8_t *)src + (off ? off[s] : 0) * e->plan.kv_row, vs, 1,
+                                 err);
+        rc = fg_engine_release(e, &v, 1, rc, err);
+    }
+    return rc;
+}
+
 int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uint32_t P2,
                          const uint32_t *lens, fg_err *err)
 {
     size_t rb = e->plan.kv_row, total = 0;
     size_t *at = malloc(((size_t)sp->nd + 1) * sizeof *at);
+    size_t *off = malloc(((size_t)sp->n + 1) * sizeof *off);
+    uint32_t *slot = malloc(((size_t)sp->n + 1) * sizeof *slot);
     for (uint32_t d = 0; at && d < sp->nd; d++) {
         at[d] = total;
         total += sp->dlen[d];
     }
-    uint8_t *buf = at ? malloc(total * 2 * rb + 1) : NULL; /* [K rows of all donors][V rows] */
+    for (uint32_t s = 0; at && off && slot && s < sp->n; s++) {
+        off[s] = sp->c[s] ? at[sp->donor[s]] : 0;
+        slot[s] = P2 - lens[s];
+    }
+    /* [K rows of all donors][V rows] */
+    uint8_t *buf = at && off && slot ? malloc(total * 2 * rb + 1) : NULL;
     int rc = buf ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory (%zu shared KV rows)",
                                      total);
-    uint32_t nb1 = (sp->nd + e->gbs - 1) / e->gbs, nb2 = (sp->n + e->gbs - 1) / e->gbs;
+    uint32_t nb1 = (sp->nd + e->gbs - 1) / e->gbs;
     for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++) {
         for (uint32_t k = 0; rc == FG_OK && k < nb1; k++) { /* out of the donors' prefill */
             fg_pager_view v;
@@ -558,25 +594,13 @@ int fg_engine_share_rows(fg_engine *e, const fg_share_plan *sp, uint32_t P1, uin
                                  buf + at[d] * rb, total * rb, 0, err);
             rc = fg_engine_release(e, &v, 0, rc, err);
         }
-        for (uint32_t k = 0; rc == FG_OK && k < nb2; k++) { /* into the windows' block */
-            uint32_t first = k * e->gbs, end = first + e->gbs < sp->n ? first + e->gbs : sp->n;
-            int any = 0;
-            for (uint32_t s = first; s < end; s++)
-                any |= sp->c[s] > 0;
-            if (!any)
-                continue;
-            fg_pager_view v;
-            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
-                break;
-            for (uint32_t s = first; rc == FG_OK && s < end; s++)
-                if (sp->c[s])
-                    rc = rows_copy_n(e, &v, s - first, P2 - lens[s], sp->c[s],
-                                     buf + at[sp->donor[s]] * rb, total * rb, 1, err);
-            rc = fg_engine_release(e, &v, 1, rc, err);
-        }
+        if (rc == FG_OK) /* into the windows' block */
+            rc = rows_into_blocks(e, l, sp->n, sp->c, slot, buf, off, total * rb, err);
     }
     free(buf);
     free(at);
+    free(off);
+    free(slot);
     return rc;
 }
 
@@ -618,26 +642,14 @@ static uint8_t *held_rows(fg_engine *e, uint32_t l)
 int fg_engine_held_load(fg_engine *e, const fg_gen_seq *seqs, uint32_t n, uint32_t P,
                         const uint32_t *r, fg_err *err)
 {
-    size_t vs = (size_t)e->held.cap * e->plan.kv_row;
-    uint32_t nb = (n + e->gbs - 1) / e->gbs;
-    int rc = FG_OK;
+    uint32_t *slot = malloc(((size_t)n + 1) * sizeof *slot);
+    int rc = slot ? FG_OK : fg_err_set(err, FG_ERR_NOMEM, "out of memory");
+    for (uint32_t s = 0; slot && s < n; s++)
+        slot[s] = P - seqs[s].n_prompt;
     for (uint32_t l = 0; rc == FG_OK && l < e->hp.n_layers; l++)
-        for (uint32_t k = 0; rc == FG_OK && k < nb; k++) {
-            uint32_t first = k * e->gbs, end = first + e->gbs < n ? first + e->gbs : n;
-            int any = 0;
-            for (uint32_t s = first; s < end; s++)
-                any |= r[s] > 0;
-            if (!any)
-                continue;
-            fg_pager_view v;
-            if ((rc = fg_engine_acquire(e, fg_engine_kv_id(e, k, l), &v, err)))
-                break;
-            for (uint32_t s = first; rc == FG_OK && s < end; s++)
-                if (r[s])
-                    rc = rows_copy_n(e, &v, s - first, P - seqs[s].n_prompt, r[s],
-                                     held_rows(e, l), vs, 1, err);
-            rc = fg_engine_release(e, &v, 1, rc, err);
-        }
+        rc = rows_into_blocks(e, l, n, r, slot, held_rows(e, l),
+                              NULL, (size_t)e->held.cap * e->plan.kv_row, err);
+    free(slot);
     return rc;
 }
 
