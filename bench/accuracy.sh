@@ -64,4 +64,44 @@ for m in llama2-tiny llama3-tiny mistral-tiny qwen2-tiny; do
   done
   echo " |"
 done
+# Through GGUF (issue 45): the shipped model is an OPT, which llama.cpp has no architecture for, so
+# the GGUF files of the Llama test model (tests/fixtures/gguf, written by gguf-py from
+# llama2-tiny-f32) and the K-quant one stand in: each file's own quantization against its source,
+# then fg's re-quantization of the dequantized values (a second loss) against the file, in the
+# layout that keeps ggml's blocks (lossless: groups of 32 along the input axis) and in fg's
+# others. llama-k-tiny has no source (random Q4_K / Q6_K blocks as a Q4_K_M file mixes them): its
+# F16 store, the exact dequantization, is its reference. Weights' loss alone: --compute f32.
+GG=$ROOT/tests/fixtures/gguf
+gtok=(--tokenizer "$FIX/llama2-tiny-f32")
+gconv() { "$BIN/fg-convert" "$1" -o "$WORK/$2" --quiet "${gtok[@]}" "${@:3}"; }
+gp() { "$BIN/fg-infer" ppl -m "$WORK/$1" --text "$TEXT" --window 128 --max-tokens 20000 --quiet \
+         --compute f32 | sed -nE 's/^perplexity ([0-9.]+) over.*/\1/p'; }
+gcell() { awk -v p="$(gp "$1")" -v b="$2" 'BEGIN { printf " | %.3f (%+.2f%%)", p, (p / b - 1) * 100 }'; }
+"$BIN/fg-convert" "$FIX/llama2-tiny-f32" -o "$WORK/g-src" --quiet
+gconv "$GG/llama2-tiny-q8_0.gguf" g-q8
+gconv "$GG/llama2-tiny-q8_0.gguf" g-q8-ll --weight-bits 8 --group-size 32 --group-axis 1
+gconv "$GG/llama2-tiny-q8_0.gguf" g-q8-g64 --weight-bits 8 --group-axis 1
+gconv "$GG/llama2-tiny-q4_0.gguf" g-q4
+gconv "$GG/llama2-tiny-q4_0.gguf" g-q4-ll --compress-weight --group-size 32 --group-axis 1
+gconv "$GG/llama2-tiny-q4_0.gguf" g-q4-g64a1 --compress-weight --group-axis 1
+gconv "$GG/llama2-tiny-q4_0.gguf" g-q4-g64a0 --compress-weight
+echo
+echo "| llama2-tiny through GGUF (Persuasion, window 128, 20000 tokens, --compute f32) | perplexity (vs the F32 source) | fg re-quantized: lossless layout (g32 ax1) | g64 ax1 | g64 ax0 |"
+echo "|---|---:|---:|---:|---:|"
+src=$(gp g-src)
+printf '| F32 source | %.3f | | | |\n' "$src"
+q8=$(gp g-q8) q4=$(gp g-q4)
+printf '| Q8_0 file, stored F16'; gcell g-q8 "$src"
+gcell g-q8-ll "$q8"; gcell g-q8-g64 "$q8"; echo " | |"
+printf '| Q4_0 file, stored F16'; gcell g-q4 "$src"
+gcell g-q4-ll "$q4"; gcell g-q4-g64a1 "$q4"; gcell g-q4-g64a0 "$q4"; echo " |"
+gconv "$GG/llama-k-tiny.gguf" k-f16
+gconv "$GG/llama-k-tiny.gguf" k-q8 --weight-bits 8 --group-axis 1
+gconv "$GG/llama-k-tiny.gguf" k-q4a1 --compress-weight --group-axis 1
+gconv "$GG/llama-k-tiny.gguf" k-q4a0 --compress-weight
+echo
+echo "| llama-k-tiny (Q4_K + Q6_K) through GGUF | stored F16 (exact) | fg Q8 g64 ax1 | fg Q4 g64 ax1 | fg Q4 g64 ax0 |"
+echo "|---|---:|---:|---:|---:|"
+kb=$(gp k-f16)
+printf '| perplexity (vs F16) | %.3f' "$kb"; gcell k-q8 "$kb"; gcell k-q4a1 "$kb"; gcell k-q4a0 "$kb"; echo " |"
 rm -rf "$WORK"
