@@ -857,6 +857,7 @@ void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out)
     out->rows_shared = e->sc.rows_shared;
     out->disk_read[0] = e->sc.disk_read[0];
     out->disk_read[1] = e->sc.disk_read[1];
+    out->decode_sweeps = e->sc.decode_sweeps;
     out->load_wait_s = e->wait_s;
     out->ram_peak_planned = e->plan.total_host;
     if (e->sc.ws)

@@ -198,6 +198,9 @@ typedef struct fg_engine_stats {
                                         weights count to it) */
     fg_moe_stats moe[2];             /* a mixture of experts' sparse MLPs: [0] prefill steps,
                                         [1] decode steps (model.h) */
+    uint64_t decode_sweeps;          /* decode steps fg_engine_generate ran, each one pass over
+                                        the weights: of all the block's batches under zig-zag,
+                                        of one batch under row-by-row */
 } fg_engine_stats;
 void fg_engine_stats_get(const fg_engine *e, fg_engine_stats *out);
 

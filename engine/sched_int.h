@@ -66,6 +66,8 @@ typedef struct fg_sched {
     uint64_t disk_read[2];         /* bytes read from disk in fg_engine_generate's prefill [0]
                                       and decode [1] steps (fg_engine_stats) */
     uint64_t disk_mark;            /* fg_engine_disk_read when the last step ended */
+    uint64_t decode_sweeps;        /* decode steps run, one a pass over the weights (of all the
+                                      block's batches under zig-zag, of one under row-by-row) */
 } fg_sched;
 
 /* ---- the engine's calls a schedule makes (engine.c unless marked) ---- */

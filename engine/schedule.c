@@ -419,6 +419,7 @@ static void end_step(fg_sched *sc, const block *b, uint32_t i, double *t_step, f
     uint64_t rd = fg_engine_disk_read(sc->e);
     sc->disk_read[i > 0] += rd - sc->disk_mark;
     sc->disk_mark = rd;
+    sc->decode_sweeps += i > 0;
     if (b->hooks && b->hooks->tick)
         b->hooks->tick(b->hooks->tick_ctx, produced(b));
 }

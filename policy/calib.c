@@ -17,7 +17,10 @@
  *  - the backend's attention of one query over 2048 keys (32 heads of 64), over an f32 and a
  *    4-bit cache: seconds per query x key x query width;
  *  - the overlap of reading and computing: the disk read by a second thread while the backend
- *    runs GEMMs, against each alone (on a small VM the I/O path itself takes CPU).
+ *    runs GEMMs, against each alone (on a small VM the I/O path itself takes CPU);
+ *  - the memory read bandwidth (core/fg_membw.h: a plain read loop over 1 GiB, 256 MiB when
+ *    quick, on the compute threads), what fg-infer's summary puts a decode's weight traffic
+ *    against. Optional in the file (mem_read_bps): one written before it was kept loads with 0.
  * Each figure is the median of repeated timings (the machine is shared: a run meets its
  * typical load, not its best moment). The file records the machine ("model name x cores") and
  * FG_CALIB_VERSION; a file of another machine or version is refused (FG_ERR_STATE) so that a
@@ -36,6 +39,7 @@
 #include "backend.h"
 #include "calib_int.h"
 #include "fg_file.h"
+#include "fg_membw.h"
 #include "fg_progress.h"
 #include "pager.h"
 #include "policy_search.h"
@@ -532,6 +536,12 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
     if (rc == FG_OK)
         rc = measure_attn(be, quick, 1, &c->attn_q4_s, &m, err);
     fg_backend_free(be);
+    fg_membw mb;
+    if (rc == FG_OK && fg_membw_measure(c->threads, quick ? 256u << 20 : 1u << 30,
+                                        quick ? 0.5 : 2.0, &mb))
+        rc = fg_err_sys(err, FG_ERR_NOMEM, errno, "calibration: the memory read loop");
+    if (rc == FG_OK)
+        c->mem_read = mb.median;
     if (m.log)
         fprintf(m.log, "\r%*s\r", 24, ""), fflush(m.log);
     c->seconds = fg_now() - t0;
@@ -622,6 +632,8 @@ int fg_calib_save(const char *path, const fg_calib *c, fg_err *err)
                           c->dec_q4, "gemm_rows", ms, "gemm_gflops", gf, "gemm_int8_q4_gflops",
                           g8, "gemm_bf16_gflops", gb, "attn_s", c->attn_s, "attn_q4_s",
                           c->attn_q4_s, "overlap", c->overlap, "seconds", c->seconds);
+    if (o && c->mem_read > 0)
+        json_object_set_new(o, "mem_read_bps", json_real(c->mem_read));
     return fg_calib_write_json(path, o, "calibration", err);
 }
 
@@ -676,6 +688,10 @@ static int parse(const char *path, json_t *o, fg_calib *c, fg_err *err)
     if (!(c->overlap >= 0 && c->overlap <= 1))
         return fg_err_set(err, FG_ERR_CORRUPT, "%s: overlap must be a number in [0, 1]", path);
     num(o, "seconds", &c->seconds);
+    json_t *mr = json_object_get(o, "mem_read_bps");
+    if (mr && num(o, "mem_read_bps", &c->mem_read))
+        return fg_err_set(err, FG_ERR_CORRUPT, "%s: mem_read_bps must be a positive number",
+                          path);
     for (uint32_t i = 0; i < FG_CALIB_NM; i++) {
         json_t *mi = json_array_get(ms, i), *gi = json_array_get(gf, i);
         json_t *hi = json_array_get(g8, i), *bi = json_array_get(gb, i);

@@ -38,6 +38,9 @@ typedef struct fg_calib {
     int threads;               /* compute threads it was measured with */
     int quick;                 /* measured in quick mode (fewer, shorter samples) */
     double disk_read, disk_write; /* bytes/s through the pager (4 MiB chunks, O_DIRECT) */
+    double mem_read;           /* bytes/s of a plain read loop from RAM (fg_membw.h, the median
+                                  pass, `threads` threads): the roofline of a decode step that
+                                  streams the weights; 0 in a file written before it was kept */
     double dec_f16, dec_q4;    /* f32 values/s the f16 and q4 -> f32 decoders produce */
     uint32_t m[FG_CALIB_NM];   /* row counts */
     double gflops[FG_CALIB_NM];/* the backend's linear at m[i] rows (f16 weights 2048 x 2048 in

@@ -317,7 +317,7 @@ int fg_run(const fg_run_opts *o, fg_run_report *rep, fg_err *err)
         fgr_remove_tree(r.tmp_store);
     fg_prefix_close(r.pfx); /* after the engine, which borrows it */
     fg_tok_free(r.tok);
-    fg_model_close(r.model);
+    fgr_model_close(&r);
     fg_store_close(r.store);
     if (rep)
         *rep = r.rep;

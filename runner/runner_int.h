@@ -51,6 +51,9 @@ typedef struct fgr_run {
     fg_calib_dev calib_dev;
     fg_policy_job job;
     char bound_line[1024]; /* fg_bound_describe of one block ("" when not predicted) */
+    fg_policy_model pmodel; /* fgr_policy_model's: built from model once (pmodel_ok), dropped
+                             * with it (fgr_model_close) */
+    int pmodel_ok;
 } fgr_run;
 
 /* A progress bar over the tokens of several blocks: base counts the blocks before this one. */
@@ -134,6 +137,12 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs);
 /* With rep.predicted and the engine open: the bound of its plan (rep.bound_s, bound_tok_s,
  * r->bound_line); silent when the model cannot be read for it. */
 void fgr_bound(fgr_run *r);
+/* The policy search's view of r->model (fg_policy_model_build), built at the first call and
+ * kept for the search, the prediction, the bound and the summary; NULL (err set) when it
+ * cannot be built. */
+const fg_policy_model *fgr_policy_model(fgr_run *r, fg_err *err);
+/* r->model closed and set to NULL, the policy model built from it dropped. */
+void fgr_model_close(fgr_run *r);
 
 /* ---- runner_quant.c ---- */
 

@@ -398,9 +398,9 @@ static int open_session(fgr_run *r, jobs_run *j, uint32_t P, uint32_t G, size_t 
 {
     fg_session_opts so = {0};
     fg_tok_free(r->tok); /* the first pass's store: a process holds a store once */
-    fg_model_close(r->model);
+    fgr_model_close(r);
     fg_store_close(r->store);
-    r->tok = NULL, r->model = NULL, r->store = NULL;
+    r->tok = NULL, r->store = NULL;
     so.run = *r->o;
     so.max_ctx = P + G;
     so.max_seqs = r->o->max_block ? r->o->max_block : pending && pending < 256

@@ -416,12 +416,13 @@ int fgr_run_calibrate(fgr_run *r, fg_err *err)
         return rc;
     fprintf(r->out, "calibration of %s (%d threads%s) in %.1f s, written to %s\n"
             "  disk read %.0f MB/s, write %.0f MB/s (pager, 4 MiB chunks)\n"
+            "  memory read %.1f GB/s (a plain read loop: a decode's roofline)\n"
             "  decode to f32: f16 %.2f G values/s, q4 %.2f G values/s\n"
             "  attention: %.3g ns per query x key x width (f32 cache), %.3g (4-bit cache)\n"
             "  reading overlaps computing: %.0f%%\n"
             "  linear GFLOP/s by rows, f16 weights:", c.machine, c.threads,
             c.quick ? ", quick" : "",
-            c.seconds, path, c.disk_read / 1e6, c.disk_write / 1e6, c.dec_f16 / 1e9,
+            c.seconds, path, c.disk_read / 1e6, c.disk_write / 1e6, c.mem_read / 1e9, c.dec_f16 / 1e9,
             c.dec_q4 / 1e9, c.attn_s * 1e9, c.attn_q4_s * 1e9, 100 * c.overlap);
     for (int i = 0; i < FG_CALIB_NM; i++)
         fprintf(r->out, " %u:%.1f", c.m[i], c.gflops[i]);

@@ -140,19 +140,18 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
 {
     fg_calib c;
     fg_calib_dev dev;
-    fg_policy_model m;
+    const fg_policy_model *m = NULL;
     int rc = load_calibration(r, &c, err);
-    if (rc || (rc = fg_engine_gpu_budget(&r->eo, &r->eo.policy.gpu_budget, err)) ||
-        (rc = fg_policy_model_build(r->model, &m, err)))
+    if (rc || (rc = fg_engine_gpu_budget(&r->eo, &r->eo.policy.gpu_budget, err)))
         return rc;
+    if (!(m = fgr_policy_model(r, err)))
+        return err->code;
     int on_dev = r->eo.backend != FG_BACKEND_CPU;
-    if (on_dev && (rc = calibrate_device(r, &m, &dev, err))) {
-        fg_policy_model_free(&m);
+    if (on_dev && (rc = calibrate_device(r, m, &dev, err)))
         return rc;
-    }
     uint32_t cap = r->o->max_block;
-    if (P + G == 0 || P + G > (r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos)) {
-        uint32_t ctx = r->eo.max_ctx ? r->eo.max_ctx : m.hp.max_pos;
+    if (P + G == 0 || P + G > (r->eo.max_ctx ? r->eo.max_ctx : m->hp.max_pos)) {
+        uint32_t ctx = r->eo.max_ctx ? r->eo.max_ctx : m->hp.max_pos;
         G = G < ctx ? G : 1;
         P = ctx - G;
     }
@@ -165,7 +164,7 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
     fg_prediction pred;
     fg_search_stats st;
     double t0 = fg_now();
-    rc = fg_policy_search(&c, &m, &r->eo.policy, &job, &r->eo.policy, &pred, &st, err);
+    rc = fg_policy_search(&c, m, &r->eo.policy, &job, &r->eo.policy, &pred, &st, err);
     if (rc == FG_OK) {
         char d[200];
         fg_policy_describe(&r->eo.policy, d, sizeof d);
@@ -175,7 +174,6 @@ int fgr_auto_policy(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs, fg_err *e
                  "it choose the 4-bit KV cache)" : r->o->cache_choice < 0 ? "; lossy allowed "
                  "(--allow-lossy)" : "", st.lps, st.feasible, (fg_now() - t0) * 1e3);
     }
-    fg_policy_model_free(&m);
     return rc;
 }
 
@@ -186,7 +184,7 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
 {
     fg_calib c;
     fg_calib_dev dev;
-    fg_policy_model m;
+    const fg_policy_model *m;
     char path[4096];
     fg_err e;
     /* a device is measured for it (about a second) only under --dry-run, which is asked for the
@@ -198,12 +196,10 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
         snprintf(path, sizeof path, "%s", r->o->calibration);
     else if (fg_calib_default_path(path, sizeof path, &e))
         return;
-    if (fg_calib_load(path, &c, &e) || fg_policy_model_build(r->model, &m, &e))
+    if (fg_calib_load(path, &c, &e) || !(m = fgr_policy_model(r, &e)))
         return;
-    if (on_dev && calibrate_device(r, &m, &dev, &e)) {
-        fg_policy_model_free(&m);
+    if (on_dev && calibrate_device(r, m, &dev, &e))
         return;
-    }
     const fg_plan *pl = fg_engine_plan(r->e);
     fg_policy_job job = {P ? P : pl->max_ctx - G, G, seqs, r->eo.ram_budget, -1, cpu_int8(r),
                          on_dev ? &dev : NULL};
@@ -211,26 +207,47 @@ void fgr_predict_fixed(fgr_run *r, uint32_t P, uint32_t G, uint32_t seqs)
     fg_prediction pred;
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
-    fg_policy_predict(&c, &m, pl, &p, &job, &pred);
-    fg_policy_model_free(&m);
+    fg_policy_predict(&c, m, pl, &p, &job, &pred);
     report_prediction(r, &pred, &c, &job);
     snprintf(r->policy_line, sizeof r->policy_line, "fixed");
 }
 
 void fgr_bound(fgr_run *r)
 {
-    fg_policy_model m;
+    const fg_policy_model *m;
     fg_err e;
     r->bound_line[0] = '\0';
-    if (!r->rep.predicted || !r->e || fg_policy_model_build(r->model, &m, &e))
+    if (!r->rep.predicted || !r->e || !(m = fgr_policy_model(r, &e)))
         return;
     const fg_plan *pl = fg_engine_plan(r->e);
     fg_policy p = r->eo.policy;
     p.frac = pl->frac;
     fg_bound b;
-    fg_policy_bound(&r->calib, &m, pl, &p, &r->job, &b);
-    fg_policy_model_free(&m);
+    fg_policy_bound(&r->calib, m, pl, &p, &r->job, &b);
     r->rep.bound_s = b.s;
     r->rep.bound_tok_s = b.tok_s;
     fg_bound_describe(&b, 1, r->bound_line, sizeof r->bound_line);
+}
+
+const fg_policy_model *fgr_policy_model(fgr_run *r, fg_err *err)
+{
+    if (!r->pmodel_ok) {
+        if (!r->model) {
+            fg_err_set(err, FG_ERR_STATE, "no model is open");
+            return NULL;
+        }
+        if (fg_policy_model_build(r->model, &r->pmodel, err))
+            return NULL;
+        r->pmodel_ok = 1;
+    }
+    return &r->pmodel;
+}
+
+void fgr_model_close(fgr_run *r)
+{
+    if (r->pmodel_ok)
+        fg_policy_model_free(&r->pmodel);
+    r->pmodel_ok = 0;
+    fg_model_close(r->model);
+    r->model = NULL;
 }

@@ -99,8 +99,7 @@ int fgr_quantize_at_load(fgr_run *r, const fg_hparams *hp, fg_err *err)
         return fg_err_sys(err, FG_ERR_IO, errno, "--compress-weight: cannot create a temporary "
                           "store in %s", od);
     }
-    fg_model_close(r->model);
-    r->model = NULL;
+    fgr_model_close(r);
     fg_store_close(r->store);
     r->store = NULL;
     fg_progress bar;

@@ -430,9 +430,9 @@ static int size_input(fgr_run *r, uint32_t *ctx, fg_err *err)
         *ctx = c < r->max_pos ? (uint32_t)c : r->max_pos;
     }
     fg_tok_free(r->tok); /* a process holds a store once: the session opens it again */
-    fg_model_close(r->model);
+    fgr_model_close(r);
     fg_store_close(r->store);
-    r->tok = NULL, r->model = NULL, r->store = NULL;
+    r->tok = NULL, r->store = NULL;
     return rc;
 }
 

@@ -3,7 +3,7 @@
  * predicted beside what was measured, and a line when the two differ by more than 1.5x (a
  * calibration measured in a busy moment), and the bound with the share of it achieved; the
  * prefix cache's line; the experts a mixture's routers chose and their bytes beside the decode's
- * disk reads; the decode's GFLOP/s. Each part is its own function, in the order printed.
+ * disk reads; the decode's weight bytes a second against the memory read loop; its GFLOP/s. Each part is its own function, in the order printed.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -121,19 +121,18 @@ static void predicted_lines(const fgr_run *r, const fg_plan *pl)
  * that layer), the least a step must bring in when the experts are not in memory, and the
  * decode's disk reads as a share of it (below 1 when some sit in RAM or on the GPU, above when
  * dense weights homed on disk are read too). */
-static void routed_line(const fgr_run *r, const fg_engine_stats *st, uint64_t dec)
+static void routed_line(fgr_run *r, const fg_engine_stats *st, uint64_t dec)
 {
     const fg_hparams *hp = fg_engine_hparams(r->e);
-    fg_policy_model m;
+    const fg_policy_model *m;
     fg_err e;
     uint32_t sparse = 0;
     for (uint32_t l = 0; l < hp->n_layers; l++)
         sparse += fg_model_layer_sparse(hp, l) != 0;
-    if (!sparse || !hp->n_experts || fg_policy_model_build(r->model, &m, &e))
+    if (!sparse || !hp->n_experts || !(m = fgr_policy_model(r, &e)))
         return;
-    double per = (double)m.experts / sparse / hp->n_experts; /* one expert of one layer */
+    double per = (double)m->experts / sparse / hp->n_experts; /* one expert of one layer */
     double all = (double)st->moe[1].experts * per, steps = (double)st->moe[1].units / sparse;
-    fg_policy_model_free(&m);
     char a[32], b[32];
     fprintf(r->log, "         routed experts (the union each decode step): %s a step, %s a "
             "decode token; read from disk %.2f of it\n",
@@ -142,8 +141,39 @@ static void routed_line(const fgr_run *r, const fg_engine_stats *st, uint64_t de
             all > 0 ? (double)st->disk_read[1] / all : 0.0);
 }
 
+/* The weight bytes a decode step passes through its Linear layers and LM head (a mixture's
+ * experts: the ones its tokens chose, the union of the step) over the decode's time, against
+ * the calibration's memory read loop when it has one: how near a decode runs to the memory
+ * wall (batch 1 reads every weight once a token; the embedding table's rows are not counted). */
+static void weights_line(fgr_run *r, const fg_engine_stats *st)
+{
+    const fg_hparams *hp = fg_engine_hparams(r->e);
+    const fg_policy_model *m;
+    fg_err e;
+    if (!st->decode_sweeps || !(r->rep.decode_s > 0) || !(m = fgr_policy_model(r, &e)))
+        return;
+    const fg_sweep_bytes *w = &m->sweep;
+    double step = w->lin - w->experts + w->head + w->small;
+    if (st->moe[1].units && w->experts > 0) {
+        uint32_t sparse = 0;
+        for (uint32_t l = 0; l < hp->n_layers; l++)
+            sparse += fg_model_layer_sparse(hp, l) != 0;
+        if (sparse && hp->n_experts)
+            step += (double)st->moe[1].experts * (w->experts / sparse / hp->n_experts) /
+                    (double)st->decode_sweeps;
+    }
+    double bps = step * (double)st->decode_sweeps / r->rep.decode_s;
+    char a[32];
+    fprintf(r->log, "         decode: weights %s a step at %.1f GB/s", fg_fmt_bytes(step, a,
+            sizeof a), bps / 1e9);
+    if (r->rep.predicted && r->calib.mem_read > 0)
+        fprintf(r->log, ", %.2f of the memory read loop's %.1f GB/s (calibration)",
+                bps / r->calib.mem_read, r->calib.mem_read / 1e9);
+    fputc('\n', r->log);
+}
+
 /* What a mixture's routers chose: experts computed a step; then the decode's GFLOP/s. */
-static void model_lines(const fgr_run *r, const fg_engine_stats *st)
+static void model_lines(fgr_run *r, const fg_engine_stats *st)
 {
     const fg_run_report *p = &r->rep;
     const fg_hparams *hp = fg_engine_hparams(r->e);
@@ -172,6 +202,7 @@ static void model_lines(const fgr_run *r, const fg_engine_stats *st)
     }
     if (st->moe[1].units && dec)
         routed_line(r, st, dec);
+    weights_line(r, st);
     double f = fg_model_flops_per_token(hp);
     if (p->decode_s > 0 && p->tokens > p->prompts)
         fprintf(r->log, "         decode: %.1f GFLOP/s in Linear layers and LM head (%.2f GFLOP "

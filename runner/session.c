@@ -149,7 +149,7 @@ void fg_session_close(fg_session *s)
         fgr_remove_tree(s->r.tmp_store);
     fg_prefix_close(s->r.pfx);
     fg_tok_free(s->r.tok);
-    fg_model_close(s->r.model);
+    fgr_model_close(&s->r);
     fg_store_close(s->r.store);
     free(s);
 }

@@ -965,7 +965,7 @@ START_TEST(calib_round_trip_and_refusals)
 {
     tu_tmpdir_create();
     fg_calib c = calib_fixed(), back;
-    c.quick = 1, c.seconds = 1.5;
+    c.quick = 1, c.seconds = 1.5, c.mem_read = 21.5e9;
     const char *path = tu_path("sub/dir/calibration.json");
     fg_err err;
     ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_NOT_FOUND);
@@ -975,7 +975,7 @@ START_TEST(calib_round_trip_and_refusals)
     ck_assert(back.disk_read == c.disk_read && back.disk_write == c.disk_write &&
               back.dec_f16 == c.dec_f16 && back.dec_q4 == c.dec_q4 && back.attn_s == c.attn_s &&
               back.attn_q4_s == c.attn_q4_s && back.overlap == c.overlap && back.quick == 1 &&
-              back.threads == 2);
+              back.threads == 2 && back.mem_read == c.mem_read);
     for (int i = 0; i < FG_CALIB_NM; i++)
         ck_assert(back.m[i] == c.m[i] && back.gflops[i] == c.gflops[i] &&
                   back.gflops_i8[i] == c.gflops_i8[i] && back.gflops_bf16[i] == c.gflops_bf16[i]);
@@ -1002,6 +1002,17 @@ START_TEST(calib_round_trip_and_refusals)
     ck_assert_ptr_nonnull(strstr(err.msg, "another machine"));
     ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
     rewrite(path, "disk_read_bps", json_real(-1));
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    /* the memory read loop: optional (a file from before it was kept has none), and when
+     * present a positive number */
+    c.mem_read = 0;
+    ck_assert_int_eq(fg_calib_save(path, &c, &err), FG_OK);
+    ck_assert_msg(fg_calib_load(path, &back, &err) == FG_OK, "%s", err.msg);
+    ck_assert(back.mem_read == 0);
+    rewrite(path, "mem_read_bps", json_string("fast"));
+    ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "mem_read_bps"));
+    rewrite(path, "mem_read_bps", json_real(0));
     ck_assert_int_eq(fg_calib_load(path, &back, &err), FG_ERR_CORRUPT);
     FILE *f = fopen(path, "w");
     fputs("not json", f);

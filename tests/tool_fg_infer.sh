@@ -341,6 +341,9 @@ sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration slow.js
 sum=$("$INFER" -m tiny -p "hello there" --max-new-tokens 4 --calibration cal.json 2>&1 >/dev/null)
 [[ "$sum" == *"predicted: prefill"* && "$sum" != *"than predicted"* ]] ||
   { echo "a fresh calibration priced a short run 1.5x off, or printed no prediction: $sum"; exit 1; }
+# (issue 43) the decode's weight bytes a second, against the calibration's memory read loop
+[[ "$sum" =~ "decode: weights "[0-9.]+" "[KMG]?i?B" a step at "[0-9.]+" GB/s, "[0-9.]+" of the memory read loop's "[0-9.]+" GB/s (calibration)" ]] ||
+  { echo "no weight GB/s against the read loop: $sum"; exit 1; }
 # the bound of the blocks run and the fraction of it achieved (a tiny run's disk reads come
 # from the page cache, faster than the calibration's O_DIRECT rate: past 1 it says so)
 ach=$(sed -nE 's/.*bound \(the blocks run\): [0-9.]+ s; achieved ([0-9.]+) of it.*/\1/p' <<< "$sum")
