@@ -714,6 +714,30 @@ static int check_opts(fg_engine *e, fg_err *err)
     return FG_OK;
 }
 
+/* The memory plan; with o.score_room under a budget, made again with room kept out of it for
+ * scoring's shared rows (prefix_kv.c: fg_engine_share_fits, fg_engine_held_fits measure them
+ * against the budget beside the plan's total): the held run of a whole context, all layers, and
+ * the donors' rows of one layer for a block of contexts, at most a quarter of the budget. When
+ * the plan does not fit beside that room, the first plan stands (sharing then takes what room
+ * there is, often none). */
+static int make_plan(fg_engine *e, fg_err *err)
+{
+    uint64_t b = e->o.ram_budget;
+    int rc = fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, b, &e->plan, err);
+    if (rc || !b || !e->o.score_room || e->o.no_share)
+        return rc;
+    uint64_t rows = (uint64_t)e->max_ctx * 2 * e->plan.kv_row;
+    uint64_t want = rows * (e->hp.n_layers + (uint64_t)e->plan.gbs * e->plan.ngb);
+    uint64_t room = want < b / 4 ? want : b / 4;
+    fg_plan pl;
+    fg_err e2;
+    if (fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, b - room, &pl, &e2) == FG_OK) {
+        pl.budget = b; /* (the whole budget: the shared rows' checks measure against it) */
+        e->plan = pl;
+    }
+    return FG_OK;
+}
+
 static int engine_init(fg_engine *e, fg_err *err)
 {
     e->hp = *fg_model_hparams(e->model); /* the engine's copy: use_long is set below */
@@ -736,8 +760,7 @@ static int engine_init(fg_engine *e, fg_err *err)
         e->kv_codec = fg_codec_float(FG_CODEC_F32);
     if ((rc = fg_engine_device_budget(e, err)))
         return rc;
-    rc = e->link ? fg_stage_plan(e, err)
-                 : fg_plan_make(&e->pm, &e->o.policy, e->max_ctx, e->o.ram_budget, &e->plan, err);
+    rc = e->link ? fg_stage_plan(e, err) : make_plan(e, err);
     if (rc)
         return rc;
     e->gbs = e->plan.gbs;

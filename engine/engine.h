@@ -58,6 +58,12 @@ typedef struct fg_engine_opts {
                                  of the FLOPs when the stages are split (0: every token) */
     int no_share;             /* fg_engine_score computes every window whole, shared prefixes
                                  too (to measure what sharing saves) */
+    int score_room;           /* under a RAM budget, the plan leaves room for fg_engine_score's
+                                 shared rows (the held run and the donors' rows, which live
+                                 beside the plan): at most a quarter of the budget, as much as
+                                 a context of max_ctx rows needs, when the plan still fits
+                                 without it. Without it the pager's pool takes every byte the
+                                 plan does not, and a budgeted score shares nothing */
     int plan_only;            /* open stops at the memory plan (--dry-run): no backend, pager
                                  or buffers, so a plan larger than the machine still prints;
                                  only fg_engine_plan, _hparams and _close may follow */

@@ -531,8 +531,11 @@ int fg_engine_share_fits(const fg_engine *e, const fg_share_plan *sp)
     uint64_t rows = 0;
     for (uint32_t d = 0; d < sp->nd; d++)
         rows += sp->dlen[d];
-    uint64_t need = rows * 2 * e->plan.kv_row + (uint64_t)(sp->nd + 1) * sizeof(size_t);
-    return !e->plan.budget || e->plan.total_host + need <= e->plan.budget;
+    uint64_t need = rows * 2 * e->plan.kv_row + (uint64_t)(sp->nd + 1) * sizeof(size_t) +
+                    (uint64_t)sp->n * (sizeof(size_t) + sizeof(uint32_t));
+    uint64_t held = (uint64_t)e->held.cap * (2 * e->plan.kv_row * e->hp.n_layers +
+                                             sizeof *e->held.ids); /* (kept meanwhile) */
+    return !e->plan.budget || e->plan.total_host + held + need <= e->plan.budget;
 }
 
 /* Layer l: into each block of sequences [0, n) that takes any rows, cnt[s] rows into sequence

@@ -159,8 +159,9 @@ int fg_engine_share_trim(const fg_share_plan *sp, const uint32_t *hw, const uint
                          fg_share_plan *out, uint32_t *hd, fg_err *err);
 void fg_share_plan_free(fg_share_plan *sp);
 /* Whether share_rows' buffer (one layer's rows of every donor, K and V, outside the plan) fits
- * the RAM budget beside the plan's total (always without a budget): sharing that would pass
- * the budget is not done (the windows are computed whole). */
+ * the RAM budget beside the plan's total and the held run (always without a budget): sharing
+ * that would pass the budget is not done (the windows are computed whole). The plan leaves
+ * room for both only under fg_engine_opts.score_room. */
 int fg_engine_share_fits(const struct fg_engine *e, const fg_share_plan *sp);
 /* After the donors' prefill (donor d its sequence d, prompts padded to P1): each member's rows
  * copied into its slots of the windows' block (window s its sequence s, padded to P2). */

@@ -442,6 +442,7 @@ int fgr_run_score(fgr_run *r, fg_err *err)
     int rc = open_files(&sr, err);
     fg_session_opts so = {0};
     so.run = *r->o;
+    so.run.eo.score_room = 1; /* the shared contexts' rows under a RAM budget */
     so.interrupt = r->o->interrupt;
     if (rc == FG_OK)
         rc = size_input(r, &so.max_ctx, err);

@@ -66,6 +66,7 @@ static const place places[] = {
 };
 
 static uint64_t g_budget; /* the sessions' RAM budget (0: none) */
+static int g_room;        /* ... with room kept for the shared rows (fg_engine_opts.score_room) */
 
 /* A session at place p; cache: a prefix cache directory of pages of 8 tokens, or NULL. */
 static fg_session *open_at(const char *store, const place *p, int no_share, uint32_t max_ctx,
@@ -84,6 +85,7 @@ static fg_session *open_at(const char *store, const place *p, int no_share, uint
     so.run.eo.offload_dir = tu_path("");
     so.run.eo.no_share = no_share;
     so.run.eo.ram_budget = g_budget;
+    so.run.eo.score_room = g_room;
     so.run.prefix_cache = cache;
     so.run.prefix_page_tokens = 8;
     if (p->sim) {
@@ -358,10 +360,31 @@ START_TEST(budget_holds_the_shared_rows)
                   (unsigned long long)et.prefill_rows, (unsigned long long)ew.prefill_rows);
     ck_assert_msg(er.rows_shared > 0 && er.prefill_rows < ew.prefill_rows, "no budget: %llu "
                   "rows shared", (unsigned long long)er.rows_shared);
+    /* a budget 4x the least: the pager's pool takes all the plan leaves, so nothing is shared;
+     * with room kept for the shared rows (what fg-infer score asks for) they are, the plan's
+     * total and the rows beside it within the budget */
+    fg_score_res pool[FS_PAIRS], kept[FS_PAIRS];
+    fg_engine_stats ep, ek;
+    g_budget = 4 * hi;
+    fewshot_run(store, p, 0, NULL, 48, r.vocab, pool, &ep);
+    g_room = 1;
+    fewshot_run(store, p, 0, NULL, 48, r.vocab, kept, &ek);
+    g_room = 0;
+    ck_assert_msg(ep.rows_shared == 0 && ep.ram_peak_planned == g_budget, "without room, at "
+                  "%llu bytes: %llu rows shared, plan %llu", (unsigned long long)g_budget,
+                  (unsigned long long)ep.rows_shared, (unsigned long long)ep.ram_peak_planned);
+    ck_assert_msg(ek.rows_shared > 0 && ek.prefill_rows < ew.prefill_rows &&
+                  ek.ram_peak_planned < g_budget, "with room, at %llu bytes: %llu rows shared, "
+                  "%llu computed (%llu whole), plan %llu", (unsigned long long)g_budget,
+                  (unsigned long long)ek.rows_shared, (unsigned long long)ek.prefill_rows,
+                  (unsigned long long)ew.prefill_rows, (unsigned long long)ek.ram_peak_planned);
+    g_budget = 0;
     for (int i = 0; i < FS_PAIRS; i++) {
         ck_assert_int_eq(tight[i].status, 0);
         ck_assert(fabs(tight[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
         ck_assert(fabs(room[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
+        ck_assert(fabs(pool[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
+        ck_assert(fabs(kept[i].logprob - whole[i].logprob) <= tol(whole[i].logprob));
     }
 }
 END_TEST
