@@ -61,6 +61,8 @@ typedef struct fgpy_opts {
     int compress_weight;      /* 4-bit weights at load */
     int quiet;                /* no notices or progress on stderr */
     int compute;              /* 0: fg-infer's default (int8); else 1 + FG_COMPUTE_* */
+    int score_room;           /* room in the RAM budget for scoring's shared rows
+                                 (fg_engine_opts.score_room) */
 } fgpy_opts;
 
 /* fg_run_opts as fg-infer fills it before its flags (parse_args), then o's fields. */
@@ -77,6 +79,7 @@ static void run_opts(const fgpy_opts *o, fg_run_opts *r)
     r->eo.threads = o->threads;
     r->eo.backend = (fg_backend_kind)o->backend;
     r->eo.offload_dir = o->offload_dir;
+    r->eo.score_room = o->score_room;
     r->eo.policy.compress_weight = o->compress_weight;
     if (o->backend != FG_BACKEND_CPU)
         r->attn_search = 1; /* fg-infer without --cpu-cache-compute: where it predicts faster */
@@ -129,12 +132,13 @@ EXPORT void fgpy_interrupt(fgpy *h) { h->stop = 1; }
 
 EXPORT const fg_session_info *fgpy_info(fgpy *h) { return fg_session_info_get(h->s); }
 
-EXPORT void fgpy_stats(fgpy *h, uint64_t out[5], double *busy_s)
+EXPORT void fgpy_stats(fgpy *h, uint64_t out[7], double *busy_s)
 {
     fg_session_stats st;
     fg_session_stats_get(h->s, &st);
     out[0] = st.requests, out[1] = st.errors, out[2] = st.prompt_tokens;
     out[3] = st.completion_tokens, out[4] = st.blocks;
+    out[5] = st.engine.prefill_rows, out[6] = st.engine.rows_shared;
     *busy_s = st.busy_s;
 }
 

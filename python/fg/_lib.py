@@ -74,7 +74,8 @@ class Opts(C.Structure):
                 ("offload_dir", C.c_char_p), ("prefix_cache", C.c_char_p),
                 ("prefix_budget", C.c_uint64), ("max_ctx", C.c_uint32),
                 ("max_seqs", C.c_uint32), ("max_new", C.c_uint32), ("allow_lossy", C.c_int),
-                ("compress_weight", C.c_int), ("quiet", C.c_int), ("compute", C.c_int)]
+                ("compress_weight", C.c_int), ("quiet", C.c_int), ("compute", C.c_int),
+                ("score_room", C.c_int)]
 
 
 class Request(C.Structure):

@@ -225,6 +225,11 @@ class LLM:
             int8, and F16/BF16 weights multiplied with x and weights rounded to bfloat16 on a
             CPU with AVX512-BF16; f32 on one without; not with backend "cuda").
         quiet: no notices on stderr.
+        score_room: under ram_budget, keep room out of the memory plan for score()'s shared
+            contexts (a context several continuations share is computed once and its KV rows
+            copied, outside the plan): at most a quarter of the budget. Without it the pager's
+            pool takes every byte the plan does not and a budgeted LLM computes each context
+            whole. Worth it when the LLM mostly scores (lm-eval's adapter sets it).
 
     Use it as a context manager, or call close(). One call at a time per LLM (calls from
     several threads are serialized); two LLM objects on two stores are independent. A store
@@ -240,7 +245,7 @@ class LLM:
                  prefix_cache: Optional[str] = None, *, backend: Optional[str] = None,
                  max_ctx: Optional[int] = None, max_seqs: Optional[int] = None,
                  allow_lossy: bool = False, compress_weight: bool = False,
-                 quiet: bool = True, compute: str = "int8"):
+                 quiet: bool = True, compute: str = "int8", score_room: bool = False):
         self._h: Optional[int] = None
         self._lock = threading.Lock()
         self._streaming: set = set()  # threads iterating an open stream of this LLM
@@ -271,6 +276,7 @@ class LLM:
         o.compress_weight = int(compress_weight)
         o.quiet = int(quiet)
         o.compute = 1 + _COMPUTE[compute]
+        o.score_room = int(bool(score_room))
         self._opts = o
         self._reopen()
         self.tokenizer = Tokenizer(self)
@@ -341,12 +347,15 @@ class LLM:
 
     def stats(self) -> Dict[str, float]:
         """Counters since open: requests, errors, prompt_tokens, completion_tokens, blocks,
+        prefill_rows (rows the prefills computed, padding included), rows_shared (prompt rows
+        score() copied from a context shared by several windows instead of computing them),
         busy_s."""
-        v = (C.c_uint64 * 5)()
+        v = (C.c_uint64 * 7)()
         busy = C.c_double()
         with self._busy() as h:
             lib.fgpy_stats(h, v, C.byref(busy))
-        keys = ("requests", "errors", "prompt_tokens", "completion_tokens", "blocks")
+        keys = ("requests", "errors", "prompt_tokens", "completion_tokens", "blocks",
+                "prefill_rows", "rows_shared")
         d: Dict[str, float] = dict(zip(keys, v[:]))
         d["busy_s"] = busy.value
         return d

@@ -63,7 +63,7 @@ except ImportError:  # pragma: no cover - exercised by the package's tests
         return lambda cls: cls
 
 _LLM_ARGS = ("ram_budget", "gpu_budget", "policy", "threads", "offload_dir", "prefix_cache",
-             "backend", "max_ctx", "max_seqs", "allow_lossy", "compress_weight")
+             "backend", "max_ctx", "max_seqs", "allow_lossy", "compress_weight", "score_room")
 _IGNORED = ("batch_size", "max_batch_size", "device", "trust_remote_code", "pretrained")
 Pair = Tuple[Any, List[int], List[int]]  # (key, context ids, continuation ids): lm-eval's
 
@@ -134,9 +134,10 @@ class FgLM(_Base):  # type: ignore[misc, valid-type]
         for k in ("threads", "max_ctx", "max_seqs"):
             if k in kwargs:
                 kwargs[k] = _int(kwargs[k])
-        for k in ("allow_lossy", "compress_weight"):
+        for k in ("allow_lossy", "compress_weight", "score_room"):
             if k in kwargs and isinstance(kwargs[k], str):
                 kwargs[k] = kwargs[k].lower() in ("1", "true", "yes")
+        kwargs.setdefault("score_room", True)  # an evaluation mostly scores
         if llm is None:
             if not store:
                 raise ValueError("fg: model_args needs store=DIR (a store fg-convert made)")

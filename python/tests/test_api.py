@@ -153,6 +153,23 @@ def test_compute_bf16(tiny_store, tmp_path):
     assert got["bf16"] == got["int8"]
 
 
+def test_score_room(spare_stores):
+    """score_room keeps room in a RAM budget for score()'s shared contexts: four continuations
+    of one long context share its rows with it, none without it (the pager's pool takes the
+    whole budget), with the same log-probs either way."""
+    ctx = "It is a truth universally acknowledged, that a single man in possession " * 4
+    conts = [" of a good fortune", " must be in want", " of a wife", " however little"]
+    got = {}
+    for room in (False, True):
+        with fg.LLM(spare_stores[0], ram_budget="256MiB", threads=1, max_ctx=128, max_seqs=8,
+                    score_room=room) as llm:
+            got[room] = (llm.score([ctx] * 4, conts), llm.stats())
+    assert got[False][1]["rows_shared"] == 0 and got[True][1]["rows_shared"] > 0, got
+    assert got[True][1]["prefill_rows"] < got[False][1]["prefill_rows"]
+    for (a, ga), (b, gb) in zip(got[False][0], got[True][0]):
+        assert a == pytest.approx(b, abs=1e-4) and ga == gb
+
+
 def test_budget_too_small(tiny_store):
     with pytest.raises(MemoryError, match="budget"):
         fg.LLM(tiny_store, ram_budget="1M", max_ctx=128)
