@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fg_membw.h"
 #include "quant.h"
 
 static double now(void)
@@ -276,26 +277,13 @@ typedef struct rd {
     uint64_t sink;
 } rd;
 
-/* Sum of r->p[0 .. n) read as four sequential streams at once (quarters), as a kernel reading
- * four weight rows at a time does: more requests in flight than one stream. */
+/* r->p[0 .. n) read as four sequential streams at once (quarters), as a kernel reading
+ * four weight rows at a time does: more requests in flight than one stream (core/fg_membw.h,
+ * the loop the calibration measures). */
 static void read_loop(void *arg)
 {
     rd *r = arg;
-    size_t q = r->n / 4 / 64 * 64;
-    const uint8_t *p0 = r->p, *p1 = p0 + q, *p2 = p1 + q, *p3 = p2 + q;
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < q; i += 64) {
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p0 + i)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p1 + i)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p2 + i)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p3 + i)));
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p0 + i + 32)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p1 + i + 32)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p2 + i + 32)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p3 + i + 32)));
-    }
-    __m256i acc = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    r->sink += (uint64_t)_mm256_extract_epi64(acc, 0);
+    r->sink += fg_membw_read(r->p, r->n);
     g_sink += r->sink;
 }
 

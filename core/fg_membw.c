@@ -54,16 +54,25 @@ typedef struct mb_part {
     int avx2;
 } mb_part;
 
+static uint64_t read_any(const uint8_t *p, size_t n, int avx2)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx2)
+        return read_avx2(p, n);
+#endif
+    (void)avx2;
+    return read_u64(p, n);
+}
+
+unsigned long long fg_membw_read(const void *p, size_t n)
+{
+    return read_any(p, n, (fg_cpu_features() & FG_CPU_AVX2) != 0);
+}
+
 static void *read_part(void *v)
 {
     mb_part *p = v;
-#if defined(__x86_64__) || defined(__i386__)
-    if (p->avx2) {
-        p->sink ^= read_avx2(p->p, p->n);
-        return NULL;
-    }
-#endif
-    p->sink ^= read_u64(p->p, p->n);
+    p->sink ^= read_any(p->p, p->n, p->avx2);
     return NULL;
 }
 

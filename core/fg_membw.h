@@ -26,6 +26,10 @@ typedef struct fg_membw {
  * 64 KiB a thread. */
 int fg_membw_measure(int threads, size_t bytes, double seconds, fg_membw *out);
 
+/* One pass of the loop over p[0, n) on the calling thread (p 32-byte aligned; the last
+ * n % 256 bytes are not read): the XOR of what it read, to be kept by the caller. */
+unsigned long long fg_membw_read(const void *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
