@@ -195,12 +195,13 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
 int fg_w16_gemm_fast(void);
 
 /* The same product with bfloat16 inputs (the CPU backend's --compute bf16): y from x' and W',
- * x and W each rounded to bfloat16 (nearest even; BF16 weights are already), the products summed
+ * x and W each rounded to bfloat16 (nearest even, subnormals to signed zero, as VCVTNEPS2BF16;
+ * BF16 weights are already bfloat16, subnormal ones read as zero), the products summed
  * in binary32. x is rounded and packed once per Linear by fg_xpack_bf16 into xb
  * (fg_xpack_bf16_words(m, k) 32-bit words: fg_xpack's layout with a pair of consecutive columns
  * in a word, low half first; panels [b0, b1) as fg_xpack). On a CPU with AVX512-BF16
- * (fg_w16_gemm_bf16_fast) VDPBF16PS sums pairs of products (subnormal bfloat16 inputs may read
- * as zero); otherwise, and with isa REF, the reference sums in binary64. Within
+ * (fg_w16_gemm_bf16_fast) VDPBF16PS sums pairs of products in binary32 (subnormal sums flushed
+ * to zero); otherwise, and with isa REF, the reference sums in binary64. Within
  * (KC + k / KC + 2) x 2^-24 of |bias| + sum |x' w'| of the exact sum of the rounded values (F16
  * weights lose three of their eleven significant bits, x sixteen of its twenty-four:
  * docs/performance.md has the perplexity rows). Other arguments as fg_w16_gemm's; panel: at least

@@ -37,7 +37,8 @@ float fgq_xpack_at(const float *xp, uint64_t m, uint64_t k, uint64_t i, uint64_t
 void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                       const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
                       const float *bias, float *y, uint64_t ldy);
-/* bfloat16 of f, nearest even (VCVTNEPS2BF16's rule, NaN kept NaN), widened back. */
+/* bfloat16 of f, nearest even, denormals to signed zero (VCVTNEPS2BF16's rule, NaN kept NaN),
+ * widened back. */
 float fgq_bf16_round(float f);
 
 /* (Declared for every build: tests call them where FG_QUANT_BF16 built them.)
@@ -49,6 +50,14 @@ void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, co
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
 void fgq_bf16_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
                     uint64_t b0, uint64_t b1);
+/* The same body with the bfloat16 instructions emulated (tests/quant_bf16_emul.c, built into
+ * test_quant_gemm only; any AVX-512 CPU). */
+void fgq_bf16_emul_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                            const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                            const float *bias, float *y, uint64_t ldy, float *panel,
+                            uint64_t panel_floats);
+void fgq_bf16_emul_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                         uint64_t b0, uint64_t b1);
 /* The bfloat16 of x at (i, c) in fg_xpack_bf16's layout, widened. */
 float fgq_xpack_bf16_at(const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i, uint64_t c);
 #ifdef FG_QUANT_X86
