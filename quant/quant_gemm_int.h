@@ -89,7 +89,7 @@ void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, ui
 #endif
 /* ---- the AMX-INT8 panel kernel (gemm_amx.c; its body gemm_amx_kern.h) ----
  * fgq_avx2_gemm_panel's contract for Q4 and Q8 with G a multiple of 64 and one activation scale
- * a group (a->block == G); panel >= fgq_amx_panel_min(G, k) bytes (no alignment needed). Q4:
+ * a group (a->block == G); panel >= fgq_amx_panel_min(G, k) bytes, 4-byte aligned. Q4:
  * the AVX2 panel kernel's bits. */
 typedef void (*fgq_panel_fn)(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
                              uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
