@@ -14,7 +14,10 @@
  *              rounded to bfloat16 (x packed as pairs once, included), VDPBF16PS
  *   q4-avx2    fg_quant_gemm_panel, Q4 weights (groups of 64 along k, F16 scales), the AVX2
  *              VPMADDUBSW panel kernel (activation quantization included)
- *   q4-vnni512 the same with the AVX512-VNNI panel kernel
+ *   q4-vnni512 the same with the AVX512-VNNI panel kernel (on a CPU with AMX-INT8: the AMX tile
+ *              kernel, quant/gemm_amx.c, unless FG_QUANT_AMX=0; the first line says which)
+ *   q8-avx512  fg_quant_gemm_panel, Q8 weights (groups of 64, F16 scales) at ISA avx512: the AMX
+ *              tile kernel where it runs, else fg_quant_gemm's VNNI row kernels on the rows
  *   dnnl-f32   oneDNN dnnl_sgemm on f32 weights
  *   dnnl-bf16  oneDNN matmul, bf16 x and weights (weights reordered to oneDNN's blocked format
  *              once, outside the timing), f32 out: the fastest 16-bit path oneDNN has here
@@ -42,11 +45,11 @@ void omp_set_num_threads(int n); /* libgomp, which Debian's libdnnl runs on */
 #include "fg_cpu.h"
 #include "quant.h"
 
-enum { P_SGEMM, P_W16_AVX2, P_W16_AVX512, P_W16_BF16, P_Q4_AVX2, P_Q4_VNNI512, P_DNNL_F32, P_DNNL_BF16,
-       P_DNNL_U8S8, P_N };
+enum { P_SGEMM, P_W16_AVX2, P_W16_AVX512, P_W16_BF16, P_Q4_AVX2, P_Q4_VNNI512, P_Q8_AVX512,
+       P_DNNL_F32, P_DNNL_BF16, P_DNNL_U8S8, P_N };
 static const char *const path_name[P_N] = {"sgemm", "w16-avx2", "w16-avx512", "w16-bf16",
-                                           "q4-avx2",
-                                           "q4-vnni512", "dnnl-f32", "dnnl-bf16", "dnnl-u8s8"};
+                                           "q4-avx2", "q4-vnni512", "q8-avx512", "dnnl-f32",
+                                           "dnnl-bf16", "dnnl-u8s8"};
 
 typedef struct shape { const char *name; uint64_t n, k; unsigned per_layer; } shape;
 static const shape opt_shapes[] = {{"opt q/k/v/o", 2048, 2048, 4}, {"opt fc1", 8192, 2048, 1},
@@ -95,6 +98,12 @@ typedef struct opnd {
     size_t q4len;
     void *actbuf;
     fg_quant_act act;
+    fg_codec c8;               /* Q8 (q8-avx512 only) */
+    fg_qview v8;
+    uint8_t *q8;
+    size_t q8len;
+    void *act8buf;
+    fg_quant_act act8;
     uint8_t *xu8;
     int8_t *ws8;
     int32_t *yi;
@@ -208,6 +217,20 @@ static void opnd_init(opnd *o, uint64_t m, const shape *s, const int *on)
     o->actbuf = xalloc(ab);
     if (fg_quant_act_init(&o->act, &o->c, m, k, 64, o->actbuf, ab, &err))
         die("act", err.msg);
+    if (on[P_Q8_AVX512]) {
+        o->c8 = fg_codec_quant(8, 64, 1);
+        if (fg_codec_qview(&o->c8, 2, dims, n, &o->v8, &err) ||
+            fg_quant_chunk_bytes(&o->v8, &o->q8len, &err))
+            die("q8 view", err.msg);
+        o->q8 = xalloc(o->q8len);
+        if (fg_quant_encode(&o->c8, &o->v8, o->wf, FG_CODEC_F32, 0, o->q8, o->q8len,
+                            FG_QUANT_ISA_AUTO, &err) ||
+            fg_quant_act_size(&o->c8, m, k, 64, &ab, &err))
+            die("q8 encode", err.msg);
+        o->act8buf = xalloc(ab);
+        if (fg_quant_act_init(&o->act8, &o->c8, m, k, 64, o->act8buf, ab, &err))
+            die("act q8", err.msg);
+    }
     if (on[P_DNNL_U8S8]) {
         o->xu8 = xalloc(m * k), o->ws8 = xalloc(n * k), o->yi = xalloc(m * n * 4);
         for (uint64_t i = 0; i < m * k; i++)
@@ -225,6 +248,7 @@ static void opnd_free(opnd *o)
 {
     free(o->x), free(o->wf), free(o->y), free(o->w16), free(o->xp), free(o->panel);
     free(o->q4), free(o->actbuf), free(o->xu8), free(o->ws8), free(o->yi);
+    free(o->q8), free(o->act8buf);
 #ifdef FG_BENCH_DNNL
     if (o->mm) {
         dnnl_primitive_destroy(o->mm), dnnl_stream_destroy(o->st);
@@ -238,8 +262,9 @@ static double run_path(int p, opnd *o)
 {
     fg_err err;
     int rc = 0;
-    fg_quant_isa isa = p == P_W16_AVX512 || p == P_Q4_VNNI512 ? FG_QUANT_ISA_AVX512
-                                                              : FG_QUANT_ISA_AVX2;
+    fg_quant_isa isa = p == P_W16_AVX512 || p == P_Q4_VNNI512 || p == P_Q8_AVX512
+                           ? FG_QUANT_ISA_AVX512
+                           : FG_QUANT_ISA_AVX2;
     double t = cpu_now();
     int m = (int)o->m, n = (int)o->n, k = (int)o->k;
     switch (p) {
@@ -265,6 +290,12 @@ static double run_path(int p, opnd *o)
         if (!rc)
             rc = fg_quant_gemm_panel(&o->c, &o->v, o->q4, o->q4len, 0, o->n, &o->act, 0, o->m,
                                      NULL, o->y, o->n, o->panel, PANEL_BYTES, isa, &err);
+        break;
+    case P_Q8_AVX512:
+        rc = fg_quant_act_q8(&o->act8, o->x, 0, isa, &err);
+        if (!rc)
+            rc = fg_quant_gemm_panel(&o->c8, &o->v8, o->q8, o->q8len, 0, o->n, &o->act8, 0,
+                                     o->m, NULL, o->y, o->n, o->panel, PANEL_BYTES, isa, &err);
         break;
 #ifdef FG_BENCH_DNNL
     case P_DNNL_F32:
@@ -303,7 +334,7 @@ static void pick_paths(const char *list, int *on)
         if (p >= P_DNNL_F32)
             on[p] = 0;
 #endif
-        if ((p == P_W16_AVX512 || p == P_Q4_VNNI512) &&
+        if ((p == P_W16_AVX512 || p == P_Q4_VNNI512 || p == P_Q8_AVX512) &&
             !fg_quant_isa_supported(FG_QUANT_ISA_AVX512))
             on[p] = 0;
         if (p == P_Q4_VNNI512 && !(fg_cpu_features() & FG_CPU_AVX512VNNI))
@@ -389,6 +420,14 @@ int main(int argc, char **argv)
     }
     int on[P_N];
     pick_paths(paths, on);
+    /* Q8 takes the panel path only through the AMX kernel (fg_quant_gemm_panel_fast; this asks
+     * for it, which runs its first-use self-check) */
+    fg_codec q8 = fg_codec_quant(8, 64, 1);
+    int amx = fg_quant_isa_default() == FG_QUANT_ISA_AVX512 && fg_quant_gemm_panel_fast(&q8);
+    printf("int8 panel kernel at ISA avx512: %s\n",
+           amx ? "AMX-INT8 tiles (q4-vnni512 and q8-avx512; FG_QUANT_AMX=0 for the others)"
+               : fg_cpu_features() & FG_CPU_AMX_INT8 ? "not AMX (FG_QUANT_AMX=0 or its self-check failed)"
+                                                     : "no AMX-INT8 on this CPU");
     openblas_set_num_threads(1);
 #ifdef FG_BENCH_DNNL
     omp_set_num_threads(1);

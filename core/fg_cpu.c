@@ -1,4 +1,5 @@
 /* fg_cpu.c - CPU feature detection, once per process (see fg_cpu.h). */
+#define _GNU_SOURCE /* syscall */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -6,6 +7,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define FG_X86 1
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define FG_ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h> */
+#define FG_XFEATURE_XTILEDATA 18
 #endif
 
 #include "fg_cpu.h"
@@ -25,6 +32,27 @@ static int has_avxvnni(void)
     unsigned a, b, c, d;
     /* CPUID.(EAX=7, ECX=1):EAX bit 4 */
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
+/* AMX bits (fg_cpu.h): CPUID, then XCR0's tile state, then Linux's permission for this process. */
+static unsigned amx_features(void)
+{
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)))
+        return 0;
+    f = FG_CPU_AMX_TILE | (d & (1u << 25) ? FG_CPU_AMX_INT8 : 0) |
+        (d & (1u << 22) ? FG_CPU_AMX_BF16 : 0);
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
+        return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return 0;
+#if defined(FG_ARCH_REQ_XCOMP_PERM)
+    return syscall(SYS_arch_prctl, FG_ARCH_REQ_XCOMP_PERM, FG_XFEATURE_XTILEDATA) == 0 ? f : 0;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -46,6 +74,7 @@ static void detect(void)
         f |= FG_CPU_AVX512BF16;
     if (f & FG_CPU_AVX2 && has_avxvnni())
         f |= FG_CPU_AVXVNNI;
+    f |= amx_features();
 #endif
     features = f;
 }

@@ -23,6 +23,13 @@ typedef enum fg_cpu_feature {
     FG_CPU_AVX512VNNI = 1u << 3,
     FG_CPU_AVXVNNI = 1u << 4,
     FG_CPU_AVX512BF16 = 1u << 5, /* with AVX-512 F, BW and VL */
+    /* AMX (CPUID leaf 7: EDX bits 24, 25, 22), only where the OS saves the tile state (XCR0 bits
+     * 17, 18) and, on Linux, granted this process the tile data (arch_prctl
+     * ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA: asked here, once, before any tile instruction;
+     * kernels before 5.16 refuse, and then no AMX bit is set). Elsewhere never set. */
+    FG_CPU_AMX_TILE = 1u << 6,
+    FG_CPU_AMX_INT8 = 1u << 7,   /* with AMX_TILE */
+    FG_CPU_AMX_BF16 = 1u << 8,   /* with AMX_TILE */
 } fg_cpu_feature;
 
 /* Bit set of fg_cpu_feature the CPU and OS support (0 on non-x86). */

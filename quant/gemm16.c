@@ -83,6 +83,8 @@ float fgq_bf16_round(float f)
     uint32_t u = fgq_fbits(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: stays NaN (quieted) */
         return fgq_bitsf((u | 0x00400000u) & 0xFFFF0000u);
+    if (!(u & 0x7F800000u)) /* zero or denormal: signed zero, as the instructions flush them */
+        return fgq_bitsf(u & 0x80000000u);
     return fgq_bitsf((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
 }
 

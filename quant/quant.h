@@ -149,8 +149,13 @@ int fg_quant_gemm(const fg_codec *c, const fg_qview *v, const void *w, size_t w_
  * that unpacks the codes once per slab and multiplies 4 activation rows by 8 weight rows at a
  * time (gemm_q4p_avx2.c), or on a CPU with AVX512-VNNI, given a panel of 4 x the minimum and
  * one activation scale a group, its zmm VPDPBUSD twin with 4 x 32 tiles and the same bits
- * (gemm_q4p_vnni512.c; FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 keep the AVX2 one); anything else
- * runs fg_quant_gemm's kernels on those rows (panel unused). The result is fg_quant_gemm's within its stated float tolerance. */
+ * (gemm_q4p_vnni512.c; FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 keep the AVX2 one). On a CPU and
+ * OS with AMX-INT8 (ISA avx512), Q4 and Q8 with G a multiple of 64, one activation scale a group
+ * and a panel of fgq_amx_panel_min bytes run a tile kernel (gemm_amx.c: Q4 with the AVX2 panel
+ * kernel's bits, Q8 with the same arithmetic), once its first-use self-check passed (it has not
+ * yet run on hardware; FG_QUANT_AMX=0 turns it off); fg_quant_gemm_panel_fast then says 1 for
+ * Q8 too. Anything else runs fg_quant_gemm's kernels on those rows (panel unused). The result is
+ * fg_quant_gemm's within its stated float tolerance. */
 #define FG_QUANT_PANEL_COLS 2048 /* columns of one k block of the panel kernel */
 size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k);
 int fg_quant_gemm_panel_fast(const fg_codec *c);
@@ -195,12 +200,13 @@ int fg_w16_gemm(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t ldw, cons
 int fg_w16_gemm_fast(void);
 
 /* The same product with bfloat16 inputs (the CPU backend's --compute bf16): y from x' and W',
- * x and W each rounded to bfloat16 (nearest even; BF16 weights are already), the products summed
+ * x and W each rounded to bfloat16 (nearest even, subnormals to signed zero, as VCVTNEPS2BF16;
+ * BF16 weights are already bfloat16, subnormal ones read as zero), the products summed
  * in binary32. x is rounded and packed once per Linear by fg_xpack_bf16 into xb
  * (fg_xpack_bf16_words(m, k) 32-bit words: fg_xpack's layout with a pair of consecutive columns
  * in a word, low half first; panels [b0, b1) as fg_xpack). On a CPU with AVX512-BF16
- * (fg_w16_gemm_bf16_fast) VDPBF16PS sums pairs of products (subnormal bfloat16 inputs may read
- * as zero); otherwise, and with isa REF, the reference sums in binary64. Within
+ * (fg_w16_gemm_bf16_fast) VDPBF16PS sums pairs of products in binary32 (subnormal sums flushed
+ * to zero); otherwise, and with isa REF, the reference sums in binary64. Within
  * (KC + k / KC + 2) x 2^-24 of |bias| + sum |x' w'| of the exact sum of the rounded values (F16
  * weights lose three of their eleven significant bits, x sixteen of its twenty-four:
  * docs/performance.md has the perplexity rows). Other arguments as fg_w16_gemm's; panel: at least

@@ -32,7 +32,9 @@
  * turns the VNNI kernels off (to compare them with the plain AVX2 ones on one machine).
  * The panel kernel (many activation rows, Q4): gemm_q4p_avx2.c, or with ISA avx512 on a CPU
  * with AVX512-VNNI gemm_q4p_vnni512.c (zmm VPDPBUSD, 32-row strips; the AVX2 kernel's bits),
- * which FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 turns off.
+ * which FG_QUANT_VNNI=0 or FG_PREFILL_AVX512=0 turns off. Before both, on a CPU with AMX-INT8,
+ * gemm_amx.c (tiles, Q4 and Q8, the AVX2 panel kernel's bits for Q4) once its first-use
+ * self-check passed (gemm_amx_check.c); FG_QUANT_AMX=0 turns it off.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -388,6 +390,19 @@ static int panel_vnni512(fg_quant_isa use, const fgq_params *p, const fg_quant_a
 #endif
 }
 
+/* 1 when the AMX-INT8 kernel (gemm_amx.c) runs this call: ISA avx512, FG_PREFILL_AVX512 not "0",
+ * Q4 or Q8 with G a multiple of 64, one activation scale a group, a panel of fgq_amx_panel_min
+ * bytes (4-byte aligned), and fgq_amx_on (the CPU, FG_QUANT_AMX, the first-use self-check). */
+#ifdef FG_QUANT_AMX
+static int panel_amx(fg_quant_isa use, const fgq_params *p, const fg_quant_act *a, uint64_t k,
+                     const void *panel, size_t panel_bytes)
+{
+    return use == FG_QUANT_ISA_AVX512 && fgq_prefill_avx512_on() && p->G % 64 == 0 &&
+           a->block == p->G && panel && !((uintptr_t)panel & 3) &&
+           panel_bytes >= fgq_amx_panel_min(p->G, k) && fgq_amx_on();
+}
+#endif
+
 size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k)
 {
     return c->group_size ? strip_bytes(c->group_size, k) : 0;
@@ -396,7 +411,13 @@ size_t fg_quant_gemm_panel_min(const fg_codec *c, uint64_t k)
 int fg_quant_gemm_panel_fast(const fg_codec *c)
 {
     fgq_params p = {.G = c->group_size, .bits = c->bits};
-    return panel_kernel(fg_quant_isa_default(), &p);
+    fg_quant_isa use = fg_quant_isa_default();
+#ifdef FG_QUANT_AMX
+    if (use == FG_QUANT_ISA_AVX512 && fgq_prefill_avx512_on() && p.G && p.G % 64 == 0 &&
+        (p.bits == 4 || p.bits == 8) && fgq_amx_on())
+        return 1;
+#endif
+    return panel_kernel(use, &p);
 }
 
 int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, size_t w_len,
@@ -416,6 +437,12 @@ int fg_quant_gemm_panel(const fg_codec *c, const fg_qview *v, const void *w, siz
     uint64_t row_bytes = (v->cols + p.G - 1) / p.G * p.gbytes;
     if (i0 == i1 || n0 == n1)
         return FG_OK;
+#ifdef FG_QUANT_AMX
+    if (panel_amx(use, &p, a, v->cols, panel, panel_bytes)) {
+        fgq_amx_gemm_panel(&p, w, row_bytes, n0, n1, a, i0, i1, bias, y, ldy, panel, panel_bytes);
+        return FG_OK;
+    }
+#endif
 #ifdef FG_QUANT_X86
     if (panel_kernel(use, &p)) {
         if (!panel || ((uintptr_t)panel & 31) || panel_bytes < strip_bytes(p.G, v->cols))

@@ -37,7 +37,8 @@ float fgq_xpack_at(const float *xp, uint64_t m, uint64_t k, uint64_t i, uint64_t
 void fgq_ref_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, const float *xp,
                       const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
                       const float *bias, float *y, uint64_t ldy);
-/* bfloat16 of f, nearest even (VCVTNEPS2BF16's rule, NaN kept NaN), widened back. */
+/* bfloat16 of f, nearest even, denormals to signed zero (VCVTNEPS2BF16's rule, NaN kept NaN),
+ * widened back. */
 float fgq_bf16_round(float f);
 
 /* (Declared for every build: tests call them where FG_QUANT_BF16 built them.)
@@ -49,6 +50,14 @@ void fgq_bf16_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw, co
                        float *y, uint64_t ldy, float *panel, uint64_t panel_floats);
 void fgq_bf16_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
                     uint64_t b0, uint64_t b1);
+/* The same body with the bfloat16 instructions emulated (tests/quant_bf16_emul.c, built into
+ * test_quant_gemm only; any AVX-512 CPU). */
+void fgq_bf16_emul_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                            const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                            const float *bias, float *y, uint64_t ldy, float *panel,
+                            uint64_t panel_floats);
+void fgq_bf16_emul_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                         uint64_t b0, uint64_t b1);
 /* The bfloat16 of x at (i, c) in fg_xpack_bf16's layout, widened. */
 float fgq_xpack_bf16_at(const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i, uint64_t c);
 #ifdef FG_QUANT_X86
@@ -78,6 +87,40 @@ int fgq_avx2_act_row(const float *x, fg_quant_act *a, uint64_t i);
 void fgq_avx2_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
                    uint64_t n1, const fg_quant_act *a, float *y, uint64_t ldy);
 #endif
+/* ---- the AMX-INT8 panel kernel (gemm_amx.c; its body gemm_amx_kern.h) ----
+ * fgq_avx2_gemm_panel's contract for Q4 and Q8 with G a multiple of 64 and one activation scale
+ * a group (a->block == G); panel >= fgq_amx_panel_min(G, k) bytes, 4-byte aligned. Q4:
+ * the AVX2 panel kernel's bits. */
+typedef void (*fgq_panel_fn)(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                             uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                             uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                             size_t panel_bytes);
+/* Bytes of a 32-row strip of kb groups of G (A tiles, scales and mins), which is also the size
+ * of a 32-row activation block (B tiles, scales and qmin). */
+#define FGQ_AMX_ROWS 32
+static inline uint64_t fgq_amx_block_bytes(uint64_t kb, uint32_t G)
+{
+    return kb * ((uint64_t)G * FGQ_AMX_ROWS + 2 * FGQ_AMX_ROWS * 4);
+}
+/* One strip and one activation block of a k block: the least panel for k columns. */
+uint64_t fgq_amx_panel_min(uint32_t G, uint64_t k);
+/* A small Q4 and Q8 GEMM with tails in m, n and k (two k blocks), every value an exact integer,
+ * through fn against the integer result: 0 when every output is equal, else how many differ
+ * (-1: out of memory). quant_gemm.c runs it on the hardware kernel before its first use. */
+int fgq_amx_selfcheck(fgq_panel_fn fn);
+/* 1 when the AMX kernel runs: the CPU and OS (fg_cpu_features) have AMX-INT8, FG_QUANT_AMX is not
+ * "0", and the self-check passed (run once, on the first call). */
+int fgq_amx_on(void);
+void fgq_amx_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,
+                        uint64_t n1, const fg_quant_act *a, uint64_t i0, uint64_t i1,
+                        const float *bias, float *y, uint64_t ldy, void *panel,
+                        size_t panel_bytes);
+/* The same body with the tile instructions emulated (tests/quant_amx_emul.c, test builds). */
+void fgq_amx_emul_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                             uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                             uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                             size_t panel_bytes);
+
 #ifdef FG_QUANT_VNNI
 /* The same with VPDPBUSD: AVX-VNNI, and AVX512-VNNI (+VL) on ymm registers. */
 void fgq_vnni_gemm(const fgq_params *p, const uint8_t *w, uint64_t row_bytes, uint64_t n0,

@@ -986,15 +986,27 @@ END_TEST
  * VDPBF16PS kernel, and the reference with isa REF), else the reference alone (what AUTO runs
  * there). fg_xpack_bf16's words (the AVX512-BF16 packer where the CPU has it) are checked bit
  * for bit against the rounding rule. */
-static float bf16_round(float f)
+static float bits_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* VCVTNEPS2BF16's rule (Intel's convert_fp32_to_bfloat16), written out: zero or denormal to
+ * signed zero, NaN quieted (bit 6), else nearest even by the integer add. */
+static uint16_t bf16_rule(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    float r;
-    memcpy(&r, &u, 4);
-    return r;
+    if (!(u & 0x7F800000u))
+        return (uint16_t)(u >> 16 & 0x8000u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)(u >> 16 | 0x40u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
+
+static float bf16_round(float f) { return bits_f((uint32_t)bf16_rule(f) << 16); }
 
 START_TEST(test_w16_bf16)
 {
@@ -1089,6 +1101,163 @@ START_TEST(test_w16_bf16)
 }
 END_TEST
 
+#ifdef FG_TEST_BF16_EMUL
+/* One VDPBF16PS step as Intel's pseudo-code states it, in scalar C: denormal inputs read as
+ * signed zero, one binary32 FMA rounded to nearest even, a denormal result flushed. */
+static float daz(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u & 0x7F800000u ? f : bits_f(u & 0x80000000u);
+}
+static float dp_step(float acc, float a, float b) { return daz(fmaf(daz(a), daz(b), daz(acc))); }
+
+/* y rows [i0, i1) as the VDPBF16PS kernel computes them, one element at a time: per kc block a
+ * binary32 sum from the bias (first block) or zero, per pair of columns the odd column's product
+ * first (zero past the block's end), then stored (first block) or added to y. */
+static void bf16_model(uint8_t codec, const uint16_t *w, uint64_t n, uint64_t k, uint64_t ldw,
+                       const uint32_t *xb, uint64_t m, uint64_t i0, uint64_t i1,
+                       const float *bias, float *y)
+{
+    for (uint64_t i = i0; i < i1; i++)
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t p = 0; p < k; p += FG_XPACK_KC) {
+                uint64_t e = k - p < FG_XPACK_KC ? k : p + FG_XPACK_KC;
+                float c = p == 0 && bias ? bias[j] : 0.0f;
+                for (uint64_t q = p; q < e; q += 2) {
+                    float xh = 0, wh = 0;
+                    if (q + 1 < e) {
+                        xh = fgq_xpack_bf16_at(xb, m, k, i, q + 1);
+                        wh = bf16_round(w16_value(codec, w[j * ldw + q + 1]));
+                    }
+                    c = dp_step(c, xh, wh);
+                    c = dp_step(c, fgq_xpack_bf16_at(xb, m, k, i, q),
+                                bf16_round(w16_value(codec, w[j * ldw + q])));
+                }
+                y[i * n + j] = p == 0 ? c : y[i * n + j] + c;
+            }
+}
+
+/* x [m, k] (stride ldx, the columns past k NaN: never read) with the rounding's and the flushes'
+ * corners: exact ties (low half 0x8000), denormals, and rows scaled by 2^-118 whose sums fall
+ * under 2^-126 (flushed by FTZ). */
+static float *bf16_corner_x(uint64_t m, uint64_t k, uint64_t ldx)
+{
+    float *x = make_x(m, k, ldx);
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t c = k; c < ldx; c++)
+            x[i * ldx + c] = NAN;
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t c = 0; c < k; c++) {
+            float *v = &x[i * ldx + c];
+            uint32_t u;
+            memcpy(&u, v, 4);
+            if (c % 7 == 3)
+                *v = bits_f((u & 0xFFFF0000u) | 0x8000u);
+            else if (c % 11 == 4)
+                *v = bits_f(u & 0x807FFFFFu);
+            if (i % 5 == 3)
+                *v *= 0x1p-118f;
+        }
+    return x;
+}
+
+/* weights [n, k] (stride ldw, the columns past k Inf: never read): F16 (subnormal halves
+ * included) or BF16 (denormal bfloat16 included) */
+static uint16_t *bf16_corner_w(uint8_t codec, uint64_t n, uint64_t k, uint64_t ldw)
+{
+    uint16_t *w = malloc(n * ldw * 2);
+    for (uint64_t q = 0; q < n * ldw; q++) {
+        float v = gauss() * 0.05f;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        w[q] = codec == FG_CODEC_F16 ? fg_f32_to_f16_1(q % 13 == 2 ? v * 0x1p-12f : v)
+                                     : (uint16_t)(u >> 16);
+        if (codec == FG_CODEC_BF16 && q % 13 == 2)
+            w[q] &= 0x807F;
+        if (q % ldw >= k)
+            w[q] = codec == FG_CODEC_F16 ? 0x7C00 : 0x7F80;
+    }
+    return w;
+}
+
+/* fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) with the instructions emulated
+ * (quant_bf16_emul.c, any AVX-512 CPU) against bf16_model bit for bit, and the native kernel
+ * too where the CPU has AVX512-BF16; the emulated x packer against VCVTNEPS2BF16's rule and
+ * fg_xpack_bf16 word for word. Shapes with tails in m (not a multiple of 6 rows, row ranges
+ * split), n (edge strips, several slabs with the smallest panel) and k (odd: a half pair; past
+ * one and two kc blocks), row strides past k (Inf and NaN there: a read past k shows), F16 and
+ * BF16 weights, with and without bias. */
+START_TEST(test_w16_bf16_emulated)
+{
+    static const struct { uint64_t m, n, k; uint8_t codec; int bias; } cases[] = {
+        {13, 33, 31, FG_CODEC_F16, 1},   {37, 100, 601, FG_CODEC_BF16, 0},
+        {7, 65, 513, FG_CODEC_F16, 1},   {150, 64, 520, FG_CODEC_BF16, 1},
+        {8, 7, 1, FG_CODEC_F16, 0},      {6, 32, 256, FG_CODEC_BF16, 1},
+        {19, 97, 258, FG_CODEC_F16, 0},
+    };
+    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the BF16 kernel body not tested\n");
+        return;
+    }
+    int native = fg_w16_gemm_bf16_fast();
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        uint64_t m = cases[t].m, n = cases[t].n, k = cases[t].k;
+        uint8_t codec = cases[t].codec;
+        uint64_t ldw = k + 1 + t % 3, ldx = k + 2;
+        uint16_t *w = bf16_corner_w(codec, n, k, ldw);
+        float *x = bf16_corner_x(m, k, ldx), *bias = NULL;
+        if (cases[t].bias) {
+            bias = malloc(n * 4);
+            for (uint64_t j = 0; j < n; j++)
+                bias[j] = gauss();
+        }
+        uint64_t words = fg_xpack_bf16_words(m, k), np = (m + FG_XPACK_MR - 1) / FG_XPACK_MR;
+        uint32_t *xb = malloc(words * 4), *xl = malloc(words * 4);
+        memset(xb, 0xAB, words * 4);
+        fgq_bf16_emul_xpack(x, m, k, ldx, xb, np / 2, np);
+        fgq_bf16_emul_xpack(x, m, k, ldx, xb, 0, np / 2);
+        fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t c = 0; c < k; c++)
+                REQUIRE(fgq_xpack_bf16_at(xb, m, k, i, c) == bf16_round(x[i * ldx + c]) &&
+                            signbit(fgq_xpack_bf16_at(xb, m, k, i, c)) ==
+                                signbit(bf16_round(x[i * ldx + c])),
+                        "emulated xpack case %zu (%llu, %llu): %a, want %a", t,
+                        (unsigned long long)i, (unsigned long long)c,
+                        fgq_xpack_bf16_at(xb, m, k, i, c), bf16_round(x[i * ldx + c]));
+        REQUIRE(!memcmp(xb, xl, words * 4), "emulated xpack case %zu: not fg_xpack_bf16's", t);
+        float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
+        uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
+        bf16_model(codec, w, n, k, ldw, xb, m, 0, m, bias, want);
+        for (int run = 0; run < 2 + native; run++) {
+            uint64_t pf = run == 1 ? 1u << 18 : fg_w16_bf16_panel_min_floats(k);
+            float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
+            memset(got, 0xFF, m * n * 4);
+            for (int half = 0; half < 2; half++) {
+                uint64_t i0 = half ? split : 0, i1 = half ? m : split;
+                fg_err err;
+                if (run < 2)
+                    fgq_bf16_emul_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1,
+                                           bias, got, n, panel, pf);
+                else
+                    ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, ldw, xb, m, k, i0, i1, bias,
+                                                      got, n, panel, pf, FG_QUANT_ISA_AUTO, &err),
+                                     FG_OK);
+            }
+            for (uint64_t q = 0; q < m * n; q++)
+                REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, %llu):"
+                        " %a, model %a", run < 2 ? "emulated" : "native", t,
+                        (unsigned long long)pf, (unsigned long long)(q / n),
+                        (unsigned long long)(q % n), got[q], want[q]);
+            free(panel);
+        }
+        free(w), free(x), free(bias), free(xb), free(xl), free(want), free(got);
+    }
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("quant_gemm");
@@ -1111,6 +1280,9 @@ int main(void)
     tcase_add_test(tc, test_random_chunk_bytes);
 #ifdef FG_TEST_VNNI_EMUL
     tcase_add_test(tc, test_vnni_kernel_emulated);
+#endif
+#ifdef FG_TEST_BF16_EMUL
+    tcase_add_test(tc, test_w16_bf16_emulated);
 #endif
     suite_add_tcase(s, tc);
     return tu_run(s);
