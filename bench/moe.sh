@@ -118,12 +118,20 @@ else
     written "$STORE"
   fi
 fi
-# The memory cgroup (v1) both engines run in: CG, empty when there is none to make
+# The memory cgroup (v1) both engines run in: CG, empty when there is none to make; removed at
+# exit, an engine still in it (the script interrupted) stopped first
+uncg() {
+  local p i
+  for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+  for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(cat "$CG/cgroup.procs")" ] && sleep 0.5; done
+  rmdir "$CG" 2>/dev/null || echo "moe: could not remove the cgroup $CG" >&2
+}
 LIMIT=${MEMLIMIT:-$(( $(numfmt --from=iec "$BUDGET") + 512 * 1024 * 1024 ))}
 LIMIT=$(numfmt --from=iec "$LIMIT")
 CG=/sys/fs/cgroup/memory$(sed -nE 's/^[0-9]+:memory:(.*)/\1/p' /proc/self/cgroup)/fgmoe.$$
 if mkdir "$CG" 2>/dev/null && echo "$LIMIT" > "$CG/memory.limit_in_bytes"; then
-  trap 'rmdir "$CG" 2>/dev/null || echo "moe: could not remove the cgroup $CG" >&2' EXIT
+  trap uncg EXIT
+  trap 'exit 130' INT TERM # (the EXIT trap then runs: bash skips it when a signal kills it)
 else
   rmdir "$CG" 2>/dev/null || true
   echo "moe: no memory cgroup to make ($CG): the runs are NOT under a RAM limit" \
