@@ -35,13 +35,12 @@ import math
 import os
 import sys
 
-import numpy as np
-
 try:
+    import numpy as np
     import gguf
-except ImportError:
-    sys.exit("moe_gguf.py: no gguf module: run with a Python that has gguf-py (llama.cpp's "
-             "gguf-py/ on PYTHONPATH, or pip install gguf)")
+except ImportError as e:
+    sys.exit(f"moe_gguf.py: {e}: run with a Python that has numpy and gguf-py (llama.cpp's "
+             "gguf-py/ on PYTHONPATH, or pip install gguf; bench/moe.sh: GGUF_PYTHON)")
 
 VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS = 151936, 2048, 24, 16, 16
 FFN, EXPERTS, TOP, EXPERT_FFN, SHARED_FFN = 5632, 60, 4, 1408, 5632
