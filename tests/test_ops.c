@@ -1194,7 +1194,25 @@ static void vcase_check_ref(const vcase *x, fg_codec c, const float *q, const ui
     free(k), free(v);
 }
 
-static void vcase_run(fg_backend **be, int nb, const vcase *x)
+/* out (host) = backend b's attention a with its queries and output in b's device memory (the
+ * cache where a has it: beside it, for a backend with cpu_attention) */
+static void vcase_on_device(fg_backend *b, const fg_attn_op *a, size_t qn, size_t on, float *out)
+{
+    fg_device *d = b->dev;
+    fg_attn_op x = *a;
+    fg_err err;
+    memset(out, 0xff, on * 4);
+    x.q = place(d, 1, a->q, qn * 4);
+    x.out = place(d, 1, out, on * 4);
+    ck_assert_msg(b->iface->attention(b, &x, &err) == FG_OK, "%s: %s", b->iface->name, err.msg);
+    ck_assert_int_eq(d->iface->copy(d, out, FG_BUFT_HOST, x.out, FG_BUFT_DEVICE, on * 4, NULL,
+                                    &err), FG_OK);
+    unplace(d, 1, (void *)x.q);
+    unplace(d, 1, x.out);
+}
+
+/* Case x on the nb backends be (the last nd of them with their operands in device memory) */
+static void vcase_run(fg_backend **be, int nb, int nd, const vcase *x)
 {
     enum { GUARD = 16 };
     uint32_t kw = x->kvh * x->d, qw = x->heads * x->d, ow = x->heads * x->vd, cap = x->ctx + 2;
@@ -1232,7 +1250,10 @@ static void vcase_run(fg_backend **be, int nb, const vcase *x)
         memset(a.out, 0xff, (size_t)x->nq * ow * 4); /* NaN: every value must be written */
         for (int j = 0; j < GUARD; j++)
             a.out[(size_t)x->nq * ow + j] = 1234.0f;
-        ck_assert_msg(f->attention(bx, &a, &err) == FG_OK, "%s: %s", f->name, err.msg);
+        if (b >= nb - nd)
+            vcase_on_device(bx, &a, (size_t)x->nq * qw, (size_t)x->nq * ow, out);
+        else
+            ck_assert_msg(f->attention(bx, &a, &err) == FG_OK, "%s: %s", f->name, err.msg);
         for (int j = 0; j < GUARD; j++)
             ck_assert_msg(a.out[(size_t)x->nq * ow + j] == 1234.0f, "%s wrote past its output",
                           f->name);
@@ -1245,9 +1266,10 @@ static void vcase_run(fg_backend **be, int nb, const vcase *x)
             double dj = fabs((double)out[j] - ref[j]);
             m = dj > m || dj != dj ? dj : m;
         }
-        ck_assert_msg(e < 1e-10 && m <= DEC_TOL, "%s: %u/%u heads, keys of %u, values of %u "
+        ck_assert_msg(e < 1e-10 && m <= DEC_TOL, "%s%s: %u/%u heads, keys of %u, values of %u "
                       "from %u (%s), ctx %u, %u queries, window %u, %d-bit: nmse %g, max %g",
-                      f->name, x->heads, x->kvh, x->d, x->vd, x->voff,
+                      f->name, b >= nb - nd ? " (beside the cache)" : "", x->heads, x->kvh, x->d,
+                      x->vd, x->voff,
                       x->in_k ? "in the key rows" : "a plane", x->ctx, x->nq, x->window, x->bits,
                       e, m);
     }
@@ -1261,11 +1283,19 @@ static void vcase_run(fg_backend **be, int nb, const vcase *x)
  * the CUDA split kernels, reading the codec) and prefill shapes (k_attention), grouped-query
  * heads, windows, soft-cap, sinks, values wider than the keys (the split kernel leaves those
  * to k_attention), DeepSeek's own dims (keys 576 = rope 64 + latent 512, values the latent);
- * and an offset inside a quantized group, refused by every backend. */
+ * each also on the device backends with cpu_attention, the queries and output in device
+ * memory and the cache in host memory (fgb_attention_on_host's room: the output's and the
+ * value rows' sizes); and an offset inside a quantized group, refused by every backend. */
 START_TEST(attention_value_width_every_backend)
 {
-    fg_backend *be[4];
-    int nb = backends(be);
+    fg_backend *be[6];
+    int nb = backends(be), nd = 0;
+    fg_err err;
+    fg_backend_sim_opts so = {2, FG_COMPUTE_F32, 64u << 20, 0, 1, 0};
+    ck_assert_int_eq(fg_backend_sim_create(&so, &be[nb + nd++], &err), FG_OK);
+    fg_backend_cuda_opts co = {0, 2, FG_COMPUTE_F32, 1};
+    if (fg_backend_cuda_create(&co, &be[nb + nd], &err) == FG_OK)
+        nd++;
     static const vcase cases[] = {
         /* heads kvh d vd voff ctx nq window bits group in_k softcap sink */
         {4, 1, 40, 32, 8, 70, 1, 0, 0, 0, 1, 0, 0},        /* absorbed decode, f32 */
@@ -1282,7 +1312,7 @@ START_TEST(attention_value_width_every_backend)
         {16, 1, 576, 512, 64, 130, 2, 0, 4, 64, 1, 0, 0},  /* DeepSeek's, fg's 4-bit cache */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        vcase_run(be, nb, &cases[i]);
+        vcase_run(be, nb + nd, nd, &cases[i]);
     /* an offset inside a group (8 of a group of 16): refused, whoever runs it */
     enum { CAP = 8, D = 32 };
     fg_codec c = fg_codec_quant(4, 16, 1);
@@ -1290,16 +1320,15 @@ START_TEST(attention_value_width_every_backend)
     uint8_t *kc = calloc(CAP, rb), valid[CAP] = {1, 1, 1, 1, 1, 1, 1, 1};
     float q[D] = {0}, out[D], sc[2 * CAP], kt[CAP * D];
     fg_kv_view kv = {kc, kc, c, rb, D, CAP};
-    for (int b = -1; b < nb; b++) {
+    for (int b = -1; b < nb + nd; b++) {
         const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
         fg_attn_op a = {q, kv, valid, 1, 3, 1, 1, D, 0, 0, out, sc, 2 * CAP, 1, kt, kt, 0, NULL,
                         24, 8};
-        fg_err err;
         ck_assert_msg(f->attention(b < 0 ? NULL : be[b], &a, &err) == FG_ERR_INVALID_ARG,
                       "%s took a value offset inside a group", f->name);
     }
     free(kc);
-    free_all(be, nb);
+    free_all(be, nb + nd);
 }
 END_TEST
 
