@@ -9,8 +9,8 @@
  *    piece), row gather from a typed table, LayerNorm, RMSNorm, RoPE, activations (relu, gelu,
  *    gelu-tanh, silu-gated, tanh, gpt-oss's clamped SwiGLU), add, scale, argmax of rows (greedy
  *    sampling), scatter of rows (a mixture of experts' outputs), KV encode, attention (causal,
- *    grouped-query, sliding window, top-k sparse, soft-capped, with sinks, over an f32 or
- *    4/8-bit cache).
+ *    grouped-query, sliding window, top-k sparse, soft-capped, with sinks, values of a width
+ *    and place of their own, over an f32 or 4/8-bit cache).
  * The CPU backend (OpenBLAS sgemm + SIMD kernels, each with a scalar reference, one helper-thread
  * pool) is always present. Its ops are synchronous and its device is the host device (no
  * pinned or device memory). A device backend fills the same table; every op has a scalar reference
@@ -89,18 +89,32 @@ size_t fg_kv_row_bytes(const fg_codec *c, uint32_t width);
 /* Attention of n_q consecutive queries of one sequence against its cache, all heads. Query i
  * sits at cache position q_pos0 + i and attends the keys t <= q_pos0 + i with valid[t] set and,
  * when window > 0, t > q_pos0 + i - window. Query head h reads KV head h / (n_heads /
- * n_kv_heads). Positions are cache rows (left padding included). */
+ * n_kv_heads). Positions are cache rows (left padding included).
+ * Values of another width than the keys (multi-head latent attention): v_dim values a head,
+ * which need not be head_dim, in value rows of vw = v_off + n_kv_heads * v_dim values at kv.v,
+ * KV head g's at v_off + g * v_dim (v_dim 0: head_dim; with v_off 0 too, vw = kv.width and
+ * the value rows are the key rows' shape, as before). A value row takes 4 vw bytes in f32, or
+ * fg_kv_row_bytes(codec, vw) quantized (the key rows' bytes when vw = kv.width: MLA's absorbed
+ * decode attends the latent c, dims [pe, pe + r) of its cache rows [rope(k_pe) | c], with kv.v
+ * = kv.k and v_off = pe). A quantized cache takes v_off only at a group boundary along the
+ * row (v_off a multiple of codec.group_size, groups along the row): the values are then a
+ * quantized row of their own from byte v_off / group_size x group_bytes, whose groups are the
+ * row's, which is how the CUDA split kernels address them in the codec (an offset inside a
+ * group would put the rope dims and the first values under one scale, a group the values'
+ * reader does not start at); other offsets are refused (FG_ERR_INVALID_ARG). */
 typedef struct fg_attn_op {
     const float *q;         /* [n_q, n_heads * head_dim], already scaled */
     fg_kv_view kv;          /* rows [0, q_pos0 + n_q) are read */
     const uint8_t *valid;   /* [kv.cap]: 1 = a real token */
     uint32_t n_q, q_pos0, n_heads, n_kv_heads, head_dim, window;
     float keep;             /* top-k sparse: the ceil(keep * n) best-scoring keys; 0 or 1 dense */
-    float *out;             /* [n_q, n_heads * head_dim] */
+    float *out;             /* [n_q, n_heads * v_dim] (v_dim 0: head_dim) */
     float *scratch;         /* scratch_parts regions of scratch_stride >= 2 * (q_pos0 + n_q) */
     size_t scratch_stride;
     uint32_t scratch_parts;
-    float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room each */
+    float *k_tmp, *v_tmp;   /* quantized cache: [q_pos0 + n_q, width] decode room for the
+                             * keys, [q_pos0 + n_q, vw] for the values (v_tmp unused when
+                             * kv.v = kv.k and vw = width: one decode serves both) */
     float softcap;          /* > 0: each score s (q already scaled) becomes softcap *
                              * tanh(s / softcap) before the softmax (Gemma 2); 0: none */
     const float *sinks;     /* [n_heads] or NULL: each head's softmax also counts exp(sinks[h])
@@ -109,6 +123,8 @@ typedef struct fg_attn_op {
                              * exp(s_t - m) / (sum_t exp(s_t - m) + exp(sinks[h] - m)), after
                              * the soft-cap and the top-k, so they sum to less than 1; a query
                              * whose keys are all masked still gets zeros */
+    uint32_t v_dim;         /* values a head (0: head_dim; see above) */
+    uint32_t v_off;         /* where a value row's values start (values, not bytes) */
 } fg_attn_op;
 
 /* RoPE in transformers' rotate-half layout: for each head, dims i and i + d/2 (i < d/2, d =
@@ -374,12 +390,14 @@ int fg_backend_ref_create(fg_backend **out, fg_err *err);
 /* ---- CPU kernels, exported for tests: each SIMD path has a scalar _ref twin ---- */
 typedef struct fg_attn_args {
     const float *q;        /* [n_q, n_heads * head_dim] */
-    const float *k, *v;    /* [n_ctx, kv_stride] cache rows; KV head g at column g * head_dim */
+    const float *k, *v;    /* [n_ctx, kv_stride] key rows, KV head g at column g * head_dim;
+                            * value rows v_stride apart from v (their first value: v_off
+                            * already added), KV head g's at g * v_dim */
     size_t kv_stride;
     const uint8_t *valid;
     uint32_t n_q, q_pos0;
     uint32_t n_heads, head_dim;
-    float *out;
+    float *out;            /* [n_q, n_heads * v_dim] */
     float *scratch;
     float keep;
     size_t scratch_stride;
@@ -388,6 +406,8 @@ typedef struct fg_attn_args {
     uint32_t window;       /* 0 = none */
     float softcap;         /* 0 = none (fg_attn_op.softcap) */
     const float *sinks;    /* [n_heads] or NULL (fg_attn_op.sinks) */
+    size_t v_stride;       /* 0 = kv_stride */
+    uint32_t v_dim;        /* values a head, out [n_q, n_heads * v_dim]; 0 = head_dim */
 } fg_attn_args;
 
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,

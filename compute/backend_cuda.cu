@@ -997,38 +997,47 @@ static int on_cuda_device(const fg_device *d, const void *p)
     return is_dev(p);
 }
 
-/* The cache's rows [0, ctx) as f32 on the device (decoded into staged room when quantized). */
+/* Rows [0, ctx) of `width` values (row_bytes each, staged or on the device at src) decoded to
+ * f32 into dst (device room for ctx x width floats). */
+static int kv_decode_plane(op *o, const fg_codec *c, const void *src, uint32_t width,
+                           size_t row_bytes, uint32_t ctx, void *dst, fg_err *err)
+{
+    uint64_t dims[2] = {ctx, width};
+    fg_qview q;
+    int rc = fg_codec_qview(c, 2, dims, ctx, &q, err);
+    return rc ? rc : fg_quant_cuda_decode(c, &q, src, (size_t)ctx * row_bytes, dst, FG_CODEC_F32,
+                                          width, o->c->cs, err);
+}
+
+/* The cache's rows [0, ctx) as f32 on the device (decoded into staged room when quantized), *v
+ * at the first value (v_off into the value rows; rows the keys' memory are read once). */
 static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, const float **v,
                   fg_err *err)
 {
     void *kb, *vb;
-    uint32_t at;
+    uint32_t at, vw = fgb_attn_vwidth(a);
+    int same = fgb_attn_v_is_k(a);
+    fg_kv_view vrows = a->kv;
+    vrows.row_bytes = fgb_attn_vrow_bytes(a);
     int rc = kv_side(o, a->kv.k, &a->kv, 0, ctx, 1, 0, &kb, &at, err);
-    if (rc == FG_OK)
-        rc = kv_side(o, a->kv.v, &a->kv, 0, ctx, 1, 0, &vb, &at, err);
+    vb = kb;
+    if (rc == FG_OK && !same)
+        rc = kv_side(o, a->kv.v, &vrows, 0, ctx, 1, 0, &vb, &at, err);
     if (rc || a->kv.codec.id == FG_CODEC_F32) {
         *k = (const float *)kb;
-        *v = (const float *)vb;
+        *v = (const float *)vb + a->v_off;
         return rc;
     }
-    void *kf, *vf;
-    size_t f = (size_t)ctx * a->kv.width * 4;
-    uint64_t dims[2] = {ctx, a->kv.width};
-    fg_qview q;
-    rc = scratch(o, a->k_tmp, f, &kf, err);
+    void *kf, *vf = NULL;
+    rc = scratch(o, a->k_tmp, (size_t)ctx * a->kv.width * 4, &kf, err);
+    if (rc == FG_OK && !same)
+        rc = scratch(o, a->v_tmp, (size_t)ctx * vw * 4, &vf, err);
     if (rc == FG_OK)
-        rc = scratch(o, a->v_tmp, f, &vf, err);
-    if (rc == FG_OK)
-        rc = fg_codec_qview(&a->kv.codec, 2, dims, ctx, &q, err);
-    size_t len = (size_t)ctx * a->kv.row_bytes;
-    if (rc == FG_OK)
-        rc = fg_quant_cuda_decode(&a->kv.codec, &q, kb, len, kf, FG_CODEC_F32, a->kv.width,
-                                  o->c->cs, err);
-    if (rc == FG_OK)
-        rc = fg_quant_cuda_decode(&a->kv.codec, &q, vb, len, vf, FG_CODEC_F32, a->kv.width,
-                                  o->c->cs, err);
+        rc = kv_decode_plane(o, &a->kv.codec, kb, a->kv.width, a->kv.row_bytes, ctx, kf, err);
+    if (rc == FG_OK && !same)
+        rc = kv_decode_plane(o, &a->kv.codec, vb, vw, vrows.row_bytes, ctx, vf, err);
     *k = (const float *)kf;
-    *v = (const float *)vf;
+    *v = (const float *)(same ? kf : vf) + a->v_off;
     return rc;
 }
 
@@ -1046,24 +1055,28 @@ static int kv_f32(op *o, const fg_attn_op *a, uint32_t ctx, const float **k, con
 /* k_attn_split's shared memory */
 static size_t adec_smem(const attn_dec_k *p)
 {
-    return 4 * ((size_t)adec_dots(p->hpb, p->tk, p->cpr, p->kpp, p->head_dim) +
+    return 4 * ((size_t)adec_dots(p->hpb, p->tk, p->cpr, p->kpp, p->v_dim) +
                 (size_t)p->hpb * p->tk + 3 * p->hpb);
 }
 
 /* The split kernel's parameters for op a (all but the pointers and the codec's kernel), or 0
  * when it does not cover a (more than 4 queries, top-k, a head_dim not a multiple of 8 or over
- * 1024, a codec it does not read): k_attention runs those. */
+ * 1024, values wider than the keys or not a multiple of 8, a codec it does not read):
+ * k_attention runs those. A thread owns the same 8 columns of a key row and of a value row
+ * (fewer value chunks: the threads past them read no values). */
 static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
 {
     const fg_codec *c = &a->kv.codec;
-    uint32_t d = a->head_dim, grp = a->n_heads / a->n_kv_heads;
-    if (a->n_q > 4 || (a->keep > 0.0f && a->keep < 1.0f) || d % 8 || !d || d / 8 > ADEC_MAX_T)
+    uint32_t d = a->head_dim, grp = a->n_heads / a->n_kv_heads, vd = fgb_attn_vdim(a);
+    if (a->n_q > 4 || (a->keep > 0.0f && a->keep < 1.0f) || d % 8 || !d || d / 8 > ADEC_MAX_T ||
+        vd % 8 || vd > d)
         return 0;
     memset(p, 0, sizeof *p);
+    p->v_row_bytes = fgb_attn_vrow_bytes(a);
     if (c->id == FG_CODEC_Q4 || c->id == FG_CODEC_Q8) {
         uint64_t dims[2] = {1, a->kv.width};
         fg_qview v;
-        if (c->group_axis != 1 || fg_codec_qview(c, 2, dims, 1, &v, NULL) ||
+        if (c->group_axis != 1 || c->group_size % 8 || fg_codec_qview(c, 2, dims, 1, &v, NULL) ||
             v.n_groups * v.group_bytes != a->kv.row_bytes)
             return 0;
         p->G = c->group_size;
@@ -1071,9 +1084,12 @@ static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
         p->f16scale = c->scale_dtype == FG_SCALE_F16;
         p->hdr = p->f16scale ? 4 : 8;
         p->hi_first = c->nibble_order == FG_NIBBLE_HI_FIRST;
-    } else if (c->id != FG_CODEC_F32 || a->kv.row_bytes % 16 ||
-               ((uintptr_t)a->kv.k | (uintptr_t)a->kv.v) % 16) { /* 16-byte loads */
-        return 0;
+        p->v_at = (size_t)a->v_off / c->group_size * v.group_bytes; /* (a whole group in) */
+    } else if (c->id != FG_CODEC_F32 || a->kv.row_bytes % 16 || p->v_row_bytes % 16 ||
+               a->v_off % 4 || ((uintptr_t)a->kv.k | (uintptr_t)a->kv.v) % 16) {
+        return 0; /* 16-byte loads */
+    } else {
+        p->v_at = (size_t)a->v_off * 4;
     }
     p->hpb = grp < ADEC_HG ? grp : ADEC_HG;
     p->cpr = d / 8;
@@ -1090,6 +1106,7 @@ static int adec_plan(const fg_attn_op *a, attn_dec_k *p)
     p->split = (uint32_t)((split + 31) / 32 * 32);
     p->n_split = (uint32_t)((range + p->split - 1) / p->split);
     p->row_bytes = a->kv.row_bytes;
+    p->v_dim = vd, p->cprv = vd / 8;
     p->n_heads = a->n_heads, p->grp = grp, p->head_dim = d, p->q_pos0 = a->q_pos0;
     p->window = w, p->softcap = a->softcap;
     return 1;
@@ -1101,15 +1118,19 @@ static int attention_split(op *o, const fg_attn_op *a, attn_dec_k *p, const floa
 {
     uint32_t ctx = a->q_pos0 + a->n_q, at;
     void *kb, *vb, *part = NULL;
+    fg_kv_view vrows = a->kv;
+    vrows.row_bytes = p->v_row_bytes;
     int rc = kv_side(o, a->kv.k, &a->kv, 0, ctx, 1, 0, &kb, &at, err);
-    if (rc == FG_OK)
-        rc = kv_side(o, a->kv.v, &a->kv, 0, ctx, 1, 0, &vb, &at, err);
-    size_t n = (size_t)a->n_q * a->n_heads * p->n_split * (a->head_dim + 2) * 4;
+    vb = kb; /* the values in the keys' rows (MLA) cross the link once */
+    if (rc == FG_OK && !fgb_attn_v_is_k(a))
+        rc = kv_side(o, a->kv.v, &vrows, 0, ctx, 1, 0, &vb, &at, err);
+    size_t n = (size_t)a->n_q * a->n_heads * p->n_split * (p->v_dim + 2) * 4;
     if (rc == FG_OK) /* stream-ordered, not staged: an op on device operands stays queued */
         rc = ck(cudaMallocAsync(&part, n, o->c->cs), "cudaMallocAsync", err);
     if (rc)
         return rc;
-    p->q = dq, p->k = (const uint8_t *)kb, p->v = (const uint8_t *)vb, p->valid = dvalid;
+    p->q = dq, p->k = (const uint8_t *)kb, p->v = (const uint8_t *)vb + p->v_at;
+    p->valid = dvalid;
     p->part = (float *)part;
     uint32_t groups = (p->grp + p->hpb - 1) / p->hpb, id = a->kv.codec.id;
     dim3 grid(a->n_kv_heads * groups, p->n_split, a->n_q);
@@ -1121,7 +1142,7 @@ static int attention_split(op *o, const fg_attn_op *a, attn_dec_k *p, const floa
     ks[p->hpb == 1][id == FG_CODEC_Q4 ? 1 : id == FG_CODEC_Q8 ? 2 : 0]<<<grid, threads, sm,
                                                                         o->c->cs>>>(*p);
     k_attn_combine<<<dim3(a->n_heads, a->n_q), ADEC_MAX_T, p->n_split * 4, o->c->cs>>>(
-        p->part, dsinks, dout, a->n_heads, a->head_dim, p->n_split);
+        p->part, dsinks, dout, a->n_heads, p->v_dim, p->n_split);
     cudaFreeAsync(part, o->c->cs);
     return FG_OK;
 }
@@ -1137,7 +1158,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     if (c->cpu_attention && !is_dev(a->kv.k) && !is_dev(a->kv.v)) /* where the cache lives */
         return fgb_attention_on_host(c->cpu, be->dev, on_cuda_device, &c->room, a, err);
     op o = op_begin(be);
-    uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
+    uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim, vd = fgb_attn_vdim(a);
     const float *k = NULL, *v = NULL;
     void *dq, *dvalid, *dsinks = NULL, *dout, *sc = NULL;
     rc = opnd(&o, a->q, (size_t)a->n_q * qw * 4, 1, 0, &dq, err);
@@ -1146,7 +1167,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     if (rc == FG_OK)
         rc = opnd(&o, a->sinks, (size_t)a->n_heads * 4, 1, 0, &dsinks, err);
     if (rc == FG_OK)
-        rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &dout, err);
+        rc = opnd(&o, a->out, (size_t)a->n_q * a->n_heads * vd * 4, 0, 1, &dout, err);
     attn_dec_k plan;
     if (rc == FG_OK && adec_plan(a, &plan))
         return op_end(&o, attention_split(&o, a, &plan, (const float *)dq,
@@ -1161,7 +1182,7 @@ static int cu_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     attn_k p = {(const float *)dq, k, v, (const uint8_t *)dvalid, (float *)dout, (float *)sc,
                 a->kv.width, a->n_q, a->q_pos0, a->n_heads, a->head_dim,
                 a->n_heads / a->n_kv_heads, a->window, ctx, 0, a->keep, a->softcap,
-                (const float *)dsinks};
+                (const float *)dsinks, fgb_attn_vwidth(a), vd};
     for (uint32_t j0 = 0; rc == FG_OK && j0 < problems; j0 += batch) {
         p.j0 = j0;
         uint32_t nb = problems - j0 < batch ? problems - j0 : batch;

@@ -16,15 +16,21 @@ uint64_t fgb_quantum(const fg_wpiece *p);
 /* Check a piece against the weight it belongs to ([n, k]). */
 int fgb_check_piece(const fg_wpiece *p, uint32_t n, uint32_t k, fg_err *err);
 
-/* KV rows [row, row + n) to/from f32. */
+/* KV rows [row, row + n) from f32 (decoding them: fgb_kv_f32). */
 int fgb_kv_encode(const fg_kv_view *kv, uint32_t row, const float *k, const float *v, uint32_t n,
                   fg_quant_isa isa, fg_err *err);
-int fgb_kv_decode(const fg_kv_view *kv, uint32_t n, float *k, float *v, fg_quant_isa isa,
-                  fg_err *err);
-/* The f32 rows attention reads: the cache itself, or decoded into a's k_tmp/v_tmp. */
+/* An attention op's values (backend.h fg_attn_op): values a head, values a value row (vw),
+ * bytes a value row in the cache's codec. */
+uint32_t fgb_attn_vdim(const fg_attn_op *a);
+uint32_t fgb_attn_vwidth(const fg_attn_op *a);
+size_t fgb_attn_vrow_bytes(const fg_attn_op *a);
+/* The value rows are the key rows' memory (MLA's absorbed decode): one decode serves both. */
+int fgb_attn_v_is_k(const fg_attn_op *a);
+/* The f32 rows attention reads: the cache itself, or decoded into a's k_tmp/v_tmp; *v points
+ * at the first value (v_off into the value rows). */
 int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_isa isa,
                fg_err *err);
-/* fg_attn_args for the kernels from an op whose rows are f32 at k, v. */
+/* fg_attn_args for the kernels from an op whose rows are f32 at k, v (v: fgb_kv_f32's). */
 fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v);
 int fgb_attn_check(const fg_attn_op *a, fg_err *err);
 /* scatter's row indices idx[0..n) (host memory) all within [0, y_rows)? */

@@ -499,27 +499,32 @@ static int sim_attention(fg_backend *be, const fg_attn_op *a, fg_err *err)
     op o = op_begin(be);
     fg_attn_op d = *a;
     uint32_t ctx = a->q_pos0 + a->n_q, qw = a->n_heads * a->head_dim;
+    uint32_t ow = a->n_heads * fgb_attn_vdim(a);
+    fg_kv_view vrows = a->kv; /* the value rows' shape */
+    vrows.row_bytes = fgb_attn_vrow_bytes(a);
     void *p;
     int quant = a->kv.codec.id != FG_CODEC_F32;
     rc = opnd(&o, a->q, (size_t)a->n_q * qw * 4, 1, 0, &p, err);
     d.q = p;
     if (rc == FG_OK && (rc = kv_side(&o, a->kv.k, &a->kv, 0, ctx, 1, 0, &p, err)) == FG_OK)
-        d.kv.k = p;
-    if (rc == FG_OK && (rc = kv_side(&o, a->kv.v, &a->kv, 0, ctx, 1, 0, &p, err)) == FG_OK)
+        d.kv.k = d.kv.v = p; /* the values in the keys' rows (MLA) cross the link once */
+    if (rc == FG_OK && !fgb_attn_v_is_k(a) &&
+        (rc = kv_side(&o, a->kv.v, &vrows, 0, ctx, 1, 0, &p, err)) == FG_OK)
         d.kv.v = p;
     if (rc == FG_OK && (rc = opnd(&o, a->valid, a->kv.cap, 1, 0, &p, err)) == FG_OK)
         d.valid = p;
     if (rc == FG_OK && (rc = opnd(&o, a->sinks, (size_t)a->n_heads * 4, 1, 0, &p, err)) == FG_OK)
         d.sinks = p;
-    if (rc == FG_OK && (rc = opnd(&o, a->out, (size_t)a->n_q * qw * 4, 0, 1, &p, err)) == FG_OK)
+    if (rc == FG_OK && (rc = opnd(&o, a->out, (size_t)a->n_q * ow * 4, 0, 1, &p, err)) == FG_OK)
         d.out = p;
     if (rc == FG_OK && (rc = opnd(&o, a->scratch, a->scratch_parts * a->scratch_stride * 4, 0, 0,
                                   &p, err)) == FG_OK)
         d.scratch = p;
-    size_t tmp = (size_t)ctx * a->kv.width * 4;
+    size_t tmp = (size_t)ctx * a->kv.width * 4, vtmp = (size_t)ctx * fgb_attn_vwidth(a) * 4;
     if (rc == FG_OK && quant && (rc = opnd(&o, a->k_tmp, tmp, 0, 0, &p, err)) == FG_OK)
         d.k_tmp = p;
-    if (rc == FG_OK && quant && (rc = opnd(&o, a->v_tmp, tmp, 0, 0, &p, err)) == FG_OK)
+    if (rc == FG_OK && quant && !fgb_attn_v_is_k(a) &&
+        (rc = opnd(&o, a->v_tmp, vtmp, 0, 0, &p, err)) == FG_OK)
         d.v_tmp = p;
     if (rc == FG_OK) {
         double t0 = fg_now();

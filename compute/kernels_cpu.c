@@ -8,7 +8,8 @@
  *
  * Attention (fg_attn_args in backend.h) follows Hugging Face's eager OPT attention: scores
  * q.k over the causal window, masked keys skipped (they get -inf, i.e. zero weight), softmax
- * with the max subtracted, output the weighted sum of v rows. A query row whose keys are all
+ * with the max subtracted, output the weighted sum of v rows (v_dim values a head, which MLA
+ * makes other than the keys' head_dim). A query row whose keys are all
  * masked (a left-padding position) gets zeros; its logits are never used.
  * Sparse attention (keep < 1, FlexGen's top-k): only the ceil(keep * n_valid) keys with the
  * highest scores take part in the softmax, and only their v rows are read; the threshold is
@@ -365,8 +366,9 @@ __attribute__((target("avx2,fma"))) static void pv_avx2(float *o, const float *v
 static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int blocked,
                            uint32_t part, uint32_t n_parts)
 {
-    uint32_t d = a->head_dim, width = a->n_heads * d;
+    uint32_t d = a->head_dim, width = a->n_heads * d, vd = a->v_dim ? a->v_dim : d;
     uint32_t kvh = a->n_kv_heads ? a->n_kv_heads : a->n_heads, grp = a->n_heads / kvh;
+    size_t vs = a->v_stride ? a->v_stride : a->kv_stride, ow = (size_t)a->n_heads * vd;
     float *sc = a->scratch + part * a->scratch_stride;
     for (uint64_t j = part; j < (uint64_t)a->n_q * a->n_heads; j += n_parts) {
         uint32_t i = (uint32_t)(j % a->n_q), h = (uint32_t)(j / a->n_q);
@@ -374,8 +376,8 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int 
         uint32_t t0 = a->window && end > a->window ? end - a->window : 0, n = end - t0;
         const float *q = a->q + (size_t)i * width + (size_t)h * d;
         const float *kb = a->k + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
-        const float *vb = a->v + (size_t)t0 * a->kv_stride + (size_t)(h / grp) * d;
-        float *o = a->out + (size_t)i * width + (size_t)h * d, mx = -INFINITY, sum = 0.0f;
+        const float *vb = a->v + (size_t)t0 * vs + (size_t)(h / grp) * vd;
+        float *o = a->out + (size_t)i * ow + (size_t)h * vd, mx = -INFINITY, sum = 0.0f;
         if (blocked)
             scores_avx2(q, kb, a->kv_stride, a->valid + t0, n, d, sc);
         else
@@ -385,7 +387,7 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int 
             sc[t] = sc[t] != -INFINITY ? a->softcap * tanhf(sc[t] / a->softcap) : sc[t];
         for (uint32_t t = 0; t < n; t++)
             mx = sc[t] > mx ? sc[t] : mx;
-        memset(o, 0, d * sizeof *o);
+        memset(o, 0, vd * sizeof *o);
         if (mx == -INFINITY)
             continue; /* every key masked: a padding query */
         if (a->keep > 0.0f && a->keep < 1.0f)
@@ -401,12 +403,12 @@ static void attention_with(const fg_attn_args *a, dot_fn dot, axpy_fn axpy, int 
             sum += expf(sink - mx);
         float inv = 1.0f / sum;
         if (blocked) {
-            pv_avx2(o, vb, a->kv_stride, sc, inv, n, d);
+            pv_avx2(o, vb, vs, sc, inv, n, vd);
             continue;
         }
         for (uint32_t t = 0; t < n; t++)
             if (sc[t] != 0.0f)
-                axpy(o, vb + t * a->kv_stride, sc[t] * inv, d);
+                axpy(o, vb + t * vs, sc[t] * inv, vd);
     }
 }
 

@@ -274,6 +274,7 @@ struct attn_k {
     float keep;
     float softcap;           /* > 0: each score capped to softcap * tanh(s / softcap) */
     const float *sinks;      /* [n_heads] or NULL: exp(sinks[h]) joins head h's denominator */
+    uint32_t v_stride, v_dim; /* value rows (v at the first value), values a head */
 };
 
 /* A float's bits as an unsigned key in the floats' order (-0 just below +0). */
@@ -315,11 +316,11 @@ __global__ void k_attention(attn_k a)
     FG_DYNAMIC_SHARED(float, qs);
     uint32_t j = a.j0 + blockIdx.x, i = j / a.n_heads, h = j % a.n_heads, d = a.head_dim;
     uint32_t end = a.q_pos0 + i + 1, t0 = a.window && end > a.window ? end - a.window : 0;
-    uint32_t n = end - t0, width = a.n_heads * d;
+    uint32_t n = end - t0, width = a.n_heads * d, vd = a.v_dim;
     const float *q = a.q + (size_t)i * width + (size_t)h * d;
     const float *kb = a.k + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
-    const float *vb = a.v + (size_t)t0 * a.kv_stride + (size_t)(h / a.grp) * d;
-    float *o = a.out + (size_t)i * width + (size_t)h * d;
+    const float *vb = a.v + (size_t)t0 * a.v_stride + (size_t)(h / a.grp) * vd;
+    float *o = a.out + ((size_t)i * a.n_heads + h) * vd;
     float *sc = a.scores + (size_t)blockIdx.x * a.ctx;
     for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
         qs[c] = q[c];
@@ -340,7 +341,7 @@ __global__ void k_attention(attn_k a)
     }
     mx = block_max(mx, sh);
     if (mx == -INFINITY) { /* every key masked: a padding query */
-        for (uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+        for (uint32_t c = threadIdx.x; c < vd; c += blockDim.x)
             o[c] = 0.0f;
         return;
     }
@@ -367,34 +368,34 @@ __global__ void k_attention(attn_k a)
     if (a.sinks) /* the sink's share of the denominator; its weight is dropped */
         sum += expf(sink - mx);
     float inv = 1.0f / sum;
-    /* the weighted sum of V: with d <= blockDim, g = blockDim / d groups of d threads each sum
-     * every g-th key (a decode's one query a sequence leaves few blocks: its keys are what is
-     * left to split), then the first group adds the groups' sums in group order */
-    uint32_t g = d <= blockDim.x ? blockDim.x / d : 1, grp = threadIdx.x / d;
-    float *part = qs + d; /* [g][d] beside q */
+    /* the weighted sum of V: with vd <= blockDim, g = blockDim / vd groups of vd threads each
+     * sum every g-th key (a decode's one query a sequence leaves few blocks: its keys are what
+     * is left to split), then the first group adds the groups' sums in group order */
+    uint32_t g = vd <= blockDim.x ? blockDim.x / vd : 1, grp = threadIdx.x / vd;
+    float *part = qs + d; /* [g][vd] beside q (g vd <= blockDim floats) */
     if (g > 1) {
-        uint32_t c = threadIdx.x % d;
+        uint32_t c = threadIdx.x % vd;
         float acc = 0.0f;
         if (grp < g)
             for (uint32_t t = grp; t < n; t += g)
                 if (sc[t] != 0.0f)
-                    acc += sc[t] * inv * vb[(size_t)t * a.kv_stride + c];
+                    acc += sc[t] * inv * vb[(size_t)t * a.v_stride + c];
         if (grp < g)
-            part[grp * d + c] = acc;
+            part[grp * vd + c] = acc;
         __syncthreads();
         if (grp == 0) {
             float tot = part[c];
             for (uint32_t k = 1; k < g; k++)
-                tot += part[k * d + c];
+                tot += part[k * vd + c];
             o[c] = tot;
         }
         return;
     }
-    for (uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+    for (uint32_t c = threadIdx.x; c < vd; c += blockDim.x) {
         float acc = 0.0f;
         for (uint32_t t = 0; t < n; t++)
             if (sc[t] != 0.0f)
-                acc += sc[t] * inv * vb[(size_t)t * a.kv_stride + c];
+                acc += sc[t] * inv * vb[(size_t)t * a.v_stride + c];
         o[c] = acc;
     }
 }
@@ -413,8 +414,12 @@ __global__ void k_attention(attn_k a)
  * once for all the block's query heads, the next tile's K loads are issued once this tile's
  * scores are taken and its V loads once its V is summed (in flight during the next step's
  * work), and decoded values never go through shared memory (f32 there would cost 8 times the
- * bytes of 4-bit codes). The threads' sums meet in shared memory at the end, in key-lane order,
- * as a partial [m, l, acc[d]] per (query, head, split) in part. k_attn_combine adds the splits:
+ * bytes of 4-bit codes). Values of v_dim <= head_dim dims a head (MLA's absorbed decode: the
+ * latent part of its cache rows) go to the threads whose 8 columns cc fall in [0, v_dim / 8),
+ * each reading value row t's chunk cc of KV head g, columns g * v_dim + 8 cc from the values'
+ * start; the others read keys only. The threads' sums meet in shared memory at the end, in
+ * key-lane order, as a partial [m, l, acc[v_dim]] per (query, head, split) in part.
+ * k_attn_combine adds the splits:
  * M = max(m_s, sink), out = sum acc_s e^(m_s - M) / (sum l_s e^(m_s - M) + e^(sink - M)); a
  * query with no valid key (every m_s = -inf) gets zeros. */
 #define ADEC_HG 4 /* query heads a block at most (their q and V sums live in registers; a
@@ -428,12 +433,14 @@ __global__ void k_attention(attn_k a)
 
 struct attn_dec_k {
     const float *q;            /* [n_q, n_heads * head_dim] */
-    const uint8_t *k, *v;      /* cache rows from 0, row_bytes apart */
+    const uint8_t *k, *v;      /* key rows from 0, row_bytes apart; v at the first value of
+                                * value row 0 (v_at bytes in), v_row_bytes apart */
     const uint8_t *valid;      /* [ctx] */
-    float *part;               /* [n_q][n_heads][n_split][head_dim + 2] */
-    size_t row_bytes;
+    float *part;               /* [n_q][n_heads][n_split][v_dim + 2] */
+    size_t row_bytes, v_row_bytes, v_at;
     uint32_t G, gbytes, hdr, f16scale, hi_first; /* Q4/Q8: groups of G along the row */
     uint32_t n_heads, grp, hpb, head_dim, cpr, kpp, q_pos0, window, lo, split, n_split, tk;
+    uint32_t v_dim, cprv;      /* values a head (<= head_dim), their 8-value chunks */
     float softcap;
 };
 
@@ -495,25 +502,27 @@ template <int BITS> __device__ void dec8(const attn_dec_k &a, const raw8 &r, flo
     }
 }
 
-/* This thread's chunks (rows t0 + u * kpp + key lane, u < ADEC_CH, below nt) of K or V. */
+/* This thread's chunks (rows t0 + u * kpp + key lane, u < ADEC_CH, below nt) of K or V (rows
+ * `stride` bytes apart). */
 template <int BITS> __device__ void load_rows(const attn_dec_k &a, const uint8_t *base,
-                                              uint32_t t0, uint32_t nt, uint32_t col, raw8 *r)
+                                              size_t stride, uint32_t t0, uint32_t nt,
+                                              uint32_t col, raw8 *r)
 {
     uint32_t kl = threadIdx.x / a.cpr;
     ADEC_UNROLL
     for (int u = 0; u < ADEC_CH; u++) {
         uint32_t t = u * a.kpp + kl;
         if (t < nt)
-            r[u] = load8<BITS>(a, base + (size_t)(t0 + t) * a.row_bytes, col);
+            r[u] = load8<BITS>(a, base + (size_t)(t0 + t) * stride, col);
     }
 }
 
 /* Shared memory (floats) of a block: the dot products [hpb][tk][cpr + 1] (or at the end the
- * threads' V sums [kpp][hpb][d]), then sc [hpb][tk], mrun, lrun, corr [hpb]. */
+ * threads' V sums [kpp][hpb][vd]), then sc [hpb][tk], mrun, lrun, corr [hpb]. */
 __host__ __device__ inline uint32_t adec_dots(uint32_t hpb, uint32_t tk, uint32_t cpr,
-                                              uint32_t kpp, uint32_t d)
+                                              uint32_t kpp, uint32_t vd)
 {
-    uint32_t dots = hpb * tk * (cpr + 1), sums = kpp * hpb * d;
+    uint32_t dots = hpb * tk * (cpr + 1), sums = kpp * hpb * vd;
     return dots > sums ? dots : sums;
 }
 
@@ -569,7 +578,9 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
     uint32_t nh = a.grp - blockIdx.x % groups * hpb, s = blockIdx.y, i = blockIdx.z;
     nh = nh < hpb ? nh : hpb;
     uint32_t cc = threadIdx.x % a.cpr, kl = threadIdx.x / a.cpr, col = g * d + cc * 8;
-    float *dots = sh, *sc = dots + adec_dots(hpb, tk, a.cpr, a.kpp, d), *mrun = sc + hpb * tk;
+    uint32_t vd = a.v_dim, colv = g * vd + cc * 8;
+    bool hasv = cc < a.cprv; /* this thread's columns hold values too */
+    float *dots = sh, *sc = dots + adec_dots(hpb, tk, a.cpr, a.kpp, vd), *mrun = sc + hpb * tk;
     float *lrun = mrun + hpb, *corr = lrun + hpb;
     float qr[HG][8], acc[HG][8];
     const float *q = a.q + ((size_t)i * a.n_heads + h0) * d + cc * 8;
@@ -586,8 +597,9 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
     b1 = b1 < end ? b1 : end;
     raw8 rk[ADEC_CH], rv[ADEC_CH];
     if (b0 < b1) {
-        load_rows<BITS>(a, a.k, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rk);
-        load_rows<BITS>(a, a.v, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rv);
+        load_rows<BITS>(a, a.k, a.row_bytes, b0, b1 - b0 < tk ? b1 - b0 : tk, col, rk);
+        if (hasv)
+            load_rows<BITS>(a, a.v, a.v_row_bytes, b0, b1 - b0 < tk ? b1 - b0 : tk, colv, rv);
     }
     __syncthreads();
     for (uint32_t t = b0; t < b1; t += tk) {
@@ -613,7 +625,7 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
         }
         __syncthreads();
         if (next < b1)
-            load_rows<BITS>(a, a.k, next, nn, col, rk);
+            load_rows<BITS>(a, a.k, a.row_bytes, next, nn, col, rk);
         adec_scores(a, t, nt, nh, dots, sc, mrun, lrun, corr);
         ADEC_UNROLL
         for (uint32_t h = 0; h < HG; h++)
@@ -622,7 +634,7 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
         ADEC_UNROLL
         for (int u = 0; u < ADEC_CH; u++) { /* the V chunks times their weights */
             uint32_t r = u * a.kpp + kl;
-            if (r >= nt)
+            if (r >= nt || !hasv)
                 continue;
             float y[8];
             dec8<BITS>(a, rv[u], y);
@@ -634,23 +646,23 @@ template <int BITS, int HG> __device__ void attn_split(const attn_dec_k &a)
                         acc[h][e] += p * y[e];
             }
         }
-        if (next < b1)
-            load_rows<BITS>(a, a.v, next, nn, col, rv);
+        if (next < b1 && hasv)
+            load_rows<BITS>(a, a.v, a.v_row_bytes, next, nn, colv, rv);
         /* sc and corr are rewritten after the next tile's first barrier */
     }
     ADEC_UNROLL
     for (uint32_t h = 0; h < HG; h++) /* dots' last readers passed a barrier since */
-        for (int e = 0; e < 8 && h < nh; e++)
-            dots[(kl * hpb + h) * d + cc * 8 + e] = acc[h][e];
+        for (int e = 0; e < 8 && h < nh && hasv; e++)
+            dots[(kl * hpb + h) * vd + cc * 8 + e] = acc[h][e];
     __syncthreads();
-    size_t stride = (size_t)d + 2;
+    size_t stride = (size_t)vd + 2;
     for (uint32_t j = threadIdx.x; j < nh * stride; j += blockDim.x) {
         uint32_t h = (uint32_t)(j / stride), c = (uint32_t)(j % stride);
         float *p = a.part + (((size_t)i * a.n_heads + h0 + h) * a.n_split + s) * stride, v = 0;
         if (c < 2)
             v = c == 0 ? mrun[h] : lrun[h];
         for (uint32_t k = 0; c >= 2 && k < a.kpp; k++)
-            v += dots[(k * hpb + h) * d + c - 2];
+            v += dots[(k * hpb + h) * vd + c - 2];
         p[c] = v;
     }
 }
@@ -672,13 +684,13 @@ ADEC_KERNEL(k_attn_split_f32_h1, 0, 1, 4)
 ADEC_KERNEL(k_attn_split_q4_h1, 4, 1, 4)
 ADEC_KERNEL(k_attn_split_q8_h1, 8, 1, 4)
 
-/* The splits of (query blockIdx.y, head blockIdx.x) into out (see above); shared: the splits'
- * weights e^(m_s - M). */
+/* The splits of (query blockIdx.y, head blockIdx.x) into out [n_q, n_heads * v_dim] (see
+ * above); shared: the splits' weights e^(m_s - M). */
 __global__ void k_attn_combine(const float *part, const float *sinks, float *out,
-                               uint32_t n_heads, uint32_t head_dim, uint32_t n_split)
+                               uint32_t n_heads, uint32_t v_dim, uint32_t n_split)
 {
     FG_DYNAMIC_SHARED(float, w);
-    uint32_t h = blockIdx.x, i = blockIdx.y, d = head_dim;
+    uint32_t h = blockIdx.x, i = blockIdx.y, d = v_dim;
     size_t stride = (size_t)d + 2;
     const float *p = part + ((size_t)i * n_heads + h) * n_split * stride;
     float *o = out + ((size_t)i * n_heads + h) * d;

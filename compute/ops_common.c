@@ -111,17 +111,48 @@ int fgb_kv_encode(const fg_kv_view *kv, uint32_t row, const float *k, const floa
     return rc;
 }
 
-int fgb_kv_decode(const fg_kv_view *kv, uint32_t n, float *k, float *v, fg_quant_isa isa,
-                  fg_err *err)
+/* Rows [0, n) of one plane of rows of `width` values (row_bytes each) decoded to f32 */
+static int kv_decode_plane(const fg_kv_view *kv, const void *src, uint32_t width, size_t row_bytes,
+                           uint32_t n, float *dst, fg_quant_isa isa, fg_err *err)
 {
+    fg_kv_view one = *kv;
+    one.width = width;
     fg_qview q;
-    int rc = kv_view(kv, n, &q, err);
-    size_t len = (size_t)n * kv->row_bytes;
-    if (rc == FG_OK)
-        rc = fg_quant_decode(&kv->codec, &q, kv->k, len, k, FG_CODEC_F32, 0, isa, err);
-    if (rc == FG_OK)
-        rc = fg_quant_decode(&kv->codec, &q, kv->v, len, v, FG_CODEC_F32, 0, isa, err);
-    return rc;
+    int rc = kv_view(&one, n, &q, err);
+    return rc ? rc : fg_quant_decode(&kv->codec, &q, src, (size_t)n * row_bytes, dst,
+                                     FG_CODEC_F32, 0, isa, err);
+}
+
+uint32_t fgb_attn_vdim(const fg_attn_op *a)
+{
+    return a->v_dim ? a->v_dim : a->head_dim;
+}
+
+uint32_t fgb_attn_vwidth(const fg_attn_op *a)
+{
+    return a->v_off + a->n_kv_heads * fgb_attn_vdim(a);
+}
+
+size_t fgb_attn_vrow_bytes(const fg_attn_op *a)
+{
+    return fg_kv_row_bytes(&a->kv.codec, fgb_attn_vwidth(a));
+}
+
+int fgb_attn_v_is_k(const fg_attn_op *a)
+{
+    return a->kv.v == a->kv.k && fgb_attn_vwidth(a) == a->kv.width;
+}
+
+/* The values' place: fits 32 bits, a row the codec can hold, a quantized cache's offset at a
+ * group boundary along the row (backend.h: where the values' own quantized row starts) */
+static int attn_values_ok(const fg_attn_op *a)
+{
+    const fg_codec *c = &a->kv.codec;
+    uint64_t vw = (uint64_t)a->v_off + (uint64_t)a->n_kv_heads * fgb_attn_vdim(a);
+    if (vw > UINT32_MAX || !fgb_attn_vrow_bytes(a))
+        return 0;
+    return c->id == FG_CODEC_F32 || !a->v_off ||
+           (c->group_axis == 1 && c->group_size && a->v_off % c->group_size == 0);
 }
 
 int fgb_attn_check(const fg_attn_op *a, fg_err *err)
@@ -133,6 +164,11 @@ int fgb_attn_check(const fg_attn_op *a, fg_err *err)
         return fg_err_set(err, FG_ERR_INVALID_ARG, "attention: %u heads over %u KV heads of %u, "
                           "cache rows %u of width %u, %u queries at %u", a->n_heads, kvh,
                           a->head_dim, a->kv.cap, a->kv.width, a->n_q, a->q_pos0);
+    if (!attn_values_ok(a))
+        return fg_err_set(err, FG_ERR_INVALID_ARG, "attention: values of %u dims a head from "
+                          "%u in rows of %s (a quantized row's offset must be a whole number of "
+                          "its groups of %u)", fgb_attn_vdim(a), a->v_off,
+                          fg_codec_name(a->kv.codec.id), a->kv.codec.group_size);
     return FG_OK;
 }
 
@@ -150,19 +186,25 @@ int fgb_kv_f32(const fg_attn_op *a, const float **k, const float **v, fg_quant_i
 {
     if (a->kv.codec.id == FG_CODEC_F32) {
         *k = a->kv.k;
-        *v = a->kv.v;
+        *v = (const float *)a->kv.v + a->v_off;
         return FG_OK;
     }
+    uint32_t n = a->q_pos0 + a->n_q;
+    int same = fgb_attn_v_is_k(a);
     *k = a->k_tmp;
-    *v = a->v_tmp;
-    return fgb_kv_decode(&a->kv, a->q_pos0 + a->n_q, a->k_tmp, a->v_tmp, isa, err);
+    *v = (same ? a->k_tmp : a->v_tmp) + a->v_off;
+    int rc = kv_decode_plane(&a->kv, a->kv.k, a->kv.width, a->kv.row_bytes, n, a->k_tmp, isa,
+                             err);
+    return rc || same ? rc : kv_decode_plane(&a->kv, a->kv.v, fgb_attn_vwidth(a),
+                                             fgb_attn_vrow_bytes(a), n, a->v_tmp, isa, err);
 }
 
 fg_attn_args fgb_attn_args(const fg_attn_op *a, const float *k, const float *v)
 {
     return (fg_attn_args){a->q, k, v, a->kv.width, a->valid, a->n_q, a->q_pos0, a->n_heads,
                           a->head_dim, a->out, a->scratch, a->keep, a->scratch_stride,
-                          a->scratch_parts, a->n_kv_heads, a->window, a->softcap, a->sinks};
+                          a->scratch_parts, a->n_kv_heads, a->window, a->softcap, a->sinks,
+                          fgb_attn_vwidth(a), fgb_attn_vdim(a)};
 }
 
 void fgb_rmsnorm_row(const float *x, const float *g, float *y, uint32_t n, float eps)
@@ -323,13 +365,15 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
                           const fg_attn_op *a, fg_err *err)
 {
     size_t qb = (size_t)a->n_q * a->n_heads * a->head_dim * 4;
+    size_t ob = (size_t)a->n_q * a->n_heads * fgb_attn_vdim(a) * 4;
     size_t sb = (size_t)a->scratch_parts * a->scratch_stride * 4;
-    size_t tb = a->kv.codec.id != FG_CODEC_F32 ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4
-                                                : 0;
+    int quant = a->kv.codec.id != FG_CODEC_F32;
+    size_t tb = quant ? (size_t)(a->q_pos0 + a->n_q) * a->kv.width * 4 : 0;
+    size_t vb = quant ? (size_t)(a->q_pos0 + a->n_q) * fgb_attn_vwidth(a) * 4 : 0;
     size_t hb = a->sinks ? (size_t)a->n_heads * 4 : 0;
     /* room: q, out, scratch, k_tmp, v_tmp, sinks (each a multiple of 4 bytes, so the floats
      * stay aligned), then the validity bytes */
-    size_t need = 2 * qb + sb + 2 * tb + hb + a->kv.cap;
+    size_t need = qb + ob + sb + tb + vb + hb + a->kv.cap;
     if (need > room->cap) {
         uint8_t *r = realloc(room->p, need);
         if (!r)
@@ -340,28 +384,29 @@ int fgb_attention_on_host(fg_backend *cpu, fg_device *d,
     uint8_t *h = room->p;
     fg_attn_op x = *a;
     void *p[7];
+    size_t at[7] = {0, qb, qb + ob, qb + ob + sb, qb + ob + sb + tb}; /* q out sc kt vt hs vl */
+    at[5] = at[4] + vb, at[6] = at[5] + hb;
     int rc = host_side(d, on_device, a->q, qb, 1, h, &p[0], err);
     if (rc == FG_OK)
-        rc = host_side(d, on_device, a->valid, a->kv.cap, 1, h + 2 * qb + sb + 2 * tb + hb,
-                       &p[1], err);
+        rc = host_side(d, on_device, a->valid, a->kv.cap, 1, h + at[6], &p[1], err);
     if (rc == FG_OK)
-        rc = host_side(d, on_device, a->out, qb, 0, h + qb, &p[2], err);
+        rc = host_side(d, on_device, a->out, ob, 0, h + at[1], &p[2], err);
     if (rc == FG_OK)
-        rc = host_side(d, on_device, a->scratch, sb, 0, h + 2 * qb, &p[3], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(d, on_device, a->k_tmp, tb, 0, h + 2 * qb + sb, &p[4], err);
-    if (rc == FG_OK && tb)
-        rc = host_side(d, on_device, a->v_tmp, tb, 0, h + 2 * qb + sb + tb, &p[5], err);
+        rc = host_side(d, on_device, a->scratch, sb, 0, h + at[2], &p[3], err);
+    if (rc == FG_OK && quant)
+        rc = host_side(d, on_device, a->k_tmp, tb, 0, h + at[3], &p[4], err);
+    if (rc == FG_OK && quant)
+        rc = host_side(d, on_device, a->v_tmp, vb, 0, h + at[4], &p[5], err);
     if (rc == FG_OK)
-        rc = host_side(d, on_device, a->sinks, hb, 1, h + 2 * qb + sb + 2 * tb, &p[6], err);
+        rc = host_side(d, on_device, a->sinks, hb, 1, h + at[5], &p[6], err);
     if (rc)
         return rc;
     x.q = p[0], x.valid = p[1], x.out = p[2], x.scratch = p[3], x.sinks = p[6];
-    if (tb)
+    if (quant)
         x.k_tmp = p[4], x.v_tmp = p[5];
     rc = cpu->iface->attention(cpu, &x, err);
     if (rc == FG_OK && x.out != a->out)
-        rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, qb, NULL, err);
+        rc = d->iface->copy(d, a->out, FG_BUFT_DEVICE, x.out, FG_BUFT_HOST, ob, NULL, err);
     return rc;
 }
 

@@ -18,7 +18,7 @@
  * Multi-head latent attention (hp->mla) attends over its latent cache rows absorbed, or in a
  * prefill step expanded into per-head keys and values when that costs fewer multiply-adds: with
  * n new tokens a sequence at p cached rows (T = p + n, pairs = n p + n (n + 1) / 2), expanded
- * costs T r (nope + v) + 2 qk pairs a head, absorbed n r (nope + v) + (2 r + pe) pairs (r
+ * costs T r (nope + v) + (qk + v) pairs a head, absorbed n r (nope + v) + (pe + 2 r) pairs (r
  * kv_lora_rank, pe / nope the rotary / plain key dims, qk their sum, v v_head_dim); the section
  * "multi-head latent attention" below says why and what else decides (FG_MLA_PREFILL, the
  * cache's codec).
@@ -66,6 +66,8 @@ struct fg_model_ws {
      * mla_pos, pre's step's), and how core attended (mla_expanded: the heads' values are in
      * ws->mla, [rows, n_heads * v_head_dim]) */
     int mla_defer, mla_expanded;
+    int mla_apart;   /* absorbed: core attended the latent alone as the values (ctx rows
+                      * [n_heads * kv_lora_rank]), else the whole rows (n_heads * head_dim) */
     uint32_t mla_rows;
     const int32_t *mla_pos;
 };
@@ -310,30 +312,35 @@ static int heads(fg_backend *be, const float *x, size_t x_ld, size_t x_hs, const
  * The cache row is [rope(k_pe) | c] (kv_lora_rank + qk_rope_dim = kw values a token, 576 for
  * DeepSeek-V2/V3), whichever way a step attends:
  *  - absorbed (model.h; every decode step): query head h [rope(q_pe) | q_nope . W_UK_h] against
- *    the rows as one KV head of kw dims, values the same rows, then W_UV_h over its output's
- *    latent part. Per new token and head: r (nope + v) multiply-adds for W_UK and W_UV, and per
- *    (query, key) pair 2r + pe (the scores over kw dims, the weighted sum over r).
+ *    the rows as one KV head of kw dims, the values the rows' latent part c alone (the attention
+ *    op's value width r and offset pe: the rows are read where they are, the keys' memory), then
+ *    W_UV_h over its output. Per new token and head: r (nope + v) multiply-adds for W_UK and
+ *    W_UV, and per (query, key) pair pe + 2r (the scores over kw = pe + r dims, the weighted sum
+ *    over r). A quantized cache whose groups straddle pe (pe not a whole number of them: the op
+ *    refuses such an offset) attends the whole rows as values instead, 2 kw a pair, and post
+ *    drops the rope dims' outputs (mla_values_apart; fg's 4-bit cache has groups of 64, which
+ *    DeepSeek's pe = 64 is).
  *  - expanded (DeepSeek's and vLLM's MLA prefill): every context row of the step, the cached
  *    prefix's included (a prefix from an earlier step or the prefix cache is latent rows like
  *    any other), through kv_b: per head the keys [rope(k_pe) | c . W_UK_h] (qk = nope + pe
- *    dims) and values c . W_UV_h, and ordinary attention of queries [rope(q_pe) | q_nope] over
- *    them. Per context row and head: r (nope + v) for the expansion, and per pair 2 qk (the
- *    values are padded to qk dims, the attention op's one head width; the padding's outputs
- *    are dropped).
+ *    dims) and values c . W_UV_h (v dims: the op's value width, no padding), and ordinary
+ *    attention of queries [rope(q_pe) | q_nope] over them. Per context row and head: r (nope +
+ *    v) for the expansion, and per pair qk + v (the scores over qk, the weighted sum over v).
  * The rule: with n new tokens a sequence at p cached rows, T = p + n rows, pairs = n p +
- * n (n + 1) / 2 (causal), a step expands when T r (nope + v) + 2 qk pairs < n r (nope + v) +
- * (2r + pe) pairs (both per head; a sequence's left padding counts as rows). For DeepSeek's
- * dims (r 512, pe 64, nope 128, v 128): expanded costs 131072 T + 384 pairs, absorbed 131072 n
+ * n (n + 1) / 2 (causal), a step expands when T r (nope + v) + (qk + v) pairs < n r (nope + v)
+ * + (pe + 2r) pairs (both per head; a sequence's left padding counts as rows). For DeepSeek's
+ * dims (r 512, pe 64, nope 128, v 128): expanded costs 131072 T + 320 pairs, absorbed 131072 n
  * + 1088 pairs, so a prompt with no prefix always expands, and with a prefix of p rows a step
- * expands once 704 pairs > 131072 p, about n > 186 new tokens for a long prefix. A decode step
- * (n = 1, p > 0) never does: it stays absorbed whatever FG_MLA_PREFILL says.
+ * expands once 768 pairs > 131072 p, about n > 170 new tokens for a long prefix (186 when the
+ * expanded values were padded to qk dims, 2 qk = 384 a pair). A decode step (n = 1, p > 0)
+ * never does: it stays absorbed whatever FG_MLA_PREFILL says.
  * Expanded needs an f32 cache: the latent of a 4-bit or 8-bit cache is decoded only inside the
  * attention op (no op hands it back), so a quantized cache always attends absorbed. The
- * expanded keys and values of G heads at a time (the most heads dividing n_heads whose qk
- * values a row fit in kw: 2 for DeepSeek's dims) go in the workspace's k_tmp / v_tmp, [max_ctx,
- * kw] each, which attention over an f32 cache does not use: no memory beyond the absorbed
- * path's. FG_MLA_PREFILL (hp->mla_prefill) forces either path for steps of several new tokens
- * (expand still needs an f32 cache). */
+ * expanded keys and values of G heads at a time (the most heads dividing n_heads whose qk key
+ * values and v values a row each fit in kw: 2 for DeepSeek's dims) go in the workspace's k_tmp
+ * ([T, G qk] of its [max_ctx, kw]) and v_tmp ([T, G v]), which attention over an f32 cache
+ * does not use: no memory beyond the absorbed path's. FG_MLA_PREFILL (hp->mla_prefill) forces
+ * either path for steps of several new tokens (expand still needs an f32 cache). */
 
 /* RoPE of MLA's queries: YaRN's attn_factor on the rotated dims of q and k, q's squared */
 static fg_rope mla_q_rope(const fg_hparams *hp)
@@ -364,20 +371,39 @@ static int mla_q_absorbed(fg_backend *be, const fg_hparams *hp, const fg_unit_w 
 }
 
 /* Heads a group of the expanded attention attends at once: the most dividing n_heads whose
- * keys (qk values each) fit a row of k_tmp (kw values); 0 when not even one's do. */
+ * keys (qk values each) fit a row of k_tmp and whose values (v_head_dim each) a row of v_tmp
+ * (kw values each); 0 when not even one's do. */
 static uint32_t mla_group(const fg_hparams *hp)
 {
-    uint32_t qk = hp->qk_nope_dim + hp->qk_rope_dim, g = hp->head_dim / qk;
+    uint32_t qk = hp->qk_nope_dim + hp->qk_rope_dim, vd = hp->v_head_dim;
+    uint32_t g = hp->head_dim / (qk > vd ? qk : vd);
     while (g > 1 && hp->n_heads % g)
         g--;
     return g;
 }
 
 /* Expanded queries: group g's rows [rope(q_pe) | q_nope] (qk values a head, G heads a row) from
- * ws->q + g * (max_tokens G qk), scaled */
+ * ws->q + g * (max_tokens G qk), scaled; its outputs (v_head_dim values a head, G heads a row)
+ * from ws->ctx + g * (max_tokens G v_head_dim) */
 static size_t mla_gstride(const fg_hparams *hp, const fg_model_ws *ws)
 {
     return (size_t)ws->max_tokens * mla_group(hp) * (hp->qk_nope_dim + hp->qk_rope_dim);
+}
+
+static size_t mla_ostride(const fg_hparams *hp, const fg_model_ws *ws)
+{
+    return (size_t)ws->max_tokens * mla_group(hp) * hp->v_head_dim;
+}
+
+/* Whether the absorbed attention over a cache in codec c reads its values apart from the keys:
+ * the latent c alone (r dims from pe), which an f32 cache always allows and a quantized one
+ * when pe is a whole number of its groups (backend.h fg_attn_op: a value offset inside a group
+ * is refused); else the values are the whole rows (kw dims) and post drops the rope dims'
+ * outputs. */
+static int mla_values_apart(const fg_hparams *hp, const fg_codec *c)
+{
+    return c->id == FG_CODEC_F32 ||
+           (c->group_axis == 1 && c->group_size && hp->qk_rope_dim % c->group_size == 0);
 }
 
 static int mla_q_expanded(fg_backend *be, const fg_hparams *hp, fg_model_ws *ws, fg_err *err)
@@ -406,13 +432,13 @@ static int mla_q_expanded(fg_backend *be, const fg_hparams *hp, fg_model_ws *ws,
 int fg_model_mla_expands(const fg_hparams *hp, int cache_codec, uint32_t n_new, uint32_t pos0)
 {
     double r = hp->kv_lora_rank, pe = hp->qk_rope_dim, qk = hp->qk_nope_dim + pe;
-    double up = r * (hp->qk_nope_dim + hp->v_head_dim), n = n_new, p = pos0;
+    double vd = hp->v_head_dim, up = r * (hp->qk_nope_dim + vd), n = n_new, p = pos0;
     double pairs = n * p + n * (n + 1) / 2;
-    if (!hp->mla || cache_codec != FG_CODEC_F32 || !mla_group(hp) || hp->v_head_dim > qk ||
+    if (!hp->mla || cache_codec != FG_CODEC_F32 || !mla_group(hp) ||
         hp->mla_prefill == FG_MLA_PREFILL_ABSORB)
         return 0;
     return hp->mla_prefill == FG_MLA_PREFILL_EXPAND ||
-           (p + n) * up + 2 * qk * pairs < n * up + (2 * r + pe) * pairs;
+           (p + n) * up + (qk + vd) * pairs < n * up + (pe + 2 * r) * pairs;
 }
 
 /* The expanded attention of sequence b of the step (its cache v, f32; its queries and outputs
@@ -425,31 +451,28 @@ static int mla_attend_expanded(fg_backend *be, const fg_hparams *hp, const fg_un
 {
     uint32_t H = hp->n_heads, r = hp->kv_lora_rank, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;
     uint32_t vd = hp->v_head_dim, qk = nope + pe, kw = hp->head_dim, G = mla_group(hp);
-    uint32_t T = s->pos0 + s->n_new, gw = G * qk;
-    size_t bhs = (size_t)(nope + vd) * r, gs = mla_gstride(hp, ws);
+    uint32_t T = s->pos0 + s->n_new, gw = G * qk, gv = G * vd;
+    size_t bhs = (size_t)(nope + vd) * r, gs = mla_gstride(hp, ws), os = mla_ostride(hp, ws);
     const float *lat = v->k; /* [T, kw]: rope(k_pe), then c */
     int rc = FG_OK;
     for (uint32_t g = 0; g < H / G && rc == FG_OK; g++) {
         const float *wk = w->f[FG_ROLE_WKV_B] + (size_t)g * G * bhs;
-        float *k = ws->k_tmp, *vv = ws->v_tmp;
+        float *k = ws->k_tmp, *vv = ws->v_tmp; /* [T, G qk], [T, G vd] */
         rc = heads(be, lat, kw, 0, NULL, 0, 0, 0, k, gw, qk, T, G, pe, pe, err);
         if (rc == FG_OK) /* c . W_UK_h, c . W_UV_h */
             rc = heads(be, lat + pe, kw, 0, wk, bhs, r, 0, k + pe, gw, qk, T, G, r, nope, err);
         if (rc == FG_OK)
-            rc = heads(be, lat + pe, kw, 0, wk + (size_t)nope * r, bhs, r, 0, vv, gw, qk, T, G, r,
+            rc = heads(be, lat + pe, kw, 0, wk + (size_t)nope * r, bhs, r, 0, vv, gv, vd, T, G, r,
                        vd, err);
-        if (rc == FG_OK && qk > vd) /* the padding: any finite values (their outputs dropped) */
-            rc = heads(be, lat, kw, 0, NULL, 0, 0, 0, vv + vd, gw, qk, T, G, qk - vd, qk - vd,
-                       err);
         fg_kv_view xv = {k, vv, v->codec, (size_t)gw * 4, gw, T};
-        float *out = ws->ctx + g * gs + row * gw;
+        float *out = ws->ctx + g * os + row * gv; /* [n_new, G vd] */
         fg_attn_op a = {ws->q + g * gs + row * gw, xv, valid, s->n_new, s->pos0, G, G, qk, 0,
                         s->attn_keep, out, ws->scores, 2 * (size_t)ws->max_ctx, ATTN_PARTS,
-                        NULL, NULL, hp->attn_softcap, NULL};
+                        NULL, NULL, hp->attn_softcap, NULL, vd, 0};
         if (rc == FG_OK)
             rc = be->iface->attention(be, &a, err);
         if (rc == FG_OK)
-            rc = heads(be, out, gw, qk, NULL, 0, 0, 0, ws->mla + row * H * vd + (size_t)g * G * vd,
+            rc = heads(be, out, gv, vd, NULL, 0, 0, 0, ws->mla + row * H * vd + (size_t)g * gv,
                        (size_t)H * vd, vd, s->n_new, G, vd, vd, err);
     }
     return rc;
@@ -575,6 +598,8 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
         rc = ws->mla_expanded ? mla_q_expanded(be, hp, ws, err) : mla_q_absorbed(be, hp, w, ws,
                                                                                  err);
     }
+    if (hp->mla)
+        ws->mla_apart = mla_values_apart(hp, &kv->codec);
     for (uint32_t b = 0; b < s->n_seq && rc == FG_OK; b++) {
         size_t r = (size_t)row0 + (size_t)b * s->n_new;
         fg_kv_view v = seq_kv(kv, b);
@@ -590,7 +615,12 @@ int fg_model_attn_core(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
                         hp->n_heads, hp->n_kv_heads, hp->head_dim, window,
                         s->attn_keep, ws->ctx + r * qw, ws->scores, 2 * (size_t)ws->max_ctx,
                         ATTN_PARTS, ws->k_tmp, ws->v_tmp, hp->attn_softcap,
-                        w->f[FG_ROLE_SINKS]};
+                        w->f[FG_ROLE_SINKS], 0, 0};
+        if (hp->mla && ws->mla_apart) {
+            /* the latent alone as the values: outputs [n_new, n_heads x kv_lora_rank] */
+            a.v_dim = hp->kv_lora_rank, a.v_off = hp->qk_rope_dim;
+            a.out = ws->ctx + r * hp->n_heads * hp->kv_lora_rank;
+        }
         if (rc == FG_OK)
             rc = be->iface->attention(be, &a, err);
     }
@@ -609,11 +639,11 @@ int fg_model_attn_post(fg_backend *be, const fg_hparams *hp, const fg_unit_w *w,
         return rc ? rc : block_out(be, hp, w, s, ws->tmp, err);
     if (rc == FG_OK && hp->mla) { /* each head's latent output through its W_UV, then o */
         uint32_t r = hp->kv_lora_rank, pe = hp->qk_rope_dim, vd = hp->v_head_dim;
-        uint32_t H = hp->n_heads, hd = hp->head_dim;
+        uint32_t H = hp->n_heads, hd = ws->mla_apart ? r : hp->head_dim; /* a head's output */
         size_t bhs = (size_t)(hp->qk_nope_dim + vd) * r;
-        rc = heads(be, ws->ctx + pe, (size_t)H * hd, hd, w->f[FG_ROLE_WKV_B] +
-                   (size_t)hp->qk_nope_dim * r, bhs, r, 0, ws->mla, (size_t)H * vd, vd, n, H, r,
-                   vd, err);
+        rc = heads(be, ws->ctx + (ws->mla_apart ? 0 : pe), (size_t)H * hd, hd,
+                   w->f[FG_ROLE_WKV_B] + (size_t)hp->qk_nope_dim * r, bhs, r, 0, ws->mla,
+                   (size_t)H * vd, vd, n, H, r, vd, err);
         if (rc == FG_OK)
             rc = linear(be, ws->mla, w, FG_ROLE_WO, FG_ROLE_BO, ws->tmp, n, hp->hidden, H * vd,
                         err);

@@ -141,8 +141,9 @@ typedef struct fg_hparams {
      * shared by the heads; kv_b [n_heads * (qk_nope_dim + v_head_dim), kv_lora_rank] holds each
      * head's W_UK (its nope rows) and W_UV (its v rows). The attention runs absorbed, as DeepSeek's
      * and vLLM's MLA decode: query head h = [rope(q_pe) | q_nope . W_UK_h] against cache rows
-     * [rope(k_pe) | c] (one KV head of head_dim = qk_rope_dim + kv_lora_rank, the values the same
-     * rows: fg_model_kv_planes 1), then W_UV_h over the latent part of its output, then o_proj.
+     * [rope(k_pe) | c] (one KV head of head_dim = qk_rope_dim + kv_lora_rank, the values the
+     * latent part c of the same rows: fg_model_kv_planes 1, the attention op's value width and
+     * offset), then W_UV_h over its output, then o_proj.
      * With mla, n_kv_heads is 1, head_dim kv_lora_rank + qk_rope_dim (the absorbed head),
      * rope.rot_dim qk_rope_dim, attn_scale (qk_nope_dim + qk_rope_dim)^-1/2 (times YaRN's
      * mscale(factor, mscale_all_dim)^2 where the family corrects the softmax scale).

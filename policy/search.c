@@ -77,8 +77,9 @@ typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
     double qw_pre;       /* query width the prefill attends at: qw, or an MLA model's expanded
-                            heads' (fg_model_mla_expands: n_heads x (qk_nope + qk_rope), where
-                            qw is the absorbed head's kv_lora_rank + qk_rope) */
+                            heads' (fg_model_mla_expands: n_heads x (qk_nope + qk_rope + v) / 2,
+                            keys and values of their own widths, where qw is the absorbed
+                            head's kv_lora_rank + qk_rope) */
     double dec_s;        /* extra seconds to decode every LINEAR/STREAM weight once */
     double dec_pre, dec_dec; /* ... those a prefill batch, a decode step decodes (a mixture's
                                 chosen experts) */
@@ -159,7 +160,8 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->qw = (double)hp->n_heads * hp->head_dim;
     t->qw_pre = fg_model_mla_expands(hp, p->compress_cache ? FG_CODEC_Q4 : FG_CODEC_F32,
                                      (uint32_t)t->P, 0)
-                    ? (double)hp->n_heads * (hp->qk_nope_dim + hp->qk_rope_dim) : t->qw;
+                    ? hp->n_heads * (hp->qk_nope_dim + hp->qk_rope_dim + hp->v_head_dim) / 2.0
+                    : t->qw;
     t->rate = job->int8 && m->q4_int8 ? FG_CALIB_INT8
               : job->bf16 && (m->codec == FG_CODEC_F16 || m->codec == FG_CODEC_BF16)
                   ? FG_CALIB_BF16

@@ -1110,6 +1110,228 @@ START_TEST(attention_decode_split_every_codec)
 }
 END_TEST
 
+/* ---- values of another width and place than the keys (multi-head latent attention) ----
+ * fg_attn_op's v_dim and v_off: each KV head's v_dim values at v_off + g * v_dim of value rows
+ * of vw = v_off + n_kv_heads * v_dim values, either inside the key rows (kv.v = kv.k: MLA's
+ * absorbed decode over [rope(k_pe) | c], the values c) or a plane of their own (the expanded
+ * prefill's narrower value rows). Each case runs on every backend against fg_ops_ref (the
+ * decode split bound: nmse under 1e-10, every value within DEC_TOL), and the reference itself
+ * against vcase_want, the formula in double over the cache as stored (a quantized one decoded
+ * by the codec): the output is n_heads x v_dim a query, every value written, nothing past. */
+typedef struct vcase {
+    uint32_t heads, kvh, d, vd, voff, ctx, nq, window;
+    int bits;        /* 0: an f32 cache; 4 or 8: quantized in groups of `group` along the row */
+    uint32_t group;
+    int in_k;        /* the values inside the key rows (vw = kvh * d) */
+    float softcap;
+    int sink;
+} vcase;
+
+/* The cache's rows [0, n) of width w as f32 (decoded when quantized). */
+static float *vcase_rows(const uint8_t *rows, fg_codec c, uint32_t n, uint32_t w)
+{
+    float *f = malloc((size_t)n * w * 4);
+    if (c.id == FG_CODEC_F32) {
+        memcpy(f, rows, (size_t)n * w * 4);
+        return f;
+    }
+    uint64_t dims[2] = {n, w};
+    fg_qview q;
+    fg_err err;
+    ck_assert_int_eq(fg_codec_qview(&c, 2, dims, n, &q, &err), FG_OK);
+    ck_assert_msg(fg_quant_decode(&c, &q, rows, (size_t)n * fg_kv_row_bytes(&c, w), f,
+                                  FG_CODEC_F32, 0, FG_QUANT_ISA_REF, &err) == FG_OK, "%s",
+                  err.msg);
+    return f;
+}
+
+/* Query i, head h of case x by the definition, in double (K [ctx, kvh d], V [ctx, vw]) */
+static void vcase_want(const vcase *x, const float *q, const float *k, const float *v,
+                       uint32_t vw, const uint8_t *valid, const float *sinks, uint32_t i,
+                       uint32_t h, double *out)
+{
+    uint32_t pos = x->ctx - x->nq + i, g = h / (x->heads / x->kvh), kw = x->kvh * x->d;
+    uint32_t t0 = x->window && pos + 1 > x->window ? pos + 1 - x->window : 0;
+    double s[1024], m = -INFINITY, den = 0, sink = sinks ? sinks[h] : -INFINITY;
+    for (uint32_t c = 0; c < x->vd; c++)
+        out[c] = 0;
+    for (uint32_t t = t0; t <= pos; t++) {
+        s[t] = 0;
+        for (uint32_t c = 0; c < x->d; c++)
+            s[t] += (double)q[(size_t)i * x->heads * x->d + h * x->d + c] * k[(size_t)t * kw +
+                                                                                g * x->d + c];
+        s[t] = x->softcap > 0 ? x->softcap * tanh(s[t] / x->softcap) : s[t];
+        m = valid[t] && s[t] > m ? s[t] : m;
+    }
+    if (m == -INFINITY)
+        return;
+    m = sink > m ? sink : m;
+    for (uint32_t t = t0; t <= pos; t++)
+        den += valid[t] ? exp(s[t] - m) : 0;
+    den += exp(sink - m);
+    for (uint32_t t = t0; t <= pos; t++)
+        for (uint32_t c = 0; valid[t] && c < x->vd; c++)
+            out[c] += exp(s[t] - m) / den * v[(size_t)t * vw + x->voff + g * x->vd + c];
+}
+
+/* The reference's output ref against vcase_want */
+static void vcase_check_ref(const vcase *x, fg_codec c, const float *q, const uint8_t *kc,
+                            const uint8_t *vc, uint32_t vw, const uint8_t *valid,
+                            const float *sinks, const float *ref)
+{
+    float *k = vcase_rows(kc, c, x->ctx, x->kvh * x->d), *v = vcase_rows(vc, c, x->ctx, vw);
+    double want[1024], m = 0;
+    for (uint32_t i = 0; i < x->nq; i++)
+        for (uint32_t h = 0; h < x->heads; h++) {
+            vcase_want(x, q, k, v, vw, valid, sinks, i, h, want);
+            for (uint32_t j = 0; j < x->vd; j++) {
+                double dj = fabs(want[j] - ref[((size_t)i * x->heads + h) * x->vd + j]);
+                m = dj > m || dj != dj ? dj : m;
+            }
+        }
+    ck_assert_msg(m < 1e-5, "reference vs the formula: values %u of %u from %u, %d-bit: %g",
+                  x->vd, x->d, x->voff, x->bits, m);
+    free(k), free(v);
+}
+
+/* out (host) = backend b's attention a with its queries and output in b's device memory (the
+ * cache where a has it: beside it, for a backend with cpu_attention) */
+static void vcase_on_device(fg_backend *b, const fg_attn_op *a, size_t qn, size_t on, float *out)
+{
+    fg_device *d = b->dev;
+    fg_attn_op x = *a;
+    fg_err err;
+    memset(out, 0xff, on * 4);
+    x.q = place(d, 1, a->q, qn * 4);
+    x.out = place(d, 1, out, on * 4);
+    ck_assert_msg(b->iface->attention(b, &x, &err) == FG_OK, "%s: %s", b->iface->name, err.msg);
+    ck_assert_int_eq(d->iface->copy(d, out, FG_BUFT_HOST, x.out, FG_BUFT_DEVICE, on * 4, NULL,
+                                    &err), FG_OK);
+    unplace(d, 1, (void *)x.q);
+    unplace(d, 1, x.out);
+}
+
+/* Case x on the nb backends be (the last nd of them with their operands in device memory) */
+static void vcase_run(fg_backend **be, int nb, int nd, const vcase *x)
+{
+    enum { GUARD = 16 };
+    uint32_t kw = x->kvh * x->d, qw = x->heads * x->d, ow = x->heads * x->vd, cap = x->ctx + 2;
+    uint32_t vw = x->voff + x->kvh * x->vd, pos0 = x->ctx - x->nq;
+    ck_assert(!x->in_k || vw == kw);
+    fg_codec c = x->bits ? fg_codec_quant((unsigned)x->bits, x->group, 1)
+                         : fg_codec_float(FG_CODEC_F32);
+    size_t rb = fg_kv_row_bytes(&c, kw), rbv = fg_kv_row_bytes(&c, vw);
+    uint8_t *kc = calloc(cap, rb), *vc = x->in_k ? kc : calloc(cap, rbv), *valid = malloc(cap);
+    float *k = malloc((size_t)x->ctx * kw * 4), *v = malloc((size_t)x->ctx * vw * 4);
+    float *q = malloc((size_t)x->nq * qw * 4), *ref = malloc(((size_t)x->nq * ow + GUARD) * 4);
+    float *out = malloc(((size_t)x->nq * ow + GUARD) * 4), *sc = malloc(4 * 2 * cap * 4);
+    float *kt = malloc((size_t)cap * kw * 4), *vt = malloc((size_t)cap * vw * 4), sinks[16];
+    tu_randf(k, (size_t)x->ctx * kw, x->ctx * 3 + x->d, 1.0f);
+    tu_randf(v, (size_t)x->ctx * vw, x->ctx * 5 + x->vd, 1.0f);
+    for (size_t j = 0; j < (size_t)x->ctx * vw; j++) /* before the values: far off, never read */
+        v[j] = j % vw < x->voff ? 50.0f + (float)(j % 7) : v[j];
+    tu_randf(q, (size_t)x->nq * qw, x->ctx * 7 + x->heads, 0.5f);
+    for (uint32_t h = 0; h < x->heads && h < 16; h++)
+        sinks[h] = 0.6f * (float)h - 1.4f;
+    for (uint32_t t = 0; t < cap; t++)
+        valid[t] = t >= 2 && t % 7 != 3;
+    fg_err err;
+    fg_kv_view kv = {kc, kc, c, rb, kw, cap}, vv = {vc, vc, c, rbv, vw, cap};
+    ck_assert_int_eq(fg_ops_ref.kv_store(NULL, &kv, 0, k, k, x->ctx, &err), FG_OK);
+    if (!x->in_k)
+        ck_assert_int_eq(fg_ops_ref.kv_store(NULL, &vv, 0, v, v, x->ctx, &err), FG_OK);
+    kv.v = vc;
+    for (int b = -1; b < nb; b++) {
+        const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+        fg_backend *bx = b < 0 ? NULL : be[b];
+        fg_attn_op a = {q, kv, valid, x->nq, pos0, x->heads, x->kvh, x->d, x->window, 0,
+                        b < 0 ? ref : out, sc, 2 * cap, 4, kt, vt, x->softcap,
+                        x->sink ? sinks : NULL, x->vd, x->voff};
+        memset(a.out, 0xff, (size_t)x->nq * ow * 4); /* NaN: every value must be written */
+        for (int j = 0; j < GUARD; j++)
+            a.out[(size_t)x->nq * ow + j] = 1234.0f;
+        if (b >= nb - nd)
+            vcase_on_device(bx, &a, (size_t)x->nq * qw, (size_t)x->nq * ow, out);
+        else
+            ck_assert_msg(f->attention(bx, &a, &err) == FG_OK, "%s: %s", f->name, err.msg);
+        for (int j = 0; j < GUARD; j++)
+            ck_assert_msg(a.out[(size_t)x->nq * ow + j] == 1234.0f, "%s wrote past its output",
+                          f->name);
+        if (b < 0) {
+            vcase_check_ref(x, c, q, kc, vc, vw, valid, x->sink ? sinks : NULL, ref);
+            continue;
+        }
+        double e = tu_nmse(out, ref, (size_t)x->nq * ow), m = 0;
+        for (size_t j = 0; j < (size_t)x->nq * ow; j++) {
+            double dj = fabs((double)out[j] - ref[j]);
+            m = dj > m || dj != dj ? dj : m;
+        }
+        ck_assert_msg(e < 1e-10 && m <= DEC_TOL, "%s%s: %u/%u heads, keys of %u, values of %u "
+                      "from %u (%s), ctx %u, %u queries, window %u, %d-bit: nmse %g, max %g",
+                      f->name, b >= nb - nd ? " (beside the cache)" : "", x->heads, x->kvh, x->d,
+                      x->vd, x->voff,
+                      x->in_k ? "in the key rows" : "a plane", x->ctx, x->nq, x->window, x->bits,
+                      e, m);
+    }
+    if (!x->in_k)
+        free(vc);
+    free(kc), free(valid), free(k), free(v), free(q), free(ref), free(out), free(sc), free(kt);
+    free(vt);
+}
+
+/* MLA's two layouts and their neighbours on f32, Q4 and Q8 caches: decode (up to 4 queries:
+ * the CUDA split kernels, reading the codec) and prefill shapes (k_attention), grouped-query
+ * heads, windows, soft-cap, sinks, values wider than the keys (the split kernel leaves those
+ * to k_attention), DeepSeek's own dims (keys 576 = rope 64 + latent 512, values the latent);
+ * each also on the device backends with cpu_attention, the queries and output in device
+ * memory and the cache in host memory (fgb_attention_on_host's room: the output's and the
+ * value rows' sizes); and an offset inside a quantized group, refused by every backend. */
+START_TEST(attention_value_width_every_backend)
+{
+    fg_backend *be[6];
+    int nb = backends(be), nd = 0;
+    fg_err err;
+    fg_backend_sim_opts so = {2, FG_COMPUTE_F32, 64u << 20, 0, 1, 0};
+    ck_assert_int_eq(fg_backend_sim_create(&so, &be[nb + nd++], &err), FG_OK);
+    fg_backend_cuda_opts co = {0, 2, FG_COMPUTE_F32, 1};
+    if (fg_backend_cuda_create(&co, &be[nb + nd], &err) == FG_OK)
+        nd++;
+    static const vcase cases[] = {
+        /* heads kvh d vd voff ctx nq window bits group in_k softcap sink */
+        {4, 1, 40, 32, 8, 70, 1, 0, 0, 0, 1, 0, 0},        /* absorbed decode, f32 */
+        {4, 1, 40, 32, 8, 70, 6, 9, 0, 0, 1, 1.5f, 0},     /* ... prefill, window, soft-cap */
+        {8, 2, 24, 16, 0, 50, 3, 0, 0, 0, 0, 0, SINK_SOME}, /* expanded: a narrower plane */
+        {6, 3, 16, 8, 4, 33, 9, 5, 0, 0, 0, 0, 0},         /* a plane from an offset */
+        {4, 2, 16, 24, 0, 40, 2, 0, 0, 0, 0, 0, 0},        /* values wider than the keys */
+        {4, 2, 16, 24, 0, 40, 5, 7, 0, 0, 0, 0, 0},
+        {16, 1, 576, 512, 64, 130, 1, 0, 0, 0, 1, 0, 0},   /* DeepSeek's absorbed dims */
+        {4, 1, 80, 64, 16, 70, 1, 0, 4, 16, 1, 0, 0},      /* Q4: the latent from a group */
+        {4, 1, 80, 64, 16, 70, 7, 20, 8, 16, 1, 0, SINK_SOME}, /* Q8 prefill, window */
+        {4, 2, 32, 24, 16, 45, 2, 0, 8, 16, 0, 0, 0},      /* Q8 plane, GQA */
+        {4, 2, 32, 24, 16, 45, 8, 0, 4, 16, 0, 1.5f, 0},   /* Q4 plane, GQA, prefill */
+        {16, 1, 576, 512, 64, 130, 2, 0, 4, 64, 1, 0, 0},  /* DeepSeek's, fg's 4-bit cache */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        vcase_run(be, nb + nd, nd, &cases[i]);
+    /* an offset inside a group (8 of a group of 16): refused, whoever runs it */
+    enum { CAP = 8, D = 32 };
+    fg_codec c = fg_codec_quant(4, 16, 1);
+    size_t rb = fg_kv_row_bytes(&c, D);
+    uint8_t *kc = calloc(CAP, rb), valid[CAP] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float q[D] = {0}, out[D], sc[2 * CAP], kt[CAP * D];
+    fg_kv_view kv = {kc, kc, c, rb, D, CAP};
+    for (int b = -1; b < nb + nd; b++) {
+        const fg_backend_iface *f = b < 0 ? &fg_ops_ref : be[b]->iface;
+        fg_attn_op a = {q, kv, valid, 1, 3, 1, 1, D, 0, 0, out, sc, 2 * CAP, 1, kt, kt, 0, NULL,
+                        24, 8};
+        ck_assert_msg(f->attention(b < 0 ? NULL : be[b], &a, &err) == FG_ERR_INVALID_ARG,
+                      "%s took a value offset inside a group", f->name);
+    }
+    free(kc);
+    free_all(be, nb + nd);
+}
+END_TEST
+
 /* Head h's output by transformers' eager attention with sinks (modeling_gpt_oss.py), written
  * out in double apart from the kernels: query i at cache position pos attends keys t <= pos
  * with valid[t] (scores q.k, soft-capped when cap > 0); the sink is one more column of the
@@ -1397,6 +1619,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attention_every_variant_every_backend);
     tcase_add_test(tc, attention_head_dims_every_backend);
     tcase_add_test(tc, attention_decode_split_every_codec);
+    tcase_add_test(tc, attention_value_width_every_backend);
     tcase_add_test(tc, attention_sinks_match_the_formula);
     tcase_add_test(tc, attention_sinks_device_memory_and_beside_the_cache);
     tcase_add_test(tc, swiglu_oai_matches_its_formula_every_backend);

@@ -431,9 +431,10 @@ START_TEST(bound_is_below_the_prediction)
 END_TEST
 
 /* MLA (DeepSeek-V2-Lite's config, cut down): the prefill's attention is priced at the width it
- * runs at, the expanded heads' (qk_nope + qk_rope a head) with an f32 cache, the absorbed
- * latent's (kv_lora_rank + qk_rope) with the 4-bit cache, which stays absorbed; with
- * FG_MLA_PREFILL=absorb's setting both are absorbed. The decode's attention is absorbed. */
+ * runs at, the expanded heads' ((qk_nope + qk_rope + v) / 2 a head: keys of 192 dims, values
+ * of 128) with an f32 cache, the absorbed latent's (kv_lora_rank + qk_rope) with the 4-bit
+ * cache, which stays absorbed; with FG_MLA_PREFILL=absorb's setting both are absorbed. The
+ * decode's attention is absorbed. */
 START_TEST(mla_prefill_priced_at_its_width)
 {
     const char *cfg = "{\"model_type\":\"deepseek_v2\",\"vocab_size\":1000,\"hidden_size\":256,"
@@ -457,7 +458,7 @@ START_TEST(mla_prefill_priced_at_its_width)
     fg_plan pl;
     fg_err err;
     ck_assert_int_eq(fg_plan_make(&r.m.pm, &p, 258, 0, &pl, &err), FG_OK);
-    double pairs = 2.0 * 256 * 257 / 2, H = 16, wide = H * 576, narrow = H * 192;
+    double pairs = 2.0 * 256 * 257 / 2, H = 16, wide = H * 576, narrow = H * (192 + 128) / 2;
     fg_prediction f32, q4, absorb;
     fg_policy_predict(&c, &r.m, &pl, &p, &job, &f32);
     fg_policy pq = p;
