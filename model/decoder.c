@@ -406,6 +406,13 @@ static int mla_values_apart(const fg_hparams *hp, const fg_codec *c)
            (c->group_axis == 1 && c->group_size && hp->qk_rope_dim % c->group_size == 0);
 }
 
+double fg_model_attn_width(const fg_hparams *hp, const fg_codec *cache)
+{
+    if (!hp->mla || !mla_values_apart(hp, cache))
+        return hp->head_dim;
+    return (hp->head_dim + hp->kv_lora_rank) / 2.0;
+}
+
 static int mla_q_expanded(fg_backend *be, const fg_hparams *hp, fg_model_ws *ws, fg_err *err)
 {
     uint32_t n = ws->mla_rows, H = hp->n_heads, pe = hp->qk_rope_dim, nope = hp->qk_nope_dim;

@@ -406,6 +406,12 @@ double fg_model_flops_per_token(const fg_hparams *hp);
  * FG_MLA_PREFILL, and a cache in cache_codec (FG_CODEC_*: only an f32 cache expands). 0 for a
  * model without mla. */
 int fg_model_mla_expands(const fg_hparams *hp, int cache_codec, uint32_t n_new, uint32_t pos0);
+/* Query width a head's attention costs, keys and values averaged (a (query, key) pair costs the
+ * scores over the keys' width plus the weighted sum over the values'): head_dim, or for an MLA
+ * model's absorbed attention (kv_lora_rank + qk_rope + kv_lora_rank) / 2 where the values are
+ * the latent alone (an f32 cache, or one whose groups begin at qk_rope: decoder.c), else the
+ * whole row's head_dim. */
+double fg_model_attn_width(const fg_hparams *hp, const fg_codec *cache);
 
 /* Token positions from a validity mask, as transformers computes them from the attention mask:
  * position = (number of valid tokens up to and including this one) - 1, and -1 for padding. */

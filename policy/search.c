@@ -76,6 +76,8 @@
 typedef struct terms {
     double n, gbs, ngb, P, G, L;
     double f_lin, f_head, qw;
+    double qw_att;       /* query width attention costs (fg_model_attn_width x n_heads): qw, or
+                            an MLA model's absorbed heads with the latent alone as values */
     double qw_pre;       /* query width the prefill attends at: qw, or an MLA model's expanded
                             heads' (fg_model_mla_expands: n_heads x (qk_nope + qk_rope + v) / 2,
                             keys and values of their own widths, where qw is the absorbed
@@ -158,10 +160,12 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->f_head = 2.0 * hp->vocab_size * hp->embed_dim;
     t->f_lin = fg_model_flops_per_token(hp) - t->f_head;
     t->qw = (double)hp->n_heads * hp->head_dim;
-    t->qw_pre = fg_model_mla_expands(hp, p->compress_cache ? FG_CODEC_Q4 : FG_CODEC_F32,
-                                     (uint32_t)t->P, 0)
+    /* the engine's cache codec (engine.c: f32, or 4-bit groups of 64 along the row) */
+    fg_codec cache = p->compress_cache ? fg_codec_quant(4, 64, 1) : fg_codec_float(FG_CODEC_F32);
+    t->qw_att = hp->n_heads * fg_model_attn_width(hp, &cache);
+    t->qw_pre = fg_model_mla_expands(hp, cache.id, (uint32_t)t->P, 0)
                     ? hp->n_heads * (hp->qk_nope_dim + hp->qk_rope_dim + hp->v_head_dim) / 2.0
-                    : t->qw;
+                    : t->qw_att;
     t->rate = job->int8 && m->q4_int8 ? FG_CALIB_INT8
               : job->bf16 && (m->codec == FG_CODEC_F16 || m->codec == FG_CODEC_BF16)
                   ? FG_CALIB_BF16
@@ -218,7 +222,7 @@ static double compute_decode(const fg_calib *c, const terms *t)
 {
     double ctx = t->P + t->G / 2;
     return t->n * (t->f_lin + t->f_head) / fg_calib_flops_at(c, t->rate, t->n) + t->dec_dec +
-           t->L * t->n * ctx * t->qw * t->attn;
+           t->L * t->n * ctx * t->qw_att * t->attn;
 }
 
 /* I/O seconds per unit of each disk fraction [weights, cache, activations], reads and writes
@@ -351,7 +355,7 @@ static void step_decode(const fg_calib *c, const terms *t, int kv_host, step *s)
     }
     double ctx = t->P + t->G / 2;
     s->lin = t->n * (t->f_lin + t->f_head) / fg_calib_dev_flops(t->dev, t->n);
-    s->other = t->L * t->n * ctx * t->qw * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
+    s->other = t->L * t->n * ctx * t->qw_att * (kv_host && t->cpu_attn ? t->attn : t->dev_attn);
     s->k_lin = 1, s->k_kept = 0, s->k_gather = touched(t, t->n);
     s->x_share = t->xs_dec;
     s->w_up = step_weights(s, &t->sweep);

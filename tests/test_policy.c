@@ -458,7 +458,10 @@ START_TEST(mla_prefill_priced_at_its_width)
     fg_plan pl;
     fg_err err;
     ck_assert_int_eq(fg_plan_make(&r.m.pm, &p, 258, 0, &pl, &err), FG_OK);
-    double pairs = 2.0 * 256 * 257 / 2, H = 16, wide = H * 576, narrow = H * (192 + 128) / 2;
+    /* absorbed: scores over the 576-value rows, values the 512 latent ones (the pe dims are a
+     * whole 4-bit group, so the 4-bit cache's too); expanded: 192-value keys, 128-value values */
+    double pairs = 2.0 * 256 * 257 / 2, H = 16, wide = H * (576 + 512) / 2;
+    double narrow = H * (192 + 128) / 2;
     fg_prediction f32, q4, absorb;
     fg_policy_predict(&c, &r.m, &pl, &p, &job, &f32);
     fg_policy pq = p;
@@ -472,6 +475,14 @@ START_TEST(mla_prefill_priced_at_its_width)
                   "widths' difference %.6g s", d, want);
     ck_assert(fabs(q4.prefill_s - absorb.prefill_s) <= 1e-9 * absorb.prefill_s);
     ck_assert(fabs(absorb.decode_s - f32.decode_s) <= 1e-9 * f32.decode_s);
+    /* a decode step attends absorbed: 2 layers x a context of 257 x the same width */
+    fg_calib c0 = c;
+    c0.attn_s = c0.attn_q4_s = 0;
+    fg_prediction none;
+    fg_policy_predict(&c0, &r.m, &pl, &p, &job, &none);
+    d = f32.decode_s - none.decode_s, want = 2.0 * 257 * wide * 1e-6;
+    ck_assert_msg(fabs(d - want) <= 1e-6 * want, "decode attention %.6g s, want %.6g s", d,
+                  want);
 }
 END_TEST
 
