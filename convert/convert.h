@@ -57,6 +57,10 @@ typedef struct fg_convert_report {
     uint64_t source_bytes, stored_bytes;
     double seconds;
     int unused_mtp;   /* the unused tensors are multi-token prediction layers (GLM-4 MoE's) */
+    uint32_t ggml_requant; /* GGUF Q4_0 / Q8_0 tensors (not stacked experts) re-quantized into
+                              fg's groups through F16, a second loss, where the layout of 4 / 8
+                              bits, groups of 32 along the input axis would have kept their
+                              blocks exactly (docs/import.md) */
 } fg_convert_report;
 
 /* Convert the checkpoint at src into a new store at dst (missing or empty). */

@@ -20,6 +20,7 @@ typedef struct fgc_job {
     fg_store_batch *batch;
     uint64_t done, total, stored;
     uint32_t tensors, skipped, unused;
+    uint32_t ggml_requant; /* GGUF Q4_0/Q8_0 tensors re-quantized where a layout keeps them */
     double t0;
     uint16_t *f16;
     size_t f16_cap;

@@ -368,6 +368,7 @@ int fgc_end(fgc_job *j, int rc, fg_convert_report *rep, fg_err *err)
         rep->skipped = j->skipped;
         rep->unused = j->unused;
         rep->unused_mtp = 0; /* (import says) */
+        rep->ggml_requant = j->ggml_requant;
         rep->source_bytes = j->done;
         rep->stored_bytes = j->stored;
         rep->seconds = fg_now() - j->t0;
@@ -397,6 +398,7 @@ typedef struct ck_read_ctx {
     uint32_t span_index;
     uint32_t perm_head, perm_rot, perm_off; /* an interleaved rotary layout
                                              * (fg_tensor_spec.perm_*) */
+    int requant_counted; /* ck_qread counted this tensor in j->ggml_requant */
 } ck_read_ctx;
 
 static int ck_read_one(ck_read_ctx *c, uint32_t index, uint64_t first, uint64_t n,
@@ -522,6 +524,11 @@ static int ck_qread(void *ctx, const fg_codec *cd, uint64_t r0, uint64_t n, uint
     ck_read_ctx *c = ctx;
     const fg_ckpt_tensor *t = fg_ckpt_tensor_at(c->ck, c->index);
     int q8 = t->dtype == FG_CKPT_Q8_0;
+    if (!c->parts && (q8 || t->dtype == FG_CKPT_Q4_0) && cd->bits == (q8 ? 8 : 4) &&
+        (cd->group_size != 32 || cd->group_axis != 1) && !c->requant_counted) {
+        c->requant_counted = 1; /* (the layout, not the block: a block's d can refuse too) */
+        c->j->ggml_requant++;
+    }
     if (c->parts || !(q8 || t->dtype == FG_CKPT_Q4_0) || cd->bits != (q8 ? 8 : 4) ||
         cd->group_size != 32 || cd->group_axis != 1 || cd->scale_dtype != FG_SCALE_F16 ||
         cd->nibble_order != FG_NIBBLE_LO_FIRST || c->cols % 32)

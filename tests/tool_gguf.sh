@@ -63,6 +63,18 @@ done
 [ "$(tokens llama2-tiny-q4_0.gguf.store "$text")" = \
   "$(tokens llama2-tiny-q4_0-split-00001-of-00003.gguf.store "$text")" ] ||
   fail "the split Q4_0 file does not generate what the whole one does"
+# Q4_0 re-quantized outside the layout that keeps its blocks: a note names the flags; in that
+# layout, or into Q8 (fewer bits lost on purpose is not asked about), none
+q4=$FIX/gguf/llama2-tiny-q4_0.gguf tk=$FIX/llama/llama2-tiny-f32
+out=$("$CONVERT" "$q4" -o rq.store --tokenizer "$tk" --compress-weight 2>&1) || fail "rq: convert: $out"
+[[ "$out" == *"note: 16 tensors' Q4_0/Q8_0 blocks were re-quantized"*"--group-size 32 --group-axis 1 keeps"* ]] ||
+  fail "no note for Q4_0 re-quantized into g64: $out"
+out=$("$CONVERT" "$q4" -o ll.store --tokenizer "$tk" --compress-weight --group-size 32 --group-axis 1 2>&1) ||
+  fail "ll: convert: $out"
+[[ "$out" != *"note:"* ]] || fail "a note for the lossless layout: $out"
+out=$("$CONVERT" "$q4" -o q8.store --tokenizer "$tk" --weight-bits 8 2>&1) || fail "q8: convert: $out"
+[[ "$out" != *"note:"* ]] || fail "a note for Q4_0 stored 8-bit: $out"
+echo "Q4_0 re-quantized: noted, with the lossless layout's flags"
 printf 'GGUF\003\000\000\000' > short.gguf && cp short.gguf renamed.bin
 for c in "$FIX/gguf/llama2-tiny-f16.gguf:llama2-tiny-f16.gguf: no tokenizer.ggml.model: name the directory of the model's tokenizer.json with --tokenizer DIR" \
          "short.gguf:short.gguf: the GGUF tensor count at byte 8 runs past the end of the file" \

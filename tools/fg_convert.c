@@ -256,5 +256,10 @@ int main(int argc, char **argv)
     }
     if (!a->quiet)
         report(&rep, a->out);
+    if (rep.ggml_requant && !a->quiet) /* a second loss the user can avoid */
+        fprintf(stderr, "fg-convert: note: %u tensors' Q4_0/Q8_0 blocks were re-quantized into "
+                "fg's groups through F16, a second loss (docs/accuracy.md, \"Through GGUF\"); "
+                "--group-size 32 --group-axis 1 keeps their blocks exactly\n",
+                rep.ggml_requant);
     return 0;
 }
