@@ -65,14 +65,14 @@ if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ]; then # a rerun after a fix can skip noth
   cmake -S "$ROOT" -B "$WORK" "${gen[@]}" "${cmake_deps[@]}" -DFG_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$WORK/configure.log" 2>&1 ||
     { tail -20 "$WORK/configure.log"; keep configure.log; exit 1; }
-  cmake --build "$WORK" -j "$(nproc)" --target test_ops test_backend_cuda test_infer_cuda \
+  cmake --build "$WORK" -j "$(nproc)" --target test_ops test_ops_attn test_backend_cuda test_infer_cuda \
     test_quant_cuda test_backend_sim test_pager bench_gpu fg-infer fg-convert > "$WORK/build.log" 2>&1 ||
     { grep -E "error" "$WORK/build.log" | head -30; keep build.log; exit 1; }
   say "built"
 fi
 
 say "GPU tests (a skip here means the GPU was not seen: a failure)"
-out=$(cd "$WORK" && timeout 300 ctest -R "^(test_ops|test_backend_cuda|test_infer_cuda|test_quant_cuda|test_backend_sim|test_pager)$" \
+out=$(cd "$WORK" && timeout 300 ctest -R "^(test_ops|test_ops_attn|test_backend_cuda|test_infer_cuda|test_quant_cuda|test_backend_sim|test_pager)$" \
   --output-on-failure 2>&1)
 echo "$out" > "$WORK/tests.log"
 echo "$out" | grep -E "Test +#|tests passed|FAILED|Failed|F:|E:|nmse" | head -60
