@@ -18,12 +18,6 @@
 
 /* Check's ck_assert sends a message to the parent per passing call in fork mode; element loops
  * use this instead, which only talks on failure. */
-#define REQUIRE(cond, ...)                                                                        \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            ck_abort_msg(__VA_ARGS__);                                                            \
-    } while (0)
-
 static const fg_quant_isa k_isas[] = {FG_QUANT_ISA_REF, FG_QUANT_ISA_AVX2, FG_QUANT_ISA_AVX512};
 #define N_ISAS 3
 
@@ -183,7 +177,7 @@ static void check_error_bound(const qcase *q, const uint8_t *chunk, const float 
             double tol = 0.5 * s + 4.0 * FLT_EPSILON * (fabs(m) + (double)L * s + fabs(x));
             if (s == 0.0f)
                 tol = 0;
-            REQUIRE(fabs((double)x - got) <= tol,
+            TU_REQUIRE(fabs((double)x - got) <= tol,
                           "(%llu, %llu): x %.9g decoded %.9g, m %.9g s %.9g",
                           (unsigned long long)r, (unsigned long long)c, x, got, m, s);
         }
@@ -194,7 +188,7 @@ static void check_error_bound(const qcase *q, const uint8_t *chunk, const float 
             int last = q->v.along_rows ? g / q->cols == along / G
                                        : g % ((q->cols + G - 1) / G) == along / G;
             for (uint32_t t = (uint32_t)(along % G); last && t < G; t++)
-                REQUIRE(group_code(q, chunk, g, t) == 0, "padding code not 0 in group %llu",
+                TU_REQUIRE(group_code(q, chunk, g, t) == 0, "padding code not 0 in group %llu",
                         (unsigned long long)g);
         }
 }
@@ -238,7 +232,7 @@ START_TEST(test_isa_equals_ref)
         uint16_t *href = decode(&q, ref, FG_CODEC_F16, q.cols, FG_QUANT_ISA_REF);
         check_error_bound(&q, ref, yref);
         for (size_t e = 0; e < (size_t)q.rows * q.cols; e++)
-            REQUIRE(href[e] == fg_f32_to_f16_1(fminf(fmaxf(yref[e], -65504), 65504)),
+            TU_REQUIRE(href[e] == fg_f32_to_f16_1(fminf(fmaxf(yref[e], -65504), 65504)),
                     "f16 output %zu is not the saturated f32 output", e);
         for (int k = 1; k < N_ISAS; k++) {
             if (!isa_ok(k_isas[k]))
@@ -366,7 +360,7 @@ START_TEST(test_decode_random_bytes)
         }
         for (uint64_t r = 0; r < q.rows; r++)
             for (uint64_t c = 0; c < q.cols; c++)
-                REQUIRE((href[r * ld + c] & 0x7FFFu) != 0x7C00u, "f16 Inf, not saturated");
+                TU_REQUIRE((href[r * ld + c] & 0x7FFFu) != 0x7C00u, "f16 Inf, not saturated");
         free(yref), free(href), free(chunk);
     }
 }
@@ -381,8 +375,8 @@ START_TEST(test_f16_conversions)
     fg_f16_to_f32(all, ref, 65536, FG_QUANT_ISA_REF);
     for (uint32_t i = 0; i < 65536; i++) {
         if (((i >> 10) & 31) != 31) { /* non-NaN, non-Inf: exact round trip */
-            REQUIRE(fg_f32_to_f16_1(ref[i]) == i, "f16 %04x round trip", i);
-            REQUIRE((double)ref[i] == ldexp((double)((i & 0x3FF) | (((i >> 10) & 31) ? 0x400 : 0)),
+            TU_REQUIRE(fg_f32_to_f16_1(ref[i]) == i, "f16 %04x round trip", i);
+            TU_REQUIRE((double)ref[i] == ldexp((double)((i & 0x3FF) | (((i >> 10) & 31) ? 0x400 : 0)),
                                               (((i >> 10) & 31) ? (int)((i >> 10) & 31) : 1) - 25) *
                                            ((i & 0x8000) ? -1 : 1), "f16 %04x value", i);
         }
@@ -418,7 +412,7 @@ START_TEST(test_f16_conversions)
             continue;
         fg_f32_to_f16(f, hgot, N, k_isas[k]);
         for (uint32_t i = 0; i < N; i++)
-            REQUIRE(hgot[i] == href[i], "%s f32 %08x -> %04x, ref %04x",
+            TU_REQUIRE(hgot[i] == href[i], "%s f32 %08x -> %04x, ref %04x",
                           fg_quant_isa_name(k_isas[k]), bits_of(f[i]), hgot[i], href[i]);
         /* A sweep over the whole binary32 space, every 251st pattern (17 million values). */
         for (uint64_t base = 0; base < (1ull << 32); base += 251ull * N) {
@@ -427,12 +421,12 @@ START_TEST(test_f16_conversions)
                 f[n] = f32_of((uint32_t)(base + 251ull * n));
             fg_f32_to_f16(f, href, n, FG_QUANT_ISA_REF);
             fg_f32_to_f16(f, hgot, n, k_isas[k]);
-            REQUIRE(memcmp(href, hgot, n * 2) == 0, "%s f32 -> f16 differs near %08llx",
+            TU_REQUIRE(memcmp(href, hgot, n * 2) == 0, "%s f32 -> f16 differs near %08llx",
                     fg_quant_isa_name(k_isas[k]), (unsigned long long)base);
         }
         fg_f16_to_f32(all, got, 65536, k_isas[k]);
         for (uint32_t i = 0; i < 65536; i++)
-            REQUIRE(bits_of(got[i]) == bits_of(ref[i]), "%s f16 %04x -> %08x, ref %08x",
+            TU_REQUIRE(bits_of(got[i]) == bits_of(ref[i]), "%s f16 %04x -> %08x, ref %08x",
                           fg_quant_isa_name(k_isas[k]), i, bits_of(got[i]), bits_of(ref[i]));
     }
 }
@@ -496,14 +490,14 @@ START_TEST(test_constant_groups)
                 int exact = fg_f16_to_f32_1(fg_f32_to_f16_1(vals[vi])) == vals[vi];
                 for (uint64_t g = 0; exact && g < q.v.n_groups; g++) {
                     const uint8_t *p = chunk + g * q.v.group_bytes;
-                    REQUIRE(fg_le16(p + 2) == 0, "constant group %llu: scale not 0",
+                    TU_REQUIRE(fg_le16(p + 2) == 0, "constant group %llu: scale not 0",
                             (unsigned long long)g);
                     for (uint32_t b = 4; b < q.v.group_bytes; b++)
-                        REQUIRE(p[b] == 0, "constant group %llu: code byte not 0",
+                        TU_REQUIRE(p[b] == 0, "constant group %llu: code byte not 0",
                                 (unsigned long long)g);
                 }
                 for (size_t i = 0; exact && i < q.rows * q.cols; i++)
-                    REQUIRE(y[i] == vals[vi], "constant %g decoded %g", vals[vi], y[i]);
+                    TU_REQUIRE(y[i] == vals[vi], "constant %g decoded %g", vals[vi], y[i]);
                 free(chunk), free(y);
             }
             free(x);

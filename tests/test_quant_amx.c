@@ -19,12 +19,6 @@
 #include "quant_gemm_int.h"
 #include "testutil.h"
 
-#define REQUIRE(cond, ...)                                                                        \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            ck_abort_msg(__VA_ARGS__);                                                            \
-    } while (0)
-
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void)
 {
@@ -177,7 +171,7 @@ START_TEST(test_amx_emulated)
             run_emul(&t, m, n, n0, lo, hi, bias, y, run == 1 ? 5 * pmin + 100 : pmin);
             for (uint64_t q = 0; q < m * n; q++) {
                 float wq = q / n < lo || q / n >= hi ? 777.0f : want[q];
-                REQUIRE(!memcmp(&y[q], &wq, 4), "case %zu (q%u G %u) run %d (%llu, %llu): %a, "
+                TU_REQUIRE(!memcmp(&y[q], &wq, 4), "case %zu (q%u G %u) run %d (%llu, %llu): %a, "
                         "model %a", c, t.p.bits, t.p.G, run, (unsigned long long)(q / n),
                         (unsigned long long)(q % n), y[q], wq);
             }
@@ -193,7 +187,7 @@ START_TEST(test_amx_emulated)
                                                  y2, n, panel, pb, FG_QUANT_ISA_AVX2, &err),
                              FG_OK);
             for (uint64_t q = 0; q < m * n; q++)
-                REQUIRE(!memcmp(&y[q], &y2[q], 4), "case %zu: (%llu, %llu) %a, avx2 panel %a",
+                TU_REQUIRE(!memcmp(&y[q], &y2[q], 4), "case %zu: (%llu, %llu) %a, avx2 panel %a",
                         c, (unsigned long long)(q / n), (unsigned long long)(q % n), y[q], y2[q]);
             free(panel), free(y2);
         }
@@ -205,7 +199,7 @@ START_TEST(test_amx_emulated)
         for (uint64_t i = 0; i < m; i++)
             for (uint64_t j = n0; j < n; j++) {
                 double e = (double)yr[i * n + j] + (bias ? bias[j] : 0);
-                REQUIRE(fabs(y[i * n + j] - e) <= ulps * 0x1p-24 * mag[i * n + j],
+                TU_REQUIRE(fabs(y[i * n + j] - e) <= ulps * 0x1p-24 * mag[i * n + j],
                         "case %zu (%llu, %llu): %.9g, ref %.9g", c, (unsigned long long)i,
                         (unsigned long long)j, y[i * n + j], e);
             }

@@ -19,12 +19,6 @@
 #include "quant_gemm_int.h" /* fgq_check and the kernel signature, for the emulated VNNI build */
 #include "testutil.h"
 
-#define REQUIRE(cond, ...)                                                                        \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            ck_abort_msg(__VA_ARGS__);                                                            \
-    } while (0)
-
 static const fg_quant_isa k_isas[] = {FG_QUANT_ISA_REF, FG_QUANT_ISA_AVX2, FG_QUANT_ISA_AVX512};
 #define N_ISAS 3
 
@@ -230,7 +224,7 @@ START_TEST(test_isa_equals_ref)
             act t;
             act_make(&t, &wc.c, s.m, s.k, s.block_groups * s.G);
             act_quant(&t, x, ldx, k_isas[ii]);
-            REQUIRE(memcmp(t.buf, ref.buf, ref.len) == 0,
+            TU_REQUIRE(memcmp(t.buf, ref.buf, ref.len) == 0,
                     "%s act bytes differ (q%u G %u m %llu k %llu)", fg_quant_isa_name(k_isas[ii]),
                     s.bits, s.G, (unsigned long long)s.m, (unsigned long long)s.k);
             float *y = gemm(&wc, &t.a, k_isas[ii]);
@@ -239,7 +233,7 @@ START_TEST(test_isa_equals_ref)
                     double mag, e = expect(&wc, &ref.a, i, j, &mag);
                     (void)e;
                     double d = fabs((double)y[i * s.n + j] - yr[i * s.n + j]);
-                    REQUIRE(d <= 0x1p-17 * mag + 1e-30,
+                    TU_REQUIRE(d <= 0x1p-17 * mag + 1e-30,
                             "%s q%u G %u hi %d f32s %d (%llu, %llu): %.9g vs ref %.9g (mag %g)",
                             fg_quant_isa_name(k_isas[ii]), s.bits, s.G, s.hi, s.f32scale,
                             (unsigned long long)i, (unsigned long long)j, y[i * s.n + j],
@@ -271,7 +265,7 @@ START_TEST(test_ref_definition)
         for (uint64_t i = 0; i < s.m; i++)
             for (uint64_t j = 0; j < s.n; j++) {
                 double mag, e = expect(&wc, &t.a, i, j, &mag), f = 0, bound = 0, fmag = 0;
-                REQUIRE(fabs(y[i * s.n + j] - e) <= 0x1p-23 * fabs(e) + 0x1p-40 * mag,
+                TU_REQUIRE(fabs(y[i * s.n + j] - e) <= 0x1p-23 * fabs(e) + 0x1p-40 * mag,
                         "(%llu, %llu): ref %.9g, binary64 %.12g", (unsigned long long)i,
                         (unsigned long long)j, y[i * s.n + j], e);
                 for (uint64_t c = 0; c < s.k; c++) {
@@ -282,7 +276,7 @@ START_TEST(test_ref_definition)
                     fmag += fabs(wv * xv) + fabs(m * xv);
                     bound += fabs(wv) * t.a.scale[i * t.a.n_blocks + c / t.a.block] / 2;
                 }
-                REQUIRE(fabs(y[i * s.n + j] - f) <= bound + 1e-5 * fmag,
+                TU_REQUIRE(fabs(y[i * s.n + j] - f) <= bound + 1e-5 * fmag,
                         "(%llu, %llu): int8 %.9g, f32 %.9g, bound %g", (unsigned long long)i,
                         (unsigned long long)j, y[i * s.n + j], f, bound);
             }
@@ -335,7 +329,7 @@ START_TEST(test_exact_integers)
                         float mm, ss;
                         d += (1 + (int64_t)wcode(&wc, j, c, &mm, &ss)) * (int64_t)x[i * k + c];
                     }
-                    REQUIRE(y[i * n + j] == (float)d, "%s q%u G %u (%llu, %llu): %.1f vs %lld",
+                    TU_REQUIRE(y[i * n + j] == (float)d, "%s q%u G %u (%llu, %llu): %.1f vs %lld",
                             fg_quant_isa_name(k_isas[ii]), bits, G, (unsigned long long)i,
                             (unsigned long long)j, y[i * n + j], (long long)d);
                 }
@@ -412,7 +406,7 @@ START_TEST(test_large_groups)
                 for (uint64_t j = 0; j < n; j++) {
                     double mag;
                     (void)expect(&wc, &t.a, i, j, &mag);
-                    REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
+                    TU_REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
                             "q%u G %u (%llu, %llu): %.9g vs %.9g", bits, G, (unsigned long long)i,
                             (unsigned long long)j, y[i * n + j], yr[i * n + j]);
                 }
@@ -447,7 +441,7 @@ START_TEST(test_windows)
                 for (uint64_t j = 0; j < n; j++) {
                     double mag;
                     (void)expect(&wc, &t.a, i, j, &mag);
-                    REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
+                    TU_REQUIRE(fabs((double)y[i * n + j] - yr[i * n + j]) <= 0x1p-17 * mag,
                             "(%llu, %llu): %.9g vs %.9g", (unsigned long long)i,
                             (unsigned long long)j, y[i * n + j], yr[i * n + j]);
                 }
@@ -572,7 +566,7 @@ START_TEST(test_vnni_kernel_emulated)
             for (uint64_t j = 0; j < s.n; j++) {
                 double mag;
                 (void)expect(&wc, &t.a, i, j, &mag);
-                REQUIRE(fabs((double)y[i * s.n + j] - yr[i * s.n + j]) <= 0x1p-17 * mag + 1e-30,
+                TU_REQUIRE(fabs((double)y[i * s.n + j] - yr[i * s.n + j]) <= 0x1p-17 * mag + 1e-30,
                         "vnni-emul q%u G %u hi %d (%llu, %llu): %.9g vs ref %.9g", s.bits, s.G,
                         s.hi, (unsigned long long)i, (unsigned long long)j, y[i * s.n + j],
                         yr[i * s.n + j]);
@@ -615,7 +609,7 @@ START_TEST(test_random_chunk_bytes)
                     float r = yr[i * s.n + j], v = y[i * s.n + j];
                     if (!isfinite(r) || !(mag < 0x1p120)) /* binary32 partial sums may overflow */
                         continue;
-                    REQUIRE(fabs((double)v - r) <= 0x1p-17 * mag + 1e-30,
+                    TU_REQUIRE(fabs((double)v - r) <= 0x1p-17 * mag + 1e-30,
                             "%s q%u G %u (%llu, %llu): %.9g vs ref %.9g (mag %g)",
                             fg_quant_isa_name(k_isas[ii]), s.bits, s.G, (unsigned long long)i,
                             (unsigned long long)j, v, r, mag);
@@ -651,7 +645,7 @@ START_TEST(test_f16_gemm)
                         double t = (double)fg_f16_to_f32_1(w[j * ldw + c]) * x[i * ldx + c];
                         e += t, mag += fabs(t);
                     }
-                    REQUIRE(fabs(y[i * ldy + j] - e) <= 0x1p-18 * mag + 0x1p-23 * fabs(e),
+                    TU_REQUIRE(fabs(y[i * ldy + j] - e) <= 0x1p-18 * mag + 0x1p-23 * fabs(e),
                             "%s (%llu, %llu) k %llu: %.9g vs %.12g", fg_quant_isa_name(k_isas[ii]),
                             (unsigned long long)i, (unsigned long long)j, (unsigned long long)k,
                             y[i * ldy + j], e);
@@ -718,7 +712,7 @@ START_TEST(test_gemm_panel)
                 for (uint64_t j = 0; j < n; j++) {
                     float got = y[i * n + j];
                     if (j < n0) {
-                        REQUIRE(got == 777.0f, "column %llu outside [%llu, %llu) written",
+                        TU_REQUIRE(got == 777.0f, "column %llu outside [%llu, %llu) written",
                                 (unsigned long long)j, (unsigned long long)n0,
                                 (unsigned long long)n);
                         continue;
@@ -726,7 +720,7 @@ START_TEST(test_gemm_panel)
                     double mag, want = yr[i * n + j] + (bias ? (double)bias[j] : 0.0);
                     expect(&wc, &t.a, i, j, &mag);
                     mag += bias ? fabs(bias[j]) : 0.0;
-                    REQUIRE(fabs((double)got - want) <= 0x1p-17 * mag + 1e-30,
+                    TU_REQUIRE(fabs((double)got - want) <= 0x1p-17 * mag + 1e-30,
                             "%s q%u G %u hi %d f32s %d block %u m %llu n %llu k %llu (%llu, "
                             "%llu): %.9g vs ref %.9g (mag %g)", fg_quant_isa_name(k_isas[ii]),
                             bits, G, hi, f32scale, block, (unsigned long long)m,
@@ -819,13 +813,13 @@ START_TEST(test_w16_gemm)
                     }
                     float got = y[i * ldy + j];
                     if ((int)j == nan_row) {
-                        REQUIRE(isnan(got), "%s row %llu col %llu: %g, want NaN",
+                        TU_REQUIRE(isnan(got), "%s row %llu col %llu: %g, want NaN",
                                 fg_quant_isa_name(k_isas[ii]), (unsigned long long)i,
                                 (unsigned long long)j, got);
                         continue;
                     }
                     double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
-                    REQUIRE(fabs(got - e) <= tol, "%s %s (%llu, %llu) m %llu n %llu k %llu: "
+                    TU_REQUIRE(fabs(got - e) <= tol, "%s %s (%llu, %llu) m %llu n %llu k %llu: "
                             "%.9g vs %.12g", fg_quant_isa_name(k_isas[ii]),
                             codec == FG_CODEC_F16 ? "f16" : "bf16", (unsigned long long)i,
                             (unsigned long long)j, (unsigned long long)m, (unsigned long long)n,
@@ -896,7 +890,7 @@ START_TEST(test_w16_avx512_same_bits)
             ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, split, bias, yb, n, panel,
                                          use, FG_QUANT_ISA_AVX512, &err), FG_OK);
             for (uint64_t i = 0; i < m * n; i++)
-                REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
+                TU_REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
                         "k %llu at %llu: %.9g, avx2 %.9g", (unsigned long long)use,
                         (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
                         (unsigned long long)i, yb[i], ya[i]);
@@ -968,7 +962,7 @@ START_TEST(test_q4_panel_vnni512)
                                                got, n, panel, pb);
             }
             for (uint64_t q = 0; q < m * n; q++)
-                REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
+                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
                         "%.9g", native ? "native" : "emulated", t, (unsigned long long)(q / n),
                         (unsigned long long)(q % n), got[q], want[q]);
         }
@@ -1049,11 +1043,11 @@ START_TEST(test_w16_bf16)
                     memcpy(&want, &r, 4);
                     want >>= 16;
                 }
-                REQUIRE(got == want, "xpack_bf16 m %llu k %llu (%llu, %llu): %04x, want %04x",
+                TU_REQUIRE(got == want, "xpack_bf16 m %llu k %llu (%llu, %llu): %04x, want %04x",
                         (unsigned long long)m, (unsigned long long)k, (unsigned long long)i,
                         (unsigned long long)c, got, want);
                 if ((c - p) % 2 == 0 && c + 1 == p + kc)
-                    REQUIRE((word >> 16) == 0, "xpack_bf16: the half pair's top not zero");
+                    TU_REQUIRE((word >> 16) == 0, "xpack_bf16: the half pair's top not zero");
             }
         uint64_t kc2 = ((k < FG_XPACK_KC ? k : FG_XPACK_KC) + 1) / 2;
         for (int isa = 0; isa < 1 + native; isa++)
@@ -1078,7 +1072,7 @@ START_TEST(test_w16_bf16)
                             e += t, mag += fabs(t);
                         }
                         double tol = (FG_XPACK_KC + k / FG_XPACK_KC + 2) * 0x1p-24 * mag;
-                        REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 gemm %s %s m %llu n %llu "
+                        TU_REQUIRE(fabs(y[i * n + j] - e) <= tol, "bf16 gemm %s %s m %llu n %llu "
                                 "k %llu panel %llu (%llu, %llu): %.9g vs %.12g",
                                 isa ? "kernel" : "ref", codec == FG_CODEC_F16 ? "f16" : "bf16",
                                 (unsigned long long)m, (unsigned long long)n,
@@ -1220,13 +1214,13 @@ START_TEST(test_w16_bf16_emulated)
         fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
         for (uint64_t i = 0; i < m; i++)
             for (uint64_t c = 0; c < k; c++)
-                REQUIRE(fgq_xpack_bf16_at(xb, m, k, i, c) == bf16_round(x[i * ldx + c]) &&
+                TU_REQUIRE(fgq_xpack_bf16_at(xb, m, k, i, c) == bf16_round(x[i * ldx + c]) &&
                             signbit(fgq_xpack_bf16_at(xb, m, k, i, c)) ==
                                 signbit(bf16_round(x[i * ldx + c])),
                         "emulated xpack case %zu (%llu, %llu): %a, want %a", t,
                         (unsigned long long)i, (unsigned long long)c,
                         fgq_xpack_bf16_at(xb, m, k, i, c), bf16_round(x[i * ldx + c]));
-        REQUIRE(!memcmp(xb, xl, words * 4), "emulated xpack case %zu: not fg_xpack_bf16's", t);
+        TU_REQUIRE(!memcmp(xb, xl, words * 4), "emulated xpack case %zu: not fg_xpack_bf16's", t);
         float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
         uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
         bf16_model(codec, w, n, k, ldw, xb, m, 0, m, bias, want);
@@ -1246,7 +1240,7 @@ START_TEST(test_w16_bf16_emulated)
                                      FG_OK);
             }
             for (uint64_t q = 0; q < m * n; q++)
-                REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, %llu):"
+                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, %llu):"
                         " %a, model %a", run < 2 ? "emulated" : "native", t,
                         (unsigned long long)pf, (unsigned long long)(q / n),
                         (unsigned long long)(q % n), got[q], want[q]);

@@ -29,6 +29,14 @@ void tu_randf(float *x, size_t n, uint64_t seed, float scale);
  * when ref is all zero). */
 double tu_nmse(const float *a, const float *ref, size_t n);
 
+/* Fails the test with the message alone when cond is false: ck_assert_msg without the
+ * expression's text, for checks inside loops over many values (the message names the value). */
+#define TU_REQUIRE(cond, ...)                                                                     \
+    do {                                                                                          \
+        if (!(cond))                                                                              \
+            ck_abort_msg(__VA_ARGS__);                                                            \
+    } while (0)
+
 /* Run a suite in fork mode; returns the process exit status (0 when all pass). */
 int tu_run(Suite *s);
 
