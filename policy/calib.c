@@ -18,9 +18,12 @@
  *    4-bit cache: seconds per query x key x query width;
  *  - the overlap of reading and computing: the disk read by a second thread while the backend
  *    runs GEMMs, against each alone (on a small VM the I/O path itself takes CPU);
- *  - the memory read bandwidth (core/fg_membw.h: a plain read loop over 1 GiB, 256 MiB when
- *    quick, on the compute threads), what fg-infer's summary puts a decode's weight traffic
- *    against. Optional in the file (mem_read_bps): one written before it was kept loads with 0.
+ *  - the memory read bandwidth (core/fg_membw.h: a plain read loop over 1 GiB on the compute
+ *    threads), what fg-infer's summary puts a decode's weight traffic against. Quick: 64 MiB,
+ *    no more than the GEMM's weights, since a run without a calibration measures quickly in
+ *    its own process and its peak RSS is held to its --ram-budget (a CPU whose last-level
+ *    cache nears 64 MiB reads part of it from there: the figure is then high). Optional in the
+ *    file (mem_read_bps): one written before it was kept loads with 0.
  * Each figure is the median of repeated timings (the machine is shared: a run meets its
  * typical load, not its best moment). The file records the machine ("model name x cores") and
  * FG_CALIB_VERSION; a file of another machine or version is refused (FG_ERR_STATE) so that a
@@ -537,7 +540,7 @@ int fg_calib_measure(const char *dir, int threads, int quick, FILE *log, fg_cali
         rc = measure_attn(be, quick, 1, &c->attn_q4_s, &m, err);
     fg_backend_free(be);
     fg_membw mb;
-    if (rc == FG_OK && fg_membw_measure(c->threads, quick ? 256u << 20 : 1u << 30,
+    if (rc == FG_OK && fg_membw_measure(c->threads, quick ? 64u << 20 : 1u << 30,
                                         quick ? 0.5 : 2.0, &mb))
         rc = fg_err_sys(err, FG_ERR_NOMEM, errno, "calibration: the memory read loop");
     if (rc == FG_OK)
