@@ -158,9 +158,7 @@ static void strip(uint64_t kc2, const uint32_t *xb, uint64_t np, uint64_t row0, 
             continue;
         }
         kernel(kc2, a, bw, tile, NR, 1, first ? bj : NULL);
-        for (uint64_t i = 0; i < rows; i++)
-            for (uint64_t q = 0; q < cols; q++)
-                yt[i * ldy + q] = first ? tile[i * NR + q] : yt[i * ldy + q] + tile[i * NR + q];
+        qp_tile_out(yt, ldy, tile, NR, rows, cols, first);
     }
 }
 

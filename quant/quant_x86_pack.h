@@ -1,9 +1,9 @@
 /* quant_x86_pack.h - what the prefill kernels' panel packers share, written once: the 8 x 8
  * transpose of 32-bit lanes, the widening of 16-bit weights (F16 through VCVTPH2PS, BF16 by a
- * 16-bit shift: bit-identical to fgq_h2f and the BF16 rule), and the F32 panel packer of the
- * 16-bit-weight GEMMs. Included by gemm16_avx2.c, gemm16_avx512.c, gemm16_bf16.c,
- * gemm_q4p_avx2.c and gemm_q4p_kern512.h; static inline, so each compiles it with its own ISA
- * flags (all have AVX2 and F16C).
+ * 16-bit shift: bit-identical to fgq_h2f and the BF16 rule), the F32 panel packer of the
+ * 16-bit-weight GEMMs and their edge tiles' store. Included by gemm16_avx2.c, gemm16_avx512.c,
+ * gemm16_bf16_kern.h, gemm_q4p_avx2.c and gemm_q4p_kern512.h; static inline, so each compiles
+ * it with its own ISA flags (all have AVX2 and F16C).
  */
 #ifndef FG_QUANT_X86_PACK_H
 #define FG_QUANT_X86_PACK_H
@@ -84,6 +84,16 @@ static inline void qp_pack_w16(int bf16, const uint16_t *w, uint64_t ldw, uint64
                 }
         }
     }
+}
+
+/* An edge tile's rows x cols outputs (the kernel wrote them to tile, nr floats a row) into y:
+ * stored when first, else added (the 16-bit GEMMs' k blocks after the first). */
+static inline void qp_tile_out(float *y, uint64_t ldy, const float *tile, uint64_t nr,
+                               uint64_t rows, uint64_t cols, int first)
+{
+    for (uint64_t i = 0; i < rows; i++)
+        for (uint64_t q = 0; q < cols; q++)
+            y[i * ldy + q] = first ? tile[i * nr + q] : y[i * ldy + q] + tile[i * nr + q];
 }
 
 #endif

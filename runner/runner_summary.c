@@ -3,7 +3,8 @@
  * predicted beside what was measured, and a line when the two differ by more than 1.5x (a
  * calibration measured in a busy moment), and the bound with the share of it achieved; the
  * prefix cache's line; the experts a mixture's routers chose and their bytes beside the decode's
- * disk reads; the decode's weight bytes a second against the memory read loop; its GFLOP/s. Each part is its own function, in the order printed.
+ * disk reads; the decode's weight bytes a second against the memory read loop; its GFLOP/s.
+ * Each part is its own function, in the order printed.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -116,6 +117,15 @@ static void predicted_lines(const fgr_run *r, const fg_plan *pl)
     calib_off(r, "decode", nb * p->pred_decode_s, p->decode_s);
 }
 
+/* Layers with a mixture of experts (the rest are dense). */
+static uint32_t sparse_layers(const fg_hparams *hp)
+{
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        n += fg_model_layer_sparse(hp, l) != 0;
+    return n;
+}
+
 /* The decode steps' routed experts beside what was read: each step's union of the experts its
  * tokens chose (the distinct ones a sparse layer computed, at the stored bytes of one expert of
  * that layer), the least a step must bring in when the experts are not in memory, and the
@@ -126,9 +136,7 @@ static void routed_line(fgr_run *r, const fg_engine_stats *st, uint64_t dec)
     const fg_hparams *hp = fg_engine_hparams(r->e);
     const fg_policy_model *m;
     fg_err e;
-    uint32_t sparse = 0;
-    for (uint32_t l = 0; l < hp->n_layers; l++)
-        sparse += fg_model_layer_sparse(hp, l) != 0;
+    uint32_t sparse = sparse_layers(hp);
     if (!sparse || !hp->n_experts || !(m = fgr_policy_model(r, &e)))
         return;
     double per = (double)m->experts / sparse / hp->n_experts; /* one expert of one layer */
@@ -155,9 +163,7 @@ static void weights_line(fgr_run *r, const fg_engine_stats *st)
     const fg_sweep_bytes *w = &m->sweep;
     double step = w->lin - w->experts + w->head + w->small;
     if (st->moe[1].units && w->experts > 0) {
-        uint32_t sparse = 0;
-        for (uint32_t l = 0; l < hp->n_layers; l++)
-            sparse += fg_model_layer_sparse(hp, l) != 0;
+        uint32_t sparse = sparse_layers(hp);
         if (sparse && hp->n_experts)
             step += (double)st->moe[1].experts * (w->experts / sparse / hp->n_experts) /
                     (double)st->decode_sweeps;

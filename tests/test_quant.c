@@ -23,13 +23,7 @@ static const fg_quant_isa k_isas[] = {FG_QUANT_ISA_REF, FG_QUANT_ISA_AVX2, FG_QU
 
 /* ---- deterministic data ---- */
 static uint64_t g_rng;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+static uint64_t rnd(void) { return tu_xorshift(&g_rng); }
 static double unif(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
 static float gauss(void)
 {

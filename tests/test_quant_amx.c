@@ -20,13 +20,7 @@
 #include "testutil.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+static uint64_t rnd(void) { return tu_xorshift(&g_rng); }
 static float gauss(void)
 {
     double u = (double)(rnd() >> 11) * 0x1.0p-53 + 1e-300, v = (double)(rnd() >> 11) * 0x1.0p-53;

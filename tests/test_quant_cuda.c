@@ -15,13 +15,7 @@
 #include <cuda_runtime_api.h>
 
 static uint64_t g_rng = 42;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+static uint64_t rnd(void) { return tu_xorshift(&g_rng); }
 
 static void *dev_copy(const void *p, size_t n)
 {

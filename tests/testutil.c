@@ -48,16 +48,20 @@ const char *tu_path(const char *name)
     return b;
 }
 
+uint64_t tu_xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 void tu_fill(void *p, size_t n, uint64_t seed)
 {
     uint8_t *b = p;
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        b[i] = (uint8_t)s;
-    }
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)tu_xorshift(&s);
 }
 
 int tu_run(Suite *s)

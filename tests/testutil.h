@@ -20,6 +20,8 @@ const char *tu_path(const char *name);
  * len is not NULL; fails the test when it cannot be read. */
 char *tu_slurp(const char *path, size_t *len);
 
+/* One step of xorshift64 (13, 7, 17) on *s (nonzero): the tests' deterministic generator. */
+uint64_t tu_xorshift(uint64_t *s);
 /* Deterministic bytes for tests. */
 void tu_fill(void *p, size_t n, uint64_t seed);
 
