@@ -87,7 +87,7 @@ static void stage_view(fg_engine *e)
         e->plan_unit_first[u] = j;
         if (fg_engine_runs(e, u))
             for (uint32_t k = lo; k < hi; k++)
-                e->plan_chunk[j++] = e->plan_chunk[k];
+                e->plan_chunk_rank[j] = e->plan_chunk_rank[k], e->plan_chunk[j++] = e->plan_chunk[k];
         else
             memset(&e->plan_units[u], 0, sizeof e->plan_units[u]);
         lo = hi;
@@ -113,7 +113,7 @@ static int build_units(fg_engine *e, fg_err *err)
         wtensor *t = &e->tensors[e->n_tensors++];
         *t = (wtensor){.spec = s->spec, .codec = s->codec, .file_id = s->file_id,
                        .group = s->group, .n_chunks = s->n_chunks, .chunks = s->chunks,
-                       .stored_bytes = s->stored};
+                       .stored_bytes = s->stored, .rank = s->rank};
         s->chunks = NULL;
         t->piece_rows = malloc((t->n_chunks + 1) * sizeof *t->piece_rows);
         if (!t->piece_rows) {
@@ -146,12 +146,14 @@ static int build_units(fg_engine *e, fg_err *err)
         e->plan_units = w.units;
         e->plan_chunk = w.chunk;
         e->plan_unit_first = w.unit_first;
+        e->plan_chunk_rank = w.chunk_rank;
         e->pm = w.pm;
         e->pm.hp = &e->hp;
         w.ut = NULL;
         w.units = NULL;
         w.chunk = NULL;
         w.unit_first = NULL;
+        w.chunk_rank = NULL;
     }
     fg_plan_weights_free(&w);
     if (rc == FG_OK)
@@ -163,7 +165,8 @@ static int build_units(fg_engine *e, fg_err *err)
 
 /* ---- the pager ---- */
 
-/* Register every tensor's file and chunks with the pager (group = the unit that owns it). */
+/* Register every tensor's file and chunks with the pager (group = the unit that owns it, rank
+ * the tensor's: plan_model.c). */
 static int register_chunks(fg_engine *e, fg_err *err)
 {
     uint32_t files[1024], file_ids[1024], n_files = 0;
@@ -187,7 +190,7 @@ static int register_chunks(fg_engine *e, fg_err *err)
             const fg_fgt_chunk_info *ci = &t->chunks[c];
             fg_pager_chunk_desc d = {files[k], ci->offset, ci->length, fg_page_up(ci->length),
                                      ci->xxh3, 1, ((uint64_t)i << 32) | c, t->codec,
-                                     FG_CHUNK_WEIGHT, t->group};
+                                     FG_CHUNK_WEIGHT, t->group, 0, t->rank};
             uint32_t id;
             rc = fg_pager_add_chunk(e->pager, &d, &id, err);
             if (c == 0)
@@ -337,6 +340,26 @@ static void chunk_label(void *ctx, uint64_t tag, char *buf, size_t n)
         snprintf(buf, n, "the KV cache / activations");
 }
 
+/* The pager's weight homes are the plan's (the one rule: pager/place.c, engine/plan.c): a
+ * difference would break the budget the plan kept, so it is refused (FG_ERR_STATE: a bug). */
+static int homes_agree(fg_engine *e, fg_err *err)
+{
+    uint64_t homed[FG_TIER_COUNT] = {0};
+    for (uint32_t i = 0; i < e->n_tensors; i++) {
+        const wtensor *t = &e->tensors[i];
+        for (uint32_t c = 0; fg_engine_runs(e, t->group) && c < t->n_chunks; c++)
+            homed[fg_pager_home(e->pager, t->first_id + c)] += fg_page_up(t->chunks[c].length);
+    }
+    if (homed[FG_TIER_HOST] == e->plan.homed[0] && homed[FG_TIER_DEVICE] == e->plan.dev_homed[0])
+        return FG_OK;
+    return fg_err_set(err, FG_ERR_STATE, "engine: the pager homes %llu + %llu bytes of "
+                      "weights in RAM + GPU, the memory plan counted %llu + %llu",
+                      (unsigned long long)homed[FG_TIER_HOST],
+                      (unsigned long long)homed[FG_TIER_DEVICE],
+                      (unsigned long long)e->plan.homed[0],
+                      (unsigned long long)e->plan.dev_homed[0]);
+}
+
 static int open_pager(fg_engine *e, fg_err *err)
 {
     fg_pager_config pc;
@@ -357,6 +380,8 @@ static int open_pager(fg_engine *e, fg_err *err)
         rc = register_kv(e, &fd, err);
     if (rc == FG_OK)
         rc = fg_pager_place(e->pager, &e->plan.frac, err);
+    if (rc == FG_OK)
+        rc = homes_agree(e, err);
     if (rc == FG_OK && fd >= 0)
         rc = reserve_offload(e, fd, err);
     /* --no-overlap: stores wait, as loads do */
@@ -840,6 +865,7 @@ int fg_engine_close(fg_engine *e, fg_err *err)
     free(e->plan_units);
     free(e->plan_chunk);
     free(e->plan_unit_first);
+    free(e->plan_chunk_rank);
     free(e->wsrc);
     free(e->wviews);
     free(e->sc.blk_ids);

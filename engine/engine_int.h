@@ -24,6 +24,7 @@ typedef struct wtensor {
     fg_fgt_chunk_info *chunks;     /* [n_chunks] (rows and lengths) */
     uint64_t *piece_rows;          /* [n_chunks + 1] first row of each chunk, then the rows */
     uint64_t stored_bytes;
+    uint32_t rank;                 /* placement rank (plan_model.h) */
 } wtensor;
 
 typedef fg_plan_unit_tensors unit; /* kind, layer, tensor indices (plan_model.h) */
@@ -55,8 +56,9 @@ struct fg_engine {
     unit *units;
     uint32_t n_units;
     fg_plan_unit *plan_units;
-    uint64_t *plan_chunk;          /* pm.chunk, pm.unit_first (plan_model.h) */
+    uint64_t *plan_chunk;          /* pm.chunk, pm.unit_first, pm.chunk_rank (plan_model.h) */
     uint32_t *plan_unit_first;
+    uint8_t *plan_chunk_rank;
     fg_plan_model pm;
     fg_plan plan;
     uint32_t gbs, ngb, max_ctx;

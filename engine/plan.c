@@ -137,16 +137,44 @@ static void choose_block(const fg_plan_model *m, const fg_policy *p, uint64_t bu
     }
 }
 
-/* Default placement: everything in RAM when it fits (beside the streaming window), else the
- * weights on disk, then the KV cache too, then the activations. */
-static void default_frac(const fg_plan *pl, uint64_t weights, uint64_t kv, uint64_t act,
-                         uint64_t host, fg_pager_policy *f)
+/* Default placement: everything in RAM when it fits (beside the streaming window); else the
+ * activations in RAM while they fit, then the KV cache with them, and of the weights the share
+ * the room left holds beside one more span (so the pager still prefetches FG_PLAN_AHEAD spans
+ * ahead): the pager homes what every step reads first (its ranks), the rest streams from disk.
+ * Homing beats the pool's LRU at holding weights: a sweep larger than the LRU's room evicts
+ * each chunk before the next sweep uses it again. */
+/* The largest share x of the weights above cumulative share base whose homes (by the pager's
+ * rule: a unit's chunks are whole) take at most `bytes` (bisection: homes grow with x). */
+static double share_within(const fg_plan_model *m, double base, double most, uint64_t bytes)
+{
+    uint64_t below = fg_plan_homed_weights(m, base);
+    double lo = 0, hi = most;
+    if (fg_plan_homed_weights(m, base + hi) - below <= bytes)
+        return hi;
+    for (int i = 0; i < 40; i++) {
+        double mid = (lo + hi) / 2;
+        *(fg_plan_homed_weights(m, base + mid) - below <= bytes ? &lo : &hi) = mid;
+    }
+    return lo;
+}
+
+/* Returns the bytes of weights RAM may home (UINT64_MAX: all of them). */
+static uint64_t default_frac(const fg_plan_model *m, const fg_plan *pl, uint64_t kv,
+                             uint64_t act, uint64_t host, fg_pager_policy *f)
 {
     memset(f, 0, sizeof *f);
     uint64_t room = host > pl->window ? host - pl->window : 0;
-    f->w[weights + kv + act <= room ? 1 : 2] = 1.0;
+    if (m->weights + kv + act <= room) {
+        f->w[1] = f->c[1] = f->h[1] = 1.0;
+        return UINT64_MAX;
+    }
     f->c[kv + act <= room ? 1 : 2] = 1.0;
     f->h[act <= room ? 1 : 2] = 1.0;
+    uint64_t used = (f->c[1] > 0 ? kv : 0) + (f->h[1] > 0 ? act : 0);
+    uint64_t spare = room > used + pl->max_span ? room - used - pl->max_span : 0;
+    f->w[1] = share_within(m, 0, 1, spare);
+    f->w[2] = 1 - f->w[1];
+    return spare;
 }
 
 int fg_plan_disk_cached(const fg_plan *pl)
@@ -156,21 +184,35 @@ int fg_plan_disk_cached(const fg_plan *pl)
     return streamed > 0 && homed <= pl->pool && streamed <= pl->pool - homed;
 }
 
+void fg_plan_rank_bytes(const fg_plan_model *m, uint64_t bytes[FG_PLACE_RANKS])
+{
+    memset(bytes, 0, FG_PLACE_RANKS * sizeof *bytes);
+    for (uint32_t k = 0; m->chunk && k < m->unit_first[m->n_units]; k++)
+        bytes[m->chunk_rank ? m->chunk_rank[k] : 0] += m->chunk[k];
+}
+
 uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
 {
     if (!m->chunk)
         return (uint64_t)((double)m->weights * w_ram);
-    uint64_t homed = 0;
-    for (uint32_t u = 0; u < m->n_units; u++) {
-        double total = 0, before = 0;
-        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++)
-            total += (double)m->chunk[k];
-        for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++) {
-            double s = (double)m->chunk[k], mid = (before + s / 2) / total;
-            before += s;
-            homed += mid < w_ram ? m->chunk[k] : 0;
+    uint64_t bytes[FG_PLACE_RANKS], homed = 0;
+    double thr[FG_PLACE_RANKS];
+    fg_plan_rank_bytes(m, bytes);
+    for (uint32_t r = 0; r < FG_PLACE_RANKS; r++)
+        thr[r] = fg_place_threshold(bytes, r, w_ram);
+    for (uint32_t u = 0; u < m->n_units; u++)
+        for (uint32_t r = 0; r < FG_PLACE_RANKS; r++) {
+            uint64_t total = 0, before = 0;
+            for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++)
+                total += (m->chunk_rank ? m->chunk_rank[k] : 0) == r ? m->chunk[k] : 0;
+            for (uint32_t k = m->unit_first[u]; total && k < m->unit_first[u + 1]; k++) {
+                if ((m->chunk_rank ? m->chunk_rank[k] : 0) != r)
+                    continue;
+                homed += fg_place_tier(before, m->chunk[k], total, 0, thr[r]) != FG_TIER_DISK
+                             ? m->chunk[k] : 0;
+                before += m->chunk[k];
+            }
         }
-    }
     return homed;
 }
 
@@ -178,15 +220,17 @@ uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
  * chunk by its midpoint, so each unit may take up to half its largest chunk beyond the
  * fraction; a stored chunk is at most the f32 decode room),
  * the rest by the default rule. */
-static void default_gpu(const fg_plan_model *m, fg_plan *pl, fg_pager_policy *f)
+static void default_gpu(const fg_plan_model *m, fg_plan *pl, uint64_t ram_bytes,
+                        fg_pager_policy *f)
 {
     double slack = (double)m->n_units * (double)pl->wdecode / 2;
     double g = ((double)pl->dev_pool - slack) / (double)(m->weights ? m->weights : 1);
     g = g < 0 ? 0 : g > 1 ? 1 : g;
-    double rest = 1 - g, ram = f->w[1] > 0 ? 1 : 0;
+    double rest = 1 - g; /* RAM's share: what it held without the GPU, now above the GPU's */
+    double ram = ram_bytes == UINT64_MAX ? rest : share_within(m, g, rest, ram_bytes);
     f->w[0] = g;
-    f->w[1] = rest * ram;
-    f->w[2] = rest * (1 - ram);
+    f->w[1] = ram;
+    f->w[2] = rest - ram;
 }
 
 static uint64_t kv_layers(const fg_plan_model *m)
@@ -258,12 +302,13 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
     int rc = device(p, pl, err);
     if (rc)
         return rc;
+    uint64_t ram_bytes = UINT64_MAX;
     if (p->have_fractions)
         pl->frac = p->frac;
     else
-        default_frac(pl, m->weights, kv, act, host, &pl->frac);
+        ram_bytes = default_frac(m, pl, kv, act, host, &pl->frac);
     if (!p->have_fractions && p->gpu_budget)
-        default_gpu(m, pl, &pl->frac);
+        default_gpu(m, pl, ram_bytes, &pl->frac);
     if (!p->gpu_budget && (pl->frac.c[0] > 0 || pl->frac.h[0] > 0 || pl->frac.w[0] > 0))
         return fg_err_set(err, FG_ERR_PAGER_NO_TIER, "--percent puts weights, cache or "
                           "activations on a GPU, and this engine runs on the CPU (--backend "

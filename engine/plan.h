@@ -11,7 +11,8 @@
  *     chunks, two activation chunks), so streaming never evicts a homed chunk; a placement
  *     (--percent) whose homed bytes do not fit is refused here, never later by the pager;
  *  5. homed bytes are the pager's (pager/place.c): weights by its per-unit midpoint rule over
- *     the model's chunks, each KV and activation chunk (a placement group of its own) whole;
+ *     the model's chunks, rank by rank (what every step reads first, then a mixture's experts,
+ *     then the embedding's rows), each KV and activation chunk (a group of its own) whole;
  *  4. the same inputs give the same plan (no clock, no environment, no I/O).
  */
 #ifndef FG_PLAN_H
@@ -48,6 +49,8 @@ typedef struct fg_plan_model {
     const uint32_t *unit_first;  /* [n_units + 1]: unit u's are chunk[first[u] .. first[u + 1]) */
     uint32_t kv_layers_off;      /* layers whose KV cache this process does not hold (0: it
                                     holds all; a pipeline stage holds only its own) */
+    const uint8_t *chunk_rank;   /* [chunks]: each chunk's placement rank (pager.h
+                                    FG_PLACE_RANKS), as registered; NULL: all 0 */
 } fg_plan_model;
 
 /* Spans prefetched ahead of the one computing when the pool's streaming room holds them all
@@ -105,8 +108,10 @@ typedef struct fg_plan {
 /* Make the plan for running m under policy p with contexts up to max_ctx tokens in ram_budget
  * bytes (0 = no limit). gbs/ngb left 0 in p are chosen: 8 x 4, shrunk (ngb first) until the
  * block's buffers and streaming room fit. Without fractions in p everything is homed in RAM
- * when it fits, else the weights on disk, then the KV cache too; with a GPU (p->gpu_budget) the
- * weights go to its pool first, as much as surely fits. Errors: FG_ERR_NO_SPACE naming the
+ * when it fits, else the weights on disk but for the share the room left beside one more span
+ * holds (homed rank by rank: what every step reads first), then the KV cache on disk too; with
+ * a GPU (p->gpu_budget) the weights go to its pool first, as much as surely fits, and RAM homes
+ * the next share it holds. Errors: FG_ERR_NO_SPACE naming the
  * budget needed (RAM, or the GPU's); FG_ERR_PAGER_NO_TIER when p puts data on a GPU and none is
  * planned for. Bytes: dev_homed + homed + on_disk is each kind's total. */
 int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
@@ -116,10 +121,13 @@ int fg_plan_make(const fg_plan_model *m, const fg_policy *p, uint32_t max_ctx,
  * else 1. */
 uint32_t fg_plan_span(const fg_plan_model *m, const fg_policy *p, uint32_t u);
 
-/* Weight bytes the pager homes at a midpoint below fraction f (pager/place.c: within each unit,
- * chunk i has midpoint (S_<i + s_i / 2) / S and goes to DEVICE below g, to HOST below g + c):
- * in RAM with f = the RAM fraction and no GPU; without a chunk list, that share of the bytes. */
+/* Weight bytes the pager homes at a midpoint below cumulative fraction f (pager/place.c: within
+ * each unit and rank, chunk i has midpoint (S_<i + s_i / 2) / S, against f moved onto its rank,
+ * fg_place_threshold): in RAM with f = the RAM fraction and no GPU; without a chunk list, that
+ * share of the bytes. */
 uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram);
+/* The model's weight bytes per placement rank (all rank 0 without a chunk list or ranks). */
+void fg_plan_rank_bytes(const fg_plan_model *m, uint64_t bytes[FG_PLACE_RANKS]);
 
 /* Something is homed on disk and the pool's streaming room holds all of it: after the prefill
  * nothing is evicted (a decode reads none of it again, and a write-behind would only add

@@ -5,6 +5,10 @@
  * tensors it owns (loaded whole with the unit); stream_chunk = the largest chunk of a GATHER or
  * STREAM tensor, or of one it does not own (a tied head streams the embedding); small_floats =
  * f32 values of its SMALL tensors (decoded when it loads).
+ *
+ * A tensor's placement rank (pager/place.c homes lower ranks first): 1 for a mixture's routed
+ * experts (a step reads the ones its tokens chose), 2 for a table only gathered by row (an
+ * untied embedding: a step reads a row a token), 0 for everything a step reads whole.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +116,17 @@ static void unit_of(const fg_plan_weights *w, uint32_t u, fg_plan_unit *pu)
     }
 }
 
+static void ranks(fg_plan_weights *w)
+{
+    for (uint32_t i = 0; i < w->n_t; i++)
+        w->t[i].rank = fg_role_is_expert(w->t[i].spec.role) ? 1
+                       : w->t[i].spec.access == FG_ACCESS_GATHER ? 2 : 0;
+    for (uint32_t u = 0; u < w->pm.n_units; u++) /* a tied head streams the embedding */
+        for (uint32_t i = 0; i < w->ut[u].n_t; i++)
+            if (w->t[w->ut[u].t[i]].group != u)
+                w->t[w->ut[u].t[i]].rank = 0;
+}
+
 /* The weight chunks in the pager's id order (the engine registers tensor by tensor, chunk by
  * chunk) grouped by owning unit: what pager/place.c splits by the fractions. */
 static int chunk_list(fg_plan_weights *w, fg_err *err)
@@ -121,17 +136,21 @@ static int chunk_list(fg_plan_weights *w, fg_err *err)
         total += w->t[i].n_chunks;
     w->chunk = malloc((total + 1) * sizeof *w->chunk);
     w->unit_first = calloc(w->pm.n_units + 1, sizeof *w->unit_first);
-    if (!w->chunk || !w->unit_first)
+    w->chunk_rank = malloc(total + 1);
+    if (!w->chunk || !w->unit_first || !w->chunk_rank)
         return fg_err_set(err, FG_ERR_NOMEM, "out of memory");
     for (uint32_t u = 0; u < w->pm.n_units; u++) {
         w->unit_first[u] = (uint32_t)k;
         for (uint32_t i = 0; i < w->n_t; i++)
-            for (uint32_t c = 0; w->t[i].group == u && c < w->t[i].n_chunks; c++)
+            for (uint32_t c = 0; w->t[i].group == u && c < w->t[i].n_chunks; c++) {
+                w->chunk_rank[k] = (uint8_t)w->t[i].rank;
                 w->chunk[k++] = fg_page_up(w->t[i].chunks[c].length);
+            }
     }
     w->unit_first[w->pm.n_units] = (uint32_t)k;
     w->pm.chunk = w->chunk;
     w->pm.unit_first = w->unit_first;
+    w->pm.chunk_rank = w->chunk_rank;
     return FG_OK;
 }
 
@@ -161,6 +180,7 @@ static int build(fg_store *store, fg_plan_weights *w, fg_err *err)
     for (uint32_t u = 0; u < n_units; u++)
         unit_of(w, u, &w->units[u]);
     w->pm = (fg_plan_model){&w->hp, n_units, w->units, weights, max_floats, NULL, NULL};
+    ranks(w);
     return chunk_list(w, err);
 }
 
@@ -185,6 +205,7 @@ void fg_plan_weights_free(fg_plan_weights *w)
     free(w->ut);
     free(w->units);
     free(w->chunk);
+    free(w->chunk_rank);
     free(w->unit_first);
     memset(w, 0, sizeof *w);
 }

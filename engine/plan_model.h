@@ -29,6 +29,9 @@ typedef struct fg_plan_tensor {
     fg_fgt_chunk_info *chunks;     /* [n_chunks], owned (rows, lengths, offsets, checksums) */
     uint64_t stored;               /* bytes of its chunks, each padded to 4 KiB */
     uint64_t max_floats;           /* values of its largest chunk decoded */
+    uint32_t rank;                 /* its chunks' placement rank (pager.h FG_PLACE_RANKS): 0 read
+                                      every step, 1 a mixture's routed experts, 2 rows gathered
+                                      (an embedding table no head streams) */
 } fg_plan_tensor;
 
 /* The tensors one unit computes with. */
@@ -46,6 +49,7 @@ typedef struct fg_plan_weights {
     fg_plan_unit_tensors *ut;      /* [pm.n_units], owned */
     fg_plan_unit *units;           /* [pm.n_units], owned: each unit's figures */
     uint64_t *chunk;               /* owned: padded weight chunks, unit by unit in pager id order */
+    uint8_t *chunk_rank;           /* owned: [chunks] each one's placement rank */
     uint32_t *unit_first;          /* [pm.n_units + 1], owned */
     fg_plan_model pm;              /* pm.hp = &hp, pm.units = units, pm.chunk = chunk...: do not
                                       copy the struct */

@@ -390,12 +390,13 @@ int fg_pager_add_chunk(fg_pager *p, const fg_pager_chunk_desc *d, uint32_t *id, 
         return rc;
     if (d->file >= p->n_files || d->length == 0 || d->padded < d->length ||
         d->padded % FG_PAGE || d->offset % FG_PAGE || (unsigned)d->kind >= FG_CHUNK_KIND_COUNT ||
-        d->offset + d->padded < d->offset)
+        d->offset + d->padded < d->offset || d->rank >= FG_PLACE_RANKS)
         return fg_err_set(err, FG_ERR_INVALID_ARG,
-                          "pager: chunk (file %u, offset %llu, length %llu, padded %llu) invalid: "
-                          "offset and padded must be multiples of 4096, padded >= length > 0",
-                          d->file, (unsigned long long)d->offset, (unsigned long long)d->length,
-                          (unsigned long long)d->padded);
+                          "pager: chunk (file %u, offset %llu, length %llu, padded %llu, rank %u) "
+                          "invalid: offset and padded must be multiples of 4096, padded >= length "
+                          "> 0, rank < %d", d->file, (unsigned long long)d->offset,
+                          (unsigned long long)d->length, (unsigned long long)d->padded, d->rank,
+                          FG_PLACE_RANKS);
     if (p->n_chunks == p->cap_chunks) {
         uint32_t cap = p->cap_chunks ? 2 * p->cap_chunks : 64;
         pchunk *n = realloc(p->chunks, (size_t)cap * sizeof *n);

@@ -234,7 +234,26 @@ typedef struct fg_pager_chunk_desc {
     uint32_t group;     /* placement unit: a layer for weights, a tensor for KV/activations */
     int fresh;          /* (writable files) the bytes are undefined until the chunk is first
                            written back: loads before that read nothing and hand out zeros */
+    uint32_t rank;      /* placement rank, < FG_PLACE_RANKS: a kind's chunks of a lower rank are
+                           homed before any of a higher one (0 for all: FlexGen's rule) */
 } fg_pager_chunk_desc;
+
+/* Placement ranks: how often a chunk is read, hottest first. A caller ranks what it reads every
+ * step 0, what it reads for some steps (a mixture's routed experts) 1, what it reads a row at a
+ * time (an embedding table) 2. */
+#define FG_PLACE_RANKS 4
+
+/* The placement rule's threshold for rank r (SPEC.md "Placement"): a cumulative fraction t of a
+ * kind's bytes (g, or g + c), given the kind's bytes per rank, becomes the share of rank r's own
+ * bytes it covers once the ranks below are covered whole: clamp((t x total - bytes of the ranks
+ * below r) / bytes[r], 0, 1); exactly t when rank r holds every byte. The pager, the engine's
+ * plan and the policy search place by this one function. */
+double fg_place_threshold(const uint64_t bytes[FG_PLACE_RANKS], uint32_t r, double t);
+/* The tier the rule gives a chunk of s bytes after `before` bytes of its (kind, rank, group)
+ * run of `total` bytes, in id order: its midpoint m = (before + s / 2) / total against its
+ * rank's thresholds dev (of g) and host (of g + c): DEVICE when m < dev, HOST when m < host,
+ * else DISK. */
+fg_tier fg_place_tier(uint64_t before, uint64_t s, uint64_t total, double dev, double host);
 
 /* Register a chunk; ids are dense and start at 0. The descriptor is copied. */
 int fg_pager_add_chunk(fg_pager *p, const fg_pager_chunk_desc *d, uint32_t *id, fg_err *err);

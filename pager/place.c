@@ -1,12 +1,18 @@
 /* place.c - home tiers from FlexGen's placement fractions, and the pager's invariant checker.
  *
- * Placement rule (normative text in SPEC-section.md): chunks of one kind are split per group
+ * Placement rule (normative text in SPEC.md "Placement"): chunks of one kind are split per group
  * by the cumulative-midpoint rule FlexGen uses for a layer's weights (get_choice in
  * flex_opt.py): within a group, in id order, chunk i with padded size s_i and bytes S_<i
  * before it has midpoint m_i = (S_<i + s_i / 2) / S; its home is DEVICE when m_i < g, HOST when
  * m_i < g + c, else DISK. Granularity comes from what a group is: a layer for weights (each
  * layer split by the fractions, tensors indivisible), a tensor for KV cache and activations
  * (each tensor's pages split by the fractions).
+ *
+ * Ranks order the bytes a fraction covers: a kind's chunks of rank 0 (read every step) take the
+ * tiers before those of rank 1 (a mixture's experts, read when routed), and so on. Each rank's
+ * groups are split as above by thresholds moved onto the rank's own bytes (fg_place_threshold):
+ * with weights 30% in RAM and a fifth of them rank 0, every rank-0 group is homed whole and each
+ * rank-1 group's first eighth. With one rank it is FlexGen's rule exactly.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -16,7 +22,7 @@
 #include "pager_int.h"
 
 typedef struct gkey {
-    uint8_t kind;
+    uint8_t kind, rank;
     uint32_t group, id;
 } gkey;
 
@@ -25,6 +31,8 @@ static int cmp_gkey(const void *a, const void *b)
     const gkey *x = a, *y = b;
     if (x->kind != y->kind)
         return x->kind < y->kind ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
     if (x->group != y->group)
         return x->group < y->group ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
@@ -54,20 +62,38 @@ static const char *kind_name(int kind)
     return kind == FG_CHUNK_WEIGHT ? "weights" : kind == FG_CHUNK_KV ? "KV cache" : "activations";
 }
 
-/* Homes for the run keys[lo, hi) of one (kind, group). */
-static void place_group(fg_pager *p, const gkey *keys, size_t lo, size_t hi, const double *f,
-                        uint8_t *home)
+double fg_place_threshold(const uint64_t bytes[FG_PLACE_RANKS], uint32_t r, double t)
 {
-    double total = 0, before = 0;
+    uint64_t below = 0, total = 0;
+    for (uint32_t q = 0; q < FG_PLACE_RANKS; q++) {
+        below += q < r ? bytes[q] : 0;
+        total += bytes[q];
+    }
+    if (r >= FG_PLACE_RANKS || !bytes[r] || bytes[r] == total)
+        return t;
+    double x = (t * (double)total - (double)below) / (double)bytes[r];
+    return x < 0 ? 0 : x > 1 ? 1 : x;
+}
+
+fg_tier fg_place_tier(uint64_t before, uint64_t s, uint64_t total, double dev, double host)
+{
+    double mid = ((double)before + (double)s / 2) / (double)total;
+    return mid < dev ? FG_TIER_DEVICE : mid < host ? FG_TIER_HOST : FG_TIER_DISK;
+}
+
+/* Homes for the run keys[lo, hi) of one (kind, rank, group); bytes = the kind's per rank. */
+static void place_group(fg_pager *p, const gkey *keys, size_t lo, size_t hi, const double *f,
+                        const uint64_t *bytes, uint8_t *home)
+{
+    uint64_t total = 0, before = 0;
+    uint32_t r = keys[lo].rank;
+    double dev = fg_place_threshold(bytes, r, f[0]), host = fg_place_threshold(bytes, r, f[0] + f[1]);
     for (size_t i = lo; i < hi; i++)
-        total += (double)p->chunks[keys[i].id].d.padded;
+        total += p->chunks[keys[i].id].d.padded;
     for (size_t i = lo; i < hi; i++) {
-        double s = (double)p->chunks[keys[i].id].d.padded;
-        double mid = (before + s / 2) / total;
+        uint64_t s = p->chunks[keys[i].id].d.padded;
+        home[keys[i].id] = (uint8_t)fg_place_tier(before, s, total, dev, host);
         before += s;
-        home[keys[i].id] = mid < f[0] ? FG_TIER_DEVICE
-                           : mid < f[0] + f[1] ? FG_TIER_HOST
-                                               : FG_TIER_DISK;
     }
 }
 
@@ -120,15 +146,20 @@ int fg_pager_place(fg_pager *p, const fg_pager_policy *pol, fg_err *err)
         free(home);
         return fg_err_set(err, FG_ERR_NOMEM, "pager: out of memory");
     }
-    for (uint32_t i = 0; i < p->n_chunks; i++)
-        keys[i] = (gkey){(uint8_t)p->chunks[i].d.kind, p->chunks[i].d.group, i};
+    uint64_t bytes[FG_CHUNK_KIND_COUNT][FG_PLACE_RANKS];
+    memset(bytes, 0, sizeof bytes);
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        const fg_pager_chunk_desc *d = &p->chunks[i].d;
+        keys[i] = (gkey){(uint8_t)d->kind, (uint8_t)d->rank, d->group, i};
+        bytes[d->kind][d->rank] += d->padded;
+    }
     qsort(keys, p->n_chunks, sizeof *keys, cmp_gkey);
     for (size_t lo = 0, hi; lo < p->n_chunks; lo = hi) {
         for (hi = lo + 1; hi < p->n_chunks && keys[hi].kind == keys[lo].kind &&
-                          keys[hi].group == keys[lo].group;
+                          keys[hi].rank == keys[lo].rank && keys[hi].group == keys[lo].group;
              hi++)
             ;
-        place_group(p, keys, lo, hi, fractions(pol, keys[lo].kind), home);
+        place_group(p, keys, lo, hi, fractions(pol, keys[lo].kind), bytes[keys[lo].kind], home);
     }
     uint64_t homed[FG_TIER_COUNT];
     rc = check_fit(p, home, homed, err);

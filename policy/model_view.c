@@ -36,12 +36,14 @@ void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *
     }
     uint32_t *uses_lin = calloc(w->n_t, sizeof *uses_lin), *uses_small = calloc(w->n_t, 4);
     uint32_t *uses_head = calloc(w->n_t, 4);
-    double *total = calloc(w->pm.n_units, sizeof *total), *before = calloc(w->pm.n_units, 8);
+    /* per unit and rank: bytes, and bytes before the chunk at hand (the pager's order) */
+    uint64_t *total = calloc((size_t)w->pm.n_units * FG_PLACE_RANKS, sizeof *total);
+    uint64_t *before = calloc((size_t)w->pm.n_units * FG_PLACE_RANKS, sizeof *before);
     if (!uses_lin || !uses_small || !uses_head || !total || !before) {
         free(uses_lin), free(uses_small), free(uses_head), free(total), free(before);
         return;
     }
-    for (uint32_t u = 0; u < w->pm.n_units; u++) {
+    for (uint32_t u = 0; u < w->pm.n_units; u++)
         for (uint32_t i = 0; i < w->ut[u].n_t; i++) {
             int ti = w->ut[u].t[i];
             fg_access a = w->t[ti].group == u ? w->t[ti].spec.access : FG_ACCESS_STREAM;
@@ -49,21 +51,29 @@ void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *
             *(w->ut[u].kind == FG_UNIT_HEAD ? &uses_head[ti] : &uses_lin[ti]) += lin;
             uses_small[ti] += a == FG_ACCESS_SMALL;
         }
-        for (uint32_t k = w->unit_first[u]; k < w->unit_first[u + 1]; k++)
-            total[u] += (double)w->chunk[k];
-    }
-    /* the pager's midpoint rule (pager/place.c), chunk by chunk in registration order */
+    uint64_t bytes[FG_PLACE_RANKS];
+    double thr[FG_PLACE_RANKS];
+    fg_plan_rank_bytes(&w->pm, bytes);
+    for (uint32_t r = 0; r < FG_PLACE_RANKS; r++)
+        thr[r] = fg_place_threshold(bytes, r, wg);
+    for (uint32_t ti = 0; ti < w->n_t; ti++)
+        for (uint32_t c = 0; w->t[ti].group < w->pm.n_units && c < w->t[ti].n_chunks; c++)
+            total[w->t[ti].group * FG_PLACE_RANKS + w->t[ti].rank] +=
+                fg_page_up(w->t[ti].chunks[c].length);
+    /* the pager's rule (pager/place.c), chunk by chunk in registration order */
     for (uint32_t ti = 0; ti < w->n_t; ti++) {
         const fg_plan_tensor *t = &w->t[ti];
         uint32_t g = t->group < w->pm.n_units ? t->group : 0;
+        uint32_t gr = g * FG_PLACE_RANKS + t->rank;
         int kept = w->ut[g].kind == FG_UNIT_EMBED, gather = t->spec.access == FG_ACCESS_GATHER;
         if (gather)
             out->gather_chunks += t->n_chunks;
         for (uint32_t c = 0; c < t->n_chunks; c++) {
-            double len = (double)t->chunks[c].length, padded = (double)fg_page_up(t->chunks[c].length);
-            double mid = total[g] > 0 ? (before[g] + padded / 2) / total[g] : 0;
-            before[g] += padded;
-            if (mid < wg)
+            double len = (double)t->chunks[c].length;
+            uint64_t padded = fg_page_up(t->chunks[c].length);
+            fg_tier home = fg_place_tier(before[gr], padded, total[gr], 0, thr[t->rank]);
+            before[gr] += padded;
+            if (home != FG_TIER_DISK)
                 continue;
             out->lin += len * uses_lin[ti];
             out->experts += fg_role_is_expert(t->spec.role) ? len * uses_lin[ti] : 0;

@@ -246,7 +246,8 @@ void fg_policy_bound(const fg_calib *c, const fg_policy_model *m, const fg_plan 
 void fg_bound_describe(const fg_bound *b, double blocks, char *buf, size_t cap);
 
 /* Of a sweep's weight bytes, those the pager homes off the GPU when the weights' GPU fraction is
- * wg (its midpoint rule, chunk by chunk): what a device backend uploads. A model without a
+ * wg (its rule, rank by rank and chunk by chunk: pager/place.c): what a device backend uploads;
+ * with wg the GPU + RAM fraction, what is homed on disk. A model without a
  * tensor table (given by sizes) counts every byte off the GPU as a layer's Linear. */
 void fg_policy_sweep_bytes(const fg_policy_model *m, double wg, fg_sweep_bytes *out);
 

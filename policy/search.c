@@ -13,7 +13,9 @@
  *    attention of each sequence over the mean context P + G/2 (the 4-bit cache's rate when
  *    compressed, never below the f32 one: its path decodes to f32 first);
  *  - I/O: the prefill reads every weight once (the pool starts empty); a decode step reads the
- *    weight bytes homed on disk once (a span's weights serve every batch) and reads and writes
+ *    weight bytes homed on disk once (a span's weights serve every batch; of them, not a
+ *    mixture's unchosen experts nor embedding rows no token gathers, which the pager's ranks
+ *    put on disk first: decode_weight_read) and reads and writes
  *    back each (batch, layer) KV chunk homed on disk; the prefill writes the cache homed on disk
  *    (fresh chunks: nothing read) and each activation chunk once (used by every unit, the LRU
  *    keeps it). When the pool's streaming room holds everything homed on disk, nothing is read
@@ -95,6 +97,8 @@ typedef struct terms {
     double xs_pre, xs_dec; /* ... and a Linear call stages: the chosen ones (a prefill batch's,
                               the decode step's) */
     fg_sweep_bytes sweep; /* the weights' bytes a device backend uploads from host memory */
+    double wread_dec;    /* weight bytes a decode step reads per weight byte (x[0] = the share
+                            homed on disk): what ranks home last is what a step reads least */
     double rd, wr;       /* seconds per byte read / written */
     double phi;          /* share of the shorter of reading and computing hidden (overlap) */
     int cached;          /* the streaming room holds everything homed on disk: decode reads none */
@@ -127,6 +131,26 @@ static double read_share(const fg_hparams *hp, const fg_policy *p, double tokens
 {
     double s = fg_model_expert_share(hp, tokens);
     return p->experts == FG_EXPERTS_ALL || s >= FG_EXPERTS_WHOLE ? 1 : s;
+}
+
+/* The weight bytes a decode step reads off disk, per weight byte (multiplied by the share homed
+ * on disk, x[0]): every byte homed there but a mixture's unchosen experts and an embedding's
+ * rows no token of the step gathers. Placement ranks (pager/place.c) home the experts after
+ * what every step reads and the gathered rows last, so which bytes are on disk is the plan's
+ * placement (fg_policy_sweep_bytes at the weights' GPU + RAM fraction); without a tensor table
+ * or with nothing on disk, the share as if each kind of bytes were on disk alike. */
+static double decode_weight_read(const fg_policy_model *m, const fg_plan *pl,
+                                 const fg_policy *p, const terms *t)
+{
+    double uniform = t->weights - t->experts * (1 - t->xr_dec);
+    if (!m->w.t || pl->on_disk[0] == 0 || t->weights <= 0)
+        return uniform;
+    fg_sweep_bytes sb;
+    fg_policy_sweep_bytes(m, p->frac.w[0] + p->frac.w[1], &sb);
+    double rows = sb.gather_chunks ? t->n / sb.gather_chunks : 1;
+    double unread = sb.experts * (1 - t->xr_dec) + sb.gather * (1 - (rows < 1 ? rows : 1));
+    double on_disk = (double)pl->on_disk[0], read = on_disk - unread;
+    return (read > 0 ? read : 0) * t->weights / on_disk;
 }
 
 /* Reading overlaps computing by the calibrated share only when the pager prefetches
@@ -188,6 +212,7 @@ static void terms_of(const fg_calib *c, const fg_policy_model *m, const fg_plan 
     t->dec_dec = t->dec_s - (double)m->expert_floats * (1 - t->xs_dec) * per;
     t->n_units = m->pm.n_units;
     t->sweep = m->sweep;
+    t->wread_dec = decode_weight_read(m, pl, p, t);
     t->rd = 1.0 / c->disk_read;
     t->wr = 1.0 / c->disk_write;
     t->phi = overlap_share(c, pl, p);
@@ -263,7 +288,7 @@ static void behind(const terms *t, const double wr[3], double wb[3])
 static void io_decode(const terms *t, double rd[3], double wr[3])
 {
     double k = t->cached ? 0 : 1;
-    rd[0] = k * (t->weights - t->experts * (1 - t->xr_dec)) * t->rd, wr[0] = 0;
+    rd[0] = k * t->wread_dec * t->rd, wr[0] = 0;
     rd[1] = k * t->kv_total * t->rd, wr[1] = k * t->kv_total * t->wr;
     rd[2] = wr[2] = 0;
 }

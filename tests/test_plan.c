@@ -22,6 +22,7 @@ static uint64_t rnd(uint64_t *s)
 /* Room for a random model's weight chunks (random_model's shapes stay well below it). */
 #define MAX_CHUNKS 4096
 static uint64_t g_chunk[MAX_CHUNKS];
+static uint8_t g_rank[MAX_CHUNKS];
 static uint32_t g_first[2 * 6 + 3];
 
 static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_plan_model *m)
@@ -59,9 +60,13 @@ static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_pl
             max_floats = rows * cols > max_floats ? rows * cols : max_floats;
             if (spec[i].fallback[0])
                 continue; /* tied: the embedding's bytes */
+            /* placement ranks (plan_model.c): a gathered table last; half the time any */
+            uint8_t rank = rnd(s) % 2 ? (uint8_t)(rnd(s) % 3)
+                                      : spec[i].access == FG_ACCESS_GATHER ? 2 : 0;
             for (uint64_t r0 = 0; r0 < spec[i].dims[0]; r0 += rows) {
                 uint64_t nr = spec[i].dims[0] - r0 < rows ? spec[i].dims[0] - r0 : rows;
                 ck_assert_uint_lt(nc, MAX_CHUNKS);
+                g_rank[nc] = rank;
                 g_chunk[nc++] = (nr * cols * 2 + 4095) & ~4095ull;
             }
             units[u].stored += bytes;
@@ -87,7 +92,7 @@ static void random_model(uint64_t *s, fg_hparams *hp, fg_plan_unit *units, fg_pl
             units[u].resident = own;
         units[u].stored = own;
     }
-    *m = (fg_plan_model){hp, n, units, weights, max_floats, g_chunk, g_first};
+    *m = (fg_plan_model){hp, n, units, weights, max_floats, g_chunk, g_first, 0, g_rank};
 }
 
 static void check_sums(const fg_plan *p)
@@ -196,16 +201,32 @@ START_TEST(default_placement_rule)
     ck_assert_int_eq(fg_plan_make(&m, &p, 128, 0, &a, &err), FG_OK);
     ck_assert(a.frac.w[1] == 1.0 && a.frac.c[1] == 1.0 && a.frac.h[1] == 1.0);
     ck_assert_uint_eq(a.on_disk[0] + a.on_disk[1] + a.on_disk[2], 0);
-    /* a budget between the all-in-RAM need and the streaming minimum: weights go to disk */
-    uint64_t all = a.total_host;
+    /* a budget between the all-in-RAM need and the streaming minimum: the weights go to disk
+     * but for the share the room left beside the window and one more span holds, homed */
+    uint64_t all = a.total_host, chunk = 0;
+    for (uint32_t c = 0; c < m.unit_first[m.n_units]; c++)
+        chunk = m.chunk[c] > chunk ? m.chunk[c] : chunk;
+    int partial = 0;
     for (uint64_t b = all - 4096; b > a.fixed; b -= (all - a.fixed) / 16) {
         fg_plan q;
         if (fg_plan_make(&m, &p, 128, b, &q, &err))
             break;
-        ck_assert(q.frac.w[2] == 1.0 || (q.frac.w[1] == 1.0 && q.frac.c[1] == 1.0));
-        if (q.frac.c[2] == 1.0)
-            ck_assert(q.frac.w[2] == 1.0); /* the cache leaves RAM only after the weights */
+        ck_assert(q.frac.w[1] == 1.0 || q.frac.w[1] + q.frac.w[2] == 1.0);
+        if (q.frac.w[1] == 1.0) {
+            ck_assert(q.frac.c[1] == 1.0 && q.frac.h[1] == 1.0);
+            continue;
+        }
+        ck_assert(q.frac.c[1] == 1.0 || q.frac.w[1] < 1.0); /* the cache leaves after them */
+        uint64_t others = q.homed[1] + q.homed[2];
+        uint64_t spare = q.pool > q.window + others + q.max_span
+                             ? q.pool - q.window - others - q.max_span : 0;
+        ck_assert_uint_le(q.homed[0], spare);
+        ck_assert_uint_ge(q.homed[0] + (uint64_t)m.n_units * chunk, spare);
+        if (q.homed[0]) /* the span left keeps the prefetch */
+            ck_assert_uint_eq(q.ahead, FG_PLAN_AHEAD);
+        partial += q.homed[0] > 0;
     }
+    ck_assert_int_gt(partial, 0);
     p.have_fractions = 1;
     p.frac = (fg_pager_policy){{0.5, 0.5, 0}, {0, 1, 0}, {0, 1, 0}};
     ck_assert_int_eq(fg_plan_make(&m, &p, 128, 0, &a, &err), FG_ERR_PAGER_NO_TIER);
@@ -256,7 +277,7 @@ START_TEST(placements_the_pager_accepts)
         for (uint32_t u = 0; u < m.n_units; u++)
             for (uint32_t c = m.unit_first[u]; c < m.unit_first[u + 1]; c++, off += m.chunk[c]) {
                 fg_pager_chunk_desc d = {file, off, m.chunk[c], m.chunk[c], 0, 0, c, {0},
-                                         FG_CHUNK_WEIGHT, u, 1};
+                                         FG_CHUNK_WEIGHT, u, 1, m.chunk_rank[c]};
                 ck_assert_int_eq(fg_pager_add_chunk(pg, &d, &id, &err), FG_OK);
             }
         uint32_t nkv = pl.ngb * hp.n_layers;

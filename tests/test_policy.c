@@ -893,6 +893,32 @@ START_TEST(moe_reads_chosen_experts)
             (unsigned long long)pa.read_bytes);
     ck_assert_uint_le(rd, pr.read_bytes + 16384);
     ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
+    /* ranks: RAM for the share of the weights every step reads homes all of those and no
+     * expert (nor the untied embedding); a step then reads only chosen experts, fewer bytes
+     * than the same share homed unit by unit, and the engine's pager agrees (homes_agree) */
+    uint64_t rb[FG_PLACE_RANKS];
+    fg_plan_rank_bytes(&m.pm, rb);
+    ck_assert_uint_eq(rb[1], m.experts);
+    ck_assert_uint_gt(rb[2], 0); /* mixtral-tiny's embedding is untied */
+    double f = (double)rb[0] / (double)m.pm.weights;
+    fg_policy d = p;
+    d.frac.w[1] = f, d.frac.w[2] = 1 - f;
+    fg_plan pd;
+    ck_assert_int_eq(fg_plan_make(&m.pm, &d, ctx, 0, &pd, &err), FG_OK);
+    ck_assert_uint_eq(pd.homed[0], rb[0]);
+    fg_sweep_bytes sb;
+    fg_policy_sweep_bytes(&m, f, &sb);
+    ck_assert_uint_eq((uint64_t)sb.experts, m.experts); /* every expert on disk */
+    ck_assert_uint_eq((uint64_t)sb.lin, m.experts);     /* and no other Linear */
+    eo = test_opts(&d, ctx);
+    ck_assert_msg(fg_engine_open(md, &eo, &e, &err) == FG_OK, "%s", err.msg);
+    int32_t out2[8];
+    uint32_t n1 = seq.n_out;
+    seq.out = out2;
+    ck_assert_msg(fg_engine_generate(e, &seq, 1, NULL, &gs, &err) == FG_OK, "%s", err.msg);
+    ck_assert_uint_eq(seq.n_out, n1);
+    ck_assert_mem_eq(out, out2, n1 * sizeof *out);
+    ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
     fg_policy_model_free(&m);
     fg_model_close(md);
     fg_store_close(st);
