@@ -142,7 +142,8 @@ static void choose_block(const fg_plan_model *m, const fg_policy *p, uint64_t bu
  * the room left holds beside one more span (so the pager still prefetches FG_PLAN_AHEAD spans
  * ahead): the pager homes what every step reads first (its ranks), the rest streams from disk.
  * Homing beats the pool's LRU at holding weights: a sweep larger than the LRU's room evicts
- * each chunk before the next sweep uses it again. */
+ * each chunk before the next sweep uses it again. But for a mixture's experts while a step's
+ * chosen ones fit the room beside what every step reads: then the LRU keeps them better. */
 /* The largest share x of the weights above cumulative share base whose homes (by the pager's
  * rule: a unit's chunks are whole) take at most `bytes` (bisection: homes grow with x). */
 static double share_within(const fg_plan_model *m, double base, double most, uint64_t bytes)
@@ -172,6 +173,14 @@ static uint64_t default_frac(const fg_plan_model *m, const fg_plan *pl, uint64_t
     f->h[act <= room ? 1 : 2] = 1.0;
     uint64_t used = (f->c[1] > 0 ? kv : 0) + (f->h[1] > 0 ? act : 0);
     uint64_t spare = room > used + pl->max_span ? room - used - pl->max_span : 0;
+    /* a mixture's experts: none homed while the experts a step chooses fit the streaming room
+     * left beside the rest (a small block chooses again many of the experts it chose a step
+     * before, and the pool's LRU keeps those; a share homed for good would shrink that room) */
+    uint64_t rb[FG_PLACE_RANKS];
+    fg_plan_rank_bytes(m, rb);
+    double chosen = fg_model_expert_share(m->hp, (double)pl->gbs * pl->ngb) * (double)rb[1];
+    if (rb[1] && rb[0] <= spare && chosen + (double)pl->window <= (double)(host - used - rb[0]))
+        spare = rb[0];
     f->w[1] = share_within(m, 0, 1, spare);
     f->w[2] = 1 - f->w[1];
     return spare;
