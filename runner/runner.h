@@ -50,6 +50,9 @@ typedef struct fg_run_opts {
     uint32_t prompt_len;            /* SYNTHETIC (gen length: max_new) */
     uint32_t num_prompts;           /* SYNTHETIC: prompts in the job (0: one block); the
                                        policy search chooses a block of at most that many */
+    int warmup;                     /* SYNTHETIC: one block of other prompts runs untimed first
+                                       (llama-bench's warm-up run): the summary times an engine
+                                       whose homed weights are loaded and its memory touched */
     const char *text;               /* PPL */
     uint32_t window;                /* PPL: tokens per window (0: the model's context) */
     uint64_t max_tokens;            /* PPL: score at most this many tokens (0: all) */

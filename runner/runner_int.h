@@ -54,6 +54,8 @@ typedef struct fgr_run {
     fg_policy_model pmodel; /* fgr_policy_model's: built from model once (pmodel_ok), dropped
                              * with it (fgr_model_close) */
     int pmodel_ok;
+    int warm;               /* --warmup ran: base holds the engine's counters after it */
+    fg_engine_stats base;
 } fgr_run;
 
 /* A progress bar over the tokens of several blocks: base counts the blocks before this one. */

@@ -152,6 +152,20 @@ int fgr_run_synthetic(fgr_run *r, fg_err *err)
         goto done;
     }
     fg_rng rng;
+    if (r->o->warmup) { /* other prompts (another stream), at most 2 new tokens each */
+        uint32_t n = N < bs ? (uint32_t)N : bs, g = G < 2 ? G : 2;
+        fg_rng_seed(&rng, r->o->sample.seed, 98);
+        for (uint32_t i = 0; i < n; i++) {
+            for (uint32_t t = 0; t < P; t++)
+                ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
+            seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, g, r->o->sample, i,
+                                   out + (size_t)i * G, 0, 0, 1};
+        }
+        fg_gen_stats gs;
+        rc = fg_engine_generate(r->e, seqs, n, NULL, &gs, err);
+        fg_engine_stats_get(r->e, &r->base);
+        r->warm = rc == FG_OK;
+    }
     fg_rng_seed(&rng, r->o->sample.seed, 99);
     fgr_tick tc = {{0}, 0};
     double t0 = fg_now();

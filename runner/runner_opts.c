@@ -39,6 +39,8 @@ static int check_device(const fg_run_opts *o, fg_err *err)
     if (o->num_prompts && !o->prompt_len)
         return bad(err, "--num-prompts belongs to --prompt-len/--gen-len runs (a job's prompts "
                    "are its lines)");
+    if (o->warmup && !o->prompt_len)
+        return bad(err, "--warmup belongs to --prompt-len/--gen-len runs (a benchmark's)");
     return FG_OK;
 }
 

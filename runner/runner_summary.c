@@ -215,12 +215,50 @@ static void model_lines(fgr_run *r, const fg_engine_stats *st)
                 "per token)\n", (double)(p->tokens - p->prompts) * f / p->decode_s / 1e9, f / 1e9);
 }
 
+/* The engine's counters since --warmup's block (peaks, budgets and the pager's state are the
+ * whole run's). */
+static void since_warmup(const fg_engine_stats *b, fg_engine_stats *s)
+{
+    for (int i = 0; i < FG_TIER_COUNT; i++)
+        for (int j = 0; j < FG_TIER_COUNT; j++)
+            s->pager.moved[i][j] -= b->pager.moved[i][j];
+    uint64_t *pc[] = {&s->pager.hits, &s->pager.misses, &s->pager.prefetches, &s->pager.dedup,
+                      &s->pager.evictions, &s->pager.write_backs, &s->pager.io_ops,
+                      &s->pager.short_reads, &s->pager.wasted, &s->pager.inflight_sum,
+                      &s->pager.stall_ns, &s->pager.async_uploads, &s->weight_bytes_converted,
+                      &s->weight_bytes_panel, &s->link_bytes[0], &s->link_bytes[1],
+                      &s->prefill_rows, &s->rows_shared, &s->disk_read[0], &s->disk_read[1],
+                      &s->decode_sweeps};
+    const uint64_t *pb[] = {&b->pager.hits, &b->pager.misses, &b->pager.prefetches,
+                            &b->pager.dedup, &b->pager.evictions, &b->pager.write_backs,
+                            &b->pager.io_ops, &b->pager.short_reads, &b->pager.wasted,
+                            &b->pager.inflight_sum, &b->pager.stall_ns, &b->pager.async_uploads,
+                            &b->weight_bytes_converted, &b->weight_bytes_panel,
+                            &b->link_bytes[0], &b->link_bytes[1], &b->prefill_rows,
+                            &b->rows_shared, &b->disk_read[0], &b->disk_read[1],
+                            &b->decode_sweeps};
+    for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++)
+        *pc[i] -= *pb[i];
+    for (int k = 0; k < 2; k++) {
+        s->moe[k].units -= b->moe[k].units;
+        s->moe[k].experts -= b->moe[k].experts;
+        s->moe[k].pairs -= b->moe[k].pairs;
+    }
+    s->compute_s -= b->compute_s;
+    s->load_wait_s -= b->load_wait_s;
+}
+
 void fgr_summary(fgr_run *r)
 {
     if (r->o->quiet || !r->e)
         return;
     fg_engine_stats st;
     fg_engine_stats_get(r->e, &st);
+    if (r->warm) {
+        since_warmup(&r->base, &st);
+        fprintf(r->log, "warmup: one block ran untimed first; the figures below are the timed "
+                "run's alone\n");
+    }
     const fg_plan *pl = fg_engine_plan(r->e);
     main_lines(r, &st, pl);
     if (pl->dev_pool)

@@ -421,4 +421,15 @@ sum=$("$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 3 --allow-lossy 
 [[ $sum == *"lossy allowed (--allow-lossy)"* ]] || { echo "--allow-lossy: $sum"; exit 1; }
 expect_fail 2 "$INFER" -m tiny -p hi --num-prompts 3
 echo "issue 38 door checks ok"
+# (9) --warmup: a block of other prompts runs untimed first; the figures are the timed run's
+# own: every weight homed in RAM is loaded, none read again
+"$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 3 --policy fixed --gpu-batch-size 3 \
+  --num-gpu-batches 1 2>cold.err
+"$INFER" -m tiny --prompt-len 8 --gen-len 5 --num-prompts 3 --policy fixed --gpu-batch-size 3 \
+  --num-gpu-batches 1 --warmup 2>warm.err
+grep -q "^warmup: one block ran untimed first" warm.err && grep -q "summary: 15 tokens generated" warm.err &&
+  grep -q "read from disk 0 B (0 bytes)" warm.err && ! grep -q "read from disk 0 B" cold.err ||
+  { echo "--warmup summary: $(cat warm.err) / cold: $(cat cold.err)"; exit 1; }
+expect_fail 2 "$INFER" -m tiny -p hi --warmup
+echo "--warmup ok"
 echo "fg-infer end-to-end ok"

@@ -236,6 +236,9 @@ static ta_opt k_opts[] = {
     UINT("max-block", g_a.r.max_block, 1, 256, "N", "auto: at most N sequences a block"),
     UINT("num-prompts", g_a.r.num_prompts, 1, 1u << 30, "N", "--prompt-len runs: the job's "
          "prompts; auto picks the block within it"),
+    FLAG("warmup", g_a.r.warmup, 1, "--prompt-len runs: one block of other random prompts "
+         "runs untimed first, as llama-bench's warm-up does, so the summary times an engine "
+         "whose RAM-homed weights are loaded (the first reads and first touches excluded)"),
     FLAG("allow-lossy", g_a.r.allow_lossy, 1, "auto may choose the 4-bit KV cache; without it, "
          "only --compress-cache, --compress-weight, --attn-sparsity turn them on"),
     SECTION("compression", NULL),
