@@ -42,6 +42,14 @@ static int isa_ok(fg_quant_isa isa)
     return 0;
 }
 
+/* Whether the AVX-512 builds of the zmm kernel bodies run here: the CPU has AVX-512 and
+ * $FG_QUANT_ISA (or $FG_ISA) does not cap quant/ below it. FG_QUANT_ISA=avx2 so runs the tests of
+ * those bodies as on a CPU with AVX2 alone: only their builds with the zmm emulated in AVX2. */
+static int zmm_runs(void)
+{
+    return isa_ok(FG_QUANT_ISA_AVX512) && fg_quant_isa_default() == FG_QUANT_ISA_AVX512;
+}
+
 /* ---- a weight chunk [n, k] with groups along k ---- */
 typedef struct wcase {
     fg_codec c;
@@ -1169,13 +1177,84 @@ static uint16_t *bf16_corner_w(uint8_t codec, uint64_t n, uint64_t k, uint64_t l
     return w;
 }
 
-/* fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) with the instructions emulated
- * (quant_bf16_emul.c, any AVX-512 CPU) against bf16_model bit for bit, and the native kernel
- * too where the CPU has AVX512-BF16; the emulated x packer against VCVTNEPS2BF16's rule and
- * fg_xpack_bf16 word for word. Shapes with tails in m (not a multiple of 6 rows, row ranges
- * split), n (edge strips, several slabs with the smallest panel) and k (odd: a half pair; past
- * one and two kc blocks), row strides past k (Inf and NaN there: a read past k shows), F16 and
- * BF16 weights, with and without bias. */
+/* The three builds of fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) and its x packer:
+ * with the bfloat16 instructions emulated on AVX2 alone (quant_bf16_emul2.c: the zmm intrinsics
+ * emulated too), in AVX-512 (quant_bf16_emul.c), and the native one (gemm16_bf16.c). */
+void fgq_bf16_emul2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                             const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                             const float *bias, float *y, uint64_t ldy, float *panel,
+                             uint64_t panel_floats);
+void fgq_bf16_emul2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                          uint64_t b0, uint64_t b1);
+typedef void bf16_gemm_fn(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                          const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                          const float *bias, float *y, uint64_t ldy, float *panel,
+                          uint64_t panel_floats);
+typedef void bf16_xpack_fn(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                           uint64_t b0, uint64_t b1);
+
+static void bf16_native_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                             const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                             const float *bias, float *y, uint64_t ldy, float *panel,
+                             uint64_t panel_floats)
+{
+    fg_err err;
+    ck_assert_int_eq(fg_w16_gemm_bf16(bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, w, n, ldw, xb, m, k,
+                                      i0, i1, bias, y, ldy, panel, panel_floats,
+                                      FG_QUANT_ISA_AUTO, &err), FG_OK);
+}
+
+/* build b runs here (b: 0 on AVX2 alone, 1 emulated in AVX-512, 2 native) */
+static int bf16_build_runs(int b)
+{
+    return b == 0 ? 1 : b == 1 ? zmm_runs() : fg_w16_gemm_bf16_fast();
+}
+
+static const struct {
+    const char *name;
+    bf16_gemm_fn *gemm;
+    bf16_xpack_fn *xpack;
+} k_bf16_builds[] = {
+    {"avx2-emulated", fgq_bf16_emul2_w16_gemm, fgq_bf16_emul2_xpack},
+    {"avx512-emulated", fgq_bf16_emul_w16_gemm, fgq_bf16_emul_xpack},
+    {"native", bf16_native_gemm, fg_xpack_bf16},
+};
+
+/* x packed by each build that runs here (two ranges, as threads pack it) against VCVTNEPS2BF16's
+ * rule value for value and fg_xpack_bf16 word for word; xb: the AVX2 build's words. */
+static void bf16_check_xpack(size_t t, const float *x, uint64_t m, uint64_t k, uint64_t ldx,
+                             uint32_t *xb)
+{
+    uint64_t words = fg_xpack_bf16_words(m, k), np = (m + FG_XPACK_MR - 1) / FG_XPACK_MR;
+    uint32_t *xo = malloc(words * 4), *xl = malloc(words * 4);
+    fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
+    for (int b = 0; b < 3; b++) {
+        if (!bf16_build_runs(b))
+            continue;
+        uint32_t *d = b ? xo : xb;
+        memset(d, 0xAB, words * 4);
+        k_bf16_builds[b].xpack(x, m, k, ldx, d, np / 2, np);
+        k_bf16_builds[b].xpack(x, m, k, ldx, d, 0, np / 2);
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t c = 0; c < k; c++) {
+                float got = fgq_xpack_bf16_at(d, m, k, i, c), want = bf16_round(x[i * ldx + c]);
+                TU_REQUIRE(got == want && signbit(got) == signbit(want),
+                        "%s xpack case %zu (%llu, %llu): %a, want %a", k_bf16_builds[b].name, t,
+                        (unsigned long long)i, (unsigned long long)c, got, want);
+            }
+        TU_REQUIRE(!memcmp(d, xl, words * 4), "%s xpack case %zu: not fg_xpack_bf16's",
+                   k_bf16_builds[b].name, t);
+    }
+    free(xo), free(xl);
+}
+
+/* Each build that runs here (the AVX2 one on every CPU with AVX2; the AVX-512 emulated one where
+ * the CPU has AVX-512; the native one where it has AVX512-BF16) against bf16_model bit for bit,
+ * so against each other, with the smallest panel (several slabs) and a large one; their x
+ * packers against VCVTNEPS2BF16's rule and fg_xpack_bf16 word for word. Shapes with tails in m
+ * (not a multiple of 6 rows, row ranges split), n (edge strips, several slabs with the smallest
+ * panel) and k (odd: a half pair; past one and two kc blocks), row strides past k (Inf and NaN
+ * there: a read past k shows), F16 and BF16 weights, with and without bias. */
 START_TEST(test_w16_bf16_emulated)
 {
     static const struct { uint64_t m, n, k; uint8_t codec; int bias; } cases[] = {
@@ -1184,11 +1263,12 @@ START_TEST(test_w16_bf16_emulated)
         {8, 7, 1, FG_CODEC_F16, 0},      {6, 32, 256, FG_CODEC_BF16, 1},
         {19, 97, 258, FG_CODEC_F16, 0},
     };
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the BF16 kernel body not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the BF16 kernel body not tested\n");
         return;
     }
-    int native = fg_w16_gemm_bf16_fast();
+    if (!zmm_runs())
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the BF16 kernel body on AVX2 alone\n");
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
         uint64_t m = cases[t].m, n = cases[t].n, k = cases[t].k;
         uint8_t codec = cases[t].codec;
@@ -1200,47 +1280,30 @@ START_TEST(test_w16_bf16_emulated)
             for (uint64_t j = 0; j < n; j++)
                 bias[j] = gauss();
         }
-        uint64_t words = fg_xpack_bf16_words(m, k), np = (m + FG_XPACK_MR - 1) / FG_XPACK_MR;
-        uint32_t *xb = malloc(words * 4), *xl = malloc(words * 4);
-        memset(xb, 0xAB, words * 4);
-        fgq_bf16_emul_xpack(x, m, k, ldx, xb, np / 2, np);
-        fgq_bf16_emul_xpack(x, m, k, ldx, xb, 0, np / 2);
-        fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
-        for (uint64_t i = 0; i < m; i++)
-            for (uint64_t c = 0; c < k; c++)
-                TU_REQUIRE(fgq_xpack_bf16_at(xb, m, k, i, c) == bf16_round(x[i * ldx + c]) &&
-                            signbit(fgq_xpack_bf16_at(xb, m, k, i, c)) ==
-                                signbit(bf16_round(x[i * ldx + c])),
-                        "emulated xpack case %zu (%llu, %llu): %a, want %a", t,
-                        (unsigned long long)i, (unsigned long long)c,
-                        fgq_xpack_bf16_at(xb, m, k, i, c), bf16_round(x[i * ldx + c]));
-        TU_REQUIRE(!memcmp(xb, xl, words * 4), "emulated xpack case %zu: not fg_xpack_bf16's", t);
+        uint32_t *xb = malloc(fg_xpack_bf16_words(m, k) * 4);
+        bf16_check_xpack(t, x, m, k, ldx, xb);
         float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
         uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
         bf16_model(codec, w, n, k, ldw, xb, m, 0, m, bias, want);
-        for (int run = 0; run < 2 + native; run++) {
-            uint64_t pf = run == 1 ? 1u << 18 : fg_w16_bf16_panel_min_floats(k);
+        for (int run = 0; run < 6; run++) {
+            int b = run / 2;
+            if (!bf16_build_runs(b))
+                continue;
+            uint64_t pf = run % 2 ? 1u << 18 : fg_w16_bf16_panel_min_floats(k);
             float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
             memset(got, 0xFF, m * n * 4);
             for (int half = 0; half < 2; half++) {
                 uint64_t i0 = half ? split : 0, i1 = half ? m : split;
-                fg_err err;
-                if (run < 2)
-                    fgq_bf16_emul_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1,
-                                           bias, got, n, panel, pf);
-                else
-                    ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, ldw, xb, m, k, i0, i1, bias,
-                                                      got, n, panel, pf, FG_QUANT_ISA_AUTO, &err),
-                                     FG_OK);
+                k_bf16_builds[b].gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1, bias,
+                                      got, n, panel, pf);
             }
             for (uint64_t q = 0; q < m * n; q++)
-                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, %llu):"
-                        " %a, model %a", run < 2 ? "emulated" : "native", t,
-                        (unsigned long long)pf, (unsigned long long)(q / n),
-                        (unsigned long long)(q % n), got[q], want[q]);
+                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, "
+                        "%llu): %a, model %a", k_bf16_builds[b].name, t, (unsigned long long)pf,
+                        (unsigned long long)(q / n), (unsigned long long)(q % n), got[q], want[q]);
             free(panel);
         }
-        free(w), free(x), free(bias), free(xb), free(xl), free(want), free(got);
+        free(w), free(x), free(bias), free(xb), free(want), free(got);
     }
 }
 END_TEST
