@@ -4,8 +4,11 @@
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
  * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
  * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm and fg_w16_gemm against a
- * binary64 sum. ISAs this
- * CPU lacks are skipped with a note on stderr. */
+ * binary64 sum. The AVX-512 kernel bodies (the BF16 and 16-bit GEMMs, the Q4 panel kernel) also
+ * run built for AVX2 alone, their zmm intrinsics emulated (quant_zmm_emul.h), on every CPU with
+ * AVX2, and are compared bit for bit with their AVX-512 builds where the CPU has AVX-512;
+ * FG_QUANT_ISA=avx2 runs those tests as on a CPU without it. ISAs this CPU lacks are skipped
+ * with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
 #include <math.h>
@@ -854,16 +857,27 @@ START_TEST(test_w16_gemm)
 }
 END_TEST
 
+/* gemm16_avx512.c compiled on AVX2 alone, its zmm intrinsics emulated (quant_w16_emul2.c) */
+void fgq_avx512_emul2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                               const float *xp, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                               const float *bias, float *y, uint64_t ldy, float *panel,
+                               uint64_t panel_floats);
+
 /* The AVX-512 kernel of the 16-bit GEMM sums each output in the AVX2 kernel's order: the same
  * bits, F16 and BF16, on shapes with edge strips (n not a multiple of 32), several kc blocks,
- * a bias, rows in two ranges; and with a panel too small for its 32-row strips it falls back to
- * the AVX2 kernel (the same bits again). */
+ * a bias, rows in two ranges. Its code on AVX2 alone (quant_w16_emul2.c, any CPU with AVX2),
+ * with a large panel and its smallest (32-row strips of one kc block: several slabs); the
+ * native kernel where the CPU has AVX-512, through fg_w16_gemm, which with a panel too small
+ * for 32-row strips falls back to the AVX2 kernel (the same bits again). */
 START_TEST(test_w16_avx512_same_bits)
 {
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the AVX-512 16-bit GEMM not tested\n");
         return;
     }
+    int zmm = zmm_runs();
+    if (!zmm)
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM on AVX2 alone\n");
     static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 600}, {96, 256, 520},
                                          {13, 33, 31}, {50, 64, 1100}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -879,23 +893,31 @@ START_TEST(test_w16_avx512_same_bits)
             bias[j] = gauss();
         fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
         uint64_t pf = 1u << 18, small = fg_w16_panel_min_floats(k);
+        uint64_t zmin = (k < FG_XPACK_KC ? k : FG_XPACK_KC) * 32; /* the zmm kernel's smallest */
         float *panel = aligned_alloc(64, pf * 4);
         uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
         fg_err err;
         ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, m, bias, ya, n, panel, pf,
                                      FG_QUANT_ISA_AVX2, &err), FG_OK);
-        for (int pass = 0; pass < 2; pass++) {
-            uint64_t use = pass ? small : pf;
+        for (int pass = 0; pass < 2 + 2 * zmm; pass++) {
+            int native = pass >= 2;
+            uint64_t use = pass % 2 == 0 ? pf : native ? small : zmin;
             memset(yb, 0xFF, m * n * 4);
-            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, split, m, bias, yb, n, panel,
-                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
-            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, split, bias, yb, n, panel,
-                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            for (int half = 0; half < 2; half++) {
+                uint64_t i0 = half ? 0 : split, i1 = half ? split : m;
+                if (native)
+                    ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, i0, i1, bias, yb, n,
+                                                 panel, use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+                else
+                    fgq_avx512_emul2_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, i0, i1,
+                                              bias, yb, n, panel, use);
+            }
             for (uint64_t i = 0; i < m * n; i++)
-                TU_REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
-                        "k %llu at %llu: %.9g, avx2 %.9g", (unsigned long long)use,
-                        (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
-                        (unsigned long long)i, yb[i], ya[i]);
+                TU_REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 %s (panel %llu floats) m %llu "
+                        "n %llu k %llu at %llu: %.9g, avx2 %.9g", native ? "native" :
+                        "avx2-emulated", (unsigned long long)use, (unsigned long long)m,
+                        (unsigned long long)n, (unsigned long long)k, (unsigned long long)i,
+                        yb[i], ya[i]);
         }
         free(w), free(x), free(bias), free(ya), free(yb), free(xp), free(panel);
     }
@@ -903,14 +925,21 @@ START_TEST(test_w16_avx512_same_bits)
 END_TEST
 
 /* The AVX512-VNNI Q4 panel kernel (gemm_q4p_kern512.h) gives the AVX2 panel kernel's bits: its
- * body with VPDPBUSD emulated (quant_q4p_emul.c, any AVX-512 CPU) and, where the CPU has
- * AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of four AVX2
- * strips, one activation scale a group); shapes with edge strips and tiles, several k blocks,
- * k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from n0. */
+ * body on AVX2 alone (quant_q4p_emul2.c: VPDPBUSD and the zmm intrinsics emulated; any CPU with
+ * AVX2), with VPDPBUSD emulated in AVX-512 (quant_q4p_emul.c, any AVX-512 CPU) and, where the
+ * CPU has AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of
+ * four AVX2 strips, one activation scale a group); shapes with edge strips and tiles, several k
+ * blocks, k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from
+ * n0. */
 void fgq_q4p_emul512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
                                 uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
                                 uint64_t i1, const float *bias, float *y, uint64_t ldy,
                                 void *panel, size_t panel_bytes);
+void fgq_q4p_emul2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                              uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                              uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                              size_t panel_bytes);
+static const char *const k_q4p_builds[] = {"avx2-emulated", "avx512-emulated", "native"};
 
 static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p512[] = {
     {13, 33, 200, 64, 0, 0, 1},  {37, 100, 4500, 128, 1, 0, 0}, {8, 64, 2048, 64, 0, 1, 1},
@@ -919,10 +948,13 @@ static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p5
 
 START_TEST(test_q4_panel_vnni512)
 {
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the zmm Q4 panel kernel not tested\n");
         return;
     }
+    int zmm = zmm_runs();
+    if (!zmm)
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel on AVX2 alone\n");
     for (size_t t = 0; t < sizeof k_q4p512 / sizeof *k_q4p512; t++) {
         uint64_t m = k_q4p512[t].m, n = k_q4p512[t].n, k = k_q4p512[t].k;
         uint32_t G = k_q4p512[t].G;
@@ -948,24 +980,24 @@ START_TEST(test_q4_panel_vnni512)
         fgq_params p;
         ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
         uint64_t row_bytes = (k + G - 1) / G * p.gbytes;
-        for (int native = 0; native < 2; native++) {
+        for (int b = 0; b < 1 + 2 * zmm; b++) {
             for (uint64_t q = 0; q < m * n; q++) { /* columns before n0 untouched, the rest written */
                 want[q] = q % n < n0 ? 777.0f : want[q];
                 got[q] = q % n < n0 ? 777.0f : -12345.0f;
             }
             for (int half = 0; half < 2; half++) {
                 uint64_t i0 = half ? split : 0, i1 = half ? m : split;
-                if (native)
+                if (b == 2)
                     ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n,
                                                          &ac.a, i0, i1, bias, got, n, panel, pb,
                                                          FG_QUANT_ISA_AVX512, &err), FG_OK);
                 else if (i0 < i1)
-                    fgq_q4p_emul512_gemm_panel(&p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias,
-                                               got, n, panel, pb);
+                    (b ? fgq_q4p_emul512_gemm_panel : fgq_q4p_emul2_gemm_panel)(
+                        &p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias, got, n, panel, pb);
             }
             for (uint64_t q = 0; q < m * n; q++)
                 TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
-                        "%.9g", native ? "native" : "emulated", t, (unsigned long long)(q / n),
+                        "%.9g", k_q4p_builds[b], t, (unsigned long long)(q / n),
                         (unsigned long long)(q % n), got[q], want[q]);
         }
         free(want), free(got), free(panel), free(bias), free(x), free(ac.buf);
