@@ -20,7 +20,9 @@
  * instructions neither reads nor writes the masked-off lanes (no fault past an array's end).
  * test_quant_gemm compares each emulated build with the AVX-512 one (emulated instructions or
  * native) bit for bit where the CPU has AVX-512, and with the scalar reference or the AVX2
- * kernel everywhere with AVX2.
+ * kernel everywhere with AVX2; where the CPU has AVX-512, quant_zmm_emul_check.c also compares
+ * each emulation here with its instruction on random and corner operands, whole domains (every
+ * lane, every mask, NaN, Inf, denormals), not only the values the bodies make.
  */
 #ifndef FG_QUANT_ZMM_EMUL_H
 #define FG_QUANT_ZMM_EMUL_H
@@ -236,7 +238,9 @@ static inline fgz_m512i fgz_mm512_mask_or_epi32(fgz_m512i src, fgz_mmask16 k, fg
 }
 
 /* ---- the renames: what follows this header (the kernel body) sees only the emulation. The
- * #undef first: without optimization gcc's headers define some of these as macros. ---- */
+ * #undef first: without optimization gcc's headers define some of these as macros.
+ * FGZ_KEEP_NAMES leaves them out, for quant_zmm_emul_check.c, which calls both. ---- */
+#ifndef FGZ_KEEP_NAMES
 #undef __m512
 #undef __m512i
 #undef __mmask16
@@ -309,5 +313,6 @@ static inline fgz_m512i fgz_mm512_mask_or_epi32(fgz_m512i src, fgz_mmask16 k, fg
 #define _mm512_cmpgt_epu32_mask fgz_mm512_cmpgt_epu32_mask
 #define _mm512_mask_and_epi32 fgz_mm512_mask_and_epi32
 #define _mm512_mask_or_epi32 fgz_mm512_mask_or_epi32
+#endif /* FGZ_KEEP_NAMES */
 
 #endif

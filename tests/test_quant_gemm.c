@@ -1339,6 +1339,23 @@ START_TEST(test_w16_bf16_emulated)
     }
 }
 END_TEST
+
+/* quant_zmm_emul.h's emulations against the AVX-512 instructions, intrinsic by intrinsic, on
+ * random and corner operands (quant_zmm_emul_check.c): where the CPU has AVX-512. */
+int fgz_emul_check(uint64_t seed, int rounds, const char **first);
+
+START_TEST(test_zmm_emulation)
+{
+    if (!zmm_runs()) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm emulation not checked against it\n");
+        return;
+    }
+    const char *first = NULL;
+    int bad = fgz_emul_check(0x9E3779B97F4A7C15ull, 20000, &first);
+    TU_REQUIRE(bad == 0, "the zmm emulation: %d mismatches, the first in _mm512_%s", bad,
+               first ? first : "?");
+}
+END_TEST
 #endif
 
 int main(void)
@@ -1366,6 +1383,7 @@ int main(void)
 #endif
 #ifdef FG_TEST_BF16_EMUL
     tcase_add_test(tc, test_w16_bf16_emulated);
+    tcase_add_test(tc, test_zmm_emulation);
 #endif
     suite_add_tcase(s, tc);
     return tu_run(s);
