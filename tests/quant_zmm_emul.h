@@ -17,7 +17,8 @@
  * saturation of VPACKUSDW never acts). The includer compiles with -ffp-contract=off: gcc writes
  * _mm256_add_ps and _mm256_mul_ps as vector + and *, which it may otherwise fuse into an FMA
  * that the zmm code did not have. Masked loads and stores use VMASKMOVPS, which like the zmm
- * instructions neither reads nor writes the masked-off lanes (no fault past an array's end).
+ * instructions neither reads nor writes the masked-off lanes (no fault past an array's end;
+ * ASan sees neither kind, it checks the plain loads and stores).
  * test_quant_gemm compares each emulated build with the AVX-512 one (emulated instructions or
  * native) bit for bit where the CPU has AVX-512, and with the scalar reference or the AVX2
  * kernel everywhere with AVX2; where the CPU has AVX-512, quant_zmm_emul_check.c also compares

@@ -46,8 +46,8 @@ static int isa_ok(fg_quant_isa isa)
 }
 
 /* Whether the AVX-512 builds of the zmm kernel bodies run here: the CPU has AVX-512 and
- * $FG_QUANT_ISA (or $FG_ISA) does not cap quant/ below it. FG_QUANT_ISA=avx2 so runs the tests of
- * those bodies as on a CPU with AVX2 alone: only their builds with the zmm emulated in AVX2. */
+ * $FG_QUANT_ISA (or $FG_ISA) does not cap quant/ below it. With FG_QUANT_ISA=avx2 the tests of
+ * those bodies run as on a CPU with AVX2 alone: only the builds with the zmm emulated in AVX2. */
 static int zmm_runs(void)
 {
     return isa_ok(FG_QUANT_ISA_AVX512) && fg_quant_isa_default() == FG_QUANT_ISA_AVX512;
