@@ -3,7 +3,8 @@
  * (weight and x packing, tiles, edge strips, kc blocks, the half pair of odd k) is tested on
  * AVX-512 CPUs without AVX512-BF16; on CPUs with it the native build runs too and both are
  * compared bit for bit (test_quant_gemm). Compiled with -mavx512f -mavx512bw -mavx512vl -mavx2
- * -mf16c -mfma. CPUs without AVX-512 cannot run the body (zmm registers): the test says so.
+ * -mf16c -mfma. CPUs without AVX-512 cannot run this build (zmm registers): quant_bf16_emul2.c
+ * includes this file after emulating the zmm intrinsics in AVX2, and runs there.
  *
  * The emulations follow Intel's pseudo-code (SDM vol. 2, VDPBF16PS and convert_fp32_to_bfloat16):
  *  - VDPBF16PS, per 32-bit lane: acc += a.hi * b.hi, then acc += a.lo * b.lo, each step one

@@ -3,7 +3,8 @@
  * terms) is tested on AVX-512 CPUs without VNNI (Skylake-X class); on CPUs with VNNI the native
  * build runs too and both are compared. Compiled with -mavx512f -mavx512bw -mavx512vl; called
  * only when the CPU runs AVX-512 (test_quant_gemm). CPUs without AVX-512 cannot run either
- * (no zmm registers): the test says so and skips.
+ * (no zmm registers): quant_q4p_emul2.c includes this file after emulating the zmm intrinsics
+ * in AVX2, and runs there.
  *
  * The emulation is exact for Q4: VPMADDUBSW's pair sums of unsigned codes (0..15) and signed
  * activations (-127..127) are at most 2 x 15 x 127 = 3810, far from its 16-bit saturation; then

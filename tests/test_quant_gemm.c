@@ -4,8 +4,11 @@
  * binary64 computation from the decoded weights, the error bound against f32 weights times f32
  * activations, odd shapes, chunk-by-chunk and row-range use, random chunk bytes, the refusals;
  * the VNNI kernel body with VPDPBUSD emulated; and fg_f16_gemm and fg_w16_gemm against a
- * binary64 sum. ISAs this
- * CPU lacks are skipped with a note on stderr. */
+ * binary64 sum. The AVX-512 kernel bodies (the BF16 and 16-bit GEMMs, the Q4 panel kernel) also
+ * run built for AVX2 alone, their zmm intrinsics emulated (quant_zmm_emul.h), on every CPU with
+ * AVX2, and are compared bit for bit with their AVX-512 builds where the CPU has AVX-512;
+ * FG_QUANT_ISA=avx2 runs those tests as on a CPU without it. ISAs this CPU lacks are skipped
+ * with a note on stderr. */
 #define _GNU_SOURCE
 #include <float.h>
 #include <math.h>
@@ -40,6 +43,14 @@ static int isa_ok(fg_quant_isa isa)
         fprintf(stderr, "test_quant_gemm: ISA %s not supported on this CPU: not tested\n",
                 fg_quant_isa_name(isa));
     return 0;
+}
+
+/* Whether the AVX-512 builds of the zmm kernel bodies run here: the CPU has AVX-512 and
+ * $FG_QUANT_ISA (or $FG_ISA) does not cap quant/ below it. With FG_QUANT_ISA=avx2 the tests of
+ * those bodies run as on a CPU with AVX2 alone: only the builds with the zmm emulated in AVX2. */
+static int zmm_runs(void)
+{
+    return isa_ok(FG_QUANT_ISA_AVX512) && fg_quant_isa_default() == FG_QUANT_ISA_AVX512;
 }
 
 /* ---- a weight chunk [n, k] with groups along k ---- */
@@ -846,16 +857,27 @@ START_TEST(test_w16_gemm)
 }
 END_TEST
 
+/* gemm16_avx512.c compiled on AVX2 alone, its zmm intrinsics emulated (quant_w16_emul2.c) */
+void fgq_avx512_emul2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                               const float *xp, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                               const float *bias, float *y, uint64_t ldy, float *panel,
+                               uint64_t panel_floats);
+
 /* The AVX-512 kernel of the 16-bit GEMM sums each output in the AVX2 kernel's order: the same
  * bits, F16 and BF16, on shapes with edge strips (n not a multiple of 32), several kc blocks,
- * a bias, rows in two ranges; and with a panel too small for its 32-row strips it falls back to
- * the AVX2 kernel (the same bits again). */
+ * a bias, rows in two ranges. Its code on AVX2 alone (quant_w16_emul2.c, any CPU with AVX2),
+ * with a large panel and its smallest (32-row strips of one kc block: several slabs); the
+ * native kernel where the CPU has AVX-512, through fg_w16_gemm, which with a panel too small
+ * for 32-row strips falls back to the AVX2 kernel (the same bits again). */
 START_TEST(test_w16_avx512_same_bits)
 {
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the AVX-512 16-bit GEMM not tested\n");
         return;
     }
+    int zmm = zmm_runs();
+    if (!zmm)
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the AVX-512 16-bit GEMM on AVX2 alone\n");
     static const uint64_t shapes[][3] = {{6, 32, 256}, {37, 100, 600}, {96, 256, 520},
                                          {13, 33, 31}, {50, 64, 1100}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -871,23 +893,31 @@ START_TEST(test_w16_avx512_same_bits)
             bias[j] = gauss();
         fg_xpack(x, m, k, k, xp, 0, UINT64_MAX);
         uint64_t pf = 1u << 18, small = fg_w16_panel_min_floats(k);
+        uint64_t zmin = (k < FG_XPACK_KC ? k : FG_XPACK_KC) * 32; /* the zmm kernel's smallest */
         float *panel = aligned_alloc(64, pf * 4);
         uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
         fg_err err;
         ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, m, bias, ya, n, panel, pf,
                                      FG_QUANT_ISA_AVX2, &err), FG_OK);
-        for (int pass = 0; pass < 2; pass++) {
-            uint64_t use = pass ? small : pf;
+        for (int pass = 0; pass < 2 + 2 * zmm; pass++) {
+            int native = pass >= 2;
+            uint64_t use = pass % 2 == 0 ? pf : native ? small : zmin;
             memset(yb, 0xFF, m * n * 4);
-            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, split, m, bias, yb, n, panel,
-                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
-            ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, 0, split, bias, yb, n, panel,
-                                         use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+            for (int half = 0; half < 2; half++) {
+                uint64_t i0 = half ? 0 : split, i1 = half ? split : m;
+                if (native)
+                    ck_assert_int_eq(fg_w16_gemm(codec, w, n, k, xp, m, k, i0, i1, bias, yb, n,
+                                                 panel, use, FG_QUANT_ISA_AVX512, &err), FG_OK);
+                else
+                    fgq_avx512_emul2_w16_gemm(codec == FG_CODEC_BF16, w, n, k, xp, m, k, i0, i1,
+                                              bias, yb, n, panel, use);
+            }
             for (uint64_t i = 0; i < m * n; i++)
-                TU_REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 (panel %llu floats) m %llu n %llu "
-                        "k %llu at %llu: %.9g, avx2 %.9g", (unsigned long long)use,
-                        (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
-                        (unsigned long long)i, yb[i], ya[i]);
+                TU_REQUIRE(!memcmp(&ya[i], &yb[i], 4), "avx512 %s (panel %llu floats) m %llu "
+                        "n %llu k %llu at %llu: %.9g, avx2 %.9g", native ? "native" :
+                        "avx2-emulated", (unsigned long long)use, (unsigned long long)m,
+                        (unsigned long long)n, (unsigned long long)k, (unsigned long long)i,
+                        yb[i], ya[i]);
         }
         free(w), free(x), free(bias), free(ya), free(yb), free(xp), free(panel);
     }
@@ -895,14 +925,21 @@ START_TEST(test_w16_avx512_same_bits)
 END_TEST
 
 /* The AVX512-VNNI Q4 panel kernel (gemm_q4p_kern512.h) gives the AVX2 panel kernel's bits: its
- * body with VPDPBUSD emulated (quant_q4p_emul.c, any AVX-512 CPU) and, where the CPU has
- * AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of four AVX2
- * strips, one activation scale a group); shapes with edge strips and tiles, several k blocks,
- * k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from n0. */
+ * body on AVX2 alone (quant_q4p_emul2.c: VPDPBUSD and the zmm intrinsics emulated; any CPU with
+ * AVX2), with VPDPBUSD emulated in AVX-512 (quant_q4p_emul.c, any AVX-512 CPU) and, where the
+ * CPU has AVX512-VNNI, the native kernel through fg_quant_gemm_panel (ISA avx512, a panel of
+ * four AVX2 strips, one activation scale a group); shapes with edge strips and tiles, several k
+ * blocks, k under G, both nibble orders, F16/F32 scales, bias, rows in two ranges, columns from
+ * n0. */
 void fgq_q4p_emul512_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
                                 uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
                                 uint64_t i1, const float *bias, float *y, uint64_t ldy,
                                 void *panel, size_t panel_bytes);
+void fgq_q4p_emul2_gemm_panel(const fgq_params *p, const uint8_t *w, uint64_t row_bytes,
+                              uint64_t n0, uint64_t n1, const fg_quant_act *a, uint64_t i0,
+                              uint64_t i1, const float *bias, float *y, uint64_t ldy, void *panel,
+                              size_t panel_bytes);
+static const char *const k_q4p_builds[] = {"avx2-emulated", "avx512-emulated", "native"};
 
 static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p512[] = {
     {13, 33, 200, 64, 0, 0, 1},  {37, 100, 4500, 128, 1, 0, 0}, {8, 64, 2048, 64, 0, 1, 1},
@@ -911,10 +948,13 @@ static const struct { uint64_t m, n, k; uint32_t G; int hi, f32s, bias; } k_q4p5
 
 START_TEST(test_q4_panel_vnni512)
 {
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the zmm Q4 panel kernel not tested\n");
         return;
     }
+    int zmm = zmm_runs();
+    if (!zmm)
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm Q4 panel kernel on AVX2 alone\n");
     for (size_t t = 0; t < sizeof k_q4p512 / sizeof *k_q4p512; t++) {
         uint64_t m = k_q4p512[t].m, n = k_q4p512[t].n, k = k_q4p512[t].k;
         uint32_t G = k_q4p512[t].G;
@@ -940,24 +980,24 @@ START_TEST(test_q4_panel_vnni512)
         fgq_params p;
         ck_assert_int_eq(fgq_check(&wc.c, &wc.v, FG_CODEC_F32, 0, wc.qlen, &p, &err), FG_OK);
         uint64_t row_bytes = (k + G - 1) / G * p.gbytes;
-        for (int native = 0; native < 2; native++) {
+        for (int b = 0; b < 1 + 2 * zmm; b++) {
             for (uint64_t q = 0; q < m * n; q++) { /* columns before n0 untouched, the rest written */
                 want[q] = q % n < n0 ? 777.0f : want[q];
                 got[q] = q % n < n0 ? 777.0f : -12345.0f;
             }
             for (int half = 0; half < 2; half++) {
                 uint64_t i0 = half ? split : 0, i1 = half ? m : split;
-                if (native)
+                if (b == 2)
                     ck_assert_int_eq(fg_quant_gemm_panel(&wc.c, &wc.v, wc.q, wc.qlen, n0, n,
                                                          &ac.a, i0, i1, bias, got, n, panel, pb,
                                                          FG_QUANT_ISA_AVX512, &err), FG_OK);
                 else if (i0 < i1)
-                    fgq_q4p_emul512_gemm_panel(&p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias,
-                                               got, n, panel, pb);
+                    (b ? fgq_q4p_emul512_gemm_panel : fgq_q4p_emul2_gemm_panel)(
+                        &p, wc.q, row_bytes, n0, n, &ac.a, i0, i1, bias, got, n, panel, pb);
             }
             for (uint64_t q = 0; q < m * n; q++)
                 TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "%s case %zu (%llu, %llu): %.9g, avx2 "
-                        "%.9g", native ? "native" : "emulated", t, (unsigned long long)(q / n),
+                        "%.9g", k_q4p_builds[b], t, (unsigned long long)(q / n),
                         (unsigned long long)(q % n), got[q], want[q]);
         }
         free(want), free(got), free(panel), free(bias), free(x), free(ac.buf);
@@ -1169,13 +1209,84 @@ static uint16_t *bf16_corner_w(uint8_t codec, uint64_t n, uint64_t k, uint64_t l
     return w;
 }
 
-/* fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) with the instructions emulated
- * (quant_bf16_emul.c, any AVX-512 CPU) against bf16_model bit for bit, and the native kernel
- * too where the CPU has AVX512-BF16; the emulated x packer against VCVTNEPS2BF16's rule and
- * fg_xpack_bf16 word for word. Shapes with tails in m (not a multiple of 6 rows, row ranges
- * split), n (edge strips, several slabs with the smallest panel) and k (odd: a half pair; past
- * one and two kc blocks), row strides past k (Inf and NaN there: a read past k shows), F16 and
- * BF16 weights, with and without bias. */
+/* The three builds of fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) and its x packer:
+ * with the bfloat16 instructions emulated on AVX2 alone (quant_bf16_emul2.c: the zmm intrinsics
+ * emulated too), in AVX-512 (quant_bf16_emul.c), and the native one (gemm16_bf16.c). */
+void fgq_bf16_emul2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                             const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                             const float *bias, float *y, uint64_t ldy, float *panel,
+                             uint64_t panel_floats);
+void fgq_bf16_emul2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                          uint64_t b0, uint64_t b1);
+typedef void bf16_gemm_fn(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                          const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                          const float *bias, float *y, uint64_t ldy, float *panel,
+                          uint64_t panel_floats);
+typedef void bf16_xpack_fn(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
+                           uint64_t b0, uint64_t b1);
+
+static void bf16_native_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
+                             const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
+                             const float *bias, float *y, uint64_t ldy, float *panel,
+                             uint64_t panel_floats)
+{
+    fg_err err;
+    ck_assert_int_eq(fg_w16_gemm_bf16(bf16 ? FG_CODEC_BF16 : FG_CODEC_F16, w, n, ldw, xb, m, k,
+                                      i0, i1, bias, y, ldy, panel, panel_floats,
+                                      FG_QUANT_ISA_AUTO, &err), FG_OK);
+}
+
+/* build b runs here (b: 0 on AVX2 alone, 1 emulated in AVX-512, 2 native) */
+static int bf16_build_runs(int b)
+{
+    return b == 0 ? 1 : b == 1 ? zmm_runs() : fg_w16_gemm_bf16_fast();
+}
+
+static const struct {
+    const char *name;
+    bf16_gemm_fn *gemm;
+    bf16_xpack_fn *xpack;
+} k_bf16_builds[] = {
+    {"avx2-emulated", fgq_bf16_emul2_w16_gemm, fgq_bf16_emul2_xpack},
+    {"avx512-emulated", fgq_bf16_emul_w16_gemm, fgq_bf16_emul_xpack},
+    {"native", bf16_native_gemm, fg_xpack_bf16},
+};
+
+/* x packed by each build that runs here (two ranges, as threads pack it) against VCVTNEPS2BF16's
+ * rule value for value and fg_xpack_bf16 word for word; xb: the AVX2 build's words. */
+static void bf16_check_xpack(size_t t, const float *x, uint64_t m, uint64_t k, uint64_t ldx,
+                             uint32_t *xb)
+{
+    uint64_t words = fg_xpack_bf16_words(m, k), np = (m + FG_XPACK_MR - 1) / FG_XPACK_MR;
+    uint32_t *xo = malloc(words * 4), *xl = malloc(words * 4);
+    fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
+    for (int b = 0; b < 3; b++) {
+        if (!bf16_build_runs(b))
+            continue;
+        uint32_t *d = b ? xo : xb;
+        memset(d, 0xAB, words * 4);
+        k_bf16_builds[b].xpack(x, m, k, ldx, d, np / 2, np);
+        k_bf16_builds[b].xpack(x, m, k, ldx, d, 0, np / 2);
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t c = 0; c < k; c++) {
+                float got = fgq_xpack_bf16_at(d, m, k, i, c), want = bf16_round(x[i * ldx + c]);
+                TU_REQUIRE(got == want && signbit(got) == signbit(want),
+                        "%s xpack case %zu (%llu, %llu): %a, want %a", k_bf16_builds[b].name, t,
+                        (unsigned long long)i, (unsigned long long)c, got, want);
+            }
+        TU_REQUIRE(!memcmp(d, xl, words * 4), "%s xpack case %zu: not fg_xpack_bf16's",
+                   k_bf16_builds[b].name, t);
+    }
+    free(xo), free(xl);
+}
+
+/* Each build that runs here (the AVX2 one on every CPU with AVX2; the AVX-512 emulated one where
+ * the CPU has AVX-512; the native one where it has AVX512-BF16) against bf16_model bit for bit,
+ * so against each other, with the smallest panel (several slabs) and a large one; their x
+ * packers against VCVTNEPS2BF16's rule and fg_xpack_bf16 word for word. Shapes with tails in m
+ * (not a multiple of 6 rows, row ranges split), n (edge strips, several slabs with the smallest
+ * panel) and k (odd: a half pair; past one and two kc blocks), row strides past k (Inf and NaN
+ * there: a read past k shows), F16 and BF16 weights, with and without bias. */
 START_TEST(test_w16_bf16_emulated)
 {
     static const struct { uint64_t m, n, k; uint8_t codec; int bias; } cases[] = {
@@ -1184,11 +1295,12 @@ START_TEST(test_w16_bf16_emulated)
         {8, 7, 1, FG_CODEC_F16, 0},      {6, 32, 256, FG_CODEC_BF16, 1},
         {19, 97, 258, FG_CODEC_F16, 0},
     };
-    if (!isa_ok(FG_QUANT_ISA_AVX512)) {
-        fprintf(stderr, "test_quant_gemm: no AVX-512: the BF16 kernel body not tested\n");
+    if (!isa_ok(FG_QUANT_ISA_AVX2)) {
+        fprintf(stderr, "test_quant_gemm: no AVX2: the BF16 kernel body not tested\n");
         return;
     }
-    int native = fg_w16_gemm_bf16_fast();
+    if (!zmm_runs())
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the BF16 kernel body on AVX2 alone\n");
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
         uint64_t m = cases[t].m, n = cases[t].n, k = cases[t].k;
         uint8_t codec = cases[t].codec;
@@ -1200,48 +1312,48 @@ START_TEST(test_w16_bf16_emulated)
             for (uint64_t j = 0; j < n; j++)
                 bias[j] = gauss();
         }
-        uint64_t words = fg_xpack_bf16_words(m, k), np = (m + FG_XPACK_MR - 1) / FG_XPACK_MR;
-        uint32_t *xb = malloc(words * 4), *xl = malloc(words * 4);
-        memset(xb, 0xAB, words * 4);
-        fgq_bf16_emul_xpack(x, m, k, ldx, xb, np / 2, np);
-        fgq_bf16_emul_xpack(x, m, k, ldx, xb, 0, np / 2);
-        fg_xpack_bf16(x, m, k, ldx, xl, 0, np);
-        for (uint64_t i = 0; i < m; i++)
-            for (uint64_t c = 0; c < k; c++)
-                TU_REQUIRE(fgq_xpack_bf16_at(xb, m, k, i, c) == bf16_round(x[i * ldx + c]) &&
-                            signbit(fgq_xpack_bf16_at(xb, m, k, i, c)) ==
-                                signbit(bf16_round(x[i * ldx + c])),
-                        "emulated xpack case %zu (%llu, %llu): %a, want %a", t,
-                        (unsigned long long)i, (unsigned long long)c,
-                        fgq_xpack_bf16_at(xb, m, k, i, c), bf16_round(x[i * ldx + c]));
-        TU_REQUIRE(!memcmp(xb, xl, words * 4), "emulated xpack case %zu: not fg_xpack_bf16's", t);
+        uint32_t *xb = malloc(fg_xpack_bf16_words(m, k) * 4);
+        bf16_check_xpack(t, x, m, k, ldx, xb);
         float *want = malloc(m * n * 4), *got = malloc(m * n * 4);
         uint64_t split = m / 2 / FG_XPACK_MR * FG_XPACK_MR;
         bf16_model(codec, w, n, k, ldw, xb, m, 0, m, bias, want);
-        for (int run = 0; run < 2 + native; run++) {
-            uint64_t pf = run == 1 ? 1u << 18 : fg_w16_bf16_panel_min_floats(k);
+        for (int run = 0; run < 6; run++) {
+            int b = run / 2;
+            if (!bf16_build_runs(b))
+                continue;
+            uint64_t pf = run % 2 ? 1u << 18 : fg_w16_bf16_panel_min_floats(k);
             float *panel = aligned_alloc(64, (pf * 4 + 63) / 64 * 64);
             memset(got, 0xFF, m * n * 4);
             for (int half = 0; half < 2; half++) {
                 uint64_t i0 = half ? split : 0, i1 = half ? m : split;
-                fg_err err;
-                if (run < 2)
-                    fgq_bf16_emul_w16_gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1,
-                                           bias, got, n, panel, pf);
-                else
-                    ck_assert_int_eq(fg_w16_gemm_bf16(codec, w, n, ldw, xb, m, k, i0, i1, bias,
-                                                      got, n, panel, pf, FG_QUANT_ISA_AUTO, &err),
-                                     FG_OK);
+                k_bf16_builds[b].gemm(codec == FG_CODEC_BF16, w, n, ldw, xb, m, k, i0, i1, bias,
+                                      got, n, panel, pf);
             }
             for (uint64_t q = 0; q < m * n; q++)
-                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, %llu):"
-                        " %a, model %a", run < 2 ? "emulated" : "native", t,
-                        (unsigned long long)pf, (unsigned long long)(q / n),
-                        (unsigned long long)(q % n), got[q], want[q]);
+                TU_REQUIRE(!memcmp(&got[q], &want[q], 4), "bf16 %s case %zu panel %llu (%llu, "
+                        "%llu): %a, model %a", k_bf16_builds[b].name, t, (unsigned long long)pf,
+                        (unsigned long long)(q / n), (unsigned long long)(q % n), got[q], want[q]);
             free(panel);
         }
-        free(w), free(x), free(bias), free(xb), free(xl), free(want), free(got);
+        free(w), free(x), free(bias), free(xb), free(want), free(got);
     }
+}
+END_TEST
+
+/* quant_zmm_emul.h's emulations against the AVX-512 instructions, intrinsic by intrinsic, on
+ * random and corner operands (quant_zmm_emul_check.c): where the CPU has AVX-512. */
+int fgz_emul_check(uint64_t seed, int rounds, const char **first);
+
+START_TEST(test_zmm_emulation)
+{
+    if (!zmm_runs()) {
+        fprintf(stderr, "test_quant_gemm: no AVX-512: the zmm emulation not checked against it\n");
+        return;
+    }
+    const char *first = NULL;
+    int bad = fgz_emul_check(0x9E3779B97F4A7C15ull, 20000, &first);
+    TU_REQUIRE(bad == 0, "the zmm emulation: %d mismatches, the first in _mm512_%s", bad,
+               first ? first : "?");
 }
 END_TEST
 #endif
@@ -1271,6 +1383,7 @@ int main(void)
 #endif
 #ifdef FG_TEST_BF16_EMUL
     tcase_add_test(tc, test_w16_bf16_emulated);
+    tcase_add_test(tc, test_zmm_emulation);
 #endif
     suite_add_tcase(s, tc);
     return tu_run(s);
