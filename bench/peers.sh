@@ -34,8 +34,10 @@
 #   batch above 1: llama-batched-bench -npp PROMPT_LEN -ntg GEN_LEN-1 -npl PROMPTS (the prefill's
 #                  logits give the first token, as in fg's count: GEN_LEN tokens a prompt);
 #   batch 1:       llama-bench -p PROMPT_LEN -n GEN_LEN (pp and tg rates, each its own run);
-#   fg:            fg-infer --prompt-len PROMPT_LEN --gen-len GEN_LEN (synthetic prompts, as the
-#                  llama.cpp benches' random tokens).
+#   fg:            fg-infer --prompt-len PROMPT_LEN --gen-len GEN_LEN --warmup (synthetic prompts,
+#                  as the llama.cpp benches' random tokens; one block untimed first, as
+#                  llama-bench's warm-up run and the benches' untimed mmap load: FG_WARMUP= (empty)
+#                  times fg's first block cold, its weights' first reads included).
 # Printed per system: tok/s overall (GEN_LEN tokens a prompt over prefill + decode), the prefill's
 # prompt tok/s and the decode's tok/s; then the means and fg's ratios to llama.cpp.
 # LLAMA_SYSTEMS: subset of "fg-F16 fg-F16-bf16 llama.cpp-F16 fg-Q4-int8 llama.cpp-Q4_0 fg-Q8-int8

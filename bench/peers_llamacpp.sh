@@ -39,7 +39,7 @@ lfg() { # sc rd sys store flags...
   # are after their untimed load (fg's prefill reads the weights it runs)
   find "$WORK/$4" -type f -exec cat {} + > /dev/null
   log=$("${TIME[@]}" "$BIN/fg-infer" -m "$WORK/$4" --prompt-len "$PL" --gen-len "$GL" --threads "$THREADS" \
-        --gpu-batch-size "${BLK%x*}" --num-gpu-batches "${BLK#*x}" "${@:5}" 2>&1 >/dev/null) ||
+        --gpu-batch-size "${BLK%x*}" --num-gpu-batches "${BLK#*x}" ${FG_WARMUP---warmup} "${@:5}" 2>&1 >/dev/null) ||
     echo "peers: $3: $log" >&2
   tot=$(echo "$log" | sed -nE 's/^summary: .*: ([0-9.]+) tok\/s$/\1/p')
   pre=$(echo "$log" | sed -nE 's/^summary: .*\(prefill ([0-9.]+) s, decode ([0-9.]+) s\).*/\1/p')
