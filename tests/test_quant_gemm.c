@@ -1212,18 +1212,14 @@ static uint16_t *bf16_corner_w(uint8_t codec, uint64_t n, uint64_t k, uint64_t l
 /* The three builds of fg_w16_gemm_bf16's VDPBF16PS body (gemm16_bf16_kern.h) and its x packer:
  * with the bfloat16 instructions emulated on AVX2 alone (quant_bf16_emul2.c: the zmm intrinsics
  * emulated too), in AVX-512 (quant_bf16_emul.c), and the native one (gemm16_bf16.c). */
-void fgq_bf16_emul2_w16_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
-                             const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
-                             const float *bias, float *y, uint64_t ldy, float *panel,
-                             uint64_t panel_floats);
-void fgq_bf16_emul2_xpack(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
-                          uint64_t b0, uint64_t b1);
 typedef void bf16_gemm_fn(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
                           const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
                           const float *bias, float *y, uint64_t ldy, float *panel,
                           uint64_t panel_floats);
 typedef void bf16_xpack_fn(const float *x, uint64_t m, uint64_t k, uint64_t ldx, uint32_t *xb,
                            uint64_t b0, uint64_t b1);
+bf16_gemm_fn fgq_bf16_emul2_w16_gemm;
+bf16_xpack_fn fgq_bf16_emul2_xpack;
 
 static void bf16_native_gemm(int bf16, const uint16_t *w, uint64_t n, uint64_t ldw,
                              const uint32_t *xb, uint64_t m, uint64_t k, uint64_t i0, uint64_t i1,
