@@ -1,5 +1,7 @@
 /* gemm16_avx512.c - AVX-512 kernel of the 16-bit-weight GEMM (gemm16.c; compiled with
- * -mavx512f -mavx512vl -mf16c -mfma, called only when the CPU runs AVX-512, see gemm16.c).
+ * -mavx512f -mavx512vl -mf16c -mfma, called only when the CPU runs AVX-512, see gemm16.c;
+ * tests/quant_w16_emul2.c includes this file whole on AVX2 alone through tests/quant_zmm_emul.h,
+ * so an intrinsic added here must be added there).
  *
  * The AVX2 kernel (gemm16_avx2.c) with zmm registers: the same loops (BLIS order: slabs of nc
  * weight rows, blocks of kc = FG_XPACK_KC columns, blocks of MC rows of x, strips of the panel),

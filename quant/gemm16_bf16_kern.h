@@ -8,7 +8,9 @@
  *   FGQ_BF16_CVT16(v)        one __m512 into a __m256i of 16 bfloat16 (VCVTNEPS2BF16)
  *   FGQ_BF16_CVT1(f)         one float into a uint16_t bfloat16 (VCVTNEPS2BF16)
  * gemm16_bf16.c maps them on the instructions; tests/quant_bf16_emul.c on exact emulations in
- * AVX-512 F/BW, so that this body runs on AVX-512 CPUs without AVX512-BF16.
+ * AVX-512 F/BW, so that this body runs on AVX-512 CPUs without AVX512-BF16, and
+ * tests/quant_bf16_emul2.c on those with the zmm intrinsics emulated in AVX2 too
+ * (tests/quant_zmm_emul.h: an intrinsic added here must be added there).
  */
 #include <immintrin.h>
 #include <string.h>

@@ -3,7 +3,9 @@
  * defines FGQ_PANEL512_ENTRY (the function's name) and either FGQ_DPBUSD512_ASM (the 64-column
  * inner sequence in assembly with VPDPBUSD) or FGQ_DPBUSD512(acc, u, s) (acc + per int32 lane
  * the 4 products of unsigned bytes u and signed bytes s, in intrinsics: the emulation in
- * tests/quant_q4p_emul.c, which runs this body on AVX-512 CPUs without VNNI).
+ * tests/quant_q4p_emul.c, which runs this body on AVX-512 CPUs without VNNI, and
+ * tests/quant_q4p_emul2.c, on AVX2 alone through tests/quant_zmm_emul.h: an intrinsic added here
+ * must be added there).
  *
  * The AVX2 panel kernel (gemm_q4p_avx2.c: its header has the why) with 32 weight rows a strip
  * and VPDPBUSD: per quad of k (4 columns) the panel holds the 32 rows' 4 codes as two zmm (one
