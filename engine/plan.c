@@ -137,13 +137,6 @@ static void choose_block(const fg_plan_model *m, const fg_policy *p, uint64_t bu
     }
 }
 
-/* Default placement: everything in RAM when it fits (beside the streaming window); else the
- * activations in RAM while they fit, then the KV cache with them, and of the weights the share
- * the room left holds beside one more span (so the pager still prefetches FG_PLAN_AHEAD spans
- * ahead): the pager homes what every step reads first (its ranks), the rest streams from disk.
- * Homing beats the pool's LRU at holding weights: a sweep larger than the LRU's room evicts
- * each chunk before the next sweep uses it again. But for a mixture's experts while a step's
- * chosen ones fit the room beside what every step reads: then the LRU keeps them better. */
 /* The largest share x of the weights above cumulative share base whose homes (by the pager's
  * rule: a unit's chunks are whole) take at most `bytes` (bisection: homes grow with x). */
 static double share_within(const fg_plan_model *m, double base, double most, uint64_t bytes)
@@ -159,7 +152,14 @@ static double share_within(const fg_plan_model *m, double base, double most, uin
     return lo;
 }
 
-/* Returns the bytes of weights RAM may home (UINT64_MAX: all of them). */
+/* Default placement: everything in RAM when it fits (beside the streaming window); else the
+ * activations in RAM while they fit, then the KV cache with them, and of the weights the share
+ * the room left holds beside one more span (so the pager still prefetches FG_PLAN_AHEAD spans
+ * ahead): the pager homes what every step reads first (its ranks), the rest streams from disk.
+ * Homing beats the pool's LRU at holding weights: a sweep larger than the LRU's room evicts
+ * each chunk before the next sweep uses it again. But for a mixture's experts while a step's
+ * chosen ones fit the room beside what every step reads: then the LRU keeps them better.
+ * Returns the bytes of weights RAM may home (UINT64_MAX: all of them). */
 static uint64_t default_frac(const fg_plan_model *m, const fg_plan *pl, uint64_t kv,
                              uint64_t act, uint64_t host, fg_pager_policy *f)
 {
@@ -212,6 +212,8 @@ uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
     for (uint32_t u = 0; u < m->n_units; u++)
         for (uint32_t r = 0; r < FG_PLACE_RANKS; r++) {
             uint64_t total = 0, before = 0;
+            if (!bytes[r])
+                continue;
             for (uint32_t k = m->unit_first[u]; k < m->unit_first[u + 1]; k++)
                 total += (m->chunk_rank ? m->chunk_rank[k] : 0) == r ? m->chunk[k] : 0;
             for (uint32_t k = m->unit_first[u]; total && k < m->unit_first[u + 1]; k++) {
@@ -227,8 +229,8 @@ uint64_t fg_plan_homed_weights(const fg_plan_model *m, double w_ram)
 
 /* With a GPU and no fractions: as many weights in its pool as surely fit (the pager homes a
  * chunk by its midpoint, so each unit may take up to half its largest chunk beyond the
- * fraction; a stored chunk is at most the f32 decode room),
- * the rest by the default rule. */
+ * fraction; a stored chunk is at most the f32 decode room), then RAM the next share the
+ * default rule's room holds (ram_bytes), the rest disk. */
 static void default_gpu(const fg_plan_model *m, fg_plan *pl, uint64_t ram_bytes,
                         fg_pager_policy *f)
 {
