@@ -919,6 +919,36 @@ START_TEST(moe_reads_chosen_experts)
     ck_assert_uint_eq(seq.n_out, n1);
     ck_assert_mem_eq(out, out2, n1 * sizeof *out);
     ck_assert_int_eq(fg_engine_close(e, &err), FG_OK);
+    /* the fixed rule under a budget below the weights: RAM homes what every step reads before
+     * any expert; at one sequence (a step chooses half the experts) it homes no expert while
+     * the chosen ones fit the streaming room left (the LRU keeps them), at 32 (every expert
+     * chosen) it homes experts too once that room is short; never more than the room holds */
+    int dense_only = 0, with_experts = 0;
+    for (uint64_t budget = 8 << 20; budget >= (256 << 10); budget -= 4096) {
+        for (uint32_t gbs = 1; gbs <= 32; gbs += 31) {
+            fg_policy fx = fg_policy_default();
+            fx.gbs = gbs, fx.ngb = 1;
+            fg_plan q;
+            if (fg_plan_make(&m.pm, &fx, ctx, budget, &q, &err))
+                continue;
+            ck_assert_uint_le(q.total_host, budget);
+            if (q.frac.w[1] == 1.0 || q.homed[0] == 0)
+                continue;
+            fg_policy_sweep_bytes(&m, q.frac.w[1], &sb); /* on disk: every expert, until all
+                                                             that every step reads is homed */
+            ck_assert(q.homed[0] >= rb[0] || (uint64_t)sb.experts == m.experts);
+            double room = (double)q.pool - (double)(q.homed[1] + q.homed[2] + rb[0]);
+            double beside = 0.5 * (double)m.experts > (double)q.max_span
+                                ? 0.5 * (double)m.experts : (double)q.max_span;
+            if (gbs == 1 && room >= (double)q.window + beside) {
+                ck_assert_uint_eq(q.homed[0], rb[0]); /* a step's chosen experts fit: none */
+                dense_only++;
+            }
+            with_experts += gbs == 32 && q.homed[0] > rb[0];
+        }
+    }
+    ck_assert_int_gt(dense_only, 0);
+    ck_assert_int_gt(with_experts, 0);
     fg_policy_model_free(&m);
     fg_model_close(md);
     fg_store_close(st);
