@@ -12,7 +12,8 @@
  * from everything between GEMMs (weight decoding, attention, norms): perf on opt-1.3b decode
  * showed 13% of the time in sched_yield. Our helpers sleep on a condition variable instead.
  * Decoding a weight piece (F16/BF16/Q4/Q8 -> f32, bound by memory bandwidth, which one core
- * does not saturate) and attention's (query, head) problems are split across the same helpers;
+ * does not saturate) and attention's (query, head) problems (at prefill sizes each part first
+ * copies its KV head's rows together, kv_pack_room) are split across the same helpers;
  * the fused kernels and the decoding of a piece hand out chunks (fg_par_run_dyn: eight a
  * thread, claimed by whoever is free) instead of one fixed part per thread, so a helper that
  * wakes late does not hold up the piece (batch-1 decode runs one per 4 MiB piece).
@@ -74,6 +75,9 @@ typedef struct cpu_ctx {
     size_t scr_cap;       /* bytes */
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
+    float *kvp;           /* attention's contiguous copies of a KV head, one region a part
+                           * (fg_attn_args.kv_pack) */
+    size_t kvp_cap;       /* floats */
     int w16;              /* the panel GEMMs are on (FG_PANEL_GEMM unset or not 0) */
     int bf16;             /* 16-bit pieces through fg_w16_gemm_bf16 (FG_COMPUTE_BF16 on a CPU
                            * with AVX512-BF16) */
@@ -764,6 +768,30 @@ static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
         fg_cpu_attention_part(a, part, parts);
 }
 
+/* Attention packs a part's KV head into contiguous rows (kernels_cpu.c: a head's rows in the
+ * cache are a power of two apart and thrash a few cache sets) when each part has this many
+ * queries of a head at least to reuse them, and the copies take at most KV_PACK_MAX floats. */
+#define KV_PACK_MIN_Q 8
+#define KV_PACK_MAX (16u << 20)
+
+/* a->kv_pack: room for a part's copy of one KV head in c->kvp, or left NULL (too few queries
+ * a part, too long a context, or out of memory: the kernels then read the cache in place). */
+static void kv_pack_room(cpu_ctx *c, fg_attn_args *a, uint32_t parts)
+{
+    uint32_t vd = a->v_dim ? a->v_dim : a->head_dim;
+    size_t stride = ((size_t)(a->q_pos0 + a->n_q) * (a->head_dim + vd) + 15) & ~(size_t)15;
+    if (a->n_q < KV_PACK_MIN_Q * parts || stride * parts > KV_PACK_MAX)
+        return;
+    if (stride * parts > c->kvp_cap) {
+        free(c->kvp);
+        c->kvp = aligned_alloc(64, stride * parts * 4);
+        c->kvp_cap = c->kvp ? stride * parts : 0;
+        if (!c->kvp)
+            return;
+    }
+    a->kv_pack = c->kvp, a->kv_pack_stride = stride;
+}
+
 static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
 {
     cpu_ctx *c = be->ctx;
@@ -776,7 +804,10 @@ static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
     fg_attn_args a = fgb_attn_args(op, k, v);
     /* a decode step's one query over a short context is not worth waking a helper for */
     uint64_t work = (uint64_t)a.n_q * a.n_heads * (a.q_pos0 + a.n_q) * a.head_dim;
-    if (a.scratch_parts > 1 && work >= (1u << 16))
+    uint32_t t = fg_par_threads(c->par);
+    int split = a.scratch_parts > 1 && work >= (1u << 16);
+    kv_pack_room(c, &a, split ? (a.scratch_parts < t ? a.scratch_parts : t) : 1);
+    if (split)
         fg_par_run(c->par, attention_part, &a);
     else
         fg_cpu_attention(&a);
@@ -830,6 +861,7 @@ static void cpu_destroy(fg_backend *be)
         free(c->wbuf);
         free(c->scr);
         free(c->xal);
+        free(c->kvp);
     }
     free(c);
     fg_device_free(be->dev);
