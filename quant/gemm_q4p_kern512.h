@@ -57,7 +57,10 @@ static void pack_strip(const fgq_params *p, const uint8_t *w, uint64_t row_bytes
             float mn = 0.0f, sc = 0.0f;
             if (t < nr) {
                 const uint8_t *src = w + t * row_bytes + (g0 + g) * p->gbytes;
-                fgq_read_ms(src, p, &mn, &sc);
+                if (p->f16scale) /* VCVTPH2PS: fgq_h2f's bits without its branches */
+                    mn = qp_widen1(0, fg_le16(src)), sc = qp_widen1(0, fg_le16(src + 2));
+                else
+                    fgq_read_ms(src, p, &mn, &sc);
                 if (g + PF_GROUPS < ng) /* see PF_GROUPS */
                     _mm_prefetch((const char *)src + PF_GROUPS * p->gbytes, _MM_HINT_T0);
             }
