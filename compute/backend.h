@@ -408,6 +408,10 @@ typedef struct fg_attn_args {
     const float *sinks;    /* [n_heads] or NULL (fg_attn_op.sinks) */
     size_t v_stride;       /* 0 = kv_stride */
     uint32_t v_dim;        /* values a head, out [n_q, n_heads * v_dim]; 0 = head_dim */
+    float *kv_pack;        /* NULL, or scratch_parts regions of kv_pack_stride floats, >= (q_pos0
+                            * + n_q) * (head_dim + v_dim): a part copies the keys and values of
+                            * the KV head it works on there, in contiguous rows (same bits) */
+    size_t kv_pack_stride;
 } fg_attn_args;
 
 void fg_cpu_layernorm_ref(const float *x, const float *g, const float *b, float *y, uint32_t n,

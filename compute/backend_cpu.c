@@ -1,7 +1,7 @@
 /* backend_cpu.c - the CPU compute backend: Linear layers through OpenBLAS sgemm (fp32) on typed
  * weights decoded piece by piece, the small kernels from kernels_cpu.c and ops_common.c, and
- * the scalar references themselves where SIMD gains nothing (RoPE, add, scale, argmax, scatter:
- * ops_ref.c).
+ * the scalar references themselves where SIMD gains nothing (RoPE, argmax, scatter; add and
+ * scale split across the helpers: ops_ref.c).
  * Synchronous: `sync` is a no-op. Its device is the host device (core/fg_device.h): host memory,
  * no pinned or device memory.
  *
@@ -12,7 +12,8 @@
  * from everything between GEMMs (weight decoding, attention, norms): perf on opt-1.3b decode
  * showed 13% of the time in sched_yield. Our helpers sleep on a condition variable instead.
  * Decoding a weight piece (F16/BF16/Q4/Q8 -> f32, bound by memory bandwidth, which one core
- * does not saturate) and attention's (query, head) problems are split across the same helpers;
+ * does not saturate) and attention's (query, head) problems (at prefill sizes each part first
+ * copies its KV head's rows together, kv_pack_room) are split across the same helpers;
  * the fused kernels and the decoding of a piece hand out chunks (fg_par_run_dyn: eight a
  * thread, claimed by whoever is free) instead of one fixed part per thread, so a helper that
  * wakes late does not hold up the piece (batch-1 decode runs one per 4 MiB piece).
@@ -74,6 +75,9 @@ typedef struct cpu_ctx {
     size_t scr_cap;       /* bytes */
     float *xal;           /* a 64-byte aligned copy of a misaligned x for the fused F16 kernel */
     size_t xal_cap;       /* floats */
+    float *kvp;           /* attention's contiguous copies of a KV head, one region a part
+                           * (fg_attn_args.kv_pack) */
+    size_t kvp_cap;       /* floats */
     int w16;              /* the panel GEMMs are on (FG_PANEL_GEMM unset or not 0) */
     int bf16;             /* 16-bit pieces through fg_w16_gemm_bf16 (FG_COMPUTE_BF16 on a CPU
                            * with AVX512-BF16) */
@@ -685,6 +689,7 @@ typedef struct small_job {
     float eps;
     int rms;   /* norm_part: RMSNorm (else LayerNorm) */
     fg_act_fn act;
+    float s;   /* scale_part's factor */
 } small_job;
 
 static void norm_part(void *arg, uint32_t part, uint32_t n_parts)
@@ -708,6 +713,34 @@ static void act_part(void *arg, uint32_t part, uint32_t n_parts)
     if (i0 < j->len)
         fgb_act(j->act, j->y + i0, j->up ? j->up + i0 : NULL,
                 j->len - i0 < per ? j->len - i0 : per);
+}
+
+/* Element ranges of part `part` (16-float multiples): add_part y += up, scale_part y *= s (the
+ * reference's loops on each range: every element on its own, so the same bits). */
+static void elem_range(const small_job *j, uint32_t part, uint32_t n_parts, size_t *i0,
+                       size_t *n)
+{
+    size_t per = ((j->len + n_parts - 1) / n_parts + 15) & ~(size_t)15;
+    *i0 = per * part;
+    *n = *i0 < j->len ? (j->len - *i0 < per ? j->len - *i0 : per) : 0;
+}
+
+static void add_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const small_job *j = arg;
+    size_t i0, n;
+    elem_range(j, part, n_parts, &i0, &n);
+    if (n)
+        fgb_ref_add(NULL, j->y + i0, j->up + i0, n, NULL);
+}
+
+static void scale_part(void *arg, uint32_t part, uint32_t n_parts)
+{
+    const small_job *j = arg;
+    size_t i0, n;
+    elem_range(j, part, n_parts, &i0, &n);
+    if (n)
+        fgb_ref_scale(NULL, j->y + i0, j->s, n, NULL);
 }
 
 /* j on the calling thread below SMALL_OP_SPLIT elements (or when it cannot be split), else on
@@ -749,6 +782,22 @@ static int cpu_act(fg_backend *be, fg_act_fn a, float *x, const float *up, size_
     return run_small(be, act_part, &j, n, 1);
 }
 
+/* The residual adds and the query scaling of a prefill (1024 x 2048 floats in opt-1.3b's 8 x
+ * 128) ran on the calling thread alone: 0.6% of the samples, the helpers idle meanwhile. */
+static int cpu_add(fg_backend *be, float *y, const float *x, size_t n, fg_err *err)
+{
+    (void)err;
+    small_job j = {.y = y, .up = x, .len = n};
+    return run_small(be, add_part, &j, n, 1);
+}
+
+static int cpu_scale(fg_backend *be, float *x, float s, size_t n, fg_err *err)
+{
+    (void)err;
+    small_job j = {.y = x, .len = n, .s = s};
+    return run_small(be, scale_part, &j, n, 1);
+}
+
 static int cpu_kv_store(fg_backend *be, const fg_kv_view *kv, uint32_t row, const float *k,
                         const float *v, uint32_t n, fg_err *err)
 {
@@ -764,6 +813,30 @@ static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
         fg_cpu_attention_part(a, part, parts);
 }
 
+/* Attention packs a part's KV head into contiguous rows (kernels_cpu.c: a head's rows in the
+ * cache are a power of two apart and thrash a few cache sets) when each part has this many
+ * queries of a head at least to reuse them, and the copies take at most KV_PACK_MAX floats. */
+#define KV_PACK_MIN_Q 8
+#define KV_PACK_MAX (16u << 20)
+
+/* a->kv_pack: room for a part's copy of one KV head in c->kvp, or left NULL (too few queries
+ * a part, too long a context, or out of memory: the kernels then read the cache in place). */
+static void kv_pack_room(cpu_ctx *c, fg_attn_args *a, uint32_t parts)
+{
+    uint32_t vd = a->v_dim ? a->v_dim : a->head_dim;
+    size_t stride = ((size_t)(a->q_pos0 + a->n_q) * (a->head_dim + vd) + 15) & ~(size_t)15;
+    if (a->n_q < KV_PACK_MIN_Q * parts || stride * parts > KV_PACK_MAX)
+        return;
+    if (stride * parts > c->kvp_cap) {
+        free(c->kvp);
+        c->kvp = aligned_alloc(64, stride * parts * 4);
+        c->kvp_cap = c->kvp ? stride * parts : 0;
+        if (!c->kvp)
+            return;
+    }
+    a->kv_pack = c->kvp, a->kv_pack_stride = stride;
+}
+
 static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
 {
     cpu_ctx *c = be->ctx;
@@ -776,7 +849,10 @@ static int cpu_attention(fg_backend *be, const fg_attn_op *op, fg_err *err)
     fg_attn_args a = fgb_attn_args(op, k, v);
     /* a decode step's one query over a short context is not worth waking a helper for */
     uint64_t work = (uint64_t)a.n_q * a.n_heads * (a.q_pos0 + a.n_q) * a.head_dim;
-    if (a.scratch_parts > 1 && work >= (1u << 16))
+    uint32_t t = fg_par_threads(c->par);
+    int split = a.scratch_parts > 1 && work >= (1u << 16);
+    kv_pack_room(c, &a, split ? (a.scratch_parts < t ? a.scratch_parts : t) : 1);
+    if (split)
         fg_par_run(c->par, attention_part, &a);
     else
         fg_cpu_attention(&a);
@@ -830,6 +906,7 @@ static void cpu_destroy(fg_backend *be)
         free(c->wbuf);
         free(c->scr);
         free(c->xal);
+        free(c->kvp);
     }
     free(c);
     fg_device_free(be->dev);
@@ -838,8 +915,8 @@ static void cpu_destroy(fg_backend *be)
 
 static const fg_backend_iface k_cpu = {
     "cpu", cpu_sync, cpu_reserve,
-    cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, fgb_ref_rope, cpu_act, fgb_ref_add,
-    fgb_ref_scale, fgb_ref_argmax, fgb_ref_scatter, cpu_kv_store, cpu_attention, cpu_stats,
+    cpu_linear, cpu_gather, cpu_layernorm, cpu_rmsnorm, fgb_ref_rope, cpu_act, cpu_add,
+    cpu_scale, fgb_ref_argmax, fgb_ref_scatter, cpu_kv_store, cpu_attention, cpu_stats,
     cpu_destroy, cpu_heads,
 };
 
