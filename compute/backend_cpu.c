@@ -815,9 +815,11 @@ static void attention_part(void *arg, uint32_t part, uint32_t n_parts)
 
 /* Attention packs a part's KV head into contiguous rows (kernels_cpu.c: a head's rows in the
  * cache are a power of two apart and thrash a few cache sets) when each part has this many
- * queries of a head at least to reuse them, and the copies take at most KV_PACK_MAX floats. */
+ * queries of a head at least to reuse them, and the copies take at most KV_PACK_MAX floats:
+ * a scratch outside the memory plan, so kept small (4 MiB: 2 parts of a 2048-token context
+ * of 128-wide keys and values take 2 MiB); longer contexts read the cache in place. */
 #define KV_PACK_MIN_Q 8
-#define KV_PACK_MAX (16u << 20)
+#define KV_PACK_MAX (1u << 20)
 
 /* a->kv_pack: room for a part's copy of one KV head in c->kvp, or left NULL (too few queries
  * a part, too long a context, or out of memory: the kernels then read the cache in place). */
