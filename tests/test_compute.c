@@ -162,16 +162,20 @@ START_TEST(threaded_backend_matches_single)
     randf(q, NQ * W, 26, 1.0f);
     for (int t = 0; t < CTX; t++)
         valid[t] = t >= 3;
-    for (int sparse = 0; sparse < 2; sparse++) {
-        float keep = sparse ? 0.5f : 0.0f;
-        fg_attn_args one = {q, k, v, W, valid, NQ, CTX - NQ, HEADS, D, o1, sc, keep, 0, 0, 0, 0};
+    /* (40 queries over 3 threads: each part copies its KV head together first, kv_pack;
+     * with a sliding window and grouped KV heads too) */
+    for (int c = 0; c < 8; c++) {
+        float keep = c & 1 ? 0.5f : 0.0f;
+        uint32_t window = c & 2 ? 7 : 0, kvh = c & 4 ? 2 : HEADS;
+        fg_attn_args one = {q, k, v, kvh * D, valid, NQ, CTX - NQ, HEADS, D, o1, sc, keep, 0, 0,
+                            kvh, window};
         fg_cpu_attention(&one);
-        fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), W * 4, W, CTX};
-        fg_attn_op many = {q, kv, valid, NQ, CTX - NQ, HEADS, HEADS, D, 0, keep, o2, sc,
+        fg_kv_view kv = {k, v, fg_codec_float(FG_CODEC_F32), kvh * D * 4, kvh * D, CTX};
+        fg_attn_op many = {q, kv, valid, NQ, CTX - NQ, HEADS, kvh, D, window, keep, o2, sc,
                            2 * CTX, P, NULL, NULL};
-        ck_assert_int_eq(be->iface->attention(be, &many, &err), 0);
-        ck_assert_msg(!memcmp(o1, o2, NQ * W * 4), "threaded attention differs (keep %g)",
-                      (double)keep);
+        ck_assert_msg(be->iface->attention(be, &many, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(o1, o2, NQ * W * 4), "threaded attention differs (keep %g, "
+                      "window %u, %u KV heads)", (double)keep, window, kvh);
     }
     fg_backend_free(be);
     free(k), free(v), free(q), free(o1), free(o2), free(sc);
