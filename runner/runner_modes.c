@@ -131,6 +131,20 @@ int fgr_run_prompt(fgr_run *r, fg_err *err)
     return rc;
 }
 
+/* n sequences of P random ids (from id 4 on), g new tokens each into out's rows of G, their
+ * generator streams i0 + i. */
+static void random_block(const fgr_run *r, fg_rng *rng, uint32_t V, uint32_t P, uint32_t g,
+                         uint32_t G, uint64_t i0, uint32_t n, int32_t *ids, int32_t *out,
+                         fg_gen_seq *seqs)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t t = 0; t < P; t++)
+            ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(rng) * (V - 4));
+        seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, g, r->o->sample, i0 + i,
+                               out + (size_t)i * G, 0, 0, 1};
+    }
+}
+
 /* FlexGen's benchmark: random prompts of prompt_len ids, each generating exactly gen_len
  * tokens (EOS ignored, as FlexGen's benchmark does). --num-prompts N fixes the job: N prompts
  * in blocks of the engine's size (the search picks that block within N); without it the job
@@ -155,12 +169,7 @@ int fgr_run_synthetic(fgr_run *r, fg_err *err)
     if (r->o->warmup) { /* other prompts (another stream), at most 2 new tokens each */
         uint32_t n = N < bs ? (uint32_t)N : bs, g = G < 2 ? G : 2;
         fg_rng_seed(&rng, r->o->sample.seed, 98);
-        for (uint32_t i = 0; i < n; i++) {
-            for (uint32_t t = 0; t < P; t++)
-                ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
-            seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, g, r->o->sample, i,
-                                   out + (size_t)i * G, 0, 0, 1};
-        }
+        random_block(r, &rng, V, P, g, G, 0, n, ids, out, seqs);
         fg_gen_stats gs;
         rc = fg_engine_generate(r->e, seqs, n, NULL, &gs, err);
         fg_engine_stats_get(r->e, &r->base);
@@ -172,12 +181,7 @@ int fgr_run_synthetic(fgr_run *r, fg_err *err)
     fg_progress_begin(&tc.bar, "generating", FG_UNIT_TOKENS, N * G, r->o->quiet);
     for (uint64_t i0 = 0; rc == FG_OK && i0 < N; i0 += bs) {
         uint32_t n = N - i0 < bs ? (uint32_t)(N - i0) : bs;
-        for (uint32_t i = 0; i < n; i++) {
-            for (uint32_t t = 0; t < P; t++)
-                ids[(size_t)i * P + t] = 4 + (int32_t)(fg_rng_uniform(&rng) * (V - 4));
-            seqs[i] = (fg_gen_seq){ids + (size_t)i * P, P, G, r->o->sample, i0 + i,
-                                   out + (size_t)i * G, 0, 0, 1};
-        }
+        random_block(r, &rng, V, P, G, G, i0, n, ids, out, seqs);
         rc = fgr_generate(r, seqs, n, NULL, &tc, err);
     }
     fg_progress_end(&tc.bar);
